@@ -1,0 +1,35 @@
+"""jax2onnx: convert JAX functions and Flax NNX models to ONNX.
+
+    from jax2onnx import to_onnx
+    model = to_onnx(fn, [("B", 30)])
+
+Importing this package is cheap: plugin packs are found and loaded on the first conversion.
+"""
+
+from ._version import __version__
+from .conversion import to_onnx
+from .errors import (
+    InputSpecError,
+    Jax2OnnxError,
+    LoweringError,
+    PluginConflictError,
+    UnsupportedPrimitiveError,
+    UserFunctionError,
+)
+from .functions import onnx_function
+from .hookspecs import hookimpl
+from .verification import allclose
+
+__all__ = [
+    "InputSpecError",
+    "Jax2OnnxError",
+    "LoweringError",
+    "PluginConflictError",
+    "UnsupportedPrimitiveError",
+    "UserFunctionError",
+    "__version__",
+    "allclose",
+    "hookimpl",
+    "onnx_function",
+    "to_onnx",
+]

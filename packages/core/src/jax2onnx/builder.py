@@ -1,0 +1,416 @@
+"""Graph building over ``onnx_ir``: typed values, an op builder, constants stored once, scopes.
+
+A :class:`ModelBuilder` owns the main graph, the model-wide name generator, the initializer pool
+and the ONNX functions. A :class:`Scope` is one graph being filled: the main graph, a control-flow
+body (``If``/``Loop``/``Scan`` subgraph) or an ONNX function body. Lowerings reach it through
+``ctx.op`` (an :class:`OpBuilder`) and ``ctx.const``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+from . import compat
+
+# --------------------------------------------------------------------------------------------
+# dtypes
+
+
+def to_ir_dtype(dtype: Any) -> ir.DataType:
+    dt = np.dtype(dtype)
+    if dt.name == "bfloat16":
+        return ir.DataType.BFLOAT16
+    return ir.DataType.from_numpy(dt)
+
+
+def aval_type(aval: Any) -> tuple[ir.TensorType, ir.Shape]:
+    dims = [str(d) if compat.is_symbolic_dim(d) else int(d) for d in aval.shape]
+    return ir.TensorType(to_ir_dtype(aval.dtype)), ir.Shape(dims)
+
+
+# Ops whose output has the element type of their first input; lets lowerings read ``v.dtype``
+# on intermediates before shape inference has run.
+_SAME_TYPE_OPS = {
+    "Abs", "Acos", "Acosh", "Add", "Asin", "Asinh", "Atan", "Atanh", "AveragePool", "BatchNormalization",
+    "Ceil", "Celu", "Clip", "Concat", "Conv", "ConvTranspose", "Cos", "Cosh", "CumSum", "DepthToSpace",
+    "Div", "Dropout", "Einsum", "Elu", "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather",
+    "GatherElements", "GatherND", "Gelu", "Gemm", "GroupNormalization", "HardSigmoid", "HardSwish",
+    "Identity", "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool",
+    "Mean", "Min", "Mish", "Mod", "Mul", "Neg", "Pad", "Pow", "Reciprocal", "ReduceL2",
+    "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum",
+    "ReduceSumSquare", "Relu", "Reshape", "Resize", "ReverseSequence", "RMSNormalization", "Round",
+    "ScatterElements", "ScatterND", "Selu", "Sigmoid", "Sign", "Sin", "Sinh", "Slice", "Softmax",
+    "Softplus", "Softsign", "SpaceToDepth", "Sqrt", "Squeeze", "Sub", "Sum", "Tan", "Tanh", "Tile",
+    "Transpose", "Trilu", "Unsqueeze", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot",
+    "BitShift", "Attention", "TopK", "DFT",
+}
+_BOOL_OPS = {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf"}
+_INT64_OPS = {"Shape", "Size", "ArgMax", "ArgMin", "NonZero"}
+
+
+class Values:
+    """Readable, model-wide unique names (ONNX names must be unique across graph and subgraphs)."""
+
+    def __init__(self) -> None:
+        self._used: dict[str, int] = {}
+
+    def fresh(self, base: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9_.]", "_", base) or "v"
+        n = self._used.get(base)
+        if n is None:
+            self._used[base] = 1
+            return base
+        while True:
+            n += 1
+            cand = f"{base}_{n}"
+            if cand not in self._used:
+                self._used[base] = n
+                self._used[cand] = 1
+                return cand
+
+
+class ModelBuilder:
+    """Model-wide state: names, the initializer pool, ONNX functions, opset."""
+
+    def __init__(self, opset: int) -> None:
+        self.opset = opset
+        self.names = Values()
+        self.initializers: dict[str, ir.Value] = {}
+        self._const_pool: dict[tuple, ir.Value] = {}
+        self.functions: dict[tuple[str, str], ir.Function] = {}
+        self.function_fingerprints: dict[str, ir.Function] = {}
+        self.main = Scope(self, kind="main")
+
+    def initializer(self, array: np.ndarray, name: str | None = None) -> ir.Value:
+        """An initializer holding ``array``; identical arrays are stored once."""
+        array = np.asarray(array)
+        key = _array_key(array)
+        hit = self._const_pool.get(key)
+        if hit is not None:
+            return hit
+        vname = self.names.fresh(name or _const_name(array))
+        value = ir.Value(name=vname, type=ir.TensorType(to_ir_dtype(array.dtype)), shape=ir.Shape(list(array.shape)),
+                         const_value=_as_tensor(array, vname))
+        self.initializers[vname] = value
+        self._const_pool[key] = value
+        return value
+
+
+def _as_tensor(array: np.ndarray, name: str) -> ir.TensorProtocol:
+    if array.dtype.name == "bfloat16":
+        return ir.Tensor(array, dtype=ir.DataType.BFLOAT16, name=name)
+    return ir.Tensor(array, name=name)
+
+
+def _array_key(array: np.ndarray) -> tuple:
+    data = np.ascontiguousarray(array)
+    digest = hashlib.blake2b(data.view(np.uint8).reshape(-1).data if data.size else b"", digest_size=16).hexdigest()
+    return (array.dtype.str, array.shape, digest)
+
+
+def _const_name(array: np.ndarray) -> str:
+    if array.ndim == 0 or array.size == 1:
+        return "const_scalar" if array.ndim == 0 else "const"
+    return "const_" + "x".join(str(d) for d in array.shape)
+
+
+class DimValue:
+    """A dimension computed in the graph (int64, shape ``[1]``), with the arithmetic JAX's
+    symbolic-dim evaluator uses, so ``B*H//2`` becomes Mul/Div nodes."""
+
+    def __init__(self, scope: Scope, value: ir.Value):
+        self.scope = scope
+        self.value = value
+
+    def _lift(self, other: Any) -> ir.Value:
+        if isinstance(other, DimValue):
+            return other.value
+        return self.scope.const(np.array([int(other)], dtype=np.int64))
+
+    def _bin(self, op: str, a: Any, b: Any) -> DimValue:
+        return DimValue(self.scope, getattr(self.scope.op, op)(self._lift(a), self._lift(b)))
+
+    def __add__(self, o: Any) -> DimValue:
+        return self._bin("Add", self, o)
+
+    def __radd__(self, o: Any) -> DimValue:
+        return self._bin("Add", o, self)
+
+    def __sub__(self, o: Any) -> DimValue:
+        return self._bin("Sub", self, o)
+
+    def __rsub__(self, o: Any) -> DimValue:
+        return self._bin("Sub", o, self)
+
+    def __mul__(self, o: Any) -> DimValue:
+        return self._bin("Mul", self, o)
+
+    def __rmul__(self, o: Any) -> DimValue:
+        return self._bin("Mul", o, self)
+
+    def __floordiv__(self, o: Any) -> DimValue:
+        # Dims are non-negative and divisors positive, so ONNX's truncating Div equals floor.
+        return self._bin("Div", self, o)
+
+    def __rfloordiv__(self, o: Any) -> DimValue:
+        return self._bin("Div", o, self)
+
+    def __mod__(self, o: Any) -> DimValue:
+        return self._bin("Mod", self, o)
+
+    def __rmod__(self, o: Any) -> DimValue:
+        return self._bin("Mod", o, self)
+
+    def __divmod__(self, o: Any) -> tuple[DimValue, DimValue]:
+        return self // o, self % o
+
+    def __rdivmod__(self, o: Any) -> tuple[DimValue, DimValue]:
+        return self._bin("Div", o, self), self._bin("Mod", o, self)
+
+    def __neg__(self) -> DimValue:
+        return DimValue(self.scope, self.scope.op.Neg(self.value))
+
+    def __index__(self) -> int:  # JAX's evaluator probes for constants with operator.index
+        raise TypeError("graph dimension is not a constant")
+
+
+class Scope:
+    """One graph under construction (main graph, control-flow body, or function body)."""
+
+    def __init__(self, model: ModelBuilder, kind: str, parent: Scope | None = None):
+        self.model = model
+        self.kind = kind  # "main" | "subgraph" | "function"
+        self.parent = parent
+        self.nodes: list[ir.Node] = []
+        self.inputs: list[ir.Value] = []
+        self.outputs: list[ir.Value] = []
+        self.op = OpBuilder(self)
+        # symbol name -> (source value, axis) and computed dims cache
+        self.dim_sources: list[tuple[ir.Value, Sequence[Any]]] = []
+        self._dim_cache: dict[str, ir.Value] = {}
+        self._local_consts: dict[tuple, ir.Value] = {}
+
+    # -- values ------------------------------------------------------------------------------------
+    def fresh(self, base: str) -> str:
+        return self.model.names.fresh(base)
+
+    def new_value(self, base: str, aval: Any | None = None) -> ir.Value:
+        v = ir.Value(name=self.fresh(base))
+        if aval is not None:
+            set_aval(v, aval)
+        return v
+
+    def add_input(self, base: str, aval: Any) -> ir.Value:
+        v = self.new_value(base, aval)
+        self.inputs.append(v)
+        if aval is not None:
+            self.dim_sources.append((v, aval.shape))
+        return v
+
+    # -- constants ---------------------------------------------------------------------------------
+    def const(self, array: Any, name: str | None = None) -> ir.Value:
+        """A constant tensor. Main graph and control-flow bodies share the model's initializers
+        (stored once); an ONNX function body cannot hold initializers, so it gets Constant nodes."""
+        array = np.asarray(array)
+        if self.kind != "function" and not self._inside_function():
+            return self.model.initializer(array, name)
+        key = _array_key(array)
+        hit = self._local_consts.get(key)
+        if hit is not None:
+            return hit
+        out = self.op.Constant(value=_as_tensor(array, self.fresh(name or _const_name(array))), _name=name or _const_name(array))
+        out.type = ir.TensorType(to_ir_dtype(array.dtype))
+        out.shape = ir.Shape(list(array.shape))
+        self._local_consts[key] = out
+        return out
+
+    def _inside_function(self) -> bool:
+        s = self.parent
+        while s is not None:
+            if s.kind == "function":
+                return True
+            s = s.parent
+        return False
+
+    # -- symbolic dims -----------------------------------------------------------------------------
+    def dim_env(self, names: set[str]) -> dict[str, DimValue]:
+        return {n: DimValue(self, self._symbol_value(n)) for n in sorted(names)}
+
+    def _symbol_value(self, name: str) -> ir.Value:
+        cached = self._dim_cache.get(name)
+        if cached is not None:
+            return cached
+        if self.kind == "subgraph" and self.parent is not None and not self.dim_sources:
+            v = self.parent._symbol_value(name)
+        else:
+            v = self._solve_symbol(name)
+            if v is None and self.kind == "subgraph" and self.parent is not None:
+                v = self.parent._symbol_value(name)
+        if v is None:
+            raise ValueError(
+                f"symbolic dimension '{name}' cannot be computed here: it does not appear in the shape of "
+                f"any input of this {'function' if self.kind == 'function' else 'graph'}."
+            )
+        self._dim_cache[name] = v
+        return v
+
+    def _solve_symbol(self, name: str) -> ir.Value | None:
+        """Find ``name`` from an input's shape: an axis whose size is ``name`` itself, else one whose
+        size is ``k * name * (other known symbols)``, divided back out."""
+        best = None
+        for value, shape in self.dim_sources:
+            for axis, d in enumerate(shape):
+                if not compat.is_symbolic_dim(d):
+                    continue
+                syms = compat.dim_symbols(d)
+                if syms == {name} and str(d) == name:
+                    return self.op.Shape(value, start=axis, end=axis + 1, _name=f"dim_{name}")
+                if name in syms and best is None and _is_linear_in(d, name):
+                    best = (value, axis, d, syms - {name})
+        if best is None:
+            return None
+        value, axis, d, others = best
+        env = {o: DimValue(self, self._symbol_value(o)) for o in others}
+        env[name] = 1
+        divisor = compat.evaluate_dim(d, env)
+        size = DimValue(self, self.op.Shape(value, start=axis, end=axis + 1))
+        return (size // divisor).value
+
+    def dim(self, d: Any) -> ir.Value:
+        """An int64 tensor of shape ``[1]`` holding dimension ``d`` (int or symbolic expression)."""
+        if not compat.is_symbolic_dim(d):
+            return self.const(np.array([int(d)], dtype=np.int64))
+        if str(d) in self._dim_cache:
+            return self._dim_cache[str(d)]
+        env = self.dim_env(compat.dim_symbols(d))
+        result = compat.evaluate_dim(d, env)
+        out = result.value if isinstance(result, DimValue) else self.const(np.array([int(result)], np.int64))
+        self._dim_cache[str(d)] = out
+        return out
+
+    def shape_tensor(self, shape: Sequence[Any]) -> ir.Value:
+        """An int64 1-D tensor holding ``shape``; a Constant when every dim is static."""
+        if all(not compat.is_symbolic_dim(d) for d in shape):
+            return self.const(np.array([int(d) for d in shape], dtype=np.int64))
+        parts = [self.dim(d) for d in shape]
+        return parts[0] if len(parts) == 1 else self.op.Concat(*parts, axis=0)
+
+
+def _is_linear_in(d: Any, name: str) -> bool:
+    """True when ``d(name=k) == k * d(name=1)`` for a few integer assignments of all symbols."""
+    syms = sorted(compat.dim_symbols(d))
+    for trial in (2, 3, 7):
+        env = {s: trial + i for i, s in enumerate(syms)}
+        one = dict(env, **{name: 1})
+        try:
+            if compat.evaluate_dim(d, env) != env[name] * compat.evaluate_dim(d, one):
+                return False
+        except Exception:  # noqa: BLE001
+            return False
+    return True
+
+
+def set_aval(v: ir.Value, aval: Any) -> None:
+    t, s = aval_type(aval)
+    v.type = t
+    v.shape = s
+
+
+# --------------------------------------------------------------------------------------------
+# The op builder
+
+
+def _attr(name: str, value: Any) -> ir.Attr:
+    if isinstance(value, ir.Attr):
+        return value
+    if isinstance(value, bool):
+        return ir.AttrInt64(name, int(value))
+    if isinstance(value, (int, np.integer)):
+        return ir.AttrInt64(name, int(value))
+    if isinstance(value, (float, np.floating)):
+        return ir.AttrFloat32(name, float(value))
+    if isinstance(value, str):
+        return ir.AttrString(name, value)
+    if isinstance(value, ir.Graph):
+        return ir.AttrGraph(name, value)
+    if isinstance(value, (ir.Tensor, ir.TensorProtocol)) and not isinstance(value, np.ndarray):
+        return ir.AttrTensor(name, value)
+    if isinstance(value, np.ndarray):
+        return ir.AttrTensor(name, _as_tensor(value, name))
+    if isinstance(value, (list, tuple)):
+        items = list(value)
+        if all(isinstance(x, (bool, int, np.integer)) for x in items):
+            return ir.AttrInt64s(name, [int(x) for x in items])
+        if all(isinstance(x, (int, float, np.integer, np.floating)) for x in items):
+            return ir.AttrFloat32s(name, [float(x) for x in items])
+        if all(isinstance(x, str) for x in items):
+            return ir.AttrStrings(name, items)
+    raise TypeError(f"cannot make an ONNX attribute '{name}' from {type(value).__name__}: {value!r}")
+
+
+class OpBuilder:
+    """``op.Add(a, b)``, ``op.Split(x, axis=0, _outputs=3)``, ``op.MyFn(x, _domain="custom")``.
+
+    Keyword arguments are attributes (``None`` values are dropped); ``_outputs`` is the number of
+    outputs, ``_domain`` the operator domain, ``_name`` a readable base for output names.
+    ``None`` inputs stand for omitted optional inputs.
+    """
+
+    def __init__(self, scope: Scope):
+        self._scope = scope
+
+    def __getattr__(self, op_type: str) -> Callable[..., Any]:
+        if op_type.startswith("_"):
+            raise AttributeError(op_type)
+
+        def make(*inputs: Any, _outputs: int = 1, _domain: str = "", _name: str | None = None, **attrs: Any) -> Any:
+            return self._scope_emit(op_type, inputs, attrs, _outputs, _domain, _name)
+
+        make.__name__ = op_type
+        return make
+
+    def _scope_emit(self, op_type: str, inputs: Sequence[Any], attrs: Mapping[str, Any], n_out: int, domain: str, name: str | None) -> Any:
+        scope = self._scope
+        ins: list[ir.Value | None] = []
+        for x in inputs:
+            if x is None or isinstance(x, ir.Value):
+                ins.append(x)
+            else:  # python / numpy scalars and arrays become constants
+                ins.append(scope.const(np.asarray(x)))
+        base = name or op_type.lower()
+        outs = [ir.Value(name=scope.fresh(base if n_out == 1 else f"{base}_{i}")) for i in range(n_out)]
+        node = ir.Node(
+            domain,
+            op_type,
+            ins,
+            [_attr(k, v) for k, v in attrs.items() if v is not None],
+            outputs=outs,
+            name=scope.fresh(f"node_{op_type}"),
+        )
+        scope.nodes.append(node)
+        _infer_dtype(op_type, ins, outs, attrs)
+        return outs[0] if n_out == 1 else tuple(outs)
+
+
+def _infer_dtype(op_type: str, ins: Sequence[ir.Value | None], outs: Sequence[ir.Value], attrs: Mapping[str, Any]) -> None:
+    first = next((x for x in ins if x is not None), None)
+    if op_type in _SAME_TYPE_OPS and first is not None and first.type is not None:
+        outs[0].type = first.type
+    elif op_type in _BOOL_OPS:
+        outs[0].type = ir.TensorType(ir.DataType.BOOL)
+    elif op_type in _INT64_OPS:
+        outs[0].type = ir.TensorType(ir.DataType.INT64)
+    elif op_type == "Cast" and "to" in attrs:
+        outs[0].type = ir.TensorType(ir.DataType(int(attrs["to"])))
+    elif op_type == "Where" and len(ins) > 1 and ins[1] is not None and ins[1].type is not None:
+        outs[0].type = ins[1].type
+    elif op_type == "Constant" and "value" in attrs:
+        outs[0].type = ir.TensorType(attrs["value"].dtype)
+    if op_type == "TopK" and len(outs) > 1:
+        outs[1].type = ir.TensorType(ir.DataType.INT64)

@@ -1,0 +1,184 @@
+"""The one place that touches JAX internals.
+
+Everything here is version-sensitive (JAX 0.6 … 0.10+). Other modules import from here, never from
+``jax._src`` or ``jax.extend`` directly, so a JAX upgrade is fixed in one file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import jax
+import jax.extend.core as jex_core
+import numpy as np
+
+ClosedJaxpr = jex_core.ClosedJaxpr
+Jaxpr = jex_core.Jaxpr
+JaxprEqn = jex_core.JaxprEqn
+Literal = jex_core.Literal
+Var = jex_core.Var
+
+#: Primitives whose body is inlined by the interpreter. JAX renamed ``pjit`` to ``jit`` (0.7); both
+#: spellings are listed so either JAX version works.
+JIT_PRIMITIVES = frozenset({"pjit", "jit"})
+INLINE_CALL_PRIMITIVES = frozenset(
+    {"closed_call", "core_call", "remat", "remat2", "checkpoint", "custom_lin", "name"}
+)
+CUSTOM_JVP_PRIMITIVES = frozenset({"custom_jvp_call", "custom_jvp_call_jaxpr"})
+CUSTOM_VJP_PRIMITIVES = frozenset({"custom_vjp_call", "custom_vjp_call_jaxpr"})
+
+
+def is_dropvar(v: Any) -> bool:
+    return type(v).__name__ == "DropVar"
+
+
+def is_literal(v: Any) -> bool:
+    return isinstance(v, Literal)
+
+
+def call_body(eqn: JaxprEqn) -> ClosedJaxpr:
+    """The ClosedJaxpr an inlinable call equation evaluates, whatever JAX version named its param."""
+    params = eqn.params
+    for key in ("jaxpr", "call_jaxpr", "fun_jaxpr"):
+        if key in params:
+            body = params[key]
+            if isinstance(body, Jaxpr):
+                return ClosedJaxpr(body, ())
+            return body
+    raise KeyError(f"no body param in {eqn.primitive.name}: {sorted(params)}")
+
+
+def sub_jaxprs(eqn: JaxprEqn) -> list[ClosedJaxpr]:
+    out = []
+    for v in eqn.params.values():
+        for item in v if isinstance(v, (tuple, list)) else (v,):
+            if isinstance(item, ClosedJaxpr):
+                out.append(item)
+            elif isinstance(item, Jaxpr):
+                out.append(ClosedJaxpr(item, ()))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Source locations: which line of the *user's* code produced an equation.
+
+
+def user_location(eqn: JaxprEqn) -> str | None:
+    """``file:line (function)`` of the first frame outside JAX/jax2onnx, or None."""
+    from jax._src import source_info_util as siu
+
+    info = getattr(eqn, "source_info", None)
+    if info is None:
+        return None
+    frame = None
+    try:
+        frame = siu.user_frame(info.traceback)  # JAX >= 0.7
+    except (TypeError, AttributeError):
+        try:
+            frame = siu.user_frame(info)  # JAX 0.6
+        except Exception:  # noqa: BLE001 - best effort, location is only a hint
+            frame = None
+    # Skip frames from our own packages too: the user wants *their* line.
+    tb = getattr(info, "traceback", None)
+    if tb is not None:
+        for f in tb.frames:
+            name = f.file_name
+            if _is_user_file(name):
+                return f"{name}:{f.line_num} ({f.function_name})"
+    if frame is None:
+        return None
+    return f"{frame.file_name}:{frame.start_line} ({frame.function_name})"
+
+
+def _is_user_file(path: str) -> bool:
+    p = path.replace(os.sep, "/")
+    if "/jax/" in p or "/jaxlib/" in p or "/flax/" in p or "/site-packages/jax" in p:
+        return False
+    if "/jax2onnx" in p and "/tests/" not in p and "/examples" not in p:
+        return False
+    if "/contextlib.py" in p or "/functools.py" in p or p.startswith("<frozen"):
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Symbolic dimensions.
+
+
+def is_symbolic_dim(d: Any) -> bool:
+    return not isinstance(d, (int, np.integer))
+
+
+def symbolic_dims(names: list[str]) -> dict[str, Any]:
+    """Create JAX symbolic dims for ``names``, all in one scope so they combine freely."""
+    if not names:
+        return {}
+    exprs = jax.export.symbolic_shape(", ".join(names))
+    return dict(zip(names, exprs))
+
+
+def parse_dim_expr(text: str, scope_dims: Mapping[str, Any]) -> Any:
+    """Parse ``"2*B"`` in the scope of already-created symbols."""
+    scope = next(iter(scope_dims.values())).scope if scope_dims else None
+    (expr,) = jax.export.symbolic_shape(text, scope=scope) if scope else jax.export.symbolic_shape(text)
+    return expr
+
+
+def dim_symbols(d: Any) -> set[str]:
+    """Names of the symbols a dim expression uses."""
+    if not is_symbolic_dim(d):
+        return set()
+    return {str(s) for s in _leaf_vars(d)}
+
+
+def _leaf_vars(d: Any) -> Iterator[str]:
+    get_vars = getattr(d, "_get_vars", None)
+    if get_vars is not None:
+        yield from get_vars()
+        return
+    # Fallback: parse names from the printed expression.
+    import re
+
+    yield from re.findall(r"[A-Za-z_][A-Za-z_0-9]*", str(d))
+
+
+def evaluate_dim(d: Any, env: Mapping[str, Any]) -> Any:
+    """Evaluate a dim expression with ``env`` binding each symbol to a value.
+
+    The values may be any objects implementing ``+ - * // %`` (the graph builder passes wrappers
+    that emit ONNX ops), which is how shape arithmetic on symbols becomes graph computation.
+    """
+    if not is_symbolic_dim(d):
+        return int(d)
+    return d._evaluate(dict(env))
+
+
+# ---------------------------------------------------------------------------------------------
+# float64
+
+
+@contextlib.contextmanager
+def x64_enabled(enabled: bool) -> Iterator[None]:
+    """Set ``jax_enable_x64`` for the duration of the block and always restore it."""
+    previous = bool(jax.config.read("jax_enable_x64"))
+    if previous == enabled:
+        yield
+        return
+    jax.config.update("jax_enable_x64", enabled)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", previous)
+
+
+def x64_is_enabled() -> bool:
+    return bool(jax.config.read("jax_enable_x64"))
+
+
+def make_jaxpr(fn: Any, args: list[Any]) -> tuple[ClosedJaxpr, Any]:
+    """Trace ``fn(*args)``; returns the ClosedJaxpr and the output pytree structure."""
+    closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+    return closed, out_shape

@@ -1,0 +1,156 @@
+"""What a lowering sees: :class:`LoweringContext`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnx_ir as ir
+
+from . import compat
+from .builder import OpBuilder, Scope, set_aval, to_ir_dtype
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .interpreter import Interpreter
+    from .plugin import MarkedCall
+
+
+class LoweringContext:
+    """The equation being lowered and the tools to emit ONNX for it.
+
+    Attributes most lowerings use: ``op`` (``ctx.op.Add(a, b)``), ``params`` (the equation's
+    params), ``avals_in``/``avals_out`` (JAX shapes and dtypes, symbolic dims included),
+    ``const(array)``, ``shape_tensor(shape)`` (int64 sizes, computed in the graph for symbolic
+    dims), ``lower_jaxpr`` (inline a sub-jaxpr) and ``subgraph()`` (build an If/Loop/Scan body).
+    """
+
+    def __init__(self, interp: Interpreter, scope: Scope, eqn: Any, marked: MarkedCall | None = None):
+        self.interp = interp
+        self.scope = scope
+        self.eqn = eqn
+        self.marked = marked
+
+    # -- the equation --------------------------------------------------------------------------
+    @property
+    def primitive(self) -> str:
+        return self.eqn.primitive.name
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.eqn.params
+
+    @property
+    def avals_in(self) -> list[Any]:
+        return [v.aval for v in self.eqn.invars]
+
+    @property
+    def avals_out(self) -> list[Any]:
+        return [v.aval for v in self.eqn.outvars]
+
+    @property
+    def location(self) -> str | None:
+        return compat.user_location(self.eqn)
+
+    @property
+    def opset(self) -> int:
+        return self.scope.model.opset
+
+    @property
+    def double_precision(self) -> bool:
+        return self.interp.double_precision
+
+    # -- building --------------------------------------------------------------------------------
+    @property
+    def op(self) -> OpBuilder:
+        return self.scope.op
+
+    def const(self, value: Any, dtype: Any = None, name: str | None = None) -> ir.Value:
+        """A constant; ``dtype`` may be a numpy dtype or a JAX aval's dtype."""
+        arr = np.asarray(value, dtype=dtype) if dtype is not None else np.asarray(value)
+        return self.scope.const(arr, name)
+
+    def const_like(self, value: Any, aval: Any) -> ir.Value:
+        """A scalar/array constant with the dtype of ``aval``."""
+        return self.const(np.asarray(value, dtype=aval.dtype))
+
+    def shape_tensor(self, shape: Sequence[Any]) -> ir.Value:
+        return self.scope.shape_tensor(shape)
+
+    def dim(self, d: Any) -> ir.Value:
+        return self.scope.dim(d)
+
+    @staticmethod
+    def is_static(shape: Sequence[Any]) -> bool:
+        return all(not compat.is_symbolic_dim(d) for d in shape)
+
+    @staticmethod
+    def onnx_dtype(dtype: Any) -> ir.DataType:
+        return to_ir_dtype(dtype)
+
+    def cast(self, v: ir.Value, dtype: Any) -> ir.Value:
+        return self.op.Cast(v, to=int(to_ir_dtype(dtype)))
+
+    def set_aval(self, v: ir.Value, aval: Any) -> ir.Value:
+        set_aval(v, aval)
+        return v
+
+    # -- nested jaxprs -------------------------------------------------------------------------
+    def lower_jaxpr(self, closed_jaxpr: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]:
+        """Inline ``closed_jaxpr`` into the current graph and return its outputs."""
+        return self.interp.lower_jaxpr(self.scope, closed_jaxpr, list(inputs))
+
+    def subgraph(self, name: str) -> SubgraphBuilder:
+        """Start a control-flow body; outer values may be referenced inside it directly."""
+        return SubgraphBuilder(self, Scope(self.scope.model, kind="subgraph", parent=self.scope), name)
+
+
+class SubgraphBuilder:
+    """Builds one ``ir.Graph`` for an ``If`` branch or a ``Loop``/``Scan`` body."""
+
+    def __init__(self, ctx: LoweringContext, scope: Scope, name: str):
+        self.ctx = ctx
+        self.scope = scope
+        self.name = name
+
+    @property
+    def op(self) -> OpBuilder:
+        return self.scope.op
+
+    def const(self, value: Any, dtype: Any = None) -> ir.Value:
+        arr = np.asarray(value, dtype=dtype) if dtype is not None else np.asarray(value)
+        return self.scope.const(arr)
+
+    def add_input(self, base: str, aval: Any = None, *, dtype: Any = None, shape: Sequence[Any] | None = None) -> ir.Value:
+        """A body input typed from ``aval`` or from ``dtype`` + ``shape``."""
+        if aval is None:
+            v = self.scope.new_value(base)
+            v.type = ir.TensorType(to_ir_dtype(dtype))
+            v.shape = ir.Shape([str(d) if compat.is_symbolic_dim(d) else int(d) for d in (shape or ())])
+            self.scope.inputs.append(v)
+            return v
+        return self.scope.add_input(base, aval)
+
+    def lower(self, closed_jaxpr: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]:
+        return self.ctx.interp.lower_jaxpr(self.scope, closed_jaxpr, list(inputs))
+
+    def finish(self, outputs: Sequence[ir.Value], avals: Sequence[Any] | None = None) -> ir.Graph:
+        """Close the body. Each output becomes a distinct value (ONNX forbids a body output that is
+        directly one of its inputs or an outer value), typed from ``avals`` when given."""
+        outs = []
+        seen: set[int] = set()
+        input_ids = {id(v) for v in self.scope.inputs}
+        for i, v in enumerate(outputs):
+            if id(v) in seen or id(v) in input_ids or v.producer() is None or _producer_outside(v, self.scope):
+                v = self.op.Identity(v, _name=f"{self.name}_out")
+            seen.add(id(v))
+            if avals is not None and avals[i] is not None:
+                set_aval(v, avals[i])
+            outs.append(v)
+        return ir.Graph(self.scope.inputs, outs, nodes=self.scope.nodes, name=self.name,
+                        opset_imports={"": self.scope.model.opset})
+
+
+def _producer_outside(v: ir.Value, scope: Scope) -> bool:
+    node = v.producer()
+    return node is not None and not any(node is n for n in scope.nodes)

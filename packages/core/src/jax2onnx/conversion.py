@@ -1,0 +1,199 @@
+"""``to_onnx``: trace → lower → passes → ModelProto (and an atomic file write)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from . import compat
+from ._version import __version__
+from .builder import ModelBuilder, set_aval
+from .errors import InputSpecError, Jax2OnnxError, UserFunctionError
+from .interpreter import Interpreter
+from .plugin import Patch, marks_active
+from .registry import get_registry
+from .specs import parse_inputs
+
+#: ONNX IR version written to models: onnxruntime >= 1.20 loads 10; opset 23 needs IR 11.
+def _ir_version(opset: int) -> int:
+    return 11 if opset >= 23 else 10
+
+
+@contextlib.contextmanager
+def applied_patches(patches: Sequence[Patch]) -> Iterator[None]:
+    """Apply ``patches`` for the block; always undo them, in reverse order, even on error."""
+    undo: list[tuple[Any, str, Any, bool]] = []
+    try:
+        for p in patches:
+            target = p.resolve()
+            if target is None:
+                continue
+            had = p.attribute in vars(target) if isinstance(target, type) else hasattr(target, p.attribute)
+            original = getattr(target, p.attribute)
+            setattr(target, p.attribute, p.replacement(original))
+            undo.append((target, p.attribute, original, had))
+        yield
+    finally:
+        for target, attr, original, had in reversed(undo):
+            if had:
+                setattr(target, attr, original)
+            else:
+                delattr(target, attr)
+
+
+def to_onnx(
+    fn: Callable[..., Any],
+    inputs: Sequence[Any],
+    input_params: Mapping[str, Any] | None = None,
+    *,
+    model_name: str = "jax_model",
+    opset: int = 23,
+    enable_double_precision: bool = False,
+    output_path: str | os.PathLike[str] | None = None,
+    optimize: bool = True,
+) -> onnx.ModelProto:
+    """Convert a JAX callable to ONNX.
+
+    Args:
+        fn: any JAX callable: a function, a Flax NNX module, a ``jax.jit``-wrapped function.
+        inputs: one spec per positional argument: a shape tuple (``("B", 30)``; strings are
+            symbolic dims, the same string is the same dim everywhere), a ``jax.ShapeDtypeStruct``
+            (its shape may hold strings), or a concrete array (its shape and dtype are used).
+        input_params: keyword arguments that become named runtime inputs of the graph, typed
+            after the given defaults (``{"deterministic": True}`` → a bool input).
+        model_name: the ONNX graph name.
+        opset: the default-domain opset (23 by default).
+        enable_double_precision: trace with float64 (x64 on only for the export, then restored).
+        output_path: also write the model here, atomically: a failed export leaves no file.
+        optimize: run the graph passes (dead code, constant folding, ...).
+
+    Returns:
+        The ``onnx.ModelProto``.
+    """
+    registry = get_registry()
+    with compat.x64_enabled(enable_double_precision):
+        parsed = parse_inputs(fn, inputs, input_params, enable_double_precision)
+        with marks_active():
+            closed, out_tree = _trace(fn, parsed, registry.patches())
+            lowerings = registry.lowerings()
+            installed = [p.name for p in registry.packs if p.error is None]
+            interp = Interpreter(lowerings, installed, enable_double_precision)
+            mb = ModelBuilder(opset)
+            graph_inputs = [mb.main.add_input(n, a) for n, a in zip(parsed.names, parsed.args)]
+            graph_inputs += [mb.main.add_input(n, a) for n, a in parsed.params.items()]
+            outs = interp.lower_jaxpr(mb.main, closed, graph_inputs)
+            model = _assemble(mb, outs, [v.aval for v in closed.jaxpr.outvars], model_name)
+    if optimize:
+        from .passes import default_passes
+
+        default_passes()(model)
+    proto = ir.to_proto(model)
+    proto = _infer_intermediate_shapes(proto)
+    if output_path is not None:
+        save_atomically(proto, output_path)
+    return proto
+
+
+def _trace(fn: Callable[..., Any], parsed: Any, patches: Sequence[Patch]) -> tuple[Any, Any]:
+    n_args = len(parsed.args)
+    param_names = list(parsed.params)
+
+    def flat_fn(*flat: Any) -> Any:
+        kwargs = dict(zip(param_names, flat[n_args:]))
+        return fn(*flat[:n_args], **kwargs)
+
+    specs = list(parsed.args) + list(parsed.params.values())
+    with applied_patches(patches):
+        try:
+            closed, out_shape = compat.make_jaxpr(flat_fn, specs)
+        except Jax2OnnxError:
+            raise
+        except Exception as exc:
+            raise _explain_trace_error(exc, parsed) from exc
+    leaves = jax.tree_util.tree_leaves(out_shape)
+    for leaf in leaves:
+        if not isinstance(leaf, jax.ShapeDtypeStruct):
+            raise UserFunctionError(f"the function returned a {type(leaf).__name__} ({leaf!r}); it must return arrays (or a pytree of arrays)")
+    if not closed.jaxpr.outvars:
+        raise UserFunctionError("the function returned no arrays; it must return at least one array")
+    return closed, out_shape
+
+
+def _explain_trace_error(exc: Exception, parsed: Any) -> Exception:
+    shapes = ", ".join(f"{n}: {tuple(str(d) for d in a.shape)} {np.dtype(a.dtype).name}" for n, a in zip(parsed.names, parsed.args))
+    text = f"{type(exc).__name__}: {exc}"
+    hint = ""
+    if "InconclusiveDimensionOperation" in type(exc).__name__ or "symbolic" in str(exc).lower() or "Incompatible shapes" in str(exc) or "inconclusive" in str(exc).lower():
+        hint = (
+            " The symbolic dims may need to be equal where the code combines them: give them the same name "
+            "(e.g. 'B' in both specs), or use a static size."
+        )
+    elif isinstance(exc, (TypeError, ValueError, IndexError)) and ("shape" in str(exc).lower() or "rank" in str(exc).lower() or "dimension" in str(exc).lower() or "axis" in str(exc).lower()):
+        hint = " Check that each input spec has the rank and sizes the function expects."
+    err = UserFunctionError(f"the function raised while being traced with inputs ({shapes}): {text}.{hint}")
+    return err
+
+
+def _assemble(mb: ModelBuilder, outs: list[ir.Value], avals: list[Any], model_name: str) -> ir.Model:
+    scope = mb.main
+    final = []
+    used: set[int] = set()
+    input_ids = {id(v) for v in scope.inputs}
+    for i, (v, aval) in enumerate(zip(outs, avals)):
+        if id(v) in used or id(v) in input_ids or v.producer() is None:
+            v = scope.op.Identity(v)
+        used.add(id(v))
+        v.name = mb.names.fresh(f"output_{i}") if len(outs) > 1 else mb.names.fresh("output")
+        set_aval(v, aval)
+        final.append(v)
+    graph = ir.Graph(
+        scope.inputs,
+        final,
+        nodes=scope.nodes,
+        initializers=list(mb.initializers.values()),
+        opset_imports={"": mb.opset, **{fn.domain: 1 for fn in mb.functions.values()}},
+        name=model_name,
+    )
+    return ir.Model(
+        graph,
+        ir_version=_ir_version(mb.opset),
+        producer_name="jax2onnx",
+        producer_version=__version__,
+        functions=list(mb.functions.values()),
+    )
+
+
+def _infer_intermediate_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """Fill ``value_info`` for intermediates (Netron shows shapes on every edge)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - shapes are a courtesy, never a reason to fail an export
+        return proto
+    return inferred
+
+
+def save_atomically(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> None:
+    """Write to a temp file beside ``path`` and rename: readers never see a partial model."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".jax2onnx-", suffix=".onnx.tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(proto.SerializeToString())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+__all__ = ["to_onnx", "save_atomically", "applied_patches", "InputSpecError"]

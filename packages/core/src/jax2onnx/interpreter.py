@@ -1,0 +1,132 @@
+"""One linear walk over a ClosedJaxpr, dispatching each equation to its lowering."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+from . import compat
+from .builder import Scope, set_aval, to_ir_dtype
+from .context import LoweringContext
+from .errors import Jax2OnnxError, LoweringError, UnsupportedPrimitiveError
+from .plugin import Lowering, parse_mark, shapes_match
+from .registry import pack_hint
+
+
+class Interpreter:
+    """Lowers jaxprs into scopes using a dispatch table ``name -> Lowering``."""
+
+    def __init__(self, lowerings: Mapping[str, Lowering], installed_packs: list[str], double_precision: bool):
+        self.lowerings = lowerings
+        self.installed_packs = installed_packs
+        self.double_precision = double_precision
+
+    def lower_jaxpr(self, scope: Scope, closed: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]:
+        jaxpr = closed.jaxpr if hasattr(closed, "jaxpr") else closed
+        consts = closed.consts if hasattr(closed, "consts") else ()
+        env: dict[Any, ir.Value] = {}
+        for var, c in zip(jaxpr.constvars, consts):
+            env[var] = scope.const(_to_numpy(c, var.aval))
+        if len(jaxpr.invars) != len(inputs):
+            raise LoweringError(f"jaxpr expects {len(jaxpr.invars)} inputs, got {len(inputs)}")
+        for var, v in zip(jaxpr.invars, inputs):
+            env[var] = v
+
+        def read(a: Any) -> ir.Value:
+            if compat.is_literal(a):
+                return scope.const(_to_numpy(a.val, a.aval))
+            return env[a]
+
+        for eqn in jaxpr.eqns:
+            ins = [read(a) for a in eqn.invars]
+            outs = self.lower_eqn(scope, eqn, ins)
+            for var, val in zip(eqn.outvars, outs):
+                if compat.is_dropvar(var):
+                    continue
+                env[var] = val
+        return [read(a) for a in jaxpr.outvars]
+
+    # ------------------------------------------------------------------------------------------
+    def lower_eqn(self, scope: Scope, eqn: Any, ins: list[ir.Value]) -> list[ir.Value]:
+        name = eqn.primitive.name
+        try:
+            if name in compat.JIT_PRIMITIVES:
+                outs = self._lower_jit(scope, eqn, ins)
+            elif name in compat.INLINE_CALL_PRIMITIVES or name in compat.CUSTOM_JVP_PRIMITIVES or name in compat.CUSTOM_VJP_PRIMITIVES:
+                outs = self._inline(scope, eqn, ins)
+            else:
+                lowering = self.lowerings.get(name)
+                if lowering is None:
+                    raise UnsupportedPrimitiveError(name, compat.user_location(eqn), pack_hint(name), self.installed_packs)
+                outs = self._call(lowering, LoweringContext(self, scope, eqn), ins)
+        except Jax2OnnxError:
+            raise
+        except Exception as exc:
+            where = compat.user_location(eqn)
+            raise LoweringError(
+                f"Lowering JAX primitive '{name}'{' at ' + where if where else ''} failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        return self._finish_outputs(scope, eqn, outs)
+
+    def _lower_jit(self, scope: Scope, eqn: Any, ins: list[ir.Value]) -> list[ir.Value]:
+        parsed = parse_mark(str(eqn.params.get("name", "")))
+        if parsed is not None:
+            mark, call = parsed
+            lowering = self.lowerings.get(f"call:{mark}")
+            in_shapes = [tuple(v.aval.shape) for v in eqn.invars]
+            if lowering is not None and shapes_match(call.in_shapes, in_shapes):
+                outs = self._call(lowering, LoweringContext(self, scope, eqn, marked=call), ins, allow_decline=True)
+                if outs is not None:
+                    return outs
+        return self._inline(scope, eqn, ins)
+
+    def _inline(self, scope: Scope, eqn: Any, ins: list[ir.Value]) -> list[ir.Value]:
+        body = compat.call_body(eqn)
+        n = len(body.jaxpr.invars)
+        # custom_vjp/custom_jvp may carry extra leading operands (e.g. residual counts); the body
+        # consumes the trailing ones.
+        return self.lower_jaxpr(scope, body, ins[len(ins) - n :])
+
+    def _call(self, lowering: Lowering, ctx: LoweringContext, ins: list[ir.Value], allow_decline: bool = False) -> list[ir.Value] | None:
+        result = lowering.fn(ctx, *ins)
+        if result is None:
+            if allow_decline:
+                return None
+            raise LoweringError(f"lowering of '{lowering.name}' from '{lowering.pack}' returned nothing")
+        if isinstance(result, ir.Value):
+            return [result]
+        return list(result)
+
+    def _finish_outputs(self, scope: Scope, eqn: Any, outs: list[ir.Value]) -> list[ir.Value]:
+        if len(outs) != len(eqn.outvars):
+            raise LoweringError(
+                f"lowering of '{eqn.primitive.name}' returned {len(outs)} values for {len(eqn.outvars)} outputs"
+            )
+        fixed = []
+        for var, v in zip(eqn.outvars, outs):
+            aval = var.aval
+            if not hasattr(aval, "dtype"):
+                fixed.append(v)
+                continue
+            want = to_ir_dtype(aval.dtype)
+            if v.type is not None and v.type.dtype != want:
+                raise LoweringError(
+                    f"lowering of '{eqn.primitive.name}' produced {v.type.dtype.name} where JAX has "
+                    f"{np.dtype(aval.dtype).name} (a bug in that lowering)"
+                )
+            if v.producer() is not None:  # graph inputs and initializers keep their own type
+                set_aval(v, aval)
+            fixed.append(v)
+        return fixed
+
+
+def _to_numpy(value: Any, aval: Any) -> np.ndarray:
+    dtype = getattr(aval, "dtype", None)
+    arr = np.asarray(value)
+    if dtype is not None and arr.dtype != dtype:
+        arr = arr.astype(dtype)
+    return arr

@@ -1,0 +1,131 @@
+"""Evaluate nodes whose inputs are all constants and replace them by initializers.
+
+Rules:
+- a node folds when every input is an initializer or the output of a ``Constant`` node, it has no
+  subgraph, and it is deterministic (``RandomNormal`` and the like never fold);
+- ``Shape``/``Size`` of a value whose shape is fully static folds even though the value is not;
+- results larger than ``max_elements`` stay unfolded unless the node only moves data around
+  (``Transpose``/``Reshape``/``Cast`` of a weight), which folds at any size: one weight in the
+  right layout beats a weight plus a runtime op;
+- folding runs on the main graph (function bodies cannot hold initializers).
+The folded value keeps the node output's name, so graph outputs and value names stay stable.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from .manager import PassResult
+
+_NEVER = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout"}
+_LAYOUT_OPS = {"Transpose", "Reshape", "Cast", "Squeeze", "Unsqueeze", "Identity", "Flatten", "Neg"}
+
+
+def _const_of(v: ir.Value | None) -> np.ndarray | None:
+    if v is None:
+        return None
+    if v.const_value is not None and v.is_initializer():
+        return v.const_value.numpy()
+    node = v.producer()
+    if node is not None and node.op_type == "Constant" and node.domain == "" and "value" in node.attributes:
+        return node.attributes["value"].value.numpy()
+    return None
+
+
+def _static_shape(v: ir.Value) -> list[int] | None:
+    if v.shape is None:
+        return None
+    dims = []
+    for d in v.shape:
+        if not isinstance(d, int):
+            return None
+        dims.append(d)
+    return dims
+
+
+class ConstantFoldingPass:
+    def __init__(self, max_elements: int = 1 << 20):
+        self.max_elements = max_elements
+
+    def __call__(self, model: ir.Model) -> PassResult:
+        graph = model.graph
+        modified = False
+        opset = graph.opset_imports.get("", 23)
+        for node in list(graph):
+            if node.domain not in ("", "ai.onnx") or node.op_type in _NEVER or node.op_type == "Constant":
+                continue
+            if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
+                continue
+            results = self._fold_shape(node) if node.op_type in ("Shape", "Size") else None
+            if results is None:
+                arrays = [_const_of(v) for v in node.inputs]
+                if any(a is None and v is not None for a, v in zip(arrays, node.inputs)) or not node.inputs:
+                    continue
+                results = _evaluate(node, arrays, opset)
+                if results is None or not _types_match(node, results):
+                    continue
+                if node.op_type not in _LAYOUT_OPS and any(r.size > self.max_elements for r in results):
+                    continue
+            for out, arr in zip(node.outputs, results):
+                self._replace(graph, out, np.asarray(arr))
+            graph.remove(node, safe=False)
+            modified = True
+        return PassResult(model, modified)
+
+    @staticmethod
+    def _fold_shape(node: ir.Node) -> list[np.ndarray] | None:
+        shape = _static_shape(node.inputs[0])
+        if shape is None:
+            return None
+        if node.op_type == "Size":
+            return [np.array(int(np.prod(shape)), dtype=np.int64)]
+        start = node.attributes["start"].value if "start" in node.attributes else 0
+        end = node.attributes["end"].value if "end" in node.attributes else len(shape)
+        return [np.array(shape[start:end] if end is not None else shape[start:], dtype=np.int64)]
+
+    @staticmethod
+    def _replace(graph: ir.Graph, out: ir.Value, arr: np.ndarray) -> None:
+        name = out.name
+        is_output = any(o is out for o in graph.outputs)
+        new = ir.Value(name=None, type=ir.TensorType(ir.DataType.from_numpy(arr.dtype)), shape=ir.Shape(list(arr.shape)),
+                       const_value=ir.Tensor(arr))
+        ir.convenience.replace_all_uses_with(out, new)
+        if is_output:
+            graph.outputs[:] = [new if o is out else o for o in graph.outputs]
+        out.name = None
+        new.name = name
+        new.const_value.name = name
+        graph.register_initializer(new)
+
+
+def _evaluate(node: ir.Node, arrays: list[np.ndarray | None], opset: int) -> list[np.ndarray] | None:
+    """Run one node with onnx's reference evaluator (exact ONNX semantics, no hand-written copies)."""
+    from onnx.reference import ReferenceEvaluator
+
+    in_names = [f"i{k}" if a is not None else "" for k, a in enumerate(arrays)]
+    out_names = [f"o{k}" for k in range(len(node.outputs))]
+    attrs = [ir.serde.serialize_attribute(a) for a in node.attributes.values()]
+    proto_node = onnx.helper.make_node(node.op_type, in_names, out_names, domain=node.domain)
+    proto_node.attribute.extend(attrs)
+    feeds = {n: a for n, a in zip(in_names, arrays) if a is not None}
+    try:
+        graph = onnx.helper.make_graph(
+            [proto_node], "fold",
+            [onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in feeds.items()],
+            [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in out_names],
+        )
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+        results = ReferenceEvaluator(model).run(None, feeds)
+    except Exception:  # noqa: BLE001 - anything the reference cannot do simply stays in the graph
+        return None
+    return [np.asarray(r) for r in results]
+
+
+def _types_match(node: ir.Node, results: list[np.ndarray]) -> bool:
+    """The reference evaluator must give back the dtype the graph declared, or we keep the node."""
+    for out, arr in zip(node.outputs, results):
+        if out.type is not None and out.type.dtype != ir.DataType.from_numpy(np.asarray(arr).dtype):
+            return False
+    return len(results) == len(node.outputs)

@@ -1,0 +1,216 @@
+"""Finds plugin packs (entry-point group ``jax2onnx``) and builds the dispatch table.
+
+Loading is lazy: nothing is imported at ``import jax2onnx``; the first conversion (or a call to
+:func:`get_registry`) imports the packs' plugin modules, asks each for its lowerings once, and
+validates them. Built-ins load first, then entry points, then the table is checked for conflicts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.metadata as metadata
+import threading
+import warnings
+from collections.abc import Iterable, Sequence
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from . import hookspecs
+from .errors import PluginConflictError
+from .plugin import Lowering, Patch
+
+ENTRY_POINT_GROUP = "jax2onnx"
+
+
+@dataclasses.dataclass
+class PackInfo:
+    """One installed pack: its distribution name, version, plugin module, and load error if any."""
+
+    name: str
+    version: str
+    module: str
+    error: str | None = None
+    lowered: list[str] = dataclasses.field(default_factory=list)
+
+
+class PackLoadWarning(UserWarning):
+    """A plugin pack failed to import; the others still work."""
+
+
+class PluginRegistry:
+    """The installed packs and what each lowers, patches and tests."""
+
+    def __init__(self, entry_points: Sequence[Any] | None = None, extra_plugins: Iterable[tuple[str, ModuleType | object]] = ()):
+        self._entry_points = entry_points
+        from . import builtin_plugin
+
+        self._extra = [("jax2onnx-core", builtin_plugin), *extra_plugins]
+        self._pm: pluggy.PluginManager | None = None
+        self._lowerings: dict[str, Lowering] | None = None
+        self._lock = threading.Lock()
+        self.packs: list[PackInfo] = []
+        self._pack_of_plugin: dict[int, str] = {}
+
+    # -- loading ----------------------------------------------------------------------------------
+    def _load(self) -> pluggy.PluginManager:
+        if self._pm is not None:
+            return self._pm
+        pm = pluggy.PluginManager(hookspecs.PROJECT)
+        pm.add_hookspecs(hookspecs)
+        for name, plugin in self._extra:
+            self._register(pm, plugin, PackInfo(name, "local", getattr(plugin, "__name__", repr(plugin))))
+        eps = self._entry_points if self._entry_points is not None else metadata.entry_points(group=ENTRY_POINT_GROUP)
+        for ep in sorted(eps, key=lambda e: (_dist_name(e), e.name)):
+            dist = _dist_name(ep)
+            info = PackInfo(dist, _dist_version(ep), ep.value)
+            try:
+                plugin = ep.load()
+            except Exception as exc:  # noqa: BLE001 - a broken pack must not break the others
+                info.error = f"{type(exc).__name__}: {exc}"
+                self.packs.append(info)
+                warnings.warn(
+                    f"jax2onnx plugin pack '{dist}' ({ep.value}) failed to import and is skipped: "
+                    f"{info.error}. Reinstall or upgrade it (pip install -U {dist}).",
+                    PackLoadWarning,
+                    stacklevel=3,
+                )
+                continue
+            self._register(pm, plugin, info)
+        self._pm = pm
+        return pm
+
+    def _register(self, pm: pluggy.PluginManager, plugin: object, info: PackInfo) -> None:
+        if pm.is_registered(plugin):
+            return
+        pm.register(plugin, name=f"{info.name}:{info.module}")
+        self._pack_of_plugin[id(plugin)] = info.name
+        self.packs.append(info)
+
+    def _pack_for_impl(self, impl: pluggy.HookImpl) -> str:
+        return self._pack_of_plugin.get(id(impl.plugin), impl.plugin_name)
+
+    def _collect(self, hook_name: str) -> list[tuple[str, Any]]:
+        """Call ``hook_name`` on each plugin separately so one failing pack is isolated."""
+        pm = self._load()
+        out = []
+        hook = getattr(pm.hook, hook_name)
+        for impl in hook.get_hookimpls():
+            pack = self._pack_for_impl(impl)
+            try:
+                result = impl.function()
+                items = list(result or ())
+            except Exception as exc:  # noqa: BLE001
+                info = next((p for p in self.packs if p.name == pack), None)
+                if info is not None:
+                    info.error = f"{hook_name}: {type(exc).__name__}: {exc}"
+                warnings.warn(
+                    f"jax2onnx plugin pack '{pack}' failed in {hook_name} and is skipped: {exc!r}",
+                    PackLoadWarning,
+                    stacklevel=3,
+                )
+                continue
+            out.extend((pack, item) for item in items)
+        return out
+
+    # -- queries ----------------------------------------------------------------------------------
+    def lowerings(self) -> dict[str, Lowering]:
+        """The dispatch table ``name -> Lowering``; conflicts raise :class:`PluginConflictError`."""
+        if self._lowerings is not None:
+            return self._lowerings
+        with self._lock:
+            if self._lowerings is not None:
+                return self._lowerings
+            table: dict[str, Lowering] = {}
+            for pack, low in self._collect("jax2onnx_lowerings"):
+                low = low.with_pack(pack)
+                prev = table.get(low.name)
+                if prev is None or low.priority > prev.priority:
+                    table[low.name] = low
+                elif low.priority == prev.priority and prev.fn is not low.fn:
+                    raise PluginConflictError(
+                        f"Primitive '{low.name}' is claimed by two plugin packs: '{prev.pack}' and "
+                        f"'{low.pack}', both at priority {low.priority}. Uninstall one of them, or "
+                        f"give one Lowering(priority=...) a higher value to make it win explicitly."
+                    )
+            for info in self.packs:
+                info.lowered = sorted(n for n, low in table.items() if low.pack == info.name)
+            self._lowerings = table
+            return table
+
+    def patches(self) -> list[Patch]:
+        return [p for _, p in self._collect("jax2onnx_patches")]
+
+    def components(self) -> list[tuple[str, Any]]:
+        """``(pack, Component)`` pairs from every pack."""
+        return self._collect("jax2onnx_components")
+
+    def describe(self) -> list[PackInfo]:
+        self.lowerings()
+        return list(self.packs)
+
+
+def _dist_name(ep: Any) -> str:
+    dist = getattr(ep, "dist", None)
+    if dist is not None and getattr(dist, "name", None):
+        return dist.name
+    return ep.value.split(".")[0].split(":")[0]
+
+
+def _dist_version(ep: Any) -> str:
+    dist = getattr(ep, "dist", None)
+    return getattr(dist, "version", "unknown") if dist is not None else "unknown"
+
+
+_REGISTRY: PluginRegistry | None = None
+_REGISTRY_LOCK = threading.Lock()
+
+
+def get_registry() -> PluginRegistry:
+    """The process-wide registry of installed packs (created on first use)."""
+    global _REGISTRY
+    with _REGISTRY_LOCK:
+        if _REGISTRY is None:
+            _REGISTRY = PluginRegistry()
+        return _REGISTRY
+
+
+def set_registry(registry: PluginRegistry | None) -> PluginRegistry | None:
+    """Swap the process-wide registry (tests use this); returns the previous one."""
+    global _REGISTRY
+    with _REGISTRY_LOCK:
+        previous, _REGISTRY = _REGISTRY, registry
+        return previous
+
+
+# ---------------------------------------------------------------------------------------------
+# Hints for primitives nobody lowers
+
+#: Primitives that the known packs provide even though ``jax.lax`` does not export a ``*_p`` for
+#: them (control flow and a few internals).
+_LAX_EXTRA = {
+    "cond", "while", "scan", "select_n", "iota", "convert_element_type", "dot_general",
+    "dynamic_slice", "dynamic_update_slice", "gather", "scatter", "scatter-add", "scatter_add",
+    "scatter_mul", "scatter_min", "scatter_max", "sort", "top_k", "argmax", "argmin", "cumsum",
+    "cumprod", "cummax", "cummin", "cumlogsumexp", "reduce_precision", "copy", "copy_p",
+    "device_put", "split", "fft", "dimension_as_value", "platform_index", "erf_inv", "square",
+    "reduce_and", "reduce_or", "reduce_xor", "clamp", "nextafter", "rng_bit_generator",
+    "random_bits", "random_seed", "random_wrap", "random_unwrap", "threefry2x32",
+}
+
+
+def pack_hint(primitive: str) -> str | None:
+    """Which known pack lowers ``primitive`` (best effort, for error messages)."""
+    if primitive.startswith("call:"):
+        return None
+    if primitive in _LAX_EXTRA:
+        return "jax2onnx-lax"
+    try:
+        lax = importlib.import_module("jax.lax")
+    except ImportError:  # pragma: no cover
+        return None
+    if hasattr(lax, f"{primitive}_p") or hasattr(lax, f"{primitive.replace('-', '_')}_p"):
+        return "jax2onnx-lax"
+    return None
