@@ -205,3 +205,42 @@ def shapes_match(recorded: Sequence[Sequence[Any]], actual: Sequence[Sequence[An
             if str(x) != str(y):
                 return False
     return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Packs made of several lowering modules
+
+
+class PackModules:
+    """Collects ``lowerings``/``components``/``patches`` from a pack's modules, importing each once.
+
+    A pack's ``plugin.py`` lists its modules (one lowering family each) and forwards the hooks::
+
+        _pack = PackModules("jax2onnx_lax", ["elementwise", "reductions", ...])
+
+        @hookimpl
+        def jax2onnx_lowerings():
+            return _pack.lowerings()
+
+    Each module may define ``lowerings`` (a :class:`Lowerings`), ``components`` (a list of
+    :class:`jax2onnx.testing.Component`) and ``patches`` (a list of :class:`Patch`).
+    """
+
+    def __init__(self, package: str, modules: Sequence[str]):
+        self.package = package
+        self.module_names = list(modules)
+        self._modules: list[Any] | None = None
+
+    def modules(self) -> list[Any]:
+        if self._modules is None:
+            self._modules = [importlib.import_module(f"{self.package}.{m}") for m in self.module_names]
+        return self._modules
+
+    def lowerings(self) -> list[Lowering]:
+        return [low for m in self.modules() for low in getattr(m, "lowerings", ())]
+
+    def components(self) -> list[Any]:
+        return [c for m in self.modules() for c in getattr(m, "components", ())]
+
+    def patches(self) -> list[Patch]:
+        return [p for m in self.modules() for p in getattr(m, "patches", ())]

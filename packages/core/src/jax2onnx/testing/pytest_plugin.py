@@ -1,0 +1,83 @@
+"""pytest plugin (entry point ``pytest11``): every installed pack's testcases become tests.
+
+A test module opts in by naming the packs it covers and using the ``jax2onnx_variant`` argument::
+
+    JAX2ONNX_PACKS = ["jax2onnx-lax"]
+
+    def test_testcase(jax2onnx_variant):
+        run_variant(jax2onnx_variant)
+
+Options: ``--jax2onnx-report=PATH`` writes ``{test id: "passed"|"failed"|"skipped"}`` as JSON
+(the coverage tables read it); ``-k`` selects by testcase name as usual.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+_RESULTS: dict[str, dict[str, Any]] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("jax2onnx")
+    group.addoption("--jax2onnx-report", default=None, help="write testcase outcomes as JSON to this path")
+
+
+def collect_variants(packs: list[str] | None) -> list[Any]:
+    from jax2onnx.registry import get_registry
+    from jax2onnx.testing.runner import variants_of
+
+    out = []
+    seen: set[str] = set()
+    for pack, comp in get_registry().components():
+        if packs is not None and pack not in packs:
+            continue
+        for case in comp.testcases:
+            for v in variants_of(case, pack, comp.name):
+                key = f"{comp.name}::{v.id}"
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.append(v)
+    return out
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "jax2onnx_variant" not in metafunc.fixturenames:
+        return
+    packs = getattr(metafunc.module, "JAX2ONNX_PACKS", None)
+    variants = collect_variants(list(packs) if packs is not None else None)
+    metafunc.parametrize("jax2onnx_variant", variants, ids=[f"{v.component}::{v.id}" for v in variants])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    variant = getattr(item, "callspec", None) and item.callspec.params.get("jax2onnx_variant")
+    if variant is None:
+        return
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        _RESULTS[f"{variant.component}::{variant.id}"] = {
+            "component": variant.component,
+            "testcase": variant.id,
+            "pack": variant.pack,
+            "outcome": report.outcome,
+        }
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    path = session.config.getoption("--jax2onnx-report", default=None)
+    if path and _RESULTS:
+        existing: dict[str, Any] = {}
+        try:
+            with open(path, encoding="utf-8") as f:
+                existing = json.load(f)
+        except (OSError, ValueError):
+            existing = {}
+        existing.update(_RESULTS)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(existing, f, indent=1, sort_keys=True)

@@ -1,0 +1,32 @@
+"""Entry point of jax2onnx-lax: forwards core's hooks to the lowering modules (one family each)."""
+
+from __future__ import annotations
+
+from jax2onnx import hookimpl
+from jax2onnx.plugin import PackModules
+
+_pack = PackModules(
+    "jax2onnx_lax",
+    [
+        "elementwise",
+        "reductions",
+        "shape",
+        "indexing",
+        "linalg",
+        "conv",
+        "windows",
+        "sort",
+        "fft",
+        "control_flow",
+    ],
+)
+
+
+@hookimpl
+def jax2onnx_lowerings():
+    return _pack.lowerings()
+
+
+@hookimpl
+def jax2onnx_components():
+    return _pack.components()
