@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import jax
+from jax import export as jax_export
 import jax.extend.core as jex_core
 import numpy as np
 
@@ -116,14 +117,14 @@ def symbolic_dims(names: list[str]) -> dict[str, Any]:
     """Create JAX symbolic dims for ``names``, all in one scope so they combine freely."""
     if not names:
         return {}
-    exprs = jax.export.symbolic_shape(", ".join(names))
+    exprs = jax_export.symbolic_shape(", ".join(names))
     return dict(zip(names, exprs))
 
 
 def parse_dim_expr(text: str, scope_dims: Mapping[str, Any]) -> Any:
     """Parse ``"2*B"`` in the scope of already-created symbols."""
     scope = next(iter(scope_dims.values())).scope if scope_dims else None
-    (expr,) = jax.export.symbolic_shape(text, scope=scope) if scope else jax.export.symbolic_shape(text)
+    (expr,) = jax_export.symbolic_shape(text, scope=scope) if scope else jax_export.symbolic_shape(text)
     return expr
 
 
