@@ -131,12 +131,14 @@ def _explain_trace_error(exc: Exception, parsed: Any) -> Exception:
     shapes = ", ".join(f"{n}: {tuple(str(d) for d in a.shape)} {np.dtype(a.dtype).name}" for n, a in zip(parsed.names, parsed.args))
     text = f"{type(exc).__name__}: {exc}"
     hint = ""
-    if "InconclusiveDimensionOperation" in type(exc).__name__ or "symbolic" in str(exc).lower() or "Incompatible shapes" in str(exc) or "inconclusive" in str(exc).lower():
+    low = str(exc).lower()
+    has_symbols = bool(parsed.symbols)
+    if has_symbols and ("inconclusive" in type(exc).__name__.lower() or "inconclusive" in low or "incompatible shapes" in low or "symbolic" in low):
         hint = (
             " The symbolic dims may need to be equal where the code combines them: give them the same name "
             "(e.g. 'B' in both specs), or use a static size."
         )
-    elif isinstance(exc, (TypeError, ValueError, IndexError)) and ("shape" in str(exc).lower() or "rank" in str(exc).lower() or "dimension" in str(exc).lower() or "axis" in str(exc).lower()):
+    elif isinstance(exc, (TypeError, ValueError, IndexError)) and any(w in low for w in ("shape", "rank", "dimension", "axis")):
         hint = " Check that each input spec has the rank and sizes the function expects."
     err = UserFunctionError(f"the function raised while being traced with inputs ({shapes}): {text}.{hint}")
     return err

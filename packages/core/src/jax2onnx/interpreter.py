@@ -114,9 +114,10 @@ class Interpreter:
                 continue
             want = to_ir_dtype(aval.dtype)
             if v.type is not None and v.type.dtype != want:
+                where = compat.user_location(eqn)
                 raise LoweringError(
-                    f"lowering of '{eqn.primitive.name}' produced {v.type.dtype.name} where JAX has "
-                    f"{np.dtype(aval.dtype).name} (a bug in that lowering)"
+                    f"lowering of '{eqn.primitive.name}'{' at ' + where if where else ''} produced "
+                    f"{v.type.dtype.name} where JAX has {np.dtype(aval.dtype).name} (a bug in that lowering)"
                 )
             if v.producer() is not None:  # graph inputs and initializers keep their own type
                 set_aval(v, aval)

@@ -117,7 +117,12 @@ def _parse_one(spec: Any, i: int, symbols: Mapping[str, Any], double: bool) -> j
     if hasattr(spec, "shape") and hasattr(spec, "dtype"):  # numpy or jax array: its shape and dtype
         dtype = _check_dtype(spec.dtype, where)
         return jax.ShapeDtypeStruct(tuple(int(d) for d in spec.shape), _promote(dtype, double))
-    if isinstance(spec, (int, float, bool, np.number)):
+    if isinstance(spec, (bool, int)):
+        raise InputSpecError(
+            f"{where}: got the bare {type(spec).__name__} {spec!r}; a shape needs a tuple, e.g. [({spec!r},)] for "
+            "a vector, or pass a scalar runtime input through input_params"
+        )
+    if isinstance(spec, (float, np.number)):
         arr = np.asarray(spec)
         return jax.ShapeDtypeStruct((), _promote(arr.dtype, double) if arr.dtype.kind == "f" else arr.dtype)
     raise InputSpecError(

@@ -1,0 +1,26 @@
+import pytest
+
+from jax2onnx.registry import PluginRegistry, set_registry
+
+from mini_pack import MiniPack
+
+
+@pytest.fixture
+def mini_registry():
+    """Core alone plus the test-only mini pack, isolated from whatever packs are installed."""
+    registry = PluginRegistry(entry_points=[], extra_plugins=[("jax2onnx-mini", MiniPack())])
+    previous = set_registry(registry)
+    try:
+        yield registry
+    finally:
+        set_registry(previous)
+
+
+@pytest.fixture
+def core_only_registry():
+    registry = PluginRegistry(entry_points=[])
+    previous = set_registry(registry)
+    try:
+        yield registry
+    finally:
+        set_registry(previous)

@@ -1,0 +1,138 @@
+"""Pack discovery through real entry points, conflicts, broken packs, the registry listing."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+import textwrap
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jax2onnx import PluginConflictError, to_onnx
+from jax2onnx.plugin import Lowering
+from jax2onnx.registry import PackLoadWarning, PluginRegistry, set_registry
+
+
+def _install_pack(tmp_path, dist: str, module: str, body: str, monkeypatch) -> None:
+    """A throwaway distribution on sys.path: a module plus a dist-info with an entry point."""
+    (tmp_path / f"{module}.py").write_text(textwrap.dedent(body))
+    info = tmp_path / f"{dist.replace('-', '_')}-0.3.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.3.1\n")
+    (info / "entry_points.txt").write_text(f"[jax2onnx]\n{module} = {module}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+
+
+GOOD_PACK = """
+    from jax2onnx import hookimpl
+    from jax2onnx.plugin import Lowering
+
+    @hookimpl
+    def jax2onnx_lowerings():
+        return [Lowering("sin", lambda ctx, x: ctx.op.Sin(x))]
+"""
+
+
+def _our_eps(names):
+    return [ep for ep in importlib.metadata.entry_points(group="jax2onnx") if ep.value in names]
+
+
+def test_pack_is_discovered_through_an_entry_point(tmp_path, monkeypatch):
+    _install_pack(tmp_path, "throwaway-pack", "throwaway_pack_mod", GOOD_PACK, monkeypatch)
+    eps = _our_eps({"throwaway_pack_mod"})
+    assert len(eps) == 1, "the throwaway dist-info must be visible to importlib.metadata"
+    registry = PluginRegistry(entry_points=eps)
+    previous = set_registry(registry)
+    try:
+        model = to_onnx(lambda x: jnp.sin(x), [(3,)])
+    finally:
+        set_registry(previous)
+    assert [n.op_type for n in model.graph.node] == ["Sin"]
+    info = {p.name: p for p in registry.describe()}
+    assert info["throwaway-pack"].version == "0.3.1"
+    assert info["throwaway-pack"].lowered == ["sin"]
+
+
+def test_default_registry_scans_the_entry_point_group(tmp_path, monkeypatch):
+    body = GOOD_PACK.replace('Lowering("sin"', 'Lowering("throwaway_only_prim"')
+    _install_pack(tmp_path, "throwaway-scan", "throwaway_scan_mod", body, monkeypatch)
+    registry = PluginRegistry()  # no explicit entry points: real discovery
+    info = {p.name: p for p in registry.describe()}
+    assert info["throwaway-scan"].lowered == ["throwaway_only_prim"]
+
+
+def test_duplicate_claim_names_both_packs():
+    class A:
+        from jax2onnx import hookimpl
+
+        @hookimpl
+        def jax2onnx_lowerings(self):
+            return [Lowering("sin", lambda ctx, x: ctx.op.Sin(x))]
+
+    class B:
+        from jax2onnx import hookimpl
+
+        @hookimpl
+        def jax2onnx_lowerings(self):
+            return [Lowering("sin", lambda ctx, x: ctx.op.Cos(x))]
+
+    registry = PluginRegistry(entry_points=[], extra_plugins=[("pack-a", A()), ("pack-b", B())])
+    with pytest.raises(PluginConflictError) as err:
+        registry.lowerings()
+    assert "pack-a" in str(err.value) and "pack-b" in str(err.value) and "'sin'" in str(err.value)
+
+
+def test_explicit_priority_resolves_a_duplicate():
+    class A:
+        from jax2onnx import hookimpl
+
+        @hookimpl
+        def jax2onnx_lowerings(self):
+            return [Lowering("sin", lambda ctx, x: ctx.op.Sin(x))]
+
+    class B:
+        from jax2onnx import hookimpl
+
+        @hookimpl
+        def jax2onnx_lowerings(self):
+            return [Lowering("sin", lambda ctx, x: ctx.op.Cos(x), priority=10)]
+
+    registry = PluginRegistry(entry_points=[], extra_plugins=[("pack-a", A()), ("pack-b", B())])
+    assert registry.lowerings()["sin"].pack == "pack-b"
+
+
+def test_broken_pack_warns_and_others_still_work(tmp_path, monkeypatch):
+    _install_pack(tmp_path, "broken-pack", "broken_pack_mod", "raise ImportError('missing dependency foo')\n", monkeypatch)
+    good = tmp_path / "good"
+    good.mkdir()
+    _install_pack(good, "good-pack", "good_pack_mod", GOOD_PACK, monkeypatch)
+    eps = _our_eps({"broken_pack_mod", "good_pack_mod"})
+    assert len(eps) == 2
+    registry = PluginRegistry(entry_points=eps)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        table = registry.lowerings()
+    messages = [str(w.message) for w in caught if issubclass(w.category, PackLoadWarning)]
+    assert any("broken-pack" in m and "missing dependency foo" in m for m in messages), messages
+    assert "sin" in table
+    broken = next(p for p in registry.packs if p.name == "broken-pack")
+    assert broken.error and "ImportError" in broken.error
+
+
+def test_plugin_import_is_lazy():
+    """Importing jax2onnx must not import any pack; the registry loads on first use."""
+    code = "import sys, jax2onnx; print(any(m.startswith('jax2onnx_') for m in sys.modules))"
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_mini_pack_converts(mini_registry):
+    model = to_onnx(lambda x: jnp.sin(x) * 2.0, [(3,)])
+    assert {n.op_type for n in model.graph.node} == {"Sin", "Mul"}
+    np.testing.assert_equal(len(model.graph.input), 1)
