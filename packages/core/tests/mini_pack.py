@@ -40,9 +40,25 @@ def lower_reduce_sum(ctx, x):
 
 @lowerings.register("dot_general")
 def lower_dot_general(ctx, a, b):
+    """Any dot_general as one Einsum: batch dims first, then a's free dims, then b's (lax order)."""
     (ca, cb), (ba, bb) = ctx.params["dimension_numbers"]
-    assert tuple(ca) == (len(ctx.avals_in[0].shape) - 1,) and tuple(cb) == (0,) and not ba, "mini pack: plain matmul only"
-    return ctx.op.MatMul(a, b)
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    sa = [next(letters) for _ in ctx.avals_in[0].shape]
+    sb = [None] * len(ctx.avals_in[1].shape)
+    for i, j in zip(ca, cb):
+        sb[j] = sa[i]
+    for i, j in zip(ba, bb):
+        sb[j] = sa[i]
+    sb = [c or next(letters) for c in sb]
+    free_a = [sa[i] for i in range(len(sa)) if i not in ca and i not in ba]
+    free_b = [sb[j] for j in range(len(sb)) if j not in cb and j not in bb]
+    out = [sa[i] for i in ba] + free_a + free_b
+    return ctx.op.Einsum(a, b, equation=f"{''.join(sa)},{''.join(sb)}->{''.join(out)}")
+
+
+@lowerings.register("transpose")
+def lower_transpose(ctx, x):
+    return ctx.op.Transpose(x, perm=list(ctx.params["permutation"]))
 
 
 @lowerings.register("convert_element_type")
