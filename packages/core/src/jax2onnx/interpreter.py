@@ -12,7 +12,7 @@ from . import compat
 from .builder import Scope, set_aval, to_ir_dtype
 from .context import LoweringContext
 from .errors import Jax2OnnxError, LoweringError, UnsupportedPrimitiveError
-from .plugin import Lowering, parse_mark, shapes_match
+from .plugin import Lowering, body_matches, parse_mark, shapes_match
 from .registry import pack_hint
 
 
@@ -78,7 +78,11 @@ class Interpreter:
             mark, call = parsed
             lowering = self.lowerings.get(f"call:{mark}")
             in_shapes = [tuple(v.aval.shape) for v in eqn.invars]
-            if lowering is not None and shapes_match(call.in_shapes, in_shapes):
+            if (
+                lowering is not None
+                and shapes_match(call.in_shapes, in_shapes)
+                and body_matches(call, compat.call_body(eqn))
+            ):
                 outs = self._call(lowering, LoweringContext(self, scope, eqn, marked=call), ins, allow_decline=True)
                 if outs is not None:
                     return outs

@@ -121,6 +121,10 @@ class MarkedCall:
     params: dict[str, Any]
     in_shapes: tuple[tuple[Any, ...], ...]
     in_dtypes: tuple[Any, ...]
+    #: The jaxpr the region traced to. Under ``grad`` the backward pass is a jit of the same name
+    #: whose operands can have the very same shapes (square matrices), and the forward pass may
+    #: gain residual outputs; only an equation whose body is this one is the call as recorded.
+    body: Any = None
 
 
 class _MarkRegistry:
@@ -161,14 +165,18 @@ def marked_call(mark: str, fn: Callable[..., Any], *args: Any, **params: Any) ->
     token = registry.new_token()
     shapes = tuple(tuple(np.shape(a)) for a in args)
     dtypes = tuple(getattr(a, "dtype", None) for a in args)
-    registry.calls[token] = MarkedCall(mark, dict(params), shapes, dtypes)
+    call = MarkedCall(mark, dict(params), shapes, dtypes)
+    registry.calls[token] = call
 
     def region(*xs: Any) -> Any:
         return fn(*xs, **params)
 
     region.__name__ = f"{MARK_PREFIX}{mark}:{token}"
     region.__qualname__ = region.__name__
-    return jax.jit(region)(*args)
+    jitted = jax.jit(region)
+    # Tracing first records the body; the call below reuses JAX's cached trace of it.
+    call.body = jitted.trace(*args).jaxpr
+    return jitted(*args)
 
 
 def parse_mark(jit_name: str) -> tuple[str, MarkedCall] | None:
@@ -193,6 +201,13 @@ class marks_active:
 
     def __exit__(self, *exc: Any) -> None:
         _ACTIVE_MARKS.reset(self._reset)
+
+
+def body_matches(call: MarkedCall, body: Any) -> bool:
+    """True when ``body`` (a jit equation's jaxpr) is the region :func:`marked_call` traced."""
+    if call.body is None:
+        return False
+    return body is call.body or str(body) == str(call.body)
 
 
 def shapes_match(recorded: Sequence[Sequence[Any]], actual: Sequence[Sequence[Any]]) -> bool:

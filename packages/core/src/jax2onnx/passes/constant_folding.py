@@ -91,9 +91,9 @@ class ConstantFoldingPass:
         is_output = any(o is out for o in graph.outputs)
         new = ir.Value(name=None, type=ir.TensorType(ir.DataType.from_numpy(arr.dtype)), shape=ir.Shape(list(arr.shape)),
                        const_value=ir.Tensor(arr))
-        ir.convenience.replace_all_uses_with(out, new)
         if is_output:
             graph.outputs[:] = [new if o is out else o for o in graph.outputs]
+        ir.convenience.replace_all_uses_with(out, new)
         out.name = None
         new.name = name
         new.const_value.name = name

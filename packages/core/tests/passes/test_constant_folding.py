@@ -1,0 +1,47 @@
+import numpy as np
+import onnx_ir as ir
+
+from jax2onnx.passes import ConstantFoldingPass
+
+
+def _init(name, arr):
+    arr = np.asarray(arr)
+    return ir.Value(name=name, type=ir.TensorType(ir.DataType.from_numpy(arr.dtype)), shape=ir.Shape(list(arr.shape)),
+                    const_value=ir.Tensor(arr, name=name))
+
+
+def test_folds_constant_subexpression_and_static_shape():
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2, 3]))
+    w = _init("w", np.arange(6, dtype=np.float32).reshape(3, 2))
+    t = ir.Node("", "Transpose", [w], attributes=[ir.AttrInt64s("perm", [1, 0])])  # weight layout: folds
+    shape = ir.Node("", "Shape", [x])  # static shape: folds
+    reshaped = ir.Node("", "Reshape", [t.outputs[0], shape.outputs[0]])
+    out = ir.Node("", "Add", [x, reshaped.outputs[0]])
+    graph = ir.Graph([x], [out.outputs[0]], nodes=[t, shape, reshaped, out], initializers=[w], opset_imports={"": 23})
+    model = ir.Model(graph, ir_version=10)
+    result = ConstantFoldingPass()(model)
+    assert result.modified
+    assert [n.op_type for n in model.graph] == ["Add"]
+    folded = model.graph.node(0).inputs[1]
+    np.testing.assert_array_equal(folded.const_value.numpy(), np.arange(6, dtype=np.float32).reshape(3, 2).T)
+
+
+def test_leaves_dynamic_and_random_nodes():
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape(["B", 3]))
+    shape = ir.Node("", "Shape", [x])
+    rnd = ir.Node("", "RandomNormal", [], attributes=[ir.AttrInt64s("shape", [3])])
+    out = ir.Node("", "Add", [x, rnd.outputs[0]])
+    graph = ir.Graph([x], [out.outputs[0], shape.outputs[0]], nodes=[shape, rnd, out], opset_imports={"": 23})
+    model = ir.Model(graph, ir_version=10)
+    assert not ConstantFoldingPass()(model).modified
+    assert [n.op_type for n in model.graph] == ["Shape", "RandomNormal", "Add"]
+
+
+def test_large_results_of_compute_ops_are_not_materialised():
+    a = _init("a", np.ones((4, 1), np.float32))
+    b = _init("b", np.ones((1, 4), np.float32))
+    mm = ir.Node("", "MatMul", [a, b])
+    graph = ir.Graph([], [mm.outputs[0]], nodes=[mm], initializers=[a, b], opset_imports={"": 23})
+    model = ir.Model(graph, ir_version=10)
+    assert not ConstantFoldingPass(max_elements=8)(model).modified
+    assert ConstantFoldingPass(max_elements=64)(model).modified
