@@ -1,4 +1,9 @@
+import os
+import sys
+
 import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))  # the test-only mini pack lives beside this file
 
 from jax2onnx.registry import PluginRegistry, set_registry
 

@@ -60,8 +60,11 @@ class PluginRegistry:
             return self._pm
         pm = pluggy.PluginManager(hookspecs.PROJECT)
         pm.add_hookspecs(hookspecs)
+        from ._version import __version__
+
         for name, plugin in self._extra:
-            self._register(pm, plugin, PackInfo(name, "local", getattr(plugin, "__name__", repr(plugin))))
+            version = __version__ if name == "jax2onnx-core" else "local"
+            self._register(pm, plugin, PackInfo(name, version, getattr(plugin, "__name__", type(plugin).__name__)))
         eps = self._entry_points if self._entry_points is not None else metadata.entry_points(group=ENTRY_POINT_GROUP)
         for ep in sorted(eps, key=lambda e: (_dist_name(e), e.name)):
             dist = _dist_name(ep)

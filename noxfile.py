@@ -1,0 +1,113 @@
+"""Test matrix across packs and JAX/Flax versions.
+
+    nox -s tests            # default: every pack's tests, newest JAX/Flax (what CI runs)
+    nox -s tests_core       # core alone (no pack installed), plus the minimal-install checks
+    nox -s tests_lax tests_jnp tests_nnx tests_examples
+    nox -s matrix           # the full suite on the oldest and newest supported JAX/Flax
+    nox -s lint demo bench coverage_docs
+"""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+PYTHON = "3.11"
+ROOT = os.path.dirname(os.path.abspath(__file__))
+CORE = "./packages/core"
+PACKS = {
+    "lax": ["./packages/plugins-lax"],
+    "jnp": ["./packages/plugins-lax", "./packages/plugins-jnp"],
+    "nnx": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-nnx"],
+    "examples": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-nnx", "./packages/examples"],
+}
+TEST_DIRS = {
+    "core": ["packages/core/tests"],
+    "lax": ["packages/plugins-lax/tests"],
+    "jnp": ["packages/plugins-jnp/tests"],
+    "nnx": ["packages/plugins-nnx/tests"],
+    "examples": ["packages/examples/tests"],
+}
+ALL_PACKAGES = [CORE, *PACKS["examples"]]
+ALL_TESTS = [d for dirs in TEST_DIRS.values() for d in dirs] + ["tests"]
+#: (jax, flax): the seed's versions and the newest on Python 3.11.
+MATRIX = [("0.6.2", "0.10.6"), ("0.10.2", "0.12.8")]
+TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3"]
+REPORT = os.path.join(ROOT, "docs", "test-results.json")
+
+
+def _pytest(session: nox.Session, paths: list[str], *extra: str) -> None:
+    workers = os.environ.get("JAX2ONNX_TEST_WORKERS", "auto" if (os.cpu_count() or 1) > 1 else "0")
+    session.run("python", "-m", "pytest", "-q", "-n", workers, "-p", "no:cacheprovider", *extra, *paths, *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Every pack's tests in one environment with the newest JAX/Flax; writes the coverage results."""
+    session.install(*TEST_TOOLS, *ALL_PACKAGES)
+    if os.path.exists(REPORT):
+        os.remove(REPORT)
+    _pytest(session, ALL_TESTS, f"--jax2onnx-report={REPORT}")
+
+
+@nox.session(python=PYTHON)
+def tests_core(session: nox.Session) -> None:
+    """Core alone: no pack installed, its own tests use test-only packs."""
+    session.install(*TEST_TOOLS, CORE)
+    _pytest(session, TEST_DIRS["core"])
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("pack", ["lax", "jnp", "nnx", "examples"])
+def tests_pack(session: nox.Session, pack: str) -> None:
+    """One pack with just the packs it depends on."""
+    session.install(*TEST_TOOLS, CORE, *PACKS[pack])
+    _pytest(session, TEST_DIRS[pack])
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize(("jax", "flax"), MATRIX, ids=[f"jax{j}-flax{f}" for j, f in MATRIX])
+def matrix(session: nox.Session, jax: str, flax: str) -> None:
+    """The full suite against each supported JAX/Flax pair."""
+    session.install(*TEST_TOOLS, *ALL_PACKAGES, f"jax=={jax}", f"jaxlib=={jax}", f"flax=={flax}")
+    session.run("python", "-c", "import jax, flax; print('jax', jax.__version__, 'flax', flax.__version__)")
+    _pytest(session, ALL_TESTS)
+
+
+@nox.session(python=PYTHON)
+def minimal(session: nox.Session) -> None:
+    """`pip install jax2onnx-core jax2onnx-nnx` is a working install (locally: core + nnx and what it pulls)."""
+    session.install(CORE, "./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-nnx")
+    session.run("python", "tests/smoke_minimal_install.py")
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+
+
+@nox.session(python=PYTHON)
+def demo(session: nox.Session) -> None:
+    """The README's main job: convert and verify the quickstart model."""
+    session.install(*ALL_PACKAGES)
+    session.run("python", "-m", "jax2onnx_examples.quickstart", os.path.join(ROOT, "quickstart_mlp.onnx"))
+
+
+@nox.session(python=PYTHON)
+def coverage_docs(session: nox.Session) -> None:
+    """Render the coverage tables from the last `nox -s tests` results into docs/coverage.md."""
+    session.install(*ALL_PACKAGES)
+    session.run("jax2onnx", "coverage", "--results", REPORT, "--output", os.path.join(ROOT, "docs", "coverage.md"))
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Side-by-side benchmark against the peer (jax2onnx 0.17.1, in its own venv)."""
+    session.install(*ALL_PACKAGES)
+    session.run("python", "bench/compare_peer.py", *session.posargs)

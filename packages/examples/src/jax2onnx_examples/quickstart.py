@@ -1,0 +1,51 @@
+"""The README's main job: convert the seed's quickstart MLP, verify it against JAX, say where it is.
+
+    python -m jax2onnx_examples.quickstart [OUTPUT.onnx]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+from flax import nnx
+
+from jax2onnx import allclose, to_onnx
+
+
+class MLP(nnx.Module):
+    """The quickstart model of the seed README (from the Flax docs)."""
+
+    def __init__(self, din: int, dmid: int, dout: int, *, rngs: nnx.Rngs):
+        self.linear1 = nnx.Linear(din, dmid, rngs=rngs)
+        self.dropout = nnx.Dropout(rate=0.1, rngs=rngs)
+        self.bn = nnx.BatchNorm(dmid, rngs=rngs)
+        self.linear2 = nnx.Linear(dmid, dout, rngs=rngs)
+
+    def __call__(self, x):
+        x = nnx.gelu(self.dropout(self.bn(self.linear1(x))))
+        return self.linear2(x)
+
+
+def main(output: str = "quickstart_mlp.onnx") -> int:
+    model = MLP(din=30, dmid=20, dout=10, rngs=nnx.Rngs(0))
+    model.eval()  # inference: BatchNorm uses running stats, Dropout is off
+    onnx_model = to_onnx(model, [("B", 30)], output_path=output)
+    worst = 0.0
+    ok = True
+    for batch in (1, 7, 32):
+        x = np.random.default_rng(batch).standard_normal((batch, 30)).astype(np.float32)
+        result = allclose(model, onnx_model, [x], rtol=1e-4, atol=1e-5)
+        worst = max(worst, *result.max_abs_diff)
+        ok &= bool(result)
+    ops = [n.op_type for n in onnx_model.graph.node]
+    print(f"ONNX model written to {os.path.abspath(output)}")
+    print(f"graph: {len(ops)} nodes ({', '.join(ops)}), input x: [B, 30], output: [B, 10]")
+    print(f"verification against JAX in onnxruntime (batch 1, 7, 32): {'OK' if ok else 'MISMATCH'}, "
+          f"largest abs difference {worst:.3g}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
