@@ -1,0 +1,60 @@
+"""The README's code blocks run as written (in a scratch directory), and their models are right."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import onnx
+import pytest
+
+README = os.path.join(os.path.dirname(__file__), "..", "README.md")
+
+
+def _python_blocks() -> list[str]:
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+def test_readme_has_the_two_seed_examples():
+    blocks = _python_blocks()
+    assert any("to_onnx(my_callable" in b for b in blocks)
+    assert any("@onnx_function" in b for b in blocks)
+
+
+def test_readme_commands_come_first():
+    with open(README, encoding="utf-8") as f:
+        head = f.read().split("---")[0]
+    assert "jax2onnx_examples.quickstart" in head and "nox -s tests" in head
+
+
+@pytest.mark.parametrize("index", range(len(_python_blocks())))
+def test_readme_block_runs(index, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs" / "onnx").mkdir(parents=True)
+    namespace: dict = {"__name__": "__readme__"}
+    exec(compile(_python_blocks()[index], f"README.md[block {index}]", "exec"), namespace)  # noqa: S102
+    written = [p for p in tmp_path.rglob("*.onnx")]
+    if not written:
+        return  # an API-only block
+    for path in written:
+        model = onnx.load(str(path))
+        onnx.checker.check_model(model, full_check=True)
+    if "MyModel" in namespace:  # the @onnx_function example: deterministic, so compare numbers
+        from jax2onnx import allclose
+
+        model = onnx.load(str(tmp_path / "docs" / "onnx" / "model_with_function.onnx"))
+        assert {f.name for f in model.functions} >= {"MLPBlock"}
+        x = np.random.default_rng(0).standard_normal((100, 256)).astype(np.float32)
+        result = allclose(namespace["callable"], model, [x], rtol=1e-3, atol=1e-4)
+        assert result, str(result)
+    if "my_callable" in namespace:  # quickstart: the eval-mode export must match JAX exactly
+        from jax2onnx import allclose, to_onnx
+
+        mlp = namespace["my_callable"]
+        mlp.eval()
+        model = to_onnx(mlp, [("B", 30)])
+        x = np.random.default_rng(1).standard_normal((5, 30)).astype(np.float32)
+        assert allclose(mlp, model, [x], rtol=1e-4, atol=1e-5)
