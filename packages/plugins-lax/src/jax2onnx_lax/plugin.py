@@ -18,6 +18,7 @@ _pack = PackModules(
         "sort",
         "fft",
         "control_flow",
+        "scan",
     ],
 )
 
