@@ -1,9 +1,146 @@
-"""lax lowerings: linalg (to be filled)."""
+"""lax ``dot_general`` → one ``MatMul`` where the dimension numbers map onto it, else ``Einsum``.
+
+``MatMul`` follows numpy's matmul: ``[..., M, K] @ [..., K, N]``. ``dot_general`` puts batch dims
+first, then the lhs free dims, then the rhs free dims, so MatMul fits when there is one
+contracting dim and either (no batch dims and at most one rhs free dim: ``x @ W`` for any rank of
+``x``) or (batch dims with exactly one free dim on each side: batched matmul). Operands are
+transposed into that layout when needed; a constant operand's Transpose folds into its
+initializer. Every other combination is one ``Einsum`` with the same contraction.
+"""
 
 from __future__ import annotations
 
+import string
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
 from jax2onnx.plugin import Lowerings
-from jax2onnx.testing import Component
+from jax2onnx.testing import Component, Testcase
 
 lowerings = Lowerings()
-components: list[Component] = []
+
+#: dtypes onnxruntime multiplies natively (MatMul and Einsum); narrower integers go through int32.
+_NATIVE = {np.dtype(t) for t in ("float16", "float32", "float64", "int32", "int64", "uint32", "uint64")}
+
+
+def _transpose(ctx, x, perm):
+    if list(perm) == list(range(len(perm))):
+        return x
+    return ctx.op.Transpose(x, perm=list(perm))
+
+
+def _compute_dtype(dtype: np.dtype) -> np.dtype:
+    if dtype in _NATIVE or dtype.name == "bfloat16":
+        return dtype
+    if dtype.kind in "iub":
+        return np.dtype(np.int32)  # wraps modulo 2**8/2**16 like JAX once cast back
+    return dtype
+
+
+def _einsum(ctx, lhs, rhs, lc, rc, lb, rb, lrank, rrank):
+    letters = iter(string.ascii_letters)
+    lhs_sub = [""] * lrank
+    rhs_sub = [""] * rrank
+    for dl, dr in zip(lb, rb, strict=True):
+        lhs_sub[dl] = rhs_sub[dr] = next(letters)
+    for dl, dr in zip(lc, rc, strict=True):
+        lhs_sub[dl] = rhs_sub[dr] = next(letters)
+    for d in range(lrank):
+        lhs_sub[d] = lhs_sub[d] or next(letters)
+    for d in range(rrank):
+        rhs_sub[d] = rhs_sub[d] or next(letters)
+    lfree = [d for d in range(lrank) if d not in lc and d not in lb]
+    rfree = [d for d in range(rrank) if d not in rc and d not in rb]
+    out = [lhs_sub[d] for d in lb] + [lhs_sub[d] for d in lfree] + [rhs_sub[d] for d in rfree]
+    equation = f"{''.join(lhs_sub)},{''.join(rhs_sub)}->{''.join(out)}"
+    return ctx.op.Einsum(lhs, rhs, equation=equation)
+
+
+@lowerings.register("dot_general")
+def lower_dot_general(ctx, lhs, rhs):
+    (lc, rc), (lb, rb) = ctx.params["dimension_numbers"]
+    lc, rc, lb, rb = (tuple(int(d) for d in ds) for ds in (lc, rc, lb, rb))
+    lrank, rrank = len(ctx.avals_in[0].shape), len(ctx.avals_in[1].shape)
+    out_dtype = np.dtype(ctx.avals_out[0].dtype)
+    compute = _compute_dtype(out_dtype)
+    if np.dtype(ctx.avals_in[0].dtype) != compute:
+        lhs = ctx.cast(lhs, compute)
+    if np.dtype(ctx.avals_in[1].dtype) != compute:
+        rhs = ctx.cast(rhs, compute)
+
+    lfree = [d for d in range(lrank) if d not in lc and d not in lb]
+    rfree = [d for d in range(rrank) if d not in rc and d not in rb]
+    plain = not lb and len(rfree) <= 1  # x @ W, x of any rank, W of shape [K] or [K, N]
+    batched = lb and len(lfree) == 1 and len(rfree) == 1
+    if len(lc) == 1 and (plain or batched):
+        a = _transpose(ctx, lhs, [*lb, *lfree, *lc])
+        b = _transpose(ctx, rhs, [*rb, *rc, *rfree])
+        out = ctx.op.MatMul(a, b)
+    else:
+        out = _einsum(ctx, lhs, rhs, lc, rc, lb, rb, lrank, rrank)
+    return out if compute == out_dtype else ctx.cast(out, out_dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# testcases
+
+
+def _dot(dims, preferred=None):
+    def fn(x, y):
+        return lax.dot_general(x, y, dims, preferred_element_type=preferred)
+
+    return fn
+
+
+_WEIGHT = np.linspace(-1.0, 1.0, 20, dtype=np.float32).reshape(5, 4)
+
+
+def dense_constant_weight_transposed(x):
+    # x @ W.T with a constant W: the Transpose must fold into the initializer.
+    return lax.dot_general(x, jnp.asarray(_WEIGHT, x.dtype), (((1,), (1,)), ((), ())))
+
+
+def _ints(shape, dtype=jnp.int32):
+    return jax.ShapeDtypeStruct(shape, dtype)
+
+
+components = [
+    Component(
+        name="lax.dot_general",
+        onnx=["MatMul", "Einsum"],
+        since="v0.2.0",
+        testcases=[
+            Testcase("dot_general", _dot((((1,), (0,)), ((), ()))), [("B", 4), (4, 5)], expected_ops=["MatMul"],
+                     max_nodes=1),
+            Testcase("dot_general_rank3_lhs", _dot((((2,), (0,)), ((), ()))), [("B", 3, 4), (4, 5)],
+                     expected_ops=["MatMul"], max_nodes=1),
+            Testcase("dot_general_vector", _dot((((0,), (0,)), ((), ()))), [("N",), ("N",)], expected_ops=["MatMul"]),
+            Testcase("dot_general_batched", _dot((((2,), (1,)), ((0,), (0,)))), [("B", 3, 4), ("B", 4, 2)],
+                     expected_ops=["MatMul"], max_nodes=1),
+            Testcase("dot_general_batch_last", _dot((((0,), (1,)), ((2,), (0,)))), [(4, 3, "B"), ("B", 4, 2)],
+                     expected_ops=["MatMul", "Transpose"]),
+            Testcase("dot_general_lhs_contract_first", _dot((((0,), (0,)), ((), ()))), [("K", 3), ("K", 2)],
+                     expected_ops=["MatMul"]),
+            Testcase("dot_general_constant_weight_transposed", dense_constant_weight_transposed, [("B", 4)],
+                     expected_ops=["MatMul"], forbidden_ops=["Transpose"], max_nodes=1),
+            Testcase("dot_general_two_contracting", _dot((((1, 2), (0, 1)), ((), ()))), [("B", 3, 4), (3, 4, 2)],
+                     expected_ops=["Einsum"]),
+            Testcase("dot_general_batched_matvec", _dot((((2,), (1,)), ((0,), (0,)))), [("B", 3, 4), ("B", 4)],
+                     expected_ops=["Einsum"]),
+            Testcase("dot_general_outer", _dot((((), ()), ((), ()))), [("B",), (3,)], expected_ops=["Einsum"]),
+            Testcase("dot_general_int32", _dot((((1,), (0,)), ((), ()))), [_ints(("B", 3)), _ints((3, 2))],
+                     expected_ops=["MatMul"]),
+            Testcase("dot_general_int8_preferred_int32", _dot((((1,), (0,)), ((), ())), jnp.int32),
+                     [_ints(("B", 3), jnp.int8), _ints((3, 2), jnp.int8)], expected_ops=["MatMul"]),
+            Testcase("dot_general_int8", _dot((((1,), (0,)), ((), ()))),
+                     [_ints(("B", 8), jnp.int8), _ints((8, 2), jnp.int8)], expected_ops=["MatMul", "Cast"],
+                     input_generator=lambda rng, shape, dt: rng.integers(-100, 100, shape)),
+            Testcase("dot_general_jnp_matmul", lambda x, y: jnp.matmul(x, y), [("B", 2, 3, 4), ("B", 2, 4, 5)],
+                     expected_ops=["MatMul"]),
+            Testcase("dot_general_jnp_einsum", lambda x, y: jnp.einsum("bij,bkj->bik", x, y), [("B", 3, 4), ("B", 5, 4)],
+                     expected_ops=["MatMul"]),
+        ],
+    ),
+]
