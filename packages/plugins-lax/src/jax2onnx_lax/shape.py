@@ -1,9 +1,268 @@
-"""lax lowerings: shape (to be filled)."""
+"""lax shape lowerings: reshape, broadcast_in_dim, squeeze, transpose, concatenate, split, iota,
+dim_as_value.
+
+Symbolic dims (``B``, ``4*B``) never become constants: targets that need them are computed in the
+graph from ``Shape`` (``ctx.shape_tensor``), constants are used only where they are exact.
+"""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
 from jax2onnx.plugin import Lowerings
-from jax2onnx.testing import Component
+from jax2onnx.testing import Component, Testcase
+
+from .shape_helpers import dim_scalar, i64, is_static, reshape, same_dim, same_shape, transpose
 
 lowerings = Lowerings()
-components: list[Component] = []
+
+
+@lowerings.register("reshape")
+def lower_reshape(ctx, x, *_dynamic_shape):
+    in_shape = ctx.avals_in[0].shape
+    dims = ctx.params.get("dimensions")
+    if dims is not None:  # old-style reshape that transposes first
+        x = transpose(ctx, x, dims)
+        in_shape = [in_shape[d] for d in dims]
+    return reshape(ctx, x, in_shape, ctx.avals_out[0].shape)
+
+
+@lowerings.register("broadcast_in_dim")
+def lower_broadcast_in_dim(ctx, x, *_dynamic_shape):
+    """Unsqueeze the new axes, then Expand where a size grows.
+
+    Expand broadcasts both ways, so a dim the operand already has can be given as 1 in the target:
+    the target is then a constant even when the operand carries symbolic dims.
+    """
+    in_shape = ctx.avals_in[0].shape
+    out_shape = ctx.params["shape"]
+    bdims = tuple(ctx.params["broadcast_dimensions"])
+    n = len(out_shape)
+    have = [1] * n
+    for k, d in enumerate(bdims):
+        have[d] = in_shape[k]
+    needs_expand = not same_shape(have, out_shape)
+    leading_only = bdims == tuple(range(n - len(in_shape), n))
+    if len(in_shape) != n and not (needs_expand and leading_only):
+        x = ctx.op.Unsqueeze(x, i64(ctx, [i for i in range(n) if i not in bdims]))
+    if not needs_expand:
+        return x
+    target = [1 if same_dim(h, o) else o for h, o in zip(have, out_shape, strict=True)]
+    return ctx.op.Expand(x, ctx.shape_tensor(target))
+
+
+@lowerings.register("squeeze")
+def lower_squeeze(ctx, x):
+    dims = ctx.params["dimensions"]
+    if not dims:
+        return x
+    return ctx.op.Squeeze(x, i64(ctx, sorted(dims)))
+
+
+@lowerings.register("transpose")
+def lower_transpose(ctx, x):
+    return transpose(ctx, x, ctx.params["permutation"])
+
+
+@lowerings.register("concatenate")
+def lower_concatenate(ctx, *xs):
+    if len(xs) == 1:
+        return xs[0]
+    return ctx.op.Concat(*xs, axis=int(ctx.params["dimension"]))
+
+
+@lowerings.register("split")
+def lower_split(ctx, x):
+    sizes = list(ctx.params["sizes"])
+    if len(sizes) == 1:
+        return [x]
+    split = ctx.shape_tensor(sizes)
+    return list(ctx.op.Split(x, split, axis=int(ctx.params["axis"]), _outputs=len(sizes)))
+
+
+# Element types ONNX Range produces directly; others are made in int64 and cast.
+_RANGE_DTYPES = {np.dtype(t) for t in (np.int16, np.int32, np.int64, np.float32, np.float64)}
+
+
+@lowerings.register("iota")
+def lower_iota(ctx):
+    dtype = np.dtype(ctx.params["dtype"])
+    shape = ctx.params["shape"]
+    axis = int(ctx.params["dimension"])
+    range_dtype = dtype if dtype in _RANGE_DTYPES else np.dtype(np.int64)
+    limit = dim_scalar(ctx, shape[axis], range_dtype)
+    r = ctx.op.Range(ctx.const(np.asarray(0, range_dtype)), limit, ctx.const(np.asarray(1, range_dtype)))
+    if range_dtype != dtype:
+        r = ctx.cast(r, dtype)
+    if len(shape) == 1:
+        return r
+    r = ctx.op.Unsqueeze(r, i64(ctx, [i for i in range(len(shape)) if i != axis]))
+    target = [1 if i == axis else d for i, d in enumerate(shape)]
+    if all(is_static(d) and int(d) == 1 for d in target):
+        return r
+    return ctx.op.Expand(r, ctx.shape_tensor(target))
+
+
+@lowerings.register("dim_as_value")
+def lower_dim_as_value(ctx):
+    """A symbolic dim used as a number (``x.shape[0] * 2.0``): read it from the input's Shape."""
+    return dim_scalar(ctx, ctx.params["dim"], ctx.avals_out[0].dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+_I32 = jnp.int32
+
+
+def _float():
+    """float32, or float64 in the double-precision variants (evaluated while tracing)."""
+    return jax.dtypes.canonicalize_dtype(jnp.float64)
+
+
+def _bcast(shape, dims):
+    return lambda x: lax.broadcast_in_dim(x, shape, dims)
+
+
+components = [
+    Component(
+        name="lax.reshape",
+        onnx=["Reshape"],
+        since="v0.2.0",
+        testcases=[
+            Testcase("reshape", lambda x: lax.reshape(x, (9,)), [(3, 3)], expected_ops=["Reshape"]),
+            Testcase("reshape_valid_squeeze_middle_dim_from_problematic_source",
+                     lambda x: lax.reshape(x, (x.shape[0], x.shape[2])), [("B", 1, 4)], expected_ops=["Reshape"]),
+            Testcase("reshape_valid_flatten_trailing", lambda x: lax.reshape(x, (x.shape[0], x.shape[1] * x.shape[2])),
+                     [("B", 3, 4)], expected_ops=["Reshape"]),
+            # new_sizes holds 4*B, which only the graph can compute from the input's shape.
+            Testcase("reshape_with_target_shape_from_symbolic_dim_computation",
+                     lambda x: lax.reshape(x, (x.shape[0] * x.shape[1], 2)), [("B", 4, 2)], expected_ops=["Reshape"]),
+            Testcase("reshape_with_inferred_dimension_from_input", lambda x: jnp.reshape(x, (-1, 6)), [("B", 2, 3)],
+                     expected_ops=["Reshape"]),
+            # Two symbolic dims that both move: the target is computed in the graph.
+            Testcase("reshape_with_inferred_dimension_from_input_dynamic", lambda x: jnp.reshape(x, (-1, x.shape[1] * 3)),
+                     [("B", "N", 3)], expected_ops=["Reshape"], run_static=False),
+            Testcase("reshape_merge_two_symbols", lambda x: lax.reshape(x, (x.shape[0] * x.shape[1],)), [("B", "N")],
+                     expected_ops=["Reshape"]),
+            Testcase("reshape_int32", lambda x: lax.reshape(x, (x.shape[0], 2, 2)), [jax.ShapeDtypeStruct(("B", 4), _I32)],
+                     expected_ops=["Reshape"]),
+            Testcase("reshape_to_scalar", lambda x: lax.reshape(x, ()), [(1, 1)], expected_ops=["Reshape"]),
+        ],
+    ),
+    Component(
+        name="lax.broadcast_in_dim",
+        onnx=["Expand", "Unsqueeze", "Reshape"],
+        since="v0.2.0",
+        testcases=[
+            Testcase("broadcast_in_dim", _bcast((3, 4), (1,)), [(4,)], expected_ops=["Expand"]),
+            Testcase("broadcast_in_dim_2d_to_3d", _bcast((2, 3, 4), (1, 2)), [(3, 4)], expected_ops=["Expand"]),
+            Testcase("broadcast_in_dim_scalar", _bcast((2, 3), ()), [()], expected_ops=["Expand"]),
+            # The batch dim is carried by the operand: the Expand target stays a constant.
+            Testcase("broadcast_in_dim_batch", lambda x: lax.broadcast_in_dim(x, (x.shape[0], 5, 3), (0, 2)),
+                     [("B", 3)], expected_ops=["Unsqueeze", "Expand"]),
+            # The target size is symbolic and not on the operand: computed from the other input.
+            Testcase("broadcast_in_dim_symbolic_target", lambda x, y: lax.broadcast_in_dim(x, (y.shape[0], 3), (1,)) + y,
+                     [(3,), ("B", 3)], expected_ops=["Expand"]),
+            Testcase("broadcast_in_dim_unit_axes_only", _bcast((1, 3, 1), (1,)), [(3,)], expected_ops=["Unsqueeze"],
+                     forbidden_ops=["Expand"]),
+            Testcase("broadcast_in_dim_size1_to_n", lambda x: lax.broadcast_in_dim(x, (x.shape[0], 4), (0, 1)),
+                     [("B", 1)], expected_ops=["Expand"], forbidden_ops=["Unsqueeze"]),
+        ],
+    ),
+    Component(
+        name="lax.expand_dims",
+        onnx=["Unsqueeze"],
+        since="v0.2.0",
+        description="lax.expand_dims traces to broadcast_in_dim with only unit axes added: one Unsqueeze.",
+        testcases=[
+            Testcase("expand_dims", lambda x: lax.expand_dims(x, (0, 2)), [("B", 3)], expected_ops=["Unsqueeze"],
+                     forbidden_ops=["Expand"]),
+        ],
+    ),
+    Component(
+        name="lax.squeeze",
+        onnx=["Squeeze"],
+        since="v0.2.0",
+        testcases=[
+            Testcase("lax_squeeze_specific_axis_0", lambda x: lax.squeeze(x, (0,)), [(1, 3)], expected_ops=["Squeeze"]),
+            Testcase("lax_squeeze_multiple_axes", lambda x: lax.squeeze(x, (0, 2, 4)), [(1, 3, 1, 4, 1)],
+                     expected_ops=["Squeeze"]),
+            Testcase("lax_squeeze_no_op_empty_dims", lambda x: lax.squeeze(x, ()) * 2.0, [(2, 3)], forbidden_ops=["Squeeze"]),
+            Testcase("lax_squeeze_problem_case_input_squeeze_only_axis_0", lambda x: lax.squeeze(x, (0,)), [(1, "B", 2)],
+                     expected_ops=["Squeeze"]),
+            Testcase("lax_squeeze_problem_case_input_squeeze_axes_0_2", lambda x: lax.squeeze(x, (0, 2)), [(1, "B", 1, 3)],
+                     expected_ops=["Squeeze"]),
+            Testcase("lax_squeeze_problem_case_input_squeeze_all_dims_explicitly", lambda x: lax.squeeze(x, (0, 1, 2)),
+                     [(1, 1, 1)], expected_ops=["Squeeze"]),
+        ],
+    ),
+    Component(
+        name="lax.transpose",
+        onnx=["Transpose"],
+        since="v0.2.0",
+        testcases=[
+            Testcase("transpose_basic", lambda x: lax.transpose(x, (1, 0)), [(2, 3)], expected_ops=["Transpose"]),
+            Testcase("transpose_3d_batch", lambda x: lax.transpose(x, (2, 0, 1)), [("B", 3, 4)], expected_ops=["Transpose"]),
+        ],
+    ),
+    Component(
+        name="lax.concatenate",
+        onnx=["Concat"],
+        since="v0.2.0",
+        testcases=[
+            Testcase("concatenate", lambda x, y: lax.concatenate([x, y], 0), [(3,), (3,)], expected_ops=["Concat"]),
+            Testcase("concatenate_axis1", lambda x, y: lax.concatenate([x, y], 1), [("B", 2), ("B", 3)],
+                     expected_ops=["Concat"]),
+            Testcase("concatenate_axis0", lambda x, y: lax.concatenate([x, y], 0), [("B", 3), (2, 3)],
+                     expected_ops=["Concat"]),
+            Testcase("concatenate_3d", lambda x, y, z: lax.concatenate([x, y, z], 1), [(2, 1, 4), (2, 3, 4), (2, 2, 4)],
+                     expected_ops=["Concat"]),
+            Testcase("concatenate_int32", lambda x, y: lax.concatenate([x, y], 1),
+                     [jax.ShapeDtypeStruct(("B", 2), _I32), jax.ShapeDtypeStruct(("B", 1), _I32)], expected_ops=["Concat"]),
+        ],
+    ),
+    Component(
+        name="lax.split",
+        onnx=["Split"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("split_equal", lambda x: tuple(lax.split(x, (2, 2), axis=1)), [("B", 4)], expected_ops=["Split"]),
+            Testcase("split_uneven_axis0", lambda x: tuple(lax.split(x, (1, 3, 2), axis=0)), [(6, "B")],
+                     expected_ops=["Split"]),
+            # sizes holding the symbol: the split sizes are computed in the graph.
+            Testcase("split_symbolic_sizes", lambda x: tuple(lax.split(x, (x.shape[0] - 1, 1), axis=0)), [("B", 3)],
+                     expected_ops=["Split"]),
+        ],
+    ),
+    Component(
+        name="lax.iota",
+        onnx=["Range"],
+        since="v0.5.0",
+        testcases=[
+            # Static iotas fold into constants; the numbers are what is checked.
+            Testcase("iota_int32", lambda: lax.iota(jnp.int32, 5)),
+            Testcase("iota_float32", lambda: lax.iota(_float(), 5)),
+            Testcase("broadcasted_iota", lambda: lax.broadcasted_iota(jnp.int32, (2, 3), 1)),
+            Testcase("iota_symbolic_length", lambda x: x + lax.iota(x.dtype, x.shape[0]), [("B",)],
+                     expected_ops=["Range"], run_static=False),
+            Testcase("broadcasted_iota_symbolic", lambda x: x + lax.broadcasted_iota(x.dtype, x.shape, 0),
+                     [("B", 3)], expected_ops=["Range", "Expand"], run_static=False),
+            Testcase("broadcasted_iota_int8_symbolic",
+                     lambda x: lax.broadcasted_iota(jnp.int8, (x.shape[0], 2), 0), [("B", 2)],
+                     expected_ops=["Range", "Cast"], run_static=False),
+        ],
+    ),
+    Component(
+        name="core.dim_as_value",
+        onnx=["Shape", "Squeeze", "Cast"],
+        since="v0.5.0",
+        testcases=[
+            Testcase("dim_as_value", lambda x: jnp.asarray(x.shape[0]), [("B", 3)]),
+            Testcase("dim_as_value_product", lambda x: jnp.full((2,), x.shape[0] * x.shape[1]), [("B", "N")],
+                     expected_ops=["Mul", "Expand"], run_static=False),
+        ],
+    ),
+]
