@@ -6,6 +6,7 @@
 Importing this package is cheap: plugin packs are found and loaded on the first conversion.
 """
 
+from . import _lazy_imports  # noqa: F401  (first: keeps sympy out of the import path)
 from ._version import __version__
 from .conversion import to_onnx
 from .errors import (

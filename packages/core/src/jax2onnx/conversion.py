@@ -34,8 +34,8 @@ def applied_patches(patches: Sequence[Patch]) -> Iterator[None]:
     try:
         for p in patches:
             target = p.resolve()
-            if target is None:
-                continue
+            if target is None or not hasattr(target, p.attribute):
+                continue  # an optional dependency (or an attribute this version lacks) is absent
             had = p.attribute in vars(target) if isinstance(target, type) else hasattr(target, p.attribute)
             original = getattr(target, p.attribute)
             setattr(target, p.attribute, p.replacement(original))
