@@ -5,7 +5,22 @@ from __future__ import annotations
 from jax2onnx import hookimpl
 from jax2onnx.plugin import PackModules
 
-_pack = PackModules("jax2onnx_examples", [])
+_pack = PackModules(
+    "jax2onnx_examples",
+    [
+        "mlp",
+        "cnn",
+        "autoencoder",
+        "attention",
+        "vit",
+        "vit_flat",
+        "loops",
+        "select_sort",
+        "onnx_functions_basic",
+        "onnx_functions_transformer",
+        "gpt2",
+    ],
+)
 
 
 @hookimpl

@@ -10,7 +10,6 @@ import sys
 
 import numpy as np
 from flax import nnx
-
 from jax2onnx import allclose, to_onnx
 
 
