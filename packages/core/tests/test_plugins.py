@@ -136,3 +136,19 @@ def test_mini_pack_converts(mini_registry):
     model = to_onnx(lambda x: jnp.sin(x) * 2.0, [(3,)])
     assert {n.op_type for n in model.graph.node} == {"Sin", "Mul"}
     np.testing.assert_equal(len(model.graph.input), 1)
+
+
+def test_sympy_stays_off_the_import_path_but_still_works():
+    """onnx_ir pulls in sympy (1-2 s) for features we don't use; it must load only when used."""
+    import subprocess
+
+    code = (
+        "import sys, jax2onnx, onnx_ir\n"
+        "print('sympy.core' in sys.modules)\n"
+        "import sympy\n"
+        "print(sympy.Symbol('x') + 1, onnx_ir.SymbolicDim('B') + 1)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    first, second = out.stdout.strip().splitlines()
+    assert first == "False"
+    assert second == "x + 1 B + 1"

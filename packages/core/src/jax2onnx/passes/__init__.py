@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+from .common_subexpressions import CommonSubexpressionEliminationPass
 from .constant_folding import ConstantFoldingPass
 from .dead_code import DeadCodeEliminationPass
+from .identity_elimination import IdentityEliminationPass
 from .manager import PassManager, PassResult
 
 
 def default_passes() -> PassManager:
-    """Dead code first (less to fold), then folding, then dead code again for what folding freed."""
-    return PassManager([DeadCodeEliminationPass(), ConstantFoldingPass(), DeadCodeEliminationPass()])
+    """Dead code first (less to fold), then folding; then renames and duplicates go, and dead code
+    once more for what the others freed."""
+    return PassManager(
+        [
+            DeadCodeEliminationPass(),
+            ConstantFoldingPass(),
+            IdentityEliminationPass(),
+            CommonSubexpressionEliminationPass(),
+            DeadCodeEliminationPass(),
+        ]
+    )
 
 
-__all__ = ["ConstantFoldingPass", "DeadCodeEliminationPass", "PassManager", "PassResult", "default_passes"]
+__all__ = [
+    "CommonSubexpressionEliminationPass",
+    "ConstantFoldingPass",
+    "DeadCodeEliminationPass",
+    "IdentityEliminationPass",
+    "PassManager",
+    "PassResult",
+    "default_passes",
+]
