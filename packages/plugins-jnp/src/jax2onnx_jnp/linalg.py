@@ -1,0 +1,200 @@
+"""``jnp.einsum`` → Einsum and ``jnp.matmul`` / ``@`` → MatMul.
+
+Without this pack both become ``dot_general`` (plus transposes/reshapes for einsum's contraction
+order); ONNX has an op that states the user's intent directly, with numpy's broadcasting rules.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax2onnx.plugin import Lowerings
+from jax2onnx.testing import Component, Testcase
+
+from ._common import as_dtype, ints, is_array, mark, mark_name, no_extra_kwargs, patches_for
+
+lowerings = Lowerings()
+
+
+# ---------------------------------------------------------------------------------------------
+# einsum
+
+
+def _einsum_region(original, *operands, subscripts):
+    return original(subscripts, *operands)
+
+
+def _make_einsum(name, original):
+    region = functools.partial(_einsum_region, original)
+
+    @functools.wraps(original)
+    def einsum(subscripts, *operands, **kwargs):
+        if (
+            isinstance(subscripts, str)
+            and operands
+            and all(is_array(o) for o in operands)
+            and no_extra_kwargs(kwargs, out=None, precision=None, preferred_element_type=None)
+        ):
+            return mark("einsum", region, *operands, subscripts=subscripts)
+        return original(subscripts, *operands, **kwargs)
+
+    return einsum
+
+
+def explicit_equation(subscripts: str) -> str:
+    """The einsum equation with its output spelled out (numpy's implicit rule: the letters that
+    occur once, sorted, after any ellipsis), so ONNX and JAX agree on the output's axis order."""
+    eq = subscripts.replace(" ", "")
+    if "->" in eq:
+        return eq
+    letters = eq.replace("...", "").replace(",", "")
+    once = sorted(c for c in set(letters) if letters.count(c) == 1)
+    return eq + "->" + ("..." if "..." in eq else "") + "".join(once)
+
+
+def _align_ellipses(ctx, equation: str, xs: list) -> list:
+    """Give every operand's ellipsis the same rank. numpy broadcasts ellipsis dims right-aligned;
+    ONNX's shape inference wants equal ellipsis ranks, so size-1 axes are inserted where the
+    shorter ellipsis starts."""
+    terms = equation.split("->")[0].split(",")
+    ranks = []
+    for term, aval in zip(terms, ctx.avals_in, strict=True):
+        letters = len(term.replace("...", ""))
+        ranks.append(len(aval.shape) - letters if "..." in term else None)
+    widest = max((r for r in ranks if r is not None), default=0)
+    out = []
+    for term, x, r in zip(terms, xs, ranks, strict=True):
+        if r is not None and r < widest:
+            pos = term.index("...")
+            x = ctx.op.Unsqueeze(x, ints(ctx, range(pos, pos + widest - r)))
+        out.append(x)
+    return out
+
+
+@lowerings.register_call(mark_name("einsum"))
+def lower_einsum(ctx, *xs):
+    dtype = ctx.avals_out[0].dtype
+    equation = explicit_equation(ctx.marked.params["subscripts"])
+    xs = _align_ellipses(ctx, equation, [as_dtype(ctx, x, dtype) for x in xs])
+    return ctx.op.Einsum(*xs, equation=equation)
+
+
+# ---------------------------------------------------------------------------------------------
+# matmul
+
+
+def _make_matmul(name, original):
+    @functools.wraps(original)
+    def matmul(a, b, *args, **kwargs):
+        if (
+            not args
+            and is_array(a)
+            and is_array(b)
+            and np.ndim(a) >= 1
+            and np.ndim(b) >= 1
+            and no_extra_kwargs(kwargs, precision=None, preferred_element_type=None)
+        ):
+            return mark("matmul", original, a, b)
+        return original(a, b, *args, **kwargs)
+
+    return matmul
+
+
+@lowerings.register_call(mark_name("matmul"))
+def lower_matmul(ctx, a, b):
+    # ONNX MatMul has numpy.matmul's semantics (1-D promotion, batch broadcasting); JAX promotes
+    # mixed operand dtypes first, so casting to the result dtype is the same computation.
+    dtype = ctx.avals_out[0].dtype
+    return ctx.op.MatMul(as_dtype(ctx, a, dtype), as_dtype(ctx, b, dtype))
+
+
+patches = patches_for("jax.numpy", ["einsum"], _make_einsum) + patches_for("jax.numpy", ["matmul"], _make_matmul)
+
+
+# ---------------------------------------------------------------------------------------------
+# testcases
+
+
+def _attention_logits(q, k):
+    return jnp.einsum("BNH,BMH->BNM", q, k)
+
+
+def _matmul(a, b):
+    # Testcases look jnp.matmul up at call time: a reference taken at import would bypass the patch.
+    return jnp.matmul(a, b)
+
+
+def _vmapped_matmul(a, b):
+    return jax.vmap(_matmul)(a, b)
+
+
+def _grad_of_einsum(a, b):
+    return jax.grad(lambda x: jnp.sum(jnp.einsum("ij,jk->ik", x, b) ** 2))(a)
+
+
+def _grad_of_matmul_square(a, b):
+    # Square operands: the backward pass is a jit with the same name and the same operand shapes
+    # as the forward call; only its body tells them apart.
+    return jax.grad(lambda x: jnp.sum(jnp.sin(x @ b)))(a)
+
+
+components = [
+    Component(
+        name="jnp.einsum",
+        onnx=["Einsum"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("einsum_vector_dot", lambda x, y: jnp.einsum("i,i->", x, y), [(5,), (5,)], expected_ops=["Einsum"]),
+            Testcase("einsum_matrix_vector", lambda x, y: jnp.einsum("ij,j->i", x, y), [(3, 5), (5,)],
+                     expected_ops=["Einsum"]),
+            Testcase("einsum_matrix_matrix", lambda x, y: jnp.einsum("ij,jk->ik", x, y), [("B", 5), (5, 2)],
+                     expected_ops=["Einsum"]),
+            Testcase("einsum_transpose", lambda x: jnp.einsum("ij->ji", x), [(3, 5)], expected_ops=["Einsum"]),
+            Testcase("einsum_batch_transpose", lambda x: jnp.einsum("...ij->...ji", x), [("B", 3, 5)],
+                     expected_ops=["Einsum"]),
+            Testcase("einsum_diag", lambda x: jnp.einsum("ii->i", x), [(4, 4)], expected_ops=["Einsum"]),
+            Testcase("einsum_sum_reduce", lambda x: jnp.einsum("ij->", x), [(3, 5)], expected_ops=["Einsum"]),
+            Testcase("einsum_multi_operand", lambda a, b, c: jnp.einsum("ij,jk,kl->il", a, b, c),
+                     [(2, 3), (3, 4), (4, 5)], expected_ops=["Einsum"]),
+            Testcase("einsum_attention_logits_orig", _attention_logits, [("B", 4, 8), ("B", 6, 8)],
+                     expected_ops=["Einsum"]),
+            Testcase("einsum_attention_output_orig", lambda p, v: jnp.einsum("BNM,BMH->BNH", p, v),
+                     [("B", 4, 6), ("B", 6, 8)], expected_ops=["Einsum"]),
+            Testcase("einsum_attention_logits_batched", lambda q, k: jnp.einsum("...NH,...MH->...NM", q, k),
+                     [("B", 2, 4, 8), ("B", 2, 6, 8)], expected_ops=["Einsum"]),
+            Testcase("einsum_attention_output_batched", lambda p, v: jnp.einsum("...NM,...MH->...NH", p, v),
+                     [("B", 2, 4, 6), ("B", 2, 6, 8)], expected_ops=["Einsum"]),
+            Testcase("einsum_ellipsis_rank_mismatch", lambda x, y: jnp.einsum("...ij,...jk->...ik", x, y),
+                     [("B", 3, 4), (4, 5)], expected_ops=["Einsum"]),
+            Testcase("einsum_implicit_output", lambda x, y: jnp.einsum("kj,ji", x, y), [(3, 4), (4, 2)],
+                     expected_ops=["Einsum"], description="implicit output: sorted letters ('ik')"),
+            Testcase("einsum_mixed_dtypes", lambda x, i: jnp.einsum("ij,j->i", x, i),
+                     [(3, 4), jax.ShapeDtypeStruct((4,), jnp.int32)], expected_ops=["Einsum"]),
+            Testcase("einsum_vmap", jax.vmap(_attention_logits), [("B", 2, 4, 8), ("B", 2, 6, 8)],
+                     description="under vmap the marked call gains a batch axis: its body is lowered"),
+            Testcase("einsum_grad", _grad_of_einsum, [("B", 4), (4, 3)]),
+        ],
+    ),
+    Component(
+        name="jnp.matmul",
+        onnx=["MatMul"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("matmul_2d", _matmul, [(3, 4), (4, 5)], expected_ops=["MatMul"]),
+            Testcase("matmul_1d_2d", _matmul, [(4,), (4, 5)], expected_ops=["MatMul"]),
+            Testcase("matmul_2d_1d", _matmul, [(3, 4), (4,)], expected_ops=["MatMul"]),
+            Testcase("matmul_dynamic", _matmul, [("B", 3, 4), ("B", 4, 5)], expected_ops=["MatMul"]),
+            Testcase("matmul_dynamic_a", _matmul, [("B", 3, 4), (4, 5)], expected_ops=["MatMul"]),
+            Testcase("matmul_1d", _matmul, [(4,), (4,)], expected_ops=["MatMul"]),
+            Testcase("matmul_3d", _matmul, [(2, 3, 4), (2, 4, 5)], expected_ops=["MatMul"]),
+            Testcase("matmul_broadcast_batch", _matmul, [(2, 1, 3, 4), (5, 4, 2)], expected_ops=["MatMul"]),
+            Testcase("matmul_int", _matmul, [jax.ShapeDtypeStruct(("B", 3), jnp.int32),
+                                                 jax.ShapeDtypeStruct((3, 2), jnp.int32)], expected_ops=["MatMul"]),
+            Testcase("matmul_vmap", _vmapped_matmul, [("B", 3, 4), ("B", 4, 5)]),
+            Testcase("matmul_grad_square", _grad_of_matmul_square, [(3, 3), (3, 3)]),
+        ],
+    ),
+]
