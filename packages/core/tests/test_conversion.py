@@ -197,3 +197,23 @@ def test_graph_carries_types_and_shapes_everywhere(mini_registry):
                 assert out in typed, f"{out} has no value_info"
     assert model.producer_name == "jax2onnx"
     assert model.opset_import[0].version == 23
+
+
+def test_external_data_is_written_beside_the_model(mini_registry, tmp_path):
+    w = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+
+    def f(x):
+        return jnp.sin(x @ w)
+
+    path = tmp_path / "big.onnx"
+    proto = to_onnx(f, [("B", 64)], output_path=path, external_data=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.onnx", "big.onnx.data"]
+    weight = next(i for i in proto.graph.initializer if list(i.dims) == [64, 64])
+    assert weight.data_location == onnx.TensorProto.EXTERNAL
+    assert allclose(f, str(path), [np.random.rand(3, 64).astype(np.float32)])
+
+
+def test_external_data_needs_a_path(mini_registry):
+    with pytest.raises(Exception) as err:
+        to_onnx(lambda x: x * 2.0, [(3,)], external_data=True)
+    assert "output_path" in str(err.value)

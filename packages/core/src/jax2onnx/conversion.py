@@ -59,6 +59,7 @@ def to_onnx(
     enable_double_precision: bool = False,
     output_path: str | os.PathLike[str] | None = None,
     optimize: bool = True,
+    external_data: bool | None = None,
 ) -> onnx.ModelProto:
     """Convert a JAX callable to ONNX.
 
@@ -74,6 +75,8 @@ def to_onnx(
         enable_double_precision: trace with float64 (x64 on only for the export, then restored).
         output_path: also write the model here, atomically: a failed export leaves no file.
         optimize: run the graph passes (dead code, constant folding, ...).
+        external_data: store weights in ``<output_path>.data`` beside the model (streamed, never
+            held twice). ``None``: automatically when the weights exceed protobuf's 2 GB limit.
 
     Returns:
         The ``onnx.ModelProto``.
@@ -95,6 +98,16 @@ def to_onnx(
         from .passes import default_passes
 
         default_passes()(model)
+    weight_bytes = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
+    if external_data is None:
+        external_data = weight_bytes > EXTERNAL_DATA_AUTO_BYTES
+    if external_data:
+        if output_path is None:
+            raise InputSpecError(
+                f"the model's weights take {weight_bytes / 2**30:.2f} GiB, over protobuf's 2 GB limit for one message: "
+                "pass output_path=... so they can be written as external data beside the model"
+            )
+        return save_with_external_data(model, output_path)
     proto = ir.to_proto(model)
     proto = _infer_intermediate_shapes(proto)
     if output_path is not None:
@@ -180,6 +193,35 @@ def _infer_intermediate_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
     except Exception:  # noqa: BLE001 - shapes are a courtesy, never a reason to fail an export
         return proto
     return inferred
+
+
+#: Above this many bytes of weights, a model goes to external data automatically (protobuf caps one
+#: message at 2 GB, and the graph itself needs room too).
+EXTERNAL_DATA_AUTO_BYTES = 1_800_000_000
+
+
+def save_with_external_data(model: ir.Model, path: str | os.PathLike[str]) -> onnx.ModelProto:
+    """Write ``path`` plus ``<path>.data`` straight from the IR (tensors streamed, not copied into a
+    proto), model file last and renamed into place; on failure neither file is left behind."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    data_name = os.path.basename(path) + ".data"
+    data_path = os.path.join(directory, data_name)
+    had_data = os.path.exists(data_path)
+    fd, tmp = tempfile.mkstemp(prefix=".jax2onnx-", suffix=".onnx.tmp", dir=directory)
+    os.close(fd)
+    try:
+        ir.save(model, tmp, external_data=data_name, size_threshold_bytes=1024)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if not had_data:
+            with contextlib.suppress(OSError):
+                os.unlink(data_path)
+        raise
+    return onnx.load(path, load_external_data=False)
 
 
 def save_atomically(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> None:
