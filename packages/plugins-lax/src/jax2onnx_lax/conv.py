@@ -1,9 +1,247 @@
-"""lax lowerings: conv (to be filled)."""
+"""lax ``conv_general_dilated`` → ``Conv`` (or ``ConvTranspose`` for input dilation).
+
+Layouts: the lhs and rhs are transposed into ONNX's ``N C spatial`` / ``O I spatial`` order and the
+result back into ``out_spec`` order, so NHWC models get one Transpose at each edge and a constant
+HWIO kernel folds into an OIHW initializer. ``feature_group_count`` is Conv's ``group``;
+``batch_group_count`` moves batch groups into channel groups first.
+
+``lhs_dilation`` (transposed convolution) becomes one ``ConvTranspose`` when the strides are 1 and
+the padding fits its (non-negative) pads; otherwise the input is dilated explicitly (zeros inserted
+with Pad + Reshape) and convolved. Negative padding crops with a Slice.
+
+onnxruntime implements Conv/ConvTranspose for float16/float32 only. For float64 (and integers)
+the same convolution is written as patches (one Slice per kernel tap) contracted with the kernel
+in one ``Einsum``: the same sum of products, in the requested precision, never a cast to float32.
+"""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
 from jax2onnx.plugin import Lowerings
-from jax2onnx.testing import Component
+from jax2onnx.testing import Component, Testcase
+
+from .linalg import _compute_dtype
 
 lowerings = Lowerings()
-components: list[Component] = []
+
+_INT64_MIN = np.iinfo(np.int64).min
+_INT64_MAX = np.iinfo(np.int64).max
+#: dtypes onnxruntime has Conv/ConvTranspose kernels for.
+CONV_DTYPES = {np.dtype(np.float32), np.dtype(np.float16)}
+
+
+def _i64(values) -> np.ndarray:
+    return np.asarray([int(v) for v in values], dtype=np.int64)
+
+
+def _transpose(ctx, x, perm):
+    perm = [int(p) for p in perm]
+    return x if perm == list(range(len(perm))) else ctx.op.Transpose(x, perm=perm)
+
+
+def _permute(shape, perm):
+    return [shape[p] for p in perm]
+
+
+def _crop_negative_padding(ctx, x, padding, first_axis):
+    """Apply the negative parts of ``padding`` as crops; return the input and the remaining pads."""
+    starts, ends, axes = [], [], []
+    for i, (lo, hi) in enumerate(padding):
+        if lo < 0 or hi < 0:
+            starts.append(max(-lo, 0))
+            ends.append(-max(-hi, 0) if hi < 0 else _INT64_MAX)
+            axes.append(first_axis + i)
+    if axes:
+        x = ctx.op.Slice(x, _i64(starts), _i64(ends), _i64(axes))
+    return x, [(max(lo, 0), max(hi, 0)) for lo, hi in padding]
+
+
+def _dilate_input(ctx, x, shape, dilation):
+    """Insert ``d-1`` zeros after every element along each spatial axis (``shape``: N, C, spatial).
+    Returns the value and its shape; the trailing ``d-1`` zeros are left for the caller to crop."""
+    shape = list(shape)
+    for i, d in enumerate(dilation):
+        if d == 1:
+            continue
+        axis = 2 + i
+        x = ctx.op.Unsqueeze(x, _i64([axis + 1]))
+        pads = [0] * (len(shape) + 1) * 2
+        pads[len(shape) + 1 + axis + 1] = d - 1
+        x = ctx.op.Pad(x, _i64(pads))
+        shape[axis] = shape[axis] * d
+        x = ctx.op.Reshape(x, ctx.shape_tensor(shape))
+    return x, shape
+
+
+def _conv_transpose_kernel(ctx, w, w_shape, groups):
+    """lax kernel ``[O, I/g, k...]`` → ConvTranspose's ``[I, O/g, k...]``, taps reversed."""
+    o, i_per_group, *ks = w_shape
+    spatial = len(ks)
+    w = ctx.op.Reshape(w, _i64([groups, o // groups, i_per_group, *ks]))
+    w = ctx.op.Transpose(w, perm=[0, 2, 1, *range(3, 3 + spatial)])
+    w = ctx.op.Reshape(w, _i64([groups * i_per_group, o // groups, *ks]))
+    axes = list(range(2, 2 + spatial))
+    return ctx.op.Slice(w, _i64([-1] * spatial), _i64([_INT64_MIN] * spatial), _i64(axes), _i64([-1] * spatial))
+
+
+def _conv_as_einsum(ctx, x, w, w_shape, strides, rhs_dilation, groups, out_shape):
+    """Conv on already padded ``x`` ([N, C, S...]) as kernel-tap slices + one Einsum."""
+    o_total, c_per_group, *kernel_shape = w_shape
+    spatial = len(kernel_shape)
+    eff = [(k - 1) * d + 1 for k, d in zip(kernel_shape, rhs_dilation, strict=True)]
+    taps = []
+    for tap in np.ndindex(*kernel_shape):
+        starts = [t * d for t, d in zip(tap, rhs_dilation, strict=True)]
+        # Counting from the end keeps exactly out_size elements without knowing the input size.
+        ends = [-(e - 1 - s) if e - 1 - s > 0 else _INT64_MAX for s, e in zip(starts, eff, strict=True)]
+        piece = ctx.op.Slice(x, _i64(starts), _i64(ends), _i64(range(2, 2 + spatial)), _i64(strides))
+        taps.append(ctx.op.Unsqueeze(piece, _i64([2])))
+    patches = taps[0] if len(taps) == 1 else ctx.op.Concat(*taps, axis=2)  # [N, C, P, O...]
+    n_taps = len(taps)
+    patches = ctx.op.Reshape(patches, _i64([0, groups, c_per_group, n_taps, -1]))
+    kernel = ctx.op.Reshape(w, _i64([groups, o_total // groups, c_per_group, n_taps]))
+    y = ctx.op.Einsum(patches, kernel, equation="ngcpx,gmcp->ngmx")
+    return ctx.op.Reshape(y, ctx.shape_tensor(out_shape))
+
+
+@lowerings.register("conv_general_dilated")
+def lower_conv_general_dilated(ctx, lhs, rhs):
+    p = ctx.params
+    dn = p["dimension_numbers"]
+    lhs_spec, rhs_spec, out_spec = (tuple(int(d) for d in s) for s in (dn.lhs_spec, dn.rhs_spec, dn.out_spec))
+    spatial = len(lhs_spec) - 2
+    strides = [int(s) for s in p["window_strides"]]
+    padding = [(int(lo), int(hi)) for lo, hi in p["padding"]]
+    lhs_dilation = [int(d) for d in (p["lhs_dilation"] or (1,) * spatial)]
+    rhs_dilation = [int(d) for d in (p["rhs_dilation"] or (1,) * spatial)]
+    groups, batch_groups = int(p["feature_group_count"]), int(p["batch_group_count"])
+
+    out_dtype = np.dtype(ctx.avals_out[0].dtype)
+    compute = _compute_dtype(out_dtype)
+    if np.dtype(ctx.avals_in[0].dtype) != compute:
+        lhs = ctx.cast(lhs, compute)
+    if np.dtype(ctx.avals_in[1].dtype) != compute:
+        rhs = ctx.cast(rhs, compute)
+
+    x = _transpose(ctx, lhs, lhs_spec)
+    x_shape = _permute(ctx.avals_in[0].shape, lhs_spec)
+    w = _transpose(ctx, rhs, rhs_spec)
+    w_shape = [int(d) for d in _permute(ctx.avals_in[1].shape, rhs_spec)]
+    kernel = w_shape[2:]
+    out_nc = _permute(ctx.avals_out[0].shape, out_spec)  # output shape in N, C, spatial order
+
+    if batch_groups > 1:
+        n, c, *sp = x_shape
+        x = ctx.op.Reshape(x, ctx.shape_tensor([batch_groups, n // batch_groups, c, *sp]))
+        x = ctx.op.Transpose(x, perm=[1, 0, *range(2, 3 + spatial)])
+        x_shape = [n // batch_groups, c * batch_groups, *sp]
+        x = ctx.op.Reshape(x, ctx.shape_tensor(x_shape))
+        groups = batch_groups
+
+    eff = [(k - 1) * d + 1 for k, d in zip(kernel, rhs_dilation, strict=True)]
+    native = compute in CONV_DTYPES
+    if any(d > 1 for d in lhs_dilation):
+        ct_pads = [(e - 1 - lo, e - 1 - hi) for e, (lo, hi) in zip(eff, padding, strict=True)]
+        if native and all(s == 1 for s in strides) and all(a >= 0 and b >= 0 for a, b in ct_pads):
+            wt = _conv_transpose_kernel(ctx, w, w_shape, groups)
+            y = ctx.op.ConvTranspose(x, wt, strides=lhs_dilation, dilations=rhs_dilation, group=groups,
+                                     pads=[a for a, _ in ct_pads] + [b for _, b in ct_pads])
+            return _transpose(ctx, y, np.argsort(out_spec))  # native: compute == out_dtype
+        x, x_shape = _dilate_input(ctx, x, x_shape, lhs_dilation)
+        # The dilated size is S*d; lax's is (S-1)*d+1, so the last d-1 zeros come off the high side.
+        padding = [(lo, hi - (d - 1)) for (lo, hi), d in zip(padding, lhs_dilation, strict=True)]
+
+    x, padding = _crop_negative_padding(ctx, x, padding, 2)
+    pads = [lo for lo, _ in padding] + [hi for _, hi in padding]
+    if native:
+        y = ctx.op.Conv(x, w, strides=strides, dilations=rhs_dilation, group=groups, pads=pads,
+                        kernel_shape=kernel)
+    else:
+        if any(pads):
+            x = ctx.op.Pad(x, _i64([0, 0, *pads[:spatial], 0, 0, *pads[spatial:]]))
+        y = _conv_as_einsum(ctx, x, w, w_shape, strides, rhs_dilation, groups, out_nc)
+    y = _transpose(ctx, y, np.argsort(out_spec))
+    return y if compute == out_dtype else ctx.cast(y, out_dtype)
+
+
+
+# ---------------------------------------------------------------------------------------------
+# testcases
+
+
+def _kernel(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32) * 0.5
+
+
+def _conv(window_strides=(1, 1), padding="VALID", dn=None, kernel=None, **kw):
+    """``conv_general_dilated`` with the kernel as a second input, or a closed-over constant."""
+    if kernel is None:
+        return lambda x, w: lax.conv_general_dilated(x, w, window_strides, padding, dimension_numbers=dn, **kw)
+    return lambda x: lax.conv_general_dilated(x, jnp.asarray(kernel, x.dtype), window_strides, padding,
+                                              dimension_numbers=dn, **kw)
+
+
+def expect_conv(op: str, max_transposes: int | None = None):
+    """The float32 graph uses ``op``; the float64 graph (no double Conv in onnxruntime) uses Einsum."""
+
+    def check(model):
+        from jax2onnx.testing.runner import op_types
+
+        ops = op_types(model)
+        double = model.graph.input[0].type.tensor_type.elem_type == 11
+        want = "Einsum" if double else op
+        assert want in ops, f"expected {want} in {sorted(ops)}"
+        if double:
+            assert "Conv" not in ops and "ConvTranspose" not in ops, "onnxruntime has no float64 Conv"
+        if max_transposes is not None:
+            n = sum(1 for node in model.graph.node if node.op_type == "Transpose")
+            assert n <= max_transposes, f"{n} Transposes, expected at most {max_transposes}"
+
+    return check
+
+
+def conv_transpose_nhwc(x):
+    return lax.conv_transpose(x, jnp.asarray(_kernel((3, 3, 2, 4), 3), x.dtype), (2, 2), "SAME",
+                              dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
+_NHWC = ("NHWC", "HWIO", "NHWC")
+components = [
+    Component(
+        name="lax.conv",
+        onnx=["Conv", "ConvTranspose", "Einsum"],
+        since="v0.2.0",
+        testcases=[
+            Testcase("conv", lambda x, w: lax.conv(x, w, (1, 1), "VALID"), [("B", 2, 5, 5), (3, 2, 2, 2)],
+                     check=expect_conv("Conv", max_transposes=0)),
+            Testcase("conv2", _conv((2, 2), "SAME", _NHWC, kernel=_kernel((3, 3, 2, 4))), [("B", 6, 6, 2)],
+                     check=expect_conv("Conv", max_transposes=2)),
+            Testcase("conv_nhwc_kernel_input", _conv((1, 2), ((1, 0), (2, 1)), _NHWC), [("B", 5, 6, 2), (2, 3, 2, 3)],
+                     check=expect_conv("Conv")),
+            Testcase("conv_rhs_dilation", _conv((1, 1), "SAME", rhs_dilation=(2, 1)), [("B", 2, 7, 6), (4, 2, 3, 2)],
+                     check=expect_conv("Conv")),
+            Testcase("conv_depthwise", _conv((1, 1), "SAME", _NHWC, kernel=_kernel((3, 3, 1, 6)), feature_group_count=3),
+                     [("B", 5, 5, 3)], check=expect_conv("Conv")),
+            Testcase("conv_grouped", _conv((1, 1), "VALID", feature_group_count=2), [("B", 4, 5, 5), (6, 2, 2, 2)],
+                     check=expect_conv("Conv")),
+            Testcase("conv_batch_group", _conv((1, 1), "VALID", batch_group_count=2), [(4, 3, 5, 5), (6, 3, 2, 2)],
+                     check=expect_conv("Conv")),
+            Testcase("conv_1d_nwc", _conv((1,), "SAME", ("NWC", "WIO", "NWC")), [("B", "L", 2), (3, 2, 4)],
+                     check=expect_conv("Conv")),
+            Testcase("conv_3d", _conv((1, 2, 1), "VALID"), [("B", 2, 4, 5, 4), (3, 2, 2, 2, 2)],
+                     check=expect_conv("Conv")),
+            Testcase("conv_negative_padding", _conv((1, 1), ((-1, 0), (1, -1))), [("B", 2, 6, 6), (3, 2, 2, 2)],
+                     check=expect_conv("Conv")),
+            Testcase("conv_transpose", conv_transpose_nhwc, [("B", 4, 4, 2)], check=expect_conv("ConvTranspose")),
+            Testcase("conv_transpose_grouped_dilated",
+                     _conv((1, 1), ((1, 0), (2, 1)), lhs_dilation=(2, 2), rhs_dilation=(1, 2), feature_group_count=2),
+                     [("B", 4, 3, 4), (6, 2, 2, 2)], check=expect_conv("ConvTranspose")),
+            Testcase("conv_lhs_dilation_strided", _conv((2, 1), ((0, 0), (3, 1)), lhs_dilation=(3, 2)),
+                     [("B", 2, 4, 3), (3, 2, 2, 2)], check=expect_conv("Conv")),
+        ],
+    ),
+]
+del jax

@@ -139,8 +139,8 @@ components = [
                      input_generator=lambda rng, shape, dt: rng.integers(-100, 100, shape)),
             Testcase("dot_general_jnp_matmul", lambda x, y: jnp.matmul(x, y), [("B", 2, 3, 4), ("B", 2, 4, 5)],
                      expected_ops=["MatMul"]),
-            Testcase("dot_general_jnp_einsum", lambda x, y: jnp.einsum("bij,bkj->bik", x, y), [("B", 3, 4), ("B", 5, 4)],
-                     expected_ops=["MatMul"]),
+            Testcase("dot_general_batched_rhs_transposed", _dot((((2,), (2,)), ((0,), (0,)))),
+                     [("B", 3, 4), ("B", 5, 4)], expected_ops=["MatMul", "Transpose"]),
         ],
     ),
 ]
