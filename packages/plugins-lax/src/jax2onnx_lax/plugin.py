@@ -10,8 +10,13 @@ _pack = PackModules(
     [
         "elementwise",
         "reductions",
+        "comparisons",
+        "bitwise",
+        "conversions",
         "shape",
+        "slicing",
         "indexing",
+        "scatter",
         "linalg",
         "conv",
         "windows",
