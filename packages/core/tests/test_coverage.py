@@ -1,0 +1,105 @@
+"""The coverage tables: pack metadata + a results file → markdown with ✅/❌/➖ per variant."""
+
+from __future__ import annotations
+
+import json
+
+from jax2onnx import hookimpl
+from jax2onnx import testing as jt  # not `Testcase` by name: pytest would try to collect it
+from jax2onnx.cli import main as cli_main
+from jax2onnx.coverage import FAILED, NOT_RUN, PASSED, render, write_docs
+from jax2onnx.registry import PluginRegistry
+
+
+class _FakePack:
+    @hookimpl
+    def jax2onnx_components(self):
+        return [
+            jt.Component(
+                "fake.sin",
+                onnx=["Sin"],
+                since="v0.1.0",
+                testcases=[
+                    jt.Testcase("sin_ok", lambda x: x, [("B", 3)]),  # static + dynamic, f32 + f64
+                    jt.Testcase("sin_static", lambda x: x, [(3,)], run_f64=False),
+                ],
+            ),
+            jt.Component("FakeModel", onnx=["Gemm"], since="v0.2.0", kind="example", description="a model | with a pipe",
+                      testcases=[jt.Testcase("fake_model", lambda x: x, [(2,)], run_f64=False)]),
+        ]
+
+
+def _registry():
+    return PluginRegistry(entry_points=[], extra_plugins=[("jax2onnx-fake", _FakePack())])
+
+
+def _row(text: str, name: str) -> str:
+    rows = [line for line in text.splitlines() if line.startswith(f"| `{name}`")]
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+def _results(tmp_path, outcomes):
+    path = tmp_path / "results.json"
+    records = {k: {"component": k.split("::")[0], "testcase": k.split("::")[1], "pack": "jax2onnx-fake", "outcome": v}
+               for k, v in outcomes.items()}
+    path.write_text(json.dumps(records), encoding="utf-8")
+    return path
+
+
+def test_passed_failed_and_missing_variants_render_as_symbols(tmp_path):
+    path = _results(tmp_path, {
+        "fake.sin::sin_ok": "passed",
+        "fake.sin::sin_ok_dynamic": "failed",
+        "fake.sin::sin_ok_f64": "skipped",
+        # sin_ok_dynamic_f64 and sin_static missing: never run
+        "FakeModel::fake_model": "passed",
+    })
+    text = render(str(path), registry=_registry())
+    row = _row(text, "fake.sin")
+    assert f"`sin_ok` {PASSED}" in row
+    assert f"`sin_ok_dynamic` {FAILED}" in row
+    assert f"`sin_ok_f64` {NOT_RUN}" in row
+    assert f"`sin_ok_dynamic_f64` {NOT_RUN}" in row
+    assert f"`sin_static` {NOT_RUN}" in row
+    assert "sin_static_dynamic" not in row and "sin_static_f64" not in row  # variants that do not exist
+    assert "`Sin`" in row and row.rstrip(" |").endswith("v0.1.0")
+
+
+def test_examples_go_to_their_own_table(tmp_path):
+    text = render(str(_results(tmp_path, {"FakeModel::fake_model": "failed"})), registry=_registry())
+    components, examples = text.split("## Examples")
+    assert "`fake.sin`" in components and "`FakeModel`" not in components
+    row = _row(examples, "FakeModel")
+    assert f"`fake_model` {FAILED}" in row
+    assert "a model \\| with a pipe" in row  # a pipe in a description must not break the table
+    assert row.count(" | ") == 4  # five columns: Component | Description | ONNX ops | Testcases | Since
+
+
+def test_missing_results_file_shows_everything_as_not_run(tmp_path):
+    text = render(str(tmp_path / "nope.json"), registry=_registry())
+    assert PASSED not in _row(text, "fake.sin") and FAILED not in _row(text, "fake.sin")
+    assert f"`sin_ok` {NOT_RUN}" in _row(text, "fake.sin")
+
+
+def test_plain_outcome_strings_are_accepted(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"fake.sin::sin_static": "passed"}), encoding="utf-8")
+    assert f"`sin_static` {PASSED}" in _row(render(str(path), registry=_registry()), "fake.sin")
+
+
+def test_write_docs_and_cli(tmp_path, monkeypatch):
+    from jax2onnx import registry as registry_module
+
+    path = _results(tmp_path, {"fake.sin::sin_ok": "passed"})
+    out = tmp_path / "docs" / "coverage.md"
+    text = write_docs(str(path), str(out), registry=_registry())
+    assert out.read_text(encoding="utf-8") == text
+
+    previous = registry_module.set_registry(_registry())
+    try:
+        cli_out = tmp_path / "cli.md"
+        assert cli_main(["coverage", "--results", str(path), "--output", str(cli_out)]) == 0
+        assert f"`sin_ok` {PASSED}" in _row(cli_out.read_text(encoding="utf-8"), "fake.sin")
+    finally:
+        registry_module.set_registry(previous)
