@@ -40,6 +40,8 @@ class Testcase:
         since: version that introduced the case.
     """
 
+    __test__ = False  # a data class, not a pytest test class
+
     name: str
     callable: Callable[..., Any] | None = None
     input_shapes: Sequence[Any] = ()
