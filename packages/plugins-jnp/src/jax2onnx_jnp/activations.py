@@ -1,0 +1,181 @@
+"""``jax.nn`` activation functions → the ONNX activation op of the same name.
+
+One table: each entry says which ONNX op expresses the JAX function exactly, from which opset,
+and which static keyword parameters become attributes. Where onnxruntime has no exact float64 kernel
+for the op (Gelu, Elu, Selu, Softplus, Mish, ... are float32-only there), a float64 export declines and
+the lax decomposition is lowered instead, so the graph still runs and matches JAX.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+from jax2onnx.plugin import Lowerings
+from jax2onnx.testing import Component, Testcase
+
+from ._common import is_array, is_f64, is_float, is_static_number, mark, mark_name, patches_for
+from ._testing import grad_of_sum, on_f32_expect, positive_and_negative
+
+lowerings = Lowerings()
+
+# jax.nn.selu's constants (ONNX's Selu defaults are the same numbers rounded to float32).
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+@dataclasses.dataclass(frozen=True)
+class Activation:
+    emit: Callable[..., Any]  # (ctx, x, dtype, **params) -> value
+    op: str  # the ONNX op the reader sees
+    params: tuple[tuple[str, Any], ...] = ()  # static keyword parameters and their defaults
+    min_opset: int = 1
+    f64: bool = True  # onnxruntime has a float64 kernel
+
+
+def _c(ctx, value, dtype):
+    return ctx.const(np.asarray(value, dtype=dtype))
+
+
+def _gelu(ctx, x, dtype, approximate):
+    return ctx.op.Gelu(x, approximate="tanh" if approximate else "none")
+
+
+ACTIVATIONS: dict[str, Activation] = {
+    "relu": Activation(lambda ctx, x, dt: ctx.op.Relu(x), "Relu"),
+    "relu6": Activation(lambda ctx, x, dt: ctx.op.Clip(x, _c(ctx, 0, dt), _c(ctx, 6, dt)), "Clip"),
+    "hard_tanh": Activation(lambda ctx, x, dt: ctx.op.Clip(x, _c(ctx, -1, dt), _c(ctx, 1, dt)), "Clip"),
+    "sigmoid": Activation(lambda ctx, x, dt: ctx.op.Sigmoid(x), "Sigmoid"),
+    "silu": Activation(lambda ctx, x, dt: ctx.op.Mul(x, ctx.op.Sigmoid(x)), "Sigmoid"),
+    "swish": Activation(lambda ctx, x, dt: ctx.op.Mul(x, ctx.op.Sigmoid(x)), "Sigmoid"),
+    # float64: onnxruntime expands Gelu with float32 constants (tanh form) or lacks Erf (exact form)
+    "gelu": Activation(_gelu, "Gelu", params=(("approximate", True),), min_opset=20, f64=False),
+    "softplus": Activation(lambda ctx, x, dt: ctx.op.Softplus(x), "Softplus", f64=False),
+    "elu": Activation(lambda ctx, x, dt, alpha: ctx.op.Elu(x, alpha=float(alpha)), "Elu",
+                      params=(("alpha", 1.0),), f64=False),
+    "celu": Activation(lambda ctx, x, dt, alpha: ctx.op.Celu(x, alpha=float(alpha)), "Celu",
+                       params=(("alpha", 1.0),), min_opset=12, f64=False),
+    "selu": Activation(lambda ctx, x, dt: ctx.op.Selu(x, alpha=_SELU_ALPHA, gamma=_SELU_SCALE), "Selu", f64=False),
+    "leaky_relu": Activation(lambda ctx, x, dt, negative_slope: ctx.op.LeakyRelu(x, alpha=float(negative_slope)),
+                             "LeakyRelu", params=(("negative_slope", 0.01),), f64=False),
+    # jax.nn.hard_sigmoid(x) = relu6(x + 3) / 6 = clip(x / 6 + 1 / 2, 0, 1)
+    "hard_sigmoid": Activation(lambda ctx, x, dt: ctx.op.HardSigmoid(x, alpha=1.0 / 6.0, beta=0.5), "HardSigmoid",
+                               f64=False),
+    "hard_silu": Activation(lambda ctx, x, dt: ctx.op.HardSwish(x), "HardSwish", min_opset=14, f64=False),
+    "hard_swish": Activation(lambda ctx, x, dt: ctx.op.HardSwish(x), "HardSwish", min_opset=14, f64=False),
+    "mish": Activation(lambda ctx, x, dt: ctx.op.Mish(x), "Mish", min_opset=18, f64=False),
+}
+
+
+def _call_original(original, x, **params):
+    return original(x, **params)
+
+
+def _make_activation(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    spec = ACTIVATIONS[name]
+    names = [p for p, _ in spec.params]
+    region = functools.partial(_call_original, original)
+
+    @functools.wraps(original)
+    def activation(x, *args, **kwargs):
+        params = dict(spec.params)
+        ok = is_array(x) and is_float(x.dtype) and len(args) <= len(names) and set(kwargs) <= set(names)
+        if ok:
+            params.update(zip(names, args, strict=False))
+            params.update(kwargs)
+            ok = all(isinstance(v, bool) or is_static_number(v) for v in params.values())
+        if ok:
+            return mark(name, region, x, **params)
+        return original(x, *args, **kwargs)
+
+    return activation
+
+
+def _lowering(name: str, spec: Activation) -> Callable[..., Any]:
+    def lower(ctx, x):
+        dtype = ctx.avals_out[0].dtype
+        if ctx.opset < spec.min_opset or (is_f64(dtype) and not spec.f64):
+            return None
+        return spec.emit(ctx, x, dtype, **ctx.marked.params)
+
+    lower.__name__ = f"lower_{name}"
+    return lower
+
+
+for _name, _spec in ACTIVATIONS.items():
+    lowerings.register_call(mark_name(_name))(_lowering(_name, _spec))
+
+patches = patches_for("jax.nn", [n for n in ACTIVATIONS if hasattr(jax.nn, n)], _make_activation)
+
+
+# ---------------------------------------------------------------------------------------------
+# testcases
+
+
+def _nn(name: str, **kw: Any) -> Callable[..., Any]:
+    """``jax.nn.<name>`` looked up when called (a reference taken now would bypass the patch)."""
+
+    def call(x):
+        return getattr(jax.nn, name)(x, **kw)
+
+    return call
+
+
+def _flax_nnx_gelu():
+    from flax import nnx  # imported before the export, as in a user's model
+
+    return lambda x: nnx.gelu(x, approximate=False)
+
+
+def _cases(name: str, spec: Activation, since: str, extra: list[Testcase] = ()) -> Component:
+    check = None if spec.f64 else on_f32_expect(spec.op)
+    expected = [spec.op] if spec.f64 else []
+    cases = [
+        Testcase(name, _nn(name), [("B", 5)], expected_ops=expected, check=check, input_generator=positive_and_negative),
+        Testcase(f"{name}_vmap", jax.vmap(_nn(name)), [("B", 2, 5)], input_generator=positive_and_negative),
+        Testcase(f"{name}_grad", grad_of_sum(_nn(name)), [("B", 5)], input_generator=positive_and_negative,
+                 rtol=1e-3, atol=1e-4),
+        *extra,
+    ]
+    return Component(name=f"nn.{name}", onnx=[spec.op], since=since, testcases=cases)
+
+
+components = [
+    _cases("relu", ACTIVATIONS["relu"], "v0.7.0"),
+    _cases("relu6", ACTIVATIONS["relu6"], "v0.7.0"),
+    _cases("hard_tanh", ACTIVATIONS["hard_tanh"], "v0.7.0"),
+    _cases("sigmoid", ACTIVATIONS["sigmoid"], "v0.7.0"),
+    _cases("silu", ACTIVATIONS["silu"], "v0.7.0"),
+    _cases("swish", ACTIVATIONS["swish"], "v0.7.0"),
+    _cases("gelu", ACTIVATIONS["gelu"], "v0.7.0", [
+        Testcase("gelu_exact", _nn("gelu", approximate=False), [("B", 5)], check=on_f32_expect("Gelu"),
+                 input_generator=positive_and_negative),
+        Testcase("gelu_flax_nnx", factory=_flax_nnx_gelu, input_shapes=[("B", 5)], check=on_f32_expect("Gelu"),
+                 description="flax.nnx.gelu is jax.nn.gelu re-exported: the same patch covers it"),
+    ]),
+    _cases("softplus", ACTIVATIONS["softplus"], "v0.7.0", [
+        Testcase("softplus_large", _nn("softplus"), input_values=[np.array([-1e4, -50.0, -1.0, 0.0, 1.0, 50.0, 1e4],
+                                                                          np.float32)],
+                 check=on_f32_expect("Softplus"), description="no overflow for large |x|"),
+    ]),
+    _cases("elu", ACTIVATIONS["elu"], "v0.7.0", [
+        Testcase("elu_alpha", _nn("elu", alpha=0.5), [("B", 5)], check=on_f32_expect("Elu"),
+                 input_generator=positive_and_negative),
+    ]),
+    _cases("celu", ACTIVATIONS["celu"], "v0.7.0", [
+        Testcase("celu_alpha", _nn("celu", alpha=2.0), [("B", 5)], check=on_f32_expect("Celu"),
+                 input_generator=positive_and_negative),
+    ]),
+    _cases("selu", ACTIVATIONS["selu"], "v0.7.0"),
+    _cases("leaky_relu", ACTIVATIONS["leaky_relu"], "v0.7.0", [
+        Testcase("leaky_relu_slope", _nn("leaky_relu", negative_slope=0.2), [("B", 5)],
+                 check=on_f32_expect("LeakyRelu"), input_generator=positive_and_negative),
+    ]),
+    _cases("hard_sigmoid", ACTIVATIONS["hard_sigmoid"], "v0.7.0"),
+    _cases("hard_swish", ACTIVATIONS["hard_swish"], "v0.7.0"),
+    _cases("mish", ACTIVATIONS["mish"], "v0.7.0"),
+]
