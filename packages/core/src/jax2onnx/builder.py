@@ -154,12 +154,17 @@ class DimValue:
     def __rmul__(self, o: Any) -> DimValue:
         return self._bin("Mul", o, self)
 
+    def _floordiv(self, a: Any, b: Any) -> DimValue:
+        # ONNX's integer Div truncates; intermediate dim expressions can be negative (JAX writes
+        # SAME padding as floordiv(-B, 2)), so floor it: (a - a mod b) / b, Mod taking b's sign.
+        num = self._bin("Sub", a, self._bin("Mod", a, b))
+        return self._bin("Div", num, b)
+
     def __floordiv__(self, o: Any) -> DimValue:
-        # Dims are non-negative and divisors positive, so ONNX's truncating Div equals floor.
-        return self._bin("Div", self, o)
+        return self._floordiv(self, o)
 
     def __rfloordiv__(self, o: Any) -> DimValue:
-        return self._bin("Div", o, self)
+        return self._floordiv(o, self)
 
     def __mod__(self, o: Any) -> DimValue:
         return self._bin("Mod", self, o)
@@ -171,7 +176,7 @@ class DimValue:
         return self // o, self % o
 
     def __rdivmod__(self, o: Any) -> tuple[DimValue, DimValue]:
-        return self._bin("Div", o, self), self._bin("Mod", o, self)
+        return self._floordiv(o, self), self._bin("Mod", o, self)
 
     def __neg__(self) -> DimValue:
         return DimValue(self.scope, self.scope.op.Neg(self.value))
