@@ -1,9 +1,311 @@
-"""lax lowerings: windows (to be filled)."""
+"""lax window reductions: ``reduce_window_{sum,max,min}`` and ``reduce_window`` with an add/mul/max/min body.
+
+ONNX pools reduce the trailing axes of an ``[N, C, spatial...]`` tensor, so the axes the window
+moves over are transposed to the end and the others become N and C (merged or inserted when there
+are not exactly two); NHWC pooling therefore costs one Transpose at each side.
+
+- max → ``MaxPool`` (its padding never wins, like lax's ``-inf``); min → ``-MaxPool(-x)``;
+- sum → ``AveragePool(count_include_pad=1) * window size`` (lax pads sums with zeros);
+- where onnxruntime has no pooling kernel (integers, float64 AveragePool), a ``base_dilation``,
+  or another body: one strided Slice per window tap of the padded input, combined with
+  Sum/Max/Min/Mul. Exact, and fine for the small windows pooling uses.
+"""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
 from jax2onnx.plugin import Lowerings
-from jax2onnx.testing import Component
+from jax2onnx.testing import Component, Testcase
 
 lowerings = Lowerings()
-components: list[Component] = []
+
+_INT64_MAX = np.iinfo(np.int64).max
+#: dtypes with onnxruntime MaxPool / AveragePool kernels.
+MAXPOOL_DTYPES = {np.dtype(t) for t in ("float16", "float32", "float64")}
+AVGPOOL_DTYPES = {np.dtype(t) for t in ("float16", "float32")}
+
+
+def _i64(values) -> np.ndarray:
+    return np.asarray([int(v) for v in values], dtype=np.int64)
+
+
+def _identity(kind: str, dtype: np.dtype):
+    if kind == "add":
+        return np.zeros((), dtype)
+    if kind == "mul":
+        return np.ones((), dtype)
+    big = np.inf if dtype.kind == "f" else np.iinfo(dtype).max
+    return np.asarray(-big if kind == "max" else big, dtype)
+
+
+def _params(ctx):
+    p = ctx.params
+    rank = len(p["window_dimensions"])
+    return (
+        [int(w) for w in p["window_dimensions"]],
+        [int(s) for s in p["window_strides"]],
+        [(_int_or_symbolic(lo), _int_or_symbolic(hi)) for lo, hi in p["padding"]],
+        [int(d) for d in (p.get("base_dilation") or (1,) * rank)],
+        [int(d) for d in (p.get("window_dilation") or (1,) * rank)],
+    )
+
+
+def _int_or_symbolic(d):
+    return int(d) if isinstance(d, (int, np.integer)) else d
+
+
+def _is_int(d) -> bool:
+    return isinstance(d, int)
+
+
+def _pad_input(ctx, x, padding, fill):
+    """Apply ``padding`` with ``fill``: negative static parts crop, symbolic ones (SAME padding of a
+    symbolic dim, never negative) are computed in the graph."""
+    crop = [(a, -lo if _is_int(lo) and lo < 0 else 0, hi if _is_int(hi) and hi < 0 else _INT64_MAX)
+            for a, (lo, hi) in enumerate(padding) if (_is_int(lo) and lo < 0) or (_is_int(hi) and hi < 0)]
+    if crop:
+        x = ctx.op.Slice(x, _i64(c[1] for c in crop), _i64(c[2] for c in crop), _i64(c[0] for c in crop))
+    pads = [lo if not _is_int(lo) else max(lo, 0) for lo, _ in padding]
+    pads += [hi if not _is_int(hi) else max(hi, 0) for _, hi in padding]
+    if any(not _is_int(q) or q for q in pads):
+        x = ctx.op.Pad(x, ctx.shape_tensor(pads), fill)
+    return x
+
+
+def _pool(ctx, x, kind, window, strides, padding, wdil):
+    """MaxPool/AveragePool over the moving axes, with the layout moves around it."""
+    in_shape = list(ctx.avals_in[0].shape)
+    out_shape = list(ctx.avals_out[0].shape)
+    rank = len(in_shape)
+    if not all(_is_int(d) for pair in padding for d in pair):
+        dtype = np.dtype(ctx.avals_in[0].dtype)
+        x = _pad_input(ctx, x, padding, _identity(kind, dtype))
+        in_shape = [s + lo + hi for s, (lo, hi) in zip(in_shape, padding, strict=True)]
+        padding = [(0, 0)] * rank
+    moving = [a for a in range(rank) if window[a] != 1 or strides[a] != 1 or padding[a] != (0, 0) or wdil[a] != 1]
+    if not moving:
+        return ctx.op.Identity(x)
+    kept = [a for a in range(rank) if a not in moving]
+    perm = kept + moving
+    if perm != list(range(rank)):
+        x = ctx.op.Transpose(x, perm=perm)
+    if len(kept) != 2:
+        x = ctx.op.Reshape(x, ctx.shape_tensor([-1 if kept else 1, 1, *(in_shape[a] for a in moving)]))
+    attrs = {
+        "kernel_shape": [window[a] for a in moving],
+        "strides": [strides[a] for a in moving],
+        "pads": [padding[a][0] for a in moving] + [padding[a][1] for a in moving],
+        "dilations": [wdil[a] for a in moving],
+    }
+    if kind == "add":
+        y = ctx.op.AveragePool(x, count_include_pad=1, **attrs)
+        size = int(np.prod([window[a] for a in moving]))
+        y = ctx.op.Mul(y, np.asarray(size, dtype=ctx.avals_out[0].dtype))
+    elif kind == "max":
+        y = ctx.op.MaxPool(x, **attrs)
+    else:
+        y = ctx.op.Neg(ctx.op.MaxPool(ctx.op.Neg(x), **attrs))
+    if len(kept) != 2:
+        y = ctx.op.Reshape(y, ctx.shape_tensor([out_shape[a] for a in perm]))
+    if perm != list(range(rank)):
+        y = ctx.op.Transpose(y, perm=[int(i) for i in np.argsort(perm)])
+    return y
+
+
+def _dilate(ctx, x, shape, axis, d, fill):
+    """Insert ``d-1`` copies of ``fill`` between neighbours along ``axis``."""
+    x = ctx.op.Unsqueeze(x, _i64([axis + 1]))
+    pads = [0] * (2 * (len(shape) + 1))
+    pads[len(shape) + 1 + axis + 1] = d - 1
+    x = ctx.op.Pad(x, _i64(pads), fill)
+    shape = list(shape)
+    shape[axis] = shape[axis] * d
+    x = ctx.op.Reshape(x, ctx.shape_tensor(shape))
+    x = ctx.op.Slice(x, _i64([0]), _i64([-(d - 1)]), _i64([axis]))
+    shape[axis] = shape[axis] - (d - 1)
+    return x, shape
+
+
+def _by_taps(ctx, x, kind, init, window, strides, padding, base, wdil):
+    """Combine one strided Slice per window tap of the padded input (exact for every dtype)."""
+    shape = list(ctx.avals_in[0].shape)
+    dtype = np.dtype(ctx.avals_in[0].dtype)
+    for axis, d in enumerate(base):
+        if d > 1:
+            x, shape = _dilate(ctx, x, shape, axis, d, init)
+    x = _pad_input(ctx, x, padding, init)
+    axes = list(range(len(window)))
+    eff = [(w - 1) * d + 1 for w, d in zip(window, wdil, strict=True)]
+    taps = []
+    for tap in np.ndindex(*window):
+        starts = [t * d for t, d in zip(tap, wdil, strict=True)]
+        ends = [-(e - 1 - s) if e - 1 - s > 0 else _INT64_MAX for s, e in zip(starts, eff, strict=True)]
+        taps.append(ctx.op.Slice(x, _i64(starts), _i64(ends), _i64(axes), _i64(strides)))
+    if kind == "max":
+        out = ctx.op.Max(*taps, init) if not _is_identity(init, kind, dtype) else ctx.op.Max(*taps)
+    elif kind == "min":
+        out = ctx.op.Min(*taps, init) if not _is_identity(init, kind, dtype) else ctx.op.Min(*taps)
+    else:
+        binary = "Add" if kind == "add" else "Mul"
+        if kind == "add" and dtype.kind == "f" and len(taps) > 1:
+            out = ctx.op.Sum(*taps)
+        else:
+            out = taps[0]
+            for t in taps[1:]:
+                out = getattr(ctx.op, binary)(out, t)
+        if not _is_identity(init, kind, dtype):
+            out = getattr(ctx.op, binary)(out, init)
+    return out
+
+
+def _is_identity(init, kind, dtype) -> bool:
+    """``init`` is a numpy constant equal to the reduction's identity (a runtime value never is)."""
+    return isinstance(init, np.ndarray) and bool(np.all(init == _identity(kind, dtype)))
+
+
+def _lower_window(ctx, x, kind, init=None):
+    window, strides, padding, base, wdil = _params(ctx)
+    dtype = np.dtype(ctx.avals_in[0].dtype)
+    native = MAXPOOL_DTYPES if kind in ("max", "min") else AVGPOOL_DTYPES if kind == "add" else set()
+    no_crop = all(not _is_int(d) or d >= 0 for pair in padding for d in pair)
+    if init is None and dtype in native and all(b == 1 for b in base) and no_crop:
+        return _pool(ctx, x, kind, window, strides, padding, wdil)
+    return _by_taps(ctx, x, kind, _identity(kind, dtype) if init is None else init, window, strides, padding, base, wdil)
+
+
+@lowerings.register("reduce_window_sum")
+def lower_reduce_window_sum(ctx, x):
+    return _lower_window(ctx, x, "add")
+
+
+@lowerings.register("reduce_window_max")
+def lower_reduce_window_max(ctx, x):
+    return _lower_window(ctx, x, "max")
+
+
+@lowerings.register("reduce_window_min")
+def lower_reduce_window_min(ctx, x):
+    return _lower_window(ctx, x, "min")
+
+
+_BODY_KINDS = {"add": "add", "mul": "mul", "max": "max", "min": "min"}
+
+
+@lowerings.register("reduce_window")
+def lower_reduce_window(ctx, *operands):
+    """Generic ``reduce_window``: one operand, a body that is a single add/mul/max/min."""
+    closed = ctx.params["jaxpr"]
+    jaxpr = getattr(closed, "jaxpr", closed)
+    if len(operands) != 2 or len(jaxpr.eqns) != 1 or jaxpr.eqns[0].primitive.name not in _BODY_KINDS:
+        body = ", ".join(e.primitive.name for e in jaxpr.eqns)
+        raise NotImplementedError(f"reduce_window with {len(operands) // 2} operand(s) and body [{body}]: only a single "
+                                  "add/mul/max/min over one operand is supported")
+    x, init = operands
+    kind = _BODY_KINDS[jaxpr.eqns[0].primitive.name]
+    if init.const_value is not None:  # a literal init: the identity needs no extra op
+        init = init.const_value.numpy()
+        if _is_identity(init, kind, np.dtype(ctx.avals_in[0].dtype)):
+            init = None
+    return _lower_window(ctx, x, kind, init)
+
+
+# ---------------------------------------------------------------------------------------------
+# testcases
+
+
+def _window(reducer, init, window, strides, padding, base=None, wdil=None):
+    def fn(x):
+        return lax.reduce_window(x, jnp.asarray(init, x.dtype), reducer, window, strides, padding, base, wdil)
+
+    return fn
+
+
+def _ints(shape):
+    return jax.ShapeDtypeStruct(shape, jnp.int32)
+
+
+def avg_pool_nhwc(x):
+    # What nnx.avg_pool computes: a window sum divided by the window size.
+    return lax.reduce_window(x, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "SAME") / 4.0
+
+
+def _expect_pool(f32_op: str, f64_op: str):
+    """float32 graphs use the pooling op; float64 ones what onnxruntime can run in float64."""
+
+    def check(model):
+        from jax2onnx.testing.runner import op_types
+
+        double = model.graph.input[0].type.tensor_type.elem_type == 11
+        want = f64_op if double else f32_op
+        assert want in op_types(model), f"expected {want} in {sorted(op_types(model))}"
+
+    return check
+
+
+components = [
+    Component(
+        name="lax.reduce_window_sum",
+        onnx=["AveragePool", "Mul", "Slice", "Sum"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("reduce_window_sum_nhwc", _window(lax.add, 0.0, (1, 2, 2, 1), (1, 2, 2, 1), "VALID"),
+                     [("B", 4, 5, 3)], check=_expect_pool("AveragePool", "Sum")),
+            Testcase("reduce_window_sum_avg_pool_same", avg_pool_nhwc, [("B", 5, 5, 2)]),
+            Testcase("reduce_window_sum_dilated_padded", _window(lax.add, 0.0, (1, 1, 3, 2), (1, 1, 1, 2),
+                                                               ((0, 0), (0, 0), (2, 1), (1, 0)), wdil=(1, 1, 2, 1)),
+                     [("B", 2, 6, 5)]),
+            Testcase("reduce_window_sum_1d_last_axis", _window(lax.add, 0.0, (1, 3), (1, 1), ((2, 0), (0, 0))[::-1]),
+                     [("B", 6)]),
+            Testcase("reduce_window_sum_rank5", _window(lax.add, 0.0, (1, 1, 1, 2, 2), (1, 1, 1, 1, 2), "VALID"),
+                     [("B", 2, 2, 3, 4)]),
+            Testcase("reduce_window_sum_int32", _window(lax.add, 0, (2, 2), (1, 1), "SAME"), [_ints(("B", 4))],
+                     expected_ops=["Slice"]),
+            Testcase("reduce_window_sum_base_dilation", _window(lax.add, 0.0, (2, 2), (1, 1), "VALID", base=(1, 2)),
+                     [("B", 3)], expected_ops=["Pad"]),
+        ],
+    ),
+    Component(
+        name="lax.reduce_window_max",
+        onnx=["MaxPool"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("reduce_window_max_nhwc_same", _window(lax.max, -jnp.inf, (1, 3, 3, 1), (1, 2, 2, 1), "SAME"),
+                     [("B", 5, 6, 2)], expected_ops=["MaxPool"]),
+            Testcase("reduce_window_max_nchw_dilated", _window(lax.max, -jnp.inf, (1, 1, 2, 2), (1, 1, 1, 1),
+                                                              ((0, 0), (0, 0), (1, 1), (0, 1)), wdil=(1, 1, 2, 1)),
+                     [("B", 2, 5, 4)], expected_ops=["MaxPool"]),
+            Testcase("reduce_window_max_int32", _window(lax.max, jnp.iinfo(jnp.int32).min, (3,), (2,), "SAME"),
+                     [_ints(("B",))], expected_ops=["Max"]),
+        ],
+    ),
+    Component(
+        name="lax.reduce_window_min",
+        onnx=["MaxPool", "Neg"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("reduce_window_min", _window(lax.min, jnp.inf, (1, 2, 3), (1, 1, 2), ((0, 0), (1, 0), (1, 1))),
+                     [("B", 4, 6)], expected_ops=["MaxPool", "Neg"]),
+            Testcase("reduce_window_min_int32", _window(lax.min, jnp.iinfo(jnp.int32).max, (2, 2), (1, 1), "VALID"),
+                     [_ints(("B", 3))], expected_ops=["Min"]),
+        ],
+    ),
+    Component(
+        name="lax.reduce_window",
+        onnx=["Slice", "Mul", "Max", "Min", "Add"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("reduce_window_prod", _window(lax.mul, 1.0, (1, 2), (1, 1), "SAME"), [("B", 4)],
+                     expected_ops=["Mul"]),
+            # A lambda body is not recognised as lax.add, so JAX keeps the generic primitive.
+            Testcase("reduce_window_generic_add_body", _window(lambda a, b: a + b, 0.0, (2, 2), (1, 1), ((1, 0), (0, 1))),
+                     [("B", 3)], check=_expect_pool("AveragePool", "Sum")),
+            Testcase("reduce_window_max_same_strided_symbolic", _window(lax.max, -jnp.inf, (3, 1), (2, 1), "SAME"),
+                     [("B", 3)], check=_expect_pool("MaxPool", "MaxPool")),
+            Testcase("reduce_window_max_runtime_init", lambda x, v: lax.reduce_window(x, v, lax.max, (1, 3), (1, 1), "SAME"),
+                     [("B", 5), ()], expected_ops=["Max"]),
+        ],
+    ),
+]
