@@ -1,0 +1,530 @@
+"""Side-by-side benchmark: our converter vs the peer (jax2onnx 0.17.1 from PyPI, same import name).
+
+    python bench/compare_peer.py [--peer-python PATH] [--models mlp,cnn] [--batch 8] [--runs 300]
+
+Run it with the interpreter that has our packages (``nox -s bench`` or /work/venv/bin/python). The
+peer needs its own environment because both are imported as ``jax2onnx``: ``--peer-python``
+(default /work/venv-peer/bin/python); when that interpreter does not exist a venv is created at
+bench/.peer-venv with ``pip install jax2onnx==0.17.1`` (jax/flax pinned to ours where possible).
+
+Steps, one model failing never stops the others:
+1. conversion: ``convert_worker.py`` in a fresh process per (model, converter): cold time (import
+   jax2onnx + first to_onnx, plugin loading included), warm time (a second to_onnx), peak RSS;
+2. startup: ``import jax2onnx`` as the first import + first conversion of the MLP, minus ``import
+   jax`` alone, each in fresh processes;
+3. in this one process: both ONNX files in onnxruntime (CPU, same session options), same inputs,
+   warmup, then interleaved A/B runs (alternating who goes first), median latency; each output vs
+   JAX (max abs diff), including masked-attention inputs with huge masked logits and with fully
+   masked rows; node counts (main graph; total with function bodies and subgraphs expanded).
+
+Writes bench/results/results.md and results.json. Not a test: nothing here asserts timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "convert_worker.py")
+MARKER = "BENCH_RESULT "
+DEFAULT_PEER_PYTHON = "/work/venv-peer/bin/python"
+PEER_VENV = os.path.join(HERE, ".peer-venv")
+PEER_REQUIREMENT = "jax2onnx==0.17.1"
+SIDES = ("ours", "peer")
+
+sys.path.insert(0, HERE)
+import models  # noqa: E402
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ------------------------------------------------------------------------------------ environments
+
+
+def ensure_peer_python(path: str) -> str | None:
+    """The peer's interpreter: the given one, else bench/.peer-venv (created on first use)."""
+    if os.path.exists(path):
+        return path
+    venv_python = os.path.join(PEER_VENV, "bin", "python")
+    if not os.path.exists(venv_python):
+        log(f"{path} not found: creating {PEER_VENV} with {PEER_REQUIREMENT}")
+        try:
+            subprocess.run([sys.executable, "-m", "venv", PEER_VENV], check=True)
+            import flax
+            import jax
+
+            pinned = [PEER_REQUIREMENT, f"jax=={jax.__version__}", f"flax=={flax.__version__}"]
+            pip = [venv_python, "-m", "pip", "install", "-q"]
+            if subprocess.run([*pip, *pinned]).returncode != 0:
+                log("pinned install failed (the peer may need other jax/flax versions): unpinned")
+                subprocess.run([*pip, PEER_REQUIREMENT], check=True)
+        except (subprocess.CalledProcessError, OSError) as exc:
+            log(f"could not set up the peer's venv: {exc}")
+            return None
+    return venv_python
+
+
+def run_worker(python: str, args: list[str], timeout: float) -> dict:
+    """One fresh worker process; its BENCH_RESULT line, or a record of how it failed."""
+    cmd = [python, WORKER, *args]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=HERE)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"worker timed out after {timeout:.0f} s", "cmd": cmd}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARKER)]
+    if not lines:
+        tail = (proc.stderr or proc.stdout or "")[-1500:]
+        return {"ok": False, "error": f"worker exited {proc.returncode} without a result: {tail}", "cmd": cmd}
+    result = json.loads(lines[-1][len(MARKER):])
+    result["t_worker_wall"] = time.perf_counter() - t0
+    return result
+
+
+# --------------------------------------------------------------------------------------- analysis
+
+
+def count_nodes(model: Any) -> dict:
+    """Nodes of the main graph, and in total with local functions and control-flow bodies expanded."""
+    import onnx
+
+    functions = {(f.domain, f.name, getattr(f, "overload", "")): f for f in model.functions}
+    ops: dict[str, int] = {}
+
+    def expand(nodes: Any, depth: int = 0) -> int:
+        total = 0
+        for node in nodes:
+            body = functions.get((node.domain, node.op_type, getattr(node, "overload", "")))
+            if body is not None and depth < 50:
+                total += expand(body.node, depth + 1)
+            else:
+                total += 1
+                ops[node.op_type] = ops.get(node.op_type, 0) + 1
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    total += expand(attr.g.node, depth + 1)
+                elif attr.type == onnx.AttributeProto.GRAPHS:
+                    total += sum(expand(g.node, depth + 1) for g in attr.graphs)
+        return total
+
+    total = expand(model.graph.node)
+    return {
+        "main": len(model.graph.node),
+        "total": total,
+        "functions": len(model.functions),
+        "initializers": len(model.graph.initializer),
+        "ops": dict(sorted(ops.items(), key=lambda kv: -kv[1])),
+    }
+
+
+def check_model(path: str) -> str:
+    import onnx
+
+    try:
+        onnx.checker.check_model(path, full_check=True)
+        return "ok"
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc)[:300]}"
+
+
+def max_abs_diff(outs: list[np.ndarray], refs: list[np.ndarray]) -> tuple[float, bool, str]:
+    """(largest |onnx - jax| over all outputs, within tolerance?, note)."""
+    if len(outs) != len(refs):
+        return math.inf, False, f"{len(outs)} outputs, JAX has {len(refs)}"
+    worst, ok, notes = 0.0, True, []
+    for o, r in zip(outs, refs, strict=True):
+        o = np.asarray(o)
+        if o.shape != r.shape:
+            return math.inf, False, f"shape {o.shape} vs JAX {r.shape}"
+        if o.dtype != r.dtype:
+            notes.append(f"dtype {o.dtype} vs JAX {r.dtype}")
+        diff = np.abs(o.astype(np.float64) - r.astype(np.float64))
+        worst = max(worst, float(np.nanmax(diff)) if diff.size else 0.0)
+        if np.isnan(diff).any():
+            worst, ok = math.nan, False
+            notes.append("NaN")
+            continue
+        rtol, atol = (1e-7, 1e-9) if r.dtype == np.float64 else (1e-3, 1e-4)
+        ok &= bool(np.allclose(o, r, rtol=rtol, atol=atol))
+    return worst, ok, "; ".join(notes)
+
+
+def make_session(path: str, threads: int) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
+def feed(session: Any, arrays: list[np.ndarray]) -> dict:
+    names = [i.name for i in session.get_inputs()]
+    if len(names) != len(arrays):
+        raise ValueError(f"the graph has {len(names)} inputs, the model takes {len(arrays)}")
+    return dict(zip(names, arrays, strict=True))
+
+
+def measure_latency(sessions: dict, arrays: list[np.ndarray], warmup: int, runs: int, budget_s: float) -> dict:
+    """Median/p90 per side, in microseconds, from interleaved runs (who goes first alternates)."""
+    feeds = {side: feed(s, arrays) for side, s in sessions.items()}
+    for side, s in sessions.items():
+        for _ in range(warmup):
+            s.run(None, feeds[side])
+    times: dict[str, list[float]] = {side: [] for side in sessions}
+    order = list(sessions)
+    start = time.perf_counter()
+    for i in range(runs):
+        for side in order if i % 2 == 0 else order[::-1]:
+            t0 = time.perf_counter_ns()
+            sessions[side].run(None, feeds[side])
+            times[side].append((time.perf_counter_ns() - t0) / 1e3)
+        if i >= 20 and time.perf_counter() - start > budget_s:
+            break
+    return {
+        side: {"median_us": statistics.median(t), "p90_us": float(np.percentile(t, 90)), "runs": len(t)}
+        for side, t in times.items()
+    }
+
+
+def ratio(a: Any, b: Any) -> float | None:
+    if a is None or b is None or not b or (isinstance(a, float) and math.isnan(a)):
+        return None
+    return a / b
+
+
+def evaluate(name: str, conv: dict, args: argparse.Namespace) -> dict:
+    """Node counts, checker, correctness vs JAX, and latency for one model's ONNX files."""
+    import onnx
+
+    spec = models.MODELS[name]
+    entry: dict = {"nodes": {}, "checker": {}, "correctness": {}, "latency": {}, "errors": {}}
+    paths = {side: conv[side].get("onnx_path") for side in SIDES if conv.get(side, {}).get("ok")}
+    sessions = {}
+    for side, path in paths.items():
+        try:
+            entry["nodes"][side] = count_nodes(onnx.load(path))
+            entry["checker"][side] = check_model(path)
+            sessions[side] = make_session(path, args.threads)
+        except Exception as exc:
+            entry["errors"][side] = f"onnxruntime load: {type(exc).__name__}: {str(exc)[:500]}"
+    if not sessions:
+        return entry
+
+    fn = spec.build()
+    for case in ("random", *spec.cases):
+        arrays = models.make_inputs(spec, args.batch, seed=1, case=case)
+        refs = models.reference(spec, fn, arrays)
+        entry["correctness"][case] = {}
+        for side, s in sessions.items():
+            try:
+                outs = s.run(None, feed(s, arrays))
+                diff, ok, note = max_abs_diff(outs, refs)
+                entry["correctness"][case][side] = {"max_abs_diff": diff, "ok": ok, "note": note}
+            except Exception as exc:
+                entry["correctness"][case][side] = {"max_abs_diff": None, "ok": False,
+                                                    "note": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    runnable = {side: s for side, s in sessions.items() if entry["correctness"]["random"][side]["max_abs_diff"] is not None}
+    if runnable:
+        arrays = models.make_inputs(spec, args.batch, seed=2)
+        entry["latency"] = measure_latency(runnable, arrays, args.warmup, args.runs, args.latency_budget)
+    return entry
+
+
+def startup(sides: dict, args: argparse.Namespace) -> dict:
+    """`import jax2onnx` (first import) + first conversion, minus `import jax` alone: medians, wall and CPU."""
+    out: dict = {}
+    for side, python in sides.items():
+        runs: dict[str, list[float]] = {"jax": [], "jax_cpu": [], "full": [], "full_cpu": []}
+        errors = []
+        for _ in range(args.startup_repeats):
+            jax_only = run_worker(python, ["--import-jax"], args.timeout)
+            full = run_worker(python, ["--startup", args.startup_model], args.timeout)
+            if jax_only.get("ok"):
+                runs["jax"].append(jax_only["t_import_jax"])
+                runs["jax_cpu"].append(jax_only["cpu_import_jax"])
+            if full.get("ok"):
+                runs["full"].append(full["t_import_and_first_conversion"])
+                runs["full_cpu"].append(full["cpu_import_and_first_conversion"])
+            else:
+                errors.append(full.get("error", "?"))
+        rec: dict = {"model": args.startup_model, "runs": args.startup_repeats, "errors": errors[:1]}
+        if runs["jax"] and runs["full"]:
+            med = {k: statistics.median(v) for k, v in runs.items()}
+            rec.update({
+                "t_import_jax": med["jax"],
+                "t_import_jax2onnx_and_first_conversion": med["full"],
+                "overhead_s": med["full"] - med["jax"],
+                "cpu_import_jax": med["jax_cpu"],
+                "cpu_import_jax2onnx_and_first_conversion": med["full_cpu"],
+                "overhead_cpu_s": med["full_cpu"] - med["jax_cpu"],
+            })
+        out[side] = rec
+    return out
+
+
+# ---------------------------------------------------------------------------------------- reports
+
+
+def _fmt(v: Any, spec: str = ".3g") -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float) and math.isnan(v):
+        return "NaN"
+    if isinstance(v, float) and math.isinf(v):
+        return "inf"
+    return format(v, spec)
+
+
+def _pair(results: dict, name: str, getter: Any, spec: str = ".3g") -> tuple[str, str, str]:
+    vals = []
+    for side in SIDES:
+        try:
+            vals.append(getter(results["models"][name], side))
+        except (KeyError, TypeError):
+            vals.append(None)
+    return _fmt(vals[0], spec), _fmt(vals[1], spec), _fmt(ratio(vals[0], vals[1]), ".2f")
+
+
+def render_markdown(results: dict) -> str:
+    meta = results["meta"]
+    lines = [
+        "# jax2onnx (ours) vs jax2onnx 0.17.1 (peer)",
+        "",
+        f"Generated {meta['date']} by `{meta['command']}` in {meta['wall_s']:.0f} s.",
+        f"Ours: {meta['versions'].get('ours', '?')}; peer: {meta['versions'].get('peer', '?')}; "
+        f"jax {meta['jax']}, onnxruntime {meta['onnxruntime']}, Python {meta['python']}, "
+        f"{meta['cpus']} CPUs ({meta['platform']}), load average at start {meta['loadavg_start']}.",
+        f"Latency: onnxruntime CPU, {meta['threads']} intra-op thread(s), batch {meta['batch']}, "
+        f"{meta['warmup']} warmup runs, median of up to {meta['runs']} interleaved A/B runs. "
+        "Ratios are ours/peer (below 1: ours is smaller/faster).",
+        "Conversion: fresh process per model and converter; cold = `import jax2onnx` + first `to_onnx` "
+        "(jax and flax already imported, model built), warm = a second `to_onnx`; CPU = process CPU time "
+        "(all threads; less distorted than wall time when the machine is shared); peak RSS = the worker "
+        "process's maximum resident set (jax included).",
+        "",
+        "## Graph size and inference latency",
+        "",
+        "| model | nodes main (ours / peer) | nodes total (ours / peer) | ratio | latency µs (ours / peer) | ratio |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in results["models"]:
+        main = _pair(results, name, lambda m, s: m["eval"]["nodes"][s]["main"], "d")
+        total = _pair(results, name, lambda m, s: m["eval"]["nodes"][s]["total"], "d")
+        lat = _pair(results, name, lambda m, s: m["eval"]["latency"][s]["median_us"], ".1f")
+        lines.append(f"| {name} | {main[0]} / {main[1]} | {total[0]} / {total[1]} | {total[2]} | "
+                     f"{lat[0]} / {lat[1]} | {lat[2]} |")
+    lines += [
+        "",
+        "## Conversion cost",
+        "",
+        "| model | cold s (ours / peer) | ratio | cold CPU s (ours / peer) | ratio | warm s (ours / peer) | ratio "
+        "| peak RSS MiB (ours / peer) | ratio |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def conv(key: str) -> Any:
+        return lambda m, s: m["convert"][s][key] if m["convert"][s]["ok"] else None
+
+    for name in results["models"]:
+        cold = _pair(results, name, conv("t_cold"))
+        cold_cpu = _pair(results, name, conv("cpu_cold"))
+        warm = _pair(results, name, conv("t_convert_warm"))
+        rss = _pair(results, name, conv("rss_peak_mib"), ".0f")
+        lines.append(f"| {name} | {cold[0]} / {cold[1]} | {cold[2]} | {cold_cpu[0]} / {cold_cpu[1]} | {cold_cpu[2]} "
+                     f"| {warm[0]} / {warm[1]} | {warm[2]} | {rss[0]} / {rss[1]} | {rss[2]} |")
+    st = results.get("startup", {})
+    if st:
+        lines += [
+            "",
+            f"## Startup: `import jax2onnx` (as the first import) + first conversion of `{results['meta']['startup_model']}`, "
+            "minus `import jax` alone",
+            "",
+            "| | import jax s | import jax2onnx + first conversion s | overhead s | overhead CPU s |",
+            "|---|---|---|---|---|",
+        ]
+        for side in SIDES:
+            rec = st.get(side, {})
+            note = f" ({rec['errors'][0][:120]})" if rec.get("errors") else ""
+            lines.append(f"| {side} | {_fmt(rec.get('t_import_jax'))} | "
+                         f"{_fmt(rec.get('t_import_jax2onnx_and_first_conversion'))} | "
+                         f"{_fmt(rec.get('overhead_s'))} | {_fmt(rec.get('overhead_cpu_s'))}{note} |")
+        o = ratio(st.get("ours", {}).get("overhead_s"), st.get("peer", {}).get("overhead_s"))
+        oc = ratio(st.get("ours", {}).get("overhead_cpu_s"), st.get("peer", {}).get("overhead_cpu_s"))
+        lines.append(f"\nOverhead ratio ours/peer: {_fmt(o, '.2f')} wall, {_fmt(oc, '.2f')} CPU "
+                     f"(median of {meta['startup_repeats']} run(s)).")
+    lines += [
+        "",
+        "## Correctness vs JAX (max abs diff; ✓ within rtol 1e-3/atol 1e-4, f64: 1e-7/1e-9)",
+        "",
+        "| model | case | ours | peer |",
+        "|---|---|---|---|",
+    ]
+    for name, m in results["models"].items():
+        cases = m.get("eval", {}).get("correctness", {}) or {"random": {}}
+        for case, per_side in cases.items():
+            cells = []
+            for side in SIDES:
+                rec = per_side.get(side)
+                if rec is None:
+                    cells.append("not converted" if not m["convert"][side].get("ok") else "–")
+                else:
+                    mark = "✓" if rec["ok"] else "✗"
+                    note = f" ({rec['note']})" if rec.get("note") else ""
+                    cells.append(f"{mark} {_fmt(rec['max_abs_diff'])}{note}")
+            lines.append(f"| {name} | {case} | {cells[0]} | {cells[1]} |")
+    failures = [(name, side, m["convert"][side].get("error", ""))
+                for name, m in results["models"].items() for side in SIDES if not m["convert"][side].get("ok")]
+    failures += [(name, side, f"{err}") for name, m in results["models"].items()
+                 for side, err in m.get("eval", {}).get("errors", {}).items()]
+    failures += [(name, side, f"onnx.checker: {msg}") for name, m in results["models"].items()
+                 for side, msg in m.get("eval", {}).get("checker", {}).items() if msg != "ok"]
+    if failures:
+        lines += ["", "## Failures", "", "| model | converter | error |", "|---|---|---|"]
+        for name, side, err in failures:
+            first = err.splitlines()[0] if err else "?"
+            lines.append(f"| {name} | {side} | {first[:300].replace('|', '/')} |")
+    lines += ["", "Models: " + "; ".join(f"`{n}`: {models.MODELS[n].description}" for n in results["models"]), ""]
+    return "\n".join(lines)
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, float) and (math.isnan(obj) or math.isinf(obj)):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def write_atomic(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--peer-python", default=DEFAULT_PEER_PYTHON)
+    p.add_argument("--models", default=",".join(models.MODELS), help="comma-separated subset")
+    p.add_argument("--batch", type=int, default=8, help="value of every symbolic dim for latency/correctness")
+    p.add_argument("--runs", type=int, default=300, help="max interleaved latency runs per model")
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--latency-budget", type=float, default=4.0, help="seconds of latency runs per model")
+    p.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per worker process")
+    p.add_argument("--startup-model", default="mlp")
+    p.add_argument("--startup-repeats", type=int, default=1, help="0 skips the startup measurement")
+    p.add_argument("--out-dir", default=os.path.join(HERE, "results"))
+    p.add_argument("--onnx-dir", default=None, help="where the converted models go (default: a temp dir)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    loadavg = os.getloadavg()
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    unknown = [n for n in names if n not in models.MODELS]
+    if unknown:
+        print(f"unknown models {unknown}; known: {list(models.MODELS)}", file=sys.stderr)
+        return 2
+    sides = {"ours": sys.executable}
+    peer = ensure_peer_python(args.peer_python)
+    if peer is not None:
+        sides["peer"] = peer
+    onnx_dir = args.onnx_dir or tempfile.mkdtemp(prefix="jax2onnx-bench-")
+    os.makedirs(onnx_dir, exist_ok=True)
+    os.makedirs(args.out_dir, exist_ok=True)
+
+    # Warm the file cache of each environment so the first measured worker is not the one paying for it.
+    versions = {}
+    for side, python in sides.items():
+        probe = ("import importlib.metadata as m, jax, flax, jax2onnx\n"
+                 "for d in ('jax2onnx-core', 'jax2onnx'):\n"
+                 "    try:\n        print(d, m.version(d)); break\n"
+                 "    except m.PackageNotFoundError:\n        pass\n")
+        proc = subprocess.run([python, "-c", probe], capture_output=True, text=True, cwd=HERE)
+        versions[side] = proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 else f"broken: {proc.stderr[-300:]}"
+        log(f"{side}: {python}: {versions[side]}")
+
+    results: dict = {"models": {}}
+    for i, name in enumerate(names):
+        conv = {}
+        order = list(sides) if i % 2 == 0 else list(sides)[::-1]
+        for side in order:
+            out = os.path.join(onnx_dir, f"{name}.{side}.onnx")
+            conv[side] = run_worker(sides[side], [name, out], args.timeout)
+            status = f"{conv[side].get('t_cold', 0):.2f} s cold" if conv[side].get("ok") else conv[side].get("error", "")[:160]
+            log(f"convert {name} [{side}]: {status}")
+        for side in SIDES:
+            conv.setdefault(side, {"ok": False, "error": "no peer interpreter"})
+        try:
+            ev = evaluate(name, conv, args)
+        except Exception as exc:
+            ev = {"errors": {"bench": f"{type(exc).__name__}: {exc}"}}
+        results["models"][name] = {"convert": conv, "eval": ev}
+        lat = ev.get("latency", {})
+        log(f"evaluate {name}: " + ", ".join(f"{s} {v['median_us']:.0f} µs" for s, v in lat.items()))
+
+    if args.startup_repeats > 0:
+        log(f"startup: import jax2onnx + first conversion of {args.startup_model}, x{args.startup_repeats}")
+        results["startup"] = startup(sides, args)
+
+    import flax
+    import jax
+    import onnxruntime
+
+    results["meta"] = {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "command": "python bench/compare_peer.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "wall_s": time.perf_counter() - started,
+        "versions": versions,
+        "interpreters": sides,
+        "jax": jax.__version__,
+        "flax": flax.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "python": platform.python_version(),
+        "platform": platform.machine(),
+        "cpus": os.cpu_count(),
+        "loadavg_start": " ".join(f"{x:.1f}" for x in loadavg),
+        "threads": args.threads,
+        "batch": args.batch,
+        "warmup": args.warmup,
+        "runs": args.runs,
+        "startup_model": args.startup_model,
+        "startup_repeats": args.startup_repeats,
+        "onnx_dir": onnx_dir,
+    }
+    results["meta"]["command"] = results["meta"]["command"].strip()
+    write_atomic(os.path.join(args.out_dir, "results.json"), json.dumps(_json_safe(results), indent=1) + "\n")
+    md = render_markdown(results)
+    write_atomic(os.path.join(args.out_dir, "results.md"), md)
+    print(md)
+    log(f"done in {time.perf_counter() - started:.0f} s: {args.out_dir}/results.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
