@@ -388,6 +388,10 @@ class OpBuilder:
                 ins.append(x)
             else:  # python / numpy scalars and arrays become constants
                 ins.append(scope.const(np.asarray(x)))
+        # Trailing omitted optionals are dropped: onnxruntime crashes on some ops given a trailing ""
+        # (e.g. LayerNormalization without bias), and omitting them means the same in ONNX.
+        while ins and ins[-1] is None:
+            ins.pop()
         base = name or op_type.lower()
         outs = [ir.Value(name=scope.fresh(base if n_out == 1 else f"{base}_{i}")) for i in range(n_out)]
         node = ir.Node(
