@@ -103,3 +103,55 @@ def test_write_docs_and_cli(tmp_path, monkeypatch):
         assert f"`sin_ok` {PASSED}" in _row(cli_out.read_text(encoding="utf-8"), "fake.sin")
     finally:
         registry_module.set_registry(previous)
+
+
+_CONFTEST = '''
+from jax2onnx import hookimpl
+from jax2onnx import testing as jt
+from jax2onnx.registry import PluginRegistry, set_registry
+
+
+class FakePack:
+    @hookimpl
+    def jax2onnx_components(self):
+        return [jt.Component("fake.op", testcases=[jt.Testcase("good", lambda x: x, [("B", 3)]),
+                                                     jt.Testcase("bad", lambda x: x, [(3,)])])]
+
+
+set_registry(PluginRegistry(entry_points=[], extra_plugins=[("jax2onnx-fake", FakePack())]))
+'''
+
+_TESTS = '''
+JAX2ONNX_PACKS = ["jax2onnx-fake"]
+
+
+def test_variant(jax2onnx_variant):
+    assert jax2onnx_variant.case.name != "bad"
+'''
+
+
+def _run_pytest_with_report(tmp_path, *extra):
+    import subprocess
+    import sys
+
+    (tmp_path / "conftest.py").write_text(_CONFTEST, encoding="utf-8")
+    (tmp_path / "test_fake.py").write_text(_TESTS, encoding="utf-8")
+    report = tmp_path / "report.json"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra,
+                    f"--jax2onnx-report={report}", str(tmp_path)], cwd=tmp_path, capture_output=True, check=False)
+    return json.loads(report.read_text(encoding="utf-8"))
+
+
+def _expected_outcomes():
+    return {"fake.op::good": "passed", "fake.op::good_dynamic": "passed", "fake.op::good_f64": "passed",
+            "fake.op::good_dynamic_f64": "passed", "fake.op::bad": "failed", "fake.op::bad_f64": "failed"}
+
+
+def test_pytest_plugin_report_feeds_the_tables(tmp_path):
+    """Every variant's outcome reaches the report, also under pytest-xdist (where workers run the
+    tests and only the controller may write the file)."""
+    import importlib.util
+
+    extra = ["-n", "2"] if importlib.util.find_spec("xdist") else []
+    results = _run_pytest_with_report(tmp_path, *extra)
+    assert {k: v["outcome"] for k, v in results.items()} == _expected_outcomes()

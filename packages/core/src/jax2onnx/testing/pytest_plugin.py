@@ -53,6 +53,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("jax2onnx_variant", variants, ids=[f"{v.component}::{v.id}" for v in variants])
 
 
+_RESULT_PROPERTY = "jax2onnx_result"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
     outcome = yield
@@ -61,15 +64,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
     if variant is None:
         return
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-        _RESULTS[f"{variant.component}::{variant.id}"] = {
+        # Carried on the report, so under pytest-xdist it reaches the controller, which alone
+        # writes the file (workers writing it concurrently would lose each other's results).
+        report.user_properties.append((_RESULT_PROPERTY, {
             "component": variant.component,
             "testcase": variant.id,
             "pack": variant.pack,
             "outcome": report.outcome,
-        }
+        }))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in getattr(report, "user_properties", ()):
+        if name == _RESULT_PROPERTY and isinstance(value, dict):
+            _RESULTS[f"{value['component']}::{value['testcase']}"] = value
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller writes the report
+        return
     path = session.config.getoption("--jax2onnx-report", default=None)
     if path and _RESULTS:
         existing: dict[str, Any] = {}
