@@ -1,9 +1,322 @@
-"""lax lowerings: indexing (to be filled)."""
+"""lax gather -> ONNX Slice / Gather / GatherElements / GatherND.
+
+How a ``GatherDimensionNumbers`` maps to ONNX:
+
+- indices without batch dims (``x[1:]`` with a symbolic size, ``x[i, 2:4]``): one dynamic Slice;
+- one indexed axis, no batching dims (``x[idx]``, ``x[:, idx]``, ``jnp.take``): Gather on that axis;
+  a window along it (vmap of a dynamic slice) adds ``arange(size)`` to the index;
+- one indexed axis and every other operand axis a batching dim (``jnp.take_along_axis``):
+  GatherElements;
+- anything else: GatherND with ``batch_dims`` for the batching dims, windows along indexed axes
+  expanded into extra index axes, then Squeeze/Transpose into JAX's output order.
+
+Start indices are clamped into ``[0, dim - slice_size]`` as XLA does for CLIP and
+PROMISE_IN_BOUNDS (onnxruntime rejects out-of-range indices, XLA clamps them); FILL_OR_DROP
+replaces every window whose start was out of range with the fill value (NaN for floats by default).
+"""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnx_ir as ir
+from jax import lax
 from jax2onnx.plugin import Lowerings
-from jax2onnx.testing import Component
+from jax2onnx.testing import Component, Testcase
+
+from .shape_helpers import as_int64, clamp_starts, dim_scalar, i64, is_static, mode_name, same_dim, transpose
 
 lowerings = Lowerings()
-components: list[Component] = []
+
+
+def fill_value_for(dtype, fill_value) -> np.ndarray:
+    """JAX's default fill for FILL_OR_DROP gathers: NaN for inexact types, the minimum of signed
+    ints, the maximum of unsigned ints, True for bools."""
+    dtype = np.dtype(dtype)
+    if fill_value is None:
+        if dtype.kind in "fc":
+            fill_value = np.nan
+        elif dtype.kind == "i":
+            fill_value = np.iinfo(dtype).min
+        elif dtype.kind == "u":
+            fill_value = np.iinfo(dtype).max
+        else:
+            fill_value = True
+    return np.asarray(fill_value, dtype=dtype)
+
+
+def all_in_bounds(ctx, raw, clamped, k: int):
+    """Bool over the index batch dims: every start of the window was already in range. ``k`` is
+    the length of the index-vector axis (0: the indices have none)."""
+    eq = ctx.op.Equal(raw, clamped)
+    if k == 0:
+        return eq
+    if k == 1:
+        return ctx.op.Squeeze(eq, i64(ctx, [-1]))
+    as_int = ctx.op.Cast(eq, to=int(ir.DataType.INT32))
+    return ctx.op.Cast(ctx.op.ReduceMin(as_int, i64(ctx, [-1]), keepdims=0), to=int(ir.DataType.BOOL))
+
+
+def _without_index_axis(ctx, indices):
+    """``indices[..., 0]`` for an index-vector axis of length 1. jnp usually made that axis just
+    before the gather (an Unsqueeze or a Reshape that appends it): reuse that node's input then."""
+    node = indices.producer()
+    if node is not None and node.op_type in ("Unsqueeze", "Reshape") and node.inputs[0] is not None:
+        src, out = node.inputs[0].shape, indices.shape
+        if src is not None and out is not None and len(out) == len(src) + 1 and str(out[-1]) == "1":
+            if [str(d) for d in src] == [str(d) for d in list(out)[:-1]]:
+                return node.inputs[0]
+    return ctx.op.Squeeze(indices, i64(ctx, [-1]))
+
+
+def arange(ctx, n):
+    """int64 ``[0, 1, ..., n-1]`` (constant when ``n`` is static)."""
+    if is_static(n):
+        return ctx.const(np.arange(int(n), dtype=np.int64))
+    return ctx.op.Range(ctx.const(np.asarray(0, np.int64)), dim_scalar(ctx, n), ctx.const(np.asarray(1, np.int64)))
+
+
+def window_offsets(ctx, sizes, columns, depth):
+    """An int64 tensor of shape ``(*sizes, depth)`` whose column ``columns[j]`` counts along axis j
+    and whose other columns are 0: added to start indices it enumerates every window position."""
+    n = len(sizes)
+    if all(is_static(s) for s in sizes):
+        offs = np.zeros([int(s) for s in sizes] + [depth], dtype=np.int64)
+        for j, col in enumerate(columns):
+            shape = [1] * n
+            shape[j] = int(sizes[j])
+            offs[..., col] += np.arange(int(sizes[j]), dtype=np.int64).reshape(shape)
+        return ctx.const(offs)
+    total = None
+    for j, col in enumerate(columns):
+        a = ctx.op.Unsqueeze(arange(ctx, sizes[j]), i64(ctx, [i for i in range(n + 1) if i != j]))
+        onehot = np.zeros(depth, dtype=np.int64)
+        onehot[col] = 1
+        term = ctx.op.Mul(a, ctx.const(onehot))
+        total = term if total is None else ctx.op.Add(total, term)
+    return total
+
+
+@lowerings.register("gather")
+def lower_gather(ctx, operand, indices):
+    p = ctx.params
+    dn = p["dimension_numbers"]
+    offset_dims = tuple(int(d) for d in dn.offset_dims)
+    collapsed = {int(d) for d in dn.collapsed_slice_dims}
+    start_map = [int(d) for d in dn.start_index_map]
+    op_batch = [int(d) for d in getattr(dn, "operand_batching_dims", ())]
+    idx_batch = [int(d) for d in getattr(dn, "start_indices_batching_dims", ())]
+    sizes = tuple(p["slice_sizes"])
+    mode = mode_name(p.get("mode"))
+    op_shape = ctx.avals_in[0].shape
+    nb = len(ctx.avals_in[1].shape) - 1
+    rank = len(op_shape)
+
+    # A start along an axis sliced at full size is 0 once clamped: that axis is not indexed at all.
+    keep = [k for k, d in enumerate(start_map) if not same_dim(sizes[d], op_shape[d])]
+    indexed = [start_map[k] for k in keep]
+    rest = [d for d in range(rank) if d not in op_batch and d not in indexed]
+    if nb == 0 and not op_batch:
+        path = "slice"
+    elif not op_batch and len(indexed) == 1:
+        path = "gather"
+    elif (len(indexed) == 1 and indexed[0] in collapsed and sorted(op_batch + indexed) == list(range(rank))
+          and nb == len(op_batch) + 1):
+        path = "elements"
+    else:
+        path = "nd"
+    # Gather/GatherElements take one index per element: drop the index-vector axis up front.
+    flat = len(start_map) == 1 and (path == "elements" or (path == "gather" and indexed[0] in collapsed))
+    idx = idx_all = as_int64(ctx, _without_index_axis(ctx, indices) if flat else indices)
+    mask = None
+    if start_map:
+        clamped = clamp_starts(ctx, idx, [op_shape[d] - sizes[d] for d in start_map])
+        if mode == "fill":
+            mask = all_in_bounds(ctx, idx, clamped, 0 if flat else len(start_map))
+        idx = clamped
+    if len(keep) < len(start_map):
+        idx = ctx.op.Gather(idx, i64(ctx, keep), axis=nb) if keep else None
+
+    partial = [d for d in rest if not same_dim(sizes[d], op_shape[d])]
+    data = operand
+    if partial:  # axes that are not indexed start at 0
+        data = ctx.op.Slice(data, i64(ctx, [0] * len(partial)), ctx.shape_tensor([sizes[d] for d in partial]),
+                            i64(ctx, partial))
+
+    if path == "slice":
+        y, labels = _gather_as_slice(ctx, data, idx, indexed, sizes, rank)
+    elif path == "gather":
+        y, labels = _gather_one_axis(ctx, data, idx, flat, indexed[0], collapsed, sizes, nb, rank)
+    elif path == "elements":
+        y, labels = _gather_elements(ctx, data, idx, flat, indexed[0], op_batch, idx_batch, nb, rank)
+    else:
+        y, labels = _gather_nd(ctx, data, idx, idx_all, indexed, collapsed, op_batch, idx_batch, sizes, nb, rest)
+
+    drop = [i for i, lab in enumerate(labels) if lab[0] == "o" and lab[1] in collapsed]
+    if drop:
+        y = ctx.op.Squeeze(y, i64(ctx, drop))
+        labels = [lab for i, lab in enumerate(labels) if i not in drop]
+    window_dims = [d for d in range(rank) if d not in collapsed and d not in op_batch]
+    wanted, wi, bi = [], iter(window_dims), iter(range(nb))
+    for pos in range(len(ctx.avals_out[0].shape)):
+        wanted.append(("o", next(wi)) if pos in offset_dims else ("b", next(bi)))
+    y = transpose(ctx, y, [labels.index(lab) for lab in wanted])
+
+    if mask is not None:
+        if offset_dims:
+            mask = ctx.op.Unsqueeze(mask, i64(ctx, sorted(offset_dims)))
+        fill = ctx.const(fill_value_for(ctx.avals_out[0].dtype, p.get("fill_value")))
+        y = ctx.op.Where(mask, y, fill)
+    return y
+
+
+def _gather_as_slice(ctx, data, idx, indexed, sizes, rank):
+    """No index batch dims: the gather is one window at (clamped) traced starts."""
+    if indexed:
+        ends = ctx.op.Add(idx, ctx.shape_tensor([sizes[d] for d in indexed]))
+        data = ctx.op.Slice(data, idx, ends, i64(ctx, indexed))
+    return data, [("o", d) for d in range(rank)]
+
+
+def _gather_one_axis(ctx, data, idx, flat, axis, collapsed, sizes, nb, rank):
+    if axis in collapsed:
+        comp = idx if flat else ctx.op.Squeeze(idx, i64(ctx, [-1]))
+        window = []
+    else:  # (B..., 1) + (w,) -> (B..., w): every position of the window
+        comp = ctx.op.Add(idx, arange(ctx, sizes[axis]))
+        window = [("o", axis)]
+    y = ctx.op.Gather(data, comp, axis=axis)
+    labels = [("o", d) for d in range(axis)] + [("b", j) for j in range(nb)] + window
+    labels += [("o", d) for d in range(axis + 1, rank)]
+    return y, labels
+
+
+def _gather_elements(ctx, data, idx, flat, axis, op_batch, idx_batch, nb, rank):
+    """take_along_axis: indices laid out like the operand, one element per output element."""
+    partner = dict(zip(op_batch, idx_batch, strict=True))
+    free = next(j for j in range(nb) if j not in idx_batch)
+    order = [free if d == axis else partner[d] for d in range(rank)]
+    comp = transpose(ctx, idx if flat else ctx.op.Squeeze(idx, i64(ctx, [-1])), order)
+    y = ctx.op.GatherElements(data, comp, axis=axis)
+    return y, [("b", j) for j in order]
+
+
+def _gather_nd(ctx, data, idx, idx_all, indexed, collapsed, op_batch, idx_batch, sizes, nb, rest):
+    pairs = sorted(zip(idx_batch, op_batch, strict=True))
+    lead_idx = [j for j, _ in pairs]
+    other = [j for j in range(nb) if j not in idx_batch]
+    b = len(pairs)
+    data = transpose(ctx, data, [d for _, d in pairs] + indexed + rest)
+    if not indexed:
+        # Nothing left to index (only batching dims or full-size windows), but GatherND needs an
+        # index: give the data a unit axis and index 0 there, with an index of shape (B..., 1).
+        data = ctx.op.Unsqueeze(data, i64(ctx, [b]))
+        empty = ctx.op.Slice(idx_all, i64(ctx, [0]), i64(ctx, [0]), i64(ctx, [nb]))
+        idx = ctx.op.Pad(empty, i64(ctx, [0] * (2 * nb + 1) + [1]))
+    idx = transpose(ctx, idx, lead_idx + other + [nb])
+    windowed = [k for k, d in enumerate(indexed) if d not in collapsed]
+    if windowed:
+        idx = ctx.op.Unsqueeze(idx, i64(ctx, range(nb, nb + len(windowed))))
+        idx = ctx.op.Add(idx, window_offsets(ctx, [sizes[indexed[k]] for k in windowed], windowed, len(indexed)))
+    y = ctx.op.GatherND(data, idx, batch_dims=b)
+    labels = [("b", j) for j in lead_idx + other] + [("o", indexed[k]) for k in windowed] + [("o", d) for d in rest]
+    return y, labels
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+
+def _idx(*shape):
+    return jax.ShapeDtypeStruct(shape, jnp.int32)
+
+
+def _ints_between(lo, hi):
+    """Integer inputs drawn from [lo, hi) (floats stay normal): set the range past the operand's
+    size to exercise clamping / fill, or inside it for PROMISE_IN_BOUNDS cases. The first index
+    vector is all 0 and the last all ``hi - 1``, so each run has an in-range and an edge value."""
+
+    def gen(rng, shape, dtype):
+        if np.dtype(dtype).kind not in "iu":
+            return rng.standard_normal(shape).astype(dtype)
+        a = rng.integers(lo, hi, size=shape)
+        if a.size:  # first and last index vectors (along the last axis) set whole
+            lead = (0,) * (a.ndim - 1) if a.ndim > 1 else (0,)
+            a[lead] = 0
+            a[tuple(-1 for _ in lead)] = hi - 1
+        return a.astype(dtype)
+
+    return gen
+
+
+def _gather(x, idx, **kw):
+    kw.setdefault("mode", lax.GatherScatterMode.CLIP)
+    return lax.gather(x, idx, **kw)
+
+
+_GDN = lax.GatherDimensionNumbers
+
+components = [
+    Component(
+        name="lax.gather",
+        onnx=["Gather", "GatherElements", "GatherND", "Slice"],
+        since="v0.2.0",
+        testcases=[
+            Testcase("gather_static", lambda x: x[jnp.array([2, 0, 1, 2])], [(3, 4)]),
+            # x[:, idx] with a symbolic batch: one Gather on axis 1.
+            Testcase("gather_dynamic_batch_simple_index", lambda x, i: x[:, i], [("B", 5), _idx(3)],
+                     input_generator=_ints_between(0, 5), expected_ops=["Gather"], forbidden_ops=["GatherND"]),
+            Testcase("gather_rows", lambda x, i: x[i], [(6, 3), _idx("B")], input_generator=_ints_between(0, 6),
+                     expected_ops=["Gather"]),
+            Testcase("gather_ellipsis_last_axis", lambda x, i: x[..., i], [("B", 2, 5), _idx(2, 3)],
+                     input_generator=_ints_between(0, 5), expected_ops=["Gather"]),
+            # jnp.take defaults to mode="fill": indices past either end give NaN rows.
+            Testcase("gather_take_fill", lambda x, i: jnp.take(x, i, axis=1), [("B", 5), _idx(4)],
+                     input_generator=_ints_between(-6, 6), expected_ops=["Gather", "Where"]),
+            Testcase("gather_at_get_fill_value", lambda x, i: jnp.asarray(x).at[i].get(mode="fill", fill_value=-1.0),
+                     [(5, 3), _idx("B")], input_generator=_ints_between(-6, 6), expected_ops=["Where"]),
+            Testcase("gather_at_get_clip", lambda x, i: jnp.asarray(x).at[i].get(mode="clip"), [(5, 3), _idx("B")],
+                     input_generator=_ints_between(-8, 8), expected_ops=["Gather"]),
+            Testcase("gather_fill_int32", lambda x, i: jnp.take(x, i, axis=0), [_idx(5, 2), _idx("B")],
+                     input_generator=_ints_between(-8, 8), expected_ops=["Where"]),
+            Testcase("gather_take_along_axis", lambda x, i: jnp.take_along_axis(x, i, axis=1), [("B", 5), _idx("B", 3)],
+                     input_generator=_ints_between(-6, 6), expected_ops=["GatherElements"]),
+            Testcase("gather_take_along_axis_3d", lambda x, i: jnp.take_along_axis(x, i, axis=1, mode="clip"),
+                     [(2, 5, "B"), _idx(2, 3, "B")], input_generator=_ints_between(-6, 6),
+                     expected_ops=["GatherElements"]),
+            # x[i, j] with two index arrays: a depth-2 GatherND.
+            Testcase("gather_two_index_arrays", lambda x, i, j: x[i, j], [(4, 5, "B"), _idx(3), _idx(3)],
+                     input_generator=_ints_between(0, 4), expected_ops=["GatherND"]),
+            # x[i, 1:3]: a static window along a second indexed axis.
+            Testcase("gather_index_and_window", lambda x, i: x[i, 1:3], [(4, 5, "B"), _idx(2)],
+                     input_generator=_ints_between(0, 4), expected_ops=["GatherND"]),
+            # x[1:] on a symbolic axis is a gather with window size B - 1 and no index batch dims.
+            Testcase("gather_symbolic_window", lambda x: x[1:], [("B", 3)], expected_ops=["Slice"],
+                     forbidden_ops=["Gather", "GatherND"]),
+            # vmap of dynamic_slice: operand batching dims + a window along the indexed axis, CLIP.
+            Testcase("gather_batched_windows",
+                     lambda x, i: jax.vmap(lambda r, j: lax.dynamic_slice_in_dim(r, j, 2))(x, i),
+                     [("B", 5), _idx("B")], input_generator=_ints_between(-3, 8), expected_ops=["GatherND"]),
+            # Batching dims in the middle of the operand and of the indices.
+            Testcase("gather_batching_dims_middle",
+                     lambda x, i: _gather(x, i, dimension_numbers=_GDN(offset_dims=(2,), collapsed_slice_dims=(0,),
+                                                                       start_index_map=(0,), operand_batching_dims=(1,),
+                                                                       start_indices_batching_dims=(1,)),
+                                          slice_sizes=(1, 1, 2)),
+                     [(4, "B", 2), _idx(3, "B", 1)], input_generator=_ints_between(-2, 6), expected_ops=["GatherND"]),
+            # Only batching dims, nothing indexed: the index-free GatherND path.
+            Testcase("gather_full_window_batched",
+                     lambda x, i: _gather(x, i, dimension_numbers=_GDN(offset_dims=(1,), collapsed_slice_dims=(),
+                                                                       start_index_map=(1,), operand_batching_dims=(0,),
+                                                                       start_indices_batching_dims=(0,)),
+                                          slice_sizes=(1, 4), mode=lax.GatherScatterMode.FILL_OR_DROP),
+                     [("B", 4), _idx("B", 1)], input_generator=_ints_between(-1, 2), expected_ops=["GatherND"]),
+            Testcase("gather_fill_window_2d",
+                     lambda x, i: _gather(x, i, dimension_numbers=_GDN(offset_dims=(1, 2), collapsed_slice_dims=(),
+                                                                       start_index_map=(0, 1)),
+                                          slice_sizes=(2, 2), mode=lax.GatherScatterMode.FILL_OR_DROP),
+                     [(4, 5), _idx("B", 2)], input_generator=_ints_between(-1, 4), expected_ops=["GatherND", "Where"]),
+        ],
+    ),
+]
