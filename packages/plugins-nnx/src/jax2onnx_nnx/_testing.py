@@ -24,13 +24,14 @@ def randomized(module: Any, seed: int = 0, low: float = 0.5, high: float = 1.5) 
     return module
 
 
-def model(build: Callable[[], Any], *, eval_mode: bool = False, seed: int | None = 0) -> Callable[[], Any]:
-    """A testcase factory: ``build()``, optionally randomized and put into eval mode."""
+def model(build: Callable[[], Any], *, eval_mode: bool = False, seed: int | None = 0, low: float = 0.5,
+          high: float = 1.5) -> Callable[[], Any]:
+    """A testcase factory: ``build()``, with parameters drawn from U(low, high), optionally in eval mode."""
 
     def factory() -> Any:
         m = build()
         if seed is not None:
-            randomized(m, seed)
+            randomized(m, seed, low, high)
         if eval_mode:
             m.eval()
         return m

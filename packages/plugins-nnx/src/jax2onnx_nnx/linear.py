@@ -1,0 +1,298 @@
+"""nnx.Linear, LinearGeneral, Einsum, LoRA, LoRALinear → Gemm / MatMul + Add / Einsum.
+
+A 2-D input becomes one ``Gemm`` (bias fused); higher ranks become ``MatMul`` + ``Add``, which
+broadcast over the leading axes without any Reshape/Shape/Concat around them. LinearGeneral with
+several contracting or output axes flattens them with a ``Reshape`` whose target uses ONNX's ``0``
+(copy this dim), so symbolic batch dims need no Shape ops. LoRALinear merges ``W + A @ B`` into one
+weight when the weights are constants, as one would deploy a LoRA model.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.testing import Component, Testcase
+
+from ._fusion import Operands, call_module, cast_to, const_array, is_array, one_output_like, reshape_const
+from ._testing import model
+
+lowerings = Lowerings()
+
+LINEAR = "jax2onnx_nnx.linear"
+LINEAR_GENERAL = "jax2onnx_nnx.linear_general"
+EINSUM = "jax2onnx_nnx.einsum"
+LORA = "jax2onnx_nnx.lora"
+LORA_LINEAR = "jax2onnx_nnx.lora_linear"
+
+
+def _default_dot(module: Any) -> bool:
+    """The module multiplies with ``lax.dot_general`` (not a user-supplied, e.g. quantised, one)."""
+    dot = getattr(module, "dot_general", None)
+    return dot in (None, jax.lax.dot_general) and getattr(module, "dot_general_cls", None) is None
+
+
+def _no_extras(args: tuple, kwargs: dict) -> bool:
+    return not args and all(v is None for v in kwargs.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# Patches
+
+
+def _patch_linear(original):
+    def __call__(self, x, *args, **kwargs):
+        if not _no_extras(args, kwargs) or not is_array(x) or x.ndim < 1 or not _default_dot(self):
+            return original(self, x, *args, **kwargs)
+        return call_module(LINEAR, self, lambda m, x: original(m, x), {"x": x})
+
+    return __call__
+
+
+def _patch_linear_general(original):
+    def __call__(self, x, *args, **kwargs):
+        if not _no_extras(args, kwargs) or not is_array(x) or not _default_dot(self) or self.batch_axis:
+            return original(self, x, *args, **kwargs)
+        axes = tuple(int(a) % x.ndim for a in self.axis)
+        return call_module(LINEAR_GENERAL, self, lambda m, x: original(m, x), {"x": x},
+                           axes=axes, in_features=tuple(self.in_features), out_features=tuple(self.out_features))
+
+    return __call__
+
+
+def _patch_einsum(original):
+    def __call__(self, x, einsum_str=None, *args, **kwargs):
+        equation = (einsum_str if einsum_str is not None else self.einsum_str or "").replace(" ", "")
+        if (
+            not _no_extras(args, kwargs)
+            or not is_array(x)
+            or getattr(self, "einsum_op", jnp.einsum) is not jnp.einsum
+            or equation.count(",") != 1
+            or "->" not in equation
+        ):
+            return original(self, x, einsum_str, *args, **kwargs)
+        bias_shape = None
+        if self.bias is not None:
+            try:  # flax's own rule for where the bias broadcasts into the output
+                bias_shape = tuple(int(d) for d in self._infer_broadcasted_bias_shape(equation, x, self.kernel))
+            except Exception:  # noqa: BLE001 - unknown flax internals: let its code run as is
+                return original(self, x, einsum_str, *args, **kwargs)
+        return call_module(EINSUM, self, lambda m, x: original(m, x, einsum_str), {"x": x},
+                           equation=equation, bias_shape=bias_shape)
+
+    return __call__
+
+
+def _patch_lora(original):
+    def __call__(self, x, **kwargs):
+        if self.base_module is not None or kwargs or not is_array(x):
+            return original(self, x, **kwargs)
+        return call_module(LORA, self, lambda m, x: original(m, x), {"x": x})
+
+    return __call__
+
+
+def _patch_lora_linear(original):
+    def __call__(self, x, *args, **kwargs):
+        if not _no_extras(args, kwargs) or not is_array(x) or x.ndim < 1 or not _default_dot(self):
+            return original(self, x, *args, **kwargs)
+        return call_module(LORA_LINEAR, self, lambda m, x: original(m, x), {"x": x})
+
+    return __call__
+
+
+patches = [
+    Patch("flax.nnx.Linear", "__call__", _patch_linear),
+    Patch("flax.nnx.LinearGeneral", "__call__", _patch_linear_general),
+    Patch("flax.nnx.Einsum", "__call__", _patch_einsum),
+    Patch("flax.nnx.LoRA", "__call__", _patch_lora),
+    Patch("flax.nnx.LoRALinear", "__call__", _patch_lora_linear),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowerings
+
+
+def matmul_bias(ctx: Any, x: Any, kernel: Any, bias: Any | None, x_rank: int) -> Any:
+    """``x @ kernel + bias``: Gemm for a 2-D ``x``, else MatMul (+ Add)."""
+    if x_rank == 2:
+        return ctx.op.Gemm(x, kernel, bias)
+    y = ctx.op.MatMul(x, kernel)
+    return y if bias is None else ctx.op.Add(y, bias)
+
+
+@lowerings.register_call(LINEAR)
+def lower_linear(ctx, *ins):
+    ops = Operands(ctx, ins)
+    x_shape = ops.shape("x")
+    out_shape = (*x_shape[:-1], ops.shape("kernel")[-1])
+    if not one_output_like(ctx, out_shape):
+        return None
+    dtype = ctx.avals_out[0].dtype
+    bias = cast_to(ctx, ops["bias"], dtype) if "bias" in ops else None
+    return matmul_bias(ctx, cast_to(ctx, ops["x"], dtype), cast_to(ctx, ops["kernel"], dtype), bias, len(x_shape))
+
+
+@lowerings.register_call(LINEAR_GENERAL)
+def lower_linear_general(ctx, *ins):
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    x_shape = ops.shape("x")
+    rank = len(x_shape)
+    axes, in_f, out_f = p["axes"], p["in_features"], p["out_features"]
+    lead = rank - len(axes)
+    # Contracting over the trailing axes, in order, is a plain matrix product after flattening.
+    if tuple(axes) != tuple(range(lead, rank)) or not one_output_like(ctx, (*x_shape[:lead], *out_f)):
+        return None
+    n_in, n_out = math.prod(in_f), math.prod(out_f)
+    dtype = ctx.avals_out[0].dtype
+    x = cast_to(ctx, ops["x"], dtype)
+    if len(axes) != 1:
+        x = ctx.op.Reshape(x, ctx.const(np.array([0] * lead + [-1], dtype=np.int64)))
+    kernel = cast_to(ctx, ops["kernel"], dtype)
+    if ops.shape("kernel") != (n_in, n_out):
+        kernel = reshape_const(ctx, kernel, [n_in, n_out])
+    bias = None
+    if "bias" in ops:
+        bias = cast_to(ctx, ops["bias"], dtype)
+        if ops.shape("bias") != (n_out,):
+            bias = reshape_const(ctx, bias, [n_out])
+    y = matmul_bias(ctx, x, kernel, bias, lead + 1)
+    if len(out_f) != 1:
+        y = ctx.op.Reshape(y, ctx.const(np.array([0] * lead + list(out_f), dtype=np.int64)))
+    return y
+
+
+@lowerings.register_call(EINSUM)
+def lower_einsum(ctx, *ins):
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    if len(ctx.avals_out) != 1:
+        return None
+    dtype = ctx.avals_out[0].dtype
+    y = ctx.op.Einsum(cast_to(ctx, ops["x"], dtype), cast_to(ctx, ops["kernel"], dtype), equation=p["equation"])
+    if "bias" in ops and p["bias_shape"] is not None:
+        y = ctx.op.Add(y, reshape_const(ctx, cast_to(ctx, ops["bias"], dtype), p["bias_shape"]))
+    return y
+
+
+@lowerings.register_call(LORA)
+def lower_lora(ctx, *ins):
+    ops = Operands(ctx, ins)
+    x_shape = ops.shape("x")
+    if not one_output_like(ctx, (*x_shape[:-1], ops.shape("lora_b")[-1])):
+        return None
+    dtype = ctx.avals_out[0].dtype
+    a, b = cast_to(ctx, ops["lora_a"], dtype), cast_to(ctx, ops["lora_b"], dtype)
+    return ctx.op.MatMul(ctx.op.MatMul(cast_to(ctx, ops["x"], dtype), a), b)
+
+
+@lowerings.register_call(LORA_LINEAR)
+def lower_lora_linear(ctx, *ins):
+    ops = Operands(ctx, ins)
+    x_shape = ops.shape("x")
+    if not one_output_like(ctx, (*x_shape[:-1], ops.shape("kernel")[-1])) or "lora/lora_a" not in ops:
+        return None
+    dtype = ctx.avals_out[0].dtype
+    x = cast_to(ctx, ops["x"], dtype)
+    bias = cast_to(ctx, ops["bias"], dtype) if "bias" in ops else None
+    w, a, b = (const_array(ops[n]) for n in ("kernel", "lora/lora_a", "lora/lora_b"))
+    if w is not None and a is not None and b is not None:
+        wide = np.result_type(w, a, b, np.dtype(dtype))
+        merged = w.astype(wide) + a.astype(wide) @ b.astype(wide)
+        return matmul_bias(ctx, x, ctx.const(merged.astype(dtype)), bias, len(x_shape))
+    base = matmul_bias(ctx, x, cast_to(ctx, ops["kernel"], dtype), bias, len(x_shape))
+    low_rank = ctx.op.MatMul(ctx.op.MatMul(x, cast_to(ctx, ops["lora/lora_a"], dtype)),
+                             cast_to(ctx, ops["lora/lora_b"], dtype))
+    return ctx.op.Add(base, low_rank)
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+_rngs = lambda: nnx.Rngs(0)  # noqa: E731
+_SIGNED = {"low": -1.0, "high": 1.0}
+
+
+def _lg(in_f, out_f, **kw):
+    return lambda: nnx.LinearGeneral(in_f, out_f, rngs=_rngs(), **kw)
+
+
+def _lora_linear():
+    m = nnx.LoRALinear(6, 4, lora_rank=2, rngs=_rngs())
+    from ._testing import randomized
+
+    return randomized(m, 1, **_SIGNED)
+
+
+components = [
+    Component(
+        name="nnx.linear",
+        onnx=["Gemm", "MatMul", "Add"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("linear_symbolic_batch", factory=model(lambda: nnx.Linear(8, 5, rngs=_rngs()), **_SIGNED),
+                     input_shapes=[("B", 8)], expected_ops=["Gemm"], max_nodes=1),
+            Testcase("linear_high_rank", factory=model(lambda: nnx.Linear(8, 5, rngs=_rngs()), **_SIGNED),
+                     input_shapes=[("B", 3, 4, 8)], expected_ops=["MatMul", "Add"],
+                     forbidden_ops=["Reshape", "Shape", "Concat", "Gemm"], max_nodes=2),
+            Testcase("linear_no_bias", factory=lambda: nnx.Linear(8, 5, use_bias=False, rngs=_rngs()),
+                     input_shapes=[("B", 8)], expected_ops=["Gemm"], max_nodes=1),
+            Testcase("linear_1d_input", factory=model(lambda: nnx.Linear(4, 3, rngs=_rngs()), **_SIGNED),
+                     input_shapes=[(4,)], expected_ops=["MatMul", "Add"], max_nodes=2),
+        ],
+    ),
+    Component(
+        name="nnx.linear_general",
+        onnx=["Gemm", "MatMul", "Add", "Reshape"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("linear_general", factory=_lg((2, 3), 4, axis=(-2, -1)), input_shapes=[("B", 5, 2, 3)],
+                     expected_ops=["MatMul", "Reshape"], forbidden_ops=["Shape", "Concat"], max_nodes=3),
+            Testcase("linear_general_2", factory=_lg(3, (2, 4)), input_shapes=[("B", 5, 3)],
+                     expected_ops=["MatMul", "Reshape"], forbidden_ops=["Shape", "Concat"], max_nodes=3),
+            Testcase("linear_general_3", factory=_lg(4, 6), input_shapes=[("B", 4)],
+                     expected_ops=["Gemm"], max_nodes=1),
+            Testcase("linear_general_4", factory=_lg((2, 3), (2, 2), axis=(-2, -1)), input_shapes=[("B", 2, 3)],
+                     expected_ops=["Gemm", "Reshape"], forbidden_ops=["Shape", "Concat"], max_nodes=3),
+            Testcase("linear_general_abstract_eval_axes", factory=_lg(3, (2, 4), axis=-1),
+                     input_shapes=[("B", 6, 3)], expected_ops=["MatMul"], forbidden_ops=["Shape", "Concat"]),
+            Testcase("linear_general_abstract_eval_axes_pair", factory=_lg((2, 3), (4, 2), axis=(-2, -1)),
+                     input_shapes=[("B", 5, 2, 3)], expected_ops=["MatMul"], forbidden_ops=["Shape", "Concat"]),
+        ],
+    ),
+    Component(
+        name="nnx.einsum",
+        onnx=["Einsum", "Add"],
+        since="v0.4.2",
+        testcases=[
+            Testcase("einsum_module_with_bias",
+                     factory=model(lambda: nnx.Einsum("nta,hab->nthb", (3, 4, 5), (3, 5), rngs=_rngs()), **_SIGNED),
+                     input_shapes=[("B", 6, 4)], expected_ops=["Einsum", "Add"], max_nodes=2),
+            Testcase("einsum_module_no_bias",
+                     factory=lambda: nnx.Einsum("nta,hab->nthb", (3, 4, 5), rngs=_rngs()),
+                     input_shapes=[("B", 6, 4)], expected_ops=["Einsum"], max_nodes=1),
+        ],
+    ),
+    Component(
+        name="nnx.lora",
+        onnx=["MatMul", "Gemm"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("lora", factory=model(lambda: nnx.LoRA(6, 2, 4, rngs=_rngs()), **_SIGNED),
+                     input_shapes=[("B", 6)], expected_ops=["MatMul"], max_nodes=2),
+            # W + A @ B merged into one weight: a single Gemm.
+            Testcase("lora_linear", factory=_lora_linear, input_shapes=[("B", 6)], expected_ops=["Gemm"],
+                     max_nodes=1),
+            Testcase("lora_linear_high_rank", factory=_lora_linear, input_shapes=[("B", 3, 6)],
+                     expected_ops=["MatMul", "Add"], max_nodes=2),
+        ],
+    ),
+]
