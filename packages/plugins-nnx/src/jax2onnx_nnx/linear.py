@@ -16,7 +16,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-
 from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx.testing import Component, Testcase
 
