@@ -1,9 +1,224 @@
-"""lax lowerings: reductions (to be filled)."""
+"""lax reductions: reduce_sum/prod/max/min (one ONNX Reduce op each), reduce_and/or/xor (bool:
+ReduceMin/ReduceMax/parity; ints: per bit plane), argmax/argmin.
+
+lax reductions never keep dims (``jnp``'s ``keepdims`` adds a broadcast_in_dim after). XLA propagates
+NaN through max/min and ranks NaN above everything in argmax *and* argmin; onnxruntime's kernels do
+neither reliably, so float inputs get an explicit NaN check.
+"""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
 from jax2onnx.plugin import Lowerings
-from jax2onnx.testing import Component
+from jax2onnx.testing import Component, Testcase
+
+from . import _numeric as nm
+from ._testdata import f32, ints
+from .bitwise import bit_planes
 
 lowerings = Lowerings()
-components: list[Component] = []
+
+#: lax primitive -> (ONNX op, dtypes onnxruntime reduces natively, keep_order needed by the carrier).
+#: Sums and products wrap modulo 2**bits in any wider int, so they may travel in one.
+REDUCTIONS: dict[str, tuple[str, frozenset, bool]] = {
+    "reduce_sum": ("ReduceSum", nm.REDUCE_SUM, False),
+    "reduce_prod": ("ReduceProd", nm.REDUCE_SUM, False),
+    "reduce_max": ("ReduceMax", nm.REDUCE_MINMAX, True),
+    "reduce_min": ("ReduceMin", nm.REDUCE_MINMAX, True),
+}
+
+
+def axes_const(ctx, axes):
+    return nm.const(ctx, list(axes), nm.I64)
+
+
+def _any_nan(ctx, x, axes):
+    return ctx.op.ReduceMax(ctx.op.IsNaN(x), axes_const(ctx, axes), keepdims=0)
+
+
+def _reduction(op_type: str, supported: frozenset, keep_order: bool):
+    def lower(ctx, x):
+        axes = tuple(ctx.params["axes"])
+        if not axes:  # ONNX would read empty axes as "all axes"
+            return ctx.op.Identity(x)
+        dtype = nm.dtype_of(ctx.avals_in[0])
+
+        def reduce(c, y):
+            r = getattr(ctx.op, op_type)(y, axes_const(ctx, axes), keepdims=0)
+            if op_type in ("ReduceMax", "ReduceMin") and nm.is_float(c):
+                r = ctx.op.Where(_any_nan(ctx, y, axes), nm.const(ctx, np.nan, c), r)
+            return r
+
+        return nm.compute_in(ctx, [x], dtype, supported, reduce, keep_order=keep_order)
+
+    lower.__name__ = f"lower_{op_type.lower()}"
+    return lower
+
+
+for _prim, (_op, _types, _order) in REDUCTIONS.items():
+    lowerings.add(_prim, _reduction(_op, _types, _order))
+
+
+def _bitwise_reduction(ctx, x, axes, dtype, plane_reduce):
+    """Reduce each bit plane, then reassemble the bits (distinct powers of two: their int64 sum is
+    their OR, and the cast back to ``dtype`` wraps the top bit into place)."""
+    width = nm.bits(dtype)
+    planes = plane_reduce(bit_planes(ctx, x, dtype), axes_const(ctx, axes))
+    weights = [1 << k for k in range(min(width, 63))] + ([-(1 << 63)] if width == 64 else [])
+    weighted = ctx.op.Mul(nm.cast(ctx, planes, nm.I64), nm.const(ctx, weights, nm.I64))
+    total = ctx.op.ReduceSum(weighted, nm.const(ctx, [-1], nm.I64), keepdims=0)
+    return nm.cast(ctx, total, dtype)
+
+
+def _parity(ctx, planes_or_bools, axes):
+    count = ctx.op.ReduceSum(planes_or_bools, axes, keepdims=0)
+    return ctx.op.BitwiseAnd(count, nm.const(ctx, 1, nm.I32))
+
+
+@lowerings.register("reduce_and", "reduce_or", "reduce_xor")
+def lower_reduce_logical(ctx, x):
+    axes = tuple(ctx.params["axes"])
+    if not axes:
+        return ctx.op.Identity(x)
+    dtype = nm.dtype_of(ctx.avals_in[0])
+    kind = ctx.primitive
+    if nm.is_bool(dtype):
+        if kind == "reduce_and":
+            return ctx.op.ReduceMin(x, axes_const(ctx, axes), keepdims=0)
+        if kind == "reduce_or":
+            return ctx.op.ReduceMax(x, axes_const(ctx, axes), keepdims=0)
+        return nm.cast(ctx, _parity(ctx, nm.cast(ctx, x, nm.I32), axes_const(ctx, axes)), nm.BOOL)
+    plane_reduce = {
+        "reduce_and": lambda p, a: ctx.op.ReduceMin(p, a, keepdims=0),
+        "reduce_or": lambda p, a: ctx.op.ReduceMax(p, a, keepdims=0),
+        "reduce_xor": lambda p, a: _parity(ctx, p, a),
+    }[kind]
+    return _bitwise_reduction(ctx, x, axes, dtype, plane_reduce)
+
+
+@lowerings.register("argmax", "argmin")
+def lower_argmax(ctx, x):
+    """ONNX ArgMax/ArgMin return the first extreme index (ties like JAX) as int64, cast to
+    ``index_dtype``. A NaN along the axis wins, in both, at its first position."""
+    (axis,) = ctx.params["axes"]
+    index_dtype = np.dtype(ctx.params["index_dtype"])
+    dtype = nm.dtype_of(ctx.avals_in[0])
+    op_type = "ArgMax" if ctx.primitive == "argmax" else "ArgMin"
+    y = nm.cast_if(ctx, x, dtype, nm.carrier(dtype, nm.ARG_MINMAX))
+    index = getattr(ctx.op, op_type)(y, axis=int(axis), keepdims=0, select_last_index=0)
+    if nm.is_float(dtype):
+        is_nan = ctx.op.IsNaN(y)
+        first_nan = ctx.op.ArgMax(nm.cast(ctx, is_nan, nm.U8), axis=int(axis), keepdims=0, select_last_index=0)
+        index = ctx.op.Where(_any_nan(ctx, y, (axis,)), first_nan, index)
+    return nm.cast_if(ctx, index, nm.I64, index_dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+
+def _spec(*shape, dtype=jnp.int32):
+    return jax.ShapeDtypeStruct(shape, dtype)
+
+
+def _float_default():
+    """float32, or float64 in the double-precision variants (evaluated while tracing)."""
+    return jax.dtypes.canonicalize_dtype(jnp.float64)
+
+
+def _standard_cases(name, jnp_fn, op):
+    return [
+        Testcase(name, lambda x: jnp_fn(x, axis=1), [("B", 4)], expected_ops=[op]),
+        Testcase(f"{name}_allaxes", jnp_fn, [("B", 4)], expected_ops=[op]),
+        Testcase(f"{name}_keepdims", lambda x: jnp_fn(x, axis=0, keepdims=True), [("B", 4)], expected_ops=[op]),
+        Testcase(f"{name}_int32", lambda x: jnp_fn(x, axis=(0, 2)), [_spec("B", 2, 3)], expected_ops=[op],
+                 input_generator=ints(-5, 6)),
+    ]
+
+
+_NAN_ROWS = f32([1.0, np.nan, 3.0], [1.0, 2.0, np.nan], [np.nan, 2.0, 3.0], [2.0, 5.0, 5.0], [-np.inf, -np.inf, 1.0])
+_BOOL = jnp.bool_
+
+
+def _bool_values(*rows):
+    return [np.asarray(rows, dtype=bool)]
+
+
+def _logical_cases(prim, fn, data_cases):
+    cases = [Testcase(f"{prim}_{name}", fn, input_values=_bool_values(*rows)) for name, rows in data_cases]
+    cases += [
+        Testcase(f"{prim}_keepdims", lambda x: jnp.expand_dims(fn(x, axes=(1,)), 1), [_spec("B", 5, dtype=_BOOL)]),
+        Testcase(f"{prim}_int32_bits", lambda x: fn(x, axes=(0,)), [_spec("B", 3)], input_generator=ints(-2**31,
+                                                                                                         2**31 - 1)),
+        Testcase(f"{prim}_uint8_bits", lambda x: fn(x, axes=(1,)), [_spec("B", 4, dtype=jnp.uint8)],
+                 input_generator=ints(0, 256)),
+    ]
+    return cases
+
+
+def _logical(prim):
+    return lambda x, axes=(0, 1): getattr(lax, f"{prim}_p").bind(x, axes=tuple(axes))
+
+
+components = [
+    Component("lax.reduce_sum", onnx=["ReduceSum"], since="v0.2.0", testcases=[
+        *_standard_cases("reduce_sum", jnp.sum, "ReduceSum"),
+        Testcase("reduce_sum_dtype", lambda x: jnp.sum(x, axis=0, dtype=_float_default()), [_spec("B", 4)],
+                 expected_ops=["ReduceSum", "Cast"]),
+        Testcase("reduce_sum_uint8_wraps", lambda x: jnp.sum(x, axis=1, dtype=jnp.uint8), [_spec("B", 8,
+                                                                                                 dtype=jnp.uint8)],
+                 input_generator=ints(0, 256)),
+        Testcase("reduce_sum_float16", lambda x: jnp.sum(x.astype(jnp.float16), axis=1).astype(x.dtype), [("B", 8)],
+                 rtol=1e-2, atol=1e-2, rtol_f64=1e-2, atol_f64=1e-2),
+        Testcase("reduce_sum_no_axes", lambda x: lax.reduce_sum_p.bind(x, axes=()), [("B", 3)]),
+    ]),
+    Component("lax.reduce_prod", onnx=["ReduceProd"], since="v0.6.1", testcases=[
+        *_standard_cases("reduce_prod", jnp.prod, "ReduceProd"),
+        Testcase("reduce_prod_dtype", lambda x: jnp.prod(x, axis=1, dtype=_float_default()), [_spec("B", 4)],
+                 expected_ops=["ReduceProd", "Cast"]),
+    ]),
+    Component("lax.reduce_max", onnx=["ReduceMax"], since="v0.2.0", testcases=[
+        *_standard_cases("reduce_max", jnp.max, "ReduceMax"),
+        Testcase("reduce_max_nan", lambda x: jnp.max(x, axis=1), input_values=[_NAN_ROWS], expected_ops=["ReduceMax"]),
+        Testcase("reduce_max_int16", lambda x: jnp.max(x, axis=1), [_spec("B", 4, dtype=jnp.int16)],
+                 input_generator=ints(-99, 99)),
+        Testcase("reduce_max_bool", lambda x: jnp.max(x, axis=1), [_spec("B", 4, dtype=_BOOL)]),
+    ]),
+    Component("lax.reduce_min", onnx=["ReduceMin"], since="v0.2.0", testcases=[
+        *_standard_cases("reduce_min", jnp.min, "ReduceMin"),
+        Testcase("reduce_min_nan", lambda x: jnp.min(x, axis=1), input_values=[_NAN_ROWS], expected_ops=["ReduceMin"]),
+        Testcase("reduce_min_uint32", lambda x: jnp.min(x, axis=0), [_spec("B", 4, dtype=jnp.uint32)],
+                 input_generator=ints(0, 2**32 - 1)),
+    ]),
+    Component("lax.reduce_and", onnx=["ReduceMin"], since="v0.6.1", testcases=_logical_cases(
+        "reduce_and", _logical("reduce_and"),
+        [("all_true", [[True] * 3] * 2), ("one_false", [[True, True, True], [True, False, True]])])),
+    Component("lax.reduce_or", onnx=["ReduceMax"], since="v0.6.1", testcases=_logical_cases(
+        "reduce_or", _logical("reduce_or"),
+        [("all_false", [[False] * 3] * 2), ("one_true", [[False, False, False], [False, True, False]])])),
+    Component("lax.reduce_xor", onnx=["Cast", "ReduceSum", "BitwiseAnd"], since="v0.6.1", testcases=_logical_cases(
+        "reduce_xor", _logical("reduce_xor"),
+        [("all_false", [[False] * 3] * 2), ("one_true", [[False, False, False], [False, True, False]]),
+         ("two_true", [[True, False, False], [False, True, False]])])),
+    Component("lax.argmax", onnx=["ArgMax"], since="v0.2.0", testcases=[
+        Testcase("argmax_float_axis0", lambda x: jnp.argmax(x, axis=0), [("B", 4)], expected_ops=["ArgMax"]),
+        Testcase("argmax_float_axis1", lambda x: jnp.argmax(x, axis=1), [("B", 4)], expected_ops=["ArgMax"]),
+        Testcase("argmax_boolean_input_axis0_specific_values", lambda x: jnp.argmax(x, axis=0),
+                 input_values=_bool_values([False, True, False], [True, True, False], [False, True, False])),
+        Testcase("argmax_boolean_input_axis1_specific_values", lambda x: jnp.argmax(x, axis=1),
+                 input_values=_bool_values([False, True, True], [False, False, False], [True, False, True])),
+        Testcase("argmax_boolean_random_input_axis0", lambda x: jnp.argmax(x, axis=0), [_spec("B", 4, dtype=_BOOL)]),
+        Testcase("argmax_nan_and_ties", lambda x: jnp.argmax(x, axis=1), input_values=[_NAN_ROWS]),
+        Testcase("argmax_int32_keepdims", lambda x: jnp.argmax(x, axis=1, keepdims=True), [_spec("B", 5)]),
+    ]),
+    Component("lax.argmin", onnx=["ArgMin"], since="v0.2.0", testcases=[
+        Testcase("argmin_test1", lambda x: jnp.argmin(x, axis=0), [("B", 4)], expected_ops=["ArgMin"]),
+        Testcase("argmin_test2", lambda x: jnp.argmin(x, axis=1), [(3, "B")], expected_ops=["ArgMin"]),
+        Testcase("argmin_nan_and_ties", lambda x: jnp.argmin(x, axis=1), input_values=[_NAN_ROWS]),
+        Testcase("argmin_uint16", lambda x: jnp.argmin(x, axis=1), [_spec("B", 5, dtype=jnp.uint16)],
+                 input_generator=ints(0, 65536)),
+    ]),
+]
