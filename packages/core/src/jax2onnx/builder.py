@@ -29,9 +29,20 @@ def to_ir_dtype(dtype: Any) -> ir.DataType:
     return ir.DataType.from_numpy(dt)
 
 
+def value_dtype(dtype: Any) -> ir.DataType:
+    """Element type of the ONNX value holding a JAX value of ``dtype``. Complex numbers travel as
+    real pairs (a trailing axis of 2, the layout of ONNX's DFT), so complex64 is FLOAT."""
+    dt = np.dtype(dtype)
+    if dt.kind == "c":
+        return to_ir_dtype(np.float32 if dt == np.complex64 else np.float64)
+    return to_ir_dtype(dt)
+
+
 def aval_type(aval: Any) -> tuple[ir.TensorType, ir.Shape]:
     dims = [str(d) if compat.is_symbolic_dim(d) else int(d) for d in aval.shape]
-    return ir.TensorType(to_ir_dtype(aval.dtype)), ir.Shape(dims)
+    if np.dtype(aval.dtype).kind == "c":
+        dims.append(2)  # (real, imag)
+    return ir.TensorType(value_dtype(aval.dtype)), ir.Shape(dims)
 
 
 # Ops whose output has the element type of their first input; lets lowerings read ``v.dtype``

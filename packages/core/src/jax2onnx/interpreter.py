@@ -9,7 +9,7 @@ import numpy as np
 import onnx_ir as ir
 
 from . import compat
-from .builder import Scope, set_aval, to_ir_dtype
+from .builder import Scope, set_aval, value_dtype
 from .context import LoweringContext
 from .errors import Jax2OnnxError, LoweringError, UnsupportedPrimitiveError
 from .plugin import Lowering, body_matches, parse_mark, shapes_match
@@ -116,7 +116,7 @@ class Interpreter:
             if not hasattr(aval, "dtype"):
                 fixed.append(v)
                 continue
-            want = to_ir_dtype(aval.dtype)
+            want = value_dtype(aval.dtype)
             if v.type is not None and v.type.dtype != want:
                 where = compat.user_location(eqn)
                 raise LoweringError(
@@ -134,4 +134,6 @@ def _to_numpy(value: Any, aval: Any) -> np.ndarray:
     arr = np.asarray(value)
     if dtype is not None and arr.dtype != dtype:
         arr = arr.astype(dtype)
+    if arr.dtype.kind == "c":  # complex constants as (real, imag) pairs, like every complex value
+        arr = np.stack([arr.real, arr.imag], axis=-1)
     return arr
