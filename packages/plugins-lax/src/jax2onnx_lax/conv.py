@@ -120,6 +120,8 @@ def lower_conv_general_dilated(ctx, lhs, rhs):
     groups, batch_groups = int(p["feature_group_count"]), int(p["batch_group_count"])
 
     out_dtype = np.dtype(ctx.avals_out[0].dtype)
+    if out_dtype.kind == "c":
+        raise NotImplementedError("complex conv_general_dilated (complex values are (real, imag) pairs; not lowered yet)")
     compute = _compute_dtype(out_dtype)
     if np.dtype(ctx.avals_in[0].dtype) != compute:
         lhs = ctx.cast(lhs, compute)

@@ -1,9 +1,185 @@
-"""lax lowerings: fft (to be filled)."""
+"""lax ``fft`` (FFT/IFFT/RFFT/IRFFT, 1-D to 3-D over the trailing axes) → ``DFT``, and the complex
+helpers ``real``/``imag``/``complex``/``conj``.
+
+Complex values travel as real pairs: a trailing axis of 2 holding (real, imag), the layout of ONNX's
+DFT (core types every complex aval that way). ONNX DFT is one axis per node, so an n-D transform is
+a chain. onnxruntime's inverse DFT loses precision for lengths that are not powers of two (about
+1e-8 in float64), while its forward DFT is exact, so inverses use ``ifft(z) = conj(fft(conj(z)))/N``
+and IRFFT rebuilds the Hermitian half of the spectrum before doing the same. Complex graph inputs
+and outputs do not exist in ONNX: functions take and return real arrays.
+"""
 
 from __future__ import annotations
 
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
 from jax2onnx.plugin import Lowerings
-from jax2onnx.testing import Component
+from jax2onnx.testing import Component, Testcase
 
 lowerings = Lowerings()
-components: list[Component] = []
+
+FFT, IFFT, RFFT, IRFFT = 0, 1, 2, 3
+_INT64_MIN = np.iinfo(np.int64).min
+
+
+def _i64(values) -> np.ndarray:
+    return np.asarray([int(v) for v in values], dtype=np.int64)
+
+
+def _real_dtype(aval) -> np.dtype:
+    dt = np.dtype(aval.dtype)
+    return np.dtype(np.float32 if dt == np.complex64 else np.float64) if dt.kind == "c" else dt
+
+
+def _dft(ctx, x, axis, onesided=0):
+    return ctx.op.DFT(x, None, np.asarray(axis, dtype=np.int64), onesided=onesided)
+
+
+def _conj(ctx, z, dtype, scale=1.0):
+    return ctx.op.Mul(z, np.asarray([scale, -scale], dtype=dtype))
+
+
+def _inverse(ctx, z, axes, lengths, dtype):
+    """Inverse DFT over ``axes`` with forward DFTs only: conj(fft(conj(z))) / prod(lengths)."""
+    z = _conj(ctx, z, dtype)
+    for axis in axes:
+        z = _dft(ctx, z, axis)
+    return _conj(ctx, z, dtype, 1.0 / float(np.prod(lengths)))
+
+
+def _hermitian_full(ctx, half, axis, n):
+    """The full length-``n`` spectrum from its first n//2+1 bins: X[n-k] = conj(X[k])."""
+    tail_len = n - (n // 2 + 1)
+    if tail_len == 0:
+        return half
+    # Bins n//2+1 .. n-1 are conj(X[n-k]), i.e. X[tail_len], X[tail_len-1], ..., X[1] conjugated.
+    tail = ctx.op.Slice(half, _i64([tail_len]), _i64([0]), _i64([axis]), _i64([-1]))
+    dtype = _real_dtype(ctx.avals_out[0])
+    return ctx.op.Concat(half, _conj(ctx, tail, dtype), axis=axis)
+
+
+@lowerings.register("fft")
+def lower_fft(ctx, x):
+    p = ctx.params
+    kind = int(getattr(p["fft_type"], "value", p["fft_type"]))
+    lengths = [int(n) for n in p["fft_lengths"]]
+    rank = len(ctx.avals_in[0].shape)
+    axes = list(range(rank - len(lengths), rank))  # signal axes; the pair axis stays last
+    dtype = _real_dtype(ctx.avals_out[0])
+    if kind == FFT:
+        for axis in axes:
+            x = _dft(ctx, x, axis)
+        return x
+    if kind == IFFT:
+        return _inverse(ctx, x, axes, lengths, dtype)
+    if kind == RFFT:
+        y = _dft(ctx, ctx.op.Unsqueeze(x, _i64([-1])), axes[-1], onesided=1)
+        for axis in axes[:-1]:
+            y = _dft(ctx, y, axis)
+        return y
+    if kind == IRFFT:
+        if len(axes) > 1:  # complex inverse over the leading axes leaves a Hermitian last axis
+            x = _inverse(ctx, x, axes[:-1], lengths[:-1], dtype)
+        full = _hermitian_full(ctx, x, axes[-1], lengths[-1])
+        z = _inverse(ctx, full, axes[-1:], lengths[-1:], dtype)
+        return ctx.op.Gather(z, np.asarray(0, dtype=np.int64), axis=-1)
+    raise NotImplementedError(f"fft_type {p['fft_type']!r}")
+
+
+@lowerings.register("real")
+def lower_real(ctx, z):
+    return ctx.op.Gather(z, np.asarray(0, dtype=np.int64), axis=-1)
+
+
+@lowerings.register("imag")
+def lower_imag(ctx, z):
+    return ctx.op.Gather(z, np.asarray(1, dtype=np.int64), axis=-1)
+
+
+@lowerings.register("complex")
+def lower_complex(ctx, re, im):
+    return ctx.op.Concat(ctx.op.Unsqueeze(re, _i64([-1])), ctx.op.Unsqueeze(im, _i64([-1])), axis=-1)
+
+
+@lowerings.register("conj")
+def lower_conj(ctx, z):
+    dtype = _real_dtype(ctx.avals_out[0])
+    if np.dtype(ctx.avals_in[0].dtype).kind != "c":  # conj of a real array is that array, as complex
+        pads = [0] * (2 * (len(ctx.avals_in[0].shape) + 1))
+        pads[-1] = 1
+        return ctx.op.Pad(ctx.op.Unsqueeze(z, _i64([-1])), _i64(pads))
+    return _conj(ctx, z, dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# testcases
+
+
+def _parts(z):
+    return jnp.real(z), jnp.imag(z)
+
+
+def power_spectrum(x):
+    spec = jnp.fft.rfft(x)
+    return jnp.real(spec) ** 2 + jnp.imag(spec) ** 2
+
+
+components = [
+    Component(
+        name="lax.fft",
+        onnx=["DFT"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("fft_1d", lambda x, y: _parts(jnp.fft.fft(lax.complex(x, y))), [("B", 6), ("B", 6)],
+                     expected_ops=["DFT"]),
+            Testcase("ifft_1d", lambda x, y: _parts(jnp.fft.ifft(lax.complex(x, y))), [("B", 5), ("B", 5)],
+                     expected_ops=["DFT"]),
+            Testcase("fft_2d", lambda x, y: _parts(jnp.fft.fft2(lax.complex(x, y))), [("B", 4, 3), ("B", 4, 3)],
+                     expected_ops=["DFT"]),
+            Testcase("ifft_3d", lambda x, y: _parts(jnp.fft.ifftn(lax.complex(x, y), axes=(-3, -2, -1))),
+                     [("B", 2, 3, 4), ("B", 2, 3, 4)], expected_ops=["DFT"]),
+            Testcase("rfft_1d", lambda x: _parts(jnp.fft.rfft(x)), [("B", 7)], expected_ops=["DFT"]),
+            Testcase("rfft_2d", lambda x: _parts(jnp.fft.rfft2(x)), [("B", 3, 6)], expected_ops=["DFT"]),
+            Testcase("rfft_power_spectrum", power_spectrum, [("B", 8)], expected_ops=["DFT"]),
+            Testcase("irfft_roundtrip", lambda x: jnp.fft.irfft(jnp.fft.rfft(x)), [("B", 6)], expected_ops=["DFT"]),
+            Testcase("irfft_1d", lambda x, y: jnp.fft.irfft(lax.complex(x, y)), [("B", 4), ("B", 4)],
+                     expected_ops=["DFT"]),
+            Testcase("irfft_2d", lambda x, y: jnp.fft.irfft2(lax.complex(x, y)), [("B", 3, 4), ("B", 3, 4)],
+                     expected_ops=["DFT"]),
+        ],
+    ),
+    Component(
+        name="lax.complex",
+        onnx=["Unsqueeze", "Concat"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("complex_real_imag", lambda x, y: _parts(lax.complex(x, y)),
+                     [("B", 3), ("B", 3)], expected_ops=["Concat"]),
+        ],
+    ),
+    Component(
+        name="lax.conj",
+        onnx=["Mul"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("conj", lambda x, y: jnp.imag(jnp.conj(lax.complex(x, y))), [("B", 3), ("B", 3)],
+                     expected_ops=["Mul"]),
+            Testcase("conj_of_real", lambda x: _parts(lax.conj(x)), [("B", 3)], expected_ops=["Pad"]),
+        ],
+    ),
+    Component(
+        name="lax.real",
+        onnx=["Gather"],
+        since="v0.1.0",
+        testcases=[Testcase("real_of_spectrum", lambda x: jnp.real(jnp.fft.rfft(x)), [("B", 4)],
+                            expected_ops=["Gather"])],
+    ),
+    Component(
+        name="lax.imag",
+        onnx=["Gather"],
+        since="v0.1.0",
+        testcases=[Testcase("imag_of_spectrum", lambda x: jnp.imag(jnp.fft.rfft(x)), [("B", 4)],
+                            expected_ops=["Gather"])],
+    ),
+]

@@ -64,6 +64,8 @@ def lower_dot_general(ctx, lhs, rhs):
     lc, rc, lb, rb = (tuple(int(d) for d in ds) for ds in (lc, rc, lb, rb))
     lrank, rrank = len(ctx.avals_in[0].shape), len(ctx.avals_in[1].shape)
     out_dtype = np.dtype(ctx.avals_out[0].dtype)
+    if out_dtype.kind == "c":
+        raise NotImplementedError("complex dot_general (complex values are (real, imag) pairs; not lowered yet)")
     compute = _compute_dtype(out_dtype)
     if np.dtype(ctx.avals_in[0].dtype) != compute:
         lhs = ctx.cast(lhs, compute)
