@@ -1,0 +1,326 @@
+"""Reductions: ``mean``/``var``/``std`` → ReduceMean, ``logsumexp`` → ReduceLogSumExp,
+``linalg.norm`` → ReduceL2 / ReduceL1, ``cumsum`` → CumSum, and ``sum``/``max``/``min``/``prod``
+with ``keepdims=True`` → one Reduce* with ``keepdims=1`` (without keepdims they are single lax
+reductions already, lowered by the lax pack)."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax2onnx.plugin import Lowerings
+from jax2onnx.testing import Component, Testcase
+
+from ._common import ints, is_array, is_float, is_static_int, mark, mark_name, normalize_axes, patches_for
+from ._testing import grad_of_sum
+
+lowerings = Lowerings()
+
+
+def _call(original, x, **params):
+    return original(x, **params)
+
+
+def _plain_float(x) -> bool:
+    return is_array(x) and is_float(x.dtype) and np.ndim(x) >= 1
+
+
+# ---------------------------------------------------------------------------------------------
+# sum / max / min / prod with keepdims
+
+
+_KEEPDIMS_OPS = {"sum": "ReduceSum", "max": "ReduceMax", "min": "ReduceMin", "prod": "ReduceProd"}
+
+
+def _make_keepdims_reduction(name, original):
+    region = functools.partial(_call, original)
+
+    @functools.wraps(original)
+    def reduction(a, axis=None, *args, **kwargs):
+        # Only the positional (a, axis) form plus keepdims=True; dtype/out/initial/where decline.
+        axes = normalize_axes(axis, np.ndim(a)) if _plain_float(a) and not args else None
+        if axes and set(kwargs) == {"keepdims"} and kwargs["keepdims"] is True:
+            return mark(f"{name}_keepdims", region, a, axis=axes, keepdims=True)
+        return original(a, axis, *args, **kwargs)
+
+    return reduction
+
+
+def _keepdims_lowering(op_type):
+    def lower(ctx, x):
+        return getattr(ctx.op, op_type)(x, ints(ctx, ctx.marked.params["axis"]), keepdims=1)
+
+    lower.__name__ = f"lower_{op_type.lower()}_keepdims"
+    return lower
+
+
+for _name, _op in _KEEPDIMS_OPS.items():
+    lowerings.register_call(mark_name(f"{_name}_keepdims"))(_keepdims_lowering(_op))
+
+
+# ---------------------------------------------------------------------------------------------
+# mean / var / std
+
+
+def _make_moment(name, original):
+    region = functools.partial(_call, original)
+
+    @functools.wraps(original)
+    def moment(a, axis=None, *args, **kwargs):
+        axes = normalize_axes(axis, np.ndim(a)) if _plain_float(a) and not args else None
+        allowed = {"keepdims"} | ({"ddof"} if name != "mean" else set())
+        if not axes or not set(kwargs) <= allowed:
+            return original(a, axis, *args, **kwargs)
+        keepdims, ddof = kwargs.get("keepdims", False), kwargs.get("ddof", 0)
+        if not isinstance(keepdims, bool) or not is_static_int(ddof):
+            return original(a, axis, *args, **kwargs)
+        params = {"axis": axes, "keepdims": keepdims}
+        if name != "mean":
+            params["ddof"] = int(ddof)
+        return mark(name, region, a, **params)
+
+    return moment
+
+
+def _count(ctx, axes):
+    """Number of reduced elements, as a float scalar of the output dtype (symbolic dims included)."""
+    shape = ctx.avals_in[0].shape
+    dtype = ctx.avals_out[0].dtype
+    if all(isinstance(shape[a], (int, np.integer)) for a in axes):
+        return ctx.const(np.asarray(np.prod([shape[a] for a in axes]), dtype=dtype))
+    size = ctx.op.ReduceProd(ctx.shape_tensor([shape[a] for a in axes]), keepdims=0)
+    return ctx.cast(size, dtype)
+
+
+def _variance(ctx, x):
+    p = ctx.marked.params
+    axes = ints(ctx, p["axis"])
+    keep = int(p["keepdims"])
+    centered = ctx.op.Sub(x, ctx.op.ReduceMean(x, axes, keepdims=1))
+    squares = ctx.op.Mul(centered, centered)
+    if p["ddof"] == 0:
+        return ctx.op.ReduceMean(squares, axes, keepdims=keep)
+    # JAX divides the sum of squares by (n - ddof).
+    n = ctx.op.Sub(_count(ctx, p["axis"]), ctx.const(np.asarray(p["ddof"], dtype=ctx.avals_out[0].dtype)))
+    return ctx.op.Div(ctx.op.ReduceSum(squares, axes, keepdims=keep), n)
+
+
+@lowerings.register_call(mark_name("mean"))
+def lower_mean(ctx, x):
+    p = ctx.marked.params
+    return ctx.op.ReduceMean(x, ints(ctx, p["axis"]), keepdims=int(p["keepdims"]))
+
+
+@lowerings.register_call(mark_name("var"))
+def lower_var(ctx, x):
+    return _variance(ctx, x)
+
+
+@lowerings.register_call(mark_name("std"))
+def lower_std(ctx, x):
+    return ctx.op.Sqrt(_variance(ctx, x))
+
+
+# ---------------------------------------------------------------------------------------------
+# logsumexp
+
+
+def _make_logsumexp(name, original):
+    region = functools.partial(_call, original)
+
+    @functools.wraps(original)
+    def logsumexp(a, axis=None, *args, **kwargs):
+        axes = normalize_axes(axis, np.ndim(a)) if _plain_float(a) and not args else None
+        keepdims = kwargs.get("keepdims", False)
+        if axes and set(kwargs) <= {"keepdims", "b", "return_sign", "where"} and isinstance(keepdims, bool) and all(
+            kwargs.get(k) in (None, False) for k in ("b", "return_sign", "where")
+        ):
+            return mark("logsumexp", region, a, axis=axes, keepdims=keepdims)
+        return original(a, axis, *args, **kwargs)
+
+    return logsumexp
+
+
+@lowerings.register_call(mark_name("logsumexp"))
+def lower_logsumexp(ctx, x):
+    # onnxruntime's ReduceLogSumExp subtracts the maximum first, and gives -inf/inf where JAX does.
+    p = ctx.marked.params
+    return ctx.op.ReduceLogSumExp(x, ints(ctx, p["axis"]), keepdims=int(p["keepdims"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# linalg.norm
+
+
+def _norm_region(original, x, ord, axis, keepdims, _reduce):
+    # `_reduce` is recorded for the lowering only.
+    return original(x, ord, axis, keepdims)
+
+
+def _make_norm(name, original):
+    region = functools.partial(_norm_region, original)
+
+    @functools.wraps(original)
+    def norm(x, ord=None, axis=None, keepdims=False):
+        if _plain_float(x) and isinstance(keepdims, bool) and (ord is None or isinstance(ord, (int, str))):
+            axes = normalize_axes(axis, np.ndim(x))
+            # axis=None: numpy flattens for ord=None, and treats 1-D as a vector, 2-D as a matrix.
+            vector = axes is not None and (len(axes) == 1 or (axis is None and ord is None))
+            matrix = axes is not None and len(axes) == 2 and (axis is not None or np.ndim(x) == 2)
+            reduce = None
+            if vector and (ord is None or ord == 2):
+                reduce = "ReduceL2"  # a flattened array with ord=None is also the 2-norm
+            elif vector and ord == 1 and len(axes) == 1:
+                reduce = "ReduceL1"
+            elif matrix and ord in (None, "fro"):
+                reduce = "ReduceL2"  # Frobenius
+            if reduce is not None:
+                return mark("linalg_norm", region, x, ord=ord, axis=axis, keepdims=keepdims, _reduce=reduce)
+        return original(x, ord, axis, keepdims)
+
+    return norm
+
+
+@lowerings.register_call(mark_name("linalg_norm"))
+def lower_linalg_norm(ctx, x):
+    p = ctx.marked.params
+    axes = normalize_axes(p["axis"], len(ctx.avals_in[0].shape))
+    return getattr(ctx.op, p["_reduce"])(x, ints(ctx, axes), keepdims=int(p["keepdims"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# cumsum
+
+
+def _make_cumsum(name, original):
+    region = functools.partial(_call, original)
+
+    @functools.wraps(original)
+    def cumsum(a, axis=None, dtype=None, out=None):
+        if is_array(a) and np.ndim(a) >= 1 and dtype is None and out is None and a.dtype != np.bool_:
+            if axis is None:
+                return mark("cumsum", region, a, axis=None)
+            ax = normalize_axes(axis, np.ndim(a)) if is_static_int(axis) else None
+            if ax is not None:
+                return mark("cumsum", region, a, axis=ax[0])
+        return original(a, axis, dtype, out)
+
+    return cumsum
+
+
+@lowerings.register_call(mark_name("cumsum"))
+def lower_cumsum(ctx, x):
+    axis = ctx.marked.params["axis"]
+    if axis is None:  # numpy semantics: the flattened array
+        x = ctx.op.Reshape(x, ints(ctx, [-1]))
+        axis = 0
+    return ctx.op.CumSum(x, ctx.const(np.asarray(axis, dtype=np.int64)))
+
+
+patches = (
+    patches_for("jax.numpy", list(_KEEPDIMS_OPS), _make_keepdims_reduction)
+    + patches_for("jax.numpy", ["mean", "var", "std"], _make_moment)
+    + patches_for("jax.nn", ["logsumexp"], _make_logsumexp)
+    + patches_for("jax.scipy.special", ["logsumexp"], _make_logsumexp, reexports=())
+    + patches_for("jax.numpy.linalg", ["norm"], _make_norm, reexports=())
+    + patches_for("jax.numpy", ["cumsum"], _make_cumsum)
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# testcases
+
+
+def _var_ddof1(x):
+    return jnp.var(x, axis=1, ddof=1)
+
+
+def _logsumexp(x):
+    return jax.nn.logsumexp(x, axis=-1)
+
+
+def _norm_rows(x):
+    return jnp.linalg.norm(x, axis=1)
+
+
+def _cumsum0(x):
+    return jnp.cumsum(x, axis=0)
+
+
+_HUGE = np.array([[1e4, 1e4 - 1.0, 0.0], [-np.inf, 0.0, 1.0], [-3e38, -3e38, -3e38]], np.float32)
+
+
+def _case(name, fn, shapes, ops, **kw):
+    return Testcase(name, fn, shapes, expected_ops=ops, **kw)
+
+
+components = [
+    Component(name="jnp.prod", onnx=["ReduceProd"], since="v0.6.2", testcases=[
+        _case("basic_prod", lambda x: jnp.prod(x), [(3, 4)], ["ReduceProd"]),
+        _case("prod_with_axis", lambda x: jnp.prod(x, axis=1), [("B", 4)], ["ReduceProd"]),
+        _case("prod_with_keepdims", lambda x: jnp.prod(x, axis=0, keepdims=True), [(3, "B")], ["ReduceProd"],
+              forbidden_ops=["Reshape", "Unsqueeze"]),
+    ]),
+    Component(name="jnp.sum", onnx=["ReduceSum"], since="v0.7.0", testcases=[
+        _case("sum_keepdims", lambda x: jnp.sum(x, axis=(0, 2), keepdims=True), [("B", 3, 4)], ["ReduceSum"],
+              forbidden_ops=["Reshape", "Unsqueeze"]),
+        _case("sum_axis", lambda x: jnp.sum(x, axis=-1), [("B", 4)], ["ReduceSum"]),
+        Testcase("sum_keepdims_vmap", jax.vmap(lambda x: jnp.sum(x, axis=0, keepdims=True)), [("B", 3, 4)]),
+    ]),
+    Component(name="jnp.max", onnx=["ReduceMax"], since="v0.7.0", testcases=[
+        _case("max_keepdims", lambda x: jnp.max(x, axis=1, keepdims=True), [("B", 4)], ["ReduceMax"],
+              forbidden_ops=["Reshape", "Unsqueeze"]),
+        _case("max_all", lambda x: jnp.max(x), [("B", 4)], ["ReduceMax"]),
+    ]),
+    Component(name="jnp.min", onnx=["ReduceMin"], since="v0.7.0", testcases=[
+        _case("min_keepdims", lambda x: jnp.min(x, axis=-1, keepdims=True), [("B", 4)], ["ReduceMin"],
+              forbidden_ops=["Reshape", "Unsqueeze"]),
+        Testcase("min_keepdims_grad", grad_of_sum(lambda x: jnp.min(x, axis=-1, keepdims=True)), [("B", 4)]),
+    ]),
+    Component(name="jnp.mean", onnx=["ReduceMean"], since="v0.7.0", testcases=[
+        _case("mean", lambda x: jnp.mean(x), [("B", 4)], ["ReduceMean"], forbidden_ops=["ReduceSum", "Div"]),
+        _case("mean_axis_keepdims", lambda x: jnp.mean(x, axis=(1, 2), keepdims=True), [("B", 3, 4)],
+              ["ReduceMean"], forbidden_ops=["ReduceSum", "Div"]),
+        Testcase("mean_vmap", jax.vmap(lambda x: jnp.mean(x, axis=0)), [("B", 3, 4)]),
+        Testcase("mean_grad", grad_of_sum(lambda x: jnp.mean(x, axis=1)), [("B", 4)]),
+    ]),
+    Component(name="jnp.var", onnx=["ReduceMean"], since="v0.7.0", testcases=[
+        _case("var", lambda x: jnp.var(x, axis=-1), [("B", 5)], ["ReduceMean"]),
+        _case("var_ddof1", _var_ddof1, [(3, "B", 4)], ["ReduceMean"], static_sizes={"B": 4}),
+        Testcase("var_vmap", jax.vmap(_var_ddof1), [("B", 3, 5, 4)]),
+        Testcase("var_grad", grad_of_sum(_var_ddof1), [(3, "B", 4)], rtol=1e-3, atol=1e-4),
+    ]),
+    Component(name="jnp.std", onnx=["ReduceMean", "Sqrt"], since="v0.7.0", testcases=[
+        _case("std", lambda x: jnp.std(x, axis=0, keepdims=True), [("B", 5)], ["ReduceMean", "Sqrt"]),
+        _case("std_all", lambda x: jnp.std(x), [("B", 5)], ["ReduceMean", "Sqrt"]),
+        Testcase("std_grad", grad_of_sum(lambda x: jnp.std(x, axis=1)), [("B", 5)], rtol=1e-3, atol=1e-4),
+    ]),
+    Component(name="nn.logsumexp", onnx=["ReduceLogSumExp"], since="v0.7.0", testcases=[
+        _case("logsumexp", _logsumexp, [("B", 5)], ["ReduceLogSumExp"]),
+        _case("logsumexp_keepdims", lambda x: jax.scipy.special.logsumexp(x, axis=(0, 1), keepdims=True),
+              [(3, "B")], ["ReduceLogSumExp"]),
+        Testcase("logsumexp_huge_values", _logsumexp, input_values=[_HUGE], expected_ops=["ReduceLogSumExp"],
+                 description="no overflow for large logits; -inf entries as in JAX"),
+        Testcase("logsumexp_vmap", jax.vmap(_logsumexp), [("B", 3, 5)]),
+        Testcase("logsumexp_grad", grad_of_sum(_logsumexp), [("B", 5)]),
+    ]),
+    Component(name="jnp.linalg.norm", onnx=["ReduceL2", "ReduceL1"], since="v0.7.0", testcases=[
+        _case("linalg_norm_vector", _norm_rows, [("B", 4)], ["ReduceL2"]),
+        _case("linalg_norm_flat", lambda x: jnp.linalg.norm(x), [("B", 3, 4)], ["ReduceL2"]),
+        _case("linalg_norm_fro", lambda x: jnp.linalg.norm(x, "fro", axis=(1, 2), keepdims=True), [("B", 3, 4)],
+              ["ReduceL2"]),
+        _case("linalg_norm_l1", lambda x: jnp.linalg.norm(x, 1, axis=-1), [("B", 4)], ["ReduceL1"]),
+        Testcase("linalg_norm_vmap", jax.vmap(_norm_rows), [("B", 3, 4)]),
+        Testcase("linalg_norm_grad", grad_of_sum(_norm_rows), [("B", 4)], rtol=1e-3, atol=1e-4),
+    ]),
+    Component(name="jnp.cumsum", onnx=["CumSum"], since="v0.7.0", testcases=[
+        _case("cumsum_axis0", _cumsum0, [("B", 4)], ["CumSum"]),
+        _case("cumsum_flat", lambda x: jnp.cumsum(x), [("B", 3)], ["CumSum"]),
+        _case("cumsum_int", lambda x: jnp.cumsum(x, axis=-1), [jax.ShapeDtypeStruct(("B", 5), jnp.int32)],
+              ["CumSum"]),
+        Testcase("cumsum_vmap", jax.vmap(_cumsum0), [("B", 3, 4)]),
+        Testcase("cumsum_grad", grad_of_sum(_cumsum0), [("B", 4)], rtol=1e-3, atol=1e-4),
+    ]),
+]
