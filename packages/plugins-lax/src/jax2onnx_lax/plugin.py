@@ -13,6 +13,7 @@ _pack = PackModules(
         "comparisons",
         "bitwise",
         "conversions",
+        "cumulative",
         "shape",
         "slicing",
         "indexing",
@@ -24,6 +25,7 @@ _pack = PackModules(
         "fft",
         "control_flow",
         "scan",
+        "physics_cases",
     ],
 )
 

@@ -1,0 +1,104 @@
+"""Physics-style testcases for the lax pack (no lowerings): the control flow and autodiff patterns
+simulation code uses, checked in float32 and, where it matters most, float64."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax2onnx.testing import Component, Testcase
+
+
+def heat_equation_2d(u):
+    """100 explicit Euler steps of the periodic 2-D heat equation (5-point stencil)."""
+    alpha = 0.1
+
+    def step(_, v):
+        lap = jnp.roll(v, 1, 0) + jnp.roll(v, -1, 0) + jnp.roll(v, 1, 1) + jnp.roll(v, -1, 1) - 4.0 * v
+        return v + alpha * lap
+
+    return lax.fori_loop(0, 100, step, u)
+
+
+def horner_with_derivative(coeffs, x):
+    """p(x) and p'(x) by Horner's rule: a reverse scan over the coefficients with two carries
+    (value and derivative), also returning every partial value."""
+
+    def step(carry, c):
+        p, dp = carry
+        return (p * x + c, dp * x + p), p
+
+    zero = jnp.zeros_like(x)
+    (p, dp), partial = lax.scan(step, (zero, zero), coeffs, reverse=True)
+    return p, dp, partial
+
+
+def newton_cube_root(a):
+    """Newton's method for a**(1/3), iterating until the update is below tolerance (data-dependent
+    trip count, capped)."""
+    tol = jnp.asarray(1e-5, a.dtype)
+
+    def keep_going(state):
+        k, _, delta = state
+        return (k < 60) & (jnp.max(jnp.abs(delta)) > tol)
+
+    def step(state):
+        k, x, _ = state
+        new = x - (x * x * x - a) / (3.0 * x * x)
+        return k + 1, new, new - x
+
+    _, root, _ = lax.while_loop(keep_going, step, (0, jnp.ones_like(a), jnp.full_like(a, jnp.inf)))
+    return root
+
+
+def morse_forces(positions):
+    """Forces on independent particles in a Morse well: minus the gradient of the energy, vmapped."""
+
+    def energy(r):
+        dist = jnp.sqrt(jnp.sum(r * r) + 1e-12)
+        return 2.0 * (1.0 - jnp.exp(-1.5 * (dist - 1.0))) ** 2
+
+    return -jax.vmap(jax.grad(energy))(positions)
+
+
+def _positive(rng, shape, dtype):
+    return rng.uniform(0.5, 3.0, size=shape).astype(dtype)
+
+
+components = [
+    Component(
+        name="physics.heat_equation_2d",
+        onnx=["Loop"],
+        since="v0.1.0",
+        kind="example",
+        description="100-step periodic 5-point stencil (jnp.roll, add, mul) in lax.fori_loop",
+        testcases=[Testcase("physics_heat_equation_2d", heat_equation_2d, [("N", "N")], expected_ops=["Loop"],
+                            atol=1e-4)],
+    ),
+    Component(
+        name="physics.horner_reverse_scan",
+        onnx=["Scan"],
+        since="v0.1.0",
+        kind="example",
+        description="polynomial value and derivative: lax.scan, two carries, reverse=True",
+        testcases=[Testcase("physics_horner_reverse_scan", horner_with_derivative, [(6,), ("B",)],
+                            expected_ops=["Scan"])],
+    ),
+    Component(
+        name="physics.newton_cube_root",
+        onnx=["Loop"],
+        since="v0.1.0",
+        kind="example",
+        description="Newton iteration in lax.while_loop that stops on the size of the update",
+        testcases=[Testcase("physics_newton_cube_root", newton_cube_root, [("B",)], input_generator=_positive,
+                            expected_ops=["Loop"])],
+    ),
+    Component(
+        name="physics.morse_forces",
+        onnx=["Exp", "Sqrt"],
+        since="v0.1.0",
+        kind="example",
+        description="force = -grad(energy), vmapped over particles (jax.vmap + jax.grad inside the exported function)",
+        testcases=[Testcase("physics_morse_forces", morse_forces, [("N", 3)], expected_ops=["Exp"])],
+    ),
+]
