@@ -13,7 +13,6 @@ _pack = PackModules(
         "comparisons",
         "bitwise",
         "conversions",
-        "cumulative",
         "shape",
         "slicing",
         "indexing",
