@@ -13,6 +13,7 @@ _pack = PackModules(
         "comparisons",
         "bitwise",
         "conversions",
+        "cumulative",
         "shape",
         "slicing",
         "indexing",

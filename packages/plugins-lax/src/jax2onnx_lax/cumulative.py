@@ -1,0 +1,183 @@
+"""lax cumulative reductions: cumsum (ONNX CumSum), cumprod/cummax/cummin/cumlogsumexp.
+
+ONNX has only CumSum. The others are an inclusive prefix scan with an associative combine:
+- static axis length n: the Hillis-Steele doubling chain, ceil(log2 n) steps of
+  ``y = combine(y, y shifted by s along the axis, padded with the identity)`` for s = 1, 2, 4, ...
+  Exact for max/min (no rounding) and the same products/log-adds a parallel scan forms;
+- symbolic axis length: an ONNX Scan over the axis, carrying the running value.
+``reverse`` scans from the end (the shift pads at the other side / Scan runs backwards).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax2onnx.plugin import Lowerings
+from jax2onnx.testing import Component, Testcase
+
+from . import _numeric as nm
+from ._testdata import f32, ints, uniform
+
+lowerings = Lowerings()
+
+
+@lowerings.register("cumsum")
+def lower_cumsum(ctx, x):
+    axis, reverse = int(ctx.params["axis"]), bool(ctx.params["reverse"])
+    dtype = nm.dtype_of(ctx.avals_in[0])
+    # Wider ints wrap back exactly on the cast down, so any int may travel in int32/int64.
+    return nm.compute_in(ctx, [x], dtype, nm.CUMSUM,
+                         lambda _c, y: ctx.op.CumSum(y, nm.const(ctx, axis, nm.I64), reverse=int(reverse)),
+                         keep_order=False)
+
+
+def _log1p_small(op, const, e):
+    """log(1 + e) for e in [0, 1], accurate for tiny e: log(u) * e / (u - 1) with u = 1 + e."""
+    u = op.Add(const(1), e)
+    ratio = op.Div(e, op.Sub(u, const(1)))
+    return op.Where(op.Equal(u, const(1)), e, op.Mul(op.Log(u), ratio))
+
+
+def _logaddexp(op, const, a, b):
+    """max + log1p(exp(-|a - b|)); an infinite max is the answer itself (inf - inf would be NaN)."""
+    m = op.Max(a, b)
+    r = op.Add(m, _log1p_small(op, const, op.Exp(op.Neg(op.Abs(op.Sub(a, b))))))
+    return op.Where(op.IsInf(m), m, r)
+
+
+#: primitive -> (combine(op, const, a, b), identity(dtype), dtypes the combine runs on).
+COMBINES: dict[str, tuple[Callable, Callable, frozenset]] = {
+    "cumprod": (lambda op, const, a, b: op.Mul(a, b), lambda d: 1, nm.ARITH & nm.PAD),
+    "cummax": (lambda op, const, a, b: op.Max(a, b), nm.dtype_min, nm.MINMAX & nm.PAD),
+    "cummin": (lambda op, const, a, b: op.Min(a, b), nm.dtype_max, nm.MINMAX & nm.PAD),
+    "cumlogsumexp": (_logaddexp, lambda d: -np.inf, nm.FLOAT_MATH),
+}
+
+
+def _doubling_scan(ctx, x, axis, n, reverse, combine, identity):
+    op = ctx.op
+    axes = nm.const(ctx, [axis], nm.I64)
+    y, shift = x, 1
+    while shift < n:
+        if reverse:
+            kept = op.Slice(y, nm.const(ctx, [shift], nm.I64), nm.const(ctx, [n], nm.I64), axes)
+            pads = [0, shift]
+        else:
+            kept = op.Slice(y, nm.const(ctx, [0], nm.I64), nm.const(ctx, [n - shift], nm.I64), axes)
+            pads = [shift, 0]
+        shifted = op.Pad(kept, nm.const(ctx, pads, nm.I64), identity, axes, mode="constant")
+        y = combine(y, shifted)
+        shift *= 2
+    return y
+
+
+def _scan_loop(ctx, x, axis, reverse, combine_fn, identity, c, slice_shape):
+    """ONNX Scan over ``axis``: carry = combine(carry, x_t), emitted at every step."""
+    body = ctx.subgraph("cumulative_body")
+    carry = body.add_input("carry", dtype=c, shape=slice_shape)
+    x_t = body.add_input("x_t", dtype=c, shape=slice_shape)
+    new = combine_fn(body.op, lambda v: body.const(np.asarray(v, dtype=c)), carry, x_t)
+    graph = body.finish([new, new])
+    init = ctx.op.Expand(identity, ctx.shape_tensor(slice_shape))
+    direction = [int(reverse)]
+    _, out = ctx.op.Scan(init, x, body=graph, num_scan_inputs=1, scan_input_axes=[axis], scan_output_axes=[axis],
+                         scan_input_directions=direction, scan_output_directions=direction, _outputs=2)
+    return out
+
+
+def _cumulative(prim: str):
+    combine_fn, identity_of, supported = COMBINES[prim]
+
+    def lower(ctx, x):
+        axis, reverse = int(ctx.params["axis"]), bool(ctx.params["reverse"])
+        shape = ctx.avals_in[0].shape
+        dtype = nm.dtype_of(ctx.avals_in[0])
+
+        def scan(c, y):
+            def const(v):
+                return nm.const(ctx, v, c)
+
+            identity = const(identity_of(c))
+            n = shape[axis]
+            if ctx.is_static([n]):
+                return _doubling_scan(ctx, y, axis, int(n), reverse,
+                                      lambda a, b: combine_fn(ctx.op, const, a, b), identity)
+            slice_shape = [d for i, d in enumerate(shape) if i != axis]
+            return _scan_loop(ctx, y, axis, reverse, combine_fn, identity, c, slice_shape)
+
+        return nm.compute_in(ctx, [x], dtype, supported, scan)
+
+    lower.__name__ = f"lower_{prim}"
+    return lower
+
+
+for _prim in COMBINES:
+    lowerings.add(_prim, _cumulative(_prim))
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+
+def _spec(*shape, dtype=jnp.int32):
+    return jax.ShapeDtypeStruct(shape, dtype)
+
+
+_NAN_ROW = [f32([1.0, np.nan, 3.0, 0.0, -np.inf, 2.0], [-np.inf, -np.inf, 5.0, np.inf, 1.0, -1.0])]
+
+
+def _cases(prim, fn, *, gen=None, ops=()):
+    return [
+        Testcase(f"{prim}_axis1", lambda x: fn(x, axis=1), [("B", 7)], expected_ops=ops, input_generator=gen),
+        Testcase(f"{prim}_axis0_reverse", lambda x: fn(x, axis=0, reverse=True), [(5, "B")], expected_ops=ops,
+                 input_generator=gen),
+        # the scanned axis is symbolic: an ONNX Scan instead of the doubling chain
+        Testcase(f"{prim}_symbolic_axis", lambda x: fn(x, axis=0), [("B", 3)], input_generator=gen),
+        Testcase(f"{prim}_symbolic_axis_reverse", lambda x: fn(x, axis=1, reverse=True), [(2, "B", 2)],
+                 input_generator=gen),
+        Testcase(f"{prim}_int32", lambda x: fn(x, axis=1), [_spec("B", 6)], input_generator=ints(-4, 5)),
+        Testcase(f"{prim}_length_one", lambda x: fn(x, axis=1), [("B", 1)], input_generator=gen),
+    ]
+
+
+_SCAN_OPS = ["Pad", "Slice"]
+
+components = [
+    Component("lax.cumsum", onnx=["CumSum"], since="v0.7.0", testcases=[
+        Testcase("cumsum_axis1", lambda x: lax.cumsum(x, axis=1), [("B", 5)], expected_ops=["CumSum"]),
+        Testcase("cumsum_reverse", lambda x: lax.cumsum(x, axis=0, reverse=True), [("B", 3)], expected_ops=["CumSum"]),
+        Testcase("cumsum_jnp_bool", lambda x: jnp.cumsum(x, axis=1), [_spec("B", 4, dtype=jnp.bool_)]),
+        Testcase("cumsum_int8_wraps", lambda x: lax.cumsum(x, axis=1), [_spec("B", 6, dtype=jnp.int8)],
+                 input_generator=ints(-128, 128)),
+    ]),
+    Component("lax.cumprod", onnx=["Mul", "Pad", "Slice", "Scan"], since="v0.7.0", testcases=[
+        *_cases("cumprod", lax.cumprod, gen=uniform(0.5, 1.5), ops=["Mul", *_SCAN_OPS]),
+        Testcase("cumprod_int8_wraps", lambda x: lax.cumprod(x, axis=1), [_spec("B", 6, dtype=jnp.int8)],
+                 input_generator=ints(-9, 10)),
+    ]),
+    Component("lax.cummax", onnx=["Max", "Pad", "Slice", "Scan"], since="v0.7.0", testcases=[
+        *_cases("cummax", lax.cummax, ops=["Max", *_SCAN_OPS]),
+        Testcase("cummax_nan_propagates", lambda x: lax.cummax(x, axis=1), input_values=_NAN_ROW),
+        Testcase("cummax_jnp_maximum_accumulate", lambda x: jnp.maximum.accumulate(x, axis=0), [(4, 3)]),
+    ]),
+    Component("lax.cummin", onnx=["Min", "Pad", "Slice", "Scan"], since="v0.7.0", testcases=[
+        *_cases("cummin", lax.cummin, ops=["Min", *_SCAN_OPS]),
+        Testcase("cummin_nan_propagates", lambda x: lax.cummin(x, axis=1, reverse=True), input_values=_NAN_ROW),
+        Testcase("cummin_uint8", lambda x: lax.cummin(x, axis=1), [_spec("B", 5, dtype=jnp.uint8)],
+                 input_generator=ints(0, 256)),
+    ]),
+    Component("lax.cumlogsumexp", onnx=["Max", "Exp", "Log", "Pad", "Slice", "Scan"], since="v0.7.0", testcases=[
+        Testcase("cumlogsumexp_axis1", lambda x: lax.cumlogsumexp(x, axis=1), [("B", 6)], expected_ops=["Exp", "Log"]),
+        Testcase("cumlogsumexp_reverse_large_values", lambda x: lax.cumlogsumexp(x * 300.0, axis=0, reverse=True),
+                 [(5, "B")]),
+        Testcase("cumlogsumexp_symbolic_axis", lambda x: lax.cumlogsumexp(x, axis=0), [("B", 3)], expected_ops=["Scan"],
+                 run_static=False),
+        Testcase("cumlogsumexp_infinities", lambda x: lax.cumlogsumexp(x, axis=1), input_values=_NAN_ROW),
+        Testcase("cumlogsumexp_tiny_increments", lambda x: lax.cumlogsumexp(x, axis=1),
+                 input_values=[f32([0.0, -40.0, -60.0, -80.0], [-1000.0, 0.0, -1000.0, -30.0])]),
+    ]),
+]
