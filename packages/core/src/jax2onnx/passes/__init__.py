@@ -7,6 +7,7 @@ from .constant_folding import ConstantFoldingPass
 from .dead_code import DeadCodeEliminationPass
 from .identity_elimination import IdentityEliminationPass
 from .manager import PassManager, PassResult
+from .transpose_cancel import TransposeCancelPass
 
 
 def default_passes() -> PassManager:
@@ -17,6 +18,7 @@ def default_passes() -> PassManager:
             DeadCodeEliminationPass(),
             ConstantFoldingPass(),
             IdentityEliminationPass(),
+            TransposeCancelPass(),
             CommonSubexpressionEliminationPass(),
             DeadCodeEliminationPass(),
         ]
@@ -30,5 +32,6 @@ __all__ = [
     "IdentityEliminationPass",
     "PassManager",
     "PassResult",
+    "TransposeCancelPass",
     "default_passes",
 ]

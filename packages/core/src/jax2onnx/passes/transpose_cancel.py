@@ -1,0 +1,147 @@
+"""Merge and cancel ``Transpose`` chains, also across layout-agnostic elementwise ops.
+
+Channels-last models lower each Conv/pool/norm with a layout Transpose at each side, so consecutive
+layers meet as ``Transpose(back) → [Relu …] → Transpose(forth)``. This pass removes such pairs.
+
+Rules:
+- ``Transpose(q)`` reading ``Transpose(p)`` becomes one ``Transpose`` with the composed permutation,
+  or disappears (its readers read the source) when the composition is the identity; the inner
+  Transpose stays while something else reads it;
+- ``Transpose(q)`` reading a chain of elementwise ops (each read only by the next), whose top op
+  reads only ``Transpose(p)`` values with ``p`` then ``q`` the identity and size-1 constants
+  (which broadcast the same in any layout), while the ops below it have one such non-constant
+  input: the chain computes in the untransposed layout and both Transposes go (never adds one);
+- a Transpose producing an output of its graph is never removed (the output keeps its name).
+Runs to a fixed point on every graph (function and control-flow bodies included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from .manager import PassResult, all_graphs
+
+#: Ops computed element by element (after broadcasting), so they commute with a Transpose.
+ELEMENTWISE = frozenset({
+    "Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "Atan", "Atanh", "BitwiseAnd", "BitwiseNot",
+    "BitwiseOr", "BitwiseXor", "Cast", "Ceil", "Celu", "Clip", "Cos", "Cosh", "Div", "Elu", "Equal", "Erf",
+    "Exp", "Floor", "Gelu", "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Identity", "IsInf",
+    "IsNaN", "LeakyRelu", "Less", "LessOrEqual", "Log", "Max", "Min", "Mish", "Mod", "Mul", "Neg", "Not",
+    "Or", "Pow", "Reciprocal", "Relu", "Round", "Selu", "Sigmoid", "Sign", "Sin", "Sinh", "Softplus",
+    "Softsign", "Sqrt", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu", "Where", "Xor",
+})
+
+
+def _perm(node: ir.Node, rank: int | None) -> list[int] | None:
+    attr = node.attributes.get("perm")
+    if attr is not None:
+        return [int(p) for p in attr.value]
+    return None if rank is None else list(range(rank))[::-1]  # ONNX default: reverse the axes
+
+
+def _rank(v: ir.Value | None) -> int | None:
+    return None if v is None or v.shape is None else len(v.shape)
+
+
+def _is_transpose(node: ir.Node | None) -> bool:
+    return node is not None and node.op_type == "Transpose" and node.domain in ("", "ai.onnx")
+
+
+def _compose(inner: Sequence[int], outer: Sequence[int]) -> list[int]:
+    """The permutation of ``Transpose(outer)(Transpose(inner)(x))``."""
+    return [int(inner[i]) for i in outer]
+
+
+def _is_identity(perm: Sequence[int]) -> bool:
+    return list(perm) == list(range(len(perm)))
+
+
+def _size_one_const(v: ir.Value) -> bool:
+    tensor = v.const_value
+    if tensor is None:
+        node = v.producer()
+        if node is None or node.op_type != "Constant" or "value" not in node.attributes:
+            return False
+        tensor = node.attributes["value"].value
+    return int(np.prod([int(d) for d in tensor.shape])) == 1
+
+
+class TransposeCancelPass:
+    def __call__(self, model: ir.Model) -> PassResult:
+        modified = False
+        for graph in list(all_graphs(model)):
+            while self._sweep(graph):
+                modified = True
+        return PassResult(model, modified)
+
+    def _sweep(self, graph: ir.Graph | ir.Function) -> bool:
+        outputs = {id(v) for v in graph.outputs}
+        for node in list(graph):
+            if not _is_transpose(node) or id(node.outputs[0]) in outputs or node.inputs[0] is None:
+                continue
+            if self._merge_pair(graph, node) or self._through_elementwise(graph, node, outputs):
+                return True
+        return False
+
+    @staticmethod
+    def _merge_pair(graph: ir.Graph | ir.Function, node: ir.Node) -> bool:
+        src = node.inputs[0]
+        inner = src.producer()
+        if not _is_transpose(inner) or inner.inputs[0] is None:
+            return False
+        p = _perm(inner, _rank(inner.inputs[0]))
+        q = _perm(node, _rank(src))
+        if p is None or q is None or len(p) != len(q):
+            return False
+        composed = _compose(p, q)
+        if _is_identity(composed):
+            ir.convenience.replace_all_uses_with(node.outputs[0], inner.inputs[0])
+            graph.remove(node, safe=True)
+        else:
+            node.replace_input_with(0, inner.inputs[0])
+            node.attributes["perm"] = ir.AttrInt64s("perm", composed)
+        return True
+
+    @staticmethod
+    def _through_elementwise(graph: ir.Graph | ir.Function, node: ir.Node, outputs: set[int]) -> bool:
+        q = _perm(node, _rank(node.inputs[0]))
+        if q is None:
+            return False
+        chain: list[ir.Node] = []  # elementwise ops, from the one the Transpose reads upward
+        v = node.inputs[0]
+        while True:
+            op = v.producer()
+            if op is None or op.op_type not in ELEMENTWISE or op.domain not in ("", "ai.onnx"):
+                return False
+            if len(op.outputs) != 1 or len(v.uses()) != 1 or id(v) in outputs:
+                return False
+            chain.append(op)
+            data = [(i, u) for i, u in enumerate(op.inputs) if u is not None and not _size_one_const(u)]
+            undone = [(i, u) for i, u in data if _undoes(u, q)]
+            if data and len(undone) == len(data):
+                break
+            if len(data) == 1 and not undone:
+                v = data[0][1]
+                continue
+            return False
+        for i, u in undone:
+            chain[-1].replace_input_with(i, u.producer().inputs[0])
+        # Every op of the chain now computes in the layout the Transpose produced.
+        for op in chain:
+            out = op.outputs[0]
+            out.shape = None if out.shape is None else ir.Shape([out.shape[i] for i in q])
+        ir.convenience.replace_all_uses_with(node.outputs[0], chain[0].outputs[0])
+        graph.remove(node, safe=True)
+        return True
+
+
+def _undoes(v: ir.Value, q: Sequence[int]) -> bool:
+    """``v`` is a Transpose whose permutation ``q`` inverts."""
+    prod = v.producer()
+    if not _is_transpose(prod) or prod.inputs[0] is None:
+        return False
+    p = _perm(prod, _rank(prod.inputs[0]))
+    return p is not None and len(p) == len(q) and _is_identity(_compose(p, q))
