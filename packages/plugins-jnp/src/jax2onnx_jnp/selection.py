@@ -1,0 +1,234 @@
+"""``jnp.where`` → Where, ``jnp.select`` → a chain of Where, ``jnp.clip`` → Clip; ``jnp.add`` is
+``lax.add`` (documented and tested here, lowered by the lax pack).
+
+ONNX Where/Clip broadcast like numpy, so the broadcasts and dtype conversions JAX spells out
+around ``select_n``/``max``/``min`` disappear. Python scalars among the operands are recorded as
+static params and become constants of the result dtype.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax2onnx.plugin import Lowerings
+from jax2onnx.testing import Component, Testcase
+
+from ._common import as_dtype, is_array, is_static_number, mark, mark_name, patches_for
+from ._testing import grad_of_sum
+
+lowerings = Lowerings()
+
+
+def _split_operands(args):
+    """(arrays, consts): the array operands, and ``(position, value)`` for each static scalar.
+    None when an operand is neither."""
+    arrays, consts = [], []
+    for i, a in enumerate(args):
+        if is_array(a):
+            arrays.append(a)
+        elif is_static_number(a) or isinstance(a, bool):
+            consts.append((i, a))
+        else:
+            return None
+    return arrays, tuple(consts)
+
+
+def _merge_operands(arrays, consts, n):
+    out, it, fixed = [], iter(arrays), dict(consts)
+    for i in range(n):
+        out.append(fixed[i] if i in fixed else next(it))
+    return out
+
+
+def _operand_values(ctx, inputs, consts, n, dtypes):
+    """The lowering's view of the operands: graph values, constants for the static scalars, each
+    converted to ``dtypes[i]``."""
+    fixed = dict(consts)
+    it = iter(inputs)
+    out = []
+    for i in range(n):
+        if i in fixed:
+            out.append(ctx.const(np.asarray(fixed[i], dtype=dtypes[i])))
+        else:
+            out.append(as_dtype(ctx, next(it), dtypes[i]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# where
+
+
+def _where_region(original, *arrays, consts):
+    return original(*_merge_operands(arrays, consts, 3))
+
+
+def _make_where(name, original):
+    region = functools.partial(_where_region, original)
+
+    @functools.wraps(original)
+    def where(condition, x=None, y=None, /, **kwargs):
+        split = _split_operands([condition, x, y]) if x is not None and y is not None and not kwargs else None
+        if split is not None and split[0]:
+            arrays, consts = split
+            return mark("where", region, *arrays, consts=consts)
+        if x is None and y is None:
+            return original(condition, **kwargs)
+        return original(condition, x, y, **kwargs)
+
+    return where
+
+
+@lowerings.register_call(mark_name("where"))
+def lower_where(ctx, *inputs):
+    # JAX tests a non-bool condition with `!= 0`, which is what a Cast to bool does.
+    out = ctx.avals_out[0].dtype
+    cond, x, y = _operand_values(ctx, inputs, ctx.marked.params["consts"], 3, [np.bool_, out, out])
+    return ctx.op.Where(cond, x, y)
+
+
+# ---------------------------------------------------------------------------------------------
+# select: the first true condition picks its choice, else the default
+
+
+def _select_region(original, *arrays, n, consts):
+    ops = _merge_operands(arrays, consts, 2 * n + 1)
+    return original(ops[:n], ops[n : 2 * n], ops[2 * n])
+
+
+def _make_select(name, original):
+    region = functools.partial(_select_region, original)
+
+    @functools.wraps(original)
+    def select(condlist, choicelist, default=0):
+        if isinstance(condlist, (list, tuple)) and isinstance(choicelist, (list, tuple)) and condlist:
+            n = len(condlist)
+            split = _split_operands([*condlist, *choicelist, default]) if len(choicelist) == n else None
+            if split is not None and all(is_array(c) and c.dtype == np.bool_ for c in condlist):
+                arrays, consts = split
+                return mark("select", region, *arrays, n=n, consts=consts)
+        return original(condlist, choicelist, default)
+
+    return select
+
+
+@lowerings.register_call(mark_name("select"))
+def lower_select(ctx, *inputs):
+    n = ctx.marked.params["n"]
+    out = ctx.avals_out[0].dtype
+    ops = _operand_values(ctx, inputs, ctx.marked.params["consts"], 2 * n + 1, [np.bool_] * n + [out] * (n + 1))
+    result = ops[2 * n]
+    for cond, choice in reversed(list(zip(ops[:n], ops[n : 2 * n], strict=True))):
+        result = ctx.op.Where(cond, choice, result)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# clip
+
+
+def _clip_region(original, *arrays, consts):
+    x, lo, hi = _merge_operands(arrays, consts, 3)
+    return original(x, lo, hi)
+
+
+def _make_clip(name, original):
+    region = functools.partial(_clip_region, original)
+
+    @functools.wraps(original)
+    def clip(arr=None, /, min=None, max=None, **kwargs):
+        # ONNX Clip takes scalar bounds; array bounds (and the deprecated a_min/a_max) decline.
+        bounds_ok = all(b is None or (np.ndim(b) == 0 and (is_array(b) or is_static_number(b))) for b in (min, max))
+        if is_array(arr) and bounds_ok and not kwargs:
+            consts = tuple((i, b) for i, b in ((1, min), (2, max)) if not is_array(b))
+            arrays = [a for a in (arr, min, max) if is_array(a)]
+            return mark("clip", region, *arrays, consts=consts)
+        return original(arr, min, max, **kwargs)
+
+    return clip
+
+
+@lowerings.register_call(mark_name("clip"))
+def lower_clip(ctx, *inputs):
+    dtype = ctx.avals_out[0].dtype
+    if np.dtype(ctx.avals_in[0].dtype) != np.dtype(dtype):
+        return None  # JAX promoted x (e.g. int x, float bounds): the body says how
+    consts = dict(ctx.marked.params["consts"])
+    it = iter(inputs)
+    x = next(it)
+    bounds = []
+    for i in (1, 2):
+        if i in consts:
+            bounds.append(None if consts[i] is None else ctx.const(np.asarray(consts[i], dtype=dtype)))
+        else:
+            bounds.append(as_dtype(ctx, next(it), dtype))
+    return ctx.op.Clip(x, *bounds)
+
+
+patches = (
+    patches_for("jax.numpy", ["where"], _make_where)
+    + patches_for("jax.numpy", ["select"], _make_select)
+    + patches_for("jax.numpy", ["clip"], _make_clip)
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# testcases
+
+
+def _where_simple(c, x, y):
+    return jnp.where(c > 0, x, y)
+
+
+def _select3(x):
+    return jnp.select([x < -1.0, x > 1.0], [x * 2.0, -x], default=0.5)
+
+
+def _clip01(x):
+    return jnp.clip(x, 0.0, 1.0)
+
+
+_B3 = ("B", 3)
+
+components = [
+    Component(name="jnp.add", onnx=["Add"], since="v0.1.0", testcases=[
+        Testcase("add", lambda x, y: jnp.add(x, y), [_B3, _B3], expected_ops=["Add"]),
+        Testcase("add_broadcast", lambda x, y: jnp.add(x, y), [_B3, (3,)], expected_ops=["Add"]),
+    ]),
+    Component(name="jnp.where", onnx=["Where"], since="v0.5.2", testcases=[
+        Testcase("where_simple", _where_simple, [_B3, _B3, _B3], expected_ops=["Where"],
+                 forbidden_ops=["Expand"]),
+        Testcase("where_broadcast", lambda c, x, y: jnp.where(c > 0, x, y), [("B", 1), (1, 3), ("B", 3)],
+                 expected_ops=["Where"]),
+        Testcase("where_multidim_condition_scalar_branches_broadcast", lambda x: jnp.where(x > 0, 1.0, -1.0),
+                 [("B", 3, 4)], expected_ops=["Where"], forbidden_ops=["Expand"]),
+        Testcase("where_A", lambda c, x: jnp.where(c, x, 0.0),
+                 [jax.ShapeDtypeStruct(_B3, jnp.bool_), _B3], expected_ops=["Where"]),
+        Testcase("where_B", lambda c, x: jnp.where(c, 1, x),
+                 [jax.ShapeDtypeStruct(_B3, jnp.int32), jax.ShapeDtypeStruct(_B3, jnp.int32)],
+                 expected_ops=["Where"], description="integer condition: nonzero is true"),
+        Testcase("where_jax_int_literals_broadcast_f64_mode", lambda x: jnp.where(x > 0, 1, 0), [_B3],
+                 expected_ops=["Where"]),
+        Testcase("where_vmap", jax.vmap(_where_simple), [("B", 2, 3)] * 3),
+        Testcase("where_grad", grad_of_sum(_where_simple, argnums=1), [_B3, _B3, _B3]),
+    ]),
+    Component(name="jnp.select", onnx=["Where"], since="v0.6.1", testcases=[
+        Testcase("select", _select3, [("B", 4)], expected_ops=["Where"], input_generator=lambda r, s, d:
+                 r.uniform(-3, 3, s).astype(d)),
+        Testcase("select_arrays_default", lambda c, a, b: jnp.select([c > 0], [a], b), [_B3, _B3, _B3],
+                 expected_ops=["Where"]),
+        Testcase("select_vmap", jax.vmap(_select3), [("B", 2, 4)]),
+        Testcase("select_grad", grad_of_sum(_select3), [("B", 4)]),
+    ]),
+    Component(name="jnp.clip", onnx=["Clip"], since="v0.7.0", testcases=[
+        Testcase("clip", _clip01, [_B3], expected_ops=["Clip"], forbidden_ops=["Max", "Min"]),
+        Testcase("clip_min_only", lambda x: jnp.clip(x, min=-0.5), [_B3], expected_ops=["Clip"]),
+        Testcase("clip_array_bounds", lambda x, lo: jnp.clip(x, lo, lo + 1.0), [_B3, ()], expected_ops=["Clip"]),
+        Testcase("clip_int", lambda x: jnp.clip(x, 1, 3), [jax.ShapeDtypeStruct(_B3, jnp.int32)],
+                 expected_ops=["Clip"]),
+        Testcase("clip_vmap", jax.vmap(_clip01), [("B", 2, 3)]),
+        Testcase("clip_grad", grad_of_sum(_clip01), [_B3]),
+    ]),
+]
