@@ -307,17 +307,24 @@ def render_markdown(results: dict) -> str:
     lines = [
         "# jax2onnx (ours) vs jax2onnx 0.17.1 (peer)",
         "",
-        f"Generated {meta['date']} by `{meta['command']}` in {meta['wall_s']:.0f} s.",
-        f"Ours: {meta['versions'].get('ours', '?')}; peer: {meta['versions'].get('peer', '?')}; "
-        f"jax {meta['jax']}, onnxruntime {meta['onnxruntime']}, Python {meta['python']}, "
-        f"{meta['cpus']} CPUs ({meta['platform']}), load average at start {meta['loadavg_start']}.",
-        f"Latency: onnxruntime CPU, {meta['threads']} intra-op thread(s), batch {meta['batch']}, "
+        f"- Generated {meta['date']} by `{meta['command']}` in {meta['wall_s']:.0f} s.",
+        f"- Ours: {meta['versions'].get('ours', '?')}; peer: {meta['versions'].get('peer', '?')}; "
+        f"onnxruntime {meta['onnxruntime']}, Python {meta['python']}, "
+        f"{meta['cpus']} CPUs ({meta['platform']}), load average {meta['loadavg_start']} at start, "
+        f"{meta['loadavg_end']} at the end.",
+        f"- Latency: onnxruntime CPU, {meta['threads']} intra-op thread(s), batch {meta['batch']}, "
         f"{meta['warmup']} warmup runs, median of up to {meta['runs']} interleaved A/B runs. "
         "Ratios are ours/peer (below 1: ours is smaller/faster).",
-        "Conversion: fresh process per model and converter; cold = `import jax2onnx` + first `to_onnx` "
+        "- Conversion: fresh process per model and converter; cold = `import jax2onnx` + first `to_onnx` "
         "(jax and flax already imported, model built), warm = a second `to_onnx`; CPU = process CPU time "
         "(all threads; less distorted than wall time when the machine is shared); peak RSS = the worker "
         "process's maximum resident set (jax included).",
+    ]
+    busiest = max(float(x) for x in (meta["loadavg_start"] + " " + meta["loadavg_end"]).split())
+    if busiest > (meta["cpus"] or 1):
+        lines.append(f"- **The machine was busy (load up to {busiest:.1f} on {meta['cpus']} CPUs): wall-clock "
+                     "times are inflated and noisy; the CPU-time columns and the ratios are the fairer figures.**")
+    lines += [
         "",
         "## Graph size and inference latency",
         "",
@@ -335,8 +342,8 @@ def render_markdown(results: dict) -> str:
         "## Conversion cost",
         "",
         "| model | cold s (ours / peer) | ratio | cold CPU s (ours / peer) | ratio | warm s (ours / peer) | ratio "
-        "| peak RSS MiB (ours / peer) | ratio |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| warm CPU s (ours / peer) | ratio | peak RSS MiB (ours / peer) | ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def conv(key: str) -> Any:
@@ -346,9 +353,11 @@ def render_markdown(results: dict) -> str:
         cold = _pair(results, name, conv("t_cold"))
         cold_cpu = _pair(results, name, conv("cpu_cold"))
         warm = _pair(results, name, conv("t_convert_warm"))
+        warm_cpu = _pair(results, name, conv("cpu_convert_warm"))
         rss = _pair(results, name, conv("rss_peak_mib"), ".0f")
         lines.append(f"| {name} | {cold[0]} / {cold[1]} | {cold[2]} | {cold_cpu[0]} / {cold_cpu[1]} | {cold_cpu[2]} "
-                     f"| {warm[0]} / {warm[1]} | {warm[2]} | {rss[0]} / {rss[1]} | {rss[2]} |")
+                     f"| {warm[0]} / {warm[1]} | {warm[2]} | {warm_cpu[0]} / {warm_cpu[1]} | {warm_cpu[2]} "
+                     f"| {rss[0]} / {rss[1]} | {rss[2]} |")
     st = results.get("startup", {})
     if st:
         lines += [
@@ -458,17 +467,6 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(onnx_dir, exist_ok=True)
     os.makedirs(args.out_dir, exist_ok=True)
 
-    # Warm the file cache of each environment so the first measured worker is not the one paying for it.
-    versions = {}
-    for side, python in sides.items():
-        probe = ("import importlib.metadata as m, jax, flax, jax2onnx\n"
-                 "for d in ('jax2onnx-core', 'jax2onnx'):\n"
-                 "    try:\n        print(d, m.version(d)); break\n"
-                 "    except m.PackageNotFoundError:\n        pass\n")
-        proc = subprocess.run([python, "-c", probe], capture_output=True, text=True, cwd=HERE)
-        versions[side] = proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 else f"broken: {proc.stderr[-300:]}"
-        log(f"{side}: {python}: {versions[side]}")
-
     results: dict = {"models": {}}
     for i, name in enumerate(names):
         conv = {}
@@ -496,6 +494,11 @@ def main(argv: list[str] | None = None) -> int:
     import jax
     import onnxruntime
 
+    versions = {}
+    for side in sides:
+        done = [m["convert"][side] for m in results["models"].values() if m["convert"][side].get("converter")]
+        versions[side] = f"{done[0]['converter']} (jax {done[0]['jax']})" if done else "?"
+
     results["meta"] = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "command": "python bench/compare_peer.py " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -509,6 +512,7 @@ def main(argv: list[str] | None = None) -> int:
         "platform": platform.machine(),
         "cpus": os.cpu_count(),
         "loadavg_start": " ".join(f"{x:.1f}" for x in loadavg),
+        "loadavg_end": " ".join(f"{x:.1f}" for x in os.getloadavg()),
         "threads": args.threads,
         "batch": args.batch,
         "warmup": args.warmup,
