@@ -14,6 +14,7 @@ _pack = PackModules(
         "bitwise",
         "conversions",
         "cumulative",
+        "transcendental",
         "shape",
         "slicing",
         "indexing",
