@@ -46,16 +46,17 @@ def fill_value_for(dtype, fill_value) -> np.ndarray:
     return np.asarray(fill_value, dtype=dtype)
 
 
-def all_in_bounds(ctx, raw, clamped, k: int):
+def all_in_bounds(ctx, raw, clamped, k: int, keepdims: bool = False):
     """Bool over the index batch dims: every start of the window was already in range. ``k`` is
-    the length of the index-vector axis (0: the indices have none)."""
+    the length of the index-vector axis (0: the indices have none); ``keepdims`` keeps that axis."""
     eq = ctx.op.Equal(raw, clamped)
-    if k == 0:
+    if k == 0 or (k == 1 and keepdims):
         return eq
     if k == 1:
         return ctx.op.Squeeze(eq, i64(ctx, [-1]))
     as_int = ctx.op.Cast(eq, to=int(ir.DataType.INT32))
-    return ctx.op.Cast(ctx.op.ReduceMin(as_int, i64(ctx, [-1]), keepdims=0), to=int(ir.DataType.BOOL))
+    reduced = ctx.op.ReduceMin(as_int, i64(ctx, [-1]), keepdims=int(keepdims))
+    return ctx.op.Cast(reduced, to=int(ir.DataType.BOOL))
 
 
 def _without_index_axis(ctx, indices):
@@ -79,22 +80,27 @@ def arange(ctx, n):
 
 def window_offsets(ctx, sizes, columns, depth):
     """An int64 tensor of shape ``(*sizes, depth)`` whose column ``columns[j]`` counts along axis j
-    and whose other columns are 0: added to start indices it enumerates every window position."""
+    (``None``: axis j has no column) and whose other entries are 0. Added to start indices it
+    enumerates every position of the windows."""
     n = len(sizes)
     if all(is_static(s) for s in sizes):
         offs = np.zeros([int(s) for s in sizes] + [depth], dtype=np.int64)
         for j, col in enumerate(columns):
+            if col is None:
+                continue
             shape = [1] * n
             shape[j] = int(sizes[j])
             offs[..., col] += np.arange(int(sizes[j]), dtype=np.int64).reshape(shape)
         return ctx.const(offs)
-    total = None
+    total = ctx.const(np.zeros([1] * n + [depth], dtype=np.int64))
     for j, col in enumerate(columns):
         a = ctx.op.Unsqueeze(arange(ctx, sizes[j]), i64(ctx, [i for i in range(n + 1) if i != j]))
+        if col is None:  # still broadcast the result along axis j
+            total = ctx.op.Add(total, ctx.op.Mul(a, ctx.const(np.zeros(1, np.int64))))
+            continue
         onehot = np.zeros(depth, dtype=np.int64)
         onehot[col] = 1
-        term = ctx.op.Mul(a, ctx.const(onehot))
-        total = term if total is None else ctx.op.Add(total, term)
+        total = ctx.op.Add(total, ctx.op.Mul(a, ctx.const(onehot)))
     return total
 
 

@@ -1,9 +1,321 @@
-"""lax scatter lowerings (to be filled)."""
+"""lax scatter, scatter-add/-sub/-mul/-min/-max -> one ONNX ScatterND (reduction none/add/mul/min/max).
+
+How a ``ScatterDimensionNumbers`` maps to ScatterND: the operand is transposed so the dims that need
+an index come first (``scatter_dims_to_operand_dims`` in order, then batching dims, inserted dims
+that are not indexed, and windows narrower than their dim) and the windows spanning a whole dim
+last (ScatterND writes those as slices). The index tensor holds one row per updated slice: the
+traced starts, plus ``arange`` along each window that is expanded into index axes, plus ``iota``
+for batching dims; the updates are transposed to match.
+
+Modes: CLIP and PROMISE_IN_BOUNDS clamp starts into ``[0, dim - window]`` (onnxruntime rejects
+out-of-range indices; for broken promises XLA's results are unspecified anyway). FILL_OR_DROP
+drops every window that would leave the operand: such windows are redirected into padding added
+past the end of the first indexed dim, which is sliced off afterwards, so every reduction stays
+exact (no neutral-element tricks).
+"""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
 from jax2onnx.plugin import Lowerings
-from jax2onnx.testing import Component
+from jax2onnx.testing import Component, Testcase
+
+from .indexing import all_in_bounds, arange, window_offsets
+from .shape_helpers import as_int64, clamp_starts, i64, inverse_perm, mode_name, same_dim, transpose
 
 lowerings = Lowerings()
-components: list[Component] = []
+
+#: JAX primitive name (both spellings: "scatter-add" up to now, "scatter_add" in some versions)
+#: -> (ScatterND reduction, negate the updates first).
+SCATTER_REDUCTIONS = {
+    "scatter": ("none", False),
+    "scatter-add": ("add", False),
+    "scatter_add": ("add", False),
+    "scatter-sub": ("add", True),
+    "scatter_sub": ("add", True),
+    "scatter-mul": ("mul", False),
+    "scatter_mul": ("mul", False),
+    "scatter-min": ("min", False),
+    "scatter_min": ("min", False),
+    "scatter-max": ("max", False),
+    "scatter_max": ("max", False),
+}
+
+
+def _plain_replace(update_jaxpr) -> bool:
+    """True for ``scatter``'s own combiner (none, or one that returns the update unchanged)."""
+    if update_jaxpr is None:
+        return True
+    jaxpr = getattr(update_jaxpr, "jaxpr", update_jaxpr)
+    return not jaxpr.eqns and len(jaxpr.invars) == 2 and jaxpr.outvars[0] is jaxpr.invars[1]
+
+
+def lower_scatter(ctx, operand, indices, updates):
+    reduction, negate = SCATTER_REDUCTIONS[ctx.primitive]
+    if ctx.primitive == "scatter" and not _plain_replace(ctx.params.get("update_jaxpr")):
+        raise NotImplementedError("scatter with a custom combiner (x.at[...].apply(f)) has no ONNX equivalent")
+    if negate:
+        updates = ctx.op.Neg(updates)
+    dn = ctx.params["dimension_numbers"]
+    window_dims = [int(a) for a in dn.update_window_dims]
+    inserted = {int(d) for d in dn.inserted_window_dims}
+    scatter_map = [int(d) for d in dn.scatter_dims_to_operand_dims]
+    op_batch = [int(d) for d in getattr(dn, "operand_batching_dims", ())]
+    idx_batch = [int(d) for d in getattr(dn, "scatter_indices_batching_dims", ())]
+    mode = mode_name(ctx.params.get("mode"))
+    op_shape = ctx.avals_in[0].shape
+    idx_shape = ctx.avals_in[1].shape
+    upd_shape = ctx.avals_in[2].shape
+    rank, nb = len(op_shape), len(idx_shape) - 1
+
+    # Which update axis is the window along each operand dim, and the window sizes.
+    windowed = [d for d in range(rank) if d not in inserted and d not in op_batch]
+    upd_axis = dict(zip(windowed, window_dims, strict=True))
+    size = {d: (upd_shape[upd_axis[d]] if d in upd_axis else 1) for d in range(rank)}
+    full = [d for d in windowed if d not in scatter_map and same_dim(size[d], op_shape[d])]
+    extra = [d for d in range(rank) if d not in scatter_map and d not in full]
+    expanded = [d for d in windowed if d not in full]  # windows written element by element
+    lead = nb + len(expanded)
+    upd_scatter_axes = [a for a in range(len(upd_shape)) if a not in window_dims]
+    depth = len(scatter_map) + len(extra)
+
+    data_perm = scatter_map + extra + full
+    data = transpose(ctx, operand, data_perm)
+    upd = transpose(ctx, updates, upd_scatter_axes + [upd_axis[d] for d in expanded] + [upd_axis[d] for d in full])
+
+    parts = []
+    pad = None
+    if scatter_map:
+        idx = as_int64(ctx, indices)
+        clamped = clamp_starts(ctx, idx, [op_shape[d] - size[d] for d in scatter_map])
+        if mode == "fill":
+            # Out-of-range windows go to padding past the end of data axis 0, sliced off below.
+            ok = all_in_bounds(ctx, idx, clamped, len(scatter_map), keepdims=True)
+            first = scatter_map[0]
+            away = ctx.shape_tensor([op_shape[first]] + [0] * (len(scatter_map) - 1))
+            clamped = ctx.op.Where(ok, clamped, away)
+            pad = (first, size[first])
+        if expanded:
+            clamped = ctx.op.Unsqueeze(clamped, i64(ctx, range(nb, lead)))
+            cols = [scatter_map.index(d) if d in scatter_map else None for d in expanded]
+            if any(c is not None for c in cols):  # else the Expand below broadcasts the unit axes
+                offsets = window_offsets(ctx, [size[d] for d in expanded], cols, len(scatter_map))
+                clamped = ctx.op.Add(clamped, offsets)
+        parts.append(clamped)
+    for d in extra:
+        if d in op_batch:  # iota along the matching index batch axis
+            j = idx_batch[op_batch.index(d)]
+            parts.append(ctx.op.Unsqueeze(arange(ctx, idx_shape[j]), i64(ctx, [a for a in range(lead + 1) if a != j])))
+        elif d in inserted:  # an inserted dim that is not indexed: position 0
+            parts.append(ctx.const(np.zeros([1] * (lead + 1), np.int64)))
+        else:  # a window narrower than its dim, starting at 0
+            j = nb + expanded.index(d)
+            parts.append(ctx.op.Unsqueeze(arange(ctx, size[d]), i64(ctx, [a for a in range(lead + 1) if a != j])))
+
+    unit = depth == 0
+    if unit:
+        # Every dim is written whole: index a unit axis put in front of the data instead.
+        data = ctx.op.Unsqueeze(data, i64(ctx, [0]))
+        empty = ctx.op.Slice(as_int64(ctx, indices), i64(ctx, [0]), i64(ctx, [0]), i64(ctx, [nb]))
+        index = ctx.op.Pad(empty, i64(ctx, [0] * (2 * nb + 1) + [1]))
+    elif len(parts) == 1 and scatter_map:
+        index = parts[0]
+    else:
+        shape = ctx.op.Concat(ctx.op.Shape(upd, start=0, end=lead), i64(ctx, [1]), axis=0)
+        index = ctx.op.Concat(*[ctx.op.Expand(p, shape) for p in parts], axis=-1)
+
+    if pad is not None:
+        pads = [0] * (2 * rank)
+        pads[rank] = pad[1]
+        data = ctx.op.Pad(data, ctx.shape_tensor(pads))
+    y = ctx.op.ScatterND(data, index, upd, reduction=reduction)
+    if pad is not None:
+        y = ctx.op.Slice(y, i64(ctx, [0]), ctx.shape_tensor([op_shape[pad[0]]]), i64(ctx, [0]))
+    if unit:
+        y = ctx.op.Squeeze(y, i64(ctx, [0]))
+    return transpose(ctx, y, inverse_perm(data_perm))
+
+
+for _name in SCATTER_REDUCTIONS:
+    lowerings.add(_name, lower_scatter)
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+
+def _idx(*shape):
+    return jax.ShapeDtypeStruct(shape, jnp.int32)
+
+
+def _distinct(values):
+    """Distinct integer indices taken from ``values`` (a set-scatter with repeated indices has no
+    defined result): the first one always first and, when two or more are drawn, the last one
+    always last, the rest shuffled. Floats stay normal."""
+
+    def gen(rng, shape, dtype):
+        if np.dtype(dtype).kind not in "iu":
+            return rng.standard_normal(shape).astype(dtype)
+        n = int(np.prod(shape))
+        middle = list(rng.permutation(values[1:-1])) if len(values) > 2 else []
+        vals = [values[0]] + middle[: max(n - 2, 0)] + ([values[-1]] if n >= 2 else [])
+        return np.asarray(vals[:n], dtype=dtype).reshape(shape)
+
+    return gen
+
+
+def _unique_ints(lo, hi):
+    """Distinct indices from [lo, hi), first 0, last ``hi - 1`` (past the end when ``hi`` exceeds
+    the dim, so FILL_OR_DROP cases always keep something and drop something)."""
+    return _distinct([0] + [v for v in range(lo, hi) if v not in (0, hi - 1)] + [hi - 1])
+
+
+def _ints(lo, hi):
+    """Integer indices from [lo, hi), repeats allowed (reducing scatters accumulate them)."""
+
+    def gen(rng, shape, dtype):
+        if np.dtype(dtype).kind not in "iu":
+            return rng.standard_normal(shape).astype(dtype)
+        return rng.integers(lo, hi, size=shape).astype(dtype)
+
+    return gen
+
+
+_SDN = lax.ScatterDimensionNumbers
+_MODE = lax.GatherScatterMode
+_ROWS = _SDN(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+_POINTS = _SDN(update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+# A window along the indexed axis 1 that spans the other axes (JAX-Fluids writes halo/cell blocks so).
+_BLOCK_AXIS1 = _SDN(update_window_dims=(0, 1, 2, 3), inserted_window_dims=(), scatter_dims_to_operand_dims=(1,))
+
+
+def _at(x):
+    return jnp.asarray(x).at
+
+
+components = [
+    Component(
+        name="lax.scatter",
+        onnx=["ScatterND"],
+        since="v0.4.4",
+        testcases=[
+            Testcase("scatter_set_axis0", lambda x, i, u: lax.scatter(x, i, u, _ROWS, mode=_MODE.CLIP),
+                     [(6, "B"), _idx(3, 1), (3, "B")], input_generator=_distinct([0, 1, 2, 3, 8]), expected_ops=["ScatterND"]),
+            # x.at[:, idx].set(v): the indexed axis is in the middle, out-of-range columns dropped.
+            Testcase("scatter_set_middle", lambda x, i, u: _at(x)[:, i].set(u),
+                     [("B", 5, 2), _idx(3), ("B", 3, 2)], input_generator=_unique_ints(0, 7),
+                     expected_ops=["ScatterND", "Transpose"]),
+            # The index targets axis 1 while the update window runs along axis 0.
+            Testcase("scatter_correct_axis_determination",
+                     lambda x, i, u: lax.scatter(x, i, u, _SDN(update_window_dims=(0,), inserted_window_dims=(1,),
+                                                               scatter_dims_to_operand_dims=(1,))),
+                     [("B", 4), _idx(1), ("B",)], input_generator=_distinct([3]), expected_ops=["ScatterND"]),
+            # The update window covers only the first 3 of 6 entries of a dim that is not indexed.
+            Testcase("scatter_updates_slice_needed_axis0",
+                     lambda x, i, u: lax.scatter(x, i, u, _ROWS, mode=_MODE.FILL_OR_DROP),
+                     [(5, 6), _idx("N", 1), ("N", 3)], input_generator=_unique_ints(0, 7),
+                     expected_ops=["ScatterND"]),
+            # Scalar updates reshaped to the index batch shape (1, 1, 1): three index batch dims.
+            Testcase("scatter_from_user_warning_shapes_valid_jax",
+                     lambda x, i, u: lax.scatter(x, i, jnp.reshape(u, i.shape[:-1]), _POINTS),
+                     [(5,), _idx(1, 1, 1, 1), (1,)], input_generator=_unique_ints(0, 5), expected_ops=["ScatterND"]),
+            Testcase("scatter_user_error_scenario_precise",
+                     lambda x, i, u: lax.scatter(x, i, u, _SDN(update_window_dims=(1, 2, 3), inserted_window_dims=(0,),
+                                                               scatter_dims_to_operand_dims=(0,)),
+                                                 mode=_MODE.FILL_OR_DROP, unique_indices=False, indices_are_sorted=False),
+                     [(5, "B", 1, 1), _idx(2, 1), (2, "B", 1, 1)], input_generator=_unique_ints(-2, 7),
+                     expected_ops=["ScatterND", "Pad"]),
+            Testcase("scatter_at_set_scalar_index", lambda x, v: _at(x)[1].set(v), [("B", 3), (3,)],
+                     expected_ops=["ScatterND"], static_sizes={"B": 4}),
+            # vmap of x.at[i].set(v): operand batching dims become an iota index column.
+            Testcase("scatter_batched_vmap", lambda x, i, v: jax.vmap(lambda r, j, w: _at(r)[j].set(w))(x, i, v),
+                     [("B", 5), _idx("B"), ("B",)], input_generator=_unique_ints(0, 7), expected_ops=["ScatterND"]),
+            Testcase("scatter_put_along_axis", lambda x, i, v: jnp.put_along_axis(x, i, v, axis=1, inplace=False),
+                     [(2, 6), _idx(2, 1), (2, 1)], input_generator=_unique_ints(0, 7), expected_ops=["ScatterND"]),
+            Testcase("scatter_int32_operand", lambda x, i, u: lax.scatter(x, i, u, _POINTS, mode=_MODE.FILL_OR_DROP),
+                     [_idx(6), _idx("N", 1), _idx("N")], input_generator=_unique_ints(-1, 8),
+                     expected_ops=["ScatterND"]),
+        ],
+    ),
+    Component(
+        name="lax.scatter_add",
+        onnx=["ScatterND"],
+        since="v0.5.3",
+        testcases=[
+            Testcase("scatter_add_simple_1d", lambda x, i, u: lax.scatter_add(x, i, u, _POINTS),
+                     [(5,), _idx("N", 1), ("N",)], input_generator=_ints(-1, 7), expected_ops=["ScatterND"]),
+            Testcase("scatter_add_window_2d_operand_1d_indices", lambda x, i, u: lax.scatter_add(x, i, u, _ROWS),
+                     [(4, "B"), _idx(1, 1), (1, "B")], input_generator=_ints(0, 4), expected_ops=["ScatterND"]),
+            Testcase("scatter_add_batch_updates_1d_operand", lambda x, i, u: lax.scatter_add(x, i, u, _POINTS),
+                     [(5,), _idx("N", 2, 1), ("N", 2)], input_generator=_ints(0, 5), expected_ops=["ScatterND"]),
+            # Block updates at a traced offset along axis 1. FILL_OR_DROP: a block starting at 5 would
+            # run off the end (12 < 5 + 8), so it is dropped whole. CLIP (report2): a start of -3 is
+            # clamped to 0. The fluids case writes a block at the last valid start.
+            Testcase("scatter_add_mismatched_window_dims_from_user_report",
+                     lambda x, i, u: lax.scatter_add(x, i, u, _BLOCK_AXIS1),
+                     [("B", 12, 1, 1), _idx(1), ("B", 8, 1, 1)], input_generator=_distinct([5]),
+                     expected_ops=["ScatterND"]),
+            Testcase("scatter_add_mismatched_window_dims_from_user_report2",
+                     lambda x, i, u: lax.scatter_add(x, i, u, _BLOCK_AXIS1, mode=_MODE.CLIP),
+                     [(3, 10, 1, "B"), _idx(1), (3, 6, 1, "B")], input_generator=_distinct([-3]),
+                     expected_ops=["ScatterND"]),
+            Testcase("scatter_add_mismatched_window_dims_from_user_report3",
+                     lambda x, i, u: lax.scatter_add(x, i, u, _BLOCK_AXIS1, mode=_MODE.PROMISE_IN_BOUNDS),
+                     [(4, 9, 1, 1), _idx(1), (4, 5, 1, 1)], input_generator=_distinct([2]), expected_ops=["ScatterND"]),
+            Testcase("scatter_add_fluids_pattern_updates_5_4_1_1",
+                     lambda x, i, u: lax.scatter_add(x, i, u, _BLOCK_AXIS1),
+                     [(5, 12, 1, 1), _idx(1), (5, 4, 1, 1)], input_generator=_distinct([8]), expected_ops=["ScatterND"]),
+            # Histogram-style accumulation with repeated indices through the jnp API.
+            Testcase("scatter_add_at_repeated", lambda x, i, v: _at(x)[i].add(v), [(4, 3), _idx("N"), ("N", 3)],
+                     input_generator=_ints(-4, 6), expected_ops=["ScatterND"]),
+            # Two batching dims (vmap of vmap) plus a row window.
+            Testcase("scatter_add_double_vmap",
+                     lambda x, i, v: jax.vmap(jax.vmap(lambda r, j, w: _at(r)[j].add(w)))(x, i, v),
+                     [(2, "B", 4, 3), _idx(2, "B"), (2, "B", 3)], input_generator=_ints(0, 4),
+                     expected_ops=["ScatterND"]),
+        ],
+    ),
+    Component(
+        name="lax.scatter_sub",
+        onnx=["Neg", "ScatterND"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("scatter_sub_at", lambda x, i, v: _at(x)[i].subtract(v), [(5, 2), _idx("N"), ("N", 2)],
+                     input_generator=_ints(0, 6), expected_ops=["ScatterND"]),
+        ],
+    ),
+    Component(
+        name="lax.scatter_mul",
+        onnx=["ScatterND"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("scatter_mul_at", lambda x, i, v: _at(x)[i].multiply(v), [(5, "B"), _idx(3), (3, "B")],
+                     input_generator=_ints(0, 7), expected_ops=["ScatterND"]),
+        ],
+    ),
+    Component(
+        name="lax.scatter_min",
+        onnx=["ScatterND"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("scatter_min_at", lambda x, i, v: _at(x)[i].min(v), [(5,), _idx("N"), ("N",)],
+                     input_generator=_ints(-2, 7), expected_ops=["ScatterND"]),
+            Testcase("scatter_min_clip", lambda x, i, v: _at(x)[i].min(v, mode="clip"), [(5, 2), _idx(4), (4, 2)],
+                     input_generator=_ints(-2, 9), expected_ops=["ScatterND"]),
+        ],
+    ),
+    Component(
+        name="lax.scatter_max",
+        onnx=["ScatterND"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("scatter_max_at", lambda x, i, v: _at(x)[:, i].max(v), [("B", 4), _idx(3), ("B", 3)],
+                     input_generator=_ints(0, 6), expected_ops=["ScatterND"]),
+            Testcase("scatter_max_int32", lambda x, i, v: _at(x)[i].max(v), [_idx(5), _idx("N"), _idx("N")],
+                     input_generator=_ints(0, 6), expected_ops=["ScatterND"]),
+        ],
+    ),
+]
