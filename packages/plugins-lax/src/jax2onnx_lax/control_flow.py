@@ -73,6 +73,9 @@ def lower_cond(ctx, index, *operands):
     branches = ctx.params["branches"]
     if len(branches) == 1:
         return ctx.lower_jaxpr(branches[0], operands)
+    if index.const_value is not None:  # a literal index (lax.cond(True, ...)): no If needed
+        chosen = int(np.clip(int(index.const_value.numpy()), 0, len(branches) - 1))
+        return ctx.lower_jaxpr(branches[chosen], operands)
     if np.dtype(ctx.avals_in[0].dtype) == np.bool_:  # older JAX passed the predicate itself
         then_g = _branch_graph(ctx, ctx, branches[1], operands, "cond_true")
         else_g = _branch_graph(ctx, ctx, branches[0], operands, "cond_false")
@@ -220,6 +223,8 @@ components = [
                      check=lambda m: _count_ifs_at_least(m, 2)),
             Testcase("cond_variables", cond_variables, [("B", 3), ("B", 3)], expected_ops=["If"]),
             Testcase("cond_internal_constant", cond_internal_constant, [(3, 4)], expected_ops=["If"]),
+            Testcase("cond_literal_predicate", lambda x: lax.cond(True, lambda v: v + 1.0, lambda v: v - 1.0, x),
+                     [("B",)], forbidden_ops=["If"]),
             Testcase("cond_switch_three_way", switch_three_way, [_ints(()), ("B", 4)], expected_ops=["If"],
                      input_generator=lambda rng, shape, dt: rng.integers(-1, 4, shape) if dt.kind == "i"
                      else rng.standard_normal(shape),
