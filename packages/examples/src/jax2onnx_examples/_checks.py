@@ -44,3 +44,18 @@ def expect_functions(functions: Mapping[str, int], calls: Mapping[str, int] | No
         assert any(n.domain == FUNCTION_DOMAIN for n in model.graph.node), "the main graph calls no function"
 
     return check
+
+
+def expect_ops_in_float32(*ops: str) -> Callable[[Any], None]:
+    """``ops`` must appear in float32 exports; float64 ones may route around them (onnxruntime has
+    no double kernel for e.g. ``Conv``, so the lax pack lowers float64 convolutions differently)."""
+
+    def check(model: onnx.ModelProto) -> None:
+        if model.graph.output[0].type.tensor_type.elem_type != onnx.TensorProto.FLOAT:
+            return
+        from jax2onnx.testing.runner import op_types
+
+        missing = [op for op in ops if op not in op_types(model)]
+        assert not missing, f"float32 export lacks {missing}"
+
+    return check

@@ -63,8 +63,11 @@ class DecoderBlock(nnx.Module):
 class GPT2(nnx.Module):
     def __init__(self, vocab: int = VOCAB, context: int = CONTEXT, d_model: int = D_MODEL, num_heads: int = HEADS,
                  num_layers: int = LAYERS, *, rngs: nnx.Rngs):
-        self.wte = nnx.Embed(vocab, d_model, embedding_init=_init(), rngs=rngs)
-        self.wpe = nnx.Embed(context, d_model, embedding_init=_init(0.01), rngs=rngs)
+        # Token ids carry no float dtype: the tables take the default float type (float64 under
+        # enable_double_precision), so the whole model follows the export's precision.
+        float_dtype = jnp.result_type(float)
+        self.wte = nnx.Embed(vocab, d_model, embedding_init=_init(), param_dtype=float_dtype, rngs=rngs)
+        self.wpe = nnx.Embed(context, d_model, embedding_init=_init(0.01), param_dtype=float_dtype, rngs=rngs)
         self.blocks = module_list(DecoderBlock(d_model, num_heads, rngs=rngs) for _ in range(num_layers))
         self.ln_f = nnx.LayerNorm(d_model, rngs=rngs)
 
