@@ -15,6 +15,7 @@ _pack = PackModules(
         "conversions",
         "cumulative",
         "transcendental",
+        "special",
         "shape",
         "slicing",
         "indexing",
