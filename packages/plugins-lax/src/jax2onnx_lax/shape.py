@@ -43,6 +43,11 @@ def lower_broadcast_in_dim(ctx, x, *_dynamic_shape):
     have = [1] * n
     for k, d in enumerate(bdims):
         have[d] = in_shape[k]
+    if any(is_static(d) and int(d) == 0 for d in out_shape):
+        # An empty result (jnp.pad builds these): onnxruntime's Expand does not produce a 0-sized
+        # dim from a 1, so make the empty tensor directly.
+        zero = np.zeros(1, dtype=ctx.avals_out[0].dtype)
+        return ctx.op.ConstantOfShape(ctx.shape_tensor(out_shape), value=zero)
     needs_expand = not same_shape(have, out_shape)
     leading_only = bdims == tuple(range(n - len(in_shape), n))
     if len(in_shape) != n and not (needs_expand and leading_only):
@@ -168,6 +173,8 @@ components = [
                      [(3,), ("B", 3)], expected_ops=["Expand"]),
             Testcase("broadcast_in_dim_unit_axes_only", _bcast((1, 3, 1), (1,)), [(3,)], expected_ops=["Unsqueeze"],
                      forbidden_ops=["Expand"]),
+            Testcase("broadcast_in_dim_to_empty", lambda x: lax.broadcast_in_dim(x, (x.shape[0], 1, 0), (0, 1)),
+                     [("B", 1)]),
             Testcase("broadcast_in_dim_size1_to_n", lambda x: lax.broadcast_in_dim(x, (x.shape[0], 4), (0, 1)),
                      [("B", 1)], expected_ops=["Expand"], forbidden_ops=["Unsqueeze"]),
         ],
@@ -261,6 +268,8 @@ components = [
         since="v0.5.0",
         testcases=[
             Testcase("dim_as_value", lambda x: jnp.asarray(x.shape[0]), [("B", 3)]),
+            # The common use: scale by the batch size (dim_as_value, then a Cast to the float dtype).
+            Testcase("dim_as_value_scale", lambda x: x * x.shape[0], [("B", 3)], run_static=False),
             Testcase("dim_as_value_product", lambda x: jnp.full((2,), x.shape[0] * x.shape[1]), [("B", "N")],
                      expected_ops=["Mul", "Expand"], run_static=False),
         ],
