@@ -45,3 +45,19 @@ def test_large_results_of_compute_ops_are_not_materialised():
     model = ir.Model(graph, ir_version=10)
     assert not ConstantFoldingPass(max_elements=8)(model).modified
     assert ConstantFoldingPass(max_elements=64)(model).modified
+
+
+def test_shared_weight_is_not_stored_twice():
+    """A tied weight (read by Gather and, transposed, by MatMul) keeps its runtime Transpose: folding
+    would add a transposed copy beside the original, which Gather still needs."""
+    ids = ir.Value(name="ids", type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape(["B"]))
+    table = _init("table", np.arange(64 * 32, dtype=np.float32).reshape(64, 32))
+    gather = ir.Node("", "Gather", [table, ids])
+    t = ir.Node("", "Transpose", [table], attributes=[ir.AttrInt64s("perm", [1, 0])])
+    mm = ir.Node("", "MatMul", [gather.outputs[0], t.outputs[0]])
+    graph = ir.Graph([ids], [mm.outputs[0]], nodes=[gather, t, mm], initializers=[table], opset_imports={"": 23})
+    model = ir.Model(graph, ir_version=10)
+    assert not ConstantFoldingPass()(model).modified
+    assert [n.op_type for n in model.graph] == ["Gather", "Transpose", "MatMul"]
+    # a small shared constant still folds (duplicating it costs nothing)
+    assert ConstantFoldingPass(shared_max_elements=64 * 32)(model).modified

@@ -7,6 +7,9 @@ Rules:
 - results larger than ``max_elements`` stay unfolded unless the node only moves data around
   (``Transpose``/``Reshape``/``Cast`` of a weight), which folds at any size: one weight in the
   right layout beats a weight plus a runtime op;
+- but a fold whose constant input is also used elsewhere (a tied weight: embedding lookup and
+  output projection) is skipped once the result exceeds ``shared_max_elements``: the original
+  stays, so folding would store the weight twice;
 - folding runs on the main graph (function bodies cannot hold initializers).
 The folded value keeps the node output's name, so graph outputs and value names stay stable.
 """
@@ -34,6 +37,16 @@ def _const_of(v: ir.Value | None) -> np.ndarray | None:
     return None
 
 
+def _has_shared_input(node: ir.Node) -> bool:
+    """Some input is also read by another node or is a graph output (it stays after folding)."""
+    for v in node.inputs:
+        if v is None:
+            continue
+        if any(user is not node for user, _ in v.uses()) or v.is_graph_output():
+            return True
+    return False
+
+
 def _static_shape(v: ir.Value) -> list[int] | None:
     if v.shape is None:
         return None
@@ -46,8 +59,9 @@ def _static_shape(v: ir.Value) -> list[int] | None:
 
 
 class ConstantFoldingPass:
-    def __init__(self, max_elements: int = 1 << 20):
+    def __init__(self, max_elements: int = 1 << 20, shared_max_elements: int = 1024):
         self.max_elements = max_elements
+        self.shared_max_elements = shared_max_elements
 
     def __call__(self, model: ir.Model) -> PassResult:
         graph = model.graph
@@ -67,6 +81,8 @@ class ConstantFoldingPass:
                 if results is None or not _types_match(node, results):
                     continue
                 if node.op_type not in _LAYOUT_OPS and any(r.size > self.max_elements for r in results):
+                    continue
+                if _has_shared_input(node) and any(r.size > self.shared_max_elements for r in results):
                     continue
             for out, arr in zip(node.outputs, results):
                 self._replace(graph, out, np.asarray(arr))
