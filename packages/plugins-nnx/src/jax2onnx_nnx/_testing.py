@@ -37,3 +37,25 @@ def model(build: Callable[[], Any], *, eval_mode: bool = False, seed: int | None
         return m
 
     return factory
+
+
+def float32_ops(*ops: str, max_transposes: int | None = None, max_nodes: int | None = None) -> Callable[[Any], None]:
+    """A testcase ``check``: ``ops`` appear in the float32 export. The float64 export may differ,
+    since onnxruntime lacks double kernels for some ops (Conv, ConvTranspose, AveragePool) and the
+    lowering then declines in favour of the lax pack's exact float64 decomposition."""
+
+    def check(proto: Any) -> None:
+        from jax2onnx.testing.runner import op_types
+
+        if proto.graph.input[0].type.tensor_type.elem_type == 11:  # float64
+            return
+        found = op_types(proto)
+        missing = [o for o in ops if o not in found]
+        assert not missing, f"expected {missing} in the float32 graph, found {sorted(found)}"
+        if max_transposes is not None:
+            n = sum(1 for node in proto.graph.node if node.op_type == "Transpose")
+            assert n <= max_transposes, f"{n} Transposes, expected at most {max_transposes}"
+        if max_nodes is not None:
+            assert len(proto.graph.node) <= max_nodes, f"{len(proto.graph.node)} nodes > budget {max_nodes}"
+
+    return check
