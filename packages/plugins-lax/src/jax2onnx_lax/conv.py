@@ -46,17 +46,44 @@ def _permute(shape, perm):
     return [shape[p] for p in perm]
 
 
-def _crop_negative_padding(ctx, x, padding, first_axis):
-    """Apply the negative parts of ``padding`` as crops; return the input and the remaining pads."""
+def _is_int(d) -> bool:
+    return isinstance(d, (int, np.integer))
+
+
+def is_symbolic_same(in_shape, window, strides, padding) -> bool:
+    """``padding`` holds symbolic sizes and is exactly lax's "SAME" padding, which is ONNX's
+    ``auto_pad="SAME_UPPER"`` (same output size, odd padding at the end): one attribute instead
+    of the pad sizes computed in the graph."""
+    if all(_is_int(d) for pair in padding for d in pair):
+        return False
+    try:
+        same = lax.padtype_to_pads(tuple(in_shape), tuple(window), tuple(strides), "SAME")
+    except Exception:  # noqa: BLE001 - anything JAX cannot decide is simply not SAME
+        return False
+    return all(str(a) == str(b) for pa, pb in zip(same, padding, strict=True) for a, b in zip(pa, pb, strict=True))
+
+
+def _apply_padding(ctx, x, padding, first_axis, keep_static):
+    """Crop negative static padding with a Slice, and pad symbolic padding (SAME padding of a
+    symbolic size, never negative) with an explicit Pad. Returns the input and the static pads left
+    for the consumer's ``pads`` attribute, or pads everything explicitly when ``keep_static`` is False."""
     starts, ends, axes = [], [], []
     for i, (lo, hi) in enumerate(padding):
-        if lo < 0 or hi < 0:
-            starts.append(max(-lo, 0))
-            ends.append(-max(-hi, 0) if hi < 0 else _INT64_MAX)
+        if (_is_int(lo) and lo < 0) or (_is_int(hi) and hi < 0):
+            starts.append(-lo if _is_int(lo) and lo < 0 else 0)
+            ends.append(hi if _is_int(hi) and hi < 0 else _INT64_MAX)
             axes.append(first_axis + i)
     if axes:
         x = ctx.op.Slice(x, _i64(starts), _i64(ends), _i64(axes))
-    return x, [(max(lo, 0), max(hi, 0)) for lo, hi in padding]
+    padding = [tuple(d if not _is_int(d) else max(int(d), 0) for d in pair) for pair in padding]
+    static = all(_is_int(d) for pair in padding for d in pair)
+    if static and keep_static:
+        return x, padding
+    if any(not _is_int(d) or d for pair in padding for d in pair):
+        lead = [0] * first_axis
+        pads = lead + [lo for lo, _ in padding] + lead + [hi for _, hi in padding]
+        x = ctx.op.Pad(x, _i64(pads) if static else ctx.shape_tensor(pads))
+    return x, [(0, 0)] * len(padding)
 
 
 def _dilate_input(ctx, x, shape, dilation):
@@ -114,7 +141,7 @@ def lower_conv_general_dilated(ctx, lhs, rhs):
     lhs_spec, rhs_spec, out_spec = (tuple(int(d) for d in s) for s in (dn.lhs_spec, dn.rhs_spec, dn.out_spec))
     spatial = len(lhs_spec) - 2
     strides = [int(s) for s in p["window_strides"]]
-    padding = [(int(lo), int(hi)) for lo, hi in p["padding"]]
+    padding = [tuple(int(d) if _is_int(d) else d for d in pair) for pair in p["padding"]]
     lhs_dilation = [int(d) for d in (p["lhs_dilation"] or (1,) * spatial)]
     rhs_dilation = [int(d) for d in (p["rhs_dilation"] or (1,) * spatial)]
     groups, batch_groups = int(p["feature_group_count"]), int(p["batch_group_count"])
@@ -147,7 +174,8 @@ def lower_conv_general_dilated(ctx, lhs, rhs):
     native = compute in CONV_DTYPES
     if any(d > 1 for d in lhs_dilation):
         ct_pads = [(e - 1 - lo, e - 1 - hi) for e, (lo, hi) in zip(eff, padding, strict=True)]
-        if native and all(s == 1 for s in strides) and all(a >= 0 and b >= 0 for a, b in ct_pads):
+        fits = all(_is_int(a) and _is_int(b) and a >= 0 and b >= 0 for a, b in ct_pads)
+        if native and all(s == 1 for s in strides) and fits:
             wt = _conv_transpose_kernel(ctx, w, w_shape, groups)
             y = ctx.op.ConvTranspose(x, wt, strides=lhs_dilation, dilations=rhs_dilation, group=groups,
                                      pads=[a for a, _ in ct_pads] + [b for _, b in ct_pads])
@@ -156,14 +184,18 @@ def lower_conv_general_dilated(ctx, lhs, rhs):
         # The dilated size is S*d; lax's is (S-1)*d+1, so the last d-1 zeros come off the high side.
         padding = [(lo, hi - (d - 1)) for (lo, hi), d in zip(padding, lhs_dilation, strict=True)]
 
-    x, padding = _crop_negative_padding(ctx, x, padding, 2)
-    pads = [lo for lo, _ in padding] + [hi for _, hi in padding]
+    # onnxruntime rejects auto_pad together with dilation; those pad explicitly below.
+    if native and all(d == 1 for d in rhs_dilation) and is_symbolic_same(x_shape[2:], eff, strides, padding):
+        y = ctx.op.Conv(x, w, strides=strides, dilations=rhs_dilation, group=groups, auto_pad="SAME_UPPER",
+                        kernel_shape=kernel)
+        y = _transpose(ctx, y, np.argsort(out_spec))
+        return y if compute == out_dtype else ctx.cast(y, out_dtype)
+    x, padding = _apply_padding(ctx, x, padding, 2, keep_static=native)
     if native:
+        pads = [lo for lo, _ in padding] + [hi for _, hi in padding]
         y = ctx.op.Conv(x, w, strides=strides, dilations=rhs_dilation, group=groups, pads=pads,
                         kernel_shape=kernel)
     else:
-        if any(pads):
-            x = ctx.op.Pad(x, _i64([0, 0, *pads[:spatial], 0, 0, *pads[spatial:]]))
         y = _conv_as_einsum(ctx, x, w, w_shape, strides, rhs_dilation, groups, out_nc)
     y = _transpose(ctx, y, np.argsort(out_spec))
     return y if compute == out_dtype else ctx.cast(y, out_dtype)
@@ -231,6 +263,10 @@ components = [
                      check=expect_conv("Conv")),
             Testcase("conv_batch_group", _conv((1, 1), "VALID", batch_group_count=2), [(4, 3, 5, 5), (6, 3, 2, 2)],
                      check=expect_conv("Conv")),
+            Testcase("conv_same_strided_symbolic_spatial", _conv((2, 2), "SAME", _NHWC, kernel=_kernel((3, 3, 2, 3), 1)),
+                     [("B", "H", "W", 2)], check=expect_conv("Conv")),
+            Testcase("conv_same_dilated_symbolic_spatial", _conv((1, 2), "SAME", rhs_dilation=(2, 1)),
+                     [("B", 2, "H", "W"), (3, 2, 2, 3)], check=expect_conv("Conv", max_transposes=0)),
             Testcase("conv_1d_nwc", _conv((1,), "SAME", ("NWC", "WIO", "NWC")), [("B", "L", 2), (3, 2, 4)],
                      check=expect_conv("Conv")),
             Testcase("conv_3d", _conv((1, 2, 1), "VALID"), [("B", 2, 4, 5, 4), (3, 2, 2, 2, 2)],

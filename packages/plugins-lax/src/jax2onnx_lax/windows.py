@@ -20,6 +20,8 @@ from jax import lax
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
+from .conv import is_symbolic_same
+
 lowerings = Lowerings()
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -80,7 +82,12 @@ def _pool(ctx, x, kind, window, strides, padding, wdil):
     in_shape = list(ctx.avals_in[0].shape)
     out_shape = list(ctx.avals_out[0].shape)
     rank = len(in_shape)
-    if not all(_is_int(d) for pair in padding for d in pair):
+    eff = [(w - 1) * d + 1 for w, d in zip(window, wdil, strict=True)]
+    # onnxruntime rejects auto_pad together with dilation; those pad explicitly.
+    auto_pad = all(d == 1 for d in wdil) and is_symbolic_same(in_shape, eff, strides, padding)
+    if auto_pad:
+        padding = [(0, 0) if w == 1 and s == 1 else (1, 1) for w, s in zip(window, strides, strict=True)]
+    elif not all(_is_int(d) for pair in padding for d in pair):
         dtype = np.dtype(ctx.avals_in[0].dtype)
         x = _pad_input(ctx, x, padding, _identity(kind, dtype))
         in_shape = [s + lo + hi for s, (lo, hi) in zip(in_shape, padding, strict=True)]
@@ -97,9 +104,12 @@ def _pool(ctx, x, kind, window, strides, padding, wdil):
     attrs = {
         "kernel_shape": [window[a] for a in moving],
         "strides": [strides[a] for a in moving],
-        "pads": [padding[a][0] for a in moving] + [padding[a][1] for a in moving],
         "dilations": [wdil[a] for a in moving],
     }
+    if auto_pad:
+        attrs["auto_pad"] = "SAME_UPPER"
+    else:
+        attrs["pads"] = [padding[a][0] for a in moving] + [padding[a][1] for a in moving]
     if kind == "add":
         y = ctx.op.AveragePool(x, count_include_pad=1, **attrs)
         size = int(np.prod([window[a] for a in moving]))
@@ -303,7 +313,10 @@ components = [
             Testcase("reduce_window_generic_add_body", _window(lambda a, b: a + b, 0.0, (2, 2), (1, 1), ((1, 0), (0, 1))),
                      [("B", 3)], check=_expect_pool("AveragePool", "Sum")),
             Testcase("reduce_window_max_same_strided_symbolic", _window(lax.max, -jnp.inf, (3, 1), (2, 1), "SAME"),
-                     [("B", 3)], check=_expect_pool("MaxPool", "MaxPool")),
+                     [("B", 3)], check=_expect_pool("MaxPool", "MaxPool"), forbidden_ops=["Pad"]),
+            Testcase("reduce_window_sum_same_dilated_symbolic", _window(lax.add, 0.0, (1, 2, 2), (1, 2, 1), "SAME",
+                                                                       wdil=(1, 2, 1)),
+                     [(2, "H", "W")], check=_expect_pool("AveragePool", "Sum")),
             Testcase("reduce_window_max_runtime_init", lambda x, v: lax.reduce_window(x, v, lax.max, (1, 3), (1, 1), "SAME"),
                      [("B", 5), ()], expected_ops=["Max"]),
         ],
