@@ -185,6 +185,16 @@ def while_loop_pytree_carry(x, n):
     return out["acc"], out["k"]
 
 
+def while_loop_flag_carry(x):
+    # The condition is a carried flag: the body output doubles as the Loop's condition output.
+    def body(c):
+        v, _ = c
+        v = v * 0.5
+        return v, jnp.max(jnp.abs(v)) > 0.1
+
+    return lax.while_loop(lambda c: c[1], body, (x, True))[0]
+
+
 def fori_loop_counter(x):
     return lax.fori_loop(0, 5, lambda i, v: v + i.astype(v.dtype), x)
 
@@ -241,6 +251,7 @@ components = [
             Testcase("while_loop_vector", while_loop_vector, [("B",)], expected_ops=["Loop"]),
             Testcase("while_loop_pytree_carry", while_loop_pytree_carry, [(3, "B"), _ints(())], expected_ops=["Loop"],
                      check=lambda m: _loop_state_static(m, [3, None])),
+            Testcase("while_loop_flag_carry", while_loop_flag_carry, [("B", 2)], expected_ops=["Loop"]),
         ],
     ),
     Component(
