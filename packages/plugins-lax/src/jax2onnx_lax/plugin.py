@@ -16,6 +16,7 @@ _pack = PackModules(
         "cumulative",
         "transcendental",
         "special",
+        "float_bits",
         "shape",
         "slicing",
         "indexing",

@@ -1,0 +1,273 @@
+"""lax ops on the bit layout of floats: bitcast_convert_type, reduce_precision, nextafter.
+
+ONNX gained BitCast only in opset 26. Before that, what is expressible:
+- int <-> int of the same width: Cast is a two's-complement reinterpretation (modular both ways);
+- float <-> int of the same width: the fields are computed arithmetically in float64, where every
+  step is exact: exponent = floor(log2 |x|) (corrected by comparing with 2**e), significand =
+  |x| / 2**e scaled to an integer, assembled with integer shifts (and the reverse for int -> float).
+  One thing is lost: NaN payloads and the NaN sign bit; every NaN encodes as the quiet NaN 0x7fc...;
+- bitcasts that change the width (f32 -> 4 x u8) are not expressible and raise.
+reduce_precision and nextafter use the same exponent arithmetic; all results are exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax2onnx.plugin import Lowerings
+from jax2onnx.testing import Component, Testcase
+
+from . import _numeric as nm
+from ._testdata import SPECIAL, f32, ints, log_scale
+from .transcendental import Math
+
+lowerings = Lowerings()
+
+
+@dataclasses.dataclass(frozen=True)
+class FloatFormat:
+    exponent_bits: int
+    mantissa_bits: int
+
+    @property
+    def bias(self) -> int:
+        return (1 << (self.exponent_bits - 1)) - 1
+
+    @property
+    def emin(self) -> int:  # exponent of the smallest normal
+        return 1 - self.bias
+
+    @property
+    def width(self) -> int:
+        return 1 + self.exponent_bits + self.mantissa_bits
+
+    @property
+    def max_finite(self) -> float:
+        return (2.0 - 2.0 ** -self.mantissa_bits) * 2.0**self.bias
+
+
+FORMATS = {nm.F16: FloatFormat(5, 10), nm.F32: FloatFormat(8, 23), nm.F64: FloatFormat(11, 52)}
+if nm.BF16 is not None:
+    FORMATS[nm.BF16] = FloatFormat(8, 7)
+
+
+def _pow2(m, e):
+    return m.op.Pow(m.k(2.0), e)
+
+
+def binade(m, a, fmt: FloatFormat):
+    """floor(log2 a) for finite a > 0 in float64, exact, clamped below at the format's emin (so
+    subnormals share the emin grid). Log rounds, so the estimate is nudged by one where 2**e says so."""
+    op = m.op
+    e = op.Floor(op.Div(op.Log(a), m.k(math.log(2.0))))
+    e = op.Sub(e, nm.cast(m.ctx, op.Greater(_pow2(m, e), a), nm.F64))
+    e = op.Add(e, nm.cast(m.ctx, op.LessOrEqual(_pow2(m, op.Add(e, m.k(1.0))), a), nm.F64))
+    return op.Max(e, m.k(float(fmt.emin)))
+
+
+def _to_f64(ctx, x, dtype):
+    return nm.cast_if(ctx, x, dtype, nm.F64)
+
+
+def float_to_bits(ctx, x, src, dst):
+    fmt = FORMATS[src]
+    m = Math(ctx, nm.F64)
+    op = m.op
+    xd = _to_f64(ctx, x, src)
+    a = op.Abs(xd)
+    e = binade(m, a, fmt)
+    normal = op.GreaterOrEqual(a, m.k(2.0**fmt.emin))
+    scaled = op.Mul(op.Mul(a, _pow2(m, op.Neg(e))), m.k(2.0**fmt.mantissa_bits))  # exact: a power-of-2 scale
+    mantissa = op.Where(normal, op.Sub(scaled, m.k(2.0**fmt.mantissa_bits)), scaled)
+    exponent = op.Where(normal, op.Add(e, m.k(float(fmt.bias))), m.k(0.0))
+    all_ones = m.k(float((1 << fmt.exponent_bits) - 1))
+    special = op.Or(op.IsInf(a), op.IsNaN(a))
+    exponent = op.Where(special, all_ones, exponent)
+    mantissa = op.Where(op.IsNaN(a), m.k(2.0 ** (fmt.mantissa_bits - 1)), op.Where(op.IsInf(a), m.k(0.0), mantissa))
+    u = ctx.op.BitShift(nm.cast(ctx, exponent, nm.U64), nm.const(ctx, fmt.mantissa_bits, nm.U64), direction="LEFT")
+    u = ctx.op.BitwiseOr(u, nm.cast(ctx, mantissa, nm.U64))
+    sign = nm.cast(ctx, op.And(m.is_negative(xd), op.Not(op.IsNaN(xd))), nm.U64)
+    u = ctx.op.BitwiseOr(u, ctx.op.BitShift(sign, nm.const(ctx, fmt.width - 1, nm.U64), direction="LEFT"))
+    unsigned = nm.unsigned_of(dst)  # narrowing casts wrap: they keep the low bits
+    return nm.cast_if(ctx, nm.cast(ctx, u, unsigned), unsigned, dst)
+
+
+def bits_to_float(ctx, bits, src, dst):
+    fmt = FORMATS[dst]
+    m = Math(ctx, nm.F64)
+    op = m.op
+    u = nm.cast(ctx, nm.cast_if(ctx, bits, src, nm.unsigned_of(src)), nm.U64)  # zero-extend
+
+    def field(shift, width):
+        shifted = op.BitShift(u, nm.const(ctx, shift, nm.U64), direction="RIGHT") if shift else u
+        return nm.cast(ctx, op.BitwiseAnd(shifted, nm.const(ctx, (1 << width) - 1, nm.U64)), nm.F64)
+
+    mantissa, exponent = field(0, fmt.mantissa_bits), field(fmt.mantissa_bits, fmt.exponent_bits)
+    negative = op.Equal(field(fmt.width - 1, 1), m.k(1.0))
+    fraction = op.Mul(mantissa, m.k(2.0 ** -fmt.mantissa_bits))
+    normal = op.Mul(op.Add(m.k(1.0), fraction), _pow2(m, op.Sub(exponent, m.k(float(fmt.bias)))))
+    subnormal = op.Mul(mantissa, m.k(2.0 ** (fmt.emin - fmt.mantissa_bits)))
+    value = op.Where(op.Equal(exponent, m.k(0.0)), subnormal, normal)
+    special = op.Where(op.Equal(mantissa, m.k(0.0)), m.k(np.inf), m.k(np.nan))
+    value = op.Where(op.Equal(exponent, m.k(float((1 << fmt.exponent_bits) - 1))), special, value)
+    return nm.cast_if(ctx, m.neg_if(negative, value), nm.F64, dst)
+
+
+@lowerings.register("bitcast_convert_type")
+def lower_bitcast_convert_type(ctx, x):
+    src, dst = nm.dtype_of(ctx.avals_in[0]), nm.dtype_of(ctx.avals_out[0])
+    if src == dst:
+        return ctx.op.Identity(x)
+    if src.itemsize != dst.itemsize:
+        raise NotImplementedError(
+            f"bitcast_convert_type {src.name} -> {dst.name} changes the element width; ONNX cannot express "
+            "that (even BitCast, opset 26, needs equal widths). Bitcast between dtypes of the same width.")
+    if ctx.opset >= 26:
+        return ctx.op.BitCast(x, to=int(ctx.onnx_dtype(dst)))
+    if nm.is_int(src) and nm.is_int(dst):
+        return nm.cast(ctx, x, dst)
+    if nm.is_float(src) and nm.is_int(dst):
+        return float_to_bits(ctx, x, src, dst)
+    if nm.is_int(src) and nm.is_float(dst):
+        return bits_to_float(ctx, x, src, dst)
+    if nm.is_float(src) and nm.is_float(dst):  # float16 <-> bfloat16
+        carrier = nm.unsigned_of(src)
+        return bits_to_float(ctx, float_to_bits(ctx, x, src, carrier), carrier, dst)
+    raise NotImplementedError(f"bitcast_convert_type {src.name} -> {dst.name} is not supported before opset 26")
+
+
+@lowerings.register("reduce_precision")
+def lower_reduce_precision(ctx, x):
+    """Round to ``mantissa_bits`` (to nearest even, on the source's own grid, subnormals included),
+    then, if ``exponent_bits`` is narrower than the source's, overflow to +-inf and flush values below
+    the narrow format's smallest normal to +-0: what XLA's bit-level implementation does."""
+    dtype = nm.dtype_of(ctx.avals_in[0])
+    src = FORMATS[dtype]
+    ebits, mbits = int(ctx.params["exponent_bits"]), int(ctx.params["mantissa_bits"])
+    m = Math(ctx, nm.F64)
+    op = m.op
+    xd = _to_f64(ctx, x, dtype)
+    r = xd
+    if mbits < src.mantissa_bits:
+        a = op.Abs(xd)
+        ulp = _pow2(m, op.Sub(binade(m, a, src), m.k(float(mbits))))
+        rounded = op.Mul(op.Round(op.Div(xd, ulp)), ulp)
+        r = op.Where(op.Or(op.IsInf(xd), op.IsNaN(xd)), xd, op.Where(op.Equal(a, m.k(0.0)), xd, rounded))
+    if ebits < src.exponent_bits:
+        narrow = FloatFormat(ebits, mbits)
+        a = op.Abs(r)
+        r = op.Where(op.Greater(a, m.k(narrow.max_finite)), op.Mul(r, m.k(np.inf)), r)
+        r = op.Where(op.Less(a, m.k(2.0**narrow.emin)), op.Mul(r, m.k(0.0)), r)
+    return nm.cast_if(ctx, r, nm.F64, dtype)
+
+
+@lowerings.register("nextafter")
+def lower_nextafter(ctx, x, y):
+    """x + (one ulp toward y): the ulp of |x|'s binade, half of it when stepping down from an exact
+    power of two (the binade below is finer); 0 steps to the smallest subnormal, inf to max finite."""
+    dtype = nm.dtype_of(ctx.avals_in[0])
+    fmt = FORMATS[dtype]
+    m = Math(ctx, nm.F64)
+    op = m.op
+    xd, yd = _to_f64(ctx, x, dtype), _to_f64(ctx, y, dtype)
+    a = op.Abs(xd)
+    e = binade(m, a, fmt)
+    ulp = _pow2(m, op.Sub(e, m.k(float(fmt.mantissa_bits))))
+    up = op.Greater(yd, xd)
+    toward_zero = op.Equal(op.Greater(xd, m.k(0.0)), op.Not(up))
+    power_of_two = op.And(op.Equal(a, _pow2(m, e)), op.Greater(e, m.k(float(fmt.emin))))
+    step = op.Where(op.And(toward_zero, power_of_two), op.Mul(ulp, m.k(0.5)), ulp)
+    r = op.Add(xd, op.Where(up, step, op.Neg(step)))
+    tiny = m.k(2.0 ** (fmt.emin - fmt.mantissa_bits))
+    r = op.Where(op.Equal(xd, m.k(0.0)), op.Where(up, tiny, op.Neg(tiny)), r)
+    r = op.Where(op.IsInf(xd), op.Mul(op.Sign(xd), m.k(fmt.max_finite)), r)
+    r = op.Where(op.Equal(xd, yd), yd, r)
+    r = op.Where(op.Or(op.IsNaN(xd), op.IsNaN(yd)), op.Add(xd, yd), r)
+    return nm.cast_if(ctx, r, nm.F64, dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+
+def _int_default():
+    """int32, or int64 in the double-precision variants: the width of the default float."""
+    return jax.dtypes.canonicalize_dtype(jnp.int64)
+
+
+def _float_default():
+    return jax.dtypes.canonicalize_dtype(jnp.float64)
+
+
+def _spec(*shape, dtype=jnp.int32):
+    return jax.ShapeDtypeStruct(shape, dtype)
+
+
+def _check_bitcast_op_at_opset_26(fn, values):
+    """The runner exports at the default opset; also export at 26, where ONNX BitCast exists."""
+
+    def check(_model):
+        from jax2onnx import allclose, to_onnx
+        from jax2onnx.testing.runner import op_types
+
+        double = jax.config.read("jax_enable_x64")
+        inputs = [v.astype(np.float64) if double else v for v in values]
+        model = to_onnx(fn, inputs, opset=26, enable_double_precision=double)
+        assert "BitCast" in op_types(model), sorted(op_types(model))
+        result = allclose(fn, model, inputs, rtol=0, atol=0, enable_double_precision=double)
+        assert result.ok, str(result)
+
+    return check
+
+
+def _to_int_bits(x):
+    return lax.bitcast_convert_type(x, _int_default())
+
+
+_BITS_VALUES = f32(0.0, -0.0, 1.0, -2.5, 1e-40, -1e-45, 3.4028235e38, 1.1754944e-38, np.inf, -np.inf, np.nan, 0.1)
+_ADJACENT = f32(1.0, 1.0, 0.0, 0.0, -1.0, 2.0, 1e-45, np.inf, 3.4028235e38, 1.1754944e-38, np.nan, 5.0)
+_TOWARD = f32(2.0, 0.0, 1.0, -1.0, -2.0, 0.0, 0.0, 0.0, np.inf, 0.0, 1.0, 5.0)
+
+components = [
+    Component("lax.bitcast_convert_type", onnx=["BitShift", "BitwiseOr", "Log", "Pow", "Cast"], since="v0.7.0",
+              testcases=[
+        Testcase("bitcast_float_to_int", lambda x: lax.bitcast_convert_type(x, _int_default()), [("B", 5)],
+                 input_generator=log_scale(-40, 38), expected_ops=["BitShift"]),
+        Testcase("bitcast_float_to_int_special_values", _to_int_bits, input_values=[_BITS_VALUES],
+                 check=_check_bitcast_op_at_opset_26(_to_int_bits, [_BITS_VALUES])),
+        Testcase("bitcast_float_to_uint_special", lambda x: lax.bitcast_convert_type(x, jnp.uint32),
+                 input_values=[_BITS_VALUES], run_f64=False),  # float64 -> uint32 changes the width
+        Testcase("bitcast_int_to_float", lambda x: lax.bitcast_convert_type(x, _float_default()),
+                 [_spec("B", 6)], input_generator=ints(-2**31, 2**31 - 1), run_f64=False),
+        Testcase("bitcast_roundtrip", lambda x: lax.bitcast_convert_type(lax.bitcast_convert_type(x, _int_default()),
+                                                                         x.dtype), input_values=[SPECIAL]),
+        Testcase("bitcast_int32_to_uint32", lambda x: lax.bitcast_convert_type(x, jnp.uint32), [_spec("B", 4)],
+                 input_generator=ints(-2**31, 2**31 - 1), expected_ops=["Cast"]),
+        Testcase("bitcast_float16_to_int16", lambda x: lax.bitcast_convert_type(x.astype(jnp.float16), jnp.int16),
+                 input_values=[f32(0.0, -0.0, 1.0, -2.5, 6e-8, 65504.0, np.inf, 1e-5, 0.1)]),
+        Testcase("bitcast_uint16_to_bfloat16", lambda x: lax.bitcast_convert_type(x, jnp.bfloat16).astype(jnp.float32),
+                 [_spec("B", 6, dtype=jnp.uint16)], input_generator=ints(0, 65536), run_f64=False),
+    ]),
+    Component("lax.reduce_precision", onnx=["Round", "Pow", "Where"], since="v0.7.0", testcases=[
+        Testcase("reduce_precision_to_float16", lambda x: lax.reduce_precision(x, 5, 10), [("B", 6)],
+                 input_generator=log_scale(-9, 6), rtol=0, atol=0, rtol_f64=0, atol_f64=0),
+        Testcase("reduce_precision_to_bfloat16", lambda x: lax.reduce_precision(x, 8, 7), [("B", 6)],
+                 input_generator=log_scale(-40, 38), rtol=0, atol=0, rtol_f64=0, atol_f64=0),
+        Testcase("reduce_precision_odd_format", lambda x: lax.reduce_precision(x, 4, 3), input_values=[
+            f32(0.0, 1.0 / 3, 239.0, 241.0, 300.0, 0.015, 0.0156, -7.5, 1.0625, 1.1875, np.inf, np.nan)],
+                 rtol=0, atol=0, rtol_f64=0, atol_f64=0),
+        Testcase("reduce_precision_special_values", lambda x: lax.reduce_precision(x, 5, 2), input_values=[SPECIAL],
+                 rtol=0, atol=0, rtol_f64=0, atol_f64=0),
+    ]),
+    Component("lax.nextafter", onnx=["Pow", "Log", "Where"], since="v0.7.0", testcases=[
+        Testcase("nextafter", lax.nextafter, [("B", 6), ("B", 6)], input_generator=log_scale(-40, 38),
+                 rtol=0, atol=0, rtol_f64=0, atol_f64=0),
+        Testcase("nextafter_edges", lax.nextafter, input_values=[_ADJACENT, _TOWARD], rtol=0, atol=0, rtol_f64=0,
+                 atol_f64=0),
+    ]),
+]
