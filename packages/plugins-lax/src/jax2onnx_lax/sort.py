@@ -18,12 +18,23 @@ from jax2onnx.testing import Component, Testcase
 
 lowerings = Lowerings()
 
-#: onnxruntime's TopK has no bool kernel; uint8 orders False < True the same way.
-_TOPK_CAST = {np.dtype(np.bool_): np.uint8}
+#: Key dtypes onnxruntime's TopK has no kernel for, and a wider type with the same order.
+_TOPK_CAST = {
+    np.dtype(np.bool_): np.uint8,
+    np.dtype(np.uint16): np.int32,
+    np.dtype(np.uint32): np.int64,
+}
+
+
+def _topk_cast(dtype):
+    dtype = np.dtype(dtype)
+    if dtype.name == "bfloat16":
+        return np.float32
+    return _TOPK_CAST.get(dtype)
 
 
 def _sort_key(ctx, key, dtype):
-    cast = _TOPK_CAST.get(np.dtype(dtype))
+    cast = _topk_cast(dtype)
     return ctx.cast(key, cast) if cast is not None else key
 
 
@@ -52,7 +63,7 @@ def lower_sort(ctx, *operands):
         values, step = ctx.op.TopK(_sort_key(ctx, key, ctx.avals_in[i].dtype), size, axis=axis, largest=0, sorted=1,
                                    _outputs=2)
         order = step if order is None else ctx.op.GatherElements(order, step, axis=axis)
-        if i == 0 and np.dtype(ctx.avals_in[0].dtype) not in _TOPK_CAST:
+        if i == 0 and _topk_cast(ctx.avals_in[0].dtype) is None:
             sorted_first_key = values
     outs = []
     for i, operand in enumerate(operands):
@@ -109,6 +120,8 @@ components = [
                      expected_ops=["TopK", "GatherElements"]),
             Testcase("sort_int32_stable_ties", lambda k, v: lax.sort((k, v), num_keys=1, is_stable=True),
                      [_ints(("N",)), ("N",)], input_generator=_small_ints, static_sizes={"N": 8}),
+            Testcase("sort_uint32_keys", lambda k, v: lax.sort((k, v), num_keys=1, is_stable=True),
+                     [_ints(("N",), jnp.uint32), ("N",)], expected_ops=["TopK", "Cast"]),
             Testcase("sort_bool_keys", lambda k, v: lax.sort((k, v), num_keys=1, is_stable=True),
                      [_ints(("N",), jnp.bool_), ("N",)]),
             Testcase("sort_nan_last", lambda x: jnp.sort(x, axis=-1), [], input_values=[_NAN_INPUT]),
@@ -125,6 +138,7 @@ components = [
             Testcase("top_k", lambda x: lax.top_k(x, 3), [("B", 6)], expected_ops=["TopK"]),
             Testcase("top_k_int32_ties", lambda x: lax.top_k(x, 4), [_ints(("B", 7))], input_generator=_small_ints,
                      expected_ops=["TopK"]),
+            Testcase("top_k_uint16", lambda x: lax.top_k(x, 2), [_ints(("B", 5), jnp.uint16)], expected_ops=["TopK"]),
             Testcase("top_k_nan", lambda x: lax.top_k(x, 5), [], input_values=[_NAN_INPUT]),
         ],
     ),
