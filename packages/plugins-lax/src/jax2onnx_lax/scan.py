@@ -143,6 +143,8 @@ components = [
             Testcase("scan_reverse", scan_reverse, [("T", 2)], expected_ops=["Scan"]),
             Testcase("scan_reverse_no_xs", scan_reverse_no_xs, [("B",)], expected_ops=["Loop"]),
             Testcase("scan_closed_over_constant", scan_closed_over_constant, [("T", 4), (4,)], expected_ops=["Scan"]),
+            Testcase("scan_lax_map", lambda xs: lax.map(lambda r: jnp.sin(r) * jnp.sum(r), xs), [("T", 3)],
+                     expected_ops=["Scan"]),
             Testcase("scan_nested_cond", scan_nested_cond, [("T", 2)], expected_ops=["Scan", "If"]),
             Testcase("scan_nested_fori", scan_nested_fori, [("T", 3)], expected_ops=["Scan", "Loop"],
                      check=lambda m: _loop_state_static(m, [3])),
