@@ -47,3 +47,17 @@ def on_f32_expect(*ops: str) -> Callable[[onnx.ModelProto], None]:
 def positive_and_negative(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     """Values across [-6, 6], so clipping and saturating branches are all reached."""
     return rng.uniform(-6.0, 6.0, size=shape).astype(dtype)
+
+
+def on_symbolic_expect(*ops: str) -> Callable[[onnx.ModelProto], None]:
+    """A ``check`` asserting ``ops`` when the export has a symbolic input dim (the static variant
+    of the same case folds to a constant)."""
+
+    def check(model: onnx.ModelProto) -> None:
+        symbolic = any(d.dim_param for i in model.graph.input for d in i.type.tensor_type.shape.dim)
+        if symbolic:
+            found = op_types(model)
+            missing = [o for o in ops if o not in found]
+            assert not missing, f"symbolic export lacks {missing} (has {sorted(found)})"
+
+    return check
