@@ -14,6 +14,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import onnx_ir as ir
 from jax import lax
 from jax2onnx.builder import Scope
 from jax2onnx.context import SubgraphBuilder
@@ -97,6 +98,9 @@ def lower_while(ctx, *args):
     body_consts = list(args[n_cond : n_cond + n_body])
     init = list(args[n_cond + n_body :])
     carry_avals = ctx.avals_in[n_cond + n_body :]
+    pred_aval = p["cond_jaxpr"].out_avals[0]
+    if pred_aval.shape != ():
+        return _lower_batched_while(ctx, p, cond_consts, body_consts, init, carry_avals, pred_aval)
 
     (keep_going,) = ctx.lower_jaxpr(p["cond_jaxpr"], cond_consts + init)
 
@@ -108,6 +112,39 @@ def lower_while(ctx, *args):
     (again,) = body.lower(p["cond_jaxpr"], cond_consts + new_carry)
     graph = body.finish([again, *new_carry], [BOOL_SCALAR, *carry_avals])
     return _as_list(ctx.op.Loop(None, keep_going, *init, body=graph, _outputs=len(init)))
+
+
+def _any(where, pred):
+    """Scalar OR of a bool tensor (ONNX reduces numbers, not bools)."""
+    as_int = where.op.Cast(pred, to=int(ir.DataType.INT32))
+    return where.op.Cast(where.op.ReduceMax(as_int, keepdims=0), to=int(ir.DataType.BOOL))
+
+
+def _select_rows(where, pred, pred_rank, new, old, aval):
+    """``new`` where the row's predicate holds, else ``old``: the predicate covers the leading axes."""
+    extra = len(aval.shape) - pred_rank
+    mask = pred if extra == 0 else where.op.Unsqueeze(pred, np.arange(pred_rank, pred_rank + extra, dtype=np.int64))
+    return where.op.Where(mask, new, old)
+
+
+def _lower_batched_while(ctx, p, cond_consts, body_consts, init, carry_avals, pred_aval):
+    """A while whose condition is batched (``vmap`` of a while_loop): it runs while any row's
+    condition holds, and rows whose condition is false keep their carry (XLA's semantics). The
+    row predicates travel as an extra loop state so the condition is evaluated once per step."""
+    (rows,) = ctx.lower_jaxpr(p["cond_jaxpr"], cond_consts + init)
+    rank = len(pred_aval.shape)
+
+    body = ctx.subgraph("while_body")
+    body.add_input("iteration", INT64_SCALAR)
+    body.add_input("cond_in", BOOL_SCALAR)
+    active = body.add_input("active_rows", pred_aval)
+    carry = [body.add_input("carry", a) for a in carry_avals]
+    stepped = body.lower(p["body_jaxpr"], body_consts + carry)
+    kept = [_select_rows(body, active, rank, n, o, a) for n, o, a in zip(stepped, carry, carry_avals, strict=True)]
+    (next_rows,) = body.lower(p["cond_jaxpr"], cond_consts + kept)
+    graph = body.finish([_any(body, next_rows), next_rows, *kept], [BOOL_SCALAR, pred_aval, *carry_avals])
+    outs = _as_list(ctx.op.Loop(None, _any(ctx, rows), rows, *init, body=graph, _outputs=len(init) + 1))
+    return outs[1:]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,6 +232,14 @@ def while_loop_flag_carry(x):
     return lax.while_loop(lambda c: c[1], body, (x, True))[0]
 
 
+def while_loop_vmapped(x):
+    # Under vmap each row stops at its own step: JAX ORs the predicates and selects in the body.
+    def halve_until_small(v):
+        return lax.while_loop(lambda u: jnp.sum(jnp.abs(u)) > 0.5, lambda u: u * 0.5, v)
+
+    return jax.vmap(halve_until_small)(x)
+
+
 def fori_loop_counter(x):
     return lax.fori_loop(0, 5, lambda i, v: v + i.astype(v.dtype), x)
 
@@ -252,6 +297,7 @@ components = [
             Testcase("while_loop_pytree_carry", while_loop_pytree_carry, [(3, "B"), _ints(())], expected_ops=["Loop"],
                      check=lambda m: _loop_state_static(m, [3, None])),
             Testcase("while_loop_flag_carry", while_loop_flag_carry, [("B", 2)], expected_ops=["Loop"]),
+            Testcase("while_loop_vmapped", while_loop_vmapped, [("B", 3)], expected_ops=["Loop"]),
         ],
     ),
     Component(
