@@ -1,0 +1,109 @@
+"""nnx.Embed → Gather (lookup) and MatMul (``attend``, the tied output projection).
+
+``jnp.take`` in flax's lookup wraps negative ids like ``Gather`` does. Ids outside
+``[-num_embeddings, num_embeddings)`` give NaN rows in JAX and an error in onnxruntime; a valid
+model never produces them, so the graph stays one Gather rather than growing a bounds check.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.testing import Component, Testcase
+
+from ._fusion import Operands, call_module, cast_to, is_array, one_output_like
+
+lowerings = Lowerings()
+
+EMBED = "jax2onnx_nnx.embed"
+ATTEND = "jax2onnx_nnx.embed_attend"
+
+
+def _plain(kwargs: dict) -> bool:
+    return all(v is None for v in kwargs.values())
+
+
+def _patch_embed(original):
+    def __call__(self, inputs, **kwargs):
+        if (
+            not _plain(kwargs)
+            or not is_array(inputs)
+            or not jnp.issubdtype(inputs.dtype, jnp.integer)
+            or int(self.num_embeddings) == 1  # flax broadcasts the one row whatever the id
+        ):
+            return original(self, inputs, **kwargs)
+        return call_module(EMBED, self, lambda m, ids: original(m, ids), {"ids": inputs})
+
+    return __call__
+
+
+def _patch_attend(original):
+    def attend(self, query, **kwargs):
+        if not _plain(kwargs) or not is_array(query):
+            return original(self, query, **kwargs)
+        return call_module(ATTEND, self, lambda m, q: original(m, q), {"query": query})
+
+    return attend
+
+
+patches = [
+    Patch("flax.nnx.Embed", "__call__", _patch_embed),
+    Patch("flax.nnx.Embed", "attend", _patch_attend),
+]
+
+
+@lowerings.register_call(EMBED)
+def lower_embed(ctx, *ins):
+    ops = Operands(ctx, ins)
+    table = ops.shape("embedding")
+    if not one_output_like(ctx, (*ops.shape("ids"), table[-1])):
+        return None
+    return ctx.op.Gather(cast_to(ctx, ops["embedding"], ctx.avals_out[0].dtype), ops["ids"], axis=0)
+
+
+@lowerings.register_call(ATTEND)
+def lower_attend(ctx, *ins):
+    ops = Operands(ctx, ins)
+    if not one_output_like(ctx, (*ops.shape("query")[:-1], ops.shape("embedding")[0])):
+        return None
+    dtype = ctx.avals_out[0].dtype
+    table_t = ctx.op.Transpose(cast_to(ctx, ops["embedding"], dtype), perm=[1, 0])
+    return ctx.op.MatMul(cast_to(ctx, ops["query"], dtype), table_t)
+
+
+def _embed(n: int, features: int):
+    def factory():
+        # float64 tables under a float64 export: flax keeps the table's dtype for lookups.
+        dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
+        return nnx.Embed(n, features, param_dtype=dtype, rngs=nnx.Rngs(0))
+
+    return factory
+
+
+def _attend(module):
+    return lambda q: module.attend(q)  # looked up at call time, when the patch is active
+
+
+def _signed_ids(rng, shape, dtype):
+    return rng.integers(-6, 6, size=shape).astype(dtype)
+
+
+components = [
+    Component(
+        name="nnx.embed",
+        onnx=["Gather", "MatMul"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("embed", factory=_embed(10, 4), input_shapes=[jax.ShapeDtypeStruct(("B", 5), np.int32)],
+                     expected_ops=["Gather"], max_nodes=1),
+            Testcase("embed_negative_ids", factory=_embed(6, 3),
+                     input_shapes=[jax.ShapeDtypeStruct(("B", 2, 3), np.int32)], input_generator=_signed_ids,
+                     expected_ops=["Gather"], max_nodes=1),
+            Testcase("embed_attend", factory=lambda: _attend(_embed(7, 4)()), input_shapes=[("B", 3, 4)],
+                     expected_ops=["MatMul"], forbidden_ops=["Transpose"], max_nodes=1),
+        ],
+    ),
+]
