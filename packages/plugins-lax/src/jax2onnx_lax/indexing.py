@@ -172,9 +172,15 @@ def lower_gather(ctx, operand, indices):
     if mask is not None:
         if offset_dims:
             mask = ctx.op.Unsqueeze(mask, i64(ctx, sorted(offset_dims)))
-        fill = ctx.const(fill_value_for(ctx.avals_out[0].dtype, p.get("fill_value")))
-        y = ctx.op.Where(mask, y, fill)
+        y = apply_fill(ctx, mask, y, fill_value_for(ctx.avals_out[0].dtype, p.get("fill_value")))
     return y
+
+
+def apply_fill(ctx, mask, y, fill: np.ndarray):
+    """``where(mask, y, fill)``; onnxruntime has no bool Where, so bools use And/Or."""
+    if fill.dtype == np.bool_:
+        return ctx.op.Or(y, ctx.op.Not(mask)) if bool(fill) else ctx.op.And(y, mask)
+    return ctx.op.Where(mask, y, ctx.const(fill))
 
 
 def _gather_as_slice(ctx, data, idx, indexed, sizes, rank):
@@ -256,6 +262,12 @@ def _ints_between(lo, hi):
     return gen
 
 
+# The jnp pack fuses jnp.take / take_along_axis while exporting; the references taken here, at
+# import, are the plain jnp functions, so these cases exercise the lax gather lowering.
+_take = jnp.take
+_take_along_axis = jnp.take_along_axis
+
+
 def _gather(x, idx, **kw):
     kw.setdefault("mode", lax.GatherScatterMode.CLIP)
     return lax.gather(x, idx, **kw)
@@ -278,17 +290,17 @@ components = [
             Testcase("gather_ellipsis_last_axis", lambda x, i: x[..., i], [("B", 2, 5), _idx(2, 3)],
                      input_generator=_ints_between(0, 5), expected_ops=["Gather"]),
             # jnp.take defaults to mode="fill": indices past either end give NaN rows.
-            Testcase("gather_take_fill", lambda x, i: jnp.take(x, i, axis=1), [("B", 5), _idx(4)],
+            Testcase("gather_take_fill", lambda x, i: _take(x, i, axis=1), [("B", 5), _idx(4)],
                      input_generator=_ints_between(-6, 6), expected_ops=["Gather", "Where"]),
             Testcase("gather_at_get_fill_value", lambda x, i: jnp.asarray(x).at[i].get(mode="fill", fill_value=-1.0),
                      [(5, 3), _idx("B")], input_generator=_ints_between(-6, 6), expected_ops=["Where"]),
             Testcase("gather_at_get_clip", lambda x, i: jnp.asarray(x).at[i].get(mode="clip"), [(5, 3), _idx("B")],
                      input_generator=_ints_between(-8, 8), expected_ops=["Gather"]),
-            Testcase("gather_fill_int32", lambda x, i: jnp.take(x, i, axis=0), [_idx(5, 2), _idx("B")],
+            Testcase("gather_fill_int32", lambda x, i: _take(x, i, axis=0), [_idx(5, 2), _idx("B")],
                      input_generator=_ints_between(-8, 8), expected_ops=["Where"]),
-            Testcase("gather_take_along_axis", lambda x, i: jnp.take_along_axis(x, i, axis=1), [("B", 5), _idx("B", 3)],
+            Testcase("gather_take_along_axis", lambda x, i: _take_along_axis(x, i, axis=1), [("B", 5), _idx("B", 3)],
                      input_generator=_ints_between(-6, 6), expected_ops=["GatherElements"]),
-            Testcase("gather_take_along_axis_3d", lambda x, i: jnp.take_along_axis(x, i, axis=1, mode="clip"),
+            Testcase("gather_take_along_axis_3d", lambda x, i: _take_along_axis(x, i, axis=1, mode="clip"),
                      [(2, 5, "B"), _idx(2, 3, "B")], input_generator=_ints_between(-6, 6),
                      expected_ops=["GatherElements"]),
             # x[i, j] with two index arrays: a depth-2 GatherND.
@@ -318,6 +330,8 @@ components = [
                                                                        start_indices_batching_dims=(0,)),
                                           slice_sizes=(1, 4), mode=lax.GatherScatterMode.FILL_OR_DROP),
                      [("B", 4), _idx("B", 1)], input_generator=_ints_between(-1, 2), expected_ops=["GatherND"]),
+            Testcase("gather_fill_bool", lambda m, i: _take(m, i, axis=0), [jax.ShapeDtypeStruct((5, "B"), jnp.bool_),
+                     _idx(3)], input_generator=_ints_between(-6, 7), expected_ops=["Gather", "Or"]),
             Testcase("gather_fill_window_2d",
                      lambda x, i: _gather(x, i, dimension_numbers=_GDN(offset_dims=(1, 2), collapsed_slice_dims=(),
                                                                        start_index_map=(0, 1)),
