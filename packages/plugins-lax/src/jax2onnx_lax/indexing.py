@@ -287,6 +287,9 @@ components = [
                      input_generator=_ints_between(0, 5), expected_ops=["Gather"], forbidden_ops=["GatherND"]),
             Testcase("gather_rows", lambda x, i: x[i], [(6, 3), _idx("B")], input_generator=_ints_between(0, 6),
                      expected_ops=["Gather"]),
+            # Rows of a symbolic-length table: the clamp bound B - 1 comes from the input's shape.
+            Testcase("gather_rows_symbolic_table", lambda x, i: jnp.asarray(x)[i], [("B", 3), _idx(4)],
+                     input_generator=_ints_between(0, 7), expected_ops=["Gather", "Shape"], run_static=False),
             Testcase("gather_ellipsis_last_axis", lambda x, i: x[..., i], [("B", 2, 5), _idx(2, 3)],
                      input_generator=_ints_between(0, 5), expected_ops=["Gather"]),
             # jnp.take defaults to mode="fill": indices past either end give NaN rows.

@@ -239,6 +239,9 @@ components = [
                                                  mode=_MODE.FILL_OR_DROP, unique_indices=False, indices_are_sorted=False),
                      [(5, "B", 1, 1), _idx(2, 1), (2, "B", 1, 1)], input_generator=_unique_ints(-2, 7),
                      expected_ops=["ScatterND", "Pad"]),
+            # The indexed axis is symbolic: bounds, padding and the final crop all follow B.
+            Testcase("scatter_set_symbolic_axis", lambda x, i, v: _at(x)[i].set(v), [("B", 3), _idx(2), (2, 3)],
+                     input_generator=_unique_ints(0, 6), expected_ops=["ScatterND", "Shape"], run_static=False),
             Testcase("scatter_at_set_scalar_index", lambda x, v: _at(x)[1].set(v), [("B", 3), (3,)],
                      expected_ops=["ScatterND"], static_sizes={"B": 4}),
             # vmap of x.at[i].set(v): operand batching dims become an iota index column.

@@ -234,6 +234,10 @@ components = [
                      lambda x, i: _dynamic_slice(x, i, _like(1, i), _like(0, i), sizes=(x.shape[0] - 1, 3, 4)),
                      [("B", 5, 4), _idx()], input_generator=_some_out_of_range, expected_ops=["Slice"],
                      run_static=False),
+            # The sliced axis is the symbolic one: the clamp bound B - 1 is computed in the graph.
+            Testcase("dynamic_slice_symbolic_axis", lambda x, i: _dynamic_slice(x, i, _like(0, i), sizes=(1, 3)),
+                     [("B", 3), _idx()], input_generator=_some_out_of_range, expected_ops=["Slice", "Shape"],
+                     run_static=False),
             # Through the public API (negative indices wrap first, then clamp).
             Testcase("dynamic_slice_api", lambda x, i: lax.dynamic_slice_in_dim(x, i, 2, axis=1), [("B", 6), _idx()],
                      input_generator=_some_out_of_range, expected_ops=["Slice"]),
