@@ -55,7 +55,7 @@ def _identity(ctx, *xs):
 
 
 # A copy, a device transfer, a gradient stop or a scheduling barrier do not change values.
-for _prim in ("copy", "copy_p", "device_put", "stop_gradient", "optimization_barrier"):
+for _prim in ("copy", "device_put", "stop_gradient", "optimization_barrier"):
     lowerings.add(_prim, _identity)
 
 

@@ -23,6 +23,7 @@ lowerings = Lowerings()
 #: explicit broadcasting, ONNX Max/Min propagate NaN like XLA (checked by the max/min NaN cases).
 ONE_TO_ONE: dict[str, tuple[str, frozenset]] = {
     "add": ("Add", nm.ARITH),
+    "add_any": ("Add", nm.ARITH),  # the cotangent sum of reverse-mode autodiff
     "sub": ("Sub", nm.ARITH),
     "mul": ("Mul", nm.ARITH),
     "max": ("Max", nm.MINMAX),
@@ -220,6 +221,7 @@ _NAN_PAIRS = [f32(1.0, np.nan, 3.0, np.nan, -0.0), f32(np.nan, 2.0, 1.0, np.nan,
 components = [
     Component("lax.add", onnx=["Add"], since="v0.2.0", testcases=[
         Testcase("add", lax.add, [("B", 3), ("B", 3)], expected_ops=["Add"]),
+        Testcase("add_any_under_grad", jax.grad(lambda x: jnp.sum(jnp.sin(x) * x)), [("B", 3)], expected_ops=["Add"]),
         Testcase("add_int32", lax.add, [_int_spec("B", 3), _int_spec("B", 3)], expected_ops=["Add"]),
         Testcase("add_uint8_wraps", lambda x: x + _U8(250), [_int_spec("B", 3, dtype=_U8)], expected_ops=["Add"]),
         Testcase("add_bfloat16", lambda x, y: lax.add(x.astype(jnp.bfloat16), y.astype(jnp.bfloat16)).astype(x.dtype),
