@@ -24,6 +24,7 @@ _pack = PackModules(
         "linalg",
         "conv",
         "windows",
+        "window_grads",
         "sort",
         "fft",
         "control_flow",

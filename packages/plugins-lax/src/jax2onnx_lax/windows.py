@@ -77,6 +77,31 @@ def _pad_input(ctx, x, padding, fill):
     return x
 
 
+class PoolLayout:
+    """ONNX pools reduce the trailing axes of ``[N, C, spatial...]``: the window's moving axes go
+    last, the others become N and C (merged, or a unit C inserted, when there are not two)."""
+
+    def __init__(self, rank: int, moving: list[int]):
+        self.rank = rank
+        self.moving = moving
+        self.kept = [a for a in range(rank) if a not in moving]
+        self.perm = self.kept + moving
+
+    def to_nc(self, ctx, x, shape):
+        if self.perm != list(range(self.rank)):
+            x = ctx.op.Transpose(x, perm=self.perm)
+        if len(self.kept) != 2:
+            x = ctx.op.Reshape(x, ctx.shape_tensor([-1 if self.kept else 1, 1, *(shape[a] for a in self.moving)]))
+        return x
+
+    def from_nc(self, ctx, y, shape):
+        if len(self.kept) != 2:
+            y = ctx.op.Reshape(y, ctx.shape_tensor([shape[a] for a in self.perm]))
+        if self.perm != list(range(self.rank)):
+            y = ctx.op.Transpose(y, perm=[int(i) for i in np.argsort(self.perm)])
+        return y
+
+
 def _pool(ctx, x, kind, window, strides, padding, wdil):
     """MaxPool/AveragePool over the moving axes, with the layout moves around it."""
     in_shape = list(ctx.avals_in[0].shape)
@@ -95,12 +120,8 @@ def _pool(ctx, x, kind, window, strides, padding, wdil):
     moving = [a for a in range(rank) if window[a] != 1 or strides[a] != 1 or padding[a] != (0, 0) or wdil[a] != 1]
     if not moving:
         return ctx.op.Identity(x)
-    kept = [a for a in range(rank) if a not in moving]
-    perm = kept + moving
-    if perm != list(range(rank)):
-        x = ctx.op.Transpose(x, perm=perm)
-    if len(kept) != 2:
-        x = ctx.op.Reshape(x, ctx.shape_tensor([-1 if kept else 1, 1, *(in_shape[a] for a in moving)]))
+    layout = PoolLayout(rank, moving)
+    x = layout.to_nc(ctx, x, in_shape)
     attrs = {
         "kernel_shape": [window[a] for a in moving],
         "strides": [strides[a] for a in moving],
@@ -118,11 +139,7 @@ def _pool(ctx, x, kind, window, strides, padding, wdil):
         y = ctx.op.MaxPool(x, **attrs)
     else:
         y = ctx.op.Neg(ctx.op.MaxPool(ctx.op.Neg(x), **attrs))
-    if len(kept) != 2:
-        y = ctx.op.Reshape(y, ctx.shape_tensor([out_shape[a] for a in perm]))
-    if perm != list(range(rank)):
-        y = ctx.op.Transpose(y, perm=[int(i) for i in np.argsort(perm)])
-    return y
+    return layout.from_nc(ctx, y, out_shape)
 
 
 def _dilate(ctx, x, shape, axis, d, fill):
@@ -227,8 +244,10 @@ def lower_reduce_window(ctx, *operands):
 
 
 def _window(reducer, init, window, strides, padding, base=None, wdil=None):
+    # A Python scalar init lets JAX recognise add/max/min with their identity and emit
+    # reduce_window_{sum,max,min}; anything else stays the generic reduce_window.
     def fn(x):
-        return lax.reduce_window(x, jnp.asarray(init, x.dtype), reducer, window, strides, padding, base, wdil)
+        return lax.reduce_window(x, init, reducer, window, strides, padding, base, wdil)
 
     return fn
 
@@ -271,6 +290,9 @@ components = [
                      [("B", 6)]),
             Testcase("reduce_window_sum_rank5", _window(lax.add, 0.0, (1, 1, 1, 2, 2), (1, 1, 1, 1, 2), "VALID"),
                      [("B", 2, 2, 3, 4)]),
+            Testcase("reduce_window_sum_same_dilated_symbolic", _window(lax.add, 0.0, (1, 2, 2), (1, 2, 1), "SAME",
+                                                                       wdil=(1, 2, 1)),
+                     [(2, "H", "W")], check=_expect_pool("AveragePool", "Sum")),
             Testcase("reduce_window_sum_int32", _window(lax.add, 0, (2, 2), (1, 1), "SAME"), [_ints(("B", 4))],
                      expected_ops=["Slice"]),
             Testcase("reduce_window_sum_base_dilation", _window(lax.add, 0.0, (2, 2), (1, 1), "VALID", base=(1, 2)),
@@ -287,7 +309,9 @@ components = [
             Testcase("reduce_window_max_nchw_dilated", _window(lax.max, -jnp.inf, (1, 1, 2, 2), (1, 1, 1, 1),
                                                               ((0, 0), (0, 0), (1, 1), (0, 1)), wdil=(1, 1, 2, 1)),
                      [("B", 2, 5, 4)], expected_ops=["MaxPool"]),
-            Testcase("reduce_window_max_int32", _window(lax.max, jnp.iinfo(jnp.int32).min, (3,), (2,), "SAME"),
+            Testcase("reduce_window_max_same_strided_symbolic", _window(lax.max, -jnp.inf, (3, 1), (2, 1), "SAME"),
+                     [("B", 3)], check=_expect_pool("MaxPool", "MaxPool"), forbidden_ops=["Pad"]),
+            Testcase("reduce_window_max_int32", _window(lax.max, np.int32(np.iinfo(np.int32).min), (3,), (2,), "SAME"),
                      [_ints(("B",))], expected_ops=["Max"]),
         ],
     ),
@@ -298,7 +322,7 @@ components = [
         testcases=[
             Testcase("reduce_window_min", _window(lax.min, jnp.inf, (1, 2, 3), (1, 1, 2), ((0, 0), (1, 0), (1, 1))),
                      [("B", 4, 6)], expected_ops=["MaxPool", "Neg"]),
-            Testcase("reduce_window_min_int32", _window(lax.min, jnp.iinfo(jnp.int32).max, (2, 2), (1, 1), "VALID"),
+            Testcase("reduce_window_min_int32", _window(lax.min, np.int32(np.iinfo(np.int32).max), (2, 2), (1, 1), "VALID"),
                      [_ints(("B", 3))], expected_ops=["Min"]),
         ],
     ),
@@ -312,11 +336,6 @@ components = [
             # A lambda body is not recognised as lax.add, so JAX keeps the generic primitive.
             Testcase("reduce_window_generic_add_body", _window(lambda a, b: a + b, 0.0, (2, 2), (1, 1), ((1, 0), (0, 1))),
                      [("B", 3)], check=_expect_pool("AveragePool", "Sum")),
-            Testcase("reduce_window_max_same_strided_symbolic", _window(lax.max, -jnp.inf, (3, 1), (2, 1), "SAME"),
-                     [("B", 3)], check=_expect_pool("MaxPool", "MaxPool"), forbidden_ops=["Pad"]),
-            Testcase("reduce_window_sum_same_dilated_symbolic", _window(lax.add, 0.0, (1, 2, 2), (1, 2, 1), "SAME",
-                                                                       wdil=(1, 2, 1)),
-                     [(2, "H", "W")], check=_expect_pool("AveragePool", "Sum")),
             Testcase("reduce_window_max_runtime_init", lambda x, v: lax.reduce_window(x, v, lax.max, (1, 3), (1, 1), "SAME"),
                      [("B", 5), ()], expected_ops=["Max"]),
         ],
