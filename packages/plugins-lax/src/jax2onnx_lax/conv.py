@@ -107,9 +107,9 @@ def _conv_transpose_kernel(ctx, w, w_shape, groups):
     """lax kernel ``[O, I/g, k...]`` → ConvTranspose's ``[I, O/g, k...]``, taps reversed."""
     o, i_per_group, *ks = w_shape
     spatial = len(ks)
-    w = ctx.op.Reshape(w, _i64([groups, o // groups, i_per_group, *ks]))
+    w = ctx.op.Reshape(w, ctx.shape_tensor([groups, o // groups, i_per_group, *ks]))
     w = ctx.op.Transpose(w, perm=[0, 2, 1, *range(3, 3 + spatial)])
-    w = ctx.op.Reshape(w, _i64([groups * i_per_group, o // groups, *ks]))
+    w = ctx.op.Reshape(w, ctx.shape_tensor([groups * i_per_group, o // groups, *ks]))
     axes = list(range(2, 2 + spatial))
     return ctx.op.Slice(w, _i64([-1] * spatial), _i64([_INT64_MIN] * spatial), _i64(axes), _i64([-1] * spatial))
 
@@ -128,8 +128,8 @@ def _conv_as_einsum(ctx, x, w, w_shape, strides, rhs_dilation, groups, out_shape
         taps.append(ctx.op.Unsqueeze(piece, _i64([2])))
     patches = taps[0] if len(taps) == 1 else ctx.op.Concat(*taps, axis=2)  # [N, C, P, O...]
     n_taps = len(taps)
-    patches = ctx.op.Reshape(patches, _i64([0, groups, c_per_group, n_taps, -1]))
-    kernel = ctx.op.Reshape(w, _i64([groups, o_total // groups, c_per_group, n_taps]))
+    patches = ctx.op.Reshape(patches, ctx.shape_tensor([0, groups, c_per_group, n_taps, -1]))
+    kernel = ctx.op.Reshape(w, ctx.shape_tensor([groups, o_total // groups, c_per_group, n_taps]))
     y = ctx.op.Einsum(patches, kernel, equation="ngcpx,gmcp->ngmx")
     return ctx.op.Reshape(y, ctx.shape_tensor(out_shape))
 
@@ -158,8 +158,11 @@ def lower_conv_general_dilated(ctx, lhs, rhs):
     x = _transpose(ctx, lhs, lhs_spec)
     x_shape = _permute(ctx.avals_in[0].shape, lhs_spec)
     w = _transpose(ctx, rhs, rhs_spec)
-    w_shape = [int(d) for d in _permute(ctx.avals_in[1].shape, rhs_spec)]
+    # Kernel-gradient convs have the batch as a kernel channel dim: only the window must be static.
+    w_shape = [int(d) if _is_int(d) else d for d in _permute(ctx.avals_in[1].shape, rhs_spec)]
     kernel = w_shape[2:]
+    if not all(_is_int(k) for k in kernel):
+        raise NotImplementedError(f"conv_general_dilated with a symbolic window size {kernel}")
     out_nc = _permute(ctx.avals_out[0].shape, out_spec)  # output shape in N, C, spatial order
 
     if batch_groups > 1:
@@ -242,6 +245,17 @@ def conv_transpose_nhwc(x):
                               dimension_numbers=("NHWC", "HWIO", "NHWC"))
 
 
+def conv_grads(x, w):
+    """Gradients of a strided, grouped, dilated conv w.r.t. input and kernel: JAX writes them as
+    convolutions with lhs_dilation, swapped layouts and batch groups."""
+
+    def loss(a, b):
+        y = lax.conv_general_dilated(a, b, (2, 1), ((1, 0), (0, 1)), feature_group_count=2, rhs_dilation=(1, 2))
+        return jnp.sum(jnp.sin(y))
+
+    return jax.grad(loss, argnums=(0, 1))(x, w)
+
+
 _NHWC = ("NHWC", "HWIO", "NHWC")
 components = [
     Component(
@@ -277,9 +291,9 @@ components = [
             Testcase("conv_transpose_grouped_dilated",
                      _conv((1, 1), ((1, 0), (2, 1)), lhs_dilation=(2, 2), rhs_dilation=(1, 2), feature_group_count=2),
                      [("B", 4, 3, 4), (6, 2, 2, 2)], check=expect_conv("ConvTranspose")),
+            Testcase("conv_grads", conv_grads, [("B", 4, 5, 6), (6, 2, 2, 2)], check=expect_conv("Conv")),
             Testcase("conv_lhs_dilation_strided", _conv((2, 1), ((0, 0), (3, 1)), lhs_dilation=(3, 2)),
                      [("B", 2, 4, 3), (3, 2, 2, 2)], check=expect_conv("Conv")),
         ],
     ),
 ]
-del jax
