@@ -84,6 +84,17 @@ def lower_cond(ctx, index, *operands):
     return _if_chain(ctx, ctx, index, branches, operands, 0)
 
 
+@lowerings.register("empty", "empty2")
+def lower_empty(ctx):
+    """Uninitialised memory: JAX's placeholder for the residuals a cond branch does not compute
+    (under ``grad``). Any value is correct; zeros are a constant."""
+    aval = ctx.avals_out[0]
+    if not ctx.is_static(aval.shape):
+        zero = ctx.const(np.zeros((), dtype=aval.dtype))
+        return ctx.op.Expand(zero, ctx.shape_tensor(aval.shape))
+    return ctx.const(np.zeros(aval.shape, dtype=aval.dtype))
+
+
 # ---------------------------------------------------------------------------------------------
 # while
 
@@ -188,6 +199,14 @@ def cond_internal_constant(x):
     return lax.cond(x.sum() > 0, lambda v: v + table, lambda v: v * table, x)
 
 
+def cond_grad(x):
+    # Under grad each branch returns the residuals of both: the other's are JAX "empty" values.
+    def loss(v):
+        return jnp.sum(lax.cond(jnp.sum(v) > 0, lambda u: jnp.sin(u) * u, lambda u: jnp.cos(u), v))
+
+    return jax.grad(loss)(x)
+
+
 def switch_three_way(i, x):
     return lax.switch(i, [lambda v: v + 1.0, lambda v: v * 2.0, lambda v: jnp.sin(v)], x)
 
@@ -278,6 +297,7 @@ components = [
                      check=lambda m: _count_ifs_at_least(m, 2)),
             Testcase("cond_variables", cond_variables, [("B", 3), ("B", 3)], expected_ops=["If"]),
             Testcase("cond_internal_constant", cond_internal_constant, [(3, 4)], expected_ops=["If"]),
+            Testcase("cond_grad", cond_grad, [("B",)], expected_ops=["If"]),
             Testcase("cond_literal_predicate", lambda x: lax.cond(True, lambda v: v + 1.0, lambda v: v - 1.0, x),
                      [("B",)], forbidden_ops=["If"]),
             Testcase("cond_switch_three_way", switch_three_way, [_ints(()), ("B", 4)], expected_ops=["If"],
