@@ -32,8 +32,6 @@ ARITH = frozenset(INTS | {F16, F32, F64})
 #: Exp/Log/Sqrt/Sin/Cos/Tanh/Sigmoid/Floor/Ceil/Round/Reciprocal. float16 is computed in float32
 #: like XLA does on CPU (one rounding at the end).
 FLOAT_MATH = frozenset({F32, F64})
-#: Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Erf: onnxruntime has float32 kernels only.
-F32_ONLY = frozenset({F32})
 MINMAX = frozenset({F32, F64, F16, I8, I32, I64, U8, U32, U64})
 WHERE = frozenset({F32, F64, F16, I8, I32, I64, U8, U32})
 REDUCE_SUM = frozenset({F32, F64, I32, I64})
@@ -158,10 +156,6 @@ def const_value(v: ir.Value) -> np.ndarray | None:
     if v is not None and v.const_value is not None:
         return v.const_value.numpy()
     return None
-
-
-def finfo(dtype: Any) -> Any:
-    return np.finfo(np.dtype(dtype))
 
 
 def dtype_min(dtype: Any) -> Any:

@@ -109,6 +109,10 @@ components = [
         Testcase("convert_element_type_float16_to_int32", lambda x: _convert(jnp.int32)(x.astype(jnp.float16)),
                  [("B", 4)],
                  input_generator=log_scale(-2, 6)),
+        # float64 -> float32 -> float64 in the double variant: the rounding to float32 must happen
+        Testcase("convert_element_type_through_float32",
+                 lambda x: lax.convert_element_type(lax.convert_element_type(x, jnp.float32), _float_default()),
+                 [("B", 4)], rtol_f64=0, atol_f64=0),
         # float32 output on purpose: not applicable to the float64 variant
         Testcase("convert_element_type_int_to_float32", _convert(jnp.float32), [jax.ShapeDtypeStruct(("B", 4),
                                                                                                      jnp.int32)],

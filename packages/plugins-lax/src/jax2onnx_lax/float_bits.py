@@ -149,6 +149,8 @@ def lower_reduce_precision(ctx, x):
     dtype = nm.dtype_of(ctx.avals_in[0])
     src = FORMATS[dtype]
     ebits, mbits = int(ctx.params["exponent_bits"]), int(ctx.params["mantissa_bits"])
+    if mbits >= src.mantissa_bits and ebits >= src.exponent_bits:
+        return ctx.op.Identity(x)
     m = Math(ctx, nm.F64)
     op = m.op
     xd = _to_f64(ctx, x, dtype)
@@ -261,12 +263,17 @@ components = [
         Testcase("reduce_precision_odd_format", lambda x: lax.reduce_precision(x, 4, 3), input_values=[
             f32(0.0, 1.0 / 3, 239.0, 241.0, 300.0, 0.015, 0.0156, -7.5, 1.0625, 1.1875, np.inf, np.nan)],
                  rtol=0, atol=0, rtol_f64=0, atol_f64=0),
+        Testcase("reduce_precision_noop", lambda x: lax.reduce_precision(x, 11, 52), [("B", 3)],
+                 forbidden_ops=["Round", "Pow"],
+                 rtol=0, atol=0, rtol_f64=0, atol_f64=0),
         Testcase("reduce_precision_special_values", lambda x: lax.reduce_precision(x, 5, 2), input_values=[SPECIAL],
                  rtol=0, atol=0, rtol_f64=0, atol_f64=0),
     ]),
     Component("lax.nextafter", onnx=["Pow", "Log", "Where"], since="v0.7.0", testcases=[
         Testcase("nextafter", lax.nextafter, [("B", 6), ("B", 6)], input_generator=log_scale(-40, 38),
                  rtol=0, atol=0, rtol_f64=0, atol_f64=0),
+        Testcase("nextafter_float16", lambda x, y: lax.nextafter(x.astype(jnp.float16), y.astype(jnp.float16)),
+                 input_values=[_ADJACENT, _TOWARD], rtol=0, atol=0, rtol_f64=0, atol_f64=0),
         Testcase("nextafter_edges", lax.nextafter, input_values=[_ADJACENT, _TOWARD], rtol=0, atol=0, rtol_f64=0,
                  atol_f64=0),
     ]),
