@@ -128,6 +128,8 @@ components = [
     Component("lax.device_put", onnx=["Identity"], since="v0.4.0", testcases=[
         Testcase("device_put_array", lambda x: jax.device_put(x) + 1.0, [("B", 3)]),
         Testcase("device_put_scalar", lambda x: jax.device_put(x) * 2.0, [()]),
+        Testcase("device_put_pytree", lambda x, n: jax.device_put((x, n)), [("B", 3),
+                                                                            jax.ShapeDtypeStruct((2,), jnp.int32)]),
     ]),
     Component("lax.stop_gradient", onnx=["Identity"], since="v0.2.0", testcases=[
         Testcase("stop_gradient", lambda x: lax.stop_gradient(x) * 2.0, [("B", 3)]),
