@@ -36,7 +36,7 @@ def nested_subgraph(ctx: Any, parent: Any, name: str) -> SubgraphBuilder:
     return SubgraphBuilder(ctx, Scope(ctx.scope.model, kind="subgraph", parent=parent.scope), name)
 
 
-def _as_list(outs: Any) -> list[Any]:
+def as_list(outs: Any) -> list[Any]:
     return list(outs) if isinstance(outs, tuple) else [outs]
 
 
@@ -63,7 +63,7 @@ def _if_chain(ctx: Any, where: Any, index: Any, branches: Sequence[Any], operand
         rest = nested_subgraph(ctx, where, f"cond_else_{first}")
         else_g = rest.finish(_if_chain(ctx, rest, index, branches, operands, first + 1), ctx.avals_out)
     pred = where.op.Less(index, np.asarray(first + 1, dtype=ctx.avals_in[0].dtype))
-    outs = _as_list(where.op.If(pred, then_branch=then_g, else_branch=else_g, _outputs=len(ctx.avals_out)))
+    outs = as_list(where.op.If(pred, then_branch=then_g, else_branch=else_g, _outputs=len(ctx.avals_out)))
     for v, aval in zip(outs, ctx.avals_out, strict=True):
         ctx.set_aval(v, aval)
     return outs
@@ -80,7 +80,7 @@ def lower_cond(ctx, index, *operands):
     if np.dtype(ctx.avals_in[0].dtype) == np.bool_:  # older JAX passed the predicate itself
         then_g = _branch_graph(ctx, ctx, branches[1], operands, "cond_true")
         else_g = _branch_graph(ctx, ctx, branches[0], operands, "cond_false")
-        return _as_list(ctx.op.If(index, then_branch=then_g, else_branch=else_g, _outputs=len(ctx.avals_out)))
+        return as_list(ctx.op.If(index, then_branch=then_g, else_branch=else_g, _outputs=len(ctx.avals_out)))
     return _if_chain(ctx, ctx, index, branches, operands, 0)
 
 
@@ -122,7 +122,7 @@ def lower_while(ctx, *args):
     new_carry = body.lower(p["body_jaxpr"], body_consts + carry)
     (again,) = body.lower(p["cond_jaxpr"], cond_consts + new_carry)
     graph = body.finish([again, *new_carry], [BOOL_SCALAR, *carry_avals])
-    return _as_list(ctx.op.Loop(None, keep_going, *init, body=graph, _outputs=len(init)))
+    return as_list(ctx.op.Loop(None, keep_going, *init, body=graph, _outputs=len(init)))
 
 
 def _any(where, pred):
@@ -154,7 +154,7 @@ def _lower_batched_while(ctx, p, cond_consts, body_consts, init, carry_avals, pr
     kept = [_select_rows(body, active, rank, n, o, a) for n, o, a in zip(stepped, carry, carry_avals, strict=True)]
     (next_rows,) = body.lower(p["cond_jaxpr"], cond_consts + kept)
     graph = body.finish([_any(body, next_rows), next_rows, *kept], [BOOL_SCALAR, pred_aval, *carry_avals])
-    outs = _as_list(ctx.op.Loop(None, _any(ctx, rows), rows, *init, body=graph, _outputs=len(init) + 1))
+    outs = as_list(ctx.op.Loop(None, _any(ctx, rows), rows, *init, body=graph, _outputs=len(init) + 1))
     return outs[1:]
 
 
@@ -315,7 +315,7 @@ components = [
             Testcase("while_loop_counter", while_loop_counter, [("B", 3)], expected_ops=["Loop"]),
             Testcase("while_loop_vector", while_loop_vector, [("B",)], expected_ops=["Loop"]),
             Testcase("while_loop_pytree_carry", while_loop_pytree_carry, [(3, "B"), _ints(())], expected_ops=["Loop"],
-                     check=lambda m: _loop_state_static(m, [3, None])),
+                     check=lambda m: loop_state_static(m, [3, None])),
             Testcase("while_loop_flag_carry", while_loop_flag_carry, [("B", 2)], expected_ops=["Loop"]),
             Testcase("while_loop_vmapped", while_loop_vmapped, [("B", 3)], expected_ops=["Loop"]),
         ],
@@ -330,7 +330,7 @@ components = [
             Testcase("fori_loop_vector", fori_loop_vector, [(4,)], expected_ops=["Loop"]),
             Testcase("fori_loop_example", fori_loop_example, [("B", 3)], expected_ops=["Loop"]),
             Testcase("fori_loop_traced_bounds", fori_loop_traced_bounds, [(2, 3), _ints(()), _ints(())],
-                     expected_ops=["Loop"], check=lambda m: _loop_state_static(m, [2, 3])),
+                     expected_ops=["Loop"], check=lambda m: loop_state_static(m, [2, 3])),
         ],
     ),
 ]
@@ -353,7 +353,7 @@ def _count_ifs_at_least(model: Any, k: int) -> None:
     assert count >= k, f"expected at least {k} If nodes, found {count}"
 
 
-def _loop_state_static(model: Any, dims: list[int | None]) -> None:
+def loop_state_static(model: Any, dims: list[int | None]) -> None:
     """Some Loop body input has the static sizes ``dims`` (``None``: any), not ``?x?``."""
     for n in _all_nodes(model.graph):
         if n.op_type != "Loop":

@@ -23,7 +23,7 @@ from jax import lax
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
-from .linalg import _compute_dtype
+from .linalg import compute_dtype
 
 lowerings = Lowerings()
 
@@ -149,7 +149,7 @@ def lower_conv_general_dilated(ctx, lhs, rhs):
     out_dtype = np.dtype(ctx.avals_out[0].dtype)
     if out_dtype.kind == "c":
         raise NotImplementedError("complex conv_general_dilated (complex values are (real, imag) pairs; not lowered yet)")
-    compute = _compute_dtype(out_dtype)
+    compute = compute_dtype(out_dtype)
     if np.dtype(ctx.avals_in[0].dtype) != compute:
         lhs = ctx.cast(lhs, compute)
     if np.dtype(ctx.avals_in[1].dtype) != compute:

@@ -31,7 +31,7 @@ def _transpose(ctx, x, perm):
     return ctx.op.Transpose(x, perm=list(perm))
 
 
-def _compute_dtype(dtype: np.dtype) -> np.dtype:
+def compute_dtype(dtype: np.dtype) -> np.dtype:
     if dtype in _NATIVE or dtype.name == "bfloat16":
         return dtype
     if dtype.kind in "iub":
@@ -66,7 +66,7 @@ def lower_dot_general(ctx, lhs, rhs):
     out_dtype = np.dtype(ctx.avals_out[0].dtype)
     if out_dtype.kind == "c":
         raise NotImplementedError("complex dot_general (complex values are (real, imag) pairs; not lowered yet)")
-    compute = _compute_dtype(out_dtype)
+    compute = compute_dtype(out_dtype)
     if np.dtype(ctx.avals_in[0].dtype) != compute:
         lhs = ctx.cast(lhs, compute)
     if np.dtype(ctx.avals_in[1].dtype) != compute:

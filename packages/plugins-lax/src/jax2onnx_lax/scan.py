@@ -17,7 +17,7 @@ from jax import lax
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
-from .control_flow import BOOL_SCALAR, INT64_SCALAR, _as_list, _loop_state_static
+from .control_flow import BOOL_SCALAR, INT64_SCALAR, as_list, loop_state_static
 
 lowerings = Lowerings()
 
@@ -46,7 +46,7 @@ def lower_scan(ctx, *args):
         directions = {}
         if p["reverse"]:
             directions = {"scan_input_directions": [1] * len(xs), "scan_output_directions": [1] * len(y_avals)}
-        return _as_list(ctx.op.Scan(*init, *xs, body=graph, num_scan_inputs=len(xs), _outputs=n_out, **directions))
+        return as_list(ctx.op.Scan(*init, *xs, body=graph, num_scan_inputs=len(xs), _outputs=n_out, **directions))
 
     body = ctx.subgraph("scan_body")
     body.add_input("iteration", INT64_SCALAR)
@@ -55,7 +55,7 @@ def lower_scan(ctx, *args):
     outs = body.lower(closed, consts + carry)
     graph = body.finish([cond_in, *outs], [BOOL_SCALAR, *out_avals])
     trip_count = ctx.const(np.asarray(p["length"], dtype=np.int64))
-    results = _as_list(ctx.op.Loop(trip_count, None, *init, body=graph, _outputs=n_out))
+    results = as_list(ctx.op.Loop(trip_count, None, *init, body=graph, _outputs=n_out))
     if p["reverse"]:
         # Loop stacks ys in iteration order, i.e. from the last index down; JAX wants them by index.
         flip = {"starts": np.array([-1], np.int64), "ends": np.array([np.iinfo(np.int64).min], np.int64),
@@ -147,7 +147,7 @@ components = [
                      expected_ops=["Scan"]),
             Testcase("scan_nested_cond", scan_nested_cond, [("T", 2)], expected_ops=["Scan", "If"]),
             Testcase("scan_nested_fori", scan_nested_fori, [("T", 3)], expected_ops=["Scan", "Loop"],
-                     check=lambda m: _loop_state_static(m, [3])),
+                     check=lambda m: loop_state_static(m, [3])),
         ],
     ),
 ]
