@@ -5,7 +5,7 @@ from __future__ import annotations
 from jax2onnx import hookimpl
 from jax2onnx.plugin import PackModules
 
-_pack = PackModules("jax2onnx_jnp", ["linalg", "activations", "nn_misc", "reductions", "selection", "indexing", "sorting", "creation", "pad", "shape_ops"])
+_pack = PackModules("jax2onnx_jnp", ["linalg", "activations", "nn_misc", "reductions", "selection", "indexing", "sorting", "creation", "pad", "shape_ops", "attention"])
 
 
 @hookimpl

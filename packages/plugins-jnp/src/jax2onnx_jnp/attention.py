@@ -1,0 +1,157 @@
+"""``jax.nn.dot_product_attention`` → the opset-23 ``Attention`` op, else a MatMul/Softmax chain.
+
+Layouts: JAX takes (B, T, N, H) queries and (B, S, K, H) keys/values (K divides N: grouped-query
+attention) and returns (B, T, N, H). ONNX Attention's 3-D form takes (B, T, N*H) with
+``q_num_heads``/``kv_num_heads``, so one Reshape per tensor replaces the four Transposes the 4-D
+(B, N, T, H) form would need.
+
+Masking follows JAX: logits = QK^T * scale + bias; masked positions are *replaced* by a large
+negative number before the softmax (never zeroed after it), so huge masked logits cannot leak.
+For the Attention op the boolean mask becomes an additive float mask (0 / -0.7*max): adding it
+gives the same large negative number, and a fully masked row gets JAX's uniform weights, where a
+boolean ``attn_mask`` would not. onnxruntime wants the mask's last two dims to be (T, S): it is
+expanded there. ``is_causal`` is the op's attribute (top-left aligned, as ``jnp.tril`` in JAX).
+
+The chain is used where Attention does not fit: float64 (JAX computes the softmax in float32; the
+chain casts around its Softmax to match, the op would not), opset < 23, symbolic head counts or
+sizes. Sequence-length and local-window masks, other dtypes and implementations decline.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from jax2onnx.plugin import Lowerings
+
+from ._common import as_dtype, ints, is_array, is_static_int, is_static_number, mark, mark_name, patches_for
+
+lowerings = Lowerings()
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_OPTIONAL = {"query_seq_lengths", "key_value_seq_lengths", "local_window_size", "implementation", "return_residual"}
+
+
+def _region(original, *arrays, has_bias, has_mask, scale, is_causal):
+    q, k, v, *rest = arrays
+    bias = rest.pop(0) if has_bias else None
+    mask = rest.pop(0) if has_mask else None
+    return original(q, k, v, bias, mask, scale=scale, is_causal=is_causal)
+
+
+def _make_dot_product_attention(name, original):
+    region = functools.partial(_region, original)
+
+    @functools.wraps(original)
+    def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None, is_causal=False, **kwargs):
+        qkv = (query, key, value)
+        ok = (
+            all(is_array(t) for t in qkv)
+            and all(np.dtype(t.dtype) in _FLOATS and t.dtype == query.dtype for t in qkv)
+            and np.ndim(query) in (3, 4)
+            and np.ndim(key) == np.ndim(value) == np.ndim(query)
+            and (bias is None or (is_array(bias) and np.ndim(bias) <= 4))
+            and (mask is None or (is_array(mask) and mask.dtype == np.bool_ and np.ndim(mask) <= 4))
+            and (scale is None or is_static_number(scale))
+            and isinstance(is_causal, bool)
+            and set(kwargs) <= _OPTIONAL
+            and all(kwargs.get(k) is None for k in ("query_seq_lengths", "key_value_seq_lengths", "local_window_size"))
+            and kwargs.get("implementation") in (None, "xla")
+            and kwargs.get("return_residual", False) is False
+        )
+        if ok:
+            arrays = [*qkv, *(t for t in (bias, mask) if t is not None)]
+            return mark(name, region, *arrays, has_bias=bias is not None, has_mask=mask is not None, scale=scale,
+                        is_causal=is_causal)
+        return original(query, key, value, bias, mask, scale=scale, is_causal=is_causal, **kwargs)
+
+    return dot_product_attention
+
+
+def _large_negative(dtype):
+    # JAX's constant; it stays within float32 range since its softmax runs in float32.
+    return np.asarray(-0.7 * min(np.finfo(dtype).max, np.finfo(np.float32).max), dtype=dtype)
+
+
+def _to_4d(ctx, x, rank):
+    return x if rank == 4 else ctx.op.Unsqueeze(x, ints(ctx, range(4 - rank)))
+
+
+@lowerings.register_call(mark_name("dot_product_attention"))
+def lower_dot_product_attention(ctx, q, k, v, *rest):
+    p = ctx.marked.params
+    avals = ctx.avals_in
+    rank = len(avals[0].shape)
+    qs = (1,) * (4 - rank) + tuple(avals[0].shape)
+    ks = (1,) * (4 - rank) + tuple(avals[1].shape)
+    B, T, N, H = qs
+    S, K = ks[1], ks[2]
+    dtype = np.dtype(avals[0].dtype)
+    scale = (1.0 / np.sqrt(H)) if p["scale"] is None else float(p["scale"])
+    q, k, v = (_to_4d(ctx, t, rank) for t in (q, k, v))
+    rest = list(rest)
+    bias = rest.pop(0) if p["has_bias"] else None
+    mask = rest.pop(0) if p["has_mask"] else None
+    if bias is not None:
+        bias = as_dtype(ctx, _to_4d(ctx, bias, len(avals[3].shape)), dtype)
+    if mask is not None:
+        mask = _to_4d(ctx, mask, len(avals[-1].shape))
+    static_heads = all(is_static_int(d) for d in (N, K, H))
+    if static_heads and N % K:
+        return None
+    if dtype == np.float32 and ctx.opset >= 23 and static_heads:
+        out = _attention_op(ctx, q, k, v, bias, mask, T, S, N, K, H, scale, p["is_causal"], dtype)
+    elif static_heads or str(N) == str(K):
+        out = _matmul_chain(ctx, q, k, v, bias, mask, T, S, N, K, scale, p["is_causal"], dtype)
+    else:
+        return None
+    return out if rank == 4 else ctx.op.Squeeze(out, ints(ctx, [0]))
+
+
+def _attention_op(ctx, q, k, v, bias, mask, T, S, N, K, H, scale, is_causal, dtype):
+    attn_mask = None
+    if mask is not None:
+        attn_mask = ctx.op.Where(mask, bias if bias is not None else ctx.const(np.asarray(0, dtype)),
+                                 ctx.const(_large_negative(dtype)))
+    elif bias is not None:
+        attn_mask = bias
+    if attn_mask is not None:  # onnxruntime needs the (T, S) dims spelled out; B and N broadcast
+        attn_mask = ctx.op.Expand(attn_mask, ctx.shape_tensor([1, 1, T, S]))
+    flat = ints(ctx, [0, 0, -1])  # (B, T, N, H) -> (B, T, N*H): 0 copies the dim
+    y = ctx.op.Attention(ctx.op.Reshape(q, flat), ctx.op.Reshape(k, flat), ctx.op.Reshape(v, flat), attn_mask,
+                         q_num_heads=int(N), kv_num_heads=int(K), scale=scale, is_causal=int(is_causal))
+    return ctx.op.Reshape(y, ints(ctx, [0, 0, int(N), int(H)]))
+
+
+def _causal_mask(ctx, T, S):
+    if is_static_int(T) and is_static_int(S):
+        return ctx.const(np.tril(np.ones((int(T), int(S)), dtype=bool)))
+    one, zero = ctx.const(np.int64(1)), ctx.const(np.int64(0))
+    rows = ctx.op.Range(zero, ctx.op.Squeeze(ctx.dim(T), ints(ctx, [0])), one)
+    cols = ctx.op.Range(zero, ctx.op.Squeeze(ctx.dim(S), ints(ctx, [0])), one)
+    return ctx.op.GreaterOrEqual(ctx.op.Unsqueeze(rows, ints(ctx, [1])), ctx.op.Unsqueeze(cols, ints(ctx, [0])))
+
+
+def _matmul_chain(ctx, q, k, v, bias, mask, T, S, N, K, scale, is_causal, dtype):
+    if str(N) != str(K):  # grouped-query attention: query head n reads key/value head n // (N/K)
+        heads = ctx.const(np.arange(int(N), dtype=np.int64) // (int(N) // int(K)))
+        k, v = ctx.op.Gather(k, heads, axis=2), ctx.op.Gather(v, heads, axis=2)
+    logits = ctx.op.MatMul(ctx.op.Transpose(q, perm=[0, 2, 1, 3]), ctx.op.Transpose(k, perm=[0, 2, 3, 1]))
+    logits = ctx.op.Mul(logits, ctx.const(np.asarray(scale, dtype=dtype)))
+    if bias is not None:
+        logits = ctx.op.Add(logits, bias)
+    keep = mask
+    if is_causal:
+        causal = _causal_mask(ctx, T, S)
+        keep = causal if keep is None else ctx.op.And(keep, causal)
+    if keep is not None:
+        logits = ctx.op.Where(keep, logits, ctx.const(_large_negative(dtype)))
+    # JAX runs the softmax in float32 whatever the input dtype.
+    probs = as_dtype(ctx, ctx.op.Softmax(as_dtype(ctx, logits, np.float32), axis=-1), dtype)
+    out = ctx.op.MatMul(probs, ctx.op.Transpose(v, perm=[0, 2, 1, 3]))
+    return ctx.op.Transpose(out, perm=[0, 2, 1, 3])
+
+
+patches = patches_for("jax.nn", ["dot_product_attention"], _make_dot_product_attention, reexports=())
+
+from ._attention_cases import components as components  # noqa: E402  (testcases live beside, keeping this module short)
