@@ -113,6 +113,9 @@ def lower_while(ctx, *args):
     if pred_aval.shape != ():
         return _lower_batched_while(ctx, p, cond_consts, body_consts, init, carry_avals, pred_aval)
 
+    if _is_counted_loop(p):
+        return _lower_counted_loop(ctx, p, body_consts, init, carry_avals)
+
     (keep_going,) = ctx.lower_jaxpr(p["cond_jaxpr"], cond_consts + init)
 
     body = ctx.subgraph("while_body")
@@ -123,6 +126,45 @@ def lower_while(ctx, *args):
     (again,) = body.lower(p["cond_jaxpr"], cond_consts + new_carry)
     graph = body.finish([again, *new_carry], [BOOL_SCALAR, *carry_avals])
     return as_list(ctx.op.Loop(None, keep_going, *init, body=graph, _outputs=len(init)))
+
+
+def _is_counted_loop(p) -> bool:
+    """The while JAX makes of ``fori_loop`` with traced bounds: carry ``(i, upper, ...)``, condition
+    exactly ``i < upper``, body ``i + 1`` and ``upper`` passed through."""
+    cond, body = p["cond_jaxpr"].jaxpr, p["body_jaxpr"].jaxpr
+    if p["cond_nconsts"] or len(cond.eqns) != 1 or len(cond.invars) < 2:
+        return False
+    (lt,) = cond.eqns
+    if lt.primitive.name != "lt" or list(lt.invars) != list(cond.invars[:2]) or list(cond.outvars) != list(lt.outvars):
+        return False
+    n = p["body_nconsts"]
+    i_in, upper_in = body.invars[n], body.invars[n + 1]
+    if body.outvars[1] is not upper_in or np.dtype(i_in.aval.dtype).kind not in "iu":
+        return False
+    step = next((e for e in body.eqns if e.outvars[0] is body.outvars[0]), None)
+    if step is None or step.primitive.name != "add":
+        return False
+    others = [a for a in step.invars if a is not i_in]
+    return len(others) == 1 and _is_literal_one(others[0])
+
+
+def _is_literal_one(a) -> bool:
+    val = getattr(a, "val", None)
+    return val is not None and np.ndim(val) == 0 and int(val) == 1
+
+
+def _lower_counted_loop(ctx, p, body_consts, init, carry_avals):
+    """``Loop`` with trip count ``max(upper - i, 0)`` and no condition to evaluate."""
+    lower, upper = init[0], init[1]
+    trips = ctx.op.Cast(ctx.op.Max(ctx.op.Sub(upper, lower), np.zeros((), dtype=carry_avals[0].dtype)),
+                        to=int(ir.DataType.INT64))
+    body = ctx.subgraph("fori_body")
+    body.add_input("iteration", INT64_SCALAR)
+    cond_in = body.add_input("cond_in", BOOL_SCALAR)
+    carry = [body.add_input("carry", a) for a in carry_avals]
+    new_carry = body.lower(p["body_jaxpr"], body_consts + carry)
+    graph = body.finish([cond_in, *new_carry], [BOOL_SCALAR, *carry_avals])
+    return as_list(ctx.op.Loop(trips, None, *init, body=graph, _outputs=len(init)))
 
 
 def _any(where, pred):
@@ -330,7 +372,9 @@ components = [
             Testcase("fori_loop_vector", fori_loop_vector, [(4,)], expected_ops=["Loop"]),
             Testcase("fori_loop_example", fori_loop_example, [("B", 3)], expected_ops=["Loop"]),
             Testcase("fori_loop_traced_bounds", fori_loop_traced_bounds, [(2, 3), _ints(()), _ints(())],
-                     expected_ops=["Loop"], check=lambda m: loop_state_static(m, [2, 3])),
+                     input_generator=lambda rng, shape, dt: rng.integers(-2, 6, shape) if dt.kind == "i"
+                     else rng.standard_normal(shape),
+                     expected_ops=["Loop"], forbidden_ops=["Less"], check=lambda m: loop_state_static(m, [2, 3])),
         ],
     ),
 ]
