@@ -28,6 +28,7 @@ _pack = PackModules(
         "sort",
         "fft",
         "control_flow",
+        "while_loop",
         "scan",
         "physics_cases",
     ],
