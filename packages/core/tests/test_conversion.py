@@ -217,3 +217,10 @@ def test_external_data_needs_a_path(mini_registry):
     with pytest.raises(Exception) as err:
         to_onnx(lambda x: x * 2.0, [(3,)], external_data=True)
     assert "output_path" in str(err.value)
+
+
+def test_64_bit_specs_follow_jax_without_x64(mini_registry):
+    model = to_onnx(lambda i: i * 2, [jax.ShapeDtypeStruct((3,), np.int64)])
+    assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.INT32
+    model = to_onnx(lambda i: i * 2, [jax.ShapeDtypeStruct((3,), np.int64)], enable_double_precision=True)
+    assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.INT64

@@ -132,12 +132,11 @@ def _parse_one(spec: Any, i: int, symbols: Mapping[str, Any], double: bool) -> j
 
 
 def _promote(dtype: np.dtype, double: bool) -> np.dtype:
-    """Under enable_double_precision, float32 specs become float64 (physics codes want f64 end to end)."""
+    """Under enable_double_precision, float32 specs become float64 (physics codes want f64 end to end).
+    Otherwise dtypes are what JAX will trace with: without x64, int64 -> int32, float64 -> float32, ..."""
     if double and dtype == np.float32:
         return np.dtype(np.float64)
-    if not double and dtype == np.float64:
-        return np.dtype(np.float32)
-    return dtype
+    return np.dtype(jax.dtypes.canonicalize_dtype(dtype))
 
 
 def _parse_param(name: str, default: Any, symbols: Mapping[str, Any], double: bool) -> jax.ShapeDtypeStruct:
