@@ -59,3 +59,21 @@ def expect_ops_in_float32(*ops: str) -> Callable[[Any], None]:
         assert not missing, f"float32 export lacks {missing}"
 
     return check
+
+
+def expect_bool_input(name: str) -> Callable[[Any], None]:
+    """A runtime call parameter (``input_params``) must be a bool graph input of that name."""
+
+    def check(model: onnx.ModelProto) -> None:
+        inputs = {i.name: i.type.tensor_type.elem_type for i in model.graph.input}
+        assert inputs.get(name) == onnx.TensorProto.BOOL, f"no bool graph input {name!r}: {inputs}"
+
+    return check
+
+
+def all_of(*checks: Callable[[Any], None]) -> Callable[[Any], None]:
+    def check(model: onnx.ModelProto) -> None:
+        for c in checks:
+            c(model)
+
+    return check

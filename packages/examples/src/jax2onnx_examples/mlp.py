@@ -8,6 +8,8 @@ import jax
 from flax import nnx
 from jax2onnx.testing import Component, Testcase
 
+from ._checks import expect_bool_input
+
 
 class MLP(nnx.Module):
     """The Flax README's MLP, with eval-mode BatchNorm so outputs are deterministic."""
@@ -48,6 +50,7 @@ components = [
                 factory=_mlp,
                 input_shapes=[("B", 30)],
                 input_params={"deterministic": True},
+                check=expect_bool_input("deterministic"),
             ),
         ],
     )

@@ -14,7 +14,7 @@ from flax import nnx
 from jax2onnx import onnx_function
 from jax2onnx.testing import Component, Testcase
 
-from ._checks import expect_functions
+from ._checks import all_of, expect_bool_input, expect_functions
 from ._common import gelu_exact
 
 HIDDEN, MLP_DIM = 8, 16
@@ -178,6 +178,7 @@ def _example(number: str, description: str, *cases: Testcase) -> Component:
 
 
 ONE_SUPER = expect_functions({"SuperBlock": 1}, {"SuperBlock": 1})
+ONE_SUPER_WITH_FLAG = all_of(ONE_SUPER, expect_bool_input("deterministic"))
 SUPER_AND_MLP = expect_functions({"SuperBlock": 1, "MLPBlock": 1}, {"SuperBlock": 1, "MLPBlock": 1})
 SUPER_AND_NESTED = expect_functions({"SuperBlock": 1, "NestedBlock": 1}, {"SuperBlock": 1, "NestedBlock": 1})
 
@@ -212,13 +213,13 @@ components = [
     _example(
         "014", "one function on an outer layer.",
         Testcase("014_one_function_with_input_param_with_default_value", factory=_build(WithDefaultParam),
-                 input_shapes=[(5, 10, 3)], input_params={"deterministic": True}, check=ONE_SUPER),
+                 input_shapes=[(5, 10, 3)], input_params={"deterministic": True}, check=ONE_SUPER_WITH_FLAG),
         Testcase("014_one_function_without_input_param_with_default_value", factory=_build(WithDefaultParam),
                  input_shapes=[("B", 10, 3)], check=ONE_SUPER),
     ),
     _example("015", "one function on an outer layer.",
              Testcase("015_one_function_with_input_param_without_default_value", factory=_build(WithoutDefaultParam),
-                      input_shapes=[("B", 10, 3)], input_params={"deterministic": True}, check=ONE_SUPER)),
+                      input_shapes=[("B", 10, 3)], input_params={"deterministic": True}, check=ONE_SUPER_WITH_FLAG)),
     _example("016", "nested function plus more components",
              Testcase("016_internal_function_with_input_param_with_default_value",
                       factory=_build(InternalParamWithDefault), input_shapes=[SHAPE], check=SUPER_AND_MLP)),

@@ -15,7 +15,7 @@ from jax2onnx import onnx_function
 from jax2onnx.testing import Component, Testcase
 
 from . import vit_models as vm
-from ._checks import expect_functions
+from ._checks import all_of, expect_bool_input, expect_functions
 
 HIDDEN, HEADS, MLP_DIM, LAYERS = 16, 2, 32, 2
 SEQ_SHAPE = ("B", 5, HIDDEN)
@@ -181,7 +181,8 @@ components = [
         "013", "Vision Transformer (ViT)",
         # `deterministic` as a runtime input of the graph, passed into every function
         Testcase("013_vit_conv_embedding_with_call_params", factory=_vit(ViT013), input_shapes=[IMAGE_SHAPE],
-                 input_params={"deterministic": True}, check=VIT, **DEEP),
+                 input_params={"deterministic": True},
+                 check=all_of(VIT, expect_bool_input("deterministic")), **DEEP),
         # the same model with `deterministic` left at its Python default inside the graph
         Testcase("013_vit_conv_embedding_with_internal_call_params", factory=_vit(ViT013), input_shapes=[IMAGE_SHAPE],
                  check=VIT, **DEEP),
