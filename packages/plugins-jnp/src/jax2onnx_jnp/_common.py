@@ -14,6 +14,7 @@ Every function of this pack follows one pattern:
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -29,9 +30,27 @@ MARK_PREFIX = "jax2onnx_jnp."
 FLAX_REEXPORTS = ("flax.nnx",)
 
 
+_IN_REGION: contextvars.ContextVar[bool] = contextvars.ContextVar("jax2onnx_jnp_in_region", default=False)
+
+
 def mark(name: str, region: Callable[..., Any], *arrays: Any, **params: Any) -> Any:
-    """Run ``region(*arrays, **params)`` as the marked region ``jax2onnx_jnp.<name>``."""
-    return marked_call(MARK_PREFIX + name, region, *arrays, **params)
+    """Run ``region(*arrays, **params)`` as the marked region ``jax2onnx_jnp.<name>``.
+
+    Inside another region of this pack (``jax.nn.standardize`` calling ``jnp.mean``, attention
+    calling ``jnp.einsum``) the call is not marked again: the outer lowering replaces the whole
+    body, and where it declines (vmap, grad) the inner marks would decline as well.
+    """
+    if _IN_REGION.get():
+        return region(*arrays, **params)
+    return marked_call(MARK_PREFIX + name, functools.partial(_in_region, region), *arrays, **params)
+
+
+def _in_region(region: Callable[..., Any], *arrays: Any, **params: Any) -> Any:
+    token = _IN_REGION.set(True)
+    try:
+        return region(*arrays, **params)
+    finally:
+        _IN_REGION.reset(token)
 
 
 def mark_name(name: str) -> str:

@@ -176,6 +176,8 @@ components = [
             Testcase("einsum_vmap", jax.vmap(_attention_logits), [("B", 2, 4, 8), ("B", 2, 6, 8)],
                      description="under vmap the marked call gains a batch axis: its body is lowered"),
             Testcase("einsum_grad", _grad_of_einsum, [("B", 4), (4, 3)]),
+            Testcase("einsum_inside_jit", jax.jit(lambda x, y: jnp.einsum("ij,jk->ik", x, y)), [("B", 5), (5, 2)],
+                     expected_ops=["Einsum"], description="a user jit is traced during the export: still marked"),
         ],
     ),
     Component(
