@@ -5,7 +5,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from jax2onnx import allclose, to_onnx
 from jax2onnx.testing.runner import op_types
 from jax2onnx_jnp._attention_cases import _dpa_mask, _huge_masked_logits
