@@ -96,7 +96,8 @@ components = [
                  forbidden_ops=["Concat"]),
         Testcase("pad_constant_value", lambda x: jnp.pad(x, 1, constant_values=-2.5), [("B", 3)],
                  expected_ops=["Pad"]),
-        Testcase("pad_reflect", _reflect, [("B", 4)], expected_ops=["Pad"], forbidden_ops=["Concat"],
+        # Static shapes: JAX 0.6 refuses reflect padding on an array with any symbolic axis.
+        Testcase("pad_reflect", _reflect, [(3, 4)], expected_ops=["Pad"], forbidden_ops=["Concat"],
                  check=lambda m: _assert_pad_mode(m, "reflect")),
         Testcase("pad_edge", lambda x: jnp.pad(x, ((2, 0), (1, 5)), mode="edge"), [("B", 3)], expected_ops=["Pad"],
                  forbidden_ops=["Concat"], check=lambda m: _assert_pad_mode(m, "edge")),
@@ -109,7 +110,8 @@ components = [
         Testcase("pad_symmetric", lambda x: jnp.pad(x, 2, mode="symmetric"), [(4,)],
                  description="no ONNX mode for symmetric: lax path"),
         Testcase("pad_vmap", jax.vmap(_reflect), [("B", 2, 4)]),
-        Testcase("pad_grad", grad_of_sum(_reflect), [("B", 4)]),
+        Testcase("pad_grad", grad_of_sum(_reflect), [(3, 4)]),
+        Testcase("pad_edge_grad", grad_of_sum(lambda x: jnp.pad(x, ((1, 0), (2, 2)), mode="edge")), [("B", 3)]),
     ]),
 ]
 
