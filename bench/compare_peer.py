@@ -182,24 +182,30 @@ def feed(session: Any, arrays: list[np.ndarray]) -> dict:
 
 
 def measure_latency(sessions: dict, arrays: list[np.ndarray], warmup: int, runs: int, budget_s: float) -> dict:
-    """Median/p90 per side, in microseconds, from interleaved runs (who goes first alternates)."""
+    """Per side, in microseconds, from interleaved runs (who goes first alternates): wall-clock median/p90
+    and the median of the calling thread's CPU time. With one intra-op thread onnxruntime computes in
+    the calling thread, so its CPU time is the run's cost without the time spent preempted, which on a
+    busy machine inflates longer runs' wall time more than shorter ones'."""
     feeds = {side: feed(s, arrays) for side, s in sessions.items()}
     for side, s in sessions.items():
         for _ in range(warmup):
             s.run(None, feeds[side])
-    times: dict[str, list[float]] = {side: [] for side in sessions}
+    wall: dict[str, list[float]] = {side: [] for side in sessions}
+    cpu: dict[str, list[float]] = {side: [] for side in sessions}
     order = list(sessions)
     start = time.perf_counter()
     for i in range(runs):
         for side in order if i % 2 == 0 else order[::-1]:
-            t0 = time.perf_counter_ns()
+            t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
             sessions[side].run(None, feeds[side])
-            times[side].append((time.perf_counter_ns() - t0) / 1e3)
+            cpu[side].append((time.thread_time_ns() - c0) / 1e3)
+            wall[side].append((time.perf_counter_ns() - t0) / 1e3)
         if i >= 20 and time.perf_counter() - start > budget_s:
             break
     return {
-        side: {"median_us": statistics.median(t), "p90_us": float(np.percentile(t, 90)), "runs": len(t)}
-        for side, t in times.items()
+        side: {"median_us": statistics.median(t), "p90_us": float(np.percentile(t, 90)), "min_us": min(t),
+               "cpu_median_us": statistics.median(cpu[side]), "runs": len(t)}
+        for side, t in wall.items()
     }
 
 
@@ -307,18 +313,21 @@ def render_markdown(results: dict) -> str:
     lines = [
         "# jax2onnx (ours) vs jax2onnx 0.17.1 (peer)",
         "",
-        f"- Generated {meta['date']} by `{meta['command']}` in {meta['wall_s']:.0f} s.",
+        f"- Generated {meta['date']} by `{meta['command']}` in {meta['wall_s']:.0f} s, at commit {meta['git']} "
+        "(`-dirty`: with uncommitted changes in the working tree).",
         f"- Ours: {meta['versions'].get('ours', '?')}; peer: {meta['versions'].get('peer', '?')}; "
         f"onnxruntime {meta['onnxruntime']}, Python {meta['python']}, "
         f"{meta['cpus']} CPUs ({meta['platform']}), load average {meta['loadavg_start']} at start, "
         f"{meta['loadavg_end']} at the end.",
         f"- Latency: onnxruntime CPU, {meta['threads']} intra-op thread(s), batch {meta['batch']}, "
-        f"{meta['warmup']} warmup runs, median of up to {meta['runs']} interleaved A/B runs. "
+        f"{meta['warmup']} warmup runs, median of up to {meta['runs']} interleaved A/B runs (wall clock, and "
+        "the calling thread's CPU time, which leaves out time spent preempted). "
         "Ratios are ours/peer (below 1: ours is smaller/faster).",
         "- Conversion: fresh process per model and converter; cold = `import jax2onnx` + first `to_onnx` "
         "(jax and flax already imported, model built), warm = a second `to_onnx`; CPU = process CPU time "
         "(all threads; less distorted than wall time when the machine is shared); peak RSS = the worker "
-        "process's maximum resident set (jax included).",
+        "process's maximum resident set (jax, flax and the model included); converter's RSS = that peak minus "
+        "the peak before `import jax2onnx`.",
     ]
     busiest = max(float(x) for x in (meta["loadavg_start"] + " " + meta["loadavg_end"]).split())
     if busiest > (meta["cpus"] or 1):
@@ -328,22 +337,25 @@ def render_markdown(results: dict) -> str:
         "",
         "## Graph size and inference latency",
         "",
-        "| model | nodes main (ours / peer) | nodes total (ours / peer) | ratio | latency µs (ours / peer) | ratio |",
-        "|---|---|---|---|---|---|",
+        "| model | nodes main (ours / peer) | nodes total (ours / peer) | ratio | latency µs (ours / peer) | ratio "
+        "| thread CPU µs (ours / peer) | ratio |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name in results["models"]:
         main = _pair(results, name, lambda m, s: m["eval"]["nodes"][s]["main"], "d")
         total = _pair(results, name, lambda m, s: m["eval"]["nodes"][s]["total"], "d")
         lat = _pair(results, name, lambda m, s: m["eval"]["latency"][s]["median_us"], ".1f")
+        lat_cpu = _pair(results, name, lambda m, s: m["eval"]["latency"][s]["cpu_median_us"], ".1f")
         lines.append(f"| {name} | {main[0]} / {main[1]} | {total[0]} / {total[1]} | {total[2]} | "
-                     f"{lat[0]} / {lat[1]} | {lat[2]} |")
+                     f"{lat[0]} / {lat[1]} | {lat[2]} | {lat_cpu[0]} / {lat_cpu[1]} | {lat_cpu[2]} |")
     lines += [
         "",
         "## Conversion cost",
         "",
         "| model | cold s (ours / peer) | ratio | cold CPU s (ours / peer) | ratio | warm s (ours / peer) | ratio "
-        "| warm CPU s (ours / peer) | ratio | peak RSS MiB (ours / peer) | ratio |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| warm CPU s (ours / peer) | ratio | peak RSS MiB (ours / peer) | ratio | converter's RSS MiB (ours / peer) "
+        "| ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def conv(key: str) -> Any:
@@ -355,9 +367,10 @@ def render_markdown(results: dict) -> str:
         warm = _pair(results, name, conv("t_convert_warm"))
         warm_cpu = _pair(results, name, conv("cpu_convert_warm"))
         rss = _pair(results, name, conv("rss_peak_mib"), ".0f")
+        own = _pair(results, name, conv("rss_converter_mib"), ".0f")
         lines.append(f"| {name} | {cold[0]} / {cold[1]} | {cold[2]} | {cold_cpu[0]} / {cold_cpu[1]} | {cold_cpu[2]} "
                      f"| {warm[0]} / {warm[1]} | {warm[2]} | {warm_cpu[0]} / {warm_cpu[1]} | {warm_cpu[2]} "
-                     f"| {rss[0]} / {rss[1]} | {rss[2]} |")
+                     f"| {rss[0]} / {rss[1]} | {rss[2]} | {own[0]} / {own[1]} | {own[2]} |")
     st = results.get("startup", {})
     if st:
         lines += [
@@ -499,8 +512,10 @@ def main(argv: list[str] | None = None) -> int:
         done = [m["convert"][side] for m in results["models"].values() if m["convert"][side].get("converter")]
         versions[side] = f"{done[0]['converter']} (jax {done[0]['jax']})" if done else "?"
 
+    git = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=HERE)
     results["meta"] = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "git": git.stdout.strip() if git.returncode == 0 else "?",
         "command": "python bench/compare_peer.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "wall_s": time.perf_counter() - started,
         "versions": versions,

@@ -8,7 +8,7 @@ Meant to run in a fresh process (compare_peer.py starts one per measurement), un
 ours (jax2onnx-core + packs) or the peer (jax2onnx 0.17.1 from PyPI). The result is the last stdout
 line, prefixed with ``BENCH_RESULT``. A failed conversion is a result (``ok: false`` with the
 error), not a crash. Timings are wall-clock ``perf_counter`` seconds; memory is the process's peak
-RSS (``ru_maxrss``), in MiB. Each
+RSS (VmHWM, falling back to ``ru_maxrss``), in MiB. Each
 timing also has a CPU-time twin (``cpu_*``, ``process_time``: all threads of the process), which
 a busy shared machine distorts much less than wall time.
 """
@@ -29,7 +29,16 @@ MARKER = "BENCH_RESULT "
 
 
 def _peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+    """This process's peak resident set. On Linux from /proc (VmHWM belongs to the address space made
+    by exec): ``ru_maxrss`` survives exec, so it would report the parent's peak when that is larger."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB, macOS: bytes (not used)
 
 
 def _emit(result: dict) -> None:
