@@ -89,3 +89,11 @@ def test_function_under_vmap_and_grad_exports(mini_registry):
 
     model = to_onnx(f, [(2, 3, 4)])
     assert allclose(f, model, [np.random.rand(2, 3, 4).astype(np.float32)])
+
+
+def test_decorated_subclass_of_decorated_class_is_one_function(mini_registry):
+    Sub = onnx_function(type("SubBlock", (FnBlock,), {}))
+    block = Sub(0)
+    model = to_onnx(lambda x: block(x), [(2, 4)])
+    assert [f.name for f in model.functions] == ["SubBlock"]
+    assert "FnBlock" not in {n.op_type for n in model.functions[0].node}

@@ -57,6 +57,10 @@ def onnx_function(target: T | None = None, *, name: str | None = None) -> Any:
         display = name or getattr(obj, "__name__", "function")
         if isinstance(obj, type):
             original_call = obj.__call__
+            if "__call__" not in vars(obj):
+                # Inherited from a decorated base: wrap the base's own call, not its wrapper, or
+                # every call would become a function nested in a function.
+                original_call = getattr(original_call, "_jax2onnx_original", original_call)
 
             @functools.wraps(original_call)
             def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -64,6 +68,7 @@ def onnx_function(target: T | None = None, *, name: str | None = None) -> Any:
                     return original_call(self, *args, **kwargs)
                 return _call_as_function(display, functools.partial(original_call, self), args, kwargs)
 
+            __call__._jax2onnx_original = original_call
             obj.__call__ = __call__
             obj.__jax2onnx_function__ = display
             return obj
