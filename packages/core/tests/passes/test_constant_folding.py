@@ -61,3 +61,18 @@ def test_shared_weight_is_not_stored_twice():
     assert [n.op_type for n in model.graph] == ["Gather", "Transpose", "MatMul"]
     # a small shared constant still folds (duplicating it costs nothing)
     assert ConstantFoldingPass(shared_max_elements=64 * 32)(model).modified
+
+
+def test_folded_weight_cast_leaves_no_stale_reader_so_the_original_weight_is_dropped():
+    from jax2onnx.passes import DeadCodeEliminationPass
+
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.DOUBLE), shape=ir.Shape([2, 3]))
+    w = _init("w", np.arange(3, dtype=np.float32))
+    cast = ir.Node("", "Cast", [w], attributes=[ir.AttrInt64("to", int(ir.DataType.DOUBLE))])
+    out = ir.Node("", "Add", [x, cast.outputs[0]])
+    graph = ir.Graph([x], [out.outputs[0]], nodes=[cast, out], initializers=[w], opset_imports={"": 23})
+    model = ir.Model(graph, ir_version=10)
+    assert ConstantFoldingPass()(model).modified
+    assert not w.uses()
+    DeadCodeEliminationPass()(model)
+    assert [v.const_value.dtype for v in model.graph.initializers.values()] == [ir.DataType.DOUBLE]

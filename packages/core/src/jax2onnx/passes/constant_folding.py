@@ -86,7 +86,9 @@ class ConstantFoldingPass:
                     continue
             for out, arr in zip(node.outputs, results):
                 self._replace(graph, out, np.asarray(arr))
-            graph.remove(node, safe=False)
+            # safe: also detach the node from its inputs, or a folded-away weight still counts a
+            # reader and dead-code elimination keeps it (float64 exports carried both copies).
+            graph.remove(node, safe=True)
             modified = True
         return PassResult(model, modified)
 
