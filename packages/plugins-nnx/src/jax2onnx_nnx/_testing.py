@@ -59,3 +59,10 @@ def float32_ops(*ops: str, max_transposes: int | None = None, max_nodes: int | N
             assert len(proto.graph.node) <= max_nodes, f"{len(proto.graph.node)} nodes > budget {max_nodes}"
 
     return check
+
+
+def param_dtype() -> Any:
+    """float64 parameters under a float64 export, float32 otherwise (call inside the factory)."""
+    import jax.numpy as jnp
+
+    return jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32

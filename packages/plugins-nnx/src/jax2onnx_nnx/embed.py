@@ -15,6 +15,7 @@ from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx.testing import Component, Testcase
 
 from ._fusion import Operands, call_module, cast_to, is_array, one_output_like
+from ._testing import param_dtype
 
 lowerings = Lowerings()
 
@@ -77,8 +78,7 @@ def lower_attend(ctx, *ins):
 def _embed(n: int, features: int):
     def factory():
         # float64 tables under a float64 export: flax keeps the table's dtype for lookups.
-        dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
-        return nnx.Embed(n, features, param_dtype=dtype, rngs=nnx.Rngs(0))
+        return nnx.Embed(n, features, param_dtype=param_dtype(), rngs=nnx.Rngs(0))
 
     return factory
 
