@@ -12,11 +12,10 @@ decomposed (numbers are still compared).
 
 from __future__ import annotations
 
-import jax
 import flax
+import jax
 import jax.numpy as jnp
 from flax import nnx
-
 from jax2onnx.testing import Component, Testcase
 
 from ._testing import float32_ops, model
