@@ -4,7 +4,6 @@ import importlib.util
 
 import numpy as np
 from flax import nnx
-
 from jax2onnx import allclose, onnx_function, to_onnx  # noqa: F401 - the public API must import
 
 assert importlib.util.find_spec("jax2onnx_examples") is None, "the minimal install must not need the examples pack"

@@ -6,7 +6,6 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))  # the test-only mini pack lives beside this file
 
 from jax2onnx.registry import PluginRegistry, set_registry
-
 from mini_pack import MiniPack
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 from jax2onnx import hookimpl
 from jax2onnx.plugin import Lowerings
 

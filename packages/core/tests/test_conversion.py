@@ -7,7 +7,6 @@ import jax.numpy as jnp
 import numpy as np
 import onnx
 import pytest
-
 from jax2onnx import allclose, to_onnx
 from jax2onnx.errors import LoweringError
 

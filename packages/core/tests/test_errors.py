@@ -6,7 +6,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from jax2onnx import InputSpecError, UnsupportedPrimitiveError, UserFunctionError, to_onnx
 
 

@@ -6,7 +6,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import onnx
-
 from jax2onnx import allclose, onnx_function, to_onnx
 
 

@@ -10,7 +10,6 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from jax2onnx import PluginConflictError, to_onnx
 from jax2onnx.plugin import Lowering
 from jax2onnx.registry import PackLoadWarning, PluginRegistry, set_registry

@@ -12,9 +12,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import jax
-from jax import export as jax_export
 import jax.extend.core as jex_core
 import numpy as np
+from jax import export as jax_export
 
 ClosedJaxpr = jex_core.ClosedJaxpr
 Jaxpr = jex_core.Jaxpr

@@ -22,6 +22,7 @@ from .plugin import Patch, marks_active
 from .registry import get_registry
 from .specs import parse_inputs
 
+
 #: ONNX IR version written to models: onnxruntime >= 1.20 loads 10; opset 23 needs IR 11.
 def _ir_version(opset: int) -> int:
     return 11 if opset >= 23 else 10

@@ -101,7 +101,7 @@ def lower_function_call(ctx: Any, *ins: ir.Value) -> Any:
     final = []
     seen: set[int] = set()
     input_ids = {id(v) for v in f_inputs}
-    for i, v in enumerate(outs):
+    for v in outs:
         if id(v) in seen or id(v) in input_ids or v.producer() is None:
             v = fscope.op.Identity(v)
         seen.add(id(v))

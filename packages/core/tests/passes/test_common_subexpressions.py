@@ -1,5 +1,4 @@
 import onnx_ir as ir
-
 from jax2onnx.passes import CommonSubexpressionEliminationPass
 
 

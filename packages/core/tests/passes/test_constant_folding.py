@@ -1,6 +1,5 @@
 import numpy as np
 import onnx_ir as ir
-
 from jax2onnx.passes import ConstantFoldingPass
 
 
