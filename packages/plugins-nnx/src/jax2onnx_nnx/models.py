@@ -78,6 +78,34 @@ class SmallCNN(nnx.Module):
         return self.head(x.reshape(x.shape[0], -1))
 
 
+class _ResidualBlock(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.ln = nnx.LayerNorm(8, rngs=rngs)
+        self.lin = nnx.Linear(8, 8, rngs=rngs)
+
+    def __call__(self, x):
+        return x + nnx.gelu(self.lin(self.ln(x)))
+
+
+def _scan_over_layers():
+    """Three blocks with stacked parameters, applied by lax.scan: the fused ops live in the Scan
+    body and read the per-layer weights as scanned inputs (not initializers)."""
+
+    @nnx.vmap(in_axes=0, out_axes=0)
+    def stack(key):
+        return _ResidualBlock(nnx.Rngs(key))
+
+    graphdef, state = nnx.split(stack(jax.random.split(jax.random.key(0), 3)))
+
+    def run(x):
+        def step(h, layer_state):
+            return nnx.merge(graphdef, layer_state)(h), None
+
+        return jax.lax.scan(step, x, state)[0]
+
+    return run
+
+
 def _mlp(eval_mode: bool = True):
     return model(lambda: QuickstartMLP(30, 20, 10, rngs=_rngs()), eval_mode=eval_mode, low=-0.5, high=0.5)
 
@@ -162,6 +190,8 @@ components = [
                                                  low=-0.5, high=0.5),
                      # nnx.relu stored in the layer list is the unpatched function: lax lowers it (one Max).
                      input_shapes=[("B", 6)], expected_ops=["Gemm"], max_nodes=3),
+            Testcase("scan_over_stacked_layers", factory=_scan_over_layers, input_shapes=[("B", 8)],
+                     expected_ops=["Scan", "LayerNormalization", "Gemm"], check=float32_ops("Gelu")),
             # jax.jit inside the exported function: its body is inlined and the fusions still apply.
             Testcase("mlp_quickstart_jit", factory=_jitted(_quickstart), input_shapes=[("B", 30)],
                      check=float32_ops(*_MLP_OPS, max_nodes=4), **_BN_F64_TOL),
