@@ -13,6 +13,7 @@ from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
 from . import _numeric as nm
+from . import complex_pairs as cp
 from ._testdata import f32, ints
 
 lowerings = Lowerings()
@@ -31,6 +32,10 @@ COMPARISONS: dict[str, tuple[str, frozenset]] = {
 
 def _comparison(op_type: str, supported: frozenset):
     def lower(ctx, x, y):
+        if cp.is_complex(ctx.avals_in[0]):
+            if op_type != "Equal":  # lax orders no complex numbers
+                raise NotImplementedError(f"{op_type} of complex values")
+            return cp.equal(ctx, x, y)
         return nm.compute_in(ctx, [x, y], nm.dtype_of(ctx.avals_in[0]), supported,
                              lambda _c, a, b: getattr(ctx.op, op_type)(a, b), returns=nm.BOOL)
 
@@ -56,6 +61,8 @@ def lower_select_n(ctx, which, *cases):
     if len(cases) == 1:
         return cases[0]
     which_dtype = nm.dtype_of(ctx.avals_in[0])
+    if cp.is_complex(dtype):  # cases are (real, imag) pairs: the predicate broadcasts over both parts
+        which, dtype = (cp.lift(ctx, which) if ctx.avals_in[0].shape else which), cp.part_dtype(dtype)
     if nm.is_bool(which_dtype):
         return nm.where(ctx, which, cases[1], cases[0], dtype)
     result = cases[-1]

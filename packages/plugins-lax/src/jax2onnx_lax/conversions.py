@@ -11,6 +11,7 @@ from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
 from . import _numeric as nm
+from . import complex_pairs as cp
 from ._testdata import f32, ints, log_scale
 
 lowerings = Lowerings()
@@ -43,11 +44,35 @@ def lower_convert_element_type(ctx, x):
     src, dst = nm.dtype_of(ctx.avals_in[0]), nm.dtype_of(ctx.avals_out[0])
     if src == dst:
         return ctx.op.Identity(x)
+    if cp.is_complex(src) or cp.is_complex(dst):
+        return _convert_complex(ctx, x, src, dst)
+    return _convert_real(ctx, x, src, dst)
+
+
+def _convert_real(ctx, x, src: np.dtype, dst: np.dtype):
+    if src == dst:  # the real part of a complex value, already of the wanted dtype
+        return x
     if nm.is_float(src) and nm.is_int(dst):
         return float_to_int(ctx, x, src, dst)
     # Everything else is Cast: float->bool is x != 0 (NaN -> True), ints wrap like XLA, floats
     # round to nearest even.
     return nm.cast(ctx, x, dst)
+
+
+def _convert_complex(ctx, x, src: np.dtype, dst: np.dtype):
+    """real -> complex: the value as the real part, imaginary part 0 (a constant operand folds, so a
+    pad value or a literal stays a constant). complex -> complex: Cast of the pairs. complex ->
+    anything else: the real part, converted on (JAX discards the imaginary part, with a
+    ComplexWarning; also for bool, where 1j becomes False)."""
+    if not cp.is_complex(dst):
+        return _convert_real(ctx, cp.real_part(ctx, x), cp.part_dtype(src), dst)
+    part = cp.part_dtype(dst)
+    if cp.is_complex(src):
+        return nm.cast_if(ctx, x, cp.part_dtype(src), part)
+    value = nm.const_value(x)
+    if value is not None:
+        return ctx.const(cp.pair_array(value.astype(dst), dst))
+    return cp.from_real(ctx, nm.cast_if(ctx, x, src, part), len(ctx.avals_in[0].shape))
 
 
 def _identity(ctx, *xs):

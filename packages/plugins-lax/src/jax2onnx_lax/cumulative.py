@@ -20,6 +20,7 @@ from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
 from . import _numeric as nm
+from . import complex_pairs as cp
 from ._testdata import f32, ints, uniform
 
 lowerings = Lowerings()
@@ -28,7 +29,7 @@ lowerings = Lowerings()
 @lowerings.register("cumsum")
 def lower_cumsum(ctx, x):
     axis, reverse = int(ctx.params["axis"]), bool(ctx.params["reverse"])
-    dtype = nm.dtype_of(ctx.avals_in[0])
+    dtype = cp.part_dtype(ctx.avals_in[0])  # complex: the pairs sum part by part along the axis
     # Wider ints wrap back exactly on the cast down, so any int may travel in int32/int64.
     return nm.compute_in(ctx, [x], dtype, nm.CUMSUM,
                          lambda _c, y: ctx.op.CumSum(y, nm.const(ctx, axis, nm.I64), reverse=int(reverse)),

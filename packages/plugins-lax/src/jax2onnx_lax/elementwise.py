@@ -15,6 +15,7 @@ from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
 from . import _numeric as nm
+from . import complex_pairs as cp
 from ._testdata import SPECIAL, f32, halves, ints, uniform
 
 lowerings = Lowerings()
@@ -44,6 +45,8 @@ ONE_TO_ONE: dict[str, tuple[str, frozenset]] = {
 
 def _one_to_one(op_type: str, supported: frozenset):
     def lower(ctx, *xs):
+        if cp.is_complex(ctx.avals_in[0]):  # (real, imag) pairs: complex_pairs has the formulas
+            return cp.lower_elementwise(ctx, xs)
         return nm.compute_in(ctx, xs, nm.dtype_of(ctx.avals_in[0]), supported,
                              lambda _c, *ys: getattr(ctx.op, op_type)(*ys))
 
@@ -57,6 +60,8 @@ for _prim, (_op, _types) in ONE_TO_ONE.items():
 
 @lowerings.register("neg")
 def lower_neg(ctx, x):
+    if cp.is_complex(ctx.avals_in[0]):
+        return cp.lower_elementwise(ctx, [x])
     dtype = nm.dtype_of(ctx.avals_in[0])
     if nm.is_unsigned(dtype):  # no unsigned Neg kernel; 0 - x wraps exactly like XLA
         return ctx.op.Sub(nm.const(ctx, 0, dtype), x)
@@ -65,6 +70,8 @@ def lower_neg(ctx, x):
 
 @lowerings.register("square")
 def lower_square(ctx, x):
+    if cp.is_complex(ctx.avals_in[0]):
+        return cp.lower_elementwise(ctx, [x])
     return nm.compute_in(ctx, [x], nm.dtype_of(ctx.avals_in[0]), nm.ARITH, lambda _c, y: ctx.op.Mul(y, y))
 
 
@@ -94,6 +101,8 @@ def lower_pow(ctx, x, y):
 def lower_integer_pow(ctx, x):
     """Square-and-multiply with Mul, then 1/acc for negative powers: the same products JAX's own
     lowering forms, so the rounding matches too (Pow would round differently)."""
+    if cp.is_complex(ctx.avals_in[0]):
+        return cp.lower_elementwise(ctx, [x])
     dtype = nm.dtype_of(ctx.avals_in[0])
     y = int(ctx.params["y"])
 
@@ -130,6 +139,8 @@ def _int_guard(ctx, y, dtype):
 def lower_div(ctx, x, y):
     """Floats: Div. Ints: Div truncates toward zero like lax.div; x/0 gives -1 (all bits set) and
     INT_MIN/-1 gives INT_MIN, as in XLA."""
+    if cp.is_complex(ctx.avals_in[0]):
+        return cp.lower_elementwise(ctx, [x, y])
     dtype = nm.dtype_of(ctx.avals_in[0])
     if not nm.is_int(dtype):
         return nm.compute_in(ctx, [x, y], dtype, nm.ARITH, lambda _c, a, b: ctx.op.Div(a, b))

@@ -25,6 +25,7 @@ from jax import lax
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
+from . import complex_pairs as cp
 from .shape_helpers import as_int64, clamp_starts, dim_scalar, i64, is_static, mode_name, same_dim, transpose
 
 lowerings = Lowerings()
@@ -116,6 +117,10 @@ def lower_gather(ctx, operand, indices):
     sizes = tuple(p["slice_sizes"])
     mode = mode_name(p.get("mode"))
     op_shape = ctx.avals_in[0].shape
+    out_rank = len(ctx.avals_out[0].shape)
+    if cp.is_complex(ctx.avals_in[0]):  # the (real, imag) axis: a full-size window kept last
+        op_shape, sizes = cp.pair_shape(op_shape), (*sizes, 2)
+        offset_dims, out_rank = (*offset_dims, out_rank), out_rank + 1
     nb = len(ctx.avals_in[1].shape) - 1
     rank = len(op_shape)
 
@@ -165,14 +170,15 @@ def lower_gather(ctx, operand, indices):
         labels = [lab for i, lab in enumerate(labels) if i not in drop]
     window_dims = [d for d in range(rank) if d not in collapsed and d not in op_batch]
     wanted, wi, bi = [], iter(window_dims), iter(range(nb))
-    for pos in range(len(ctx.avals_out[0].shape)):
+    for pos in range(out_rank):
         wanted.append(("o", next(wi)) if pos in offset_dims else ("b", next(bi)))
     y = transpose(ctx, y, [labels.index(lab) for lab in wanted])
 
     if mask is not None:
         if offset_dims:
             mask = ctx.op.Unsqueeze(mask, i64(ctx, sorted(offset_dims)))
-        y = apply_fill(ctx, mask, y, fill_value_for(ctx.avals_out[0].dtype, p.get("fill_value")))
+        fill = fill_value_for(ctx.avals_out[0].dtype, p.get("fill_value"))
+        y = apply_fill(ctx, mask, y, cp.pair_array(fill, fill.dtype) if cp.is_complex(fill.dtype) else fill)
     return y
 
 

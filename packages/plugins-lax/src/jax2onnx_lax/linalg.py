@@ -19,6 +19,8 @@ from jax import lax
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
+from . import complex_pairs as cp
+
 lowerings = Lowerings()
 
 #: dtypes onnxruntime multiplies natively (MatMul and Einsum); narrower integers go through int32.
@@ -64,14 +66,41 @@ def lower_dot_general(ctx, lhs, rhs):
     lc, rc, lb, rb = (tuple(int(d) for d in ds) for ds in (lc, rc, lb, rb))
     lrank, rrank = len(ctx.avals_in[0].shape), len(ctx.avals_in[1].shape)
     out_dtype = np.dtype(ctx.avals_out[0].dtype)
-    if out_dtype.kind == "c":
-        raise NotImplementedError("complex dot_general (complex values are (real, imag) pairs; not lowered yet)")
+    dims = (lc, rc, lb, rb, lrank, rrank)
+    if cp.is_complex(out_dtype):
+        return _complex_dot(ctx, lhs, rhs, dims, cp.part_dtype(out_dtype))
     compute = compute_dtype(out_dtype)
     if np.dtype(ctx.avals_in[0].dtype) != compute:
         lhs = ctx.cast(lhs, compute)
     if np.dtype(ctx.avals_in[1].dtype) != compute:
         rhs = ctx.cast(rhs, compute)
+    out = _real_dot(ctx, lhs, rhs, dims)
+    return out if compute == out_dtype else ctx.cast(out, out_dtype)
 
+
+def _complex_dot(ctx, lhs, rhs, dims, part):
+    """(A + Bi)(C + Di) = (AC - BD) + (AD + BC)i: four real products (XLA's complex dot forms the
+    same sums; Gauss's three-product trick would round differently). A real operand has no
+    imaginary part, so its products with it are skipped."""
+    def parts(v, aval):
+        if cp.is_complex(aval):
+            return [cp.real_part(ctx, v), cp.imag_part(ctx, v)]
+        return [v if np.dtype(aval.dtype) == part else ctx.cast(v, part), None]
+
+    (a, b), (c, d) = parts(lhs, ctx.avals_in[0]), parts(rhs, ctx.avals_in[1])
+    products = {}
+    for name, x, y in (("ac", a, c), ("bd", b, d), ("ad", a, d), ("bc", b, c)):
+        if x is not None and y is not None:
+            products[name] = _real_dot(ctx, x, y, dims)
+    re = ctx.op.Sub(products["ac"], products["bd"]) if "bd" in products else products["ac"]
+    im = [products[k] for k in ("ad", "bc") if k in products]
+    if not im:  # two real operands with a complex preferred type
+        return cp.from_real(ctx, re, len(ctx.avals_out[0].shape))
+    return cp.from_parts(ctx, re, ctx.op.Add(*im) if len(im) == 2 else im[0])
+
+
+def _real_dot(ctx, lhs, rhs, dims):
+    lc, rc, lb, rb, lrank, rrank = dims
     lfree = [d for d in range(lrank) if d not in lc and d not in lb]
     rfree = [d for d in range(rrank) if d not in rc and d not in rb]
     plain = not lb and len(rfree) <= 1  # x @ W, x of any rank, W of shape [K] or [K, N]
@@ -79,10 +108,8 @@ def lower_dot_general(ctx, lhs, rhs):
     if len(lc) == 1 and (plain or batched):
         a = _transpose(ctx, lhs, [*lb, *lfree, *lc])
         b = _transpose(ctx, rhs, [*rb, *rc, *rfree])
-        out = ctx.op.MatMul(a, b)
-    else:
-        out = _einsum(ctx, lhs, rhs, lc, rc, lb, rb, lrank, rrank)
-    return out if compute == out_dtype else ctx.cast(out, out_dtype)
+        return ctx.op.MatMul(a, b)
+    return _einsum(ctx, lhs, rhs, lc, rc, lb, rb, lrank, rrank)
 
 
 # ---------------------------------------------------------------------------------------------

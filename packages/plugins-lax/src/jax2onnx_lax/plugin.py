@@ -27,6 +27,7 @@ _pack = PackModules(
         "window_grads",
         "sort",
         "fft",
+        "complex_cases",
         "control_flow",
         "while_loop",
         "scan",

@@ -16,6 +16,7 @@ from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
 from . import _numeric as nm
+from . import complex_pairs as cp
 from ._testdata import f32, ints
 from .bitwise import bit_planes
 
@@ -45,6 +46,10 @@ def _reduction(op_type: str, supported: frozenset, keep_order: bool):
         if not axes:  # ONNX would read empty axes as "all axes"
             return ctx.op.Identity(x)
         dtype = nm.dtype_of(ctx.avals_in[0])
+        if cp.is_complex(dtype):  # a sum of pairs is the pair of sums; the pair axis is never in axes
+            if op_type != "ReduceSum":
+                raise NotImplementedError(f"{ctx.primitive} of complex values")
+            dtype = cp.part_dtype(dtype)
 
         def reduce(c, y):
             r = getattr(ctx.op, op_type)(y, axes_const(ctx, axes), keepdims=0)

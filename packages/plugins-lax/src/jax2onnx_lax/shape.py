@@ -14,6 +14,7 @@ from jax import lax
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
+from . import complex_pairs as cp
 from .shape_helpers import dim_scalar, i64, is_static, reshape, same_dim, same_shape, transpose
 
 lowerings = Lowerings()
@@ -21,12 +22,14 @@ lowerings = Lowerings()
 
 @lowerings.register("reshape")
 def lower_reshape(ctx, x, *_dynamic_shape):
-    in_shape = ctx.avals_in[0].shape
+    in_shape, out_shape = ctx.avals_in[0].shape, ctx.avals_out[0].shape
     dims = ctx.params.get("dimensions")
     if dims is not None:  # old-style reshape that transposes first
-        x = transpose(ctx, x, dims)
+        x = transpose(ctx, x, cp.pair_perm(dims) if cp.is_complex(ctx.avals_in[0]) else dims)
         in_shape = [in_shape[d] for d in dims]
-    return reshape(ctx, x, in_shape, ctx.avals_out[0].shape)
+    if cp.is_complex(ctx.avals_in[0]):  # the (real, imag) axis stays last
+        in_shape, out_shape = cp.pair_shape(in_shape), cp.pair_shape(out_shape)
+    return reshape(ctx, x, in_shape, out_shape)
 
 
 @lowerings.register("broadcast_in_dim")
@@ -39,6 +42,10 @@ def lower_broadcast_in_dim(ctx, x, *_dynamic_shape):
     in_shape = ctx.avals_in[0].shape
     out_shape = ctx.params["shape"]
     bdims = tuple(ctx.params["broadcast_dimensions"])
+    dtype = cp.part_dtype(ctx.avals_out[0])
+    if cp.is_complex(ctx.avals_out[0]):  # the (real, imag) axis: one more operand axis, mapped last
+        in_shape, bdims = cp.pair_shape(in_shape), (*bdims, len(out_shape))
+        out_shape = cp.pair_shape(out_shape)
     n = len(out_shape)
     have = [1] * n
     for k, d in enumerate(bdims):
@@ -46,7 +53,7 @@ def lower_broadcast_in_dim(ctx, x, *_dynamic_shape):
     if any(is_static(d) and int(d) == 0 for d in out_shape):
         # An empty result (jnp.pad builds these): onnxruntime's Expand does not produce a 0-sized
         # dim from a 1, so make the empty tensor directly.
-        zero = np.zeros(1, dtype=ctx.avals_out[0].dtype)
+        zero = np.zeros(1, dtype=dtype)
         return ctx.op.ConstantOfShape(ctx.shape_tensor(out_shape), value=zero)
     needs_expand = not same_shape(have, out_shape)
     leading_only = bdims == tuple(range(n - len(in_shape), n))
@@ -68,7 +75,8 @@ def lower_squeeze(ctx, x):
 
 @lowerings.register("transpose")
 def lower_transpose(ctx, x):
-    return transpose(ctx, x, ctx.params["permutation"])
+    perm = ctx.params["permutation"]
+    return transpose(ctx, x, cp.pair_perm(perm) if cp.is_complex(ctx.avals_in[0]) else perm)
 
 
 @lowerings.register("concatenate")

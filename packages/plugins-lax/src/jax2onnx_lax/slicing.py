@@ -13,6 +13,8 @@ from jax import lax
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
+from . import _numeric as nm
+from . import complex_pairs as cp
 from .shape_helpers import INT64_MAX, INT64_MIN, as_int64, clamp_starts, i64, is_static, reshape, same_dim
 
 lowerings = Lowerings()
@@ -109,6 +111,24 @@ def lower_pad(ctx, x, value):
     drop the trailing fill), then negative low/high padding as a crop (Slice), then one Pad."""
     config = [tuple(c) for c in ctx.params["padding_config"]]
     shape = list(ctx.avals_in[0].shape)
+    if cp.is_complex(ctx.avals_in[0]):
+        return _pad_complex(ctx, x, value, config, shape)
+    return _pad(ctx, x, value, config, shape)
+
+
+def _pad_complex(ctx, x, value, config, shape):
+    """Pairs padded as one tensor with an untouched trailing axis when the fill's two parts are one
+    constant (0 + 0i, what jnp.pad and rfft's zero padding use); otherwise each part on its own."""
+    pair_config, pair_shape = [*config, (0, 0, 0)], cp.pair_shape(shape)
+    fill = nm.const_value(value)
+    if fill is not None and fill.shape == (2,) and fill[0] == fill[1]:
+        return _pad(ctx, x, ctx.const(fill[0]), pair_config, pair_shape)
+    re = _pad(ctx, cp.real_part(ctx, x), cp.real_part(ctx, value), config, list(shape))
+    im = _pad(ctx, cp.imag_part(ctx, x), cp.imag_part(ctx, value), config, list(shape))
+    return cp.from_parts(ctx, re, im)
+
+
+def _pad(ctx, x, value, config, shape):
     for axis, (_, _, interior) in enumerate(config):
         if interior == 0 or (is_static(shape[axis]) and int(shape[axis]) <= 1):
             continue
