@@ -23,6 +23,8 @@ from ._testing import grad_of_sum, on_f32_expect, positive_and_negative
 
 lowerings = Lowerings()
 
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
 # jax.nn.selu's constants (ONNX's Selu defaults are the same numbers rounded to float32).
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
@@ -98,7 +100,8 @@ def _make_activation(name: str, original: Callable[..., Any]) -> Callable[..., A
 def _lowering(name: str, spec: Activation) -> Callable[..., Any]:
     def lower(ctx, x):
         dtype = ctx.avals_out[0].dtype
-        if ctx.opset < spec.min_opset or (is_f64(dtype) and not spec.f64):
+        # float16/bfloat16 kernels are patchy in onnxruntime: those keep the lax decomposition.
+        if np.dtype(dtype) not in _FLOATS or ctx.opset < spec.min_opset or (is_f64(dtype) and not spec.f64):
             return None
         return spec.emit(ctx, x, dtype, **ctx.marked.params)
 
