@@ -131,6 +131,14 @@ def _vmapped_matmul(a, b):
     return jax.vmap(_matmul)(a, b)
 
 
+def _matmul_in_scan(h0, ws):
+    def step(h, w):
+        h = jnp.tanh(jnp.matmul(h, w))
+        return h, h
+
+    return jax.lax.scan(step, h0, ws)
+
+
 def _grad_of_einsum(a, b):
     return jax.grad(lambda x: jnp.sum(jnp.einsum("ij,jk->ik", x, b) ** 2))(a)
 
@@ -197,6 +205,8 @@ components = [
                                                  jax.ShapeDtypeStruct((3, 2), jnp.int32)], expected_ops=["MatMul"]),
             Testcase("matmul_vmap", _vmapped_matmul, [("B", 3, 4), ("B", 4, 5)]),
             Testcase("matmul_grad_square", _grad_of_matmul_square, [(3, 3), (3, 3)]),
+            Testcase("matmul_in_scan", _matmul_in_scan, [("B", 4), (3, 4, 4)], expected_ops=["MatMul"],
+                     description="a marked call inside a scan body is lowered in the ONNX loop body"),
         ],
     ),
 ]
