@@ -5,7 +5,7 @@ from __future__ import annotations
 from jax2onnx import hookimpl
 from jax2onnx.plugin import PackModules
 
-_pack = PackModules("jax2onnx_nnx", ["normalization", "linear", "conv", "pooling", "dropout", "embed", "attention", "activations", "models"])
+_pack = PackModules("jax2onnx_nnx", ["normalization", "linear", "conv", "pooling", "dropout", "embed", "attention", "activations", "instance_norm", "models"])
 
 
 @hookimpl

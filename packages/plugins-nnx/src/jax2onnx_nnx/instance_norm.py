@@ -1,0 +1,72 @@
+"""nnx.InstanceNorm → InstanceNormalization (statistics per sample and channel over the spatial axes).
+
+flax normalises channels-last input over every axis but the batch and feature axes; ONNX wants
+(N, C, spatial...), so a channels-last input is transposed in and out (the TransposeCancelPass
+removes such pairs between layers). onnxruntime's InstanceNormalization is float32/float16 only:
+float64 is left to the lax decomposition.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from flax import nnx
+from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.testing import Component, Testcase
+
+from ._fusion import Operands, call_module, cast_to, is_array, one_output_like, to_nchw, to_nhwc
+from ._testing import float32_ops, model
+from .normalization import _axes, _param, _plain_call
+
+lowerings = Lowerings()
+
+INSTANCE_NORM = "jax2onnx_nnx.instance_norm"
+_DTYPES = {np.dtype(np.float32), np.dtype(np.float16)}
+
+
+def _patch_instance_norm(original):
+    def __call__(self, x, *args, **kwargs):
+        if not _plain_call(args, kwargs) or getattr(self, "axis_name", None) is not None or not is_array(x) or x.ndim < 3:
+            return original(self, x, *args, **kwargs)
+        return call_module(INSTANCE_NORM, self, lambda m, x: original(m, x), {"x": x},
+                           feature_axes=_axes(self.feature_axes, x.ndim), epsilon=float(self.epsilon))
+
+    return __call__
+
+
+patches = [Patch("flax.nnx.InstanceNorm", "__call__", _patch_instance_norm)]  # skipped where flax lacks it
+
+
+@lowerings.register_call(INSTANCE_NORM)
+def lower_instance_norm(ctx, *ins):
+    ops = Operands(ctx, ins)
+    shape = ops.shape("x")
+    rank = len(shape)
+    feat = ctx.marked.params["feature_axes"]
+    dtype = np.dtype(ctx.avals_out[0].dtype)
+    if dtype not in _DTYPES or not one_output_like(ctx, shape) or len(feat) != 1 or feat[0] not in (1, rank - 1):
+        return None
+    channels = shape[feat[0]]
+    x = cast_to(ctx, ops["x"], dtype)
+    scale = _param(ctx, ops, "scale", [channels], dtype, 1.0)
+    bias = _param(ctx, ops, "bias", [channels], dtype, 0.0)
+    channels_last = feat[0] != 1
+    if channels_last:
+        x = to_nchw(ctx, x, rank)
+    y = ctx.op.InstanceNormalization(x, scale, bias, epsilon=ctx.marked.params["epsilon"])
+    return to_nhwc(ctx, y, rank) if channels_last else y
+
+
+components = [] if not hasattr(nnx, "InstanceNorm") else [  # flax >= 0.11
+    Component(
+        name="nnx.instance_norm",
+        onnx=["InstanceNormalization", "Transpose"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("instance_norm", factory=model(lambda: nnx.InstanceNorm(4, rngs=nnx.Rngs(0))),
+                     input_shapes=[("B", 5, 5, 4)], check=float32_ops("InstanceNormalization", max_nodes=3)),
+            Testcase("instance_norm_1d_channels_first",
+                     factory=model(lambda: nnx.InstanceNorm(3, feature_axes=1, rngs=nnx.Rngs(0))),
+                     input_shapes=[("B", 3, 6)], check=float32_ops("InstanceNormalization", max_nodes=1)),
+        ],
+    ),
+]
