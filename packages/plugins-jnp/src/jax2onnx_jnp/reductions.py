@@ -262,6 +262,8 @@ components = [
         _case("prod_with_axis", lambda x: jnp.prod(x, axis=1), [("B", 4)], ["ReduceProd"]),
         _case("prod_with_keepdims", lambda x: jnp.prod(x, axis=0, keepdims=True), [(3, "B")], ["ReduceProd"],
               forbidden_ops=["Reshape", "Unsqueeze"]),
+        # Static: JAX's derivative of reduce_prod needs a static shape.
+        Testcase("prod_keepdims_grad", grad_of_sum(lambda x: jnp.prod(x, axis=0, keepdims=True)), [(3, 4)]),
     ]),
     Component(name="jnp.sum", onnx=["ReduceSum"], since="v0.7.0", testcases=[
         _case("sum_keepdims", lambda x: jnp.sum(x, axis=(0, 2), keepdims=True), [("B", 3, 4)], ["ReduceSum"],
@@ -273,6 +275,8 @@ components = [
         _case("max_keepdims", lambda x: jnp.max(x, axis=1, keepdims=True), [("B", 4)], ["ReduceMax"],
               forbidden_ops=["Reshape", "Unsqueeze"]),
         _case("max_all", lambda x: jnp.max(x), [("B", 4)], ["ReduceMax"]),
+        Testcase("max_keepdims_vmap", jax.vmap(lambda x: jnp.max(x, axis=1, keepdims=True)), [("B", 3, 4)]),
+        Testcase("max_keepdims_grad", grad_of_sum(lambda x: jnp.max(x, axis=1, keepdims=True)), [("B", 4)]),
     ]),
     Component(name="jnp.min", onnx=["ReduceMin"], since="v0.7.0", testcases=[
         _case("min_keepdims", lambda x: jnp.min(x, axis=-1, keepdims=True), [("B", 4)], ["ReduceMin"],
@@ -295,6 +299,7 @@ components = [
     Component(name="jnp.std", onnx=["ReduceMean", "Sqrt"], since="v0.7.0", testcases=[
         _case("std", lambda x: jnp.std(x, axis=0, keepdims=True), [("B", 5)], ["ReduceMean", "Sqrt"]),
         _case("std_all", lambda x: jnp.std(x), [("B", 5)], ["ReduceMean", "Sqrt"]),
+        Testcase("std_vmap", jax.vmap(lambda x: jnp.std(x, axis=0)), [("B", 3, 5)]),
         Testcase("std_grad", grad_of_sum(lambda x: jnp.std(x, axis=1)), [("B", 5)], rtol=1e-3, atol=1e-4),
     ]),
     Component(name="nn.logsumexp", onnx=["ReduceLogSumExp"], since="v0.7.0", testcases=[
