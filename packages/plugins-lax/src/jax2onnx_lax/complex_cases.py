@@ -202,6 +202,11 @@ components = [
                      input_generator=_indices_in(0, 5), expected_ops=["Gather"]),
             Testcase("complex_take_fill", lambda a, b, i: _parts(_take(_z(a, b), i, axis=0)),
                      [(5, "B"), (5, "B"), _idx(4)], input_generator=_indices_in(-7, 7), expected_ops=["Where"]),
+            Testcase("complex_scatter_set", lambda a, b, i: _parts(_z(a, b).at[:, i].set(2.0 - 1.0j)),
+                     [("B", 5), ("B", 5), _idx(2)], input_generator=_indices_in(0, 5), expected_ops=["ScatterND"]),
+            Testcase("complex_scatter_add", lambda a, b, c, d, i: _parts(_z(a, b).at[i].add(_z(c, d))),
+                     [("B", 3), ("B", 3), (2, 3), (2, 3), _idx(2)], input_generator=_indices_in(-4, 4),
+                     expected_ops=["ScatterND"]),
             Testcase("complex_where", lambda a, b: _parts(jnp.where(a > 0, _z(a, b), 0.5j)), _PAIR,
                      expected_ops=["Where"]),
             Testcase("complex_reduce_sum", lambda a, b: _parts(jnp.sum(_z(a, b), axis=1)), _PAIR,
@@ -259,6 +264,11 @@ components = [
         since="v0.7.0",
         kind="example",
         description="sum |x|^2 and sum |fft(x)|^2 / N (Parseval's theorem)",
-        testcases=[Testcase("physics_parseval", parseval, [("B", 8)], expected_ops=["DFT", "ReduceSum"])],
+        testcases=[
+            Testcase("physics_parseval", parseval, [("B", 8)], expected_ops=["DFT", "ReduceSum"]),
+            # reverse mode through rfft, abs and conj: JAX's transpose of rfft is an irfft of complex cotangents
+            Testcase("physics_spectral_energy_grad", jax.grad(lambda x: jnp.sum(jnp.abs(jnp.fft.rfft(x)) ** 2)), [(8,)],
+                     expected_ops=["DFT"]),
+        ],
     ),
 ]

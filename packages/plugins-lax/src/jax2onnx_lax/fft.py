@@ -99,6 +99,10 @@ def lower_imag(ctx, z):
 
 @lowerings.register("complex")
 def lower_complex(ctx, re, im):
+    out_shape = ctx.avals_out[0].shape
+    # A scalar literal part (autodiff writes complex(x, 0.0)) is broadcast to the other's shape.
+    re, im = (v if len(aval.shape) == len(out_shape) else ctx.op.Expand(v, ctx.shape_tensor(out_shape))
+              for v, aval in zip((re, im), ctx.avals_in))
     return ctx.op.Concat(ctx.op.Unsqueeze(re, _i64([-1])), ctx.op.Unsqueeze(im, _i64([-1])), axis=-1)
 
 
@@ -156,6 +160,8 @@ components = [
         testcases=[
             Testcase("complex_real_imag", lambda x, y: _parts(lax.complex(x, y)),
                      [("B", 3), ("B", 3)], expected_ops=["Concat"]),
+            Testcase("complex_scalar_imag", lambda x: _parts(lax.complex(x, jnp.zeros((), x.dtype))), [("B", 3)],
+                     expected_ops=["Concat"]),
         ],
     ),
     Component(

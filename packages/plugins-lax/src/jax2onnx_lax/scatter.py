@@ -23,6 +23,7 @@ from jax import lax
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
+from . import complex_pairs as cp
 from .indexing import all_in_bounds, arange, window_offsets
 from .shape_helpers import as_int64, clamp_starts, i64, inverse_perm, mode_name, same_dim, transpose
 
@@ -72,6 +73,11 @@ def lower_scatter(ctx, operand, indices, updates):
     op_shape = ctx.avals_in[0].shape
     idx_shape = ctx.avals_in[1].shape
     upd_shape = ctx.avals_in[2].shape
+    if cp.is_complex(ctx.avals_in[0]):  # the (real, imag) axis: a whole-dim window kept last
+        if reduction not in ("none", "add"):  # a complex product/order is not one per part
+            raise NotImplementedError(f"{ctx.primitive} of complex values")
+        window_dims.append(len(upd_shape))
+        op_shape, upd_shape = cp.pair_shape(op_shape), cp.pair_shape(upd_shape)
     rank, nb = len(op_shape), len(idx_shape) - 1
 
     # Which update axis is the window along each operand dim, and the window sizes.
