@@ -86,7 +86,7 @@ def to_onnx(
     with compat.x64_enabled(enable_double_precision):
         parsed = parse_inputs(fn, inputs, input_params, enable_double_precision)
         with marks_active():
-            closed, out_tree = _trace(fn, parsed, registry.patches())
+            closed, out_tree = _trace(registry.adapt(fn) or fn, parsed, registry.patches())
             lowerings = registry.lowerings()
             installed = [p.name for p in registry.packs if p.error is None]
             interp = Interpreter(lowerings, installed, enable_double_precision)

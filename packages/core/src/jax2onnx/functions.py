@@ -9,6 +9,7 @@ attributes and constants share one function; different weights give different fu
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import hashlib
 from collections.abc import Callable
@@ -47,6 +48,30 @@ def _call_as_function(display_name: str, fn: Callable[..., Any], args: tuple, kw
     return marked_call(FUNCTION_MARK, body, *[leaves[i] for i in dyn_idx], display_name=display_name)
 
 
+#: Set while a pack's adapted copy of a decorated module runs, so its own decorated ``__call__``
+#: runs the body instead of opening a second function.
+_BYPASS: contextvars.ContextVar[bool] = contextvars.ContextVar("jax2onnx_function_bypass", default=False)
+
+
+def _method_body(obj: Any, original_call: Callable[..., Any]) -> Callable[..., Any]:
+    """What the function region runs for ``obj(...)``: a pack adapter's copy when one applies (an
+    NNX module updating its batch statistics must be rebuilt inside the region), else the method."""
+    from .registry import get_registry
+
+    adapted = get_registry().adapt(obj)
+    if adapted is None:
+        return functools.partial(original_call, obj)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        token = _BYPASS.set(True)
+        try:
+            return adapted(*args, **kwargs)
+        finally:
+            _BYPASS.reset(token)
+
+    return run
+
+
 def onnx_function(target: T | None = None, *, name: str | None = None) -> Any:
     """Decorate a ``nnx.Module`` subclass or a function so that each call exports as an ONNX function.
 
@@ -66,7 +91,13 @@ def onnx_function(target: T | None = None, *, name: str | None = None) -> Any:
             def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
                 if not exporting():
                     return original_call(self, *args, **kwargs)
-                return _call_as_function(display, functools.partial(original_call, self), args, kwargs)
+                if _BYPASS.get():  # the adapted copy of a module calling itself: run the body
+                    token = _BYPASS.set(False)
+                    try:
+                        return original_call(self, *args, **kwargs)
+                    finally:
+                        _BYPASS.reset(token)
+                return _call_as_function(display, _method_body(self, original_call), args, kwargs)
 
             __call__._jax2onnx_original = original_call
             obj.__call__ = __call__

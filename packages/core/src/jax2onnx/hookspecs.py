@@ -12,8 +12,8 @@ top level light and import heavy modules inside the hook bodies.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -46,6 +46,17 @@ def jax2onnx_patches() -> Iterable[Patch]:
     the duration of tracing only; core undoes it afterwards, also on error. A patch must stay
     transparent to ``jax.vmap``/``jax.grad``/``jax.jit``: mark a region with
     :func:`~jax2onnx.plugin.marked_call` (a named ``jax.jit``) rather than a new primitive.
+    """
+
+
+@hookspec
+def jax2onnx_callable_adapters() -> Iterable[Callable[[Any], Callable[..., Any] | None]]:
+    """Return adapters that prepare a user's callable for tracing.
+
+    Each adapter gets the object passed to ``to_onnx`` and returns a function to trace instead, or
+    ``None`` when the object is not its kind. The first adapter that answers wins. Frameworks whose
+    modules hold mutable state use this (an NNX module in training mode updates its batch statistics
+    and RNG counters while it runs; the adapter lets those updates happen inside the trace).
     """
 
 

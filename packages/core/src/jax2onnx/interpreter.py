@@ -80,6 +80,7 @@ class Interpreter:
             in_shapes = [tuple(v.aval.shape) for v in eqn.invars]
             if (
                 lowering is not None
+                and not _has_complex(eqn)  # fused ONNX ops are real-valued; complex pairs need the body
                 and shapes_match(call.in_shapes, in_shapes)
                 and body_matches(call, compat.call_body(eqn))
             ):
@@ -127,6 +128,10 @@ class Interpreter:
                 set_aval(v, aval)
             fixed.append(v)
         return fixed
+
+
+def _has_complex(eqn: Any) -> bool:
+    return any(np.dtype(getattr(v.aval, "dtype", np.float32)).kind == "c" for v in (*eqn.invars, *eqn.outvars))
 
 
 def _to_numpy(value: Any, aval: Any) -> np.ndarray:

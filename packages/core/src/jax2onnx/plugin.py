@@ -238,7 +238,8 @@ class PackModules:
             return _pack.lowerings()
 
     Each module may define ``lowerings`` (a :class:`Lowerings`), ``components`` (a list of
-    :class:`jax2onnx.testing.Component`) and ``patches`` (a list of :class:`Patch`).
+    :class:`jax2onnx.testing.Component`), ``patches`` (a list of :class:`Patch`) and
+    ``callable_adapters`` (functions for the ``jax2onnx_callable_adapters`` hook).
     """
 
     def __init__(self, package: str, modules: Sequence[str]):
@@ -259,3 +260,6 @@ class PackModules:
 
     def patches(self) -> list[Patch]:
         return [p for m in self.modules() for p in getattr(m, "patches", ())]
+
+    def callable_adapters(self) -> list[Callable[[Any], Any]]:
+        return [a for m in self.modules() for a in getattr(m, "callable_adapters", ())]

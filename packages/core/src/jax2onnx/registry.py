@@ -146,6 +146,17 @@ class PluginRegistry:
     def patches(self) -> list[Patch]:
         return [p for _, p in self._collect("jax2onnx_patches")]
 
+    def callable_adapters(self) -> list[Any]:
+        return [a for _, a in self._collect("jax2onnx_callable_adapters")]
+
+    def adapt(self, fn: Any) -> Any | None:
+        """The first pack adapter's traceable version of ``fn`` (e.g. a stateful NNX module), or None."""
+        for adapter in self.callable_adapters():
+            adapted = adapter(fn)
+            if adapted is not None:
+                return adapted
+        return None
+
     def components(self) -> list[tuple[str, Any]]:
         """``(pack, Component)`` pairs from every pack."""
         return self._collect("jax2onnx_components")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from jax2onnx import hookimpl
 from jax2onnx.plugin import PackModules
 
-_pack = PackModules("jax2onnx_nnx", ["normalization", "linear", "conv", "pooling", "dropout", "embed", "attention", "activations", "instance_norm", "models"])
+_pack = PackModules("jax2onnx_nnx", ["normalization", "linear", "conv", "pooling", "dropout", "embed", "attention", "activations", "instance_norm", "models", "module_state"])
 
 
 @hookimpl
@@ -16,6 +16,11 @@ def jax2onnx_lowerings():
 @hookimpl
 def jax2onnx_patches():
     return _pack.patches()
+
+
+@hookimpl
+def jax2onnx_callable_adapters():
+    return _pack.callable_adapters()
 
 
 @hookimpl

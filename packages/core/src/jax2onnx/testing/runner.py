@@ -82,8 +82,8 @@ def _spec_shape_dtype(spec: Any, double: bool) -> tuple[Sequence[Any], np.dtype]
         return spec, np.dtype(np.float64 if double else np.float32)
     dtype = np.dtype(spec.dtype)
     if double and dtype == np.float32:
-        dtype = np.dtype(np.float64)
-    return spec.shape, dtype
+        return spec.shape, np.dtype(np.float64)
+    return spec.shape, np.dtype(jax.dtypes.canonicalize_dtype(dtype))  # what to_onnx declares
 
 
 def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
