@@ -3,7 +3,6 @@
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-
 from jax2onnx import allclose, to_onnx
 
 
