@@ -19,6 +19,7 @@ _pack = PackModules(
         "float_bits",
         "shape",
         "slicing",
+        "stacking",
         "indexing",
         "scatter",
         "linalg",
