@@ -136,7 +136,9 @@ def run_variant(variant: Variant) -> CaseResult:
         fn = case.build()
         all_syms = sorted(set().union(*[_symbols(_spec_shape_dtype(s, double)[0]) for s in case.input_shapes]) if case.input_shapes else set())
         if case.input_values is not None:
+            # JAX itself narrows 64-bit values without x64 (int64 -> int32); feed what it traces.
             values = [np.asarray(v) for v in case.input_values]
+            values = [v.astype(jax.dtypes.canonicalize_dtype(v.dtype)) for v in values]
             if double:
                 values = [v.astype(np.float64) if v.dtype == np.float32 else v for v in values]
             specs: list[Any] = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in values]
