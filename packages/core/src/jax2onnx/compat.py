@@ -175,10 +175,6 @@ def x64_enabled(enabled: bool) -> Iterator[None]:
         jax.config.update("jax_enable_x64", previous)
 
 
-def x64_is_enabled() -> bool:
-    return bool(jax.config.read("jax_enable_x64"))
-
-
 def make_jaxpr(fn: Any, args: list[Any]) -> tuple[ClosedJaxpr, Any]:
     """Trace ``fn(*args)``; returns the ClosedJaxpr and the output pytree structure."""
     closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)

@@ -120,7 +120,6 @@ class MarkedCall:
     mark: str
     params: dict[str, Any]
     in_shapes: tuple[tuple[Any, ...], ...]
-    in_dtypes: tuple[Any, ...]
     #: The jaxpr the region traced to. Under ``grad`` the backward pass is a jit of the same name
     #: whose operands can have the very same shapes (square matrices), and the forward pass may
     #: gain residual outputs; only an equation whose body is this one is the call as recorded.
@@ -164,8 +163,7 @@ def marked_call(mark: str, fn: Callable[..., Any], *args: Any, **params: Any) ->
 
     token = registry.new_token()
     shapes = tuple(tuple(np.shape(a)) for a in args)
-    dtypes = tuple(getattr(a, "dtype", None) for a in args)
-    call = MarkedCall(mark, dict(params), shapes, dtypes)
+    call = MarkedCall(mark, dict(params), shapes)
     registry.calls[token] = call
 
     def region(*xs: Any) -> Any:
