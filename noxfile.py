@@ -37,7 +37,8 @@ ALL_PACKAGES = [CORE, *PACKS["examples"]]
 ALL_TESTS = [d for dirs in TEST_DIRS.values() for d in dirs] + ["tests"]
 #: (jax, flax): the seed's versions and the newest on Python 3.11.
 MATRIX = [("0.6.2", "0.10.6"), ("0.10.2", "0.12.8")]
-TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3"]
+#: onnxruntime is an optional extra of core (jax2onnx-core[runtime]); every test session verifies with it.
+TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.22"]
 REPORT = os.path.join(ROOT, "docs", "test-results.json")
 
 
@@ -82,7 +83,7 @@ def matrix(session: nox.Session, jax: str, flax: str) -> None:
 @nox.session(python=PYTHON)
 def minimal(session: nox.Session) -> None:
     """`pip install jax2onnx-core jax2onnx-nnx` is a working install (locally: core + nnx and what it pulls)."""
-    session.install(CORE, "./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-nnx")
+    session.install(CORE, "./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-nnx", "onnxruntime>=1.22")
     session.run("python", "tests/smoke_minimal_install.py")
 
 
