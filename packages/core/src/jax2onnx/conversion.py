@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from . import compat
+from . import api_compat, compat
 from ._version import __version__
 from .builder import ModelBuilder, set_aval
 from .errors import InputSpecError, Jax2OnnxError, UserFunctionError
@@ -54,15 +54,27 @@ def to_onnx(
     fn: Callable[..., Any],
     inputs: Sequence[Any],
     input_params: Mapping[str, Any] | None = None,
-    *,
     model_name: str = "jax_model",
     opset: int = 23,
+    *,
     enable_double_precision: bool = False,
+    record_primitive_calls_file: str | os.PathLike[str] | None = None,
+    return_mode: str = "proto",
     output_path: str | os.PathLike[str] | None = None,
+    inputs_as_nchw: Sequence[int] | None = None,
+    outputs_as_nchw: Sequence[int] | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    export_mode: str = "standard",
+    normalization_mode: str = "auto",
     optimize: bool = True,
     external_data: bool | None = None,
-) -> onnx.ModelProto:
+) -> onnx.ModelProto | ir.Model | str:
     """Convert a JAX callable to ONNX.
+
+    The signature up to ``normalization_mode`` is the published jax2onnx 0.17's (same positional
+    order, same keywords, same meaning; see :mod:`jax2onnx.api_compat`), so code written for it,
+    such as Keras 3's ``model.export(..., format="onnx")``, calls this unchanged.
 
     Args:
         fn: any JAX callable: a function, a Flax NNX module, a ``jax.jit``-wrapped function.
@@ -74,20 +86,49 @@ def to_onnx(
         model_name: the ONNX graph name.
         opset: the default-domain opset (23 by default).
         enable_double_precision: trace with float64 (x64 on only for the export, then restored).
+        record_primitive_calls_file: write every primitive of the trace (params, shapes, source
+            line) to this file as a JSON list.
+        return_mode: ``"proto"`` returns the ``onnx.ModelProto``, ``"ir"`` the ``onnx_ir.Model``,
+            ``"file"`` writes ``output_path`` and returns that path.
         output_path: also write the model here, atomically: a failed export leaves no file.
+        inputs_as_nchw: indices of rank-4 inputs the graph takes as (N, C, H, W) while the
+            function (and its spec) works in (N, H, W, C).
+        outputs_as_nchw: indices of rank-4 outputs the graph returns as (N, C, H, W).
+        input_names: the graph input names, one per entry of ``inputs`` (default: the
+            function's parameter names).
+        output_names: the graph output names, one per output array (default: ``output``,
+            ``output_0``, ...).
+        export_mode: ``"standard"`` or ``"web"`` (one self-contained file: never external data).
+        normalization_mode: ``"auto"``/``"prefer_native"``: normalization layers become the
+            native ONNX op where it is exact; ``"force_decomposed"``: their arithmetic instead.
         optimize: run the graph passes (dead code, constant folding, ...).
         external_data: store weights in ``<output_path>.data`` beside the model (streamed, never
             held twice). ``None``: automatically when the weights exceed protobuf's 2 GB limit.
 
     Returns:
-        The ``onnx.ModelProto``.
+        The ``onnx.ModelProto``, the ``onnx_ir.Model`` or the written path (``return_mode``).
     """
+    options = api_compat.check_options(
+        n_inputs=len(inputs) if isinstance(inputs, Sequence) and not isinstance(inputs, (str, bytes)) else 0,
+        input_params=input_params, return_mode=return_mode, output_path=output_path, input_names=input_names,
+        output_names=output_names, inputs_as_nchw=inputs_as_nchw, outputs_as_nchw=outputs_as_nchw,
+        record_primitive_calls_file=record_primitive_calls_file, export_mode=export_mode,
+        normalization_mode=normalization_mode,
+    )
+    if options.export_mode == "web":
+        if external_data:
+            raise InputSpecError("export_mode='web' writes one self-contained file; drop external_data=True")
+        external_data = False
     registry = get_registry()
     with compat.x64_enabled(enable_double_precision):
         parsed = parse_inputs(fn, inputs, input_params, enable_double_precision)
+        parsed.args = api_compat.nchw_specs(parsed.args, options)
         with marks_active():
-            closed, out_tree = _trace(registry.adapt(fn) or fn, parsed, registry.patches())
-            lowerings = registry.lowerings()
+            traced = api_compat.with_layouts(registry.adapt(fn) or fn, options)
+            closed, out_tree = _trace(traced, parsed, registry.patches())
+            if options.record_primitive_calls_file is not None:
+                api_compat.record_primitive_calls(closed, options.record_primitive_calls_file)
+            lowerings = api_compat.select_lowerings(registry.lowerings(), options)
             installed = [p.name for p in registry.packs if p.error is None]
             interp = Interpreter(lowerings, installed, enable_double_precision)
             mb = ModelBuilder(opset)
@@ -99,21 +140,37 @@ def to_onnx(
         from .passes import default_passes
 
         default_passes()(model)
+    api_compat.apply_io_names(model, options)
+    output_path = options.output_path
     weight_bytes = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
+    too_big = weight_bytes > EXTERNAL_DATA_AUTO_BYTES
     if external_data is None:
-        external_data = weight_bytes > EXTERNAL_DATA_AUTO_BYTES
+        external_data = too_big
+    if not external_data and too_big and options.export_mode == "web" and output_path is not None:
+        raise InputSpecError(
+            f"export_mode='web' needs one self-contained file, but the weights take {weight_bytes / 2**30:.2f} GiB, "
+            "over protobuf's 2 GB limit; use export_mode='standard' (weights beside the model in <path>.data)"
+        )
+    if options.return_mode == "ir":
+        if output_path is not None:
+            if external_data:
+                save_with_external_data(model, output_path)
+            else:
+                save_atomically(ir.to_proto(model), output_path)
+        return model
     if external_data:
         if output_path is None:
             raise InputSpecError(
                 f"the model's weights take {weight_bytes / 2**30:.2f} GiB, over protobuf's 2 GB limit for one message: "
                 "pass output_path=... so they can be written as external data beside the model"
             )
-        return save_with_external_data(model, output_path)
+        proto = save_with_external_data(model, output_path)
+        return output_path if options.return_mode == "file" else proto
     proto = ir.to_proto(model)
     proto = _infer_intermediate_shapes(proto)
     if output_path is not None:
         save_atomically(proto, output_path)
-    return proto
+    return output_path if options.return_mode == "file" else proto
 
 
 def _trace(fn: Callable[..., Any], parsed: Any, patches: Sequence[Patch]) -> tuple[Any, Any]:
