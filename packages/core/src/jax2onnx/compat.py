@@ -161,18 +161,18 @@ def evaluate_dim(d: Any, env: Mapping[str, Any]) -> Any:
 # float64
 
 
-@contextlib.contextmanager
-def x64_enabled(enabled: bool) -> Iterator[None]:
-    """Set ``jax_enable_x64`` for the duration of the block and always restore it."""
-    previous = bool(jax.config.read("jax_enable_x64"))
-    if previous == enabled:
-        yield
-        return
-    jax.config.update("jax_enable_x64", enabled)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_x64", previous)
+def x64_enabled(enabled: bool) -> contextlib.AbstractContextManager[Any]:
+    """``jax_enable_x64`` set to ``enabled`` for the block, in the current thread only.
+
+    JAX's scoped config (a thread-local override, restored on exit even on error) rather than
+    ``jax.config.update``: a float64 export must not flip the process-wide flag under a float32
+    export, or user code, running in another thread. JAX >= 0.7 exposes it as
+    ``jax.enable_x64(value)``; JAX 0.6 as ``jax.experimental.enable_x64(value)``.
+    """
+    scoped = getattr(jax, "enable_x64", None)
+    if scoped is None:
+        from jax.experimental import enable_x64 as scoped
+    return scoped(bool(enabled))
 
 
 def make_jaxpr(fn: Any, args: list[Any]) -> tuple[ClosedJaxpr, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -18,6 +18,7 @@ from ._version import __version__
 from .builder import ModelBuilder, set_aval
 from .errors import InputSpecError, Jax2OnnxError, UserFunctionError
 from .interpreter import Interpreter
+from .patching import applied_patches
 from .plugin import Patch, marks_active
 from .registry import get_registry
 from .specs import parse_inputs
@@ -26,28 +27,6 @@ from .specs import parse_inputs
 #: ONNX IR version written to models: onnxruntime >= 1.20 loads 10; opset 23 needs IR 11.
 def _ir_version(opset: int) -> int:
     return 11 if opset >= 23 else 10
-
-
-@contextlib.contextmanager
-def applied_patches(patches: Sequence[Patch]) -> Iterator[None]:
-    """Apply ``patches`` for the block; always undo them, in reverse order, even on error."""
-    undo: list[tuple[Any, str, Any, bool]] = []
-    try:
-        for p in patches:
-            target = p.resolve()
-            if target is None or not hasattr(target, p.attribute):
-                continue  # an optional dependency (or an attribute this version lacks) is absent
-            had = p.attribute in vars(target) if isinstance(target, type) else hasattr(target, p.attribute)
-            original = getattr(target, p.attribute)
-            setattr(target, p.attribute, p.replacement(original))
-            undo.append((target, p.attribute, original, had))
-        yield
-    finally:
-        for target, attr, original, had in reversed(undo):
-            if had:
-                setattr(target, attr, original)
-            else:
-                delattr(target, attr)
 
 
 def to_onnx(

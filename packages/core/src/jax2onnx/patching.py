@@ -1,0 +1,253 @@
+"""Patches that only the exporting thread sees.
+
+A pack's :class:`jax2onnx.plugin.Patch` replaces e.g. ``flax.nnx.Linear.__call__`` so that an export
+records a fused op. Replacing the attribute for the duration of an export (set, trace, restore) is
+wrong as soon as two threads export at once, or one exports while another runs the model: each
+thread restores the value *it* saw, which may be the other's replacement, and a thread that merely
+calls the model traces through the export path.
+
+So the attribute is swapped once for a :class:`_Dispatcher` (under a lock, idempotently, counted
+by how many exports are running) and the dispatcher decides per call: inside an export running in
+the current thread/``contextvars`` context it calls that export's replacement, everywhere else the
+original, unchanged. When the last running export finishes, every original is put back, so between
+exports nothing is installed; during exports other threads see a wrapper that behaves exactly like
+the original (``functools.wraps`` metadata, attribute access and method binding delegated).
+
+Guarantee: concurrent exports from any number of threads each get their own fused ops, code in
+other threads is not affected by an export, and after the last export returns (normally, by an
+exception or by Ctrl-C) every patched attribute holds its original object again.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import functools
+import signal
+import threading
+from collections.abc import Iterable, Sequence
+from types import FrameType
+from typing import Any
+
+_MISSING = object()
+
+#: The running export's replacements, keyed like :data:`_INSTALLED`; None outside an export.
+_ACTIVE: contextvars.ContextVar[dict[tuple[int, str], Any] | None] = contextvars.ContextVar(
+    "jax2onnx_patches", default=None
+)
+
+_LOCK = threading.RLock()
+#: (id(target), attribute) -> what was replaced; insertion order is install order.
+_INSTALLED: dict[tuple[int, str], _Installed] = {}
+#: How many exports currently hold the dispatchers (the last one out restores the originals).
+_USERS = 0
+
+
+class _Dispatcher:
+    """Stands in for one patched attribute: the running export's replacement, else the original."""
+
+    def __init__(self, key: tuple[int, str], original: Any, raw: Any):
+        self._jax2onnx_key = key
+        self._jax2onnx_original = original  # what getattr(target, attribute) gave
+        self._jax2onnx_raw = raw  # the class-dict entry (staticmethod, function, ...) for binding
+        try:
+            functools.update_wrapper(self, original, updated=())
+        except (AttributeError, TypeError):  # an original without the usual metadata
+            self.__wrapped__ = original
+
+    def _replacement(self) -> Any:
+        table = _ACTIVE.get()
+        if table is None:
+            return _MISSING
+        return table.get(self._jax2onnx_key, _MISSING)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        replacement = self._replacement()
+        if replacement is _MISSING:
+            return self._jax2onnx_original(*args, **kwargs)
+        return replacement(*args, **kwargs)
+
+    def __get__(self, obj: Any, cls: type | None = None) -> Any:
+        # Installed on a class (``Linear.__call__``): bind what the original would bind outside an
+        # export, and the replacement (a plain function, bound as a method) inside one.
+        replacement = self._replacement()
+        chosen = self._jax2onnx_raw if replacement is _MISSING else replacement
+        get = getattr(type(chosen), "__get__", None)
+        return chosen if get is None else get(chosen, obj, cls)
+
+    def __getattr__(self, name: str) -> Any:
+        # ``jax.nn.relu.defjvp``, ``jnp.matmul.lower``: the original's own attributes keep working.
+        return getattr(self._jax2onnx_original, name)
+
+    def __repr__(self) -> str:
+        return repr(self._jax2onnx_original)
+
+
+@dataclasses.dataclass
+class _Installed:
+    target: Any
+    attribute: str
+    raw: Any
+    had: bool  # the attribute was in the target's own __dict__ (else inherited / module __getattr__)
+    original: Any
+    dispatcher: _Dispatcher
+
+
+def _own_dict(target: Any) -> dict[str, Any]:
+    try:
+        return vars(target)
+    except TypeError:
+        return {}
+
+
+def _install(target: Any, attribute: str, key: tuple[int, str]) -> _Installed:
+    own = _own_dict(target)
+    had = attribute in own
+    original = getattr(target, attribute)
+    if had:
+        raw = own[attribute]
+    elif isinstance(target, type):
+        raw = next((vars(k)[attribute] for k in target.__mro__ if attribute in vars(k)), original)
+    else:
+        raw = original
+    record = _Installed(target, attribute, raw, had, original, _Dispatcher(key, original, raw))
+    # Recorded before the setattr: an interruption between the two leaves a record whose restore
+    # finds no dispatcher and does nothing, never a dispatcher without a record.
+    _INSTALLED[key] = record
+    setattr(target, attribute, record.dispatcher)
+    return record
+
+
+def _restore_all() -> None:
+    for key in reversed(list(_INSTALLED)):
+        record = _INSTALLED[key]
+        current = _own_dict(record.target).get(record.attribute, _MISSING)
+        if current is record.dispatcher:  # someone else's later replacement is theirs to undo
+            if record.had:
+                setattr(record.target, record.attribute, record.raw)
+            else:
+                delattr(record.target, record.attribute)
+        del _INSTALLED[key]
+
+
+def installed_patches() -> list[str]:
+    """``"module.Class.attribute"`` for each dispatcher in place now (empty between exports)."""
+    with _LOCK:
+        out = []
+        for record in _INSTALLED.values():
+            owner = getattr(record.target, "__qualname__", None) or getattr(record.target, "__name__", repr(record.target))
+            module = getattr(record.target, "__module__", None)
+            prefix = f"{module}." if module and isinstance(record.target, type) else ""
+            out.append(f"{prefix}{owner}.{record.attribute}")
+        return out
+
+
+class _DeferredInterrupts:
+    """Hold back Ctrl-C (SIGINT in the main thread) while patch state changes.
+
+    A ``KeyboardInterrupt`` landing between two steps of installing or restoring would otherwise
+    leave the process half patched. Outside the main thread no signal handler runs, so there is
+    nothing to defer.
+    """
+
+    def __init__(self) -> None:
+        self.pending: FrameType | None | bool = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _DeferredInterrupts:
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGINT)
+            if callable(previous):
+                self._previous = previous
+                signal.signal(signal.SIGINT, self._note)
+        return self
+
+    def _note(self, signum: int, frame: FrameType | None) -> None:
+        self.pending = frame if frame is not None else True
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def deliver(self) -> None:
+        """Run the held-back handler now (the default one raises ``KeyboardInterrupt``)."""
+        if self.pending is not False and self._previous is not None:
+            frame = self.pending if isinstance(self.pending, FrameType) else None
+            self.pending = False
+            self._previous(signal.SIGINT, frame)
+
+
+class applied_patches:
+    """Context manager: inside the block, in this thread/context, ``patches`` are in effect.
+
+    Other threads, and code outside the block, see the originals' behaviour. Re-entrant and
+    safe to use from many threads at once.
+    """
+
+    def __init__(self, patches: Iterable[Any]):
+        self._patches: Sequence[Any] = list(patches)
+        self._token: contextvars.Token[Any] | None = None
+        self._holding = False
+
+    def __enter__(self) -> applied_patches:
+        # Resolving may import modules: done before taking the lock.
+        resolved = [(p, p.resolve()) for p in self._patches]
+        with _DeferredInterrupts() as guard:
+            with _LOCK:
+                self._acquire(resolved)
+        if guard.pending is not False:
+            self._exit_state()
+            guard.deliver()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._exit_state()
+
+    def _exit_state(self) -> None:
+        with _DeferredInterrupts() as guard:
+            if self._token is not None:
+                _ACTIVE.reset(self._token)
+                self._token = None
+            with _LOCK:
+                self._release()
+        guard.deliver()
+
+    def _acquire(self, resolved: Sequence[tuple[Any, Any]]) -> None:
+        global _USERS
+        _USERS += 1
+        self._holding = True
+        try:
+            table: dict[tuple[int, str], Any] = {}
+            for patch, target in resolved:
+                if target is None or not hasattr(target, patch.attribute):
+                    continue  # an optional dependency (or an attribute this version lacks) is absent
+                key = (id(target), patch.attribute)
+                record = _INSTALLED.get(key)
+                if key in table:
+                    base = table[key]  # a second patch of the same attribute wraps the first
+                elif record is not None:
+                    base = record.original
+                else:
+                    base = getattr(target, patch.attribute)
+                replacement = patch.replacement(base)
+                if replacement is base and key not in table:
+                    continue  # the patch declined this attribute (e.g. a re-export that differs)
+                if record is None:
+                    _install(target, patch.attribute, key)
+                table[key] = replacement
+            self._token = _ACTIVE.set(table)
+        except BaseException:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        global _USERS
+        if not self._holding:
+            return
+        self._holding = False
+        _USERS -= 1
+        if _USERS == 0:
+            _restore_all()
+
+
+__all__ = ["applied_patches", "installed_patches"]

@@ -1,0 +1,167 @@
+"""Patches are per export, per thread: other threads and later code never see them."""
+
+from __future__ import annotations
+
+import inspect
+import signal
+import threading
+import types
+
+import pytest
+from jax2onnx.patching import applied_patches, installed_patches
+from jax2onnx.plugin import Patch
+
+
+def _make_module():
+    mod = types.ModuleType("patch_target")
+
+    def op(x):
+        """The original."""
+        return ("original", x)
+
+    op.custom_attr = 42
+    mod.op = op
+
+    class Base:
+        def run(self, x):
+            return ("base", x)
+
+    class Thing(Base):
+        def __call__(self, x):
+            return ("call", x)
+
+        @staticmethod
+        def helper(x):
+            return ("static", x)
+
+    mod.Base, mod.Thing = Base, Thing
+    return mod
+
+
+def _tagged(tag):
+    return lambda original: (lambda *a, **k: (tag, original(*a, **k)))
+
+
+def test_patch_applies_only_inside_the_block_and_the_original_object_is_back():
+    mod = _make_module()
+    op, call, helper = mod.op, vars(mod.Thing)["__call__"], vars(mod.Thing)["helper"]
+    patches = [Patch(mod, "op", _tagged("p")), Patch(mod.Thing, "__call__", _tagged("p")),
+               Patch(mod.Thing, "helper", _tagged("p")), Patch(mod.Thing, "run", _tagged("p"))]
+    with applied_patches(patches):
+        assert mod.op(1) == ("p", ("original", 1))
+        t = mod.Thing()
+        assert t(2) == ("p", ("call", 2))
+        assert t.run(3) == ("p", ("base", 3))
+        assert len(installed_patches()) == 4
+    assert mod.op is op and vars(mod.Thing)["__call__"] is call
+    assert vars(mod.Thing)["helper"] is helper  # the staticmethod object itself, not its function
+    assert "run" not in vars(mod.Thing)  # inherited before, inherited again
+    assert mod.Thing().run(3) == ("base", 3) and mod.Thing.helper(4) == ("static", 4)
+    assert installed_patches() == []
+
+
+def test_restored_after_an_error_in_the_block():
+    mod = _make_module()
+    op = mod.op
+    with pytest.raises(RuntimeError, match="boom"), applied_patches([Patch(mod, "op", _tagged("p"))]):
+        raise RuntimeError("boom")
+    assert mod.op is op and installed_patches() == []
+
+
+def test_a_failing_replacement_factory_leaves_nothing_installed():
+    mod = _make_module()
+    op = mod.op
+
+    def broken(original):
+        raise ValueError("factory failed")
+
+    with pytest.raises(ValueError, match="factory failed"):
+        with applied_patches([Patch(mod, "op", _tagged("p")), Patch(mod.Thing, "__call__", broken)]):
+            pass
+    assert mod.op is op and installed_patches() == []
+
+
+def test_other_threads_see_the_original_while_an_export_runs():
+    mod = _make_module()
+    inside, release = threading.Event(), threading.Event()
+    seen = {}
+
+    def exporter():
+        with applied_patches([Patch(mod, "op", _tagged("p")), Patch(mod.Thing, "__call__", _tagged("p"))]):
+            inside.set()
+            release.wait(10)
+            seen["exporter"] = (mod.op(1), mod.Thing()(2)[0])
+
+    t = threading.Thread(target=exporter)
+    t.start()
+    assert inside.wait(10)
+    # The attribute holds a dispatcher now, but it behaves exactly like the original here.
+    assert installed_patches()
+    seen["other"] = (mod.op(1), mod.Thing()(2)[0], mod.op.custom_attr, mod.op.__doc__)
+    assert inspect.signature(mod.op) == inspect.signature(lambda x: None)
+    release.set()
+    t.join(10)
+    assert seen["other"] == (("original", 1), "call", 42, "The original.")
+    assert seen["exporter"] == (("p", ("original", 1)), "p")
+    assert installed_patches() == []
+
+
+def test_two_threads_with_different_patches_of_one_attribute_each_get_their_own():
+    mod = _make_module()
+    op = mod.op
+    barrier = threading.Barrier(2)
+    results: dict[str, list] = {"a": [], "b": []}
+
+    def worker(tag):
+        for _ in range(20):
+            with applied_patches([Patch(mod, "op", _tagged(tag))]):
+                barrier.wait(10)  # both inside at once
+                results[tag].append(mod.op(0)[0])
+                barrier.wait(10)  # neither leaves before the other has called
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert results == {"a": ["a"] * 20, "b": ["b"] * 20}
+    assert mod.op is op and installed_patches() == []
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
+def test_ctrl_c_while_installing_is_delivered_after_and_leaves_nothing_patched():
+    mod = _make_module()
+    op, call = mod.op, vars(mod.Thing)["__call__"]
+    handler = signal.getsignal(signal.SIGINT)
+
+    def interrupting(original):
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C lands in the middle of installing
+        return _tagged("p")(original)
+
+    with pytest.raises(KeyboardInterrupt):
+        with applied_patches([Patch(mod, "op", _tagged("p")), Patch(mod.Thing, "__call__", interrupting)]):
+            pytest.fail("the block must not run once Ctrl-C was pressed")
+    assert mod.op is op and vars(mod.Thing)["__call__"] is call and installed_patches() == []
+    assert signal.getsignal(signal.SIGINT) is handler
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
+def test_ctrl_c_inside_the_block_restores():
+    mod = _make_module()
+    op = mod.op
+    with pytest.raises(KeyboardInterrupt), applied_patches([Patch(mod, "op", _tagged("p"))]):
+        signal.raise_signal(signal.SIGINT)
+        for _ in range(1000):  # the handler runs at the next bytecode boundary
+            pass
+    assert mod.op is op and installed_patches() == []
+
+
+def test_a_user_monkeypatch_during_an_export_is_left_in_place():
+    mod = _make_module()
+
+    def mine(x):
+        return ("mine", x)
+
+    with applied_patches([Patch(mod, "op", _tagged("p"))]):
+        mod.op = mine
+    assert mod.op is mine and installed_patches() == []
