@@ -8,12 +8,14 @@ body (``If``/``Loop``/``Scan`` subgraph) or an ONNX function body. Lowerings rea
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 
 from . import compat
@@ -45,27 +47,7 @@ def aval_type(aval: Any) -> tuple[ir.TensorType, ir.Shape]:
     return ir.TensorType(value_dtype(aval.dtype)), ir.Shape(dims)
 
 
-# Ops whose output has the element type of their first input; lets lowerings read ``v.dtype``
-# on intermediates before shape inference has run.
-_SAME_TYPE_OPS = {
-    "Abs", "Acos", "Acosh", "Add", "Asin", "Asinh", "Atan", "Atanh", "AveragePool", "BatchNormalization",
-    "Ceil", "Celu", "Clip", "Concat", "Conv", "ConvTranspose", "Cos", "Cosh", "CumSum", "DepthToSpace",
-    "Div", "Dropout", "Einsum", "Elu", "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather",
-    "GatherElements", "GatherND", "Gelu", "Gemm", "GroupNormalization", "HardSigmoid", "HardSwish",
-    "Identity", "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool",
-    "Mean", "Min", "Mish", "Mod", "Mul", "Neg", "Pad", "Pow", "Reciprocal", "ReduceL2",
-    "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum",
-    "ReduceSumSquare", "Relu", "Reshape", "Resize", "ReverseSequence", "RMSNormalization", "Round",
-    "ScatterElements", "ScatterND", "Selu", "Sigmoid", "Sign", "Sin", "Sinh", "Slice", "Softmax",
-    "Softplus", "Softsign", "SpaceToDepth", "Sqrt", "Squeeze", "Sub", "Sum", "Tan", "Tanh", "Tile",
-    "Transpose", "Trilu", "Unsqueeze", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot",
-    "BitShift", "Attention", "TopK", "DFT",
-}
-_BOOL_OPS = {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf"}
-_INT64_OPS = {"Shape", "Size", "ArgMax", "ArgMin", "NonZero"}
-
-
-class Values:
+class NameGenerator:
     """Readable, model-wide unique names (ONNX names must be unique across graph and subgraphs)."""
 
     def __init__(self) -> None:
@@ -91,7 +73,7 @@ class ModelBuilder:
 
     def __init__(self, opset: int) -> None:
         self.opset = opset
-        self.names = Values()
+        self.names = NameGenerator()
         self.initializers: dict[str, ir.Value] = {}
         self._const_pool: dict[tuple, ir.Value] = {}
         self.functions: dict[tuple[str, str], ir.Function] = {}
@@ -205,7 +187,6 @@ class Scope:
         self.parent = parent
         self.nodes: list[ir.Node] = []
         self.inputs: list[ir.Value] = []
-        self.outputs: list[ir.Value] = []
         self.op = OpBuilder(self)
         # symbol name -> (source value, axis) and computed dims cache
         self.dim_sources: list[tuple[ir.Value, Sequence[Any]]] = []
@@ -393,12 +374,14 @@ class OpBuilder:
 
     def _scope_emit(self, op_type: str, inputs: Sequence[Any], attrs: Mapping[str, Any], n_out: int, domain: str, name: str | None) -> Any:
         scope = self._scope
+        schema = op_schema(op_type, domain, scope.model.opset)
+        bound = _bind_type_params(schema, inputs)
         ins: list[ir.Value | None] = []
-        for x in inputs:
+        for i, x in enumerate(inputs):
             if x is None or isinstance(x, ir.Value):
                 ins.append(x)
-            else:  # python / numpy scalars and arrays become constants
-                ins.append(scope.const(np.asarray(x)))
+            else:  # Python / numpy scalars and arrays become constants of the op's bound dtype
+                ins.append(scope.const(_literal(op_type, schema, i, x, bound)))
         # Trailing omitted optionals are dropped: onnxruntime crashes on some ops given a trailing ""
         # (e.g. LayerNormalization without bias), and omitting them means the same in ONNX.
         while ins and ins[-1] is None:
@@ -414,23 +397,113 @@ class OpBuilder:
             name=scope.fresh(f"node_{op_type}"),
         )
         scope.nodes.append(node)
-        _infer_dtype(op_type, ins, outs, attrs)
+        _infer_output_types(op_type, schema, bound, outs, attrs)
         return outs[0] if n_out == 1 else tuple(outs)
 
 
-def _infer_dtype(op_type: str, ins: Sequence[ir.Value | None], outs: Sequence[ir.Value], attrs: Mapping[str, Any]) -> None:
-    first = next((x for x in ins if x is not None), None)
-    if op_type in _SAME_TYPE_OPS and first is not None and first.type is not None:
-        outs[0].type = first.type
-    elif op_type in _BOOL_OPS:
-        outs[0].type = ir.TensorType(ir.DataType.BOOL)
-    elif op_type in _INT64_OPS:
-        outs[0].type = ir.TensorType(ir.DataType.INT64)
-    elif op_type == "Cast" and "to" in attrs:
-        outs[0].type = ir.TensorType(ir.DataType(int(attrs["to"])))
-    elif op_type == "Where" and len(ins) > 1 and ins[1] is not None and ins[1].type is not None:
-        outs[0].type = ins[1].type
-    elif op_type == "Constant" and "value" in attrs:
+# --------------------------------------------------------------------------------------------
+# Types from the ONNX schema: a type parameter (``T``) bound by one input fixes the dtype of every
+# other input and output written with it, so ``op.Mul(x, 0.5)`` multiplies by a constant of x's
+# dtype and ``op.Shape(x)`` is known to be int64 before shape inference runs.
+
+
+@functools.cache
+def op_schema(op_type: str, domain: str, opset: int) -> Any | None:
+    """The ONNX schema of ``op_type`` as of ``opset`` (None for custom domains and functions)."""
+    if domain not in ("", "ai.onnx"):
+        return None
+    try:
+        return onnx.defs.get_schema(op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _formal(params: Sequence[Any], i: int) -> Any | None:
+    """The formal parameter that actual position ``i`` fills (the last one when it is variadic)."""
+    if i < len(params):
+        return params[i]
+    if params and params[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic:
+        return params[-1]
+    return None
+
+
+def _type_param(schema: Any, formal: Any) -> str | None:
+    """The type parameter name of ``formal`` when all values it covers share one dtype."""
+    if formal is None or not formal.is_homogeneous:
+        return None
+    names = {c.type_param_str for c in schema.type_constraints}
+    return formal.type_str if formal.type_str in names else None
+
+
+def _bind_type_params(schema: Any, inputs: Sequence[Any]) -> dict[str, ir.DataType]:
+    bound: dict[str, ir.DataType] = {}
+    if schema is None:
+        return bound
+    for i, x in enumerate(inputs):
+        if isinstance(x, ir.Value) and x.type is not None:
+            param = _type_param(schema, _formal(schema.inputs, i))
+            if param is not None:
+                bound.setdefault(param, x.type.dtype)
+    for c in schema.type_constraints:  # a parameter allowing one type is bound by the schema itself
+        if c.type_param_str not in bound and len(c.allowed_type_strs) == 1:
+            dt = _parse_type_str(c.allowed_type_strs[0])
+            if dt is not None:
+                bound[c.type_param_str] = dt
+    return bound
+
+
+def _literal(op_type: str, schema: Any, i: int, x: Any, bound: Mapping[str, ir.DataType]) -> np.ndarray:
+    """A Python/numpy literal operand as an array of the dtype its position is bound to.
+
+    An explicitly typed numpy array keeps its dtype (the schema decides whether that is valid); a
+    Python number takes the bound dtype and must be exactly representable in it."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return np.asarray(x)
+    param = _type_param(schema, _formal(schema.inputs, i)) if schema is not None else None
+    dt = bound.get(param) if param is not None else None
+    if dt is None:
+        return np.asarray(x)
+    target = dt.numpy()
+    arr = np.asarray(x, dtype=target)
+    if target.kind in "iub" and not np.array_equal(arr, np.asarray(x)):
+        raise TypeError(
+            f"{op_type} input {i}: the literal {x!r} is not exactly representable as {dt.name}, the dtype "
+            f"the other operands fix; pass an explicit array (np.asarray(..., dtype)) or cast first"
+        )
+    return arr
+
+
+def _parse_type_str(type_str: str) -> ir.DataType | None:
+    m = re.fullmatch(r"tensor\((\w+)\)", type_str)
+    if m is None:
+        return None
+    try:
+        return ir.DataType(onnx.TensorProto.DataType.Value(m.group(1).upper()))
+    except ValueError:
+        return None
+
+
+#: Ops whose output dtype an attribute decides (the schema allows several).
+_DTYPE_ATTRS = {"Cast": "to", "EyeLike": "dtype", "RandomNormal": "dtype", "RandomUniform": "dtype",
+                "RandomNormalLike": "dtype", "RandomUniformLike": "dtype", "Multinomial": "dtype",
+                "Bernoulli": "dtype"}
+
+
+def _infer_output_types(op_type: str, schema: Any, bound: Mapping[str, ir.DataType], outs: Sequence[ir.Value], attrs: Mapping[str, Any]) -> None:
+    attr = _DTYPE_ATTRS.get(op_type)
+    if attr is not None and attrs.get(attr) is not None:
+        outs[0].type = ir.TensorType(ir.DataType(int(attrs[attr])))
+        return
+    if op_type in ("Constant", "ConstantOfShape") and attrs.get("value") is not None:
         outs[0].type = ir.TensorType(attrs["value"].dtype)
-    if op_type == "TopK" and len(outs) > 1:
-        outs[1].type = ir.TensorType(ir.DataType.INT64)
+        return
+    if schema is None:
+        return
+    for j, out in enumerate(outs):
+        formal = _formal(schema.outputs, j)
+        if formal is None or not formal.is_homogeneous:
+            continue
+        dt = bound.get(formal.type_str) or _parse_type_str(formal.type_str)
+        if dt is not None:
+            out.type = ir.TensorType(dt)
+

@@ -20,7 +20,6 @@ ClosedJaxpr = jex_core.ClosedJaxpr
 Jaxpr = jex_core.Jaxpr
 JaxprEqn = jex_core.JaxprEqn
 Literal = jex_core.Literal
-Var = jex_core.Var
 
 #: Primitives whose body is inlined by the interpreter. JAX renamed ``pjit`` to ``jit`` (0.7); both
 #: spellings are listed so either JAX version works.
@@ -30,6 +29,22 @@ INLINE_CALL_PRIMITIVES = frozenset(
 )
 CUSTOM_JVP_PRIMITIVES = frozenset({"custom_jvp_call", "custom_jvp_call_jaxpr"})
 CUSTOM_VJP_PRIMITIVES = frozenset({"custom_vjp_call", "custom_vjp_call_jaxpr"})
+
+
+def modules_defining_primitive(name: str) -> list[str]:
+    """Names of the loaded JAX modules that define a primitive called ``name`` at top level
+    (``jax._src.lax.lax`` for ``sin``); used only to suggest a pack in error messages."""
+    import sys
+
+    found = []
+    for mod_name, mod in list(sys.modules.items()):
+        if not mod_name.startswith("jax.") or mod is None:
+            continue
+        for value in list(vars(mod).values()):
+            if isinstance(value, jex_core.Primitive) and value.name == name:
+                found.append(mod_name)
+                break
+    return found
 
 
 def is_dropvar(v: Any) -> bool:

@@ -16,51 +16,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from .plugin import MarkedCall
 
 
-class LoweringContext:
-    """The equation being lowered and the tools to emit ONNX for it.
+class Emitter:
+    """Emission helpers shared by a lowering's context and the control-flow bodies it builds.
 
-    Attributes most lowerings use: ``op`` (``ctx.op.Add(a, b)``), ``params`` (the equation's
-    params), ``avals_in``/``avals_out`` (JAX shapes and dtypes, symbolic dims included),
-    ``const(array)``, ``shape_tensor(shape)`` (int64 sizes, computed in the graph for symbolic
-    dims), ``lower_jaxpr`` (inline a sub-jaxpr) and ``subgraph()`` (build an If/Loop/Scan body).
+    ``op.<OpType>(...)`` emits a node (Python scalars take the dtype the op's other operands fix:
+    ``op.Mul(x, 0.5)`` multiplies by a constant of ``x``'s dtype); the methods below cover the
+    constants and casts every lowering needs.
     """
 
-    def __init__(self, interp: Interpreter, scope: Scope, eqn: Any, marked: MarkedCall | None = None):
-        self.interp = interp
-        self.scope = scope
-        self.eqn = eqn
-        self.marked = marked
+    scope: Scope
 
-    # -- the equation --------------------------------------------------------------------------
-    @property
-    def primitive(self) -> str:
-        return self.eqn.primitive.name
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return self.eqn.params
-
-    @property
-    def avals_in(self) -> list[Any]:
-        return [v.aval for v in self.eqn.invars]
-
-    @property
-    def avals_out(self) -> list[Any]:
-        return [v.aval for v in self.eqn.outvars]
-
-    @property
-    def location(self) -> str | None:
-        return compat.user_location(self.eqn)
-
-    @property
-    def opset(self) -> int:
-        return self.scope.model.opset
-
-    @property
-    def double_precision(self) -> bool:
-        return self.interp.double_precision
-
-    # -- building --------------------------------------------------------------------------------
     @property
     def op(self) -> OpBuilder:
         return self.scope.op
@@ -74,11 +39,32 @@ class LoweringContext:
         """A scalar/array constant with the dtype of ``aval``."""
         return self.const(np.asarray(value, dtype=aval.dtype))
 
+    def i64(self, values: Sequence[int] | int) -> ir.Value:
+        """An int64 constant: a 1-D vector for a sequence (axes, pads, shapes), rank 0 for an int."""
+        if isinstance(values, (int, np.integer)):
+            return self.const(np.asarray(int(values), dtype=np.int64))
+        return self.const(np.asarray([int(v) for v in values], dtype=np.int64))
+
+    def cast(self, v: ir.Value, dtype: Any) -> ir.Value:
+        """``v`` as ``dtype`` (numpy/JAX dtype or ``ir.DataType``); no node when it already is."""
+        want = dtype if isinstance(dtype, ir.DataType) else to_ir_dtype(dtype)
+        if v.type is not None and v.type.dtype == want:
+            return v
+        return self.op.Cast(v, to=int(want))
+
     def shape_tensor(self, shape: Sequence[Any]) -> ir.Value:
+        """An int64 1-D tensor holding ``shape`` (computed in the graph for symbolic dims)."""
         return self.scope.shape_tensor(shape)
 
     def dim(self, d: Any) -> ir.Value:
+        """Dimension ``d`` (int or symbolic) as an int64 tensor of shape ``[1]``."""
         return self.scope.dim(d)
+
+    def dim_scalar(self, d: Any, dtype: Any = np.int64) -> ir.Value:
+        """Dimension ``d`` as a rank-0 tensor of ``dtype`` (a constant when static)."""
+        if not compat.is_symbolic_dim(d):
+            return self.const(np.asarray(int(d), dtype=dtype))
+        return self.cast(self.op.Squeeze(self.dim(d), self.i64([0])), dtype)
 
     @staticmethod
     def is_static(shape: Sequence[Any]) -> bool:
@@ -88,12 +74,54 @@ class LoweringContext:
     def onnx_dtype(dtype: Any) -> ir.DataType:
         return to_ir_dtype(dtype)
 
-    def cast(self, v: ir.Value, dtype: Any) -> ir.Value:
-        return self.op.Cast(v, to=int(to_ir_dtype(dtype)))
-
     def set_aval(self, v: ir.Value, aval: Any) -> ir.Value:
         set_aval(v, aval)
         return v
+
+
+class LoweringContext(Emitter):
+    """The equation being lowered and the tools to emit ONNX for it.
+
+    Attributes most lowerings use: ``op`` (``ctx.op.Add(a, b)``), ``params`` (the equation's
+    params), ``avals_in``/``avals_out`` (JAX shapes and dtypes, symbolic dims included),
+    ``const(array)``, ``shape_tensor(shape)`` (int64 sizes, computed in the graph for symbolic
+    dims), ``lower_jaxpr`` (inline a sub-jaxpr) and ``subgraph()`` (build an If/Loop/Scan body).
+    """
+
+    def __init__(self, interp: Interpreter, scope: Scope, eqn: Any, marked: MarkedCall | None = None, *,
+                 avals_in: Sequence[Any] | None = None, avals_out: Sequence[Any] | None = None):
+        self.interp = interp
+        self.scope = scope
+        self.eqn = eqn
+        self.marked = marked
+        # A lowering registered with ``dtypes=`` sees its operands in the carrier dtype.
+        self._avals_in = list(avals_in) if avals_in is not None else None
+        self._avals_out = list(avals_out) if avals_out is not None else None
+
+    # -- the equation --------------------------------------------------------------------------
+    @property
+    def primitive(self) -> str:
+        return self.eqn.primitive.name
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.eqn.params
+
+    @property
+    def avals_in(self) -> list[Any]:
+        return list(self._avals_in) if self._avals_in is not None else [v.aval for v in self.eqn.invars]
+
+    @property
+    def avals_out(self) -> list[Any]:
+        return list(self._avals_out) if self._avals_out is not None else [v.aval for v in self.eqn.outvars]
+
+    @property
+    def location(self) -> str | None:
+        return compat.user_location(self.eqn)
+
+    @property
+    def opset(self) -> int:
+        return self.scope.model.opset
 
     # -- nested jaxprs -------------------------------------------------------------------------
     def lower_jaxpr(self, closed_jaxpr: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]:
@@ -105,7 +133,7 @@ class LoweringContext:
         return SubgraphBuilder(self, Scope(self.scope.model, kind="subgraph", parent=self.scope), name)
 
 
-class SubgraphBuilder:
+class SubgraphBuilder(Emitter):
     """Builds one ``ir.Graph`` for an ``If`` branch or a ``Loop``/``Scan`` body."""
 
     def __init__(self, ctx: LoweringContext, scope: Scope, name: str):
@@ -113,13 +141,9 @@ class SubgraphBuilder:
         self.scope = scope
         self.name = name
 
-    @property
-    def op(self) -> OpBuilder:
-        return self.scope.op
-
-    def const(self, value: Any, dtype: Any = None) -> ir.Value:
-        arr = np.asarray(value, dtype=dtype) if dtype is not None else np.asarray(value)
-        return self.scope.const(arr)
+    def subgraph(self, name: str) -> SubgraphBuilder:
+        """A body nested in this one (an ``If`` inside a loop body or an else branch)."""
+        return SubgraphBuilder(self.ctx, Scope(self.scope.model, kind="subgraph", parent=self.scope), name)
 
     def add_input(self, base: str, aval: Any = None, *, dtype: Any = None, shape: Sequence[Any] | None = None) -> ir.Value:
         """A body input typed from ``aval`` or from ``dtype`` + ``shape``."""

@@ -1,13 +1,15 @@
 """The hooks a plugin pack implements (pluggy project name ``jax2onnx``).
 
-A pack is a module registered under the entry-point group ``jax2onnx``::
+A pack is an object registered under the entry-point group ``jax2onnx``, normally a
+:class:`jax2onnx.plugin.PackModules` that implements every hook from the pack's modules::
 
     [project.entry-points.jax2onnx]
-    lax = "jax2onnx_lax.plugin"
+    lax = "jax2onnx_lax.plugin:plugin"
 
-whose functions decorated with :data:`jax2onnx.hookimpl` implement some of the hooks below. The
-module is imported when a conversion first needs lowerings, never at ``import jax2onnx``; keep its
-top level light and import heavy modules inside the hook bodies.
+Any object or module whose functions are decorated with :data:`jax2onnx.hookimpl` works too. The
+entry point is loaded when a conversion first needs lowerings, never at ``import jax2onnx``; keep
+its top level light. A hook implementation whose name matches no hook below (a misspelling) is
+reported with a warning when the packs load.
 """
 
 from __future__ import annotations
@@ -49,14 +51,13 @@ def jax2onnx_patches() -> Iterable[Patch]:
     """
 
 
-@hookspec
-def jax2onnx_callable_adapters() -> Iterable[Callable[[Any], Callable[..., Any] | None]]:
-    """Return adapters that prepare a user's callable for tracing.
+@hookspec(firstresult=True)
+def jax2onnx_adapt_callable(fn: Any) -> Callable[..., Any] | None:
+    """Return a traceable version of ``fn`` (the object passed to ``to_onnx``), or ``None``.
 
-    Each adapter gets the object passed to ``to_onnx`` and returns a function to trace instead, or
-    ``None`` when the object is not its kind. The first adapter that answers wins. Frameworks whose
-    modules hold mutable state use this (an NNX module in training mode updates its batch statistics
-    and RNG counters while it runs; the adapter lets those updates happen inside the trace).
+    The first pack that answers wins. Frameworks whose modules hold mutable state use this (an NNX
+    module in training mode updates its batch statistics and RNG counters while it runs; the
+    adapted function lets those updates happen inside the trace, leaving the user's model as it was).
     """
 
 
@@ -67,12 +68,4 @@ def jax2onnx_components() -> Iterable[Component]:
     Core's pytest plugin turns every testcase into static/symbolic × float32/float64 tests that run
     the exported model in onnxruntime and compare with JAX; the coverage table is rendered from the
     same metadata.
-    """
-
-
-@hookspec
-def jax2onnx_provided_primitives() -> Iterable[str]:
-    """Cheaply list primitive names the pack lowers, without importing its lowerings.
-
-    Optional. Used only for error hints when a pack is present but failed to load.
     """

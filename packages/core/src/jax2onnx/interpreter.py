@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ import onnx_ir as ir
 from . import compat
 from .builder import Scope, set_aval, value_dtype
 from .context import LoweringContext
+from .dtypes import carrier
 from .errors import Jax2OnnxError, LoweringError, UnsupportedPrimitiveError
 from .plugin import Lowering, body_matches, parse_mark, shapes_match
 from .registry import pack_hint
@@ -19,10 +21,9 @@ from .registry import pack_hint
 class Interpreter:
     """Lowers jaxprs into scopes using a dispatch table ``name -> Lowering``."""
 
-    def __init__(self, lowerings: Mapping[str, Lowering], installed_packs: list[str], double_precision: bool):
+    def __init__(self, lowerings: Mapping[str, Lowering], installed_packs: list[str]):
         self.lowerings = lowerings
         self.installed_packs = installed_packs
-        self.double_precision = double_precision
 
     def lower_jaxpr(self, scope: Scope, closed: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]:
         jaxpr = closed.jaxpr if hasattr(closed, "jaxpr") else closed
@@ -61,7 +62,7 @@ class Interpreter:
                 lowering = self.lowerings.get(name)
                 if lowering is None:
                     raise UnsupportedPrimitiveError(name, compat.user_location(eqn), pack_hint(name), self.installed_packs)
-                outs = self._call(lowering, LoweringContext(self, scope, eqn), ins)
+                outs = self._call_with_facets(lowering, scope, eqn, ins)
         except Jax2OnnxError:
             raise
         except Exception as exc:
@@ -96,6 +97,27 @@ class Interpreter:
         # consumes the trailing ones.
         return self.lower_jaxpr(scope, body, ins[len(ins) - n :])
 
+    def _call_with_facets(self, lowering: Lowering, scope: Scope, eqn: Any, ins: list[ir.Value]) -> list[ir.Value]:
+        """Apply the lowering's facets: its complex variant for complex equations, and computing in
+        a carrier dtype for operands its op has no kernel for (see :class:`Lowering`)."""
+        if lowering.complex is not None and _has_complex(eqn):
+            return self._call(dataclasses.replace(lowering, fn=lowering.complex), LoweringContext(self, scope, eqn), ins)
+        if lowering.dtypes is None:
+            return self._call(lowering, LoweringContext(self, scope, eqn), ins)
+        widened: dict[np.dtype, np.dtype] = {}
+        for var in eqn.invars:
+            dt = np.dtype(var.aval.dtype) if hasattr(var.aval, "dtype") else None
+            if dt is not None and dt.kind != "c" and dt not in lowering.dtypes and dt not in widened:
+                widened[dt] = carrier(dt, lowering.dtypes)
+        if not widened:
+            return self._call(lowering, LoweringContext(self, scope, eqn), ins)
+        ctx = LoweringContext(self, scope, eqn, avals_in=[_widen(v.aval, widened) for v in eqn.invars],
+                              avals_out=[_widen(v.aval, widened) for v in eqn.outvars])
+        cast_ins = [ctx.cast(x, widened[np.dtype(v.aval.dtype)]) if np.dtype(v.aval.dtype) in widened else x
+                    for x, v in zip(ins, eqn.invars)]
+        outs = self._call(lowering, ctx, cast_ins)
+        return [ctx.cast(o, var.aval.dtype) if hasattr(var.aval, "dtype") else o for o, var in zip(outs, eqn.outvars)]
+
     def _call(self, lowering: Lowering, ctx: LoweringContext, ins: list[ir.Value], allow_decline: bool = False) -> list[ir.Value] | None:
         result = lowering.fn(ctx, *ins)
         if result is None:
@@ -128,6 +150,11 @@ class Interpreter:
                 set_aval(v, aval)
             fixed.append(v)
         return fixed
+
+
+def _widen(aval: Any, widened: Mapping[np.dtype, np.dtype]) -> Any:
+    dt = np.dtype(aval.dtype) if hasattr(aval, "dtype") else None
+    return aval.update(dtype=widened[dt]) if dt in widened else aval
 
 
 def _has_complex(eqn: Any) -> bool:

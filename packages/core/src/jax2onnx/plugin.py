@@ -13,8 +13,13 @@ import contextvars
 import dataclasses
 import importlib
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
+
+import numpy as np
+
+from . import compat
+from .hookspecs import hookimpl
 
 LoweringFn = Callable[..., Any]
 
@@ -24,12 +29,24 @@ MARK_PREFIX = "jax2onnx:"
 
 @dataclasses.dataclass(frozen=True)
 class Lowering:
-    """Maps one primitive name (or ``"call:<mark>"``) to the function that emits ONNX for it."""
+    """Maps one primitive name (or ``"call:<mark>"``) to the function that emits ONNX for it.
+
+    Facets the interpreter applies, so a lowering states them instead of re-implementing them:
+
+    * ``dtypes``: the operand dtypes the emitted ONNX op has onnxruntime kernels for. An operand of
+      another dtype is cast to the narrowest supported dtype that holds it exactly (int8 → int32,
+      float16 → float32, see :func:`jax2onnx.dtypes.carrier`); the lowering sees that dtype in
+      ``ctx.avals_in``/``ctx.avals_out`` and results are cast back to JAX's dtype.
+    * ``complex``: the lowering to use when an operand or a result is complex (complex values travel
+      as ``(..., 2)`` real pairs); without it a complex equation is an error naming the primitive.
+    """
 
     name: str
     fn: LoweringFn
     priority: int = 0
     pack: str = ""  # filled in by the registry from the entry point's distribution
+    dtypes: frozenset[Any] | None = None
+    complex: LoweringFn | None = None
 
     def with_pack(self, pack: str) -> Lowering:
         return dataclasses.replace(self, pack=pack)
@@ -47,10 +64,19 @@ class Lowerings:
     def __init__(self) -> None:
         self._items: list[Lowering] = []
 
-    def register(self, *names: str, priority: int = 0) -> Callable[[LoweringFn], LoweringFn]:
+    def register(
+        self,
+        *names: str,
+        priority: int = 0,
+        dtypes: Iterable[Any] | None = None,
+        complex: LoweringFn | None = None,
+    ) -> Callable[[LoweringFn], LoweringFn]:
+        """Register the decorated function for each primitive in ``names`` (facets: see :class:`Lowering`)."""
+        kinds = None if dtypes is None else frozenset(np.dtype(d) for d in dtypes)
+
         def deco(fn: LoweringFn) -> LoweringFn:
             for name in names:
-                self._items.append(Lowering(name, fn, priority))
+                self._items.append(Lowering(name, fn, priority, dtypes=kinds, complex=complex))
             return fn
 
         return deco
@@ -59,8 +85,9 @@ class Lowerings:
         """Register the lowering of a region marked with :func:`marked_call` (``mark``)."""
         return self.register(f"call:{mark}", priority=priority)
 
-    def add(self, name: str, fn: LoweringFn, priority: int = 0) -> None:
-        self._items.append(Lowering(name, fn, priority))
+    def add(self, name: str, fn: LoweringFn, priority: int = 0, *, dtypes: Iterable[Any] | None = None,
+            complex: LoweringFn | None = None) -> None:
+        self.register(name, priority=priority, dtypes=dtypes, complex=complex)(fn)
 
     def __iter__(self) -> Iterator[Lowering]:
         return iter(self._items)
@@ -107,6 +134,23 @@ class Patch:
             if obj is None:
                 return None
         return obj
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument checks for patch replacements (trace time)
+
+
+def is_array(x: Any) -> bool:
+    """A JAX array, a tracer or a numpy array: something ``jax.jit`` takes as an operand (not a
+    Python scalar, which a replacement treats as a static parameter)."""
+    import jax
+
+    return isinstance(x, (jax.Array, np.ndarray)) or hasattr(x, "aval")
+
+
+def is_symbolic_dim(d: Any) -> bool:
+    """A shape-polymorphic dimension (``B``, ``2*B``) as found in traced shapes and avals."""
+    return compat.is_symbolic_dim(d)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,39 +269,70 @@ def shapes_match(recorded: Sequence[Sequence[Any]], actual: Sequence[Sequence[An
 
 
 class PackModules:
-    """Collects ``lowerings``/``components``/``patches`` from a pack's modules, importing each once.
+    """A pack as one plugin object: it implements core's hooks from the pack's modules.
 
-    A pack's ``plugin.py`` lists its modules (one lowering family each) and forwards the hooks::
+    A pack's ``plugin.py`` is one statement, and its entry point names the object::
 
-        _pack = PackModules("jax2onnx_lax", ["elementwise", "reductions", ...])
+        plugin = PackModules("jax2onnx_lax", ["elementwise", "reductions", ...])
 
-        @hookimpl
-        def jax2onnx_lowerings():
-            return _pack.lowerings()
+        # pyproject.toml
+        [project.entry-points.jax2onnx]
+        lax = "jax2onnx_lax.plugin:plugin"
 
-    Each module may define ``lowerings`` (a :class:`Lowerings`), ``components`` (a list of
-    :class:`jax2onnx.testing.Component`), ``patches`` (a list of :class:`Patch`) and
-    ``callable_adapters`` (functions for the ``jax2onnx_callable_adapters`` hook).
+    Each module (one lowering family) may define ``lowerings`` (a :class:`Lowerings`),
+    ``components`` (a list of :class:`jax2onnx.testing.Component`), ``patches`` (a list of
+    :class:`Patch`) and ``callable_adapters`` (functions ``obj -> traceable | None``). Modules are
+    imported on the first hook call, once.
     """
+
+    #: Module attributes the hooks read; a module-level name close to one of these is reported.
+    HOOK_ATTRIBUTES = ("lowerings", "components", "patches", "callable_adapters")
 
     def __init__(self, package: str, modules: Sequence[str]):
         self.package = package
         self.module_names = list(modules)
         self._modules: list[Any] | None = None
 
+    def __repr__(self) -> str:
+        return f"PackModules({self.package!r})"
+
     def modules(self) -> list[Any]:
         if self._modules is None:
             self._modules = [importlib.import_module(f"{self.package}.{m}") for m in self.module_names]
         return self._modules
 
-    def lowerings(self) -> list[Lowering]:
-        return [low for m in self.modules() for low in getattr(m, "lowerings", ())]
+    def _gather(self, attribute: str) -> list[Any]:
+        return [item for m in self.modules() for item in getattr(m, attribute, ())]
 
-    def components(self) -> list[Any]:
-        return [c for m in self.modules() for c in getattr(m, "components", ())]
+    @hookimpl
+    def jax2onnx_lowerings(self) -> list[Lowering]:
+        return self._gather("lowerings")
 
-    def patches(self) -> list[Patch]:
-        return [p for m in self.modules() for p in getattr(m, "patches", ())]
+    @hookimpl
+    def jax2onnx_components(self) -> list[Any]:
+        return self._gather("components")
 
-    def callable_adapters(self) -> list[Callable[[Any], Any]]:
-        return [a for m in self.modules() for a in getattr(m, "callable_adapters", ())]
+    @hookimpl
+    def jax2onnx_patches(self) -> list[Patch]:
+        return self._gather("patches")
+
+    @hookimpl
+    def jax2onnx_adapt_callable(self, fn: Any) -> Any | None:
+        for adapter in self._gather("callable_adapters"):
+            adapted = adapter(fn)
+            if adapted is not None:
+                return adapted
+        return None
+
+    def misspelled_attributes(self) -> list[str]:
+        """``module.name`` entries that look like a hook attribute but are not one (``lowering``)."""
+        import difflib
+
+        out = []
+        for m in self.modules():
+            for attr, value in vars(m).items():
+                if attr in self.HOOK_ATTRIBUTES or not attr.islower() or not isinstance(value, (Lowerings, list, tuple)):
+                    continue
+                if difflib.get_close_matches(attr, self.HOOK_ATTRIBUTES, n=1, cutoff=0.85):
+                    out.append(f"{m.__name__}.{attr}")
+        return out

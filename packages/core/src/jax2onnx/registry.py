@@ -8,7 +8,6 @@ validates them. Built-ins load first, then entry points, then the table is check
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import importlib.metadata as metadata
 import threading
 import warnings
@@ -18,9 +17,9 @@ from typing import Any
 
 import pluggy
 
-from . import hookspecs
+from . import compat, hookspecs
 from .errors import PluginConflictError
-from .plugin import Lowering, Patch
+from .plugin import Lowering, PackModules, Patch
 
 ENTRY_POINT_GROUP = "jax2onnx"
 
@@ -82,8 +81,31 @@ class PluginRegistry:
                 )
                 continue
             self._register(pm, plugin, info)
+        self._report_unknown_hooks(pm)
         self._pm = pm
         return pm
+
+    def _report_unknown_hooks(self, pm: pluggy.PluginManager) -> None:
+        """Warn about hook implementations that match no hook (pluggy's ``check_pending`` finds
+        them; it raises on the first, we name every one and keep the pack's valid hooks)."""
+        for name, caller in vars(pm.hook).items():
+            if isinstance(caller, pluggy.HookCaller) and not caller.has_spec():
+                for impl in caller.get_hookimpls():
+                    warnings.warn(
+                        f"jax2onnx plugin pack '{self._pack_for_impl(impl)}' implements '{name}', which is not a "
+                        f"jax2onnx hook (misspelled?); it is ignored. Hooks: {', '.join(_hook_names())}.",
+                        PackLoadWarning,
+                        stacklevel=4,
+                    )
+        for plugin in pm.get_plugins():
+            misspelled = getattr(plugin, "misspelled_attributes", None)
+            for attr in misspelled() if callable(misspelled) else ():
+                warnings.warn(
+                    f"jax2onnx plugin pack '{self._pack_of_plugin.get(id(plugin), plugin)}': module attribute "
+                    f"'{attr}' looks like a misspelling of one of {', '.join(PackModules.HOOK_ATTRIBUTES)} and is ignored.",
+                    PackLoadWarning,
+                    stacklevel=4,
+                )
 
     def _register(self, pm: pluggy.PluginManager, plugin: object, info: PackInfo) -> None:
         if pm.is_registered(plugin):
@@ -146,16 +168,9 @@ class PluginRegistry:
     def patches(self) -> list[Patch]:
         return [p for _, p in self._collect("jax2onnx_patches")]
 
-    def callable_adapters(self) -> list[Any]:
-        return [a for _, a in self._collect("jax2onnx_callable_adapters")]
-
     def adapt(self, fn: Any) -> Any | None:
         """The first pack adapter's traceable version of ``fn`` (e.g. a stateful NNX module), or None."""
-        for adapter in self.callable_adapters():
-            adapted = adapter(fn)
-            if adapted is not None:
-                return adapted
-        return None
+        return self._load().hook.jax2onnx_adapt_callable(fn=fn)
 
     def components(self) -> list[tuple[str, Any]]:
         """``(pack, Component)`` pairs from every pack."""
@@ -199,32 +214,28 @@ def set_registry(registry: PluginRegistry | None) -> PluginRegistry | None:
         return previous
 
 
+def _hook_names() -> list[str]:
+    return sorted(n for n in vars(hookspecs) if n.startswith("jax2onnx_"))
+
+
 # ---------------------------------------------------------------------------------------------
 # Hints for primitives nobody lowers
 
-#: Primitives that the known packs provide even though ``jax.lax`` does not export a ``*_p`` for
-#: them (control flow and a few internals).
-_LAX_EXTRA = {
-    "cond", "while", "scan", "select_n", "iota", "convert_element_type", "dot_general",
-    "dynamic_slice", "dynamic_update_slice", "gather", "scatter", "scatter-add", "scatter_add",
-    "scatter_mul", "scatter_min", "scatter_max", "sort", "top_k", "argmax", "argmin", "cumsum",
-    "cumprod", "cummax", "cummin", "cumlogsumexp", "reduce_precision", "copy", "copy_p",
-    "device_put", "split", "fft", "dimension_as_value", "platform_index", "erf_inv", "square",
-    "reduce_and", "reduce_or", "reduce_xor", "clamp", "nextafter", "rng_bit_generator",
-    "random_bits", "random_seed", "random_wrap", "random_unwrap", "threefry2x32",
-}
+#: Where JAX defines primitives, and the pack that lowers the primitives defined there.
+_PRIMITIVE_HOMES = (
+    ("jax.lax", "jax2onnx-lax"), ("jax._src.lax", "jax2onnx-lax"), ("jax._src.random", "jax2onnx-lax"),
+    ("jax._src.prng", "jax2onnx-lax"), ("jax.extend.core.primitives", "jax2onnx-lax"),
+    ("jax.extend.random", "jax2onnx-lax"),
+)
 
 
 def pack_hint(primitive: str) -> str | None:
-    """Which known pack lowers ``primitive`` (best effort, for error messages)."""
+    """Which known pack lowers ``primitive`` (best effort, for error messages): found by where JAX
+    defines the primitive object, so no pack's list of names is repeated here."""
     if primitive.startswith("call:"):
         return None
-    if primitive in _LAX_EXTRA:
-        return "jax2onnx-lax"
-    try:
-        lax = importlib.import_module("jax.lax")
-    except ImportError:  # pragma: no cover
-        return None
-    if hasattr(lax, f"{primitive}_p") or hasattr(lax, f"{primitive.replace('-', '_')}_p"):
-        return "jax2onnx-lax"
+    for module in compat.modules_defining_primitive(primitive):
+        for prefix, pack in _PRIMITIVE_HOMES:
+            if module == prefix or module.startswith(prefix + "."):
+                return pack
     return None

@@ -1,11 +1,8 @@
-"""Entry point of jax2onnx-examples: forwards core's hooks to the pack's modules."""
+"""Entry point of jax2onnx-examples: the pack as one plugin object over its modules (one family each)."""
 
-from __future__ import annotations
-
-from jax2onnx import hookimpl
 from jax2onnx.plugin import PackModules
 
-_pack = PackModules(
+plugin = PackModules(
     "jax2onnx_examples",
     [
         "mlp",
@@ -21,18 +18,3 @@ _pack = PackModules(
         "gpt2",
     ],
 )
-
-
-@hookimpl
-def jax2onnx_lowerings():
-    return _pack.lowerings()
-
-
-@hookimpl
-def jax2onnx_patches():
-    return _pack.patches()
-
-
-@hookimpl
-def jax2onnx_components():
-    return _pack.components()

@@ -1,11 +1,8 @@
-"""Entry point of jax2onnx-lax: forwards core's hooks to the lowering modules (one family each)."""
+"""Entry point of jax2onnx-lax: the pack as one plugin object over its modules (one family each)."""
 
-from __future__ import annotations
-
-from jax2onnx import hookimpl
 from jax2onnx.plugin import PackModules
 
-_pack = PackModules(
+plugin = PackModules(
     "jax2onnx_lax",
     [
         "elementwise",
@@ -35,13 +32,3 @@ _pack = PackModules(
         "physics_cases",
     ],
 )
-
-
-@hookimpl
-def jax2onnx_lowerings():
-    return _pack.lowerings()
-
-
-@hookimpl
-def jax2onnx_components():
-    return _pack.components()
