@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import re
+import traceback
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
 
 class Jax2OnnxError(Exception):
     """Base class of every error jax2onnx raises on purpose."""
@@ -11,26 +18,201 @@ class InputSpecError(Jax2OnnxError, ValueError):
     """An input spec (shape tuple, ShapeDtypeStruct, array) or ``input_params`` is malformed."""
 
 
-class UnsupportedPrimitiveError(Jax2OnnxError, NotImplementedError):
-    """No installed plugin pack lowers a primitive the traced function uses."""
+class MissingDependencyError(Jax2OnnxError, ImportError):
+    """An optional dependency (onnxruntime for verification, rich for tables) is not installed."""
 
-    def __init__(self, primitive: str, location: str | None, pack_hint: str | None, installed: list[str]):
+
+#: What to install for verification. onnxruntime is an extra of core, not a requirement: a GPU
+#: environment has onnxruntime-gpu instead, and the two wheels cannot be installed side by side.
+RUNTIME_INSTALL_HINT = "pip install 'jax2onnx-core[runtime]' (or onnxruntime-gpu on a CUDA machine)"
+
+
+def require_onnxruntime(purpose: str = "verification") -> Any:
+    """Import and return ``onnxruntime``, or raise :class:`MissingDependencyError` saying what to install."""
+    try:
+        import onnxruntime
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"{purpose} runs the exported model in onnxruntime, which is not installed: {RUNTIME_INSTALL_HINT}. "
+            "Converting (to_onnx) does not need it."
+        ) from exc
+    return onnxruntime
+
+
+@dataclasses.dataclass
+class Unsupported:
+    """One primitive nobody lowers, where the user's code uses it, and which pack is known to lower it."""
+
+    primitive: str
+    locations: list[str]
+    pack_hint: str | None
+
+
+class UnsupportedPrimitiveError(Jax2OnnxError, NotImplementedError):
+    """No installed plugin pack lowers one or more primitives the traced function uses.
+
+    ``primitive``/``location``/``pack_hint`` describe the first one; ``unsupported`` lists them all.
+    """
+
+    def __init__(
+        self,
+        primitive: str,
+        location: str | None,
+        pack_hint: str | None,
+        installed: list[str],
+        *,
+        failed: Mapping[str, str] | None = None,
+        more: Sequence[Unsupported] = (),
+    ):
         self.primitive = primitive
         self.location = location
         self.pack_hint = pack_hint
-        where = f" at {location}" if location else ""
-        msg = f"No lowering for JAX primitive '{primitive}'{where}."
-        if pack_hint and pack_hint not in installed:
-            msg += f" It is provided by the plugin pack '{pack_hint}': pip install {pack_hint}"
-        elif pack_hint:
-            msg += f" The installed pack '{pack_hint}' should provide it but did not register it."
-        else:
-            msg += (
-                " No known pack provides it; write a lowering with "
-                "@jax2onnx.hookimpl def jax2onnx_lowerings(): ... (see jax2onnx.plugin)."
+        self.installed = list(installed)
+        self.failed = dict(failed or {})
+        first = next((u for u in more if u.primitive == primitive), None)
+        if first is None:
+            first = Unsupported(primitive, _user_locations([location] if location else []), pack_hint)
+        self.unsupported: list[Unsupported] = [first, *(u for u in more if u.primitive != primitive)]
+        super().__init__(self._message())
+
+    @classmethod
+    def from_list(
+        cls, items: Sequence[Unsupported], installed: list[str], failed: Mapping[str, str] | None = None
+    ) -> UnsupportedPrimitiveError:
+        first = items[0]
+        return cls(
+            first.primitive,
+            first.locations[0] if first.locations else None,
+            first.pack_hint,
+            installed,
+            failed=failed,
+            more=items,
+        )
+
+    def _advice(self, pack: str | None) -> str:
+        if pack and pack in self.failed:
+            return (
+                f"The pack '{pack}' that lowers it is installed but failed to load ({self.failed[pack]}): "
+                f"reinstall it (pip install -U {pack})."
             )
-        msg += f" Installed packs: {', '.join(installed) or 'none'}."
-        super().__init__(msg)
+        if pack and pack not in self.installed:
+            return f"It is lowered by the plugin pack '{pack}': pip install {pack}"
+        if pack:
+            # The pack is there and loaded: the primitive is simply not converted (yet).
+            return (
+                f"jax2onnx does not convert it yet ('{pack}' is installed and has no lowering for it). "
+                "Write that step with other operations, or add a lowering in a pack of your own "
+                "(@jax2onnx.hookimpl def jax2onnx_lowerings(): ..., see jax2onnx.plugin)."
+            )
+        return (
+            "No known pack lowers it; write a lowering in a pack of your own "
+            "(@jax2onnx.hookimpl def jax2onnx_lowerings(): ..., see jax2onnx.plugin)."
+        )
+
+    def _message(self) -> str:
+        installed = f"Installed packs: {', '.join(self.installed) or 'none'}."
+        if len(self.unsupported) == 1:
+            u = self.unsupported[0]
+            where = f" at {_join_locations(u.locations)}" if u.locations else ""
+            return f"No lowering for JAX primitive '{u.primitive}'{where}. {self._advice(u.pack_hint)} {installed}"
+        lines = [f"No lowering for {len(self.unsupported)} JAX primitives this function uses:"]
+        for u in self.unsupported:
+            where = f" at {_join_locations(u.locations)}" if u.locations else ""
+            lines.append(f"  - '{u.primitive}'{where}: {self._advice(u.pack_hint)}")
+        lines.append(installed)
+        return "\n".join(lines)
+
+
+def _user_locations(locations: Sequence[str]) -> list[str]:
+    """Drop ``file:line (fn)`` locations inside JAX or jax2onnx: with no frame of the user's (the
+    function passed to to_onnx is itself a library function), a library line only misleads."""
+    return [loc for loc in locations if not is_library_file(loc.rsplit(":", 1)[0])]
+
+
+def _join_locations(locations: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(locations[:limit])
+    return shown + (f" (+{len(locations) - limit} more)" if len(locations) > limit else "")
+
+
+def find_unsupported(
+    closed_jaxpr: Any,
+    lowerings: Mapping[str, Any],
+    *,
+    handled: Iterable[str] = (),
+    location_of: Any = None,
+    pack_hint_of: Any = None,
+) -> list[Unsupported]:
+    """Every primitive of ``closed_jaxpr`` (sub-jaxprs included) without a lowering, in first-use order.
+
+    ``handled``: primitive names the interpreter handles itself (jit, custom_jvp, ...): their bodies
+    are scanned instead. A ``jax2onnx:<mark>`` jit whose ``call:<mark>`` lowering exists is trusted to
+    be fused and its body skipped. ``location_of(eqn)`` gives the user's ``file:line``;
+    ``pack_hint_of(name)`` the pack known to lower a primitive.
+    """
+    if location_of is None or pack_hint_of is None or not handled:
+        from . import compat
+        from .registry import pack_hint
+
+        location_of = location_of or compat.user_location
+        pack_hint_of = pack_hint_of or pack_hint
+        handled = handled or (
+            compat.JIT_PRIMITIVES | compat.INLINE_CALL_PRIMITIVES | compat.CUSTOM_JVP_PRIMITIVES | compat.CUSTOM_VJP_PRIMITIVES
+        )
+    handled = frozenset(handled)
+    found: dict[str, Unsupported] = {}
+    seen_jaxprs: set[int] = set()
+
+    def walk(jaxpr: Any) -> None:
+        jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # ClosedJaxpr -> Jaxpr
+        if id(jaxpr) in seen_jaxprs or not hasattr(jaxpr, "eqns"):
+            return
+        seen_jaxprs.add(id(jaxpr))
+        for eqn in jaxpr.eqns:
+            name = eqn.primitive.name
+            if name in handled:
+                mark = _mark_of(eqn)
+                if mark is not None and f"call:{mark}" in lowerings:
+                    continue
+            elif name not in lowerings:
+                where = location_of(eqn)
+                entry = found.setdefault(name, Unsupported(name, [], pack_hint_of(name)))
+                if where and where not in entry.locations and _user_locations([where]):
+                    entry.locations.append(where)
+            for sub in _sub_jaxprs(eqn.params):
+                walk(sub)
+
+    walk(closed_jaxpr)
+    return list(found.values())
+
+
+def _mark_of(eqn: Any) -> str | None:
+    from .plugin import MARK_PREFIX
+
+    name = str(eqn.params.get("name", ""))
+    if not name.startswith(MARK_PREFIX):
+        return None
+    return name[len(MARK_PREFIX) :].rpartition(":")[0] or None
+
+
+def _sub_jaxprs(params: Mapping[str, Any]) -> Iterable[Any]:
+    # Duck-typed so no JAX internals are needed: a (Closed)Jaxpr has ``eqns`` (or ``jaxpr.eqns``).
+    for value in params.values():
+        for v in value if isinstance(value, (tuple, list)) else (value,):
+            if hasattr(v, "eqns") or hasattr(getattr(v, "jaxpr", None), "eqns"):
+                yield v
+
+
+def all_unsupported(
+    closed_jaxpr: Any, lowerings: Mapping[str, Any], installed: list[str], failed: Mapping[str, str] | None = None
+) -> UnsupportedPrimitiveError | None:
+    """One error listing every unsupported primitive of the program, or None when all are lowered.
+
+    Meant for the converter to call when lowering meets the first unsupported primitive (so a user
+    fixes them all in one round), or before lowering."""
+    items = find_unsupported(closed_jaxpr, lowerings)
+    if not items:
+        return None
+    return UnsupportedPrimitiveError.from_list(items, installed, failed)
 
 
 class LoweringError(Jax2OnnxError):
@@ -43,3 +225,127 @@ class PluginConflictError(Jax2OnnxError):
 
 class UserFunctionError(Jax2OnnxError):
     """The user's own function raised while being traced; the original is chained."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Explaining errors raised by the user's function while it is traced
+
+#: Our own modules and the packs': frames there are never "the user's line".
+_LIBRARY_PATH = re.compile(r"[/\\](jax|jaxlib|flax|jax2onnx|jax2onnx_lax|jax2onnx_jnp|jax2onnx_nnx)[/\\]")
+
+
+def is_library_file(path: str) -> bool:
+    """True for files of JAX, Flax, jax2onnx and its packs, and Python's own plumbing."""
+    p = path.replace(os.sep, "/")
+    return bool(_LIBRARY_PATH.search(p)) or p.startswith("<frozen") or p.endswith(("/contextlib.py", "/functools.py"))
+
+
+def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame of ``exc``'s traceback that is the user's code, or None."""
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ is not None else []
+    for frame in reversed(frames):
+        if not is_library_file(frame.filename):
+            return frame
+    return None
+
+
+_TRACER_HINTS = (
+    (
+        "TracerBoolConversionError",
+        "Python `if`/`while`/`and`/`or`/`not`/`assert` tested a value computed from the inputs. During export "
+        "values are symbolic, so Python cannot branch on them: use jnp.where(cond, a, b) or "
+        "jax.lax.cond(pred, true_fn, false_fn, ...) for branches and jax.lax.while_loop/fori_loop for loops "
+        "(they become ONNX If/Loop). Tests on shapes (x.shape[0] > 1) are fine.",
+    ),
+    (
+        "TracerIntegerConversionError",
+        "int() or an index (range(n), list[i], x.shape[i]) got a value computed from the inputs; during export it "
+        "is symbolic. Index arrays with jnp.take/jax.lax.dynamic_slice, loop with jax.lax.fori_loop, or make the "
+        "value a Python int (a constant or a shape).",
+    ),
+    (
+        "TracerArrayConversionError",
+        "numpy (np.*) was applied to a value computed from the inputs; numpy only sees constants. Use jax.numpy "
+        "(jnp.*) inside the exported function.",
+    ),
+    (
+        "NonConcreteBooleanIndexError",
+        "a boolean mask (x[x > 0]) gives an array whose size depends on the data, which an ONNX graph cannot "
+        "type. Keep the shape: jnp.where(mask, x, 0), or jnp.sum(x, where=mask).",
+    ),
+    (
+        "ConcretizationTypeError",
+        "float()/int()/bool()/.item()/.tolist() needs a concrete number, but during export values are symbolic. "
+        "Keep it an array (x.sum() instead of float(x.sum())); change dtypes with x.astype(jnp.float32).",
+    ),
+)
+
+
+def _tracer_hint(exc: BaseException) -> str | None:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    for name, hint in _TRACER_HINTS:
+        if name in names:
+            return hint
+    return None
+
+
+def _describe_inputs(names: Sequence[str], avals: Sequence[Any]) -> str:
+    import numpy as np
+
+    parts = []
+    for n, a in zip(names, avals):
+        dims = ", ".join(str(d) for d in a.shape) + ("," if len(a.shape) == 1 else "")
+        parts.append(f"{n}: ({dims}) {np.dtype(a.dtype).name}")
+    return ", ".join(parts)
+
+
+def _clean_jax_message(text: str, names: Sequence[str], frame: traceback.FrameSummary | None) -> str:
+    """JAX's note names the wrapper jax2onnx traces (``flat_fn at .../conversion.py``) and its
+    ``flat[i]`` arguments; say the user's function, line and parameter names instead."""
+
+    def trace_site(m: re.Match[str]) -> str:
+        if not is_library_file(m.group("path")):
+            return m.group(0)
+        if frame is None:
+            return "The error occurred while tracing the exported function."
+        return f"The error occurred while tracing {frame.name} at {frame.filename}:{frame.lineno}."
+
+    text = re.sub(r"The error occurred while tracing the function (?P<fn>\S+) at (?P<path>\S+?):\d+ for \w+\.", trace_site, text)
+
+    def arg(m: re.Match[str]) -> str:
+        i = int(m.group(1))
+        return f"the input '{names[i]}'" if i < len(names) else m.group(0)
+
+    return re.sub(r"the argument flat\[(\d+)\]", arg, text)
+
+
+def explain_trace_error(
+    exc: BaseException, names: Sequence[str], avals: Sequence[Any], has_symbols: bool = False
+) -> UserFunctionError:
+    """A :class:`UserFunctionError` for an exception the user's function raised under tracing: the
+    user's line (not ours), JAX's note rewritten to name it, and the hint that fits the mistake."""
+    frame = user_frame(exc)
+    text = _clean_jax_message(str(exc), names, frame)
+    low = text.lower()
+    hint = _tracer_hint(exc)
+    if hint is None and has_symbols and (
+        "inconclusive" in type(exc).__name__.lower() or "inconclusive" in low or "incompatible shapes" in low or "symbolic" in low
+    ):
+        hint = (
+            "The symbolic dims may need to be equal where the code combines them: give them the same name "
+            "(e.g. 'B' in both specs), or use a static size."
+        )
+    elif hint is None and isinstance(exc, (TypeError, ValueError, IndexError)) and any(
+        w in low for w in ("shape", "rank", "dimension", "axis")
+    ):
+        hint = "Check that each input spec has the rank and sizes the function expects."
+    where = ""
+    if frame is not None:
+        where = f", at {frame.filename}:{frame.lineno} in {frame.name}" + (f":\n    {frame.line.strip()}" if frame.line else "")
+    msg = (
+        f"the function raised while being traced with inputs ({_describe_inputs(names, avals)}){where}\n"
+        f"{type(exc).__name__}: {text.strip()}"
+    )
+    if hint:
+        msg += f"\nHint: {hint}"
+    return UserFunctionError(msg)

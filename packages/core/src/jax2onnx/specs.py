@@ -34,9 +34,30 @@ def _check_dtype(dtype: Any, where: str) -> np.dtype:
         dt = np.dtype(dtype)
     except TypeError as exc:
         raise InputSpecError(f"{where}: unknown dtype {dtype!r}; use a numpy/jax dtype such as jnp.float32 or jnp.int32.") from exc
-    if dt.kind not in "biufc" and dt.name != "bfloat16":
+    if dt.kind not in "biufc" and dt.name not in _ML_DTYPES:
         raise InputSpecError(f"{where}: dtype {dt} cannot be an ONNX tensor input; use a numeric or bool dtype.")
     return dt
+
+
+#: ml_dtypes types (numpy kind 'V') that ONNX has tensor types for: BFLOAT16, INT4/UINT4 (opset 21),
+#: the FLOAT8 family (opset 19) and FLOAT4E2M1 (opset 23).
+_ML_DTYPES = frozenset(
+    {"bfloat16", "int4", "uint4", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn"}
+)
+
+
+def _check_not_a_class(fn: Any) -> None:
+    """A class whose instances are callable (an ``nnx.Module`` subclass, say) passed instead of an
+    instance would be traced as its constructor, failing deep inside with a tracer error."""
+    if not isinstance(fn, type):
+        return
+    calls = any("__call__" in vars(klass) for klass in fn.__mro__ if klass is not object)
+    if calls:
+        name = fn.__name__
+        raise InputSpecError(
+            f"to_onnx got the class {name} itself, not an instance of it: build the model first, "
+            f"e.g. to_onnx({name}(...), inputs) (for an nnx.Module: {name}(..., rngs=nnx.Rngs(0)))"
+        )
 
 
 def _collect_symbols(specs: Sequence[Any]) -> list[str]:
@@ -56,6 +77,7 @@ def _collect_symbols(specs: Sequence[Any]) -> list[str]:
 def parse_inputs(fn: Callable[..., Any], inputs: Sequence[Any], input_params: Mapping[str, Any] | None, double: bool) -> ParsedInputs:
     if not callable(fn):
         raise InputSpecError(f"to_onnx expects a callable (function or nnx.Module), got {type(fn).__name__}: {fn!r}")
+    _check_not_a_class(fn)
     if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
         raise InputSpecError(
             f"inputs must be a list of input specs, one per positional argument, e.g. [('B', 30)]; got {type(inputs).__name__}"
