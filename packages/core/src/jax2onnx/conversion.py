@@ -9,14 +9,20 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
-import numpy as np
 import onnx
 import onnx_ir as ir
 
 from . import api_compat, compat
 from ._version import __version__
 from .builder import ModelBuilder, set_aval
-from .errors import InputSpecError, Jax2OnnxError, UserFunctionError
+from .errors import (
+    InputSpecError,
+    Jax2OnnxError,
+    UnsupportedPrimitiveError,
+    UserFunctionError,
+    all_unsupported,
+    explain_trace_error,
+)
 from .interpreter import Interpreter
 from .patching import applied_patches
 from .plugin import Patch, marks_active
@@ -109,11 +115,14 @@ def to_onnx(
                 api_compat.record_primitive_calls(closed, options.record_primitive_calls_file)
             lowerings = api_compat.select_lowerings(registry.lowerings(), options)
             installed = [p.name for p in registry.packs if p.error is None]
-            interp = Interpreter(lowerings, installed, enable_double_precision)
+            interp = Interpreter(lowerings, installed)
             mb = ModelBuilder(opset)
             graph_inputs = [mb.main.add_input(n, a) for n, a in zip(parsed.names, parsed.args)]
             graph_inputs += [mb.main.add_input(n, a) for n, a in parsed.params.items()]
-            outs = interp.lower_jaxpr(mb.main, closed, graph_inputs)
+            try:
+                outs = interp.lower_jaxpr(mb.main, closed, graph_inputs)
+            except UnsupportedPrimitiveError as exc:  # name every unsupported primitive, not just the first
+                raise (all_unsupported(closed, lowerings, installed) or exc) from None
             model = _assemble(mb, outs, [v.aval for v in closed.jaxpr.outvars], model_name)
     if optimize:
         from .passes import default_passes
@@ -178,20 +187,9 @@ def _trace(fn: Callable[..., Any], parsed: Any, patches: Sequence[Patch]) -> tup
 
 
 def _explain_trace_error(exc: Exception, parsed: Any) -> Exception:
-    shapes = ", ".join(f"{n}: {tuple(str(d) for d in a.shape)} {np.dtype(a.dtype).name}" for n, a in zip(parsed.names, parsed.args))
-    text = f"{type(exc).__name__}: {exc}"
-    hint = ""
-    low = str(exc).lower()
-    has_symbols = bool(parsed.symbols)
-    if has_symbols and ("inconclusive" in type(exc).__name__.lower() or "inconclusive" in low or "incompatible shapes" in low or "symbolic" in low):
-        hint = (
-            " The symbolic dims may need to be equal where the code combines them: give them the same name "
-            "(e.g. 'B' in both specs), or use a static size."
-        )
-    elif isinstance(exc, (TypeError, ValueError, IndexError)) and any(w in low for w in ("shape", "rank", "dimension", "axis")):
-        hint = " Check that each input spec has the rank and sizes the function expects."
-    err = UserFunctionError(f"the function raised while being traced with inputs ({shapes}): {text}.{hint}")
-    return err
+    names = [*parsed.names, *parsed.params]
+    avals = [*parsed.args, *parsed.params.values()]
+    return explain_trace_error(exc, names, avals, has_symbols=bool(parsed.symbols))
 
 
 def _assemble(mb: ModelBuilder, outs: list[ir.Value], avals: list[Any], model_name: str) -> ir.Model:
