@@ -13,18 +13,22 @@ from .errors import (
     InputSpecError,
     Jax2OnnxError,
     LoweringError,
+    MissingDependencyError,
     PluginConflictError,
     UnsupportedPrimitiveError,
     UserFunctionError,
 )
 from .functions import onnx_function
 from .hookspecs import hookimpl
+from .report import ExportReport, verify
 from .verification import allclose
 
 __all__ = [
+    "ExportReport",
     "InputSpecError",
     "Jax2OnnxError",
     "LoweringError",
+    "MissingDependencyError",
     "PluginConflictError",
     "UnsupportedPrimitiveError",
     "UserFunctionError",
@@ -33,4 +37,5 @@ __all__ = [
     "hookimpl",
     "onnx_function",
     "to_onnx",
+    "verify",
 ]

@@ -1,0 +1,488 @@
+"""The export report: does the ONNX model compute what the JAX function computes, and what is in it.
+
+    from jax2onnx import to_onnx, verify
+    model = to_onnx(fn, [("B", 30)])
+    report = verify(fn, model, [("B", 30)])   # two sizes per symbolic dim, random inputs
+    report.print()                            # a table in the terminal (rich when installed)
+    report.to_dict(); report.to_markdown()
+
+Per output (by graph output name): the largest absolute and relative error, how many elements are
+out of tolerance, and the tolerance used; per trial, the concrete input shapes. The model summary
+lists the op histogram, parameter count and bytes, file size, opset, and inputs/outputs with shapes.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+#: Sizes given to each symbolic dim, one trial per entry: two different sizes catch a graph that
+#: hard-coded the size seen while tracing. Neither is 1, so broadcasting bugs cannot hide.
+TRIAL_SIZES = (2, 5)
+
+#: (rtol, atol) by the output's element type when the caller gives none. float32 leaves room for
+#: different summation orders in XLA and onnxruntime; float64 is tight.
+DEFAULT_TOLERANCES = {
+    "float64": (1e-7, 1e-9),
+    "float32": (1e-4, 1e-5),
+    "float16": (1e-2, 1e-3),
+    "bfloat16": (2e-2, 1e-2),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# The model summary
+
+
+@dataclasses.dataclass
+class TensorInfo:
+    name: str
+    dtype: str
+    shape: list[str | int]
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.dtype}[{', '.join(str(d) for d in self.shape)}]"
+
+
+@dataclasses.dataclass
+class ModelSummary:
+    """What is in an ONNX model, read from the ModelProto (and the file, when there is one)."""
+
+    graph_name: str
+    opset: int | None
+    ir_version: int
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    op_histogram: dict[str, int]
+    node_count: int
+    function_count: int
+    parameter_count: int
+    parameter_bytes: int
+    file_bytes: int | None = None
+    external_data_bytes: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["inputs"] = [dataclasses.asdict(t) for t in self.inputs]
+        out["outputs"] = [dataclasses.asdict(t) for t in self.outputs]
+        return out
+
+
+def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
+    tt = vi.type.tensor_type
+    dtype = _dtype_name(tt.elem_type) if tt.elem_type else "?"
+    dims: list[str | int] = [d.dim_param if d.dim_param else (d.dim_value if d.HasField("dim_value") else "?") for d in tt.shape.dim]
+    return TensorInfo(vi.name, dtype, dims)
+
+
+def _dtype_name(elem_type: int) -> str:
+    """numpy's name for an ONNX element type (float32, not FLOAT), as JAX users read dtypes."""
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except Exception:  # noqa: BLE001 - types numpy lacks keep ONNX's name
+        return onnx.TensorProto.DataType.Name(elem_type).lower()
+
+
+def _walk_nodes(nodes: Sequence[onnx.NodeProto]) -> list[onnx.NodeProto]:
+    out: list[onnx.NodeProto] = []
+    for node in nodes:
+        out.append(node)
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                out += _walk_nodes(attr.g.node)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    out += _walk_nodes(g.node)
+    return out
+
+
+def _tensor_nbytes(t: onnx.TensorProto) -> int:
+    count = int(np.prod(t.dims)) if len(t.dims) else 1
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    except Exception:  # noqa: BLE001 - a type numpy lacks (4-bit): count it as one byte
+        itemsize = 1
+    if t.data_type in (onnx.TensorProto.INT4, onnx.TensorProto.UINT4):
+        return (count + 1) // 2
+    return count * itemsize
+
+
+def summarize(model: onnx.ModelProto | str | os.PathLike[str], path: str | os.PathLike[str] | None = None) -> ModelSummary:
+    """The :class:`ModelSummary` of ``model`` (a ModelProto or a file path). ``path``: the file
+    the model was written to, for its size (and its ``.data`` file's)."""
+    if not isinstance(model, onnx.ModelProto):
+        path = path or model
+        model = onnx.load(os.fspath(model), load_external_data=False)
+    graph = model.graph
+    nodes = _walk_nodes(graph.node)
+    for fn in model.functions:
+        nodes += _walk_nodes(fn.node)
+    histogram = collections.Counter(n.op_type if not n.domain else f"{n.domain}.{n.op_type}" for n in nodes)
+    params = [t for t in graph.initializer]
+    file_bytes = ext_bytes = None
+    if path is not None and os.path.exists(path):
+        file_bytes = os.path.getsize(path)
+        locations = {
+            entry.value
+            for t in params
+            if t.data_location == onnx.TensorProto.EXTERNAL
+            for entry in t.external_data
+            if entry.key == "location"
+        }
+        folder = os.path.dirname(os.path.abspath(path))
+        sizes = [os.path.getsize(os.path.join(folder, loc)) for loc in locations if os.path.exists(os.path.join(folder, loc))]
+        ext_bytes = sum(sizes) if locations else None
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    return ModelSummary(
+        graph_name=graph.name,
+        opset=opset,
+        ir_version=model.ir_version,
+        inputs=[_tensor_info(v) for v in graph.input],
+        outputs=[_tensor_info(v) for v in graph.output],
+        op_histogram=dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))),
+        node_count=len(nodes),
+        function_count=len(model.functions),
+        parameter_count=sum(int(np.prod(t.dims)) if len(t.dims) else 1 for t in params),
+        parameter_bytes=sum(_tensor_nbytes(t) for t in params),
+        file_bytes=file_bytes,
+        external_data_bytes=ext_bytes,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Numerical checks
+
+
+@dataclasses.dataclass
+class OutputCheck:
+    """One output of one trial compared with JAX."""
+
+    name: str
+    shape: list[int]
+    dtype: str
+    max_abs_error: float
+    max_rel_error: float
+    mismatches: int
+    size: int
+    rtol: float
+    atol: float
+    problem: str | None = None  # a shape/dtype/count mismatch that makes numbers meaningless
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None and self.mismatches == 0
+
+
+@dataclasses.dataclass
+class Trial:
+    """One run on random inputs: the concrete input shapes and each output's check."""
+
+    inputs: dict[str, list[int]]
+    outputs: list[OutputCheck]
+
+    @property
+    def ok(self) -> bool:
+        return all(o.ok for o in self.outputs)
+
+
+@dataclasses.dataclass
+class ExportReport:
+    """The report :func:`verify` returns: truthy when every output of every trial is within tolerance."""
+
+    trials: list[Trial]
+    summary: ModelSummary
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.trials) and all(t.ok for t in self.trials)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    # -- views ------------------------------------------------------------------------------------
+    def worst(self) -> list[OutputCheck]:
+        """Per output name, the trial with the largest absolute error (or a problem)."""
+        best: dict[str, OutputCheck] = {}
+        for trial in self.trials:
+            for o in trial.outputs:
+                cur = best.get(o.name)
+                if cur is None or (o.problem and not cur.problem) or (not cur.problem and o.max_abs_error > cur.max_abs_error):
+                    best[o.name] = o
+        return list(best.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "trials": [
+                {"inputs": t.inputs, "ok": t.ok, "outputs": [{**dataclasses.asdict(o), "ok": o.ok} for o in t.outputs]}
+                for t in self.trials
+            ],
+            "summary": self.summary.to_dict(),
+        }
+
+    def _output_rows(self) -> list[list[str]]:
+        rows = []
+        for o in self.worst():
+            status = "ok" if o.ok else ("FAIL: " + o.problem if o.problem else "FAIL")
+            rows.append([
+                o.name, f"{o.dtype}[{', '.join(map(str, o.shape))}]", f"{o.max_abs_error:.3g}", f"{o.max_rel_error:.3g}",
+                f"{o.mismatches}/{o.size}", f"{o.rtol:g}/{o.atol:g}", status,
+            ])
+        return rows
+
+    def _summary_rows(self) -> list[list[str]]:
+        s = self.summary
+        rows = [
+            ["graph", f"{s.graph_name} (opset {s.opset}, IR {s.ir_version})"],
+            ["inputs", "; ".join(map(str, s.inputs))],
+            ["outputs", "; ".join(map(str, s.outputs))],
+            ["nodes", f"{s.node_count} ({s.function_count} functions)" if s.function_count else str(s.node_count)],
+            ["ops", ", ".join(f"{op} {n}" for op, n in s.op_histogram.items())],
+            ["parameters", f"{s.parameter_count:,} ({_human_bytes(s.parameter_bytes)})"],
+        ]
+        if s.file_bytes is not None:
+            size = _human_bytes(s.file_bytes)
+            if s.external_data_bytes is not None:
+                size += f" + {_human_bytes(s.external_data_bytes)} external data"
+            rows.append(["file", size])
+        return rows
+
+    def _trials_text(self) -> str:
+        parts = []
+        for t in self.trials:
+            parts.append(", ".join(f"{n}[{', '.join(map(str, s))}]" for n, s in t.inputs.items()) or "(no inputs)")
+        return "; ".join(parts)
+
+    _OUTPUT_HEADER = ["output", "shape", "max abs err", "max rel err", "mismatches", "rtol/atol", "status"]
+
+    def to_markdown(self) -> str:
+        lines = [f"**Verification: {'match' if self.ok else 'MISMATCH'}** (inputs tried: {self._trials_text()})", ""]
+        lines.append("| " + " | ".join(self._OUTPUT_HEADER) + " |")
+        lines.append("|" + "---|" * len(self._OUTPUT_HEADER))
+        lines += ["| " + " | ".join(r) + " |" for r in self._output_rows()]
+        lines += ["", "| model | |", "|---|---|"]
+        lines += [f"| {k} | {v} |" for k, v in self._summary_rows()]
+        return "\n".join(lines) + "\n"
+
+    def __str__(self) -> str:
+        rows = [self._OUTPUT_HEADER, *self._output_rows()]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines = [f"verification: {'match' if self.ok else 'MISMATCH'} (inputs tried: {self._trials_text()})"]
+        lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        lines += [f"{k}: {v}" for k, v in self._summary_rows()]
+        return "\n".join(lines)
+
+    def print(self, console: Any = None) -> None:
+        """Print as tables: with rich when it is installed (it comes with every Flax), plain text otherwise."""
+        try:
+            from rich.console import Console
+            from rich.table import Table
+        except ImportError:
+            print(str(self))
+            return
+        console = console or Console()
+        title = f"verification: {'[green]match[/green]' if self.ok else '[red]MISMATCH[/red]'}"
+        table = Table(title=title, caption=f"inputs tried: {self._trials_text()}")
+        for h in self._OUTPUT_HEADER:
+            table.add_column(h, justify="right" if "err" in h else "left")
+        for r in self._output_rows():
+            table.add_row(*r)
+        console.print(table)
+        model = Table(title="model", show_header=False)
+        model.add_column("", style="bold")
+        model.add_column("")
+        for k, v in self._summary_rows():
+            model.add_row(k, v)
+        console.print(model)
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs for the trials
+
+_EXPR = re.compile(r"^[A-Za-z_0-9\s+\-*/()%]+$")
+
+
+def _dim_value(d: Any, sizes: Mapping[str, int]) -> int:
+    if isinstance(d, (int, np.integer)):
+        return int(d)
+    text = str(d).strip()
+    if text in sizes:
+        return sizes[text]
+    if not _EXPR.match(text):
+        raise ValueError(f"cannot evaluate the dim {d!r}")
+    names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", text))
+    # Only names, integers and arithmetic reach eval (checked above), with no builtins.
+    return int(eval(text, {"__builtins__": {}}, {n: sizes[n] for n in names}))  # noqa: S307
+
+
+def _symbols(specs: Sequence[Any]) -> list[str]:
+    names: list[str] = []
+    for spec in specs:
+        for d in _spec_shape(spec):
+            if not isinstance(d, (int, np.integer)):
+                for n in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", str(d)):
+                    if n not in names:
+                        names.append(n)
+    return names
+
+
+def _spec_shape(spec: Any) -> tuple[Any, ...]:
+    if isinstance(spec, (tuple, list)):
+        return tuple(spec)
+    return tuple(getattr(spec, "shape", ()))
+
+
+def _spec_dtype(spec: Any, double: bool) -> np.dtype:
+    if isinstance(spec, (tuple, list)):
+        return np.dtype(np.float64 if double else np.float32)
+    return np.dtype(spec.dtype)
+
+
+def random_value(shape: Sequence[int], dtype: Any, rng: np.random.Generator) -> np.ndarray:
+    """A random array for a trial: floats ~ N(0, 1), complex with both parts so, ints in [0, 4)
+    (valid token ids and indices for any table of 4 or more rows), bools half True."""
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return rng.random(shape) < 0.5
+    if dt.kind in "iu":
+        return rng.integers(0, 4, size=shape).astype(dt)
+    if dt.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dt)
+    return rng.standard_normal(shape).astype(dt)
+
+
+def _is_concrete(spec: Any) -> bool:
+    """An array (numpy, JAX) or a Python number: a value, not a shape spec."""
+    if isinstance(spec, (tuple, list)):
+        return False
+    return isinstance(spec, (np.ndarray, np.generic, bool, int, float, complex)) or hasattr(spec, "__array__")
+
+
+def trial_inputs(
+    specs: Sequence[Any], *, double: bool = False, sizes: Sequence[int] = TRIAL_SIZES, seed: int = 0
+) -> list[list[np.ndarray]]:
+    """Concrete inputs for each trial: arrays pass through; shape specs get random values, each
+    symbolic dim taking each size of ``sizes`` in turn (one trial when nothing is symbolic)."""
+    symbols = _symbols([s for s in specs if not _is_concrete(s)])
+    rng = np.random.default_rng(seed)
+    trials = []
+    for size in sizes if symbols else sizes[:1]:
+        values = {name: size for name in symbols}
+        arrays = []
+        for spec in specs:
+            if _is_concrete(spec):
+                arrays.append(np.asarray(spec))
+                continue
+            shape = [_dim_value(d, values) for d in _spec_shape(spec)]
+            arrays.append(random_value(shape, _spec_dtype(spec, double), rng))
+        trials.append(arrays)
+    return trials
+
+
+# ---------------------------------------------------------------------------------------------
+# verify
+
+
+def _compare(name: str, expected: np.ndarray, got: np.ndarray, rtol: float | None, atol: float | None) -> OutputCheck:
+    from .verification import as_onnx_value
+
+    e, g = as_onnx_value(expected), np.asarray(got)
+    dtype_name = np.dtype(expected.dtype).name
+    part = "float32" if dtype_name == "complex64" else "float64" if dtype_name == "complex128" else dtype_name
+    default = DEFAULT_TOLERANCES.get(part, (0.0, 0.0))
+    rt = default[0] if rtol is None else rtol
+    at = default[1] if atol is None else atol
+    check = OutputCheck(name, list(expected.shape), dtype_name, 0.0, 0.0, 0, int(e.size), rt, at)
+    if e.shape != g.shape:
+        check.problem = f"shape {list(g.shape)} where JAX has {list(e.shape)}"
+        return check
+    if e.dtype != g.dtype:
+        check.problem = f"dtype {g.dtype} where JAX has {e.dtype}"
+        return check
+    if e.size == 0:
+        return check
+    if e.dtype == bool:
+        bad = e != g
+        check.max_abs_error = float(bad.any())
+        check.max_rel_error = check.max_abs_error
+        check.mismatches = int(bad.sum())
+        return check
+    ef, gf = e.astype(np.float64), g.astype(np.float64)
+    same = (ef == gf) | (np.isnan(ef) & np.isnan(gf))
+    diff = np.where(same, 0.0, np.abs(ef - gf))
+    diff = np.where(np.isnan(diff), np.inf, diff)  # a NaN on one side only is an infinite error
+    # Relative to the reference, floored at atol so values near zero do not blow it up.
+    rel = diff / np.maximum(np.abs(np.nan_to_num(ef)), max(at, np.finfo(np.float64).tiny))
+    check.max_abs_error = float(diff.max())
+    check.max_rel_error = float(rel.max())
+    check.mismatches = int(np.sum(diff > at + rt * np.abs(np.nan_to_num(ef))))
+    return check
+
+
+def verify(
+    fn: Callable[..., Any],
+    model: onnx.ModelProto | str | os.PathLike[str],
+    inputs: Sequence[Any],
+    input_params: Mapping[str, Any] | None = None,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    enable_double_precision: bool | None = None,
+    sizes: Sequence[int] = TRIAL_SIZES,
+    seed: int = 0,
+    path: str | os.PathLike[str] | None = None,
+) -> ExportReport:
+    """Run ``fn`` in JAX and ``model`` in onnxruntime side by side and report on the export.
+
+    ``inputs`` are the specs given to ``to_onnx`` (shape tuples, ``jax.ShapeDtypeStruct``s; random
+    values, two sizes per symbolic dim) or concrete arrays (used as given, one trial).
+    ``input_params`` are passed as keyword arguments to ``fn`` and as the graph's runtime inputs.
+    ``rtol``/``atol`` default by output dtype (:data:`DEFAULT_TOLERANCES`). Needs onnxruntime
+    (``pip install 'jax2onnx-core[runtime]'``). Returns an :class:`ExportReport`.
+    """
+    import jax
+
+    from . import compat
+    from .errors import require_onnxruntime
+    from .verification import run_onnx
+
+    require_onnxruntime("verify")
+    if not isinstance(model, onnx.ModelProto):
+        path = path or model
+        model = onnx.load(os.fspath(model))
+    summary = summarize(model, path)
+    double = bool(enable_double_precision)
+    if enable_double_precision is None:
+        double = any(_spec_dtype(s, False) == np.float64 for s in inputs if not isinstance(s, (tuple, list)))
+    names = [o.name for o in model.graph.output]
+    trials: list[Trial] = []
+    for arrays in trial_inputs(inputs, double=double, sizes=sizes, seed=seed):
+        with compat.x64_enabled(double):
+            expected = [np.asarray(e) for e in jax.tree_util.tree_leaves(fn(*arrays, **dict(input_params or {})))]
+        got = run_onnx(model, arrays, input_params)
+        in_names = [i.name for i in model.graph.input]
+        shown = {n: list(a.shape) for n, a in zip(in_names, arrays)}
+        checks = []
+        if len(got) != len(expected):
+            checks.append(OutputCheck("(outputs)", [], "", float("inf"), float("inf"), 0, 0, 0.0, 0.0,
+                                      problem=f"{len(got)} ONNX outputs where JAX returns {len(expected)}"))
+        for i, (e, g) in enumerate(zip(expected, got)):
+            checks.append(_compare(names[i] if i < len(names) else f"output {i}", e, g, rtol, atol))
+        trials.append(Trial(shown, checks))
+    return ExportReport(trials, summary)
