@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -206,9 +208,11 @@ def test_external_data_is_written_beside_the_model(mini_registry, tmp_path):
 
     path = tmp_path / "big.onnx"
     proto = to_onnx(f, [("B", 64)], output_path=path, external_data=True)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.onnx", "big.onnx.data"]
+    model_file, data_file = sorted(p.name for p in tmp_path.iterdir())
+    assert model_file == "big.onnx" and re.fullmatch(r"big\.onnx\.[0-9a-f]{16}\.data", data_file)
     weight = next(i for i in proto.graph.initializer if list(i.dims) == [64, 64])
     assert weight.data_location == onnx.TensorProto.EXTERNAL
+    assert {e.key: e.value for e in weight.external_data}["location"] == data_file
     assert allclose(f, str(path), [np.random.rand(3, 64).astype(np.float32)])
 
 

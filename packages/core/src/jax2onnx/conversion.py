@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import numpy as np
 import onnx
 import onnx_ir as ir
 
@@ -27,6 +26,7 @@ from .interpreter import Interpreter
 from .patching import applied_patches
 from .plugin import Patch, marks_active
 from .registry import get_registry
+from .saving import save_atomically, save_with_external_data
 from .specs import parse_inputs
 
 
@@ -87,8 +87,10 @@ def to_onnx(
         normalization_mode: ``"auto"``/``"prefer_native"``: normalization layers become the
             native ONNX op where it is exact; ``"force_decomposed"``: their arithmetic instead.
         optimize: run the graph passes (dead code, constant folding, ...).
-        external_data: store weights in ``<output_path>.data`` beside the model (streamed, never
-            held twice). ``None``: automatically when the weights exceed protobuf's 2 GB limit.
+        external_data: store weights in ``<output_path>.<hash>.data`` beside the model (streamed,
+            never held twice; the model and its weights are replaced as a pair, so a crash leaves
+            the old pair or the new one, see :mod:`jax2onnx.saving`). ``None``: automatically when
+            the weights exceed protobuf's 2 GB limit.
 
     Returns:
         The ``onnx.ModelProto``, the ``onnx_ir.Model`` or the written path (``return_mode``).
@@ -132,12 +134,19 @@ def to_onnx(
     output_path = options.output_path
     weight_bytes = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
     too_big = weight_bytes > EXTERNAL_DATA_AUTO_BYTES
+    requested_external = external_data
     if external_data is None:
         external_data = too_big
     if not external_data and too_big and options.export_mode == "web" and output_path is not None:
         raise InputSpecError(
             f"export_mode='web' needs one self-contained file, but the weights take {weight_bytes / 2**30:.2f} GiB, "
-            "over protobuf's 2 GB limit; use export_mode='standard' (weights beside the model in <path>.data)"
+            "over protobuf's 2 GB limit; use export_mode='standard' (weights beside the model in <path>.<hash>.data)"
+        )
+    if not external_data and weight_bytes >= PROTOBUF_LIMIT_BYTES:
+        raise InputSpecError(
+            f"external_data=False, but the weights take {weight_bytes / 2**30:.2f} GiB: one self-contained ONNX file "
+            "(a single protobuf message) holds at most 2 GB. Pass external_data=True (or leave it None) with "
+            "output_path=... so the weights are written beside the model"
         )
     if options.return_mode == "ir":
         if output_path is not None:
@@ -148,10 +157,9 @@ def to_onnx(
         return model
     if external_data:
         if output_path is None:
-            raise InputSpecError(
-                f"the model's weights take {weight_bytes / 2**30:.2f} GiB, over protobuf's 2 GB limit for one message: "
-                "pass output_path=... so they can be written as external data beside the model"
-            )
+            why = ("external_data=True writes the weights into a file beside the model" if requested_external else
+                   f"the model's weights take {weight_bytes / 2**30:.2f} GiB, over protobuf's 2 GB limit for one message")
+            raise InputSpecError(f"{why}: pass output_path=... so they can be written as external data beside the model")
         proto = save_with_external_data(model, output_path)
         return output_path if options.return_mode == "file" else proto
     proto = ir.to_proto(model)
@@ -167,7 +175,9 @@ def _trace(fn: Callable[..., Any], parsed: Any, patches: Sequence[Patch]) -> tup
 
     def flat_fn(*flat: Any) -> Any:
         kwargs = dict(zip(param_names, flat[n_args:]))
-        return fn(*flat[:n_args], **kwargs)
+        out = fn(*flat[:n_args], **kwargs)
+        _check_outputs(out)
+        return out
 
     specs = list(parsed.args) + list(parsed.params.values())
     with applied_patches(patches):
@@ -184,6 +194,19 @@ def _trace(fn: Callable[..., Any], parsed: Any, patches: Sequence[Patch]) -> tup
     if not closed.jaxpr.outvars:
         raise UserFunctionError("the function returned no arrays; it must return at least one array")
     return closed, out_shape
+
+
+def _check_outputs(out: Any) -> None:
+    """Name the first returned leaf that is not an array or a number (``None`` is an empty subtree
+    and passes), before JAX's own error would blame jax2onnx's wrapper function."""
+    for path, leaf in jax.tree_util.tree_flatten_with_path(out)[0]:
+        if isinstance(leaf, (jax.Array, np.ndarray, np.generic, bool, int, float, complex)):
+            continue
+        where = f"output {jax.tree_util.keystr(path)}" if path else "the output"
+        raise UserFunctionError(
+            f"{where} of the function is a {type(leaf).__name__} ({repr(leaf)[:80]}); an exported function must "
+            "return arrays (or a pytree of arrays): convert it with jnp.asarray(...) or leave it out of the return value"
+        )
 
 
 def _explain_trace_error(exc: Exception, parsed: Any) -> Exception:
@@ -233,46 +256,8 @@ def _infer_intermediate_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
 #: Above this many bytes of weights, a model goes to external data automatically (protobuf caps one
 #: message at 2 GB, and the graph itself needs room too).
 EXTERNAL_DATA_AUTO_BYTES = 1_800_000_000
-
-
-def save_with_external_data(model: ir.Model, path: str | os.PathLike[str]) -> onnx.ModelProto:
-    """Write ``path`` plus ``<path>.data`` straight from the IR (tensors streamed, not copied into a
-    proto), model file last and renamed into place; on failure neither file is left behind."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    data_name = os.path.basename(path) + ".data"
-    data_path = os.path.join(directory, data_name)
-    had_data = os.path.exists(data_path)
-    fd, tmp = tempfile.mkstemp(prefix=".jax2onnx-", suffix=".onnx.tmp", dir=directory)
-    os.close(fd)
-    try:
-        ir.save(model, tmp, external_data=data_name, size_threshold_bytes=1024)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if not had_data:
-            with contextlib.suppress(OSError):
-                os.unlink(data_path)
-        raise
-    return onnx.load(path, load_external_data=False)
-
-
-def save_atomically(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> None:
-    """Write to a temp file beside ``path`` and rename: readers never see a partial model."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".jax2onnx-", suffix=".onnx.tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(proto.SerializeToString())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+#: Protobuf's hard limit for one serialized message (one self-contained ONNX file).
+PROTOBUF_LIMIT_BYTES = 2**31
 
 
 __all__ = ["to_onnx", "save_atomically", "applied_patches", "InputSpecError"]

@@ -1,0 +1,274 @@
+"""Writing models so that no crash can leave a model beside the wrong weights.
+
+Readers only ever see complete files, and a model with external data is committed as a pair:
+
+1. everything is written into a temp folder beside the target
+   (``.jax2onnx-tmp-<host>-<pid>-<random>``);
+2. the weights file is named after its content (``<model file>.<16 hex>.data``) and moved into
+   place first: a name the current model does not reference (or, for the same hash, the same
+   bytes), so the old pair stays intact;
+3. the model file is moved over the old one (an atomic rename): from here on the new pair is live;
+4. weights files of earlier exports of this model are removed.
+
+Killed at any point, the folder holds the old pair or the new pair, plus leftovers (temp folders,
+an unreferenced weights file) that the next save into the folder removes: temp entries of
+processes that are no longer running (or older than a day, whatever their origin), and weights
+files of this model's name that its model file does not reference.
+
+This module needs only the standard library, ``onnx`` and ``onnx_ir`` (a crash test runs it in a
+bare subprocess).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+
+#: Every temp entry this module creates starts with this (older versions used ``.jax2onnx-``).
+TEMP_PREFIX = ".jax2onnx-tmp-"
+_LEGACY_TEMP_PREFIX = ".jax2onnx-"
+#: Temp entries older than this are removed whoever made them (a crashed export on another host).
+STALE_SECONDS = 24 * 3600
+#: Tensors at least this large go to the external data file.
+EXTERNAL_THRESHOLD_BYTES = 1024
+
+#: The steps of :func:`save_with_external_data`, in order; a test hook can stop the process at each.
+SAVE_STEPS = ("temp-written", "data-committed", "model-committed", "done")
+#: Called with each step name; tests set it to kill the process mid-save.
+_STEP_HOOK: Callable[[str], None] | None = None
+
+#: The last protos returned for external-data models, with the file they were read from, so that
+#: ``allclose(fn, proto)`` finds the weights (a ModelProto cannot carry its folder, nor be weakly
+#: referenced). Such protos hold no weights, so keeping a few alive costs little.
+_SAVED: collections.deque[tuple[onnx.ModelProto, str]] = collections.deque(maxlen=16)
+
+
+def _step(name: str) -> None:
+    if _STEP_HOOK is not None:
+        _STEP_HOOK(name)
+
+
+def _host_tag() -> str:
+    return re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:24] or "host"
+
+
+def _temp_name() -> str:
+    return f"{TEMP_PREFIX}{_host_tag()}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+
+
+def _pid_alive(pid: int) -> bool:
+    if os.name == "nt":  # os.kill(pid, 0) would terminate the process on Windows
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _is_stale(directory: str, name: str, now: float) -> bool:
+    path = os.path.join(directory, name)
+    try:
+        age = now - os.lstat(path).st_mtime
+    except OSError:
+        return False
+    if age > STALE_SECONDS:
+        return True
+    if name.startswith(TEMP_PREFIX):
+        host, _, rest = name[len(TEMP_PREFIX) :].partition("-")
+        pid_text = rest.partition("-")[0]
+        if host == _host_tag() and pid_text.isdigit():
+            pid = int(pid_text)
+            return pid != os.getpid() and not _pid_alive(pid)
+    return False
+
+
+def clean_stale_temporaries(directory: str | os.PathLike[str]) -> list[str]:
+    """Remove temp entries left in ``directory`` by exports that were killed; returns their names."""
+    directory = os.fspath(directory)
+    removed = []
+    now = time.time()
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(_LEGACY_TEMP_PREFIX) or not _is_stale(directory, name, now):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            continue  # another process cleaning the same folder got there first
+        removed.append(name)
+    return removed
+
+
+def _data_pattern(model_file: str) -> re.Pattern[str]:
+    """Weights files that belong to the model file ``model_file`` (this module's names and the
+    plain ``<model file>.data`` of earlier versions)."""
+    return re.compile(re.escape(model_file) + r"(\.[0-9a-f]{16})?\.data")
+
+
+def _remove_orphaned_data(directory: str, model_file: str, keep: str | None) -> None:
+    pattern = _data_pattern(model_file)
+    for name in os.listdir(directory):
+        if name != keep and pattern.fullmatch(name):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, name))
+
+
+@contextlib.contextmanager
+def _folder_lock(directory: str) -> Any:
+    """Serialise the commit step of saves into one folder (across processes, where ``flock``
+    exists): one save's cleanup must not delete the weights another save just moved in."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: renames still keep each pair consistent, cleanup may race
+        yield
+        return
+    fd = None
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:  # a filesystem without flock: same as above
+        if fd is not None:
+            os.close(fd)
+        fd = None
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _fsync_dir(directory: str) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _fsync_file(path: str) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def weights_digest(model: ir.Model) -> str:
+    """16 hex digits naming the weights file: a function of every initializer (name, type, bytes)
+    and of the writer's version (which fixes the file layout)."""
+    h = hashlib.sha256(f"onnx_ir {ir.__version__} threshold {EXTERNAL_THRESHOLD_BYTES}\n".encode())
+    for name, value in model.graph.initializers.items():
+        tensor = value.const_value
+        if tensor is None:
+            continue
+        h.update(f"{name}\0{tensor.dtype}\0{tuple(tensor.shape)}\0{tensor.nbytes}\0".encode())
+        h.update(tensor.tobytes())
+    return h.hexdigest()[:16]
+
+
+def _prepare(path: str | os.PathLike[str]) -> tuple[str, str, str]:
+    path = os.path.abspath(os.fspath(path))
+    directory, model_file = os.path.split(path)
+    os.makedirs(directory, exist_ok=True)
+    clean_stale_temporaries(directory)
+    return path, directory, model_file
+
+
+def save_with_external_data(model: ir.Model, path: str | os.PathLike[str]) -> onnx.ModelProto:
+    """Write ``path`` plus ``<path>.<hash>.data`` (tensors streamed from the IR, not copied into a
+    proto) as one crash-consistent pair; returns the model proto without its weights."""
+    path, directory, model_file = _prepare(path)
+    data_file = f"{model_file}.{weights_digest(model)}.data"
+    temp_dir = os.path.join(directory, _temp_name())
+    os.mkdir(temp_dir)
+    try:
+        temp_model = os.path.join(temp_dir, model_file)
+        ir.save(model, temp_model, external_data=data_file, size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES)
+        temp_data = os.path.join(temp_dir, data_file)
+        if not os.path.exists(temp_data):  # every weight under the threshold: still a valid pair
+            open(temp_data, "wb").close()
+        _fsync_file(temp_data)
+        _fsync_file(temp_model)
+        _step("temp-written")
+        with _folder_lock(directory):
+            os.replace(temp_data, os.path.join(directory, data_file))
+            _fsync_dir(directory)
+            _step("data-committed")
+            os.replace(temp_model, path)
+            _fsync_dir(directory)
+            _step("model-committed")
+            _remove_orphaned_data(directory, model_file, keep=data_file)
+    finally:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    _step("done")
+    proto = onnx.load(path, load_external_data=False)
+    _SAVED.append((proto, path))
+    return proto
+
+
+def save_atomically(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> None:
+    """Write one self-contained model file: temp file beside ``path``, then an atomic rename, so
+    readers never see a partial model. Weights files of an earlier external-data export of this
+    path are removed once the new model is in place."""
+    path, directory, model_file = _prepare(path)
+    try:
+        payload = proto.SerializeToString()
+    except ValueError as exc:  # protobuf refuses messages over 2 GB
+        raise ValueError(
+            f"the model is too large for one ONNX file ({exc}); export with external_data=True so the "
+            "weights are written beside it"
+        ) from exc
+    fd, tmp = tempfile.mkstemp(prefix=_temp_name(), suffix=".onnx", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        with _folder_lock(directory):
+            os.replace(tmp, path)
+            _fsync_dir(directory)
+            _remove_orphaned_data(directory, model_file, keep=None)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def saved_path(proto: onnx.ModelProto) -> str | None:
+    """The file ``proto`` was read from, if this process saved it with external data."""
+    for saved, path in reversed(_SAVED):
+        if saved is proto:
+            return path
+    return None
+
+
+def uses_external_data(proto: onnx.ModelProto) -> bool:
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer)
+
+
+__all__ = ["SAVE_STEPS", "clean_stale_temporaries", "save_atomically", "save_with_external_data", "saved_path"]
