@@ -1,74 +1,272 @@
 """The ``jax2onnx`` command line.
 
-    jax2onnx convert my_pkg.models:make_model --input B,30 -o model.onnx --verify
+    jax2onnx convert my_pkg.models:make_model --factory -i B,30 -o model.onnx --verify
+    jax2onnx convert path/to/model.py:fn -i B,T:int32 -o model.onnx
     jax2onnx packs
     jax2onnx quickstart          (needs jax2onnx-examples)
     jax2onnx coverage --results R --output docs/coverage.md
+    jax2onnx --version
+
+Errors print one line (``--debug`` shows the traceback). Exit codes: see :data:`EXIT_CODES`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import importlib.metadata as metadata
+import importlib.util
+import json
+import os
+import re
 import sys
-from collections.abc import Sequence
+import time
+import warnings
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+#: What each exit status means (also in ``jax2onnx --help``).
+EXIT_CODES = {
+    0: "success (and, with --verify, the model matches JAX)",
+    1: "--verify ran and the model does not match JAX within tolerance",
+    2: "bad command line: unknown option, malformed input spec, target not found",
+    3: "the conversion failed (unsupported primitive, error in the function, bad input spec)",
+    4: "a package the command needs is not installed (onnxruntime for --verify, a pack)",
+    5: "an unexpected internal error (a bug: rerun with --debug and report the traceback)",
+}
 
-def _parse_shape(text: str) -> tuple[Any, ...]:
+
+class CliError(Exception):
+    """A user mistake on the command line; printed as one line, exit status ``code``."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
+
+
+# ---------------------------------------------------------------------------------------------
+# Input specs: "B,30", "B,T:int32", ":float32" (a scalar), "3" (a vector)
+
+_DIM = re.compile(r"^[A-Za-z_0-9+\-*/() ]+$")
+
+
+def parse_input_spec(text: str) -> Any:
+    """``B,T:int32`` → ``jax.ShapeDtypeStruct(("B", "T"), int32)``; without ``:dtype`` a shape tuple
+    (float32, or float64 under --double). Dims are ints, symbols (``B``) or expressions (``2*B``)."""
+    shape_text, sep, dtype_text = text.rpartition(":") if ":" in text else (text, "", "")
     dims: list[Any] = []
-    for part in text.split(","):
+    for part in shape_text.split(","):
         part = part.strip()
         if not part:
             continue
-        dims.append(int(part) if part.lstrip("-").isdigit() else part)
-    return tuple(dims)
+        if part.lstrip("-").isdigit():
+            dims.append(int(part))
+        elif _DIM.match(part):
+            dims.append(part)
+        else:
+            raise CliError(f"input spec {text!r}: cannot read the dim {part!r}; use sizes (30), symbols (B) or expressions (2*B)")
+    if not sep:
+        return tuple(dims)
+    dtype = _parse_dtype(dtype_text.strip(), text)
+    import jax
+
+    return jax.ShapeDtypeStruct(tuple(dims), dtype)
 
 
-def _load_callable(ref: str, call_factory: bool) -> Any:
-    module_name, _, attr = ref.partition(":")
-    if not attr:
-        raise SystemExit(f"jax2onnx: expected MODULE:CALLABLE, got {ref!r}")
-    obj: Any = importlib.import_module(module_name)
+def _parse_dtype(name: str, spec: str) -> Any:
+    import jax.numpy as jnp
+    import numpy as np
+
+    try:
+        return np.dtype(getattr(jnp, name)) if hasattr(jnp, name) else np.dtype(name)
+    except TypeError:
+        raise CliError(
+            f"input spec {spec!r}: unknown dtype {name!r}; use a numpy/JAX dtype name such as float32, int32, bool, bfloat16"
+        ) from None
+
+
+def _parse_param(item: str) -> tuple[str, Any]:
+    name, eq, value = item.partition("=")
+    if not eq or not name.isidentifier():
+        raise CliError(f"--param {item!r}: expected NAME=VALUE, e.g. --param deterministic=true")
+    low = value.strip().lower()
+    if low in ("true", "false"):
+        return name, low == "true"
+    try:
+        return name, int(value)
+    except ValueError:
+        pass
+    try:
+        return name, float(value)
+    except ValueError:
+        raise CliError(f"--param {item!r}: the value must be true/false, an int or a float") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Targets: "pkg.mod:attr", "file.py:attr", "mymodel:fn" from the current folder
+
+
+def load_target(ref: str) -> Any:
+    """The object ``ref`` names: ``module:attr.path`` (the current folder is importable, as with
+    ``python -m``) or ``path/to/file.py:attr`` (the file's folder is importable for its own imports)."""
+    module_ref, sep, attr = ref.rpartition(":")
+    if not sep or not module_ref or not attr:
+        raise CliError(f"expected MODULE:CALLABLE or path/to/file.py:CALLABLE, got {ref!r}")
+    if module_ref.endswith(".py") or os.sep in module_ref or "/" in module_ref:
+        module = _import_file(module_ref)
+    else:
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(module_ref)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_ref.startswith(exc.name):
+                raise CliError(
+                    f"cannot import {module_ref!r} (looked in the current folder {os.getcwd()} and the installed "
+                    f"packages); for a file elsewhere give its path: jax2onnx convert path/to/{module_ref.replace('.', '/')}.py:{attr}"
+                ) from exc
+            raise _import_failed(module_ref, exc) from exc
+        except Exception as exc:
+            raise _import_failed(module_ref, exc) from exc
+    obj: Any = module
     for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj() if call_factory else obj
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            names = sorted(n for n in dir(obj) if not n.startswith("_"))
+            raise CliError(f"{module_ref!r} has no attribute {attr!r} (its names: {', '.join(names[:20])})") from None
+    return obj
+
+
+def _import_file(path: str) -> Any:
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise CliError(f"no such file: {path}")
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)  # the file's own imports of its neighbours work as with `python file.py`
+    name = os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise CliError(f"cannot import {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses, pickling and flax look modules up by name
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise _import_failed(path, exc) from exc
+    return module
+
+
+def _import_failed(what: str, exc: BaseException) -> CliError:
+    """The user's module raised while being imported: their error, with their line."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "importlib" not in f.filename]
+    where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return CliError(f"importing {what} raised {type(exc).__name__}: {exc}{where}", code=3)
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress
+
+
+class _Progress:
+    """Stage lines on stderr (``converting … done in 1.2 s``), silent with --quiet."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+
+    @contextlib.contextmanager
+    def stage(self, what: str) -> Iterator[None]:
+        start = time.perf_counter()
+        if not self.quiet:
+            print(f"jax2onnx: {what} ...", file=sys.stderr, flush=True)
+        yield
+        if not self.quiet:
+            print(f"jax2onnx: {what}: done in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from . import allclose, to_onnx
-
-    fn = _load_callable(args.callable, args.factory)
-    inputs = [_parse_shape(s) for s in args.input]
-    params = {}
-    for item in args.param:
-        name, _, value = item.partition("=")
-        params[name] = {"true": True, "false": False}.get(value.lower(), None)
-        if params[name] is None:
-            params[name] = float(value) if "." in value else int(value)
-    model = to_onnx(fn, inputs, input_params=params or None, opset=args.opset,
-                    enable_double_precision=args.double, output_path=args.output)
-    print(f"wrote {args.output} ({len(model.graph.node)} nodes)")
+    progress = _Progress(args.quiet)
+    inputs = [parse_input_spec(s) for s in args.input]
+    params = dict(_parse_param(p) for p in args.param)
+    output = args.output or f"{args.callable.rpartition(':')[2].split('.')[-1]}.onnx"
     if args.verify:
-        rng = np.random.default_rng(0)
-        dtype = np.float64 if args.double else np.float32
-        concrete = [rng.standard_normal([d if isinstance(d, int) else 3 for d in s]).astype(dtype) for s in inputs]
-        result = allclose(fn, model, concrete, params or None)
-        print(f"verification: {result}")
-        return 0 if result else 1
-    return 0
+        from .errors import require_onnxruntime
+
+        require_onnxruntime("--verify")  # before the conversion, not after minutes of it
+    with progress.stage(f"importing {args.callable}"):
+        fn = load_target(args.callable)
+        if args.factory:
+            fn = fn()
+    from . import to_onnx
+
+    with progress.stage("converting (trace, lower, optimize, write)"):
+        to_onnx(
+            fn,
+            inputs,
+            input_params=params or None,
+            model_name=args.model_name or "jax_model",
+            opset=args.opset,
+            enable_double_precision=args.double,
+            output_path=output,
+            input_names=args.input_name or None,
+            output_names=args.output_name or None,
+            external_data=True if args.external_data else None,
+        )
+    from .report import summarize
+
+    summary = summarize(output)
+    ops = ", ".join(f"{op} {n}" for op, n in list(summary.op_histogram.items())[:8])
+    print(f"wrote {os.path.abspath(output)}: {summary.node_count} nodes ({ops}), "
+          f"inputs {'; '.join(map(str, summary.inputs))}, outputs {'; '.join(map(str, summary.outputs))}")
+    if not args.verify:
+        return 0
+    from .report import verify
+
+    with progress.stage("verifying against JAX in onnxruntime"):
+        report = verify(fn, output, inputs, params or None, rtol=args.rtol, atol=args.atol,
+                        enable_double_precision=args.double)
+    report.print()
+    if args.report:
+        with open(args.report, "w", encoding="utf-8") as f:
+            if args.report.endswith(".md"):
+                f.write(report.to_markdown())
+            else:
+                json.dump(report.to_dict(), f, indent=2)
+    return 0 if report else 1
 
 
 def _cmd_packs(args: argparse.Namespace) -> int:
+    """List packs; a broken or conflicting pack is reported, never a crash."""
+    from .errors import Jax2OnnxError
     from .registry import get_registry
 
-    for info in get_registry().describe():
+    registry = get_registry()
+    problems: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            infos = registry.describe()
+        except Jax2OnnxError as exc:  # e.g. two packs claiming one primitive at the same priority
+            problems.append(str(exc))
+            infos = list(registry.packs)
+    for w in caught:
+        problems.append(str(w.message))
+    for info in infos:
         status = f"FAILED: {info.error}" if info.error else f"{len(info.lowered)} lowerings"
         print(f"{info.name} {info.version} ({info.module}): {status}")
         if args.verbose and info.lowered:
             print("    " + ", ".join(info.lowered))
+    for p in dict.fromkeys(problems):
+        print(f"problem: {p}")
     return 0
 
 
@@ -76,26 +274,60 @@ def _cmd_quickstart(args: argparse.Namespace) -> int:
     try:
         quickstart = importlib.import_module("jax2onnx_examples.quickstart")
     except ImportError as exc:
-        raise SystemExit(f"jax2onnx quickstart needs the examples pack: pip install jax2onnx-examples ({exc})") from exc
+        raise CliError(f"jax2onnx quickstart needs the examples pack: pip install jax2onnx-examples ({exc})", code=4) from exc
     return int(quickstart.main(args.output))
 
 
+def _version_text() -> str:
+    from ._version import __version__
+
+    parts = []
+    for dist in ("jax", "flax", "onnx", "onnxruntime", "onnxruntime-gpu"):
+        try:
+            parts.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            if dist == "onnxruntime":
+                parts.append("onnxruntime not installed")
+    return f"jax2onnx-core {__version__} ({', '.join(parts)})"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jax2onnx", description="Convert JAX functions and Flax NNX models to ONNX.")
+    codes = "\n".join(f"  {k}  {v}" for k, v in EXIT_CODES.items())
+    parser = argparse.ArgumentParser(
+        prog="jax2onnx",
+        description="Convert JAX functions and Flax NNX models to ONNX.",
+        epilog=f"exit codes:\n{codes}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=_version_text())
+    parser.add_argument("--debug", action="store_true", help="show the full traceback on errors")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    conv = sub.add_parser("convert", help="convert MODULE:CALLABLE to ONNX")
-    conv.add_argument("callable", help="MODULE:CALLABLE (a function, module instance, or with --factory a zero-arg builder)")
-    conv.add_argument("--input", "-i", action="append", required=True, help="one input shape, e.g. B,30 (repeat per input)")
-    conv.add_argument("--param", "-p", action="append", default=[], help="runtime input param NAME=DEFAULT")
-    conv.add_argument("--output", "-o", required=True)
+    conv = sub.add_parser("convert", help="convert MODULE:CALLABLE (or FILE.py:CALLABLE) to ONNX")
+    conv.add_argument("callable", help="pkg.module:fn, module:fn (current folder), or path/to/file.py:fn; "
+                                       "a function, a model instance, or with --factory a zero-argument builder")
+    conv.add_argument("--input", "-i", action="append", required=True,
+                      help="one input: a shape with optional dtype, e.g. B,30 or B,T:int32 or :float32 (scalar); repeat per input")
+    conv.add_argument("--param", "-p", action="append", default=[], help="runtime input param NAME=DEFAULT (true/false, int, float)")
+    conv.add_argument("--output", "-o", help="the .onnx file (default: CALLABLE.onnx)")
+    conv.add_argument("--input-name", action="append", default=[], help="graph input name, one per --input, in order")
+    conv.add_argument("--output-name", action="append", default=[], help="graph output name, one per output, in order")
+    conv.add_argument("--model-name", help="the ONNX graph name (default: jax_model)")
     conv.add_argument("--opset", type=int, default=23)
-    conv.add_argument("--double", action="store_true", help="enable_double_precision")
+    conv.add_argument("--double", action="store_true", help="enable_double_precision: float64 end to end")
+    conv.add_argument("--external-data", action="store_true", help="weights in OUTPUT.data beside the model")
     conv.add_argument("--factory", action="store_true", help="call CALLABLE() to build the model first")
-    conv.add_argument("--verify", action="store_true", help="compare with JAX in onnxruntime on random inputs")
+    conv.add_argument("--verify", action="store_true",
+                      help="compare with JAX in onnxruntime (two sizes per symbolic dim) and print the report")
+    conv.add_argument("--rtol", type=float, default=None, help="--verify tolerance (default by dtype)")
+    conv.add_argument("--atol", type=float, default=None, help="--verify tolerance (default by dtype)")
+    conv.add_argument("--report", help="with --verify: also write the report here (.json, or .md for markdown)")
+    conv.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    # Also accepted after the subcommand; SUPPRESS keeps it from resetting a --debug given before it.
+    conv.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback on errors")
     conv.set_defaults(func=_cmd_convert)
 
-    packs = sub.add_parser("packs", help="list installed plugin packs and what they lower")
+    packs = sub.add_parser("packs", help="list installed plugin packs, what they lower, and any problem")
     packs.add_argument("--verbose", "-v", action="store_true")
     packs.set_defaults(func=_cmd_packs)
 
@@ -114,7 +346,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except Exception as exc:  # noqa: BLE001 - every error becomes one line and a documented exit status
+        if args.debug:
+            raise
+        from .errors import Jax2OnnxError, MissingDependencyError
+
+        if isinstance(exc, CliError):
+            code = exc.code
+        elif isinstance(exc, MissingDependencyError):
+            code = 4
+        elif isinstance(exc, Jax2OnnxError):
+            code = 3
+        else:
+            code = 5
+        text = str(exc) if code != 5 else f"internal error: {type(exc).__name__}: {exc}"
+        print(f"jax2onnx: error: {text}", file=sys.stderr)
+        if code in (3, 5):
+            print("jax2onnx: rerun with --debug for the traceback", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":  # pragma: no cover

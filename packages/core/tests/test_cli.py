@@ -1,0 +1,179 @@
+"""The ``jax2onnx`` command line: targets by file path and module, typed inputs, names, external
+data, the --verify report, one-line errors with documented exit codes, and a `packs` listing that
+survives broken and conflicting packs."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import sys
+import textwrap
+
+import onnx
+import pytest
+from jax2onnx import hookimpl
+from jax2onnx.cli import EXIT_CODES, main
+from jax2onnx.plugin import Lowering
+from jax2onnx.registry import PluginRegistry, set_registry
+
+MODEL_FILE = """
+    import jax.numpy as jnp
+    import numpy as np
+
+    W = np.linspace(-1.0, 1.0, 16 * 32, dtype=np.float32).reshape(16, 32)  # 2 KiB: worth external data
+
+    def fn(x):
+        return jnp.sin(x) @ W, (x * x).sum(axis=1)
+
+    def tokens(ids):
+        return (ids * ids).astype(jnp.float32)
+
+    def broken(x):
+        return x * float(x.sum())
+
+    def make():
+        return fn
+"""
+
+
+@pytest.fixture
+def model_file(tmp_path, monkeypatch):
+    """A user's model file in its own folder; sys.path and sys.modules restored afterwards."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    name = f"user_models_{abs(hash(str(tmp_path))) % 10**8}"
+    path = folder / f"{name}.py"
+    path.write_text(textwrap.dedent(MODEL_FILE))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield path
+    sys.modules.pop(name, None)
+
+
+def _graph(path):
+    return onnx.load(str(path), load_external_data=False).graph
+
+
+def test_file_path_target_with_names(mini_registry, model_file, tmp_path, capsys):
+    out = tmp_path / "m.onnx"
+    code = main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(out), "--input-name", "pixels",
+                 "--output-name", "features", "--output-name", "energy", "--model-name", "demo", "-q"])
+    assert code == 0, capsys.readouterr().err
+    g = _graph(out)
+    assert g.name == "demo" and [i.name for i in g.input] == ["pixels"] and [o.name for o in g.output] == ["features", "energy"]
+    assert g.input[0].type.tensor_type.shape.dim[0].dim_param == "B"
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_module_target_from_the_current_folder(mini_registry, model_file, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(model_file.parent)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(model_file.parent))])
+    out = tmp_path / "m.onnx"
+    assert main(["convert", f"{model_file.stem}:make", "--factory", "-i", "B,16", "-o", str(out), "-q"]) == 0, capsys.readouterr().err
+    assert len(_graph(out).output) == 2
+
+
+def test_typed_inputs_for_token_ids(mini_registry, model_file, tmp_path, capsys):
+    out = tmp_path / "t.onnx"
+    assert main(["convert", f"{model_file}:tokens", "-i", "B,T:int32", "-o", str(out), "-q", "--verify"]) == 0, capsys.readouterr()
+    assert _graph(out).input[0].type.tensor_type.elem_type == onnx.TensorProto.INT32
+
+
+def test_external_data(mini_registry, model_file, tmp_path, capsys):
+    out = tmp_path / "big.onnx"
+    assert main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(out), "--external-data", "-q"]) == 0, capsys.readouterr()
+    from jax2onnx.report import summarize
+
+    summary = summarize(str(out))
+    assert summary.external_data_bytes is not None and summary.external_data_bytes >= 16 * 32 * 4
+    assert summary.file_bytes < 16 * 32 * 4  # the weights are not in the model file
+
+
+def test_verify_prints_the_report_and_writes_it(mini_registry, model_file, tmp_path, capsys):
+    out = tmp_path / "m.onnx"
+    report = tmp_path / "report.json"
+    code = main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(out), "--verify", "--report", str(report), "-q"])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "match" in text and "output_1" in text and ("MatMul" in text or "Einsum" in text)
+    data = json.loads(report.read_text())
+    assert data["ok"] and [t["inputs"]["x"][0] for t in data["trials"]] == [2, 5]
+
+
+def test_verify_mismatch_exits_1(mini_registry, model_file, tmp_path, monkeypatch, capsys):
+    import jax2onnx.report as report_mod
+
+    real = report_mod.verify
+
+    def off_by_a_bit(fn, *args, **kwargs):
+        return real(lambda x: [y + 1e-2 for y in fn(x)], *args, **kwargs)
+
+    monkeypatch.setattr(report_mod, "verify", off_by_a_bit)
+    out = tmp_path / "m.onnx"
+    assert main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(out), "--verify", "-q"]) == 1
+    assert "MISMATCH" in capsys.readouterr().out
+
+
+def test_verify_without_onnxruntime_says_what_to_install_before_converting(mini_registry, model_file, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    out = tmp_path / "m.onnx"
+    assert main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(out), "--verify", "-q"]) == 4
+    err = capsys.readouterr().err
+    assert "jax2onnx-core[runtime]" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "fragment"),
+    [
+        (["convert", "no_such_module_xyz:fn", "-i", "3"], 2, "cannot import 'no_such_module_xyz'"),
+        (["convert", "/no/such/file.py:fn", "-i", "3"], 2, "no such file"),
+        (["convert", "{file}:nope", "-i", "3"], 2, "no attribute 'nope'"),
+        (["convert", "{file}:fn", "-i", "B,16:notadtype"], 2, "unknown dtype 'notadtype'"),
+        (["convert", "{file}:broken", "-i", "3"], 3, "float(x.sum())"),
+        (["convert", "justaname", "-i", "3"], 2, "expected MODULE:CALLABLE"),
+    ],
+)
+def test_errors_are_one_message_with_a_documented_exit_code(mini_registry, model_file, tmp_path, capsys, argv, code, fragment):
+    argv = [a.replace("{file}", str(model_file)) for a in argv] + ["-o", str(tmp_path / "x.onnx"), "-q"]
+    assert main(argv) == code
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err, err
+    assert code in EXIT_CODES
+
+
+def test_debug_shows_the_traceback(mini_registry, model_file, tmp_path):
+    with pytest.raises(Exception, match="float"):
+        main(["convert", f"{model_file}:broken", "-i", "3", "-o", str(tmp_path / "x.onnx"), "-q", "--debug"])
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert f"jax2onnx-core {importlib.metadata.version('jax2onnx-core')}" in capsys.readouterr().out
+
+
+class _SinA:
+    @hookimpl
+    def jax2onnx_lowerings(self):
+        return [Lowering("sin", lambda ctx, x: ctx.op.Sin(x))]
+
+
+class _SinB:
+    @hookimpl
+    def jax2onnx_lowerings(self):
+        return [Lowering("sin", lambda ctx, x: ctx.op.Cos(x))]
+
+
+def test_packs_survives_conflicting_and_broken_packs(capsys):
+    broken = importlib.metadata.EntryPoint(name="broken", value="no_such_pack_module_xyz", group="jax2onnx")
+    registry = PluginRegistry(entry_points=[broken], extra_plugins=[("pack-a", _SinA()), ("pack-b", _SinB())])
+    previous = set_registry(registry)
+    try:
+        assert main(["packs"]) == 0
+    finally:
+        set_registry(previous)
+    out = capsys.readouterr().out
+    assert "pack-a" in out and "pack-b" in out
+    assert "problem:" in out and "'sin'" in out  # the conflict, named
+    assert "no_such_pack_module_xyz" in out  # the broken pack, listed
