@@ -194,3 +194,43 @@ def make_jaxpr(fn: Any, args: list[Any]) -> tuple[ClosedJaxpr, Any]:
     """Trace ``fn(*args)``; returns the ClosedJaxpr and the output pytree structure."""
     closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
     return closed, out_shape
+
+
+# ---------------------------------------------------------------------------------------------
+# PRNG keys. A typed key array (``jax.random.key``, dtype ``key<fry>``) is stored as its key data:
+# uint32 with the key shape appended (``key<fry>[3]`` -> ``uint32[3, 2]``), which is how JAX itself
+# lowers keys (``core.physical_aval``).
+
+
+def is_key_dtype(dtype: Any) -> bool:
+    """True for the dtype of a typed PRNG key array (``key<fry>``, ``key<rbg>``, ...)."""
+    try:
+        return bool(jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key))
+    except TypeError:
+        return False
+
+
+def key_impl(dtype: Any) -> Any:
+    """The PRNG implementation behind a key dtype: an object with ``key_shape`` and the
+    ``seed``/``split``/``fold_in``/``random_bits`` functions on uint32 key data."""
+    return dtype._impl
+
+
+def key_data_shape(dtype: Any) -> tuple[int, ...]:
+    """The trailing shape of one key's uint32 data (``(2,)`` for threefry2x32)."""
+    return tuple(int(d) for d in key_impl(dtype).key_shape)
+
+
+def key_data(value: Any) -> np.ndarray:
+    """A concrete typed key array's uint32 key data (a closed-over key becomes this constant)."""
+    return np.asarray(jax.random.key_data(value))
+
+
+def gamma_impl(key: Any, a: Any, *, log_space: bool) -> Any:
+    """What ``random_gamma`` computes, as JAX lowers it (a vmapped rejection-sampling while loop
+    over typed keys); traced by a lowering, so the graph draws exactly JAX's gamma samples."""
+    try:
+        from jax._src.random.core import _gamma_impl  # JAX >= 0.8 (random became a package)
+    except ImportError:  # pragma: no cover - older JAX
+        from jax._src.random import _gamma_impl  # type: ignore[no-redef,attr-defined]
+    return _gamma_impl(key, a, log_space=log_space, use_vmap=True)
