@@ -1,0 +1,259 @@
+"""keras.layers.Dense, EinsumDense → Gemm / MatMul + Add / Einsum, with the layer's activation as
+its single ONNX op.
+
+A 2-D input becomes one ``Gemm`` (bias fused); higher ranks become ``MatMul`` + ``Add``, which
+broadcast over the leading axes with no Reshape around them. An ``EinsumDense`` whose equation is
+a product over the input's last axis is the same ``MatMul``; other equations stay one ``Einsum``.
+The activation (``"relu"``, ``"gelu"``, ...) is part of the layer's region and is emitted from
+:data:`ACTIVATIONS`; an activation not in the table (a user's function) keeps Keras's own math for
+the whole layer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+from jax2onnx.plugin import Lowerings
+from jax2onnx.testing import Component, Testcase
+
+from ._fusion import (
+    Operands,
+    call_layer,
+    is_array,
+    mark_name,
+    one_output_like,
+    patch,
+    plain_float32,
+    quantized_or_lora,
+    reshape_const,
+)
+from ._testing import keras_model
+
+lowerings = Lowerings()
+
+DENSE = "dense"
+EINSUM_DENSE = "einsum_dense"
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+#: Keras activation (by the name of its function in ``keras.activations``) → (ONNX emission,
+#: lowest opset). Each one matches Keras's JAX-backend definition at its default arguments.
+ACTIVATIONS: dict[str, tuple[Callable[[Any, Any], Any], int]] = {
+    "linear": (lambda ctx, y: y, 1),
+    "relu": (lambda ctx, y: ctx.op.Relu(y), 1),
+    "sigmoid": (lambda ctx, y: ctx.op.Sigmoid(y), 1),
+    "tanh": (lambda ctx, y: ctx.op.Tanh(y), 1),
+    "softmax": (lambda ctx, y: ctx.op.Softmax(y, axis=-1), 13),
+    "log_softmax": (lambda ctx, y: ctx.op.LogSoftmax(y, axis=-1), 13),
+    "gelu": (lambda ctx, y: ctx.op.Gelu(y, approximate="none"), 20),  # Keras's default is the exact erf form
+    "elu": (lambda ctx, y: ctx.op.Elu(y, alpha=1.0), 1),
+    "selu": (lambda ctx, y: ctx.op.Selu(y, alpha=_SELU_ALPHA, gamma=_SELU_SCALE), 1),
+    "softplus": (lambda ctx, y: ctx.op.Softplus(y), 1),
+    "softsign": (lambda ctx, y: ctx.op.Softsign(y), 1),
+    "silu": (lambda ctx, y: ctx.op.Mul(y, ctx.op.Sigmoid(y)), 1),
+    "relu6": (lambda ctx, y: ctx.op.Clip(y, ctx.const(np.float32(0)), ctx.const(np.float32(6))), 11),
+    "leaky_relu": (lambda ctx, y: ctx.op.LeakyRelu(y, alpha=0.2), 1),  # Keras's default slope
+    # jax.nn.hard_sigmoid(x) = relu6(x + 3) / 6 = clip(x / 6 + 1 / 2, 0, 1)
+    "hard_sigmoid": (lambda ctx, y: ctx.op.HardSigmoid(y, alpha=1.0 / 6.0, beta=0.5), 1),
+    "hard_silu": (lambda ctx, y: ctx.op.HardSwish(y), 14),
+    "exponential": (lambda ctx, y: ctx.op.Exp(y), 1),
+}
+
+
+def activation_name(fn: Any) -> str | None:
+    """The :data:`ACTIVATIONS` key of a Keras activation function, or None (unknown or custom)."""
+    if fn is None:
+        return "linear"
+    import keras
+
+    name = getattr(fn, "__name__", None)
+    if name in ACTIVATIONS and getattr(keras.activations, name, None) is fn:
+        return name
+    return None
+
+
+def apply_activation(ctx: Any, y: Any, name: str) -> Any | None:
+    emit, min_opset = ACTIVATIONS[name]
+    if ctx.opset < min_opset:
+        return None
+    return emit(ctx, y)
+
+
+# ---------------------------------------------------------------------------------------------
+# Patches
+
+
+def _patch_dense(original):
+    def call(self, inputs, *args, **kwargs):
+        act = activation_name(self.activation)
+        if (
+            not is_array(inputs)
+            or inputs.ndim < 2
+            or act is None
+            or quantized_or_lora(self)
+            or not plain_float32(self, inputs)
+        ):
+            return original(self, inputs, *args, **kwargs)
+        return call_layer(DENSE, self, lambda layer, x: original(layer, x, *args, **kwargs), {"x": inputs},
+                          activation=act)
+
+    return call
+
+
+def _patch_einsum_dense(original):
+    def call(self, inputs, *args, **kwargs):
+        act = activation_name(self.activation)
+        if not is_array(inputs) or act is None or quantized_or_lora(self) or not plain_float32(self, inputs):
+            return original(self, inputs, *args, **kwargs)
+        return call_layer(EINSUM_DENSE, self, lambda layer, x: original(layer, x, *args, **kwargs), {"x": inputs},
+                          activation=act, equation=str(self.equation).replace(" ", ""))
+
+    return call
+
+
+patches = [
+    patch("keras.src.layers.core.dense", "Dense", _patch_dense),
+    patch("keras.src.layers.core.einsum_dense", "EinsumDense", _patch_einsum_dense),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowerings
+
+
+def matmul_bias(ctx: Any, x: Any, kernel: Any, bias: Any | None, x_rank: int) -> Any:
+    """``x @ kernel + bias``: Gemm for a 2-D ``x``, else MatMul (+ Add)."""
+    if x_rank == 2:
+        return ctx.op.Gemm(x, kernel, bias) if bias is not None else ctx.op.Gemm(x, kernel)
+    y = ctx.op.MatMul(x, kernel)
+    return y if bias is None else ctx.op.Add(y, bias)
+
+
+@lowerings.register_call(mark_name(DENSE))
+def lower_dense(ctx, *ins):
+    ops = Operands(ctx, ins)
+    x_shape = ops.shape("x")
+    if "kernel" not in ops or len(ops.shape("kernel")) != 2:
+        return None
+    if not one_output_like(ctx, (*x_shape[:-1], ops.shape("kernel")[-1])):
+        return None
+    y = matmul_bias(ctx, ops["x"], ops["kernel"], ops.get("bias"), len(x_shape))
+    return apply_activation(ctx, y, ctx.marked.params["activation"])
+
+
+def _matmul_equation(equation: str) -> tuple[str, str, str] | None:
+    """(batch letters, contracted letter, output letters) when ``equation`` is ``<b>c,c<o>-><b><o>``."""
+    m = re.fullmatch(r"([a-z]*)([a-z]),\2([a-z]+)->\1\3", equation)
+    if m is None or len(set(m.group(1) + m.group(2) + m.group(3))) != len(m.group(1)) + 1 + len(m.group(3)):
+        return None
+    return m.group(1), m.group(2), m.group(3)
+
+
+@lowerings.register_call(mark_name(EINSUM_DENSE))
+def lower_einsum_dense(ctx, *ins):
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    if len(ctx.avals_out) != 1 or not one_output_like(ctx, ctx.avals_out[0].shape) or "kernel" not in ops:
+        return None
+    x, kernel = ops["x"], ops["kernel"]
+    x_shape, k_shape = ops.shape("x"), ops.shape("kernel")
+    out_shape = tuple(ctx.avals_out[0].shape)
+    bias = ops.get("bias")
+    matmul = _matmul_equation(p["equation"])
+    if matmul is not None and len(matmul[0]) + 1 == len(x_shape):
+        # x (..., c) @ kernel (c, o1, o2, ...): one MatMul over a flattened kernel, then the output
+        # axes restored with a Reshape whose leading 0s copy the (possibly symbolic) batch dims.
+        n_out = int(np.prod(k_shape[1:]))
+        k = kernel if len(k_shape) == 2 else reshape_const(ctx, kernel, [k_shape[0], n_out])
+        b = None
+        if bias is not None:
+            b_shape = ops.shape("bias")
+            if tuple(b_shape) != tuple(out_shape[len(out_shape) - len(b_shape):]) or len(b_shape) > len(k_shape) - 1:
+                return None
+            # The bias covers trailing output axes; broadcast it over the rest of the kernel's.
+            full = (*([1] * (len(k_shape) - 1 - len(b_shape))), *b_shape)
+            b = reshape_const(ctx, ctx.op.Expand(reshape_const(ctx, bias, full), ctx.i64(list(k_shape[1:]))), [n_out])
+        y = matmul_bias(ctx, x, k, b, len(x_shape))
+        if len(k_shape) > 2:
+            y = ctx.op.Reshape(y, ctx.i64([0] * (len(x_shape) - 1) + list(k_shape[1:])))
+    else:
+        y = ctx.op.Einsum(x, kernel, equation=p["equation"])
+        if bias is not None:
+            y = ctx.op.Add(y, bias)
+    return apply_activation(ctx, y, p["activation"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+
+def _dense(units, **kw):
+    def build(keras):
+        return keras.layers.Dense(units, **kw)
+
+    return build
+
+
+def _einsum_dense(equation, output_shape, **kw):
+    def build(keras):
+        return keras.layers.EinsumDense(equation, output_shape, **kw)
+
+    return build
+
+
+components = [
+    Component(
+        name="keras.Dense",
+        onnx=["Gemm", "MatMul", "Add"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("keras_dense", factory=keras_model(_dense(5), (8,)), input_shapes=[("B", 8)],
+                     expected_ops=["Gemm"], max_nodes=1, run_f64=False),
+            Testcase("keras_dense_relu", factory=keras_model(_dense(5, activation="relu"), (8,)),
+                     input_shapes=[("B", 8)], expected_ops=["Gemm", "Relu"], max_nodes=2, run_f64=False),
+            Testcase("keras_dense_no_bias", factory=keras_model(_dense(5, use_bias=False), (8,)),
+                     input_shapes=[("B", 8)], expected_ops=["Gemm"], max_nodes=1, run_f64=False),
+            Testcase("keras_dense_high_rank", factory=keras_model(_dense(5, activation="gelu"), (None, 8)),
+                     input_shapes=[("B", "T", 8)], expected_ops=["MatMul", "Add", "Gelu"],
+                     forbidden_ops=["Reshape", "Shape", "Concat", "Erf"], max_nodes=3, run_f64=False),
+            *[
+                Testcase(f"keras_dense_{act}", factory=keras_model(_dense(4, activation=act), (6,)),
+                         input_shapes=[("B", 6)], expected_ops=["Gemm"], max_nodes=3, run_f64=False)
+                for act in ("sigmoid", "tanh", "softmax", "elu", "selu", "softplus", "softsign", "silu", "relu6",
+                            "leaky_relu", "hard_sigmoid", "hard_silu", "exponential", "log_softmax")
+            ],
+            # A custom activation: Keras's own math for the layer, still correct.
+            Testcase("keras_dense_custom_activation",
+                     factory=keras_model(_dense(4, activation=lambda x: x * 0.5 + 1.0), (6,)),
+                     input_shapes=[("B", 6)], run_f64=False),
+            Testcase("keras_dense_vmap", factory=keras_model(_dense(4, activation="relu"), (6,), wrap=jax.vmap),
+                     input_shapes=[("B", 2, 6)], run_f64=False),
+        ],
+    ),
+    Component(
+        name="keras.EinsumDense",
+        onnx=["MatMul", "Gemm", "Add", "Einsum"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("keras_einsum_dense_matmul",
+                     factory=keras_model(_einsum_dense("abc,cd->abd", (None, 6), bias_axes="d"), (None, 4)),
+                     input_shapes=[("B", "T", 4)], expected_ops=["MatMul", "Add"], forbidden_ops=["Einsum"],
+                     max_nodes=2, run_f64=False),
+            Testcase("keras_einsum_dense_heads",
+                     factory=keras_model(_einsum_dense("abc,cde->abde", (None, 2, 3), bias_axes="de"), (None, 4)),
+                     input_shapes=[("B", "T", 4)], expected_ops=["MatMul", "Reshape"], forbidden_ops=["Einsum"],
+                     max_nodes=3, run_f64=False),
+            Testcase("keras_einsum_dense_2d",
+                     factory=keras_model(_einsum_dense("ab,bc->ac", 3, bias_axes="c", activation="relu"), (5,)),
+                     input_shapes=[("B", 5)], expected_ops=["Gemm", "Relu"], max_nodes=2, run_f64=False),
+            Testcase("keras_einsum_dense_general",
+                     factory=keras_model(_einsum_dense("abc,dc->abd", (None, 3)), (None, 4)),
+                     input_shapes=[("B", "T", 4)], expected_ops=["Einsum"], max_nodes=1, run_f64=False),
+        ],
+    ),
+]

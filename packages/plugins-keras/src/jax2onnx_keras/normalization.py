@@ -1,0 +1,285 @@
+"""keras.layers.LayerNormalization, BatchNormalization (inference), RMSNormalization,
+GroupNormalization → LayerNormalization, BatchNormalization, RMSNormalization, GroupNormalization.
+
+Each layer's ``call`` runs as a marked region (see ``_fusion``); the lowering emits the one ONNX
+op when the configuration maps onto it exactly and declines otherwise (non-trailing axes,
+``rms_scaling``, training-mode statistics, masks, mixed precision), leaving Keras's own math to
+the lax lowerings. Channels-last layers get a Transpose on each side of the channels-first op; the
+transpose pass cancels them against a neighbouring Conv lowered in NCHW.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from jax2onnx.plugin import Lowerings
+from jax2onnx.testing import Component, Testcase
+
+from ._fusion import (
+    Operands,
+    call_layer,
+    is_array,
+    mark_name,
+    one_output_like,
+    patch,
+    plain_float32,
+    static_ints,
+    to_nchw,
+    to_nhwc,
+)
+from ._testing import keras_model
+
+lowerings = Lowerings()
+
+LAYER_NORM = "layer_norm"
+BATCH_NORM = "batch_norm"
+RMS_NORM = "rms_norm"
+GROUP_NORM = "group_norm"
+
+
+def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    axes = axis if isinstance(axis, (list, tuple)) else [axis]
+    return tuple(sorted({int(a) % ndim for a in axes}))
+
+
+def _trailing(axes: tuple[int, ...], ndim: int) -> bool:
+    """ONNX's normalisations reduce over the trailing axes ``[axis, ndim)``."""
+    return bool(axes) and axes == tuple(range(axes[0], ndim))
+
+
+# ---------------------------------------------------------------------------------------------
+# Patches
+
+
+def _patch_layer_norm(original):
+    def call(self, inputs, *args, **kwargs):
+        if args or kwargs or not is_array(inputs) or not plain_float32(self, inputs) or self.rms_scaling:
+            return original(self, inputs, *args, **kwargs)
+        axes = _axes(self.axis, inputs.ndim)
+        if not _trailing(axes, inputs.ndim):
+            return original(self, inputs)
+        return call_layer(LAYER_NORM, self, lambda layer, x: original(layer, x), {"x": inputs},
+                          axis=axes[0], epsilon=float(self.epsilon))
+
+    return call
+
+
+def _patch_batch_norm(original):
+    def call(self, inputs, training=None, mask=None, **kwargs):
+        training_flag = training if isinstance(training, (bool, type(None), np.bool_)) else "traced"
+        if (
+            (training_flag == "traced" or (bool(training_flag) and self.trainable))  # updates the statistics
+            or mask is not None
+            or kwargs
+            or not is_array(inputs)
+            or inputs.ndim < 2
+            or not plain_float32(self, inputs)
+        ):
+            return original(self, inputs, training=training, mask=mask, **kwargs)
+        return call_layer(BATCH_NORM, self, lambda layer, x: original(layer, x, training=False), {"x": inputs},
+                          axis=int(self.axis) % inputs.ndim, epsilon=float(self.epsilon))
+
+    return call
+
+
+def _patch_rms_norm(original):
+    def call(self, x, *args, **kwargs):
+        if args or kwargs or not is_array(x) or not plain_float32(self, x):
+            return original(self, x, *args, **kwargs)
+        axes = _axes(self.axis, x.ndim)
+        if not _trailing(axes, x.ndim):
+            return original(self, x)
+        return call_layer(RMS_NORM, self, lambda layer, x: original(layer, x), {"x": x},
+                          axis=axes[0], epsilon=float(self.epsilon))
+
+    return call
+
+
+def _patch_group_norm(original):
+    def call(self, inputs, *args, **kwargs):
+        if args or kwargs or not is_array(inputs) or inputs.ndim < 2 or not plain_float32(self, inputs):
+            return original(self, inputs, *args, **kwargs)
+        axis = int(self.axis) % inputs.ndim
+        if axis not in (1, inputs.ndim - 1):
+            return original(self, inputs)
+        return call_layer(GROUP_NORM, self, lambda layer, x: original(layer, x), {"x": inputs},
+                          axis=axis, groups=int(self.groups), epsilon=float(self.epsilon))
+
+    return call
+
+
+_NORM = "keras.src.layers.normalization"
+patches = [
+    patch(f"{_NORM}.layer_normalization", "LayerNormalization", _patch_layer_norm),
+    patch(f"{_NORM}.batch_normalization", "BatchNormalization", _patch_batch_norm),
+    patch(f"{_NORM}.rms_normalization", "RMSNormalization", _patch_rms_norm),
+    patch(f"{_NORM}.group_normalization", "GroupNormalization", _patch_group_norm),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowerings
+
+
+def _weight(ctx: Any, ops: Operands, name: str, shape: list[Any], default: float | None) -> Any:
+    """A per-feature weight of ``shape``; ``default`` fills a missing one (None: omit)."""
+    v = ops.get(name)
+    if v is None:
+        return None if default is None else ctx.const(np.full(shape, default, dtype=np.float32))
+    if list(ops.shape(name)) != list(shape):
+        v = ctx.op.Reshape(v, ctx.i64(list(shape)))
+    return v
+
+
+@lowerings.register_call(mark_name(LAYER_NORM))
+def lower_layer_norm(ctx, *ins):
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    shape = ops.shape("x")
+    feat = list(shape[p["axis"]:])
+    if not one_output_like(ctx, shape) or not static_ints(feat):
+        return None
+    scale = _weight(ctx, ops, "gamma", feat, 1.0)
+    bias = _weight(ctx, ops, "beta", feat, None)
+    return ctx.op.LayerNormalization(ops["x"], scale, bias, axis=p["axis"], epsilon=p["epsilon"])
+
+
+@lowerings.register_call(mark_name(RMS_NORM))
+def lower_rms_norm(ctx, *ins):
+    if ctx.opset < 23:  # RMSNormalization is new in opset 23
+        return None
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    shape = ops.shape("x")
+    feat = list(shape[p["axis"]:])
+    if not one_output_like(ctx, shape) or not static_ints(feat):
+        return None
+    scale = _weight(ctx, ops, "scale", feat, 1.0)
+    return ctx.op.RMSNormalization(ops["x"], scale, axis=p["axis"], epsilon=p["epsilon"])
+
+
+@lowerings.register_call(mark_name(BATCH_NORM))
+def lower_batch_norm(ctx, *ins):
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    shape = ops.shape("x")
+    rank, axis = len(shape), p["axis"]
+    # ONNX puts channels at axis 1: (N, C) and (N, C, ...) as they are, channels-last transposed.
+    if not one_output_like(ctx, shape) or axis not in (1, rank - 1) or not static_ints([shape[axis]]):
+        return None
+    c = [shape[axis]]
+    scale, bias = _weight(ctx, ops, "gamma", c, 1.0), _weight(ctx, ops, "beta", c, 0.0)
+    mean, var = _weight(ctx, ops, "moving_mean", c, 0.0), _weight(ctx, ops, "moving_variance", c, 1.0)
+    x = ops["x"]
+    channels_last = axis != 1
+    if channels_last:
+        x = to_nchw(ctx, x, rank)
+    y = ctx.op.BatchNormalization(x, scale, bias, mean, var, epsilon=p["epsilon"])
+    return to_nhwc(ctx, y, rank) if channels_last else y
+
+
+@lowerings.register_call(mark_name(GROUP_NORM))
+def lower_group_norm(ctx, *ins):
+    if ctx.opset < 21:  # per-channel scale/bias (Keras's) is GroupNormalization-21 semantics
+        return None
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    shape = ops.shape("x")
+    rank, axis = len(shape), p["axis"]
+    if not one_output_like(ctx, shape) or not static_ints([shape[axis]]):
+        return None
+    c = [shape[axis]]
+    scale, bias = _weight(ctx, ops, "gamma", c, 1.0), _weight(ctx, ops, "beta", c, 0.0)
+    x = ops["x"]
+    channels_last = axis != 1
+    if channels_last:
+        x = to_nchw(ctx, x, rank)
+    y = ctx.op.GroupNormalization(x, scale, bias, num_groups=p["groups"], epsilon=p["epsilon"])
+    return to_nhwc(ctx, y, rank) if channels_last else y
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+
+def _layer(cls_name, **kw):
+    def build(keras):
+        return getattr(keras.layers, cls_name)(**kw)
+
+    return build
+
+
+_NO_STATS = ["ReduceMean", "ReduceSum", "Sqrt"]
+
+components = [
+    Component(
+        name="keras.LayerNormalization",
+        onnx=["LayerNormalization"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("keras_layer_norm", factory=keras_model(_layer("LayerNormalization"), (6,)),
+                     input_shapes=[("B", 6)], expected_ops=["LayerNormalization"], forbidden_ops=_NO_STATS,
+                     max_nodes=1, run_f64=False),
+            Testcase("keras_layer_norm_3d", factory=keras_model(_layer("LayerNormalization", epsilon=1e-5), (None, 8)),
+                     input_shapes=[("B", "T", 8)], expected_ops=["LayerNormalization"], forbidden_ops=_NO_STATS,
+                     max_nodes=1, run_f64=False),
+            Testcase("keras_layer_norm_two_axes",
+                     factory=keras_model(_layer("LayerNormalization", axis=[-2, -1]), (3, 4)),
+                     input_shapes=[("B", 3, 4)], expected_ops=["LayerNormalization"], forbidden_ops=_NO_STATS,
+                     max_nodes=1, run_f64=False),
+            Testcase("keras_layer_norm_no_center_no_scale",
+                     factory=keras_model(_layer("LayerNormalization", center=False, scale=False), (6,)),
+                     input_shapes=[("B", 6)], expected_ops=["LayerNormalization"], max_nodes=1, run_f64=False),
+            # Not a trailing axis, and rms_scaling: Keras's own math, still exact.
+            Testcase("keras_layer_norm_axis1", factory=keras_model(_layer("LayerNormalization", axis=1), (3, 4)),
+                     input_shapes=[("B", 3, 4)], forbidden_ops=["LayerNormalization"], run_f64=False),
+            Testcase("keras_layer_norm_rms_scaling",
+                     factory=keras_model(_layer("LayerNormalization", rms_scaling=True), (6,)),
+                     input_shapes=[("B", 6)], forbidden_ops=["LayerNormalization"], run_f64=False),
+        ],
+    ),
+    Component(
+        name="keras.BatchNormalization",
+        onnx=["BatchNormalization"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("keras_batch_norm", factory=keras_model(_layer("BatchNormalization"), (5,)),
+                     input_shapes=[("B", 5)], expected_ops=["BatchNormalization"], forbidden_ops=_NO_STATS,
+                     max_nodes=1, run_f64=False),
+            Testcase("keras_batch_norm_4d", factory=keras_model(_layer("BatchNormalization"), (4, 4, 3)),
+                     input_shapes=[("B", 4, 4, 3)], expected_ops=["BatchNormalization"], forbidden_ops=_NO_STATS,
+                     max_nodes=3, run_f64=False),
+            Testcase("keras_batch_norm_channels_first", factory=keras_model(_layer("BatchNormalization", axis=1),
+                                                                            (3, 4, 4)),
+                     input_shapes=[("B", 3, 4, 4)], expected_ops=["BatchNormalization"],
+                     forbidden_ops=_NO_STATS + ["Transpose"], max_nodes=1, run_f64=False),
+            Testcase("keras_batch_norm_no_center_no_scale",
+                     factory=keras_model(_layer("BatchNormalization", center=False, scale=False), (5,)),
+                     input_shapes=[("B", 5)], expected_ops=["BatchNormalization"], max_nodes=1, run_f64=False),
+        ],
+    ),
+    Component(
+        name="keras.RMSNormalization",
+        onnx=["RMSNormalization"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("keras_rms_norm", factory=keras_model(_layer("RMSNormalization"), (None, 6)),
+                     input_shapes=[("B", "T", 6)], expected_ops=["RMSNormalization"], forbidden_ops=_NO_STATS,
+                     max_nodes=1, run_f64=False),
+        ],
+    ),
+    Component(
+        name="keras.GroupNormalization",
+        onnx=["GroupNormalization"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("keras_group_norm", factory=keras_model(_layer("GroupNormalization", groups=2), (3, 3, 4)),
+                     input_shapes=[("B", 3, 3, 4)], expected_ops=["GroupNormalization"], forbidden_ops=_NO_STATS,
+                     max_nodes=3, run_f64=False),
+            Testcase("keras_group_norm_2d", factory=keras_model(_layer("GroupNormalization", groups=3), (6,)),
+                     input_shapes=[("B", 6)], expected_ops=["GroupNormalization"], forbidden_ops=_NO_STATS,
+                     max_nodes=1, run_f64=False),
+        ],
+    ),
+]
