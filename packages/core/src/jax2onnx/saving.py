@@ -46,7 +46,7 @@ STALE_SECONDS = 24 * 3600
 EXTERNAL_THRESHOLD_BYTES = 1024
 
 #: The steps of :func:`save_with_external_data`, in order; a test hook can stop the process at each.
-SAVE_STEPS = ("temp-written", "data-committed", "model-committed", "done")
+SAVE_STEPS = ("writing", "temp-written", "data-committed", "model-committed", "done")
 #: Called with each step name; tests set it to kill the process mid-save.
 _STEP_HOOK: Callable[[str], None] | None = None
 
@@ -208,7 +208,8 @@ def save_with_external_data(model: ir.Model, path: str | os.PathLike[str]) -> on
     os.mkdir(temp_dir)
     try:
         temp_model = os.path.join(temp_dir, model_file)
-        ir.save(model, temp_model, external_data=data_file, size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES)
+        ir.save(model, temp_model, external_data=data_file, size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES,
+                callback=(lambda tensor, info: _step("writing")) if _STEP_HOOK is not None else None)
         temp_data = os.path.join(temp_dir, data_file)
         if not os.path.exists(temp_data):  # every weight under the threshold: still a valid pair
             open(temp_data, "wb").close()

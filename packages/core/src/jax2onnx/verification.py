@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -31,12 +32,22 @@ class Comparison:
         return f"{status} (max abs diff per output: {diffs})" + ("" if self.ok else ": " + "; ".join(self.messages))
 
 
-def run_onnx(model: onnx.ModelProto | str | bytes, inputs: Sequence[Any], params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
+def run_onnx(
+    model: onnx.ModelProto | str | os.PathLike[str] | bytes,
+    inputs: Sequence[Any],
+    params: Mapping[str, Any] | None = None,
+    *,
+    base_dir: str | os.PathLike[str] | None = None,
+) -> list[np.ndarray]:
+    """Run ``model`` (a proto, serialized bytes or a path) on the CPU provider.
+
+    A proto whose weights are external data is loaded with its folder as the base: ``base_dir``,
+    or the folder it was saved to when ``to_onnx`` returned it.
+    """
     ort = require_onnxruntime("running an exported model")
-    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
-    sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+    sess = _session(ort, model, opts, base_dir)
     feeds = {}
     graph_inputs = sess.get_inputs()
     values = list(inputs) + [np.asarray(v) for v in (params or {}).values()]
@@ -45,6 +56,37 @@ def run_onnx(model: onnx.ModelProto | str | bytes, inputs: Sequence[Any], params
     for gi, v in zip(graph_inputs, values):
         feeds[gi.name] = as_onnx_value(v)
     return sess.run(None, feeds)
+
+
+def _session(ort: Any, model: Any, opts: Any, base_dir: str | os.PathLike[str] | None) -> Any:
+    providers = ["CPUExecutionProvider"]
+    if isinstance(model, (str, os.PathLike)):
+        # From the path, onnxruntime finds external data beside the model and memory-maps it.
+        return ort.InferenceSession(os.fspath(model), opts, providers=providers)
+    if not isinstance(model, onnx.ModelProto):
+        return ort.InferenceSession(model, opts, providers=providers)
+    from .saving import saved_path, uses_external_data
+
+    if not uses_external_data(model):
+        return ort.InferenceSession(model.SerializeToString(), opts, providers=providers)
+    saved = saved_path(model)
+    folder = os.fspath(base_dir) if base_dir is not None else os.path.dirname(saved) if saved else None
+    if folder is None:
+        location = next(
+            (e.value for t in model.graph.initializer for e in t.external_data if e.key == "location"), "?"
+        )
+        raise ValueError(
+            f"this ModelProto keeps its weights in an external data file ({location!r}) that is found relative "
+            "to the model's folder: pass base_dir=<the folder of the .onnx file>, or the model's path instead of the proto"
+        )
+    opts.add_session_config_entry("session.model_external_initializers_file_folder_path", folder)
+    try:
+        return ort.InferenceSession(model.SerializeToString(), opts, providers=providers)
+    except Exception:
+        if saved is None or base_dir is not None:
+            raise
+        # An onnxruntime without that session option: the saved file is the same model.
+        return ort.InferenceSession(saved, opts, providers=providers)
 
 
 def as_onnx_value(value: Any) -> np.ndarray:
@@ -59,26 +101,28 @@ def as_onnx_value(value: Any) -> np.ndarray:
 
 def allclose(
     fn: Callable[..., Any],
-    model: onnx.ModelProto | str,
+    model: onnx.ModelProto | str | os.PathLike[str],
     inputs: Sequence[Any],
     input_params: Mapping[str, Any] | None = None,
     *,
     rtol: float = 1e-5,
     atol: float = 1e-5,
     enable_double_precision: bool | None = None,
+    base_dir: str | os.PathLike[str] | None = None,
 ) -> Comparison:
     """Run ``fn`` in JAX and ``model`` in onnxruntime on the same concrete ``inputs`` and compare.
 
-    ``model`` may be a ModelProto or a path. Returns a :class:`Comparison` (truthy when all match).
+    ``model`` may be a ModelProto or a path (read by onnxruntime itself, so external data of any
+    size is memory-mapped, not copied). A proto with external data needs its folder: ``base_dir``,
+    or none for the proto ``to_onnx`` just returned. Returns a :class:`Comparison` (truthy when
+    all match).
     """
-    if isinstance(model, str):
-        model = onnx.load(model)
     arrays = [np.asarray(x) for x in inputs]
     double = enable_double_precision if enable_double_precision is not None else any(a.dtype == np.float64 for a in arrays)
     with compat.x64_enabled(double):
         expected = jax.tree_util.tree_leaves(fn(*arrays, **dict(input_params or {})))
         expected = [as_onnx_value(e) for e in expected]
-    got = run_onnx(model, arrays, input_params)
+    got = run_onnx(model, arrays, input_params, base_dir=base_dir)
     diffs: list[float] = []
     msgs: list[str] = []
     ok = len(got) == len(expected)
