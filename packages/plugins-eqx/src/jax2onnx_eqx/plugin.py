@@ -1,0 +1,5 @@
+"""Entry point of jax2onnx-eqx: the pack as one plugin object over its modules (one family each)."""
+
+from jax2onnx.plugin import PackModules
+
+plugin = PackModules("jax2onnx_eqx", [])

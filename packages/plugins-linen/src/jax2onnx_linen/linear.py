@@ -1,0 +1,225 @@
+"""nn.Dense, nn.DenseGeneral, nn.Einsum → Gemm / MatMul + Add / Einsum.
+
+A 2-D input becomes one ``Gemm`` (bias fused); higher ranks become ``MatMul`` + ``Add``, which
+broadcast over the leading axes without any Reshape around them. DenseGeneral over several
+trailing axes (or with several output axes) flattens them with a ``Reshape`` whose target uses
+ONNX's ``0`` (copy this dim), so symbolic batch dims need no Shape ops. DenseGeneral with
+``batch_dims`` or contracting non-trailing axes, and custom ``dot_general`` (quantised) modules,
+are left to flax's own code.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import linen as nn
+from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.testing import Component, Testcase
+
+from ._fusion import Operands, call_module, fusable, is_array, one_output_like, reshape_const
+from ._testing import applied, bound
+
+lowerings = Lowerings()
+
+DENSE = "jax2onnx_linen.dense"
+DENSE_GENERAL = "jax2onnx_linen.dense_general"
+EINSUM = "jax2onnx_linen.einsum"
+
+
+def _default_dot(module: Any) -> bool:
+    """The module multiplies with ``lax.dot_general`` (not a user-supplied, e.g. quantised, one)."""
+    dot = getattr(module, "dot_general", None)
+    return dot in (None, jax.lax.dot_general) and getattr(module, "dot_general_cls", None) is None
+
+
+def _patch_dense(original):
+    def __call__(self, inputs, *args, **kwargs):
+        if args or kwargs or not is_array(inputs) or inputs.ndim < 1 or not _default_dot(self) or not fusable(self):
+            return original(self, inputs, *args, **kwargs)
+        return call_module(DENSE, self, lambda m, x: original(m, x), {"x": inputs})
+
+    return __call__
+
+
+def _patch_dense_general(original):
+    def __call__(self, inputs, *args, **kwargs):
+        if (args or kwargs or not is_array(inputs) or not _default_dot(self) or tuple(self.batch_dims)
+                or not fusable(self)):
+            return original(self, inputs, *args, **kwargs)
+        axis = self.axis if isinstance(self.axis, (tuple, list)) else (self.axis,)
+        features = self.features if isinstance(self.features, (tuple, list)) else (self.features,)
+        axes = tuple(int(a) % inputs.ndim for a in axis)
+        return call_module(DENSE_GENERAL, self, lambda m, x: original(m, x), {"x": inputs},
+                           axes=axes, out_features=tuple(int(f) for f in features))
+
+    return __call__
+
+
+def _patch_einsum(original):
+    def __call__(self, inputs, einsum_str=None, *args, **kwargs):
+        equation = (einsum_str if einsum_str is not None else self.einsum_str or "").replace(" ", "")
+        if (args or kwargs or not is_array(inputs) or equation.count(",") != 1 or "->" not in equation
+                or getattr(self, "preferred_element_type", None) is not None or not fusable(self)):
+            return original(self, inputs, einsum_str, *args, **kwargs)
+        bias_shape = None
+        if self.use_bias:
+            try:  # flax's own rule for where the bias broadcasts into the output
+                kernel = self.variables["params"]["kernel"]
+                bias_shape = tuple(int(d) for d in self._get_bias_shape(equation, inputs, kernel)[1])
+            except Exception:  # noqa: BLE001 - unknown flax internals: let its code run as is
+                return original(self, inputs, einsum_str, *args, **kwargs)
+        return call_module(EINSUM, self, lambda m, x: original(m, x, einsum_str), {"x": inputs},
+                           equation=equation, bias_shape=bias_shape)
+
+    return __call__
+
+
+patches = [
+    Patch("flax.linen.Dense", "__call__", _patch_dense),
+    Patch("flax.linen.DenseGeneral", "__call__", _patch_dense_general),
+    Patch("flax.linen.Einsum", "__call__", _patch_einsum),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowerings
+
+
+def matmul_bias(ctx: Any, x: Any, kernel: Any, bias: Any | None, x_rank: int) -> Any:
+    """``x @ kernel + bias``: Gemm for a 2-D ``x``, else MatMul (+ Add)."""
+    if x_rank == 2:
+        return ctx.op.Gemm(x, kernel, bias)
+    y = ctx.op.MatMul(x, kernel)
+    return y if bias is None else ctx.op.Add(y, bias)
+
+
+@lowerings.register_call(DENSE)
+def lower_dense(ctx, *ins):
+    ops = Operands(ctx, ins)
+    x_shape = ops.shape("x")
+    if "kernel" not in ops or not one_output_like(ctx, (*x_shape[:-1], ops.shape("kernel")[-1])):
+        return None
+    dtype = ctx.avals_out[0].dtype
+    bias = ctx.cast(ops["bias"], dtype) if "bias" in ops else None
+    return matmul_bias(ctx, ctx.cast(ops["x"], dtype), ctx.cast(ops["kernel"], dtype), bias, len(x_shape))
+
+
+@lowerings.register_call(DENSE_GENERAL)
+def lower_dense_general(ctx, *ins):
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    x_shape = ops.shape("x")
+    rank = len(x_shape)
+    axes, out_f = p["axes"], p["out_features"]
+    lead = rank - len(axes)
+    # Contracting over the trailing axes, in order, is a plain matrix product after flattening.
+    if tuple(axes) != tuple(range(lead, rank)) or not one_output_like(ctx, (*x_shape[:lead], *out_f)):
+        return None
+    in_f = [x_shape[a] for a in axes]
+    if not all(isinstance(d, int) for d in in_f):
+        return None
+    n_in, n_out = math.prod(in_f), math.prod(out_f)
+    dtype = ctx.avals_out[0].dtype
+    x = ctx.cast(ops["x"], dtype)
+    if len(axes) != 1:
+        x = ctx.op.Reshape(x, ctx.i64([0] * lead + [-1]))
+    kernel = ctx.cast(ops["kernel"], dtype)
+    if ops.shape("kernel") != (n_in, n_out):
+        kernel = reshape_const(ctx, kernel, [n_in, n_out])
+    bias = None
+    if "bias" in ops:
+        bias = ctx.cast(ops["bias"], dtype)
+        if ops.shape("bias") != (n_out,):
+            bias = reshape_const(ctx, bias, [n_out])
+    y = matmul_bias(ctx, x, kernel, bias, lead + 1)
+    if len(out_f) != 1:
+        y = ctx.op.Reshape(y, ctx.i64([0] * lead + list(out_f)))
+    return y
+
+
+@lowerings.register_call(EINSUM)
+def lower_einsum(ctx, *ins):
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    if len(ctx.avals_out) != 1:
+        return None
+    dtype = ctx.avals_out[0].dtype
+    y = ctx.op.Einsum(ctx.cast(ops["x"], dtype), ctx.cast(ops["kernel"], dtype), equation=p["equation"])
+    if "bias" in ops and p["bias_shape"] is not None:
+        y = ctx.op.Add(y, reshape_const(ctx, ctx.cast(ops["bias"], dtype), p["bias_shape"]))
+    return y
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+_SIGNED = {"low": -1.0, "high": 1.0}
+
+
+class _DenseWithoutJit(nn.Module):
+    """Dense inside a compact parent, called twice (two regions sharing nothing)."""
+
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(4, name="second")(jnp.tanh(nn.Dense(6, name="first")(x)))
+
+
+components = [
+    Component(
+        name="linen.dense",
+        onnx=["Gemm", "MatMul", "Add"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("linen_dense", factory=applied(lambda: nn.Dense(5), (1, 8), **_SIGNED),
+                     input_shapes=[("B", 8)], expected_ops=["Gemm"], max_nodes=1),
+            Testcase("linen_dense_high_rank", factory=applied(lambda: nn.Dense(5), (1, 3, 4, 8), **_SIGNED),
+                     input_shapes=[("B", 3, 4, 8)], expected_ops=["MatMul", "Add"],
+                     forbidden_ops=["Reshape", "Shape", "Concat", "Gemm"], max_nodes=2),
+            Testcase("linen_dense_no_bias", factory=applied(lambda: nn.Dense(5, use_bias=False), (1, 8), **_SIGNED),
+                     input_shapes=[("B", 8)], expected_ops=["Gemm"], max_nodes=1),
+            Testcase("linen_dense_1d_input", factory=applied(lambda: nn.Dense(3), (4,), **_SIGNED),
+                     input_shapes=[(4,)], expected_ops=["MatMul", "Add"], max_nodes=2),
+            # A bound module (model.bind(variables)) is the other documented input.
+            Testcase("linen_dense_bound_module", factory=bound(lambda: _DenseWithoutJit(), (1, 8), **_SIGNED),
+                     input_shapes=[("B", 8)], expected_ops=["Gemm", "Tanh"], max_nodes=3),
+        ],
+    ),
+    Component(
+        name="linen.dense_general",
+        onnx=["Gemm", "MatMul", "Add", "Reshape"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("linen_dense_general_two_axes",
+                     factory=applied(lambda: nn.DenseGeneral(4, axis=(-2, -1)), (1, 5, 2, 3), **_SIGNED),
+                     input_shapes=[("B", 5, 2, 3)], expected_ops=["MatMul", "Reshape"],
+                     forbidden_ops=["Shape", "Concat"], max_nodes=3),
+            Testcase("linen_dense_general_two_features",
+                     factory=applied(lambda: nn.DenseGeneral((2, 4)), (1, 5, 3), **_SIGNED),
+                     input_shapes=[("B", 5, 3)], expected_ops=["MatMul", "Reshape"],
+                     forbidden_ops=["Shape", "Concat"], max_nodes=3),
+            Testcase("linen_dense_general_2d", factory=applied(lambda: nn.DenseGeneral(6), (1, 4), **_SIGNED),
+                     input_shapes=[("B", 4)], expected_ops=["Gemm"], max_nodes=1),
+            # Contracting the middle axis: flax's own dot_general, lowered by the lax pack.
+            Testcase("linen_dense_general_middle_axis",
+                     factory=applied(lambda: nn.DenseGeneral(5, axis=1), (1, 4, 3), **_SIGNED),
+                     input_shapes=[("B", 4, 3)]),
+        ],
+    ),
+    Component(
+        name="linen.einsum",
+        onnx=["Einsum", "Add"],
+        since="v0.4.2",
+        testcases=[
+            Testcase("linen_einsum_with_bias",
+                     factory=applied(lambda: nn.Einsum((3, 4, 5), "nta,hab->nthb"), (1, 6, 4), **_SIGNED),
+                     input_shapes=[("B", 6, 4)], expected_ops=["Einsum", "Add"], max_nodes=2),
+            Testcase("linen_einsum_no_bias",
+                     factory=applied(lambda: nn.Einsum((3, 4, 5), "nta,hab->nthb", use_bias=False), (1, 6, 4),
+                                     **_SIGNED),
+                     input_shapes=[("B", 6, 4)], expected_ops=["Einsum"], max_nodes=1),
+        ],
+    ),
+]
