@@ -1,0 +1,329 @@
+"""lax.linalg factorisations: ``lu``, ``lu_pivots_to_permutation``, ``cholesky``, ``qr``, ``geqrf``,
+``householder_product``, each one ONNX ``Loop`` over the columns (see :mod:`._matrix` for how a
+step touches row/column k of every batch element at once).
+
+- ``lu``: partial pivoting as LAPACK's getrf does it: the pivot is the first row of largest
+  ``|a|`` at or below the diagonal, rows are swapped, the column below is scaled by the pivot's
+  reciprocal (a zero pivot leaves the column unscaled and unswapped, as getrf does), and the trailing
+  block takes the rank-1 update. Outputs ``(lu, pivots, permutation)`` as JAX returns them (int32).
+- ``cholesky``: the left-looking column algorithm, lower factor with zeros above the diagonal.
+  A matrix that is not positive definite gives an all-NaN factor, as JAX's does.
+- ``geqrf``/``qr``/``householder_product``: Householder reflections with LAPACK's conventions
+  (dlarfg: ``beta = -sign(alpha) * norm``, ``tau = (beta - alpha) / beta``, ``v[0] = 1``; no
+  reflection when the column below the diagonal is zero), so Q and R match LAPACK's signs, not
+  only up to sign. ``qr`` forms Q by applying the reflections to the identity, last one first.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+from jax import lax
+from jax2onnx import compat
+from jax2onnx.plugin import Lowerings
+from jax2onnx.testing import Component, Testcase
+
+from . import _matrix as mx
+
+lowerings = Lowerings()
+
+
+# ---------------------------------------------------------------------------------------------
+# LU
+
+
+@lowerings.register("lu")
+def lower_lu(ctx, a):
+    mx.require_real(ctx)
+    a_aval = ctx.avals_in[0]
+    m, n = mx.static_matrix_dims(ctx, a_aval, "the matrix")
+    k_steps = min(m, n)
+    batch = mx.batch_shape(a_aval)
+    perm0 = mx.expand_to(ctx, ctx.const(np.arange(m, dtype=np.int32)), [*batch, m])
+    piv0 = mx.expand_to(ctx, ctx.const(np.zeros(k_steps, dtype=np.int32)), [*batch, k_steps])
+    if k_steps == 0:
+        return [ctx.op.Identity(a), piv0, perm0]
+
+    def step(sub, k, lu, perm, piv):
+        op = sub.op
+        rows, rows_c, cols = mx.iota(sub, m), mx.iota(sub, m, [m, 1]), mx.iota(sub, n)
+        col_k = op.Equal(cols, k)
+        col = mx.pick(sub, lu, col_k, -1, keepdims=False)  # [..., m]
+        # getrf's pivot: first row of largest |a| among rows >= k (rows above cannot win)
+        mag = op.Where(op.Less(rows, k), -1.0, op.Abs(col))
+        p = op.ArgMax(mag, axis=-1, keepdims=1, select_last_index=0)  # [..., 1]
+        is_p = op.Equal(rows, p)  # [..., m]
+        is_p_c = op.Unsqueeze(is_p, sub.i64([-1]))
+        is_k, is_k_c = op.Equal(rows, k), op.Equal(rows_c, k)
+        row_p = mx.pick(sub, lu, is_p_c, -2)  # [..., 1, n]
+        row_k = mx.pick(sub, lu, is_k_c, -2)
+        lu = op.Where(is_k_c, row_p, op.Where(is_p_c, row_k, lu))
+        perm_p = mx.pick(sub, perm, is_p, -1)
+        perm_k = mx.pick(sub, perm, is_k, -1)
+        perm = op.Where(is_k, perm_p, op.Where(is_p, perm_k, perm))
+        piv = op.Where(op.Equal(mx.iota(sub, k_steps), k), op.Cast(p, to=6), piv)
+        # eliminate below the pivot (now at row k)
+        pivot = mx.pick(sub, row_p, col_k, -1)  # [..., 1, 1]
+        col = mx.pick(sub, lu, col_k, -1)  # [..., m, 1]
+        l = op.Where(op.Equal(pivot, 0.0), col, op.Mul(col, op.Reciprocal(pivot)))
+        below = op.Greater(rows_c, k)  # [m, 1]
+        right = op.Greater(cols, k)  # [n]
+        update = op.Sub(lu, op.Mul(l, row_p))
+        lu = op.Where(op.And(below, right), update, op.Where(op.And(below, col_k), l, lu))
+        return [lu, perm, piv]
+
+    lu, perm, piv = mx.loop(ctx, k_steps, [
+        (a, a_aval),
+        (perm0, mx.aval([*batch, m], np.int32)),
+        (piv0, mx.aval([*batch, k_steps], np.int32)),
+    ], step, "lu_step")
+    return [lu, piv, perm]
+
+
+@lowerings.register("lu_pivots_to_permutation")
+def lower_lu_pivots_to_permutation(ctx, pivots):
+    """Apply the row swaps ``k <-> pivots[k]`` in order to ``arange(permutation_size)``."""
+    size = int(ctx.params["permutation_size"])
+    p_aval = ctx.avals_in[0]
+    k_steps = p_aval.shape[-1]
+    if compat.is_symbolic_dim(k_steps):
+        raise NotImplementedError("lu_pivots_to_permutation: the number of pivots must be static")
+    batch = tuple(p_aval.shape[:-1])
+    out_dtype = np.dtype(ctx.avals_out[0].dtype)
+    perm0 = mx.expand_to(ctx, ctx.const(np.arange(size, dtype=out_dtype)), [*batch, size])
+    piv = ctx.cast(pivots, out_dtype)
+    if k_steps == 0:
+        return ctx.op.Identity(perm0)
+
+    def step(sub, k, perm):
+        op = sub.op
+        rows = mx.iota(sub, size)
+        p = op.Cast(mx.pick(sub, piv, op.Equal(mx.iota(sub, int(k_steps)), k), -1), to=7)  # [..., 1]
+        is_p, is_k = op.Equal(rows, p), op.Equal(rows, k)
+        perm_p, perm_k = mx.pick(sub, perm, is_p, -1), mx.pick(sub, perm, is_k, -1)
+        return [op.Where(is_k, perm_p, op.Where(is_p, perm_k, perm))]
+
+    (perm,) = mx.loop(ctx, int(k_steps), [(perm0, mx.aval([*batch, size], out_dtype))], step, "lu_perm_step")
+    return perm
+
+
+# ---------------------------------------------------------------------------------------------
+# Cholesky
+
+
+@lowerings.register("cholesky")
+def lower_cholesky(ctx, a):
+    """Column j: ``v = A[:, j] - L L[j, :]^T`` (L holds the finished columns, zeros elsewhere),
+    ``L[j, j] = sqrt(v[j])``, ``L[i, j] = v[i] / L[j, j]`` below. potrf stops at a pivot that is
+    not positive (or NaN); JAX then returns NaN everywhere, and so does this."""
+    mx.require_real(ctx)
+    a_aval = ctx.avals_in[0]
+    n, _ = mx.static_matrix_dims(ctx, a_aval, "the matrix")
+    rank = len(a_aval.shape)
+    zeros = ctx.op.Where(  # zeros shaped like a (a * 0 would carry a's NaN/inf)
+        ctx.const(np.zeros((1,) * rank, dtype=bool)), a, 0.0)
+
+    def step(sub, j, l_):
+        op = sub.op
+        rows_c, cols = mx.iota(sub, n, [n, 1]), mx.iota(sub, n)
+        col_j = op.Equal(cols, j)
+        row_j = mx.pick(sub, l_, op.Equal(rows_c, j), -2)  # [..., 1, n]: L[j, :] (zeros from col j on)
+        a_col = mx.pick(sub, a, col_j, -1)  # [..., n, 1]
+        v = op.Sub(a_col, op.MatMul(l_, mx.swap_last_axes(sub, row_j, rank)))
+        d = mx.pick(sub, v, op.Equal(rows_c, j), -2)  # [..., 1, 1]
+        ok = op.Greater(d, 0.0)  # False for NaN too
+        root = op.Where(ok, op.Sqrt(op.Where(ok, d, 1.0)), np.nan)
+        new_col = op.Where(op.Equal(rows_c, j), root, op.Where(op.Greater(rows_c, j), op.Div(v, root), 0.0))
+        return [op.Where(col_j, new_col, l_)]
+
+    (l_,) = mx.loop(ctx, n, [(zeros, a_aval)], step, "cholesky_step")
+    # one failed pivot makes the whole factor NaN (JAX's convention)
+    diag = ctx.op.ReduceSum(ctx.op.Where(ctx.const(np.eye(n, dtype=bool)), l_, 0.0), ctx.i64([-2, -1]), keepdims=1)
+    return ctx.op.Where(ctx.op.IsNaN(diag), np.nan, l_)
+
+
+# ---------------------------------------------------------------------------------------------
+# Householder QR
+
+
+def _geqrf(ctx, a, a_aval):
+    """``(R with the reflectors below the diagonal, taus)`` as LAPACK's geqrf returns them."""
+    m, n = mx.static_matrix_dims(ctx, a_aval, "the matrix")
+    k_steps = min(m, n)
+    batch = mx.batch_shape(a_aval)
+    dtype = np.dtype(a_aval.dtype)
+    taus0 = mx.expand_to(ctx, ctx.const(np.zeros(k_steps, dtype=dtype)), [*batch, k_steps])
+    if k_steps == 0:
+        return ctx.op.Identity(a), taus0
+
+    def step(sub, k, r, taus):
+        op = sub.op
+        rows_c, cols = mx.iota(sub, m, [m, 1]), mx.iota(sub, n)
+        col_k = op.Equal(cols, k)
+        x = mx.pick(sub, r, col_k, -1)  # [..., m, 1]
+        at_k, below = op.Equal(rows_c, k), op.Greater(rows_c, k)
+        alpha = mx.pick(sub, x, at_k, -2)  # [..., 1, 1]
+        tail = op.Where(below, x, 0.0)
+        xnorm2 = op.ReduceSum(op.Mul(tail, tail), sub.i64([-2]), keepdims=1)
+        no_reflection = op.Equal(xnorm2, 0.0)
+        # beta = -sign(alpha) * hypot(alpha, ||x_tail||), sign(0) = +1 as dlarfg's SIGN
+        norm = op.Sqrt(op.Add(op.Mul(alpha, alpha), xnorm2))
+        beta = op.Where(op.Less(alpha, 0.0), norm, op.Neg(norm))
+        safe_beta = op.Where(no_reflection, 1.0, beta)
+        tau = op.Where(no_reflection, 0.0, op.Div(op.Sub(beta, alpha), safe_beta))
+        scale = op.Where(no_reflection, 1.0, op.Sub(alpha, beta))
+        v = op.Where(at_k, 1.0, op.Div(tail, scale))  # [..., m, 1], zero above k
+        # apply H = I - tau v v^T to the columns right of k
+        w = op.MatMul(mx.swap_last_axes(sub, v, len(a_aval.shape)), r)  # [..., 1, n]
+        applied = op.Sub(r, op.Mul(op.Mul(tau, v), w))
+        new_r = op.Where(op.Greater(cols, k), applied, r)
+        diag = op.Where(no_reflection, alpha, beta)
+        new_col = op.Where(at_k, diag, op.Where(below, v, x))
+        new_r = op.Where(col_k, new_col, new_r)
+        taus = op.Where(op.Equal(mx.iota(sub, k_steps), k), op.Squeeze(tau, sub.i64([-1])), taus)
+        return [new_r, taus]
+
+    r, taus = mx.loop(ctx, k_steps, [(a, a_aval), (taus0, mx.aval([*batch, k_steps], dtype))], step, "geqrf_step")
+    return r, taus
+
+
+def _householder_product(ctx, a, taus, a_aval, n_cols):
+    """The first ``n_cols`` columns of ``H_0 H_1 ... H_{k-1}`` (orgqr), the reflectors stored below
+    the diagonal of ``a`` [..., m, >=k] and their ``taus`` [..., k]."""
+    m = int(a_aval.shape[-2])
+    k_steps = int(ctx.avals_in[1].shape[-1]) if len(ctx.avals_in) > 1 and ctx.primitive == "householder_product" \
+        else min(m, int(a_aval.shape[-1]))
+    batch = mx.batch_shape(a_aval)
+    dtype = np.dtype(a_aval.dtype)
+    rank = len(a_aval.shape)
+    q0 = mx.expand_to(ctx, ctx.const(mx.eye(m, n_cols, dtype)), [*batch, m, n_cols])
+    q_aval = mx.aval([*batch, m, n_cols], dtype)
+    if k_steps == 0:
+        return ctx.op.Identity(q0)
+    ncols_a = int(a_aval.shape[-1])
+
+    def step(sub, it, q):
+        op = sub.op
+        k = op.Sub(sub.i64(k_steps - 1), it)  # last reflector first
+        rows_c = mx.iota(sub, m, [m, 1])
+        x = mx.pick(sub, a, op.Equal(mx.iota(sub, ncols_a), k), -1)  # [..., m, 1]
+        v = op.Where(op.Equal(rows_c, k), 1.0, op.Where(op.Greater(rows_c, k), x, 0.0))
+        tau = op.Unsqueeze(mx.pick(sub, taus, op.Equal(mx.iota(sub, k_steps), k), -1), sub.i64([-1]))
+        w = op.MatMul(mx.swap_last_axes(sub, v, rank), q)
+        return [op.Sub(q, op.Mul(op.Mul(tau, v), w))]
+
+    (q,) = mx.loop(ctx, k_steps, [(q0, q_aval)], step, "orgqr_step")
+    return q
+
+
+@lowerings.register("geqrf")
+def lower_geqrf(ctx, a):
+    mx.require_real(ctx)
+    return list(_geqrf(ctx, a, ctx.avals_in[0]))
+
+
+@lowerings.register("householder_product")
+def lower_householder_product(ctx, a, taus):
+    mx.require_real(ctx)
+    a_aval = ctx.avals_in[0]
+    mx.static_matrix_dims(ctx, a_aval, "the reflectors")
+    return _householder_product(ctx, a, taus, a_aval, int(a_aval.shape[-1]))
+
+
+@lowerings.register("qr")
+def lower_qr(ctx, a):
+    mx.require_real(ctx)
+    if ctx.params.get("pivoting"):
+        raise NotImplementedError("qr with pivoting=True has no ONNX lowering; use pivoting=False")
+    a_aval = ctx.avals_in[0]
+    m, n = mx.static_matrix_dims(ctx, a_aval, "the matrix")
+    full = bool(ctx.params["full_matrices"])
+    k = min(m, n)
+    r, taus = _geqrf(ctx, a, a_aval)
+    q = _householder_product(ctx, r, taus, a_aval, m if full else k)
+    r_rows = m if full else k
+    upper = np.triu(np.ones((r_rows, n), dtype=bool))
+    if r_rows != m:
+        r = ctx.op.Slice(r, ctx.i64([0]), ctx.i64([r_rows]), ctx.i64([-2]))
+    return [q, ctx.op.Where(ctx.const(upper), r, 0.0)]
+
+
+# ---------------------------------------------------------------------------------------------
+# testcases
+
+_RNG_TOL = dict(rtol=1e-4, atol=1e-5, rtol_f64=1e-10, atol_f64=1e-11)
+
+
+def _well_conditioned(rng, shape, dtype):
+    """Random matrices with a boosted diagonal (condition number ~10): tight tolerances hold."""
+    a = rng.standard_normal(shape)
+    return a + 3.0 * np.eye(shape[-2], shape[-1])
+
+
+def _spd(rng, shape, dtype):
+    a = rng.standard_normal(shape)
+    return a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])
+
+
+def _with_zero_pivot(x):
+    # a column of zeros at the diagonal: getrf leaves it unpivoted and unscaled
+    return lax.linalg.lu(x.at[..., :, 1].set(0.0))
+
+
+def _lu_solve(a, b):
+    return jsl.lu_solve(jsl.lu_factor(a), b)
+
+
+def _cho_solve(a, b):
+    return jsl.cho_solve(jsl.cho_factor(a, lower=True), b)
+
+
+def _cho_solve_upper(a, b):
+    return jsl.cho_solve(jsl.cho_factor(a, lower=False), b)
+
+
+def _not_pd(x):
+    return jnp.linalg.cholesky(x - 100.0 * jnp.eye(x.shape[-1], dtype=x.dtype))
+
+
+def _qr(mode):
+    return lambda x: jnp.linalg.qr(x, mode=mode)
+
+
+components = [
+    Component("lax.linalg.lu", onnx=["Loop", "ArgMax", "Where"], since="v0.8.0", testcases=[
+        Testcase("lu", lax.linalg.lu, [(4, 4)], **_RNG_TOL),
+        Testcase("lu_batched", lax.linalg.lu, [("B", 3, 3)], **_RNG_TOL),
+        Testcase("lu_tall", lax.linalg.lu, [(5, 3)], **_RNG_TOL),
+        Testcase("lu_wide", lax.linalg.lu, [(2, 3, 5)], **_RNG_TOL),
+        Testcase("lu_zero_column", _with_zero_pivot, [(4, 4)], **_RNG_TOL),
+        Testcase("lu_factor", jsl.lu_factor, [(4, 4)], **_RNG_TOL),
+        Testcase("lu_scipy_plu", jsl.lu, [(4, 4)], **_RNG_TOL),
+        Testcase("lu_solve", _lu_solve, [(4, 4), (4, 2)], input_generator=_well_conditioned, **_RNG_TOL),
+    ]),
+    Component("lax.linalg.lu_pivots_to_permutation", onnx=["Loop"], since="v0.8.0", testcases=[
+        Testcase("lu_pivots_to_permutation", lambda p: lax.linalg.lu_pivots_to_permutation(p, 5),
+                 [jax.ShapeDtypeStruct(("B", 3), jnp.int32)],
+                 input_generator=lambda rng, shape, dt: np.stack(
+                     [rng.integers(np.arange(shape[-1]), 5) for _ in range(int(np.prod(shape[:-1])))]
+                 ).reshape(shape)),
+    ]),
+    Component("lax.linalg.cholesky", onnx=["Loop", "Sqrt", "MatMul"], since="v0.8.0", testcases=[
+        Testcase("cholesky", jnp.linalg.cholesky, [(4, 4)], input_generator=_spd, **_RNG_TOL),
+        Testcase("cholesky_batched", jnp.linalg.cholesky, [("B", 5, 5)], input_generator=_spd, **_RNG_TOL),
+        Testcase("cholesky_not_positive_definite", _not_pd, [(3, 3)], input_generator=_spd, **_RNG_TOL),
+        Testcase("cho_solve", _cho_solve, [(4, 4), (4, 3)], input_generator=_spd, **_RNG_TOL),
+        Testcase("cho_solve_upper", _cho_solve_upper, [(4, 4), (4,)], input_generator=_spd, **_RNG_TOL),
+    ]),
+    Component("lax.linalg.qr", onnx=["Loop", "MatMul", "Sqrt"], since="v0.8.0", testcases=[
+        Testcase("qr", jnp.linalg.qr, [(4, 4)], **_RNG_TOL),
+        Testcase("qr_tall_reduced", _qr("reduced"), [("B", 5, 3)], **_RNG_TOL),
+        Testcase("qr_tall_complete", _qr("complete"), [(5, 3)], **_RNG_TOL),
+        Testcase("qr_wide", _qr("reduced"), [(3, 5)], **_RNG_TOL),
+        Testcase("qr_r_only", _qr("r"), [(2, 4, 4)], **_RNG_TOL),
+        # any reflectors and taus are valid input to orgqr
+        Testcase("householder_product", lax.linalg.householder_product, [("B", 5, 3), ("B", 3)], **_RNG_TOL),
+    ]),
+]
