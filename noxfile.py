@@ -3,13 +3,18 @@
     nox -s tests            # default: every pack's tests, newest JAX/Flax (what CI runs)
     nox -s tests_core       # core alone (no pack installed), plus the minimal-install checks
     nox -s tests_lax tests_jnp tests_nnx tests_examples
+    nox -s keras            # the Keras pack and Keras 3's model.export(format="onnx") (JAX backend)
     nox -s matrix           # the full suite on the oldest and newest supported JAX/Flax
     nox -s lint demo bench coverage_docs
+    nox -s build            # sdists + wheels, twine check, each wheel smoke-tested alone in a fresh venv
 """
 
 from __future__ import annotations
 
+import glob
 import os
+import shutil
+import tempfile
 
 import nox
 
@@ -25,6 +30,7 @@ PACKS = {
     "jnp": ["./packages/plugins-lax", "./packages/plugins-jnp"],
     "nnx": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-nnx"],
     "examples": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-nnx", "./packages/examples"],
+    "keras": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-keras"],
 }
 TEST_DIRS = {
     "core": ["packages/core/tests"],
@@ -32,9 +38,14 @@ TEST_DIRS = {
     "jnp": ["packages/plugins-jnp/tests"],
     "nnx": ["packages/plugins-nnx/tests"],
     "examples": ["packages/examples/tests"],
+    "keras": ["packages/plugins-keras/tests"],
 }
-ALL_PACKAGES = [CORE, *PACKS["examples"]]
+#: Keras (a 3 s install, its tests about a minute) is part of the default session; the JAX/Flax
+#: matrix leaves it out (Keras pins its own JAX support, tested here with the newest JAX only).
+ALL_PACKAGES = [CORE, *PACKS["examples"], "./packages/plugins-keras"]
 ALL_TESTS = [d for dirs in TEST_DIRS.values() for d in dirs] + ["tests"]
+MATRIX_PACKAGES = [CORE, *PACKS["examples"]]
+MATRIX_TESTS = [d for pack, dirs in TEST_DIRS.items() if pack != "keras" for d in dirs] + ["tests"]
 #: (jax, flax): the seed's versions and the newest on Python 3.11.
 MATRIX = [("0.6.2", "0.10.6"), ("0.10.2", "0.12.8")]
 #: onnxruntime is an optional extra of core (jax2onnx-core[runtime]); every test session verifies with it.
@@ -51,6 +62,7 @@ def _pytest(session: nox.Session, paths: list[str], *extra: str) -> None:
 def tests(session: nox.Session) -> None:
     """Every pack's tests in one environment with the newest JAX/Flax; writes the coverage results."""
     session.install(*TEST_TOOLS, *ALL_PACKAGES)
+    session.env["KERAS_BACKEND"] = "jax"
     if os.path.exists(REPORT):
         os.remove(REPORT)
     _pytest(session, ALL_TESTS, f"--jax2onnx-report={REPORT}")
@@ -64,20 +76,30 @@ def tests_core(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
-@nox.parametrize("pack", ["lax", "jnp", "nnx", "examples"])
+@nox.parametrize("pack", ["lax", "jnp", "nnx", "examples", "keras"])
 def tests_pack(session: nox.Session, pack: str) -> None:
     """One pack with just the packs it depends on."""
     session.install(*TEST_TOOLS, CORE, *PACKS[pack])
+    session.env["KERAS_BACKEND"] = "jax"
     _pytest(session, TEST_DIRS[pack])
+
+
+@nox.session(python=PYTHON)
+def keras(session: nox.Session) -> None:
+    """Keras 3 on the JAX backend: the Keras pack's testcases and model.export(format="onnx")."""
+    session.install(*TEST_TOOLS, CORE, *PACKS["keras"])
+    session.env["KERAS_BACKEND"] = "jax"
+    session.run("python", "-c", "import keras; print('keras', keras.__version__, keras.backend.backend())")
+    _pytest(session, TEST_DIRS["keras"])
 
 
 @nox.session(python=PYTHON)
 @nox.parametrize(("jax", "flax"), MATRIX, ids=[f"jax{j}-flax{f}" for j, f in MATRIX])
 def matrix(session: nox.Session, jax: str, flax: str) -> None:
     """The full suite against each supported JAX/Flax pair."""
-    session.install(*TEST_TOOLS, *ALL_PACKAGES, f"jax=={jax}", f"jaxlib=={jax}", f"flax=={flax}")
+    session.install(*TEST_TOOLS, *MATRIX_PACKAGES, f"jax=={jax}", f"jaxlib=={jax}", f"flax=={flax}")
     session.run("python", "-c", "import jax, flax; print('jax', jax.__version__, 'flax', flax.__version__)")
-    _pytest(session, ALL_TESTS)
+    _pytest(session, MATRIX_TESTS)
 
 
 @nox.session(python=PYTHON)
@@ -112,3 +134,35 @@ def bench(session: nox.Session) -> None:
     """Side-by-side benchmark against the peer (jax2onnx 0.17.1, in its own venv)."""
     session.install(*ALL_PACKAGES)
     session.run("python", "bench/compare_peer.py", *session.posargs)
+
+
+#: distribution name -> folder, for `build`.
+DISTRIBUTIONS = {
+    "jax2onnx-core": CORE,
+    "jax2onnx-lax": "./packages/plugins-lax",
+    "jax2onnx-jnp": "./packages/plugins-jnp",
+    "jax2onnx-nnx": "./packages/plugins-nnx",
+    "jax2onnx-examples": "./packages/examples",
+}
+
+
+@nox.session(python=PYTHON)
+def build(session: nox.Session) -> None:
+    """Every sdist and wheel into dist/, `twine check --strict`, then each wheel alone in a fresh
+    venv with only its declared dependencies (siblings from dist/) and a smoke conversion."""
+    dist = os.path.join(ROOT, "dist")
+    shutil.rmtree(dist, ignore_errors=True)
+    session.install("twine>=5")
+    for folder in DISTRIBUTIONS.values():
+        # uv builds the sdist first and the wheel from it, so a file missing from the sdist fails here.
+        session.run("uv", "build", "--quiet", "--out-dir", dist, folder, external=True)
+    session.run("twine", "check", "--strict", *sorted(glob.glob(os.path.join(dist, "*"))))
+    python = session.run("python", "-c", "import sys; print(sys.executable)", silent=True).strip()
+    for name in DISTRIBUTIONS:
+        (wheel,) = glob.glob(os.path.join(dist, f"{name.replace('-', '_')}-*.whl"))
+        with tempfile.TemporaryDirectory(prefix=f"{name}-") as venv:
+            session.run("uv", "venv", "--quiet", "--python", python, venv, external=True)
+            vpython = os.path.join(venv, "bin", "python")
+            session.run("uv", "pip", "install", "--quiet", "--python", vpython, "--find-links", dist, wheel, external=True)
+            session.run(vpython, os.path.join(ROOT, "tests", "smoke_wheel.py"), name, external=True,
+                        env={"PATH": os.path.join(venv, "bin") + os.pathsep + os.environ.get("PATH", "")})
