@@ -50,7 +50,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     packs = getattr(metafunc.module, "JAX2ONNX_PACKS", None)
     variants = collect_variants(list(packs) if packs is not None else None)
-    metafunc.parametrize("jax2onnx_variant", variants, ids=[f"{v.component}::{v.id}" for v in variants])
+    params = [
+        pytest.param(v, id=f"{v.component}::{v.id}", marks=[pytest.mark.skip(reason=v.case.skip_reason)] if v.case.skip_reason else [])
+        for v in variants
+    ]
+    metafunc.parametrize("jax2onnx_variant", params)
 
 
 _RESULT_PROPERTY = "jax2onnx_result"

@@ -30,13 +30,20 @@ class Testcase:
         input_params: runtime params: ``name -> value`` both for the graph input's dtype and the run.
         input_generator: ``(rng, shape, dtype) -> array`` for inputs that need a domain (e.g. log).
         expected_ops: ONNX op types that must appear (main graph, subgraphs or functions).
+        expected_ops_f64: what the float64 variant must contain instead, where it differs. The rule:
+            onnxruntime has no double kernel for several fused ops (Conv, Gelu, AveragePool, ...),
+            so float64 exports take an exact decomposition; name here what that graph must hold
+            (``()`` for "no particular op"). ``None``: the same as ``expected_ops``.
         forbidden_ops: op types that must not appear (e.g. ReduceMean under LayerNormalization).
         max_nodes: upper bound on the number of nodes in the main graph.
         rtol, atol: tolerances for float32; float64 uses ``rtol_f64``/``atol_f64``.
         run_f64: whether the float64 variant applies.
         run_static: whether the static variant applies (symbolic specs get sizes from ``static_sizes``).
         static_sizes: symbol -> size for the static variant (default 3).
-        check: extra ``(model) -> None`` assertions on the exported ModelProto.
+        check: extra ``(model, variant) -> None`` assertions on the exported ModelProto; ``variant``
+            (a :class:`jax2onnx.testing.Variant`) tells which precision and dims it checks.
+        skip_reason: when set, every variant is reported as skipped with this reason (a case kept
+            as documentation of a known gap; never counted as passing).
         since: version that introduced the case.
     """
 
@@ -50,6 +57,7 @@ class Testcase:
     input_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     input_generator: Callable[..., Any] | None = None
     expected_ops: Sequence[str] = ()
+    expected_ops_f64: Sequence[str] | None = None
     forbidden_ops: Sequence[str] = ()
     max_nodes: int | None = None
     rtol: float = 1e-4
@@ -59,7 +67,8 @@ class Testcase:
     run_f64: bool = True
     run_static: bool = True
     static_sizes: Mapping[str, int] = dataclasses.field(default_factory=dict)
-    check: Callable[[Any], None] | None = None
+    check: Callable[[Any, Any], None] | None = None
+    skip_reason: str | None = None
     since: str = ""
     description: str = ""
 
