@@ -1,19 +1,22 @@
-"""Graph passes on the ``onnx_ir`` model. Each keeps outputs identical and reports a change."""
+"""Graph passes on the ``onnx_ir`` model, on onnx_ir's pass framework: each is an
+``onnx_ir.passes.InPlacePass`` that keeps outputs identical and reports whether it changed the model."""
 
 from __future__ import annotations
+
+import onnx_ir as ir
 
 from .common_subexpressions import CommonSubexpressionEliminationPass
 from .constant_folding import ConstantFoldingPass
 from .dead_code import DeadCodeEliminationPass
 from .identity_elimination import IdentityEliminationPass
-from .manager import PassManager, PassResult
+from .manager import NONDETERMINISTIC_OPS, all_graphs
 from .transpose_cancel import TransposeCancelPass
 
 
-def default_passes() -> PassManager:
+def default_passes() -> ir.passes.PassManager:
     """Dead code first (less to fold), then folding; then renames and duplicates go, and dead code
     once more for what the others freed."""
-    return PassManager(
+    return ir.passes.PassManager(
         [
             DeadCodeEliminationPass(),
             ConstantFoldingPass(),
@@ -30,8 +33,8 @@ __all__ = [
     "ConstantFoldingPass",
     "DeadCodeEliminationPass",
     "IdentityEliminationPass",
-    "PassManager",
-    "PassResult",
+    "NONDETERMINISTIC_OPS",
     "TransposeCancelPass",
+    "all_graphs",
     "default_passes",
 ]

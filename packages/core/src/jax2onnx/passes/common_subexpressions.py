@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from .manager import PassResult, all_graphs
-
-_NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout"}
+from .manager import NONDETERMINISTIC_OPS, all_graphs
 
 
 def _attr_key(attr: ir.Attr) -> object:
@@ -28,14 +26,14 @@ def _attr_key(attr: ir.Attr) -> object:
     return tuple(value) if isinstance(value, list) else value
 
 
-class CommonSubexpressionEliminationPass:
-    def __call__(self, model: ir.Model) -> PassResult:
+class CommonSubexpressionEliminationPass(ir.passes.InPlacePass):
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
         for graph in list(all_graphs(model)):
             outputs = {id(v) for v in graph.outputs}
             seen: dict[tuple, ir.Node] = {}
             for node in list(graph):
-                if node.op_type in _NONDETERMINISTIC:
+                if node.op_type in NONDETERMINISTIC_OPS:
                     continue
                 attrs = []
                 mergeable = True
@@ -58,4 +56,4 @@ class CommonSubexpressionEliminationPass:
                     ir.convenience.replace_all_uses_with(old, new)
                 graph.remove(node, safe=True)
                 modified = True
-        return PassResult(model, modified)
+        return ir.passes.PassResult(model, modified)

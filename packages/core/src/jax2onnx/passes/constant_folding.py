@@ -20,9 +20,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from .manager import PassResult
+from .manager import NONDETERMINISTIC_OPS
 
-_NEVER = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout"}
 _LAYOUT_OPS = {"Transpose", "Reshape", "Cast", "Squeeze", "Unsqueeze", "Identity", "Flatten", "Neg"}
 
 
@@ -58,17 +57,18 @@ def _static_shape(v: ir.Value) -> list[int] | None:
     return dims
 
 
-class ConstantFoldingPass:
+class ConstantFoldingPass(ir.passes.InPlacePass):
     def __init__(self, max_elements: int = 1 << 20, shared_max_elements: int = 1024):
+        super().__init__()
         self.max_elements = max_elements
         self.shared_max_elements = shared_max_elements
 
-    def __call__(self, model: ir.Model) -> PassResult:
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
         modified = False
         opset = graph.opset_imports.get("", 23)
         for node in list(graph):
-            if node.domain not in ("", "ai.onnx") or node.op_type in _NEVER or node.op_type == "Constant":
+            if node.domain not in ("", "ai.onnx") or node.op_type in NONDETERMINISTIC_OPS or node.op_type == "Constant":
                 continue
             if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
                 continue
@@ -90,7 +90,7 @@ class ConstantFoldingPass:
             # reader and dead-code elimination keeps it (float64 exports carried both copies).
             graph.remove(node, safe=True)
             modified = True
-        return PassResult(model, modified)
+        return ir.passes.PassResult(model, modified)
 
     @staticmethod
     def _fold_shape(node: ir.Node) -> list[np.ndarray] | None:

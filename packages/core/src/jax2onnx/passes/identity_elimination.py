@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from .manager import PassResult, all_graphs
+from .manager import all_graphs
 
 
-class IdentityEliminationPass:
-    def __call__(self, model: ir.Model) -> PassResult:
+class IdentityEliminationPass(ir.passes.InPlacePass):
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
         for graph in list(all_graphs(model)):
             outputs = {id(v) for v in graph.outputs}
@@ -29,4 +29,4 @@ class IdentityEliminationPass:
                 ir.convenience.replace_all_uses_with(out, src)
                 graph.remove(node, safe=True)
                 modified = True
-        return PassResult(model, modified)
+        return ir.passes.PassResult(model, modified)

@@ -1,33 +1,20 @@
-"""A pass returns :class:`PassResult`; :class:`PassManager` runs a list of passes in order."""
+"""What the passes share: the graphs of a model and the ops no pass may merge or fold.
+
+The passes themselves are ``onnx_ir.passes`` passes (``InPlacePass`` subclasses) run by an
+``onnx_ir.passes.PassManager``; see :func:`jax2onnx.passes.default_passes`.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator, Sequence
-from typing import Protocol
+from collections.abc import Iterator
 
 import onnx_ir as ir
 
-
-@dataclasses.dataclass(frozen=True)
-class PassResult:
-    model: ir.Model
-    modified: bool
-
-
-class GraphPass(Protocol):
-    def __call__(self, model: ir.Model) -> PassResult: ...
-
-
-class PassManager:
-    def __init__(self, passes: Sequence[GraphPass]):
-        self.passes = list(passes)
-
-    def __call__(self, model: ir.Model) -> PassResult:
-        modified = False
-        for p in self.passes:
-            modified |= p(model).modified
-        return PassResult(model, modified)
+#: Ops whose outputs differ between two evaluations with the same inputs: never merged by common
+#: subexpression elimination, never evaluated at export time by constant folding.
+NONDETERMINISTIC_OPS = frozenset(
+    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout"}
+)
 
 
 def all_graphs(model: ir.Model) -> Iterator[ir.Graph | ir.Function]:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from .manager import PassResult, all_graphs
+from .manager import all_graphs
 
 #: Ops computed element by element (after broadcasting), so they commute with a Transpose.
 ELEMENTWISE = frozenset({
@@ -69,13 +69,13 @@ def _size_one_const(v: ir.Value) -> bool:
     return int(np.prod([int(d) for d in tensor.shape])) == 1
 
 
-class TransposeCancelPass:
-    def __call__(self, model: ir.Model) -> PassResult:
+class TransposeCancelPass(ir.passes.InPlacePass):
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
         for graph in list(all_graphs(model)):
             while self._sweep(graph):
                 modified = True
-        return PassResult(model, modified)
+        return ir.passes.PassResult(model, modified)
 
     def _sweep(self, graph: ir.Graph | ir.Function) -> bool:
         outputs = {id(v) for v in graph.outputs}
