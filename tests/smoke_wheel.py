@@ -1,0 +1,86 @@
+"""Smoke test of ONE installed wheel in a fresh venv holding only it and its declared dependencies
+(``nox -s build`` runs this once per distribution): it imports, converts, and states what it needs.
+
+    python tests/smoke_wheel.py jax2onnx-core
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import numpy as np
+
+
+def _onnxruntime_present() -> bool:
+    return importlib.util.find_spec("onnxruntime") is not None
+
+
+def core() -> None:
+    import onnx
+    from jax2onnx import MissingDependencyError, allclose, to_onnx
+
+    assert not _onnxruntime_present(), "jax2onnx-core must not pull onnxruntime (it is the [runtime] extra)"
+    out = subprocess.run(["jax2onnx", "--version"], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("jax2onnx-core "), out
+    model = to_onnx(lambda x: x, [("B", 3)])  # no primitive: core alone converts it
+    onnx.checker.check_model(model, full_check=True)
+    try:
+        allclose(lambda x: x, model, [np.ones((2, 3), np.float32)])
+    except MissingDependencyError as exc:
+        assert "jax2onnx-core[runtime]" in str(exc), exc
+    else:
+        raise AssertionError("allclose without onnxruntime must say what to install")
+
+
+def lax() -> None:
+    import jax.numpy as jnp
+    import onnx
+    from jax2onnx import to_onnx
+
+    assert not _onnxruntime_present(), "converting must not need onnxruntime"
+    model = to_onnx(lambda x, y: jnp.tanh(x @ y).sum(axis=-1), [("B", 8), (8, 4)])
+    onnx.checker.check_model(model, full_check=True)
+    assert {"MatMul", "Tanh", "ReduceSum"} <= {n.op_type for n in model.graph.node}
+
+
+def jnp_pack() -> None:
+    import jax.numpy as jnp
+    from jax2onnx import to_onnx
+
+    model = to_onnx(lambda a, b: jnp.einsum("bij,bjk->bik", a, b), [("B", 2, 3), ("B", 3, 4)])
+    assert [n.op_type for n in model.graph.node] == ["Einsum"], [n.op_type for n in model.graph.node]
+
+
+def nnx_pack() -> None:
+    from flax import nnx
+    from jax2onnx import to_onnx
+
+    model = to_onnx(nnx.Linear(4, 2, rngs=nnx.Rngs(0)), [("B", 4)])
+    assert [n.op_type for n in model.graph.node] == ["Gemm"], [n.op_type for n in model.graph.node]
+
+
+def examples() -> None:
+    import os
+    import tempfile
+
+    from jax2onnx_examples.quickstart import main
+
+    assert _onnxruntime_present(), "the examples pack pulls jax2onnx-core[runtime]"
+    with tempfile.TemporaryDirectory() as d:
+        assert main(os.path.join(d, "quickstart.onnx")) == 0
+
+
+CHECKS = {
+    "jax2onnx-core": core,
+    "jax2onnx-lax": lax,
+    "jax2onnx-jnp": jnp_pack,
+    "jax2onnx-nnx": nnx_pack,
+    "jax2onnx-examples": examples,
+}
+
+if __name__ == "__main__":
+    name = sys.argv[1]
+    CHECKS[name]()
+    print(f"{name}: wheel smoke test passed")
