@@ -1,0 +1,196 @@
+"""keras.layers.Conv1D/2D/3D (grouped too), DepthwiseConv1D/2D → one ONNX ``Conv`` (bias fused),
+with the layer's activation as its single op.
+
+ONNX convolves channels-first: a channels-last layer gets one Transpose before and one after the
+``Conv``; between two such layers the transpose pass cancels the pair, so a CNN keeps one
+Transpose at each edge. The kernel's transpose to ONNX's (out, in/groups, *window) layout is on a
+weight, so constant folding stores it transposed. ``"same"`` padding is computed as JAX computes
+it (the extra pixel at the end, ONNX's SAME_UPPER), explicitly when the spatial sizes are static.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jax2onnx.plugin import Lowerings
+from jax2onnx.testing import Component, Testcase
+
+from ._fusion import (
+    Operands,
+    call_layer,
+    is_array,
+    mark_name,
+    one_output_like,
+    patch,
+    plain_float32,
+    quantized_or_lora,
+    static_ints,
+    to_nchw,
+    to_nhwc,
+)
+from ._testing import check_ops, keras_model
+from .core import activation_name, apply_activation
+
+lowerings = Lowerings()
+
+CONV = "conv"
+DEPTHWISE_CONV = "depthwise_conv"
+
+
+def _static(layer: Any, depthwise: bool) -> dict[str, Any]:
+    return {
+        "strides": tuple(int(s) for s in layer.strides),
+        "dilations": tuple(int(d) for d in layer.dilation_rate),
+        "padding": str(layer.padding).lower(),
+        "channels_last": layer.data_format == "channels_last",
+        "depthwise": depthwise,
+    }
+
+
+def _make(depthwise: bool):
+    mark = DEPTHWISE_CONV if depthwise else CONV
+
+    def make(original):
+        def call(self, inputs, *args, **kwargs):
+            act = activation_name(self.activation)
+            if (
+                args
+                or kwargs
+                or act is None
+                or not is_array(inputs)
+                or inputs.ndim < 3
+                or quantized_or_lora(self)
+                or not plain_float32(self, inputs)
+            ):
+                return original(self, inputs, *args, **kwargs)
+            return call_layer(mark, self, lambda layer, x: original(layer, x), {"x": inputs},
+                              activation=act, **_static(self, depthwise))
+
+        return call
+
+    return make
+
+
+_CONV = "keras.src.layers.convolutional"
+patches = [
+    patch(f"{_CONV}.base_conv", "BaseConv", _make(False)),
+    patch(f"{_CONV}.conv1d", "Conv1D", _make(False)),  # its own call (causal padding)
+    patch(f"{_CONV}.base_depthwise_conv", "BaseDepthwiseConv", _make(True)),
+]
+
+
+def _pads(p: dict[str, Any], spatial: tuple[Any, ...], window: tuple[int, ...]) -> dict[str, Any] | None:
+    """ONNX padding attributes for Keras's padding mode, or None when it has no exact form."""
+    n = len(window)
+    eff = [(k - 1) * d + 1 for k, d in zip(window, p["dilations"])]
+    if p["padding"] == "valid":
+        return {"pads": [0] * (2 * n)}
+    if p["padding"] == "causal":  # Conv1D: everything on the left
+        return {"pads": [eff[0] - 1, 0]} if n == 1 else None
+    if p["padding"] != "same":
+        return None
+    if not static_ints(spatial):
+        return {"auto_pad": "SAME_UPPER"}  # JAX's SAME: the odd pixel at the end, like SAME_UPPER
+    lo, hi = [], []
+    for size, k, s in zip(spatial, eff, p["strides"]):
+        out = -(-int(size) // s)
+        total = max((out - 1) * s + k - int(size), 0)
+        lo.append(total // 2)
+        hi.append(total - total // 2)
+    return {"pads": lo + hi}
+
+
+@lowerings.register_call(mark_name(CONV))
+@lowerings.register_call(mark_name(DEPTHWISE_CONV))
+def lower_conv(ctx, *ins):
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    shape = ops.shape("x")
+    rank = len(shape)
+    if "kernel" not in ops or not one_output_like(ctx, ctx.avals_out[0].shape):
+        return None
+    k_shape = ops.shape("kernel")  # (*window, in / groups, out) ; depthwise: (*window, in, multiplier)
+    window = tuple(int(k) for k in k_shape[:-2])
+    channels = shape[-1] if p["channels_last"] else shape[1]
+    spatial = tuple(shape[1:-1]) if p["channels_last"] else tuple(shape[2:])
+    if len(window) != rank - 2 or not static_ints([channels]):
+        return None
+    pads = _pads(p, spatial, window)
+    if pads is None:
+        return None
+    kernel = ops["kernel"]
+    n = len(window)
+    if p["depthwise"]:
+        groups = int(channels)
+        kernel = ctx.op.Reshape(kernel, ctx.i64([*window, 1, int(k_shape[-2]) * int(k_shape[-1])]))  # as Keras feeds JAX
+    else:
+        groups = int(channels) // int(k_shape[-2])
+    w = ctx.op.Transpose(kernel, perm=[n + 1, n, *range(n)])  # (out, in/groups, *window)
+    x = to_nchw(ctx, ops["x"], rank) if p["channels_last"] else ops["x"]
+    conv_ins = [x, w] + ([ops["bias"]] if "bias" in ops else [])
+    y = ctx.op.Conv(*conv_ins, strides=list(p["strides"]), dilations=list(p["dilations"]), group=groups,
+                    kernel_shape=list(window), **pads)
+    if p["channels_last"]:
+        y = to_nhwc(ctx, y, rank)
+    return apply_activation(ctx, y, p["activation"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+
+def _layer(cls_name, *args, **kw):
+    def build(keras):
+        return getattr(keras.layers, cls_name)(*args, **kw)
+
+    return build
+
+
+def _cnn(keras):
+    L = keras.layers
+    return keras.Sequential([
+        L.Conv2D(4, 3, padding="same", activation="relu"),
+        L.BatchNormalization(),
+        L.Conv2D(6, 3, strides=2, padding="same"),
+        L.DepthwiseConv2D(3, padding="same", activation="relu6"),
+    ])
+
+
+components = [
+    Component(
+        name="keras.Conv",
+        onnx=["Conv", "Transpose"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("keras_conv2d", factory=keras_model(_layer("Conv2D", 4, 3), (5, 5, 3)),
+                     input_shapes=[("B", 5, 5, 3)], expected_ops=["Conv"], max_nodes=3, run_f64=False),
+            Testcase("keras_conv2d_same_strided_relu",
+                     factory=keras_model(_layer("Conv2D", 4, 3, strides=2, padding="same", activation="relu"),
+                                         (6, 7, 3)),
+                     input_shapes=[("B", 6, 7, 3)], expected_ops=["Conv", "Relu"], max_nodes=4, run_f64=False),
+            Testcase("keras_conv2d_same_symbolic_size",
+                     factory=keras_model(_layer("Conv2D", 2, 3, padding="same"), (None, None, 3)),
+                     input_shapes=[("B", "H", "W", 3)], static_sizes={"H": 5, "W": 6}, expected_ops=["Conv"],
+                     max_nodes=3, run_f64=False),
+            Testcase("keras_conv2d_dilated_grouped",
+                     factory=keras_model(_layer("Conv2D", 4, 3, dilation_rate=2, groups=2), (7, 7, 4)),
+                     input_shapes=[("B", 7, 7, 4)], expected_ops=["Conv"], max_nodes=3, run_f64=False),
+            Testcase("keras_conv2d_channels_first",
+                     factory=keras_model(_layer("Conv2D", 4, 3, data_format="channels_first"), (3, 5, 5)),
+                     input_shapes=[("B", 3, 5, 5)], expected_ops=["Conv"], forbidden_ops=["Transpose"],
+                     max_nodes=1, run_f64=False),
+            Testcase("keras_conv1d_causal",
+                     factory=keras_model(_layer("Conv1D", 3, 3, padding="causal", dilation_rate=2), (None, 2)),
+                     input_shapes=[("B", "T", 2)], static_sizes={"T": 6}, expected_ops=["Conv"], max_nodes=3,
+                     run_f64=False),
+            Testcase("keras_conv3d", factory=keras_model(_layer("Conv3D", 2, 2, padding="same"), (3, 4, 4, 2)),
+                     input_shapes=[("B", 3, 4, 4, 2)], expected_ops=["Conv"], max_nodes=3, run_f64=False),
+            Testcase("keras_depthwise_conv2d",
+                     factory=keras_model(_layer("DepthwiseConv2D", 3, depth_multiplier=2, padding="same"), (5, 5, 3)),
+                     input_shapes=[("B", 5, 5, 3)], expected_ops=["Conv"], max_nodes=3, run_f64=False),
+            # Conv → BatchNorm → Conv → DepthwiseConv: the inner Transpose pairs cancel.
+            Testcase("keras_small_cnn", factory=keras_model(_cnn, (8, 8, 3)), input_shapes=[("B", 8, 8, 3)],
+                     check=check_ops("Conv", "BatchNormalization", max_transposes=2), run_f64=False),
+        ],
+    ),
+]

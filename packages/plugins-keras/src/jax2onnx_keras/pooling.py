@@ -1,0 +1,120 @@
+"""keras.layers.MaxPooling1D/2D/3D, AveragePooling1D/2D/3D → MaxPool / AveragePool.
+
+The kernel, strides and pads cover the spatial axes only (a 3×3 pool is ``kernel_shape=[3, 3]``),
+in the channels-first layout ONNX pools in; a channels-last layer gets a Transpose on each side,
+which the transpose pass cancels against a neighbouring Conv. ``"same"`` padding is computed as
+JAX computes it; Keras averages over the valid pixels only, ONNX's ``count_include_pad=0``.
+Global pooling layers are a mean/max over the spatial axes, which the jnp pack already lowers to
+one ``ReduceMean``/``ReduceMax``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jax2onnx.plugin import Lowerings
+from jax2onnx.testing import Component, Testcase
+
+from ._fusion import Operands, call_layer, is_array, mark_name, one_output_like, patch, static_ints, to_nchw, to_nhwc
+from ._testing import check_ops, keras_model
+
+lowerings = Lowerings()
+
+POOL = "pool"
+
+
+def _patch_pool(original):
+    def call(self, inputs, *args, **kwargs):
+        if args or kwargs or not is_array(inputs) or inputs.ndim < 3 or self.pool_mode not in ("max", "average"):
+            return original(self, inputs, *args, **kwargs)
+        return call_layer(POOL, self, lambda layer, x: original(layer, x), {"x": inputs},
+                          mode=self.pool_mode, pool_size=tuple(int(k) for k in self.pool_size),
+                          strides=tuple(int(s) for s in (self.strides or self.pool_size)),
+                          padding=str(self.padding).lower(), channels_last=self.data_format == "channels_last")
+
+    return call
+
+
+patches = [patch("keras.src.layers.pooling.base_pooling", "BasePooling", _patch_pool)]
+
+
+def _same_pads(spatial: tuple[Any, ...], window: tuple[int, ...], strides: tuple[int, ...]) -> list[int]:
+    lo, hi = [], []
+    for size, k, s in zip(spatial, window, strides):
+        out = -(-int(size) // s)
+        total = max((out - 1) * s + k - int(size), 0)
+        lo.append(total // 2)
+        hi.append(total - total // 2)
+    return lo + hi
+
+
+@lowerings.register_call(mark_name(POOL))
+def lower_pool(ctx, *ins):
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    shape = ops.shape("x")
+    rank = len(shape)
+    window, strides = tuple(p["pool_size"]), tuple(p["strides"])
+    if not one_output_like(ctx, ctx.avals_out[0].shape) or len(window) != rank - 2 or len(strides) != rank - 2:
+        return None
+    spatial = tuple(shape[1:-1]) if p["channels_last"] else tuple(shape[2:])
+    attrs: dict[str, Any] = {"kernel_shape": list(window), "strides": list(strides)}
+    if p["padding"] == "same":
+        if static_ints(spatial):
+            attrs["pads"] = _same_pads(spatial, window, strides)
+        else:
+            attrs["auto_pad"] = "SAME_UPPER"  # JAX's SAME: the odd pixel at the end
+    elif p["padding"] != "valid":
+        return None
+    x = to_nchw(ctx, ops["x"], rank) if p["channels_last"] else ops["x"]
+    if p["mode"] == "max":
+        y = ctx.op.MaxPool(x, **attrs)
+    else:
+        y = ctx.op.AveragePool(x, count_include_pad=0, **attrs)
+    return to_nhwc(ctx, y, rank) if p["channels_last"] else y
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+
+def _layer(cls_name, *args, **kw):
+    def build(keras):
+        return getattr(keras.layers, cls_name)(*args, **kw)
+
+    return build
+
+
+def _conv_pool(keras):
+    L = keras.layers
+    return keras.Sequential([L.Conv2D(4, 3, padding="same"), L.MaxPooling2D(3, strides=2, padding="same"),
+                             L.Conv2D(4, 1), L.AveragePooling2D(2), L.GlobalAveragePooling2D()])
+
+
+components = [
+    Component(
+        name="keras.Pooling",
+        onnx=["MaxPool", "AveragePool"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("keras_max_pool_3x3", factory=keras_model(_layer("MaxPooling2D", 3, strides=1), (6, 6, 2)),
+                     input_shapes=[("B", 6, 6, 2)], expected_ops=["MaxPool"], max_nodes=3, run_f64=False),
+            Testcase("keras_max_pool_same", factory=keras_model(_layer("MaxPooling2D", 3, strides=2, padding="same"),
+                                                                (7, 6, 2)),
+                     input_shapes=[("B", 7, 6, 2)], expected_ops=["MaxPool"], max_nodes=3, run_f64=False),
+            Testcase("keras_avg_pool", factory=keras_model(_layer("AveragePooling2D", 2), (6, 6, 2)),
+                     input_shapes=[("B", 6, 6, 2)], expected_ops=["AveragePool"], max_nodes=3, run_f64=False),
+            Testcase("keras_avg_pool_same", factory=keras_model(_layer("AveragePooling2D", 3, strides=2, padding="same"),
+                                                                (5, 6, 2)),
+                     input_shapes=[("B", 5, 6, 2)], expected_ops=["AveragePool"], max_nodes=3, run_f64=False),
+            Testcase("keras_max_pool_1d_symbolic", factory=keras_model(_layer("MaxPooling1D", 2, padding="same"),
+                                                                       (None, 3)),
+                     input_shapes=[("B", "T", 3)], static_sizes={"T": 5}, expected_ops=["MaxPool"], max_nodes=3,
+                     run_f64=False),
+            Testcase("keras_avg_pool_3d", factory=keras_model(_layer("AveragePooling3D", 2), (4, 4, 4, 2)),
+                     input_shapes=[("B", 4, 4, 4, 2)], expected_ops=["AveragePool"], max_nodes=3, run_f64=False),
+            Testcase("keras_conv_pool_stack", factory=keras_model(_conv_pool, (8, 8, 3)), input_shapes=[("B", 8, 8, 3)],
+                     check=check_ops("Conv", "MaxPool", "AveragePool", max_transposes=2), run_f64=False),
+        ],
+    ),
+]
