@@ -89,7 +89,7 @@ def parse_inputs(fn: Callable[..., Any], inputs: Sequence[Any], input_params: Ma
     except Exception as exc:  # noqa: BLE001
         raise InputSpecError(f"cannot create symbolic dims {sym_names}: {exc}") from exc
     # Symbols from ShapeDtypeStructs built with jax.export.symbolic_shape are accepted as they are.
-    args = [_parse_one(spec, i, symbols, double) for i, spec in enumerate(inputs)]
+    args = [_parse_one(spec, f"input {i}", symbols, double) for i, spec in enumerate(inputs)]
 
     names = _input_names(fn, len(args))
     _check_arity(fn, len(args), input_params)
@@ -127,8 +127,7 @@ def _parse_dim(d: Any, where: str, symbols: Mapping[str, Any]) -> Any:
     raise InputSpecError(f"{where}: dim {d!r} of type {type(d).__name__} is neither an int nor a symbol string")
 
 
-def _parse_one(spec: Any, i: int, symbols: Mapping[str, Any], double: bool) -> jax.ShapeDtypeStruct:
-    where = f"input {i}"
+def _parse_one(spec: Any, where: str, symbols: Mapping[str, Any], double: bool) -> jax.ShapeDtypeStruct:
     if isinstance(spec, jax.ShapeDtypeStruct):
         shape = tuple(_parse_dim(d, where, symbols) for d in spec.shape)
         dtype = _check_dtype(spec.dtype, where)
@@ -172,7 +171,7 @@ def _parse_param(name: str, default: Any, symbols: Mapping[str, Any], double: bo
                         f"{where}: symbolic dim {sorted(missing)} is not bound by any positional input; "
                         f"symbols in inputs are {sorted(symbols) or 'none'}"
                     )
-        return _parse_one(default, 0, symbols, double) if not isinstance(default, (tuple, list)) else _parse_one(default, 0, symbols, double)
+        return _parse_one(default, where, symbols, double)
     if isinstance(default, bool) or isinstance(default, np.bool_):
         return jax.ShapeDtypeStruct((), np.dtype(bool))
     if isinstance(default, (int, np.integer)):
