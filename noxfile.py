@@ -136,14 +136,16 @@ def bench(session: nox.Session) -> None:
     session.run("python", "bench/compare_peer.py", *session.posargs)
 
 
-#: distribution name -> folder, for `build`.
-DISTRIBUTIONS = {
-    "jax2onnx-core": CORE,
-    "jax2onnx-lax": "./packages/plugins-lax",
-    "jax2onnx-jnp": "./packages/plugins-jnp",
-    "jax2onnx-nnx": "./packages/plugins-nnx",
-    "jax2onnx-examples": "./packages/examples",
-}
+def _distributions() -> dict[str, str]:
+    """distribution name -> folder, for `build`: every packages/*/pyproject.toml (a new pack is
+    built, checked and smoke-tested without being listed here)."""
+    import tomllib
+
+    out = {}
+    for path in sorted(glob.glob(os.path.join(ROOT, "packages", "*", "pyproject.toml"))):
+        with open(path, "rb") as f:
+            out[tomllib.load(f)["project"]["name"]] = "./" + os.path.relpath(os.path.dirname(path), ROOT)
+    return out
 
 
 @nox.session(python=PYTHON)
@@ -153,12 +155,13 @@ def build(session: nox.Session) -> None:
     dist = os.path.join(ROOT, "dist")
     shutil.rmtree(dist, ignore_errors=True)
     session.install("twine>=5")
-    for folder in DISTRIBUTIONS.values():
+    distributions = _distributions()
+    for folder in distributions.values():
         # uv builds the sdist first and the wheel from it, so a file missing from the sdist fails here.
         session.run("uv", "build", "--quiet", "--out-dir", dist, folder, external=True)
     session.run("twine", "check", "--strict", *sorted(glob.glob(os.path.join(dist, "*"))))
     python = session.run("python", "-c", "import sys; print(sys.executable)", silent=True).strip()
-    for name in DISTRIBUTIONS:
+    for name in distributions:
         (wheel,) = glob.glob(os.path.join(dist, f"{name.replace('-', '_')}-*.whl"))
         with tempfile.TemporaryDirectory(prefix=f"{name}-") as venv:
             session.run("uv", "venv", "--quiet", "--python", python, venv, external=True)
