@@ -27,7 +27,7 @@ from .patching import applied_patches
 from .plugin import Patch, marks_active
 from .registry import get_registry
 from .saving import save_atomically, save_with_external_data
-from .specs import parse_inputs
+from .specs import check_output_path, parse_inputs
 
 
 #: ONNX IR version written to models: onnxruntime >= 1.20 loads 10; opset 23 needs IR 11.
@@ -102,6 +102,8 @@ def to_onnx(
         record_primitive_calls_file=record_primitive_calls_file, export_mode=export_mode,
         normalization_mode=normalization_mode,
     )
+    if options.output_path is not None:
+        check_output_path(options.output_path)  # before minutes of tracing, not after them
     if options.export_mode == "web":
         if external_data:
             raise InputSpecError("export_mode='web' writes one self-contained file; drop external_data=True")

@@ -28,7 +28,6 @@ import os
 import re
 import shutil
 import socket
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -232,6 +231,18 @@ def save_with_external_data(model: ir.Model, path: str | os.PathLike[str]) -> on
     return proto
 
 
+def _create_temp(directory: str, suffix: str) -> tuple[int, str]:
+    """A new temp file like ``mkstemp``'s, but created with mode 0666 so the umask applies and the
+    renamed model gets the mode any new file gets (mkstemp's 0600 survived the rename)."""
+    for _ in range(100):
+        tmp = os.path.join(directory, f"{_temp_name()}{suffix}")  # unique: host, pid, random
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a temp file in {directory}")
+
+
 def save_atomically(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> None:
     """Write one self-contained model file: temp file beside ``path``, then an atomic rename, so
     readers never see a partial model. Weights files of an earlier external-data export of this
@@ -244,7 +255,7 @@ def save_atomically(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> Non
             f"the model is too large for one ONNX file ({exc}); export with external_data=True so the "
             "weights are written beside it"
         ) from exc
-    fd, tmp = tempfile.mkstemp(prefix=_temp_name(), suffix=".onnx", dir=directory)
+    fd, tmp = _create_temp(directory, suffix=".onnx")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(payload)

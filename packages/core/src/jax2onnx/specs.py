@@ -241,3 +241,36 @@ def _check_arity(fn: Callable[..., Any], n: int, params: Mapping[str, Any]) -> N
             close = difflib.get_close_matches(pname, sorted(names), n=1)
             hint = f" Did you mean '{close[0]}'?" if close else f" Keyword parameters are {sorted(names) or 'none'}."
             raise InputSpecError(f"input_params names '{pname}', which the function does not accept.{hint}")
+
+
+def check_output_path(path: Any) -> None:
+    """Fail before any tracing when ``output_path`` cannot be written: a long conversion should not
+    end in a permission error naming a temp file. Names the user's path and the fix."""
+    import os
+
+    try:
+        target = os.path.abspath(os.fspath(path))
+    except TypeError as exc:
+        raise InputSpecError(f"output_path must be a str or os.PathLike, got {type(path).__name__}: {path!r}") from exc
+    shown = os.fspath(path) if os.fspath(path) == target else f"{os.fspath(path)} ({target})"
+    if os.path.isdir(target):
+        raise InputSpecError(f"output_path {shown} is a folder; give the model file's path, e.g. {os.path.join(target, 'model.onnx')}")
+    folder = os.path.dirname(target)
+    existing = folder
+    while not os.path.exists(existing):  # the nearest ancestor that exists: where mkdir would start
+        parent = os.path.dirname(existing)
+        if parent == existing:
+            break
+        existing = parent
+    if not os.path.isdir(existing):
+        raise InputSpecError(
+            f"cannot write output_path {shown}: {existing} is a file, not a folder; choose another output_path"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "folder" if existing == folder else f"folder {existing} (where {folder} would be created)"
+        raise InputSpecError(
+            f"cannot write output_path {shown}: the {what} is not writable; choose another output_path "
+            "or change the folder's permissions"
+        )
+    if os.path.exists(target) and not os.access(target, os.W_OK) and not os.access(folder, os.W_OK):
+        raise InputSpecError(f"cannot replace output_path {shown}: the file and its folder are read-only")
