@@ -80,7 +80,7 @@ def test_typed_inputs_for_token_ids(mini_registry, model_file, tmp_path, capsys)
 
 def test_external_data(mini_registry, model_file, tmp_path, capsys):
     out = tmp_path / "big.onnx"
-    assert main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(out), "--external-data", "-q"]) == 0, capsys.readouterr()
+    assert main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(out), "--external-data", "--verify", "-q"]) == 0, capsys.readouterr()
     from jax2onnx.report import summarize
 
     summary = summarize(str(out))

@@ -460,12 +460,14 @@ def verify(
 
     from . import compat
     from .errors import require_onnxruntime
-    from .verification import run_onnx
+    from .verification import jax_reference, run_onnx
 
     require_onnxruntime("verify")
+    runnable: Any = model
     if not isinstance(model, onnx.ModelProto):
         path = path or model
-        model = onnx.load(os.fspath(model))
+        runnable = os.fspath(model)  # onnxruntime memory-maps external data found beside the file
+        model = onnx.load(runnable, load_external_data=False)
     summary = summarize(model, path)
     double = bool(enable_double_precision)
     if enable_double_precision is None:
@@ -474,8 +476,8 @@ def verify(
     trials: list[Trial] = []
     for arrays in trial_inputs(inputs, double=double, sizes=sizes, seed=seed):
         with compat.x64_enabled(double):
-            expected = [np.asarray(e) for e in jax.tree_util.tree_leaves(fn(*arrays, **dict(input_params or {})))]
-        got = run_onnx(model, arrays, input_params)
+            expected = [np.asarray(e) for e in jax.tree_util.tree_leaves(jax_reference(fn, arrays, input_params))]
+        got = run_onnx(runnable, arrays, input_params)
         in_names = [i.name for i in model.graph.input]
         shown = {n: list(a.shape) for n, a in zip(in_names, arrays)}
         checks = []
