@@ -43,6 +43,20 @@ def lax() -> None:
     model = to_onnx(lambda x, y: jnp.tanh(x @ y).sum(axis=-1), [("B", 8), (8, 4)])
     onnx.checker.check_model(model, full_check=True)
     assert {"MatMul", "Tanh", "ReduceSum"} <= {n.op_type for n in model.graph.node}
+    # The CLI from a user's file: converts; --verify says what to install instead of a traceback.
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "user_model.py")
+        with open(src, "w") as f:
+            f.write("import jax.numpy as jnp\ndef fn(x):\n    return jnp.sin(x) * 2.0\n")
+        out = os.path.join(d, "m.onnx")
+        subprocess.run(["jax2onnx", "convert", f"{src}:fn", "-i", "B,3", "-o", out, "-q"], check=True)
+        assert os.path.exists(out)
+        r = subprocess.run(["jax2onnx", "convert", f"{src}:fn", "-i", "B,3", "-o", out, "-q", "--verify"],
+                           capture_output=True, text=True)
+        assert r.returncode == 4 and "jax2onnx-core[runtime]" in r.stderr and "Traceback" not in r.stderr, r
 
 
 def jnp_pack() -> None:
