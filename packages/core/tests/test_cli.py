@@ -177,3 +177,15 @@ def test_packs_survives_conflicting_and_broken_packs(capsys):
     assert "pack-a" in out and "pack-b" in out
     assert "problem:" in out and "'sin'" in out  # the conflict, named
     assert "no_such_pack_module_xyz" in out  # the broken pack, listed
+
+
+def test_packs_lists_conflicts_a_registry_records(capsys):
+    class Recording(PluginRegistry):  # a registry that records conflicts instead of raising
+        conflicts = {"sin": "Primitive 'sin' is claimed by 'pack-a' and 'pack-b'; uninstall one or raise a priority"}
+
+    previous = set_registry(Recording(entry_points=[], extra_plugins=[("pack-a", _SinA())]))
+    try:
+        assert main(["packs"]) == 0
+    finally:
+        set_registry(previous)
+    assert "problem: Primitive 'sin' is claimed by 'pack-a' and 'pack-b'" in capsys.readouterr().out

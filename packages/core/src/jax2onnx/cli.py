@@ -260,6 +260,11 @@ def _cmd_packs(args: argparse.Namespace) -> int:
             infos = list(registry.packs)
     for w in caught:
         problems.append(str(w.message))
+    # A registry that records conflicts instead of raising (only conversions using the contested
+    # primitive fail) exposes them as ``conflicts``: name -> message (or the competing lowerings).
+    conflicts = getattr(registry, "conflicts", None) or {}
+    for name, detail in (conflicts.items() if isinstance(conflicts, dict) else enumerate(conflicts)):
+        problems.append(str(detail) if isinstance(detail, (str, Exception)) else f"'{name}' is claimed by {detail}")
     for info in infos:
         status = f"FAILED: {info.error}" if info.error else f"{len(info.lowered)} lowerings"
         print(f"{info.name} {info.version} ({info.module}): {status}")
