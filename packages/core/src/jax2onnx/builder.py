@@ -9,7 +9,6 @@ body (``If``/``Loop``/``Scan`` subgraph) or an ONNX function body. Lowerings rea
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -33,7 +32,10 @@ def to_ir_dtype(dtype: Any) -> ir.DataType:
 
 def value_dtype(dtype: Any) -> ir.DataType:
     """Element type of the ONNX value holding a JAX value of ``dtype``. Complex numbers travel as
-    real pairs (a trailing axis of 2, the layout of ONNX's DFT), so complex64 is FLOAT."""
+    real pairs (a trailing axis of 2, the layout of ONNX's DFT), so complex64 is FLOAT; a typed PRNG
+    key travels as its uint32 key data."""
+    if compat.is_key_dtype(dtype):
+        return ir.DataType.UINT32
     dt = np.dtype(dtype)
     if dt.kind == "c":
         return to_ir_dtype(np.float32 if dt == np.complex64 else np.float64)
@@ -42,7 +44,9 @@ def value_dtype(dtype: Any) -> ir.DataType:
 
 def aval_type(aval: Any) -> tuple[ir.TensorType, ir.Shape]:
     dims = [str(d) if compat.is_symbolic_dim(d) else int(d) for d in aval.shape]
-    if np.dtype(aval.dtype).kind == "c":
+    if compat.is_key_dtype(aval.dtype):
+        dims.extend(compat.key_data_shape(aval.dtype))  # key<fry>[3] is uint32[3, 2]
+    elif np.dtype(aval.dtype).kind == "c":
         dims.append(2)  # (real, imag)
     return ir.TensorType(value_dtype(aval.dtype)), ir.Shape(dims)
 
@@ -75,36 +79,75 @@ class ModelBuilder:
         self.opset = opset
         self.names = NameGenerator()
         self.initializers: dict[str, ir.Value] = {}
-        self._const_pool: dict[tuple, ir.Value] = {}
+        self._const_pool = ConstantPool()
         self.functions: dict[tuple[str, str], ir.Function] = {}
         self.function_fingerprints: dict[str, ir.Function] = {}
         self.main = Scope(self, kind="main")
 
     def initializer(self, array: np.ndarray, name: str | None = None) -> ir.Value:
-        """An initializer holding ``array``; identical arrays are stored once."""
+        """An initializer holding ``array``; identical arrays are stored once. The array is
+        wrapped, not copied: a weight reaches the ModelProto as the only copy jax2onnx makes."""
         array = np.asarray(array)
-        key = _array_key(array)
-        hit = self._const_pool.get(key)
+        hit = self._const_pool.find(array)
         if hit is not None:
             return hit
         vname = self.names.fresh(name or _const_name(array))
         value = ir.Value(name=vname, type=ir.TensorType(to_ir_dtype(array.dtype)), shape=ir.Shape(list(array.shape)),
                          const_value=_as_tensor(array, vname))
         self.initializers[vname] = value
-        self._const_pool[key] = value
+        self._const_pool.add(array, value)
         return value
+
+
+class ConstantPool:
+    """Finds an array already stored, without hashing every weight's bytes.
+
+    First by buffer identity (the same JAX/numpy buffer seen twice: a tied embedding), then among
+    arrays of the same dtype and shape by a fingerprint of a few sampled elements; only arrays that
+    agree on all of that are compared in full. Random weights differ in the sample, so a model's
+    weights are read a handful of elements each; equal arrays (zero biases) are compared once.
+    """
+
+    _SAMPLES = 64
+
+    def __init__(self) -> None:
+        self._by_buffer: dict[tuple, ir.Value] = {}
+        self._by_signature: dict[tuple, list[tuple[np.ndarray, ir.Value]]] = {}
+
+    @staticmethod
+    def _buffer_key(array: np.ndarray) -> tuple:
+        return (array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str)
+
+    @classmethod
+    def _signature(cls, array: np.ndarray) -> tuple:
+        flat = array.reshape(-1)
+        if flat.size <= cls._SAMPLES:
+            sample = np.ascontiguousarray(flat).tobytes()
+        else:
+            step = flat.size // cls._SAMPLES
+            sample = np.ascontiguousarray(flat[::step][: cls._SAMPLES]).tobytes() + np.ascontiguousarray(flat[-1:]).tobytes()
+        return (array.dtype.str, array.shape, sample)
+
+    def find(self, array: np.ndarray) -> ir.Value | None:
+        hit = self._by_buffer.get(self._buffer_key(array))
+        if hit is not None:
+            return hit
+        for stored, value in self._by_signature.get(self._signature(array), ()):
+            if array.size <= self._SAMPLES or np.array_equal(stored, array, equal_nan=array.dtype.kind in "fc"):
+                return value  # (not keyed by this array's buffer: nothing keeps it alive)
+        return None
+
+    def add(self, array: np.ndarray, value: ir.Value) -> None:
+        # The stored arrays stay alive (the tensors hold them), so a buffer address is never reused
+        # for a different array while this pool exists.
+        self._by_buffer[self._buffer_key(array)] = value
+        self._by_signature.setdefault(self._signature(array), []).append((array, value))
 
 
 def _as_tensor(array: np.ndarray, name: str) -> ir.TensorProtocol:
     if array.dtype.name == "bfloat16":
         return ir.Tensor(array, dtype=ir.DataType.BFLOAT16, name=name)
     return ir.Tensor(array, name=name)
-
-
-def _array_key(array: np.ndarray) -> tuple:
-    data = np.ascontiguousarray(array)
-    digest = hashlib.blake2b(data.view(np.uint8).reshape(-1).data if data.size else b"", digest_size=16).hexdigest()
-    return (array.dtype.str, array.shape, digest)
 
 
 def _const_name(array: np.ndarray) -> str:
@@ -191,7 +234,7 @@ class Scope:
         # symbol name -> (source value, axis) and computed dims cache
         self.dim_sources: list[tuple[ir.Value, Sequence[Any]]] = []
         self._dim_cache: dict[str, ir.Value] = {}
-        self._local_consts: dict[tuple, ir.Value] = {}
+        self._local_consts = ConstantPool()
 
     # -- values ------------------------------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -217,14 +260,13 @@ class Scope:
         array = np.asarray(array)
         if self.kind != "function" and not self._inside_function():
             return self.model.initializer(array, name)
-        key = _array_key(array)
-        hit = self._local_consts.get(key)
+        hit = self._local_consts.find(array)
         if hit is not None:
             return hit
         out = self.op.Constant(value=_as_tensor(array, self.fresh(name or _const_name(array))), _name=name or _const_name(array))
         out.type = ir.TensorType(to_ir_dtype(array.dtype))
         out.shape = ir.Shape(list(array.shape))
-        self._local_consts[key] = out
+        self._local_consts.add(array, out)
         return out
 
     def _inside_function(self) -> bool:
