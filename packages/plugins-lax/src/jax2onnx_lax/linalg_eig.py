@@ -1,6 +1,338 @@
-"""(being written for issue 10)"""
+"""lax.linalg ``eigh`` and ``svd`` by parallel cyclic Jacobi rotations (ONNX has no eigen-solver).
 
+Both run sweeps of rotations in an ONNX ``Loop`` that stops once the matrix has converged (or after
+a cap of sweeps). A sweep is ``N - 1`` rounds of the round-robin ("circle") ordering: each round
+rotates ``N/2`` disjoint index pairs at once, so a round is one orthogonal matrix ``J`` built from
+the rotations (``J = Pi^T R`` with ``Pi`` the round's pair permutation, exact since ``Pi`` is
+one-hot) and applied with MatMul. An odd ``n`` is padded with a zero row/column whose rotations are
+exactly the identity, and sliced off at the end.
+
+- ``eigh``: two-sided Jacobi ``A <- J^T A J``, ``V <- V J`` (the symmetric Schur 2x2 rotation of Golub
+  and Van Loan) on the triangle JAX names (``lower``); stops when the off-diagonal Frobenius norm is
+  below ``eps * ||A||_F``. Eigenvalues come out ascending as JAX sorts them.
+- ``svd``: one-sided (Hestenes) Jacobi on the columns of ``A`` (of ``A^T`` when wider than tall)
+  until every column pair is orthogonal to ``eps``; singular values are the column norms, sorted
+  descending. ``full_matrices`` completes the square factor with a Householder QR of the thin one.
+
+Signs: an eigenvector or a singular-vector pair is only defined up to sign, and LAPACK's choice is
+not reproducible by a different algorithm. The exported model returns the vectors Jacobi produces
+(normalised, orthogonal); compare them with JAX after fixing each column's sign (for example so that
+its largest-magnitude entry is positive), as the testcases here do. A zero singular value's left
+vector is zero in the thin ``u`` (LAPACK fills in an orthonormal completion), which does not change
+``u @ diag(s) @ vt``, ``pinv`` or ``lstsq``.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
 from jax2onnx.plugin import Lowerings
+from jax2onnx.testing import Component, Testcase
+
+from . import _matrix as mx
+from .linalg_factor import _geqrf, _householder_product
 
 lowerings = Lowerings()
-components = []
+
+#: Sweep caps; Jacobi converges quadratically and small matrices need 5-8 sweeps.
+_MAX_SWEEPS = {np.dtype(np.float32): 15, np.dtype(np.float64): 20}
+
+
+def _round_robin(n_even: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(P, Q)`` of shape ``[n_even - 1, n_even / 2]``: round r rotates pairs ``(P[r, i], Q[r, i])``
+    (``P < Q``); over the rounds every pair occurs exactly once."""
+    others = list(range(1, n_even))
+    ps, qs = [], []
+    for _ in range(n_even - 1):
+        players = [0, *others]
+        pairs = [(players[i], players[n_even - 1 - i]) for i in range(n_even // 2)]
+        ps.append([min(p) for p in pairs])
+        qs.append([max(p) for p in pairs])
+        others = others[-1:] + others[:-1]
+    return np.asarray(ps, dtype=np.int64), np.asarray(qs, dtype=np.int64)
+
+
+def _rotation(sub, a_pp, a_qq, a_pq):
+    """``(c, s)`` zeroing the pair's off-diagonal entry of ``[[a_pp, a_pq], [a_pq, a_qq]]``:
+    ``theta = (a_qq - a_pp) / (2 a_pq)``, ``t = sign(theta) / (|theta| + sqrt(1 + theta^2))``.
+    A zero ``a_pq`` (converged, or the padding index) is the identity, exactly."""
+    op = sub.op
+    zero = op.Equal(a_pq, 0.0)
+    theta = op.Div(op.Sub(a_qq, a_pp), op.Mul(op.Where(zero, 1.0, a_pq), 2.0))
+    t = op.Reciprocal(op.Add(op.Abs(theta), op.Sqrt(op.Add(op.Mul(theta, theta), 1.0))))
+    t = op.Where(zero, 0.0, op.Where(op.Less(theta, 0.0), op.Neg(t), t))  # sign(theta), with sign(0) = 1
+    c = op.Reciprocal(op.Sqrt(op.Add(op.Mul(t, t), 1.0)))
+    return c, op.Mul(t, c)
+
+
+def _round_matrix(sub, c, s, onehot_p, onehot_q, perm):
+    """J of one round ([..., N, N]): row p is ``c e_p + s e_q``, row q is ``-s e_p + c e_q``."""
+    op = sub.op
+    c_, s_ = op.Unsqueeze(c, sub.i64([-1])), op.Unsqueeze(s, sub.i64([-1]))
+    top = op.Add(op.Mul(c_, onehot_p), op.Mul(s_, onehot_q))
+    bottom = op.Sub(op.Mul(c_, onehot_q), op.Mul(s_, onehot_p))
+    return op.MatMul(perm, op.Concat(top, bottom, axis=-2))
+
+
+def _round_tables(sub, r, n_even, dtype):
+    """The round's pair indices and their one-hot/permutation matrices (constants gathered by r)."""
+    p_tab, q_tab = _round_robin(n_even)
+    eye = np.eye(n_even, dtype=dtype)
+    op = sub.op
+    p = op.Gather(sub.const(p_tab), r, axis=0)  # [N/2]
+    q = op.Gather(sub.const(q_tab), r, axis=0)
+    onehot_p = op.Gather(sub.const(eye), p, axis=0)  # [N/2, N]
+    onehot_q = op.Gather(sub.const(eye), q, axis=0)
+    perm_t = op.Transpose(op.Concat(onehot_p, onehot_q, axis=0), perm=[1, 0])  # Pi^T
+    return p, q, onehot_p, onehot_q, perm_t
+
+
+def _sweeps(ctx, state, round_fn, converged_fn, n_even, dtype, name):
+    """Loop of sweeps (each an inner Loop of ``n_even - 1`` rounds) until ``converged_fn``."""
+    def sweep(sub, _k, *st):
+        return mx.loop(sub, n_even - 1, [(v, a) for v, (_, a) in zip(st, state, strict=True)],
+                       round_fn, f"{name}_round")
+
+    return mx.loop(ctx, _MAX_SWEEPS.get(np.dtype(dtype), 20), state, sweep, f"{name}_sweep", until=converged_fn)
+
+
+def _sort_columns(ctx, values, vectors, largest, n):
+    """``values`` [..., n] sorted (TopK), ``vectors``' columns [..., m, n] in the same order."""
+    sorted_vals, idx = ctx.op.TopK(values, ctx.i64([n]), axis=-1, largest=int(largest), sorted=1, _outputs=2)
+    if vectors is None:
+        return sorted_vals, None, idx
+    idx_m = ctx.op.Expand(ctx.op.Unsqueeze(idx, ctx.i64([-2])), ctx.op.Shape(vectors))
+    return sorted_vals, ctx.op.GatherElements(vectors, idx_m, axis=-1), idx
+
+
+def _pad_square(ctx, x, rank, n_rows_pad, n_cols_pad):
+    if not (n_rows_pad or n_cols_pad):
+        return x
+    pads = [0] * (2 * rank)
+    pads[rank - 2 + rank] = n_rows_pad
+    pads[rank - 1 + rank] = n_cols_pad
+    return ctx.op.Pad(x, ctx.i64(pads))
+
+
+# ---------------------------------------------------------------------------------------------
+# eigh
+
+
+@lowerings.register("eigh")
+def lower_eigh(ctx, a):
+    mx.require_real(ctx)
+    a_aval = ctx.avals_in[0]
+    n, _ = mx.static_matrix_dims(ctx, a_aval, "the matrix")
+    rank = len(a_aval.shape)
+    dtype = np.dtype(a_aval.dtype)
+    batch = mx.batch_shape(a_aval)
+    tri = np.tril(np.ones((n, n), dtype=bool)) if ctx.params.get("lower", True) else np.triu(np.ones((n, n), dtype=bool))
+    sym = ctx.op.Where(ctx.const(tri), a, mx.swap_last_axes(ctx, a, rank))
+    n_even = n + n % 2
+    work = _pad_square(ctx, sym, rank, n_even - n, n_even - n)
+    work_aval = mx.aval([*batch, n_even, n_even], dtype)
+    v0 = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
+    eye_mask = np.eye(n_even, dtype=bool)
+    fro2 = ctx.op.ReduceSum(ctx.op.Mul(work, work), ctx.i64([-2, -1]), keepdims=0)
+    tol2 = ctx.op.Mul(fro2, float(np.finfo(dtype).eps) ** 2)
+
+    if n_even < 2:  # 1x1 (padded to 2x2 it would still be diagonal): nothing to rotate
+        w = ctx.op.ReduceSum(sym, ctx.i64([-1]), keepdims=0)
+        return [mx.expand_to(ctx, ctx.const(np.eye(n, dtype=dtype)), [*batch, n, n]), w]
+
+    def round_fn(sub, r, w_, v_):
+        op = sub.op
+        _, _, onehot_p, onehot_q, perm_t = _round_tables(sub, r, n_even, dtype)
+        diag = op.ReduceSum(op.Where(sub.const(eye_mask), w_, 0.0), sub.i64([-1]), keepdims=0)  # [..., N]
+        a_pp = op.ReduceSum(op.Mul(op.Unsqueeze(diag, sub.i64([-2])), onehot_p), sub.i64([-1]), keepdims=0)
+        a_qq = op.ReduceSum(op.Mul(op.Unsqueeze(diag, sub.i64([-2])), onehot_q), sub.i64([-1]), keepdims=0)
+        rows_p = op.MatMul(onehot_p, w_)  # [..., N/2, N], exact (one-hot)
+        a_pq = op.ReduceSum(op.Mul(rows_p, onehot_q), sub.i64([-1]), keepdims=0)
+        c, s = _rotation(sub, a_pp, a_qq, a_pq)
+        j = _round_matrix(sub, c, s, onehot_p, onehot_q, perm_t)
+        w_new = op.MatMul(mx.swap_last_axes(sub, j, rank), op.MatMul(w_, j))
+        return [w_new, op.MatMul(v_, j)]
+
+    def converged(sub, w_, _v):
+        op = sub.op
+        off = op.Where(sub.const(eye_mask), 0.0, w_)
+        off2 = op.ReduceSum(op.Mul(off, off), sub.i64([-2, -1]), keepdims=0)
+        not_done = op.Greater(off2, tol2)
+        return op.Not(op.Cast(op.ReduceMax(op.Cast(not_done, to=6), keepdims=0), to=9))
+
+    w_mat, v = _sweeps(ctx, [(work, work_aval), (v0, work_aval)], round_fn, converged, n_even, dtype, "jacobi")
+    w = ctx.op.ReduceSum(ctx.op.Where(ctx.const(eye_mask), w_mat, 0.0), ctx.i64([-1]), keepdims=0)
+    if n_even != n:
+        w = ctx.op.Slice(w, ctx.i64([0]), ctx.i64([n]), ctx.i64([-1]))
+        v = ctx.op.Slice(v, ctx.i64([0, 0]), ctx.i64([n, n]), ctx.i64([-2, -1]))
+    if ctx.params.get("sort_eigenvalues", True):
+        w, v, _ = _sort_columns(ctx, w, v, largest=False, n=n)
+    subset = ctx.params.get("subset_by_index")
+    if subset is not None and tuple(subset) != (0, n):
+        lo, hi = (int(i) for i in subset)
+        w = ctx.op.Slice(w, ctx.i64([lo]), ctx.i64([hi]), ctx.i64([-1]))
+        v = ctx.op.Slice(v, ctx.i64([lo]), ctx.i64([hi]), ctx.i64([-1]))
+    return [v, w]
+
+
+# ---------------------------------------------------------------------------------------------
+# svd
+
+
+@lowerings.register("svd")
+def lower_svd(ctx, a):
+    mx.require_real(ctx)
+    p = ctx.params
+    a_aval = ctx.avals_in[0]
+    m, n = mx.static_matrix_dims(ctx, a_aval, "the matrix")
+    subset = p.get("subset_by_index")
+    if subset is not None and tuple(subset) != (0, min(m, n)):
+        raise NotImplementedError(f"svd: subset_by_index={subset} has no ONNX lowering; slice the full result")
+    rank = len(a_aval.shape)
+    dtype = np.dtype(a_aval.dtype)
+    batch = mx.batch_shape(a_aval)
+    wide = m < n
+    x = mx.swap_last_axes(ctx, a, rank) if wide else a
+    rows, cols = (n, m) if wide else (m, n)  # x is rows x cols, rows >= cols
+    n_even = cols + cols % 2
+    g0 = _pad_square(ctx, x, rank, 0, n_even - cols)
+    g_aval = mx.aval([*batch, rows, n_even], dtype)
+    v_aval = mx.aval([*batch, n_even, n_even], dtype)
+    v0 = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
+    eye_mask = np.eye(n_even, dtype=bool)
+    eps = float(np.finfo(dtype).eps)
+
+    def round_fn(sub, r, g, v_):
+        op = sub.op
+        _, _, onehot_p, onehot_q, perm_t = _round_tables(sub, r, n_even, dtype)
+        cols_p = op.MatMul(g, mx.swap_last_axes(sub, onehot_p, 2))  # [..., rows, N/2]
+        cols_q = op.MatMul(g, mx.swap_last_axes(sub, onehot_q, 2))
+        axis = sub.i64([-2])
+        alpha = op.ReduceSum(op.Mul(cols_p, cols_p), axis, keepdims=0)
+        beta = op.ReduceSum(op.Mul(cols_q, cols_q), axis, keepdims=0)
+        gamma = op.ReduceSum(op.Mul(cols_p, cols_q), axis, keepdims=0)
+        c, s = _rotation(sub, alpha, beta, gamma)
+        j = _round_matrix(sub, c, s, onehot_p, onehot_q, perm_t)
+        return [op.MatMul(g, j), op.MatMul(v_, j)]
+
+    def converged(sub, g, _v):
+        """Every column pair orthogonal to ``eps``: ``|g_p . g_q| <= eps * |g_p| |g_q|``."""
+        op = sub.op
+        gram = op.MatMul(mx.swap_last_axes(sub, g, rank), g)
+        d = op.ReduceSum(op.Where(sub.const(eye_mask), gram, 0.0), sub.i64([-1]), keepdims=0)
+        scale = op.Mul(op.Unsqueeze(d, sub.i64([-1])), op.Unsqueeze(d, sub.i64([-2])))
+        off = op.Where(sub.const(eye_mask), 0.0, gram)
+        bad = op.Greater(op.Mul(off, off), op.Mul(scale, (eps * rows) ** 2))
+        return op.Not(op.Cast(op.ReduceMax(op.Cast(bad, to=6), keepdims=0), to=9))
+
+    if n_even >= 2:
+        g, v = _sweeps(ctx, [(g0, g_aval), (v0, v_aval)], round_fn, converged, n_even, dtype, "svd_jacobi")
+    else:
+        g, v = g0, v0
+    op = ctx.op
+    if n_even != cols:
+        g = op.Slice(g, ctx.i64([0]), ctx.i64([cols]), ctx.i64([-1]))
+        v = op.Slice(v, ctx.i64([0, 0]), ctx.i64([cols, cols]), ctx.i64([-2, -1]))
+    s = op.Sqrt(op.ReduceSum(op.Mul(g, g), ctx.i64([-2]), keepdims=0))  # [..., cols]
+    if not p["compute_uv"]:
+        s, _, _ = _sort_columns(ctx, s, None, largest=True, n=cols)
+        return [s]
+    s, v, idx = _sort_columns(ctx, s, v, largest=True, n=cols)
+    idx_g = op.Expand(op.Unsqueeze(idx, ctx.i64([-2])), op.Shape(g))
+    g = op.GatherElements(g, idx_g, axis=-1)
+    s_row = op.Unsqueeze(s, ctx.i64([-2]))
+    positive = op.Greater(s_row, 0.0)
+    u = op.Where(positive, op.Div(g, op.Where(positive, s_row, 1.0)), 0.0)  # [..., rows, cols]
+    if p["full_matrices"] and rows > cols:
+        u_aval = mx.aval([*batch, rows, cols], dtype)
+        r, taus = _geqrf(ctx, u, u_aval)
+        q = _householder_product(ctx, r, taus, u_aval, rows)  # [..., rows, rows], q[:, :cols] = +-u
+        q_thin = op.Slice(q, ctx.i64([0]), ctx.i64([cols]), ctx.i64([-1]))
+        q_rest = op.Slice(q, ctx.i64([cols]), ctx.i64([rows]), ctx.i64([-1]))
+        u = op.Concat(op.Where(positive, u, q_thin), q_rest, axis=-1)
+    if wide:  # a^T = u s v^T  =>  a = v s u^T
+        return [s, v, mx.swap_last_axes(ctx, u, rank)]
+    return [s, u, mx.swap_last_axes(ctx, v, rank)]
+
+
+# ---------------------------------------------------------------------------------------------
+# testcases: vectors compared after fixing each column's sign (see the module docstring)
+
+
+def _column_signs(vectors):
+    """+-1 per column ([..., 1, k]) that makes the column's largest-magnitude entry positive."""
+    idx = jnp.argmax(jnp.abs(vectors), axis=-2, keepdims=True)
+    pivot = jnp.take_along_axis(vectors, idx, axis=-2)
+    return jnp.where(pivot < 0, -1.0, 1.0).astype(vectors.dtype)
+
+
+def _fix_signs(vectors):
+    return vectors * _column_signs(vectors)
+
+
+def _eigh(x):
+    w, v = jnp.linalg.eigh(x)
+    return w, _fix_signs(v)
+
+
+def _eigh_upper(x):
+    w, v = jnp.linalg.eigh(x, UPLO="U", symmetrize_input=False)
+    return w, _fix_signs(v)
+
+
+def _eigh_reconstruct(x):
+    w, v = jnp.linalg.eigh(x)
+    return (v * w[..., None, :]) @ jnp.swapaxes(v, -1, -2), jnp.swapaxes(v, -1, -2) @ v
+
+
+def _svd(full):
+    def fn(x):
+        u, s, vt = jnp.linalg.svd(x, full_matrices=full)
+        k = s.shape[-1]
+        # a pair (u_i, v_i) flips together: fix the sign on v and carry it to u
+        flip = _column_signs(jnp.swapaxes(vt[..., :k, :], -1, -2))  # [..., 1, k]
+        u_thin = u[..., :, :k] * flip
+        out = [s, u_thin, vt[..., :k, :] * jnp.swapaxes(flip, -1, -2)]
+        if full and u.shape[-1] > k:  # the completion is any orthonormal basis: compare projections
+            rest = u[..., :, k:]
+            out.append(rest @ jnp.swapaxes(rest, -1, -2))
+        if full and vt.shape[-2] > k:
+            rest = vt[..., k:, :]
+            out.append(jnp.swapaxes(rest, -1, -2) @ rest)
+        return tuple(out)
+
+    return fn
+
+
+def _sym(rng, shape, dtype):
+    a = rng.standard_normal(shape)
+    return a + np.swapaxes(a, -1, -2) if len(shape) >= 2 and shape[-1] == shape[-2] else a
+
+
+_TOL = dict(rtol=2e-4, atol=2e-5, rtol_f64=1e-9, atol_f64=1e-10)
+
+components = [
+    Component("lax.linalg.eigh", onnx=["Loop", "MatMul", "TopK"], since="v0.8.0", testcases=[
+        Testcase("eigh", _eigh, [(4, 4)], input_generator=_sym, **_TOL),
+        Testcase("eigh_odd_batched", _eigh, [("B", 5, 5)], input_generator=_sym, **_TOL),
+        Testcase("eigh_upper_only", _eigh_upper, [(3, 3)], **_TOL),
+        Testcase("eigh_reconstruct", _eigh_reconstruct, [(2, 6, 6)], input_generator=_sym, **_TOL),
+        Testcase("eigvalsh", jnp.linalg.eigvalsh, [(6, 6)], input_generator=_sym, **_TOL),
+        Testcase("eigh_repeated_eigenvalues", lambda x: jnp.linalg.eigvalsh(jnp.eye(4, dtype=x.dtype) * 2.0 + 0 * x),
+                 [(4, 4)], **_TOL),
+    ]),
+    Component("lax.linalg.svd", onnx=["Loop", "MatMul", "TopK"], since="v0.8.0", testcases=[
+        Testcase("svd", _svd(False), [(4, 4)], **_TOL),
+        Testcase("svd_tall_batched", _svd(False), [("B", 5, 3)], **_TOL),
+        Testcase("svd_wide", _svd(False), [(3, 5)], **_TOL),
+        Testcase("svd_full_tall", _svd(True), [(5, 3)], **_TOL),
+        Testcase("svd_full_wide", _svd(True), [(2, 4)], **_TOL),
+        Testcase("svdvals", jnp.linalg.svdvals, [("B", 4, 3)], **_TOL),
+        Testcase("pinv", jnp.linalg.pinv, [(4, 3)], **_TOL),
+        Testcase("lstsq", lambda a, b: jnp.linalg.lstsq(a, b)[0], [(5, 3), (5, 2)], **_TOL),
+        Testcase("matrix_rank", jnp.linalg.matrix_rank, [(4, 4)],
+                 input_generator=lambda rng, shape, dt: rng.standard_normal((4, 2)) @ rng.standard_normal((2, 4))),
+        Testcase("cond", jnp.linalg.cond, [(4, 4)], **_TOL),
+        Testcase("norm_2", lambda x: jnp.linalg.norm(x, 2), [(3, 4)], **_TOL),
+    ]),
+]

@@ -67,11 +67,11 @@ def lower_lu(ctx, a):
         # eliminate below the pivot (now at row k)
         pivot = mx.pick(sub, row_p, col_k, -1)  # [..., 1, 1]
         col = mx.pick(sub, lu, col_k, -1)  # [..., m, 1]
-        l = op.Where(op.Equal(pivot, 0.0), col, op.Mul(col, op.Reciprocal(pivot)))
+        mult = op.Where(op.Equal(pivot, 0.0), col, op.Mul(col, op.Reciprocal(pivot)))
         below = op.Greater(rows_c, k)  # [m, 1]
         right = op.Greater(cols, k)  # [n]
-        update = op.Sub(lu, op.Mul(l, row_p))
-        lu = op.Where(op.And(below, right), update, op.Where(op.And(below, col_k), l, lu))
+        update = op.Sub(lu, op.Mul(mult, row_p))
+        lu = op.Where(op.And(below, right), update, op.Where(op.And(below, col_k), mult, lu))
         return [lu, perm, piv]
 
     lu, perm, piv = mx.loop(ctx, k_steps, [
@@ -263,7 +263,10 @@ def _well_conditioned(rng, shape, dtype):
 
 
 def _spd(rng, shape, dtype):
+    """Symmetric positive definite for a square operand; a right-hand side stays standard normal."""
     a = rng.standard_normal(shape)
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        return a
     return a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])
 
 
