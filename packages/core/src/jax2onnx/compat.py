@@ -234,3 +234,14 @@ def gamma_impl(key: Any, a: Any, *, log_space: bool) -> Any:
     except ImportError:  # pragma: no cover - older JAX
         from jax._src.random import _gamma_impl  # type: ignore[no-redef,attr-defined]
     return _gamma_impl(key, a, log_space=log_space, use_vmap=True)
+
+
+def lax_primitive(name: str) -> Any:
+    """The ``jax.lax`` primitive called ``name`` (``lt_to``, ``eq_to``): testcases bind primitives
+    that JAX emits internally but exposes no public wrapper for."""
+    from jax._src.lax import lax as lax_internal
+
+    prim = getattr(lax_internal, f"{name}_p", None)
+    if prim is None:
+        raise LookupError(f"this JAX ({jax.__version__}) has no lax primitive {name!r}")
+    return prim
