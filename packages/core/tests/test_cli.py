@@ -189,3 +189,17 @@ def test_packs_lists_conflicts_a_registry_records(capsys):
     finally:
         set_registry(previous)
     assert "problem: Primitive 'sin' is claimed by 'pack-a' and 'pack-b'" in capsys.readouterr().out
+
+
+def test_exit_codes_are_documented_in_the_help_and_the_readme(capsys):
+    import os
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = capsys.readouterr().out
+    readme_path = os.path.join(os.path.dirname(__file__), "..", "README.md")
+    readme = open(readme_path, encoding="utf-8").read() if os.path.exists(readme_path) else None
+    for code, meaning in EXIT_CODES.items():
+        assert f"{code}  {meaning}" in help_text
+        if readme is not None:
+            assert f"| {code} | {meaning} |" in readme

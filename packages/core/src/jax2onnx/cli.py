@@ -31,7 +31,7 @@ EXIT_CODES = {
     0: "success (and, with --verify, the model matches JAX)",
     1: "--verify ran and the model does not match JAX within tolerance",
     2: "bad command line: unknown option, malformed input spec, target not found",
-    3: "the conversion failed (unsupported primitive, error in the function, bad input spec)",
+    3: "the conversion failed (unsupported primitive, an error in the function or its module, inputs that do not fit it)",
     4: "a package the command needs is not installed (onnxruntime for --verify, a pack)",
     5: "an unexpected internal error (a bug: rerun with --debug and report the traceback)",
 }
