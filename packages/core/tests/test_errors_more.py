@@ -187,3 +187,33 @@ def test_external_data_without_output_path_says_so(mini_registry):
     msg = str(err.value)
     assert "output_path" in msg and "external_data" in msg, msg
     assert "GiB" not in msg and "over protobuf" not in msg, msg
+
+
+def test_primitive_of_a_pack_that_failed_to_load_says_reinstall(tmp_path, monkeypatch):
+    import warnings
+
+    class FakeDist:
+        name = "jax2onnx-lax"
+        version = "0.1.0"
+
+    class BrokenEntryPoint:  # an installed jax2onnx-lax whose plugin module fails to import
+        name = "lax"
+        group = "jax2onnx"
+        value = "jax2onnx_lax_missing_module:plugin"
+        dist = FakeDist()
+
+        def load(self):
+            raise ImportError("No module named 'jax2onnx_lax_missing_module'")
+
+    broken = BrokenEntryPoint()
+    registry = PluginRegistry(entry_points=[broken], extra_plugins=[("jax2onnx-mini", MiniPack())])
+    previous = set_registry(registry)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(UnsupportedPrimitiveError) as err:
+                to_onnx(lambda x: jnp.tanh(x), [(3,)])
+    finally:
+        set_registry(previous)
+    msg = str(err.value)
+    assert "failed to load" in msg and "pip install -U jax2onnx-lax" in msg, msg

@@ -126,7 +126,8 @@ def to_onnx(
             try:
                 outs = interp.lower_jaxpr(mb.main, closed, graph_inputs)
             except UnsupportedPrimitiveError as exc:  # name every unsupported primitive, not just the first
-                raise (all_unsupported(closed, lowerings, installed) or exc) from None
+                failed = {p.name: p.error for p in registry.packs if p.error}  # "reinstall", not "pip install"
+                raise (all_unsupported(closed, lowerings, installed, failed) or exc) from None
             model = _assemble(mb, outs, [v.aval for v in closed.jaxpr.outvars], model_name)
     if optimize:
         from .passes import default_passes
