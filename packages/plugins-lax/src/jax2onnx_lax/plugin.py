@@ -24,6 +24,7 @@ plugin = PackModules(
         "linalg_solve",
         "linalg_eig",
         "linalg_misc",
+        "total_order",
         "special_functions",
         "conv",
         "windows",
@@ -35,5 +36,6 @@ plugin = PackModules(
         "while_loop",
         "scan",
         "physics_cases",
+        "random",
     ],
 )

@@ -1,0 +1,94 @@
+"""lax ``eq_to``/``lt_to``/``le_to``: the total-order comparisons newer JAX emits in sort comparators
+(``jnp.searchsorted``, ``interp``, ``digitize``, ``histogram``, ``expm``'s Padé selection).
+
+XLA's TOTALORDER puts ``-0.0`` before ``+0.0`` and NaN after ``+inf`` (NaNs equal to each other).
+ONNX compares with IEEE semantics, so the differences are spelled out: NaN operands are decided by
+``IsNaN``, and equal zeros by their sign, read as the sign of ``1 / x``. A NaN with the sign bit set
+(which XLA orders before ``-inf``) is treated like any other NaN: ONNX has no op that reads a NaN's
+sign, and JAX's comparators canonicalise NaNs before comparing. Integers and bools compare as usual.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jax2onnx import compat
+from jax2onnx.plugin import Lowerings
+from jax2onnx.testing import Component, Testcase
+
+from ._testdata import f32
+
+lowerings = Lowerings()
+
+
+def _is_float(ctx):
+    return np.dtype(ctx.avals_in[0].dtype).kind == "f"
+
+
+def _neg_zero(op, x):
+    return op.And(op.Equal(x, 0.0), op.Less(op.Reciprocal(x), 0.0))
+
+
+def _select(op, cond, a, b):
+    """Where for bools (onnxruntime has no bool Where kernel)."""
+    return op.Or(op.And(cond, a), op.And(op.Not(cond), b))
+
+
+def _lt(op, x, y):
+    nan_x, nan_y = op.IsNaN(x), op.IsNaN(y)
+    either = op.Or(nan_x, nan_y)
+    zeros = op.And(op.And(op.Equal(x, y), _neg_zero(op, x)), op.Not(_neg_zero(op, y)))
+    return _select(op, either, op.And(op.Not(nan_x), nan_y), op.Or(op.Less(x, y), zeros))
+
+
+def _eq(op, x, y):
+    nan_x, nan_y = op.IsNaN(x), op.IsNaN(y)
+    same_sign = op.Equal(_neg_zero(op, x), _neg_zero(op, y))
+    return _select(op, op.Or(nan_x, nan_y), op.And(nan_x, nan_y), op.And(op.Equal(x, y), same_sign))
+
+
+@lowerings.register("lt_to")
+def lower_lt_to(ctx, x, y):
+    return _lt(ctx.op, x, y) if _is_float(ctx) else ctx.op.Less(x, y)
+
+
+@lowerings.register("le_to")
+def lower_le_to(ctx, x, y):
+    if not _is_float(ctx):
+        return ctx.op.LessOrEqual(x, y)
+    return ctx.op.Or(_lt(ctx.op, x, y), _eq(ctx.op, x, y))
+
+
+@lowerings.register("eq_to")
+def lower_eq_to(ctx, x, y):
+    return _eq(ctx.op, x, y) if _is_float(ctx) else ctx.op.Equal(x, y)
+
+
+# ---------------------------------------------------------------------------------------------
+# testcases
+
+_EDGES = f32(-np.inf, -1.0, -0.0, 0.0, 1.0, np.inf, np.nan, 2.0)
+
+
+def _all_pairs(fn):
+    """fn on every pair of the edge values (an outer comparison table)."""
+    return lambda x: fn(x[:, None], x[None, :])
+
+
+def _prim(name):
+    return compat.lax_primitive(name)
+
+
+components = [
+    Component("lax.lt_to", onnx=["Less", "IsNaN", "Equal"], since="v0.8.0", testcases=[
+        Testcase("lt_to_edges", _all_pairs(lambda a, b: _prim("lt_to").bind(a, b)), input_values=[_EDGES]),
+        Testcase("le_to_edges", _all_pairs(lambda a, b: _prim("le_to").bind(a, b)), input_values=[_EDGES]),
+        Testcase("eq_to_edges", _all_pairs(lambda a, b: _prim("eq_to").bind(a, b)), input_values=[_EDGES]),
+        Testcase("searchsorted", lambda s, v: jnp.searchsorted(jnp.sort(s), v), [(6,), ("B",)]),
+        Testcase("searchsorted_right", lambda s, v: jnp.searchsorted(jnp.sort(s), v, side="right"), [(6,), ("B",)]),
+        Testcase("digitize", lambda x: jnp.digitize(x, jnp.asarray([-1.0, 0.0, 0.5, 2.0], x.dtype)), [("B",)]),
+        Testcase("interp", lambda x: jnp.interp(x, jnp.linspace(-2, 2, 5, dtype=x.dtype),
+                                                jnp.asarray([0.0, 1.0, 4.0, 1.0, 0.0], x.dtype)), [("B",)]),
+        Testcase("histogram", lambda x: jnp.histogram(x, bins=4, range=(-2.0, 2.0))[0], [(10,)]),
+    ]),
+]
