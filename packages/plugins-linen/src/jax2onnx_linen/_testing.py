@@ -56,7 +56,8 @@ def bound(build: Callable[[], Any], *example_shapes: Sequence[int], seed: int | 
     return factory
 
 
-def float32_ops(*ops: str, max_transposes: int | None = None, max_nodes: int | None = None) -> Callable[[Any], None]:
+def float32_ops(*ops: str, forbids: tuple[str, ...] = (), max_transposes: int | None = None,
+                max_nodes: int | None = None) -> Callable[[Any], None]:
     """A testcase ``check``: ``ops`` appear in the float32 export (the float64 export may differ,
     since onnxruntime lacks double kernels for some ops and the lowering then declines)."""
 
@@ -68,6 +69,8 @@ def float32_ops(*ops: str, max_transposes: int | None = None, max_nodes: int | N
         found = op_types(proto)
         missing = [o for o in ops if o not in found]
         assert not missing, f"expected {missing} in the float32 graph, found {sorted(found)}"
+        present = [o for o in forbids if o in found]
+        assert not present, f"{present} should have been fused away in the float32 graph, found {sorted(found)}"
         if max_transposes is not None:
             n = sum(1 for node in proto.graph.node if node.op_type == "Transpose")
             assert n <= max_transposes, f"{n} Transposes, expected at most {max_transposes}"

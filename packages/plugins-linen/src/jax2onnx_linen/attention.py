@@ -1,0 +1,311 @@
+"""nn.dot_product_attention, nn.MultiHeadDotProductAttention / nn.SelfAttention → opset-23 ``Attention``.
+
+Both use Attention's 3-D form, (batch, seq, heads*depth) with ``q_num_heads``/``kv_num_heads``:
+flax's (batch, seq, heads, depth) arrays reach it by a free ``Reshape`` (target ``[0, 0, -1]``, no
+Shape ops), never a Transpose. In MultiHeadDotProductAttention the DenseGeneral projections already
+produce that layout: self-attention with constant weights is one MatMul + Add on the concatenated
+Q|K|V weights, one Split, Attention, and the output projection's MatMul + Add.
+
+Masks (``nn.make_attention_mask``, ``nn.make_causal_mask``, combined or not): flax replaces masked
+logits by ``finfo.min`` before the softmax, so a fully masked row becomes uniform. Attention's
+boolean mask would give zeros there, so the mask becomes the additive mask
+``Where(mask, bias or 0, -0.7 * finfo.max)``: every masked logit is absorbed into that constant, so
+partly and fully masked rows match flax.
+
+Dropout on the attention weights (rate > 0 and not deterministic), ``sow_weights``, ``decode``
+caches, ``normalize_qk``, custom dot_generals/einsums and ranks other than 4-D (function) / 3-D
+(module) are left to flax's own code and the lax/jnp lowerings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from flax import linen as nn
+from flax.linen import attention as _flax_attention
+from jax2onnx.plugin import Lowerings, Patch, marked_call
+from jax2onnx.testing import Component, Testcase
+
+from ._fusion import Operands, call_module, const_array, fusable, is_array, one_output_like, reshape_const
+from ._testing import applied, float32_ops
+
+lowerings = Lowerings()
+
+DOT_PRODUCT_ATTENTION = "jax2onnx_linen.dot_product_attention"
+MULTI_HEAD_ATTENTION = "jax2onnx_linen.multi_head_attention"
+
+#: flax's own attention function, taken before any patch: the module fuses only with it.
+FLAX_DOT_PRODUCT_ATTENTION = _flax_attention.dot_product_attention
+
+#: Keyword arguments of ``dot_product_attention`` that leave it plain attention when None/False.
+_NEUTRAL = ("dropout_rng", "dtype", "precision", "module", "einsum_dot_general", "qk_attn_weights_einsum",
+            "attn_weights_value_einsum")
+
+
+def _no_dropout(rate: Any, deterministic: Any) -> bool:
+    return float(rate) == 0.0 or deterministic is True
+
+
+def _patch_dot_product_attention(original):
+    def dot_product_attention(query, key, value, bias=None, mask=None, **kwargs):
+        plain = (
+            all(k in (*_NEUTRAL, "broadcast_dropout", "dropout_rate", "deterministic", "force_fp32_for_softmax")
+                for k in kwargs)
+            and all(kwargs.get(k) is None for k in _NEUTRAL if k != "dropout_rng")
+            and not kwargs.get("force_fp32_for_softmax", False)
+            and _no_dropout(kwargs.get("dropout_rate", 0.0), kwargs.get("deterministic", False))
+            and all(is_array(a) and a.ndim == 4 for a in (query, key, value))
+            and all(a is None or is_array(a) for a in (bias, mask))
+        )
+        if not plain:
+            return original(query, key, value, bias, mask, **kwargs)
+        operands = {"q": query, "k": key, "v": value}
+        if bias is not None:
+            operands["bias"] = bias
+        if mask is not None:
+            operands["mask"] = mask
+
+        def body(*arrays, operands):
+            named = dict(zip(operands, arrays, strict=True))
+            return original(named["q"], named["k"], named["v"], named.get("bias"), named.get("mask"), **kwargs)
+
+        return marked_call(DOT_PRODUCT_ATTENTION, body, *operands.values(), operands=tuple(operands))
+
+    return dot_product_attention
+
+
+def _patch_multi_head_attention(original):
+    def __call__(self, inputs_q, inputs_k=None, inputs_v=None, *args, inputs_kv=None, mask=None, deterministic=None,
+                 dropout_rng=None, sow_weights=False, **kwargs):
+        det = deterministic if deterministic is not None else self.deterministic
+        if (
+            args
+            or kwargs
+            or inputs_kv is not None
+            or self.decode
+            or sow_weights
+            or self.normalize_qk
+            or not _no_dropout(self.dropout_rate, det)
+            or self.attention_fn is not FLAX_DOT_PRODUCT_ATTENTION
+            or any(getattr(self, a, None) is not None for a in (
+                "qkv_dot_general", "out_dot_general", "qkv_dot_general_cls", "out_dot_general_cls",
+                "qk_attn_weights_einsum_cls", "attn_weights_value_einsum_cls"))
+            or not is_array(inputs_q)
+            or inputs_q.ndim != 3
+            or any(a is not None and (not is_array(a) or a.ndim != 3) for a in (inputs_k, inputs_v))
+            or (mask is not None and (not is_array(mask) or mask.ndim > 4))
+            or not fusable(self)
+        ):
+            return original(self, inputs_q, inputs_k, inputs_v, *args, inputs_kv=inputs_kv, mask=mask,
+                            deterministic=deterministic, dropout_rng=dropout_rng, sow_weights=sow_weights, **kwargs)
+        k = inputs_q if inputs_k is None else inputs_k
+        v = k if inputs_v is None else inputs_v
+        inputs = {"q": inputs_q}
+        if k is not inputs_q:
+            inputs["k"] = k
+        if v is not k:
+            inputs["v"] = v
+        if mask is not None:
+            inputs["mask"] = mask
+        names = tuple(inputs)
+
+        def body(m, *arrays):
+            named = dict(zip(names, arrays, strict=True))
+            q = named["q"]
+            kk = named.get("k", q)
+            vv = named.get("v", kk)
+            return original(m, q, kk, vv, mask=named.get("mask"), deterministic=deterministic)
+
+        return call_module(MULTI_HEAD_ATTENTION, self, body, inputs)
+
+    return __call__
+
+
+patches = [
+    Patch("flax.linen", "dot_product_attention", _patch_dot_product_attention),
+    Patch("flax.linen.MultiHeadDotProductAttention", "__call__", _patch_multi_head_attention),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowerings
+
+
+def _additive_mask(ctx: Any, mask: Any | None, bias: Any | None, dtype: Any) -> Any | None:
+    """Attention's ``attn_mask`` from flax's boolean mask and/or float bias (see module doc)."""
+    if mask is None:
+        return None if bias is None else ctx.cast(bias, dtype)
+    keep = ctx.cast(mask, np.bool_)
+    allowed = ctx.const(np.zeros((), dtype=dtype)) if bias is None else ctx.cast(bias, dtype)
+    masked = ctx.const(np.asarray(-0.7 * np.finfo(np.dtype(dtype)).max, dtype=dtype))
+    return ctx.op.Where(keep, allowed, masked)
+
+
+def _mask_fits(shape: tuple[Any, ...] | None) -> bool:
+    return shape is None or 2 <= len(shape) <= 4
+
+
+#: onnxruntime's Attention kernel is float32-accurate even for double inputs (3e-8 off where JAX's
+#: float64 result is exact), so float64 keeps flax's decomposition.
+_ATTENTION_DTYPES = {np.dtype(np.float32), np.dtype(np.float16)}
+
+
+def _attention(ctx: Any, q: Any, k: Any, v: Any, attn_mask: Any | None, heads: int, kv_heads: int) -> Any:
+    return ctx.op.Attention(q, k, v, attn_mask, q_num_heads=heads, kv_num_heads=kv_heads)
+
+
+@lowerings.register_call(DOT_PRODUCT_ATTENTION)
+def lower_dot_product_attention(ctx, *ins):
+    if ctx.opset < 23 or np.dtype(ctx.avals_out[0].dtype) not in _ATTENTION_DTYPES:
+        return None
+    ops = Operands(ctx, ins)
+    q_shape, k_shape, v_shape = ops.shape("q"), ops.shape("k"), ops.shape("v")
+    heads, kv_heads, depth_v = q_shape[2], k_shape[2], v_shape[3]
+    if not one_output_like(ctx, (*q_shape[:3], depth_v)) or heads != kv_heads:
+        return None
+    if any(name in ops and not _mask_fits(ops.shape(name)) for name in ("bias", "mask")):
+        return None
+    dtype = ctx.avals_out[0].dtype
+    q, k, v = (ctx.op.Reshape(ctx.cast(ops[n], dtype), ctx.i64([0, 0, -1])) for n in ("q", "k", "v"))
+    attn_mask = _additive_mask(ctx, ops.get("mask"), ops.get("bias"), dtype)
+    y = _attention(ctx, q, k, v, attn_mask, int(heads), int(kv_heads))
+    return ctx.op.Reshape(y, ctx.i64([0, 0, int(heads), int(depth_v)]))
+
+
+@lowerings.register_call(MULTI_HEAD_ATTENTION)
+def lower_multi_head_attention(ctx, *ins):
+    if ctx.opset < 23 or np.dtype(ctx.avals_out[0].dtype) not in _ATTENTION_DTYPES:
+        return None
+    ops = Operands(ctx, ins)
+    names = ("query", "key", "value", "out")
+    if any(f"{n}/kernel" not in ops for n in names):
+        return None
+    _, heads, depth = ops.shape("query/kernel")
+    _, _, depth_v = ops.shape("value/kernel")
+    out_features = ops.shape("out/kernel")[2:]
+    q_shape = ops.shape("q")
+    if len(out_features) != 1 or not one_output_like(ctx, (*q_shape[:2], out_features[0])):
+        return None
+    if "mask" in ops and not _mask_fits(ops.shape("mask")):
+        return None
+    dtype = np.dtype(ctx.avals_out[0].dtype)
+    widths = [heads * depth, heads * depth, heads * depth_v]
+
+    def project(x: Any, name: str, width: int) -> Any:
+        kernel = reshape_const(ctx, ctx.cast(ops[f"{name}/kernel"], dtype), [ops.shape(f"{name}/kernel")[0], width])
+        y = ctx.op.MatMul(x, kernel)
+        if f"{name}/bias" not in ops:
+            return y
+        return ctx.op.Add(y, reshape_const(ctx, ctx.cast(ops[f"{name}/bias"], dtype), [width]))
+
+    x_q = ctx.cast(ops["q"], dtype)
+    kernels = [const_array(ops[f"{n}/kernel"]) for n in names[:3]]
+    biases = [const_array(ops.get(f"{n}/bias")) for n in names[:3]]
+    has_bias = [f"{n}/bias" in ops for n in names[:3]]
+    # Self-attention with constant weights: one MatMul (+ Add) on the concatenated Q|K|V weights.
+    if ("k" not in ops and "v" not in ops and all(k is not None for k in kernels)
+            and all((b is not None) == h for b, h in zip(biases, has_bias, strict=True))):
+        stacked = np.concatenate([k.reshape(k.shape[0], w).astype(dtype) for k, w in zip(kernels, widths, strict=True)],
+                                 axis=1)
+        qkv = ctx.op.MatMul(x_q, ctx.const(stacked))
+        if any(has_bias):
+            qkv = ctx.op.Add(qkv, ctx.const(np.concatenate([
+                b.reshape(w).astype(dtype) if b is not None else np.zeros(w, dtype)
+                for b, w in zip(biases, widths, strict=True)])))
+        q, k, v = ctx.op.Split(qkv, ctx.i64(widths), axis=-1, _outputs=3)
+    else:
+        x_k = ctx.cast(ops["k"], dtype) if "k" in ops else x_q
+        x_v = ctx.cast(ops["v"], dtype) if "v" in ops else x_k
+        q, k, v = project(x_q, "query", widths[0]), project(x_k, "key", widths[1]), project(x_v, "value", widths[2])
+    y = _attention(ctx, q, k, v, _additive_mask(ctx, ops.get("mask"), None, dtype), int(heads), int(heads))
+    out = ops.shape("out/kernel")[-1]
+    y = ctx.op.MatMul(y, reshape_const(ctx, ctx.cast(ops["out/kernel"], dtype), [heads * depth_v, out]))
+    return ctx.op.Add(y, ctx.cast(ops["out/bias"], dtype)) if "out/bias" in ops else y
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+_SIGNED = {"low": -1.0, "high": 1.0}
+
+
+class _Causal(nn.Module):
+    """Self-attention with the causal mask built from the input (a constant for static lengths)."""
+
+    @nn.compact
+    def __call__(self, x):
+        return nn.MultiHeadDotProductAttention(num_heads=2, qkv_features=8)(x, mask=nn.make_causal_mask(x[..., 0]))
+
+
+class _Padded(nn.Module):
+    """Self-attention with a padding mask from per-position validity, combined with causal."""
+
+    @nn.compact
+    def __call__(self, x, valid):
+        pad = nn.make_attention_mask(valid > 0, valid > 0)
+        return nn.MultiHeadDotProductAttention(num_heads=2, qkv_features=8)(
+            x, mask=nn.combine_masks(pad, nn.make_causal_mask(valid)))
+
+
+class _Cross(nn.Module):
+    @nn.compact
+    def __call__(self, x, context):
+        return nn.MultiHeadDotProductAttention(num_heads=2, qkv_features=8, out_features=5)(x, context)
+
+
+def _valid(rng, shape, dtype):
+    """Validity per position (0 = padding), so some rows are fully masked."""
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(0, 3, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _mha(**kw):
+    return applied(lambda: nn.MultiHeadDotProductAttention(**kw), (1, 4, 6), **_SIGNED)
+
+
+_ATT = dict(check=float32_ops("Attention", forbids=("Softmax", "Einsum", "Transpose")))
+_BSHD = ("B", 5, 2, 4)
+
+components = [
+    Component(
+        name="linen.dot_product_attention",
+        onnx=["Attention", "Reshape"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("linen_dpa", lambda q, k, v: nn.dot_product_attention(q, k, v), [_BSHD] * 3,
+                     check=float32_ops("Attention", forbids=("Softmax", "Einsum", "Transpose"), max_nodes=5)),
+            Testcase("linen_dpa_cross_lengths", lambda q, k, v: nn.dot_product_attention(q, k, v),
+                     [("B", 3, 2, 4), ("B", 6, 2, 4), ("B", 6, 2, 3)], **_ATT),
+            Testcase("linen_dpa_bias", lambda q, k, v, b: nn.dot_product_attention(q, k, v, bias=b),
+                     [("B", 4, 2, 3), ("B", 5, 2, 3), ("B", 5, 2, 3), ("B", 2, 4, 5)], **_ATT),
+            Testcase("linen_dpa_causal_mask",
+                     lambda q, k, v: nn.dot_product_attention(q, k, v, mask=nn.make_causal_mask(q[..., 0, 0])),
+                     [(2, 4, 2, 3)] * 3, **_ATT),
+        ],
+    ),
+    Component(
+        name="linen.multi_head_dot_product_attention",
+        onnx=["Attention", "MatMul", "Add", "Split"],
+        since="v0.2.0",
+        testcases=[
+            Testcase("linen_mha_self", factory=_mha(num_heads=2, qkv_features=8), input_shapes=[("B", 4, 6)],
+                     check=float32_ops("Attention", "Split", forbids=("Softmax", "Einsum", "Transpose", "Reshape"), max_nodes=6)),
+            Testcase("linen_mha_no_bias", factory=_mha(num_heads=3, qkv_features=6, out_features=4, use_bias=False),
+                     input_shapes=[("B", 4, 6)], check=float32_ops("Attention", forbids=("Softmax", "Add"), max_nodes=4)),
+            Testcase("linen_mha_causal", factory=applied(_Causal, (1, 4, 6), **_SIGNED), input_shapes=[(2, 4, 6)],
+                     # the causal mask of a static length is a constant: folded into the additive mask
+                     check=float32_ops("Attention", forbids=("Softmax", "Where"), max_nodes=6)),
+            Testcase("linen_mha_padding_and_causal_mask", factory=applied(_Padded, (1, 4, 6), (1, 4), **_SIGNED),
+                     input_shapes=[("B", 4, 6), ("B", 4)], input_generator=_valid,
+                     check=float32_ops("Attention", "Where", forbids=("Softmax",))),
+            Testcase("linen_mha_cross", factory=applied(_Cross, (1, 3, 6), (1, 5, 6), **_SIGNED),
+                     input_shapes=[("B", 3, 6), ("B", 5, 6)],
+                     check=float32_ops("Attention", forbids=("Softmax", "Transpose"), max_nodes=9)),
+            Testcase("linen_self_attention",
+                     factory=applied(lambda: nn.SelfAttention(num_heads=2, qkv_features=8), (1, 4, 6), **_SIGNED),
+                     input_shapes=[("B", 4, 6)], check=float32_ops("Attention", forbids=("Softmax",), max_nodes=6)),
+        ],
+    ),
+]
