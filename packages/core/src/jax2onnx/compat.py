@@ -128,6 +128,11 @@ def is_symbolic_dim(d: Any) -> bool:
     return not isinstance(d, (int, np.integer))
 
 
+def is_dim_expr(x: Any) -> bool:
+    """``x`` is one of JAX's symbolic dimension expressions (any value may be asked)."""
+    return hasattr(x, "_evaluate") and hasattr(x, "_get_vars")
+
+
 def symbolic_dims(names: list[str]) -> dict[str, Any]:
     """Create JAX symbolic dims for ``names``, all in one scope so they combine freely."""
     if not names:
@@ -245,3 +250,19 @@ def lax_primitive(name: str) -> Any:
     if prim is None:
         raise LookupError(f"this JAX ({jax.__version__}) has no lax primitive {name!r}")
     return prim
+
+
+def special_decomposition(name: str) -> Any:
+    """The function JAX lowers the lax special-function primitive ``name`` with (``igamma``,
+    ``igammac``, ``igamma_grad_a``, ``regularized_incomplete_beta``: while-loop series and continued
+    fractions; ``bessel_i0e``: Chebyshev series), so a lowering that traces it reproduces JAX's
+    numerics. Raises LookupError when this JAX has no such decomposition."""
+    from jax._src.lax import special as sp
+
+    if name == "bessel_i0e" and hasattr(sp, "bessel_i0e_impl"):
+        return sp.bessel_i0e_impl
+    impl = getattr(sp, f"{name}_impl", None)
+    up = getattr(sp, "_up_and_broadcast", None)
+    if impl is None or up is None:
+        raise LookupError(f"this JAX ({jax.__version__}) has no Python decomposition of {name!r}")
+    return up(impl)
