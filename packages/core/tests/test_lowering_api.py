@@ -152,7 +152,9 @@ def test_public_trace_time_predicates():
     assert is_array(np.zeros(2)) and is_array(jnp.zeros(2)) and not is_array(1.0)
     seen = []
     jax.eval_shape(lambda x: seen.append(x.shape[0]) or x, jax.ShapeDtypeStruct(jax.export.symbolic_shape("B"), jnp.float32))
-    assert is_symbolic_dim(seen[0]) and not is_symbolic_dim(3)
+    assert is_symbolic_dim(seen[0]) and is_symbolic_dim(2 * seen[0]) and not is_symbolic_dim(3)
+    # replacements test arbitrary arguments (jnp.arange's bounds): other values are not dims
+    assert not any(is_symbolic_dim(v) for v in (2.5, np.float32(1), None, "B", np.zeros(2), jnp.zeros(())))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -149,8 +149,9 @@ def is_array(x: Any) -> bool:
 
 
 def is_symbolic_dim(d: Any) -> bool:
-    """A shape-polymorphic dimension (``B``, ``2*B``) as found in traced shapes and avals."""
-    return compat.is_symbolic_dim(d)
+    """A shape-polymorphic dimension (``B``, ``2*B``) as found in traced shapes and avals. Any other
+    value (a float, an array, None) is not one, so a replacement may test its arguments with it."""
+    return compat.is_dim_expr(d)
 
 
 # ---------------------------------------------------------------------------------------------
