@@ -82,6 +82,7 @@ class Interpreter:
             if (
                 lowering is not None
                 and not _has_complex(eqn)  # fused ONNX ops are real-valued; complex pairs need the body
+                and not _has_keys(eqn)  # nor do they move PRNG keys
                 and shapes_match(call.in_shapes, in_shapes)
                 and body_matches(call, compat.call_body(eqn))
             ):
@@ -97,26 +98,49 @@ class Interpreter:
         # consumes the trailing ones.
         return self.lower_jaxpr(scope, body, ins[len(ins) - n :])
 
-    def _call_with_facets(self, lowering: Lowering, scope: Scope, eqn: Any, ins: list[ir.Value]) -> list[ir.Value]:
-        """Apply the lowering's facets: its complex variant for complex equations, and computing in
-        a carrier dtype for operands its op has no kernel for (see :class:`Lowering`)."""
+    def _call_with_facets(self, lowering: Lowering, scope: Scope, eqn: Any, ins: list[ir.Value],
+                          avals: tuple[list[Any], list[Any]] | None = None) -> list[ir.Value]:
+        """Apply the lowering's facets: its complex variant for complex equations, typed PRNG keys
+        moved word by word, and computing in a carrier dtype for operands its op has no kernel for
+        (see :class:`Lowering`). ``avals`` overrides the equation's (ins, outs) avals."""
+        avals_in, avals_out = avals or ([v.aval for v in eqn.invars], [v.aval for v in eqn.outvars])
+        if not lowering.keys and _has_keys(eqn) and avals is None and not _has_bodies(eqn):
+            return self._call_per_key_word(lowering, scope, eqn, ins)
         if lowering.complex is not None and _has_complex(eqn):
             return self._call(dataclasses.replace(lowering, fn=lowering.complex), LoweringContext(self, scope, eqn), ins)
         if lowering.dtypes is None:
-            return self._call(lowering, LoweringContext(self, scope, eqn), ins)
+            return self._call(lowering, LoweringContext(self, scope, eqn, avals_in=avals_in, avals_out=avals_out), ins)
         widened: dict[np.dtype, np.dtype] = {}
-        for var in eqn.invars:
-            dt = np.dtype(var.aval.dtype) if hasattr(var.aval, "dtype") else None
+        for aval in avals_in:
+            dt = _np_dtype(aval)
             if dt is not None and dt.kind != "c" and dt not in lowering.dtypes and dt not in widened:
                 widened[dt] = carrier(dt, lowering.dtypes)
         if not widened:
-            return self._call(lowering, LoweringContext(self, scope, eqn), ins)
-        ctx = LoweringContext(self, scope, eqn, avals_in=[_widen(v.aval, widened) for v in eqn.invars],
-                              avals_out=[_widen(v.aval, widened) for v in eqn.outvars])
-        cast_ins = [ctx.cast(x, widened[np.dtype(v.aval.dtype)]) if np.dtype(v.aval.dtype) in widened else x
-                    for x, v in zip(ins, eqn.invars)]
+            return self._call(lowering, LoweringContext(self, scope, eqn, avals_in=avals_in, avals_out=avals_out), ins)
+        ctx = LoweringContext(self, scope, eqn, avals_in=[_widen(a, widened) for a in avals_in],
+                              avals_out=[_widen(a, widened) for a in avals_out])
+        cast_ins = [ctx.cast(x, widened[_np_dtype(a)]) if _np_dtype(a) in widened else x for x, a in zip(ins, avals_in)]
         outs = self._call(lowering, ctx, cast_ins)
-        return [ctx.cast(o, var.aval.dtype) if hasattr(var.aval, "dtype") else o for o, var in zip(outs, eqn.outvars)]
+        return [ctx.cast(o, a.dtype) if _np_dtype(a) is not None else o for o, a in zip(outs, avals_out)]
+
+    def _call_per_key_word(self, lowering: Lowering, scope: Scope, eqn: Any, ins: list[ir.Value]) -> list[ir.Value]:
+        """An equation that moves typed keys around (slice, reshape, concatenate, select_n, gather,
+        ...) treats each key as one element: it is lowered once per uint32 word of the key data, on
+        that word's plane, and the planes are stacked back on the trailing axis."""
+        key_dtype = next(v.aval.dtype for v in (*eqn.invars, *eqn.outvars) if _is_key(v.aval))
+        data_shape = compat.key_data_shape(key_dtype)
+        if len(data_shape) != 1:
+            raise LoweringError(f"keys whose data has shape {data_shape} (not a vector) cannot be moved by '{eqn.primitive.name}'")
+        avals_in = [_key_word(v.aval) for v in eqn.invars]
+        avals_out = [_key_word(v.aval) for v in eqn.outvars]
+        planes = []
+        for w in range(data_shape[0]):
+            word = scope.const(np.asarray(w, dtype=np.int64))
+            plane_ins = [scope.op.Gather(x, word, axis=-1) if _is_key(v.aval) else x for x, v in zip(ins, eqn.invars)]
+            planes.append(self._call_with_facets(lowering, scope, eqn, plane_ins, (avals_in, avals_out)))
+        last = scope.const(np.asarray([-1], dtype=np.int64))
+        return [scope.op.Concat(*[scope.op.Unsqueeze(p[j], last) for p in planes], axis=-1) if _is_key(var.aval)
+                else planes[0][j] for j, var in enumerate(eqn.outvars)]
 
     def _call(self, lowering: Lowering, ctx: LoweringContext, ins: list[ir.Value], allow_decline: bool = False) -> list[ir.Value] | None:
         result = lowering.fn(ctx, *ins)
@@ -144,7 +168,7 @@ class Interpreter:
                 where = compat.user_location(eqn)
                 raise LoweringError(
                     f"lowering of '{eqn.primitive.name}'{' at ' + where if where else ''} produced "
-                    f"{v.type.dtype.name} where JAX has {np.dtype(aval.dtype).name} (a bug in that lowering)"
+                    f"{v.type.dtype.name} where JAX has {aval.dtype} (a bug in that lowering)"
                 )
             if v.producer() is not None:  # graph inputs and initializers keep their own type
                 set_aval(v, aval)
@@ -152,17 +176,43 @@ class Interpreter:
         return fixed
 
 
+def _np_dtype(aval: Any) -> np.dtype | None:
+    """The numpy dtype of ``aval``; None for tokens and typed PRNG keys."""
+    dtype = getattr(aval, "dtype", None)
+    return None if dtype is None or compat.is_key_dtype(dtype) else np.dtype(dtype)
+
+
 def _widen(aval: Any, widened: Mapping[np.dtype, np.dtype]) -> Any:
-    dt = np.dtype(aval.dtype) if hasattr(aval, "dtype") else None
+    dt = _np_dtype(aval)
     return aval.update(dtype=widened[dt]) if dt in widened else aval
 
 
 def _has_complex(eqn: Any) -> bool:
-    return any(np.dtype(getattr(v.aval, "dtype", np.float32)).kind == "c" for v in (*eqn.invars, *eqn.outvars))
+    return any((dt := _np_dtype(v.aval)) is not None and dt.kind == "c" for v in (*eqn.invars, *eqn.outvars))
+
+
+def _is_key(aval: Any) -> bool:
+    return compat.is_key_dtype(getattr(aval, "dtype", None))
+
+
+def _has_keys(eqn: Any) -> bool:
+    return any(_is_key(v.aval) for v in (*eqn.invars, *eqn.outvars))
+
+
+def _has_bodies(eqn: Any) -> bool:
+    """Control flow (cond/while/scan) carries keys through its bodies as key data already."""
+    return bool(compat.sub_jaxprs(eqn))
+
+
+def _key_word(aval: Any) -> Any:
+    """One uint32 word plane of a key array's data (same shape as the key array)."""
+    return aval.update(dtype=np.dtype(np.uint32)) if _is_key(aval) else aval
 
 
 def _to_numpy(value: Any, aval: Any) -> np.ndarray:
     dtype = getattr(aval, "dtype", None)
+    if compat.is_key_dtype(dtype):  # a closed-over key: its uint32 key data
+        return compat.key_data(value)
     arr = np.asarray(value)
     if dtype is not None and arr.dtype != dtype:
         arr = arr.astype(dtype)

@@ -39,6 +39,9 @@ class Lowering:
       ``ctx.avals_in``/``ctx.avals_out`` and results are cast back to JAX's dtype.
     * ``complex``: the lowering to use when an operand or a result is complex (complex values travel
       as ``(..., 2)`` real pairs); without it a complex equation is an error naming the primitive.
+    * ``keys``: the lowering takes typed PRNG keys as their uint32 key data (``key<fry>[3]`` as
+      ``uint32[3, 2]``), as the ``random_*`` primitives do. Without it an equation on keys (``slice``,
+      ``reshape``, ``select_n`` ... moving keys around) is lowered once per word of the key data.
     """
 
     name: str
@@ -47,6 +50,7 @@ class Lowering:
     pack: str = ""  # filled in by the registry from the entry point's distribution
     dtypes: frozenset[Any] | None = None
     complex: LoweringFn | None = None
+    keys: bool = False
 
     def with_pack(self, pack: str) -> Lowering:
         return dataclasses.replace(self, pack=pack)
@@ -70,13 +74,14 @@ class Lowerings:
         priority: int = 0,
         dtypes: Iterable[Any] | None = None,
         complex: LoweringFn | None = None,
+        keys: bool = False,
     ) -> Callable[[LoweringFn], LoweringFn]:
         """Register the decorated function for each primitive in ``names`` (facets: see :class:`Lowering`)."""
         kinds = None if dtypes is None else frozenset(np.dtype(d) for d in dtypes)
 
         def deco(fn: LoweringFn) -> LoweringFn:
             for name in names:
-                self._items.append(Lowering(name, fn, priority, dtypes=kinds, complex=complex))
+                self._items.append(Lowering(name, fn, priority, dtypes=kinds, complex=complex, keys=keys))
             return fn
 
         return deco
