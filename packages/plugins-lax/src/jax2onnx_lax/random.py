@@ -1,0 +1,381 @@
+"""jax.random in the graph, drawing exactly JAX's numbers: the PRNG primitives (``random_seed``,
+``random_wrap``/``random_unwrap``, ``random_bits``, ``random_split``, ``random_fold_in``,
+``random_clone``, ``random_gamma``) and the ``threefry2x32`` hash as uint32 arithmetic.
+
+A typed key array is its uint32 key data (``key<fry>[3]`` is ``uint32[3, 2]``, see core's
+``builder.aval_type``). The key-level primitives are lowered the way JAX lowers them: JAX's own PRNG
+implementation (``seed``/``split``/``fold_in``/``random_bits`` of the key's impl, vmapped over the
+key array's axes) is traced on the key data and the jaxpr inlined, so the counter layout follows
+``jax_threefry_partitionable`` as it is set when ``to_onnx`` runs, exactly as a ``jax.jit`` lowered
+at that moment would. What remains are ``threefry2x32`` (20 rounds of Add/rotate/Xor on uint32,
+which wraps mod 2**32 in onnxruntime like in XLA), ``iota_2x32_shape`` (the 64-bit counters as two
+uint32 words) and ordinary lax primitives.
+
+A key can be a graph input: declare it as ``jax.ShapeDtypeStruct((2,), jnp.uint32)`` (raw key data,
+``jax.random.wrap_key_data`` or the legacy uint32 API inside the function) or as a typed key spec
+(``jax.ShapeDtypeStruct((), jax.random.key(0).dtype)``) and feed ``jax.random.key_data(key)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax2onnx import compat
+from jax2onnx.dtypes import U32
+from jax2onnx.plugin import Lowerings
+from jax2onnx.testing import Component, Testcase
+
+lowerings = Lowerings()
+
+# ---------------------------------------------------------------------------------------------
+# Key-level primitives: JAX's PRNG implementation traced on the key data.
+
+
+def _key_data_spec(key_aval: Any) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct((*key_aval.shape, *compat.key_data_shape(key_aval.dtype)), np.dtype(np.uint32))
+
+
+def _over_keys(ndim: int, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` on one key, mapped over ``ndim`` leading key axes (JAX's ``iterated_vmap_unary``)."""
+    for _ in range(ndim):
+        fn = jax.vmap(fn)
+    return fn
+
+
+def _inline(ctx, fn: Callable[..., Any], specs: Sequence[Any], ins: Sequence[Any]) -> list[Any]:
+    """Trace ``fn`` on ``specs`` and lower its jaxpr here, on ``ins``."""
+    closed, _ = compat.make_jaxpr(fn, list(specs))
+    return ctx.lower_jaxpr(closed, list(ins))
+
+
+def _spec(aval: Any) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(aval.shape, aval.dtype)
+
+
+@lowerings.register("random_wrap", "random_unwrap", "random_clone", keys=True)
+def lower_key_identity(ctx, x):
+    """A typed key and its uint32 key data are the same tensor here."""
+    return x
+
+
+@lowerings.register("random_seed", keys=True)
+def lower_random_seed(ctx, seeds):
+    impl = ctx.params["impl"]
+    aval = ctx.avals_in[0]
+    return _inline(ctx, _over_keys(len(aval.shape), impl.seed), [_spec(aval)], [seeds])
+
+
+@lowerings.register("random_split", keys=True)
+def lower_random_split(ctx, keys):
+    aval = ctx.avals_in[0]
+    impl, shape = compat.key_impl(aval.dtype), tuple(ctx.params["shape"])
+    split = _over_keys(len(aval.shape), lambda k: impl.split(k, shape))
+    return _inline(ctx, split, [_key_data_spec(aval)], [keys])
+
+
+@lowerings.register("random_fold_in", keys=True)
+def lower_random_fold_in(ctx, keys, msgs):
+    """Keys and messages broadcast against each other; each key folds in its message."""
+    key_aval, msg_aval = ctx.avals_in
+    impl = compat.key_impl(key_aval.dtype)
+    shape = tuple(ctx.avals_out[0].shape)
+    data_shape = compat.key_data_shape(key_aval.dtype)
+
+    def fold_in(data, msg):
+        data = jnp.broadcast_to(data, (*shape, *data_shape))
+        msg = jnp.broadcast_to(msg, shape)
+        return _over_keys(len(shape), impl.fold_in)(data, msg)
+
+    return _inline(ctx, fold_in, [_key_data_spec(key_aval), _spec(msg_aval)], [keys, msgs])
+
+
+@lowerings.register("random_bits", keys=True)
+def lower_random_bits(ctx, keys):
+    aval = ctx.avals_in[0]
+    impl, p = compat.key_impl(aval.dtype), ctx.params
+    bit_width, shape = int(p["bit_width"]), tuple(p["shape"])
+    bits = _over_keys(len(aval.shape), lambda k: impl.random_bits(k, bit_width, shape))
+    return _inline(ctx, bits, [_key_data_spec(aval)], [keys])
+
+
+@lowerings.register("random_gamma", keys=True)
+def lower_random_gamma(ctx, keys, a):
+    """JAX's rejection sampler (a while loop per sample, vmapped), traced on typed keys."""
+    key_aval, a_aval = ctx.avals_in
+    log_space = bool(ctx.params["log_space"])
+    return _inline(ctx, lambda k, x: compat.gamma_impl(k, x, log_space=log_space),
+                   [_spec(key_aval), _spec(a_aval)], [keys, a])
+
+
+# ---------------------------------------------------------------------------------------------
+# threefry2x32 and its counters
+
+#: Threefry-2x32's rotation schedule (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3",
+#: SC 2011): two alternating groups of four rounds, 20 rounds in all.
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+#: The key-schedule parity constant of Threefish.
+_PARITY = 0x1BD11BDA
+
+
+def _rotate_left(op, v, r: int):
+    return op.BitwiseOr(op.BitShift(v, r, direction="LEFT"), op.BitShift(v, 32 - r, direction="RIGHT"))
+
+
+@lowerings.register("threefry2x32")
+def lower_threefry2x32(ctx, k0, k1, x0, x1):
+    """The Threefry-2x32 block cipher, 20 rounds, on uint32 words (operands broadcast)."""
+    op = ctx.op
+    schedule = [k0, k1, op.BitwiseXor(op.BitwiseXor(k0, k1), _PARITY)]
+    a, b = op.Add(x0, schedule[0]), op.Add(x1, schedule[1])
+    for group in range(5):
+        for r in _ROTATIONS[group % 2]:
+            a = op.Add(a, b)
+            b = op.BitwiseXor(_rotate_left(op, b, r), a)
+        # Key injection after every four rounds, with the injection counter on the second word.
+        a = op.Add(a, schedule[(group + 1) % 3])
+        b = op.Add(op.Add(b, schedule[(group + 2) % 3]), group + 1)
+    out = ctx.avals_out[0].shape
+    if tuple(ctx.avals_in[2].shape) != tuple(out) or tuple(ctx.avals_in[3].shape) != tuple(out):
+        full = ctx.shape_tensor(out)  # counts smaller than the keys: the result has the keys' shape
+        a, b = op.Expand(a, full), op.Expand(b, full)
+    return a, b
+
+
+@lowerings.register("iota_2x32_shape")
+def lower_iota_2x32_shape(ctx):
+    """The row-major index over ``shape`` as a 64-bit count split into (high, low) uint32 words."""
+    op = ctx.op
+    dims = ctx.shape_tensor(tuple(ctx.params["shape"]))
+    count = op.ReduceProd(dims, keepdims=0)
+    index = op.Reshape(op.Range(ctx.i64(0), count, ctx.i64(1)), dims)
+    high = op.Div(index, 2**32)
+    low = op.BitwiseAnd(index, 2**32 - 1)
+    return ctx.cast(high, U32), ctx.cast(low, U32)
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases. Integer draws are compared exactly (rtol = atol = 0); float draws within an ulp or
+# two (the bit patterns are exact; the float maths after them is float maths).
+
+_EXACT = {"rtol": 0.0, "atol": 0.0, "rtol_f64": 0.0, "atol_f64": 0.0}
+
+
+def _ulps(n: float = 2.0) -> dict[str, float]:
+    return {"rtol": n * 2.0**-23, "atol": 0.0, "rtol_f64": n * 2.0**-52, "atol_f64": 0.0}
+
+
+KEY_DATA = jax.ShapeDtypeStruct((2,), jnp.uint32)
+SEED = jax.ShapeDtypeStruct((), jnp.int32)
+
+
+def keys_and_normals(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """Key data over the full uint32 range; floats standard normal."""
+    if np.dtype(dtype) == U32:
+        return rng.integers(0, 2**32, size=shape, dtype=np.uint64).astype(np.uint32)
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(0, 2**31 - 1, size=shape)
+    return rng.standard_normal(shape)
+
+
+def _case(name: str, fn: Callable[..., Any], shapes: Sequence[Any], *, tol: dict[str, float] | None = None,
+          **kw: Any) -> Testcase:
+    return Testcase(name, fn, shapes, input_generator=kw.pop("input_generator", keys_and_normals),
+                    **(tol if tol is not None else _EXACT), **kw)
+
+
+def _bits(key, x):
+    return jax.random.bits(key, x.shape)
+
+
+def _bits_uint8(key, x):
+    return jax.random.bits(key, x.shape, jnp.uint8)
+
+
+def _bits_typed(key, x):
+    return jax.random.bits(jax.random.wrap_key_data(key), (2, *x.shape))
+
+
+def _split_fold(key):
+    k = jax.random.wrap_key_data(key)
+    a, b = jax.random.split(k)
+    return jax.random.key_data(jax.random.split(a, 3)), jax.random.key_data(jax.random.fold_in(b, 7))
+
+
+def _split_legacy(key):
+    return jax.random.split(key, 4)
+
+
+def _fold_in_traced(key, n):
+    return jax.random.key_data(jax.random.fold_in(jax.random.wrap_key_data(key), n))
+
+
+def _seeded(seed, x):
+    return jax.random.bits(jax.random.key(seed), x.shape)
+
+
+def _seeded_legacy(seed, x):
+    return jax.random.randint(jax.random.PRNGKey(seed), x.shape, -100, 100)
+
+
+
+def _closed_over_key():
+    """A typed key held by the function (a module's rng stream): a constant of its key data."""
+    key = jax.random.key(1234)
+
+    def fn(x):
+        k1, k2 = jax.random.split(key)
+        return jax.random.bits(k1, x.shape), jax.random.key_data(k2)
+
+    return fn
+
+
+def _vmapped_keys(key, x):
+    keys = jax.random.split(jax.random.wrap_key_data(key), 3)
+    return jax.vmap(lambda k: jax.random.bits(k, x.shape))(keys)
+
+
+def _select_keys(key, x):
+    k = jax.random.wrap_key_data(key)
+    keys = jax.random.split(k, 4)
+    picked = jnp.where(jnp.array([True, False, True, False]), keys, keys[::-1])
+    return jax.vmap(jax.vmap(lambda k: jax.random.bits(k, x.shape)))(picked.reshape(2, 2))
+
+
+def _uniform(key, x):
+    return jax.random.uniform(key, x.shape, x.dtype, -2.0, 3.0)
+
+
+def _normal(key, x):
+    return jax.random.normal(key, x.shape, x.dtype)
+
+
+def _bernoulli(key, x):
+    return jax.random.bernoulli(key, jax.nn.sigmoid(x))
+
+
+def _categorical(key, logits):
+    return jax.random.categorical(key, logits)
+
+
+def _gumbel(key, x):
+    return jax.random.gumbel(key, x.shape, x.dtype)
+
+
+def _truncated_normal(key, x):
+    return jax.random.truncated_normal(key, -1.5, 2.0, x.shape, x.dtype)
+
+
+def _randint(key, x):
+    return jax.random.randint(key, x.shape, -7, 1000)
+
+
+def _permutation(key):
+    return jax.random.permutation(key, 10)
+
+
+def _permutation_rows(key, x):
+    return jax.random.permutation(key, x, axis=0)
+
+
+def _choice(key, x):
+    return jax.random.choice(key, x, (3,), replace=False)
+
+
+def _choice_weighted(key, x):
+    return jax.random.choice(key, 6, (4,), p=jax.nn.softmax(x))
+
+
+def _exponential(key, x):
+    return jax.random.exponential(key, x.shape, x.dtype)
+
+
+def _laplace_logistic(key, x):
+    a, b = jax.random.split(key)
+    return jax.random.laplace(a, x.shape, x.dtype), jax.random.logistic(b, x.shape, x.dtype)
+
+
+def _gamma(key, x):
+    return jax.random.gamma(key, 0.5 + jnp.abs(x))
+
+
+def _beta(key, x):
+    return jax.random.beta(key, 1.0 + jnp.abs(x), 2.0)
+
+
+def _dirichlet(key, x):
+    return jax.random.dirichlet(key, 0.5 + jnp.abs(x))
+
+
+def _sample_tokens(key, logits0):
+    """Autoregressive sampling: each step splits the key, draws a token, feeds it back."""
+    table = jnp.sin(jnp.arange(5 * 5, dtype=logits0.dtype).reshape(5, 5))
+
+    def step(carry, _):
+        k, logits = carry
+        k, sub = jax.random.split(k)
+        token = jax.random.categorical(sub, logits)
+        return (k, logits + table[token]), token
+
+    (_, _), tokens = lax.scan(step, (jax.random.wrap_key_data(key), logits0), None, length=6)
+    return tokens
+
+
+components = [
+    Component(
+        name="jax.random.bits",
+        onnx=["BitShift", "BitwiseXor", "BitwiseOr", "Add"],
+        since="v0.13.0",
+        description="random_bits / threefry2x32 / iota_2x32_shape: JAX's threefry stream, bit for bit",
+        testcases=[
+            _case("random_bits_key_input", _bits, [KEY_DATA, ("B", 3)], expected_ops=["BitShift", "BitwiseXor"]),
+            _case("random_bits_uint8", _bits_uint8, [KEY_DATA, ("B", 5)]),
+            _case("random_bits_typed_key", _bits_typed, [KEY_DATA, (3, "B")]),
+            _case("random_bits_seed_input", _seeded, [SEED, ("B", 2)]),
+            _case("random_bits_closed_over_key", None, [("B", 2)], factory=_closed_over_key),
+            _case("random_bits_vmapped_keys", _vmapped_keys, [KEY_DATA, ("B",)]),
+            _case("random_bits_selected_keys", _select_keys, [KEY_DATA, (2,)]),
+        ],
+    ),
+    Component(
+        name="jax.random.split",
+        onnx=["BitShift", "BitwiseXor"],
+        since="v0.13.0",
+        description="random_split / random_fold_in on typed and raw keys",
+        testcases=[
+            _case("random_split_fold_in", _split_fold, [KEY_DATA]),
+            _case("random_split_legacy", _split_legacy, [KEY_DATA]),
+            _case("random_fold_in_traced", _fold_in_traced, [KEY_DATA, SEED]),
+            _case("random_randint_seed_legacy", _seeded_legacy, [SEED, ("B",)]),
+        ],
+    ),
+    Component(
+        name="jax.random.samplers",
+        onnx=["BitShift", "BitwiseXor"],
+        since="v0.13.0",
+        description="samplers built on random_bits, matching JAX's draws",
+        testcases=[
+            _case("random_uniform", _uniform, [KEY_DATA, ("B", 3)], tol=_ulps()),
+            _case("random_normal", _normal, [KEY_DATA, ("B", 3)], tol=_ulps(4)),
+            _case("random_bernoulli", _bernoulli, [KEY_DATA, ("B", 4)]),
+            _case("random_categorical", _categorical, [KEY_DATA, ("B", 5)]),
+            _case("random_gumbel", _gumbel, [KEY_DATA, ("B", 3)], tol=_ulps(4)),
+            _case("random_truncated_normal", _truncated_normal, [KEY_DATA, ("B", 3)], tol=_ulps(8)),
+            _case("random_randint", _randint, [KEY_DATA, ("B", 3)]),
+            _case("random_permutation", _permutation, [KEY_DATA]),
+            _case("random_permutation_rows", _permutation_rows, [KEY_DATA, (6, 2)]),
+            _case("random_choice_without_replacement", _choice, [KEY_DATA, (7,)]),
+            _case("random_choice_weighted", _choice_weighted, [KEY_DATA, (6,)]),
+            _case("random_exponential", _exponential, [KEY_DATA, ("B", 3)], tol=_ulps(4)),
+            _case("random_laplace_logistic", _laplace_logistic, [KEY_DATA, ("B", 3)], tol=_ulps(4)),
+            _case("random_gamma", _gamma, [KEY_DATA, ("B", 3)], tol=_ulps(16)),
+            _case("random_beta", _beta, [KEY_DATA, ("B", 2)], tol=_ulps(16)),
+            _case("random_dirichlet", _dirichlet, [KEY_DATA, (2, 3)], tol=_ulps(16)),
+            _case("random_categorical_scan_sampler", _sample_tokens, [KEY_DATA, (5,)], expected_ops=["Loop"]),
+        ],
+    ),
+]
