@@ -103,8 +103,9 @@ def _any(where, pred):
 
 
 def _select_rows(where, pred, pred_rank, new, old, aval):
-    """``new`` where the row's predicate holds, else ``old``: the predicate covers the leading axes."""
-    extra = len(aval.shape) - pred_rank
+    """``new`` where the row's predicate holds, else ``old``: the predicate covers the leading axes.
+    The carry's stored rank counts, not its aval's: complex pairs and PRNG key data add trailing axes."""
+    extra = len(old.shape) - pred_rank
     mask = pred if extra == 0 else where.op.Unsqueeze(pred, np.arange(pred_rank, pred_rank + extra, dtype=np.int64))
     return where.op.Where(mask, new, old)
 
