@@ -6,6 +6,7 @@
     nox -s keras            # the Keras pack and Keras 3's model.export(format="onnx") (JAX backend)
     nox -s matrix           # the full suite on the oldest and newest supported JAX/Flax
     nox -s lint demo bench coverage_docs
+    nox -s fuzz stress      # long differential fuzzing; 8 threads x 20 rounds of concurrent exports
     nox -s build            # sdists + wheels, twine check, each wheel smoke-tested alone in a fresh venv
 """
 
@@ -49,7 +50,7 @@ MATRIX_TESTS = [d for pack, dirs in TEST_DIRS.items() if pack != "keras" for d i
 #: (jax, flax): the seed's versions and the newest on Python 3.11.
 MATRIX = [("0.6.2", "0.10.6"), ("0.10.2", "0.12.8")]
 #: onnxruntime is an optional extra of core (jax2onnx-core[runtime]); every test session verifies with it.
-TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.22"]
+TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.22", "hypothesis>=6.100"]
 REPORT = os.path.join(ROOT, "docs", "test-results.json")
 
 
@@ -82,6 +83,24 @@ def tests_pack(session: nox.Session, pack: str) -> None:
     session.install(*TEST_TOOLS, CORE, *PACKS[pack])
     session.env["KERAS_BACKEND"] = "jax"
     _pytest(session, TEST_DIRS[pack])
+
+
+@nox.session(python=PYTHON)
+def fuzz(session: nox.Session) -> None:
+    """Long differential fuzzing: random JAX programs vs their exports (the default session runs
+    a short derandomized profile). JAX2ONNX_FUZZ_EXAMPLES sets the count (default here 2000)."""
+    session.install(*TEST_TOOLS, *ALL_PACKAGES)
+    session.env["JAX2ONNX_FUZZ_LONG"] = "1"
+    session.env["JAX2ONNX_FUZZ_EXAMPLES"] = os.environ.get("JAX2ONNX_FUZZ_EXAMPLES", "2000")
+    session.run("python", "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests/test_fuzz.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def stress(session: nox.Session) -> None:
+    """Thread-safety under load: 8 threads x 20 rounds of mixed exports (the default session runs 2)."""
+    session.install(*TEST_TOOLS, *ALL_PACKAGES)
+    session.env["JAX2ONNX_STRESS_ROUNDS"] = os.environ.get("JAX2ONNX_STRESS_ROUNDS", "20")
+    session.run("python", "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests/test_threads.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)
