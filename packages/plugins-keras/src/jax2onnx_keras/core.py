@@ -30,6 +30,7 @@ from ._fusion import (
     plain_float32,
     quantized_or_lora,
     reshape_const,
+    static_ints,
 )
 from ._testing import keras_model
 
@@ -146,12 +147,24 @@ def lower_dense(ctx, *ins):
     return apply_activation(ctx, y, ctx.marked.params["activation"])
 
 
-def _matmul_equation(equation: str) -> tuple[str, str, str] | None:
-    """(batch letters, contracted letter, output letters) when ``equation`` is ``<b>c,c<o>-><b><o>``."""
-    m = re.fullmatch(r"([a-z]*)([a-z]),\2([a-z]+)->\1\3", equation)
-    if m is None or len(set(m.group(1) + m.group(2) + m.group(3))) != len(m.group(1)) + 1 + len(m.group(3)):
+def _matmul_equation(equation: str) -> tuple[int, int, int] | None:
+    """(batch axes, contracted axes, output axes) when ``equation`` is ``<b><c>,<c><o>-><b><o>``:
+    the input's trailing axes contracted with the kernel's leading ones, in order: a matrix product
+    once both sides are flattened."""
+    m = re.fullmatch(r"([a-z]+),([a-z]+)->([a-z]+)", equation)
+    if m is None:
         return None
-    return m.group(1), m.group(2), m.group(3)
+    x, k, out = m.groups()
+    if len(set(x)) != len(x) or len(set(k)) != len(k):
+        return None
+    shared = [c for c in x if c in k]
+    n_c = len(shared)
+    if n_c == 0 or x[len(x) - n_c :] != "".join(shared) or k[:n_c] != "".join(shared):
+        return None
+    batch, kept = x[: len(x) - n_c], k[n_c:]
+    if out != batch + kept or not kept:
+        return None
+    return len(batch), n_c, len(kept)
 
 
 @lowerings.register_call(mark_name(EINSUM_DENSE))
@@ -161,26 +174,29 @@ def lower_einsum_dense(ctx, *ins):
     if len(ctx.avals_out) != 1 or not one_output_like(ctx, ctx.avals_out[0].shape) or "kernel" not in ops:
         return None
     x, kernel = ops["x"], ops["kernel"]
-    x_shape, k_shape = ops.shape("x"), ops.shape("kernel")
+    k_shape = ops.shape("kernel")
     out_shape = tuple(ctx.avals_out[0].shape)
     bias = ops.get("bias")
     matmul = _matmul_equation(p["equation"])
-    if matmul is not None and len(matmul[0]) + 1 == len(x_shape):
-        # x (..., c) @ kernel (c, o1, o2, ...): one MatMul over a flattened kernel, then the output
-        # axes restored with a Reshape whose leading 0s copy the (possibly symbolic) batch dims.
-        n_out = int(np.prod(k_shape[1:]))
-        k = kernel if len(k_shape) == 2 else reshape_const(ctx, kernel, [k_shape[0], n_out])
+    if matmul is not None and static_ints(k_shape):
+        # x (..., c1, c2) @ kernel (c1, c2, o1, o2): one MatMul over flattened sides; a Reshape whose
+        # leading 0s copy the (possibly symbolic) batch dims flattens x and restores the output axes.
+        n_b, n_c, n_o = matmul
+        n_in, n_out = int(np.prod(k_shape[:n_c])), int(np.prod(k_shape[n_c:]))
+        k = kernel if len(k_shape) == 2 else reshape_const(ctx, kernel, [n_in, n_out])
+        if n_c > 1:
+            x = ctx.op.Reshape(x, ctx.i64([0] * n_b + [-1]))
         b = None
         if bias is not None:
             b_shape = ops.shape("bias")
-            if tuple(b_shape) != tuple(out_shape[len(out_shape) - len(b_shape):]) or len(b_shape) > len(k_shape) - 1:
+            if len(b_shape) > n_o or tuple(b_shape) != tuple(out_shape[len(out_shape) - len(b_shape):]):
                 return None
             # The bias covers trailing output axes; broadcast it over the rest of the kernel's.
-            full = (*([1] * (len(k_shape) - 1 - len(b_shape))), *b_shape)
-            b = reshape_const(ctx, ctx.op.Expand(reshape_const(ctx, bias, full), ctx.i64(list(k_shape[1:]))), [n_out])
-        y = matmul_bias(ctx, x, k, b, len(x_shape))
-        if len(k_shape) > 2:
-            y = ctx.op.Reshape(y, ctx.i64([0] * (len(x_shape) - 1) + list(k_shape[1:])))
+            full = (*([1] * (n_o - len(b_shape))), *b_shape)
+            b = reshape_const(ctx, ctx.op.Expand(reshape_const(ctx, bias, full), ctx.i64(list(k_shape[n_c:]))), [n_out])
+        y = matmul_bias(ctx, x, k, b, n_b + 1)
+        if n_o > 1:
+            y = ctx.op.Reshape(y, ctx.i64([0] * n_b + list(k_shape[n_c:])))
     else:
         y = ctx.op.Einsum(x, kernel, equation=p["equation"])
         if bias is not None:
@@ -251,6 +267,10 @@ components = [
             Testcase("keras_einsum_dense_2d",
                      factory=keras_model(_einsum_dense("ab,bc->ac", 3, bias_axes="c", activation="relu"), (5,)),
                      input_shapes=[("B", 5)], expected_ops=["Gemm", "Relu"], max_nodes=2, run_f64=False),
+            Testcase("keras_einsum_dense_two_contracted",
+                     factory=keras_model(_einsum_dense("abcd,cde->abe", (None, 5), bias_axes="e"), (None, 2, 3)),
+                     input_shapes=[("B", "T", 2, 3)], expected_ops=["MatMul", "Reshape"], forbidden_ops=["Einsum"],
+                     max_nodes=3, run_f64=False),
             Testcase("keras_einsum_dense_general",
                      factory=keras_model(_einsum_dense("abc,dc->abd", (None, 3)), (None, 4)),
                      input_shapes=[("B", "T", 4)], expected_ops=["Einsum"], max_nodes=1, run_f64=False),
