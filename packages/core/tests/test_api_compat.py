@@ -226,3 +226,25 @@ def test_which_lowerings_force_decomposed_drops():
         assert is_normalization_lowering(name), name
     for name in ("call:jax2onnx_nnx.linear", "call:jax2onnx_jnp.linalg_norm", "sin", "call:x.normal", "call:x.norm"):
         assert not is_normalization_lowering(name), name
+
+
+@pytest.mark.parametrize("opset", [5, 16, 99])
+def test_opset_out_of_range_names_the_range(mini_registry, opset):
+    top = onnx.defs.onnx_opset_version()
+    with pytest.raises(InputSpecError, match=rf"opset={opset} is not supported: jax2onnx exports opsets 17 to {top}") as info:
+        to_onnx(_sin, [("B", 3)], opset=opset)
+    if opset > top:
+        assert "upgrade onnx" in str(info.value)
+
+
+@pytest.mark.parametrize("opset", ["23", 23.0, True, None])
+def test_opset_must_be_an_int(mini_registry, opset):
+    with pytest.raises(InputSpecError, match="opset must be an int from 17"):
+        to_onnx(_sin, [("B", 3)], opset=opset)
+
+
+def test_every_opset_in_range_is_stamped(mini_registry):
+    for opset in (17, onnx.defs.onnx_opset_version()):
+        model = to_onnx(_sin, [("B", 3)], opset=np.int64(opset))
+        assert next(o.version for o in model.opset_import if o.domain == "") == opset
+        onnx.checker.check_model(model, full_check=True)

@@ -35,6 +35,10 @@ import onnx_ir as ir
 from . import compat
 from .errors import InputSpecError
 
+#: The oldest default-domain opset an export can target: LayerNormalization (17) is the newest op
+#: the packs need without a decomposition, and every lowering has a form valid from here on.
+MIN_OPSET = 17
+
 RETURN_MODES = ("proto", "ir", "file")
 EXPORT_MODES = ("standard", "web")
 NORMALIZATION_MODES = ("auto", "prefer_native", "force_decomposed")
@@ -112,6 +116,32 @@ def _indices(indices: Any, arg: str, upper: int | None) -> tuple[int, ...]:
             raise InputSpecError(f"{arg} lists index {i} twice")
         out.append(i)
     return tuple(out)
+
+
+def max_opset() -> int:
+    """The newest default-domain opset the installed ``onnx`` knows (its schemas type emission)."""
+    import onnx
+
+    return int(onnx.defs.onnx_opset_version())
+
+
+def check_opset(opset: Any) -> int:
+    """``opset`` as an int in ``MIN_OPSET..max_opset()``, else :class:`InputSpecError` naming the range."""
+    top = max_opset()
+    if isinstance(opset, bool) or not isinstance(opset, (int, np.integer)):
+        raise OptionTypeError(f"opset must be an int from {MIN_OPSET} to {top}, got {type(opset).__name__} {opset!r}")
+    opset = int(opset)
+    if not MIN_OPSET <= opset <= top:
+        newer = (f"; opset {opset} is newer than the installed onnx {_onnx_version()} knows: upgrade onnx"
+                 if opset > top else "")
+        raise InputSpecError(f"opset={opset} is not supported: jax2onnx exports opsets {MIN_OPSET} to {top}{newer}")
+    return opset
+
+
+def _onnx_version() -> str:
+    import onnx
+
+    return str(onnx.__version__)
 
 
 def check_options(

@@ -69,7 +69,9 @@ def to_onnx(
         input_params: keyword arguments that become named runtime inputs of the graph, typed
             after the given defaults (``{"deterministic": True}`` → a bool input).
         model_name: the ONNX graph name.
-        opset: the default-domain opset (23 by default).
+        opset: the default-domain opset, from 17 to the newest the installed ``onnx`` knows (23 by
+            default). Each op is emitted in its form at this opset; a fused op that does not exist
+            yet (Gelu before 20, Attention and RMSNormalization before 23) is decomposed.
         enable_double_precision: trace with float64 (x64 on only for the export, then restored).
         record_primitive_calls_file: write every primitive of the trace (params, shapes, source
             line) to this file as a JSON list.
@@ -95,6 +97,7 @@ def to_onnx(
     Returns:
         The ``onnx.ModelProto``, the ``onnx_ir.Model`` or the written path (``return_mode``).
     """
+    opset = api_compat.check_opset(opset)
     options = api_compat.check_options(
         n_inputs=len(inputs) if isinstance(inputs, Sequence) and not isinstance(inputs, (str, bytes)) else 0,
         input_params=input_params, return_mode=return_mode, output_path=output_path, input_names=input_names,
