@@ -10,7 +10,7 @@ import numpy as np
 import onnx_ir as ir
 
 from . import compat
-from .builder import Scope, set_aval, value_dtype
+from .builder import OpUnavailableError, Scope, set_aval, value_dtype
 from .context import LoweringContext
 from .dtypes import carrier
 from .errors import Jax2OnnxError, LoweringError, UnsupportedPrimitiveError
@@ -86,7 +86,10 @@ class Interpreter:
                 and shapes_match(call.in_shapes, in_shapes)
                 and body_matches(call, compat.call_body(eqn))
             ):
-                outs = self._call(lowering, LoweringContext(self, scope, eqn, marked=call), ins, allow_decline=True)
+                try:
+                    outs = self._call(lowering, LoweringContext(self, scope, eqn, marked=call), ins, allow_decline=True)
+                except OpUnavailableError:
+                    outs = None  # the fused op is newer than the export's opset: the body decomposes it
                 if outs is not None:
                     return outs
         return self._inline(scope, eqn, ins)
