@@ -77,6 +77,8 @@ class _Dispatcher:
 
     def __getattr__(self, name: str) -> Any:
         # ``jax.nn.relu.defjvp``, ``jnp.matmul.lower``: the original's own attributes keep working.
+        if name.startswith("_jax2onnx_"):  # not set yet (copy/pickle build the object bare)
+            raise AttributeError(name)
         return getattr(self._jax2onnx_original, name)
 
     def __repr__(self) -> str:
