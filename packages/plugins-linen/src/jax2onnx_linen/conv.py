@@ -1,0 +1,290 @@
+"""nn.Conv, nn.ConvTranspose → Conv / ConvTranspose (bias fused), channels-last at the edges.
+
+flax works in NHWC, ONNX in NCHW: the input is transposed in, the output back out, and the kernel
+(a constant) is folded into ONNX's (O, I, spatial) / (I, O, spatial) layout. Between consecutive
+layers the back-and-forth Transposes meet and core's TransposeCancelPass removes them, so a stack
+of convolutions keeps one Transpose at each edge of the model.
+
+The explicit padding is read from the region's body, i.e. from flax/lax themselves (``SAME`` with
+strides, ``conv_transpose``'s own padding rule), rather than re-derived here. What ONNX cannot
+express in one op (input dilation, kernel masks, CIRCULAR/CAUSAL padding, unbatched or multi-batch
+inputs, ``nn.ConvLocal``'s unshared weights) is left to flax's code and the lax lowerings; so is
+float64, for which onnxruntime has no Conv kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+from flax import linen as nn
+from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.testing import Component, Testcase
+
+from ._fusion import (
+    Operands,
+    call_module,
+    const_array,
+    find_eqns,
+    fusable,
+    is_array,
+    one_output_like,
+    region_body,
+    static_ints,
+    to_nchw,
+    to_nhwc,
+)
+from ._testing import applied, float32_ops
+
+lowerings = Lowerings()
+
+CONV = "jax2onnx_linen.conv"
+CONV_TRANSPOSE = "jax2onnx_linen.conv_transpose"
+#: Element types onnxruntime implements Conv/ConvTranspose for.
+_CONV_DTYPES = {np.dtype(np.float32), np.dtype(np.float16)}
+
+
+def _as_tuple(v: Any, n: int) -> tuple[int, ...]:
+    if v is None:
+        return (1,) * n
+    if isinstance(v, (int, np.integer)):
+        return (int(v),) * n
+    return tuple(int(d) for d in v)
+
+
+def _padding_mode(padding: Any) -> str | None:
+    """'SAME'/'SAME_LOWER'/'VALID'/'EXPLICIT' when ONNX can express it; None for the rest."""
+    if isinstance(padding, str):
+        return padding if padding in ("SAME", "SAME_LOWER", "VALID") else None
+    return "EXPLICIT"
+
+
+def _kernel_rank(module: Any) -> int:
+    ks = module.kernel_size
+    return 1 if isinstance(ks, (int, np.integer)) else len(ks)
+
+
+def _patch_conv(original):
+    def __call__(self, inputs, *args, **kwargs):
+        n = _kernel_rank(self)
+        mode = _padding_mode(self.padding)
+        if (
+            args
+            or kwargs
+            or not is_array(inputs)
+            or inputs.ndim != n + 2  # flax adds/folds batch dims with reshapes around the conv
+            or mode is None
+            or self.mask is not None
+            or any(d != 1 for d in _as_tuple(self.input_dilation, n))
+            or self.conv_general_dilated not in (None, jax.lax.conv_general_dilated)
+            or getattr(self, "conv_general_dilated_cls", None) is not None
+            or not fusable(self)
+        ):
+            return original(self, inputs, *args, **kwargs)
+        return call_module(CONV, self, lambda m, x: original(m, x), {"x": inputs}, padding_mode=mode)
+
+    return __call__
+
+
+def _patch_conv_transpose(original):
+    def __call__(self, inputs, *args, **kwargs):
+        n = _kernel_rank(self)
+        mode = _padding_mode(self.padding)
+        if (args or kwargs or not is_array(inputs) or inputs.ndim != n + 2 or mode is None or self.mask is not None
+                or getattr(self, "preferred_element_type", None) is not None or not fusable(self)):
+            return original(self, inputs, *args, **kwargs)
+        return call_module(CONV_TRANSPOSE, self, lambda m, x: original(m, x), {"x": inputs}, padding_mode=mode,
+                           transpose_kernel=bool(self.transpose_kernel))
+
+    return __call__
+
+
+patches = [
+    Patch("flax.linen.Conv", "__call__", _patch_conv),
+    Patch("flax.linen.ConvTranspose", "__call__", _patch_conv_transpose),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowerings
+
+
+def _body_conv(ctx: Any) -> Any | None:
+    """The region's one ``conv_general_dilated`` equation, when it is the forward call."""
+    found = find_eqns(region_body(ctx), "conv_general_dilated")
+    if len(found) != 1:
+        return None
+    eqn = found[0]
+    if eqn.params.get("batch_group_count", 1) != 1 or not one_output_like(ctx, eqn.outvars[0].aval.shape):
+        return None
+    return eqn
+
+
+@lowerings.register_call(CONV)
+def lower_conv(ctx, *ins):
+    dtype = np.dtype(ctx.avals_out[0].dtype)
+    if dtype not in _CONV_DTYPES:
+        return None
+    eqn = _body_conv(ctx)
+    if eqn is None or any(d != 1 for d in eqn.params["lhs_dilation"]):
+        return None
+    ops = Operands(ctx, ins)
+    rank = len(ops.shape("x"))
+    n = rank - 2
+    attrs: dict[str, Any] = {}
+    padding = eqn.params["padding"]
+    if static_ints([d for pair in padding for d in pair]):
+        if any(int(d) < 0 for pair in padding for d in pair):  # a crop: not a Conv pad
+            return None
+        attrs["pads"] = [int(lo) for lo, _ in padding] + [int(hi) for _, hi in padding]
+    else:  # symbolic spatial sizes: ONNX computes SAME padding itself, as lax does
+        attrs["auto_pad"] = {"SAME": "SAME_UPPER", "SAME_LOWER": "SAME_LOWER", "VALID": "VALID"}.get(
+            ctx.marked.params["padding_mode"])
+        if attrs["auto_pad"] is None:
+            return None
+    kernel = ctx.op.Transpose(ctx.cast(ops["kernel"], dtype), perm=[n + 1, n, *range(n)])  # HWIO → OIHW
+    bias = ctx.cast(ops["bias"], dtype) if "bias" in ops else None
+    y = ctx.op.Conv(to_nchw(ctx, ctx.cast(ops["x"], dtype), rank), kernel, bias,
+                    strides=[int(s) for s in eqn.params["window_strides"]],
+                    dilations=[int(d) for d in eqn.params["rhs_dilation"]],
+                    group=int(eqn.params["feature_group_count"]), **attrs)
+    return to_nhwc(ctx, y, rank)
+
+
+def _transposed_kernel(ctx: Any, ops: Operands, dtype: Any, n: int, transpose_kernel: bool) -> Any | None:
+    """The kernel in ConvTranspose's (I, O, spatial) layout, as a constant.
+
+    ``lax.conv_transpose`` convolves the stride-dilated input with the kernel as given (HWIO) unless
+    ``transpose_kernel`` (then flipped and I/O-swapped); ONNX's ConvTranspose is the gradient of
+    Conv, i.e. that convolution with the spatially flipped kernel.
+    """
+    arr = const_array(ops["kernel"])
+    if arr is None:
+        return None
+    perm = [n + 1, n, *range(n)] if transpose_kernel else [n, n + 1, *range(n)]
+    w = np.transpose(arr, perm)
+    if not transpose_kernel:
+        w = w[(slice(None), slice(None), *[slice(None, None, -1)] * n)]
+    return ctx.const(np.ascontiguousarray(w).astype(dtype))
+
+
+@lowerings.register_call(CONV_TRANSPOSE)
+def lower_conv_transpose(ctx, *ins):
+    dtype = np.dtype(ctx.avals_out[0].dtype)
+    if dtype not in _CONV_DTYPES:
+        return None
+    eqn = _body_conv(ctx)
+    if eqn is None or any(s != 1 for s in eqn.params["window_strides"]):
+        return None
+    ops = Operands(ctx, ins)
+    rank = len(ops.shape("x"))
+    n = rank - 2
+    ksize = ops.shape("kernel")[:n]
+    dilation = [int(d) for d in eqn.params["rhs_dilation"]]
+    padding = eqn.params["padding"]
+    if eqn.params["feature_group_count"] != 1 or not static_ints([d for pair in padding for d in pair]):
+        return None
+    # A conv over the stride-dilated input padded by (lo, hi) is ConvTranspose with pads
+    # k_eff - 1 - lo / k_eff - 1 - hi; extra high padding (only zeros reach it) is output_padding.
+    begins, ends, extra = [], [], []
+    for k, d, (lo, hi) in zip(ksize, dilation, padding, strict=True):
+        k_eff = (int(k) - 1) * d + 1
+        begin, end = k_eff - 1 - int(lo), k_eff - 1 - int(hi)
+        if begin < 0:
+            return None
+        begins.append(begin)
+        ends.append(max(end, 0))
+        extra.append(max(-end, 0))
+    kernel = _transposed_kernel(ctx, ops, dtype, n, ctx.marked.params["transpose_kernel"])
+    if kernel is None:
+        return None
+    bias = ctx.cast(ops["bias"], dtype) if "bias" in ops else None
+    y = ctx.op.ConvTranspose(to_nchw(ctx, ctx.cast(ops["x"], dtype), rank), kernel, bias,
+                             strides=[int(s) for s in eqn.params["lhs_dilation"]], dilations=dilation,
+                             pads=begins + ends, output_padding=extra if any(extra) else None)
+    return to_nhwc(ctx, y, rank)
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+_SIGNED = {"low": -1.0, "high": 1.0}
+
+
+def _conv(shape, features, ks, **kw):
+    return applied(lambda: nn.Conv(features, kernel_size=ks, **kw), shape, **_SIGNED)
+
+
+def _conv_t(shape, features, ks, **kw):
+    return applied(lambda: nn.ConvTranspose(features, kernel_size=ks, **kw), shape, **_SIGNED)
+
+
+class _TwoConvs(nn.Module):
+    """conv → relu → conv → batchnorm: the layout Transposes between layers must cancel."""
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.Conv(5, (3, 3), strides=(2, 2))(nn.relu(nn.Conv(4, (3, 3))(x)))
+        return nn.BatchNorm(use_running_average=True)(x)
+
+
+_CONV_CHECK = float32_ops("Conv", max_transposes=2)
+
+components = [
+    Component(
+        name="linen.conv",
+        onnx=["Conv", "Transpose"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("linen_conv", factory=_conv((1, 6, 6, 3), 4, (3, 3)), input_shapes=[("B", 6, 6, 3)],
+                     check=float32_ops("Conv", max_nodes=3)),
+            Testcase("linen_conv_1d", factory=_conv((1, 7, 2), 3, (3,)), input_shapes=[(2, 7, 2)], check=_CONV_CHECK),
+            Testcase("linen_conv_stride2_valid", factory=_conv((1, 7, 7, 3), 4, (3, 3), strides=2, padding="VALID"),
+                     input_shapes=[("B", 7, 7, 3)], check=_CONV_CHECK),
+            Testcase("linen_conv_explicit_padding_dilated",
+                     factory=_conv((1, 6, 7, 2), 3, (2, 3), padding=((1, 0), (2, 1)), kernel_dilation=(1, 2),
+                                   use_bias=False),
+                     input_shapes=[("B", 6, 7, 2)], check=_CONV_CHECK),
+            Testcase("linen_conv_grouped", factory=_conv((1, 5, 5, 4), 6, (3, 3), feature_group_count=2),
+                     input_shapes=[("B", 5, 5, 4)], check=_CONV_CHECK),
+            Testcase("linen_conv_symbolic_spatial", factory=_conv((1, 6, 6, 2), 3, (3, 3), strides=2),
+                     input_shapes=[("B", "H", "W", 2)], check=_CONV_CHECK, run_f64=False),
+            Testcase("linen_conv_stack_transposes_cancel", factory=applied(_TwoConvs, (1, 8, 8, 3)),
+                     input_shapes=[("B", 8, 8, 3)], check=float32_ops("Conv", "BatchNormalization", max_transposes=2)),
+            # Declined: CIRCULAR padding and an unbatched input are flax's code, lowered by lax.
+            Testcase("linen_conv_circular", factory=_conv((1, 5, 5, 2), 3, (3, 3), padding="CIRCULAR"),
+                     input_shapes=[("B", 5, 5, 2)]),
+            Testcase("linen_conv_unbatched", factory=_conv((5, 5, 2), 3, (3, 3)), input_shapes=[(5, 5, 2)]),
+        ],
+    ),
+    Component(
+        name="linen.conv_transpose",
+        onnx=["ConvTranspose", "Transpose"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("linen_conv_transpose_valid", factory=_conv_t((1, 4, 4, 3), 4, (3, 3), padding="VALID"),
+                     input_shapes=[("B", 4, 4, 3)], check=float32_ops("ConvTranspose", max_nodes=3)),
+            Testcase("linen_conv_transpose_same_stride2",
+                     factory=_conv_t((1, 4, 5, 3), 2, (3, 3), strides=(2, 2), padding="SAME"),
+                     input_shapes=[("B", 4, 5, 3)], check=float32_ops("ConvTranspose")),
+            Testcase("linen_conv_transpose_explicit_padding",
+                     factory=_conv_t((1, 5, 2), 3, (3,), strides=(2,), padding=((2, 1),)),
+                     input_shapes=[("B", 5, 2)], check=float32_ops("ConvTranspose")),
+            Testcase("linen_conv_transpose_transpose_kernel",
+                     factory=_conv_t((1, 4, 4, 3), 2, (3, 3), strides=(2, 2), transpose_kernel=True),
+                     input_shapes=[("B", 4, 4, 3)], check=float32_ops("ConvTranspose")),
+        ],
+    ),
+    Component(
+        name="linen.conv_local",
+        onnx=[],
+        since="v0.7.0",
+        description="unshared weights per position: no single ONNX op; flax's code lowered by lax",
+        testcases=[
+            Testcase("linen_conv_local", factory=applied(lambda: nn.ConvLocal(3, (3, 3)), (1, 5, 5, 2),
+                                                                        **_SIGNED),
+                     input_shapes=[("B", 5, 5, 2)]),
+        ],
+    ),
+]
