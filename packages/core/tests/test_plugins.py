@@ -79,10 +79,29 @@ def test_duplicate_claim_names_both_packs():
         def jax2onnx_lowerings(self):
             return [Lowering("sin", lambda ctx, x: ctx.op.Cos(x))]
 
-    registry = PluginRegistry(entry_points=[], extra_plugins=[("pack-a", A()), ("pack-b", B())])
-    with pytest.raises(PluginConflictError) as err:
-        registry.lowerings()
+    from mini_pack import MiniPack
+
+    registry = PluginRegistry(entry_points=[], extra_plugins=[("pack-a", A()), ("pack-b", B()), ("jax2onnx-mini", MiniPack())])
+    assert "sin" in registry.lowerings()  # loading does not fail: the environment stays usable
+    assert set(registry.conflicts) == {"sin"}
+    previous = set_registry(registry)
+    try:
+        to_onnx(lambda x: jnp.cos(x), [(3,)])  # a conversion not using the contested primitive works
+        with pytest.raises(PluginConflictError) as err:
+            to_onnx(lambda x: jnp.sin(x), [(3,)])
+    finally:
+        set_registry(previous)
     assert "pack-a" in str(err.value) and "pack-b" in str(err.value) and "'sin'" in str(err.value)
+
+
+def test_pack_built_for_another_plugin_api_is_skipped(tmp_path, monkeypatch):
+    body = GOOD_PACK.replace('Lowering("sin"', 'Lowering("throwaway_api_prim"') + "    JAX2ONNX_PLUGIN_API = '2.0'\n"
+    _install_pack(tmp_path, "future-pack", "future_pack_mod", body, monkeypatch)
+    registry = PluginRegistry(entry_points=_our_eps({"future_pack_mod"}))
+    with pytest.warns(PackLoadWarning, match="built for plugin API 2.0"):
+        table = registry.lowerings()
+    assert "throwaway_api_prim" not in table
+    assert next(p for p in registry.describe() if p.name == "future-pack").error
 
 
 def test_explicit_priority_resolves_a_duplicate():

@@ -17,7 +17,7 @@ from typing import Any
 
 import pluggy
 
-from . import compat, hookspecs
+from . import compat, hookspecs, plugin_api
 from .errors import PluginConflictError
 from .plugin import Lowering, PackModules, Patch
 
@@ -51,6 +51,8 @@ class PluginRegistry:
         self._lowerings: dict[str, Lowering] | None = None
         self._lock = threading.Lock()
         self.packs: list[PackInfo] = []
+        #: primitive -> why two packs claim it (the conversions using it raise PluginConflictError)
+        self.conflicts: dict[str, str] = {}
         self._pack_of_plugin: dict[int, str] = {}
 
     # -- loading ----------------------------------------------------------------------------------
@@ -79,6 +81,12 @@ class PluginRegistry:
                     PackLoadWarning,
                     stacklevel=3,
                 )
+                continue
+            incompatible = plugin_api.check_plugin_api(plugin_api.declared_api(plugin), dist)
+            if incompatible is not None:
+                info.error = incompatible
+                self.packs.append(info)
+                warnings.warn(incompatible, PackLoadWarning, stacklevel=3)
                 continue
             self._register(pm, plugin, info)
         self._report_unknown_hooks(pm)
@@ -154,12 +162,15 @@ class PluginRegistry:
                 prev = table.get(low.name)
                 if prev is None or low.priority > prev.priority:
                     table[low.name] = low
-                elif low.priority == prev.priority and prev.fn is not low.fn:
-                    raise PluginConflictError(
+                elif low.priority == prev.priority and prev.fn is not low.fn and prev.pack != _CONFLICT:
+                    message = (
                         f"Primitive '{low.name}' is claimed by two plugin packs: '{prev.pack}' and "
                         f"'{low.pack}', both at priority {low.priority}. Uninstall one of them, or "
                         f"give one Lowering(priority=...) a higher value to make it win explicitly."
                     )
+                    # Only conversions that use the contested primitive fail; every other one works.
+                    self.conflicts[low.name] = message
+                    table[low.name] = Lowering(low.name, _conflict_lowering(message), low.priority, pack=_CONFLICT)
             for info in self.packs:
                 info.lowered = sorted(n for n, low in table.items() if low.pack == info.name)
             self._lowerings = table
@@ -212,6 +223,16 @@ def set_registry(registry: PluginRegistry | None) -> PluginRegistry | None:
     with _REGISTRY_LOCK:
         previous, _REGISTRY = _REGISTRY, registry
         return previous
+
+
+_CONFLICT = "(conflict)"
+
+
+def _conflict_lowering(message: str) -> Any:
+    def lower(ctx: Any, *ins: Any) -> Any:
+        raise PluginConflictError(message)
+
+    return lower
 
 
 def _hook_names() -> list[str]:
