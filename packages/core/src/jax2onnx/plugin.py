@@ -279,7 +279,7 @@ class PackModules:
 
     A pack's ``plugin.py`` is one statement, and its entry point names the object::
 
-        plugin = PackModules("jax2onnx_lax", ["elementwise", "reductions", ...])
+        plugin = PackModules("jax2onnx_lax", ["elementwise", "reductions", ...], plugin_api="1.0")
 
         # pyproject.toml
         [project.entry-points.jax2onnx]
@@ -294,10 +294,12 @@ class PackModules:
     #: Module attributes the hooks read; a module-level name close to one of these is reported.
     HOOK_ATTRIBUTES = ("lowerings", "components", "patches", "callable_adapters")
 
-    def __init__(self, package: str, modules: Sequence[str]):
+    def __init__(self, package: str, modules: Sequence[str], *, plugin_api: str | None = None):
         self.package = package
         self.module_names = list(modules)
         self._modules: list[Any] | None = None
+        if plugin_api is not None:  # the plugin API the pack was written for (see jax2onnx.plugin_api)
+            self.JAX2ONNX_PLUGIN_API = plugin_api
 
     def __repr__(self) -> str:
         return f"PackModules({self.package!r})"
