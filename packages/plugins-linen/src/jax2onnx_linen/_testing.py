@@ -23,10 +23,11 @@ def randomized(variables: Any, seed: int = 0, low: float = 0.5, high: float = 1.
 
 def init_variables(module: Any, *example_shapes: Sequence[int], seed: int | None = 0, low: float = 0.5,
                    high: float = 1.5, **init_kwargs: Any) -> Any:
-    """``module.init`` on zeros of ``example_shapes`` (float32), then randomised (unless seed is None)."""
+    """``module.init`` on zeros of ``example_shapes`` (float32 for a shape, the dtype of a
+    ``jax.ShapeDtypeStruct``), then randomised (unless seed is None)."""
     import jax.numpy as jnp
 
-    xs = [jnp.zeros(s, jnp.float32) for s in example_shapes]
+    xs = [jnp.zeros(s.shape, s.dtype) if hasattr(s, "dtype") else jnp.zeros(s, jnp.float32) for s in example_shapes]
     variables = module.init(jax.random.key(0), *xs, **init_kwargs)
     return variables if seed is None else randomized(variables, seed, low, high)
 
@@ -78,3 +79,11 @@ def float32_ops(*ops: str, forbids: tuple[str, ...] = (), max_transposes: int | 
             assert len(proto.graph.node) <= max_nodes, f"{len(proto.graph.node)} nodes > budget {max_nodes}"
 
     return check
+
+
+def param_dtype() -> Any:
+    """float64 parameters under a float64 export, float32 otherwise (call inside the factory):
+    for modules whose output takes the parameters' dtype (an embedding lookup)."""
+    import jax.numpy as jnp
+
+    return jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32

@@ -1,0 +1,103 @@
+"""nn.Embed → Gather (lookup) and MatMul (``attend``, the tied output projection).
+
+``jnp.take`` in flax's lookup wraps negative ids like ``Gather`` does. Ids outside
+``[-num_embeddings, num_embeddings)`` give NaN rows in JAX and an error in onnxruntime; a valid
+model never produces them, so the graph stays one Gather rather than growing a bounds check.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import linen as nn
+from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.testing import Component, Testcase
+
+from ._fusion import Operands, call_module, fusable, is_array, one_output_like
+from ._testing import applied, param_dtype
+
+lowerings = Lowerings()
+
+EMBED = "jax2onnx_linen.embed"
+ATTEND = "jax2onnx_linen.embed_attend"
+
+
+def _patch_embed(original):
+    def __call__(self, inputs, *args, **kwargs):
+        if (args or kwargs or not is_array(inputs) or not jnp.issubdtype(inputs.dtype, jnp.integer)
+                or int(self.num_embeddings) == 1 or not fusable(self)):  # one row: flax broadcasts it
+            return original(self, inputs, *args, **kwargs)
+        return call_module(EMBED, self, lambda m, ids: original(m, ids), {"ids": inputs})
+
+    return __call__
+
+
+def _patch_attend(original):
+    def attend(self, query, *args, **kwargs):
+        if args or kwargs or not is_array(query) or not fusable(self):
+            return original(self, query, *args, **kwargs)
+        return call_module(ATTEND, self, lambda m, q: original(m, q), {"query": query})
+
+    return attend
+
+
+patches = [
+    Patch("flax.linen.Embed", "__call__", _patch_embed),
+    Patch("flax.linen.Embed", "attend", _patch_attend),
+]
+
+
+@lowerings.register_call(EMBED)
+def lower_embed(ctx, *ins):
+    ops = Operands(ctx, ins)
+    if "embedding" not in ops or not one_output_like(ctx, (*ops.shape("ids"), ops.shape("embedding")[-1])):
+        return None
+    return ctx.op.Gather(ctx.cast(ops["embedding"], ctx.avals_out[0].dtype), ops["ids"], axis=0)
+
+
+@lowerings.register_call(ATTEND)
+def lower_attend(ctx, *ins):
+    ops = Operands(ctx, ins)
+    if "embedding" not in ops or not one_output_like(ctx, (*ops.shape("query")[:-1], ops.shape("embedding")[0])):
+        return None
+    dtype = ctx.avals_out[0].dtype
+    table = ctx.op.Transpose(ctx.cast(ops["embedding"], dtype), perm=[1, 0])  # folded: a constant
+    return ctx.op.MatMul(ctx.cast(ops["query"], dtype), table)
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+
+def _ids(rng, shape, dtype):
+    """Ids across the whole table, negative ones (wrapped) included."""
+    return rng.integers(-10, 10, size=shape).astype(dtype)
+
+
+class _Tied(nn.Module):
+    """Embed, a Dense, then the tied output projection (``attend``)."""
+
+    @nn.compact
+    def __call__(self, ids):
+        emb = nn.Embed(10, 6, param_dtype=param_dtype())
+        return emb.attend(nn.Dense(6)(emb(ids)))
+
+
+_IDS = jax.ShapeDtypeStruct((1, 4), np.int32)
+
+components = [
+    Component(
+        name="linen.embed",
+        onnx=["Gather", "MatMul"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("linen_embed", factory=applied(lambda: nn.Embed(10, 6, param_dtype=param_dtype()), _IDS),
+                     input_shapes=[jax.ShapeDtypeStruct(("B", 4), np.int32)], input_generator=_ids,
+                     expected_ops=["Gather"], max_nodes=1),
+            Testcase("linen_embed_attend_tied", factory=applied(_Tied, _IDS, low=-1.0, high=1.0),
+                     input_shapes=[jax.ShapeDtypeStruct(("B", 4), np.int32)], input_generator=_ids,
+                     expected_ops=["Gather", "MatMul"], forbidden_ops=["Einsum"], max_nodes=4),
+        ],
+    ),
+]
