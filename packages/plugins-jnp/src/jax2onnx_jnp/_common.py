@@ -20,7 +20,6 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import jax
 import numpy as np
 from jax2onnx.plugin import Patch, marked_call
 
@@ -111,24 +110,12 @@ def _import(module: str) -> Any | None:
 # Argument checks used by replacements (trace time)
 
 
-def is_array(x: Any) -> bool:
-    """A JAX array or tracer, or a numpy array: something ``jax.jit`` takes as an operand."""
-    return isinstance(x, (jax.Array, np.ndarray))
-
-
 def is_static_int(x: Any) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
 def is_static_number(x: Any) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
-
-
-def is_symbolic_dim(x: Any) -> bool:
-    """A shape-polymorphic dimension expression (``B``, ``2*B``), as found in traced shapes."""
-    return not isinstance(x, (int, np.integer, float, np.floating, bool, np.ndarray, jax.Array)) and (
-        hasattr(x, "_evaluate") or type(x).__name__ in ("_DimExpr", "DimExpr")
-    )
 
 
 def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...] | None:
@@ -161,20 +148,8 @@ def no_extra_kwargs(kwargs: dict[str, Any], **allowed_defaults: Any) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# Lowering helpers (export time)
-
-
-def ints(ctx: Any, values: Sequence[int]) -> Any:
-    """An int64 1-D constant (axes, pads, repeats)."""
-    return ctx.const(np.asarray(list(values), dtype=np.int64))
-
-
-def as_dtype(ctx: Any, v: Any, dtype: Any) -> Any:
-    """``v`` cast to ``dtype`` unless it already has it."""
-    want = ctx.onnx_dtype(dtype)
-    if v.type is not None and v.type.dtype == want:
-        return v
-    return ctx.op.Cast(v, to=int(want))
+# Dtype tests (export time; constants, casts and dims come from the context: ctx.i64, ctx.cast,
+# ctx.dim_scalar)
 
 
 def is_float(dtype: Any) -> bool:
@@ -183,8 +158,3 @@ def is_float(dtype: Any) -> bool:
 
 def is_f64(dtype: Any) -> bool:
     return np.dtype(dtype) == np.float64
-
-
-def scalar_dim(ctx: Any, d: Any) -> Any:
-    """Dimension ``d`` (int or symbolic) as an int64 scalar tensor."""
-    return ctx.op.Squeeze(ctx.dim(d), ints(ctx, [0]))

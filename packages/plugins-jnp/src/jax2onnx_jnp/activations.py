@@ -15,10 +15,10 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax2onnx.plugin import Lowerings
+from jax2onnx.plugin import Lowerings, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._common import is_array, is_f64, is_float, is_static_number, mark, mark_name, patches_for
+from ._common import is_f64, is_float, is_static_number, mark, mark_name, patches_for
 from ._testing import grad_of_sum, on_f32_expect, positive_and_negative
 
 lowerings = Lowerings()
@@ -39,18 +39,14 @@ class Activation:
     f64: bool = True  # onnxruntime has a float64 kernel
 
 
-def _c(ctx, value, dtype):
-    return ctx.const(np.asarray(value, dtype=dtype))
-
-
 def _gelu(ctx, x, dtype, approximate):
     return ctx.op.Gelu(x, approximate="tanh" if approximate else "none")
 
 
 ACTIVATIONS: dict[str, Activation] = {
     "relu": Activation(lambda ctx, x, dt: ctx.op.Relu(x), "Relu"),
-    "relu6": Activation(lambda ctx, x, dt: ctx.op.Clip(x, _c(ctx, 0, dt), _c(ctx, 6, dt)), "Clip"),
-    "hard_tanh": Activation(lambda ctx, x, dt: ctx.op.Clip(x, _c(ctx, -1, dt), _c(ctx, 1, dt)), "Clip"),
+    "relu6": Activation(lambda ctx, x, dt: ctx.op.Clip(x, 0, 6), "Clip"),
+    "hard_tanh": Activation(lambda ctx, x, dt: ctx.op.Clip(x, -1, 1), "Clip"),
     "sigmoid": Activation(lambda ctx, x, dt: ctx.op.Sigmoid(x), "Sigmoid"),
     "silu": Activation(lambda ctx, x, dt: ctx.op.Mul(x, ctx.op.Sigmoid(x)), "Sigmoid"),
     "swish": Activation(lambda ctx, x, dt: ctx.op.Mul(x, ctx.op.Sigmoid(x)), "Sigmoid"),

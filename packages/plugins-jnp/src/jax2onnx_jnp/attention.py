@@ -22,9 +22,9 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from jax2onnx.plugin import Lowerings
+from jax2onnx.plugin import Lowerings, is_array
 
-from ._common import as_dtype, ints, is_array, is_static_int, is_static_number, mark, mark_name, patches_for
+from ._common import is_static_int, is_static_number, mark, mark_name, patches_for
 
 lowerings = Lowerings()
 
@@ -74,7 +74,7 @@ def _large_negative(dtype):
 
 
 def _to_4d(ctx, x, rank):
-    return x if rank == 4 else ctx.op.Unsqueeze(x, ints(ctx, range(4 - rank)))
+    return x if rank == 4 else ctx.op.Unsqueeze(x, ctx.i64(range(4 - rank)))
 
 
 @lowerings.register_call(mark_name("dot_product_attention"))
@@ -87,13 +87,13 @@ def lower_dot_product_attention(ctx, q, k, v, *rest):
     B, T, N, H = qs
     S, K = ks[1], ks[2]
     dtype = np.dtype(avals[0].dtype)
-    scale = (1.0 / np.sqrt(H)) if p["scale"] is None else float(p["scale"])
+    scale = float(1.0 / np.sqrt(H)) if p["scale"] is None else float(p["scale"])
     q, k, v = (_to_4d(ctx, t, rank) for t in (q, k, v))
     rest = list(rest)
     bias = rest.pop(0) if p["has_bias"] else None
     mask = rest.pop(0) if p["has_mask"] else None
     if bias is not None:
-        bias = as_dtype(ctx, _to_4d(ctx, bias, len(avals[3].shape)), dtype)
+        bias = ctx.cast(_to_4d(ctx, bias, len(avals[3].shape)), dtype)
     if mask is not None:
         mask = _to_4d(ctx, mask, len(avals[-1].shape))
     static_heads = all(is_static_int(d) for d in (N, K, H))
@@ -105,31 +105,30 @@ def lower_dot_product_attention(ctx, q, k, v, *rest):
         out = _matmul_chain(ctx, q, k, v, bias, mask, T, S, N, K, scale, p["is_causal"], dtype)
     else:
         return None
-    return out if rank == 4 else ctx.op.Squeeze(out, ints(ctx, [0]))
+    return out if rank == 4 else ctx.op.Squeeze(out, ctx.i64([0]))
 
 
 def _attention_op(ctx, q, k, v, bias, mask, T, S, N, K, H, scale, is_causal, dtype):
     attn_mask = None
     if mask is not None:
-        attn_mask = ctx.op.Where(mask, bias if bias is not None else ctx.const(np.asarray(0, dtype)),
+        attn_mask = ctx.op.Where(mask, bias if bias is not None else ctx.const(0, dtype),
                                  ctx.const(_large_negative(dtype)))
     elif bias is not None:
         attn_mask = bias
     if attn_mask is not None:  # onnxruntime needs the (T, S) dims spelled out; B and N broadcast
         attn_mask = ctx.op.Expand(attn_mask, ctx.shape_tensor([1, 1, T, S]))
-    flat = ints(ctx, [0, 0, -1])  # (B, T, N, H) -> (B, T, N*H): 0 copies the dim
+    flat = ctx.i64([0, 0, -1])  # (B, T, N, H) -> (B, T, N*H): 0 copies the dim
     y = ctx.op.Attention(ctx.op.Reshape(q, flat), ctx.op.Reshape(k, flat), ctx.op.Reshape(v, flat), attn_mask,
                          q_num_heads=int(N), kv_num_heads=int(K), scale=scale, is_causal=int(is_causal))
-    return ctx.op.Reshape(y, ints(ctx, [0, 0, int(N), int(H)]))
+    return ctx.op.Reshape(y, ctx.i64([0, 0, int(N), int(H)]))
 
 
 def _causal_mask(ctx, T, S):
     if is_static_int(T) and is_static_int(S):
         return ctx.const(np.tril(np.ones((int(T), int(S)), dtype=bool)))
-    one, zero = ctx.const(np.int64(1)), ctx.const(np.int64(0))
-    rows = ctx.op.Range(zero, ctx.op.Squeeze(ctx.dim(T), ints(ctx, [0])), one)
-    cols = ctx.op.Range(zero, ctx.op.Squeeze(ctx.dim(S), ints(ctx, [0])), one)
-    return ctx.op.GreaterOrEqual(ctx.op.Unsqueeze(rows, ints(ctx, [1])), ctx.op.Unsqueeze(cols, ints(ctx, [0])))
+    rows = ctx.op.Range(0, ctx.dim_scalar(T), 1)
+    cols = ctx.op.Range(0, ctx.dim_scalar(S), 1)
+    return ctx.op.GreaterOrEqual(ctx.op.Unsqueeze(rows, ctx.i64([1])), ctx.op.Unsqueeze(cols, ctx.i64([0])))
 
 
 def _matmul_chain(ctx, q, k, v, bias, mask, T, S, N, K, scale, is_causal, dtype):
@@ -137,7 +136,7 @@ def _matmul_chain(ctx, q, k, v, bias, mask, T, S, N, K, scale, is_causal, dtype)
         heads = ctx.const(np.arange(int(N), dtype=np.int64) // (int(N) // int(K)))
         k, v = ctx.op.Gather(k, heads, axis=2), ctx.op.Gather(v, heads, axis=2)
     logits = ctx.op.MatMul(ctx.op.Transpose(q, perm=[0, 2, 1, 3]), ctx.op.Transpose(k, perm=[0, 2, 3, 1]))
-    logits = ctx.op.Mul(logits, ctx.const(np.asarray(scale, dtype=dtype)))
+    logits = ctx.op.Mul(logits, scale)
     if bias is not None:
         logits = ctx.op.Add(logits, bias)
     keep = mask
@@ -147,7 +146,7 @@ def _matmul_chain(ctx, q, k, v, bias, mask, T, S, N, K, scale, is_causal, dtype)
     if keep is not None:
         logits = ctx.op.Where(keep, logits, ctx.const(_large_negative(dtype)))
     # JAX runs the softmax in float32 whatever the input dtype.
-    probs = as_dtype(ctx, ctx.op.Softmax(as_dtype(ctx, logits, np.float32), axis=-1), dtype)
+    probs = ctx.cast(ctx.op.Softmax(ctx.cast(logits, np.float32), axis=-1), dtype)
     out = ctx.op.MatMul(probs, ctx.op.Transpose(v, perm=[0, 2, 1, 3]))
     return ctx.op.Transpose(out, perm=[0, 2, 1, 3])
 

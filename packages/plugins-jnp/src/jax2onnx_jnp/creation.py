@@ -13,10 +13,10 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax2onnx.plugin import Lowerings
+from jax2onnx.plugin import Lowerings, is_symbolic_dim
 from jax2onnx.testing import Component, Testcase
 
-from ._common import as_dtype, is_static_int, is_symbolic_dim, mark, mark_name, patches_for, scalar_dim
+from ._common import is_static_int, mark, mark_name, patches_for
 from ._testing import on_symbolic_expect
 
 lowerings = Lowerings()
@@ -42,8 +42,8 @@ def _make_arange(name, original):
 
 def _scalar(ctx, value, dtype):
     if is_symbolic_dim(value):
-        return as_dtype(ctx, scalar_dim(ctx, value), dtype)
-    return ctx.const(np.asarray(value, dtype=dtype))
+        return ctx.dim_scalar(value, dtype)
+    return ctx.const(value, dtype)
 
 
 @lowerings.register_call(mark_name("arange"))

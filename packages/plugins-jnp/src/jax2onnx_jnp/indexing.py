@@ -13,10 +13,10 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax2onnx.plugin import Lowerings
+from jax2onnx.plugin import Lowerings, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._common import as_dtype, ints, is_array, is_static_int, is_static_number, mark, mark_name, patches_for
+from ._common import is_static_int, is_static_number, mark, mark_name, patches_for
 from ._testing import grad_of_sum
 
 lowerings = Lowerings()
@@ -36,15 +36,15 @@ def _default_fill(dtype):
 
 def _safe_indices(ctx, idx, size, mode, normalize_negative):
     """``(indices Gather can use, validity mask or None)``; ``size`` is the axis size (int64 [1])."""
-    idx = as_dtype(ctx, idx, np.int64)
-    zero = ctx.const(np.int64(0))
-    size = ctx.op.Squeeze(size, ints(ctx, [0]))
+    idx = ctx.cast(idx, np.int64)
+    zero = ctx.i64(0)
+    size = ctx.op.Squeeze(size, ctx.i64([0]))
     if mode == "wrap":
         return ctx.op.Mod(idx, size), None  # fmod=0: the sign of the divisor, like Python's %
     if normalize_negative:
         idx = ctx.op.Where(ctx.op.Less(idx, zero), ctx.op.Add(idx, size), idx)
     if mode == "clip":
-        return ctx.op.Clip(idx, zero, ctx.op.Sub(size, ctx.const(np.int64(1)))), None
+        return ctx.op.Clip(idx, zero, ctx.op.Sub(size, 1)), None
     if mode == "promise_in_bounds":
         return idx, None
     valid = ctx.op.And(ctx.op.GreaterOrEqual(idx, zero), ctx.op.Less(idx, size))
@@ -54,7 +54,7 @@ def _safe_indices(ctx, idx, size, mode, normalize_negative):
 def _fill(ctx, gathered, valid, fill_value):
     dtype = ctx.avals_out[0].dtype
     value = _default_fill(dtype) if fill_value is None else fill_value
-    return ctx.op.Where(valid, gathered, ctx.const(np.asarray(value, dtype=dtype)))
+    return ctx.op.Where(valid, gathered, ctx.const(value, dtype))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -95,9 +95,9 @@ def lower_take(ctx, a, indices):
     axis = p["axis"]
     shape = list(ctx.avals_in[0].shape)
     if axis is None:  # numpy semantics: take from the flattened array
-        a = ctx.op.Reshape(a, ints(ctx, [-1]))
-        size = ctx.op.Size(a) if not ctx.is_static(shape) else ctx.const(np.asarray(np.prod(shape), np.int64))
-        size = ctx.op.Reshape(size, ints(ctx, [1]))
+        a = ctx.op.Reshape(a, ctx.i64([-1]))
+        size = ctx.op.Size(a) if not ctx.is_static(shape) else ctx.i64(int(np.prod(shape)))
+        size = ctx.op.Reshape(size, ctx.i64([1]))
         axis = 0
     else:
         size = ctx.dim(shape[axis])
@@ -111,7 +111,7 @@ def lower_take(ctx, a, indices):
     n_idx = len(ctx.avals_in[1].shape)
     lead, trail = list(range(axis)), list(range(axis + n_idx, len(ctx.avals_out[0].shape)))
     if lead or trail:
-        valid = ctx.op.Unsqueeze(valid, ints(ctx, lead + trail))
+        valid = ctx.op.Unsqueeze(valid, ctx.i64(lead + trail))
     return _fill(ctx, gathered, valid, p.get("fill_value"))
 
 

@@ -11,10 +11,10 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax2onnx.plugin import Lowerings
+from jax2onnx.plugin import Lowerings, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._common import as_dtype, ints, is_array, mark, mark_name, no_extra_kwargs, patches_for
+from ._common import mark, mark_name, no_extra_kwargs, patches_for
 
 lowerings = Lowerings()
 
@@ -69,7 +69,7 @@ def _align_ellipses(ctx, equation: str, xs: list) -> list:
     for term, x, r in zip(terms, xs, ranks, strict=True):
         if r is not None and r < widest:
             pos = term.index("...")
-            x = ctx.op.Unsqueeze(x, ints(ctx, range(pos, pos + widest - r)))
+            x = ctx.op.Unsqueeze(x, ctx.i64(range(pos, pos + widest - r)))
         out.append(x)
     return out
 
@@ -78,7 +78,7 @@ def _align_ellipses(ctx, equation: str, xs: list) -> list:
 def lower_einsum(ctx, *xs):
     dtype = ctx.avals_out[0].dtype
     equation = explicit_equation(ctx.marked.params["subscripts"])
-    xs = _align_ellipses(ctx, equation, [as_dtype(ctx, x, dtype) for x in xs])
+    xs = _align_ellipses(ctx, equation, [ctx.cast(x, dtype) for x in xs])
     return ctx.op.Einsum(*xs, equation=equation)
 
 
@@ -108,7 +108,7 @@ def lower_matmul(ctx, a, b):
     # ONNX MatMul has numpy.matmul's semantics (1-D promotion, batch broadcasting); JAX promotes
     # mixed operand dtypes first, so casting to the result dtype is the same computation.
     dtype = ctx.avals_out[0].dtype
-    return ctx.op.MatMul(as_dtype(ctx, a, dtype), as_dtype(ctx, b, dtype))
+    return ctx.op.MatMul(ctx.cast(a, dtype), ctx.cast(b, dtype))
 
 
 patches = patches_for("jax.numpy", ["einsum"], _make_einsum) + patches_for("jax.numpy", ["matmul"], _make_matmul)

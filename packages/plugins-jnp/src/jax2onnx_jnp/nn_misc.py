@@ -9,21 +9,10 @@ import inspect
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax2onnx.plugin import Lowerings
+from jax2onnx.plugin import Lowerings, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._common import (
-    as_dtype,
-    ints,
-    is_array,
-    is_float,
-    is_static_int,
-    is_static_number,
-    mark,
-    mark_name,
-    normalize_axes,
-    patches_for,
-)
+from ._common import is_float, is_static_int, is_static_number, mark, mark_name, normalize_axes, patches_for
 from ._testing import grad_of_sum
 
 lowerings = Lowerings()
@@ -94,15 +83,15 @@ def _make_one_hot(name, original):
 def lower_one_hot(ctx, x):
     p = ctx.marked.params
     depth = np.asarray(p["num_classes"], dtype=np.int64)
-    idx = as_dtype(ctx, x, np.int64)
+    idx = ctx.cast(x, np.int64)
     # JAX compares with arange: a negative index matches nothing. ONNX counts negative indices
     # from the end, so they are moved out of range (to `depth`), where OneHot yields all zeros.
-    idx = ctx.op.Where(ctx.op.Less(idx, ctx.const(np.int64(0))), ctx.const(depth), idx)
+    idx = ctx.op.Where(ctx.op.Less(idx, 0), ctx.const(depth), idx)
     out_dtype = ctx.avals_out[0].dtype
     # onnxruntime's OneHot kernels take int64 indices with float32 or int64 values.
     values_dtype = np.float32 if np.dtype(out_dtype) == np.float32 else np.int64
     hot = ctx.op.OneHot(idx, ctx.const(depth), ctx.const(np.asarray([0, 1], dtype=values_dtype)), axis=p["axis"])
-    return as_dtype(ctx, hot, out_dtype)
+    return ctx.cast(hot, out_dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,8 +127,7 @@ def _make_standardize(name, original):
 @lowerings.register_call(mark_name("standardize"))
 def lower_standardize(ctx, x):
     p = ctx.marked.params
-    dtype = ctx.avals_out[0].dtype
-    axes = ints(ctx, p["axis"])
+    axes = ctx.i64(p["axis"])
     mean = ctx.op.ReduceMean(x, axes, keepdims=1)
     centered = ctx.op.Sub(x, mean)
     algorithm = p.get("algorithm", "fast")
@@ -148,8 +136,8 @@ def lower_standardize(ctx, x):
     else:
         var = ctx.op.Sub(ctx.op.ReduceMean(ctx.op.Mul(x, x), axes, keepdims=1), ctx.op.Mul(mean, mean))
         if _jax_clips_fast_variance():
-            var = ctx.op.Max(var, ctx.const(np.asarray(0, dtype=dtype)))
-    denom = ctx.op.Sqrt(ctx.op.Add(var, ctx.const(np.asarray(p["epsilon"], dtype=dtype))))
+            var = ctx.op.Max(var, 0)
+    denom = ctx.op.Sqrt(ctx.op.Add(var, float(p["epsilon"])))
     return ctx.op.Div(centered, denom)
 
 

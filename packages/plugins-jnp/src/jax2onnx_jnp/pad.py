@@ -14,10 +14,10 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax2onnx.plugin import Lowerings
+from jax2onnx.plugin import Lowerings, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._common import ints, is_array, is_static_int, is_static_number, mark, mark_name, patches_for
+from ._common import is_static_int, is_static_number, mark, mark_name, patches_for
 from ._testing import grad_of_sum
 
 lowerings = Lowerings()
@@ -72,9 +72,9 @@ def _make_pad(name, original):
 def lower_pad(ctx, x):
     p = ctx.marked.params
     widths = p["pad_width"]
-    pads = ints(ctx, [b for b, _ in widths] + [a for _, a in widths])
+    pads = ctx.i64([b for b, _ in widths] + [a for _, a in widths])
     if p["mode"] == "constant":
-        value = ctx.const(np.asarray(p.get("constant_values", 0), dtype=ctx.avals_out[0].dtype))
+        value = ctx.const(p.get("constant_values", 0), ctx.avals_out[0].dtype)
         return ctx.op.Pad(x, pads, value, mode="constant")
     return ctx.op.Pad(x, pads, mode=p["mode"])
 

@@ -10,10 +10,10 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax2onnx.plugin import Lowerings
+from jax2onnx.plugin import Lowerings, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._common import ints, is_array, is_float, is_static_int, mark, mark_name, normalize_axes, patches_for
+from ._common import is_float, is_static_int, mark, mark_name, normalize_axes, patches_for
 from ._testing import grad_of_sum
 
 lowerings = Lowerings()
@@ -50,7 +50,7 @@ def _make_keepdims_reduction(name, original):
 
 def _keepdims_lowering(op_type):
     def lower(ctx, x):
-        return getattr(ctx.op, op_type)(x, ints(ctx, ctx.marked.params["axis"]), keepdims=1)
+        return getattr(ctx.op, op_type)(x, ctx.i64(ctx.marked.params["axis"]), keepdims=1)
 
     lower.__name__ = f"lower_{op_type.lower()}_keepdims"
     return lower
@@ -89,28 +89,28 @@ def _count(ctx, axes):
     shape = ctx.avals_in[0].shape
     dtype = ctx.avals_out[0].dtype
     if all(isinstance(shape[a], (int, np.integer)) for a in axes):
-        return ctx.const(np.asarray(np.prod([shape[a] for a in axes]), dtype=dtype))
+        return ctx.const(np.prod([shape[a] for a in axes]), dtype)
     size = ctx.op.ReduceProd(ctx.shape_tensor([shape[a] for a in axes]), keepdims=0)
     return ctx.cast(size, dtype)
 
 
 def _variance(ctx, x):
     p = ctx.marked.params
-    axes = ints(ctx, p["axis"])
+    axes = ctx.i64(p["axis"])
     keep = int(p["keepdims"])
     centered = ctx.op.Sub(x, ctx.op.ReduceMean(x, axes, keepdims=1))
     squares = ctx.op.Mul(centered, centered)
     if p["ddof"] == 0:
         return ctx.op.ReduceMean(squares, axes, keepdims=keep)
     # JAX divides the sum of squares by (n - ddof).
-    n = ctx.op.Sub(_count(ctx, p["axis"]), ctx.const(np.asarray(p["ddof"], dtype=ctx.avals_out[0].dtype)))
+    n = ctx.op.Sub(_count(ctx, p["axis"]), int(p["ddof"]))
     return ctx.op.Div(ctx.op.ReduceSum(squares, axes, keepdims=keep), n)
 
 
 @lowerings.register_call(mark_name("mean"))
 def lower_mean(ctx, x):
     p = ctx.marked.params
-    return ctx.op.ReduceMean(x, ints(ctx, p["axis"]), keepdims=int(p["keepdims"]))
+    return ctx.op.ReduceMean(x, ctx.i64(p["axis"]), keepdims=int(p["keepdims"]))
 
 
 @lowerings.register_call(mark_name("var"))
@@ -147,7 +147,7 @@ def _make_logsumexp(name, original):
 def lower_logsumexp(ctx, x):
     # onnxruntime's ReduceLogSumExp subtracts the maximum first, and gives -inf/inf where JAX does.
     p = ctx.marked.params
-    return ctx.op.ReduceLogSumExp(x, ints(ctx, p["axis"]), keepdims=int(p["keepdims"]))
+    return ctx.op.ReduceLogSumExp(x, ctx.i64(p["axis"]), keepdims=int(p["keepdims"]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,7 +187,7 @@ def _make_norm(name, original):
 def lower_linalg_norm(ctx, x):
     p = ctx.marked.params
     axes = normalize_axes(p["axis"], len(ctx.avals_in[0].shape))
-    return getattr(ctx.op, p["_reduce"])(x, ints(ctx, axes), keepdims=int(p["keepdims"]))
+    return getattr(ctx.op, p["_reduce"])(x, ctx.i64(axes), keepdims=int(p["keepdims"]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,9 +214,9 @@ def _make_cumsum(name, original):
 def lower_cumsum(ctx, x):
     axis = ctx.marked.params["axis"]
     if axis is None:  # numpy semantics: the flattened array
-        x = ctx.op.Reshape(x, ints(ctx, [-1]))
+        x = ctx.op.Reshape(x, ctx.i64([-1]))
         axis = 0
-    return ctx.op.CumSum(x, ctx.const(np.asarray(axis, dtype=np.int64)))
+    return ctx.op.CumSum(x, ctx.i64(axis))
 
 
 patches = (

@@ -13,10 +13,10 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax2onnx.plugin import Lowerings
+from jax2onnx.plugin import Lowerings, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._common import as_dtype, is_array, is_static_number, mark, mark_name, patches_for
+from ._common import is_static_number, mark, mark_name, patches_for
 from ._testing import grad_of_sum
 
 lowerings = Lowerings()
@@ -51,9 +51,9 @@ def _operand_values(ctx, inputs, consts, n, dtypes):
     out = []
     for i in range(n):
         if i in fixed:
-            out.append(ctx.const(np.asarray(fixed[i], dtype=dtypes[i])))
+            out.append(ctx.const(fixed[i], dtypes[i]))
         else:
-            out.append(as_dtype(ctx, next(it), dtypes[i]))
+            out.append(ctx.cast(next(it), dtypes[i]))
     return out
 
 
@@ -161,9 +161,9 @@ def lower_clip(ctx, *inputs):
     bounds = []
     for i in (1, 2):
         if i in consts:
-            bounds.append(None if consts[i] is None else ctx.const(np.asarray(consts[i], dtype=dtype)))
+            bounds.append(None if consts[i] is None else ctx.const(consts[i], dtype))
         else:
-            bounds.append(as_dtype(ctx, next(it), dtype))
+            bounds.append(ctx.cast(next(it), dtype))
     return ctx.op.Clip(x, *bounds)
 
 

@@ -13,10 +13,10 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax2onnx.plugin import Lowerings
+from jax2onnx.plugin import Lowerings, is_array, is_symbolic_dim
 from jax2onnx.testing import Component, Testcase
 
-from ._common import ints, is_array, is_static_int, is_symbolic_dim, mark, mark_name, patches_for
+from ._common import is_static_int, mark, mark_name, patches_for
 from ._testing import grad_of_sum, on_symbolic_expect
 
 lowerings = Lowerings()
@@ -72,7 +72,7 @@ def lower_tile(ctx, x):
     if len(reps) < ndim:  # numpy: missing repeats are 1 for the leading axes
         reps = [1] * (ndim - len(reps)) + reps
     elif len(reps) > ndim:  # ... and missing axes are new leading axes of size 1
-        x = ctx.op.Unsqueeze(x, ints(ctx, range(len(reps) - ndim)))
+        x = ctx.op.Unsqueeze(x, ctx.i64(range(len(reps) - ndim)))
     return ctx.op.Tile(x, ctx.shape_tensor(reps))
 
 
@@ -108,8 +108,7 @@ def _make_stack(name, original):
 def lower_stack(ctx, *xs):
     axis = ctx.marked.params["axis"]
     dtype = ctx.avals_out[0].dtype
-    parts = [ctx.op.Unsqueeze(ctx.cast(x, dtype) if np.dtype(a.dtype) != np.dtype(dtype) else x, ints(ctx, [axis]))
-             for x, a in zip(xs, ctx.avals_in, strict=True)]
+    parts = [ctx.op.Unsqueeze(ctx.cast(x, dtype), ctx.i64([axis])) for x in xs]
     return ctx.op.Concat(*parts, axis=axis)
 
 
@@ -150,7 +149,7 @@ def lower_repeat(ctx, x):
     axis = p["axis"]
     shape = ctx.avals_in[0].shape
     if axis is None:
-        x = ctx.op.Reshape(x, ints(ctx, [-1]))
+        x = ctx.op.Reshape(x, ctx.i64([-1]))
         size, axis = int(np.prod(shape)), 0
     else:
         size = int(shape[axis])

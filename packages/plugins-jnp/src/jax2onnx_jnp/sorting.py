@@ -13,10 +13,10 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax2onnx.plugin import Lowerings
+from jax2onnx.plugin import Lowerings, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._common import as_dtype, ints, is_array, is_static_int, mark, mark_name, patches_for
+from ._common import is_static_int, mark, mark_name, patches_for
 from ._testing import grad_of_sum
 
 lowerings = Lowerings()
@@ -55,9 +55,9 @@ def _topk(ctx, x):
     shape = list(ctx.avals_in[0].shape)
     axis = p["axis"]
     if axis is None:  # numpy semantics: sort the flattened array
-        x = ctx.op.Reshape(x, ints(ctx, [-1]))
-        k = ctx.op.Size(x) if not ctx.is_static(shape) else ctx.const(np.asarray(np.prod(shape), np.int64))
-        k = ctx.op.Reshape(k, ints(ctx, [1]))
+        x = ctx.op.Reshape(x, ctx.i64([-1]))
+        k = ctx.op.Size(x) if not ctx.is_static(shape) else ctx.i64(int(np.prod(shape)))
+        k = ctx.op.Reshape(k, ctx.i64([1]))
         axis = 0
     else:
         k = ctx.dim(shape[axis])
@@ -73,7 +73,7 @@ def lower_sort(ctx, x):
 @lowerings.register_call(mark_name("argsort"))
 def lower_argsort(ctx, x):
     _, indices = _topk(ctx, x)
-    return as_dtype(ctx, indices, ctx.avals_out[0].dtype)
+    return ctx.cast(indices, ctx.avals_out[0].dtype)
 
 
 patches = patches_for("jax.numpy", ["sort", "argsort"], _make_sort)
