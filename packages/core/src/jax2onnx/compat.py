@@ -209,6 +209,8 @@ def make_jaxpr(fn: Any, args: list[Any]) -> tuple[ClosedJaxpr, Any]:
 
 def is_key_dtype(dtype: Any) -> bool:
     """True for the dtype of a typed PRNG key array (``key<fry>``, ``key<rbg>``, ...)."""
+    if dtype is None or isinstance(dtype, np.dtype):  # the common case, asked for every value
+        return False
     try:
         return bool(jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key))
     except TypeError:

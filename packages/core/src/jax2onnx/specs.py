@@ -130,12 +130,16 @@ def _parse_dim(d: Any, where: str, symbols: Mapping[str, Any]) -> Any:
 def _parse_one(spec: Any, where: str, symbols: Mapping[str, Any], double: bool) -> jax.ShapeDtypeStruct:
     if isinstance(spec, jax.ShapeDtypeStruct):
         shape = tuple(_parse_dim(d, where, symbols) for d in spec.shape)
+        if compat.is_key_dtype(spec.dtype):  # typed PRNG keys: the graph input holds their uint32 key data
+            return jax.ShapeDtypeStruct(shape, spec.dtype)
         dtype = _check_dtype(spec.dtype, where)
         return jax.ShapeDtypeStruct(shape, _promote(dtype, double))
     if isinstance(spec, (tuple, list)):
         shape = tuple(_parse_dim(d, where, symbols) for d in spec)
         return jax.ShapeDtypeStruct(shape, _default_float(double))
     if hasattr(spec, "shape") and hasattr(spec, "dtype"):  # numpy or jax array: its shape and dtype
+        if compat.is_key_dtype(spec.dtype):  # a key array (jax.random.key(0)) as example input
+            return jax.ShapeDtypeStruct(tuple(int(d) for d in spec.shape), spec.dtype)
         dtype = _check_dtype(spec.dtype, where)
         return jax.ShapeDtypeStruct(tuple(int(d) for d in spec.shape), _promote(dtype, double))
     if isinstance(spec, (bool, int)):
