@@ -54,8 +54,10 @@ def patch(module: str, cls: str, make: Callable[[Callable[..., Any]], Callable[.
     return KerasPatch(f"{module}.{cls}", "call", make)
 
 
-def _relative(path: str, prefix: str) -> str:
-    return path[len(prefix) + 1 :] if prefix and path.startswith(prefix + "/") else path.rsplit("/", 1)[-1]
+def relative_name(path: str, prefix: str) -> str:
+    """A variable's name inside its layer (``"lstm_cell/kernel"``); a variable Keras keeps outside
+    the layer's path (a seed generator's state) keeps its full, unique path."""
+    return path[len(prefix) + 1 :] if prefix and path.startswith(prefix + "/") else path
 
 
 def call_layer(
@@ -74,7 +76,7 @@ def call_layer(
     import keras
 
     variables = list(layer.variables)
-    names = tuple(inputs) + tuple(_relative(v.path, layer.path) for v in variables)
+    names = tuple(inputs) + tuple(relative_name(v.path, layer.path) for v in variables)
     if len(set(names)) != len(names):  # two variables with one name: no lowering could tell them apart
         return body(layer, *inputs.values())
     n_in = len(inputs)

@@ -28,6 +28,8 @@ def randomize(layer: Any, seed: int = 0) -> Any:
     positive), so a lowering that drops a bias or swaps mean and variance fails."""
     rng = np.random.default_rng(seed)
     for v in layer.variables:
+        if np.dtype(v.dtype).kind != "f":  # a seed generator's state, a counter
+            continue
         shape = tuple(v.shape)
         if "variance" in v.path:
             value = rng.uniform(0.5, 1.5, shape)
@@ -46,6 +48,7 @@ def keras_model(
     *input_shapes: Sequence[Any],
     wrap: Callable[[Any], Any] | None = None,
     seed: int = 0,
+    dtype: Any = np.float32,
 ) -> Callable[[], Callable[..., Any]]:
     """A testcase factory: the layer ``build(keras)``, built on ``input_shapes`` (without the batch
     axis; ``None`` for a free size), weights randomised, called with ``training=False``."""
@@ -53,7 +56,7 @@ def keras_model(
     def factory() -> Callable[..., Any]:
         keras = import_keras()
         layer = build(keras)
-        layer(*[np.zeros((1, *_concrete(s)), np.float32) for s in input_shapes])  # builds the weights
+        layer(*[np.zeros((1, *_concrete(s)), dtype) for s in input_shapes])  # builds the weights
         randomize(layer, seed)
 
         def fn(*xs: Any) -> Any:

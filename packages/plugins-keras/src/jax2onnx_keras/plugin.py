@@ -2,4 +2,4 @@
 
 from jax2onnx.plugin import PackModules
 
-plugin = PackModules("jax2onnx_keras", ["core", "normalization", "conv", "pooling", "attention"])
+plugin = PackModules("jax2onnx_keras", ["core", "normalization", "conv", "pooling", "attention", "rnn"])
