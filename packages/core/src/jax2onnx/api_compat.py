@@ -34,10 +34,7 @@ import onnx_ir as ir
 
 from . import compat
 from .errors import InputSpecError
-
-#: The oldest default-domain opset an export can target: LayerNormalization (17) is the newest op
-#: the packs need without a decomposition, and every lowering has a form valid from here on.
-MIN_OPSET = 17
+from .opsets import MIN_OPSET, max_opset
 
 RETURN_MODES = ("proto", "ir", "file")
 EXPORT_MODES = ("standard", "web")
@@ -116,13 +113,6 @@ def _indices(indices: Any, arg: str, upper: int | None) -> tuple[int, ...]:
             raise InputSpecError(f"{arg} lists index {i} twice")
         out.append(i)
     return tuple(out)
-
-
-def max_opset() -> int:
-    """The newest default-domain opset the installed ``onnx`` knows (its schemas type emission)."""
-    import onnx
-
-    return int(onnx.defs.onnx_opset_version())
 
 
 def check_opset(opset: Any) -> int:

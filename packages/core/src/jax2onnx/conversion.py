@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from . import api_compat, compat
+from . import api_compat, compat, opsets
 from ._version import __version__
 from .builder import ModelBuilder, set_aval
 from .errors import (
@@ -28,11 +28,6 @@ from .plugin import Patch, marks_active
 from .registry import get_registry
 from .saving import save_atomically, save_with_external_data
 from .specs import check_output_path, parse_inputs
-
-
-#: ONNX IR version written to models: onnxruntime >= 1.20 loads 10; opset 23 needs IR 11.
-def _ir_version(opset: int) -> int:
-    return 11 if opset >= 23 else 10
 
 
 def to_onnx(
@@ -138,6 +133,8 @@ def to_onnx(
         default_passes()(model)
     api_compat.apply_io_names(model, options)
     _infer_intermediate_shapes(model)
+    # The oldest IR version the opset and the dtypes allow: the runtimes that can run it can load it.
+    model.ir_version = opsets.check_dtypes(opsets.element_types(model), opset)
     output_path = options.output_path
     weight_bytes = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
     too_big = weight_bytes > EXTERNAL_DATA_AUTO_BYTES
@@ -243,7 +240,7 @@ def _assemble(mb: ModelBuilder, outs: list[ir.Value], avals: list[Any], model_na
     )
     return ir.Model(
         graph,
-        ir_version=_ir_version(mb.opset),
+        ir_version=opsets.ir_version(mb.opset),
         producer_name="jax2onnx",
         producer_version=__version__,
         functions=list(mb.functions.values()),

@@ -1,0 +1,77 @@
+"""Opsets, IR versions and the onnxruntime table (docs/opsets.md) stay true."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import jax.numpy as jnp
+import numpy as np
+import onnx
+import pytest
+from jax2onnx import allclose, to_onnx
+from jax2onnx.errors import InputSpecError
+from jax2onnx.opsets import MIN_ONNXRUNTIME, MIN_OPSET, ir_version, max_opset
+
+DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "opsets.md")
+
+
+def _f(x):
+    return jnp.sin(x) * 2.0
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:2])
+
+
+@pytest.mark.parametrize("opset", range(MIN_OPSET, max_opset() + 1))
+def test_ir_version_is_the_oldest_onnx_pairs_with_the_opset(mini_registry, opset):
+    model = to_onnx(_f, [("B", 3)], opset=opset)
+    want = onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)], ignore_unknown=True)
+    assert model.ir_version == want == ir_version(opset)
+    onnx.checker.check_model(model, full_check=True)
+
+
+def test_default_export_is_opset_23_ir_11(mini_registry):
+    model = to_onnx(_f, [("B", 3)])
+    assert (model.opset_import[0].version, model.ir_version) == (23, 11)
+
+
+def test_a_dtype_newer_than_the_opset_names_the_opset_that_has_it(mini_registry):
+    # float8 exists in ONNX from opset 19: at 17 the model could not be valid.
+    def f(x):
+        return x.astype(jnp.float8_e4m3fn).astype(jnp.float32)
+
+    with pytest.raises(InputSpecError, match="float8e4m3fn values, an ONNX type from opset 19.*pass opset=19"):
+        to_onnx(f, [(3,)], opset=17)
+    assert to_onnx(f, [(3,)], opset=19).ir_version == 9  # float8 needs IR 9, which opset 19 has anyway
+
+
+def test_onnxruntime_table_covers_every_opset_up_to_the_measured_and_is_monotonic():
+    opsets = sorted(MIN_ONNXRUNTIME)
+    assert opsets == list(range(MIN_OPSET, opsets[-1] + 1))
+    versions = [_version(MIN_ONNXRUNTIME[o]) for o in opsets]
+    assert versions == sorted(versions)
+
+
+def test_docs_table_is_the_code_table():
+    with open(DOCS, encoding="utf-8") as f:
+        text = f.read()
+    rows = dict(re.findall(r"^\|\s*(\d+)\s*\|\s*\d+\s*\|\s*([\d.]+)", text, flags=re.M))
+    assert {int(k): v for k, v in rows.items()} == MIN_ONNXRUNTIME
+    for opset, v in rows.items():  # the IR column is what to_onnx writes
+        ir = re.search(rf"^\|\s*{opset}\s*\|\s*(\d+)\s*\|", text, flags=re.M).group(1)
+        assert int(ir) == ir_version(int(opset))
+
+
+def test_installed_onnxruntime_runs_the_opsets_the_table_promises(mini_registry):
+    """Every opset the table says the installed onnxruntime runs loads and matches JAX; with the
+    floor's onnxruntime (the matrix's floor cell) this is the floor's promise."""
+    ort = pytest.importorskip("onnxruntime")
+    installed = _version(ort.__version__)
+    promised = [o for o, v in MIN_ONNXRUNTIME.items() if _version(v) <= installed and o <= max_opset()]
+    assert promised, f"onnxruntime {ort.__version__} is older than every row of the table"
+    x = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
+    for opset in promised:
+        model = to_onnx(_f, [("B", 3)], opset=opset)
+        assert allclose(_f, model, [x]), opset
