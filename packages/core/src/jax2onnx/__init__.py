@@ -22,6 +22,7 @@ from .functions import onnx_function
 from .hookspecs import hookimpl
 from .report import ExportReport, verify
 from .verification import allclose
+from .weights import Weights
 
 __all__ = [
     "ExportReport",
@@ -32,6 +33,7 @@ __all__ = [
     "PluginConflictError",
     "UnsupportedPrimitiveError",
     "UserFunctionError",
+    "Weights",
     "__version__",
     "allclose",
     "hookimpl",

@@ -99,6 +99,16 @@ class ModelBuilder:
         return value
 
 
+    def weight(self, leaf: Any, aval: Any) -> ir.Value:
+        """An initializer read from a weight source when the model is written (see
+        :mod:`jax2onnx.weights`): never deduplicated or folded, so it is never loaded early."""
+        from .weights import lazy_initializer
+
+        value = lazy_initializer(leaf, aval, self.names.fresh(leaf.name))
+        self.initializers[value.name] = value
+        return value
+
+
 class ConstantPool:
     """Finds an array already stored, without hashing every weight's bytes.
 

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from . import api_compat, compat, opsets
+from . import api_compat, compat, opsets, weights
 from ._version import __version__
 from .builder import ModelBuilder, set_aval
 from .errors import (
@@ -107,6 +107,9 @@ def to_onnx(
             raise InputSpecError("export_mode='web' writes one self-contained file; drop external_data=True")
         external_data = False
     registry = get_registry()
+    bound = weights.bind(fn, inputs)  # Weights specs: parameters read from a source at write time
+    if bound is not None:
+        fn, inputs = bound.fn, bound.inputs
     with compat.x64_enabled(enable_double_precision):
         parsed = parse_inputs(fn, inputs, input_params, enable_double_precision)
         parsed.args = api_compat.nchw_specs(parsed.args, options)
@@ -119,7 +122,10 @@ def to_onnx(
             installed = [p.name for p in registry.packs if p.error is None]
             interp = Interpreter(lowerings, installed)
             mb = ModelBuilder(opset)
-            graph_inputs = [mb.main.add_input(n, a) for n, a in zip(parsed.names, parsed.args)]
+            n_plain = bound.n_plain if bound is not None else len(parsed.args)
+            graph_inputs = [mb.main.add_input(n, a) for n, a in zip(parsed.names[:n_plain], parsed.args[:n_plain])]
+            if bound is not None:
+                graph_inputs += [mb.weight(leaf, a) for leaf, a in zip(bound.leaves, parsed.args[n_plain:])]
             graph_inputs += [mb.main.add_input(n, a) for n, a in parsed.params.items()]
             try:
                 outs = interp.lower_jaxpr(mb.main, closed, graph_inputs)

@@ -29,6 +29,8 @@ def _const_of(v: ir.Value | None) -> np.ndarray | None:
     if v is None:
         return None
     if v.const_value is not None and v.is_initializer():
+        if isinstance(v.const_value, ir.LazyTensor):
+            return None  # a weight read from its source at write time: folding would load it now
         return v.const_value.numpy()
     node = v.producer()
     if node is not None and node.op_type == "Constant" and node.domain == "" and "value" in node.attributes:

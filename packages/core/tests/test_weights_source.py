@@ -1,0 +1,108 @@
+"""Export from abstract parameters and a weight source: the weights are read when the model is
+written, one at a time, and never held by the converter."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnx
+import pytest
+from jax2onnx import InputSpecError, Weights, allclose, to_onnx
+from jax2onnx.weights import SafetensorsSource
+
+
+def write_safetensors(path, tensors: dict[str, np.ndarray]) -> None:
+    """A minimal safetensors writer (the format: u64 header length, JSON header, raw bytes)."""
+    codes = {np.dtype(np.float32): "F32", np.dtype(np.float64): "F64", np.dtype(np.int32): "I32"}
+    header, offset, blobs = {}, 0, []
+    for name, arr in tensors.items():
+        data = np.ascontiguousarray(arr).tobytes()
+        header[name] = {"dtype": codes[arr.dtype], "shape": list(arr.shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    raw = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)))
+        f.write(raw)
+        for b in blobs:
+            f.write(b)
+
+
+def mlp(params, x):
+    for layer in params["layers"]:
+        x = jnp.sin(x @ layer["w"] + layer["b"])
+    return x
+
+
+def _params(rng, sizes):
+    return {"layers": [{"w": rng.standard_normal((a, b)).astype(np.float32), "b": rng.standard_normal(b).astype(np.float32)}
+                       for a, b in zip(sizes, sizes[1:])]}
+
+
+def _flat(params):
+    return {f"layers.{i}.{k}": v for i, layer in enumerate(params["layers"]) for k, v in layer.items()}
+
+
+@pytest.fixture
+def lax_registry():
+    """The real packs (this test needs dot_general with a batch dim and broadcasting)."""
+    pytest.importorskip("jax2onnx_lax")
+
+
+def test_export_from_a_safetensors_file(tmp_path, lax_registry):
+    rng = np.random.default_rng(0)
+    params = _params(rng, [16, 32, 8])
+    st = tmp_path / "model.safetensors"
+    write_safetensors(st, _flat(params))
+    abstract = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
+    out = tmp_path / "model.onnx"
+    proto = to_onnx(mlp, [Weights(abstract, str(st)), ("B", 16)], output_path=str(out), external_data=True)
+    assert [i.name for i in proto.graph.input] == ["x"], "weights must be initializers, not graph inputs"
+    assert {i.name for i in proto.graph.initializer} >= {"layers.0.w", "layers.1.b"}
+    x = rng.standard_normal((3, 16)).astype(np.float32)
+    assert allclose(lambda x: mlp(params, x), str(out), [x])
+
+
+def test_weights_are_read_only_when_written(tmp_path, lax_registry):
+    rng = np.random.default_rng(1)
+    params = _params(rng, [32, 32])  # the 4 KiB kernel is over the size shape inference leaves out
+    flat = _flat(params)
+    reads: list[str] = []
+
+    def source(name):
+        reads.append(name)
+        return flat[name]
+
+    abstract = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
+    out = tmp_path / "m.onnx"
+    to_onnx(mlp, [Weights(abstract, source), (2, 32)], output_path=str(out), external_data=True)
+    assert not reads or set(reads) == set(flat)
+    # the kernel is read once for the weights file's content digest and once to write it; never kept
+    assert reads.count("layers.0.w") == 2, reads
+    model = onnx.load(str(out))
+    assert allclose(lambda x: mlp(params, x), model, [rng.standard_normal((2, 32)).astype(np.float32)])
+
+
+def test_a_missing_or_misshapen_weight_is_named(tmp_path, lax_registry):
+    params = _params(np.random.default_rng(2), [4, 4])
+    st = tmp_path / "w.safetensors"
+    write_safetensors(st, {"layers.0.w": params["layers"][0]["w"], "layers.0.bias": params["layers"][0]["b"]})
+    abstract = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
+    with pytest.raises(InputSpecError, match=r"has no tensor 'layers.0.b'; did you mean"):
+        to_onnx(mlp, [Weights(abstract, str(st)), (2, 4)], output_path=str(tmp_path / "w.onnx"), external_data=True)
+    assert not (tmp_path / "w.onnx").exists(), "a failed export leaves no file"
+    bad = {"layers.0.w": np.zeros((4, 5), np.float32), "layers.0.b": params["layers"][0]["b"]}
+    with pytest.raises(InputSpecError, match=r"'layers.0.w' from mapping has shape \(4, 5\)"):
+        to_onnx(mlp, [Weights(abstract, bad), (2, 4)], output_path=str(tmp_path / "w.onnx"), external_data=True)
+
+
+def test_safetensors_reader_reads_one_tensor(tmp_path):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    write_safetensors(tmp_path / "t.safetensors", {"a": a, "b": np.ones(2, np.float64)})
+    src = SafetensorsSource(tmp_path / "t.safetensors")
+    np.testing.assert_array_equal(src.load("a"), a)
+    assert src.load("b").dtype == np.float64
