@@ -38,6 +38,7 @@ lowerings = Lowerings()
 
 DENSE = "dense"
 EINSUM_DENSE = "einsum_dense"
+EMBEDDING = "embedding"
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
@@ -117,8 +118,26 @@ def _patch_einsum_dense(original):
     return call
 
 
+def _patch_embedding(original):
+    def call(self, inputs, *args, **kwargs):
+        if (
+            args
+            or kwargs
+            or not is_array(inputs)
+            or np.dtype(inputs.dtype) not in (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.float32))
+            or quantized_or_lora(self)
+            or self.compute_dtype != "float32"
+            or self.variable_dtype != "float32"
+        ):
+            return original(self, inputs, *args, **kwargs)
+        return call_layer(EMBEDDING, self, lambda layer, ids: original(layer, ids), {"ids": inputs})
+
+    return call
+
+
 patches = [
     patch("keras.src.layers.core.dense", "Dense", _patch_dense),
+    patch("keras.src.layers.core.embedding", "Embedding", _patch_embedding),
     patch("keras.src.layers.core.einsum_dense", "EinsumDense", _patch_einsum_dense),
 ]
 
@@ -145,6 +164,20 @@ def lower_dense(ctx, *ins):
         return None
     y = matmul_bias(ctx, ops["x"], ops["kernel"], ops.get("bias"), len(x_shape))
     return apply_activation(ctx, y, ctx.marked.params["activation"])
+
+
+@lowerings.register_call(mark_name(EMBEDDING))
+def lower_embedding(ctx, *ins):
+    """One Gather. Keras's ``ops.take`` fills rows of out-of-range ids with NaN; onnxruntime's
+    Gather rejects such an id instead (in-range ids, negative ones included, agree). Float ids (a
+    model whose Input is float32) are cast to integers as Keras casts them, truncating."""
+    ops = Operands(ctx, ins)
+    if "embeddings" not in ops or not one_output_like(ctx, (*ops.shape("ids"), ops.shape("embeddings")[-1])):
+        return None
+    ids = ops["ids"]
+    if ctx.avals_in[0].dtype == np.float32:
+        ids = ctx.cast(ids, np.int64)
+    return ctx.op.Gather(ops["embeddings"], ids, axis=0)
 
 
 def _matmul_equation(equation: str) -> tuple[int, int, int] | None:
@@ -249,6 +282,23 @@ components = [
                      input_shapes=[("B", 6)], run_f64=False),
             Testcase("keras_dense_vmap", factory=keras_model(_dense(4, activation="relu"), (6,), wrap=jax.vmap),
                      input_shapes=[("B", 2, 6)], run_f64=False),
+        ],
+    ),
+    Component(
+        name="keras.Embedding",
+        onnx=["Gather"],
+        since="v0.1.0",
+        testcases=[
+            Testcase("keras_embedding", factory=keras_model(lambda keras: keras.layers.Embedding(11, 4), (None,),
+                                                            dtype=np.int32),
+                     input_shapes=[jax.ShapeDtypeStruct(("B", "T"), np.int32)], static_sizes={"T": 5},
+                     input_generator=lambda rng, shape, dtype: rng.integers(-11, 11, size=shape).astype(dtype),
+                     expected_ops=["Gather"], max_nodes=1, run_f64=False),
+            Testcase("keras_embedding_float_ids", factory=keras_model(lambda keras: keras.layers.Embedding(11, 4),
+                                                                      (None,)),
+                     input_shapes=[("B", "T")], static_sizes={"T": 5},
+                     input_generator=lambda rng, shape, dtype: rng.integers(0, 11, size=shape).astype(dtype),
+                     expected_ops=["Gather"], max_nodes=2, run_f64=False),
         ],
     ),
     Component(
