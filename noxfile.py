@@ -155,6 +155,14 @@ def bench(session: nox.Session) -> None:
     session.run("python", "bench/compare_peer.py", *session.posargs)
 
 
+@nox.session(python=PYTHON)
+def bench_stream(session: nox.Session) -> None:
+    """An 8 GB-parameter model exported from abstract weights + a safetensors file: the exporting
+    process's peak RSS, and the model checked in onnxruntime against JAX layer by layer."""
+    session.install(CORE + "[runtime]", "./packages/plugins-lax")
+    session.run("python", "bench/stream_big.py", *(session.posargs or ["--gb", "8"]))
+
+
 def _distributions() -> dict[str, str]:
     """distribution name -> folder, for `build`: every packages/*/pyproject.toml (a new pack is
     built, checked and smoke-tested without being listed here)."""
