@@ -63,13 +63,16 @@ def float32_ops(*ops: str, forbids: tuple[str, ...] = (), max_transposes: int | 
     since onnxruntime lacks double kernels for some ops and the lowering then declines)."""
 
     def check(proto: Any) -> None:
-        from jax2onnx.testing.runner import op_types
+        from jax2onnx.testing.runner import op_types, unavailable_ops
 
         if proto.graph.input[0].type.tensor_type.elem_type == 11:  # float64
             return
         found = op_types(proto)
-        missing = [o for o in ops if o not in found]
+        decomposed = unavailable_ops(proto, ops)  # e.g. Gelu at opset 17: the module's own arithmetic
+        missing = [o for o in ops if o not in found and o not in decomposed]
         assert not missing, f"expected {missing} in the float32 graph, found {sorted(found)}"
+        if decomposed:  # the budgets below describe the fused graph
+            return
         present = [o for o in forbids if o in found]
         assert not present, f"{present} should have been fused away in the float32 graph, found {sorted(found)}"
         if max_transposes is not None:
