@@ -19,7 +19,7 @@ from jax2onnx.plugin import Lowerings, is_array
 from jax2onnx.testing import Component, Testcase
 
 from ._common import is_f64, is_float, is_static_number, mark, mark_name, patches_for
-from ._testing import grad_of_sum, on_f32_expect, positive_and_negative
+from .cases.helpers import fused_in_float32, grad_of_sum, positive_and_negative
 
 lowerings = Lowerings()
 
@@ -131,10 +131,9 @@ def _flax_nnx_gelu():
 
 
 def _cases(name: str, spec: Activation, since: str, extra: list[Testcase] = ()) -> Component:
-    check = None if spec.f64 else on_f32_expect(spec.op)
-    expected = [spec.op] if spec.f64 else []
+    ops = {"expected_ops": [spec.op]} if spec.f64 else fused_in_float32(spec.op)
     cases = [
-        Testcase(name, _nn(name), [("B", 5)], expected_ops=expected, check=check, input_generator=positive_and_negative),
+        Testcase(name, _nn(name), [("B", 5)], **ops, input_generator=positive_and_negative),
         Testcase(f"{name}_vmap", jax.vmap(_nn(name)), [("B", 2, 5)], input_generator=positive_and_negative),
         Testcase(f"{name}_grad", grad_of_sum(_nn(name)), [("B", 5)], input_generator=positive_and_negative,
                  rtol=1e-3, atol=1e-4),
@@ -151,28 +150,28 @@ components = [
     _cases("silu", ACTIVATIONS["silu"], "v0.7.0"),
     _cases("swish", ACTIVATIONS["swish"], "v0.7.0"),
     _cases("gelu", ACTIVATIONS["gelu"], "v0.7.0", [
-        Testcase("gelu_exact", _nn("gelu", approximate=False), [("B", 5)], check=on_f32_expect("Gelu"),
+        Testcase("gelu_exact", _nn("gelu", approximate=False), [("B", 5)], **fused_in_float32("Gelu"),
                  input_generator=positive_and_negative),
-        Testcase("gelu_flax_nnx", factory=_flax_nnx_gelu, input_shapes=[("B", 5)], check=on_f32_expect("Gelu"),
+        Testcase("gelu_flax_nnx", factory=_flax_nnx_gelu, input_shapes=[("B", 5)], **fused_in_float32("Gelu"),
                  description="flax.nnx.gelu is jax.nn.gelu re-exported: the same patch covers it"),
     ]),
     _cases("softplus", ACTIVATIONS["softplus"], "v0.7.0", [
         Testcase("softplus_large", _nn("softplus"), input_values=[np.array([-1e4, -50.0, -1.0, 0.0, 1.0, 50.0, 1e4],
                                                                           np.float32)],
-                 check=on_f32_expect("Softplus"), description="no overflow for large |x|"),
+                 **fused_in_float32("Softplus"), description="no overflow for large |x|"),
     ]),
     _cases("elu", ACTIVATIONS["elu"], "v0.7.0", [
-        Testcase("elu_alpha", _nn("elu", alpha=0.5), [("B", 5)], check=on_f32_expect("Elu"),
+        Testcase("elu_alpha", _nn("elu", alpha=0.5), [("B", 5)], **fused_in_float32("Elu"),
                  input_generator=positive_and_negative),
     ]),
     _cases("celu", ACTIVATIONS["celu"], "v0.7.0", [
-        Testcase("celu_alpha", _nn("celu", alpha=2.0), [("B", 5)], check=on_f32_expect("Celu"),
+        Testcase("celu_alpha", _nn("celu", alpha=2.0), [("B", 5)], **fused_in_float32("Celu"),
                  input_generator=positive_and_negative),
     ]),
     _cases("selu", ACTIVATIONS["selu"], "v0.7.0"),
     _cases("leaky_relu", ACTIVATIONS["leaky_relu"], "v0.7.0", [
         Testcase("leaky_relu_slope", _nn("leaky_relu", negative_slope=0.2), [("B", 5)],
-                 check=on_f32_expect("LeakyRelu"), input_generator=positive_and_negative),
+                 **fused_in_float32("LeakyRelu"), input_generator=positive_and_negative),
     ]),
     _cases("hard_sigmoid", ACTIVATIONS["hard_sigmoid"], "v0.7.0"),
     _cases("hard_swish", ACTIVATIONS["hard_swish"], "v0.7.0"),

@@ -17,7 +17,7 @@ from jax2onnx.plugin import Lowerings, is_symbolic_dim
 from jax2onnx.testing import Component, Testcase
 
 from ._common import is_static_int, mark, mark_name, patches_for
-from ._testing import on_symbolic_expect
+from .cases.helpers import on_symbolic_expect
 
 lowerings = Lowerings()
 

@@ -13,7 +13,7 @@ from jax2onnx.plugin import Lowerings, is_array
 from jax2onnx.testing import Component, Testcase
 
 from ._common import is_float, is_static_int, is_static_number, mark, mark_name, normalize_axes, patches_for
-from ._testing import grad_of_sum
+from .cases.helpers import grad_of_sum
 
 lowerings = Lowerings()
 

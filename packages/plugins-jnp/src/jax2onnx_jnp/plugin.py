@@ -16,5 +16,6 @@ plugin = PackModules(
         "pad",
         "shape_ops",
         "attention",
+        "cases.attention",
     ],
 )

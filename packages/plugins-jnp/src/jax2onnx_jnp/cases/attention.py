@@ -1,4 +1,4 @@
-"""Testcases of ``jax.nn.dot_product_attention`` (the lowering is in :mod:`.attention`)."""
+"""Testcases of ``jax.nn.dot_product_attention`` (the lowering is in :mod:`jax2onnx_jnp.attention`)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import onnx
-from jax2onnx.testing import Component, Testcase
+from jax2onnx.testing import Component, Testcase, Variant
 from jax2onnx.testing.runner import op_types
 
-from ._testing import grad_of_sum
+from .helpers import grad_of_sum
 
 
-def _paths(model: onnx.ModelProto) -> None:
+def _paths(model: onnx.ModelProto, variant: Variant) -> None:
     """float32: the Attention op; float64: the MatMul/Softmax chain (JAX's float32 softmax)."""
     found = op_types(model)
-    if model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT:
+    if not variant.double:
         assert "Attention" in found and "Softmax" not in found, f"expected Attention, got {sorted(found)}"
     else:
         assert {"MatMul", "Softmax"} <= found and "Attention" not in found, f"expected the chain: {sorted(found)}"

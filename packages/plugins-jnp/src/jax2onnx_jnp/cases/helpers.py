@@ -1,4 +1,4 @@
-"""Helpers for this pack's testcases: transformed variants and dtype-aware op checks."""
+"""Helpers for this pack's testcases: transformed variants, input domains and variant-aware checks."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import onnx
+from jax2onnx.testing import Variant
 from jax2onnx.testing.runner import op_types
+
+Check = Callable[[onnx.ModelProto, Variant], None]
 
 
 def grad_of_sum(fn: Callable[..., Any], argnums: int = 0) -> Callable[..., Any]:
@@ -22,26 +25,17 @@ def grad_of_sum(fn: Callable[..., Any], argnums: int = 0) -> Callable[..., Any]:
     return jax.value_and_grad(loss, argnums=argnums)
 
 
-def _first_input_is_f32(model: onnx.ModelProto) -> bool:
-    for inp in model.graph.input:
-        return inp.type.tensor_type.elem_type == onnx.TensorProto.FLOAT
-    return False
+def fused_in_float32(*ops: str) -> dict[str, Any]:
+    """Testcase fields for a lowering that emits ``ops`` in float32 and declines in float64, where
+    onnxruntime has no exact double kernel for them and the lax decomposition is lowered instead:
+    the float32 graph holds ``ops``, the float64 graph none of them."""
 
-
-def on_f32_expect(*ops: str) -> Callable[[onnx.ModelProto], None]:
-    """A ``check`` asserting ``ops`` in float32 exports. In float64 the lowering declines (no
-    onnxruntime kernel for the op in double), and the decomposition must be there instead."""
-
-    def check(model: onnx.ModelProto) -> None:
-        found = op_types(model)
-        if _first_input_is_f32(model):
-            missing = [o for o in ops if o not in found]
-            assert not missing, f"float32 export lacks {missing} (has {sorted(found)})"
-        else:
-            present = [o for o in ops if o in found]
+    def check(model: onnx.ModelProto, variant: Variant) -> None:
+        if variant.double:
+            present = [o for o in ops if o in op_types(model)]
             assert not present, f"float64 export uses {present}, which onnxruntime cannot run in double"
 
-    return check
+    return {"expected_ops": list(ops), "expected_ops_f64": (), "check": check}
 
 
 def positive_and_negative(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -49,13 +43,12 @@ def positive_and_negative(rng: np.random.Generator, shape: tuple[int, ...], dtyp
     return rng.uniform(-6.0, 6.0, size=shape).astype(dtype)
 
 
-def on_symbolic_expect(*ops: str) -> Callable[[onnx.ModelProto], None]:
-    """A ``check`` asserting ``ops`` when the export has a symbolic input dim (the static variant
-    of the same case folds to a constant)."""
+def on_symbolic_expect(*ops: str) -> Check:
+    """A ``check`` asserting ``ops`` in the symbolic variants (the static variant of the same case
+    folds them to a constant)."""
 
-    def check(model: onnx.ModelProto) -> None:
-        symbolic = any(d.dim_param for i in model.graph.input for d in i.type.tensor_type.shape.dim)
-        if symbolic:
+    def check(model: onnx.ModelProto, variant: Variant) -> None:
+        if variant.symbolic:
             found = op_types(model)
             missing = [o for o in ops if o not in found]
             assert not missing, f"symbolic export lacks {missing} (has {sorted(found)})"
