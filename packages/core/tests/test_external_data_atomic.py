@@ -189,3 +189,30 @@ def _ir_model(value):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 10
     return ir.from_proto(m)
+
+
+def test_concurrent_saves_to_one_path_leave_one_consistent_pair(tmp_path):
+    import threading
+
+    path = str(tmp_path / "m.onnx")
+    values = [1.0, 2.0, 3.0, 4.0]
+    errors = []
+
+    def writer(value):
+        try:
+            for _ in range(5):
+                saving.save_with_external_data(_ir_model(value), path)
+        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(v,)) for v in values]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len(names) == 2 and names[0] == "m.onnx" and DATA.fullmatch(names[1]), names
+    x = np.ones((1, 32), np.float32)
+    (got,) = run_onnx(path, [x])
+    assert any(np.array_equal(got, x @ np.full((32, 32), v, np.float32)) for v in values)
