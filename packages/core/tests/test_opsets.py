@@ -75,3 +75,36 @@ def test_installed_onnxruntime_runs_the_opsets_the_table_promises(mini_registry)
     for opset in promised:
         model = to_onnx(_f, [("B", 3)], opset=opset)
         assert allclose(_f, model, [x]), opset
+
+
+def test_runner_exports_every_variant_at_the_requested_opset(mini_registry):
+    from jax2onnx.testing import Testcase
+    from jax2onnx.testing.runner import model_opset, run_variant, variants_of
+
+    case = Testcase("sin_twice", _f, [("B", 3)], expected_ops=["Sin"])
+    variants = list(variants_of(case, "jax2onnx-mini", "mini.sin", opset=17))
+    assert [v.id for v in variants] == ["sin_twice_opset17", "sin_twice_dynamic_opset17", "sin_twice_f64_opset17",
+                                        "sin_twice_dynamic_f64_opset17"]
+    for v in variants:
+        assert model_opset(run_variant(v).model) == 17
+    assert [v.id for v in variants_of(case)][0] == "sin_twice"  # no opset: to_onnx's default, ids unchanged
+
+
+def test_runner_drops_the_fused_structure_of_ops_the_opset_lacks():
+    from jax2onnx.testing import Testcase
+    from jax2onnx.testing.runner import Variant
+
+    case = Testcase("g", _f, [(3,)], expected_ops=["Gelu", "Sin", "LayerNormalization"])
+    assert Variant(case, False, False, opset=17).fused_ops_unavailable == ["Gelu"]
+    assert Variant(case, False, False, opset=20).fused_ops_unavailable == []
+    assert Variant(case, False, False).fused_ops_unavailable == []
+
+
+def test_min_opset_that_is_not_needed_fails_the_variant(mini_registry):
+    from jax2onnx.testing import Testcase
+    from jax2onnx.testing.runner import Variant, run_variant
+
+    case = Testcase("sin_claims_18", _f, [(3,)], min_opset=18)
+    with pytest.raises(AssertionError, match="min_opset=18 says opset 17 cannot express this testcase, but the export succeeded"):
+        run_variant(Variant(case, False, False, opset=17))
+    run_variant(Variant(case, False, False, opset=18))

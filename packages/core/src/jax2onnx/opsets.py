@@ -110,3 +110,20 @@ def element_types(model: Any) -> set[int]:
             if node.op_type == "Cast" and "to" in node.attributes:
                 found.add(int(node.attributes["to"].value))
     return found
+
+
+#: Ops whose meaning changed at this opset, so an older schema of the same name is not the same op
+#: (GroupNormalization-18 scales per group, -21 per channel).
+SEMANTICS_SINCE = {"GroupNormalization": 21}
+
+
+@functools.cache
+def op_since(op_type: str) -> int | None:
+    """The first default-domain opset that has ``op_type`` with today's meaning (None: not an ONNX op)."""
+    for version in range(1, max_opset() + 1):
+        try:
+            onnx.defs.get_schema(op_type, version, "")
+        except onnx.defs.SchemaError:
+            continue
+        return max(version, SEMANTICS_SINCE.get(op_type, 0))
+    return None

@@ -45,13 +45,16 @@ def float32_ops(*ops: str, max_transposes: int | None = None, max_nodes: int | N
     lowering then declines in favour of the lax pack's exact float64 decomposition."""
 
     def check(proto: Any) -> None:
-        from jax2onnx.testing.runner import op_types
+        from jax2onnx.testing.runner import op_types, unavailable_ops
 
         if proto.graph.input[0].type.tensor_type.elem_type == 11:  # float64
             return
         found = op_types(proto)
-        missing = [o for o in ops if o not in found]
+        decomposed = unavailable_ops(proto, ops)  # e.g. Gelu at opset 17: the module's own arithmetic
+        missing = [o for o in ops if o not in found and o not in decomposed]
         assert not missing, f"expected {missing} in the float32 graph, found {sorted(found)}"
+        if decomposed:  # the budgets below describe the fused graph
+            return
         if max_transposes is not None:
             n = sum(1 for node in proto.graph.node if node.op_type == "Transpose")
             assert n <= max_transposes, f"{n} Transposes, expected at most {max_transposes}"

@@ -8,7 +8,9 @@ A test module opts in by naming the packs it covers and using the ``jax2onnx_var
         run_variant(jax2onnx_variant)
 
 Options: ``--jax2onnx-report=PATH`` writes ``{test id: "passed"|"failed"|"skipped"}`` as JSON
-(the coverage tables read it); ``-k`` selects by testcase name as usual.
+(the coverage tables read it); ``--jax2onnx-opset=N`` exports every variant at opset N instead of
+the default (``nox -s opsets`` runs the floor, 17; ids and report keys get ``_opsetN``);
+``-k`` selects by testcase name as usual.
 """
 
 from __future__ import annotations
@@ -24,9 +26,25 @@ _RESULTS: dict[str, dict[str, Any]] = {}
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("jax2onnx")
     group.addoption("--jax2onnx-report", default=None, help="write testcase outcomes as JSON to this path")
+    group.addoption("--jax2onnx-opset", default=None, type=_opset_option,
+                    help="export every testcase variant at this opset (default: to_onnx's default)")
 
 
-def collect_variants(packs: list[str] | None) -> list[Any]:
+def _opset_option(text: str) -> int:
+    import argparse
+
+    from jax2onnx.opsets import MIN_OPSET, max_opset
+
+    try:
+        opset = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"an opset number from {MIN_OPSET} to {max_opset()}, got {text!r}") from None
+    if not MIN_OPSET <= opset <= max_opset():
+        raise argparse.ArgumentTypeError(f"opset {opset} is outside the supported {MIN_OPSET}..{max_opset()}")
+    return opset
+
+
+def collect_variants(packs: list[str] | None, opset: int | None = None) -> list[Any]:
     from jax2onnx.registry import get_registry
     from jax2onnx.testing.runner import variants_of
 
@@ -36,7 +54,7 @@ def collect_variants(packs: list[str] | None) -> list[Any]:
         if packs is not None and pack not in packs:
             continue
         for case in comp.testcases:
-            for v in variants_of(case, pack, comp.name):
+            for v in variants_of(case, pack, comp.name, opset):
                 key = f"{comp.name}::{v.id}"
                 if key in seen:
                     continue
@@ -49,7 +67,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "jax2onnx_variant" not in metafunc.fixturenames:
         return
     packs = getattr(metafunc.module, "JAX2ONNX_PACKS", None)
-    variants = collect_variants(list(packs) if packs is not None else None)
+    opset = metafunc.config.getoption("--jax2onnx-opset", default=None)
+    variants = collect_variants(list(packs) if packs is not None else None, opset)
     params = [
         pytest.param(v, id=f"{v.component}::{v.id}", marks=[pytest.mark.skip(reason=v.case.skip_reason)] if v.case.skip_reason else [])
         for v in variants

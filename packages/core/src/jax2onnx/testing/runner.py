@@ -24,7 +24,8 @@ DYNAMIC_SIZES = (2, 5)
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
-    """One way a testcase is checked: static or symbolic dims, float32 or float64.
+    """One way a testcase is checked: static or symbolic dims, float32 or float64, and the opset
+    it is exported at (``None``: ``to_onnx``'s default).
 
     ``check`` callables receive it (``check(model, variant)``), so a check can say what it expects
     of, say, the float64 export (where onnxruntime lacks a double kernel and a decomposition is
@@ -36,10 +37,28 @@ class Variant:
     double: bool
     pack: str = ""
     component: str = ""
+    opset: int | None = None
 
     @property
     def id(self) -> str:
-        return self.case.name + ("_dynamic" if self.symbolic else "") + ("_f64" if self.double else "")
+        suffix = f"_opset{self.opset}" if self.opset is not None else ""
+        return self.case.name + ("_dynamic" if self.symbolic else "") + ("_f64" if self.double else "") + suffix
+
+    @property
+    def expects_unavailable(self) -> bool:
+        """The testcase needs a newer opset than this variant's: its export must fail saying so."""
+        return self.opset is not None and self.case.min_opset is not None and self.opset < self.case.min_opset
+
+    @property
+    def fused_ops_unavailable(self) -> list[str]:
+        """The expected ops that do not exist at this variant's opset (Gelu before 20, Attention
+        before 23, ...): the export takes their decomposition, so the structure the testcase
+        describes (expected/forbidden ops, node budget) is the fused form's and is not checked."""
+        if self.opset is None:
+            return []
+        from ..opsets import op_since
+
+        return [o for o in self.expected_ops if (op_since(o) or 0) > self.opset]
 
     @property
     def float_dtype(self) -> np.dtype:
@@ -78,14 +97,15 @@ def _has_symbols(specs: Sequence[Any]) -> bool:
     return False
 
 
-def variants_of(case: Testcase, pack: str = "", component: str = "") -> Iterator[Variant]:
+def variants_of(case: Testcase, pack: str = "", component: str = "", opset: int | None = None) -> Iterator[Variant]:
+    """The variants of ``case``; ``opset`` exports every one at that opset instead of the default."""
     symbolic = _has_symbols(case.input_shapes) and case.input_values is None
     precisions = [False, True] if case.run_f64 else [False]
     for double in precisions:
         if case.run_static or not symbolic:
-            yield Variant(case, False, double, pack, component)
+            yield Variant(case, False, double, pack, component, opset)
         if symbolic:
-            yield Variant(case, True, double, pack, component)
+            yield Variant(case, True, double, pack, component, opset)
 
 
 def _symbols(spec_shape: Sequence[Any]) -> set[str]:
@@ -145,6 +165,20 @@ def op_types(model: onnx.ModelProto) -> set[str]:
     return found
 
 
+def model_opset(model: onnx.ModelProto) -> int:
+    """The default-domain opset a model is stamped with."""
+    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+
+
+def unavailable_ops(model: onnx.ModelProto, ops: Sequence[str]) -> list[str]:
+    """Those of ``ops`` that do not exist at ``model``'s opset (Gelu before 20, Attention before
+    23, ...): a check expecting them must accept their decomposition instead."""
+    from ..opsets import op_since
+
+    opset = model_opset(model)
+    return [o for o in ops if (op_since(o) or 0) > opset]
+
+
 def run_variant(variant: Variant) -> CaseResult:
     """Export, check with ``onnx.checker`` (full_check), run in onnxruntime, compare with JAX.
 
@@ -154,11 +188,35 @@ def run_variant(variant: Variant) -> CaseResult:
     with compat.x64_enabled(variant.double):
         fn = case.build()
         inputs = variant_inputs(variant, fn)
+        if variant.expects_unavailable:
+            return _check_unavailable(variant, fn, inputs)
         model = export_and_check_structure(variant, fn, inputs)
         diffs = compare_with_jax(variant, fn, model, inputs)
         if case.check is not None:
             _run_check(case.check, model, variant)
     return CaseResult(model, diffs, len(model.graph.node))
+
+
+def _check_unavailable(variant: Variant, fn: Any, inputs: VariantInputs) -> CaseResult:
+    """Below the testcase's ``min_opset`` the export must fail with an error naming the opset."""
+    from ..errors import Jax2OnnxError
+
+    try:
+        _export(variant, fn, inputs)
+    except Jax2OnnxError as exc:
+        assert f"opset {variant.opset}" in str(exc) or f"opset={variant.opset}" in str(exc), (
+            f"{variant.id}: the error for opset {variant.opset} < min_opset {variant.case.min_opset} does not name the opset: {exc}")
+        return CaseResult(onnx.ModelProto(), [], 0)
+    raise AssertionError(
+        f"{variant.id}: min_opset={variant.case.min_opset} says opset {variant.opset} cannot express this testcase, "
+        "but the export succeeded: lower min_opset (or drop it) so the variant is checked against JAX")
+
+
+def _export(variant: Variant, fn: Any, inputs: VariantInputs) -> onnx.ModelProto:
+    case = variant.case
+    kwargs: dict[str, Any] = {} if variant.opset is None else {"opset": variant.opset}
+    return to_onnx(fn, inputs.specs, input_params=dict(case.input_params) or None,
+                   enable_double_precision=variant.double, model_name=case.name, **kwargs)
 
 
 def _run_check(check: Any, model: onnx.ModelProto, variant: Variant) -> None:
@@ -205,15 +263,18 @@ def export_and_check_structure(variant: Variant, fn: Any, inputs: VariantInputs)
     """Export, run ``onnx.checker`` (full_check) and check the graph against the testcase's
     expected/forbidden ops, node budget and (float64) output dtypes."""
     case = variant.case
-    model = to_onnx(fn, inputs.specs, input_params=dict(case.input_params) or None,
-                    enable_double_precision=variant.double, model_name=case.name)
+    model = _export(variant, fn, inputs)
     onnx.checker.check_model(model, full_check=True)
+    if variant.opset is not None:
+        stamped = model_opset(model)
+        assert stamped == variant.opset, f"{variant.id}: exported at opset {variant.opset}, stamped {stamped}"
     ops = op_types(model)
-    missing = [o for o in variant.expected_ops if o not in ops]
+    decomposed = variant.fused_ops_unavailable
+    missing = [o for o in variant.expected_ops if o not in ops and o not in decomposed]
     assert not missing, f"{variant.id}: expected ONNX ops {missing} not in graph (has {sorted(ops)})"
-    present = [o for o in case.forbidden_ops if o in ops]
+    present = [o for o in case.forbidden_ops if o in ops] if not decomposed else []
     assert not present, f"{variant.id}: ops {present} should have been fused away (graph has {sorted(ops)})"
-    if case.max_nodes is not None:
+    if case.max_nodes is not None and not decomposed:
         assert len(model.graph.node) <= case.max_nodes, f"{variant.id}: {len(model.graph.node)} nodes > budget {case.max_nodes}"
     if variant.double:
         for out in model.graph.output:

@@ -44,6 +44,10 @@ class Testcase:
             (a :class:`jax2onnx.testing.Variant`) tells which precision and dims it checks.
         skip_reason: when set, every variant is reported as skipped with this reason (a case kept
             as documentation of a known gap; never counted as passing).
+        min_opset: the oldest opset that can express this testcase at all (an op form with no
+            equivalent before it, e.g. a reduction whose axes are only known at run time before
+            18). Variants at an older opset (``--jax2onnx-opset``) check that the export fails with
+            an error naming the opset. ``None``: every supported opset.
         since: version that introduced the case.
     """
 
@@ -69,6 +73,7 @@ class Testcase:
     static_sizes: Mapping[str, int] = dataclasses.field(default_factory=dict)
     check: Callable[[Any, Any], None] | None = None
     skip_reason: str | None = None
+    min_opset: int | None = None
     since: str = ""
     description: str = ""
 
