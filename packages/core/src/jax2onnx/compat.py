@@ -268,3 +268,19 @@ def special_decomposition(name: str) -> Any:
     if impl is None or up is None:
         raise LookupError(f"this JAX ({jax.__version__}) has no Python decomposition of {name!r}")
     return up(impl)
+
+
+def linalg_decomposition(name: str) -> Any:
+    """The generic (non-LAPACK) function JAX lowers the lax.linalg primitive ``name`` with:
+    ``cholesky_update`` (Givens rotations), ``symmetric_product`` (a batched matmul), ``ormqr``
+    (reflectors applied to ``c``). Called as ``fn(*operands, **params)``; LookupError if absent."""
+    from jax._src.lax import linalg as la
+
+    fn = {
+        "cholesky_update": getattr(la, "_cholesky_update_jax_fn", None),
+        "symmetric_product": getattr(la, "_symmetric_product_jax_fn", None),
+        "ormqr": getattr(la, "_ormqr_lowering", None),
+    }.get(name)
+    if fn is None:
+        raise LookupError(f"this JAX ({jax.__version__}) has no generic decomposition of {name!r}")
+    return fn
