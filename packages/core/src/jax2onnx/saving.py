@@ -186,8 +186,19 @@ def weights_digest(model: ir.Model) -> str:
         if tensor is None:
             continue
         h.update(f"{name}\0{tensor.dtype}\0{tuple(tensor.shape)}\0{tensor.nbytes}\0".encode())
-        h.update(tensor.tobytes())
+        h.update(_bytes_view(tensor))
     return h.hexdigest()[:16]
+
+
+def _bytes_view(tensor: Any) -> Any:
+    """The tensor's bytes without a copy where it is backed by an array (hashing gigabytes of
+    weights should not hold a second copy of each)."""
+    try:
+        import numpy as np
+
+        return np.ascontiguousarray(tensor.numpy()).reshape(-1).view(np.uint8).data
+    except Exception:  # noqa: BLE001 - a tensor kind without a numpy view: its serialized bytes
+        return tensor.tobytes()
 
 
 def _prepare(path: str | os.PathLike[str]) -> tuple[str, str, str]:
