@@ -78,6 +78,12 @@ def sub_jaxprs(eqn: JaxprEqn) -> list[ClosedJaxpr]:
     return out
 
 
+
+def is_tracer(x: Any) -> bool:
+    """``x`` is being traced (abstract), not a concrete array: a patch replacement uses this to
+    keep a check whose outcome is known at trace time (equinox's ``error_if`` on a constant)."""
+    return isinstance(x, jax.core.Tracer)
+
 # ---------------------------------------------------------------------------------------------
 # Source locations: which line of the *user's* code produced an equation.
 
