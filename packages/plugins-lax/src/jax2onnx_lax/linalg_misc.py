@@ -1,4 +1,7 @@
-"""Primitives JAX's linear-algebra functions emit around the factorisations: ``platform_index``.
+"""Primitives JAX's linear-algebra functions emit around the factorisations: ``platform_index``;
+and ``cholesky_update``, ``symmetric_product``, ``ormqr``, which JAX itself lowers (off GPU) with a
+generic decomposition made of other lax ops (Givens rotations, a matmul, reflectors applied in a
+loop): the lowerings trace that same function, so the graph computes what JAX computes.
 
 ``platform_index`` picks a ``cond`` branch by the compilation platform (``jnp.linalg.slogdet`` has a
 TPU-specific branch). An ONNX model runs on the CPU/GPU execution providers, so it takes the branch
@@ -7,9 +10,12 @@ JAX would take when compiling for CPU: the one listing ``cpu``, else the default
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
+from jax import lax
+from jax2onnx import compat
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
@@ -28,6 +34,32 @@ def lower_platform_index(ctx):
             "branch; the ONNX export needs a CPU branch (lax.platform_dependent(..., default=...))."
         )
     return ctx.const(np.asarray(chosen, dtype=np.dtype(ctx.avals_out[0].dtype)))
+
+
+def _generic(name):
+    def lower(ctx, *args):
+        fn = compat.linalg_decomposition(name)
+        params = dict(ctx.params)
+        specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in ctx.avals_in]
+        closed, _ = compat.make_jaxpr(lambda *xs: fn(*xs, **params), specs)
+        return ctx.lower_jaxpr(closed, list(args))
+
+    lower.__name__ = f"lower_{name}"
+    return lower
+
+
+for _name in ("cholesky_update", "symmetric_product", "ormqr"):
+    lowerings.add(_name, _generic(_name))
+
+
+def _chol_update(a, w):
+    r = jnp.linalg.cholesky(a @ a.T + 4.0 * jnp.eye(a.shape[-1], dtype=a.dtype)).T  # upper factor
+    return lax.linalg.cholesky_update(r, w)
+
+
+def _ormqr(left, transpose):
+    # any reflectors and taus are valid input (as for householder_product)
+    return lambda a, taus, c: lax.linalg.ormqr(a, taus, c, left=left, transpose=transpose)
 
 
 _TOL = dict(rtol=1e-4, atol=1e-5, rtol_f64=1e-10, atol_f64=1e-11)
@@ -49,5 +81,17 @@ components = [
                  atol_f64=1e-10),
         Testcase("expm_large_norm", lambda a: jsl.expm(3.0 * a), [(3, 3)], rtol=5e-4, atol=5e-4, rtol_f64=1e-9,
                  atol_f64=1e-9),
+    ]),
+    Component("lax.linalg.cholesky_update", onnx=["Loop"], since="v0.8.0", testcases=[
+        Testcase("cholesky_update", _chol_update, [(4, 4), (4,)], **_TOL),
+    ]),
+    Component("lax.linalg.symmetric_product", onnx=["MatMul"], since="v0.8.0", testcases=[
+        Testcase("symmetric_product", lambda a, c: lax.linalg.symmetric_product(a, c, alpha=2.0, beta=0.5),
+                 [("B", 4, 3), ("B", 4, 4)], **_TOL),
+    ]),
+    Component("lax.linalg.ormqr", onnx=["MatMul"], since="v0.8.0", testcases=[
+        Testcase("ormqr_left", _ormqr(True, False), [(5, 3), (3,), (5, 2)], **_TOL),
+        Testcase("ormqr_left_transpose", _ormqr(True, True), [("B", 5, 3), ("B", 3), ("B", 5, 2)], **_TOL),
+        Testcase("ormqr_right", _ormqr(False, False), [(5, 3), (3,), (2, 5)], **_TOL),
     ]),
 ]
