@@ -1,5 +1,5 @@
 """lax.linalg factorisations: ``lu``, ``lu_pivots_to_permutation``, ``cholesky``, ``qr``, ``geqrf``,
-``householder_product``, each one ONNX ``Loop`` over the columns (see :mod:`._matrix` for how a
+``householder_product``, ``hessenberg``, ``tridiagonal``, each one ONNX ``Loop`` over the columns (see :mod:`._matrix` for how a
 step touches row/column k of every batch element at once).
 
 - ``lu``: partial pivoting as LAPACK's getrf does it: the pivot is the first row of largest
@@ -12,6 +12,11 @@ step touches row/column k of every batch element at once).
   (dlarfg: ``beta = -sign(alpha) * norm``, ``tau = (beta - alpha) / beta``, ``v[0] = 1``; no
   reflection when the column below the diagonal is zero), so Q and R match LAPACK's signs, not
   only up to sign. ``qr`` forms Q by applying the reflections to the identity, last one first.
+- ``hessenberg`` (gehrd) and ``tridiagonal`` (sytrd): the same reflectors applied from both sides,
+  column k's reflector annihilating below the subdiagonal; outputs packed as LAPACK packs them
+  (the reduced matrix, reflectors below the subdiagonal, taus; sytrd leaves the triangle it does not
+  read as it was). ``tridiagonal(lower=False)`` is the lower reduction of the index-reversed matrix,
+  which is exactly the order and the reflectors sytrd's upper variant uses.
 """
 
 from __future__ import annotations
@@ -218,6 +223,96 @@ def _householder_product(ctx, a, taus, a_aval, n_cols):
     return q
 
 
+def _two_sided_reduce(ctx, a, a_aval):
+    """Householder reduction to upper Hessenberg form (tridiagonal for symmetric input):
+    ``(W, V, taus)`` with W the reduced matrix (zeros below the subdiagonal) and V the reflectors
+    stored below the subdiagonal (zeros elsewhere). W is kept clean below the subdiagonal so that a
+    reflector applied from the left leaves the finished columns exactly as they are."""
+    n, _ = mx.static_matrix_dims(ctx, a_aval, "the matrix")
+    batch = mx.batch_shape(a_aval)
+    dtype = np.dtype(a_aval.dtype)
+    rank = len(a_aval.shape)
+    k_steps = max(n - 1, 0)
+    taus0 = mx.expand_to(ctx, ctx.const(np.zeros(k_steps, dtype=dtype)), [*batch, k_steps])
+    v0 = ctx.op.Where(ctx.const(np.zeros((1,) * rank, dtype=bool)), a, 0.0)
+    if k_steps == 0:
+        return a, v0, taus0
+
+    def step(sub, k, w, vs, taus):
+        op = sub.op
+        rows_c, cols = mx.iota(sub, n, [n, 1]), mx.iota(sub, n)
+        col_k = op.Equal(cols, k)
+        k1 = op.Add(k, sub.i64(1))
+        x = mx.pick(sub, w, col_k, -1)  # [..., n, 1]
+        at, below = op.Equal(rows_c, k1), op.Greater(rows_c, k1)
+        alpha = mx.pick(sub, x, at, -2)
+        tail = op.Where(below, x, 0.0)
+        xnorm2 = op.ReduceSum(op.Mul(tail, tail), sub.i64([-2]), keepdims=1)
+        none = op.Equal(xnorm2, 0.0)
+        norm = op.Sqrt(op.Add(op.Mul(alpha, alpha), xnorm2))
+        beta = op.Where(op.Less(alpha, 0.0), norm, op.Neg(norm))
+        tau = op.Where(none, 0.0, op.Div(op.Sub(beta, alpha), op.Where(none, 1.0, beta)))
+        v = op.Where(at, 1.0, op.Div(tail, op.Where(none, 1.0, op.Sub(alpha, beta))))
+        vt = mx.swap_last_axes(sub, v, rank)
+        w = op.Sub(w, op.Mul(op.Mul(tau, v), op.MatMul(vt, w)))  # H W
+        w = op.Sub(w, op.Mul(op.MatMul(w, v), op.Mul(tau, vt)))  # (H W) H
+        new_col = op.Where(at, op.Where(none, alpha, beta), op.Where(below, 0.0, mx.pick(sub, w, col_k, -1)))
+        w = op.Where(col_k, new_col, w)
+        vs = op.Where(op.And(col_k, below), v, vs)
+        taus = op.Where(op.Equal(mx.iota(sub, k_steps), k), op.Squeeze(tau, sub.i64([-1])), taus)
+        return [w, vs, taus]
+
+    return mx.loop(ctx, k_steps, [(a, a_aval), (v0, a_aval), (taus0, mx.aval([*batch, k_steps], dtype))], step,
+                   "gehrd_step")
+
+
+def _below_subdiagonal(n):
+    return np.tril(np.ones((n, n), dtype=bool), -2)
+
+
+@lowerings.register("hessenberg")
+def lower_hessenberg(ctx, a):
+    mx.require_real(ctx)
+    a_aval = ctx.avals_in[0]
+    n, _ = mx.static_matrix_dims(ctx, a_aval, "the matrix")
+    w, vs, taus = _two_sided_reduce(ctx, a, a_aval)
+    return [ctx.op.Where(ctx.const(_below_subdiagonal(n)), vs, w), taus]
+
+
+def _reverse_matrix(ctx, x):
+    big = np.iinfo(np.int64).min
+    return ctx.op.Slice(x, ctx.i64([-1, -1]), ctx.i64([big, big]), ctx.i64([-2, -1]), ctx.i64([-1, -1]))
+
+
+def _reverse_last(ctx, x):
+    return ctx.op.Slice(x, ctx.i64([-1]), ctx.i64([np.iinfo(np.int64).min]), ctx.i64([-1]), ctx.i64([-1]))
+
+
+@lowerings.register("tridiagonal")
+def lower_tridiagonal(ctx, a):
+    mx.require_real(ctx)
+    a_aval = ctx.avals_in[0]
+    n, _ = mx.static_matrix_dims(ctx, a_aval, "the matrix")
+    rank = len(a_aval.shape)
+    lower = bool(ctx.params.get("lower", True))
+    op = ctx.op
+    tril = np.tril(np.ones((n, n), dtype=bool))
+    sym = op.Where(ctx.const(tril), a, mx.swap_last_axes(ctx, a, rank))  # sytrd reads the lower triangle
+    if not lower:  # the upper triangle, reversed: its lower reduction is sytrd's upper variant
+        sym = _reverse_matrix(ctx, op.Where(ctx.const(tril.T), a, mx.swap_last_axes(ctx, a, rank)))
+    w, vs, taus = _two_sided_reduce(ctx, sym, a_aval)
+    packed = op.Where(ctx.const(_below_subdiagonal(n)), vs, w)
+    eye, sub_diag = np.eye(n, dtype=bool), np.eye(n, k=-1, dtype=bool)
+    d = op.ReduceSum(op.Where(ctx.const(eye), w, 0.0), ctx.i64([-1]), keepdims=0)
+    e = op.ReduceSum(op.Where(ctx.const(sub_diag), w, 0.0), ctx.i64([-1]), keepdims=0)
+    e = op.Slice(e, ctx.i64([1]), ctx.i64([n]), ctx.i64([-1]))  # row i+1 holds e[i]
+    if lower:
+        return [op.Where(ctx.const(tril), packed, a), d, e, taus]
+    packed = _reverse_matrix(ctx, packed)
+    return [op.Where(ctx.const(tril.T), packed, a), _reverse_last(ctx, d), _reverse_last(ctx, e),
+            _reverse_last(ctx, taus)]
+
+
 @lowerings.register("geqrf")
 def lower_geqrf(ctx, a):
     mx.require_real(ctx)
@@ -295,6 +390,15 @@ def _qr(mode):
     return lambda x: jnp.linalg.qr(x, mode=mode)
 
 
+def _sym(rng, shape, dtype):
+    a = rng.standard_normal(shape)
+    return a + np.swapaxes(a, -1, -2)
+
+
+def _tridiagonal(lower):
+    return lambda a: lax.linalg.tridiagonal(a, lower=lower)
+
+
 components = [
     Component("lax.linalg.lu", onnx=["Loop", "ArgMax", "Where"], since="v0.8.0", testcases=[
         Testcase("lu", lax.linalg.lu, [(4, 4)], **_RNG_TOL),
@@ -328,5 +432,15 @@ components = [
         Testcase("qr_r_only", _qr("r"), [(2, 4, 4)], **_RNG_TOL),
         # any reflectors and taus are valid input to orgqr
         Testcase("householder_product", lax.linalg.householder_product, [("B", 5, 3), ("B", 3)], **_RNG_TOL),
+    ]),
+    Component("lax.linalg.hessenberg", onnx=["Loop", "MatMul"], since="v0.8.0", testcases=[
+        Testcase("hessenberg", lax.linalg.hessenberg, [(5, 5)], **_RNG_TOL),
+        Testcase("hessenberg_batched", lax.linalg.hessenberg, [("B", 4, 4)], **_RNG_TOL),
+    ]),
+    Component("lax.linalg.tridiagonal", onnx=["Loop", "MatMul"], since="v0.8.0", testcases=[
+        # the triangle not read is random, not symmetric: it must come back unchanged
+        Testcase("tridiagonal_lower", _tridiagonal(True), [(5, 5)], **_RNG_TOL),
+        Testcase("tridiagonal_upper", _tridiagonal(False), [("B", 4, 4)], **_RNG_TOL),
+        Testcase("tridiagonal_symmetric", _tridiagonal(True), [(4, 4)], input_generator=_sym, **_RNG_TOL),
     ]),
 ]
