@@ -8,7 +8,8 @@ onnxruntime, or in ``onnx.reference`` where onnxruntime has no kernel for an (op
 
 Quick profile (default session): ``JAX2ONNX_FUZZ_EXAMPLES`` examples (default 12), derandomized,
 so a run is reproducible. Long profile: ``nox -s fuzz`` (random seeds, many more examples).
-A failure prints the program; fixed failures become regular testcases in their pack.
+A failure prints the program. Findings not fixed yet are kept below as strict xfails (and random
+programs hitting them are passed over); fixed ones become regular testcases in their pack.
 """
 
 from __future__ import annotations
@@ -124,8 +125,8 @@ def _reduce(draw, a: Aval) -> Step | None:
     if a.kind == "b":
         name = draw(st.sampled_from(["any", "all"]))
     else:
-        # max/min over an empty axis has no value in JAX without an initial one.
-        empty = any(a.shape[i] == 0 for i in axes)
+        # max/min over an empty axis has no value in JAX without an initial one ("B" may be 0).
+        empty = any(a.shape[i] in (0, "B") for i in axes)
         name = draw(st.sampled_from(["sum", "prod"] if empty else ["sum", "prod", "max", "min"]))
     op = getattr(jnp, name)
     shape = tuple(d for i, d in enumerate(a.shape) if i not in axes)
@@ -309,10 +310,21 @@ _SETTINGS = settings(
 )
 
 
+#: Message fragments of the findings below (strict xfails, which fail once a finding is fixed):
+#: random programs that hit them are passed over, so both profiles look for new problems.
+KNOWN = [("Scan node", "Dimension 0 is 0"), ("ReduceMax is not defined for empty set",),
+         ("lowering of 'broadcast_in_dim'", "(a bug in that lowering)"), ("Invalid integer data type 'V'",)]
+
+
 @_SETTINGS
 @given(programs())
 def test_random_programs_match_jax(program):
-    _check(*program)
+    try:
+        _check(*program)
+    except Exception as exc:
+        if any(all(part in str(exc) for part in known) for known in KNOWN):
+            hypothesis.reject()
+        raise
 
 
 # Findings of the fuzzer that are not fixed yet, each the shrunk program it reported. They are
