@@ -25,6 +25,7 @@ plugin = PackModules(
         "linalg_eig",
         "linalg_misc",
         "total_order",
+        "lax_misc",
         "special_functions",
         "conv",
         "windows",
