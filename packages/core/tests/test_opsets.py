@@ -59,7 +59,9 @@ def test_docs_table_is_the_code_table():
         text = f.read()
     rows = dict(re.findall(r"^\|\s*(\d+)\s*\|\s*\d+\s*\|\s*([\d.]+)", text, flags=re.M))
     assert {int(k): v for k, v in rows.items()} == MIN_ONNXRUNTIME
-    for opset, v in rows.items():  # the IR column is what to_onnx writes
+    for opset, v in rows.items():  # the IR column is what to_onnx writes (with an onnx that knows the opset)
+        if int(opset) > max_opset():
+            continue
         ir = re.search(rf"^\|\s*{opset}\s*\|\s*(\d+)\s*\|", text, flags=re.M).group(1)
         assert int(ir) == ir_version(int(opset))
 
