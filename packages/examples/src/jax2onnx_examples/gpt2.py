@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import onnx
 from flax import nnx
-from jax2onnx.testing import Component, Testcase
+from jax2onnx.testing import Component, Testcase, Variant
 
 from ._common import module_list
 
@@ -85,7 +85,7 @@ def _token_ids(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype
     return rng.integers(0, VOCAB, size=shape).astype(dtype)
 
 
-def _tied_embedding_stored_once(model: onnx.ModelProto) -> None:
+def _tied_embedding_stored_once(model: onnx.ModelProto, variant: Variant) -> None:
     """The tied embedding table is one weight: no second (e.g. pre-transposed) copy in the model."""
     tables = [i.name for i in model.graph.initializer if int(np.prod(i.dims)) == VOCAB * D_MODEL]
     tables += [n.output[0] for n in model.graph.node

@@ -12,19 +12,9 @@ import numpy as np
 from flax import nnx
 from jax2onnx import allclose, to_onnx
 
-
-class MLP(nnx.Module):
-    """The quickstart model of the seed README (from the Flax docs)."""
-
-    def __init__(self, din: int, dmid: int, dout: int, *, rngs: nnx.Rngs):
-        self.linear1 = nnx.Linear(din, dmid, rngs=rngs)
-        self.dropout = nnx.Dropout(rate=0.1, rngs=rngs)
-        self.bn = nnx.BatchNorm(dmid, rngs=rngs)
-        self.linear2 = nnx.Linear(dmid, dout, rngs=rngs)
-
-    def __call__(self, x):
-        x = nnx.gelu(self.dropout(self.bn(self.linear1(x))))
-        return self.linear2(x)
+# The README's quickstart model (Linear, Dropout, BatchNorm, gelu, Linear, from the Flax docs),
+# defined once: beside the nnx pack's testcases that pin its graph to 4 nodes.
+from jax2onnx_nnx.cases.models import QuickstartMLP as MLP
 
 
 def main(output: str = "quickstart_mlp.onnx") -> int:

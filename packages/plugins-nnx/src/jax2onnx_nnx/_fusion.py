@@ -70,11 +70,6 @@ def call_module(
     return marked_call(mark, region, *inputs.values(), *[v for _, v in flat], operands=names, **static)
 
 
-def is_array(x: Any) -> bool:
-    """A JAX/numpy array or a tracer (anything that becomes an operand), not a Python scalar."""
-    return isinstance(x, (jax.Array, np.ndarray)) or hasattr(x, "aval")
-
-
 def static_bool(x: Any) -> bool | None:
     """``x`` as a Python bool when it is static (Python/numpy bool), else None (a traced flag)."""
     if isinstance(x, (bool, np.bool_)):
@@ -118,19 +113,6 @@ def one_output_like(ctx: Any, shape: Sequence[Any]) -> bool:
     """
     outs = ctx.avals_out
     return len(outs) == 1 and [str(d) for d in outs[0].shape] == [str(d) for d in shape]
-
-
-def cast_to(ctx: Any, v: ir.Value, dtype: Any) -> ir.Value:
-    """``v`` in ``dtype`` (a Cast only when it differs; on a weight, constant folding removes it)."""
-    want = ctx.onnx_dtype(dtype)
-    if v.type is not None and v.type.dtype == want:
-        return v
-    return ctx.op.Cast(v, to=int(want))
-
-
-def reshape_const(ctx: Any, v: ir.Value, shape: Sequence[int]) -> ir.Value:
-    """Reshape a weight to a static ``shape`` (folded into the initializer by constant folding)."""
-    return ctx.op.Reshape(v, ctx.const(np.asarray(list(shape), dtype=np.int64)))
 
 
 def const_array(v: ir.Value | None) -> np.ndarray | None:

@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 from flax import nnx
-from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.plugin import Lowerings, Patch, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_module, cast_to, is_array, one_output_like
-from ._testing import float32_ops, model
+from ._fusion import Operands, call_module, one_output_like
+from .cases.helpers import float32_ops, model
 
 lowerings = Lowerings()
 
@@ -45,7 +45,7 @@ def lower_prelu(ctx, *ins):
     # onnxruntime's PRelu is float32/float16 only.
     if dtype == np.float64 or "negative_slope" not in ops or not one_output_like(ctx, ops.shape("x")):
         return None
-    return ctx.op.PRelu(cast_to(ctx, ops["x"], dtype), cast_to(ctx, ops["negative_slope"], dtype))
+    return ctx.op.PRelu(ctx.cast(ops["x"], dtype), ctx.cast(ops["negative_slope"], dtype))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,11 +24,11 @@ import jax
 import numpy as np
 from flax import nnx
 from flax.nnx.nn import attention as _flax_attention
-from jax2onnx.plugin import Lowerings, Patch, marked_call
+from jax2onnx.plugin import Lowerings, Patch, is_array, marked_call
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_module, cast_to, const_array, is_array, one_output_like, reshape_const
-from ._testing import model
+from ._fusion import Operands, call_module, const_array, one_output_like
+from .cases.helpers import model
 
 lowerings = Lowerings()
 
@@ -135,10 +135,10 @@ patches = [
 def _additive_mask(ctx: Any, mask: Any | None, bias: Any | None, dtype: Any) -> Any | None:
     """Attention's ``attn_mask`` from flax's boolean mask and/or float bias (see module doc)."""
     if mask is None:
-        return None if bias is None else cast_to(ctx, bias, dtype)
+        return None if bias is None else ctx.cast(bias, dtype)
     keep = mask if mask.type is not None and mask.type.dtype == ctx.onnx_dtype(np.bool_) else ctx.cast(mask, np.bool_)
-    allowed = ctx.const(np.zeros((), dtype=dtype)) if bias is None else cast_to(ctx, bias, dtype)
-    masked = ctx.const(np.asarray(-0.7 * np.finfo(np.dtype(dtype)).max, dtype=dtype))
+    allowed = ctx.const(0, dtype) if bias is None else ctx.cast(bias, dtype)
+    masked = ctx.const(-0.7 * np.finfo(np.dtype(dtype)).max, dtype)
     return ctx.op.Where(keep, allowed, masked)
 
 
@@ -167,11 +167,11 @@ def lower_dot_product_attention(ctx, *ins):
         if name in ops and not _mask_fits(ops.shape(name)):
             return None
     dtype = ctx.avals_out[0].dtype
-    flat = ctx.const(np.array([0, 0, -1], dtype=np.int64))
-    q, k, v = (ctx.op.Reshape(cast_to(ctx, ops[n], dtype), flat) for n in ("q", "k", "v"))
+    flat = ctx.i64([0, 0, -1])
+    q, k, v = (ctx.op.Reshape(ctx.cast(ops[n], dtype), flat) for n in ("q", "k", "v"))
     attn_mask = _additive_mask(ctx, ops.get("mask"), ops.get("bias"), dtype)
     y = _attention(ctx, q, k, v, attn_mask, int(heads), int(kv_heads), ctx.marked.params["is_causal"])
-    return ctx.op.Reshape(y, ctx.const(np.array([0, 0, int(heads), int(depth_v)], dtype=np.int64)))
+    return ctx.op.Reshape(y, ctx.i64([0, 0, int(heads), int(depth_v)]))
 
 
 def _projection(ops: Operands, name: str) -> tuple[np.ndarray | None, np.ndarray | None, tuple[int, ...]]:
@@ -202,20 +202,20 @@ def lower_multi_head_attention(ctx, *ins):
     widths = [heads * depth, kv_heads * depth, kv_heads * depth_v]
 
     def flat_kernel(name: str, width: int) -> Any:
-        kernel = cast_to(ctx, ops[f"{name}/kernel"], dtype)
-        return reshape_const(ctx, kernel, [ops.shape(f"{name}/kernel")[0], width])
+        kernel = ctx.cast(ops[f"{name}/kernel"], dtype)
+        return ctx.op.Reshape(kernel, ctx.i64([ops.shape(f"{name}/kernel")[0], width]))
 
     def flat_bias(name: str, width: int) -> Any | None:
         if f"{name}/bias" not in ops:
             return None
-        return reshape_const(ctx, cast_to(ctx, ops[f"{name}/bias"], dtype), [width])
+        return ctx.op.Reshape(ctx.cast(ops[f"{name}/bias"], dtype), ctx.i64([width]))
 
     def project(x: Any, name: str, width: int) -> Any:
         y = ctx.op.MatMul(x, flat_kernel(name, width))
         b = flat_bias(name, width)
         return y if b is None else ctx.op.Add(y, b)
 
-    x_q = cast_to(ctx, ops["q"], dtype)
+    x_q = ctx.cast(ops["q"], dtype)
     consts = [_projection(ops, n) for n in names[:3]]
     # Self-attention with constant weights: one MatMul (+ Add) on the concatenated Q|K|V weights.
     fused = (
@@ -231,10 +231,10 @@ def lower_multi_head_attention(ctx, *ins):
             biases = [b.reshape(w).astype(dtype) if b is not None else np.zeros(w, dtype)
                       for (_, b, _), w in zip(consts, widths, strict=True)]
             qkv = ctx.op.Add(qkv, ctx.const(np.concatenate(biases)))
-        q, k, v = ctx.op.Split(qkv, ctx.const(np.array(widths, dtype=np.int64)), axis=-1, _outputs=3)
+        q, k, v = ctx.op.Split(qkv, ctx.i64(widths), axis=-1, _outputs=3)
     else:
-        x_k = cast_to(ctx, ops["k"], dtype) if "k" in ops else x_q
-        x_v = cast_to(ctx, ops["v"], dtype) if "v" in ops else x_k
+        x_k = ctx.cast(ops["k"], dtype) if "k" in ops else x_q
+        x_v = ctx.cast(ops["v"], dtype) if "v" in ops else x_k
         q = project(x_q, "query", widths[0])
         k = project(x_k, "key", widths[1])
         v = project(x_v, "value", widths[2])
@@ -246,9 +246,9 @@ def lower_multi_head_attention(ctx, *ins):
 def _out_projection(ctx: Any, ops: Operands, y: Any, dtype: Any, width: int) -> Any:
     """The output LinearGeneral ((heads, depth) → features) as one MatMul (+ Add) on (B, S, heads*depth)."""
     out = ops.shape("out/kernel")[-1]
-    kernel = reshape_const(ctx, cast_to(ctx, ops["out/kernel"], dtype), [width, out])
+    kernel = ctx.op.Reshape(ctx.cast(ops["out/kernel"], dtype), ctx.i64([width, out]))
     y = ctx.op.MatMul(y, kernel)
-    return ctx.op.Add(y, cast_to(ctx, ops["out/bias"], dtype)) if "out/bias" in ops else y
+    return ctx.op.Add(y, ctx.cast(ops["out/bias"], dtype)) if "out/bias" in ops else y
 
 
 # ---------------------------------------------------------------------------------------------

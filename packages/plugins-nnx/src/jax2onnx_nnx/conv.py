@@ -19,23 +19,21 @@ from typing import Any
 import jax
 import numpy as np
 from flax import nnx
-from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.plugin import Lowerings, Patch, is_array
 from jax2onnx.testing import Component, Testcase
 
 from ._fusion import (
     Operands,
     call_module,
-    cast_to,
     const_array,
     find_eqns,
-    is_array,
     one_output_like,
     region_body,
     static_ints,
     to_nchw,
     to_nhwc,
 )
-from ._testing import float32_ops, model
+from .cases.helpers import float32_ops, model
 
 lowerings = Lowerings()
 
@@ -145,10 +143,10 @@ def lower_conv(ctx, *ins):
         attrs["auto_pad"] = _auto_pad(ctx.marked.params["padding_mode"])
         if attrs["auto_pad"] is None:
             return None
-    kernel = ctx.op.Transpose(cast_to(ctx, ops["kernel"], dtype), perm=[n + 1, n, *range(n)])  # HWIO → OIHW
-    bias = cast_to(ctx, ops["bias"], dtype) if "bias" in ops else None
+    kernel = ctx.op.Transpose(ctx.cast(ops["kernel"], dtype), perm=[n + 1, n, *range(n)])  # HWIO → OIHW
+    bias = ctx.cast(ops["bias"], dtype) if "bias" in ops else None
     y = ctx.op.Conv(
-        to_nchw(ctx, cast_to(ctx, ops["x"], dtype), rank), kernel, bias,
+        to_nchw(ctx, ctx.cast(ops["x"], dtype), rank), kernel, bias,
         strides=[int(s) for s in eqn.params["window_strides"]],
         dilations=[int(d) for d in eqn.params["rhs_dilation"]],
         group=int(eqn.params["feature_group_count"]),
@@ -171,12 +169,12 @@ def _transposed_kernel(ctx: Any, ops: Operands, dtype: Any, n: int, transpose_ke
         if not transpose_kernel:
             w = w[(slice(None), slice(None), *[slice(None, None, -1)] * n)]
         return ctx.const(np.ascontiguousarray(w).astype(dtype))
-    w = ctx.op.Transpose(cast_to(ctx, ops["kernel"], dtype), perm=perm)
+    w = ctx.op.Transpose(ctx.cast(ops["kernel"], dtype), perm=perm)
     if transpose_kernel:
         return w
-    ends = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    return ctx.op.Slice(w, ctx.const(np.full(n, -1, np.int64)), ctx.const(ends),
-                        ctx.const(np.arange(2, n + 2, dtype=np.int64)), ctx.const(np.full(n, -1, np.int64)))
+    # every spatial axis reversed: starts -1, ends "past the front", steps -1
+    reverse = ctx.i64([-1] * n)
+    return ctx.op.Slice(w, reverse, ctx.i64([np.iinfo(np.int64).min] * n), ctx.i64(range(2, n + 2)), reverse)
 
 
 @lowerings.register_call(CONV_TRANSPOSE)
@@ -207,9 +205,9 @@ def lower_conv_transpose(ctx, *ins):
         ends.append(max(end, 0))
         extra.append(max(-end, 0))
     kernel = _transposed_kernel(ctx, ops, dtype, n, ctx.marked.params["transpose_kernel"])
-    bias = cast_to(ctx, ops["bias"], dtype) if "bias" in ops else None
+    bias = ctx.cast(ops["bias"], dtype) if "bias" in ops else None
     y = ctx.op.ConvTranspose(
-        to_nchw(ctx, cast_to(ctx, ops["x"], dtype), rank), kernel, bias,
+        to_nchw(ctx, ctx.cast(ops["x"], dtype), rank), kernel, bias,
         strides=[int(s) for s in eqn.params["lhs_dilation"]],
         dilations=dilation,
         pads=begins + ends,

@@ -11,11 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.plugin import Lowerings, Patch, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_module, cast_to, is_array, one_output_like
-from ._testing import param_dtype
+from ._fusion import Operands, call_module, one_output_like
+from .cases.helpers import param_dtype
 
 lowerings = Lowerings()
 
@@ -62,7 +62,7 @@ def lower_embed(ctx, *ins):
     table = ops.shape("embedding")
     if not one_output_like(ctx, (*ops.shape("ids"), table[-1])):
         return None
-    return ctx.op.Gather(cast_to(ctx, ops["embedding"], ctx.avals_out[0].dtype), ops["ids"], axis=0)
+    return ctx.op.Gather(ctx.cast(ops["embedding"], ctx.avals_out[0].dtype), ops["ids"], axis=0)
 
 
 @lowerings.register_call(ATTEND)
@@ -71,8 +71,8 @@ def lower_attend(ctx, *ins):
     if not one_output_like(ctx, (*ops.shape("query")[:-1], ops.shape("embedding")[0])):
         return None
     dtype = ctx.avals_out[0].dtype
-    table_t = ctx.op.Transpose(cast_to(ctx, ops["embedding"], dtype), perm=[1, 0])
-    return ctx.op.MatMul(cast_to(ctx, ops["query"], dtype), table_t)
+    table_t = ctx.op.Transpose(ctx.cast(ops["embedding"], dtype), perm=[1, 0])
+    return ctx.op.MatMul(ctx.cast(ops["query"], dtype), table_t)
 
 
 def _embed(n: int, features: int):

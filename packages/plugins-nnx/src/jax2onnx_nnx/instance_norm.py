@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 from flax import nnx
-from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.plugin import Lowerings, Patch, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_module, cast_to, is_array, one_output_like, to_nchw, to_nhwc
-from ._testing import float32_ops, model
+from ._fusion import Operands, call_module, one_output_like, to_nchw, to_nhwc
+from .cases.helpers import float32_ops, model
 from .normalization import _axes, _param, _plain_call
 
 lowerings = Lowerings()
@@ -46,7 +46,7 @@ def lower_instance_norm(ctx, *ins):
     if dtype not in _DTYPES or not one_output_like(ctx, shape) or len(feat) != 1 or feat[0] not in (1, rank - 1):
         return None
     channels = shape[feat[0]]
-    x = cast_to(ctx, ops["x"], dtype)
+    x = ctx.cast(ops["x"], dtype)
     scale = _param(ctx, ops, "scale", [channels], dtype, 1.0)
     bias = _param(ctx, ops, "bias", [channels], dtype, 0.0)
     channels_last = feat[0] != 1

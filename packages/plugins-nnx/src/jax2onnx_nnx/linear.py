@@ -16,11 +16,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.plugin import Lowerings, Patch, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_module, cast_to, const_array, is_array, one_output_like, reshape_const
-from ._testing import model
+from ._fusion import Operands, call_module, const_array, one_output_like
+from .cases.helpers import model
 
 lowerings = Lowerings()
 
@@ -135,8 +135,8 @@ def lower_linear(ctx, *ins):
     if not one_output_like(ctx, out_shape):
         return None
     dtype = ctx.avals_out[0].dtype
-    bias = cast_to(ctx, ops["bias"], dtype) if "bias" in ops else None
-    return matmul_bias(ctx, cast_to(ctx, ops["x"], dtype), cast_to(ctx, ops["kernel"], dtype), bias, len(x_shape))
+    bias = ctx.cast(ops["bias"], dtype) if "bias" in ops else None
+    return matmul_bias(ctx, ctx.cast(ops["x"], dtype), ctx.cast(ops["kernel"], dtype), bias, len(x_shape))
 
 
 @lowerings.register_call(LINEAR_GENERAL)
@@ -152,20 +152,20 @@ def lower_linear_general(ctx, *ins):
         return None
     n_in, n_out = math.prod(in_f), math.prod(out_f)
     dtype = ctx.avals_out[0].dtype
-    x = cast_to(ctx, ops["x"], dtype)
+    x = ctx.cast(ops["x"], dtype)
     if len(axes) != 1:
-        x = ctx.op.Reshape(x, ctx.const(np.array([0] * lead + [-1], dtype=np.int64)))
-    kernel = cast_to(ctx, ops["kernel"], dtype)
+        x = ctx.op.Reshape(x, ctx.i64([0] * lead + [-1]))
+    kernel = ctx.cast(ops["kernel"], dtype)
     if ops.shape("kernel") != (n_in, n_out):
-        kernel = reshape_const(ctx, kernel, [n_in, n_out])
+        kernel = ctx.op.Reshape(kernel, ctx.i64([n_in, n_out]))
     bias = None
     if "bias" in ops:
-        bias = cast_to(ctx, ops["bias"], dtype)
+        bias = ctx.cast(ops["bias"], dtype)
         if ops.shape("bias") != (n_out,):
-            bias = reshape_const(ctx, bias, [n_out])
+            bias = ctx.op.Reshape(bias, ctx.i64([n_out]))
     y = matmul_bias(ctx, x, kernel, bias, lead + 1)
     if len(out_f) != 1:
-        y = ctx.op.Reshape(y, ctx.const(np.array([0] * lead + list(out_f), dtype=np.int64)))
+        y = ctx.op.Reshape(y, ctx.i64([0] * lead + list(out_f)))
     return y
 
 
@@ -176,9 +176,9 @@ def lower_einsum(ctx, *ins):
     if len(ctx.avals_out) != 1:
         return None
     dtype = ctx.avals_out[0].dtype
-    y = ctx.op.Einsum(cast_to(ctx, ops["x"], dtype), cast_to(ctx, ops["kernel"], dtype), equation=p["equation"])
+    y = ctx.op.Einsum(ctx.cast(ops["x"], dtype), ctx.cast(ops["kernel"], dtype), equation=p["equation"])
     if "bias" in ops and p["bias_shape"] is not None:
-        y = ctx.op.Add(y, reshape_const(ctx, cast_to(ctx, ops["bias"], dtype), p["bias_shape"]))
+        y = ctx.op.Add(y, ctx.op.Reshape(ctx.cast(ops["bias"], dtype), ctx.i64(p["bias_shape"])))
     return y
 
 
@@ -189,8 +189,8 @@ def lower_lora(ctx, *ins):
     if not one_output_like(ctx, (*x_shape[:-1], ops.shape("lora_b")[-1])):
         return None
     dtype = ctx.avals_out[0].dtype
-    a, b = cast_to(ctx, ops["lora_a"], dtype), cast_to(ctx, ops["lora_b"], dtype)
-    return ctx.op.MatMul(ctx.op.MatMul(cast_to(ctx, ops["x"], dtype), a), b)
+    a, b = ctx.cast(ops["lora_a"], dtype), ctx.cast(ops["lora_b"], dtype)
+    return ctx.op.MatMul(ctx.op.MatMul(ctx.cast(ops["x"], dtype), a), b)
 
 
 @lowerings.register_call(LORA_LINEAR)
@@ -200,16 +200,16 @@ def lower_lora_linear(ctx, *ins):
     if not one_output_like(ctx, (*x_shape[:-1], ops.shape("kernel")[-1])) or "lora/lora_a" not in ops:
         return None
     dtype = ctx.avals_out[0].dtype
-    x = cast_to(ctx, ops["x"], dtype)
-    bias = cast_to(ctx, ops["bias"], dtype) if "bias" in ops else None
+    x = ctx.cast(ops["x"], dtype)
+    bias = ctx.cast(ops["bias"], dtype) if "bias" in ops else None
     w, a, b = (const_array(ops[n]) for n in ("kernel", "lora/lora_a", "lora/lora_b"))
     if w is not None and a is not None and b is not None:
         wide = np.result_type(w, a, b, np.dtype(dtype))
         merged = w.astype(wide) + a.astype(wide) @ b.astype(wide)
         return matmul_bias(ctx, x, ctx.const(merged.astype(dtype)), bias, len(x_shape))
-    base = matmul_bias(ctx, x, cast_to(ctx, ops["kernel"], dtype), bias, len(x_shape))
-    low_rank = ctx.op.MatMul(ctx.op.MatMul(x, cast_to(ctx, ops["lora/lora_a"], dtype)),
-                             cast_to(ctx, ops["lora/lora_b"], dtype))
+    base = matmul_bias(ctx, x, ctx.cast(ops["kernel"], dtype), bias, len(x_shape))
+    low_rank = ctx.op.MatMul(ctx.op.MatMul(x, ctx.cast(ops["lora/lora_a"], dtype)),
+                             ctx.cast(ops["lora/lora_b"], dtype))
     return ctx.op.Add(base, low_rank)
 
 
@@ -226,7 +226,7 @@ def _lg(in_f, out_f, **kw):
 
 def _lora_linear():
     m = nnx.LoRALinear(6, 4, lora_rank=2, rngs=_rngs())
-    from ._testing import randomized
+    from .cases.helpers import randomized
 
     return randomized(m, 1, **_SIGNED)
 

@@ -12,22 +12,11 @@ from typing import Any
 
 import numpy as np
 from flax import nnx
-from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.plugin import Lowerings, Patch, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import (
-    Operands,
-    call_module,
-    cast_to,
-    const_array,
-    find_eqns,
-    is_array,
-    one_output_like,
-    region_body,
-    reshape_const,
-    static_bool,
-)
-from ._testing import model
+from ._fusion import Operands, call_module, const_array, find_eqns, one_output_like, region_body, static_bool
+from .cases.helpers import model
 
 lowerings = Lowerings()
 
@@ -137,8 +126,8 @@ def _param(ctx: Any, ops: Operands, name: str, shape: list[Any], dtype: Any, def
     v = ops.get(name)
     if v is None:
         return None if default is None else ctx.const(np.full(shape, default, dtype=dtype))
-    v = cast_to(ctx, v, dtype)
-    return v if list(ops.shape(name)) == list(shape) else reshape_const(ctx, v, shape)
+    v = ctx.cast(v, dtype)
+    return v if list(ops.shape(name)) == list(shape) else ctx.op.Reshape(v, ctx.i64(shape))
 
 
 def _trailing_norm(ctx: Any, ins: tuple, with_bias: bool) -> tuple[Any, ...] | None:
@@ -158,7 +147,7 @@ def _trailing_norm(ctx: Any, ins: tuple, with_bias: bool) -> tuple[Any, ...] | N
     wshape = [shape[a] if a in feat else 1 for a in range(start, rank)]
     if any(not isinstance(d, (int, np.integer)) for d in wshape):
         return None
-    x = cast_to(ctx, ops["x"], dtype)
+    x = ctx.cast(ops["x"], dtype)
     scale = _param(ctx, ops, "scale", wshape, dtype, 1.0)
     bias = _param(ctx, ops, "bias", wshape, dtype, None) if with_bias else None
     return x, scale, bias, start
@@ -203,7 +192,7 @@ def lower_batch_norm(ctx, *ins):
         return None
     channels = shape[axis]
     dtype = ctx.avals_out[0].dtype
-    x = cast_to(ctx, ops["x"], dtype)
+    x = ctx.cast(ops["x"], dtype)
     scale = _param(ctx, ops, "scale", [channels], dtype, 1.0)
     bias = _param(ctx, ops, "bias", [channels], dtype, 0.0)
     mean = _param(ctx, ops, "mean", [channels], dtype, 0.0)
@@ -260,7 +249,7 @@ def lower_group_norm(ctx, *ins):
         return None
     channels = shape[-1]
     dtype = ctx.avals_out[0].dtype
-    x = cast_to(ctx, ops["x"], dtype)
+    x = ctx.cast(ops["x"], dtype)
     scale = _param(ctx, ops, "scale", [channels], dtype, 1.0)
     bias = _param(ctx, ops, "bias", [channels], dtype, 0.0)
     if rank > 2:

@@ -14,7 +14,7 @@ plugin = PackModules(
         "attention",
         "activations",
         "instance_norm",
-        "models",
+        "cases.models",
         "module_state",
     ],
 )

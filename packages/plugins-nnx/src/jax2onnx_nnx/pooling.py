@@ -16,11 +16,11 @@ from typing import Any
 import jax
 import numpy as np
 from flax import nnx
-from jax2onnx.plugin import Lowerings, Patch, marked_call
+from jax2onnx.plugin import Lowerings, Patch, is_array, marked_call
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import is_array, static_ints, to_nchw, to_nhwc
-from ._testing import float32_ops
+from ._fusion import static_ints, to_nchw, to_nhwc
+from .cases.helpers import float32_ops
 
 lowerings = Lowerings()
 

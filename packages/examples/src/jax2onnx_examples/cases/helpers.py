@@ -1,14 +1,17 @@
-"""``check=`` callables for the ONNX-function examples: which functions exist and how often they are called."""
+"""``check=`` callables of the examples' testcases, all ``(model, variant)``: which ONNX functions
+exist and how often they are called, runtime flags as graph inputs."""
 
 from __future__ import annotations
 
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import onnx
 from jax2onnx.functions import FUNCTION_DOMAIN
+from jax2onnx.testing import Variant
+
+Check = Callable[[onnx.ModelProto, Variant], None]
 
 
 def base_name(name: str) -> str:
@@ -24,11 +27,11 @@ def _call_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     return nodes
 
 
-def expect_functions(functions: Mapping[str, int], calls: Mapping[str, int] | None = None) -> Callable[[Any], None]:
+def expect_functions(functions: Mapping[str, int], calls: Mapping[str, int] | None = None) -> Check:
     """Check that the model defines ``functions`` (base name → number of distinct FunctionProtos)
     and, if given, that each base name is called ``calls[name]`` times in total."""
 
-    def check(model: onnx.ModelProto) -> None:
+    def check(model: onnx.ModelProto, variant: Variant) -> None:
         defined = Counter(base_name(f.name) for f in model.functions)
         assert dict(defined) == dict(functions), f"functions defined: {dict(defined)}, expected {dict(functions)}"
         assert all(f.domain == FUNCTION_DOMAIN for f in model.functions), [f.domain for f in model.functions]
@@ -46,34 +49,19 @@ def expect_functions(functions: Mapping[str, int], calls: Mapping[str, int] | No
     return check
 
 
-def expect_ops_in_float32(*ops: str) -> Callable[[Any], None]:
-    """``ops`` must appear in float32 exports; float64 ones may route around them (onnxruntime has
-    no double kernel for e.g. ``Conv``, so the lax pack lowers float64 convolutions differently)."""
-
-    def check(model: onnx.ModelProto) -> None:
-        if model.graph.output[0].type.tensor_type.elem_type != onnx.TensorProto.FLOAT:
-            return
-        from jax2onnx.testing.runner import op_types
-
-        missing = [op for op in ops if op not in op_types(model)]
-        assert not missing, f"float32 export lacks {missing}"
-
-    return check
-
-
-def expect_bool_input(name: str) -> Callable[[Any], None]:
+def expect_bool_input(name: str) -> Check:
     """A runtime call parameter (``input_params``) must be a bool graph input of that name."""
 
-    def check(model: onnx.ModelProto) -> None:
+    def check(model: onnx.ModelProto, variant: Variant) -> None:
         inputs = {i.name: i.type.tensor_type.elem_type for i in model.graph.input}
         assert inputs.get(name) == onnx.TensorProto.BOOL, f"no bool graph input {name!r}: {inputs}"
 
     return check
 
 
-def all_of(*checks: Callable[[Any], None]) -> Callable[[Any], None]:
-    def check(model: onnx.ModelProto) -> None:
+def all_of(*checks: Check) -> Check:
+    def check(model: onnx.ModelProto, variant: Variant) -> None:
         for c in checks:
-            c(model)
+            c(model, variant)
 
     return check

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax2onnx.testing import Component, Testcase
 
-from ._testing import float32_ops, model
+from .helpers import float32_ops, model
 
 _rngs = lambda: nnx.Rngs(0)  # noqa: E731
 _FLAX_VERSION = tuple(int(p) for p in flax.__version__.split(".")[:2])
