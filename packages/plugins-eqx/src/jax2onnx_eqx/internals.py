@@ -1,0 +1,168 @@
+"""Equinox's internal primitives, and its runtime error checks.
+
+Code built on Equinox (its own ``while_loop``, diffrax, optimistix, lineax) binds a handful of
+primitives JAX does not know. Exported, outside ``vmap`` they are:
+
+- ``unvmap_any`` / ``unvmap_all``: "any/all of every element, batch included" → a count of the
+  true (false) elements compared with 0 (an empty input gives False / True, as in JAX);
+- ``unvmap_max``: the maximum over every element → ``ReduceMax``;
+- ``nonbatchable``, ``nontraceable``: the identity (they only assert at trace time);
+- ``select_if_vmap``: ``Where(pred, x, y)`` (unbatched its predicate is true, so this is ``x``, but
+  ``Where`` keeps the graph right whatever the predicate).
+
+Runtime checks (``eqx.error_if``, ``eqx.branched_error_if``, and everything built on them, which is
+where equinox's ``pure_callback`` error raising lives) are **dropped** from the graph: ONNX has no
+way to raise, and a graph that returned NaN or an extra flag instead would compute something the
+JAX function does not. A check whose predicate is known while tracing to be true fails the export (JAX
+would raise on every call); a check on traced values leaves no node, and the exported model
+returns what JAX returns whenever the check passes. Validate inputs before calling the model if the
+checks matter at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import equinox.internal as eqxi
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax2onnx import compat
+from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.testing import Component, Testcase
+
+from ._testing import model
+
+lowerings = Lowerings()
+
+
+@lowerings.register("unvmap_any")
+def lower_unvmap_any(ctx, x):
+    count = ctx.op.ReduceSum(ctx.cast(ctx.cast(x, np.bool_), np.int64), keepdims=0)
+    return ctx.op.Greater(count, ctx.i64(0))
+
+
+@lowerings.register("unvmap_all")
+def lower_unvmap_all(ctx, x):
+    failing = ctx.op.ReduceSum(ctx.cast(ctx.op.Not(ctx.cast(x, np.bool_)), np.int64), keepdims=0)
+    return ctx.op.Equal(failing, ctx.i64(0))
+
+
+@lowerings.register("unvmap_max", dtypes=[np.int32, np.int64, np.float32, np.float64])
+def lower_unvmap_max(ctx, x):
+    if len(ctx.avals_in[0].shape) == 0:
+        return ctx.op.Identity(x)
+    return ctx.op.ReduceMax(x, keepdims=0)
+
+
+@lowerings.register("nonbatchable", "nontraceable")
+def lower_identity(ctx, x):
+    return ctx.op.Identity(x)
+
+
+@lowerings.register("select_if_vmap")
+def lower_select_if_vmap(ctx, pred, x, y):
+    return ctx.op.Where(ctx.cast(pred, np.bool_), x, y)
+
+
+def _patch_error_if(original):
+    """``equinox._errors.branched_error_if_impl_jit``, through which every error check runs."""
+
+    def branched_error_if_impl_jit(x, pred, index, msgs, *args, **kwargs):
+        traced = any(compat.is_tracer(leaf) for leaf in jax.tree_util.tree_leaves((pred, index)))
+        if not traced and bool(np.any(np.asarray(pred))):
+            # Known while tracing to fail for every input: JAX would raise on every call, so
+            # the export fails now rather than produce a model that silently never checks.
+            which = int(np.max(np.asarray(index)))
+            raise ValueError(f"an equinox check fails for every input: {msgs[which]}")
+        return x  # passes for every input, or a runtime check: dropped (see the module docstring)
+
+    return branched_error_if_impl_jit
+
+
+patches = [Patch("equinox._errors", "branched_error_if_impl_jit", _patch_error_if)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+
+def _any_all(x):
+    return eqxi.unvmap_any(x > 0.5), eqxi.unvmap_all(x > -3.0)
+
+
+def _checked(x):
+    """A computation guarded as library code guards it: the checks leave no node."""
+    x = eqx.error_if(x, jnp.any(jnp.isnan(x)), "NaN input")
+    y = jnp.tanh(x) * 2.0
+    return eqx.branched_error_if(y, jnp.abs(y) > 5.0, jnp.int32(0), ["out of range"])
+
+
+def _loop(kind):
+    """equinox's own while_loop (as diffrax uses it): nonbatchable, unvmap_any, select_if_vmap."""
+
+    def run(x):
+        def body(carry):
+            i, v = carry
+            return i + 1, v * 0.5 + jnp.sin(v)
+
+        return eqxi.while_loop(lambda c: c[0] < 4, body, (jnp.int32(0), x), max_steps=6, kind=kind)[1]
+
+    return run
+
+
+def _scaled_mlp(key):
+    return eqx.nn.MLP(4, 3, 8, 2, key=key)
+
+
+components = [
+    Component(
+        name="eqx.unvmap",
+        onnx=["ReduceSum", "ReduceMax", "Greater", "Equal"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("eqx_unvmap_any_all", _any_all, [("B", 3)], expected_ops=["ReduceSum"]),
+            # Under vmap the predicate is reduced over the batch too: one answer for all members.
+            Testcase("eqx_unvmap_any_vmapped", jax.vmap(lambda x: x * eqxi.unvmap_any(x > 1.0)), [("B", 3)],
+                     expected_ops=["ReduceSum"]),
+            Testcase("eqx_unvmap_max", lambda n: eqxi.unvmap_max(n) + n,
+                     [jax.ShapeDtypeStruct(("B", 4), np.int32)], expected_ops=["ReduceMax"]),
+            Testcase("eqx_unvmap_any_empty", lambda x: eqxi.unvmap_any(x > 0.0), [(0, 3)],
+                     expected_ops=["ReduceSum"]),
+        ],
+    ),
+    Component(
+        name="eqx.internal_primitives",
+        onnx=["Identity", "Where", "Loop"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("eqx_nonbatchable", lambda x: eqxi.nonbatchable(x) * 2.0, [("B", 3)]),
+            Testcase("eqx_while_loop_checkpointed", _loop("checkpointed"), [("B", 3)], expected_ops=["Where"]),
+            Testcase("eqx_while_loop_bounded", _loop("bounded"), [("B", 3)]),
+            Testcase("eqx_while_loop_lax", _loop("lax"), [("B", 3)]),
+        ],
+    ),
+    Component(
+        name="eqx.error_if",
+        onnx=[],
+        since="v0.7.0",
+        description="runtime checks dropped: no node (trace-time-known failures still raise)",
+        testcases=[
+            Testcase("eqx_error_if_dropped", _checked, [("B", 5)], forbidden_ops=["If"], max_nodes=3),
+            Testcase("eqx_error_if_vmapped", jax.vmap(_checked), [("B", 5)], forbidden_ops=["If"], max_nodes=3),
+        ],
+    ),
+    Component(
+        name="eqx.filter_transforms",
+        onnx=["MatMul", "Add"],
+        since="v0.7.0",
+        description="eqx.filter_jit and eqx.filter_vmap are transparent",
+        testcases=[
+            Testcase("eqx_filter_jit", factory=model(_scaled_mlp, wrap=eqx.filter_jit), input_shapes=[(4,)],
+                     expected_ops=["MatMul"]),
+            Testcase("eqx_filter_vmap", factory=model(_scaled_mlp, wrap=eqx.filter_vmap), input_shapes=[("B", 4)],
+                     expected_ops=["MatMul"]),
+        ],
+    ),
+]
