@@ -1,5 +1,7 @@
-"""The remaining lax primitives: generic ``reduce``, ``approx_top_k``, and the sharding primitives of
-a one-device program (``sharding_constraint``, ``reshard``, ``mesh_cast``, ``pvary``, ``shard_map``).
+"""The remaining lax primitives: generic ``reduce``, ``approx_top_k``, ``mulhi``, the wrappers around a
+jaxpr (``composite``, ``eval_jaxpr``: inlined; ``stage``, ``tie``, ``dce_sink``: identities or
+nothing), and the sharding primitives of a one-device program (``sharding_constraint``,
+``reshard``, ``mesh_cast``, ``pvary``, ``shard_map``).
 
 - ``reduce`` with a custom computation: when every output of the computation is one monoid
   primitive of its own pair of operands (add, mul, max, min, and, or: what ``lax.reduce`` with a
@@ -11,6 +13,10 @@ a one-device program (``sharding_constraint``, ``reshard``, ``mesh_cast``, ``pva
   XLA's CPU backend does.
 - ``approx_top_k``: off TPU JAX computes it exactly (sort and slice), so it is ``TopK`` with the
   output's k along the reduction dimension (lower index first among equal values, as a stable sort).
+- ``mulhi``: the high half of the double-width product. Up to 32 bits it is the exact product in
+  int64/uint64 shifted down (a floor division for signed operands); 64-bit operands are split into
+  32-bit halves (four partial products in uint64 and a carry), with the signed correction
+  ``- (x < 0 ? y : 0) - (y < 0 ? x : 0)`` in wrapping arithmetic.
 - Sharding annotations are identities for a one-device model; ``shard_map`` over a one-device mesh
   is its body inlined. A mesh of several devices is declined with an error naming it: a single ONNX
   graph has no devices to shard over.
@@ -143,6 +149,74 @@ def lower_shard_map(ctx, *args):
     return ctx.lower_jaxpr(compat.ClosedJaxpr(ctx.params["jaxpr"], ()), list(args))
 
 
+def _closed(j):
+    return j if hasattr(j, "consts") else compat.ClosedJaxpr(j, ())
+
+
+@lowerings.register("composite")
+def lower_composite(ctx, *args):
+    """A named region (``lax.composite``): its decomposition, inlined."""
+    return ctx.lower_jaxpr(_closed(ctx.params["jaxpr"]), list(args))
+
+
+@lowerings.register("eval_jaxpr")
+def lower_eval_jaxpr(ctx, *args):
+    return ctx.lower_jaxpr(_closed(ctx.params["jaxpr"]), list(args))
+
+
+@lowerings.register("stage")
+def lower_stage(ctx, x):
+    return ctx.op.Identity(x)
+
+
+@lowerings.register("tie")
+def lower_tie(ctx, _x, y):
+    """``tie(x, y)`` is ``y`` (x only orders the computation, which a dataflow graph need not)."""
+    return ctx.op.Identity(y)
+
+
+@lowerings.register("dce_sink")
+def lower_dce_sink(ctx, *_xs):
+    """Keeps a value alive in XLA; an ONNX graph has no outputs for it."""
+    return []
+
+
+@lowerings.register("mulhi")
+def lower_mulhi(ctx, x, y):
+    dtype = np.dtype(ctx.avals_in[0].dtype)
+    op = ctx.op
+    bits = dtype.itemsize * 8
+    if bits <= 32:
+        wide = np.dtype(np.int64) if dtype.kind == "i" else np.dtype(np.uint64)
+        prod = op.Mul(ctx.cast(x, wide), ctx.cast(y, wide))
+        if dtype.kind == "u":
+            hi = op.BitShift(prod, np.asarray(bits, wide), direction="RIGHT")
+        else:  # floor(prod / 2**bits): Mod with a positive divisor is non-negative (fmod=0)
+            scale = np.asarray(1 << bits, wide)
+            hi = op.Div(op.Sub(prod, op.Mod(prod, scale)), scale)
+        return ctx.cast(hi, dtype)
+    u64 = np.dtype(np.uint64)
+    xu, yu = ctx.cast(x, u64), ctx.cast(y, u64)
+    mask, shift = np.asarray(0xFFFFFFFF, u64), np.asarray(32, u64)
+
+    def lo(v):
+        return op.BitwiseAnd(v, mask)
+
+    def hi(v):
+        return op.BitShift(v, shift, direction="RIGHT")
+
+    x_lo, x_hi, y_lo, y_hi = lo(xu), hi(xu), lo(yu), hi(yu)
+    lo_lo, lo_hi, hi_lo, hi_hi = op.Mul(x_lo, y_lo), op.Mul(x_lo, y_hi), op.Mul(x_hi, y_lo), op.Mul(x_hi, y_hi)
+    cross = op.Add(op.Add(lo(lo_hi), lo(hi_lo)), hi(lo_lo))
+    out = op.Add(hi_hi, op.Add(hi(lo_hi), op.Add(hi(hi_lo), hi(cross))))
+    out = ctx.cast(out, dtype)
+    if dtype.kind == "i":
+        zero = np.asarray(0, dtype)
+        out = op.Sub(out, op.Where(op.Less(x, zero), y, zero))
+        out = op.Sub(out, op.Where(op.Less(y, zero), x, zero))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # testcases
 
@@ -187,6 +261,25 @@ def _constrained(x):
     return y + 1.0
 
 
+def _dce_sink(x):
+    compat.lax_primitive("dce_sink").bind(x * 2.0, prevent_mlir_dce=True)
+    return x + 1.0
+
+
+def _int_extremes(dtype):
+    info = np.iinfo(dtype)
+    vals = [0, 1, -1, 2, 3, info.max, info.min, info.max - 1, info.min + 1, 12345, -12345, 1 << (info.bits // 2)]
+    vals = [v for v in vals if info.min <= v <= info.max]
+    return np.asarray(vals, dtype=dtype)
+
+
+def _mulhi_case(dtype):
+    a = _int_extremes(dtype)
+    x = np.repeat(a, len(a))
+    y = np.tile(a, len(a))
+    return Testcase(f"mulhi_{np.dtype(dtype).name}", lax.mulhi, input_values=[x, y], run_f64=False)
+
+
 components = [
     Component("lax.reduce", onnx=["ReduceMax", "ReduceSum", "Loop"], since="v0.8.0", testcases=[
         Testcase("reduce_max_custom_init", _reduce_max_with_floor, [("B", 5)], expected_ops=["ReduceMax"],
@@ -202,6 +295,20 @@ components = [
                  expected_ops=["TopK"]),
         Testcase("approx_max_k_not_aggregated", lambda x: lax.approx_max_k(x, 2, aggregate_to_topk=False),
                  [(2, 7)], expected_ops=["TopK"]),
+    ]),
+    Component("lax.mulhi", onnx=["Mul", "BitShift"], since="v0.8.0", testcases=[
+        _mulhi_case(np.int32), _mulhi_case(np.uint32), _mulhi_case(np.int8), _mulhi_case(np.uint16),
+        Testcase("mulhi_int64", lax.mulhi, input_values=[_int_extremes(np.int64).repeat(12)[:144],
+                                                         np.tile(_int_extremes(np.int64), 12)[:144]],
+                 run_static=True),
+        Testcase("mulhi_uint64", lax.mulhi, input_values=[_int_extremes(np.uint64).repeat(6),
+                                                          np.tile(_int_extremes(np.uint64), 6)]),
+    ]),
+    Component("lax.composite", onnx=["Mul"], since="v0.8.0", testcases=[
+        Testcase("composite", lambda x: lax.composite(lambda v: v * 2.0 + jnp.tanh(v), name="my.op")(x), [("B", 3)]),
+        Testcase("stage", lambda x: lax.stage(x) * 3.0, [("B", 3)]),
+        Testcase("tie", lambda x, y: compat.lax_primitive("tie").bind(x, y) * 3.0, [("B", 3), ("B", 3)]),
+        Testcase("dce_sink", _dce_sink, [("B", 3)]),
     ]),
     Component("lax.shard_map", onnx=["Sin"], since="v0.8.0", testcases=[
         Testcase("shard_map_one_device", _one_device_shard_map, [("B", 3)], expected_ops=["Sin"]),
