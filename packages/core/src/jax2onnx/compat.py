@@ -290,3 +290,24 @@ def linalg_decomposition(name: str) -> Any:
     if fn is None:
         raise LookupError(f"this JAX ({jax.__version__}) has no generic decomposition of {name!r}")
     return fn
+
+
+def lax_primitive_names() -> dict[str, str]:
+    """Every primitive JAX defines in its lax modules (``jax.lax``, ``lax.linalg``, control flow,
+    special functions, collectives), as ``name -> defining module``: the inventory a coverage test
+    holds the packs' lowerings against."""
+    import importlib
+    import pkgutil
+
+    import jax._src.lax as lax_pkg
+
+    out: dict[str, str] = {}
+    for info in pkgutil.walk_packages(lax_pkg.__path__, "jax._src.lax."):
+        try:
+            mod = importlib.import_module(info.name)
+        except Exception:  # noqa: BLE001 - a module needing an absent backend defines nothing for us
+            continue
+        for value in vars(mod).values():
+            if isinstance(value, jex_core.Primitive):
+                out.setdefault(value.name, info.name)
+    return out
