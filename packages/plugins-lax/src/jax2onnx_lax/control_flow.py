@@ -17,8 +17,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax2onnx.builder import Scope
-from jax2onnx.context import SubgraphBuilder
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
@@ -30,13 +28,6 @@ BOOL_SCALAR = jax.ShapeDtypeStruct((), np.bool_)
 INT64_SCALAR = jax.ShapeDtypeStruct((), np.int64)
 
 
-def nested_subgraph(ctx: Any, parent: Any, name: str) -> SubgraphBuilder:
-    """A subgraph inside ``parent`` (a ``ctx`` or a :class:`SubgraphBuilder`), for Ifs in an else branch."""
-    if parent is ctx:
-        return ctx.subgraph(name)
-    return SubgraphBuilder(ctx, Scope(ctx.scope.model, kind="subgraph", parent=parent.scope), name)
-
-
 def as_list(outs: Any) -> list[Any]:
     return list(outs) if isinstance(outs, tuple) else [outs]
 
@@ -46,7 +37,7 @@ def as_list(outs: Any) -> list[Any]:
 
 
 def _branch_graph(ctx: Any, parent: Any, closed: Any, operands: Sequence[Any], name: str) -> Any:
-    sub = nested_subgraph(ctx, parent, name)
+    sub = parent.subgraph(name)  # ``parent`` is ctx or the else branch the If sits in
     outs = sub.lower(closed, operands)
     return sub.finish(outs, ctx.avals_out)
 
@@ -61,9 +52,9 @@ def _if_chain(ctx: Any, where: Any, index: Any, branches: Sequence[Any], operand
     if first + 1 == len(branches) - 1:
         else_g = _branch_graph(ctx, where, branches[first + 1], operands, f"cond_branch_{first + 1}")
     else:
-        rest = nested_subgraph(ctx, where, f"cond_else_{first}")
+        rest = where.subgraph(f"cond_else_{first}")
         else_g = rest.finish(_if_chain(ctx, rest, index, branches, operands, first + 1), ctx.avals_out)
-    pred = where.op.Less(index, np.asarray(first + 1, dtype=ctx.avals_in[0].dtype))
+    pred = where.op.Less(index, first + 1)
     outs = as_list(where.op.If(pred, then_branch=then_g, else_branch=else_g, _outputs=len(ctx.avals_out)))
     for v, aval in zip(outs, ctx.avals_out, strict=True):
         ctx.set_aval(v, aval)

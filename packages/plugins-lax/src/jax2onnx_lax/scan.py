@@ -54,7 +54,7 @@ def lower_scan(ctx, *args):
     carry = [body.add_input("carry", a) for a in carry_avals]
     outs = body.lower(closed, consts + carry)
     graph = body.finish([cond_in, *outs], [BOOL_SCALAR, *out_avals])
-    trip_count = ctx.const(np.asarray(p["length"], dtype=np.int64))
+    trip_count = ctx.i64(p["length"])
     results = as_list(ctx.op.Loop(trip_count, None, *init, body=graph, _outputs=n_out))
     if p["reverse"]:
         # Loop stacks ys in iteration order, i.e. from the last index down; JAX wants them by index.

@@ -14,7 +14,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import onnx_ir as ir
 from jax import lax
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
@@ -85,8 +84,7 @@ def _is_literal_one(a) -> bool:
 def _lower_counted_loop(ctx, p, body_consts, init, carry_avals):
     """``Loop`` with trip count ``max(upper - i, 0)`` and no condition to evaluate."""
     lower, upper = init[0], init[1]
-    trips = ctx.op.Cast(ctx.op.Max(ctx.op.Sub(upper, lower), np.zeros((), dtype=carry_avals[0].dtype)),
-                        to=int(ir.DataType.INT64))
+    trips = ctx.cast(ctx.op.Max(ctx.op.Sub(upper, lower), 0), np.int64)
     body = ctx.subgraph("fori_body")
     body.add_input("iteration", INT64_SCALAR)
     cond_in = body.add_input("cond_in", BOOL_SCALAR)
@@ -98,15 +96,14 @@ def _lower_counted_loop(ctx, p, body_consts, init, carry_avals):
 
 def _any(where, pred):
     """Scalar OR of a bool tensor (ONNX reduces numbers, not bools)."""
-    as_int = where.op.Cast(pred, to=int(ir.DataType.INT32))
-    return where.op.Cast(where.op.ReduceMax(as_int, keepdims=0), to=int(ir.DataType.BOOL))
+    return where.cast(where.op.ReduceMax(where.cast(pred, np.int32), keepdims=0), np.bool_)
 
 
 def _select_rows(where, pred, pred_rank, new, old, aval):
     """``new`` where the row's predicate holds, else ``old``: the predicate covers the leading axes.
     The carry's stored rank counts, not its aval's: complex pairs and PRNG key data add trailing axes."""
     extra = len(old.shape) - pred_rank
-    mask = pred if extra == 0 else where.op.Unsqueeze(pred, np.arange(pred_rank, pred_rank + extra, dtype=np.int64))
+    mask = pred if extra == 0 else where.op.Unsqueeze(pred, where.i64(range(pred_rank, pred_rank + extra)))
     return where.op.Where(mask, new, old)
 
 
