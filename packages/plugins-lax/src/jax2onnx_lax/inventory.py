@@ -1,0 +1,40 @@
+"""The lax primitives no pack lowers, each with the reason (the other half of the coverage inventory).
+
+``tests/test_lax_inventory.py`` holds JAX's whole lax primitive inventory against the installed
+packs' lowerings plus this table: a JAX upgrade that adds a primitive fails that test until the
+primitive is lowered or declined here, and an entry here that some pack now lowers fails it too.
+"""
+
+from __future__ import annotations
+
+_COLLECTIVE = ("a collective over named mesh axes: an ONNX graph runs on one device (a shard_map over a "
+               "one-device mesh is inlined, its sharding annotations dropped)")
+_TOKEN = "an ordering token for side effects (callbacks, infeed); ONNX graphs have no effect tokens"
+
+DECLINED: dict[str, str] = {
+    **{name: _COLLECTIVE for name in (
+        "all_gather", "all_gather_done", "all_gather_invariant", "all_gather_reduced", "all_gather_reduced_start",
+        "all_gather_start", "all_to_all", "all_to_all_done", "all_to_all_start", "axis_index", "pbroadcast",
+        "pbroadcast_done", "pbroadcast_start", "pmax", "pmin", "ppermute", "ppermute_done", "ppermute_start",
+        "precv", "preduced", "psend", "psum", "psum_done", "psum_invariant", "psum_invariant_start", "psum_start",
+        "ragged_all_to_all", "reduce_scatter", "reduce_scatter_done", "reduce_scatter_start", "unreduced_psum",
+        "unreduced_psum_start", "unreduced_reduce_scatter", "unreduced_reduce_scatter_start",
+        "vary_unreduced_cast_p",
+    )},
+    "after_all": _TOKEN,
+    "create_token": _TOKEN,
+    "from_edtype": "extended dtypes other than PRNG keys (whose data travels as uint32) have no ONNX type",
+    "to_edtype": "extended dtypes other than PRNG keys (whose data travels as uint32) have no ONNX type",
+    "eig": ("eigen-decomposition of a general (non-symmetric) matrix: complex eigenvalues and vectors need "
+            "Hessenberg-QR (Francis) iterations with complex results; not implemented. Symmetric matrices: "
+            "jnp.linalg.eigh converts"),
+    "schur": "real Schur form needs Francis double-shift QR iterations; not implemented",
+    "geqp3": "QR with column pivoting (qr(pivoting=True)); not implemented, qr without pivoting converts",
+    "ragged_dot_general": "grouped (ragged) matmul; not implemented",
+    "scaled_dot": "block-scaled low-precision dot (fp8/mx formats); not implemented",
+    "rng_bit_generator": "XLA's own RNG algorithms (not jax.random's threefry, which converts); not implemented",
+    "rng_uniform": "XLA's stateful uniform RNG; not implemented (jax.random converts)",
+    "select_and_gather_add": "the JVP of a max-pool window reduction (forward-mode through reduce_window_max); "
+                             "not implemented, reverse-mode (select_and_scatter_add) converts",
+    "select_and_scatter": "a window scatter with a custom select/scatter computation; not implemented",
+}
