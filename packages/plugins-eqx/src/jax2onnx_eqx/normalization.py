@@ -1,0 +1,158 @@
+"""eqx.nn.LayerNorm, eqx.nn.RMSNorm, eqx.nn.GroupNorm → LayerNormalization, RMSNormalization (+ Add
+for its bias), GroupNormalization.
+
+Equinox normalises one example over all of its axes (LayerNorm/RMSNorm: ``x.shape == shape``), so
+the ONNX ops run with ``axis=0``; GroupNorm takes ``(channels, *spatial)`` and gains the batch axis
+ONNX wants with an ``Unsqueeze``/``Squeeze`` pair. A call with a ``State`` (the BatchNorm-compatible
+form), custom dtypes (half precision), or under ``jax.vmap`` (batched shapes) uses equinox's own math.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import numpy as np
+from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.testing import Component, Testcase
+
+from ._fusion import Operands, call_module, is_array, no_extras, one_output_like
+from ._testing import model
+
+lowerings = Lowerings()
+
+LAYER_NORM = "jax2onnx_eqx.layer_norm"
+RMS_NORM = "jax2onnx_eqx.rms_norm"
+GROUP_NORM = "jax2onnx_eqx.group_norm"
+#: equinox normalises in at least float32 and casts back; the fused ops run in the input's dtype.
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _plain(x, args, kwargs) -> bool:
+    return no_extras(args, kwargs) and is_array(x) and np.dtype(x.dtype) in _DTYPES
+
+
+def _patch(mark: str, extra_check=lambda self, x: True):
+    def make(original):
+        def __call__(self, x, *args, **kwargs):
+            if not _plain(x, args, kwargs) or not extra_check(self, x):
+                return original(self, x, *args, **kwargs)
+            extra = {"groups": int(self.groups)} if mark == GROUP_NORM else {}
+            return call_module(mark, self, lambda m, x: original(m, x), {"x": x}, epsilon=float(self.eps), **extra)
+
+        return __call__
+
+    return make
+
+
+def _group_norm_fits(self, x) -> bool:
+    return x.ndim >= 2 and int(x.shape[0]) == int(self.channels)
+
+
+patches = [
+    Patch("equinox.nn.LayerNorm", "__call__", _patch(LAYER_NORM, lambda self, x: tuple(x.shape) == tuple(self.shape or x.shape))),
+    Patch("equinox.nn.RMSNorm", "__call__", _patch(RMS_NORM, lambda self, x: tuple(x.shape) == tuple(self.shape or x.shape))),
+    Patch("equinox.nn.GroupNorm", "__call__", _patch(GROUP_NORM, _group_norm_fits)),
+]
+
+
+def _weight(ctx, ops: Operands, name: str, shape, dtype, default: float | None):
+    v = ops.get(name)
+    if v is None:
+        return None if default is None else ctx.const(np.full(shape, default, dtype=dtype))
+    return ctx.cast(v, dtype)
+
+
+def _stash(ctx, dtype) -> int:
+    return int(ctx.onnx_dtype(np.float64 if np.dtype(dtype) == np.float64 else np.float32))
+
+
+@lowerings.register_call(LAYER_NORM)
+def lower_layer_norm(ctx, *ins):
+    ops = Operands(ctx, ins)
+    shape = ops.shape("x")
+    if not shape or not one_output_like(ctx, shape) or ("weight" in ops and ops.shape("weight") != shape):
+        return None
+    dtype = ctx.avals_out[0].dtype
+    return ctx.op.LayerNormalization(ctx.cast(ops["x"], dtype), _weight(ctx, ops, "weight", shape, dtype, 1.0),
+                                     _weight(ctx, ops, "bias", shape, dtype, None), axis=0,
+                                     epsilon=ctx.marked.params["epsilon"], stash_type=_stash(ctx, dtype))
+
+
+@lowerings.register_call(RMS_NORM)
+def lower_rms_norm(ctx, *ins):
+    if ctx.opset < 23:
+        return None
+    ops = Operands(ctx, ins)
+    shape = ops.shape("x")
+    if not shape or not one_output_like(ctx, shape) or ("weight" in ops and ops.shape("weight") != shape):
+        return None
+    dtype = ctx.avals_out[0].dtype
+    y = ctx.op.RMSNormalization(ctx.cast(ops["x"], dtype), _weight(ctx, ops, "weight", shape, dtype, 1.0), axis=0,
+                                epsilon=ctx.marked.params["epsilon"], stash_type=_stash(ctx, dtype))
+    return ctx.op.Add(y, ctx.cast(ops["bias"], dtype)) if "bias" in ops else y
+
+
+@lowerings.register_call(GROUP_NORM)
+def lower_group_norm(ctx, *ins):
+    if ctx.opset < 21:
+        return None
+    ops = Operands(ctx, ins)
+    shape = ops.shape("x")
+    if not one_output_like(ctx, shape):
+        return None
+    channels = shape[0]
+    dtype = ctx.avals_out[0].dtype
+    groups = ctx.marked.params["groups"]
+    x = ctx.op.Unsqueeze(ctx.cast(ops["x"], dtype), ctx.i64([0]))
+    y = ctx.op.GroupNormalization(x, _weight(ctx, ops, "weight", [channels], dtype, 1.0),
+                                  _weight(ctx, ops, "bias", [channels], dtype, 0.0), num_groups=groups,
+                                  epsilon=ctx.marked.params["epsilon"], stash_type=_stash(ctx, dtype))
+    return ctx.op.Squeeze(y, ctx.i64([0]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+_NO_STATS = ["ReduceMean", "ReduceSum", "Sqrt"]
+
+components = [
+    Component(
+        name="eqx.layer_norm",
+        onnx=["LayerNormalization"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("eqx_layer_norm", factory=model(lambda k: eqx.nn.LayerNorm(6)), input_shapes=[(6,)],
+                     expected_ops=["LayerNormalization"], forbidden_ops=_NO_STATS, max_nodes=1),
+            Testcase("eqx_layer_norm_2d", factory=model(lambda k: eqx.nn.LayerNorm((3, 4), eps=1e-3)),
+                     input_shapes=[(3, 4)], expected_ops=["LayerNormalization"], forbidden_ops=_NO_STATS, max_nodes=1),
+            Testcase("eqx_layer_norm_no_affine",
+                     factory=model(lambda k: eqx.nn.LayerNorm(5, use_weight=False, use_bias=False)),
+                     input_shapes=[(5,)], expected_ops=["LayerNormalization"], max_nodes=1),
+            Testcase("eqx_layer_norm_vmapped", factory=model(lambda k: eqx.nn.LayerNorm(6), wrap=jax.vmap),
+                     input_shapes=[("B", 6)]),
+        ],
+    ),
+    Component(
+        name="eqx.rms_norm",
+        onnx=["RMSNormalization", "Add"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("eqx_rms_norm", factory=model(lambda k: eqx.nn.RMSNorm(6)), input_shapes=[(6,)],
+                     expected_ops=["RMSNormalization", "Add"], forbidden_ops=_NO_STATS, max_nodes=2),
+            Testcase("eqx_rms_norm_no_bias", factory=model(lambda k: eqx.nn.RMSNorm((2, 5), use_bias=False)),
+                     input_shapes=[(2, 5)], expected_ops=["RMSNormalization"], max_nodes=1),
+        ],
+    ),
+    Component(
+        name="eqx.group_norm",
+        onnx=["GroupNormalization", "Unsqueeze", "Squeeze"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("eqx_group_norm", factory=model(lambda k: eqx.nn.GroupNorm(2, 6)), input_shapes=[(6, 4, 4)],
+                     expected_ops=["GroupNormalization"], forbidden_ops=_NO_STATS, max_nodes=3),
+            Testcase("eqx_group_norm_no_affine",
+                     factory=model(lambda k: eqx.nn.GroupNorm(3, 6, channelwise_affine=False)),
+                     input_shapes=[(6, 5)], expected_ops=["GroupNormalization"], max_nodes=3),
+        ],
+    ),
+]
