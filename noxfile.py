@@ -4,6 +4,7 @@
     nox -s tests_core       # core alone (no pack installed), plus the minimal-install checks
     nox -s tests_lax tests_jnp tests_nnx tests_examples
     nox -s keras            # the Keras pack and Keras 3's model.export(format="onnx") (JAX backend)
+    nox -s keras_apps       # slow: Keras ResNet50, MobileNetV3Small, EfficientNetB0 exported and compared
     nox -s matrix           # the full suite on the oldest and newest supported JAX/Flax
     nox -s lint demo bench coverage_docs
     nox -s fuzz stress      # long differential fuzzing; 8 threads x 20 rounds of concurrent exports
@@ -110,6 +111,14 @@ def keras(session: nox.Session) -> None:
     session.env["KERAS_BACKEND"] = "jax"
     session.run("python", "-c", "import keras; print('keras', keras.__version__, keras.backend.backend())")
     _pytest(session, TEST_DIRS["keras"])
+
+
+@nox.session(python=PYTHON)
+def keras_apps(session: nox.Session) -> None:
+    """Keras applications with random weights through model.export(format="onnx") (minutes: not in `tests`)."""
+    session.install(*TEST_TOOLS, CORE, *PACKS["keras"])
+    session.env["KERAS_BACKEND"] = "jax"
+    _pytest(session, ["packages/plugins-keras/tests_apps"])
 
 
 @nox.session(python=PYTHON)
