@@ -1,5 +1,6 @@
 """keras.layers.Conv1D/2D/3D (grouped too), DepthwiseConv1D/2D → one ONNX ``Conv`` (bias fused),
-with the layer's activation as its single op.
+SeparableConv1D/2D → depthwise + pointwise ``Conv``, Conv1D/2D/3DTranspose → ``ConvTranspose``, with
+the layer's activation as its single op.
 
 ONNX convolves channels-first: a channels-last layer gets one Transpose before and one after the
 ``Conv``; between two such layers the transpose pass cancels the pair, so a CNN keeps one
@@ -35,6 +36,8 @@ lowerings = Lowerings()
 
 CONV = "conv"
 DEPTHWISE_CONV = "depthwise_conv"
+SEPARABLE_CONV = "separable_conv"
+CONV_TRANSPOSE = "conv_transpose"
 
 
 def _static(layer: Any, depthwise: bool) -> dict[str, Any]:
@@ -47,8 +50,8 @@ def _static(layer: Any, depthwise: bool) -> dict[str, Any]:
     }
 
 
-def _make(depthwise: bool):
-    mark = DEPTHWISE_CONV if depthwise else CONV
+def _make(depthwise: bool, mark: str | None = None):
+    mark = mark or (DEPTHWISE_CONV if depthwise else CONV)
 
     def make(original):
         def call(self, inputs, *args, **kwargs):
@@ -71,11 +74,42 @@ def _make(depthwise: bool):
     return make
 
 
+def _patch_conv_transpose(original):
+    def call(self, inputs, *args, **kwargs):
+        act = activation_name(self.activation)
+        pads = None
+        if not args and not kwargs and act is not None and is_array(inputs) and inputs.ndim >= 3 \
+                and not quantized_or_lora(self) and plain_float32(self, inputs):
+            pads = _transpose_pads(self, inputs)
+        if pads is None:
+            return original(self, inputs, *args, **kwargs)
+        return call_layer(CONV_TRANSPOSE, self, lambda layer, x: original(layer, x), {"x": inputs},
+                          activation=act, **_static(self, False), lax_padding=pads)
+
+    return call
+
+
+def _transpose_pads(layer: Any, x: Any) -> tuple[tuple[int, int], ...] | None:
+    """The explicit (low, high) padding Keras hands ``lax.conv_transpose`` for this input."""
+    from keras.src.backend.common.backend_utils import compute_conv_transpose_padding_args_for_jax
+
+    try:
+        pads = compute_conv_transpose_padding_args_for_jax(
+            input_shape=x.shape, kernel_shape=layer.kernel.shape, strides=layer.strides, padding=layer.padding,
+            output_padding=layer.output_padding, dilation_rate=layer.dilation_rate,
+        )
+        return tuple((int(lo), int(hi)) for lo, hi in pads)
+    except Exception:  # noqa: BLE001 - a Keras version computing it differently: its own code runs
+        return None
+
+
 _CONV = "keras.src.layers.convolutional"
 patches = [
     patch(f"{_CONV}.base_conv", "BaseConv", _make(False)),
     patch(f"{_CONV}.conv1d", "Conv1D", _make(False)),  # its own call (causal padding)
     patch(f"{_CONV}.base_depthwise_conv", "BaseDepthwiseConv", _make(True)),
+    patch(f"{_CONV}.base_separable_conv", "BaseSeparableConv", _make(True, SEPARABLE_CONV)),
+    patch(f"{_CONV}.base_conv_transpose", "BaseConvTranspose", _patch_conv_transpose),
 ]
 
 
@@ -135,6 +169,78 @@ def lower_conv(ctx, *ins):
     return apply_activation(ctx, y, p["activation"])
 
 
+@lowerings.register_call(mark_name(SEPARABLE_CONV))
+def lower_separable_conv(ctx, *ins):
+    """Depthwise ``Conv`` (group = channels) then the pointwise 1×1 ``Conv`` with the bias."""
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    shape = ops.shape("x")
+    rank = len(shape)
+    if "depthwise_kernel" not in ops or "pointwise_kernel" not in ops or not one_output_like(ctx, ctx.avals_out[0].shape):
+        return None
+    d_shape, p_shape = ops.shape("depthwise_kernel"), ops.shape("pointwise_kernel")  # (*w, C, m), (1.., C*m, F)
+    window = tuple(int(k) for k in d_shape[:-2])
+    channels = shape[-1] if p["channels_last"] else shape[1]
+    spatial = tuple(shape[1:-1]) if p["channels_last"] else tuple(shape[2:])
+    if len(window) != rank - 2 or not static_ints([channels, *d_shape, *p_shape]):
+        return None
+    pads = _pads(p, spatial, window)
+    if pads is None:
+        return None
+    n = len(window)
+    mid = int(d_shape[-2]) * int(d_shape[-1])
+    dw = ctx.op.Reshape(ops["depthwise_kernel"], ctx.i64([*window, 1, mid]))
+    dw = ctx.op.Transpose(dw, perm=[n + 1, n, *range(n)])
+    pw = ctx.op.Reshape(ops["pointwise_kernel"], ctx.i64([mid, int(p_shape[-1])]))
+    pw = ctx.op.Reshape(ctx.op.Transpose(pw, perm=[1, 0]), ctx.i64([int(p_shape[-1]), mid, *([1] * n)]))
+    x = to_nchw(ctx, ops["x"], rank) if p["channels_last"] else ops["x"]
+    y = ctx.op.Conv(x, dw, strides=list(p["strides"]), dilations=list(p["dilations"]), group=int(channels),
+                    kernel_shape=list(window), **pads)
+    y = ctx.op.Conv(*([y, pw] + ([ops["bias"]] if "bias" in ops else [])), kernel_shape=[1] * n)
+    if p["channels_last"]:
+        y = to_nhwc(ctx, y, rank)
+    return apply_activation(ctx, y, p["activation"])
+
+
+@lowerings.register_call(mark_name(CONV_TRANSPOSE))
+def lower_conv_transpose(ctx, *ins):
+    """``lax.conv_transpose(transpose_kernel=True)`` is ONNX's ConvTranspose: the padding Keras
+    gives the dilated-input convolution, ``(low, high)``, is ``k_eff - 1 - pad`` on each side in
+    ONNX's terms, a negative end pad becoming ``output_padding``."""
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    shape = ops.shape("x")
+    rank = len(shape)
+    if "kernel" not in ops or not one_output_like(ctx, ctx.avals_out[0].shape):
+        return None
+    k_shape = ops.shape("kernel")  # (*window, filters, in)
+    window = tuple(int(k) for k in k_shape[:-2])
+    n = len(window)
+    if n != rank - 2 or len(p["lax_padding"]) != n:
+        return None
+    begins, ends, extra = [], [], []
+    for (lo, hi), k, d in zip(p["lax_padding"], window, p["dilations"]):
+        eff = (k - 1) * d + 1
+        b, e = eff - 1 - lo, eff - 1 - hi
+        if b < 0:
+            return None
+        begins.append(b)
+        ends.append(max(e, 0))
+        extra.append(max(-e, 0))
+    if any(x >= s for x, s in zip(extra, p["strides"])):
+        return None  # ONNX requires output_padding < stride
+    w = ctx.op.Transpose(ops["kernel"], perm=[n + 1, n, *range(n)])  # (in, filters, *window)
+    x = to_nchw(ctx, ops["x"], rank) if p["channels_last"] else ops["x"]
+    attrs: dict[str, Any] = {"strides": list(p["strides"]), "dilations": list(p["dilations"]),
+                             "kernel_shape": list(window), "pads": begins + ends}
+    if any(extra):
+        attrs["output_padding"] = extra
+    y = ctx.op.ConvTranspose(*([x, w] + ([ops["bias"]] if "bias" in ops else [])), **attrs)
+    if p["channels_last"]:
+        y = to_nhwc(ctx, y, rank)
+    return apply_activation(ctx, y, p["activation"])
+
+
 # ---------------------------------------------------------------------------------------------
 # Testcases
 
@@ -188,6 +294,28 @@ components = [
             Testcase("keras_depthwise_conv2d",
                      factory=keras_model(_layer("DepthwiseConv2D", 3, depth_multiplier=2, padding="same"), (5, 5, 3)),
                      input_shapes=[("B", 5, 5, 3)], expected_ops=["Conv"], max_nodes=3, run_f64=False),
+            Testcase("keras_separable_conv2d",
+                     factory=keras_model(_layer("SeparableConv2D", 5, 3, depth_multiplier=2, padding="same",
+                                                activation="relu"), (6, 6, 3)),
+                     input_shapes=[("B", 6, 6, 3)], expected_ops=["Conv", "Relu"], max_nodes=5, run_f64=False),
+            Testcase("keras_separable_conv1d_strided",
+                     factory=keras_model(_layer("SeparableConv1D", 4, 3, strides=2), (9, 2)),
+                     input_shapes=[("B", 9, 2)], expected_ops=["Conv"], max_nodes=4, run_f64=False),
+            *[
+                Testcase(f"keras_conv2d_transpose_{tag}", factory=keras_model(_layer("Conv2DTranspose", 3, k, **kw),
+                                                                              (4, 5, 2)),
+                         input_shapes=[("B", 4, 5, 2)], expected_ops=["ConvTranspose"], max_nodes=3, run_f64=False)
+                for tag, k, kw in (
+                    ("valid", 3, {}),
+                    ("same_strided", 3, {"strides": 2, "padding": "same"}),
+                    ("valid_strided_even", 4, {"strides": 2}),
+                    ("output_padding", 3, {"strides": 2, "output_padding": 1}),
+                    ("dilated", 2, {"dilation_rate": 2, "padding": "same"}),
+                )
+            ],
+            Testcase("keras_conv1d_transpose", factory=keras_model(_layer("Conv1DTranspose", 2, 3, strides=2,
+                                                                          padding="same"), (5, 3)),
+                     input_shapes=[("B", 5, 3)], expected_ops=["ConvTranspose"], max_nodes=3, run_f64=False),
             # Conv → BatchNorm → Conv → DepthwiseConv: the inner Transpose pairs cancel.
             Testcase("keras_small_cnn", factory=keras_model(_cnn, (8, 8, 3)), input_shapes=[("B", 8, 8, 3)],
                      check=check_ops("Conv", "BatchNormalization", max_transposes=2), run_f64=False),
