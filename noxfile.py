@@ -93,6 +93,9 @@ def fuzz(session: nox.Session) -> None:
     session.install(*TEST_TOOLS, *ALL_PACKAGES)
     session.env["JAX2ONNX_FUZZ_LONG"] = "1"
     session.env["JAX2ONNX_FUZZ_EXAMPLES"] = os.environ.get("JAX2ONNX_FUZZ_EXAMPLES", "2000")
+    # If onnxruntime itself crashes on a program (a signal, no report), this log's last line names it.
+    session.env["JAX2ONNX_FUZZ_LOG"] = log = os.path.join(session.create_tmp(), "fuzz_programs.log")
+    session.log(f"programs are logged to {log}")
     session.run("python", "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests/test_fuzz.py", *session.posargs)
 
 

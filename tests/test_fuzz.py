@@ -33,6 +33,9 @@ from hypothesis import strategies as st  # noqa: E402
 from jax2onnx import compat, to_onnx  # noqa: E402
 
 EXAMPLES = int(os.environ.get("JAX2ONNX_FUZZ_EXAMPLES", "12"))
+#: Each program is appended here before it runs: a crash of onnxruntime itself (a signal) ends
+#: the process before hypothesis can report the program, the log's last line still names it.
+LOG = os.environ.get("JAX2ONNX_FUZZ_LOG")
 LONG = os.environ.get("JAX2ONNX_FUZZ_LONG") == "1"
 
 DTYPES_32 = [np.dtype(np.float32), np.dtype(np.float16), np.dtype(jnp.bfloat16), np.dtype(np.int8),
@@ -287,6 +290,9 @@ def _check(start: Aval, labels, fns, double, b, seed):
         expected = np.asarray(jax.jit(program)(x))
     declared = onnx.helper.tensor_dtype_to_np_dtype(proto.graph.output[0].type.tensor_type.elem_type)
     assert declared == expected.dtype, f"{text}: graph output is {declared}, JAX gives {expected.dtype}"
+    if LOG:
+        with open(LOG, "a", encoding="utf-8") as f:
+            f.write(f"{text} [seed {seed}]\n")
     got, runtime = _run_model(proto, x)
     got = got.astype(expected.dtype)  # bfloat16 outputs were read as float32 (exactly)
     assert got.shape == expected.shape, f"{text}: shape {got.shape} in {runtime}, JAX {expected.shape}"
