@@ -7,6 +7,7 @@ from typing import Any
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -15,7 +16,8 @@ def randomized(module: Any, seed: int = 0, low: float = -1.0, high: float = 1.0)
     biases and unit scales, under which a lowering that drops a bias would still pass."""
     rng = np.random.default_rng(seed)
     arrays, rest = eqx.partition(module, eqx.is_inexact_array)
-    arrays = jax.tree_util.tree_map(lambda a: rng.uniform(low, high, np.shape(a)).astype(np.asarray(a).dtype), arrays)
+    arrays = jax.tree_util.tree_map(
+        lambda a: jnp.asarray(rng.uniform(low, high, np.shape(a)).astype(np.asarray(a).dtype)), arrays)
     return eqx.combine(arrays, rest)
 
 

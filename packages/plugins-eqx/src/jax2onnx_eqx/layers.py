@@ -1,0 +1,136 @@
+"""The other equinox layers: convolutions, pools, Embedding, Dropout, PReLU, BatchNorm (inference),
+GRUCell/LSTMCell in ``lax.scan``, MLP.
+
+None needs a lowering of this pack: equinox implements them with ``lax.conv_general_dilated``,
+``lax.reduce_window``, indexing, ``jnp.where`` and the cells' Linear-and-gate arithmetic, which the
+lax/jnp packs lower (``Conv``/``ConvTranspose``, ``MaxPool``/``AveragePool``-like reductions,
+``Gather``, ``Where``). Equinox's convolutions are channels-first, ONNX's layout, so no Transposes
+are needed. These testcases pin that each converts and matches, unbatched and under ``jax.vmap``
+(the way equinox layers are batched); ``eqx.nn.Linear`` inside MLPs and cells is the fused
+MatMul + Add of ``linear.py`` on the unbatched call.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax2onnx.testing import Component, Testcase
+
+from ._testing import float32_ops, model, randomized
+
+
+def _ids(rng, shape, dtype):
+    return rng.integers(0, 10, size=shape).astype(dtype)
+
+
+def _batch_norm():
+    """eqx.nn.BatchNorm in inference mode, batched with its axis name, its State closed over."""
+    bn, state = eqx.nn.make_with_state(eqx.nn.BatchNorm)(4, axis_name="batch", inference=True)
+    bn = randomized(bn, 1)
+    state = randomized(state, 2, low=0.5, high=1.5)  # positive running variances
+    return jax.vmap(lambda x: bn(x, state)[0], axis_name="batch")
+
+
+def _gru_scan():
+    cell = randomized(eqx.nn.GRUCell(3, 5, key=jax.random.key(0)), 0, low=-0.5, high=0.5)
+
+    def run(xs):
+        def step(h, x):
+            h = cell(x, h)
+            return h, h
+
+        return jax.lax.scan(step, jnp.zeros(5, xs.dtype), xs)[1]
+
+    return run
+
+
+def _lstm_scan():
+    cell = randomized(eqx.nn.LSTMCell(3, 4, key=jax.random.key(0)), 0, low=-0.5, high=0.5)
+
+    def run(xs):
+        def step(carry, x):
+            carry = cell(x, carry)
+            return carry, carry[0]
+
+        zeros = jnp.zeros(4, xs.dtype)
+        return jax.lax.scan(step, (zeros, zeros), xs)[1]
+
+    return run
+
+
+def _mlp(key):
+    return eqx.nn.MLP(4, 3, 8, 2, activation=jax.nn.relu, key=key)
+
+
+components = [
+    Component(
+        name="eqx.conv",
+        onnx=["Conv", "ConvTranspose"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("eqx_conv2d", factory=model(lambda k: eqx.nn.Conv2d(2, 3, 3, padding=1, key=k)),
+                     input_shapes=[(2, 6, 6)], check=float32_ops("Conv")),
+            Testcase("eqx_conv2d_vmapped",
+                     factory=model(lambda k: eqx.nn.Conv2d(2, 3, 3, stride=2, key=k), wrap=jax.vmap),
+                     input_shapes=[("B", 2, 7, 7)], check=float32_ops("Conv", forbids=("Transpose",))),
+            Testcase("eqx_conv1d", factory=model(lambda k: eqx.nn.Conv1d(2, 4, 3, dilation=2, key=k)),
+                     input_shapes=[(2, 9)], check=float32_ops("Conv")),
+            Testcase("eqx_conv_transpose2d",
+                     factory=model(lambda k: eqx.nn.ConvTranspose2d(2, 3, 3, stride=2, key=k), wrap=jax.vmap),
+                     input_shapes=[("B", 2, 4, 4)]),
+        ],
+    ),
+    Component(
+        name="eqx.pool",
+        onnx=["MaxPool", "AveragePool"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("eqx_max_pool2d", factory=lambda: jax.vmap(eqx.nn.MaxPool2d(2, 2)), input_shapes=[("B", 3, 6, 6)]),
+            Testcase("eqx_avg_pool2d", factory=lambda: jax.vmap(eqx.nn.AvgPool2d(2, 2)), input_shapes=[("B", 3, 6, 6)]),
+        ],
+    ),
+    Component(
+        name="eqx.embedding",
+        onnx=["Gather"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("eqx_embedding_vmapped", factory=model(lambda k: eqx.nn.Embedding(10, 4, key=k), wrap=jax.vmap),
+                     input_shapes=[jax.ShapeDtypeStruct(("B",), np.int32)], input_generator=_ids,
+                     expected_ops=["Gather"]),
+        ],
+    ),
+    Component(
+        name="eqx.dropout_prelu_batch_norm",
+        onnx=["Where"],
+        since="v0.7.0",
+        testcases=[
+            # inference=True: the identity, no node.
+            Testcase("eqx_dropout_inference", factory=lambda: eqx.nn.Dropout(0.5, inference=True),
+                     input_shapes=[("B", 6)], forbidden_ops=["Dropout"], max_nodes=1),
+            Testcase("eqx_prelu", factory=model(lambda k: eqx.nn.PReLU(0.2)), input_shapes=[("B", 6)]),
+            Testcase("eqx_batch_norm_inference", factory=_batch_norm, input_shapes=[("B", 4)]),
+        ],
+    ),
+    Component(
+        name="eqx.rnn_cells",
+        onnx=["Scan", "MatMul", "Sigmoid", "Tanh"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("eqx_gru_cell_scan", factory=_gru_scan, input_shapes=[(6, 3)], expected_ops=["Scan", "MatMul"]),
+            Testcase("eqx_lstm_cell_scan", factory=_lstm_scan, input_shapes=[(6, 3)], expected_ops=["Scan", "MatMul"]),
+        ],
+    ),
+    Component(
+        name="eqx.mlp",
+        onnx=["MatMul", "Add", "Max"],
+        since="v0.7.0",
+        testcases=[
+            # The activation is the jax.nn.relu object stored in the module: one Max, as Relu would be.
+            Testcase("eqx_mlp", factory=model(_mlp), input_shapes=[(4,)], expected_ops=["MatMul"], max_nodes=8),
+            Testcase("eqx_mlp_vmapped", factory=model(_mlp, wrap=jax.vmap), input_shapes=[("B", 4)],
+                     expected_ops=["MatMul"]),
+        ],
+    ),
+]
