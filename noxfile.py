@@ -5,7 +5,9 @@
     nox -s tests_lax tests_jnp tests_nnx tests_examples
     nox -s keras            # the Keras pack and Keras 3's model.export(format="onnx") (JAX backend)
     nox -s keras_apps       # slow: Keras ResNet50, MobileNetV3Small, EfficientNetB0 exported and compared
-    nox -s matrix           # the full suite on the oldest and newest supported JAX/Flax
+    nox -s matrix           # the full suite in a floor cell (every declared minimum pinned) and a newest cell
+    nox -s floors           # the floor cell on a subset covering every pack (what CI runs)
+    nox -s opsets           # every testcase of every pack exported at the floor opset (17)
     nox -s lint demo bench coverage_docs
     nox -s fuzz stress      # long differential fuzzing; 8 threads x 20 rounds of concurrent exports
     nox -s build            # sdists + wheels, twine check, each wheel smoke-tested alone in a fresh venv
@@ -46,12 +48,26 @@ TEST_DIRS = {
 #: matrix leaves it out (Keras pins its own JAX support, tested here with the newest JAX only).
 ALL_PACKAGES = [CORE, *PACKS["examples"], "./packages/plugins-keras"]
 ALL_TESTS = [d for dirs in TEST_DIRS.values() for d in dirs] + ["tests"]
-MATRIX_PACKAGES = [CORE, *PACKS["examples"]]
-MATRIX_TESTS = [d for pack, dirs in TEST_DIRS.items() if pack != "keras" for d in dirs] + ["tests"]
-#: (jax, flax): the seed's versions and the newest on Python 3.11.
-MATRIX = [("0.6.2", "0.10.6"), ("0.10.2", "0.12.8")]
 #: onnxruntime is an optional extra of core (jax2onnx-core[runtime]); every test session verifies with it.
-TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.22", "hypothesis>=6.100"]
+TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.23", "hypothesis>=6.100"]
+#: The oldest opset to_onnx accepts (jax2onnx.opsets.MIN_OPSET); `opsets` runs every testcase there.
+FLOOR_OPSET = 17
+#: Every pack's testcase file (the variant tests the --jax2onnx-opset option re-targets).
+TESTCASE_FILES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "packages", "*", "tests", "test_testcases.py")))
+#: The components whose testcases the floor cell runs in CI: every pack, and the version-sensitive
+#: seams (tracing internals in compat.py, control flow, fusions through marked calls, NNX/Linen
+#: module state, conv layouts, attention, random streams, the examples' models).
+FLOOR_TESTCASES = [
+    "lax.add", "lax.sin", "lax.dot_general", "lax.conv", "lax.scan", "lax.while_loop", "lax.cond", "lax.reduce_max",
+    "lax.scatter_add", "lax.cumsum", "lax.dynamic_slice", "jnp.mean", "jnp.where", "nn.gelu", "nn.softmax",
+    "jax.random.split", "core.dim_as_value", "physics.parseval", "nnx.linear", "nnx.layer_norm", "nnx.conv",
+    "nnx.multi_head_attention", "nnx.batch_norm", "nnx.embed", "nnx.rms_norm", "linen.dense", "linen.layer_norm",
+    "linen.conv", "linen.multi_head_dot_product_attention", "linen.batch_norm", "keras.Conv",
+    "keras.LayerNormalization", "keras.MultiHeadAttention", "MLP", "CNN", "TransformerBlock", "onnx_functions_000",
+]
+#: What `floors` runs: every test that is not a testcase variant, and the variants of FLOOR_TESTCASES
+#: (test ids read "test_testcase[<component>::<variant>]").
+FLOOR_SUBSET = "not test_testcase or " + " or ".join(f"[{name}::" for name in FLOOR_TESTCASES)
 REPORT = os.path.join(ROOT, "docs", "test-results.json")
 
 
@@ -124,19 +140,81 @@ def keras_apps(session: nox.Session) -> None:
     _pytest(session, ["packages/plugins-keras/tests_apps"])
 
 
+def _floor_pins() -> list[str]:
+    """Every third-party minimum declared in packages/*/pyproject.toml (dependencies and extras),
+    pinned exactly: "onnx>=1.18" -> "onnx==1.18"; jaxlib at jax's floor. A floor added or raised in
+    a pyproject is tested without editing this file."""
+    import re
+    import tomllib
+
+    floors: dict[str, str] = {}
+    for path in glob.glob(os.path.join(ROOT, "packages", "*", "pyproject.toml")):
+        with open(path, "rb") as f:
+            project = tomllib.load(f)["project"]
+        reqs = list(project.get("dependencies", []))
+        reqs += [r for extra in project.get("optional-dependencies", {}).values() for r in extra]
+        for req in reqs:
+            m = re.fullmatch(r"\s*([A-Za-z0-9_.-]+)(\[[^\]]*\])?\s*>=\s*([0-9][0-9.]*)\s*(,.*)?", req)
+            if m is None or m.group(1).startswith("jax2onnx"):
+                continue
+            name, version = m.group(1).lower(), m.group(3)
+            key = tuple(int(p) for p in version.split("."))
+            if name not in floors or key > tuple(int(p) for p in floors[name].split(".")):
+                floors[name] = version
+    if "jax" in floors:
+        floors.setdefault("jaxlib", floors["jax"])
+    return [f"{name}=={version}" for name, version in sorted(floors.items())]
+
+
+#: Every package of the repository (a new pack joins the matrix and `opsets` without an edit here).
+EVERY_PACKAGE = sorted("./" + os.path.relpath(os.path.dirname(p), ROOT) for p in glob.glob(os.path.join(ROOT, "packages", "*", "pyproject.toml")))
+VERSIONS = ("import importlib.metadata as m; print(', '.join(f'{d} {m.version(d)}' for d in "
+            "('jax', 'jaxlib', 'flax', 'equinox', 'keras', 'onnx', 'onnx-ir', 'onnxruntime', 'numpy')))")
+
+
+def _matrix_cell(session: nox.Session, cell: str, *pytest_args: str) -> None:
+    pins = _floor_pins() if cell == "floor" else []
+    session.install(*TEST_TOOLS, *EVERY_PACKAGE, *pins)
+    session.env["KERAS_BACKEND"] = "jax"
+    session.run("python", "-c", VERSIONS)
+    _pytest(session, _every_test_dir(), *pytest_args)
+
+
+def _every_test_dir() -> list[str]:
+    """Every package's tests folder (those holding tests) and the root tests."""
+    dirs = (os.path.relpath(os.path.dirname(p), ROOT) for p in glob.glob(os.path.join(ROOT, "packages", "*", "tests", "test_*.py")))
+    return sorted(set(dirs)) + ["tests"]
+
+
 @nox.session(python=PYTHON)
-@nox.parametrize(("jax", "flax"), MATRIX, ids=[f"jax{j}-flax{f}" for j, f in MATRIX])
-def matrix(session: nox.Session, jax: str, flax: str) -> None:
-    """The full suite against each supported JAX/Flax pair."""
-    session.install(*TEST_TOOLS, *MATRIX_PACKAGES, f"jax=={jax}", f"jaxlib=={jax}", f"flax=={flax}")
-    session.run("python", "-c", "import jax, flax; print('jax', jax.__version__, 'flax', flax.__version__)")
-    _pytest(session, MATRIX_TESTS)
+@nox.parametrize("cell", ["floor", "newest"])
+def matrix(session: nox.Session, cell: str) -> None:
+    """The full suite in two cells: "floor" pins every declared minimum (jax/jaxlib, flax, equinox,
+    keras, onnx, onnx-ir, onnxruntime, numpy, pluggy: see _floor_pins), "newest" lets the resolver
+    take the newest of each."""
+    _matrix_cell(session, cell)
+
+
+@nox.session(python=PYTHON)
+def floors(session: nox.Session) -> None:
+    """The floor cell on FLOOR_SUBSET: core's and the root tests in full, and testcases covering
+    every pack (CI runs this; `nox -s "matrix(cell='floor')"` runs every testcase)."""
+    _matrix_cell(session, "floor", "-k", FLOOR_SUBSET)
+
+
+@nox.session(python=PYTHON)
+def opsets(session: nox.Session) -> None:
+    """Every testcase of every pack exported at the floor opset: onnx.checker full_check, onnxruntime
+    and the JAX comparison, as the default session does at opset 23 (docs/opsets.md)."""
+    session.install(*TEST_TOOLS, *EVERY_PACKAGE)
+    session.env["KERAS_BACKEND"] = "jax"
+    _pytest(session, TESTCASE_FILES, f"--jax2onnx-opset={FLOOR_OPSET}")
 
 
 @nox.session(python=PYTHON)
 def minimal(session: nox.Session) -> None:
     """`pip install jax2onnx-core jax2onnx-nnx` is a working install (locally: core + nnx and what it pulls)."""
-    session.install(CORE, "./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-nnx", "onnxruntime>=1.22")
+    session.install(CORE, "./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-nnx", "onnxruntime>=1.23")
     session.run("python", "tests/smoke_minimal_install.py")
 
 
