@@ -4,8 +4,7 @@ The kernel, strides and pads cover the spatial axes only (a 3×3 pool is ``kerne
 in the channels-first layout ONNX pools in; a channels-last layer gets a Transpose on each side,
 which the transpose pass cancels against a neighbouring Conv. ``"same"`` padding is computed as
 JAX computes it; Keras averages over the valid pixels only, ONNX's ``count_include_pad=0``.
-Global pooling layers are a mean/max over the spatial axes, which the jnp pack already lowers to
-one ``ReduceMean``/``ReduceMax``.
+GlobalAveragePooling1D/2D/3D → one ``ReduceMean`` over the spatial axes.
 """
 
 from __future__ import annotations
@@ -15,12 +14,24 @@ from typing import Any
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_layer, is_array, mark_name, one_output_like, patch, static_ints, to_nchw, to_nhwc
+from ._fusion import (
+    Operands,
+    call_layer,
+    is_array,
+    mark_name,
+    one_output_like,
+    patch,
+    plain_float32,
+    static_ints,
+    to_nchw,
+    to_nhwc,
+)
 from ._testing import check_ops, keras_model
 
 lowerings = Lowerings()
 
 POOL = "pool"
+GLOBAL_AVERAGE = "global_average_pool"
 
 
 def _patch_pool(original):
@@ -35,7 +46,25 @@ def _patch_pool(original):
     return call
 
 
-patches = [patch("keras.src.layers.pooling.base_pooling", "BasePooling", _patch_pool)]
+def _patch_global_average(original):
+    def call(self, inputs, *args, **kwargs):
+        mask = kwargs.get("mask", args[0] if args else None)
+        if mask is not None or len(args) > 1 or set(kwargs) - {"mask"} or not is_array(inputs) or inputs.ndim < 3 \
+                or not plain_float32(self, inputs):
+            return original(self, inputs, *args, **kwargs)
+        spatial = tuple(range(1, inputs.ndim - 1)) if self.data_format == "channels_last" else tuple(range(2, inputs.ndim))
+        return call_layer(GLOBAL_AVERAGE, self, lambda layer, x: original(layer, x), {"x": inputs},
+                          axes=spatial, keepdims=bool(self.keepdims))
+
+    return call
+
+
+_POOLING = "keras.src.layers.pooling"
+patches = [
+    patch(f"{_POOLING}.base_pooling", "BasePooling", _patch_pool),
+    *[patch(f"{_POOLING}.global_average_pooling{d}d", f"GlobalAveragePooling{d}D", _patch_global_average)
+      for d in (1, 2, 3)],
+]
 
 
 def _same_pads(spatial: tuple[Any, ...], window: tuple[int, ...], strides: tuple[int, ...]) -> list[int]:
@@ -72,6 +101,17 @@ def lower_pool(ctx, *ins):
     else:
         y = ctx.op.AveragePool(x, count_include_pad=0, **attrs)
     return to_nhwc(ctx, y, rank) if p["channels_last"] else y
+
+
+@lowerings.register_call(mark_name(GLOBAL_AVERAGE))
+def lower_global_average(ctx, *ins):
+    """One ReduceMean over the spatial axes, in the layer's own layout (Keras's sum-then-divide
+    lowered through ``jnp.mean(dtype=...)`` was ReduceSum + Div)."""
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    if len(ctx.avals_out) != 1 or not one_output_like(ctx, ctx.avals_out[0].shape):
+        return None
+    return ctx.op.ReduceMean(ops["x"], ctx.i64(list(p["axes"])), keepdims=int(p["keepdims"]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,6 +153,15 @@ components = [
                      run_f64=False),
             Testcase("keras_avg_pool_3d", factory=keras_model(_layer("AveragePooling3D", 2), (4, 4, 4, 2)),
                      input_shapes=[("B", 4, 4, 4, 2)], expected_ops=["AveragePool"], max_nodes=3, run_f64=False),
+            Testcase("keras_global_average_2d", factory=keras_model(_layer("GlobalAveragePooling2D"), (3, 4, 5)),
+                     input_shapes=[("B", 3, 4, 5)], expected_ops=["ReduceMean"], max_nodes=1, run_f64=False),
+            Testcase("keras_global_average_2d_keepdims_channels_first",
+                     factory=keras_model(_layer("GlobalAveragePooling2D", keepdims=True, data_format="channels_first"),
+                                         (5, 3, 4)),
+                     input_shapes=[("B", 5, 3, 4)], expected_ops=["ReduceMean"], max_nodes=1, run_f64=False),
+            Testcase("keras_global_average_1d", factory=keras_model(_layer("GlobalAveragePooling1D"), (None, 3)),
+                     input_shapes=[("B", "T", 3)], static_sizes={"T": 4}, expected_ops=["ReduceMean"], max_nodes=1,
+                     run_f64=False),
             Testcase("keras_conv_pool_stack", factory=keras_model(_conv_pool, (8, 8, 3)), input_shapes=[("B", 8, 8, 3)],
                      check=check_ops("Conv", "MaxPool", "AveragePool", max_transposes=2), run_f64=False),
         ],
