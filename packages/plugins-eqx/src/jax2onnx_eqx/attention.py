@@ -1,0 +1,190 @@
+"""eqx.nn.MultiheadAttention → the opset-23 ``Attention`` op.
+
+An unbatched call (query ``(q_seq, q_size)``) gains ONNX's batch axis with one ``Unsqueeze``; the
+projections are MatMuls on the transposed (constant) weights and produce Attention's 3-D layout
+``(1, seq, heads*size)`` directly; self-attention (``mha(x, x, x)``) is one MatMul on the
+concatenated Q|K|V weights and a ``Split``. The mask (``(q_seq, kv_seq)`` or per head) becomes the
+additive mask ``Where(mask, 0, -0.7 * finfo.max)``: equinox fills masked logits with ``finfo.min``,
+so a fully masked row is uniform in both.
+
+Left to equinox's own math (and the lax/jnp lowerings): attention dropout in training mode,
+``process_heads`` (rotary embeddings and the like), ``jax.vmap``-batched calls, and float64, for which
+onnxruntime's Attention kernel is only float32-accurate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.testing import Component, Testcase
+
+from ._fusion import Operands, call_module, is_array, one_output_like
+from ._testing import float32_ops, model
+
+lowerings = Lowerings()
+
+MULTIHEAD_ATTENTION = "jax2onnx_eqx.multihead_attention"
+_DTYPES = {np.dtype(np.float32), np.dtype(np.float16)}
+
+
+def _no_dropout(self: Any, inference: Any, deterministic: Any) -> bool:
+    dropout = getattr(self, "dropout", None)
+    if dropout is None or float(dropout.p) == 0.0:
+        return True
+    flag = inference if inference is not None else deterministic if deterministic is not None else dropout.inference
+    return flag is True
+
+
+def _patch_multihead_attention(original):
+    def __call__(self, query, key_, value, mask=None, *args, key=None, inference=None, deterministic=None,
+                 process_heads=None, **kwargs):
+        if (
+            args
+            or kwargs
+            or process_heads is not None
+            or not _no_dropout(self, inference, deterministic)
+            or not all(is_array(a) and a.ndim == 2 for a in (query, key_, value))
+            or (mask is not None and (not is_array(mask) or mask.ndim not in (2, 3)))
+        ):
+            return original(self, query, key_, value, mask, *args, key=key, inference=inference,
+                            deterministic=deterministic, process_heads=process_heads, **kwargs)
+        inputs = {"q": query}
+        if key_ is not query:
+            inputs["k"] = key_
+        if value is not key_:
+            inputs["v"] = value
+        if mask is not None:
+            inputs["mask"] = mask
+        names = tuple(inputs)
+
+        def body(m, *arrays):
+            named = dict(zip(names, arrays, strict=True))
+            q = named["q"]
+            k = named.get("k", q)
+            return original(m, q, k, named.get("v", k), named.get("mask"), inference=inference,
+                            deterministic=deterministic)
+
+        return call_module(MULTIHEAD_ATTENTION, self, body, inputs, num_heads=int(self.num_heads))
+
+    return __call__
+
+
+patches = [Patch("equinox.nn.MultiheadAttention", "__call__", _patch_multihead_attention)]
+
+
+def _const(v: Any) -> np.ndarray | None:
+    return None if v is None or v.const_value is None else v.const_value.numpy()
+
+
+@lowerings.register_call(MULTIHEAD_ATTENTION)
+def lower_multihead_attention(ctx, *ins):
+    dtype = np.dtype(ctx.avals_out[0].dtype)
+    if ctx.opset < 23 or dtype not in _DTYPES:
+        return None
+    ops = Operands(ctx, ins)
+    projections = ("query_proj", "key_proj", "value_proj", "output_proj")
+    if any(f"{p}/weight" not in ops for p in projections):
+        return None
+    heads = ctx.marked.params["num_heads"]
+    out_size = ops.shape("output_proj/weight")[0]
+    if not one_output_like(ctx, (ops.shape("q")[0], out_size)):
+        return None
+    zero = ctx.i64([0])
+
+    def project(x: Any, name: str) -> Any:
+        w = ctx.op.Transpose(ctx.cast(ops[f"{name}/weight"], dtype), perm=[1, 0])  # folded: a constant
+        y = ctx.op.MatMul(x, w)
+        return ctx.op.Add(y, ctx.cast(ops[f"{name}/bias"], dtype)) if f"{name}/bias" in ops else y
+
+    x_q = ctx.op.Unsqueeze(ctx.cast(ops["q"], dtype), zero)
+    weights = [_const(ops[f"{p}/weight"]) for p in projections[:3]]
+    if "k" not in ops and "v" not in ops and all(w is not None for w in weights):
+        # Self-attention with constant weights: one MatMul on the concatenated Q|K|V weights.
+        widths = [w.shape[0] for w in weights]
+        qkv = ctx.op.MatMul(x_q, ctx.const(np.concatenate([w.T for w in weights], axis=1).astype(dtype)))
+        biases = [_const(ops.get(f"{p}/bias")) for p in projections[:3]]
+        if any(f"{p}/bias" in ops for p in projections[:3]):
+            if any(b is None and f"{p}/bias" in ops for b, p in zip(biases, projections, strict=False)):
+                return None
+            qkv = ctx.op.Add(qkv, ctx.const(np.concatenate(
+                [b.astype(dtype) if b is not None else np.zeros(w, dtype) for b, w in zip(biases, widths, strict=True)])))
+        q, k, v = ctx.op.Split(qkv, ctx.i64(widths), axis=-1, _outputs=3)
+    else:
+        x_k = ctx.op.Unsqueeze(ctx.cast(ops["k"], dtype), zero) if "k" in ops else x_q
+        x_v = ctx.op.Unsqueeze(ctx.cast(ops["v"], dtype), zero) if "v" in ops else x_k
+        q, k, v = project(x_q, "query_proj"), project(x_k, "key_proj"), project(x_v, "value_proj")
+    attn_mask = None
+    if "mask" in ops:
+        masked = ctx.const(np.asarray(-0.7 * np.finfo(dtype).max, dtype=dtype))
+        attn_mask = ctx.op.Where(ctx.cast(ops["mask"], np.bool_), ctx.const(np.zeros((), dtype)), masked)
+    y = ctx.op.Attention(q, k, v, attn_mask, q_num_heads=heads, kv_num_heads=heads)
+    return ctx.op.Squeeze(project(y, "output_proj"), zero)
+
+
+# ---------------------------------------------------------------------------------------------
+# Testcases
+
+
+def _mha(wrap, **kw):
+    return model(lambda k: eqx.nn.MultiheadAttention(2, 6, key=k, **kw), wrap=wrap)
+
+
+def _self(m):
+    return lambda x: m(x, x, x)
+
+
+def _self_masked(m):
+    """Self-attention with a causal mask (a constant, folded into the additive mask)."""
+
+    def run(x):
+        n = x.shape[0]
+        return m(x, x, x, mask=jnp.tril(jnp.ones((n, n), dtype=bool)))
+
+    return run
+
+
+def _self_padding(m):
+    """A padding mask from per-position validity: rows of padding are fully masked."""
+    return lambda x, valid: m(x, x, x, mask=(valid[:, None] > 0) & (valid[None, :] > 0))
+
+
+def _valid(rng, shape, dtype):
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(0, 3, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _cross(m):
+    return lambda x, ctx: m(x, ctx, ctx)
+
+
+components = [
+    Component(
+        name="eqx.multihead_attention",
+        onnx=["Attention", "MatMul", "Split", "Unsqueeze", "Squeeze"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("eqx_mha_self", factory=_mha(wrap=_self), input_shapes=[(5, 6)],
+                     check=float32_ops("Attention", "Split", forbids=("Softmax", "Einsum"), max_nodes=6)),
+            Testcase("eqx_mha_self_bias",
+                     factory=_mha(use_query_bias=True, use_key_bias=True, use_value_bias=True, use_output_bias=True,
+                                  wrap=_self),
+                     input_shapes=[(4, 6)], check=float32_ops("Attention", forbids=("Softmax",), max_nodes=8)),
+            Testcase("eqx_mha_causal", factory=_mha(wrap=_self_masked), input_shapes=[(4, 6)],
+                     check=float32_ops("Attention", forbids=("Softmax",), max_nodes=6)),
+            Testcase("eqx_mha_padding_mask", factory=_mha(wrap=_self_padding),
+                     input_shapes=[(4, 6), jax.ShapeDtypeStruct((4,), np.int32)], input_generator=_valid,
+                     check=float32_ops("Attention", "Where", forbids=("Softmax",))),
+            Testcase("eqx_mha_cross", factory=model(lambda k: eqx.nn.MultiheadAttention(2, 6, 4, 4, 5, key=k),
+                                                    wrap=_cross),
+                     input_shapes=[(3, 6), (5, 4)], check=float32_ops("Attention", forbids=("Softmax",))),
+            # Batched with jax.vmap, as equinox code does: equinox's own math.
+            Testcase("eqx_mha_vmapped", factory=_mha(wrap=lambda m: jax.vmap(_self(m))), input_shapes=[("B", 4, 6)]),
+        ],
+    ),
+]
