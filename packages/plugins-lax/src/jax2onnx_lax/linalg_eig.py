@@ -19,13 +19,22 @@ not reproducible by a different algorithm. The exported model returns the vector
 (normalised, orthogonal); compare them with JAX after fixing each column's sign (for example so that
 its largest-magnitude entry is positive), as the testcases here do. A zero singular value's left
 vector is zero in the thin ``u`` (LAPACK fills in an orthonormal completion), which does not change
-``u @ diag(s) @ vt``, ``pinv`` or ``lstsq``.
+``u @ diag(s) @ vt``, ``pinv`` or ``lstsq``; and ``u = A v / s`` is orthonormal to ``eps * s_max / s``
+(LAPACK's to ``eps``), so the columns of tiny singular values of an ill-conditioned matrix are less
+orthogonal than LAPACK's, while ``u s v^T`` reproduces A to a few eps.
+
+Accuracy: after the sweeps V is re-orthonormalised by one Newton-Schulz step and the eigenvalues
+(Rayleigh quotients with the input) or the columns ``A v`` are recomputed from the input, so the
+rounding of hundreds of rotation rounds does not reach the result: for 64x64 inputs the residuals
+``||V diag(w) V^T - A|| / ||A||`` and ``||U S V^T - A|| / ||A||`` are within 2x of JAX's (LAPACK's),
+float32 and float64, condition numbers 1 to 1e4 (f32) / 1e8 (f64); see bench/linalg_bench.py.
 """
 
 from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+import onnx_ir as ir
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
@@ -105,6 +114,26 @@ def _sort_columns(ctx, values, vectors, largest, n):
     return sorted_vals, ctx.op.GatherElements(vectors, idx_m, axis=-1), idx
 
 
+def _orthonormalize(ctx, v, rank, n):
+    """One Newton-Schulz step ``V (3 I - V^T V) / 2``: hundreds of rounded rotations leave V off
+    orthogonal by ~sqrt(rounds) eps; one step brings that to ~eps^2, at the cost of two MatMuls."""
+    op = ctx.op
+    gram = op.MatMul(mx.swap_last_axes(ctx, v, rank), v)
+    dtype = np.float64 if v.type is not None and v.type.dtype == ir.DataType.DOUBLE else np.float32
+    return op.MatMul(v, op.Sub(ctx.const(1.5 * np.eye(n, dtype=dtype)), op.Mul(gram, 0.5)))
+
+
+def _polish(ctx, a, v, rank):
+    """``(V, w)``: V re-orthonormalised, w the Rayleigh quotients ``diag(V^T A V)`` with the input A
+    (not the rotated matrix, whose rounding grew with every round)."""
+    op = ctx.op
+    n = int(ctx.avals_in[0].shape[-1])
+    v = _orthonormalize(ctx, v, rank, n)
+    av = op.MatMul(a, v)
+    w = op.ReduceSum(op.Mul(v, av), ctx.i64([-2]), keepdims=0)
+    return v, w
+
+
 def _pad_square(ctx, x, rank, n_rows_pad, n_cols_pad):
     if not (n_rows_pad or n_cols_pad):
         return x
@@ -161,10 +190,10 @@ def lower_eigh(ctx, a):
         return op.Not(op.Cast(op.ReduceMax(op.Cast(not_done, to=6), keepdims=0), to=9))
 
     w_mat, v = _sweeps(ctx, [(work, work_aval), (v0, work_aval)], round_fn, converged, n_even, dtype, "jacobi")
-    w = ctx.op.ReduceSum(ctx.op.Where(ctx.const(eye_mask), w_mat, 0.0), ctx.i64([-1]), keepdims=0)
+    del w_mat  # the eigenvalues are recomputed from the polished vectors below
     if n_even != n:
-        w = ctx.op.Slice(w, ctx.i64([0]), ctx.i64([n]), ctx.i64([-1]))
         v = ctx.op.Slice(v, ctx.i64([0, 0]), ctx.i64([n, n]), ctx.i64([-2, -1]))
+    v, w = _polish(ctx, sym, v, rank)
     if ctx.params.get("sort_eigenvalues", True):
         w, v, _ = _sort_columns(ctx, w, v, largest=False, n=n)
     subset = ctx.params.get("subset_by_index")
@@ -226,13 +255,16 @@ def lower_svd(ctx, a):
         return op.Not(op.Cast(op.ReduceMax(op.Cast(bad, to=6), keepdims=0), to=9))
 
     if n_even >= 2:
-        g, v = _sweeps(ctx, [(g0, g_aval), (v0, v_aval)], round_fn, converged, n_even, dtype, "svd_jacobi")
+        _, v = _sweeps(ctx, [(g0, g_aval), (v0, v_aval)], round_fn, converged, n_even, dtype, "svd_jacobi")
     else:
-        g, v = g0, v0
+        v = v0
     op = ctx.op
     if n_even != cols:
-        g = op.Slice(g, ctx.i64([0]), ctx.i64([cols]), ctx.i64([-1]))
         v = op.Slice(v, ctx.i64([0, 0]), ctx.i64([cols, cols]), ctx.i64([-2, -1]))
+    # polish: V re-orthonormalised and the columns recomputed from the input (the rotated columns
+    # carry the rounding of every round), so u s v^T reproduces A to a few eps
+    v = _orthonormalize(ctx, v, rank, cols)
+    g = op.MatMul(x, v)
     s = op.Sqrt(op.ReduceSum(op.Mul(g, g), ctx.i64([-2]), keepdims=0))  # [..., cols]
     if not p["compute_uv"]:
         s, _, _ = _sort_columns(ctx, s, None, largest=True, n=cols)
