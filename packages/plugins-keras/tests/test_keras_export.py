@@ -145,3 +145,18 @@ def test_without_the_pack_the_same_model_is_exact_but_larger(tmp_path, registry_
     _check(model, proto, session, _vectors)
     ops = [n.op_type for n in proto.graph.node]
     assert "LayerNormalization" not in ops and len(ops) > 4
+
+
+def test_normalization_mode_force_decomposed_keeps_keras_math():
+    from jax2onnx import to_onnx
+
+    model = _dense_ln_dense()
+    fn = lambda x: model(x, training=False)  # noqa: E731
+    native = to_onnx(fn, [("B", 8)])
+    decomposed = to_onnx(fn, [("B", 8)], normalization_mode="force_decomposed")
+    assert "LayerNormalization" in {n.op_type for n in native.graph.node}
+    assert "LayerNormalization" not in {n.op_type for n in decomposed.graph.node}
+    session = ort.InferenceSession(decomposed.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = _vectors(3)
+    (got,) = session.run(None, {decomposed.graph.input[0].name: x})
+    np.testing.assert_allclose(got, np.asarray(fn(x)), rtol=1e-4, atol=1e-5)
