@@ -1,4 +1,5 @@
-"""Helpers for the pack's testcases: build modules with parameters that make a test able to fail."""
+"""Helpers for the pack's testcases: build modules with parameters that make a test able to fail,
+and variant-aware checks."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from typing import Any
 import jax
 import numpy as np
 from flax import nnx
+from jax2onnx.testing import Variant
+
+Check = Callable[[Any, Variant], None]
 
 
 def randomized(module: Any, seed: int = 0, low: float = 0.5, high: float = 1.5) -> Any:
@@ -39,27 +43,20 @@ def model(build: Callable[[], Any], *, eval_mode: bool = False, seed: int | None
     return factory
 
 
-def float32_ops(*ops: str, max_transposes: int | None = None, max_nodes: int | None = None) -> Callable[[Any], None]:
-    """A testcase ``check``: ``ops`` appear in the float32 export. The float64 export may differ,
-    since onnxruntime lacks double kernels for some ops (Conv, ConvTranspose, AveragePool) and the
-    lowering then declines in favour of the lax pack's exact float64 decomposition."""
+def fused_budget(*, max_nodes: int | None = None, max_transposes: int | None = None) -> Check:
+    """A ``check`` of the fused graph's size: the float32 export at an opset that has every expected
+    op. float64 exports take exact decompositions where onnxruntime lacks double kernels (Conv,
+    ConvTranspose, AveragePool, Gelu, ...; their expected ops are ``expected_ops_f64``), and an
+    older opset decomposes the ops it lacks, so the budget does not describe those graphs."""
 
-    def check(proto: Any) -> None:
-        from jax2onnx.testing.runner import op_types, unavailable_ops
-
-        if proto.graph.input[0].type.tensor_type.elem_type == 11:  # float64
-            return
-        found = op_types(proto)
-        decomposed = unavailable_ops(proto, ops)  # e.g. Gelu at opset 17: the module's own arithmetic
-        missing = [o for o in ops if o not in found and o not in decomposed]
-        assert not missing, f"expected {missing} in the float32 graph, found {sorted(found)}"
-        if decomposed:  # the budgets below describe the fused graph
+    def check(proto: Any, variant: Variant) -> None:
+        if variant.double or variant.fused_ops_unavailable:
             return
         if max_transposes is not None:
             n = sum(1 for node in proto.graph.node if node.op_type == "Transpose")
-            assert n <= max_transposes, f"{n} Transposes, expected at most {max_transposes}"
+            assert n <= max_transposes, f"{variant.id}: {n} Transposes, expected at most {max_transposes}"
         if max_nodes is not None:
-            assert len(proto.graph.node) <= max_nodes, f"{len(proto.graph.node)} nodes > budget {max_nodes}"
+            assert len(proto.graph.node) <= max_nodes, f"{variant.id}: {len(proto.graph.node)} nodes > budget {max_nodes}"
 
     return check
 
