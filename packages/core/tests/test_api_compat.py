@@ -248,3 +248,8 @@ def test_every_opset_in_range_is_stamped(mini_registry):
         model = to_onnx(_sin, [("B", 3)], opset=np.int64(opset))
         assert next(o.version for o in model.opset_import if o.domain == "") == opset
         onnx.checker.check_model(model, full_check=True)
+
+
+def test_bad_inputs_are_named_before_names_are_counted(mini_registry):
+    with pytest.raises(InputSpecError, match="inputs must be a list of input specs"):
+        to_onnx(_sin, "B,3", input_names=["x"])

@@ -136,7 +136,7 @@ def _onnx_version() -> str:
 
 def check_options(
     *,
-    n_inputs: int,
+    n_inputs: int | None,
     input_params: Mapping[str, Any] | None,
     return_mode: Any,
     output_path: Any,
@@ -148,7 +148,9 @@ def check_options(
     export_mode: Any,
     normalization_mode: Any,
 ) -> ExportOptions:
-    """Check what can be checked before tracing; raises :class:`InputSpecError` naming the fix."""
+    """Check what can be checked before tracing; raises :class:`InputSpecError` naming the fix.
+
+    ``n_inputs`` is None when ``inputs`` is not a list (the input-spec check names that problem)."""
     mode = _choice(return_mode, RETURN_MODES, "return_mode")
     path = None
     if output_path is not None:
@@ -159,7 +161,7 @@ def check_options(
         raise InputSpecError("return_mode='file' writes the model to output_path: pass output_path='model.onnx'")
     in_names = _names(input_names, "input_names")
     out_names = _names(output_names, "output_names")
-    if in_names is not None and len(in_names) != n_inputs:
+    if in_names is not None and n_inputs is not None and len(in_names) != n_inputs:
         raise InputSpecError(
             f"input_names has {len(in_names)} name(s) but there are {n_inputs} positional input(s); "
             "give one name per entry of inputs (input_params keep their own names)"

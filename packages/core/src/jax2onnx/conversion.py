@@ -94,7 +94,7 @@ def to_onnx(
     """
     opset = api_compat.check_opset(opset)
     options = api_compat.check_options(
-        n_inputs=len(inputs) if isinstance(inputs, Sequence) and not isinstance(inputs, (str, bytes)) else 0,
+        n_inputs=len(inputs) if isinstance(inputs, Sequence) and not isinstance(inputs, (str, bytes)) else None,
         input_params=input_params, return_mode=return_mode, output_path=output_path, input_names=input_names,
         output_names=output_names, inputs_as_nchw=inputs_as_nchw, outputs_as_nchw=outputs_as_nchw,
         record_primitive_calls_file=record_primitive_calls_file, export_mode=export_mode,
