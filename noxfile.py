@@ -8,6 +8,7 @@
     nox -s matrix           # the full suite in a floor cell (every declared minimum pinned) and a newest cell
     nox -s floors           # the floor cell on a subset covering every pack (what CI runs)
     nox -s opsets           # every testcase of every pack exported at the floor opset (17)
+    nox -s web              # quickstart MLP, a CNN and a transformer layer in onnxruntime-web (wasm) under Node
     nox -s lint demo bench coverage_docs
     nox -s fuzz stress      # long differential fuzzing; 8 threads x 20 rounds of concurrent exports
     nox -s build            # sdists + wheels, twine check, each wheel smoke-tested alone in a fresh venv
@@ -209,6 +210,17 @@ def opsets(session: nox.Session) -> None:
     session.install(*TEST_TOOLS, *EVERY_PACKAGE)
     session.env["KERAS_BACKEND"] = "jax"
     _pytest(session, TESTCASE_FILES, f"--jax2onnx-opset={FLOOR_OPSET}")
+
+
+@nox.session(python=PYTHON)
+def web(session: nox.Session) -> None:
+    """onnxruntime-web, the wasm backend browsers run without WebGPU, under Node.js: the quickstart
+    MLP, a CNN and a pre-LN transformer layer exported with export_mode="web" at opsets 23 and 17,
+    compared with JAX (tests/web; the npm package pinned by tests/web/package-lock.json)."""
+    session.install(CORE, *PACKS["nnx"])
+    web_dir = os.path.join(ROOT, "tests", "web")
+    session.run("npm", "ci", "--no-audit", "--no-fund", "--prefix", web_dir, external=True)
+    session.run("python", os.path.join(web_dir, "check_web.py"))
 
 
 @nox.session(python=PYTHON)
