@@ -239,7 +239,7 @@ def variant_inputs(variant: Variant, fn: Any) -> VariantInputs:
     if case.input_values is not None:
         # JAX itself narrows 64-bit values without x64 (int64 -> int32); feed what it traces.
         values = [np.asarray(v) for v in case.input_values]
-        dtypes = [a.dtype for a in parse_inputs(fn, values, None, double).args]
+        dtypes = [a.dtype for a in parse_inputs(fn, values, case.input_params or None, double).args]
         values = [v.astype(d) for v, d in zip(values, dtypes)]
         return VariantInputs([jax.ShapeDtypeStruct(v.shape, v.dtype) for v in values], [values], params)
     all_syms = sorted(set().union(*[_symbols(_spec_shape(s)) for s in case.input_shapes]) if case.input_shapes else set())
@@ -250,7 +250,7 @@ def variant_inputs(variant: Variant, fn: Any) -> VariantInputs:
         sizes = {s: case.static_sizes.get(s, DEFAULT_STATIC_SIZE) for s in all_syms}
         specs = _with_static_sizes(case.input_shapes, sizes)
         size_sets = [sizes]
-    dtypes = [np.dtype(a.dtype) for a in parse_inputs(fn, specs, None, double).args]
+    dtypes = [np.dtype(a.dtype) for a in parse_inputs(fn, specs, case.input_params or None, double).args]
     rng = np.random.default_rng(0)
     gen = case.input_generator or _random
     runs = []
