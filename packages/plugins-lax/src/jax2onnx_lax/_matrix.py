@@ -51,21 +51,23 @@ def aval(shape: Sequence[Any], dtype: Any) -> jax.ShapeDtypeStruct:
 
 
 def loop(where: Any, trips: Any, state: Sequence[tuple[ir.Value, Any]], body: Callable[..., Sequence[ir.Value]],
-         name: str, *, until: Callable[..., ir.Value] | None = None) -> list[ir.Value]:
+         name: str, *, until: Callable[..., ir.Value] | None = None, scans: Sequence[Any] = ()) -> list[ir.Value]:
     """An ONNX ``Loop`` of ``trips`` iterations (int, or an int64 scalar value) over the state
     ``[(initial value, aval)]``. ``body(sub, k, *state) -> new state`` builds the body in ``sub``
     (``k`` is the int64 iteration number). With ``until(sub, *new_state) -> bool scalar`` the loop
-    also stops early once it is true (checked at the end of each iteration)."""
+    also stops early once it is true (checked at the end of each iteration). ``scans`` are the avals
+    of per-iteration outputs the body returns after the state; the Loop stacks them on a new
+    leading axis (returned after the final state)."""
     sub = where.subgraph(name)
     k = sub.add_input("k", INT64_SCALAR)
     sub.add_input("cond_in", BOOL_SCALAR)
     carried = [sub.add_input(f"{name}_state", a) for _, a in state]
     new = list(body(sub, k, *carried))
-    keep = sub.op.Not(until(sub, *new)) if until is not None else sub.const(np.asarray(True))
-    graph = sub.finish([keep, *new], [BOOL_SCALAR, *[a for _, a in state]])
+    keep = sub.op.Not(until(sub, *new[: len(state)])) if until is not None else sub.const(np.asarray(True))
+    graph = sub.finish([keep, *new], [BOOL_SCALAR, *[a for _, a in state], *scans])
     m = where.i64(trips) if isinstance(trips, (int, np.integer)) else trips
-    outs = as_list(where.op.Loop(m, None, *[v for v, _ in state], body=graph, _outputs=len(state)))
-    for v, (_, a) in zip(outs, state, strict=True):
+    outs = as_list(where.op.Loop(m, None, *[v for v, _ in state], body=graph, _outputs=len(state) + len(scans)))
+    for v, (_, a) in zip(outs, state, strict=False):
         where.set_aval(v, a)
     return outs
 

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
+import onnx_ir as ir
 from jax import lax
 from jax2onnx import compat
 from jax2onnx.plugin import Lowerings
@@ -41,50 +42,57 @@ lowerings = Lowerings()
 
 @lowerings.register("lu")
 def lower_lu(ctx, a):
+    """One Loop over the pivot columns. The body is kept short (each node of a Loop body costs a few
+    microseconds per iteration in onnxruntime): the masks of step k come from constant stacks
+    indexed by k, the permutation rides along as an extra column of the matrix (row swaps move it;
+    the elimination skips it), and the pivots leave as the Loop's scan output."""
     mx.require_real(ctx)
     a_aval = ctx.avals_in[0]
     m, n = mx.static_matrix_dims(ctx, a_aval, "the matrix")
     k_steps = min(m, n)
     batch = mx.batch_shape(a_aval)
-    perm0 = mx.expand_to(ctx, ctx.const(np.arange(m, dtype=np.int32)), [*batch, m])
-    piv0 = mx.expand_to(ctx, ctx.const(np.zeros(k_steps, dtype=np.int32)), [*batch, k_steps])
+    dtype = np.dtype(a_aval.dtype)
+    rank = len(a_aval.shape)
+    op = ctx.op
+    perm0 = mx.expand_to(ctx, ctx.const(np.arange(m, dtype=dtype).reshape(m, 1)), [*batch, m, 1])
     if k_steps == 0:
-        return [ctx.op.Identity(a), piv0, perm0]
+        piv = mx.expand_to(ctx, ctx.const(np.zeros(0, dtype=np.int32)), [*batch, 0])
+        return [op.Identity(a), piv, ctx.cast(op.Squeeze(perm0, ctx.i64([-1])), np.int32)]
+    aug = op.Concat(a, perm0, axis=-1)  # [..., m, n + 1]
+    ks = np.arange(k_steps).reshape(k_steps, 1, 1)
+    rows, cols = np.arange(m).reshape(1, m, 1), np.arange(n + 1).reshape(1, 1, n + 1)
+    col_k = ctx.const(cols[:, 0, :] == ks[:, 0, :])  # [K, n+1]
+    row_lt = ctx.const(rows[:, :, 0] < ks[:, :, 0])  # [K, m]
+    row_k = ctx.const(rows == ks)  # [K, m, 1]
+    update = ctx.const((rows > ks) & (cols > ks) & (cols < n))  # [K, m, n+1]: trailing block, not perm
+    below = ctx.const((rows > ks) & (cols == ks))  # [K, m, n+1]: where the multipliers go
+    iota_m = ctx.const(np.arange(m, dtype=np.int64))
+    aug_aval = mx.aval([*batch, m, n + 1], dtype)
+    piv_aval = mx.aval([*batch, 1], np.int32)
 
-    def step(sub, k, lu, perm, piv):
-        op = sub.op
-        rows, rows_c, cols = mx.iota(sub, m), mx.iota(sub, m, [m, 1]), mx.iota(sub, n)
-        col_k = op.Equal(cols, k)
-        col = mx.pick(sub, lu, col_k, -1, keepdims=False)  # [..., m]
+    def step(sub, k, lu):
+        o = sub.op
+        c, rl, rk = o.Gather(col_k, k, axis=0), o.Gather(row_lt, k, axis=0), o.Gather(row_k, k, axis=0)
+        col = mx.pick(sub, lu, c, -1, keepdims=False)  # [..., m]
         # getrf's pivot: first row of largest |a| among rows >= k (rows above cannot win)
-        mag = op.Where(op.Less(rows, k), -1.0, op.Abs(col))
-        p = op.ArgMax(mag, axis=-1, keepdims=1, select_last_index=0)  # [..., 1]
-        is_p = op.Equal(rows, p)  # [..., m]
-        is_p_c = op.Unsqueeze(is_p, sub.i64([-1]))
-        is_k, is_k_c = op.Equal(rows, k), op.Equal(rows_c, k)
-        row_p = mx.pick(sub, lu, is_p_c, -2)  # [..., 1, n]
-        row_k = mx.pick(sub, lu, is_k_c, -2)
-        lu = op.Where(is_k_c, row_p, op.Where(is_p_c, row_k, lu))
-        perm_p = mx.pick(sub, perm, is_p, -1)
-        perm_k = mx.pick(sub, perm, is_k, -1)
-        perm = op.Where(is_k, perm_p, op.Where(is_p, perm_k, perm))
-        piv = op.Where(op.Equal(mx.iota(sub, k_steps), k), op.Cast(p, to=6), piv)
-        # eliminate below the pivot (now at row k)
-        pivot = mx.pick(sub, row_p, col_k, -1)  # [..., 1, 1]
-        col = mx.pick(sub, lu, col_k, -1)  # [..., m, 1]
-        mult = op.Where(op.Equal(pivot, 0.0), col, op.Mul(col, op.Reciprocal(pivot)))
-        below = op.Greater(rows_c, k)  # [m, 1]
-        right = op.Greater(cols, k)  # [n]
-        update = op.Sub(lu, op.Mul(mult, row_p))
-        lu = op.Where(op.And(below, right), update, op.Where(op.And(below, col_k), mult, lu))
-        return [lu, perm, piv]
+        p = o.ArgMax(o.Where(rl, -1.0, o.Abs(col)), axis=-1, keepdims=1, select_last_index=0)  # [..., 1]
+        is_p = o.Unsqueeze(o.Equal(iota_m, p), sub.i64([-1]))  # [..., m, 1]
+        row_p, row_kk = mx.pick(sub, lu, is_p, -2), mx.pick(sub, lu, rk, -2)  # [..., 1, n+1]
+        lu = o.Where(rk, row_p, o.Where(is_p, row_kk, lu))
+        pivot = mx.pick(sub, row_p, c, -1)  # [..., 1, 1]
+        zero = o.Equal(pivot, 0.0)  # a zero column: getrf neither scales nor eliminates
+        mult = o.Mul(mx.pick(sub, lu, c, -1), o.Reciprocal(o.Where(zero, 1.0, pivot)))  # [..., m, 1]
+        lu = o.Where(o.Gather(update, k, axis=0), o.Sub(lu, o.Mul(mult, row_p)),
+                     o.Where(o.Gather(below, k, axis=0), mult, lu))
+        return [lu, o.Cast(p, to=int(ir.DataType.INT32))]
 
-    lu, perm, piv = mx.loop(ctx, k_steps, [
-        (a, a_aval),
-        (perm0, mx.aval([*batch, m], np.int32)),
-        (piv0, mx.aval([*batch, k_steps], np.int32)),
-    ], step, "lu_step")
-    return [lu, piv, perm]
+    lu, pivs = mx.loop(ctx, k_steps, [(aug, aug_aval)], step, "lu_step", scans=[piv_aval])
+    # pivots: [K, ..., 1] -> [..., K]
+    piv = op.Transpose(op.Squeeze(pivs, ctx.i64([-1])), perm=[*range(1, rank - 1), 0])
+    lu_out = op.Slice(lu, ctx.i64([0]), ctx.i64([n]), ctx.i64([-1]))
+    perm = ctx.cast(op.Squeeze(op.Slice(lu, ctx.i64([n]), ctx.i64([n + 1]), ctx.i64([-1])), ctx.i64([-1])),
+                    np.int32)
+    return [lu_out, piv, perm]
 
 
 @lowerings.register("lu_pivots_to_permutation")
