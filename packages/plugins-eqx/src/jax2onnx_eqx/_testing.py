@@ -53,3 +53,9 @@ def float32_ops(*ops: str, forbids: tuple[str, ...] = (), max_nodes: int | None 
             assert len(proto.graph.node) <= max_nodes, f"{len(proto.graph.node)} nodes > budget {max_nodes}"
 
     return check
+
+
+def vmapped(m: Any) -> Callable[..., Any]:
+    """``jax.vmap(m)`` called inside the exported function, as equinox model code calls it (a
+    ``jax.vmap(m)`` made before the export is JAX's own and batches equinox's per-example math)."""
+    return lambda *xs: jax.vmap(m)(*xs)

@@ -8,8 +8,10 @@ additive mask ``Where(mask, 0, -0.7 * finfo.max)``: equinox fills masked logits 
 so a fully masked row is uniform in both.
 
 Left to equinox's own math (and the lax/jnp lowerings): attention dropout in training mode,
-``process_heads`` (rotary embeddings and the like), ``jax.vmap``-batched calls, and float64, for which
-onnxruntime's Attention kernel is only float32-accurate.
+``process_heads`` (rotary embeddings and the like), calls inside some other vmapped function
+(per-example tracers), and float64, for which onnxruntime's Attention kernel is only
+float32-accurate. ``jax.vmap(mha)(q, k, v[, mask])`` is the same graph with the batch axis in
+front and no Unsqueeze/Squeeze (``batching.py``).
 """
 
 from __future__ import annotations
@@ -40,36 +42,49 @@ def _no_dropout(self: Any, inference: Any, deterministic: Any) -> bool:
     return flag is True
 
 
+def fuse(module, query, key_, value, mask=None, *, call, batch: int):
+    """The region for ``module(query, key_, value, mask)`` (``batch`` = 0) or its ``jax.vmap``
+    (``batch`` = 1, see ``batching.py``); ``call(m, q, k, v, mask)`` is equinox's computation on the
+    rebuilt module. None when equinox's own code must run."""
+    if (
+        not all(is_array(a) and a.ndim == 2 + batch for a in (query, key_, value))
+        or (mask is not None and (not is_array(mask) or mask.ndim - batch not in (2, 3)))
+    ):
+        return None
+    inputs = {"q": query}
+    if key_ is not query:
+        inputs["k"] = key_
+    if value is not key_:
+        inputs["v"] = value
+    if mask is not None:
+        inputs["mask"] = mask
+    names = tuple(inputs)
+
+    def body(m, *arrays):
+        named = dict(zip(names, arrays, strict=True))
+        q = named["q"]
+        k = named.get("k", q)
+        return call(m, q, k, named.get("v", k), named.get("mask"))
+
+    return call_module(MULTIHEAD_ATTENTION, module, body, inputs, num_heads=int(module.num_heads), batch=batch)
+
+
+def plain_call(module, inference=None, deterministic=None, process_heads=None) -> bool:
+    return process_heads is None and _no_dropout(module, inference, deterministic)
+
+
 def _patch_multihead_attention(original):
     def __call__(self, query, key_, value, mask=None, *args, key=None, inference=None, deterministic=None,
                  process_heads=None, **kwargs):
-        if (
-            args
-            or kwargs
-            or process_heads is not None
-            or not _no_dropout(self, inference, deterministic)
-            or not all(is_array(a) and a.ndim == 2 for a in (query, key_, value))
-            or (mask is not None and (not is_array(mask) or mask.ndim not in (2, 3)))
-        ):
+        out = None
+        if not args and not kwargs and plain_call(self, inference, deterministic, process_heads):
+            out = fuse(self, query, key_, value, mask, batch=0,
+                       call=lambda m, q, k, v, msk: original(m, q, k, v, msk, inference=inference,
+                                                               deterministic=deterministic))
+        if out is None:
             return original(self, query, key_, value, mask, *args, key=key, inference=inference,
                             deterministic=deterministic, process_heads=process_heads, **kwargs)
-        inputs = {"q": query}
-        if key_ is not query:
-            inputs["k"] = key_
-        if value is not key_:
-            inputs["v"] = value
-        if mask is not None:
-            inputs["mask"] = mask
-        names = tuple(inputs)
-
-        def body(m, *arrays):
-            named = dict(zip(names, arrays, strict=True))
-            q = named["q"]
-            k = named.get("k", q)
-            return original(m, q, k, named.get("v", k), named.get("mask"), inference=inference,
-                            deterministic=deterministic)
-
-        return call_module(MULTIHEAD_ATTENTION, self, body, inputs, num_heads=int(self.num_heads))
+        return out
 
     return __call__
 
@@ -91,17 +106,21 @@ def lower_multihead_attention(ctx, *ins):
     if any(f"{p}/weight" not in ops for p in projections):
         return None
     heads = ctx.marked.params["num_heads"]
+    batch = ctx.marked.params["batch"]
     out_size = ops.shape("output_proj/weight")[0]
-    if not one_output_like(ctx, (ops.shape("q")[0], out_size)):
+    if not one_output_like(ctx, (*ops.shape("q")[:-1], out_size)):
         return None
     zero = ctx.i64([0])
+
+    def batched(x: Any) -> Any:  # ONNX's batch axis for one example
+        return x if batch else ctx.op.Unsqueeze(x, zero)
 
     def project(x: Any, name: str) -> Any:
         w = ctx.op.Transpose(ctx.cast(ops[f"{name}/weight"], dtype), perm=[1, 0])  # folded: a constant
         y = ctx.op.MatMul(x, w)
         return ctx.op.Add(y, ctx.cast(ops[f"{name}/bias"], dtype)) if f"{name}/bias" in ops else y
 
-    x_q = ctx.op.Unsqueeze(ctx.cast(ops["q"], dtype), zero)
+    x_q = batched(ctx.cast(ops["q"], dtype))
     weights = [_const(ops[f"{p}/weight"]) for p in projections[:3]]
     if "k" not in ops and "v" not in ops and all(w is not None for w in weights):
         # Self-attention with constant weights: one MatMul on the concatenated Q|K|V weights.
@@ -115,15 +134,17 @@ def lower_multihead_attention(ctx, *ins):
                 [b.astype(dtype) if b is not None else np.zeros(w, dtype) for b, w in zip(biases, widths, strict=True)])))
         q, k, v = ctx.op.Split(qkv, ctx.i64(widths), axis=-1, _outputs=3)
     else:
-        x_k = ctx.op.Unsqueeze(ctx.cast(ops["k"], dtype), zero) if "k" in ops else x_q
-        x_v = ctx.op.Unsqueeze(ctx.cast(ops["v"], dtype), zero) if "v" in ops else x_k
+        x_k = batched(ctx.cast(ops["k"], dtype)) if "k" in ops else x_q
+        x_v = batched(ctx.cast(ops["v"], dtype)) if "v" in ops else x_k
         q, k, v = project(x_q, "query_proj"), project(x_k, "key_proj"), project(x_v, "value_proj")
     attn_mask = None
     if "mask" in ops:
         masked = ctx.const(np.asarray(-0.7 * np.finfo(dtype).max, dtype=dtype))
         attn_mask = ctx.op.Where(ctx.cast(ops["mask"], np.bool_), ctx.const(np.zeros((), dtype)), masked)
-    y = ctx.op.Attention(q, k, v, attn_mask, q_num_heads=heads, kv_num_heads=heads)
-    return ctx.op.Squeeze(project(y, "output_proj"), zero)
+        if batch and len(ops.shape("mask")) == 3:  # (batch, q, kv): the heads axis goes second
+            attn_mask = ctx.op.Unsqueeze(attn_mask, ctx.i64([1]))
+    y = project(ctx.op.Attention(q, k, v, attn_mask, q_num_heads=heads, kv_num_heads=heads), "output_proj")
+    return y if batch else ctx.op.Squeeze(y, zero)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,8 +204,18 @@ components = [
             Testcase("eqx_mha_cross", factory=model(lambda k: eqx.nn.MultiheadAttention(2, 6, 4, 4, 5, key=k),
                                                     wrap=_cross),
                      input_shapes=[(3, 6), (5, 4)], check=float32_ops("Attention", forbids=("Softmax",))),
-            # Batched with jax.vmap, as equinox code does: equinox's own math.
-            Testcase("eqx_mha_vmapped", factory=_mha(wrap=lambda m: jax.vmap(_self(m))), input_shapes=[("B", 4, 6)]),
+            # Batched with jax.vmap(mha), as equinox code does: the same fused graph, batch in front.
+            Testcase("eqx_mha_vmapped", factory=_mha(wrap=lambda m: lambda x: jax.vmap(m)(x, x, x)),
+                     input_shapes=[("B", 4, 6)],
+                     check=float32_ops("Attention", "Split", forbids=("Softmax", "Einsum"), max_nodes=4)),
+            Testcase("eqx_mha_vmapped_padding_mask",
+                     factory=_mha(wrap=lambda m: lambda x, valid: jax.vmap(m)(
+                         x, x, x, (valid[:, :, None] > 0) & (valid[:, None, :] > 0))),
+                     input_shapes=[("B", 4, 6), jax.ShapeDtypeStruct(("B", 4), np.int32)], input_generator=_valid,
+                     check=float32_ops("Attention", "Where", forbids=("Softmax",))),
+            # A vmapped function calling the module: per-example tracers, equinox's own math.
+            Testcase("eqx_mha_inside_vmapped_fn", factory=_mha(wrap=lambda m: jax.vmap(_self(m))),
+                     input_shapes=[("B", 4, 6)]),
         ],
     ),
 ]

@@ -15,19 +15,25 @@ from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx.testing import Component, Testcase
 
 from ._fusion import Operands, call_module, is_array, no_extras, one_output_like
-from ._testing import model
+from ._testing import model, vmapped
 
 lowerings = Lowerings()
 
 LINEAR = "jax2onnx_eqx.linear"
 
 
+def fuse(module, x, *, body, batch: int):
+    """The region for ``module(x)`` (``batch`` = 0) or ``jax.vmap(module)(x)`` (``batch`` = 1,
+    see ``batching.py``); None when equinox's own code must run."""
+    if not is_array(x) or x.ndim != 1 + batch or module.in_features == "scalar" or module.out_features == "scalar":
+        return None
+    return call_module(LINEAR, module, body, {"x": x}, batch=batch)
+
+
 def _patch_linear(original):
     def __call__(self, x, *args, **kwargs):
-        if (not no_extras(args, kwargs) or not is_array(x) or x.ndim != 1 or self.in_features == "scalar"
-                or self.out_features == "scalar"):
-            return original(self, x, *args, **kwargs)
-        return call_module(LINEAR, self, lambda m, x: original(m, x), {"x": x})
+        out = fuse(self, x, body=lambda m, x: original(m, x), batch=0) if no_extras(args, kwargs) else None
+        return original(self, x, *args, **kwargs) if out is None else out
 
     return __call__
 
@@ -38,12 +44,16 @@ patches = [Patch("equinox.nn.Linear", "__call__", _patch_linear)]
 @lowerings.register_call(LINEAR)
 def lower_linear(ctx, *ins):
     ops = Operands(ctx, ins)
-    if "weight" not in ops or not one_output_like(ctx, (ops.shape("weight")[0],)):
+    x_shape = ops.shape("x")
+    if "weight" not in ops or not one_output_like(ctx, (*x_shape[:-1], ops.shape("weight")[0])):
         return None
     dtype = ctx.avals_out[0].dtype
-    weight_t = ctx.op.Transpose(ctx.cast(ops["weight"], dtype), perm=[1, 0])  # folded on a constant weight
-    y = ctx.op.MatMul(ctx.cast(ops["x"], dtype), weight_t)
-    return ctx.op.Add(y, ctx.cast(ops["bias"], dtype)) if "bias" in ops else y
+    x, weight = ctx.cast(ops["x"], dtype), ctx.cast(ops["weight"], dtype)
+    bias = ctx.cast(ops["bias"], dtype) if "bias" in ops else None
+    if len(x_shape) == 2:  # a vmapped call: one Gemm against the (out, in) weight as stored
+        return ctx.op.Gemm(x, weight, bias, transB=1)
+    y = ctx.op.MatMul(x, ctx.op.Transpose(weight, perm=[1, 0]))  # the Transpose folds on a constant
+    return y if bias is None else ctx.op.Add(y, bias)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -52,17 +62,23 @@ def lower_linear(ctx, *ins):
 components = [
     Component(
         name="eqx.linear",
-        onnx=["MatMul", "Add"],
+        onnx=["MatMul", "Add", "Gemm"],
         since="v0.7.0",
         testcases=[
             Testcase("eqx_linear", factory=model(lambda k: eqx.nn.Linear(8, 5, key=k)), input_shapes=[(8,)],
                      expected_ops=["MatMul", "Add"], max_nodes=2),
             Testcase("eqx_linear_no_bias", factory=model(lambda k: eqx.nn.Linear(8, 5, use_bias=False, key=k)),
                      input_shapes=[(8,)], expected_ops=["MatMul"], max_nodes=1),
-            # The usual way to batch an equinox layer: equinox's math (weight @ x per example), lowered
-            # by the lax pack as Transpose, MatMul, Transpose, Add.
-            Testcase("eqx_linear_vmapped", factory=model(lambda k: eqx.nn.Linear(8, 5, key=k), wrap=jax.vmap),
-                     input_shapes=[("B", 8)], expected_ops=["MatMul"], max_nodes=4),
+            # The usual way to batch an equinox layer: jax.vmap(linear) is one Gemm.
+            Testcase("eqx_linear_vmapped", factory=model(lambda k: eqx.nn.Linear(8, 5, key=k), wrap=vmapped),
+                     input_shapes=[("B", 8)], expected_ops=["Gemm"], max_nodes=1),
+            Testcase("eqx_linear_vmapped_no_bias",
+                     factory=model(lambda k: eqx.nn.Linear(8, 5, use_bias=False, key=k), wrap=vmapped),
+                     input_shapes=[("B", 8)], expected_ops=["Gemm"], max_nodes=1),
+            # Inside another vmapped function: per-example tracers, equinox's math via the lax pack.
+            Testcase("eqx_linear_inside_vmapped_fn",
+                     factory=model(lambda k: eqx.nn.Linear(8, 5, key=k), wrap=lambda m: jax.vmap(lambda v: m(v) * 2.0)),
+                     input_shapes=[("B", 8)], expected_ops=["MatMul"]),
             Testcase("eqx_linear_scalar_in", factory=model(lambda k: eqx.nn.Linear("scalar", 3, key=k)),
                      input_shapes=[()]),
             Testcase("eqx_identity", factory=lambda: eqx.nn.Identity(), input_shapes=[("B", 3)], max_nodes=1),

@@ -4,7 +4,8 @@ for its bias), GroupNormalization.
 Equinox normalises one example over all of its axes (LayerNorm/RMSNorm: ``x.shape == shape``), so
 the ONNX ops run with ``axis=0``; GroupNorm takes ``(channels, *spatial)`` and gains the batch axis
 ONNX wants with an ``Unsqueeze``/``Squeeze`` pair. A call with a ``State`` (the BatchNorm-compatible
-form), custom dtypes (half precision), or under ``jax.vmap`` (batched shapes) uses equinox's own math.
+form) or custom dtypes (half precision) use equinox's own math. ``jax.vmap(norm)(x)`` is the same
+single op with the batch axis in front (``batching.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx.testing import Component, Testcase
 
 from ._fusion import Operands, call_module, is_array, no_extras, one_output_like
-from ._testing import model
+from ._testing import model, vmapped
 
 lowerings = Lowerings()
 
@@ -27,31 +28,39 @@ GROUP_NORM = "jax2onnx_eqx.group_norm"
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _plain(x, args, kwargs) -> bool:
-    return no_extras(args, kwargs) and is_array(x) and np.dtype(x.dtype) in _DTYPES
+def _fits(mark: str, module, x, batch: int) -> bool:
+    if not is_array(x) or np.dtype(x.dtype) not in _DTYPES or x.ndim <= batch:
+        return False
+    example = tuple(x.shape[batch:])
+    if mark == GROUP_NORM:
+        return len(example) >= 2 and int(example[0]) == int(module.channels)
+    return example == tuple(module.shape or example)
 
 
-def _patch(mark: str, extra_check=lambda self, x: True):
+def fuse(mark: str, module, x, *, body, batch: int):
+    """The region for ``module(x)`` (``batch`` = 0) or ``jax.vmap(module)(x)`` (``batch`` = 1,
+    see ``batching.py``); None when equinox's own code must run."""
+    if not _fits(mark, module, x, batch):
+        return None
+    extra = {"groups": int(module.groups)} if mark == GROUP_NORM else {}
+    return call_module(mark, module, body, {"x": x}, epsilon=float(module.eps), batch=batch, **extra)
+
+
+def _patch(mark: str):
     def make(original):
         def __call__(self, x, *args, **kwargs):
-            if not _plain(x, args, kwargs) or not extra_check(self, x):
-                return original(self, x, *args, **kwargs)
-            extra = {"groups": int(self.groups)} if mark == GROUP_NORM else {}
-            return call_module(mark, self, lambda m, x: original(m, x), {"x": x}, epsilon=float(self.eps), **extra)
+            out = fuse(mark, self, x, body=lambda m, x: original(m, x), batch=0) if no_extras(args, kwargs) else None
+            return original(self, x, *args, **kwargs) if out is None else out
 
         return __call__
 
     return make
 
 
-def _group_norm_fits(self, x) -> bool:
-    return x.ndim >= 2 and int(x.shape[0]) == int(self.channels)
-
-
 patches = [
-    Patch("equinox.nn.LayerNorm", "__call__", _patch(LAYER_NORM, lambda self, x: tuple(x.shape) == tuple(self.shape or x.shape))),
-    Patch("equinox.nn.RMSNorm", "__call__", _patch(RMS_NORM, lambda self, x: tuple(x.shape) == tuple(self.shape or x.shape))),
-    Patch("equinox.nn.GroupNorm", "__call__", _patch(GROUP_NORM, _group_norm_fits)),
+    Patch("equinox.nn.LayerNorm", "__call__", _patch(LAYER_NORM)),
+    Patch("equinox.nn.RMSNorm", "__call__", _patch(RMS_NORM)),
+    Patch("equinox.nn.GroupNorm", "__call__", _patch(GROUP_NORM)),
 ]
 
 
@@ -69,12 +78,13 @@ def _stash(ctx, dtype) -> int:
 @lowerings.register_call(LAYER_NORM)
 def lower_layer_norm(ctx, *ins):
     ops = Operands(ctx, ins)
-    shape = ops.shape("x")
-    if not shape or not one_output_like(ctx, shape) or ("weight" in ops and ops.shape("weight") != shape):
+    batch = ctx.marked.params["batch"]
+    shape = ops.shape("x")[batch:]
+    if not shape or not one_output_like(ctx, ops.shape("x")) or ("weight" in ops and ops.shape("weight") != shape):
         return None
     dtype = ctx.avals_out[0].dtype
     return ctx.op.LayerNormalization(ctx.cast(ops["x"], dtype), _weight(ctx, ops, "weight", shape, dtype, 1.0),
-                                     _weight(ctx, ops, "bias", shape, dtype, None), axis=0,
+                                     _weight(ctx, ops, "bias", shape, dtype, None), axis=batch,
                                      epsilon=ctx.marked.params["epsilon"], stash_type=_stash(ctx, dtype))
 
 
@@ -83,11 +93,12 @@ def lower_rms_norm(ctx, *ins):
     if ctx.opset < 23:
         return None
     ops = Operands(ctx, ins)
-    shape = ops.shape("x")
-    if not shape or not one_output_like(ctx, shape) or ("weight" in ops and ops.shape("weight") != shape):
+    batch = ctx.marked.params["batch"]
+    shape = ops.shape("x")[batch:]
+    if not shape or not one_output_like(ctx, ops.shape("x")) or ("weight" in ops and ops.shape("weight") != shape):
         return None
     dtype = ctx.avals_out[0].dtype
-    y = ctx.op.RMSNormalization(ctx.cast(ops["x"], dtype), _weight(ctx, ops, "weight", shape, dtype, 1.0), axis=0,
+    y = ctx.op.RMSNormalization(ctx.cast(ops["x"], dtype), _weight(ctx, ops, "weight", shape, dtype, 1.0), axis=batch,
                                 epsilon=ctx.marked.params["epsilon"], stash_type=_stash(ctx, dtype))
     return ctx.op.Add(y, ctx.cast(ops["bias"], dtype)) if "bias" in ops else y
 
@@ -100,14 +111,17 @@ def lower_group_norm(ctx, *ins):
     shape = ops.shape("x")
     if not one_output_like(ctx, shape):
         return None
-    channels = shape[0]
+    batch = ctx.marked.params["batch"]
+    channels = shape[batch]
     dtype = ctx.avals_out[0].dtype
     groups = ctx.marked.params["groups"]
-    x = ctx.op.Unsqueeze(ctx.cast(ops["x"], dtype), ctx.i64([0]))
+    x = ctx.cast(ops["x"], dtype)
+    if not batch:  # ONNX's batch axis for one example
+        x = ctx.op.Unsqueeze(x, ctx.i64([0]))
     y = ctx.op.GroupNormalization(x, _weight(ctx, ops, "weight", [channels], dtype, 1.0),
                                   _weight(ctx, ops, "bias", [channels], dtype, 0.0), num_groups=groups,
                                   epsilon=ctx.marked.params["epsilon"], stash_type=_stash(ctx, dtype))
-    return ctx.op.Squeeze(y, ctx.i64([0]))
+    return y if batch else ctx.op.Squeeze(y, ctx.i64([0]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,8 +142,13 @@ components = [
             Testcase("eqx_layer_norm_no_affine",
                      factory=model(lambda k: eqx.nn.LayerNorm(5, use_weight=False, use_bias=False)),
                      input_shapes=[(5,)], expected_ops=["LayerNormalization"], max_nodes=1),
-            Testcase("eqx_layer_norm_vmapped", factory=model(lambda k: eqx.nn.LayerNorm(6), wrap=jax.vmap),
-                     input_shapes=[("B", 6)]),
+            Testcase("eqx_layer_norm_vmapped", factory=model(lambda k: eqx.nn.LayerNorm(6), wrap=vmapped),
+                     input_shapes=[("B", 6)], expected_ops=["LayerNormalization"], forbidden_ops=_NO_STATS,
+                     max_nodes=1),
+            # vmap over positions of a sequence, inside a vmap over the batch: equinox's math.
+            Testcase("eqx_layer_norm_nested_vmap",
+                     factory=model(lambda k: eqx.nn.LayerNorm(6), wrap=lambda m: jax.vmap(jax.vmap(m))),
+                     input_shapes=[("B", 3, 6)]),
         ],
     ),
     Component(
@@ -139,6 +158,8 @@ components = [
         testcases=[
             Testcase("eqx_rms_norm", factory=model(lambda k: eqx.nn.RMSNorm(6)), input_shapes=[(6,)],
                      expected_ops=["RMSNormalization", "Add"], forbidden_ops=_NO_STATS, max_nodes=2),
+            Testcase("eqx_rms_norm_vmapped", factory=model(lambda k: eqx.nn.RMSNorm(6), wrap=vmapped),
+                     input_shapes=[("B", 6)], expected_ops=["RMSNormalization"], max_nodes=2),
             Testcase("eqx_rms_norm_no_bias", factory=model(lambda k: eqx.nn.RMSNorm((2, 5), use_bias=False)),
                      input_shapes=[(2, 5)], expected_ops=["RMSNormalization"], max_nodes=1),
         ],
@@ -150,6 +171,8 @@ components = [
         testcases=[
             Testcase("eqx_group_norm", factory=model(lambda k: eqx.nn.GroupNorm(2, 6)), input_shapes=[(6, 4, 4)],
                      expected_ops=["GroupNormalization"], forbidden_ops=_NO_STATS, max_nodes=3),
+            Testcase("eqx_group_norm_vmapped", factory=model(lambda k: eqx.nn.GroupNorm(2, 6), wrap=vmapped),
+                     input_shapes=[("B", 6, 4, 4)], expected_ops=["GroupNormalization"], max_nodes=1),
             Testcase("eqx_group_norm_no_affine",
                      factory=model(lambda k: eqx.nn.GroupNorm(3, 6, channelwise_affine=False)),
                      input_shapes=[(6, 5)], expected_ops=["GroupNormalization"], max_nodes=3),

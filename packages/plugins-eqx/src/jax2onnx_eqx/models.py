@@ -1,0 +1,98 @@
+"""Whole Equinox models, unbatched (the fused ops) and batched with ``jax.vmap`` (equinox's own
+math, lowered by the lax/jnp packs), plus ``eqx.filter_jit`` around them.
+
+- an MLP; a pre-LayerNorm transformer block over one sequence (``jax.vmap(self.ln1)(x)``, the
+  MultiheadAttention, ``jax.vmap(self.fc1)``, ... as equinox code writes it), which exports as
+  small as the NNX pack's twin (LayerNormalization, Attention, Gemm, Gelu); a small CNN
+  (Conv2d → relu → MaxPool2d → Conv2d → flatten → Linear).
+- ``jax.vmap`` of a whole model batches each layer's per-example call: the layers then run
+  equinox's own math (still converted and compared, not fused).
+Budgets are asserted on the float32 export.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax2onnx.testing import Component, Testcase
+
+from ._testing import float32_ops, model
+
+
+class Block(eqx.Module):
+    """x + MHA(LN(x)); x + MLP(LN(x)) over one sequence (seq, dim)."""
+
+    ln1: eqx.nn.LayerNorm
+    attn: eqx.nn.MultiheadAttention
+    ln2: eqx.nn.LayerNorm
+    fc1: eqx.nn.Linear
+    fc2: eqx.nn.Linear
+
+    def __init__(self, dim: int = 16, heads: int = 2, hidden: int = 32, *, key: jax.Array):
+        k1, k2, k3 = jax.random.split(key, 3)
+        self.ln1 = eqx.nn.LayerNorm(dim)
+        self.attn = eqx.nn.MultiheadAttention(heads, dim, key=k1)
+        self.ln2 = eqx.nn.LayerNorm(dim)
+        self.fc1 = eqx.nn.Linear(dim, hidden, key=k2)
+        self.fc2 = eqx.nn.Linear(hidden, dim, key=k3)
+
+    def __call__(self, x):
+        h = jax.vmap(self.ln1)(x)
+        x = x + self.attn(h, h, h)
+        h = jax.vmap(self.ln2)(x)
+        return x + jax.vmap(self.fc2)(jax.nn.gelu(jax.vmap(self.fc1)(h)))
+
+
+class CNN(eqx.Module):
+    conv1: eqx.nn.Conv2d
+    conv2: eqx.nn.Conv2d
+    pool: eqx.nn.MaxPool2d
+    head: eqx.nn.Linear
+
+    def __init__(self, *, key: jax.Array):
+        k1, k2, k3 = jax.random.split(key, 3)
+        self.conv1 = eqx.nn.Conv2d(1, 4, 3, padding=1, key=k1)
+        self.conv2 = eqx.nn.Conv2d(4, 6, 3, key=k2)
+        self.pool = eqx.nn.MaxPool2d(2, 2)
+        self.head = eqx.nn.Linear(6 * 2 * 2, 3, key=k3)
+
+    def __call__(self, x):
+        x = self.pool(jax.nn.relu(self.conv1(x)))
+        x = jax.nn.relu(self.conv2(x))
+        return self.head(x.reshape(-1))
+
+
+def _mlp(key):
+    return eqx.nn.MLP(8, 3, 16, 2, activation=jax.nn.tanh, key=key)
+
+
+_SMALL = {"low": -0.5, "high": 0.5}
+
+components = [
+    Component(
+        name="eqx.models",
+        onnx=["MatMul", "Add", "LayerNormalization", "Attention", "Conv"],
+        since="v0.7.0",
+        testcases=[
+            Testcase("eqx_model_mlp", factory=model(_mlp, **_SMALL), input_shapes=[(8,)], expected_ops=["MatMul"],
+                     max_nodes=8),
+            Testcase("eqx_model_mlp_vmapped", factory=model(_mlp, wrap=jax.vmap, **_SMALL), input_shapes=[("B", 8)],
+                     expected_ops=["MatMul"]),
+            Testcase("eqx_model_mlp_filter_jit_vmap", factory=model(_mlp, wrap=lambda m: eqx.filter_jit(jax.vmap(m)),
+                                                                    **_SMALL),
+                     input_shapes=[("B", 8)], expected_ops=["MatMul"]),
+            # LN, Unsqueeze, QKV MatMul, Split, Attention, out MatMul, Squeeze, Add, LN, Gemm, Gelu, Gemm, Add
+            Testcase("eqx_model_attention_block", factory=model(lambda k: Block(key=k), **_SMALL),
+                     input_shapes=[(5, 16)],
+                     check=float32_ops("LayerNormalization", "Attention", "Gemm", "Gelu",
+                                       forbids=("Softmax", "ReduceMean", "ReduceSum", "Sqrt"), max_nodes=13)),
+            Testcase("eqx_model_attention_block_vmapped", factory=model(lambda k: Block(key=k), wrap=jax.vmap, **_SMALL),
+                     input_shapes=[("B", 4, 16)], rtol=1e-4, atol=2e-5),
+            Testcase("eqx_model_cnn", factory=model(lambda k: CNN(key=k), **_SMALL), input_shapes=[(1, 8, 8)],
+                     check=float32_ops("Conv", "MatMul")),
+            Testcase("eqx_model_cnn_vmapped", factory=model(lambda k: CNN(key=k), wrap=jax.vmap, **_SMALL),
+                     input_shapes=[("B", 1, 8, 8)], check=float32_ops("Conv")),
+        ],
+    ),
+]
