@@ -27,7 +27,7 @@ def _ids(rng, shape, dtype):
 
 def _batch_norm():
     """eqx.nn.BatchNorm in inference mode, batched with its axis name, its State closed over."""
-    bn, state = eqx.nn.make_with_state(eqx.nn.BatchNorm)(4, axis_name="batch", inference=True)
+    bn, state = eqx.nn.make_with_state(eqx.nn.BatchNorm)(4, axis_name="batch", inference=True, mode="batch")
     bn = randomized(bn, 1)
     state = randomized(state, 2, low=0.5, high=1.5)  # positive running variances
     return jax.vmap(lambda x: bn(x, state)[0], axis_name="batch")
