@@ -84,6 +84,17 @@ def pick(where: Any, x: ir.Value, mask: ir.Value, axis: int, keepdims: bool = Tr
     return where.op.ReduceSum(where.op.Where(mask, x, zero), where.i64([axis]), keepdims=int(keepdims))
 
 
+def index1(where: Any, k: ir.Value) -> ir.Value:
+    """A scalar int64 index as shape ``[1]``, for :func:`take`."""
+    return where.op.Reshape(k, where.i64([1]))
+
+
+def take(where: Any, x: ir.Value, k1: ir.Value, axis: int) -> ir.Value:
+    """The slice of ``x`` at index ``k1`` (shape ``[1]``, non-negative) along ``axis``, kept as a
+    size-1 axis. A Gather: exact and much cheaper in a Loop body than a masked reduction."""
+    return where.op.Gather(x, k1, axis=axis)
+
+
 def swap_last_axes(where: Any, x: ir.Value, rank: int) -> ir.Value:
     perm = list(range(rank - 2)) + [rank - 1, rank - 2]
     return where.op.Transpose(x, perm=perm)

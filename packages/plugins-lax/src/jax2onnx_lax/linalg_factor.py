@@ -61,7 +61,6 @@ def lower_lu(ctx, a):
     aug = op.Concat(a, perm0, axis=-1)  # [..., m, n + 1]
     ks = np.arange(k_steps).reshape(k_steps, 1, 1)
     rows, cols = np.arange(m).reshape(1, m, 1), np.arange(n + 1).reshape(1, 1, n + 1)
-    col_k = ctx.const(cols[:, 0, :] == ks[:, 0, :])  # [K, n+1]
     row_lt = ctx.const(rows[:, :, 0] < ks[:, :, 0])  # [K, m]
     row_k = ctx.const(rows == ks)  # [K, m, 1]
     update = ctx.const((rows > ks) & (cols > ks) & (cols < n))  # [K, m, n+1]: trailing block, not perm
@@ -72,16 +71,17 @@ def lower_lu(ctx, a):
 
     def step(sub, k, lu):
         o = sub.op
-        c, rl, rk = o.Gather(col_k, k, axis=0), o.Gather(row_lt, k, axis=0), o.Gather(row_k, k, axis=0)
-        col = mx.pick(sub, lu, c, -1, keepdims=False)  # [..., m]
+        k1 = mx.index1(sub, k)
+        rl, rk = o.Gather(row_lt, k, axis=0), o.Gather(row_k, k, axis=0)
+        col = o.Gather(lu, k, axis=-1)  # [..., m]
         # getrf's pivot: first row of largest |a| among rows >= k (rows above cannot win)
         p = o.ArgMax(o.Where(rl, -1.0, o.Abs(col)), axis=-1, keepdims=1, select_last_index=0)  # [..., 1]
         is_p = o.Unsqueeze(o.Equal(iota_m, p), sub.i64([-1]))  # [..., m, 1]
-        row_p, row_kk = mx.pick(sub, lu, is_p, -2), mx.pick(sub, lu, rk, -2)  # [..., 1, n+1]
+        row_p, row_kk = mx.pick(sub, lu, is_p, -2), mx.take(sub, lu, k1, -2)  # [..., 1, n+1]
         lu = o.Where(rk, row_p, o.Where(is_p, row_kk, lu))
-        pivot = mx.pick(sub, row_p, c, -1)  # [..., 1, 1]
+        pivot = mx.take(sub, row_p, k1, -1)  # [..., 1, 1]
         zero = o.Equal(pivot, 0.0)  # a zero column: getrf neither scales nor eliminates
-        mult = o.Mul(mx.pick(sub, lu, c, -1), o.Reciprocal(o.Where(zero, 1.0, pivot)))  # [..., m, 1]
+        mult = o.Mul(mx.take(sub, lu, k1, -1), o.Reciprocal(o.Where(zero, 1.0, pivot)))  # [..., m, 1]
         lu = o.Where(o.Gather(update, k, axis=0), o.Sub(lu, o.Mul(mult, row_p)),
                      o.Where(o.Gather(below, k, axis=0), mult, lu))
         return [lu, o.Cast(p, to=int(ir.DataType.INT32))]
@@ -142,10 +142,11 @@ def lower_cholesky(ctx, a):
         op = sub.op
         rows_c, cols = mx.iota(sub, n, [n, 1]), mx.iota(sub, n)
         col_j = op.Equal(cols, j)
-        row_j = mx.pick(sub, l_, op.Equal(rows_c, j), -2)  # [..., 1, n]: L[j, :] (zeros from col j on)
-        a_col = mx.pick(sub, a, col_j, -1)  # [..., n, 1]
+        j1 = mx.index1(sub, j)
+        row_j = mx.take(sub, l_, j1, -2)  # [..., 1, n]: L[j, :] (zeros from col j on)
+        a_col = mx.take(sub, a, j1, -1)  # [..., n, 1]
         v = op.Sub(a_col, op.MatMul(l_, mx.swap_last_axes(sub, row_j, rank)))
-        d = mx.pick(sub, v, op.Equal(rows_c, j), -2)  # [..., 1, 1]
+        d = mx.take(sub, v, j1, -2)  # [..., 1, 1]
         ok = op.Greater(d, 0.0)  # False for NaN too
         root = op.Where(ok, op.Sqrt(op.Where(ok, d, 1.0)), np.nan)
         new_col = op.Where(op.Equal(rows_c, j), root, op.Where(op.Greater(rows_c, j), op.Div(v, root), 0.0))
@@ -175,9 +176,10 @@ def _geqrf(ctx, a, a_aval):
         op = sub.op
         rows_c, cols = mx.iota(sub, m, [m, 1]), mx.iota(sub, n)
         col_k = op.Equal(cols, k)
-        x = mx.pick(sub, r, col_k, -1)  # [..., m, 1]
+        k1 = mx.index1(sub, k)
+        x = mx.take(sub, r, k1, -1)  # [..., m, 1]
         at_k, below = op.Equal(rows_c, k), op.Greater(rows_c, k)
-        alpha = mx.pick(sub, x, at_k, -2)  # [..., 1, 1]
+        alpha = mx.take(sub, x, k1, -2)  # [..., 1, 1]
         tail = op.Where(below, x, 0.0)
         xnorm2 = op.ReduceSum(op.Mul(tail, tail), sub.i64([-2]), keepdims=1)
         no_reflection = op.Equal(xnorm2, 0.0)
@@ -215,15 +217,15 @@ def _householder_product(ctx, a, taus, a_aval, n_cols):
     q_aval = mx.aval([*batch, m, n_cols], dtype)
     if k_steps == 0:
         return ctx.op.Identity(q0)
-    ncols_a = int(a_aval.shape[-1])
 
     def step(sub, it, q):
         op = sub.op
         k = op.Sub(sub.i64(k_steps - 1), it)  # last reflector first
         rows_c = mx.iota(sub, m, [m, 1])
-        x = mx.pick(sub, a, op.Equal(mx.iota(sub, ncols_a), k), -1)  # [..., m, 1]
+        k1 = mx.index1(sub, k)
+        x = mx.take(sub, a, k1, -1)  # [..., m, 1]
         v = op.Where(op.Equal(rows_c, k), 1.0, op.Where(op.Greater(rows_c, k), x, 0.0))
-        tau = op.Unsqueeze(mx.pick(sub, taus, op.Equal(mx.iota(sub, k_steps), k), -1), sub.i64([-1]))
+        tau = op.Unsqueeze(mx.take(sub, taus, k1, -1), sub.i64([-1]))
         w = op.MatMul(mx.swap_last_axes(sub, v, rank), q)
         return [op.Sub(q, op.Mul(op.Mul(tau, v), w))]
 

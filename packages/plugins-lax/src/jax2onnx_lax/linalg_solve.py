@@ -54,11 +54,12 @@ def lower_triangular_solve(ctx, a, b):
     def step(sub, it, x):
         op = sub.op
         i = it if lower else op.Sub(sub.i64(m - 1), it)
+        i1 = mx.index1(sub, i)
         at_i = op.Equal(mx.iota(sub, m, [m, 1]), i)
-        s = op.MatMul(mx.pick(sub, t_off, at_i, -2), x)  # the solved rows' contribution, [..., 1, n]
-        row = op.Sub(mx.pick(sub, rhs, at_i, -2), s)
+        s = op.MatMul(mx.take(sub, t_off, i1, -2), x)  # the solved rows' contribution, [..., 1, n]
+        row = op.Sub(mx.take(sub, rhs, i1, -2), s)
         if diag is not None:
-            row = op.Div(row, mx.pick(sub, diag, at_i, -2))
+            row = op.Div(row, mx.take(sub, diag, i1, -2))
         return [op.Where(at_i, row, x)]
 
     (x,) = mx.loop(ctx, m, [(x0, rhs_aval)], step, "trsm_row")
