@@ -141,3 +141,49 @@ def test_graph_output_transpose_stays():
 
     model, result = _check_same_outputs(build, X)
     assert not result.modified
+
+
+def test_graph_output_pair_cancels_onto_the_value_under_it():
+    # outputs_as_nchw after a channels-first op: Sin (NCHW) -> to NHWC -> back to NCHW -> output.
+    def build():
+        x = _f("x", (2, 3, 4, 5))
+        sin = ir.Node("", "Sin", [x])
+        t1 = _t(sin.outputs[0], NCHW_TO_NHWC)
+        t2 = _t(t1.outputs[0], NHWC_TO_NCHW)
+        t2.outputs[0].name = "y"
+        t2.outputs[0].shape = ir.Shape([2, 3, 4, 5])
+        return _model([x], [t2.outputs[0]], [sin, t1, t2])
+
+    model, result = _check_same_outputs(build, X)
+    assert result.modified
+    out = model.graph.outputs[0]
+    assert out.name == "y" and out.producer().op_type == "Sin" and list(out.shape) == [2, 3, 4, 5]
+    assert [n.op_type for n in model.graph if n.outputs[0].uses() or n.outputs[0] is out] == ["Sin"]
+
+
+def test_graph_output_pair_that_does_not_cancel_merges_and_keeps_the_name():
+    def build():
+        x = _f("x", (2, 3, 4, 5))
+        sin = ir.Node("", "Sin", [x])
+        t1 = _t(sin.outputs[0], NHWC_TO_NCHW)
+        t2 = _t(t1.outputs[0], NHWC_TO_NCHW)
+        t2.outputs[0].name = "y"
+        return _model([x], [t2.outputs[0]], [sin, t1, t2])
+
+    model, result = _check_same_outputs(build, X)
+    assert result.modified
+    out = model.graph.outputs[0]
+    assert out.name == "y" and out.producer().op_type == "Transpose"
+    assert out.producer().inputs[0].producer().op_type == "Sin"
+
+
+def test_graph_output_pair_over_another_output_stays():
+    def build():
+        x = _f("x", (2, 3, 4, 5))
+        sin = ir.Node("", "Sin", [x])
+        t1 = _t(sin.outputs[0], NCHW_TO_NHWC)
+        t2 = _t(t1.outputs[0], NHWC_TO_NCHW)
+        return _model([x], [sin.outputs[0], t2.outputs[0]], [sin, t1, t2])
+
+    model, result = _check_same_outputs(build, X)
+    assert not result.modified

@@ -11,7 +11,10 @@ Rules:
   reads only ``Transpose(p)`` values with ``p`` then ``q`` the identity and size-1 constants
   (which broadcast the same in any layout), while the ops below it have one such non-constant
   input: the chain computes in the untransposed layout and both Transposes go (never adds one);
-- a Transpose producing an output of its graph is never removed (the output keeps its name).
+- a Transpose producing an output of its graph keeps the output's name: it merges with a Transpose
+  it reads into one, and when the two cancel, the value under them becomes the output under that
+  name (so ``outputs_as_nchw`` after a channels-first op costs nothing); it stays when that value
+  is a graph input or initializer (whose name is the graph's interface) or already an output.
 Runs to a fixed point on every graph (function and control-flow bodies included).
 """
 
@@ -80,11 +83,47 @@ class TransposeCancelPass(ir.passes.InPlacePass):
     def _sweep(self, graph: ir.Graph | ir.Function) -> bool:
         outputs = {id(v) for v in graph.outputs}
         for node in list(graph):
-            if not _is_transpose(node) or id(node.outputs[0]) in outputs or node.inputs[0] is None:
+            if not _is_transpose(node) or node.inputs[0] is None:
+                continue
+            if id(node.outputs[0]) in outputs:
+                if self._merge_pair_at_output(graph, node, outputs):
+                    return True
                 continue
             if self._merge_pair(graph, node) or self._through_elementwise(graph, node, outputs):
                 return True
         return False
+
+    @staticmethod
+    def _merge_pair_at_output(graph: ir.Graph | ir.Function, node: ir.Node, outputs: set[int]) -> bool:
+        src = node.inputs[0]
+        inner = src.producer()
+        if not _is_transpose(inner) or inner.inputs[0] is None:
+            return False
+        p = _perm(inner, _rank(inner.inputs[0]))
+        q = _perm(node, _rank(src))
+        if p is None or q is None or len(p) != len(q):
+            return False
+        composed = _compose(p, q)
+        if not _is_identity(composed):  # one Transpose instead of two; the node keeps its output
+            node.replace_input_with(0, inner.inputs[0])
+            node.attributes["perm"] = ir.AttrInt64s("perm", composed)
+            return True
+        source = inner.inputs[0]
+        if source.producer() is None or source.is_graph_input() or id(source) in outputs:
+            return False
+        out = node.outputs[0]
+        name = out.name
+        if source.type is None:
+            source.type = out.type
+        if source.shape is None:
+            source.shape = out.shape
+        for i, v in enumerate(graph.outputs):
+            if v is out:
+                graph.outputs[i] = source
+        ir.convenience.replace_all_uses_with(out, source)
+        graph.remove(node, safe=True)
+        source.name = name
+        return True
 
     @staticmethod
     def _merge_pair(graph: ir.Graph | ir.Function, node: ir.Node) -> bool:
