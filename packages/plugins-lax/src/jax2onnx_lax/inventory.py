@@ -3,6 +3,8 @@
 ``tests/test_lax_inventory.py`` holds JAX's whole lax primitive inventory against the installed
 packs' lowerings plus this table: a JAX upgrade that adds a primitive fails that test until the
 primitive is lowered or declined here, and an entry here that some pack now lowers fails it too.
+(A pack may also decline by registering a lowering that raises with the reason, as :mod:`.random`
+does for ``rng_bit_generator``/``rng_uniform``; those count as lowered here.)
 """
 
 from __future__ import annotations
@@ -30,10 +32,7 @@ DECLINED: dict[str, str] = {
             "jnp.linalg.eigh converts"),
     "schur": "real Schur form needs Francis double-shift QR iterations; not implemented",
     "geqp3": "QR with column pivoting (qr(pivoting=True)); not implemented, qr without pivoting converts",
-    "ragged_dot_general": "grouped (ragged) matmul; not implemented",
     "scaled_dot": "block-scaled low-precision dot (fp8/mx formats); not implemented",
-    "rng_bit_generator": "XLA's own RNG algorithms (not jax.random's threefry, which converts); not implemented",
-    "rng_uniform": "XLA's stateful uniform RNG; not implemented (jax.random converts)",
     "select_and_gather_add": "the JVP of a max-pool window reduction (forward-mode through reduce_window_max); "
                              "not implemented, reverse-mode (select_and_scatter_add) converts",
     "select_and_scatter": "a window scatter with a custom select/scatter computation; not implemented",

@@ -1,4 +1,4 @@
-"""The remaining lax primitives: generic ``reduce``, ``approx_top_k``, ``mulhi``, the wrappers around a
+"""The remaining lax primitives: generic ``reduce``, ``approx_top_k``, ``mulhi``, ``ragged_dot_general``, the wrappers around a
 jaxpr (``composite``, ``eval_jaxpr``: inlined; ``stage``, ``tie``, ``dce_sink``: identities or
 nothing), and the sharding primitives of a one-device program (``sharding_constraint``,
 ``reshard``, ``mesh_cast``, ``pvary``, ``shard_map``).
@@ -17,6 +17,10 @@ nothing), and the sharding primitives of a one-device program (``sharding_constr
   int64/uint64 shifted down (a floor division for signed operands); 64-bit operands are split into
   32-bit halves (four partial products in uint64 and a carry), with the signed correction
   ``- (x < 0 ? y : 0) - (y < 0 ? x : 0)`` in wrapping arithmetic.
+- ``ragged_dot_general`` in ``lax.ragged_dot``'s form (lhs rows split into consecutive groups, one
+  rhs matrix per group; rows past the last group are zero): every group's product ``lhs @ rhs[g]``
+  by one broadcasting MatMul, each row taking its group's (a Where and a sum of one nonzero term).
+  That costs ``groups`` times the FLOPs of the ragged product; other dimension layouts are declined.
 - Sharding annotations are identities for a one-device model; ``shard_map`` over a one-device mesh
   is its body inlined. A mesh of several devices is declined with an error naming it: a single ONNX
   graph has no devices to shard over.
@@ -149,6 +153,37 @@ def lower_shard_map(ctx, *args):
     return ctx.lower_jaxpr(compat.ClosedJaxpr(ctx.params["jaxpr"], ()), list(args))
 
 
+@lowerings.register("ragged_dot_general")
+def lower_ragged_dot_general(ctx, lhs, rhs, group_sizes):
+    p = ctx.params
+    dn = p["ragged_dot_dimension_numbers"]
+    lhs_aval, rhs_aval, gs_aval = ctx.avals_in
+    standard = (tuple(map(tuple, dn.dot_dimension_numbers[0])) == ((1,), (1,))
+                and not any(dn.dot_dimension_numbers[1]) and tuple(dn.lhs_ragged_dimensions) == (0,)
+                and tuple(dn.rhs_group_dimensions) == (0,) and len(lhs_aval.shape) == 2
+                and len(rhs_aval.shape) == 3 and p.get("group_offset") is None)
+    if not standard:
+        raise NotImplementedError(
+            f"ragged_dot_general: only lax.ragged_dot's layout (lhs [m, k] ragged along m, rhs [g, k, n]) is "
+            f"lowered; got {dn}. Rewrite with lax.ragged_dot or a dense dot per group")
+    m = lhs_aval.shape[0]
+    groups = rhs_aval.shape[0]
+    out_dtype = np.dtype(ctx.avals_out[0].dtype)
+    op = ctx.op
+    compute = out_dtype if out_dtype.kind == "f" else np.dtype(np.int64 if out_dtype.itemsize == 8 else np.int32)
+    prods = op.MatMul(ctx.cast(lhs, compute), ctx.cast(rhs, compute))  # [g, m, n]
+    ends = op.CumSum(ctx.cast(group_sizes, np.int64), ctx.i64(0))  # [g]
+    starts = op.Sub(ends, ctx.cast(group_sizes, np.int64))
+    rows = op.Range(ctx.i64(0), ctx.dim_scalar(m), ctx.i64(1))  # [m]
+    r = op.Unsqueeze(rows, ctx.i64([0]))  # [1, m]
+    member = op.And(op.GreaterOrEqual(r, op.Unsqueeze(starts, ctx.i64([1]))),
+                    op.Less(r, op.Unsqueeze(ends, ctx.i64([1]))))  # [g, m]
+    zero = np.zeros((), dtype=compute)
+    picked = op.ReduceSum(op.Where(op.Unsqueeze(member, ctx.i64([2])), prods, zero), ctx.i64([0]), keepdims=0)
+    del groups
+    return ctx.cast(picked, out_dtype)
+
+
 def _closed(j):
     return j if hasattr(j, "consts") else compat.ClosedJaxpr(j, ())
 
@@ -261,6 +296,14 @@ def _constrained(x):
     return y + 1.0
 
 
+def _ragged_inputs(rng, shape, dtype):
+    """Group sizes that do not cover every row (the rest of the rows are zero in the result)."""
+    if np.dtype(dtype).kind == "i":
+        sizes = rng.integers(0, 3, size=shape)
+        return sizes
+    return rng.standard_normal(shape)
+
+
 def _dce_sink(x):
     compat.lax_primitive("dce_sink").bind(x * 2.0, prevent_mlir_dce=True)
     return x + 1.0
@@ -303,6 +346,12 @@ components = [
                  run_static=True),
         Testcase("mulhi_uint64", lax.mulhi, input_values=[_int_extremes(np.uint64).repeat(6),
                                                           np.tile(_int_extremes(np.uint64), 6)]),
+    ]),
+    Component("lax.ragged_dot_general", onnx=["MatMul", "CumSum"], since="v0.8.0", testcases=[
+        Testcase("ragged_dot", lax.ragged_dot, [(7, 4), (3, 4, 5), jax.ShapeDtypeStruct((3,), jnp.int32)],
+                 input_values=None, input_generator=_ragged_inputs),
+        Testcase("ragged_dot_symbolic_rows", lax.ragged_dot, [("M", 4), (3, 4, 2), jax.ShapeDtypeStruct((3,), jnp.int32)],
+                 input_generator=_ragged_inputs),
     ]),
     Component("lax.composite", onnx=["Mul"], since="v0.8.0", testcases=[
         Testcase("composite", lambda x: lax.composite(lambda v: v * 2.0 + jnp.tanh(v), name="my.op")(x), [("B", 3)]),
