@@ -446,6 +446,8 @@ components = [
     Component("lax.linalg.hessenberg", onnx=["Loop", "MatMul"], since="v0.8.0", testcases=[
         Testcase("hessenberg", lax.linalg.hessenberg, [(5, 5)], **_RNG_TOL),
         Testcase("hessenberg_batched", lax.linalg.hessenberg, [("B", 4, 4)], **_RNG_TOL),
+        # scipy's form: H and Q (householder_product of the reflectors), signs as LAPACK's
+        Testcase("hessenberg_scipy_with_q", lambda a: jsl.hessenberg(a, calc_q=True), [(5, 5)], **_RNG_TOL),
     ]),
     Component("lax.linalg.tridiagonal", onnx=["Loop", "MatMul"], since="v0.8.0", testcases=[
         # the triangle not read is random, not symmetric: it must come back unchanged
