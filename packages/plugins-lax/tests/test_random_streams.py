@@ -104,3 +104,17 @@ def test_xla_rng_primitives_are_declined_with_the_way_out():
         to_onnx(lambda x: jax.random.bits(jax.random.key(0, impl="rbg"), x.shape), [(3,)])
     with pytest.raises(Exception, match="rng_uniform is XLA's stateful generator"):
         to_onnx(lambda x: x + jax.lax.rng_uniform(0.0, 1.0, (3,)), [(3,)])
+
+
+def test_uint64_bits_under_x64():
+    from jax2onnx import compat
+
+    def bits64(key, x):
+        return jax.random.bits(key, x.shape, jnp.uint64)
+
+    key, x = np.array([5, 2**32 - 1], np.uint32), np.zeros((3, 4))
+    with compat.x64_enabled(True):
+        model = to_onnx(bits64, [jax.ShapeDtypeStruct((2,), jnp.uint32), ("B", 4)], enable_double_precision=True)
+        expected = np.asarray(bits64(key, x))
+    assert expected.dtype == np.uint64
+    np.testing.assert_array_equal(run_onnx(model, [key, x])[0], expected)

@@ -356,6 +356,19 @@ def _dirichlet(key, x):
     return jax.random.dirichlet(key, 0.5 + jnp.abs(x))
 
 
+def _poisson(key, x):
+    return jax.random.poisson(key, 0.5 + 20.0 * jax.nn.sigmoid(x))  # both of JAX's regimes (rate < 10, >= 10)
+
+
+def _binomial(key, x):
+    return jax.random.binomial(key, 12.0, jax.nn.sigmoid(x))
+
+
+def _multivariate_normal(key, x):
+    cov = jnp.eye(x.shape[1], dtype=x.dtype) + 0.5
+    return jax.random.multivariate_normal(key, x[0], cov, (4,))
+
+
 def _sample_tokens(key, logits0):
     """Autoregressive sampling: each step splits the key, draws a token, feeds it back."""
     table = jnp.sin(jnp.arange(5 * 5, dtype=logits0.dtype).reshape(5, 5))
@@ -421,6 +434,9 @@ components = [
             _sampler("random_gamma", _gamma, [KEY_DATA, ("B", 3)], tol=_GAMMA),
             _sampler("random_beta", _beta, [KEY_DATA, ("B", 2)], tol=_GAMMA),
             _sampler("random_dirichlet", _dirichlet, [KEY_DATA, (2, 3)], tol=_GAMMA),
+            _sampler("random_poisson", _poisson, [KEY_DATA, ("B", 3)]),
+            _sampler("random_binomial", _binomial, [KEY_DATA, ("B", 3)]),
+            _sampler("random_multivariate_normal", _multivariate_normal, [KEY_DATA, (2, 3)], tol=_GAMMA),
             _sampler("random_categorical_scan_sampler", _sample_tokens, [KEY_DATA, (5,)], expected_ops=["Loop"]),
         ],
     ),
