@@ -12,6 +12,8 @@ MatMul + Add of ``linear.py`` on the unbatched call.
 
 from __future__ import annotations
 
+import inspect
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -27,7 +29,9 @@ def _ids(rng, shape, dtype):
 
 def _batch_norm():
     """eqx.nn.BatchNorm in inference mode, batched with its axis name, its State closed over."""
-    bn, state = eqx.nn.make_with_state(eqx.nn.BatchNorm)(4, axis_name="batch", inference=True, mode="batch")
+    # equinox >= 0.13 warns unless `mode` is given; 0.12 has no such parameter.
+    mode = {"mode": "batch"} if "mode" in inspect.signature(eqx.nn.BatchNorm.__init__).parameters else {}
+    bn, state = eqx.nn.make_with_state(eqx.nn.BatchNorm)(4, axis_name="batch", inference=True, **mode)
     bn = randomized(bn, 1)
     state = randomized(state, 2, low=0.5, high=1.5)  # positive running variances
     return jax.vmap(lambda x: bn(x, state)[0], axis_name="batch")
