@@ -151,7 +151,10 @@ _PARITY = 0x1BD11BDA
 
 
 def _rotate_left(op, v, r: int):
-    return op.BitwiseOr(op.BitShift(v, r, direction="LEFT"), op.BitShift(v, 32 - r, direction="RIGHT"))
+    """``(v << r) | (v >> (32 - r))`` on uint32. The two parts share no bit, so ``|`` is ``+``, and
+    ``v << r`` is ``v * 2**r`` (uint32 Mul wraps): onnxruntime's Add/Mul run several times faster than
+    its BitwiseOr/BitShift kernels, which makes the whole hash about a third faster."""
+    return op.Add(op.Mul(v, 1 << r), op.BitShift(v, 32 - r, direction="RIGHT"))
 
 
 @lowerings.register("threefry2x32")
