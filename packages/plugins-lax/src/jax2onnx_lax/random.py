@@ -389,7 +389,7 @@ def _sample_tokens(key, logits0):
 components = [
     Component(
         name="jax.random.bits",
-        onnx=["BitShift", "BitwiseXor", "BitwiseOr", "Add"],
+        onnx=["Add", "Mul", "BitShift", "BitwiseXor"],
         since="v0.13.0",
         description="random_bits / threefry2x32 / iota_2x32_shape: JAX's threefry stream, bit for bit",
         testcases=[
