@@ -158,9 +158,29 @@ def one_output_like(ctx: Any, shape: Sequence[Any]) -> bool:
     )
 
 
+def weight_array(v: ir.Value | None) -> np.ndarray | None:
+    """The numpy value of a weight held as an initializer (Keras's variables are), else None."""
+    if v is None or v.const_value is None or isinstance(v.const_value, ir.LazyTensor):
+        return None
+    return v.const_value.numpy()
+
+
 def reshape_const(ctx: Any, v: ir.Value, shape: Sequence[int]) -> ir.Value:
-    """Reshape a weight to a static ``shape`` (folded into the initializer by constant folding)."""
+    """A weight reshaped to a static ``shape``: a new initializer when the weight is one (the
+    folding pass leaves large results of nodes with shared inputs, such as a pooled shape
+    constant, unfolded), else a Reshape."""
+    arr = weight_array(v)
+    if arr is not None:
+        return ctx.const(arr.reshape(list(shape)))
     return ctx.op.Reshape(v, ctx.i64(list(shape)))
+
+
+def concat_weights(ctx: Any, values: Sequence[ir.Value], axis: int) -> ir.Value:
+    """Weights joined along ``axis``: one initializer when all are initializers, else a Concat."""
+    arrays = [weight_array(v) for v in values]
+    if all(a is not None for a in arrays):
+        return ctx.const(np.concatenate(arrays, axis=axis))
+    return ctx.op.Concat(*values, axis=axis)
 
 
 def static_ints(values: Sequence[Any]) -> bool:

@@ -18,7 +18,18 @@ import numpy as np
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_layer, is_array, mark_name, one_output_like, patch, plain_float32, static_ints
+from ._fusion import (
+    Operands,
+    call_layer,
+    concat_weights,
+    is_array,
+    mark_name,
+    one_output_like,
+    patch,
+    plain_float32,
+    reshape_const,
+    static_ints,
+)
 from ._testing import import_keras, randomize
 
 lowerings = Lowerings()
@@ -81,12 +92,12 @@ def _flat_weights(ctx: Any, ops: Operands, name: str) -> tuple[Any, Any | None, 
     if k is None or len(ops.shape(f"{name}/kernel")) != 3 or not static_ints(ops.shape(f"{name}/kernel")):
         return None
     d, h, s = ops.shape(f"{name}/kernel")
-    kernel = ctx.op.Reshape(k, ctx.i64([d, h * s]))
+    kernel = reshape_const(ctx, k, [d, h * s])
     bias = ops.get(f"{name}/bias")
     if bias is not None:
         if ops.shape(f"{name}/bias") != (h, s):
             return None
-        bias = ctx.op.Reshape(bias, ctx.i64([h * s]))
+        bias = reshape_const(ctx, bias, [h * s])
     return kernel, bias, h * s
 
 
@@ -114,10 +125,10 @@ def lower_mha(ctx, *ins):
         return None
     (wq, bq, nq), (wk, bk, nk), (wv, bv, nv) = parts
     if p["self_attention"]:
-        w = ctx.op.Concat(wq, wk, wv, axis=1)
+        w = concat_weights(ctx, [wq, wk, wv], axis=1)
         b = None
         if bq is not None and bk is not None and bv is not None:
-            b = ctx.op.Concat(bq, bk, bv, axis=0)
+            b = concat_weights(ctx, [bq, bk, bv], axis=0)
         elif not (bq is None and bk is None and bv is None):
             return None
         qkv = _project(ctx, ops["query"], w, b)
@@ -129,7 +140,7 @@ def lower_mha(ctx, *ins):
         k = _project(ctx, key if key is not None else value, wk, bk)
         v = _project(ctx, value, wv, bv)
     attended = ctx.op.Attention(q, k, v, q_num_heads=h, kv_num_heads=h, scale=p["scale"])
-    w_out = ctx.op.Reshape(out, ctx.i64([oh * ov, oe]))
+    w_out = reshape_const(ctx, out, [oh * ov, oe])
     return _project(ctx, attended, w_out, ops.get("attention_output/bias"))
 
 

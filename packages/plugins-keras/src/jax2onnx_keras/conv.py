@@ -25,9 +25,11 @@ from ._fusion import (
     patch,
     plain_float32,
     quantized_or_lora,
+    reshape_const,
     static_ints,
     to_nchw,
     to_nhwc,
+    weight_array,
 )
 from ._testing import check_ops, keras_model
 from .core import activation_name, apply_activation
@@ -156,7 +158,7 @@ def lower_conv(ctx, *ins):
     n = len(window)
     if p["depthwise"]:
         groups = int(channels)
-        kernel = ctx.op.Reshape(kernel, ctx.i64([*window, 1, int(k_shape[-2]) * int(k_shape[-1])]))  # as Keras feeds JAX
+        kernel = reshape_const(ctx, kernel, [*window, 1, int(k_shape[-2]) * int(k_shape[-1])])  # as Keras feeds JAX
     else:
         groups = int(channels) // int(k_shape[-2])
     w = ctx.op.Transpose(kernel, perm=[n + 1, n, *range(n)])  # (out, in/groups, *window)
@@ -189,10 +191,15 @@ def lower_separable_conv(ctx, *ins):
         return None
     n = len(window)
     mid = int(d_shape[-2]) * int(d_shape[-1])
-    dw = ctx.op.Reshape(ops["depthwise_kernel"], ctx.i64([*window, 1, mid]))
+    dw = reshape_const(ctx, ops["depthwise_kernel"], [*window, 1, mid])
     dw = ctx.op.Transpose(dw, perm=[n + 1, n, *range(n)])
-    pw = ctx.op.Reshape(ops["pointwise_kernel"], ctx.i64([mid, int(p_shape[-1])]))
-    pw = ctx.op.Reshape(ctx.op.Transpose(pw, perm=[1, 0]), ctx.i64([int(p_shape[-1]), mid, *([1] * n)]))
+    pw_shape = [int(p_shape[-1]), mid, *([1] * n)]  # (filters, C*m, 1, ...)
+    pw_arr = weight_array(ops["pointwise_kernel"])
+    if pw_arr is not None:
+        pw = ctx.const(pw_arr.reshape(mid, -1).T.reshape(pw_shape))
+    else:
+        pw = ctx.op.Transpose(ctx.op.Reshape(ops["pointwise_kernel"], ctx.i64([mid, -1])), perm=[1, 0])
+        pw = ctx.op.Reshape(pw, ctx.i64(pw_shape))
     x = to_nchw(ctx, ops["x"], rank) if p["channels_last"] else ops["x"]
     y = ctx.op.Conv(x, dw, strides=list(p["strides"]), dilations=list(p["dilations"]), group=int(channels),
                     kernel_shape=list(window), **pads)

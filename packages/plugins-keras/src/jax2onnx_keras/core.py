@@ -31,6 +31,7 @@ from ._fusion import (
     quantized_or_lora,
     reshape_const,
     static_ints,
+    weight_array,
 )
 from ._testing import keras_model
 
@@ -226,7 +227,12 @@ def lower_einsum_dense(ctx, *ins):
                 return None
             # The bias covers trailing output axes; broadcast it over the rest of the kernel's.
             full = (*([1] * (n_o - len(b_shape))), *b_shape)
-            b = reshape_const(ctx, ctx.op.Expand(reshape_const(ctx, bias, full), ctx.i64(list(k_shape[n_c:]))), [n_out])
+            b_arr = weight_array(bias)
+            if b_arr is not None:
+                b = ctx.const(np.broadcast_to(b_arr.reshape(full), tuple(k_shape[n_c:])).reshape(n_out))
+            else:
+                b = ctx.op.Reshape(ctx.op.Expand(ctx.op.Reshape(bias, ctx.i64(list(full))), ctx.i64(list(k_shape[n_c:]))),
+                                   ctx.i64([n_out]))
         y = matmul_bias(ctx, x, k, b, n_b + 1)
         if n_o > 1:
             y = ctx.op.Reshape(y, ctx.i64([0] * n_b + list(k_shape[n_c:])))

@@ -24,6 +24,7 @@ from ._fusion import (
     one_output_like,
     patch,
     plain_float32,
+    reshape_const,
     static_ints,
     to_nchw,
     to_nhwc,
@@ -128,7 +129,7 @@ def _weight(ctx: Any, ops: Operands, name: str, shape: list[Any], default: float
     if v is None:
         return None if default is None else ctx.const(np.full(shape, default, dtype=np.float32))
     if list(ops.shape(name)) != list(shape):
-        v = ctx.op.Reshape(v, ctx.i64(list(shape)))
+        v = reshape_const(ctx, v, shape)
     return v
 
 

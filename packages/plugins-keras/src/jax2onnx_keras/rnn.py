@@ -3,8 +3,8 @@
 Keras's cells are exactly ONNX's equations at their default activations (sigmoid gates, tanh
 candidate and output): only the gate order differs (Keras LSTM i|f|c|o, ONNX i|o|f|c; GRU is z|r|h
 in both), and a GRU with ``reset_after=True`` (Keras's default) is ONNX's
-``linear_before_reset=1``. The weights are rearranged with ops on the initializers (folded by
-constant folding). onnxruntime runs only the time-major layout, so one Transpose feeds the op and
+``linear_before_reset=1``. The weights are rearranged on the initializers themselves (ops only
+for weights that are not constants). onnxruntime runs only the time-major layout, so one Transpose feeds the op and
 one (with a Reshape) restores Keras's batch-first result. ``Bidirectional`` with ``merge_mode="concat"`` is one bidirectional op.
 
 Declined (Keras's own ``lax.scan`` loop is lowered instead): masks, initial or returned states,
@@ -21,7 +21,17 @@ import numpy as np
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_layer, is_array, mark_name, one_output_like, patch, plain_float32, relative_name
+from ._fusion import (
+    Operands,
+    call_layer,
+    is_array,
+    mark_name,
+    one_output_like,
+    patch,
+    plain_float32,
+    relative_name,
+    weight_array,
+)
 from ._testing import keras_model
 
 lowerings = Lowerings()
@@ -117,6 +127,37 @@ patches = [
 # Lowering
 
 
+def _onnx_gates(w: np.ndarray, n_gates: int, order: tuple[int, ...], axis: int) -> np.ndarray:
+    return np.concatenate([np.split(w, n_gates, axis=axis)[i] for i in order], axis=axis)
+
+
+def _direction_weights_np(ops: Operands, d: dict[str, Any]) -> tuple[np.ndarray, ...] | None:
+    """(W, R, B) of one direction in ONNX's layout, (gates*H, in), (gates*H, H), (2*gates*H,),
+    computed on the weights themselves: one initializer each, whatever the folding pass's limits."""
+    _, n_gates, order = _KINDS[d["kind"]]
+    h = d["units"]
+    kernel, rec = weight_array(ops[d["kernel"]]), weight_array(ops[d["recurrent_kernel"]])
+    bias = weight_array(ops[d["bias"]]) if d["bias"] is not None else np.zeros([n_gates * h], np.float32)
+    if kernel is None or rec is None or bias is None:
+        return None
+    w = _onnx_gates(kernel, n_gates, order, 1).T
+    r = _onnx_gates(rec, n_gates, order, 1).T
+    if bias.ndim == 2:  # GRU reset_after: (input bias, recurrent bias)
+        b = bias.reshape(-1)
+    else:  # one bias: the input side's; ONNX adds W's and R's, so R's is zero
+        b = np.concatenate([_onnx_gates(bias, n_gates, order, 0), np.zeros([n_gates * h], bias.dtype)])
+    return w, r, b
+
+
+def _stacked_weights(ctx: Any, ops: Operands, dirs: list[dict[str, Any]]) -> list[Any]:
+    """W, R, B with a leading directions axis, as initializers, or as ops on traced weights."""
+    arrays = [_direction_weights_np(ops, d) for d in dirs]
+    if all(a is not None for a in arrays):
+        return [ctx.const(np.stack([a[i] for a in arrays]).astype(np.float32)) for i in range(3)]
+    weights = [_direction_weights(ctx, ops, d) for d in dirs]
+    return [ctx.op.Concat(*[ctx.op.Unsqueeze(w[i], ctx.i64([0])) for w in weights], axis=0) for i in range(3)]
+
+
 def _reorder(ctx: Any, w: Any, n_gates: int, order: tuple[int, ...], axis: int, h: int) -> Any:
     """Gate blocks (``h`` wide) of ``w`` along ``axis`` from Keras's order into ONNX's."""
     if order == tuple(range(n_gates)):
@@ -126,17 +167,16 @@ def _reorder(ctx: Any, w: Any, n_gates: int, order: tuple[int, ...], axis: int, 
 
 
 def _direction_weights(ctx: Any, ops: Operands, d: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """(W, R, B) of one direction in ONNX's layout: (gates*H, in), (gates*H, H), (2*gates*H,)."""
+    """:func:`_direction_weights_np` with ops, for weights that are not initializers."""
     _, n_gates, order = _KINDS[d["kind"]]
     h = d["units"]
     w = ctx.op.Transpose(_reorder(ctx, ops[d["kernel"]], n_gates, order, 1, h), perm=[1, 0])
     r = ctx.op.Transpose(_reorder(ctx, ops[d["recurrent_kernel"]], n_gates, order, 1, h), perm=[1, 0])
     if d["bias"] is None:
         b = ctx.const(np.zeros([2 * n_gates * h], np.float32))
-    elif len(ops.shape(d["bias"])) == 2:  # GRU reset_after: (input bias, recurrent bias)
-        bias = ops[d["bias"]]
-        b = ctx.op.Reshape(bias, ctx.i64([2 * n_gates * h]))
-    else:  # one bias: the input side's; ONNX adds W's and R's, so R's is zero
+    elif len(ops.shape(d["bias"])) == 2:
+        b = ctx.op.Reshape(ops[d["bias"]], ctx.i64([2 * n_gates * h]))
+    else:
         b = ctx.op.Concat(_reorder(ctx, ops[d["bias"]], n_gates, order, 0, h),
                           ctx.const(np.zeros([n_gates * h], np.float32)), axis=0)
     return w, r, b
@@ -154,8 +194,7 @@ def lower_recurrent(ctx, *ins):
     if not one_output_like(ctx, out_shape):
         return None
     op_type = _KINDS[kind][0]
-    weights = [_direction_weights(ctx, ops, d) for d in dirs]
-    stacked = [ctx.op.Concat(*[ctx.op.Unsqueeze(w[i], ctx.i64([0])) for w in weights], axis=0) for i in range(3)]
+    stacked = _stacked_weights(ctx, ops, dirs)
     if n_dir == 2:
         direction = "bidirectional"
     else:
