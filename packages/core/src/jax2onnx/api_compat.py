@@ -10,7 +10,8 @@ traced function or the finished model:
 * ``input_names`` / ``output_names``: the graph's I/O names, set on the finished model;
 * ``inputs_as_nchw`` / ``outputs_as_nchw``: the graph takes/returns NCHW where the function works
   in NHWC; the transposes are traced around the function, so the transpose pass cancels them
-  against a channels-first op right behind (a Conv lowered in NCHW);
+  against the layout Transposes of a channels-first op right behind the input or right before
+  the output (a Conv lowered in NCHW: an NHWC conv stack exports with no Transpose left);
 * ``record_primitive_calls_file``: a JSON list of every primitive the trace holds;
 * ``export_mode``: ``"standard"`` (weights go to ``<path>.data`` when they exceed protobuf's
   limit) or ``"web"`` (always one self-contained file, as onnxruntime-web loads it);
