@@ -89,6 +89,11 @@ components = [
                                        forbids=("Softmax", "ReduceMean", "ReduceSum", "Sqrt"), max_nodes=13)),
             Testcase("eqx_model_attention_block_vmapped", factory=model(lambda k: Block(key=k), wrap=jax.vmap, **_SMALL),
                      input_shapes=[("B", 4, 16)], rtol=1e-4, atol=2e-5),
+            # jax.grad of a loss w.r.t. the input: the regions' forward and backward parts use their bodies.
+            Testcase("eqx_model_attention_block_grad",
+                     factory=model(lambda k: Block(key=k), wrap=lambda m: jax.jit(jax.grad(lambda x: jnp.sum(m(x) ** 2))),
+                                   **_SMALL),
+                     input_shapes=[(4, 16)], rtol=1e-3, atol=1e-4),
             Testcase("eqx_model_cnn", factory=model(lambda k: CNN(key=k), **_SMALL), input_shapes=[(1, 8, 8)],
                      check=float32_ops("Conv", "MatMul")),
             Testcase("eqx_model_cnn_vmapped", factory=model(lambda k: CNN(key=k), wrap=jax.vmap, **_SMALL),
