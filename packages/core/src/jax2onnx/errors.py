@@ -295,7 +295,8 @@ def _describe_inputs(names: Sequence[str], avals: Sequence[Any]) -> str:
     parts = []
     for n, a in zip(names, avals):
         dims = ", ".join(str(d) for d in a.shape) + ("," if len(a.shape) == 1 else "")
-        parts.append(f"{n}: ({dims}) {np.dtype(a.dtype).name}")
+        dtype = a.dtype.name if hasattr(a.dtype, "name") else np.dtype(a.dtype).name  # key<fry> has no np.dtype
+        parts.append(f"{n}: ({dims}) {dtype}")
     return ", ".join(parts)
 
 
