@@ -118,3 +118,11 @@ def test_uint64_bits_under_x64():
         expected = np.asarray(bits64(key, x))
     assert expected.dtype == np.uint64
     np.testing.assert_array_equal(run_onnx(model, [key, x])[0], expected)
+
+
+def test_trace_error_with_a_typed_key_spec_names_the_inputs():
+    def broken(key, x):
+        return jax.random.normal(key, x.shape) + (x @ jnp.ones((5,)))[0]
+
+    with pytest.raises(Exception, match=r"key: \(\) key<fry>, x: \(3, 2\) float32"):
+        to_onnx(broken, [jax.ShapeDtypeStruct((), jax.random.key(0).dtype), (3, 2)])
