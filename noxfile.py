@@ -2,7 +2,7 @@
 
     nox -s tests            # default: every pack's tests, newest JAX/Flax (what CI runs)
     nox -s tests_core       # core alone (no pack installed), plus the minimal-install checks
-    nox -s tests_lax tests_jnp tests_nnx tests_examples
+    nox -s tests_lax tests_jnp tests_nnx tests_examples tests_linen tests_eqx
     nox -s keras            # the Keras pack and Keras 3's model.export(format="onnx") (JAX backend)
     nox -s keras_apps       # slow: Keras ResNet50, MobileNetV3Small, EfficientNetB0 exported and compared
     nox -s matrix           # the full suite in a floor cell (every declared minimum pinned) and a newest cell
@@ -36,6 +36,8 @@ PACKS = {
     "nnx": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-nnx"],
     "examples": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-nnx", "./packages/examples"],
     "keras": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-keras"],
+    "linen": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-linen"],
+    "eqx": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-eqx"],
 }
 TEST_DIRS = {
     "core": ["packages/core/tests"],
@@ -44,10 +46,14 @@ TEST_DIRS = {
     "nnx": ["packages/plugins-nnx/tests"],
     "examples": ["packages/examples/tests"],
     "keras": ["packages/plugins-keras/tests"],
+    "linen": ["packages/plugins-linen/tests"],
+    "eqx": ["packages/plugins-eqx/tests"],
 }
 #: Keras (a 3 s install, its tests about a minute) is part of the default session; the JAX/Flax
 #: matrix leaves it out (Keras pins its own JAX support, tested here with the newest JAX only).
-ALL_PACKAGES = [CORE, *PACKS["examples"], "./packages/plugins-keras"]
+#: Linen (flax is installed already) and Equinox (equinox + jaxtyping + wadler-lindig, a 3 s install)
+#: are part of it too.
+ALL_PACKAGES = [CORE, *PACKS["examples"], "./packages/plugins-keras", "./packages/plugins-linen", "./packages/plugins-eqx"]
 ALL_TESTS = [d for dirs in TEST_DIRS.values() for d in dirs] + ["tests"]
 #: onnxruntime is an optional extra of core (jax2onnx-core[runtime]); every test session verifies with it.
 TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.23", "hypothesis>=6.100"]
@@ -95,7 +101,7 @@ def tests_core(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
-@nox.parametrize("pack", ["lax", "jnp", "nnx", "examples", "keras"])
+@nox.parametrize("pack", ["lax", "jnp", "nnx", "examples", "keras", "linen", "eqx"])
 def tests_pack(session: nox.Session, pack: str) -> None:
     """One pack with just the packs it depends on."""
     session.install(*TEST_TOOLS, CORE, *PACKS[pack])
