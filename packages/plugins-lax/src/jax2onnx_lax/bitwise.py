@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax2onnx.dtypes import I32, bits, is_bool, unsigned_of
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
@@ -26,7 +27,7 @@ LOGICAL = {"and": ("And", "BitwiseAnd"), "or": ("Or", "BitwiseOr"), "xor": ("Xor
 
 def _logical(bool_op: str, int_op: str):
     def lower(ctx, *xs):
-        return getattr(ctx.op, bool_op if nm.is_bool(nm.dtype_of(ctx.avals_in[0])) else int_op)(*xs)
+        return getattr(ctx.op, bool_op if is_bool(nm.dtype_of(ctx.avals_in[0])) else int_op)(*xs)
 
     lower.__name__ = f"lower_{int_op.lower()}"
     return lower
@@ -36,28 +37,28 @@ for _prim, (_bool_op, _int_op) in LOGICAL.items():
     lowerings.add(_prim, _logical(_bool_op, _int_op))
 
 
-def _out_of_range(ctx, amount_u, width: int, udtype):
+def _out_of_range(ctx, amount_u, width: int):
     """Shift amounts outside [0, width) (negative ones are huge once unsigned): XLA gives 0 for
     logical shifts and the sign fill for arithmetic ones; C++ shifts would wrap the amount."""
-    return ctx.op.GreaterOrEqual(amount_u, nm.const(ctx, width, udtype))
+    return ctx.op.GreaterOrEqual(amount_u, width)
 
 
 def _shift(ctx, x, y, direction: str, arithmetic: bool = False):
     dtype = nm.dtype_of(ctx.avals_in[0])
-    udtype, width = nm.unsigned_of(dtype), nm.bits(dtype)
-    xu, yu = nm.cast_if(ctx, x, dtype, udtype), nm.cast_if(ctx, y, dtype, udtype)
-    zero = nm.const(ctx, 0, udtype)
-    big = _out_of_range(ctx, yu, width, udtype)
+    udtype, width = unsigned_of(dtype), bits(dtype)
+    xu, yu = ctx.cast(x, udtype), ctx.cast(y, udtype)
+    zero = ctx.const(0, udtype)
+    big = _out_of_range(ctx, yu, width)
     safe_amount = nm.where(ctx, big, zero, yu, udtype)
     if not arithmetic:
         shifted = nm.where(ctx, big, zero, ctx.op.BitShift(xu, safe_amount, direction=direction), udtype)
-        return nm.cast_if(ctx, shifted, udtype, dtype)
+        return ctx.cast(shifted, dtype)
     # Arithmetic right shift: with m = all ones when the top bit is set, x >>a n == ((x ^ m) >> n) ^ m.
-    top = ctx.op.BitShift(xu, nm.const(ctx, width - 1, udtype), direction="RIGHT")
+    top = ctx.op.BitShift(xu, width - 1, direction="RIGHT")
     mask = ctx.op.Sub(zero, top)
     flipped = ctx.op.BitShift(ctx.op.BitwiseXor(xu, mask), safe_amount, direction="RIGHT")
     flipped = nm.where(ctx, big, zero, flipped, udtype)
-    return nm.cast_if(ctx, ctx.op.BitwiseXor(flipped, mask), udtype, dtype)
+    return ctx.cast(ctx.op.BitwiseXor(flipped, mask), dtype)
 
 
 @lowerings.register("shift_left")
@@ -77,31 +78,31 @@ def lower_shift_right_arithmetic(ctx, x, y):
 
 def bit_planes(ctx, x, dtype):
     """``x``'s bits as a new last axis of int32 0/1 (bit k at index k), for any int dtype."""
-    udtype, width = nm.unsigned_of(dtype), nm.bits(dtype)
-    xu = nm.cast_if(ctx, x, dtype, udtype)
-    positions = nm.const(ctx, np.arange(width), udtype)
-    column = ctx.op.Unsqueeze(xu, nm.const(ctx, [-1], nm.I64))
-    planes = ctx.op.BitwiseAnd(ctx.op.BitShift(column, positions, direction="RIGHT"), nm.const(ctx, 1, udtype))
-    return nm.cast(ctx, planes, nm.I32)
+    udtype, width = unsigned_of(dtype), bits(dtype)
+    xu = ctx.cast(x, udtype)
+    positions = ctx.const(np.arange(width), udtype)
+    column = ctx.op.Unsqueeze(xu, ctx.i64([-1]))
+    planes = ctx.op.BitwiseAnd(ctx.op.BitShift(column, positions, direction="RIGHT"), 1)
+    return ctx.cast(planes, I32)
 
 
 @lowerings.register("population_count")
 def lower_population_count(ctx, x):
     dtype = nm.dtype_of(ctx.avals_in[0])
-    count = ctx.op.ReduceSum(bit_planes(ctx, x, dtype), nm.const(ctx, [-1], nm.I64), keepdims=0)
-    return nm.cast(ctx, count, dtype)
+    count = ctx.op.ReduceSum(bit_planes(ctx, x, dtype), ctx.i64([-1]), keepdims=0)
+    return ctx.cast(count, dtype)
 
 
 @lowerings.register("clz")
 def lower_clz(ctx, x):
     """width - 1 - (position of the highest set bit), the position being -1 for zero."""
     dtype = nm.dtype_of(ctx.avals_in[0])
-    width = nm.bits(dtype)
+    width = bits(dtype)
     planes = bit_planes(ctx, x, dtype)
-    positions = nm.const(ctx, np.arange(width), nm.I32)
-    set_positions = ctx.op.Where(ctx.op.Equal(planes, nm.const(ctx, 1, nm.I32)), positions, nm.const(ctx, -1, nm.I32))
-    highest = ctx.op.ReduceMax(set_positions, nm.const(ctx, [-1], nm.I64), keepdims=0)
-    return nm.cast(ctx, ctx.op.Sub(nm.const(ctx, width - 1, nm.I32), highest), dtype)
+    positions = ctx.const(np.arange(width), I32)
+    set_positions = ctx.op.Where(ctx.op.Equal(planes, 1), positions, -1)
+    highest = ctx.op.ReduceMax(set_positions, ctx.i64([-1]), keepdims=0)
+    return ctx.cast(ctx.op.Sub(width - 1, highest), dtype)
 
 
 # ---------------------------------------------------------------------------------------------

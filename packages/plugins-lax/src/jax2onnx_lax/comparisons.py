@@ -9,68 +9,62 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax2onnx.dtypes import ARITH, BOOL, is_bool
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
 from . import _numeric as nm
 from . import complex_pairs as cp
 from ._testdata import f32, ints
+from .elementwise import one_to_one
 
 lowerings = Lowerings()
 
-_EQ_TYPES = nm.ARITH | {nm.BOOL}
+_EQ_TYPES = ARITH | {BOOL}
 
 #: lax primitive -> (ONNX op, dtypes onnxruntime compares natively). bool orders as 0 < 1 in uint8.
 COMPARISONS: dict[str, tuple[str, frozenset]] = {
     "eq": ("Equal", _EQ_TYPES),
-    "lt": ("Less", nm.ARITH),
-    "le": ("LessOrEqual", nm.ARITH),
-    "gt": ("Greater", nm.ARITH),
-    "ge": ("GreaterOrEqual", nm.ARITH),
+    "lt": ("Less", ARITH),
+    "le": ("LessOrEqual", ARITH),
+    "gt": ("Greater", ARITH),
+    "ge": ("GreaterOrEqual", ARITH),
 }
 
 
-def _comparison(op_type: str, supported: frozenset):
-    def lower(ctx, x, y):
-        if cp.is_complex(ctx.avals_in[0]):
-            if op_type != "Equal":  # lax orders no complex numbers
-                raise NotImplementedError(f"{op_type} of complex values")
-            return cp.equal(ctx, x, y)
-        return nm.compute_in(ctx, [x, y], nm.dtype_of(ctx.avals_in[0]), supported,
-                             lambda _c, a, b: getattr(ctx.op, op_type)(a, b), returns=nm.BOOL)
-
-    lower.__name__ = f"lower_{op_type.lower()}"
-    return lower
-
-
 for _prim, (_op, _types) in COMPARISONS.items():
-    lowerings.add(_prim, _comparison(_op, _types))
+    # lax orders no complex numbers; eq compares (real, imag) pairs
+    lowerings.add(_prim, one_to_one(_op), dtypes=_types, complex=cp.equal if _op == "Equal" else cp.unsupported)
 
 
-@lowerings.register("ne")
+@lowerings.register("ne", dtypes=_EQ_TYPES, complex=lambda ctx, x, y: ctx.op.Not(cp.equal(ctx, x, y)))
 def lower_ne(ctx, x, y):
-    return ctx.op.Not(_comparison("Equal", _EQ_TYPES)(ctx, x, y))
+    return ctx.op.Not(ctx.op.Equal(x, y))
 
 
-@lowerings.register("select_n")
+def _select(ctx, which, cases, dtype):
+    if len(cases) == 1:
+        return cases[0]
+    if is_bool(ctx.avals_in[0].dtype):
+        return nm.where(ctx, which, cases[1], cases[0], dtype)
+    result = cases[-1]
+    for i in range(len(cases) - 2, -1, -1):
+        result = nm.where(ctx, ctx.op.Less(which, i + 1), cases[i], result, dtype)
+    return result
+
+
+def lower_select_n_complex(ctx, which, *cases):
+    """Cases are (real, imag) pairs: a non-scalar predicate gets a trailing axis to cover both parts."""
+    which = cp.lift(ctx, which) if ctx.avals_in[0].shape else which
+    return _select(ctx, which, cases, cp.part_dtype(ctx.avals_out[0]))
+
+
+@lowerings.register("select_n", complex=lower_select_n_complex)
 def lower_select_n(ctx, which, *cases):
     """``cases[which]``. A bool ``which`` is one Where. An int ``which`` becomes a chain of
     ``Where(which < i, ...)`` from the last case down, which is also how JAX lowers it: indices past
     the end pick the last case and negative ones the first (lax leaves them undefined)."""
-    dtype = nm.dtype_of(ctx.avals_out[0])
-    if len(cases) == 1:
-        return cases[0]
-    which_dtype = nm.dtype_of(ctx.avals_in[0])
-    if cp.is_complex(dtype):  # cases are (real, imag) pairs: the predicate broadcasts over both parts
-        which, dtype = (cp.lift(ctx, which) if ctx.avals_in[0].shape else which), cp.part_dtype(dtype)
-    if nm.is_bool(which_dtype):
-        return nm.where(ctx, which, cases[1], cases[0], dtype)
-    result = cases[-1]
-    for i in range(len(cases) - 2, -1, -1):
-        below = nm.compute_in(ctx, [which], which_dtype, nm.ARITH,
-                              lambda c, w, i=i: ctx.op.Less(w, nm.const(ctx, i + 1, c)), returns=nm.BOOL)
-        result = nm.where(ctx, below, cases[i], result, dtype)
-    return result
+    return _select(ctx, which, cases, nm.dtype_of(ctx.avals_out[0]))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 """Complex values as real pairs: the layout helpers and the complex arithmetic the lax lowerings
-share (no lowerings here; each lowering checks :func:`is_complex` and calls in).
+share. Arithmetic lowerings name their complex form with ``register(..., complex=...)`` (core picks
+it for complex equations; :func:`lower_elementwise`, :func:`equal`, :func:`unsupported` are such
+forms); shape lowerings, whose pairs only gain a trailing axis, check :func:`is_complex` inline.
 
 Core types a complex aval of shape ``S`` as a real tensor of shape ``S + (2,)`` holding
 (real, imag), the layout of ONNX's DFT. Shape lowerings keep that pair axis last and untouched
@@ -17,8 +19,6 @@ from typing import Any
 
 import numpy as np
 import onnx_ir as ir
-
-from . import _numeric as nm
 
 
 def is_complex(aval_or_dtype: Any) -> bool:
@@ -50,7 +50,7 @@ def pair_array(value: Any, dtype: Any) -> np.ndarray:
 
 
 def _axis(ctx: Any, axis: int) -> ir.Value:
-    return ctx.const(np.asarray([axis], dtype=np.int64))
+    return ctx.i64([axis])
 
 
 def lift(ctx: Any, x: ir.Value) -> ir.Value:
@@ -86,7 +86,7 @@ def from_real(ctx: Any, x: ir.Value, rank: int) -> ir.Value:
     """A real tensor of rank ``rank`` as complex: a trailing axis padded with a zero imaginary part."""
     pads = [0] * (2 * (rank + 1))
     pads[-1] = 1
-    return ctx.op.Pad(lift(ctx, x), ctx.const(np.asarray(pads, dtype=np.int64)))
+    return ctx.op.Pad(lift(ctx, x), ctx.i64(pads))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,7 +126,7 @@ def magnitude(ctx: Any, z: ir.Value, dtype: Any, keep_pair_axis: bool = False) -
     re, im = split(ctx, z)
     a, b = op.Abs(re), op.Abs(im)
     hi, lo = op.Max(a, b), op.Min(a, b)
-    one = nm.const(ctx, 1, dtype)
+    one = ctx.const(1, dtype)
     ratio = op.Where(op.Equal(hi, lo), one, op.Div(lo, hi))
     mag = op.Mul(hi, op.Sqrt(op.Add(one, op.Mul(ratio, ratio))))
     return mag if keep_pair_axis else op.Squeeze(mag, _axis(ctx, -1))
@@ -135,7 +135,7 @@ def magnitude(ctx: Any, z: ir.Value, dtype: Any, keep_pair_axis: bool = False) -
 def sign(ctx: Any, z: ir.Value, dtype: Any) -> ir.Value:
     """z / |z|, and 0 at 0 (JAX's sign of a complex number)."""
     mag = magnitude(ctx, z, dtype, keep_pair_axis=True)
-    zero = nm.const(ctx, 0, dtype)
+    zero = ctx.const(0, dtype)
     return ctx.op.Where(ctx.op.Equal(mag, zero), zero, ctx.op.Div(z, mag))
 
 
@@ -148,7 +148,7 @@ def exp(ctx: Any, z: ir.Value) -> ir.Value:
 
 def one_like(ctx: Any, z: ir.Value, dtype: Any) -> ir.Value:
     """1 + 0i, broadcast to the shape of ``z``."""
-    return ctx.op.Expand(nm.const(ctx, [1, 0], dtype), ctx.op.Shape(z))
+    return ctx.op.Expand(ctx.const([1, 0], dtype), ctx.op.Shape(z))
 
 
 def integer_pow(ctx: Any, z: ir.Value, y: int, dtype: Any) -> ir.Value:
@@ -163,7 +163,12 @@ def integer_pow(ctx: Any, z: ir.Value, y: int, dtype: Any) -> ir.Value:
         n >>= 1
         if n:
             base = mul(ctx, base, base)
-    return div(ctx, nm.const(ctx, [1, 0], dtype), acc) if y < 0 else acc
+    return div(ctx, ctx.const([1, 0], dtype), acc) if y < 0 else acc
+
+
+def unsupported(ctx: Any, *_xs: ir.Value) -> ir.Value:
+    """The ``complex=`` variant of a lowering that has no complex form (lax orders no complex numbers)."""
+    raise NotImplementedError(f"'{ctx.primitive}' of complex values is not supported")
 
 
 def equal(ctx: Any, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -189,8 +194,9 @@ ELEMENTWISE = {
 }
 
 
-def lower_elementwise(ctx: Any, xs: Sequence[ir.Value]) -> ir.Value:
-    """The complex form of the elementwise primitive ``ctx.primitive`` (operands are pairs)."""
+def lower_elementwise(ctx: Any, *xs: ir.Value) -> ir.Value:
+    """The complex form of the elementwise primitive ``ctx.primitive`` (operands are pairs): the
+    ``complex=`` variant of the elementwise lowerings."""
     fn = ELEMENTWISE.get(ctx.primitive)
     if fn is None:
         raise NotImplementedError(f"'{ctx.primitive}' of complex values (complex values are (real, imag) pairs; "

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax2onnx.dtypes import F32, F64, is_float, is_int
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
@@ -28,51 +29,52 @@ def _largest_below(limit: int, dtype: np.dtype) -> float:
 def float_to_int(ctx, x, src: np.dtype, dst: np.dtype):
     """Truncate toward zero, saturating at the int range, NaN -> 0: XLA's conversion. A bare Cast
     of an out-of-range float is undefined in C++ (onnxruntime gives INT_MIN on x86)."""
-    if src not in (nm.F32, nm.F64):  # float16/bfloat16 widen exactly
-        x, src = nm.cast(ctx, x, nm.F32), nm.F32
+    if src not in (F32, F64):  # float16/bfloat16 widen exactly
+        x, src = ctx.cast(x, F32), F32
     info = np.iinfo(dst)
     lo, hi = np.asarray(info.min, dtype=src), _largest_below(int(info.max), src)
-    x = ctx.op.Where(ctx.op.IsNaN(x), nm.const(ctx, 0, src), x)
-    out = nm.cast(ctx, ctx.op.Clip(x, ctx.const(lo), ctx.const(hi)), dst)
+    x = ctx.op.Where(ctx.op.IsNaN(x), ctx.const(0, src), x)
+    out = ctx.cast(ctx.op.Clip(x, ctx.const(lo), ctx.const(hi)), dst)
     if int(hi) < int(info.max):  # floats above hi round past the max: saturate them explicitly
-        out = nm.where(ctx, ctx.op.Greater(x, ctx.const(hi)), nm.const(ctx, info.max, dst), out, dst)
+        out = nm.where(ctx, ctx.op.Greater(x, ctx.const(hi)), ctx.const(info.max, dst), out, dst)
     return out
 
 
-@lowerings.register("convert_element_type")
+def _convert_complex(ctx, x):
+    """real -> complex: the value as the real part, imaginary part 0 (a constant operand folds, so a
+    pad value or a literal stays a constant). complex -> complex: Cast of the pairs. complex ->
+    anything else: the real part, converted on (JAX discards the imaginary part, with a
+    ComplexWarning; also for bool, where 1j becomes False)."""
+    src, dst = nm.dtype_of(ctx.avals_in[0]), nm.dtype_of(ctx.avals_out[0])
+    if src == dst:
+        return ctx.op.Identity(x)
+    if not cp.is_complex(dst):
+        return _convert_real(ctx, cp.real_part(ctx, x), cp.part_dtype(src), dst)
+    part = cp.part_dtype(dst)
+    if cp.is_complex(src):
+        return ctx.cast(x, part)
+    value = nm.const_value(x)
+    if value is not None:
+        return ctx.const(cp.pair_array(value.astype(dst), dst))
+    return cp.from_real(ctx, ctx.cast(x, part), len(ctx.avals_in[0].shape))
+
+
+@lowerings.register("convert_element_type", complex=_convert_complex)
 def lower_convert_element_type(ctx, x):
     src, dst = nm.dtype_of(ctx.avals_in[0]), nm.dtype_of(ctx.avals_out[0])
     if src == dst:
         return ctx.op.Identity(x)
-    if cp.is_complex(src) or cp.is_complex(dst):
-        return _convert_complex(ctx, x, src, dst)
     return _convert_real(ctx, x, src, dst)
 
 
 def _convert_real(ctx, x, src: np.dtype, dst: np.dtype):
     if src == dst:  # the real part of a complex value, already of the wanted dtype
         return x
-    if nm.is_float(src) and nm.is_int(dst):
+    if is_float(src) and is_int(dst):
         return float_to_int(ctx, x, src, dst)
     # Everything else is Cast: float->bool is x != 0 (NaN -> True), ints wrap like XLA, floats
     # round to nearest even.
-    return nm.cast(ctx, x, dst)
-
-
-def _convert_complex(ctx, x, src: np.dtype, dst: np.dtype):
-    """real -> complex: the value as the real part, imaginary part 0 (a constant operand folds, so a
-    pad value or a literal stays a constant). complex -> complex: Cast of the pairs. complex ->
-    anything else: the real part, converted on (JAX discards the imaginary part, with a
-    ComplexWarning; also for bool, where 1j becomes False)."""
-    if not cp.is_complex(dst):
-        return _convert_real(ctx, cp.real_part(ctx, x), cp.part_dtype(src), dst)
-    part = cp.part_dtype(dst)
-    if cp.is_complex(src):
-        return nm.cast_if(ctx, x, cp.part_dtype(src), part)
-    value = nm.const_value(x)
-    if value is not None:
-        return ctx.const(cp.pair_array(value.astype(dst), dst))
-    return cp.from_real(ctx, nm.cast_if(ctx, x, src, part), len(ctx.avals_in[0].shape))
+    return ctx.cast(x, dst)
 
 
 def _identity(ctx, *xs):

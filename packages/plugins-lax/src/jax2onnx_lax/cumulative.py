@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax2onnx.dtypes import ARITH, CUMSUM, FLOAT_MATH, MINMAX, PAD
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
@@ -26,51 +27,54 @@ from ._testdata import f32, ints, uniform
 lowerings = Lowerings()
 
 
-@lowerings.register("cumsum")
+def _cumsum(ctx, x):
+    """CumSum along ``axis``; (real, imag) pairs sum part by part (the pair axis is last)."""
+    return ctx.op.CumSum(x, ctx.i64(int(ctx.params["axis"])), reverse=int(bool(ctx.params["reverse"])))
+
+
+@lowerings.register("cumsum", complex=_cumsum)
 def lower_cumsum(ctx, x):
-    axis, reverse = int(ctx.params["axis"]), bool(ctx.params["reverse"])
-    dtype = cp.part_dtype(ctx.avals_in[0])  # complex: the pairs sum part by part along the axis
-    # Wider ints wrap back exactly on the cast down, so any int may travel in int32/int64.
-    return nm.compute_in(ctx, [x], dtype, nm.CUMSUM,
-                         lambda _c, y: ctx.op.CumSum(y, nm.const(ctx, axis, nm.I64), reverse=int(reverse)),
+    # Wider ints wrap back exactly on the cast down, so any int may travel in int32/int64, uint64
+    # in int64 too (an order-breaking carrier, which core's ``dtypes=`` facet does not pick).
+    return nm.compute_in(ctx, [x], nm.dtype_of(ctx.avals_in[0]), CUMSUM, lambda _c, y: _cumsum(ctx, y),
                          keep_order=False)
 
 
-def _log1p_small(op, const, e):
+def _log1p_small(op, e):
     """log(1 + e) for e in [0, 1], accurate for tiny e: log(u) * e / (u - 1) with u = 1 + e."""
-    u = op.Add(const(1), e)
-    ratio = op.Div(e, op.Sub(u, const(1)))
-    return op.Where(op.Equal(u, const(1)), e, op.Mul(op.Log(u), ratio))
+    u = op.Add(e, 1)
+    ratio = op.Div(e, op.Sub(u, 1))
+    return op.Where(op.Equal(u, 1), e, op.Mul(op.Log(u), ratio))
 
 
-def _logaddexp(op, const, a, b):
+def _logaddexp(op, a, b):
     """max + log1p(exp(-|a - b|)); an infinite max is the answer itself (inf - inf would be NaN)."""
     m = op.Max(a, b)
-    r = op.Add(m, _log1p_small(op, const, op.Exp(op.Neg(op.Abs(op.Sub(a, b))))))
+    r = op.Add(m, _log1p_small(op, op.Exp(op.Neg(op.Abs(op.Sub(a, b))))))
     return op.Where(op.IsInf(m), m, r)
 
 
-#: primitive -> (combine(op, const, a, b), identity(dtype), dtypes the combine runs on).
+#: primitive -> (combine(op, a, b), identity(dtype), dtypes the combine runs on).
 COMBINES: dict[str, tuple[Callable, Callable, frozenset]] = {
-    "cumprod": (lambda op, const, a, b: op.Mul(a, b), lambda d: 1, nm.ARITH & nm.PAD),
-    "cummax": (lambda op, const, a, b: op.Max(a, b), nm.dtype_min, nm.MINMAX & nm.PAD),
-    "cummin": (lambda op, const, a, b: op.Min(a, b), nm.dtype_max, nm.MINMAX & nm.PAD),
-    "cumlogsumexp": (_logaddexp, lambda d: -np.inf, nm.FLOAT_MATH),
+    "cumprod": (lambda op, a, b: op.Mul(a, b), lambda d: 1, ARITH & PAD),
+    "cummax": (lambda op, a, b: op.Max(a, b), nm.dtype_min, MINMAX & PAD),
+    "cummin": (lambda op, a, b: op.Min(a, b), nm.dtype_max, MINMAX & PAD),
+    "cumlogsumexp": (_logaddexp, lambda d: -np.inf, FLOAT_MATH),
 }
 
 
 def _doubling_scan(ctx, x, axis, n, reverse, combine, identity):
     op = ctx.op
-    axes = nm.const(ctx, [axis], nm.I64)
+    axes = ctx.i64([axis])
     y, shift = x, 1
     while shift < n:
         if reverse:
-            kept = op.Slice(y, nm.const(ctx, [shift], nm.I64), nm.const(ctx, [n], nm.I64), axes)
+            kept = op.Slice(y, ctx.i64([shift]), ctx.i64([n]), axes)
             pads = [0, shift]
         else:
-            kept = op.Slice(y, nm.const(ctx, [0], nm.I64), nm.const(ctx, [n - shift], nm.I64), axes)
+            kept = op.Slice(y, ctx.i64([0]), ctx.i64([n - shift]), axes)
             pads = [shift, 0]
-        shifted = op.Pad(kept, nm.const(ctx, pads, nm.I64), identity, axes, mode="constant")
+        shifted = op.Pad(kept, ctx.i64(pads), identity, axes, mode="constant")
         y = combine(y, shifted)
         shift *= 2
     return y
@@ -81,7 +85,7 @@ def _scan_loop(ctx, x, axis, reverse, combine_fn, identity, c, slice_shape):
     body = ctx.subgraph("cumulative_body")
     carry = body.add_input("carry", dtype=c, shape=slice_shape)
     x_t = body.add_input("x_t", dtype=c, shape=slice_shape)
-    new = combine_fn(body.op, lambda v: body.const(np.asarray(v, dtype=c)), carry, x_t)
+    new = combine_fn(body.op, carry, x_t)
     graph = body.finish([new, new])
     init = ctx.op.Expand(identity, ctx.shape_tensor(slice_shape))
     direction = [int(reverse)]
@@ -91,33 +95,25 @@ def _scan_loop(ctx, x, axis, reverse, combine_fn, identity, c, slice_shape):
 
 
 def _cumulative(prim: str):
-    combine_fn, identity_of, supported = COMBINES[prim]
+    combine_fn, identity_of, _ = COMBINES[prim]
 
     def lower(ctx, x):
         axis, reverse = int(ctx.params["axis"]), bool(ctx.params["reverse"])
         shape = ctx.avals_in[0].shape
-        dtype = nm.dtype_of(ctx.avals_in[0])
-
-        def scan(c, y):
-            def const(v):
-                return nm.const(ctx, v, c)
-
-            identity = const(identity_of(c))
-            n = shape[axis]
-            if ctx.is_static([n]):
-                return _doubling_scan(ctx, y, axis, int(n), reverse,
-                                      lambda a, b: combine_fn(ctx.op, const, a, b), identity)
-            slice_shape = [d for i, d in enumerate(shape) if i != axis]
-            return _scan_loop(ctx, y, axis, reverse, combine_fn, identity, c, slice_shape)
-
-        return nm.compute_in(ctx, [x], dtype, supported, scan)
+        dtype = nm.dtype_of(ctx.avals_in[0])  # the carrier the dtypes= facet chose
+        identity = ctx.const(identity_of(dtype), dtype)
+        n = shape[axis]
+        if ctx.is_static([n]):
+            return _doubling_scan(ctx, x, axis, int(n), reverse, lambda a, b: combine_fn(ctx.op, a, b), identity)
+        slice_shape = [d for i, d in enumerate(shape) if i != axis]
+        return _scan_loop(ctx, x, axis, reverse, combine_fn, identity, dtype, slice_shape)
 
     lower.__name__ = f"lower_{prim}"
     return lower
 
 
-for _prim in COMBINES:
-    lowerings.add(_prim, _cumulative(_prim))
+for _prim, (_combine, _identity, _types) in COMBINES.items():
+    lowerings.add(_prim, _cumulative(_prim), dtypes=_types, complex=cp.unsupported)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """lax elementwise arithmetic: one-to-one ops are a table; the rest are small functions.
 
 Every operand has the same dtype (lax inserts ``convert_element_type``), so the equation's first
-input aval decides the dtype. Dtypes onnxruntime has no kernel for are computed in a wider exact
-carrier (``_numeric.compute_in``): bfloat16/float16 in float32, narrow ints in int32.
+input aval decides the dtype. Each lowering names the dtypes its ONNX op has onnxruntime kernels for
+(``register(..., dtypes=...)``); core computes other dtypes in a wider exact carrier: bfloat16/float16
+in float32, narrow ints in int32.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax2onnx.dtypes import ARITH, F16, FLOAT_MATH, MINMAX, POW, is_int, is_unsigned
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
@@ -23,189 +25,161 @@ lowerings = Lowerings()
 #: lax primitive -> (ONNX op, dtypes onnxruntime runs it on). The semantics match exactly: lax has
 #: explicit broadcasting, ONNX Max/Min propagate NaN like XLA (checked by the max/min NaN cases).
 ONE_TO_ONE: dict[str, tuple[str, frozenset]] = {
-    "add": ("Add", nm.ARITH),
-    "add_any": ("Add", nm.ARITH),  # the cotangent sum of reverse-mode autodiff
-    "sub": ("Sub", nm.ARITH),
-    "mul": ("Mul", nm.ARITH),
-    "max": ("Max", nm.MINMAX),
-    "min": ("Min", nm.MINMAX),
-    "abs": ("Abs", nm.ARITH),
-    "sign": ("Sign", nm.ARITH),
-    "floor": ("Floor", nm.FLOAT_MATH),
-    "ceil": ("Ceil", nm.FLOAT_MATH),
-    "exp": ("Exp", nm.FLOAT_MATH),
-    "log": ("Log", nm.FLOAT_MATH),
-    "sqrt": ("Sqrt", nm.FLOAT_MATH),
-    "tanh": ("Tanh", nm.FLOAT_MATH),
-    "logistic": ("Sigmoid", nm.FLOAT_MATH),
-    "sin": ("Sin", nm.FLOAT_MATH),
-    "cos": ("Cos", nm.FLOAT_MATH),
+    "add": ("Add", ARITH),
+    "add_any": ("Add", ARITH),  # the cotangent sum of reverse-mode autodiff
+    "sub": ("Sub", ARITH),
+    "mul": ("Mul", ARITH),
+    "max": ("Max", MINMAX),
+    "min": ("Min", MINMAX),
+    "abs": ("Abs", ARITH),
+    "sign": ("Sign", ARITH),
+    "floor": ("Floor", FLOAT_MATH),
+    "ceil": ("Ceil", FLOAT_MATH),
+    "exp": ("Exp", FLOAT_MATH),
+    "log": ("Log", FLOAT_MATH),
+    "sqrt": ("Sqrt", FLOAT_MATH),
+    "tanh": ("Tanh", FLOAT_MATH),
+    "logistic": ("Sigmoid", FLOAT_MATH),
+    "sin": ("Sin", FLOAT_MATH),
+    "cos": ("Cos", FLOAT_MATH),
 }
 
 
-def _one_to_one(op_type: str, supported: frozenset):
+def one_to_one(op_type: str):
+    """The lowering of a primitive that is the ONNX op ``op_type`` on the same operands."""
+
     def lower(ctx, *xs):
-        if cp.is_complex(ctx.avals_in[0]):  # (real, imag) pairs: complex_pairs has the formulas
-            return cp.lower_elementwise(ctx, xs)
-        return nm.compute_in(ctx, xs, nm.dtype_of(ctx.avals_in[0]), supported,
-                             lambda _c, *ys: getattr(ctx.op, op_type)(*ys))
+        return getattr(ctx.op, op_type)(*xs)
 
     lower.__name__ = f"lower_{op_type.lower()}"
     return lower
 
 
+# Complex operands are (real, imag) pairs; complex_pairs has the formulas (or names the primitive
+# it has none for).
 for _prim, (_op, _types) in ONE_TO_ONE.items():
-    lowerings.add(_prim, _one_to_one(_op, _types))
+    lowerings.add(_prim, one_to_one(_op), dtypes=_types, complex=cp.lower_elementwise)
 
 
-@lowerings.register("neg")
+@lowerings.register("neg", dtypes=ARITH, complex=cp.lower_elementwise)
 def lower_neg(ctx, x):
-    if cp.is_complex(ctx.avals_in[0]):
-        return cp.lower_elementwise(ctx, [x])
-    dtype = nm.dtype_of(ctx.avals_in[0])
-    if nm.is_unsigned(dtype):  # no unsigned Neg kernel; 0 - x wraps exactly like XLA
-        return ctx.op.Sub(nm.const(ctx, 0, dtype), x)
-    return nm.compute_in(ctx, [x], dtype, nm.ARITH, lambda _c, y: ctx.op.Neg(y))
+    if is_unsigned(ctx.avals_in[0].dtype):  # no unsigned Neg kernel; 0 - x wraps exactly like XLA
+        return ctx.op.Sub(ctx.const(0, ctx.avals_in[0].dtype), x)
+    return ctx.op.Neg(x)
 
 
-@lowerings.register("square")
+@lowerings.register("square", dtypes=ARITH, complex=cp.lower_elementwise)
 def lower_square(ctx, x):
-    if cp.is_complex(ctx.avals_in[0]):
-        return cp.lower_elementwise(ctx, [x])
-    return nm.compute_in(ctx, [x], nm.dtype_of(ctx.avals_in[0]), nm.ARITH, lambda _c, y: ctx.op.Mul(y, y))
+    return ctx.op.Mul(x, x)
 
 
-@lowerings.register("rsqrt")
+@lowerings.register("rsqrt", dtypes=FLOAT_MATH, complex=cp.unsupported)
 def lower_rsqrt(ctx, x):
-    return nm.compute_in(ctx, [x], nm.dtype_of(ctx.avals_in[0]), nm.FLOAT_MATH,
-                         lambda _c, y: ctx.op.Reciprocal(ctx.op.Sqrt(y)))
+    return ctx.op.Reciprocal(ctx.op.Sqrt(x))
 
 
-@lowerings.register("exp2")
+@lowerings.register("exp2", dtypes=FLOAT_MATH, complex=cp.unsupported)
 def lower_exp2(ctx, x):
-    return nm.compute_in(ctx, [x], nm.dtype_of(ctx.avals_in[0]), nm.FLOAT_MATH,
-                         lambda c, y: ctx.op.Pow(nm.const(ctx, 2, c), y))
+    return ctx.op.Pow(ctx.const(2, ctx.avals_in[0].dtype), x)
 
 
-@lowerings.register("pow")
+@lowerings.register("pow", dtypes=POW, complex=cp.unsupported)
 def lower_pow(ctx, x, y):
-    """ONNX Pow allows an exponent dtype other than the base's (lax.pow(float, int))."""
-    base, expo = nm.dtype_of(ctx.avals_in[0]), nm.dtype_of(ctx.avals_in[1])
-    if expo == base:
-        return nm.compute_in(ctx, [x, y], base, nm.POW, lambda _c, a, b: ctx.op.Pow(a, b))
-    y = nm.cast_if(ctx, y, expo, nm.carrier(expo, nm.POW))
-    return nm.compute_in(ctx, [x], base, nm.POW, lambda _c, a: ctx.op.Pow(a, y))
+    """ONNX Pow allows an exponent dtype other than the base's (lax.pow(float, int)); each operand
+    travels in its own carrier."""
+    return ctx.op.Pow(x, y)
 
 
-@lowerings.register("integer_pow")
+@lowerings.register("integer_pow", dtypes=ARITH, complex=cp.lower_elementwise)
 def lower_integer_pow(ctx, x):
     """Square-and-multiply with Mul, then 1/acc for negative powers: the same products JAX's own
     lowering forms, so the rounding matches too (Pow would round differently)."""
-    if cp.is_complex(ctx.avals_in[0]):
-        return cp.lower_elementwise(ctx, [x])
-    dtype = nm.dtype_of(ctx.avals_in[0])
     y = int(ctx.params["y"])
-
-    def power(c, base):
-        if y == 0:
-            return ctx.op.Expand(nm.const(ctx, 1, c), ctx.op.Shape(base))
-        n, acc = abs(y), None
-        while n:
-            if n & 1:
-                acc = base if acc is None else ctx.op.Mul(acc, base)
-            n >>= 1
-            if n:
-                base = ctx.op.Mul(base, base)
-        return ctx.op.Div(nm.const(ctx, 1, c), acc) if y < 0 else acc
-
-    return nm.compute_in(ctx, [x], dtype, nm.ARITH, power)
+    if y == 0:
+        return ctx.op.Expand(ctx.const(1, ctx.avals_in[0].dtype), ctx.op.Shape(x))
+    n, acc, base = abs(y), None, x
+    while n:
+        if n & 1:
+            acc = base if acc is None else ctx.op.Mul(acc, base)
+        n >>= 1
+        if n:
+            base = ctx.op.Mul(base, base)
+    return ctx.op.Div(1, acc) if y < 0 else acc
 
 
 def _int_guard(ctx, y, dtype):
     """(y == 0, y == -1, divisor with those replaced by 1), or None when the divisor is a constant
     without them. onnxruntime traps on x/0 and INT_MIN/-1 (SIGFPE); XLA defines both."""
     value = nm.const_value(y)
-    signed = not nm.is_unsigned(dtype)
+    signed = not is_unsigned(dtype)
     if value is not None and np.all(value != 0) and (not signed or np.all(value != -1)):
         return None
-    is_zero = ctx.op.Equal(y, nm.const(ctx, 0, dtype))
-    is_minus_one = ctx.op.Equal(y, nm.const(ctx, -1, dtype)) if signed else None
+    is_zero = ctx.op.Equal(y, 0)
+    is_minus_one = ctx.op.Equal(y, -1) if signed else None
     unsafe = ctx.op.Or(is_zero, is_minus_one) if signed else is_zero
-    safe = nm.where(ctx, unsafe, nm.const(ctx, 1, dtype), y, dtype)
+    safe = nm.where(ctx, unsafe, ctx.const(1, dtype), y, dtype)
     return is_zero, is_minus_one, safe
 
 
-@lowerings.register("div")
+@lowerings.register("div", dtypes=ARITH, complex=cp.lower_elementwise)
 def lower_div(ctx, x, y):
     """Floats: Div. Ints: Div truncates toward zero like lax.div; x/0 gives -1 (all bits set) and
     INT_MIN/-1 gives INT_MIN, as in XLA."""
-    if cp.is_complex(ctx.avals_in[0]):
-        return cp.lower_elementwise(ctx, [x, y])
     dtype = nm.dtype_of(ctx.avals_in[0])
-    if not nm.is_int(dtype):
-        return nm.compute_in(ctx, [x, y], dtype, nm.ARITH, lambda _c, a, b: ctx.op.Div(a, b))
+    if not is_int(dtype):
+        return ctx.op.Div(x, y)
     guard = _int_guard(ctx, y, dtype)
     if guard is None:
         return ctx.op.Div(x, y)
     is_zero, is_minus_one, safe = guard
     q = ctx.op.Div(x, safe)
     if is_minus_one is not None:  # x / -1 == -x, wrapping at INT_MIN
-        q = nm.where(ctx, is_minus_one, ctx.op.Sub(nm.const(ctx, 0, dtype), x), q, dtype)
-    all_ones = nm.const(ctx, np.iinfo(dtype).max if nm.is_unsigned(dtype) else -1, dtype)
+        q = nm.where(ctx, is_minus_one, ctx.op.Sub(ctx.const(0, dtype), x), q, dtype)
+    all_ones = ctx.const(np.iinfo(dtype).max if is_unsigned(dtype) else -1, dtype)
     return nm.where(ctx, is_zero, all_ones, q, dtype)
 
 
-@lowerings.register("rem")
+@lowerings.register("rem", dtypes=ARITH, complex=cp.unsupported)
 def lower_rem(ctx, x, y):
     """C fmod semantics (the sign of x): ONNX Mod with fmod=1, for ints too. x % 0 gives x and
     INT_MIN % -1 gives 0 as in XLA (the divisor -1 becomes 1, whose remainder is 0)."""
     dtype = nm.dtype_of(ctx.avals_in[0])
-    if not nm.is_int(dtype):
-        return nm.compute_in(ctx, [x, y], dtype, nm.ARITH, lambda _c, a, b: ctx.op.Mod(a, b, fmod=1))
-    guard = _int_guard(ctx, y, dtype)
+    guard = _int_guard(ctx, y, dtype) if is_int(dtype) else None
     if guard is None:
         return ctx.op.Mod(x, y, fmod=1)
     is_zero, _, safe = guard
     return nm.where(ctx, is_zero, x, ctx.op.Mod(x, safe, fmod=1), dtype)
 
 
-@lowerings.register("round")
+@lowerings.register("round", dtypes=FLOAT_MATH, complex=cp.unsupported)
 def lower_round(ctx, x):
     """TO_NEAREST_EVEN is ONNX Round. AWAY_FROM_ZERO: floor(|x|), plus one when the exact fraction
     |x| - floor(|x|) is >= 0.5 (floor(|x| + 0.5) would round 0.49999997 up), sign restored."""
-    dtype = nm.dtype_of(ctx.avals_in[0])
+    op = ctx.op
     if int(ctx.params.get("rounding_method", 0)) == int(lax.RoundingMethod.TO_NEAREST_EVEN):
-        return nm.compute_in(ctx, [x], dtype, nm.FLOAT_MATH, lambda _c, y: ctx.op.Round(y))
-
-    def away(c, y):
-        a = ctx.op.Abs(y)
-        f = ctx.op.Floor(a)
-        up = ctx.op.GreaterOrEqual(ctx.op.Sub(a, f), nm.const(ctx, 0.5, c))
-        r = ctx.op.Where(up, ctx.op.Add(f, nm.const(ctx, 1, c)), f)
-        return ctx.op.Where(ctx.op.Less(y, nm.const(ctx, 0, c)), ctx.op.Neg(r), r)
-
-    return nm.compute_in(ctx, [x], dtype, nm.FLOAT_MATH, away)
+        return op.Round(x)
+    a = op.Abs(x)
+    f = op.Floor(a)
+    r = op.Where(op.GreaterOrEqual(op.Sub(a, f), 0.5), op.Add(f, 1), f)
+    return op.Where(op.Less(x, 0), op.Neg(r), r)
 
 
-@lowerings.register("clamp")
+@lowerings.register("clamp", dtypes=MINMAX, complex=cp.unsupported)
 def lower_clamp(ctx, lo, x, hi):
     """lax.clamp is min(max(x, lo), hi), NaN anywhere giving NaN. ONNX Clip ignores a NaN bound, so
-    it is used only for constant, non-NaN scalar bounds."""
-    dtype = nm.dtype_of(ctx.avals_in[1])
+    it is used only for constant, non-NaN scalar bounds (and not for float16, which Clip has no
+    kernel for; Max/Min give the same values)."""
     lo_v, hi_v = nm.const_value(lo), nm.const_value(hi)
     scalar_bounds = ctx.avals_in[0].shape == () and ctx.avals_in[2].shape == ()
     constant_bounds = lo_v is not None and hi_v is not None and not (np.isnan(lo_v).any() or np.isnan(hi_v).any())
-    if scalar_bounds and constant_bounds:
-        clip_types = nm.MINMAX - {nm.F16}
-        return nm.compute_in(ctx, [x, lo, hi], dtype, clip_types, lambda _c, a, b, c: ctx.op.Clip(a, b, c))
-    return nm.compute_in(ctx, [x, lo, hi], dtype, nm.MINMAX, lambda _c, a, b, c: ctx.op.Min(ctx.op.Max(a, b), c))
+    if scalar_bounds and constant_bounds and nm.dtype_of(ctx.avals_in[1]) != F16:
+        return ctx.op.Clip(x, lo, hi)
+    return ctx.op.Min(ctx.op.Max(x, lo), hi)
 
 
-@lowerings.register("is_finite")
+# float16/bfloat16 widen exactly, inf and NaN included
+@lowerings.register("is_finite", dtypes=FLOAT_MATH, complex=cp.unsupported)
 def lower_is_finite(ctx, x):
-    dtype = nm.dtype_of(ctx.avals_in[0])
-    if dtype not in (nm.F32, nm.F64):  # float16/bfloat16 widen exactly, inf and NaN included
-        x = nm.cast(ctx, x, nm.F32)
     return ctx.op.Not(ctx.op.Or(ctx.op.IsInf(x), ctx.op.IsNaN(x)))
 
 

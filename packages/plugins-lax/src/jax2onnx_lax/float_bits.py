@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax2onnx.dtypes import BF16, F16, F32, F64, U64, is_float, is_int, unsigned_of
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
@@ -51,9 +52,9 @@ class FloatFormat:
         return (2.0 - 2.0 ** -self.mantissa_bits) * 2.0**self.bias
 
 
-FORMATS = {nm.F16: FloatFormat(5, 10), nm.F32: FloatFormat(8, 23), nm.F64: FloatFormat(11, 52)}
-if nm.BF16 is not None:
-    FORMATS[nm.BF16] = FloatFormat(8, 7)
+FORMATS = {F16: FloatFormat(5, 10), F32: FloatFormat(8, 23), F64: FloatFormat(11, 52)}
+if BF16 is not None:
+    FORMATS[BF16] = FloatFormat(8, 7)
 
 
 def _pow2(m, e):
@@ -65,18 +66,18 @@ def binade(m, a, fmt: FloatFormat):
     subnormals share the emin grid). Log rounds, so the estimate is nudged by one where 2**e says so."""
     op = m.op
     e = op.Floor(op.Div(op.Log(a), m.k(math.log(2.0))))
-    e = op.Sub(e, nm.cast(m.ctx, op.Greater(_pow2(m, e), a), nm.F64))
-    e = op.Add(e, nm.cast(m.ctx, op.LessOrEqual(_pow2(m, op.Add(e, m.k(1.0))), a), nm.F64))
+    e = op.Sub(e, m.ctx.cast(op.Greater(_pow2(m, e), a), F64))
+    e = op.Add(e, m.ctx.cast(op.LessOrEqual(_pow2(m, op.Add(e, m.k(1.0))), a), F64))
     return op.Max(e, m.k(float(fmt.emin)))
 
 
 def _to_f64(ctx, x, dtype):
-    return nm.cast_if(ctx, x, dtype, nm.F64)
+    return ctx.cast(x, F64)
 
 
 def float_to_bits(ctx, x, src, dst):
     fmt = FORMATS[src]
-    m = Math(ctx, nm.F64)
+    m = Math(ctx, F64)
     op = m.op
     xd = _to_f64(ctx, x, src)
     a = op.Abs(xd)
@@ -89,23 +90,23 @@ def float_to_bits(ctx, x, src, dst):
     special = op.Or(op.IsInf(a), op.IsNaN(a))
     exponent = op.Where(special, all_ones, exponent)
     mantissa = op.Where(op.IsNaN(a), m.k(2.0 ** (fmt.mantissa_bits - 1)), op.Where(op.IsInf(a), m.k(0.0), mantissa))
-    u = ctx.op.BitShift(nm.cast(ctx, exponent, nm.U64), nm.const(ctx, fmt.mantissa_bits, nm.U64), direction="LEFT")
-    u = ctx.op.BitwiseOr(u, nm.cast(ctx, mantissa, nm.U64))
-    sign = nm.cast(ctx, op.And(m.is_negative(xd), op.Not(op.IsNaN(xd))), nm.U64)
-    u = ctx.op.BitwiseOr(u, ctx.op.BitShift(sign, nm.const(ctx, fmt.width - 1, nm.U64), direction="LEFT"))
-    unsigned = nm.unsigned_of(dst)  # narrowing casts wrap: they keep the low bits
-    return nm.cast_if(ctx, nm.cast(ctx, u, unsigned), unsigned, dst)
+    u = ctx.op.BitShift(ctx.cast(exponent, U64), ctx.const(fmt.mantissa_bits, U64), direction="LEFT")
+    u = ctx.op.BitwiseOr(u, ctx.cast(mantissa, U64))
+    sign = ctx.cast(op.And(m.is_negative(xd), op.Not(op.IsNaN(xd))), U64)
+    u = ctx.op.BitwiseOr(u, ctx.op.BitShift(sign, ctx.const(fmt.width - 1, U64), direction="LEFT"))
+    unsigned = unsigned_of(dst)  # narrowing casts wrap: they keep the low bits
+    return ctx.cast(ctx.cast(u, unsigned), dst)
 
 
 def bits_to_float(ctx, bits, src, dst):
     fmt = FORMATS[dst]
-    m = Math(ctx, nm.F64)
+    m = Math(ctx, F64)
     op = m.op
-    u = nm.cast(ctx, nm.cast_if(ctx, bits, src, nm.unsigned_of(src)), nm.U64)  # zero-extend
+    u = ctx.cast(ctx.cast(bits, unsigned_of(src)), U64)  # zero-extend
 
     def field(shift, width):
-        shifted = op.BitShift(u, nm.const(ctx, shift, nm.U64), direction="RIGHT") if shift else u
-        return nm.cast(ctx, op.BitwiseAnd(shifted, nm.const(ctx, (1 << width) - 1, nm.U64)), nm.F64)
+        shifted = op.BitShift(u, ctx.const(shift, U64), direction="RIGHT") if shift else u
+        return ctx.cast(op.BitwiseAnd(shifted, ctx.const((1 << width) - 1, U64)), F64)
 
     mantissa, exponent = field(0, fmt.mantissa_bits), field(fmt.mantissa_bits, fmt.exponent_bits)
     negative = op.Equal(field(fmt.width - 1, 1), m.k(1.0))
@@ -115,7 +116,7 @@ def bits_to_float(ctx, bits, src, dst):
     value = op.Where(op.Equal(exponent, m.k(0.0)), subnormal, normal)
     special = op.Where(op.Equal(mantissa, m.k(0.0)), m.k(np.inf), m.k(np.nan))
     value = op.Where(op.Equal(exponent, m.k(float((1 << fmt.exponent_bits) - 1))), special, value)
-    return nm.cast_if(ctx, m.neg_if(negative, value), nm.F64, dst)
+    return ctx.cast(m.neg_if(negative, value), dst)
 
 
 @lowerings.register("bitcast_convert_type")
@@ -129,14 +130,14 @@ def lower_bitcast_convert_type(ctx, x):
             "that (even BitCast, opset 26, needs equal widths). Bitcast between dtypes of the same width.")
     if ctx.opset >= 26:
         return ctx.op.BitCast(x, to=int(ctx.onnx_dtype(dst)))
-    if nm.is_int(src) and nm.is_int(dst):
-        return nm.cast(ctx, x, dst)
-    if nm.is_float(src) and nm.is_int(dst):
+    if is_int(src) and is_int(dst):
+        return ctx.cast(x, dst)
+    if is_float(src) and is_int(dst):
         return float_to_bits(ctx, x, src, dst)
-    if nm.is_int(src) and nm.is_float(dst):
+    if is_int(src) and is_float(dst):
         return bits_to_float(ctx, x, src, dst)
-    if nm.is_float(src) and nm.is_float(dst):  # float16 <-> bfloat16
-        carrier = nm.unsigned_of(src)
+    if is_float(src) and is_float(dst):  # float16 <-> bfloat16
+        carrier = unsigned_of(src)
         return bits_to_float(ctx, float_to_bits(ctx, x, src, carrier), carrier, dst)
     raise NotImplementedError(f"bitcast_convert_type {src.name} -> {dst.name} is not supported before opset 26")
 
@@ -151,7 +152,7 @@ def lower_reduce_precision(ctx, x):
     ebits, mbits = int(ctx.params["exponent_bits"]), int(ctx.params["mantissa_bits"])
     if mbits >= src.mantissa_bits and ebits >= src.exponent_bits:
         return ctx.op.Identity(x)
-    m = Math(ctx, nm.F64)
+    m = Math(ctx, F64)
     op = m.op
     xd = _to_f64(ctx, x, dtype)
     r = xd
@@ -165,7 +166,7 @@ def lower_reduce_precision(ctx, x):
         a = op.Abs(r)
         r = op.Where(op.Greater(a, m.k(narrow.max_finite)), op.Mul(r, m.k(np.inf)), r)
         r = op.Where(op.Less(a, m.k(2.0**narrow.emin)), op.Mul(r, m.k(0.0)), r)
-    return nm.cast_if(ctx, r, nm.F64, dtype)
+    return ctx.cast(r, dtype)
 
 
 @lowerings.register("nextafter")
@@ -174,7 +175,7 @@ def lower_nextafter(ctx, x, y):
     power of two (the binade below is finer); 0 steps to the smallest subnormal, inf to max finite."""
     dtype = nm.dtype_of(ctx.avals_in[0])
     fmt = FORMATS[dtype]
-    m = Math(ctx, nm.F64)
+    m = Math(ctx, F64)
     op = m.op
     xd, yd = _to_f64(ctx, x, dtype), _to_f64(ctx, y, dtype)
     a = op.Abs(xd)
@@ -190,7 +191,7 @@ def lower_nextafter(ctx, x, y):
     r = op.Where(op.IsInf(xd), op.Mul(op.Sign(xd), m.k(fmt.max_finite)), r)
     r = op.Where(op.Equal(xd, yd), yd, r)
     r = op.Where(op.Or(op.IsNaN(xd), op.IsNaN(yd)), op.Add(xd, yd), r)
-    return nm.cast_if(ctx, r, nm.F64, dtype)
+    return ctx.cast(r, dtype)
 
 
 # ---------------------------------------------------------------------------------------------

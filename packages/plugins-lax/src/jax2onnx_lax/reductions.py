@@ -12,6 +12,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax2onnx.dtypes import (
+    ARG_MINMAX,
+    BOOL,
+    I32,
+    I64,
+    REDUCE_MINMAX,
+    REDUCE_SUM,
+    U8,
+    bits,
+    is_bool,
+    is_float,
+)
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
@@ -22,65 +34,69 @@ from .bitwise import bit_planes
 
 lowerings = Lowerings()
 
-#: lax primitive -> (ONNX op, dtypes onnxruntime reduces natively, keep_order needed by the carrier).
-#: Sums and products wrap modulo 2**bits in any wider int, so they may travel in one.
-REDUCTIONS: dict[str, tuple[str, frozenset, bool]] = {
-    "reduce_sum": ("ReduceSum", nm.REDUCE_SUM, False),
-    "reduce_prod": ("ReduceProd", nm.REDUCE_SUM, False),
-    "reduce_max": ("ReduceMax", nm.REDUCE_MINMAX, True),
-    "reduce_min": ("ReduceMin", nm.REDUCE_MINMAX, True),
-}
-
-
 def axes_const(ctx, axes):
-    return nm.const(ctx, list(axes), nm.I64)
+    return ctx.i64(axes)
 
 
 def _any_nan(ctx, x, axes):
     return ctx.op.ReduceMax(ctx.op.IsNaN(x), axes_const(ctx, axes), keepdims=0)
 
 
-def _reduction(op_type: str, supported: frozenset, keep_order: bool):
+def _sum_or_prod(op_type: str):
+    """Sums and products wrap modulo 2**bits in any wider int, so they may travel in one that does
+    not keep the order (uint64 in int64): a carrier core's ``dtypes=`` facet does not choose."""
+
     def lower(ctx, x):
         axes = tuple(ctx.params["axes"])
         if not axes:  # ONNX would read empty axes as "all axes"
             return ctx.op.Identity(x)
-        dtype = nm.dtype_of(ctx.avals_in[0])
-        if cp.is_complex(dtype):  # a sum of pairs is the pair of sums; the pair axis is never in axes
-            if op_type != "ReduceSum":
-                raise NotImplementedError(f"{ctx.primitive} of complex values")
-            dtype = cp.part_dtype(dtype)
-
-        def reduce(c, y):
-            r = getattr(ctx.op, op_type)(y, axes_const(ctx, axes), keepdims=0)
-            if op_type in ("ReduceMax", "ReduceMin") and nm.is_float(c):
-                r = ctx.op.Where(_any_nan(ctx, y, axes), nm.const(ctx, np.nan, c), r)
-            return r
-
-        return nm.compute_in(ctx, [x], dtype, supported, reduce, keep_order=keep_order)
+        return nm.compute_in(ctx, [x], nm.dtype_of(ctx.avals_in[0]), REDUCE_SUM,
+                             lambda _c, y: getattr(ctx.op, op_type)(y, axes_const(ctx, axes), keepdims=0),
+                             keep_order=False)
 
     lower.__name__ = f"lower_{op_type.lower()}"
     return lower
 
 
-for _prim, (_op, _types, _order) in REDUCTIONS.items():
-    lowerings.add(_prim, _reduction(_op, _types, _order))
+def _sum_complex(ctx, x):
+    """A sum of (real, imag) pairs is the pair of sums (float parts: no carrier); the pair axis is
+    never among the reduced axes."""
+    axes = tuple(ctx.params["axes"])
+    return ctx.op.ReduceSum(x, axes_const(ctx, axes), keepdims=0) if axes else ctx.op.Identity(x)
+
+
+lowerings.add("reduce_sum", _sum_or_prod("ReduceSum"), complex=_sum_complex)
+lowerings.add("reduce_prod", _sum_or_prod("ReduceProd"), complex=cp.unsupported)
+
+
+@lowerings.register("reduce_max", "reduce_min", dtypes=REDUCE_MINMAX, complex=cp.unsupported)
+def lower_reduce_max_min(ctx, x):
+    """XLA propagates NaN through max/min; onnxruntime's kernels do not reliably, so a float input
+    gets an explicit NaN check."""
+    axes = tuple(ctx.params["axes"])
+    if not axes:
+        return ctx.op.Identity(x)
+    r = getattr(ctx.op, "ReduceMax" if ctx.primitive == "reduce_max" else "ReduceMin")(
+        x, axes_const(ctx, axes), keepdims=0)
+    if is_float(ctx.avals_in[0].dtype):
+        r = ctx.op.Where(_any_nan(ctx, x, axes), np.nan, r)
+    return r
 
 
 def _bitwise_reduction(ctx, x, axes, dtype, plane_reduce):
     """Reduce each bit plane, then reassemble the bits (distinct powers of two: their int64 sum is
     their OR, and the cast back to ``dtype`` wraps the top bit into place)."""
-    width = nm.bits(dtype)
+    width = bits(dtype)
     planes = plane_reduce(bit_planes(ctx, x, dtype), axes_const(ctx, axes))
     weights = [1 << k for k in range(min(width, 63))] + ([-(1 << 63)] if width == 64 else [])
-    weighted = ctx.op.Mul(nm.cast(ctx, planes, nm.I64), nm.const(ctx, weights, nm.I64))
-    total = ctx.op.ReduceSum(weighted, nm.const(ctx, [-1], nm.I64), keepdims=0)
-    return nm.cast(ctx, total, dtype)
+    weighted = ctx.op.Mul(ctx.cast(planes, I64), ctx.const(weights, I64))
+    total = ctx.op.ReduceSum(weighted, ctx.i64([-1]), keepdims=0)
+    return ctx.cast(total, dtype)
 
 
 def _parity(ctx, planes_or_bools, axes):
     count = ctx.op.ReduceSum(planes_or_bools, axes, keepdims=0)
-    return ctx.op.BitwiseAnd(count, nm.const(ctx, 1, nm.I32))
+    return ctx.op.BitwiseAnd(count, ctx.const(1, I32))
 
 
 @lowerings.register("reduce_and", "reduce_or", "reduce_xor")
@@ -90,12 +106,12 @@ def lower_reduce_logical(ctx, x):
         return ctx.op.Identity(x)
     dtype = nm.dtype_of(ctx.avals_in[0])
     kind = ctx.primitive
-    if nm.is_bool(dtype):
+    if is_bool(dtype):
         if kind == "reduce_and":
             return ctx.op.ReduceMin(x, axes_const(ctx, axes), keepdims=0)
         if kind == "reduce_or":
             return ctx.op.ReduceMax(x, axes_const(ctx, axes), keepdims=0)
-        return nm.cast(ctx, _parity(ctx, nm.cast(ctx, x, nm.I32), axes_const(ctx, axes)), nm.BOOL)
+        return ctx.cast(_parity(ctx, ctx.cast(x, I32), axes_const(ctx, axes)), BOOL)
     plane_reduce = {
         "reduce_and": lambda p, a: ctx.op.ReduceMin(p, a, keepdims=0),
         "reduce_or": lambda p, a: ctx.op.ReduceMax(p, a, keepdims=0),
@@ -104,7 +120,7 @@ def lower_reduce_logical(ctx, x):
     return _bitwise_reduction(ctx, x, axes, dtype, plane_reduce)
 
 
-@lowerings.register("argmax", "argmin")
+@lowerings.register("argmax", "argmin", dtypes=ARG_MINMAX, complex=cp.unsupported)
 def lower_argmax(ctx, x):
     """ONNX ArgMax/ArgMin return the first extreme index (ties like JAX) as int64, cast to
     ``index_dtype``. A NaN along the axis wins, in both, at its first position."""
@@ -112,13 +128,12 @@ def lower_argmax(ctx, x):
     index_dtype = np.dtype(ctx.params["index_dtype"])
     dtype = nm.dtype_of(ctx.avals_in[0])
     op_type = "ArgMax" if ctx.primitive == "argmax" else "ArgMin"
-    y = nm.cast_if(ctx, x, dtype, nm.carrier(dtype, nm.ARG_MINMAX))
-    index = getattr(ctx.op, op_type)(y, axis=int(axis), keepdims=0, select_last_index=0)
-    if nm.is_float(dtype):
-        is_nan = ctx.op.IsNaN(y)
-        first_nan = ctx.op.ArgMax(nm.cast(ctx, is_nan, nm.U8), axis=int(axis), keepdims=0, select_last_index=0)
-        index = ctx.op.Where(_any_nan(ctx, y, (axis,)), first_nan, index)
-    return nm.cast_if(ctx, index, nm.I64, index_dtype)
+    index = getattr(ctx.op, op_type)(x, axis=int(axis), keepdims=0, select_last_index=0)
+    if is_float(dtype):
+        is_nan = ctx.op.IsNaN(x)
+        first_nan = ctx.op.ArgMax(ctx.cast(is_nan, U8), axis=int(axis), keepdims=0, select_last_index=0)
+        index = ctx.op.Where(_any_nan(ctx, x, (axis,)), first_nan, index)
+    return ctx.cast(index, index_dtype)
 
 
 # ---------------------------------------------------------------------------------------------

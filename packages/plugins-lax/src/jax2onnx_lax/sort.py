@@ -13,29 +13,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax2onnx.dtypes import ARITH, U16, U32, carrier
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
+from . import complex_pairs as cp
+
 lowerings = Lowerings()
 
-#: Key dtypes onnxruntime's TopK has no kernel for, and a wider type with the same order.
-_TOPK_CAST = {
-    np.dtype(np.bool_): np.uint8,
-    np.dtype(np.uint16): np.int32,
-    np.dtype(np.uint32): np.int64,
-}
-
-
-def _topk_cast(dtype):
-    dtype = np.dtype(dtype)
-    if dtype.name == "bfloat16":
-        return np.float32
-    return _TOPK_CAST.get(dtype)
+#: Key dtypes onnxruntime's TopK has kernels for; other keys sort in a wider type with the same order
+#: (bool in uint8, uint16 in int32, uint32 in int64, bfloat16 in float32).
+TOPK_DTYPES = ARITH - {U16, U32}
 
 
 def _sort_key(ctx, key, dtype):
-    cast = _topk_cast(dtype)
-    return ctx.cast(key, cast) if cast is not None else key
+    return ctx.cast(key, carrier(dtype, TOPK_DTYPES))
 
 
 def _is_iota_along(value, shape, axis) -> bool:
@@ -63,7 +55,7 @@ def lower_sort(ctx, *operands):
         values, step = ctx.op.TopK(_sort_key(ctx, key, ctx.avals_in[i].dtype), size, axis=axis, largest=0, sorted=1,
                                    _outputs=2)
         order = step if order is None else ctx.op.GatherElements(order, step, axis=axis)
-        if i == 0 and _topk_cast(ctx.avals_in[0].dtype) is None:
+        if i == 0 and np.dtype(ctx.avals_in[0].dtype) in TOPK_DTYPES:  # the sorted key is the value
             sorted_first_key = values
     outs = []
     for i, operand in enumerate(operands):
@@ -77,15 +69,11 @@ def lower_sort(ctx, *operands):
     return outs
 
 
-@lowerings.register("top_k")
+@lowerings.register("top_k", dtypes=TOPK_DTYPES, complex=cp.unsupported)
 def lower_top_k(ctx, x):
     rank = len(ctx.avals_in[0].shape)
     axis = int(ctx.params.get("axis", -1)) % rank  # JAX < 0.7 had no axis param: always the last
-    k = np.asarray([int(ctx.params["k"])], dtype=np.int64)
-    key = _sort_key(ctx, x, ctx.avals_in[0].dtype)
-    values, indices = ctx.op.TopK(key, k, axis=axis, largest=1, sorted=1, _outputs=2)
-    if key is not x:
-        values = ctx.cast(values, ctx.avals_out[0].dtype)
+    values, indices = ctx.op.TopK(x, ctx.i64([int(ctx.params["k"])]), axis=axis, largest=1, sorted=1, _outputs=2)
     return values, ctx.cast(indices, ctx.avals_out[1].dtype)
 
 

@@ -22,10 +22,12 @@ import math
 import jax
 import numpy as np
 from jax import lax
+from jax2onnx.dtypes import F32, F64, FLOAT_MATH
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
 from . import _numeric as nm
+from . import complex_pairs as cp
 from ._testdata import SPECIAL, f32, log_scale, uniform
 from .transcendental import Math
 
@@ -53,7 +55,7 @@ def _horner(m, coeffs, t):
 def _exp_minus_square(m, a):
     """exp(-a^2) for float64 0 <= a <= 30 without the rounding of a*a (which exp magnifies by a^2)."""
     op = m.op
-    h = nm.cast(m.ctx, nm.cast(m.ctx, a, nm.F32), nm.F64)
+    h = m.ctx.cast(m.ctx.cast(a, F32), F64)
     return op.Mul(op.Exp(op.Neg(op.Mul(h, h))), op.Exp(op.Neg(op.Mul(op.Sub(a, h), op.Add(a, h)))))
 
 
@@ -79,27 +81,23 @@ def erf_kernel(m, a):
     return erf, erfc, e
 
 
-@lowerings.register("erf")
+@lowerings.register("erf", dtypes=FLOAT_MATH, complex=cp.unsupported)
 def lower_erf(ctx, x):
-    def compute(c, y):
-        if c == nm.F32:
-            return ctx.op.Erf(y)
-        m = Math(ctx, c)
-        erf, _, _ = erf_kernel(m, m.op.Abs(y))
-        return m.neg_if(m.op.Less(y, m.k(0)), erf)
-
-    return nm.compute_in(ctx, [x], nm.dtype_of(ctx.avals_in[0]), nm.FLOAT_MATH, compute)
+    c = nm.dtype_of(ctx.avals_in[0])
+    if c == F32:
+        return ctx.op.Erf(x)
+    m = Math(ctx, c)
+    erf, _, _ = erf_kernel(m, m.op.Abs(x))
+    return m.neg_if(m.op.Less(x, m.k(0)), erf)
 
 
-@lowerings.register("erfc")
+@lowerings.register("erfc", dtypes={F64}, complex=cp.unsupported)
 def lower_erfc(ctx, x):
-    """Always the float64 kernel (rounded once to the dtype): erfc(-x) = 2 - erfc(x)."""
-    dtype = nm.dtype_of(ctx.avals_in[0])
-    m = Math(ctx, nm.F64)
-    y = nm.cast_if(ctx, x, dtype, nm.F64)
-    _, erfc, _ = erf_kernel(m, m.op.Abs(y))
-    erfc = m.op.Where(m.op.Less(y, m.k(0)), m.op.Sub(m.k(2), erfc), erfc)
-    return nm.cast_if(ctx, erfc, nm.F64, dtype)
+    """Always the float64 kernel (core casts other floats there and rounds once back):
+    erfc(-x) = 2 - erfc(x)."""
+    m = Math(ctx, F64)
+    _, erfc, _ = erf_kernel(m, m.op.Abs(x))
+    return m.op.Where(m.op.Less(x, m.k(0)), m.op.Sub(m.k(2), erfc), erfc)
 
 
 def _giles(m, x, w):
@@ -123,26 +121,24 @@ def _asymptotic_guess(m, q):
     return y
 
 
-@lowerings.register("erf_inv")
+@lowerings.register("erf_inv", dtypes=FLOAT_MATH, complex=cp.unsupported)
 def lower_erf_inv(ctx, x):
-    def compute(c, y):
-        m = Math(ctx, c)
-        op = m.op
-        a = op.Abs(y)
-        w = op.Neg(op.Log(op.Mul(op.Sub(m.k(1), a), op.Add(m.k(1), a))))
-        if c == nm.F32:
-            r = _giles(m, a, w)
-        else:
-            q = op.Sub(m.k(1), a)  # exact for a >= 0.5, where it is used
-            guess = op.Where(op.Less(w, m.k(16.0)), _giles(m, a, w), _asymptotic_guess(m, q))
-            erf, erfc, e = erf_kernel(m, guess)
-            residual = op.Where(op.Less(a, m.k(0.5)), op.Sub(erf, a), op.Sub(q, erfc))
-            u = op.Div(residual, op.Mul(m.k(_TWO_OVER_SQRT_PI), e))
-            r = op.Sub(guess, op.Div(u, op.Add(m.k(1), op.Mul(guess, u))))
-        r = op.Where(op.Equal(a, m.k(1)), m.k(np.inf), r)  # the polynomials give -inf or NaN there
-        return m.neg_if(op.Less(y, m.k(0)), r)
-
-    return nm.compute_in(ctx, [x], nm.dtype_of(ctx.avals_in[0]), nm.FLOAT_MATH, compute)
+    c = nm.dtype_of(ctx.avals_in[0])
+    m = Math(ctx, c)
+    op = m.op
+    a = op.Abs(x)
+    w = op.Neg(op.Log(op.Mul(op.Sub(m.k(1), a), op.Add(m.k(1), a))))
+    if c == F32:
+        r = _giles(m, a, w)
+    else:
+        q = op.Sub(m.k(1), a)  # exact for a >= 0.5, where it is used
+        guess = op.Where(op.Less(w, m.k(16.0)), _giles(m, a, w), _asymptotic_guess(m, q))
+        erf, erfc, e = erf_kernel(m, guess)
+        residual = op.Where(op.Less(a, m.k(0.5)), op.Sub(erf, a), op.Sub(q, erfc))
+        u = op.Div(residual, op.Mul(m.k(_TWO_OVER_SQRT_PI), e))
+        r = op.Sub(guess, op.Div(u, op.Add(m.k(1), op.Mul(guess, u))))
+    r = op.Where(op.Equal(a, m.k(1)), m.k(np.inf), r)  # the polynomials give -inf or NaN there
+    return m.neg_if(op.Less(x, m.k(0)), r)
 
 
 # ---------------------------------------------------------------------------------------------

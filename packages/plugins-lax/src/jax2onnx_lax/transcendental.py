@@ -19,10 +19,12 @@ import math
 import jax
 import numpy as np
 from jax import lax
+from jax2onnx.dtypes import F32, F64, FLOAT_MATH
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
 from . import _numeric as nm
+from . import complex_pairs as cp
 from ._testdata import SPECIAL, f32, log_scale, uniform
 
 lowerings = Lowerings()
@@ -35,7 +37,7 @@ class Math:
         self.ctx, self.op, self.c = ctx, ctx.op, np.dtype(c)
 
     def k(self, v):
-        return nm.const(self.ctx, v, self.c)
+        return self.ctx.const(v, self.c)
 
     def neg_if(self, cond, v):
         return self.op.Where(cond, self.op.Neg(v), v)
@@ -61,9 +63,9 @@ class Math:
     def atan_unit(self, t):
         """atan(t) for t in [0, 1] (NaN passes through)."""
         op = self.op
-        if self.c != nm.F64:
+        if self.c != F64:
             return op.Atan(t)
-        y0 = nm.cast(self.ctx, op.Atan(nm.cast(self.ctx, t, nm.F32)), nm.F64)
+        y0 = self.ctx.cast(op.Atan(self.ctx.cast(t, F32)), F64)
         cy = op.Cos(y0)
         u = op.Mul(cy, op.Sub(op.Sin(y0), op.Mul(t, cy)))  # (tan y0 - t) * cos(y0)**2
         return op.Sub(y0, op.Div(u, op.Sub(self.k(1), op.Mul(u, t))))
@@ -87,15 +89,10 @@ def _float_lowering(prim: str, onnx_f32: str | None, f64_formula):
     """float32 -> the ONNX op (if any), float64 -> ``f64_formula(m, x)``."""
 
     def lower(ctx, x):
-        dtype = nm.dtype_of(ctx.avals_in[0])
-
-        def compute(c, y):
-            m = Math(ctx, c)
-            if c == nm.F32 and onnx_f32 is not None:
-                return getattr(ctx.op, onnx_f32)(y)
-            return f64_formula(m, y)
-
-        return nm.compute_in(ctx, [x], dtype, nm.FLOAT_MATH, compute)
+        c = nm.dtype_of(ctx.avals_in[0])  # float32 or float64: registered with dtypes=FLOAT_MATH
+        if c == F32 and onnx_f32 is not None:
+            return getattr(ctx.op, onnx_f32)(x)
+        return f64_formula(Math(ctx, c), x)
 
     lower.__name__ = f"lower_{prim}"
     return lower
@@ -180,31 +177,26 @@ FUNCTIONS = {
 }
 
 for _prim, (_op, _formula) in FUNCTIONS.items():
-    lowerings.add(_prim, _float_lowering(_prim, _op, _formula))
+    lowerings.add(_prim, _float_lowering(_prim, _op, _formula), dtypes=FLOAT_MATH, complex=cp.unsupported)
 
 
-@lowerings.register("atan2")
+@lowerings.register("atan2", dtypes=FLOAT_MATH, complex=cp.unsupported)
 def lower_atan2(ctx, y, x):
     """atan of min(|x|,|y|)/max(|x|,|y|) in [0, 1], then the octant and quadrant: pi/2 - r when
     |y| > |x|, pi - r when x is negative (-0.0 included), negated when y is (-0.0 included)."""
-    dtype = nm.dtype_of(ctx.avals_in[0])
-
-    def compute(c, y, x):
-        m = Math(ctx, c)
-        op = m.op
-        ax, ay = op.Abs(x), op.Abs(y)
-        steep = op.Greater(ay, ax)
-        num, den = op.Where(steep, ax, ay), op.Where(steep, ay, ax)
-        t = op.Div(num, den)
-        t = op.Where(op.Equal(den, m.k(0)), m.k(0), t)  # both zero
-        t = op.Where(op.IsInf(num), m.k(1), t)  # both infinite
-        r = m.atan_unit(t)
-        r = op.Where(steep, op.Sub(m.k(math.pi / 2), r), r)
-        r = op.Where(m.is_negative(x), op.Sub(m.k(math.pi), r), r)
-        r = m.neg_if(m.is_negative(y), r)
-        return op.Where(op.Or(op.IsNaN(x), op.IsNaN(y)), op.Add(x, y), r)
-
-    return nm.compute_in(ctx, [y, x], dtype, nm.FLOAT_MATH, compute)
+    m = Math(ctx, nm.dtype_of(ctx.avals_in[0]))
+    op = m.op
+    ax, ay = op.Abs(x), op.Abs(y)
+    steep = op.Greater(ay, ax)
+    num, den = op.Where(steep, ax, ay), op.Where(steep, ay, ax)
+    t = op.Div(num, den)
+    t = op.Where(op.Equal(den, m.k(0)), m.k(0), t)  # both zero
+    t = op.Where(op.IsInf(num), m.k(1), t)  # both infinite
+    r = m.atan_unit(t)
+    r = op.Where(steep, op.Sub(m.k(math.pi / 2), r), r)
+    r = op.Where(m.is_negative(x), op.Sub(m.k(math.pi), r), r)
+    r = m.neg_if(m.is_negative(y), r)
+    return op.Where(op.Or(op.IsNaN(x), op.IsNaN(y)), op.Add(x, y), r)
 
 
 # ---------------------------------------------------------------------------------------------
