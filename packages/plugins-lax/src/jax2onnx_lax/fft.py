@@ -17,23 +17,16 @@ from jax import lax
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
+from . import complex_pairs as cp
+
 lowerings = Lowerings()
 
 FFT, IFFT, RFFT, IRFFT = 0, 1, 2, 3
 _INT64_MIN = np.iinfo(np.int64).min
 
 
-def _i64(values) -> np.ndarray:
-    return np.asarray([int(v) for v in values], dtype=np.int64)
-
-
-def _real_dtype(aval) -> np.dtype:
-    dt = np.dtype(aval.dtype)
-    return np.dtype(np.float32 if dt == np.complex64 else np.float64) if dt.kind == "c" else dt
-
-
 def _dft(ctx, x, axis, onesided=0):
-    return ctx.op.DFT(x, None, np.asarray(axis, dtype=np.int64), onesided=onesided)
+    return ctx.op.DFT(x, None, ctx.i64(axis), onesided=onesided)
 
 
 def _conj(ctx, z, dtype, scale=1.0):
@@ -54,8 +47,8 @@ def _hermitian_full(ctx, half, axis, n):
     if tail_len == 0:
         return half
     # Bins n//2+1 .. n-1 are conj(X[n-k]), i.e. X[tail_len], X[tail_len-1], ..., X[1] conjugated.
-    tail = ctx.op.Slice(half, _i64([tail_len]), _i64([0]), _i64([axis]), _i64([-1]))
-    dtype = _real_dtype(ctx.avals_out[0])
+    tail = ctx.op.Slice(half, ctx.i64([tail_len]), ctx.i64([0]), ctx.i64([axis]), ctx.i64([-1]))
+    dtype = cp.part_dtype(ctx.avals_out[0])
     return ctx.op.Concat(half, _conj(ctx, tail, dtype), axis=axis)
 
 
@@ -66,7 +59,7 @@ def lower_fft(ctx, x):
     lengths = [int(n) for n in p["fft_lengths"]]
     rank = len(ctx.avals_in[0].shape)
     axes = list(range(rank - len(lengths), rank))  # signal axes; the pair axis stays last
-    dtype = _real_dtype(ctx.avals_out[0])
+    dtype = cp.part_dtype(ctx.avals_out[0])
     if kind == FFT:
         for axis in axes:
             x = _dft(ctx, x, axis)
@@ -74,7 +67,7 @@ def lower_fft(ctx, x):
     if kind == IFFT:
         return _inverse(ctx, x, axes, lengths, dtype)
     if kind == RFFT:
-        y = _dft(ctx, ctx.op.Unsqueeze(x, _i64([-1])), axes[-1], onesided=1)
+        y = _dft(ctx, ctx.op.Unsqueeze(x, ctx.i64([-1])), axes[-1], onesided=1)
         for axis in axes[:-1]:
             y = _dft(ctx, y, axis)
         return y
@@ -103,16 +96,16 @@ def lower_complex(ctx, re, im):
     # A scalar literal part (autodiff writes complex(x, 0.0)) is broadcast to the other's shape.
     re, im = (v if len(aval.shape) == len(out_shape) else ctx.op.Expand(v, ctx.shape_tensor(out_shape))
               for v, aval in zip((re, im), ctx.avals_in))
-    return ctx.op.Concat(ctx.op.Unsqueeze(re, _i64([-1])), ctx.op.Unsqueeze(im, _i64([-1])), axis=-1)
+    return ctx.op.Concat(ctx.op.Unsqueeze(re, ctx.i64([-1])), ctx.op.Unsqueeze(im, ctx.i64([-1])), axis=-1)
 
 
 @lowerings.register("conj")
 def lower_conj(ctx, z):
-    dtype = _real_dtype(ctx.avals_out[0])
+    dtype = cp.part_dtype(ctx.avals_out[0])
     if np.dtype(ctx.avals_in[0].dtype).kind != "c":  # conj of a real array is that array, as complex
         pads = [0] * (2 * (len(ctx.avals_in[0].shape) + 1))
         pads[-1] = 1
-        return ctx.op.Pad(ctx.op.Unsqueeze(z, _i64([-1])), _i64(pads))
+        return ctx.op.Pad(ctx.op.Unsqueeze(z, ctx.i64([-1])), ctx.i64(pads))
     return _conj(ctx, z, dtype)
 
 

@@ -16,16 +16,19 @@ exact (no neutral-element tricks).
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax2onnx.dtypes import BOOL, F32, F64, INTS
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
 from . import complex_pairs as cp
 from .indexing import all_in_bounds, arange, window_offsets
-from .shape_helpers import as_int64, clamp_starts, i64, inverse_perm, mode_name, same_dim, transpose
+from .shape_helpers import clamp_starts, inverse_perm, mode_name, same_dim, transpose
 
 lowerings = Lowerings()
 
@@ -46,9 +49,6 @@ SCATTER_REDUCTIONS = {
 }
 
 
-_HALF = {np.dtype(jnp.float16), np.dtype(jnp.bfloat16)}
-
-
 def _plain_replace(update_jaxpr) -> bool:
     """True for ``scatter``'s own combiner (none, or one that returns the update unchanged)."""
     if update_jaxpr is None:
@@ -57,104 +57,164 @@ def _plain_replace(update_jaxpr) -> bool:
     return not jaxpr.eqns and len(jaxpr.invars) == 2 and jaxpr.outvars[0] is jaxpr.invars[1]
 
 
+@dataclasses.dataclass(frozen=True)
+class ScatterPlan:
+    """The axis arithmetic of one scatter, from its params and avals alone (no ONNX): how operand
+    and updates are transposed for one ScatterND, and which columns the index rows hold.
+
+    The operand is transposed to ``data_perm``: ``scatter_map`` (traced starts), then ``extra``
+    (dims that need an index but have no traced start), then ``full`` (windows spanning their whole
+    dim, which ScatterND writes as slices). Windows along ``expanded`` dims are written element by
+    element, so they become index axes after the ``nb`` batch axes of the indices.
+    """
+
+    op_shape: tuple  # operand dims; a complex operand gets its (real, imag) axis appended
+    nb: int  # batch rank of the indices
+    scatter_map: tuple[int, ...]
+    extra: tuple[int, ...]
+    full: tuple[int, ...]
+    expanded: tuple[int, ...]
+    size: dict  # operand dim -> window size along it
+    data_perm: tuple[int, ...]
+    upd_perm: tuple[int, ...]
+    #: per ``extra`` dim, its index column: ``("iota", index axis, length)`` counts along that axis
+    #: (a batching dim follows its index batch axis, a narrow window its expanded axis), ``None``
+    #: is position 0 (an inserted dim that is not indexed)
+    extra_sources: tuple
+    offset_columns: tuple  # per ``expanded`` dim: its column in the index rows, or None
+    fill: bool  # FILL_OR_DROP: out-of-range windows are redirected into padding, sliced off after
+
+    @property
+    def rank(self) -> int:
+        return len(self.op_shape)
+
+    @property
+    def lead(self) -> int:
+        """Index axes before the row axis: the index batch axes, then one per expanded window."""
+        return self.nb + len(self.expanded)
+
+    @property
+    def depth(self) -> int:
+        """Length of an index row; 0 when every dim is written whole."""
+        return len(self.scatter_map) + len(self.extra)
+
+    @property
+    def clamp_upper(self) -> list:
+        return [self.op_shape[d] - self.size[d] for d in self.scatter_map]
+
+    @classmethod
+    def of(cls, params, operand_aval, indices_aval, updates_aval) -> ScatterPlan:
+        dn = params["dimension_numbers"]
+        window_dims = [int(a) for a in dn.update_window_dims]
+        inserted = {int(d) for d in dn.inserted_window_dims}
+        scatter_map = tuple(int(d) for d in dn.scatter_dims_to_operand_dims)
+        op_batch = [int(d) for d in getattr(dn, "operand_batching_dims", ())]
+        idx_batch = [int(d) for d in getattr(dn, "scatter_indices_batching_dims", ())]
+        op_shape, upd_shape = tuple(operand_aval.shape), tuple(updates_aval.shape)
+        if cp.is_complex(operand_aval):  # the (real, imag) axis: a whole-dim window kept last
+            window_dims.append(len(upd_shape))
+            op_shape, upd_shape = tuple(cp.pair_shape(op_shape)), tuple(cp.pair_shape(upd_shape))
+        rank, nb = len(op_shape), len(indices_aval.shape) - 1
+
+        # Which update axis is the window along each operand dim, and the window sizes.
+        windowed = [d for d in range(rank) if d not in inserted and d not in op_batch]
+        upd_axis = dict(zip(windowed, window_dims, strict=True))
+        size = {d: (upd_shape[upd_axis[d]] if d in upd_axis else 1) for d in range(rank)}
+        full = tuple(d for d in windowed if d not in scatter_map and same_dim(size[d], op_shape[d]))
+        extra = tuple(d for d in range(rank) if d not in scatter_map and d not in full)
+        expanded = tuple(d for d in windowed if d not in full)
+        upd_scatter_axes = [a for a in range(len(upd_shape)) if a not in window_dims]
+        sources = []
+        for d in extra:
+            if d in op_batch:
+                j = idx_batch[op_batch.index(d)]
+                sources.append(("iota", j, indices_aval.shape[j]))
+            elif d in inserted:
+                sources.append(None)
+            else:  # a window narrower than its dim, starting at 0
+                sources.append(("iota", nb + expanded.index(d), size[d]))
+        return cls(
+            op_shape=op_shape, nb=nb, scatter_map=scatter_map, extra=extra, full=full, expanded=expanded, size=size,
+            data_perm=scatter_map + extra + full,
+            upd_perm=tuple(upd_scatter_axes + [upd_axis[d] for d in expanded] + [upd_axis[d] for d in full]),
+            extra_sources=tuple(sources),
+            offset_columns=tuple(scatter_map.index(d) if d in scatter_map else None for d in expanded),
+            fill=mode_name(params.get("mode")) == "fill",
+        )
+
+
+def _index_rows(ctx, plan, indices, upd):
+    """The ScatterND index (``lead`` axes + one row axis) and, for FILL_OR_DROP, the padding
+    ``(data axis 0 extra size)`` that out-of-range rows were redirected into."""
+    parts, pad, lead = [], None, plan.lead
+    if plan.scatter_map:
+        idx = ctx.cast(indices, np.int64)
+        clamped = clamp_starts(ctx, idx, plan.clamp_upper)
+        if plan.fill:
+            # Out-of-range windows go to padding past the end of data axis 0, sliced off after.
+            ok = all_in_bounds(ctx, idx, clamped, len(plan.scatter_map), keepdims=True)
+            first = plan.scatter_map[0]
+            away = ctx.shape_tensor([plan.op_shape[first]] + [0] * (len(plan.scatter_map) - 1))
+            clamped = ctx.op.Where(ok, clamped, away)
+            pad = plan.size[first]
+        if plan.expanded:
+            clamped = ctx.op.Unsqueeze(clamped, ctx.i64(range(plan.nb, lead)))
+            if any(c is not None for c in plan.offset_columns):  # else the Expand below broadcasts
+                offsets = window_offsets(ctx, [plan.size[d] for d in plan.expanded], plan.offset_columns,
+                                         len(plan.scatter_map))
+                clamped = ctx.op.Add(clamped, offsets)
+        parts.append(clamped)
+    for source in plan.extra_sources:
+        if source is None:
+            parts.append(ctx.const(np.zeros([1] * (lead + 1), np.int64)))
+        else:
+            _, j, n = source
+            parts.append(ctx.op.Unsqueeze(arange(ctx, n), ctx.i64([a for a in range(lead + 1) if a != j])))
+    if len(parts) == 1 and plan.scatter_map:
+        return parts[0], pad
+    shape = ctx.op.Concat(ctx.op.Shape(upd, start=0, end=lead), ctx.i64([1]), axis=0)
+    return ctx.op.Concat(*[ctx.op.Expand(p, shape) for p in parts], axis=-1), pad
+
+
 def lower_scatter(ctx, operand, indices, updates):
     reduction, negate = SCATTER_REDUCTIONS[ctx.primitive]
     if ctx.primitive == "scatter" and not _plain_replace(ctx.params.get("update_jaxpr")):
         raise NotImplementedError("scatter with a custom combiner (x.at[...].apply(f)) has no ONNX equivalent")
+    plan = ScatterPlan.of(ctx.params, *ctx.avals_in)
     if negate:
         updates = ctx.op.Neg(updates)
-    dn = ctx.params["dimension_numbers"]
-    window_dims = [int(a) for a in dn.update_window_dims]
-    inserted = {int(d) for d in dn.inserted_window_dims}
-    scatter_map = [int(d) for d in dn.scatter_dims_to_operand_dims]
-    op_batch = [int(d) for d in getattr(dn, "operand_batching_dims", ())]
-    idx_batch = [int(d) for d in getattr(dn, "scatter_indices_batching_dims", ())]
-    mode = mode_name(ctx.params.get("mode"))
-    op_shape = ctx.avals_in[0].shape
-    idx_shape = ctx.avals_in[1].shape
-    upd_shape = ctx.avals_in[2].shape
-    if cp.is_complex(ctx.avals_in[0]):  # the (real, imag) axis: a whole-dim window kept last
-        if reduction not in ("none", "add"):  # a complex product/order is not one per part
-            raise NotImplementedError(f"{ctx.primitive} of complex values")
-        window_dims.append(len(upd_shape))
-        op_shape, upd_shape = cp.pair_shape(op_shape), cp.pair_shape(upd_shape)
-    rank, nb = len(op_shape), len(idx_shape) - 1
-
-    # Which update axis is the window along each operand dim, and the window sizes.
-    windowed = [d for d in range(rank) if d not in inserted and d not in op_batch]
-    upd_axis = dict(zip(windowed, window_dims, strict=True))
-    size = {d: (upd_shape[upd_axis[d]] if d in upd_axis else 1) for d in range(rank)}
-    full = [d for d in windowed if d not in scatter_map and same_dim(size[d], op_shape[d])]
-    extra = [d for d in range(rank) if d not in scatter_map and d not in full]
-    expanded = [d for d in windowed if d not in full]  # windows written element by element
-    lead = nb + len(expanded)
-    upd_scatter_axes = [a for a in range(len(upd_shape)) if a not in window_dims]
-    depth = len(scatter_map) + len(extra)
-
-    data_perm = scatter_map + extra + full
-    data = transpose(ctx, operand, data_perm)
-    upd = transpose(ctx, updates, upd_scatter_axes + [upd_axis[d] for d in expanded] + [upd_axis[d] for d in full])
-
-    parts = []
+    data = transpose(ctx, operand, plan.data_perm)
+    upd = transpose(ctx, updates, plan.upd_perm)
     pad = None
-    if scatter_map:
-        idx = as_int64(ctx, indices)
-        clamped = clamp_starts(ctx, idx, [op_shape[d] - size[d] for d in scatter_map])
-        if mode == "fill":
-            # Out-of-range windows go to padding past the end of data axis 0, sliced off below.
-            ok = all_in_bounds(ctx, idx, clamped, len(scatter_map), keepdims=True)
-            first = scatter_map[0]
-            away = ctx.shape_tensor([op_shape[first]] + [0] * (len(scatter_map) - 1))
-            clamped = ctx.op.Where(ok, clamped, away)
-            pad = (first, size[first])
-        if expanded:
-            clamped = ctx.op.Unsqueeze(clamped, i64(ctx, range(nb, lead)))
-            cols = [scatter_map.index(d) if d in scatter_map else None for d in expanded]
-            if any(c is not None for c in cols):  # else the Expand below broadcasts the unit axes
-                offsets = window_offsets(ctx, [size[d] for d in expanded], cols, len(scatter_map))
-                clamped = ctx.op.Add(clamped, offsets)
-        parts.append(clamped)
-    for d in extra:
-        if d in op_batch:  # iota along the matching index batch axis
-            j = idx_batch[op_batch.index(d)]
-            parts.append(ctx.op.Unsqueeze(arange(ctx, idx_shape[j]), i64(ctx, [a for a in range(lead + 1) if a != j])))
-        elif d in inserted:  # an inserted dim that is not indexed: position 0
-            parts.append(ctx.const(np.zeros([1] * (lead + 1), np.int64)))
-        else:  # a window narrower than its dim, starting at 0
-            j = nb + expanded.index(d)
-            parts.append(ctx.op.Unsqueeze(arange(ctx, size[d]), i64(ctx, [a for a in range(lead + 1) if a != j])))
-
-    unit = depth == 0
-    if unit:
+    if plan.depth == 0:
         # Every dim is written whole: index a unit axis put in front of the data instead.
-        data = ctx.op.Unsqueeze(data, i64(ctx, [0]))
-        empty = ctx.op.Slice(as_int64(ctx, indices), i64(ctx, [0]), i64(ctx, [0]), i64(ctx, [nb]))
-        index = ctx.op.Pad(empty, i64(ctx, [0] * (2 * nb + 1) + [1]))
-    elif len(parts) == 1 and scatter_map:
-        index = parts[0]
+        data = ctx.op.Unsqueeze(data, ctx.i64([0]))
+        empty = ctx.op.Slice(ctx.cast(indices, np.int64), ctx.i64([0]), ctx.i64([0]), ctx.i64([plan.nb]))
+        index = ctx.op.Pad(empty, ctx.i64([0] * (2 * plan.nb + 1) + [1]))
     else:
-        shape = ctx.op.Concat(ctx.op.Shape(upd, start=0, end=lead), i64(ctx, [1]), axis=0)
-        index = ctx.op.Concat(*[ctx.op.Expand(p, shape) for p in parts], axis=-1)
-
+        index, pad = _index_rows(ctx, plan, indices, upd)
     if pad is not None:
-        pads = [0] * (2 * rank)
-        pads[rank] = pad[1]
+        pads = [0] * (2 * plan.rank)
+        pads[plan.rank] = pad
         data = ctx.op.Pad(data, ctx.shape_tensor(pads))
-    half = np.dtype(ctx.avals_in[0].dtype) in _HALF and reduction != "none"
-    if half:  # onnxruntime's CPU ScatterND reduces no 16-bit floats: reduce in float32
-        data, upd = ctx.cast(data, np.float32), ctx.cast(upd, np.float32)
     y = ctx.op.ScatterND(data, index, upd, reduction=reduction)
-    if half:
-        y = ctx.cast(y, ctx.avals_in[0].dtype)
     if pad is not None:
-        y = ctx.op.Slice(y, i64(ctx, [0]), ctx.shape_tensor([op_shape[pad[0]]]), i64(ctx, [0]))
-    if unit:
-        y = ctx.op.Squeeze(y, i64(ctx, [0]))
-    return transpose(ctx, y, inverse_perm(data_perm))
+        y = ctx.op.Slice(y, ctx.i64([0]), ctx.shape_tensor([plan.op_shape[plan.scatter_map[0]]]), ctx.i64([0]))
+    if plan.depth == 0:
+        y = ctx.op.Squeeze(y, ctx.i64([0]))
+    return transpose(ctx, y, inverse_perm(plan.data_perm))
 
 
-for _name in SCATTER_REDUCTIONS:
-    lowerings.add(_name, lower_scatter)
+#: onnxruntime's CPU ScatterND reduces no 16-bit floats: those reduce in float32 (core casts).
+_REDUCING_DTYPES = INTS | {BOOL, F32, F64}
+
+for _name, (_reduction, _) in SCATTER_REDUCTIONS.items():
+    if _reduction == "none":
+        lowerings.add(_name, lower_scatter)
+    elif _reduction == "add":  # (real, imag) pairs add part by part
+        lowerings.add(_name, lower_scatter, dtypes=_REDUCING_DTYPES)
+    else:  # a complex product or order is not one per part
+        lowerings.add(_name, lower_scatter, dtypes=_REDUCING_DTYPES, complex=cp.unsupported)
 
 
 # ---------------------------------------------------------------------------------------------

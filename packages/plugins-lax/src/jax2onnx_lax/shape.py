@@ -15,7 +15,7 @@ from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
 from . import complex_pairs as cp
-from .shape_helpers import dim_scalar, i64, is_static, reshape, same_dim, same_shape, transpose
+from .shape_helpers import is_static, reshape, same_dim, same_shape, transpose
 
 lowerings = Lowerings()
 
@@ -58,7 +58,7 @@ def lower_broadcast_in_dim(ctx, x, *_dynamic_shape):
     needs_expand = not same_shape(have, out_shape)
     leading_only = bdims == tuple(range(n - len(in_shape), n))
     if len(in_shape) != n and not (needs_expand and leading_only):
-        x = ctx.op.Unsqueeze(x, i64(ctx, [i for i in range(n) if i not in bdims]))
+        x = ctx.op.Unsqueeze(x, ctx.i64([i for i in range(n) if i not in bdims]))
     if not needs_expand:
         return x
     target = [1 if same_dim(h, o) else o for h, o in zip(have, out_shape, strict=True)]
@@ -70,7 +70,7 @@ def lower_squeeze(ctx, x):
     dims = ctx.params["dimensions"]
     if not dims:
         return x
-    return ctx.op.Squeeze(x, i64(ctx, sorted(dims)))
+    return ctx.op.Squeeze(x, ctx.i64(sorted(dims)))
 
 
 @lowerings.register("transpose")
@@ -105,13 +105,13 @@ def lower_iota(ctx):
     shape = ctx.params["shape"]
     axis = int(ctx.params["dimension"])
     range_dtype = dtype if dtype in _RANGE_DTYPES else np.dtype(np.int64)
-    limit = dim_scalar(ctx, shape[axis], range_dtype)
-    r = ctx.op.Range(ctx.const(np.asarray(0, range_dtype)), limit, ctx.const(np.asarray(1, range_dtype)))
+    limit = ctx.dim_scalar(shape[axis], range_dtype)
+    r = ctx.op.Range(ctx.const(0, range_dtype), limit, ctx.const(1, range_dtype))
     if range_dtype != dtype:
         r = ctx.cast(r, dtype)
     if len(shape) == 1:
         return r
-    r = ctx.op.Unsqueeze(r, i64(ctx, [i for i in range(len(shape)) if i != axis]))
+    r = ctx.op.Unsqueeze(r, ctx.i64([i for i in range(len(shape)) if i != axis]))
     target = [1 if i == axis else d for i, d in enumerate(shape)]
     if all(is_static(d) and int(d) == 1 for d in target):
         return r
@@ -121,7 +121,7 @@ def lower_iota(ctx):
 @lowerings.register("dim_as_value")
 def lower_dim_as_value(ctx):
     """A symbolic dim used as a number (``x.shape[0] * 2.0``): read it from the input's Shape."""
-    return dim_scalar(ctx, ctx.params["dim"], ctx.avals_out[0].dtype)
+    return ctx.dim_scalar(ctx.params["dim"], ctx.avals_out[0].dtype)
 
 
 # ---------------------------------------------------------------------------------------------

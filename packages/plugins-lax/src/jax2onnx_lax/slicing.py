@@ -15,7 +15,7 @@ from jax2onnx.testing import Component, Testcase
 
 from . import _numeric as nm
 from . import complex_pairs as cp
-from .shape_helpers import INT64_MAX, INT64_MIN, as_int64, clamp_starts, i64, is_static, reshape, same_dim
+from .shape_helpers import INT64_MAX, INT64_MIN, clamp_starts, is_static, reshape, same_dim
 
 lowerings = Lowerings()
 
@@ -37,15 +37,15 @@ def lower_slice(ctx, x):
         steps.append(int(st))
     if not axes:
         return x
-    step_v = i64(ctx, steps) if any(st != 1 for st in steps) else None
-    return ctx.op.Slice(x, ctx.shape_tensor(starts), ctx.shape_tensor(ends), i64(ctx, axes), step_v)
+    step_v = ctx.i64(steps) if any(st != 1 for st in steps) else None
+    return ctx.op.Slice(x, ctx.shape_tensor(starts), ctx.shape_tensor(ends), ctx.i64(axes), step_v)
 
 
 def _start_vector(ctx, scalars) -> object:
     """Rank-0 index operands -> one int64 vector (a single Concat, a single Cast)."""
-    parts = [ctx.op.Unsqueeze(s, i64(ctx, [0])) for s in scalars]
+    parts = [ctx.op.Unsqueeze(s, ctx.i64([0])) for s in scalars]
     vec = parts[0] if len(parts) == 1 else ctx.op.Concat(*parts, axis=0)
-    return as_int64(ctx, vec)
+    return ctx.cast(vec, np.int64)
 
 
 @lowerings.register("dynamic_slice")
@@ -59,7 +59,7 @@ def lower_dynamic_slice(ctx, x, *indices):
     starts = _start_vector(ctx, [indices[a] for a in axes])
     starts = clamp_starts(ctx, starts, [shape[a] - sizes[a] for a in axes])
     ends = ctx.op.Add(starts, ctx.shape_tensor([sizes[a] for a in axes]))
-    return ctx.op.Slice(x, starts, ends, i64(ctx, axes))
+    return ctx.op.Slice(x, starts, ends, ctx.i64(axes))
 
 
 @lowerings.register("dynamic_update_slice")
@@ -79,9 +79,9 @@ def lower_dynamic_update_slice(ctx, x, update, *indices):
     def rebuild(piece, i):
         if i == len(axes):
             return update
-        ax = i64(ctx, [axes[i]])
-        before = ctx.op.Slice(piece, i64(ctx, [0]), starts_1[i], ax)
-        after = ctx.op.Slice(piece, ends_1[i], i64(ctx, [INT64_MAX]), ax)
+        ax = ctx.i64([axes[i]])
+        before = ctx.op.Slice(piece, ctx.i64([0]), starts_1[i], ax)
+        after = ctx.op.Slice(piece, ends_1[i], ctx.i64([INT64_MAX]), ax)
         middle = rebuild(ctx.op.Slice(piece, starts_1[i], ends_1[i], ax), i + 1) if i + 1 < len(axes) else update
         return ctx.op.Concat(before, middle, after, axis=axes[i])
 
@@ -102,23 +102,14 @@ def lower_rev(ctx, x):
     if not dims:
         return x
     k = len(dims)
-    return ctx.op.Slice(x, i64(ctx, [-1] * k), i64(ctx, [INT64_MIN] * k), i64(ctx, dims), i64(ctx, [-1] * k))
+    return ctx.op.Slice(x, ctx.i64([-1] * k), ctx.i64([INT64_MIN] * k), ctx.i64(dims), ctx.i64([-1] * k))
 
 
-@lowerings.register("pad")
-def lower_pad(ctx, x, value):
-    """Interior padding first (per axis: add a unit axis, Pad it with ``interior`` values, merge,
-    drop the trailing fill), then negative low/high padding as a crop (Slice), then one Pad."""
-    config = [tuple(c) for c in ctx.params["padding_config"]]
-    shape = list(ctx.avals_in[0].shape)
-    if cp.is_complex(ctx.avals_in[0]):
-        return _pad_complex(ctx, x, value, config, shape)
-    return _pad(ctx, x, value, config, shape)
-
-
-def _pad_complex(ctx, x, value, config, shape):
+def lower_pad_complex(ctx, x, value):
     """Pairs padded as one tensor with an untouched trailing axis when the fill's two parts are one
     constant (0 + 0i, what jnp.pad and rfft's zero padding use); otherwise each part on its own."""
+    config = [tuple(c) for c in ctx.params["padding_config"]]
+    shape = list(ctx.avals_in[0].shape)
     pair_config, pair_shape = [*config, (0, 0, 0)], cp.pair_shape(shape)
     fill = nm.const_value(value)
     if fill is not None and fill.shape == (2,) and fill[0] == fill[1]:
@@ -126,6 +117,13 @@ def _pad_complex(ctx, x, value, config, shape):
     re = _pad(ctx, cp.real_part(ctx, x), cp.real_part(ctx, value), config, list(shape))
     im = _pad(ctx, cp.imag_part(ctx, x), cp.imag_part(ctx, value), config, list(shape))
     return cp.from_parts(ctx, re, im)
+
+
+@lowerings.register("pad", complex=lower_pad_complex)
+def lower_pad(ctx, x, value):
+    """Interior padding first (per axis: add a unit axis, Pad it with ``interior`` values, merge,
+    drop the trailing fill), then negative low/high padding as a crop (Slice), then one Pad."""
+    return _pad(ctx, x, value, [tuple(c) for c in ctx.params["padding_config"]], list(ctx.avals_in[0].shape))
 
 
 def _pad(ctx, x, value, config, shape):
@@ -138,24 +136,24 @@ def _pad(ctx, x, value, config, shape):
         axes = [a for a, _, _ in crop]
         starts = [s for _, s, _ in crop]
         ends = [hi if hi < 0 else INT64_MAX for _, _, hi in crop]
-        x = ctx.op.Slice(x, i64(ctx, starts), i64(ctx, ends), i64(ctx, axes))
+        x = ctx.op.Slice(x, ctx.i64(starts), ctx.i64(ends), ctx.i64(axes))
     lows = [max(int(lo), 0) for lo, _, _ in config]
     highs = [max(int(hi), 0) for _, hi, _ in config]
     if any(lows) or any(highs):
-        x = ctx.op.Pad(x, i64(ctx, lows + highs), value)
+        x = ctx.op.Pad(x, ctx.i64(lows + highs), value)
     return x
 
 
 def _interior_pad(ctx, x, value, shape, axis, interior):
     rank = len(shape)
-    y = ctx.op.Unsqueeze(x, i64(ctx, [axis + 1]))
+    y = ctx.op.Unsqueeze(x, ctx.i64([axis + 1]))
     pads = [0] * (2 * (rank + 1))
     pads[rank + 1 + axis + 1] = interior
-    y = ctx.op.Pad(y, i64(ctx, pads), value)
+    y = ctx.op.Pad(y, ctx.i64(pads), value)
     unit_shape = shape[: axis + 1] + [1 + interior] + shape[axis + 1 :]
     merged = shape[:axis] + [shape[axis] * (1 + interior)] + shape[axis + 1 :]
     y = reshape(ctx, y, unit_shape, merged)
-    y = ctx.op.Slice(y, i64(ctx, [0]), i64(ctx, [-interior]), i64(ctx, [axis]))
+    y = ctx.op.Slice(y, ctx.i64([0]), ctx.i64([-interior]), ctx.i64([axis]))
     out_shape = shape[:axis] + [shape[axis] + (shape[axis] - 1) * interior] + shape[axis + 1 :]
     return y, out_shape
 

@@ -9,39 +9,30 @@ from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
 from . import complex_pairs as cp
-from .shape_helpers import i64
 
 lowerings = Lowerings()
 
 
-def _refuse_complex(ctx, name):
-    if any(cp.is_complex(a) for a in ctx.avals_in):
-        raise NotImplementedError(f"lax.{name} of complex values is not supported yet")
-
-
-@lowerings.register("stack")
+@lowerings.register("stack", complex=cp.unsupported)
 def lower_stack(ctx, *xs):
     """Each operand gains the new axis (Unsqueeze), then one Concat joins them along it."""
-    _refuse_complex(ctx, "stack")
     axis = int(ctx.params["axis"])
-    parts = [ctx.op.Unsqueeze(x, i64(ctx, [axis])) for x in xs]
+    parts = [ctx.op.Unsqueeze(x, ctx.i64([axis])) for x in xs]
     return parts[0] if len(parts) == 1 else ctx.op.Concat(*parts, axis=axis)
 
 
-@lowerings.register("unstack")
+@lowerings.register("unstack", complex=cp.unsupported)
 def lower_unstack(ctx, x):
     """The transpose of stack (what grad produces): one Split along the axis, then Squeeze each."""
-    _refuse_complex(ctx, "unstack")
     axis = int(ctx.params["axis"])
     n = len(ctx.avals_out)
-    parts = [x] if n == 1 else list(ctx.op.Split(x, i64(ctx, [1] * n), axis=axis, _outputs=n))
-    return [ctx.op.Squeeze(p, i64(ctx, [axis])) for p in parts]
+    parts = [x] if n == 1 else list(ctx.op.Split(x, ctx.i64([1] * n), axis=axis, _outputs=n))
+    return [ctx.op.Squeeze(p, ctx.i64([axis])) for p in parts]
 
 
-@lowerings.register("tile")
+@lowerings.register("tile", complex=cp.unsupported)
 def lower_tile(ctx, x):
     """One Tile; the repeats may be symbolic (computed in the graph)."""
-    _refuse_complex(ctx, "tile")
     return ctx.op.Tile(x, ctx.shape_tensor(list(ctx.params["reps"])))
 
 

@@ -30,10 +30,6 @@ MAXPOOL_DTYPES = {np.dtype(t) for t in ("float16", "float32", "float64")}
 AVGPOOL_DTYPES = {np.dtype(t) for t in ("float16", "float32")}
 
 
-def _i64(values) -> np.ndarray:
-    return np.asarray([int(v) for v in values], dtype=np.int64)
-
-
 def _identity(kind: str, dtype: np.dtype):
     if kind == "add":
         return np.zeros((), dtype)
@@ -69,7 +65,7 @@ def _pad_input(ctx, x, padding, fill):
     crop = [(a, -lo if _is_int(lo) and lo < 0 else 0, hi if _is_int(hi) and hi < 0 else _INT64_MAX)
             for a, (lo, hi) in enumerate(padding) if (_is_int(lo) and lo < 0) or (_is_int(hi) and hi < 0)]
     if crop:
-        x = ctx.op.Slice(x, _i64(c[1] for c in crop), _i64(c[2] for c in crop), _i64(c[0] for c in crop))
+        x = ctx.op.Slice(x, ctx.i64([c[1] for c in crop]), ctx.i64([c[2] for c in crop]), ctx.i64([c[0] for c in crop]))
     pads = [lo if not _is_int(lo) else max(lo, 0) for lo, _ in padding]
     pads += [hi if not _is_int(hi) else max(hi, 0) for _, hi in padding]
     if any(not _is_int(q) or q for q in pads):
@@ -144,14 +140,14 @@ def _pool(ctx, x, kind, window, strides, padding, wdil):
 
 def _dilate(ctx, x, shape, axis, d, fill):
     """Insert ``d-1`` copies of ``fill`` between neighbours along ``axis``."""
-    x = ctx.op.Unsqueeze(x, _i64([axis + 1]))
+    x = ctx.op.Unsqueeze(x, ctx.i64([axis + 1]))
     pads = [0] * (2 * (len(shape) + 1))
     pads[len(shape) + 1 + axis + 1] = d - 1
-    x = ctx.op.Pad(x, _i64(pads), fill)
+    x = ctx.op.Pad(x, ctx.i64(pads), fill)
     shape = list(shape)
     shape[axis] = shape[axis] * d
     x = ctx.op.Reshape(x, ctx.shape_tensor(shape))
-    x = ctx.op.Slice(x, _i64([0]), _i64([-(d - 1)]), _i64([axis]))
+    x = ctx.op.Slice(x, ctx.i64([0]), ctx.i64([-(d - 1)]), ctx.i64([axis]))
     shape[axis] = shape[axis] - (d - 1)
     return x, shape
 
@@ -170,7 +166,7 @@ def _by_taps(ctx, x, kind, init, window, strides, padding, base, wdil):
     for tap in np.ndindex(*window):
         starts = [t * d for t, d in zip(tap, wdil, strict=True)]
         ends = [-(e - 1 - s) if e - 1 - s > 0 else _INT64_MAX for s, e in zip(starts, eff, strict=True)]
-        taps.append(ctx.op.Slice(x, _i64(starts), _i64(ends), _i64(axes), _i64(strides)))
+        taps.append(ctx.op.Slice(x, ctx.i64(starts), ctx.i64(ends), ctx.i64(axes), ctx.i64(strides)))
     if kind == "max":
         out = ctx.op.Max(*taps, init) if not _is_identity(init, kind, dtype) else ctx.op.Max(*taps)
     elif kind == "min":
