@@ -1,7 +1,9 @@
 """Numeric helpers shared by the elementwise, reduction and cumulative lowerings.
 
-The dtype sets and :func:`carrier` live in :mod:`jax2onnx.dtypes`; :func:`compute_in` casts to the
-carrier and back for lowerings that pick their carrier per operand.
+The dtype sets and :func:`~jax2onnx.dtypes.carrier` live in :mod:`jax2onnx.dtypes`; a lowering whose
+op lacks kernels for some dtypes says so with ``register(..., dtypes=...)`` and core casts. What is
+left here is :func:`compute_in` for the carriers core's facet does not pick: an op inside a lowering
+(:func:`where`), and sums that may travel in a carrier that breaks the order (uint64 in int64).
 """
 
 from __future__ import annotations
@@ -11,58 +13,11 @@ from typing import Any
 
 import numpy as np
 import onnx_ir as ir
-from jax2onnx.dtypes import (  # noqa: F401 - the dtype sets and carrier live in core; re-exported for this pack
-    ARG_MINMAX,
-    ARITH,
-    BF16,
-    BOOL,
-    CUMSUM,
-    F16,
-    F32,
-    F64,
-    FLOAT_MATH,
-    FLOATS,
-    I8,
-    I16,
-    I32,
-    I64,
-    INTS,
-    MINMAX,
-    PAD,
-    POW,
-    REDUCE_MINMAX,
-    REDUCE_SUM,
-    U8,
-    U16,
-    U32,
-    U64,
-    WHERE,
-    bits,
-    carrier,
-    is_bool,
-    is_float,
-    is_int,
-    is_unsigned,
-    signed_of,
-    unsigned_of,
-)
+from jax2onnx.dtypes import BOOL, FLOATS, WHERE, carrier
 
 
 def dtype_of(aval: Any) -> np.dtype:
     return np.dtype(aval.dtype)
-
-
-def cast(ctx: Any, v: ir.Value, dtype: Any) -> ir.Value:
-    return ctx.op.Cast(v, to=int(ctx.onnx_dtype(np.dtype(dtype))))
-
-
-def cast_if(ctx: Any, v: ir.Value, src: Any, dst: Any) -> ir.Value:
-    return v if np.dtype(src) == np.dtype(dst) else cast(ctx, v, dst)
-
-
-def const(ctx: Any, value: Any, dtype: Any) -> ir.Value:
-    """A constant of exactly ``dtype`` (a bare Python float would become float64)."""
-    return ctx.const(np.asarray(value, dtype=np.dtype(dtype)))
 
 
 def compute_in(
@@ -82,11 +37,11 @@ def compute_in(
     """
     dtype = np.dtype(dtype)
     c = carrier(dtype, supported, keep_order=keep_order)
-    ys = [cast_if(ctx, x, dtype, c) for x in xs]
+    ys = [ctx.cast(x, c) for x in xs]
     result = fn(c, *ys)
-    if returns is not None:
+    if returns is not None or c == dtype:  # a Scan output may carry no type for ctx.cast to see
         return result
-    return cast_if(ctx, result, c, dtype)
+    return ctx.cast(result, dtype)
 
 
 def where(ctx: Any, cond: ir.Value, a: ir.Value, b: ir.Value, dtype: Any) -> ir.Value:

@@ -29,26 +29,6 @@ def is_static(d: Any) -> bool:
     return not is_symbolic_dim(d)
 
 
-def i64(ctx: Any, values: Sequence[int]) -> ir.Value:
-    """A 1-D int64 constant (axes, pads, static starts)."""
-    return ctx.const(np.asarray(list(values), dtype=np.int64))
-
-
-def as_int64(ctx: Any, v: ir.Value) -> ir.Value:
-    """Index tensors arrive as int32 (or uint); ONNX index inputs want int64."""
-    if v.type is not None and v.type.dtype == ir.DataType.INT64:
-        return v
-    return ctx.op.Cast(v, to=int(ir.DataType.INT64))
-
-
-def dim_scalar(ctx: Any, d: Any, dtype: Any = np.int64) -> ir.Value:
-    """A rank-0 tensor holding dim ``d`` (constant when static, computed from ``Shape`` when not)."""
-    if is_static(d):
-        return ctx.const(np.asarray(int(d), dtype=dtype))
-    v = ctx.op.Squeeze(ctx.dim(d), i64(ctx, [0]))
-    return v if np.dtype(dtype) == np.int64 else ctx.cast(v, dtype)
-
-
 def reshape(ctx: Any, x: ir.Value, in_shape: Sequence[Any], out_shape: Sequence[Any]) -> ir.Value:
     """Reshape ``x`` to ``out_shape`` with a constant target wherever that is exact.
 
@@ -62,24 +42,24 @@ def reshape(ctx: Any, x: ir.Value, in_shape: Sequence[Any], out_shape: Sequence[
     symbolic = [i for i, d in enumerate(out_shape) if not is_static(d)]
     if not symbolic:
         dims = [int(d) for d in out_shape]
-        return ctx.op.Reshape(x, i64(ctx, dims), allowzero=1 if 0 in dims else None)
+        return ctx.op.Reshape(x, ctx.i64(dims), allowzero=1 if 0 in dims else None)
     statics = [int(d) for d in out_shape if is_static(d)]
     if len(symbolic) == 1 and 0 not in statics:
         dims = [-1 if not is_static(d) else int(d) for d in out_shape]
-        return ctx.op.Reshape(x, i64(ctx, dims))
+        return ctx.op.Reshape(x, ctx.i64(dims))
     copyable = all(i < len(in_shape) and same_dim(in_shape[i], out_shape[i]) for i in symbolic)
     if copyable and 0 not in statics:
         dims = [0 if not is_static(d) else int(d) for d in out_shape]
-        return ctx.op.Reshape(x, i64(ctx, dims))
+        return ctx.op.Reshape(x, ctx.i64(dims))
     return ctx.op.Reshape(x, ctx.shape_tensor(list(out_shape)), allowzero=1)
 
 
 def clamp_starts(ctx: Any, starts: ir.Value, upper: Sequence[Any]) -> ir.Value:
     """Clamp int64 start indices (last axis = one entry per dim) into ``[0, upper]`` like XLA does,
     so a slice or window never leaves the operand. ``upper`` holds ``dim - size`` per entry."""
-    lo = ctx.op.Max(starts, ctx.const(np.asarray(0, dtype=np.int64)))
+    lo = ctx.op.Max(starts, 0)
     if all(is_static(u) for u in upper) and len(set(int(u) for u in upper)) == 1:
-        return ctx.op.Min(lo, ctx.const(np.asarray(int(upper[0]), dtype=np.int64)))
+        return ctx.op.Min(lo, int(upper[0]))
     return ctx.op.Min(lo, ctx.shape_tensor(list(upper)))
 
 
