@@ -21,9 +21,8 @@ import tempfile
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
-
 from jax2onnx.opsets import MIN_OPSET, ir_version, max_opset
+from onnx import TensorProto, helper, numpy_helper
 
 PROBE = r"""
 import json, sys, numpy as np, onnxruntime as ort

@@ -1,5 +1,8 @@
 """The README's quickstart MLP, a CNN and a pre-LN transformer layer, exported with
-``export_mode="web"`` and run in onnxruntime-web (wasm backend) under Node, compared with JAX.
+``export_mode="web"`` and run in onnxruntime-web (wasm backend) under Node, compared with JAX;
+and a float64/int64 function (argmax, cumsum, gather with int64 indices, sort, a norm): the wasm
+backend is onnxruntime's CPU kernel set compiled to WebAssembly, so these paths run there too
+(WebGPU, which lacks them, is not what this checks).
 
     npm install --prefix tests/web && python tests/web/check_web.py      (what `nox -s web` does)
 
@@ -17,15 +20,23 @@ import sys
 import tempfile
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax2onnx import to_onnx
+from jax2onnx import compat, to_onnx
 from jax2onnx.opsets import DEFAULT_OPSET, MIN_OPSET
 from jax2onnx.verification import jax_reference
 from jax2onnx_nnx.cases.models import PreLNTransformerLayer, QuickstartMLP, SmallCNN
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RTOL, ATOL = 1e-4, 1e-5
+
+
+def _wide(x, idx):
+    a = jnp.argmax(x, axis=1)
+    c = jnp.cumsum(a * 3 + idx.sum(), axis=0)
+    g = jnp.take(x, idx, axis=1)
+    return c, g.sum(-1) + jnp.sort(x, axis=-1)[:, 0], jnp.linalg.norm(x, axis=-1)
 
 
 def models() -> list[tuple[str, object, tuple, list[tuple[int, ...]]]]:
@@ -90,11 +101,43 @@ def main() -> int:
                 print(f"{label} output {i}: {'match' if ok else 'MISMATCH'} (max abs diff {diff:.3g})")
                 if not ok:
                     failures.append(f"{label} output {i}: shapes {g.shape} vs {w.shape}, max abs diff {diff:.3g}")
+        failures += check_wide(exe, tmp)
     if failures:
         print("onnxruntime-web disagrees with JAX:\n  " + "\n  ".join(failures))
         return 1
-    print(f"onnxruntime-web matches JAX on {len(expected)} runs ({len(expected) // 2} exports)")
+    print(f"onnxruntime-web matches JAX on {len(expected)} runs of {len(expected) // 2} exports, and on the float64/int64 function")
     return 0
+
+
+def check_wide(exe: str, tmp: str) -> list[str]:
+    """float64 and int64 through the wasm backend, exactly (rtol 1e-12)."""
+    rng = np.random.default_rng(1)
+    x, idx = rng.standard_normal((4, 5)), np.array([0, 4, 2], np.int64)
+    folder = os.path.join(tmp, "wide")
+    os.makedirs(folder)
+    path = os.path.join(folder, "wide.onnx")
+    proto = to_onnx(_wide, [jax.ShapeDtypeStruct(("B", 5), np.float64), jax.ShapeDtypeStruct((3,), np.int64)],
+                    enable_double_precision=True, export_mode="web", output_path=path)
+    x.tofile(os.path.join(folder, "x.bin"))
+    idx.tofile(os.path.join(folder, "idx.bin"))
+    inputs = [{"name": proto.graph.input[0].name, "dtype": "float64", "shape": list(x.shape), "file": os.path.join(folder, "x.bin")},
+              {"name": proto.graph.input[1].name, "dtype": "int64", "shape": list(idx.shape), "file": os.path.join(folder, "idx.bin")}]
+    job_file = os.path.join(folder, "job.json")
+    with open(job_file, "w", encoding="utf-8") as f:
+        json.dump([{"model": path, "inputs": inputs, "out": os.path.join(folder, "out")}], f)
+    subprocess.run([exe, os.path.join(HERE, "run_ort_web.mjs"), job_file], check=True, cwd=HERE)
+    with compat.x64_enabled(True):
+        want = [np.asarray(a) for a in jax.tree_util.tree_leaves(jax_reference(_wide, [x, idx]))]
+    with open(os.path.join(folder, "out", "outputs.json"), encoding="utf-8") as f:
+        meta = json.load(f)
+    failures = []
+    for i, (m, w) in enumerate(zip(meta, want)):
+        g = np.fromfile(os.path.join(folder, "out", f"{i}.bin"), dtype=m["dtype"]).reshape(m["shape"])
+        ok = g.dtype == w.dtype and g.shape == w.shape and np.allclose(g, w, rtol=1e-12, atol=1e-12)
+        print(f"float64/int64 function output {i} ({g.dtype}): {'match' if ok else 'MISMATCH'}")
+        if not ok:
+            failures.append(f"float64/int64 function output {i}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}")
+    return failures
 
 
 if __name__ == "__main__":
