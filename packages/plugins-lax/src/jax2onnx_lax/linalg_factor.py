@@ -77,7 +77,8 @@ def lower_lu(ctx, a):
         # getrf's pivot: first row of largest |a| among rows >= k (rows above cannot win)
         p = o.ArgMax(o.Where(rl, -1.0, o.Abs(col)), axis=-1, keepdims=1, select_last_index=0)  # [..., 1]
         is_p = o.Unsqueeze(o.Equal(iota_m, p), sub.i64([-1]))  # [..., m, 1]
-        row_p, row_kk = mx.pick(sub, lu, is_p, -2), mx.take(sub, lu, k1, -2)  # [..., 1, n+1]
+        row_p = o.Unsqueeze(o.GatherND(lu, p, batch_dims=rank - 2), sub.i64([-2]))  # [..., 1, n+1]
+        row_kk = mx.take(sub, lu, k1, -2)
         lu = o.Where(rk, row_p, o.Where(is_p, row_kk, lu))
         pivot = mx.take(sub, row_p, k1, -1)  # [..., 1, 1]
         zero = o.Equal(pivot, 0.0)  # a zero column: getrf neither scales nor eliminates
