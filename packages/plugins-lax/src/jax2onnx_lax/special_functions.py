@@ -23,8 +23,11 @@ The first group is XLA's CHLO ops, which have no Python form. Each kernel comput
 - ``bessel_i1e``: the power series ``exp(-|x|) (x/2) sum (x^2/4)^k / (k! (k+1)!)`` (positive terms)
   below |x| = 30 and Hankel's asymptotic expansion above.
 
-Accuracy against mpmath over each function's domain is listed in the testcases' tolerances and
-measured in ``tests/test_special_accuracy.py``.
+Max relative error against mpmath (bench/special_accuracy.py), ours / JAX's:
+lgamma f32 5e-8 / 4e-5, f64 6e-14 / 6e-14; digamma f32 6e-8 / 2e-5, f64 6e-14 / 4e-14;
+bessel_i1e f32 6e-8 / 7e-7, f64 1.2e-15 / 6e-16; zeta f32 5e-8 / 3e-7, f64 7e-16 / 7e-16;
+polygamma(1, x) f32 5e-8 / 2e-7, f64 7e-16 / 4e-16. The traced ones match JAX's algorithm: betainc
+f64 2.6e-13 (both), gammainc f64 1.3e-13 / 6e-14 (the lgamma inside differs), bessel_i0e f64 7e-16.
 """
 
 from __future__ import annotations
