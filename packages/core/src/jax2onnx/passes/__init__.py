@@ -9,13 +9,15 @@ from .common_subexpressions import CommonSubexpressionEliminationPass
 from .constant_folding import ConstantFoldingPass
 from .dead_code import DeadCodeEliminationPass
 from .identity_elimination import IdentityEliminationPass
+from .kernel_coverage import KernelCoveragePass
 from .manager import NONDETERMINISTIC_OPS, all_graphs
 from .transpose_cancel import TransposeCancelPass
 
 
 def default_passes() -> ir.passes.PassManager:
     """Dead code first (less to fold), then folding; then renames and duplicates go, and dead code
-    once more for what the others freed."""
+    once more for what the others freed. Casts around (op, dtype) pairs onnxruntime lacks come last,
+    so the other passes see the graph as the lowerings wrote it."""
     return ir.passes.PassManager(
         [
             DeadCodeEliminationPass(),
@@ -23,6 +25,7 @@ def default_passes() -> ir.passes.PassManager:
             IdentityEliminationPass(),
             TransposeCancelPass(),
             CommonSubexpressionEliminationPass(),
+            KernelCoveragePass(),
             DeadCodeEliminationPass(),
         ]
     )
@@ -33,6 +36,7 @@ __all__ = [
     "ConstantFoldingPass",
     "DeadCodeEliminationPass",
     "IdentityEliminationPass",
+    "KernelCoveragePass",
     "NONDETERMINISTIC_OPS",
     "TransposeCancelPass",
     "all_graphs",

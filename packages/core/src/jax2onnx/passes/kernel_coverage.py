@@ -1,0 +1,115 @@
+"""Route around (op, dtype) pairs onnxruntime's CPU provider has no kernel for.
+
+A valid ONNX model can still fail to load in onnxruntime ("Could not find an implementation for
+Where(16) node with name ..."): the spec allows ``Where`` on bfloat16 and uint64, ``MatMul`` on
+bfloat16, ``Max`` on int16, but the CPU provider implements fewer types. The table of missing pairs,
+``ort_kernels.json``, is measured by ``bench/ort_kernels.py``.
+
+Rules:
+- a node whose op is in the table and whose tensor type (the type its value inputs share) is
+  missing gets Casts: its value inputs go to the narrowest supported dtype that holds every value
+  exactly (``jax2onnx.dtypes.carrier``; for ``Where``, pure data movement, uint64 may travel as
+  int64) and its outputs of that type are cast back, so readers see the original dtype;
+- bool outputs (comparisons) stay as they are; a graph output keeps its name;
+- every graph is handled (function and control-flow bodies included).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+import numpy as np
+import onnx_ir as ir
+
+from ..dtypes import carrier
+from .manager import all_graphs
+
+_TABLE_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "ort_kernels.json")
+#: ops that only move data: order-breaking carriers (uint64 as int64) are fine
+_DATA_MOVEMENT = frozenset({"Where", "Identity"})
+
+
+@functools.lru_cache(maxsize=1)
+def missing_kernels() -> dict[str, frozenset[np.dtype]]:
+    with open(_TABLE_FILE, encoding="utf-8") as f:
+        table = json.load(f)["missing"]
+    return {op: frozenset(_np(name) for name in names) for op, names in table.items()}
+
+
+def _np(name: str) -> np.dtype:
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+_ALL = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+        "uint32", "uint64", "bool")
+
+
+def _value_inputs(node: ir.Node) -> list[int]:
+    """Indices of the inputs typed by the op's shared type parameter (Where's condition is not)."""
+    start = 1 if node.op_type == "Where" else 0
+    return [i for i in range(start, len(node.inputs)) if node.inputs[i] is not None]
+
+
+def _cast(value: ir.Value, dtype: ir.DataType, name: str) -> ir.Node:
+    out = ir.Value(name=name, type=ir.TensorType(dtype), shape=value.shape)
+    return ir.Node("", "Cast", [value], [ir.AttrInt64("to", int(dtype))], outputs=[out], name=f"{name}_node")
+
+
+class KernelCoveragePass(ir.passes.InPlacePass):
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        table = missing_kernels()
+        modified = False
+        counter = [0]
+
+        def fresh(base: str) -> str:
+            counter[0] += 1
+            return f"{base}_ortcast{counter[0]}"
+
+        for graph in list(all_graphs(model)):
+            for node in list(graph):
+                missing = table.get(node.op_type)
+                if missing is None or node.domain not in ("", "ai.onnx"):
+                    continue
+                idx = _value_inputs(node)
+                typed = [node.inputs[i] for i in idx]
+                if not typed or typed[0].type is None:
+                    continue
+                dtype = typed[0].type.dtype
+                np_dtype = dtype.numpy()
+                if np_dtype not in missing:
+                    continue
+                supported = {_np(n) for n in _ALL} - missing
+                try:
+                    wide = carrier(np_dtype, supported, keep_order=node.op_type not in _DATA_MOVEMENT)
+                except NotImplementedError:
+                    continue  # nothing holds it exactly: leave the node (the export is still valid ONNX)
+                wide_ir = ir.DataType.from_numpy(wide)
+                for i in idx:
+                    cast = _cast(node.inputs[i], wide_ir, fresh(node.inputs[i].name or "in"))
+                    graph.insert_before(node, cast)
+                    node.replace_input_with(i, cast.outputs[0])
+                for out in node.outputs:
+                    if out.type is None or out.type.dtype != dtype:
+                        continue  # a bool result of a comparison
+                    back = ir.Value(name=fresh(out.name or "out"), type=ir.TensorType(dtype), shape=out.shape)
+                    uses = list(out.uses())
+                    for user, j in uses:
+                        user.replace_input_with(j, back)
+                    cast_back = ir.Node("", "Cast", [out], [ir.AttrInt64("to", int(dtype))], outputs=[back],
+                                        name=f"{back.name}_node")
+                    graph.insert_after(node, cast_back)
+                    out.type = ir.TensorType(wide_ir)
+                    outputs = list(graph.outputs)
+                    if any(o is out for o in outputs):
+                        k = next(k for k, o in enumerate(outputs) if o is out)
+                        name = out.name
+                        out.name, back.name = f"{name}_carrier", name
+                        graph.outputs[k] = back
+                modified = True
+        return ir.passes.PassResult(model, modified)

@@ -1,0 +1,59 @@
+"""Every exported model loads in onnxruntime: (op, dtype) pairs its CPU provider lacks get casts."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnx_ir as ir
+import pytest
+from jax2onnx import allclose, to_onnx
+from jax2onnx.passes import KernelCoveragePass
+from jax2onnx.passes.kernel_coverage import missing_kernels
+
+pytest.importorskip("jax2onnx_lax")
+BF16 = jnp.bfloat16
+
+
+def test_table_lists_what_the_probe_measured():
+    table = missing_kernels()
+    assert np.dtype(BF16) in table["MatMul"] and np.dtype(np.int16) in table["Max"]
+    assert "Add" in table and np.dtype(np.float32) not in table["Add"]
+
+
+@pytest.mark.parametrize(
+    ("name", "fn", "op"),
+    [
+        ("bf16_matmul", lambda a, b: (a.astype(BF16) @ b.astype(BF16)).astype(jnp.float32), "MatMul"),
+        ("bf16_where", lambda a, b: jnp.where(a > b, a.astype(BF16), b.astype(BF16)).astype(jnp.float32), "Where"),
+        ("bf16_exp", lambda a, b: jnp.exp(a.astype(BF16)).astype(jnp.float32) + b, "Exp"),
+    ],
+)
+def test_bfloat16_models_load_and_match(name, fn, op):
+    model = to_onnx(fn, [(4, 4), (4, 4)])
+    node = next(n for n in model.graph.node if n.op_type == op)
+    value_types = {vi.name: vi.type.tensor_type.elem_type for vi in [*model.graph.value_info, *model.graph.input]}
+    assert all(value_types.get(i) != 16 for i in node.input[1 if op == "Where" else 0 :] if i in value_types), \
+        f"{op} still reads bfloat16"
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((4, 4)).astype(np.float32) for _ in range(2))
+    assert allclose(fn, model, [a, b], rtol=2e-2, atol=2e-2)
+
+
+def test_int16_max_keeps_its_dtype_at_the_boundary():
+    fn = lambda a, b: jnp.maximum(a, b)  # noqa: E731
+    model = to_onnx(fn, [jax.ShapeDtypeStruct((3,), jnp.int16)] * 2)
+    assert model.graph.output[0].type.tensor_type.elem_type == 5  # INT16, as JAX returns it
+    a, b = np.array([1, -5, 3], np.int16), np.array([2, 2, -9], np.int16)
+    assert allclose(fn, model, [a, b])
+
+
+def test_graph_output_keeps_its_name():
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.INT16), shape=ir.Shape([2]))
+    y = ir.Value(name="y", type=ir.TensorType(ir.DataType.INT16), shape=ir.Shape([2]))
+    node = ir.Node("", "Max", [x, x], outputs=[y])
+    graph = ir.Graph([x], [y], nodes=[node], opset_imports={"": 23})
+    model = ir.Model(graph, ir_version=10)
+    assert KernelCoveragePass()(model).modified
+    assert graph.outputs[0].name == "y" and graph.outputs[0].type.dtype == ir.DataType.INT16
+    assert [n.op_type for n in graph] == ["Cast", "Cast", "Max", "Cast"]
