@@ -5,7 +5,8 @@ sees per-example tracers, and its marked region gains the batch axis only when J
 region's body, after the fact: core then lowers equinox's own math. So while exporting, the pack
 replaces ``jax.vmap``: mapping one of the layers below directly (``in_axes=0``, ``out_axes=0``, no
 axis name) builds the region around the *batched* call instead, and the layer's lowering sees a
-leading batch axis (``batch=1``) — one ``Gemm`` for ``jax.vmap(linear)``, one
+leading batch axis (``batch=1``) — one ``Gemm`` for ``jax.vmap(linear)``, one ``Conv`` for
+``jax.vmap(conv)``, one
 ``LayerNormalization`` for ``jax.vmap(layer_norm)``. The region's body is ``jax.vmap`` of the layer
 itself, so JAX's semantics are kept wherever the lowering declines. Everything else (any other
 function, other axes, ``axis_name``, a layer called inside a vmapped function, ``eqx.filter_vmap``)
@@ -20,7 +21,7 @@ from typing import Any
 import equinox as eqx
 from jax2onnx.plugin import Patch
 
-from . import attention, linear, normalization
+from . import attention, conv, linear, normalization, pooling
 
 
 def _handlers(vmap: Callable[..., Any]) -> list[tuple[type, Callable[..., Any]]]:
@@ -31,6 +32,9 @@ def _handlers(vmap: Callable[..., Any]) -> list[tuple[type, Callable[..., Any]]]
 
     def norm(mark: str) -> Callable[..., Any]:
         return lambda m, x: normalization.fuse(mark, m, x, body=per_example, batch=1)
+
+    def pool(mark: str) -> Callable[..., Any]:
+        return lambda m, x: pooling.fuse(mark, m, x, body=per_example, batch=1)
 
     def mha(m: Any, q: Any, k: Any, v: Any, mask: Any = None) -> Any:
         if not attention.plain_call(m):
@@ -43,6 +47,9 @@ def _handlers(vmap: Callable[..., Any]) -> list[tuple[type, Callable[..., Any]]]
 
     return [
         (eqx.nn.Linear, lambda m, x: linear.fuse(m, x, body=per_example, batch=1)),
+        (eqx.nn.Conv, lambda m, x: conv.fuse(m, x, body=per_example, batch=1)),
+        *[(getattr(eqx.nn, name), pool(pooling.MAX_POOL)) for name in pooling.MAX_CLASSES],
+        *[(getattr(eqx.nn, name), pool(pooling.AVG_POOL)) for name in pooling.AVG_CLASSES],
         (eqx.nn.LayerNorm, norm(normalization.LAYER_NORM)),
         (eqx.nn.RMSNorm, norm(normalization.RMS_NORM)),
         (eqx.nn.GroupNorm, norm(normalization.GROUP_NORM)),

@@ -1,4 +1,4 @@
-"""The other equinox layers: convolutions, pools, Embedding, Dropout, PReLU, BatchNorm (inference),
+"""The other equinox layers: transposed convolutions (``conv.py`` has Conv, ``pooling.py`` the pools), Embedding, Dropout, PReLU, BatchNorm (inference),
 GRUCell/LSTMCell in ``lax.scan``, MLP.
 
 None needs a lowering of this pack: equinox implements them with ``lax.conv_general_dilated``,
@@ -69,32 +69,6 @@ def _mlp(key):
 
 
 components = [
-    Component(
-        name="eqx.conv",
-        onnx=["Conv", "ConvTranspose"],
-        since="v0.7.0",
-        testcases=[
-            Testcase("eqx_conv2d", factory=model(lambda k: eqx.nn.Conv2d(2, 3, 3, padding=1, key=k)),
-                     input_shapes=[(2, 6, 6)], check=float32_ops("Conv")),
-            Testcase("eqx_conv2d_vmapped",
-                     factory=model(lambda k: eqx.nn.Conv2d(2, 3, 3, stride=2, key=k), wrap=jax.vmap),
-                     input_shapes=[("B", 2, 7, 7)], check=float32_ops("Conv", forbids=("Transpose",))),
-            Testcase("eqx_conv1d", factory=model(lambda k: eqx.nn.Conv1d(2, 4, 3, dilation=2, key=k)),
-                     input_shapes=[(2, 9)], check=float32_ops("Conv")),
-            Testcase("eqx_conv_transpose2d",
-                     factory=model(lambda k: eqx.nn.ConvTranspose2d(2, 3, 3, stride=2, key=k), wrap=jax.vmap),
-                     input_shapes=[("B", 2, 4, 4)]),
-        ],
-    ),
-    Component(
-        name="eqx.pool",
-        onnx=["MaxPool", "AveragePool"],
-        since="v0.7.0",
-        testcases=[
-            Testcase("eqx_max_pool2d", factory=lambda: jax.vmap(eqx.nn.MaxPool2d(2, 2)), input_shapes=[("B", 3, 6, 6)]),
-            Testcase("eqx_avg_pool2d", factory=lambda: jax.vmap(eqx.nn.AvgPool2d(2, 2)), input_shapes=[("B", 3, 6, 6)]),
-        ],
-    ),
     Component(
         name="eqx.embedding",
         onnx=["Gather"],
