@@ -39,6 +39,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "convert_worker.py")
+LATENCY_WORKER = os.path.join(HERE, "latency_worker.py")
 MARKER = "BENCH_RESULT "
 DEFAULT_PEER_PYTHON = "/work/venv-peer/bin/python"
 PEER_VENV = os.path.join(HERE, ".peer-venv")
@@ -181,34 +182,6 @@ def feed(session: Any, arrays: list[np.ndarray]) -> dict:
     return dict(zip(names, arrays, strict=True))
 
 
-def measure_latency(sessions: dict, arrays: list[np.ndarray], warmup: int, runs: int, budget_s: float) -> dict:
-    """Per side, in microseconds, from interleaved runs (who goes first alternates): wall-clock median/p90
-    and the median of the calling thread's CPU time. With one intra-op thread onnxruntime computes in
-    the calling thread, so its CPU time is the run's cost without the time spent preempted, which on a
-    busy machine inflates longer runs' wall time more than shorter ones'."""
-    feeds = {side: feed(s, arrays) for side, s in sessions.items()}
-    for side, s in sessions.items():
-        for _ in range(warmup):
-            s.run(None, feeds[side])
-    wall: dict[str, list[float]] = {side: [] for side in sessions}
-    cpu: dict[str, list[float]] = {side: [] for side in sessions}
-    order = list(sessions)
-    start = time.perf_counter()
-    for i in range(runs):
-        for side in order if i % 2 == 0 else order[::-1]:
-            t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
-            sessions[side].run(None, feeds[side])
-            cpu[side].append((time.thread_time_ns() - c0) / 1e3)
-            wall[side].append((time.perf_counter_ns() - t0) / 1e3)
-        if i >= 20 and time.perf_counter() - start > budget_s:
-            break
-    return {
-        side: {"median_us": statistics.median(t), "p90_us": float(np.percentile(t, 90)), "min_us": min(t),
-               "cpu_median_us": statistics.median(cpu[side]), "runs": len(t)}
-        for side, t in wall.items()
-    }
-
-
 def ratio(a: Any, b: Any) -> float | None:
     if a is None or b is None or not b or (isinstance(a, float) and math.isnan(a)):
         return None
@@ -227,7 +200,7 @@ def evaluate(name: str, conv: dict, args: argparse.Namespace) -> dict:
         try:
             entry["nodes"][side] = count_nodes(onnx.load(path))
             entry["checker"][side] = check_model(path)
-            sessions[side] = make_session(path, args.threads)
+            sessions[side] = make_session(path, args.threads[0])
         except Exception as exc:
             entry["errors"][side] = f"onnxruntime load: {type(exc).__name__}: {str(exc)[:500]}"
     if not sessions:
@@ -235,7 +208,7 @@ def evaluate(name: str, conv: dict, args: argparse.Namespace) -> dict:
 
     fn = spec.build()
     for case in ("random", *spec.cases):
-        arrays = models.make_inputs(spec, args.batch, seed=1, case=case)
+        arrays = models.make_inputs(spec, spec.batch or args.batch, seed=1, case=case)
         refs = models.reference(spec, fn, arrays)
         entry["correctness"][case] = {}
         for side, s in sessions.items():
@@ -246,11 +219,31 @@ def evaluate(name: str, conv: dict, args: argparse.Namespace) -> dict:
             except Exception as exc:
                 entry["correctness"][case][side] = {"max_abs_diff": None, "ok": False,
                                                     "note": f"{type(exc).__name__}: {str(exc)[:300]}"}
-    runnable = {side: s for side, s in sessions.items() if entry["correctness"]["random"][side]["max_abs_diff"] is not None}
-    if runnable:
-        arrays = models.make_inputs(spec, args.batch, seed=2)
-        entry["latency"] = measure_latency(runnable, arrays, args.warmup, args.runs, args.latency_budget)
+    runnable = {side: paths[side] for side in sessions if entry["correctness"]["random"][side]["max_abs_diff"] is not None}
+    del sessions, fn  # the latency workers load their own copies (big models: keep one copy in memory)
+    entry["latency_by_threads"] = {}
+    for threads in args.threads:
+        entry["latency_by_threads"][str(threads)] = latency_worker(name, runnable, threads, args)
+    first = entry["latency_by_threads"].get(str(args.threads[0]), {})
+    entry["latency"] = {k: v for k, v in first.get("latency", {}).items() if k in SIDES}
     return entry
+
+
+def latency_worker(name: str, paths: dict, threads: int, args: argparse.Namespace) -> dict:
+    """ORT (each side's file) against JAX-jit at ``threads`` threads, in a fresh process (latency_worker.py)."""
+    spec = models.MODELS[name]
+    batch = spec.batch or args.batch
+    min_runs = 5 if spec.big else 20
+    cmd = [sys.executable, LATENCY_WORKER, name, str(threads), str(batch), str(args.latency_budget),
+           str(min_runs), str(args.runs), *(f"{side}={path}" for side, path in paths.items())]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=HERE)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"latency worker timed out after {args.timeout:.0f} s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARKER)]
+    if not lines:
+        return {"ok": False, "error": f"latency worker exited {proc.returncode}: {(proc.stderr or '')[-800:]}"}
+    return json.loads(lines[-1][len(MARKER):])
 
 
 def startup(sides: dict, args: argparse.Namespace) -> dict:
@@ -319,15 +312,19 @@ def render_markdown(results: dict) -> str:
         f"onnxruntime {meta['onnxruntime']}, Python {meta['python']}, "
         f"{meta['cpus']} CPUs ({meta['platform']}), load average {meta['loadavg_start']} at start, "
         f"{meta['loadavg_end']} at the end.",
-        f"- Latency: onnxruntime CPU, {meta['threads']} intra-op thread(s), batch {meta['batch']}, "
-        f"{meta['warmup']} warmup runs, median of up to {meta['runs']} interleaved A/B runs (wall clock, and "
-        "the calling thread's CPU time, which leaves out time spent preempted). "
-        "Ratios are ours/peer (below 1: ours is smaller/faster).",
+        f"- Latency: `latency_worker.py`, a fresh process per thread count ({meta['threads']}): onnxruntime CPU "
+        "(intra-op threads = T, one inter-op thread) for ours and the peer, and `jax.jit` of the same function "
+        "(XLA_FLAGS intra_op_parallelism_threads=T, no multi-threaded Eigen at T=1), same inputs; batch "
+        f"{meta['batch']} unless the model fixes its own (big models: 1); 3 warmup runs, then interleaved runs "
+        "(rotating order) for the latency budget, median wall clock and median process CPU time (all threads). "
+        "Ratios ours/peer and ours/JAX-jit: below 1, ours is faster.",
         "- Conversion: fresh process per model and converter; cold = `import jax2onnx` + first `to_onnx` "
         "(jax and flax already imported, model built), warm = a second `to_onnx`; CPU = process CPU time "
         "(all threads; less distorted than wall time when the machine is shared); peak RSS = the worker "
-        "process's maximum resident set (jax, flax and the model included); converter's RSS = that peak minus "
-        "the peak before `import jax2onnx`.",
+        "process's maximum resident set during the first `to_onnx` (the peak is restarted just before it via "
+        "/proc/self/clear_refs; jax, flax and the model included); converter's RSS = that peak minus the peak "
+        "before `import jax2onnx`; peak RSS increase = that peak minus the RSS just before `to_onnx`, over the "
+        "model's parameter bytes. Big models (gpt2_small, linear_300m) convert once: no warm figure.",
     ]
     busiest = max(float(x) for x in (meta["loadavg_start"] + " " + meta["loadavg_end"]).split())
     if busiest > (meta["cpus"] or 1):
@@ -335,31 +332,61 @@ def render_markdown(results: dict) -> str:
                      "times are inflated and noisy; the CPU-time columns and the ratios are the fairer figures.**")
     lines += [
         "",
-        "## Graph size and inference latency",
+        "## Graph size and conversion (proto export, first `to_onnx` in a fresh process)",
         "",
-        "| model | nodes main (ours / peer) | nodes total (ours / peer) | ratio | latency µs (ours / peer) | ratio "
-        "| thread CPU µs (ours / peer) | ratio |",
+        "| model | params MB | nodes total (ours / peer) | convert s (ours / peer) | convert CPU s (ours / peer) | ratio CPU "
+        "| peak RSS increase / param bytes (ours / peer) | peak RSS increase MiB (ours / peer) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for name in results["models"]:
-        main = _pair(results, name, lambda m, s: m["eval"]["nodes"][s]["main"], "d")
+
+    def conv(key: str) -> Any:
+        return lambda m, s: m["convert"][s].get(key) if m["convert"][s]["ok"] else None
+
+    for name, m in results["models"].items():
+        pb = next((m["convert"][s].get("param_bytes") for s in SIDES if m["convert"][s].get("param_bytes")), None)
         total = _pair(results, name, lambda m, s: m["eval"]["nodes"][s]["total"], "d")
-        lat = _pair(results, name, lambda m, s: m["eval"]["latency"][s]["median_us"], ".1f")
-        lat_cpu = _pair(results, name, lambda m, s: m["eval"]["latency"][s]["cpu_median_us"], ".1f")
-        lines.append(f"| {name} | {main[0]} / {main[1]} | {total[0]} / {total[1]} | {total[2]} | "
-                     f"{lat[0]} / {lat[1]} | {lat[2]} | {lat_cpu[0]} / {lat_cpu[1]} | {lat_cpu[2]} |")
+        first = _pair(results, name, conv("t_convert_first"))
+        first_cpu = _pair(results, name, conv("cpu_convert_first"))
+        per = _pair(results, name, conv("rss_increase_per_param_byte"), ".2f")
+        inc = _pair(results, name, conv("rss_increase_to_onnx_mib"), ".0f")
+        lines.append(f"| {name} | {_fmt(pb / 1e6 if pb else None, '.1f')} | {total[0]} / {total[1]} "
+                     f"| {first[0]} / {first[1]} | {first_cpu[0]} / {first_cpu[1]} | {first_cpu[2]} "
+                     f"| {per[0]} / {per[1]} | {inc[0]} / {inc[1]} |")
     lines += [
         "",
-        "## Conversion cost",
+        "## Inference latency: onnxruntime (ours, peer) vs JAX-jit",
+        "",
+        "| model | threads | batch | wall µs ours / peer / JAX | CPU µs ours / peer / JAX | ours/peer CPU | ours/JAX CPU "
+        "| ours/JAX wall | runs |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, m in results["models"].items():
+        for threads, rec in m.get("eval", {}).get("latency_by_threads", {}).items():
+            if not rec.get("ok"):
+                lines.append(f"| {name} | {threads} | | {rec.get('error', '?')[:200].replace('|', '/')} | | | | | |")
+                continue
+            lat = rec["latency"]
+
+            def get(side: str, key: str, lat: dict = lat) -> Any:
+                return lat.get(side, {}).get(key)
+
+            walls = " / ".join(_fmt(get(s, "median_us"), ".0f") for s in ("ours", "peer", "jax"))
+            cpus = " / ".join(_fmt(get(s, "cpu_median_us"), ".0f") for s in ("ours", "peer", "jax"))
+            lines.append(
+                f"| {name} | {threads} | {rec['batch']} | {walls} | {cpus} "
+                f"| {_fmt(ratio(get('ours', 'cpu_median_us'), get('peer', 'cpu_median_us')), '.2f')} "
+                f"| {_fmt(ratio(get('ours', 'cpu_median_us'), get('jax', 'cpu_median_us')), '.2f')} "
+                f"| {_fmt(ratio(get('ours', 'median_us'), get('jax', 'median_us')), '.2f')} "
+                f"| {get('ours', 'runs')} |")
+    lines += [
+        "",
+        "## Conversion cost in detail",
         "",
         "| model | cold s (ours / peer) | ratio | cold CPU s (ours / peer) | ratio | warm s (ours / peer) | ratio "
         "| warm CPU s (ours / peer) | ratio | peak RSS MiB (ours / peer) | ratio | converter's RSS MiB (ours / peer) "
         "| ratio |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-
-    def conv(key: str) -> Any:
-        return lambda m, s: m["convert"][s][key] if m["convert"][s]["ok"] else None
 
     for name in results["models"]:
         cold = _pair(results, name, conv("t_cold"))
@@ -454,7 +481,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=300, help="max interleaved latency runs per model")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--latency-budget", type=float, default=4.0, help="seconds of latency runs per model")
-    p.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads")
+    p.add_argument("--threads", default="1,2",
+                   help="comma-separated intra-op thread counts (onnxruntime and XLA alike), one latency worker each")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per worker process")
     p.add_argument("--startup-model", default="mlp")
     p.add_argument("--startup-repeats", type=int, default=1, help="0 skips the startup measurement")
@@ -465,6 +493,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    args.threads = [int(t) for t in str(args.threads).split(",") if t.strip()]
     started = time.perf_counter()
     loadavg = os.getloadavg()
     names = [n.strip() for n in args.models.split(",") if n.strip()]

@@ -41,6 +41,29 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB, macOS: bytes (not used)
 
 
+def _rss_mib() -> float | None:
+    """This process's current resident set (VmRSS), in MiB."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak_rss() -> bool:
+    """Restart VmHWM at the current RSS (Linux: writing 5 to clear_refs), so that the next peak read is
+    the peak of what follows alone, not of model building or imports before it."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
 def _emit(result: dict) -> None:
     sys.stdout.flush()
     print(MARKER + json.dumps(result), flush=True)
@@ -100,7 +123,11 @@ def run_conversion(model: str, out_path: str) -> dict:
     result["jax"] = jax.__version__
     del jax2onnx
 
+    result["param_bytes"] = models.param_bytes(fn)
     try:
+        # Memory of one proto export: current RSS just before to_onnx against the peak during it.
+        result["rss_before_to_onnx_mib"] = _rss_mib()
+        peak_reset = _reset_peak_rss()
         t0, c0 = time.perf_counter(), time.process_time()
         proto = _convert(to_onnx, spec, fn)
         result["t_convert_first"] = time.perf_counter() - t0
@@ -108,10 +135,16 @@ def run_conversion(model: str, out_path: str) -> dict:
         result["t_cold"] = result["t_import_jax2onnx"] + result["t_convert_first"]
         result["cpu_cold"] = result["cpu_import_jax2onnx"] + result["cpu_convert_first"]
         result["rss_after_first_mib"] = _peak_rss_mib()
-        t0, c0 = time.perf_counter(), time.process_time()
-        proto = _convert(to_onnx, spec, fn)
-        result["t_convert_warm"] = time.perf_counter() - t0
-        result["cpu_convert_warm"] = time.process_time() - c0
+        if peak_reset and result["rss_before_to_onnx_mib"] is not None:
+            result["rss_increase_to_onnx_mib"] = result["rss_after_first_mib"] - result["rss_before_to_onnx_mib"]
+            if result["param_bytes"]:
+                result["rss_increase_per_param_byte"] = (
+                    result["rss_increase_to_onnx_mib"] * 2**20 / result["param_bytes"])
+        if not spec.big:  # a second, warm conversion (a big model's would double the bench's time)
+            t0, c0 = time.perf_counter(), time.process_time()
+            proto = _convert(to_onnx, spec, fn)
+            result["t_convert_warm"] = time.perf_counter() - t0
+            result["cpu_convert_warm"] = time.process_time() - c0
     except Exception as exc:  # a failed conversion is a data point
         result.update(_error(exc))
         result["rss_peak_mib"] = _peak_rss_mib()

@@ -124,6 +124,92 @@ def discounted_returns(rewards):
     return returns
 
 
+class GPT2Block(nnx.Module):
+    """GPT-2 block: x + causal MHA(LN(x)), then x + MLP(LN(x)) with a 4x hidden layer and tanh gelu."""
+
+    def __init__(self, dim: int, heads: int, *, rngs: nnx.Rngs):
+        self.ln1 = nnx.LayerNorm(dim, epsilon=1e-5, rngs=rngs)
+        self.attn = nnx.MultiHeadAttention(num_heads=heads, in_features=dim, decode=False, rngs=rngs)
+        self.ln2 = nnx.LayerNorm(dim, epsilon=1e-5, rngs=rngs)
+        self.fc = nnx.Linear(dim, 4 * dim, rngs=rngs)
+        self.proj = nnx.Linear(4 * dim, dim, rngs=rngs)
+
+    def __call__(self, x, mask):
+        x = x + self.attn(self.ln1(x), mask=mask)
+        return x + self.proj(nnx.gelu(self.fc(self.ln2(x)), approximate=True))
+
+
+class GPT2(nnx.Module):
+    """GPT-2 from a config with random weights (small: 12 layers, d=768, 12 heads, 50257 tokens,
+    1024 positions: 124 M parameters); the LM head is tied to the token embedding, as in GPT-2."""
+
+    def __init__(self, vocab: int = 50257, positions: int = 1024, dim: int = 768, heads: int = 12,
+                 depth: int = 12, *, rngs: nnx.Rngs):
+        self.wte = nnx.Embed(vocab, dim, rngs=rngs)
+        self.wpe = nnx.Embed(positions, dim, rngs=rngs)
+        blocks = [GPT2Block(dim, heads, rngs=rngs) for _ in range(depth)]
+        self.blocks = nnx.List(blocks) if hasattr(nnx, "List") else blocks
+        self.ln_f = nnx.LayerNorm(dim, epsilon=1e-5, rngs=rngs)
+
+    def __call__(self, tokens):
+        seq = tokens.shape[1]
+        x = self.wte(tokens) + self.wpe(jnp.arange(seq))
+        mask = nnx.make_causal_mask(tokens)
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.wte.attend(self.ln_f(x))
+
+
+class LinearStack(nnx.Module):
+    """``depth`` square Linear layers with relu between them: a big-weights, little-compute model."""
+
+    def __init__(self, dim: int, depth: int, *, rngs: nnx.Rngs):
+        layers = [nnx.Linear(dim, dim, rngs=rngs) for _ in range(depth)]
+        self.layers = nnx.List(layers) if hasattr(nnx, "List") else layers
+
+    def __call__(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i + 1 < len(self.layers):
+                x = nnx.relu(x)
+        return x
+
+
+class ViT(nnx.Module):
+    """ViT-tiny: 16x16 patches of a 224x224x3 NHWC image, d=192, 12 pre-LN layers of 3 heads, MLP 768,
+    a class token and learned positions, linear head on the class token (5.7 M parameters)."""
+
+    def __init__(self, image: int = 224, patch: int = 16, dim: int = 192, heads: int = 3, depth: int = 12,
+                 classes: int = 1000, *, rngs: nnx.Rngs):
+        self.patch = nnx.Conv(3, dim, kernel_size=(patch, patch), strides=(patch, patch), padding="VALID", rngs=rngs)
+        tokens = (image // patch) ** 2 + 1
+        self.cls = nnx.Param(jax.random.normal(rngs.params(), (1, 1, dim)) * 0.02)
+        self.pos = nnx.Param(jax.random.normal(rngs.params(), (1, tokens, dim)) * 0.02)
+        layers = []
+        for _ in range(depth):
+            layer = TransformerLayer(dim, heads, 4 * dim, rngs=rngs)
+            layers.append(layer)
+        self.layers = nnx.List(layers) if hasattr(nnx, "List") else layers
+        self.ln = nnx.LayerNorm(dim, rngs=rngs)
+        self.head = nnx.Linear(dim, classes, rngs=rngs)
+
+    def __call__(self, x):
+        x = self.patch(x)
+        x = x.reshape(x.shape[0], -1, x.shape[-1])
+        cls = jnp.broadcast_to(self.cls[...], (x.shape[0], 1, x.shape[-1]))
+        x = jnp.concatenate([cls, x], axis=1) + self.pos[...]
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.ln(x[:, 0]))
+
+
+def param_bytes(model: Any) -> int:
+    """Bytes of the model's arrays (0 for a plain function)."""
+    if not isinstance(model, nnx.Module):
+        return 0
+    return int(sum(leaf.nbytes for leaf in jax.tree_util.tree_leaves(nnx.state(model)) if hasattr(leaf, "nbytes")))
+
+
 def _eval(module: nnx.Module) -> nnx.Module:
     module.eval()
     return module
@@ -142,6 +228,12 @@ class ModelSpec:
     double: bool = False  # convert with enable_double_precision, run the reference under x64
     # Extra correctness cases besides "random" (see make_inputs).
     cases: tuple[str, ...] = ()
+    # Integer inputs are drawn from [0, int_high) (token ids).
+    int_high: int = 1000
+    # Batch for latency/correctness when the bench's --batch would make runs too slow (big models).
+    batch: int | None = None
+    # Big models: one conversion per worker (no warm second one), fewer latency runs.
+    big: bool = False
 
     def specs(self) -> list[Any]:
         """Input specs for to_onnx (call under ``x64(self.double)`` so float64 survives)."""
@@ -169,6 +261,14 @@ MODELS: dict[str, ModelSpec] = {
                   lambda: heat_diffusion, (("B", 32, 32),), ("float64",), double=True),
         ModelSpec("reverse_scan", "lax.scan(reverse=True): discounted returns over 64 steps",
                   lambda: discounted_returns, ((64, "B", 8),), (_F32,)),
+        ModelSpec("gpt2_small", "GPT-2 small from its config, random weights (124 M params), 16 tokens",
+                  lambda: _eval(GPT2(rngs=nnx.Rngs(0))), (("B", 16),), ("int32",),
+                  int_high=50257, batch=1, big=True),
+        ModelSpec("linear_300m", "18 Linear 4096x4096 with relu between (302 M params)",
+                  lambda: _eval(LinearStack(4096, 18, rngs=nnx.Rngs(0))), (("B", 4096),), (_F32,),
+                  batch=1, big=True),
+        ModelSpec("vit_tiny", "ViT-tiny: 16x16 patches of 224x224x3, d=192, 12 layers x 3 heads (5.7 M params)",
+                  lambda: _eval(ViT(rngs=nnx.Rngs(0))), (("B", 224, 224, 3),), (_F32,), batch=1),
     ]
 }
 
@@ -192,6 +292,8 @@ def make_inputs(spec: ModelSpec, batch: int, seed: int = 0, case: str = "random"
         concrete = tuple(batch if isinstance(d, str) else d for d in shape)
         if dtype == "bool":
             arrays.append(rng.random(concrete) < 0.7)
+        elif np.issubdtype(np.dtype(dtype), np.integer):
+            arrays.append(rng.integers(0, spec.int_high, concrete).astype(dtype))
         else:
             arrays.append(rng.standard_normal(concrete).astype(dtype))
     if case == "random":
