@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax2onnx.testing import Component, Testcase
 
-from ._testing import float32_ops, model
+from ._testing import float32_ops, model, vmapped
 
 
 class Block(eqx.Module):
@@ -79,7 +79,7 @@ components = [
                      max_nodes=8),
             Testcase("eqx_model_mlp_vmapped", factory=model(_mlp, wrap=jax.vmap, **_SMALL), input_shapes=[("B", 8)],
                      expected_ops=["MatMul"]),
-            Testcase("eqx_model_mlp_filter_jit_vmap", factory=model(_mlp, wrap=lambda m: eqx.filter_jit(jax.vmap(m)),
+            Testcase("eqx_model_mlp_filter_jit_vmap", factory=model(_mlp, wrap=lambda m: eqx.filter_jit(vmapped(m)),
                                                                     **_SMALL),
                      input_shapes=[("B", 8)], expected_ops=["MatMul"]),
             # LN, Unsqueeze, QKV MatMul, Split, Attention, out MatMul, Squeeze, Add, LN, Gemm, Gelu, Gemm, Add
