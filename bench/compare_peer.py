@@ -60,7 +60,7 @@ def log(msg: str) -> None:
 def ensure_peer_python(path: str) -> str | None:
     """The peer's interpreter: the given one, else bench/.peer-venv (created on first use)."""
     if os.path.exists(path):
-        return path
+        return os.path.abspath(path)  # the workers run with cwd=bench/
     venv_python = os.path.join(PEER_VENV, "bin", "python")
     if not os.path.exists(venv_python):
         log(f"{path} not found: creating {PEER_VENV} with {PEER_REQUIREMENT}")
@@ -473,6 +473,29 @@ def write_atomic(path: str, text: str) -> None:
 # ------------------------------------------------------------------------------------------- main
 
 
+def merge(paths: list[str], out_dir: str) -> int:
+    """One report from several runs' results.json: models in the given order, meta from the first run, with
+    every run's command, wall time and load averages listed."""
+    runs = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            runs.append(json.load(f))
+    merged: dict = {"models": {}, "meta": dict(runs[0]["meta"])}
+    for run in runs:
+        merged["models"].update(run["models"])
+    meta = merged["meta"]
+    meta["command"] = " ; ".join(r["meta"]["command"] for r in runs) + " ; python bench/compare_peer.py --merge " + " ".join(paths)
+    meta["wall_s"] = max(r["meta"]["wall_s"] for r in runs)
+    meta["loadavg_start"] = " ".join(r["meta"]["loadavg_start"] for r in runs)
+    meta["loadavg_end"] = " ".join(r["meta"]["loadavg_end"] for r in runs)
+    meta["merged_runs"] = [r["meta"] for r in runs]
+    os.makedirs(out_dir, exist_ok=True)
+    write_atomic(os.path.join(out_dir, "results.json"), json.dumps(_json_safe(merged), indent=1) + "\n")
+    write_atomic(os.path.join(out_dir, "results.md"), render_markdown(merged))
+    log(f"merged {len(runs)} run(s): {out_dir}/results.md")
+    return 0
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--peer-python", default=DEFAULT_PEER_PYTHON)
@@ -488,12 +511,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--startup-repeats", type=int, default=1, help="0 skips the startup measurement")
     p.add_argument("--out-dir", default=os.path.join(HERE, "results"))
     p.add_argument("--onnx-dir", default=None, help="where the converted models go (default: a temp dir)")
+    p.add_argument("--merge", nargs="+", default=None, metavar="RESULTS_JSON",
+                   help="no run: combine the models of earlier runs' results.json (e.g. subsets run side by side) "
+                        "into OUT_DIR/results.md and .json; the first file's meta heads the table")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.threads = [int(t) for t in str(args.threads).split(",") if t.strip()]
+    if args.merge:
+        return merge(args.merge, args.out_dir)
     started = time.perf_counter()
     loadavg = os.getloadavg()
     names = [n.strip() for n in args.models.split(",") if n.strip()]
