@@ -207,3 +207,9 @@ def test_adapter_hook_first_answer_wins():
 
     registry = PluginRegistry(entry_points=[], extra_plugins=[("a", First()), ("b", Second())])
     assert registry.adapt(object()) == "adapted"
+
+
+def test_constant_of_shape_with_a_numpy_value_is_typed_as_onnx():
+    scope, x = _scope(np.float32)
+    y = scope.op.ConstantOfShape(np.asarray([0, 3], np.int64), value=np.zeros(1, np.float32))
+    assert y.type.dtype == ir.DataType.FLOAT

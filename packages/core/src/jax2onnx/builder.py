@@ -646,7 +646,8 @@ def _infer_output_types(op_type: str, schema: Any, bound: Mapping[str, ir.DataTy
         outs[0].type = ir.TensorType(ir.DataType(int(attrs[attr])))
         return
     if op_type in ("Constant", "ConstantOfShape") and attrs.get("value") is not None:
-        outs[0].type = ir.TensorType(attrs["value"].dtype)
+        value = attrs["value"]  # an ir tensor or a numpy array (made into a tensor attribute)
+        outs[0].type = ir.TensorType(value.dtype if isinstance(value.dtype, ir.DataType) else to_ir_dtype(value.dtype))
         return
     if schema is None:
         return
