@@ -37,7 +37,8 @@ PACKS = {
     "examples": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-nnx", "./packages/examples"],
     "keras": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-keras"],
     "linen": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-linen"],
-    "eqx": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-eqx"],
+    # diffrax: a test dependency of the eqx pack (its ODE-solve tests skip without it).
+    "eqx": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-eqx", "diffrax>=0.7"],
 }
 TEST_DIRS = {
     "core": ["packages/core/tests"],
@@ -51,9 +52,9 @@ TEST_DIRS = {
 }
 #: Keras (a 3 s install, its tests about a minute) is part of the default session; the JAX/Flax
 #: matrix leaves it out (Keras pins its own JAX support, tested here with the newest JAX only).
-#: Linen (flax is installed already) and Equinox (equinox + jaxtyping + wadler-lindig, a 3 s install)
-#: are part of it too.
-ALL_PACKAGES = [CORE, *PACKS["examples"], "./packages/plugins-keras", "./packages/plugins-linen", "./packages/plugins-eqx"]
+#: Linen (flax is installed already) and Equinox with diffrax for its tests (equinox, jaxtyping,
+#: wadler-lindig, diffrax, lineax, optimistix: a 4 s install) are part of it too.
+ALL_PACKAGES = [CORE, *PACKS["examples"], "./packages/plugins-keras", "./packages/plugins-linen", *PACKS["eqx"][2:]]
 ALL_TESTS = [d for dirs in TEST_DIRS.values() for d in dirs] + ["tests"]
 #: onnxruntime is an optional extra of core (jax2onnx-core[runtime]); every test session verifies with it.
 TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.23", "hypothesis>=6.100"]

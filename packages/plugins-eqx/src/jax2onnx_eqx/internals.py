@@ -8,7 +8,9 @@ primitives JAX does not know. Exported, outside ``vmap`` they are:
 - ``unvmap_max``: the maximum over every element → ``ReduceMax``;
 - ``nonbatchable``, ``nontraceable``: the identity (they only assert at trace time);
 - ``select_if_vmap``: ``Where(pred, x, y)`` (unbatched its predicate is true, so this is ``x``, but
-  ``Where`` keeps the graph right whatever the predicate).
+  ``Where`` keeps the graph right whatever the predicate);
+- ``maybe_set`` (the loop buffers diffrax saves into) and ``vprim`` (equinox's batched form of such
+  primitives): equinox's own impl rule, traced and lowered like any JAX code.
 
 Runtime checks (``eqx.error_if``, ``eqx.branched_error_if``, and everything built on them, which is
 where equinox's ``pure_callback`` error raising lives) are **dropped** from the graph: ONNX has no
@@ -64,6 +66,17 @@ def lower_identity(ctx, x):
 @lowerings.register("select_if_vmap")
 def lower_select_if_vmap(ctx, pred, x, y):
     return ctx.op.Where(ctx.cast(pred, np.bool_), x, y)
+
+
+@lowerings.register("maybe_set", "vprim")
+def lower_by_impl(ctx, *ins):
+    """``maybe_set`` (the buffer write of equinox's checkpointed/bounded loops, used by diffrax's
+    ``SaveAt``): equinox's own impl rule — ``xs.at[i].set(select_if_vmap(pred, x, xs[i]))`` — traced
+    with the equation's params and lowered like any other JAX code (a scatter and a Where). ``vprim``
+    is how equinox binds such a primitive under ``vmap``; its impl is ``vmap`` of the inner rule."""
+    specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in ctx.avals_in]
+    closed = jax.make_jaxpr(lambda *xs: ctx.eqn.primitive.impl(*xs, **ctx.params))(*specs)
+    return ctx.lower_jaxpr(closed, ins)
 
 
 def _patch_error_if(original):
