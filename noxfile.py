@@ -50,8 +50,9 @@ TEST_DIRS = {
     "linen": ["packages/plugins-linen/tests"],
     "eqx": ["packages/plugins-eqx/tests"],
 }
-#: Keras (a 3 s install, its tests about a minute) is part of the default session; the JAX/Flax
-#: matrix leaves it out (Keras pins its own JAX support, tested here with the newest JAX only).
+#: Keras (a 3 s install; its 193 tests took 5 min serially on the shared 2-core dev machine under
+#: load ~10, split across the xdist workers here) is part of the default session; the JAX/Flax matrix
+#: leaves it out (Keras pins its own JAX support, tested here with the newest JAX only).
 #: Linen (flax is installed already) and Equinox with diffrax for its tests (equinox, jaxtyping,
 #: wadler-lindig, diffrax, lineax, optimistix: a 4 s install) are part of it too.
 ALL_PACKAGES = [CORE, *PACKS["examples"], "./packages/plugins-keras", "./packages/plugins-linen", *PACKS["eqx"][2:]]
