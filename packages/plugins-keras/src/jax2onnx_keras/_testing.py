@@ -67,10 +67,11 @@ def keras_model(
     return factory
 
 
-def check_ops(*ops: str, max_transposes: int | None = None) -> Callable[[Any], None]:
-    """A testcase ``check``: ``ops`` appear in the graph and at most ``max_transposes`` Transposes."""
+def check_ops(*ops: str, max_transposes: int | None = None) -> Callable[[Any, Any], None]:
+    """A testcase ``check``: ``ops`` appear in the graph and at most ``max_transposes`` Transposes
+    (the same in every variant these float32-only cases run)."""
 
-    def check(proto: Any) -> None:
+    def check(proto: Any, variant: Any) -> None:
         from jax2onnx.testing.runner import op_types
 
         found = op_types(proto)
