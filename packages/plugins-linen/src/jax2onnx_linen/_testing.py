@@ -64,7 +64,7 @@ def float32_ops(*ops: str, forbids: tuple[str, ...] = (), max_transposes: int | 
 
     def check(proto: Any, variant: Any) -> None:
         from jax2onnx.opsets import op_since
-        from jax2onnx.testing.runner import op_types
+        from jax2onnx.testing.runner import op_types, unavailable_ops
 
         # The float64 export, and one at an opset older than an expected op, take decompositions:
         # the fused form this check describes is the float32 one at a recent opset.
