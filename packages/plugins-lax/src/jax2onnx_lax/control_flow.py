@@ -166,7 +166,7 @@ components = [
             Testcase("cond_my_new_complex_scenario", cond_my_new_complex_scenario, [("B", 3, 4), (3, 4)],
                      expected_ops=["If"]),
             Testcase("cond_nested_conditional", cond_nested_conditional, [(2,), ("B",), (2,)], expected_ops=["If"],
-                     check=lambda m: _count_ifs_at_least(m, 2)),
+                     check=lambda m, _variant: _count_ifs_at_least(m, 2)),
             Testcase("cond_variables", cond_variables, [("B", 3), ("B", 3)], expected_ops=["If"]),
             Testcase("cond_internal_constant", cond_internal_constant, [(3, 4)], expected_ops=["If"]),
             Testcase("cond_grad", cond_grad, [("B",)], expected_ops=["If"]),
@@ -175,7 +175,7 @@ components = [
             Testcase("cond_switch_three_way", switch_three_way, [_ints(()), ("B", 4)], expected_ops=["If"],
                      input_generator=lambda rng, shape, dt: rng.integers(-1, 4, shape) if dt.kind == "i"
                      else rng.standard_normal(shape),
-                     check=lambda m: _count_ifs_at_least(m, 2)),
+                     check=lambda m, _variant: _count_ifs_at_least(m, 2)),
             Testcase("cond_switch_pytree_operands", switch_pytree, [_ints(()), ("B", 2), ("B", 2)], expected_ops=["If"]),
         ],
     ),

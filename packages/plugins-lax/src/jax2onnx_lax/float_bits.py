@@ -214,11 +214,11 @@ def _spec(*shape, dtype=jnp.int32):
 def _check_bitcast_op_at_opset_26(fn, values):
     """The runner exports at the default opset; also export at 26, where ONNX BitCast exists."""
 
-    def check(_model):
+    def check(_model, variant):
         from jax2onnx import allclose, to_onnx
         from jax2onnx.testing.runner import op_types
 
-        double = jax.config.read("jax_enable_x64")
+        double = variant.double
         inputs = [v.astype(np.float64) if double else v for v in values]
         model = to_onnx(fn, inputs, opset=26, enable_double_precision=double)
         assert "BitCast" in op_types(model), sorted(op_types(model))

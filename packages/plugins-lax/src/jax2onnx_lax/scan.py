@@ -139,7 +139,7 @@ components = [
             Testcase("scan_multiple_sequences", scan_multiple_sequences, [("T", 2), ("T", 2)], expected_ops=["Scan"]),
             Testcase("scan_multiple_carry", scan_multiple_carry, [("T", 3)], expected_ops=["Scan"]),
             Testcase("scan_matrix_carry_multidim_xs", scan_matrix_carry_multidim_xs, [(3, 3), ("T", 3, 3)],
-                     expected_ops=["Scan"], check=lambda m: _scan_state_static(m, [3, 3])),
+                     expected_ops=["Scan"], check=lambda m, _variant: _scan_state_static(m, [3, 3])),
             Testcase("scan_reverse", scan_reverse, [("T", 2)], expected_ops=["Scan"]),
             Testcase("scan_reverse_no_xs", scan_reverse_no_xs, [("B",)], expected_ops=["Loop"]),
             Testcase("scan_closed_over_constant", scan_closed_over_constant, [("T", 4), (4,)], expected_ops=["Scan"]),
@@ -147,7 +147,7 @@ components = [
                      expected_ops=["Scan"]),
             Testcase("scan_nested_cond", scan_nested_cond, [("T", 2)], expected_ops=["Scan", "If"]),
             Testcase("scan_nested_fori", scan_nested_fori, [("T", 3)], expected_ops=["Scan", "Loop"],
-                     check=lambda m: loop_state_static(m, [3])),
+                     check=lambda m, _variant: loop_state_static(m, [3])),
         ],
     ),
 ]

@@ -198,7 +198,7 @@ components = [
             Testcase("while_loop_counter", while_loop_counter, [("B", 3)], expected_ops=["Loop"]),
             Testcase("while_loop_vector", while_loop_vector, [("B",)], expected_ops=["Loop"]),
             Testcase("while_loop_pytree_carry", while_loop_pytree_carry, [(3, "B"), _ints(())], expected_ops=["Loop"],
-                     check=lambda m: loop_state_static(m, [3, None])),
+                     check=lambda m, _variant: loop_state_static(m, [3, None])),
             Testcase("while_loop_flag_carry", while_loop_flag_carry, [("B", 2)], expected_ops=["Loop"]),
             Testcase("while_loop_vmapped", while_loop_vmapped, [("B", 3)], expected_ops=["Loop"]),
         ],
@@ -215,7 +215,7 @@ components = [
             Testcase("fori_loop_traced_bounds", fori_loop_traced_bounds, [(2, 3), _ints(()), _ints(())],
                      input_generator=lambda rng, shape, dt: rng.integers(-2, 6, shape) if dt.kind == "i"
                      else rng.standard_normal(shape),
-                     expected_ops=["Loop"], forbidden_ops=["Less"], check=lambda m: loop_state_static(m, [2, 3])),
+                     expected_ops=["Loop"], forbidden_ops=["Less"], check=lambda m, _variant: loop_state_static(m, [2, 3])),
         ],
     ),
 ]

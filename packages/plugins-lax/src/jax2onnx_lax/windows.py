@@ -260,11 +260,10 @@ def avg_pool_nhwc(x):
 def _expect_pool(f32_op: str, f64_op: str):
     """float32 graphs use the pooling op; float64 ones what onnxruntime can run in float64."""
 
-    def check(model):
+    def check(model, variant):
         from jax2onnx.testing.runner import op_types
 
-        double = model.graph.input[0].type.tensor_type.elem_type == 11
-        want = f64_op if double else f32_op
+        want = f64_op if variant.double else f32_op
         assert want in op_types(model), f"expected {want} in {sorted(op_types(model))}"
 
     return check
