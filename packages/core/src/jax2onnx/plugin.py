@@ -38,7 +38,9 @@ class Lowering:
       float16 → float32, see :func:`jax2onnx.dtypes.carrier`); the lowering sees that dtype in
       ``ctx.avals_in``/``ctx.avals_out`` and results are cast back to JAX's dtype.
     * ``complex``: the lowering to use when an operand or a result is complex (complex values travel
-      as ``(..., 2)`` real pairs); without it a complex equation is an error naming the primitive.
+      as ``(..., 2)`` real pairs); without it the lowering itself receives the pairs (data movement
+      such as reshape or gather handles them as they are; arithmetic that does not should register a
+      ``complex=`` variant that raises a clear error).
     * ``keys``: the lowering takes typed PRNG keys as their uint32 key data (``key<fry>[3]`` as
       ``uint32[3, 2]``), as the ``random_*`` primitives do. Without it an equation on keys (``slice``,
       ``reshape``, ``select_n`` ... moving keys around) is lowered once per word of the key data.

@@ -194,7 +194,7 @@ def run_variant(variant: Variant) -> CaseResult:
         model = export_and_check_structure(variant, fn, inputs)
         diffs = compare_with_jax(variant, fn, model, inputs)
         if case.check is not None:
-            _run_check(case.check, model, variant)
+            case.check(model, variant)
     return CaseResult(model, diffs, len(model.graph.node))
 
 
@@ -218,17 +218,6 @@ def _export(variant: Variant, fn: Any, inputs: VariantInputs) -> onnx.ModelProto
     kwargs: dict[str, Any] = {} if variant.opset is None else {"opset": variant.opset}
     return to_onnx(fn, inputs.specs, input_params=dict(case.input_params) or None,
                    enable_double_precision=variant.double, model_name=case.name, **kwargs)
-
-
-def _run_check(check: Any, model: onnx.ModelProto, variant: Variant) -> None:
-    # Transitional: checks written before variants were passed take the model alone.
-    import inspect
-
-    try:
-        n = len(inspect.signature(check).parameters)
-    except (TypeError, ValueError):
-        n = 2
-    check(model, variant) if n >= 2 else check(model)
 
 
 def variant_inputs(variant: Variant, fn: Any) -> VariantInputs:
