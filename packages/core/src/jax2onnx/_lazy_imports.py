@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 import types
 from typing import Any
@@ -45,7 +46,11 @@ def defer_sympy_for_onnx_ir() -> None:
         if sympy_spec is None or onnx_ir_spec is None:
             return
         sys.modules["sympy"] = _Deferred("sympy", sympy_spec)
-        sys.modules["onnx_ir._symbolic_shapes"] = _Deferred("onnx_ir._symbolic_shapes", None)
+        # Only an onnx_ir that has the module (not 0.1.x, core's floor): a stand-in for a module
+        # that does not exist turns every later lookup of it into a ModuleNotFoundError.
+        folders = onnx_ir_spec.submodule_search_locations or []
+        if any(os.path.exists(os.path.join(folder, "_symbolic_shapes.py")) for folder in folders):
+            sys.modules["onnx_ir._symbolic_shapes"] = _Deferred("onnx_ir._symbolic_shapes", None)
     except Exception:  # noqa: BLE001 - an optimisation must never break the import
         return
 
