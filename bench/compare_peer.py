@@ -377,7 +377,10 @@ def render_markdown(results: dict) -> str:
                 f"| {_fmt(ratio(get('ours', 'cpu_median_us'), get('peer', 'cpu_median_us')), '.2f')} "
                 f"| {_fmt(ratio(get('ours', 'cpu_median_us'), get('jax', 'cpu_median_us')), '.2f')} "
                 f"| {_fmt(ratio(get('ours', 'median_us'), get('jax', 'median_us')), '.2f')} "
-                f"| {get('ours', 'runs')} |")
+                f"| {get('ours', 'runs')}{' (note)' if rec.get('note') else ''} |")
+    notes = [(name, t, rec["note"]) for name, m in results["models"].items()
+             for t, rec in m.get("eval", {}).get("latency_by_threads", {}).items() if rec.get("note")]
+    lines += [""] + [f"- note, {name} at {t} thread(s): {note}" for name, t, note in notes] if notes else []
     lines += [
         "",
         "## Conversion cost in detail",
