@@ -99,11 +99,16 @@ def as_onnx_value(value: Any) -> np.ndarray:
     return arr
 
 
-def jax_reference(fn: Callable[..., Any], arrays: Sequence[Any], params: Mapping[str, Any] | None = None) -> Any:
+def jax_reference(fn: Callable[..., Any], arrays: Sequence[Any], params: Mapping[str, Any] | None = None, *,
+                  jit: bool = True) -> Any:
     """``fn(*arrays, **params)`` as JAX computes it, jitted: one XLA compilation instead of one per
     op, which is most of the time a comparison takes. A function that cannot be jitted (Python
-    control flow on a runtime flag, a module that updates its own state) runs eagerly instead."""
+    control flow on a runtime flag, a module that updates its own state) runs eagerly instead, and
+    so does every function with ``jit=False`` (XLA's fusions may skip the rounding of a 16-bit float
+    round trip that JAX's op-by-op semantics, and the exported graph, keep)."""
     params = dict(params or {})
+    if not jit:
+        return fn(*arrays, **params)
     try:
         return jax.jit(fn)(*arrays, **params)
     except Exception:  # noqa: BLE001 - any trace-time refusal means: not jittable as written
@@ -120,6 +125,7 @@ def allclose(
     atol: float = 1e-5,
     enable_double_precision: bool | None = None,
     base_dir: str | os.PathLike[str] | None = None,
+    jit: bool = True,
 ) -> Comparison:
     """Run ``fn`` in JAX and ``model`` in onnxruntime on the same concrete ``inputs`` and compare.
 
@@ -131,7 +137,7 @@ def allclose(
     arrays = [np.asarray(x) for x in inputs]
     double = enable_double_precision if enable_double_precision is not None else any(a.dtype == np.float64 for a in arrays)
     with compat.x64_enabled(double):
-        expected = jax.tree_util.tree_leaves(jax_reference(fn, arrays, input_params))
+        expected = jax.tree_util.tree_leaves(jax_reference(fn, arrays, input_params, jit=jit))
         expected = [as_onnx_value(e) for e in expected]
     got = run_onnx(model, arrays, input_params, base_dir=base_dir)
     diffs: list[float] = []

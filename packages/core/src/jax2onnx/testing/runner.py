@@ -282,7 +282,8 @@ def compare_with_jax(variant: Variant, fn: Any, model: onnx.ModelProto, inputs: 
     rtol, atol = (case.rtol_f64, case.atol_f64) if variant.double else (case.rtol, case.atol)
     diffs: list[float] = []
     for vals in inputs.runs:
-        cmp = allclose(fn, model, vals, inputs.params or None, rtol=rtol, atol=atol, enable_double_precision=variant.double)
+        cmp = allclose(fn, model, vals, inputs.params or None, rtol=rtol, atol=atol, enable_double_precision=variant.double,
+                       jit=case.reference_jit)
         assert cmp.ok, f"{variant.id} with input shapes {[v.shape for v in vals]}: {cmp}"
         diffs = [max(a, b) for a, b in zip(diffs, cmp.max_abs_diff)] if diffs else list(cmp.max_abs_diff)
     return diffs

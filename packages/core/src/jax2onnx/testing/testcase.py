@@ -42,6 +42,9 @@ class Testcase:
         static_sizes: symbol -> size for the static variant (default 3).
         check: extra ``(model, variant) -> None`` assertions on the exported ModelProto; ``variant``
             (a :class:`jax2onnx.testing.Variant`) tells which precision and dims it checks.
+        reference_jit: compute JAX's side with ``jax.jit`` (fast: one compilation). ``False`` for
+            cases where XLA's fusions round differently from op-by-op JAX (16-bit float round trips
+            compared exactly).
         skip_reason: when set, every variant is reported as skipped with this reason (a case kept
             as documentation of a known gap; never counted as passing).
         min_opset: the oldest opset that can express this testcase at all (an op form with no
@@ -73,6 +76,7 @@ class Testcase:
     static_sizes: Mapping[str, int] = dataclasses.field(default_factory=dict)
     check: Callable[[Any, Any], None] | None = None
     skip_reason: str | None = None
+    reference_jit: bool = True
     min_opset: int | None = None
     since: str = ""
     description: str = ""
