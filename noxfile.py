@@ -58,7 +58,7 @@ TEST_DIRS = {
 ALL_PACKAGES = [CORE, *PACKS["examples"], "./packages/plugins-keras", "./packages/plugins-linen", *PACKS["eqx"][2:]]
 ALL_TESTS = [d for dirs in TEST_DIRS.values() for d in dirs] + ["tests"]
 #: onnxruntime is an optional extra of core (jax2onnx-core[runtime]); every test session verifies with it.
-TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.23", "hypothesis>=6.100"]
+TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.31", "hypothesis>=6.100"]
 #: The oldest opset to_onnx accepts (jax2onnx.opsets.MIN_OPSET); `opsets` runs every testcase there.
 FLOOR_OPSET = 17
 #: Every pack's testcase file (the variant tests the --jax2onnx-opset option re-targets).
@@ -234,7 +234,7 @@ def web(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def minimal(session: nox.Session) -> None:
     """`pip install jax2onnx-core jax2onnx-nnx` is a working install (locally: core + nnx and what it pulls)."""
-    session.install(CORE, "./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-nnx", "onnxruntime>=1.23")
+    session.install(CORE, "./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-nnx", "onnxruntime>=1.31")
     session.run("python", "tests/smoke_minimal_install.py")
 
 
