@@ -18,6 +18,7 @@ import onnx
 import onnx_ir as ir
 
 from . import compat
+from .opsets import op_since
 
 # --------------------------------------------------------------------------------------------
 # dtypes
@@ -462,10 +463,6 @@ class OpBuilder:
 # rewritten here into the form valid at the export's opset, and an op that does not exist yet
 # raises OpUnavailableError (a fusion then lowers the library's own body instead).
 
-#: Ops whose meaning changed at this opset, so an older schema of the same name is not the same op
-#: (GroupNormalization-18 scales per group, -21 per channel).
-_SEMANTICS_SINCE = {"GroupNormalization": 21}
-
 #: Reductions that took ``axes`` as an attribute before opset 18 (ReduceSum switched at 13).
 _REDUCE_AXES_INPUT_SINCE_18 = frozenset({
     "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
@@ -480,18 +477,6 @@ class OpUnavailableError(Exception):
         self.op_type, self.since, self.opset = op_type, since, opset
         super().__init__(f"ONNX op {op_type} exists from opset {since}; this export targets opset {opset} "
                          f"(pass opset={since} or higher to to_onnx)")
-
-
-@functools.cache
-def op_since(op_type: str) -> int | None:
-    """The first opset that has ``op_type`` with today's meaning (None: not an ONNX op)."""
-    for version in range(1, onnx.defs.onnx_opset_version() + 1):
-        try:
-            onnx.defs.get_schema(op_type, version, "")
-        except onnx.defs.SchemaError:
-            continue
-        return max(version, _SEMANTICS_SINCE.get(op_type, 0))
-    return None
 
 
 def _check_available(op_type: str, schema: Any, opset: int) -> None:
