@@ -80,3 +80,14 @@ def test_fused_region_falls_back_to_its_body_when_the_op_is_newer():
     assert sorted(n.op_type for n in model.graph.node) == ["Add", "Exp", "Log"]
     x = np.linspace(-2, 2, 3).astype(np.float32)
     assert allclose(_softplus_region, model, [x])
+
+
+def test_bool_reductions_go_through_uint8_before_20():
+    scope, x = _scope(17)
+    b = scope.op.Less(x, 0.0)
+    y = scope.op.ReduceMax(b, np.asarray([1], np.int64), keepdims=0)
+    assert y.type.dtype.name == "BOOL" and y.producer().op_type == "Cast"
+    assert y.producer().inputs[0].producer().op_type == "ReduceMax"
+    scope, x = _scope(20)
+    y = scope.op.ReduceMax(scope.op.Less(x, 0.0), np.asarray([1], np.int64), keepdims=0)
+    assert y.producer().op_type == "ReduceMax"

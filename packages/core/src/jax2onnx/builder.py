@@ -430,6 +430,11 @@ class OpBuilder:
         opset = scope.model.opset
         schema = op_schema(op_type, domain, opset)
         if domain in ("", "ai.onnx"):
+            if op_type in ("ReduceMax", "ReduceMin") and opset < 20 and _is_bool(inputs[0]):
+                # bool reductions are opset 20; before, reduce a uint8 view (exact: 0/1) and cast back
+                wide = self._scope_emit(op_type, [self.Cast(inputs[0], to=int(ir.DataType.UINT8)), *inputs[1:]],
+                                        attrs, n_out, domain, name)
+                return self.Cast(wide, to=int(ir.DataType.BOOL))
             _check_available(op_type, schema, opset)
             inputs, attrs = legalize(op_type, list(inputs), dict(attrs), opset, scope)
         bound = _bind_type_params(schema, inputs)
@@ -477,6 +482,10 @@ class OpUnavailableError(Exception):
         self.op_type, self.since, self.opset = op_type, since, opset
         super().__init__(f"ONNX op {op_type} exists from opset {since}; this export targets opset {opset} "
                          f"(pass opset={since} or higher to to_onnx)")
+
+
+def _is_bool(v: Any) -> bool:
+    return isinstance(v, ir.Value) and v.type is not None and v.type.dtype == ir.DataType.BOOL
 
 
 def _check_available(op_type: str, schema: Any, opset: int) -> None:
