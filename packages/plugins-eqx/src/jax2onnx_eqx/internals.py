@@ -23,8 +23,6 @@ checks matter at run time.
 
 from __future__ import annotations
 
-from typing import Any
-
 import equinox as eqx
 import equinox.internal as eqxi
 import jax

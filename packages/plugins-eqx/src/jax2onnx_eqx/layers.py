@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax2onnx.testing import Component, Testcase
 
-from ._testing import float32_ops, model, randomized
+from ._testing import model, randomized
 
 
 def _ids(rng, shape, dtype):
