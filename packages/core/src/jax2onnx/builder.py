@@ -94,7 +94,7 @@ class ModelBuilder:
             return hit
         vname = self.names.fresh(name or _const_name(array))
         value = ir.Value(name=vname, type=ir.TensorType(to_ir_dtype(array.dtype)), shape=ir.Shape(list(array.shape)),
-                         const_value=_as_tensor(array, vname))
+                         const_value=as_tensor(array, vname))
         self.initializers[vname] = value
         self._const_pool.add(array, value)
         return value
@@ -155,7 +155,7 @@ class ConstantPool:
         self._by_signature.setdefault(self._signature(array), []).append((array, value))
 
 
-def _as_tensor(array: np.ndarray, name: str) -> ir.TensorProtocol:
+def as_tensor(array: np.ndarray, name: str) -> ir.TensorProtocol:
     if array.dtype.name == "bfloat16":
         return ir.Tensor(array, dtype=ir.DataType.BFLOAT16, name=name)
     return ir.Tensor(array, name=name)
@@ -274,7 +274,7 @@ class Scope:
         hit = self._local_consts.find(array)
         if hit is not None:
             return hit
-        out = self.op.Constant(value=_as_tensor(array, self.fresh(name or _const_name(array))), _name=name or _const_name(array))
+        out = self.op.Constant(value=as_tensor(array, self.fresh(name or _const_name(array))), _name=name or _const_name(array))
         out.type = ir.TensorType(to_ir_dtype(array.dtype))
         out.shape = ir.Shape(list(array.shape))
         self._local_consts.add(array, out)
@@ -392,7 +392,7 @@ def _attr(name: str, value: Any) -> ir.Attr:
     if isinstance(value, (ir.Tensor, ir.TensorProtocol)) and not isinstance(value, np.ndarray):
         return ir.AttrTensor(name, value)
     if isinstance(value, np.ndarray):
-        return ir.AttrTensor(name, _as_tensor(value, name))
+        return ir.AttrTensor(name, as_tensor(value, name))
     if isinstance(value, (list, tuple)):
         items = list(value)
         if all(isinstance(x, (bool, int, np.integer)) for x in items):

@@ -33,6 +33,7 @@ import jax
 import numpy as np
 import onnx_ir as ir
 
+from .builder import as_tensor, to_ir_dtype
 from .errors import InputSpecError
 
 
@@ -234,9 +235,9 @@ def lazy_initializer(leaf: WeightLeaf, aval: Any, fresh_name: str) -> ir.Value:
                                  f"the abstract parameter has {shape}")
         if arr.dtype != want:
             arr = arr.astype(want)
-        return ir.Tensor(arr, name=fresh_name)
+        return as_tensor(arr, fresh_name)
 
-    dtype = ir.DataType.from_numpy(want) if want.name != "bfloat16" else ir.DataType.BFLOAT16
+    dtype = to_ir_dtype(want)
     tensor = ir.LazyTensor(load, dtype=dtype, shape=ir.Shape(list(shape)), name=fresh_name)
     return ir.Value(name=fresh_name, type=ir.TensorType(dtype), shape=ir.Shape(list(shape)), const_value=tensor)
 
