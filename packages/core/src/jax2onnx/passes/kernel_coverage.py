@@ -39,11 +39,7 @@ def missing_kernels() -> dict[str, frozenset[np.dtype]]:
 
 
 def _np(name: str) -> np.dtype:
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
+    return np.dtype(name)  # "bfloat16" resolves once ml_dtypes is loaded (jax2onnx.dtypes loads it)
 
 
 _ALL = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
