@@ -303,6 +303,6 @@ def build(session: nox.Session) -> None:
         with tempfile.TemporaryDirectory(prefix=f"{name}-") as venv:
             session.run("uv", "venv", "--quiet", "--python", python, venv, external=True)
             vpython = os.path.join(venv, "bin", "python")
-            session.run("uv", "pip", "install", "--quiet", "--python", vpython, "--find-links", dist, wheel, external=True)
+            session.run("uv", "pip", "install", "--quiet", "--refresh", "--python", vpython, "--find-links", dist, wheel, external=True)
             session.run(vpython, os.path.join(ROOT, "tests", "smoke_wheel.py"), name, external=True,
                         env={"PATH": os.path.join(venv, "bin") + os.pathsep + os.environ.get("PATH", "")})
