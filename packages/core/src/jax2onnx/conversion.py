@@ -21,6 +21,7 @@ from .errors import (
     UserFunctionError,
     all_unsupported,
     explain_trace_error,
+    require_onnxruntime,
 )
 from .interpreter import Interpreter
 from .patching import applied_patches
@@ -49,6 +50,7 @@ def to_onnx(
     normalization_mode: str = "auto",
     optimize: bool = True,
     external_data: bool | None = None,
+    verify: bool = False,
 ) -> onnx.ModelProto | ir.Model | str:
     """Convert a JAX callable to ONNX.
 
@@ -88,6 +90,13 @@ def to_onnx(
             never held twice; the model and its weights are replaced as a pair, so a crash leaves
             the old pair or the new one, see :mod:`jax2onnx.saving`). ``None``: automatically when
             the weights exceed protobuf's 2 GB limit.
+        verify: after exporting (and writing ``output_path``), run :func:`jax2onnx.verify`: the
+            function in JAX and the model in onnxruntime on random inputs, two sizes per symbolic
+            dim, tolerances by output dtype. A mismatch raises
+            :class:`jax2onnx.report.VerificationError` naming each failing output with its error
+            figures (a written file is kept, for inspection). Needs onnxruntime
+            (``pip install 'jax2onnx-core[runtime]'``), checked before converting. With
+            :class:`~jax2onnx.Weights` inputs the JAX side reads every weight into memory.
 
     Returns:
         The ``onnx.ModelProto``, the ``onnx_ir.Model`` or the written path (``return_mode``).
@@ -102,6 +111,11 @@ def to_onnx(
     )
     if options.output_path is not None:
         check_output_path(options.output_path)  # before minutes of tracing, not after them
+    if not isinstance(verify, bool):
+        raise api_compat.OptionTypeError(f"verify must be True or False, got {type(verify).__name__} {verify!r}")
+    if verify:
+        require_onnxruntime("to_onnx(..., verify=True)")  # before converting, not after it
+    user_fn, user_inputs = fn, list(inputs)
     if options.export_mode == "web":
         if external_data:
             raise InputSpecError("export_mode='web' writes one self-contained file; drop external_data=True")
@@ -158,24 +172,80 @@ def to_onnx(
             "(a single protobuf message) holds at most 2 GB. Pass external_data=True (or leave it None) with "
             "output_path=... so the weights are written beside the model"
         )
+    result: onnx.ModelProto | ir.Model | str
+    proto: onnx.ModelProto | None = None
     if options.return_mode == "ir":
         if output_path is not None:
             if external_data:
                 save_with_external_data(model, output_path)
             else:
                 save_atomically(ir.to_proto(model), output_path)
-        return model
-    if external_data:
+        result = model
+    elif external_data:
         if output_path is None:
             why = ("external_data=True writes the weights into a file beside the model" if requested_external else
                    f"the model's weights take {weight_bytes / 2**30:.2f} GiB, over protobuf's 2 GB limit for one message")
             raise InputSpecError(f"{why}: pass output_path=... so they can be written as external data beside the model")
         proto = save_with_external_data(model, output_path)
-        return output_path if options.return_mode == "file" else proto
-    proto = ir.to_proto(model)
-    if output_path is not None:
-        save_atomically(proto, output_path)
-    return output_path if options.return_mode == "file" else proto
+        result = output_path if options.return_mode == "file" else proto
+    else:
+        proto = ir.to_proto(model)
+        if output_path is not None:
+            save_atomically(proto, output_path)
+        result = output_path if options.return_mode == "file" else proto
+    if verify:
+        # The written file when there is one (onnxruntime memory-maps its external data), else the proto.
+        target: Any = output_path if output_path is not None else proto if proto is not None else ir.to_proto(model)
+        _verify_export(user_fn, user_inputs, input_params, target, options, bound, enable_double_precision)
+    return result
+
+
+def _verify_export(
+    fn: Callable[..., Any],
+    inputs: Sequence[Any],
+    input_params: Mapping[str, Any] | None,
+    target: onnx.ModelProto | str,
+    options: api_compat.ExportOptions,
+    bound: weights.BoundWeights | None,
+    double: bool,
+) -> None:
+    """``verify=True``: compare the export with ``fn`` as the graph sees it (NCHW layouts, weights
+    as initializers) and raise :class:`VerificationError` naming each failing output."""
+    from .report import VerificationError
+    from .report import verify as run_verify
+
+    reference = fn
+    specs = list(inputs)
+    if bound is not None:  # the graph takes only the plain inputs; the JAX side needs the weights' values
+        loaded = [np.asarray(leaf.source.load(leaf.name)).astype(leaf.spec.dtype) for leaf in bound.leaves]
+        with_weights = bound.fn
+
+        def reference(*args: Any, **kwargs: Any) -> Any:
+            return with_weights(*args, *loaded, **kwargs)
+
+        specs = list(bound.inputs[: bound.n_plain])
+    reference = api_compat.with_layouts(reference, options)
+    specs = [_as_nchw(s) if i in options.inputs_as_nchw else s for i, s in enumerate(specs)]
+    report = run_verify(reference, target, specs, input_params, enable_double_precision=double)
+    if not report:
+        where = f" (the model was written to {target} and is kept for inspection)" if isinstance(target, str) else ""
+        raise VerificationError(
+            f"to_onnx(..., verify=True): the exported model does not match the JAX function{where}:\n"
+            f"{report.failures()}\ninputs tried: {report.inputs_tried()}. A lowering computes something "
+            "else than JAX here; jax2onnx.verify(fn, model, inputs).print() shows the full report.",
+            report,
+        )
+
+
+def _as_nchw(spec: Any) -> Any:
+    """An NHWC input spec (shape tuple, ShapeDtypeStruct or array) as the NCHW graph input takes it."""
+    from .api_compat import NHWC_TO_NCHW
+
+    if isinstance(spec, (tuple, list)):
+        return tuple(spec[p] for p in NHWC_TO_NCHW)
+    if isinstance(spec, jax.ShapeDtypeStruct):
+        return jax.ShapeDtypeStruct(tuple(spec.shape[p] for p in NHWC_TO_NCHW), spec.dtype)
+    return np.transpose(np.asarray(spec), NHWC_TO_NCHW)
 
 
 def _trace(fn: Callable[..., Any], parsed: Any, patches: Sequence[Patch]) -> tuple[Any, Any]:

@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import onnx
 
+from .errors import Jax2OnnxError
+
 #: Sizes given to each symbolic dim, one trial per entry: two different sizes catch a graph that
 #: hard-coded the size seen while tracing. Neither is 1, so broadcasting bugs cannot hide.
 TRIAL_SIZES = (2, 5)
@@ -254,7 +256,8 @@ class ExportReport:
             rows.append(["file", size])
         return rows
 
-    def _trials_text(self) -> str:
+    def inputs_tried(self) -> str:
+        """The concrete input shapes of each trial, ``x[2, 4]; x[5, 4]``."""
         parts = []
         for t in self.trials:
             parts.append(", ".join(f"{n}[{', '.join(map(str, s))}]" for n, s in t.inputs.items()) or "(no inputs)")
@@ -263,7 +266,7 @@ class ExportReport:
     _OUTPUT_HEADER = ["output", "shape", "max abs err", "max rel err", "mismatches", "rtol/atol", "status"]
 
     def to_markdown(self) -> str:
-        lines = [f"**Verification: {'match' if self.ok else 'MISMATCH'}** (inputs tried: {self._trials_text()})", ""]
+        lines = [f"**Verification: {'match' if self.ok else 'MISMATCH'}** (inputs tried: {self.inputs_tried()})", ""]
         lines.append("| " + " | ".join(self._OUTPUT_HEADER) + " |")
         lines.append("|" + "---|" * len(self._OUTPUT_HEADER))
         lines += ["| " + " | ".join(r) + " |" for r in self._output_rows()]
@@ -274,7 +277,7 @@ class ExportReport:
     def __str__(self) -> str:
         rows = [self._OUTPUT_HEADER, *self._output_rows()]
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = [f"verification: {'match' if self.ok else 'MISMATCH'} (inputs tried: {self._trials_text()})"]
+        lines = [f"verification: {'match' if self.ok else 'MISMATCH'} (inputs tried: {self.inputs_tried()})"]
         lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
         lines += [f"{k}: {v}" for k, v in self._summary_rows()]
         return "\n".join(lines)
@@ -289,7 +292,7 @@ class ExportReport:
             return
         console = console or Console()
         title = f"verification: {'[green]match[/green]' if self.ok else '[red]MISMATCH[/red]'}"
-        table = Table(title=title, caption=f"inputs tried: {self._trials_text()}")
+        table = Table(title=title, caption=f"inputs tried: {self.inputs_tried()}")
         for h in self._OUTPUT_HEADER:
             table.add_column(h, justify="right" if "err" in h else "left")
         for r in self._output_rows():
@@ -301,6 +304,36 @@ class ExportReport:
         for k, v in self._summary_rows():
             model.add_row(k, v)
         console.print(model)
+
+
+    def failures(self) -> str:
+        """One line per output that failed, with its error figures (empty when the report is ok)."""
+        lines = []
+        for o in self.worst():
+            if o.ok:
+                continue
+            what = f"output '{o.name}' ({o.dtype}[{', '.join(map(str, o.shape))}])"
+            if o.problem:
+                lines.append(f"{what}: {o.problem}")
+            else:
+                lines.append(
+                    f"{what}: max abs error {o.max_abs_error:.3g}, max rel error {o.max_rel_error:.3g}, "
+                    f"{o.mismatches}/{o.size} elements outside rtol={o.rtol:g}, atol={o.atol:g}"
+                )
+        if not self.trials:
+            lines.append("no trial ran")
+        return "\n".join(lines)
+
+
+class VerificationError(Jax2OnnxError):
+    """``to_onnx(..., verify=True)``: the exported model does not compute what the function does.
+
+    ``report`` is the full :class:`ExportReport` (``report.print()`` shows every figure).
+    """
+
+    def __init__(self, message: str, report: ExportReport):
+        super().__init__(message)
+        self.report = report
 
 
 def _human_bytes(n: int) -> str:
