@@ -11,7 +11,8 @@
     nox -s web              # quickstart MLP, a CNN and a transformer layer in onnxruntime-web (wasm) under Node
     nox -s lint demo bench coverage_docs
     nox -s fuzz stress      # long differential fuzzing; 8 threads x 20 rounds of concurrent exports
-    nox -s build            # sdists + wheels, twine check, each wheel smoke-tested alone in a fresh venv
+    nox -s build            # sdists + wheels, twine check, each wheel smoke-tested alone in a fresh venv;
+                            # the plugin-pack template built, installed alone and its tests run
 """
 
 from __future__ import annotations
@@ -78,6 +79,24 @@ FLOOR_TESTCASES = [
 #: (test ids read "test_testcase[<component>::<variant>]").
 FLOOR_SUBSET = "not test_testcase or " + " or ".join(f"[{name}::" for name in FLOOR_TESTCASES)
 REPORT = os.path.join(ROOT, "docs", "test-results.json")
+#: The plugin-pack template users copy (templates/plugin-pack): `tests` builds its wheel and installs
+#: it as a third-party pack would be (entry point, package contents), then runs its tests; `build`
+#: also tests it in a fresh venv with only its declared dependencies.
+TEMPLATE = "./templates/plugin-pack"
+TEMPLATE_DIST = "jax2onnx-mypack"
+TEMPLATE_TESTS = "templates/plugin-pack/tests"
+
+
+def _install_template(session: nox.Session) -> None:
+    """Build the template pack's wheel (uv, as `build` does) and install it without dependencies
+    (core and lax are installed already). Reinstalled every run: a reused venv would otherwise
+    keep an older build of the same version."""
+    out = os.path.join(session.create_tmp(), "template-wheel")
+    shutil.rmtree(out, ignore_errors=True)
+    session.run("uv", "build", "--wheel", "--quiet", "--out-dir", out, TEMPLATE, external=True)
+    (wheel,) = glob.glob(os.path.join(out, "*.whl"))
+    reinstall = ["--reinstall-package", TEMPLATE_DIST] if session.venv_backend == "uv" else ["--force-reinstall"]
+    session.install("--no-deps", *reinstall, wheel)
 
 
 def _pytest(session: nox.Session, paths: list[str], *extra: str) -> None:
@@ -89,10 +108,11 @@ def _pytest(session: nox.Session, paths: list[str], *extra: str) -> None:
 def tests(session: nox.Session) -> None:
     """Every pack's tests in one environment with the newest JAX/Flax; writes the coverage results."""
     session.install(*TEST_TOOLS, *ALL_PACKAGES)
+    _install_template(session)
     session.env["KERAS_BACKEND"] = "jax"
     if os.path.exists(REPORT):
         os.remove(REPORT)
-    _pytest(session, ALL_TESTS, f"--jax2onnx-report={REPORT}")
+    _pytest(session, [*ALL_TESTS, TEMPLATE_TESTS], f"--jax2onnx-report={REPORT}")
 
 
 @nox.session(python=PYTHON)
@@ -306,3 +326,16 @@ def build(session: nox.Session) -> None:
             session.run("uv", "pip", "install", "--quiet", "--refresh", "--python", vpython, "--find-links", dist, wheel, external=True)
             session.run(vpython, os.path.join(ROOT, "tests", "smoke_wheel.py"), name, external=True,
                         env={"PATH": os.path.join(venv, "bin") + os.pathsep + os.environ.get("PATH", "")})
+    # The template pack as its users publish it: sdist + wheel (kept out of dist/, it is not released),
+    # twine check, then its wheel alone with its declared dependencies and test extra, and its tests.
+    template_dist = os.path.join(session.create_tmp(), "template-dist")
+    shutil.rmtree(template_dist, ignore_errors=True)
+    session.run("uv", "build", "--quiet", "--out-dir", template_dist, TEMPLATE, external=True)
+    session.run("twine", "check", "--strict", *sorted(glob.glob(os.path.join(template_dist, "*"))))
+    (wheel,) = glob.glob(os.path.join(template_dist, "*.whl"))
+    with tempfile.TemporaryDirectory(prefix="template-") as venv:
+        session.run("uv", "venv", "--quiet", "--python", python, venv, external=True)
+        vpython = os.path.join(venv, "bin", "python")
+        session.run("uv", "pip", "install", "--quiet", "--refresh", "--python", vpython, "--find-links", dist,
+                    f"{wheel}[test]", external=True)
+        session.run(vpython, "-m", "pytest", "-q", "-p", "no:cacheprovider", TEMPLATE_TESTS, external=True)
