@@ -62,6 +62,27 @@ def test_shared_weight_is_not_stored_twice():
     assert ConstantFoldingPass(shared_max_elements=64 * 32)(model).modified
 
 
+def test_weights_reshaped_with_one_shared_shape_constant_fold():
+    """Reshapes of several weights read one pooled shape constant: that small shared input must not
+    keep them as runtime Reshapes (a folded Reshape is a view of the weight, no second copy)."""
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2, 64]))
+    target = _init("target", np.array([64, 64], np.int64))
+    nodes, weights, y = [], [], x
+    for i in range(2):
+        w = _init(f"w{i}", np.arange(64 * 64, dtype=np.float32).reshape(4, 16, 64) + i)
+        reshape = ir.Node("", "Reshape", [w, target])
+        mm = ir.Node("", "MatMul", [y, reshape.outputs[0]])
+        nodes += [reshape, mm]
+        weights.append(w)
+        y = mm.outputs[0]
+    graph = ir.Graph([x], [y], nodes=nodes, initializers=[target, *weights], opset_imports={"": 23})
+    model = ir.Model(graph, ir_version=10)
+    assert ConstantFoldingPass()(model).modified
+    assert [n.op_type for n in model.graph] == ["MatMul", "MatMul"]
+    folded = model.graph.node(1).inputs[1].const_value.numpy()
+    np.testing.assert_array_equal(folded, np.arange(64 * 64, dtype=np.float32).reshape(64, 64) + 1)
+
+
 def test_folded_weight_cast_leaves_no_stale_reader_so_the_original_weight_is_dropped():
     from jax2onnx.passes import DeadCodeEliminationPass
 

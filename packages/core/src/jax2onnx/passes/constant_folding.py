@@ -7,9 +7,11 @@ Rules:
 - results larger than ``max_elements`` stay unfolded unless the node only moves data around
   (``Transpose``/``Reshape``/``Cast`` of a weight), which folds at any size: one weight in the
   right layout beats a weight plus a runtime op;
-- but a fold whose constant input is also used elsewhere (a tied weight: embedding lookup and
-  output projection) is skipped once the result exceeds ``shared_max_elements``: the original
-  stays, so folding would store the weight twice;
+- but a fold whose large constant input (over ``shared_max_elements``) is also used elsewhere (a
+  tied weight: embedding lookup and output projection) is skipped once the result exceeds
+  ``shared_max_elements``: the original stays, so folding would store the weight twice. Small
+  shared inputs (a pooled shape constant read by every Reshape of a weight) do not count: keeping
+  them costs nothing;
 - folding runs on the main graph (function bodies cannot hold initializers).
 The folded value keeps the node output's name, so graph outputs and value names stay stable.
 """
@@ -38,10 +40,11 @@ def _const_of(v: ir.Value | None) -> np.ndarray | None:
     return None
 
 
-def _has_shared_input(node: ir.Node) -> bool:
-    """Some input is also read by another node or is a graph output (it stays after folding)."""
-    for v in node.inputs:
-        if v is None:
+def _has_shared_input(node: ir.Node, arrays: list[np.ndarray | None], min_elements: int) -> bool:
+    """Some input of more than ``min_elements`` is also read by another node or is a graph output
+    (it stays after folding)."""
+    for v, a in zip(node.inputs, arrays):
+        if v is None or a is None or a.size <= min_elements:
             continue
         if any(user is not node for user, _ in v.uses()) or v.is_graph_output():
             return True
@@ -84,7 +87,7 @@ class ConstantFoldingPass(ir.passes.InPlacePass):
                     continue
                 if node.op_type not in _LAYOUT_OPS and any(r.size > self.max_elements for r in results):
                     continue
-                if _has_shared_input(node) and any(r.size > self.shared_max_elements for r in results):
+                if _has_shared_input(node, arrays, self.shared_max_elements) and any(r.size > self.shared_max_elements for r in results):
                     continue
             for out, arr in zip(node.outputs, results):
                 self._replace(graph, out, np.asarray(arr))
