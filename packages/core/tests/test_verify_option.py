@@ -124,3 +124,10 @@ def test_verify_with_weights_reads_them_for_the_jax_side(mini_registry, tmp_path
     with pytest.raises(VerificationError, match="output 'output'"):
         to_onnx(fn, [Weights(abstract, drifting), ("B", 4)], output_path=path, external_data=True, verify=True)
     assert len(calls) == len(export_reads) + 1  # verify read the one leaf once more
+
+
+def test_verify_with_python_number_input_params(mini_registry):
+    # 0.5 is a float64 Python number; the graph input is float32: verify must feed it as such.
+    fn = lambda x, *, scale=0.5: jnp.sin(x) * scale  # noqa: E731
+    model = to_onnx(fn, [("B", 3)], input_params={"scale": 0.5}, verify=True)
+    assert [i.name for i in model.graph.input] == ["x", "scale"]

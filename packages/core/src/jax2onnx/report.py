@@ -468,6 +468,26 @@ def _compare(name: str, expected: np.ndarray, got: np.ndarray, rtol: float | Non
     return check
 
 
+def _typed_params(model: onnx.ModelProto, n_args: int, params: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``input_params`` values as the graph's runtime inputs take them: a Python ``0.5`` given for a
+    float32 input is a float32 array (onnxruntime rejects float64 there), and JAX computes with the
+    very same value."""
+    if not params:
+        return None
+    graph_inputs = list(model.graph.input)[n_args:]
+    out = {}
+    for i, (name, value) in enumerate(params.items()):
+        arr = np.asarray(value)
+        elem = graph_inputs[i].type.tensor_type.elem_type if i < len(graph_inputs) else 0
+        if elem and arr.dtype.kind in "biuf":
+            try:
+                arr = arr.astype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+            except Exception:  # noqa: BLE001 - a type numpy lacks: pass the value as given
+                pass
+        out[name] = arr
+    return out
+
+
 def verify(
     fn: Callable[..., Any],
     model: onnx.ModelProto | str | os.PathLike[str],
@@ -506,6 +526,7 @@ def verify(
     if enable_double_precision is None:
         double = any(_spec_dtype(s, False) == np.float64 for s in inputs if not isinstance(s, (tuple, list)))
     names = [o.name for o in model.graph.output]
+    input_params = _typed_params(model, len(inputs), input_params)
     trials: list[Trial] = []
     for arrays in trial_inputs(inputs, double=double, sizes=sizes, seed=seed):
         with compat.x64_enabled(double):
