@@ -15,7 +15,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from jax.extend.core import Primitive
-from jax.interpreters import mlir
+from jax.interpreters import batching, mlir
 
 softclip_p = Primitive("mypack_softclip")
 
@@ -34,6 +34,8 @@ softclip_p.def_impl(_softclip_impl)
 softclip_p.def_abstract_eval(lambda x, *, limit: x)
 # So the primitive also runs under jax.jit (the testcases compare with jitted JAX).
 mlir.register_lowering(softclip_p, mlir.lower_fun(_softclip_impl, multiple_results=False))
+# Elementwise, so jax.vmap maps it as it is. (jax.grad would need a JVP rule: jax.interpreters.ad.)
+batching.defvectorized(softclip_p)
 
 
 def mish(x):
