@@ -25,6 +25,7 @@ from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
 from . import _matrix as mx
+from .linalg_factor import UNROLL_MAX
 
 lowerings = Lowerings()
 
@@ -43,6 +44,9 @@ def lower_triangular_solve(ctx, a, b):
     unit = bool(p["unit_diagonal"])
     t = mx.swap_last_axes(ctx, a, rank) if transposed else a
     rhs = b if left else mx.swap_last_axes(ctx, b, rank)
+    if m <= UNROLL_MAX:
+        x = _substitute_unrolled(ctx, t, rhs, m, lower, unit)
+        return x if left else mx.swap_last_axes(ctx, x, rank)
     strict = np.tril(np.ones((m, m), dtype=bool), -1) if lower else np.triu(np.ones((m, m), dtype=bool), 1)
     t_off = ctx.op.Where(ctx.const(strict), t, 0.0)
     diag = None if unit else ctx.op.ReduceSum(ctx.op.Where(ctx.const(np.eye(m, dtype=bool)), t, 0.0),
@@ -64,6 +68,34 @@ def lower_triangular_solve(ctx, a, b):
 
     (x,) = mx.loop(ctx, m, [(x0, rhs_aval)], step, "trsm_row")
     return x if left else mx.swap_last_axes(ctx, x, rank)
+
+
+def _substitute_unrolled(ctx, t, rhs, m, lower, unit):
+    """``T X = R`` by columns, as dtrsm does it: ``x_i = r_i / t_ii``, then the rows still unsolved
+    take ``r_j -= t_ji x_i``. Straight-line with static slices (see ``UNROLL_MAX``); only the
+    named triangle of ``t`` is sliced."""
+    op = ctx.op
+    r, solved = rhs, []
+    order = range(m) if lower else range(m - 1, -1, -1)
+    for step, i in enumerate(order):
+        left = m - step  # rows of r still unsolved: i..m-1 (lower) or 0..i (upper)
+        at = 0 if lower else left - 1
+        x = op.Slice(r, ctx.i64([at]), ctx.i64([at + 1]), ctx.i64([-2]))  # [..., 1, nrhs]
+        if not unit:
+            x = op.Div(x, op.Slice(t, ctx.i64([i, i]), ctx.i64([i + 1, i + 1]), ctx.i64([-2, -1])))
+        solved.append(x)
+        if left == 1:
+            break
+        if lower:
+            col = op.Slice(t, ctx.i64([i + 1, i]), ctx.i64([m, i + 1]), ctx.i64([-2, -1]))  # [..., m-i-1, 1]
+            rest = op.Slice(r, ctx.i64([1]), ctx.i64([left]), ctx.i64([-2]))
+        else:
+            col = op.Slice(t, ctx.i64([0, i]), ctx.i64([i, i + 1]), ctx.i64([-2, -1]))  # [..., i, 1]
+            rest = op.Slice(r, ctx.i64([0]), ctx.i64([left - 1]), ctx.i64([-2]))
+        r = op.Sub(rest, op.Mul(col, x))
+    if not lower:
+        solved.reverse()
+    return op.Concat(*solved, axis=-2) if len(solved) > 1 else solved[0]
 
 
 @lowerings.register("tridiagonal_solve")

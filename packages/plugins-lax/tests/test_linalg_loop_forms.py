@@ -1,0 +1,40 @@
+"""The Loop forms of the linear-algebra lowerings, which matrices larger than ``UNROLL_MAX`` get.
+
+The testcases use small matrices, so they exercise the unrolled straight-line forms; here the cap
+is lowered to 0 and a representative set of those testcases runs again through the Loop forms
+(exported, checked, compared with JAX in onnxruntime), float32 and float64."""
+
+import pytest
+from jax2onnx.testing.pytest_plugin import collect_variants
+from jax2onnx.testing.runner import run_variant
+from jax2onnx_lax import linalg_factor
+
+_CASES = {
+    "lax.linalg.lu": ["lu", "lu_tall", "lu_wide", "lu_zero_column", "lu_batched"],
+    "lax.linalg.triangular_solve": [
+        "triangular_solve_left_lower",
+        "triangular_solve_left_upper_transpose_unit",
+        "triangular_solve_right_lower",
+        "solve",
+    ],
+}
+
+
+def _variants():
+    wanted = {(comp, name) for comp, names in _CASES.items() for name in names}
+    out = []
+    for v in collect_variants(["jax2onnx-lax"]):
+        base = v.id.removesuffix("_f64").removesuffix("_dynamic")
+        if (v.component, base) in wanted:
+            out.append(pytest.param(v, id=f"{v.component}::{v.id}"))
+    return out
+
+
+@pytest.mark.parametrize("variant", _variants())
+def test_loop_form(variant, monkeypatch):
+    monkeypatch.setattr(linalg_factor, "UNROLL_MAX", 0)
+    from jax2onnx_lax import linalg_solve
+
+    monkeypatch.setattr(linalg_solve, "UNROLL_MAX", 0)
+    result = run_variant(variant)
+    assert any(n.op_type == "Loop" for n in result.model.graph.node), "the Loop form was not exported"
