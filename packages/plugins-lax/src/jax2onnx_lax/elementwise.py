@@ -139,16 +139,28 @@ def lower_div(ctx, x, y):
     return nm.where(ctx, is_zero, all_ones, q, dtype)
 
 
+def _truncated_mod(ctx, x, y, dtype):
+    """x - trunc(x / y) * y (the sign of x). ONNX Mod with fmod=1 says exactly that, but onnxruntime
+    before 1.32 computes fmod=1 on 64-bit ints through double and loses the low bits (a uint64
+    randint under x64 came out wrong on 1.31); so unsigned ints take fmod=0 (the same for them) and
+    64-bit signed ints Div, Mul, Sub (Div truncates, as lax.div does)."""
+    if is_unsigned(dtype):
+        return ctx.op.Mod(x, y)
+    if is_int(dtype) and np.dtype(dtype).itemsize == 8:
+        return ctx.op.Sub(x, ctx.op.Mul(ctx.op.Div(x, y), y))
+    return ctx.op.Mod(x, y, fmod=1)
+
+
 @lowerings.register("rem", dtypes=ARITH, complex=cp.unsupported)
 def lower_rem(ctx, x, y):
-    """C fmod semantics (the sign of x): ONNX Mod with fmod=1, for ints too. x % 0 gives x and
-    INT_MIN % -1 gives 0 as in XLA (the divisor -1 becomes 1, whose remainder is 0)."""
+    """C fmod semantics (the sign of x). x % 0 gives x and INT_MIN % -1 gives 0 as in XLA (the
+    divisor -1 becomes 1, whose remainder is 0)."""
     dtype = nm.dtype_of(ctx.avals_in[0])
     guard = _int_guard(ctx, y, dtype) if is_int(dtype) else None
     if guard is None:
-        return ctx.op.Mod(x, y, fmod=1)
+        return _truncated_mod(ctx, x, y, dtype)
     is_zero, _, safe = guard
-    return nm.where(ctx, is_zero, x, ctx.op.Mod(x, safe, fmod=1), dtype)
+    return nm.where(ctx, is_zero, x, _truncated_mod(ctx, x, safe, dtype), dtype)
 
 
 @lowerings.register("round", dtypes=FLOAT_MATH, complex=cp.unsupported)
@@ -245,6 +257,13 @@ components = [
                  input_generator=ints(-7, 8)),
         Testcase("rem_int32_edge", lax.rem, input_values=[np.array([7, -7, 7, -7, 5, -2**31], np.int32),
                                                            np.array([2, 2, -2, -2, 0, -1], np.int32)]),
+        # 64-bit values beyond double's 53-bit mantissa: onnxruntime < 1.32 got these wrong with fmod=1
+        Testcase("rem_int64_large", lax.rem,
+                 input_values=[np.array([2**62 + 12345, -(2**62) - 9, 2**63 - 1, -(2**63), 7, -7], np.int64),
+                               np.array([1007, 1007, -1007, 3, 0, -1], np.int64)]),
+        Testcase("rem_uint64_large", lax.rem,
+                 input_values=[np.array([2**64 - 1, 2**63 + 12345, 17592175208530790032, 5], np.uint64),
+                               np.array([1007, 1007, 1007, 0], np.uint64)]),
         Testcase("remainder_jnp_int32", jnp.remainder, [_int_spec("B", 6), _int_spec("B", 6)],
                  input_generator=ints(-7, 8),
                  expected_ops=["Mod"]),

@@ -21,7 +21,7 @@ DECLINED: dict[str, str] = {
         "precv", "preduced", "psend", "psum", "psum_done", "psum_invariant", "psum_invariant_start", "psum_start",
         "ragged_all_to_all", "reduce_scatter", "reduce_scatter_done", "reduce_scatter_start", "unreduced_psum",
         "unreduced_psum_start", "unreduced_reduce_scatter", "unreduced_reduce_scatter_start",
-        "vary_unreduced_cast_p",
+        "vary_unreduced_cast_p", "pgather",
     )},
     "after_all": _TOKEN,
     "create_token": _TOKEN,
@@ -35,5 +35,12 @@ DECLINED: dict[str, str] = {
     "scaled_dot": "block-scaled low-precision dot (fp8/mx formats); not implemented",
     "select_and_gather_add": "the JVP of a max-pool window reduction (forward-mode through reduce_window_max); "
                              "not implemented, reverse-mode (select_and_scatter_add) converts",
+    # Only in older JAX releases (the declared floor, 0.6.2, still defines them):
+    "infeed": "host-to-device transfer queue (TPU infeed); a side effect with no meaning in an ONNX graph",
+    "outfeed": "device-to-host transfer queue (TPU outfeed); a side effect with no meaning in an ONNX graph",
+    "eigh_jacobi": ("the TPU/GPU Jacobi kernel of eigh; JAX never emits it for a CPU trace (jnp.linalg.eigh "
+                    "traces to eigh, which converts)"),
+    "for": ("the internal for_loop primitive of JAX < 0.7 (state discharge); user code reaches it only through "
+            "jax._src APIs, fori_loop/scan/while_loop convert"),
     "select_and_scatter": "a window scatter with a custom select/scatter computation; not implemented",
 }
