@@ -10,6 +10,7 @@
     nox -s opsets           # every testcase of every pack exported at the floor opset (17)
     nox -s web              # quickstart MLP, a CNN and a transformer layer in onnxruntime-web (wasm) under Node
     nox -s lint demo bench coverage_docs
+    nox -s docs             # the user guide (mkdocs build --strict) into site/
     nox -s fuzz stress      # long differential fuzzing; 8 threads x 20 rounds of concurrent exports
     nox -s build            # sdists + wheels, twine check, each wheel smoke-tested alone in a fresh venv;
                             # the plugin-pack template built, installed alone and its tests run
@@ -276,6 +277,21 @@ def coverage_docs(session: nox.Session) -> None:
     """Render the coverage tables from the last `nox -s tests` results into docs/coverage.md."""
     session.install(*ALL_PACKAGES)
     session.run("jax2onnx", "coverage", "--results", REPORT, "--output", os.path.join(ROOT, "docs", "coverage.md"))
+
+
+#: The user guide's tools (only this session installs them).
+DOCS_TOOLS = ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.27", "ruff>=0.6"]
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """The user guide (docs/, mkdocs.yml) built with `mkdocs build --strict` into site/ (gitignored):
+    a broken link, a missing snippet file or a docstring the API reference cannot render fails it.
+    The guide's code blocks are run by tests/test_guide.py in the default session. The API
+    reference reads core's source statically (mkdocstrings), so no package is installed here."""
+    session.install(*DOCS_TOOLS)
+    session.env["NO_MKDOCS_2_WARNING"] = "1"  # mkdocs-material's banner about its successor
+    session.run("mkdocs", "build", "--strict", "--site-dir", os.path.join(ROOT, "site"))
 
 
 @nox.session(python=PYTHON)
