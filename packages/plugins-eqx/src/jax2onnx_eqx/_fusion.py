@@ -1,5 +1,6 @@
-"""Shared machinery of the pack: run an Equinox module's own ``__call__`` as a marked region, and
-read that region's operands back in a lowering.
+"""The Equinox part of the pack's fusions: run an Equinox module's own ``__call__`` as a marked
+region (everything library-independent, such as reading the operands back, is core's fusion kit,
+``jax2onnx.fusion``).
 
 Why the module's own code is the region's body: the body is what JAX differentiates and batches,
 and what core lowers when the fused op does not apply (under ``jax.vmap``/``eqx.filter_vmap``, for
@@ -16,22 +17,14 @@ become initializers of the ONNX graph.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import equinox as eqx
 import jax
-import onnx_ir as ir
-from jax2onnx.plugin import is_array, marked_call
+from jax2onnx.fusion import call_region, path_name
 
-__all__ = ["Operands", "call_module", "is_array", "no_extras", "one_output_like"]
-
-
-def _key_name(k: Any) -> str:
-    for attr in ("name", "key", "idx"):
-        if hasattr(k, attr):
-            return str(getattr(k, attr))
-    return str(k)
+__all__ = ["call_module", "no_extras"]
 
 
 def no_extras(args: tuple, kwargs: dict) -> bool:
@@ -48,43 +41,8 @@ def call_module(mark: str, module: Any, body: Callable[..., Any], inputs: Mappin
     """
     arrays, rest = eqx.partition(module, eqx.is_array)
     flat, treedef = jax.tree_util.tree_flatten_with_path(arrays)
-    names = tuple(inputs) + tuple("/".join(_key_name(k) for k in path) for path, _ in flat)
-    n_in = len(inputs)
 
-    def region(*xs: Any, **_: Any) -> Any:
-        rebuilt = eqx.combine(jax.tree_util.tree_unflatten(treedef, list(xs[n_in:])), rest)
-        return body(rebuilt, *xs[:n_in])
+    def run(leaves: list[Any], *xs: Any) -> Any:
+        return body(eqx.combine(jax.tree_util.tree_unflatten(treedef, leaves), rest), *xs)
 
-    return marked_call(mark, region, *inputs.values(), *[v for _, v in flat], operands=names, **static)
-
-
-# ---------------------------------------------------------------------------------------------
-# Lowering side
-
-
-class Operands:
-    """The region's operands by name: ``ops["weight"]`` (an ``ir.Value``) and ``ops.shape("weight")``."""
-
-    def __init__(self, ctx: Any, ins: Sequence[ir.Value]):
-        names = ctx.marked.params["operands"]
-        self._values = dict(zip(names, ins, strict=True))
-        self._avals = dict(zip(names, ctx.avals_in, strict=True))
-
-    def __getitem__(self, name: str) -> ir.Value:
-        return self._values[name]
-
-    def get(self, name: str) -> ir.Value | None:
-        return self._values.get(name)
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._values
-
-    def shape(self, name: str) -> tuple[Any, ...]:
-        return tuple(self._avals[name].shape)
-
-
-def one_output_like(ctx: Any, shape: Sequence[Any]) -> bool:
-    """The equation is the forward call itself: one output of the expected shape (under ``grad``
-    the forward part of the region gains residual outputs and must be lowered as its body)."""
-    outs = ctx.avals_out
-    return len(outs) == 1 and [str(d) for d in outs[0].shape] == [str(d) for d in shape]
+    return call_region(mark, run, inputs, [(path_name(p), v) for p, v in flat], **static)

@@ -22,10 +22,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax2onnx.fusion import Operands, additive_mask, attention_inputs, const_array, is_array, one_output_like
 from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_module, is_array, one_output_like
+from ._fusion import call_module
 from ._testing import float32_ops, model
 
 lowerings = Lowerings()
@@ -51,20 +52,10 @@ def fuse(module, query, key_, value, mask=None, *, call, batch: int):
         or (mask is not None and (not is_array(mask) or mask.ndim - batch not in (2, 3)))
     ):
         return None
-    inputs = {"q": query}
-    if key_ is not query:
-        inputs["k"] = key_
-    if value is not key_:
-        inputs["v"] = value
-    if mask is not None:
-        inputs["mask"] = mask
-    names = tuple(inputs)
+    inputs, unpack = attention_inputs(query, key_, value, mask)
 
     def body(m, *arrays):
-        named = dict(zip(names, arrays, strict=True))
-        q = named["q"]
-        k = named.get("k", q)
-        return call(m, q, k, named.get("v", k), named.get("mask"))
+        return call(m, *unpack(*arrays))
 
     return call_module(MULTIHEAD_ATTENTION, module, body, inputs, num_heads=int(module.num_heads), batch=batch)
 
@@ -92,10 +83,6 @@ def _patch_multihead_attention(original):
 patches = [Patch("equinox.nn.MultiheadAttention", "__call__", _patch_multihead_attention)]
 
 
-def _const(v: Any) -> np.ndarray | None:
-    return None if v is None or v.const_value is None else v.const_value.numpy()
-
-
 @lowerings.register_call(MULTIHEAD_ATTENTION)
 def lower_multihead_attention(ctx, *ins):
     dtype = np.dtype(ctx.avals_out[0].dtype)
@@ -121,12 +108,12 @@ def lower_multihead_attention(ctx, *ins):
         return ctx.op.Add(y, ctx.cast(ops[f"{name}/bias"], dtype)) if f"{name}/bias" in ops else y
 
     x_q = batched(ctx.cast(ops["q"], dtype))
-    weights = [_const(ops[f"{p}/weight"]) for p in projections[:3]]
+    weights = [const_array(ops[f"{p}/weight"]) for p in projections[:3]]
     if "k" not in ops and "v" not in ops and all(w is not None for w in weights):
         # Self-attention with constant weights: one MatMul on the concatenated Q|K|V weights.
         widths = [w.shape[0] for w in weights]
         qkv = ctx.op.MatMul(x_q, ctx.const(np.concatenate([w.T for w in weights], axis=1).astype(dtype)))
-        biases = [_const(ops.get(f"{p}/bias")) for p in projections[:3]]
+        biases = [const_array(ops.get(f"{p}/bias")) for p in projections[:3]]
         if any(f"{p}/bias" in ops for p in projections[:3]):
             if any(b is None and f"{p}/bias" in ops for b, p in zip(biases, projections, strict=False)):
                 return None
@@ -139,8 +126,7 @@ def lower_multihead_attention(ctx, *ins):
         q, k, v = project(x_q, "query_proj"), project(x_k, "key_proj"), project(x_v, "value_proj")
     attn_mask = None
     if "mask" in ops:
-        masked = ctx.const(np.asarray(-0.7 * np.finfo(dtype).max, dtype=dtype))
-        attn_mask = ctx.op.Where(ctx.cast(ops["mask"], np.bool_), ctx.const(np.zeros((), dtype)), masked)
+        attn_mask = additive_mask(ctx, ops["mask"], None, dtype)
         if batch and len(ops.shape("mask")) == 3:  # (batch, q, kv): the heads axis goes second
             attn_mask = ctx.op.Unsqueeze(attn_mask, ctx.i64([1]))
     y = project(ctx.op.Attention(q, k, v, attn_mask, q_num_heads=heads, kv_num_heads=heads), "output_proj")

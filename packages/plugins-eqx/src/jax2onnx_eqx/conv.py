@@ -14,17 +14,17 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import numpy as np
-from jax2onnx import compat
+from jax2onnx.fusion import CONV_DTYPES, Operands, conv_attrs, find_eqns, is_array, one_output_like, region_body
 from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_module, is_array, no_extras, one_output_like
+from ._fusion import call_module, no_extras
 from ._testing import float32_ops, model, vmapped
 
 lowerings = Lowerings()
 
 CONV = "jax2onnx_eqx.conv"
-_DTYPES = {np.dtype(np.float32), np.dtype(np.float16)}
+_DTYPES = CONV_DTYPES
 
 
 def fuse(module, x, *, body, batch: int):
@@ -48,14 +48,7 @@ patches = [Patch("equinox.nn.Conv", "__call__", _patch_conv)]
 
 
 def _body_conv(ctx):
-    found = []
-    stack = [compat.call_body(ctx.eqn)]
-    while stack:
-        j = stack.pop()
-        for eqn in (j.jaxpr if hasattr(j, "jaxpr") else j).eqns:
-            if eqn.primitive.name == "conv_general_dilated":
-                found.append(eqn)
-            stack.extend(compat.sub_jaxprs(eqn))
+    found = find_eqns(region_body(ctx), "conv_general_dilated")
     return found[0] if len(found) == 1 else None
 
 
@@ -80,10 +73,7 @@ def lower_conv(ctx, *ins):
     if "bias" in ops:
         bias = ctx.op.Reshape(ctx.cast(ops["bias"], dtype), ctx.i64([out_channels]))  # (O, 1, 1) → (O,), folded
     pairs = eqn.params["padding"]
-    y = ctx.op.Conv(x, ctx.cast(ops["weight"], dtype), bias,
-                    strides=[int(s) for s in eqn.params["window_strides"]],
-                    dilations=[int(d) for d in eqn.params["rhs_dilation"]],
-                    group=int(eqn.params["feature_group_count"]),
+    y = ctx.op.Conv(x, ctx.cast(ops["weight"], dtype), bias, **conv_attrs(eqn),
                     pads=[int(lo) for lo, _ in pairs] + [int(hi) for _, hi in pairs])
     return y if batch else ctx.op.Squeeze(y, ctx.i64([0]))
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import equinox as eqx
 import jax
+from jax2onnx.fusion import Operands, is_array, one_output_like
 from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_module, is_array, no_extras, one_output_like
+from ._fusion import call_module, no_extras
 from ._testing import model, vmapped
 
 lowerings = Lowerings()

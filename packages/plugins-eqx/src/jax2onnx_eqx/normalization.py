@@ -13,10 +13,11 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import numpy as np
+from jax2onnx.fusion import Operands, is_array, norm_weight, one_output_like, stash_type
 from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_module, is_array, no_extras, one_output_like
+from ._fusion import call_module, no_extras
 from ._testing import model, vmapped
 
 lowerings = Lowerings()
@@ -64,17 +65,6 @@ patches = [
 ]
 
 
-def _weight(ctx, ops: Operands, name: str, shape, dtype, default: float | None):
-    v = ops.get(name)
-    if v is None:
-        return None if default is None else ctx.const(np.full(shape, default, dtype=dtype))
-    return ctx.cast(v, dtype)
-
-
-def _stash(ctx, dtype) -> int:
-    return int(ctx.onnx_dtype(np.float64 if np.dtype(dtype) == np.float64 else np.float32))
-
-
 @lowerings.register_call(LAYER_NORM)
 def lower_layer_norm(ctx, *ins):
     ops = Operands(ctx, ins)
@@ -83,9 +73,9 @@ def lower_layer_norm(ctx, *ins):
     if not shape or not one_output_like(ctx, ops.shape("x")) or ("weight" in ops and ops.shape("weight") != shape):
         return None
     dtype = ctx.avals_out[0].dtype
-    return ctx.op.LayerNormalization(ctx.cast(ops["x"], dtype), _weight(ctx, ops, "weight", shape, dtype, 1.0),
-                                     _weight(ctx, ops, "bias", shape, dtype, None), axis=batch,
-                                     epsilon=ctx.marked.params["epsilon"], stash_type=_stash(ctx, dtype))
+    return ctx.op.LayerNormalization(ctx.cast(ops["x"], dtype), norm_weight(ctx, ops, "weight", shape, dtype, 1.0),
+                                     norm_weight(ctx, ops, "bias", shape, dtype, None), axis=batch,
+                                     epsilon=ctx.marked.params["epsilon"], stash_type=stash_type(ctx, dtype))
 
 
 @lowerings.register_call(RMS_NORM)
@@ -98,8 +88,8 @@ def lower_rms_norm(ctx, *ins):
     if not shape or not one_output_like(ctx, ops.shape("x")) or ("weight" in ops and ops.shape("weight") != shape):
         return None
     dtype = ctx.avals_out[0].dtype
-    y = ctx.op.RMSNormalization(ctx.cast(ops["x"], dtype), _weight(ctx, ops, "weight", shape, dtype, 1.0), axis=batch,
-                                epsilon=ctx.marked.params["epsilon"], stash_type=_stash(ctx, dtype))
+    y = ctx.op.RMSNormalization(ctx.cast(ops["x"], dtype), norm_weight(ctx, ops, "weight", shape, dtype, 1.0), axis=batch,
+                                epsilon=ctx.marked.params["epsilon"], stash_type=stash_type(ctx, dtype))
     return ctx.op.Add(y, ctx.cast(ops["bias"], dtype)) if "bias" in ops else y
 
 
@@ -118,9 +108,9 @@ def lower_group_norm(ctx, *ins):
     x = ctx.cast(ops["x"], dtype)
     if not batch:  # ONNX's batch axis for one example
         x = ctx.op.Unsqueeze(x, ctx.i64([0]))
-    y = ctx.op.GroupNormalization(x, _weight(ctx, ops, "weight", [channels], dtype, 1.0),
-                                  _weight(ctx, ops, "bias", [channels], dtype, 0.0), num_groups=groups,
-                                  epsilon=ctx.marked.params["epsilon"], stash_type=_stash(ctx, dtype))
+    y = ctx.op.GroupNormalization(x, norm_weight(ctx, ops, "weight", [channels], dtype, 1.0),
+                                  norm_weight(ctx, ops, "bias", [channels], dtype, 0.0), num_groups=groups,
+                                  epsilon=ctx.marked.params["epsilon"], stash_type=stash_type(ctx, dtype))
     return y if batch else ctx.op.Squeeze(y, ctx.i64([0]))
 
 

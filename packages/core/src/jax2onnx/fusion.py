@@ -1,0 +1,666 @@
+"""The fusion kit: what a pack needs to turn a library's layer into one ONNX op.
+
+A library pack (NNX, Linen, Equinox, Keras, ...) patches a layer's ``__call__`` to run it as a
+:func:`jax2onnx.plugin.marked_call` region whose body is the library's own code, with the layer's
+weights passed in as operands, and registers a ``call:<mark>`` lowering that emits the fused op or
+returns ``None`` to decline (core then lowers the body). Everything here is independent of the
+library: the pack supplies how to take its layer apart into named arrays and put it back together;
+the kit does the rest.
+
+- Region side: :func:`call_region` (the marked region with weights as named operands),
+  :func:`path_name` (a pytree path as an operand name), :func:`static_bool`.
+- Lowering side: :class:`Operands` (operands by name), :func:`one_output_like` (the forward call,
+  not ``grad``'s forward part), :func:`region_body`/:func:`find_eqns` (read the library's own
+  equations), weight helpers (:func:`const_array`, :func:`reshape_const`, :func:`concat_weights`,
+  :func:`norm_weight`).
+- Emission shared by several libraries: channels-last ↔ ONNX's channels-first layout
+  (:func:`to_nchw`, :func:`to_nhwc`, :func:`channels_first`), convolutions read from the body's ``conv_general_dilated``
+  (:func:`lower_conv_channels_last`, :func:`lower_conv_transpose_channels_last`), ``lax.reduce_window``
+  pooling (:func:`pool_region`, :func:`lower_max_pool_channels_last`,
+  :func:`lower_avg_pool_channels_last`), the normalizations (:func:`lower_layer_norm`,
+  :func:`lower_rms_norm`, :func:`lower_batch_norm`, :func:`lower_group_norm`,
+  :func:`lower_instance_norm`) and attention masks (:func:`attention_inputs`,
+  :func:`additive_mask`).
+
+The normalization and channels-last lowerings read a region by convention: the input operand is
+``"x"``, weights are ``"scale"``, ``"bias"``, ``"mean"``, ``"var"``, ``"kernel"``, and the static
+params are named as each function says. A pack whose names differ uses the smaller helpers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+from .plugin import is_array, marked_call
+
+__all__ = [
+    "Operands",
+    "additive_mask",
+    "attention_inputs",
+    "body_conv",
+    "call_region",
+    "channels_first",
+    "concat_weights",
+    "const_array",
+    "find_eqns",
+    "is_array",
+    "key_name",
+    "lower_avg_pool_channels_last",
+    "lower_batch_norm",
+    "lower_conv_channels_last",
+    "lower_conv_transpose_channels_last",
+    "lower_group_norm",
+    "lower_instance_norm",
+    "lower_layer_norm",
+    "lower_max_pool_channels_last",
+    "lower_rms_norm",
+    "matmul_bias",
+    "norm_axes",
+    "norm_weight",
+    "one_output_like",
+    "path_name",
+    "pool_attrs",
+    "pool_region",
+    "region_body",
+    "reshape_const",
+    "same_pads",
+    "stash_type",
+    "static_bool",
+    "static_ints",
+    "to_nchw",
+    "to_nhwc",
+]
+
+# ---------------------------------------------------------------------------------------------
+# Region side
+
+
+def key_name(k: Any) -> str:
+    """One entry of a pytree path as text: a dict key, an attribute name or a sequence index."""
+    for attr in ("key", "name", "idx"):
+        if hasattr(k, attr):
+            return str(getattr(k, attr))
+    return str(k)
+
+
+def path_name(path: Sequence[Any], *, skip: int = 0, drop_trailing: Sequence[str] = ()) -> str:
+    """A pytree path as an operand name (``"query/kernel"``): ``skip`` leading entries left out (a
+    collection name), trailing entries in ``drop_trailing`` left out (a variable's own ``"value"``)."""
+    parts = [key_name(k) for k in path[skip:]]
+    while parts and parts[-1] in drop_trailing:
+        parts.pop()
+    return "/".join(parts)
+
+
+def call_region(
+    mark: str,
+    run: Callable[..., Any],
+    inputs: Mapping[str, Any],
+    weights: Sequence[tuple[str, Any]],
+    **static: Any,
+) -> Any:
+    """Evaluate ``run(weight_arrays, *input_arrays)`` as the marked region ``mark``.
+
+    ``inputs`` are the call's array arguments (name → array), ``weights`` the layer's arrays
+    (name → array, in the order ``run`` receives them as a list): both become the region's operands,
+    so the region's body is a pure function of them and JAX can batch and differentiate it.
+    ``static`` (hashable Python values) reaches the lowering as ``ctx.marked.params``, together with
+    ``operands``: the names of all operands, which :class:`Operands` reads back.
+    """
+    names = tuple(inputs) + tuple(name for name, _ in weights)
+    n_in = len(inputs)
+
+    def region(*arrays: Any, **_: Any) -> Any:  # the static params come back as keywords
+        return run(list(arrays[n_in:]), *arrays[:n_in])
+
+    return marked_call(mark, region, *inputs.values(), *[v for _, v in weights], operands=names, **static)
+
+
+def static_bool(x: Any) -> bool | None:
+    """``x`` as a Python bool when it is static (Python/numpy bool), else None (a traced flag)."""
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowering side
+
+
+class Operands:
+    """The region's operands by name: ``ops["kernel"]`` (an ``ir.Value``) and ``ops.shape("kernel")``."""
+
+    def __init__(self, ctx: Any, ins: Sequence[ir.Value]):
+        names = ctx.marked.params["operands"]
+        self._values = dict(zip(names, ins, strict=True))
+        self._avals = dict(zip(names, ctx.avals_in, strict=True))
+
+    def __getitem__(self, name: str) -> ir.Value:
+        return self._values[name]
+
+    def get(self, name: str) -> ir.Value | None:
+        return self._values.get(name)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._values
+
+    def aval(self, name: str) -> Any:
+        return self._avals[name]
+
+    def shape(self, name: str) -> tuple[Any, ...]:
+        return tuple(self._avals[name].shape)
+
+
+def one_output_like(ctx: Any, shape: Sequence[Any], dtype: Any = None) -> bool:
+    """The equation is the forward call itself: one output of the expected shape (and ``dtype``).
+
+    Under ``grad`` JAX splits the region into a forward part with the same name and inputs but
+    extra (residual) outputs; that one must be lowered as its body, not fused.
+    """
+    outs = ctx.avals_out
+    return (
+        len(outs) == 1
+        and (dtype is None or np.dtype(outs[0].dtype) == np.dtype(dtype))
+        and [str(d) for d in outs[0].shape] == [str(d) for d in shape]
+    )
+
+
+def region_body(ctx: Any) -> Any:
+    """The region's traced body (a closed jaxpr): the library's own equations."""
+    from . import compat
+
+    return compat.call_body(ctx.eqn)
+
+
+def find_eqns(closed: Any, name: str) -> list[Any]:
+    """Equations named ``name`` in ``closed`` and its nested jaxprs (the region's body)."""
+    from . import compat
+
+    found = []
+    stack = [closed]
+    while stack:
+        j = stack.pop()
+        jaxpr = j.jaxpr if hasattr(j, "jaxpr") else j
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == name:
+                found.append(eqn)
+            stack.extend(compat.sub_jaxprs(eqn))
+    return found
+
+
+def static_ints(values: Sequence[Any]) -> bool:
+    return all(isinstance(d, (int, np.integer)) for d in values)
+
+
+def const_array(v: ir.Value | None, *, lazy: bool = True) -> np.ndarray | None:
+    """The numpy value of an initializer, else None. ``lazy=False``: None for a lazy weight too
+    (reading it would load it now, which a ``Weights`` source exists to avoid)."""
+    if v is None or v.const_value is None:
+        return None
+    if not lazy and isinstance(v.const_value, ir.LazyTensor):
+        return None
+    return v.const_value.numpy()
+
+
+def reshape_const(ctx: Any, v: ir.Value, shape: Sequence[int]) -> ir.Value:
+    """A weight reshaped to a static ``shape``: a new initializer when the weight is one (the
+    folding pass leaves large results of nodes with shared inputs, such as a pooled shape
+    constant, unfolded), else a Reshape."""
+    arr = const_array(v, lazy=False)
+    if arr is not None:
+        return ctx.const(arr.reshape(list(shape)))
+    return ctx.op.Reshape(v, ctx.i64(list(shape)))
+
+
+def concat_weights(ctx: Any, values: Sequence[ir.Value], axis: int) -> ir.Value:
+    """Weights joined along ``axis``: one initializer when all are initializers, else a Concat."""
+    arrays = [const_array(v, lazy=False) for v in values]
+    if all(a is not None for a in arrays):
+        return ctx.const(np.concatenate(arrays, axis=axis))
+    return ctx.op.Concat(*values, axis=axis)
+
+
+def matmul_bias(ctx: Any, x: ir.Value, kernel: ir.Value, bias: ir.Value | None, x_rank: int) -> ir.Value:
+    """``x @ kernel + bias``: Gemm for a 2-D ``x``, else MatMul (+ Add)."""
+    if x_rank == 2:
+        return ctx.op.Gemm(x, kernel, bias)
+    y = ctx.op.MatMul(x, kernel)
+    return y if bias is None else ctx.op.Add(y, bias)
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout
+
+
+def to_nchw(ctx: Any, x: ir.Value, rank: int) -> ir.Value:
+    """Channels-last (N, *spatial, C) to ONNX's channels-first (N, C, *spatial)."""
+    return ctx.op.Transpose(x, perm=[0, rank - 1, *range(1, rank - 1)])
+
+
+def to_nhwc(ctx: Any, y: ir.Value, rank: int) -> ir.Value:
+    """Back from (N, C, *spatial) to (N, *spatial, C)."""
+    return ctx.op.Transpose(y, perm=[0, *range(2, rank), 1])
+
+
+def channels_first(ctx: Any, x: ir.Value, rank: int, channels_last: bool, op: Callable[[ir.Value], ir.Value]) -> ir.Value:
+    """``op`` (a channels-first ONNX op) applied in ONNX's layout, transposing in and out when the
+    layer is channels-last (the transpose pass cancels the pairs between layers)."""
+    if not channels_last:
+        return op(x)
+    return to_nhwc(ctx, op(to_nchw(ctx, x, rank)), rank)
+
+
+# ---------------------------------------------------------------------------------------------
+# Convolution: the body's ``conv_general_dilated`` says strides, dilation, groups and padding
+
+
+#: Element types onnxruntime implements Conv/ConvTranspose for.
+CONV_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float16)})
+
+
+def body_conv(ctx: Any) -> Any | None:
+    """The region's one ``conv_general_dilated`` equation, when it is the forward call."""
+    found = find_eqns(region_body(ctx), "conv_general_dilated")
+    if len(found) != 1:
+        return None
+    eqn = found[0]
+    if eqn.params.get("batch_group_count", 1) != 1 or not one_output_like(ctx, eqn.outvars[0].aval.shape):
+        return None
+    return eqn
+
+
+def conv_pads(eqn: Any, padding_mode: str | None) -> dict[str, Any] | None:
+    """``pads`` from the body's padding, or ``auto_pad`` when the spatial sizes are symbolic (ONNX
+    then computes SAME padding itself, as lax does); None for a crop or an unexpressible mode."""
+    padding = eqn.params["padding"]
+    if static_ints([d for pair in padding for d in pair]):
+        if any(int(d) < 0 for pair in padding for d in pair):  # a crop: not a Conv pad
+            return None
+        return {"pads": [int(lo) for lo, _ in padding] + [int(hi) for _, hi in padding]}
+    auto_pad = {"SAME": "SAME_UPPER", "SAME_LOWER": "SAME_LOWER", "VALID": "VALID"}.get(padding_mode or "")
+    return None if auto_pad is None else {"auto_pad": auto_pad}
+
+
+def conv_attrs(eqn: Any) -> dict[str, Any]:
+    """Conv's strides, dilations and group from the body's equation."""
+    return {"strides": [int(s) for s in eqn.params["window_strides"]],
+            "dilations": [int(d) for d in eqn.params["rhs_dilation"]],
+            "group": int(eqn.params["feature_group_count"])}
+
+
+def lower_conv_channels_last(ctx: Any, *ins: ir.Value) -> ir.Value | None:
+    """A channels-last convolution region (operands ``x`` (N, *spatial, C), ``kernel`` (*spatial, I, O),
+    optional ``bias``; param ``padding_mode``) → Transpose, Conv with the bias, Transpose."""
+    dtype = np.dtype(ctx.avals_out[0].dtype)
+    if dtype not in CONV_DTYPES:
+        return None
+    eqn = body_conv(ctx)
+    if eqn is None or any(d != 1 for d in eqn.params["lhs_dilation"]):
+        return None
+    ops = Operands(ctx, ins)
+    rank = len(ops.shape("x"))
+    n = rank - 2
+    pads = conv_pads(eqn, ctx.marked.params.get("padding_mode"))
+    if pads is None:
+        return None
+    kernel = ctx.op.Transpose(ctx.cast(ops["kernel"], dtype), perm=[n + 1, n, *range(n)])  # HWIO → OIHW
+    bias = ctx.cast(ops["bias"], dtype) if "bias" in ops else None
+    y = ctx.op.Conv(to_nchw(ctx, ctx.cast(ops["x"], dtype), rank), kernel, bias, **conv_attrs(eqn), **pads)
+    return to_nhwc(ctx, y, rank)
+
+
+def _transposed_kernel(ctx: Any, ops: Operands, dtype: Any, n: int, transpose_kernel: bool) -> ir.Value:
+    """The kernel in ConvTranspose's (I, O, spatial) layout.
+
+    ``lax.conv_transpose`` convolves the stride-dilated input with the kernel as given (HWIO) unless
+    ``transpose_kernel`` (then flipped and I/O-swapped); ONNX's ConvTranspose is the gradient of
+    Conv, i.e. that convolution with the spatially flipped kernel.
+    """
+    perm = [n + 1, n, *range(n)] if transpose_kernel else [n, n + 1, *range(n)]
+    arr = const_array(ops["kernel"])
+    if arr is not None:
+        w = np.transpose(arr, perm)
+        if not transpose_kernel:
+            w = w[(slice(None), slice(None), *[slice(None, None, -1)] * n)]
+        return ctx.const(np.ascontiguousarray(w).astype(dtype))
+    w = ctx.op.Transpose(ctx.cast(ops["kernel"], dtype), perm=perm)
+    if transpose_kernel:
+        return w
+    # every spatial axis reversed: starts -1, ends "past the front", steps -1
+    reverse = ctx.i64([-1] * n)
+    return ctx.op.Slice(w, reverse, ctx.i64([np.iinfo(np.int64).min] * n), ctx.i64(range(2, n + 2)), reverse)
+
+
+def lower_conv_transpose_channels_last(ctx: Any, *ins: ir.Value) -> ir.Value | None:
+    """A channels-last ``lax.conv_transpose`` region (operands ``x``, ``kernel`` (*spatial, I, O),
+    optional ``bias``; param ``transpose_kernel``) → Transpose, ConvTranspose, Transpose."""
+    dtype = np.dtype(ctx.avals_out[0].dtype)
+    if dtype not in CONV_DTYPES:
+        return None
+    eqn = body_conv(ctx)
+    if eqn is None or any(s != 1 for s in eqn.params["window_strides"]):
+        return None
+    ops = Operands(ctx, ins)
+    rank = len(ops.shape("x"))
+    n = rank - 2
+    ksize = ops.shape("kernel")[:n]
+    dilation = [int(d) for d in eqn.params["rhs_dilation"]]
+    padding = eqn.params["padding"]
+    if eqn.params["feature_group_count"] != 1 or not static_ints([d for pair in padding for d in pair]):
+        return None
+    # A conv over the stride-dilated input padded by (lo, hi) is ConvTranspose with pads
+    # k_eff - 1 - lo / k_eff - 1 - hi; extra high padding (only zeros reach it) is output_padding.
+    begins, ends, extra = [], [], []
+    for k, d, (lo, hi) in zip(ksize, dilation, padding, strict=True):
+        k_eff = (int(k) - 1) * d + 1
+        begin, end = k_eff - 1 - int(lo), k_eff - 1 - int(hi)
+        if begin < 0:
+            return None
+        begins.append(begin)
+        ends.append(max(end, 0))
+        extra.append(max(-end, 0))
+    kernel = _transposed_kernel(ctx, ops, dtype, n, ctx.marked.params["transpose_kernel"])
+    bias = ctx.cast(ops["bias"], dtype) if "bias" in ops else None
+    y = ctx.op.ConvTranspose(to_nchw(ctx, ctx.cast(ops["x"], dtype), rank), kernel, bias,
+                             strides=[int(s) for s in eqn.params["lhs_dilation"]], dilations=dilation,
+                             pads=begins + ends, output_padding=extra if any(extra) else None)
+    return to_nhwc(ctx, y, rank)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pooling: ``lax.reduce_window`` over (batch, *spatial, features)
+
+AVG_POOL_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float16)})
+MAX_POOL_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.float64)})
+
+
+def _static_padding(padding: Any) -> Any | None:
+    """The padding as a hashable static value, or None when it is not one ONNX can express."""
+    if isinstance(padding, str):
+        return padding if padding in ("SAME", "VALID") else None
+    try:
+        pairs = tuple((int(lo), int(hi)) for lo, hi in padding)
+    except (TypeError, ValueError):
+        return None
+    return pairs if all(lo >= 0 and hi >= 0 for lo, hi in pairs) else None
+
+
+def pool_region(mark: str, original: Callable[..., Any], inputs: Any, window_shape: Any, strides: Any,
+                padding: Any, *extra: Any, **static: Any) -> Any:
+    """``original(inputs, window_shape, strides, padding, *extra)`` (a channels-last pooling
+    function such as flax's ``max_pool``) as the region ``mark`` when its window, strides and
+    padding are static and ONNX can express them; else the original call. ``static`` names the
+    ``extra`` arguments for the lowering (``count_include_pad=True``)."""
+    try:
+        window = tuple(int(w) for w in window_shape)
+        steps = tuple(int(s) for s in strides) if strides is not None else (1,) * len(window)
+    except (TypeError, ValueError):
+        return original(inputs, window_shape, strides, padding, *extra)
+    pad = _static_padding(padding)
+    if not is_array(inputs) or inputs.ndim != len(window) + 2 or pad is None or len(steps) != len(window):
+        return original(inputs, window_shape, strides, padding, *extra)
+
+    def body(x: Any, **_: Any) -> Any:
+        return original(x, window, steps, pad, *extra)
+
+    return marked_call(mark, body, inputs, window_shape=window, strides=steps, padding=pad, **static)
+
+
+def pool_attrs(ctx: Any) -> dict[str, Any] | None:
+    """kernel_shape/strides and pads (or auto_pad) for a :func:`pool_region`, None to decline."""
+    p = ctx.marked.params
+    shape = tuple(ctx.avals_in[0].shape)
+    if len(ctx.avals_out) != 1 or len(ctx.avals_out[0].shape) != len(shape):
+        return None
+    window, strides, padding = p["window_shape"], p["strides"], p["padding"]
+    attrs: dict[str, Any] = {"kernel_shape": list(window), "strides": list(strides)}
+    spatial = shape[1:-1]
+    if padding == "VALID":
+        pairs: Any = [(0, 0)] * len(window)
+    elif padding == "SAME" and not static_ints(spatial):
+        attrs["auto_pad"] = "SAME_UPPER"  # JAX's SAME puts the odd element at the end
+        return attrs
+    elif padding == "SAME":
+        attrs["pads"] = same_pads(spatial, window, strides)
+        return attrs
+    else:
+        pairs = padding
+    attrs["pads"] = [int(lo) for lo, _ in pairs] + [int(hi) for _, hi in pairs]
+    return attrs
+
+
+def same_pads(spatial: Sequence[Any], window: Sequence[int], strides: Sequence[int]) -> list[int]:
+    """ONNX ``pads`` (all begins, then all ends) of JAX's ``"SAME"`` padding for static sizes."""
+    import jax
+
+    pairs = jax.lax.padtype_to_pads(tuple(int(d) for d in spatial), tuple(window), tuple(strides), "SAME")
+    return [int(lo) for lo, _ in pairs] + [int(hi) for _, hi in pairs]
+
+
+def lower_avg_pool_channels_last(ctx: Any, x: ir.Value) -> ir.Value | None:
+    """A channels-last average-pool region (param ``count_include_pad``) → AveragePool."""
+    attrs = pool_attrs(ctx) if np.dtype(ctx.avals_out[0].dtype) in AVG_POOL_DTYPES else None
+    if attrs is None:
+        return None
+    include = int(ctx.marked.params["count_include_pad"])
+    return channels_first(ctx, x, len(ctx.avals_in[0].shape), True,
+                           lambda v: ctx.op.AveragePool(v, count_include_pad=include, **attrs))
+
+
+def lower_max_pool_channels_last(ctx: Any, x: ir.Value) -> ir.Value | None:
+    """A channels-last max-pool region → MaxPool."""
+    attrs = pool_attrs(ctx) if np.dtype(ctx.avals_out[0].dtype) in MAX_POOL_DTYPES else None
+    if attrs is None:
+        return None
+    return channels_first(ctx, x, len(ctx.avals_in[0].shape), True, lambda v: ctx.op.MaxPool(v, **attrs))
+
+
+# ---------------------------------------------------------------------------------------------
+# Normalization
+
+
+def norm_axes(axes: Any, ndim: int) -> tuple[int, ...]:
+    """Axes (an int or several, negative allowed) as sorted non-negative ints: a static param."""
+    if isinstance(axes, (int, np.integer)):
+        axes = (axes,)
+    return tuple(sorted({int(a) % ndim for a in axes}))
+
+
+def stash_type(ctx: Any, dtype: Any) -> int:
+    """Statistics precision: computed in at least float32, and in float64 for float64."""
+    return int(ctx.onnx_dtype(np.float64 if np.dtype(dtype) == np.float64 else np.float32))
+
+
+def norm_weight(ctx: Any, ops: Operands, name: str, shape: Sequence[Any], dtype: Any,
+                default: float | None) -> ir.Value | None:
+    """A per-feature weight as ``dtype``, reshaped to ``shape``; ``default`` fills a missing one
+    (None: omit it)."""
+    v = ops.get(name)
+    if v is None:
+        return None if default is None else ctx.const(np.full(list(shape), default, dtype=dtype))
+    v = ctx.cast(v, dtype)
+    return v if list(ops.shape(name)) == list(shape) else reshape_const(ctx, v, shape)
+
+
+def _trailing_norm(ctx: Any, ins: Sequence[ir.Value], with_bias: bool) -> tuple[Any, ...] | None:
+    """Common part of LayerNorm and RMSNorm: (x, scale, bias, axis) or None to decline."""
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    shape = ops.shape("x")
+    rank = len(shape)
+    red, feat = p["reduction_axes"], p["feature_axes"]
+    if not one_output_like(ctx, shape) or not red:
+        return None
+    start = red[0]
+    # ONNX normalises over the trailing axes [axis, rank) with weights broadcast over them.
+    if tuple(red) != tuple(range(start, rank)) or not set(feat) <= set(red):
+        return None
+    dtype = ctx.avals_out[0].dtype
+    wshape = [shape[a] if a in feat else 1 for a in range(start, rank)]
+    if not static_ints(wshape):
+        return None
+    x = ctx.cast(ops["x"], dtype)
+    scale = norm_weight(ctx, ops, "scale", wshape, dtype, 1.0)
+    bias = norm_weight(ctx, ops, "bias", wshape, dtype, None) if with_bias else None
+    return x, scale, bias, start
+
+
+def lower_layer_norm(ctx: Any, *ins: ir.Value) -> ir.Value | None:
+    """A layer-norm region (params ``reduction_axes``, ``feature_axes``, ``epsilon``; operands
+    ``x``, optional ``scale``/``bias``) over trailing axes → LayerNormalization."""
+    parts = _trailing_norm(ctx, ins, with_bias=True)
+    if parts is None:
+        return None
+    x, scale, bias, axis = parts
+    return ctx.op.LayerNormalization(x, scale, bias, axis=axis, epsilon=ctx.marked.params["epsilon"],
+                                     stash_type=stash_type(ctx, ctx.avals_out[0].dtype))
+
+
+def lower_rms_norm(ctx: Any, *ins: ir.Value) -> ir.Value | None:
+    """An RMS-norm region (as :func:`lower_layer_norm`, no bias) → RMSNormalization (opset 23)."""
+    if ctx.opset < 23:  # RMSNormalization is new in opset 23
+        return None
+    parts = _trailing_norm(ctx, ins, with_bias=False)
+    if parts is None:
+        return None
+    x, scale, _, axis = parts
+    return ctx.op.RMSNormalization(x, scale, axis=axis, epsilon=ctx.marked.params["epsilon"],
+                                   stash_type=stash_type(ctx, ctx.avals_out[0].dtype))
+
+
+def _low_precision_multiplier(ops: Operands, low: np.dtype, epsilon: float) -> np.ndarray | None:
+    """``rsqrt(var + eps) * scale`` evaluated by JAX in ``low``, as the region's body does."""
+    import jax
+    import jax.numpy as jnp
+
+    var = const_array(ops.get("var"))
+    scale = const_array(ops.get("scale")) if "scale" in ops else None
+    if var is None or ("scale" in ops and scale is None):
+        return None
+    mul = jax.lax.rsqrt(jnp.asarray(var, low) + epsilon)
+    if scale is not None:
+        mul = mul * jnp.asarray(scale, low)
+    return np.asarray(mul).reshape(-1)
+
+
+def lower_batch_norm(ctx: Any, *ins: ir.Value) -> ir.Value | None:
+    """An inference batch-norm region (params ``feature_axes`` (one axis), ``epsilon``; operands
+    ``x``, ``mean``, ``var``, optional ``scale``/``bias``) → BatchNormalization, transposed for a
+    channels-last input."""
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    shape = ops.shape("x")
+    rank = len(shape)
+    feat = p["feature_axes"]
+    if not one_output_like(ctx, shape) or rank < 2 or len(feat) != 1 or "mean" not in ops or "var" not in ops:
+        return None
+    axis = feat[0]
+    # ONNX puts channels at axis 1: (N, C) and (N, C, ...) as they are, channels-last transposed.
+    if axis != 1 and axis != rank - 1:
+        return None
+    channels = shape[axis]
+    dtype = np.dtype(ctx.avals_out[0].dtype)
+    x = ctx.cast(ops["x"], dtype)
+    scale = norm_weight(ctx, ops, "scale", [channels], dtype, 1.0)
+    bias = norm_weight(ctx, ops, "bias", [channels], dtype, 0.0)
+    mean = norm_weight(ctx, ops, "mean", [channels], dtype, 0.0)
+    var = norm_weight(ctx, ops, "var", [channels], dtype, 1.0)
+    epsilon = p["epsilon"]
+    found = find_eqns(region_body(ctx), "rsqrt")
+    low = np.dtype(found[0].invars[0].aval.dtype) if found else None
+    if low is not None and low != dtype:
+        # The library computes rsqrt(var + eps) * scale in its statistics' precision (float32 under
+        # a float64 export, as flax does); fold that multiplier, rounded as it rounds it, into the scale.
+        multiplier = _low_precision_multiplier(ops, low, epsilon)
+        if multiplier is None:
+            return None
+        scale = ctx.const(multiplier.astype(dtype))
+        var, epsilon = ctx.const(np.ones([channels], dtype=dtype)), 0.0
+    return channels_first(ctx, x, rank, axis != 1,
+                           lambda v: ctx.op.BatchNormalization(v, scale, bias, mean, var, epsilon=epsilon))
+
+
+def lower_group_norm(ctx: Any, *ins: ir.Value) -> ir.Value | None:
+    """A channels-last group-norm region (params ``num_groups``, ``epsilon``; operands ``x``,
+    optional per-channel ``scale``/``bias``) → GroupNormalization (opset 21)."""
+    if ctx.opset < 21:  # per-channel scale/bias is GroupNormalization-21 semantics
+        return None
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    shape = ops.shape("x")
+    rank = len(shape)
+    if not one_output_like(ctx, shape):
+        return None
+    channels = shape[-1]
+    dtype = ctx.avals_out[0].dtype
+    x = ctx.cast(ops["x"], dtype)
+    scale = norm_weight(ctx, ops, "scale", [channels], dtype, 1.0)
+    bias = norm_weight(ctx, ops, "bias", [channels], dtype, 0.0)
+    return channels_first(ctx, x, rank, rank > 2, lambda v: ctx.op.GroupNormalization(
+        v, scale, bias, num_groups=p["num_groups"], epsilon=p["epsilon"], stash_type=stash_type(ctx, dtype)))
+
+
+#: onnxruntime's InstanceNormalization is float32/float16 only.
+INSTANCE_NORM_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float16)})
+
+
+def lower_instance_norm(ctx: Any, *ins: ir.Value) -> ir.Value | None:
+    """An instance-norm region (params ``feature_axes`` (axis 1 or last), ``epsilon``; operands
+    ``x``, optional ``scale``/``bias``) → InstanceNormalization."""
+    ops = Operands(ctx, ins)
+    shape = ops.shape("x")
+    rank = len(shape)
+    feat = ctx.marked.params["feature_axes"]
+    dtype = np.dtype(ctx.avals_out[0].dtype)
+    if dtype not in INSTANCE_NORM_DTYPES or not one_output_like(ctx, shape) or len(feat) != 1 or feat[0] not in (1, rank - 1):
+        return None
+    channels = shape[feat[0]]
+    x = ctx.cast(ops["x"], dtype)
+    scale = norm_weight(ctx, ops, "scale", [channels], dtype, 1.0)
+    bias = norm_weight(ctx, ops, "bias", [channels], dtype, 0.0)
+    return channels_first(ctx, x, rank, feat[0] != 1, lambda v: ctx.op.InstanceNormalization(
+        v, scale, bias, epsilon=ctx.marked.params["epsilon"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention
+
+
+def attention_inputs(query: Any, key: Any, value: Any, mask: Any = None) -> tuple[dict[str, Any], Callable[..., tuple]]:
+    """The region inputs of an attention call and how the body gets ``(q, k, v, mask)`` back.
+
+    Self-attention passes one array three times: it becomes one operand ``"q"`` (so the lowering
+    can project Q|K|V with one MatMul); a distinct key/value adds ``"k"``/``"v"``, a mask ``"mask"``.
+    """
+    inputs = {"q": query}
+    if key is not query:
+        inputs["k"] = key
+    if value is not key:
+        inputs["v"] = value
+    if mask is not None:
+        inputs["mask"] = mask
+    names = tuple(inputs)
+
+    def unpack(*arrays: Any) -> tuple:
+        named = dict(zip(names, arrays, strict=True))
+        q = named["q"]
+        k = named.get("k", q)
+        return q, k, named.get("v", k), named.get("mask")
+
+    return inputs, unpack
+
+
+def additive_mask(ctx: Any, mask: ir.Value | None, bias: ir.Value | None, dtype: Any) -> ir.Value | None:
+    """Attention's ``attn_mask`` from a boolean keep-mask and/or a float bias: masked logits get
+    ``-0.7 * finfo.max`` (a large finite value, so a fully masked row stays finite and uniform, as
+    the libraries' ``finfo.min`` fill makes it)."""
+    if mask is None:
+        return None if bias is None else ctx.cast(bias, dtype)
+    keep = ctx.cast(mask, np.bool_)
+    allowed = ctx.const(np.zeros((), dtype=dtype)) if bias is None else ctx.cast(bias, dtype)
+    masked = ctx.const(np.asarray(-0.7 * np.finfo(np.dtype(dtype)).max, dtype=dtype))
+    return ctx.op.Where(keep, allowed, masked)
