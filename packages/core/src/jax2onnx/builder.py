@@ -18,7 +18,8 @@ import onnx
 import onnx_ir as ir
 
 from . import compat
-from .opsets import op_since
+from .legalize import OpUnavailableError as OpUnavailableError  # re-exported: lowerings and tests catch it here
+from .legalize import Rewritten, legalize
 
 # --------------------------------------------------------------------------------------------
 # dtypes
@@ -430,13 +431,10 @@ class OpBuilder:
         opset = scope.model.opset
         schema = op_schema(op_type, domain, opset)
         if domain in ("", "ai.onnx"):
-            if op_type in ("ReduceMax", "ReduceMin") and opset < 20 and _is_bool(inputs[0]):
-                # bool reductions are opset 20; before, reduce a uint8 view (exact: 0/1) and cast back
-                wide = self._scope_emit(op_type, [self.Cast(inputs[0], to=int(ir.DataType.UINT8)), *inputs[1:]],
-                                        attrs, n_out, domain, name)
-                return self.Cast(wide, to=int(ir.DataType.BOOL))
-            _check_available(op_type, schema, opset)
-            inputs, attrs = legalize(op_type, list(inputs), dict(attrs), opset, scope)
+            legal = legalize(self, op_type, list(inputs), dict(attrs), n_out, opset, schema)
+            if isinstance(legal, Rewritten):
+                return legal.outputs
+            inputs, attrs = legal
         bound = _bind_type_params(schema, inputs)
         ins: list[ir.Value | None] = []
         for i, x in enumerate(inputs):
@@ -461,89 +459,6 @@ class OpBuilder:
         scope.nodes.append(node)
         _infer_output_types(op_type, schema, bound, outs, attrs)
         return outs[0] if n_out == 1 else tuple(outs)
-
-
-# --------------------------------------------------------------------------------------------
-# Opsets: lowerings write the newest form of an op; an op whose inputs/attributes changed is
-# rewritten here into the form valid at the export's opset, and an op that does not exist yet
-# raises OpUnavailableError (a fusion then lowers the library's own body instead).
-
-#: Reductions that took ``axes`` as an attribute before opset 18 (ReduceSum switched at 13).
-_REDUCE_AXES_INPUT_SINCE_18 = frozenset({
-    "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
-    "ReduceLogSumExp", "ReduceSumSquare",
-})
-
-
-class OpUnavailableError(Exception):
-    """The ONNX op a lowering emits does not exist (with this meaning) at the export's opset."""
-
-    def __init__(self, op_type: str, since: int, opset: int):
-        self.op_type, self.since, self.opset = op_type, since, opset
-        super().__init__(f"ONNX op {op_type} exists from opset {since}; this export targets opset {opset} "
-                         f"(pass opset={since} or higher to to_onnx)")
-
-
-def _is_bool(v: Any) -> bool:
-    return isinstance(v, ir.Value) and v.type is not None and v.type.dtype == ir.DataType.BOOL
-
-
-def _check_available(op_type: str, schema: Any, opset: int) -> None:
-    since = op_since(op_type)
-    if since is None:
-        return  # not a standard op (a function of the default domain is the caller's business)
-    if schema is None or opset < since:
-        raise OpUnavailableError(op_type, since, opset)
-
-
-def _constant_ints(v: Any) -> list[int] | None:
-    if isinstance(v, ir.Value):
-        return [int(a) for a in np.asarray(v.const_value.numpy()).reshape(-1)] if v.const_value is not None else None
-    if v is None:
-        return None
-    return [int(a) for a in np.asarray(v).reshape(-1)]
-
-
-def legalize(op_type: str, inputs: list[Any], attrs: dict[str, Any], opset: int, scope: Scope) -> tuple[list[Any], dict[str, Any]]:
-    """``op_type(inputs, attrs)`` in its newest form → the form valid at ``opset``."""
-    if op_type in _REDUCE_AXES_INPUT_SINCE_18 and opset < 18 and len(inputs) > 1:
-        axes = _constant_ints(inputs[1])
-        if axes is None and inputs[1] is not None:
-            raise OpUnavailableError(f"{op_type} with runtime axes", 18, opset)
-        inputs = inputs[:1]
-        if axes is not None and (axes or not attrs.get("noop_with_empty_axes")):
-            attrs["axes"] = axes
-        attrs.pop("noop_with_empty_axes", None)
-    elif op_type == "Split" and opset < 18 and "num_outputs" in attrs:
-        n = int(attrs.pop("num_outputs"))
-        x = inputs[0]
-        axis = int(attrs.get("axis", 0))
-        dim = x.shape[axis] if isinstance(x, ir.Value) and x.shape is not None else None
-        if not isinstance(dim, int):
-            raise OpUnavailableError("Split(num_outputs) of a dynamic dim", 18, opset)
-        chunk = -(-dim // n)  # opset-18 semantics: equal chunks of ceil(dim/n), the last one smaller
-        sizes = [min(chunk, dim - i * chunk) for i in range(n)]
-        inputs = [x, np.asarray(sizes, dtype=np.int64)]
-    elif op_type == "Pad" and opset < 18 and len(inputs) > 3 and inputs[3] is not None:
-        axes = _constant_ints(inputs[3])
-        pads = _constant_ints(inputs[1])
-        rank = len(inputs[0].shape) if isinstance(inputs[0], ir.Value) and inputs[0].shape is not None else None
-        if axes is None or pads is None or rank is None:
-            raise OpUnavailableError("Pad with an axes input", 18, opset)
-        full = [0] * (2 * rank)
-        for i, a in enumerate(axes):
-            a %= rank
-            full[a], full[rank + a] = pads[i], pads[len(axes) + i]
-        inputs = [inputs[0], np.asarray(full, dtype=np.int64), *inputs[2:3]]
-    elif op_type == "DFT" and opset < 20 and len(inputs) > 2:
-        axis = _constant_ints(inputs[2])
-        if axis is None:
-            raise OpUnavailableError("DFT with a runtime axis", 20, opset)
-        attrs["axis"] = axis[0]
-        inputs = inputs[:2]
-    elif op_type in ("ScatterND", "ScatterElements") and opset < 18 and attrs.get("reduction") in ("max", "min"):
-        raise OpUnavailableError(f"{op_type}(reduction={attrs['reduction']!r})", 18, opset)
-    return inputs, attrs
 
 
 # --------------------------------------------------------------------------------------------

@@ -261,9 +261,11 @@ def _expect_pool(f32_op: str, f64_op: str):
     """float32 graphs use the pooling op; float64 ones what onnxruntime can run in float64."""
 
     def check(model, variant):
-        from jax2onnx.testing.runner import op_types
+        from jax2onnx.testing.runner import op_types, unavailable_ops
 
         want = f64_op if variant.double else f32_op
+        if unavailable_ops(model, [want]):  # e.g. a dilated AveragePool before opset 19: a Conv
+            return
         assert want in op_types(model), f"expected {want} in {sorted(op_types(model))}"
 
     return check
