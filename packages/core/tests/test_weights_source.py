@@ -81,8 +81,9 @@ def test_weights_are_read_only_when_written(tmp_path, lax_registry):
     out = tmp_path / "m.onnx"
     to_onnx(mlp, [Weights(abstract, source), (2, 32)], output_path=str(out), external_data=True)
     assert not reads or set(reads) == set(flat)
-    # the kernel is read once for the weights file's content digest and once to write it; never kept
-    assert reads.count("layers.0.w") == 2, reads
+    # the kernel is read once, to write it (the weights file's content digest hashes the written
+    # file, not the source a second time); never kept
+    assert reads.count("layers.0.w") == 1, reads
     model = onnx.load(str(out))
     assert allclose(lambda x: mlp(params, x), model, [rng.standard_normal((2, 32)).astype(np.float32)])
 

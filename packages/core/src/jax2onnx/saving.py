@@ -177,28 +177,67 @@ def _fsync_file(path: str) -> None:
             os.close(fd)
 
 
-def weights_digest(model: ir.Model) -> str:
-    """16 hex digits naming the weights file: a function of every initializer (name, type, bytes)
-    and of the writer's version (which fixes the file layout)."""
+def weights_digest(model: ir.Model, data_path: str) -> str:
+    """16 hex digits naming the weights file: a function of the bytes written to ``data_path``, of
+    every initializer's name and type, and of the writer's version (which fixes the file layout).
+
+    The file is hashed after it is written, read back in chunks, rather than hashing the tensors
+    before writing them: a weight read from a ``Weights`` source is then read once, not twice (an
+    8 GB streamed export spent half its time reading its source a second time for the digest)."""
     h = hashlib.sha256(f"onnx_ir {ir.__version__} threshold {EXTERNAL_THRESHOLD_BYTES}\n".encode())
     for name, value in model.graph.initializers.items():
         tensor = value.const_value
-        if tensor is None:
-            continue
-        h.update(f"{name}\0{tensor.dtype}\0{tuple(tensor.shape)}\0{tensor.nbytes}\0".encode())
-        h.update(_bytes_view(tensor))
+        if tensor is not None:  # nbytes and shape come from the type: a lazy weight is not loaded here
+            h.update(f"{name}\0{tensor.dtype}\0{tuple(tensor.shape)}\0{tensor.nbytes}\0".encode())
+    buffer = bytearray(16 * 2**20)
+    view = memoryview(buffer)
+    with open(data_path, "rb", buffering=0) as f:
+        while n := f.readinto(buffer):
+            h.update(view[:n])
     return h.hexdigest()[:16]
 
 
-def _bytes_view(tensor: Any) -> Any:
-    """The tensor's bytes without a copy where it is backed by an array (hashing gigabytes of
-    weights should not hold a second copy of each)."""
-    try:
-        import numpy as np
+def _relocate(model_path: str, old: str, new: str) -> None:
+    """Point the external-data entries of the (weightless) model file at ``new`` instead of ``old``."""
+    proto = onnx.load(model_path, load_external_data=False)
 
-        return np.ascontiguousarray(tensor.numpy()).reshape(-1).view(np.uint8).data
-    except Exception:  # noqa: BLE001 - a tensor kind without a numpy view: its serialized bytes
-        return tensor.tobytes()
+    def graphs(g: onnx.GraphProto) -> Any:
+        yield g
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    yield from graphs(attr.g)
+                elif attr.type == onnx.AttributeProto.GRAPHS:
+                    for sub in attr.graphs:
+                        yield from graphs(sub)
+
+    def tensors() -> Any:
+        for g in graphs(proto.graph):
+            yield from g.initializer
+            for node in g.node:
+                for attr in node.attribute:
+                    yield from ([attr.t] if attr.type == onnx.AttributeProto.TENSOR else attr.tensors)
+        for fn in proto.functions:
+            for node in fn.node:
+                for attr in node.attribute:
+                    yield from ([attr.t] if attr.type == onnx.AttributeProto.TENSOR else attr.tensors)
+
+    for tensor in tensors():
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            for entry in tensor.external_data:
+                if entry.key == "location" and entry.value == old:
+                    entry.value = new
+    with open(model_path, "wb") as f:
+        f.write(proto.SerializeToString())
+
+
+def _serde_cause(exc: BaseException) -> BaseException:
+    """The error under onnx_ir's serialization wrappers: a weight source's own message (a missing
+    tensor, a wrong shape, raised when the weight is loaded for writing) instead of "Error calling
+    serialize_model_into"."""
+    while isinstance(exc, ir.serde.SerdeError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
 
 
 def _prepare(path: str | os.PathLike[str]) -> tuple[str, str, str]:
@@ -213,16 +252,25 @@ def save_with_external_data(model: ir.Model, path: str | os.PathLike[str]) -> on
     """Write ``path`` plus ``<path>.<hash>.data`` (tensors streamed from the IR, not copied into a
     proto) as one crash-consistent pair; returns the model proto without its weights."""
     path, directory, model_file = _prepare(path)
-    data_file = f"{model_file}.{weights_digest(model)}.data"
     temp_dir = os.path.join(directory, _temp_name())
     os.mkdir(temp_dir)
     try:
         temp_model = os.path.join(temp_dir, model_file)
-        ir.save(model, temp_model, external_data=data_file, size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES,
-                callback=(lambda tensor, info: _step("writing")) if _STEP_HOOK is not None else None)
+        # Written under a provisional name, renamed after its content once that is known (each
+        # weight is loaded once, for the write; see weights_digest).
+        pending = f"{model_file}.pending.data"
+        try:
+            ir.save(model, temp_model, external_data=pending, size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES,
+                    callback=(lambda tensor, info: _step("writing")) if _STEP_HOOK is not None else None)
+        except ir.serde.SerdeError as exc:
+            raise _serde_cause(exc) from None
+        temp_pending = os.path.join(temp_dir, pending)
+        if not os.path.exists(temp_pending):  # every weight under the threshold: still a valid pair
+            open(temp_pending, "wb").close()
+        data_file = f"{model_file}.{weights_digest(model, temp_pending)}.data"
         temp_data = os.path.join(temp_dir, data_file)
-        if not os.path.exists(temp_data):  # every weight under the threshold: still a valid pair
-            open(temp_data, "wb").close()
+        os.replace(temp_pending, temp_data)
+        _relocate(temp_model, pending, data_file)
         _fsync_file(temp_data)
         _fsync_file(temp_model)
         _step("temp-written")
