@@ -57,3 +57,10 @@ def test_guide_page_runs(page, tmp_path, monkeypatch):
     for line, code in code_blocks:
         # Padding puts the block's lines at their line numbers in the page, for tracebacks.
         exec(compile("\n" * (line - 1) + code, f"docs/guide/{page}", "exec"), namespace)  # noqa: S102
+
+
+def test_every_guide_page_is_in_the_site_nav():
+    with open(os.path.join(ROOT, "mkdocs.yml"), encoding="utf-8") as f:
+        config = f.read()
+    missing = [p for p in ALL_PAGES if f"guide/{p}" not in config]
+    assert not missing, f"add these pages to mkdocs.yml's nav: {missing}"

@@ -13,3 +13,19 @@ def test_the_pack_loads_cleanly_and_lowers_its_names():
     pack = packs["jax2onnx-mypack"]
     assert pack.error is None, pack.error
     assert pack.lowered == ["call:mypack.mish", "mypack_softclip"]
+
+
+def test_the_readme_example_runs(tmp_path, monkeypatch):
+    import os
+    import re
+
+    readme = os.path.join(os.path.dirname(__file__), "..", "README.md")
+    with open(readme, encoding="utf-8") as f:
+        blocks = re.findall(r"^```python\n(.*?)^```", f.read(), flags=re.S | re.M)
+    assert blocks
+    monkeypatch.chdir(tmp_path)
+    for code in blocks:
+        namespace = {}
+        exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
+    ops = [n.op_type for n in namespace["model"].graph.node]
+    assert ops == ["Div", "Tanh", "Mul", "Mish"], ops
