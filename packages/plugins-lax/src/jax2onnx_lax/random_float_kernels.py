@@ -106,7 +106,9 @@ class F32InF64:
     def flush(self, x):
         """XLA's CPU runs with subnormals flushed to zero (inputs and results): so do these."""
         op = self.op
-        return op.Where(op.Less(op.Abs(x), self.k(2.0 ** FORMATS[F32].emin)), op.Mul(x, self.k(0.0)), x)
+        # -0.0 goes in Where's second branch: onnxruntime's Where returns +0.0 for a -0.0 in its first
+        normal = op.GreaterOrEqual(op.Abs(x), self.k(2.0 ** FORMATS[F32].emin))
+        return op.Where(normal, x, op.Mul(x, self.k(0.0)))
 
     def round(self, x):
         return self.ctx.cast(self.ctx.cast(x, F32), F64)
@@ -199,8 +201,8 @@ def log1p(f, x, *, double: bool):
     ratio = f.div(_horner(f, _LOG1P_P, x), _horner(f, _LOG1P_Q, x))
     small = f.mul(f.mul(x, x2), ratio)
     small = f.add(x, f.fma(f.k(-0.5), x2, small))
-    near = op.Less(op.Abs(x), f.k(_LOG1P_RANGE))
-    return op.Where(near, small, large)
+    far = op.GreaterOrEqual(op.Abs(x), f.k(_LOG1P_RANGE))
+    return op.Where(far, large, small)  # small second: it carries log1p(-0.0) = -0.0 (see F32InF64.flush)
 
 
 def erf_inv(f, x, *, double: bool):
