@@ -1,13 +1,14 @@
-"""The Loop forms of the linear-algebra lowerings, which matrices larger than ``UNROLL_MAX`` get.
+"""The Loop forms of the linear-algebra lowerings, which matrices larger than the unroll caps get.
 
-The testcases use small matrices, so they exercise the unrolled straight-line forms; here the cap
-is lowered to 0 and a representative set of those testcases runs again through the Loop forms
-(exported, checked, compared with JAX in onnxruntime), float32 and float64."""
+The testcases use small matrices, so they exercise the unrolled straight-line forms (and Jacobi
+rounds unrolled inside the sweep); here the caps are lowered to 0 and a representative set of those
+testcases runs again through the Loop forms (exported, checked, compared with JAX in onnxruntime),
+float32 and float64."""
 
 import pytest
 from jax2onnx.testing.pytest_plugin import collect_variants
 from jax2onnx.testing.runner import run_variant
-from jax2onnx_lax import linalg_factor
+from jax2onnx_lax import linalg_eig, linalg_factor, linalg_solve
 
 _CASES = {
     "lax.linalg.lu": ["lu", "lu_tall", "lu_wide", "lu_zero_column", "lu_batched"],
@@ -17,6 +18,8 @@ _CASES = {
         "triangular_solve_right_lower",
         "solve",
     ],
+    "lax.linalg.eigh": ["eigh", "eigh_odd_batched"],
+    "lax.linalg.svd": ["svd_tall_batched", "svd_wide"],
 }
 
 
@@ -33,8 +36,10 @@ def _variants():
 @pytest.mark.parametrize("variant", _variants())
 def test_loop_form(variant, monkeypatch):
     monkeypatch.setattr(linalg_factor, "UNROLL_MAX", 0)
-    from jax2onnx_lax import linalg_solve
-
     monkeypatch.setattr(linalg_solve, "UNROLL_MAX", 0)
+    monkeypatch.setattr(linalg_eig, "_UNROLL_ROUNDS", 0)
     result = run_variant(variant)
     assert any(n.op_type == "Loop" for n in result.model.graph.node), "the Loop form was not exported"
+    if variant.component in ("lax.linalg.eigh", "lax.linalg.svd"):  # the rounds' own Loop inside the sweeps'
+        sweeps = next(n for n in result.model.graph.node if n.op_type == "Loop")
+        assert any(n.op_type == "Loop" for n in sweeps.attribute[0].g.node), "the rounds were not a Loop"

@@ -2,14 +2,14 @@
 
 Both run sweeps of rotations in an ONNX ``Loop`` that stops once the matrix has converged (or after
 a cap of sweeps). A sweep is ``N - 1`` rounds of the round-robin ("circle") ordering: each round
-rotates ``N/2`` disjoint index pairs at once, so a round is one orthogonal matrix ``J`` built from
-the rotations (``J = Pi^T R`` with ``Pi`` the round's pair permutation, exact since ``Pi`` is
-one-hot) and applied with MatMul. An odd ``n`` is padded with a zero row/column whose rotations are
-exactly the identity, and sliced off at the end.
+rotates ``N/2`` disjoint index pairs at once, applied as ``c * rows + s * partner rows`` (a row
+Gather and elementwise ops, O(N^2), see :class:`_Round`); the rounds of a sweep are unrolled in the
+sweep's body (constant index tables) up to 64x64, an inner Loop beyond. An odd ``n`` is padded with
+a zero row/column whose rotations are exactly the identity, and sliced off at the end.
 
 - ``eigh``: two-sided Jacobi ``A <- J^T A J``, ``V <- V J`` (the symmetric Schur 2x2 rotation of Golub
   and Van Loan) on the triangle JAX names (``lower``); stops when the off-diagonal Frobenius norm is
-  below ``eps * ||A||_F``. Eigenvalues come out ascending as JAX sorts them.
+  below ``sqrt(n) * eps * ||A||_F`` (just above the rounding floor). Eigenvalues come out ascending as JAX sorts them.
 - ``svd``: one-sided (Hestenes) Jacobi on the columns of ``A`` (of ``A^T`` when wider than tall)
   until every column pair is orthogonal to ``eps``; singular values are the column norms, sorted
   descending. ``full_matrices`` completes the square factor with a Householder QR of the thin one.
@@ -74,33 +74,75 @@ def _rotation(sub, a_pp, a_qq, a_pq):
     return c, op.Mul(t, c)
 
 
-def _round_matrix(sub, c, s, onehot_p, onehot_q, perm):
-    """J of one round ([..., N, N]): row p is ``c e_p + s e_q``, row q is ``-s e_p + c e_q``."""
-    op = sub.op
-    c_, s_ = op.Unsqueeze(c, sub.i64([-1])), op.Unsqueeze(s, sub.i64([-1]))
-    top = op.Add(op.Mul(c_, onehot_p), op.Mul(s_, onehot_q))
-    bottom = op.Sub(op.Mul(c_, onehot_q), op.Mul(s_, onehot_p))
-    return op.MatMul(perm, op.Concat(top, bottom, axis=-2))
+class _Round:
+    """One round's index tables, constants when the rounds are unrolled, gathered by the round number
+    inside a Loop otherwise.
+
+    A round's J (``J[p,p] = J[q,q] = c``, ``J[p,q] = s``, ``J[q,p] = -s`` per pair) is applied without
+    a MatMul: ``J^T X = cvec * X + svec * X[partner, :]`` with ``cvec = c`` at p and q, ``svec = -s``
+    at p and ``s`` at q (columns [..., N, 1]): O(N^2) per round instead of O(N^3), and the same
+    products and sums a MatMul with J forms (its other terms are exact zeros). Only rows are
+    gathered (onnxruntime's Gather along the last axis copies element by element, ~30x slower), so
+    the algorithms keep the transposes of the matrices whose columns rotate."""
+
+    def __init__(self, partner, pair_of, sign, flat_idx, gram_idx):
+        self.partner, self.pair_of, self.sign = partner, pair_of, sign
+        self.flat_idx, self.gram_idx = flat_idx, gram_idx
+
+    def vectors(self, sub, c, s):
+        """``(cvec, svec)`` [..., N, 1] from the pairs' ``c``, ``s`` [..., N/2, 1]."""
+        op = sub.op
+        return op.Gather(c, self.pair_of, axis=-2), op.Mul(op.Gather(s, self.pair_of, axis=-2), self.sign)
+
+    def left_t(self, sub, x, cvec, svec):
+        """``J^T X``."""
+        op = sub.op
+        return op.Add(op.Mul(x, cvec), op.Mul(op.Gather(x, self.partner, axis=-2), svec))
 
 
-def _round_tables(sub, r, n_even, dtype):
-    """The round's pair indices and their one-hot/permutation matrices (constants gathered by r)."""
+def _round_tables(n_even, dtype):
+    """Per round r ([R, ...] stacks): the partner of every index, the pair each index belongs to,
+    the sign of s at each index (-1 at p, +1 at q), the flat indices of ``(a_pp, a_qq, a_pq)`` in an
+    ``N x N`` matrix and of ``(|g_p|^2, |g_q|^2, g_p . g_q)`` in ``[|g_j|^2 (N), g_j . g_partner(j) (N)]``."""
     p_tab, q_tab = _round_robin(n_even)
-    eye = np.eye(n_even, dtype=dtype)
-    op = sub.op
-    p = op.Gather(sub.const(p_tab), r, axis=0)  # [N/2]
-    q = op.Gather(sub.const(q_tab), r, axis=0)
-    onehot_p = op.Gather(sub.const(eye), p, axis=0)  # [N/2, N]
-    onehot_q = op.Gather(sub.const(eye), q, axis=0)
-    perm_t = op.Transpose(op.Concat(onehot_p, onehot_q, axis=0), perm=[1, 0])  # Pi^T
-    return p, q, onehot_p, onehot_q, perm_t
+    rounds, half = p_tab.shape
+    partner = np.zeros((rounds, n_even), np.int64)
+    pair_of = np.zeros((rounds, n_even), np.int64)
+    sign = np.zeros((rounds, n_even), dtype)
+    for r in range(rounds):
+        partner[r, p_tab[r]], partner[r, q_tab[r]] = q_tab[r], p_tab[r]
+        pair_of[r, p_tab[r]] = pair_of[r, q_tab[r]] = np.arange(half)
+        sign[r, p_tab[r]], sign[r, q_tab[r]] = -1.0, 1.0
+    # [R, N/2, 3]: gathered along the last axis of a flattened [..., N*N] (or [..., 2N]), split into
+    # three [..., N/2, 1] columns
+    flat = np.stack([p_tab * (n_even + 1), q_tab * (n_even + 1), p_tab * n_even + q_tab], axis=-1)
+    gram = np.stack([p_tab, q_tab, p_tab + n_even], axis=-1)
+    return partner, pair_of, sign[:, :, None], flat, gram
+
+
+#: Rounds per sweep up to this are unrolled inside the sweep's Loop body (constant tables, no
+#: inner Loop: onnxruntime's per-iteration cost of a Loop body dominates these small rounds).
+_UNROLL_ROUNDS = 63
 
 
 def _sweeps(ctx, state, round_fn, converged_fn, n_even, dtype, name):
-    """Loop of sweeps (each an inner Loop of ``n_even - 1`` rounds) until ``converged_fn``."""
+    """Loop of sweeps (each ``n_even - 1`` rounds, unrolled or an inner Loop) until ``converged_fn``.
+    ``round_fn(sub, rnd, *state) -> new state`` with ``rnd`` a :class:`_Round`."""
+    tables = _round_tables(n_even, dtype)
+    rounds = n_even - 1
+
     def sweep(sub, _k, *st):
-        return mx.loop(sub, n_even - 1, [(v, a) for v, (_, a) in zip(st, state, strict=True)],
-                       round_fn, f"{name}_round")
+        if rounds <= _UNROLL_ROUNDS:
+            for r in range(rounds):
+                st = round_fn(sub, _Round(*(sub.const(t[r]) for t in tables)), *st)
+            return st
+
+        def one_round(inner, r, *st_):
+            rnd = _Round(*(inner.op.Gather(inner.const(t), r, axis=0) for t in tables))
+            return round_fn(inner, rnd, *st_)
+
+        return mx.loop(sub, rounds, [(v, a) for v, (_, a) in zip(st, state, strict=True)], one_round,
+                       f"{name}_round")
 
     return mx.loop(ctx, _MAX_SWEEPS.get(np.dtype(dtype), 20), state, sweep, f"{name}_sweep", until=converged_fn)
 
@@ -163,24 +205,25 @@ def lower_eigh(ctx, a):
     v0 = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
     eye_mask = np.eye(n_even, dtype=bool)
     fro2 = ctx.op.ReduceSum(ctx.op.Mul(work, work), ctx.i64([-2, -1]), keepdims=0)
-    tol2 = ctx.op.Mul(fro2, float(np.finfo(dtype).eps) ** 2)
+    # Rounding keeps the off-diagonal norm at a floor of ~1-3 eps ||A|| (measured, n = 16..64), so a
+    # bound of eps ||A|| is never met and every matrix ran to the sweep cap; sqrt(n) eps ||A|| lies
+    # above the floor and one sweep below the last quadratic step (64x64: 7 sweeps instead of 15).
+    tol2 = ctx.op.Mul(fro2, float(np.sqrt(n_even) * np.finfo(dtype).eps) ** 2)
 
     if n_even < 2:  # 1x1 (padded to 2x2 it would still be diagonal): nothing to rotate
         w = ctx.op.ReduceSum(sym, ctx.i64([-1]), keepdims=0)
         return [mx.expand_to(ctx, ctx.const(np.eye(n, dtype=dtype)), [*batch, n, n]), w]
 
-    def round_fn(sub, r, w_, v_):
+    def round_fn(sub, rnd, w_, vt):
         op = sub.op
-        _, _, onehot_p, onehot_q, perm_t = _round_tables(sub, r, n_even, dtype)
-        diag = op.ReduceSum(op.Where(sub.const(eye_mask), w_, 0.0), sub.i64([-1]), keepdims=0)  # [..., N]
-        a_pp = op.ReduceSum(op.Mul(op.Unsqueeze(diag, sub.i64([-2])), onehot_p), sub.i64([-1]), keepdims=0)
-        a_qq = op.ReduceSum(op.Mul(op.Unsqueeze(diag, sub.i64([-2])), onehot_q), sub.i64([-1]), keepdims=0)
-        rows_p = op.MatMul(onehot_p, w_)  # [..., N/2, N], exact (one-hot)
-        a_pq = op.ReduceSum(op.Mul(rows_p, onehot_q), sub.i64([-1]), keepdims=0)
+        flat = op.Reshape(w_, sub.i64([0] * (rank - 2) + [n_even * n_even]))
+        a_pp, a_qq, a_pq = op.Split(op.Gather(flat, rnd.flat_idx, axis=-1), sub.i64([1, 1, 1]), axis=-1,
+                                    _outputs=3)  # each [..., N/2, 1]
         c, s = _rotation(sub, a_pp, a_qq, a_pq)
-        j = _round_matrix(sub, c, s, onehot_p, onehot_q, perm_t)
-        w_new = op.MatMul(mx.swap_last_axes(sub, j, rank), op.MatMul(w_, j))
-        return [w_new, op.MatMul(v_, j)]
+        cvec, svec = rnd.vectors(sub, c, s)
+        # J^T (J^T W)^T = (J^T W J)^T: one transpose, rows gathered only; W stays symmetric to rounding
+        w_new = rnd.left_t(sub, mx.swap_last_axes(sub, rnd.left_t(sub, w_, cvec, svec), rank), cvec, svec)
+        return [w_new, rnd.left_t(sub, vt, cvec, svec)]  # V^T <- J^T V^T
 
     def converged(sub, w_, _v):
         op = sub.op
@@ -189,8 +232,9 @@ def lower_eigh(ctx, a):
         not_done = op.Greater(off2, tol2)
         return op.Not(op.Cast(op.ReduceMax(op.Cast(not_done, to=6), keepdims=0), to=9))
 
-    w_mat, v = _sweeps(ctx, [(work, work_aval), (v0, work_aval)], round_fn, converged, n_even, dtype, "jacobi")
+    w_mat, vt = _sweeps(ctx, [(work, work_aval), (v0, work_aval)], round_fn, converged, n_even, dtype, "jacobi")
     del w_mat  # the eigenvalues are recomputed from the polished vectors below
+    v = mx.swap_last_axes(ctx, vt, rank)
     if n_even != n:
         v = ctx.op.Slice(v, ctx.i64([0, 0]), ctx.i64([n, n]), ctx.i64([-2, -1]))
     v, w = _polish(ctx, sym, v, rank)
@@ -224,30 +268,29 @@ def lower_svd(ctx, a):
     x = mx.swap_last_axes(ctx, a, rank) if wide else a
     rows, cols = (n, m) if wide else (m, n)  # x is rows x cols, rows >= cols
     n_even = cols + cols % 2
-    g0 = _pad_square(ctx, x, rank, 0, n_even - cols)
-    g_aval = mx.aval([*batch, rows, n_even], dtype)
+    g0 = mx.swap_last_axes(ctx, _pad_square(ctx, x, rank, 0, n_even - cols), rank)  # G^T: its rows rotate
+    g_aval = mx.aval([*batch, n_even, rows], dtype)
     v_aval = mx.aval([*batch, n_even, n_even], dtype)
     v0 = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
     eye_mask = np.eye(n_even, dtype=bool)
     eps = float(np.finfo(dtype).eps)
 
-    def round_fn(sub, r, g, v_):
+    def round_fn(sub, rnd, gt, vt):
         op = sub.op
-        _, _, onehot_p, onehot_q, perm_t = _round_tables(sub, r, n_even, dtype)
-        cols_p = op.MatMul(g, mx.swap_last_axes(sub, onehot_p, 2))  # [..., rows, N/2]
-        cols_q = op.MatMul(g, mx.swap_last_axes(sub, onehot_q, 2))
-        axis = sub.i64([-2])
-        alpha = op.ReduceSum(op.Mul(cols_p, cols_p), axis, keepdims=0)
-        beta = op.ReduceSum(op.Mul(cols_q, cols_q), axis, keepdims=0)
-        gamma = op.ReduceSum(op.Mul(cols_p, cols_q), axis, keepdims=0)
+        axis = sub.i64([-1])
+        norms = op.ReduceSum(op.Mul(gt, gt), axis, keepdims=0)  # [..., N]
+        flat = op.Concat(norms, op.ReduceSum(op.Mul(gt, op.Gather(gt, rnd.partner, axis=-2)), axis, keepdims=0),
+                         axis=-1)  # [..., 2N]: |g_j|^2, then g_j . g_partner(j)
+        alpha, beta, gamma = op.Split(op.Gather(flat, rnd.gram_idx, axis=-1), sub.i64([1, 1, 1]), axis=-1,
+                                      _outputs=3)  # each [..., N/2, 1]
         c, s = _rotation(sub, alpha, beta, gamma)
-        j = _round_matrix(sub, c, s, onehot_p, onehot_q, perm_t)
-        return [op.MatMul(g, j), op.MatMul(v_, j)]
+        cvec, svec = rnd.vectors(sub, c, s)
+        return [rnd.left_t(sub, gt, cvec, svec), rnd.left_t(sub, vt, cvec, svec)]  # (G J)^T, (V J)^T
 
-    def converged(sub, g, _v):
+    def converged(sub, gt, _v):
         """Every column pair orthogonal to ``eps``: ``|g_p . g_q| <= eps * |g_p| |g_q|``."""
         op = sub.op
-        gram = op.MatMul(mx.swap_last_axes(sub, g, rank), g)
+        gram = op.MatMul(gt, mx.swap_last_axes(sub, gt, rank))
         d = op.ReduceSum(op.Where(sub.const(eye_mask), gram, 0.0), sub.i64([-1]), keepdims=0)
         scale = op.Mul(op.Unsqueeze(d, sub.i64([-1])), op.Unsqueeze(d, sub.i64([-2])))
         off = op.Where(sub.const(eye_mask), 0.0, gram)
@@ -255,7 +298,8 @@ def lower_svd(ctx, a):
         return op.Not(op.Cast(op.ReduceMax(op.Cast(bad, to=6), keepdims=0), to=9))
 
     if n_even >= 2:
-        _, v = _sweeps(ctx, [(g0, g_aval), (v0, v_aval)], round_fn, converged, n_even, dtype, "svd_jacobi")
+        _, vt = _sweeps(ctx, [(g0, g_aval), (v0, v_aval)], round_fn, converged, n_even, dtype, "svd_jacobi")
+        v = mx.swap_last_axes(ctx, vt, rank)
     else:
         v = v0
     op = ctx.op
