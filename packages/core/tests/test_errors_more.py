@@ -49,6 +49,22 @@ def test_tracer_misuse_points_at_the_users_line_with_the_right_hint(mini_registr
     assert "rank and sizes" not in msg, msg  # the shape hint does not fit a tracer misuse
 
 
+def _branch_on_batch_size(x):
+    if x.shape[0] > 1:  # decidable for a static size only
+        return x
+    return -x
+
+
+def test_python_test_on_a_symbolic_dim_gets_the_comparison_hint(mini_registry):
+    to_onnx(_branch_on_batch_size, [(3,)])  # a static size decides the test
+    with pytest.raises(UserFunctionError) as err:
+        to_onnx(_branch_on_batch_size, [("B",)])
+    msg = str(err.value)
+    assert f"{THIS_FILE}:" in msg and "x.shape[0] > 1" in msg, msg
+    assert "holds for every size" in msg and "static size" in msg, msg
+    assert "may need to be equal" not in msg, msg  # the hint for two dims combined does not fit
+
+
 # -- unsupported primitives ----------------------------------------------------------------------
 def test_all_unsupported_primitives_are_listed_at_once_with_their_lines(mini_registry):
     def f(x):

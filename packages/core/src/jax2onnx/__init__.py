@@ -20,7 +20,7 @@ from .errors import (
 )
 from .functions import onnx_function
 from .hookspecs import hookimpl
-from .report import ExportReport, verify
+from .report import ExportReport, VerificationError, verify
 from .verification import allclose
 from .weights import Weights
 
@@ -33,6 +33,7 @@ __all__ = [
     "PluginConflictError",
     "UnsupportedPrimitiveError",
     "UserFunctionError",
+    "VerificationError",
     "Weights",
     "__version__",
     "allclose",

@@ -255,7 +255,8 @@ _TRACER_HINTS = (
         "Python `if`/`while`/`and`/`or`/`not`/`assert` tested a value computed from the inputs. During export "
         "values are symbolic, so Python cannot branch on them: use jnp.where(cond, a, b) or "
         "jax.lax.cond(pred, true_fn, false_fn, ...) for branches and jax.lax.while_loop/fori_loop for loops "
-        "(they become ONNX If/Loop). Tests on shapes (x.shape[0] > 1) are fine.",
+        "(they become ONNX If/Loop). Tests on static shapes are fine; on a symbolic dim only a test that holds for "
+        "every size (x.shape[0] >= 1) can be decided.",
     ),
     (
         "TracerIntegerConversionError",
@@ -329,7 +330,13 @@ def explain_trace_error(
     text = _clean_jax_message(str(exc), names, frame)
     low = text.lower()
     hint = _tracer_hint(exc)
-    if hint is None and has_symbols and (
+    if hint is None and has_symbols and "inconclusive" in low and "comparison" in low:
+        hint = (
+            "Python compared a symbolic dim (e.g. `if x.shape[0] > 1:`) and the answer depends on the size: "
+            "branch with jax.lax.cond or jnp.where, write a test that holds for every size (x.shape[0] >= 1), "
+            "or export that dim with a static size."
+        )
+    elif hint is None and has_symbols and (
         "inconclusive" in type(exc).__name__.lower() or "inconclusive" in low or "incompatible shapes" in low or "symbolic" in low
     ):
         hint = (
