@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import onnx
+import onnx_ir
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -307,10 +308,11 @@ def _check(start: Aval, labels, fns, double, b, seed):
     proto = to_onnx(program, [spec], enable_double_precision=double)
     # The graph's input dtype is the one JAX traced with (float32 specs become float64 under
     # enable_double_precision): both sides get that.
-    x = x.astype(onnx.helper.tensor_dtype_to_np_dtype(proto.graph.input[0].type.tensor_type.elem_type))
+    # (onnx_ir's mapping, not onnx.helper's: onnx < 1.19 maps bfloat16 to float32)
+    x = x.astype(onnx_ir.DataType(proto.graph.input[0].type.tensor_type.elem_type).numpy())
     with compat.x64_enabled(double):
         expected = np.asarray(jax.jit(program)(x))
-    declared = onnx.helper.tensor_dtype_to_np_dtype(proto.graph.output[0].type.tensor_type.elem_type)
+    declared = onnx_ir.DataType(proto.graph.output[0].type.tensor_type.elem_type).numpy()
     assert declared == expected.dtype, f"{text}: graph output is {declared}, JAX gives {expected.dtype}"
     if LOG:
         with open(LOG, "a", encoding="utf-8") as f:

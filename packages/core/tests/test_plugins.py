@@ -160,6 +160,9 @@ def test_sympy_stays_off_the_import_path_but_still_works():
     """onnx_ir pulls in sympy (1-2 s) for features we don't use; it must load only when used."""
     import subprocess
 
+    # Newer onnx_ir depends on sympy; at the floor (onnx_ir 0.1.10) it may be absent, and then
+    # there is nothing for jax2onnx to keep off the import path.
+    pytest.importorskip("sympy", reason="sympy is not installed (onnx_ir 0.1.10 does not require it)")
     # onnx_ir 0.1.10 (core's floor) has no symbolic-dim arithmetic (the sympy user) and no
     # _symbolic_shapes module: there only sympy itself is checked.
     code = (
