@@ -88,13 +88,25 @@ TEMPLATE_DIST = "jax2onnx-mypack"
 TEMPLATE_TESTS = "templates/plugin-pack/tests"
 
 
+def _uv() -> list[str]:
+    """uv as nox's own interpreter has it (`pip install nox uv` puts it there; its script folder
+    need not be on PATH on a fresh machine), else from PATH."""
+    import importlib.util
+    import sys
+
+    return [sys.executable, "-m", "uv"] if importlib.util.find_spec("uv") else ["uv"]
+
+
+UV = _uv()
+
+
 def _install_template(session: nox.Session) -> None:
     """Build the template pack's wheel (uv, as `build` does) and install it without dependencies
     (core and lax are installed already). Reinstalled every run: a reused venv would otherwise
     keep an older build of the same version."""
     out = os.path.join(session.create_tmp(), "template-wheel")
     shutil.rmtree(out, ignore_errors=True)
-    session.run("uv", "build", "--wheel", "--quiet", "--out-dir", out, TEMPLATE, external=True)
+    session.run(*UV, "build", "--wheel", "--quiet", "--out-dir", out, TEMPLATE, external=True)
     (wheel,) = glob.glob(os.path.join(out, "*.whl"))
     reinstall = ["--reinstall-package", TEMPLATE_DIST] if session.venv_backend == "uv" else ["--force-reinstall"]
     session.install("--no-deps", *reinstall, wheel)
@@ -331,27 +343,27 @@ def build(session: nox.Session) -> None:
     distributions = _distributions()
     for folder in distributions.values():
         # uv builds the sdist first and the wheel from it, so a file missing from the sdist fails here.
-        session.run("uv", "build", "--quiet", "--out-dir", dist, folder, external=True)
+        session.run(*UV, "build", "--quiet", "--out-dir", dist, folder, external=True)
     session.run("twine", "check", "--strict", *sorted(glob.glob(os.path.join(dist, "*"))))
     python = session.run("python", "-c", "import sys; print(sys.executable)", silent=True).strip()
     for name in distributions:
         (wheel,) = glob.glob(os.path.join(dist, f"{name.replace('-', '_')}-*.whl"))
         with tempfile.TemporaryDirectory(prefix=f"{name}-") as venv:
-            session.run("uv", "venv", "--quiet", "--python", python, venv, external=True)
+            session.run(*UV, "venv", "--quiet", "--python", python, venv, external=True)
             vpython = os.path.join(venv, "bin", "python")
-            session.run("uv", "pip", "install", "--quiet", "--refresh", "--python", vpython, "--find-links", dist, wheel, external=True)
+            session.run(*UV, "pip", "install", "--quiet", "--refresh", "--python", vpython, "--find-links", dist, wheel, external=True)
             session.run(vpython, os.path.join(ROOT, "tests", "smoke_wheel.py"), name, external=True,
                         env={"PATH": os.path.join(venv, "bin") + os.pathsep + os.environ.get("PATH", "")})
     # The template pack as its users publish it: sdist + wheel (kept out of dist/, it is not released),
     # twine check, then its wheel alone with its declared dependencies and test extra, and its tests.
     template_dist = os.path.join(session.create_tmp(), "template-dist")
     shutil.rmtree(template_dist, ignore_errors=True)
-    session.run("uv", "build", "--quiet", "--out-dir", template_dist, TEMPLATE, external=True)
+    session.run(*UV, "build", "--quiet", "--out-dir", template_dist, TEMPLATE, external=True)
     session.run("twine", "check", "--strict", *sorted(glob.glob(os.path.join(template_dist, "*"))))
     (wheel,) = glob.glob(os.path.join(template_dist, "*.whl"))
     with tempfile.TemporaryDirectory(prefix="template-") as venv:
-        session.run("uv", "venv", "--quiet", "--python", python, venv, external=True)
+        session.run(*UV, "venv", "--quiet", "--python", python, venv, external=True)
         vpython = os.path.join(venv, "bin", "python")
-        session.run("uv", "pip", "install", "--quiet", "--refresh", "--python", vpython, "--find-links", dist,
+        session.run(*UV, "pip", "install", "--quiet", "--refresh", "--python", vpython, "--find-links", dist,
                     f"{wheel}[test]", external=True)
         session.run(vpython, "-m", "pytest", "-q", "-p", "no:cacheprovider", TEMPLATE_TESTS, external=True)
