@@ -18,6 +18,7 @@ _CASES = {
         "triangular_solve_right_lower",
         "solve",
     ],
+    "lax.linalg.cholesky": ["cholesky_batched", "cholesky_not_positive_definite"],
     "lax.linalg.eigh": ["eigh", "eigh_odd_batched"],
     "lax.linalg.svd": ["svd_tall_batched", "svd_wide"],
 }

@@ -1,12 +1,15 @@
 """lax.linalg factorisations: ``lu``, ``lu_pivots_to_permutation``, ``cholesky``, ``qr``, ``geqrf``,
 ``householder_product``, ``hessenberg``, ``tridiagonal``, each one ONNX ``Loop`` over the columns (see :mod:`._matrix` for how a
-step touches row/column k of every batch element at once).
+step touches row/column k of every batch element at once); ``lu`` and ``cholesky`` of up to
+``UNROLL_MAX`` steps are unrolled into straight-line graph instead (static slices of the shrinking
+trailing block; onnxruntime runs a Loop body's nodes at several times a straight graph's cost).
 
 - ``lu``: partial pivoting as LAPACK's getrf does it: the pivot is the first row of largest
   ``|a|`` at or below the diagonal, rows are swapped, the column below is scaled by the pivot's
   reciprocal (a zero pivot leaves the column unscaled and unswapped, as getrf does), and the trailing
   block takes the rank-1 update. Outputs ``(lu, pivots, permutation)`` as JAX returns them (int32).
-- ``cholesky``: the left-looking column algorithm, lower factor with zeros above the diagonal.
+- ``cholesky``: right-looking (rank-1 downdates of the trailing block) when unrolled, the
+  left-looking column algorithm in the Loop form; lower factor with zeros above the diagonal.
   A matrix that is not positive definite gives an all-NaN factor, as JAX's does.
 - ``geqrf``/``qr``/``householder_product``: Householder reflections with LAPACK's conventions
   (dlarfg: ``beta = -sign(alpha) * norm``, ``tau = (beta - alpha) / beta``, ``v[0] = 1``; no
@@ -194,6 +197,45 @@ def lower_cholesky(ctx, a):
     a_aval = ctx.avals_in[0]
     n, _ = mx.static_matrix_dims(ctx, a_aval, "the matrix")
     rank = len(a_aval.shape)
+    if 0 < n <= UNROLL_MAX:
+        l_ = _cholesky_unrolled(ctx, a, n, rank)
+    else:
+        l_ = _cholesky_loop(ctx, a, a_aval, n, rank)
+    # one failed pivot makes the whole factor NaN (JAX's convention)
+    diag = ctx.op.ReduceSum(ctx.op.Where(ctx.const(np.eye(n, dtype=bool)), l_, 0.0), ctx.i64([-2, -1]), keepdims=1)
+    return ctx.op.Where(ctx.op.IsNaN(diag), np.nan, l_)
+
+
+def _cholesky_unrolled(ctx, a, n, rank):
+    """Right-looking, straight-line (see ``UNROLL_MAX``): column j of L is the first column of the
+    trailing block ``S`` over ``sqrt(S[0, 0])``, and ``S[1:, 1:]`` takes the rank-1 downdate. Only the
+    lower triangle of each block is read (the upper one of a downdated block is never looked at)."""
+    op = ctx.op
+    s, cols = a, []
+    for j in range(n):
+        r = n - j
+        d = op.Slice(s, ctx.i64([0, 0]), ctx.i64([1, 1]), ctx.i64([-2, -1]))  # [..., 1, 1]
+        root = op.Sqrt(op.Where(op.Greater(d, 0.0), d, np.nan))  # a pivot <= 0 (or NaN) fails: NaN
+        col = root
+        if r > 1:
+            below = op.Div(op.Slice(s, ctx.i64([1, 0]), ctx.i64([r, 1]), ctx.i64([-2, -1])), root)  # [..., r-1, 1]
+            col = op.Concat(root, below, axis=-2)
+            trailing = op.Slice(s, ctx.i64([1, 1]), ctx.i64([r, r]), ctx.i64([-2, -1]))
+            s = op.Sub(trailing, op.Mul(below, mx.swap_last_axes(ctx, below, rank)))
+        if j:
+            col = op.Pad(col, ctx.i64(_pad_top(rank, j)))
+        cols.append(col)
+    return op.Concat(*cols, axis=-1) if n > 1 else cols[0]
+
+
+def _pad_top(rank, rows):
+    """``Pad`` widths adding ``rows`` zero rows above a ``[..., r, c]`` operand."""
+    pads = [0] * (2 * rank)
+    pads[rank - 2] = rows
+    return pads
+
+
+def _cholesky_loop(ctx, a, a_aval, n, rank):
     zeros = ctx.op.Where(  # zeros shaped like a (a * 0 would carry a's NaN/inf)
         ctx.const(np.zeros((1,) * rank, dtype=bool)), a, 0.0)
 
@@ -212,9 +254,7 @@ def lower_cholesky(ctx, a):
         return [op.Where(col_j, new_col, l_)]
 
     (l_,) = mx.loop(ctx, n, [(zeros, a_aval)], step, "cholesky_step")
-    # one failed pivot makes the whole factor NaN (JAX's convention)
-    diag = ctx.op.ReduceSum(ctx.op.Where(ctx.const(np.eye(n, dtype=bool)), l_, 0.0), ctx.i64([-2, -1]), keepdims=1)
-    return ctx.op.Where(ctx.op.IsNaN(diag), np.nan, l_)
+    return l_
 
 
 # ---------------------------------------------------------------------------------------------
