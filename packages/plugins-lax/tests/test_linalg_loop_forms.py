@@ -19,6 +19,7 @@ _CASES = {
         "solve",
     ],
     "lax.linalg.cholesky": ["cholesky_batched", "cholesky_not_positive_definite"],
+    "lax.linalg.qr": ["qr_tall_reduced", "qr_tall_complete", "qr_wide", "householder_product"],
     "lax.linalg.eigh": ["eigh", "eigh_odd_batched"],
     "lax.linalg.svd": ["svd_tall_batched", "svd_wide"],
 }

@@ -1,7 +1,7 @@
 """lax.linalg factorisations: ``lu``, ``lu_pivots_to_permutation``, ``cholesky``, ``qr``, ``geqrf``,
 ``householder_product``, ``hessenberg``, ``tridiagonal``, each one ONNX ``Loop`` over the columns (see :mod:`._matrix` for how a
-step touches row/column k of every batch element at once); ``lu`` and ``cholesky`` of up to
-``UNROLL_MAX`` steps are unrolled into straight-line graph instead (static slices of the shrinking
+step touches row/column k of every batch element at once); ``lu``, ``cholesky``, ``geqrf`` and
+``householder_product`` (so ``qr``) of up to ``UNROLL_MAX`` steps are unrolled into straight-line graph instead (static slices of the shrinking
 trailing block; onnxruntime runs a Loop body's nodes at several times a straight graph's cost).
 
 - ``lu``: partial pivoting as LAPACK's getrf does it: the pivot is the first row of largest
@@ -270,6 +270,8 @@ def _geqrf(ctx, a, a_aval):
     taus0 = mx.expand_to(ctx, ctx.const(np.zeros(k_steps, dtype=dtype)), [*batch, k_steps])
     if k_steps == 0:
         return ctx.op.Identity(a), taus0
+    if k_steps <= UNROLL_MAX:
+        return _geqrf_unrolled(ctx, a, m, n, len(a_aval.shape))
 
     def step(sub, k, r, taus):
         op = sub.op
@@ -316,6 +318,8 @@ def _householder_product(ctx, a, taus, a_aval, n_cols):
     q_aval = mx.aval([*batch, m, n_cols], dtype)
     if k_steps == 0:
         return ctx.op.Identity(q0)
+    if k_steps <= UNROLL_MAX:
+        return _householder_product_unrolled(ctx, a, taus, m, n_cols, k_steps, rank, dtype)
 
     def step(sub, it, q):
         op = sub.op
@@ -330,6 +334,88 @@ def _householder_product(ctx, a, taus, a_aval, n_cols):
 
     (q,) = mx.loop(ctx, k_steps, [(q0, q_aval)], step, "orgqr_step")
     return q
+
+
+def _geqrf_unrolled(ctx, a, m, n, rank):
+    """geqrf straight-line (see ``UNROLL_MAX``): step k reflects the trailing block ``s`` (rows and
+    columns from k, static slices), emits row k of R and the reflector below the diagonal, and
+    keeps ``s[1:, 1:]``. The packed result is assembled once at the end."""
+    op = ctx.op
+    k_steps = min(m, n)
+    s, u_rows, v_cols, taus = a, [], [], []
+    for k in range(k_steps):
+        r, c = m - k, n - k
+        alpha = op.Slice(s, ctx.i64([0, 0]), ctx.i64([1, 1]), ctx.i64([-2, -1]))  # [..., 1, 1]
+        if r == 1:  # nothing below the diagonal: dlarfg's tau = 0, the row stays
+            taus.append(op.Where(ctx.const(np.zeros((1,) * rank, dtype=bool)), alpha, 0.0))
+            u_rows.append(op.Pad(s, ctx.i64(_pad_left(rank, k))))
+            break
+        tail = op.Slice(s, ctx.i64([1, 0]), ctx.i64([r, 1]), ctx.i64([-2, -1]))  # [..., r-1, 1]
+        xnorm2 = op.ReduceSum(op.Mul(tail, tail), ctx.i64([-2]), keepdims=1)
+        none = op.Equal(xnorm2, 0.0)  # no reflection
+        # beta = -sign(alpha) * hypot(alpha, ||x_tail||), sign(0) = +1 as dlarfg's SIGN
+        norm = op.Sqrt(op.Add(op.Mul(alpha, alpha), xnorm2))
+        beta = op.Where(op.Less(alpha, 0.0), norm, op.Neg(norm))
+        tau = op.Where(none, 0.0, op.Div(op.Sub(beta, alpha), op.Where(none, 1.0, beta)))
+        v = op.Div(tail, op.Where(none, 1.0, op.Sub(alpha, beta)))  # below v[0] = 1
+        diag = op.Where(none, alpha, beta)
+        row = diag
+        if c > 1:  # H = I - tau v v^T applied to the columns right of k
+            top = op.Slice(s, ctx.i64([0, 1]), ctx.i64([1, c]), ctx.i64([-2, -1]))  # [..., 1, c-1]
+            rest = op.Slice(s, ctx.i64([1, 1]), ctx.i64([r, c]), ctx.i64([-2, -1]))  # [..., r-1, c-1]
+            w = op.Add(top, op.MatMul(mx.swap_last_axes(ctx, v, rank), rest))  # v^T s[:, 1:]
+            row = op.Concat(diag, op.Sub(top, op.Mul(tau, w)), axis=-1)
+            s = op.Sub(rest, op.Mul(op.Mul(tau, v), w))
+        u_rows.append(op.Pad(row, ctx.i64(_pad_left(rank, k))) if k else row)
+        v_cols.append(op.Pad(v, ctx.i64(_pad_top(rank, k + 1))))
+        taus.append(tau)
+    upper = op.Concat(*u_rows, axis=-2) if len(u_rows) > 1 else u_rows[0]  # [..., K, n]
+    if m > k_steps:
+        upper = op.Pad(upper, ctx.i64(_pad_bottom(rank, m - k_steps)))
+    if v_cols:
+        lower = op.Concat(*v_cols, axis=-1) if len(v_cols) > 1 else v_cols[0]  # [..., m, K']
+        if n > len(v_cols):
+            lower = op.Pad(lower, ctx.i64(_pad_right(rank, n - len(v_cols))))
+        upper = op.Add(upper, lower)  # disjoint supports: exact
+    tau = op.Concat(*taus, axis=-1) if len(taus) > 1 else taus[0]  # [..., 1, K]
+    return upper, op.Squeeze(tau, ctx.i64([-2]))
+
+
+def _householder_product_unrolled(ctx, a, taus, m, n_cols, k_steps, rank, dtype):
+    """orgqr straight-line, last reflector first. Applying ``H_k`` touches rows k.. only, and row k
+    is still the identity's there, so the state is the block of rows below k (``w``, growing by one
+    row a step) and row k enters as a constant."""
+    op = ctx.op
+    eye = mx.eye(m, n_cols, dtype)
+    block = ctx.const(eye[k_steps:])  # rows k_steps.. of Q: untouched identity rows so far
+    for k in range(k_steps - 1, -1, -1):
+        e_k = ctx.const(eye[k : k + 1])  # [1, n_cols]
+        tau = op.Unsqueeze(op.Slice(taus, ctx.i64([k]), ctx.i64([k + 1]), ctx.i64([-1])), ctx.i64([-1]))
+        if k + 1 < m:
+            v = op.Slice(a, ctx.i64([k + 1, k]), ctx.i64([m, k + 1]), ctx.i64([-2, -1]))  # [..., m-k-1, 1]
+            w = op.Add(e_k, op.MatMul(mx.swap_last_axes(ctx, v, rank), block))  # v^T Q[k:]
+            block = op.Concat(op.Sub(e_k, op.Mul(tau, w)), op.Sub(block, op.Mul(op.Mul(tau, v), w)), axis=-2)
+        else:
+            block = op.Sub(e_k, op.Mul(tau, e_k))
+    return block
+
+
+def _pad_left(rank, cols):
+    pads = [0] * (2 * rank)
+    pads[rank - 1] = cols
+    return pads
+
+
+def _pad_right(rank, cols):
+    pads = [0] * (2 * rank)
+    pads[2 * rank - 1] = cols
+    return pads
+
+
+def _pad_bottom(rank, rows):
+    pads = [0] * (2 * rank)
+    pads[2 * rank - 2] = rows
+    return pads
 
 
 def _two_sided_reduce(ctx, a, a_aval):
