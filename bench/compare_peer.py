@@ -234,8 +234,11 @@ def latency_worker(name: str, paths: dict, threads: int, args: argparse.Namespac
     spec = models.MODELS[name]
     batch = spec.batch or args.batch
     min_runs = 5 if spec.big else 20
+    sides = dict(paths)
+    if threads > 1 and "ours" in paths:  # diagnostic: our graph without onnxruntime's spin-waiting
+        sides["ours_nospin"] = paths["ours"]
     cmd = [sys.executable, LATENCY_WORKER, name, str(threads), str(batch), str(args.latency_budget),
-           str(min_runs), str(args.runs), *(f"{side}={path}" for side, path in paths.items())]
+           str(min_runs), str(args.runs), *(f"{side}={path}" for side, path in sides.items())]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=HERE)
     except subprocess.TimeoutExpired:
@@ -317,7 +320,9 @@ def render_markdown(results: dict) -> str:
         "(XLA_FLAGS intra_op_parallelism_threads=T, no multi-threaded Eigen at T=1), same inputs; batch "
         f"{meta['batch']} unless the model fixes its own (big models: 1); 3 warmup runs, then interleaved runs "
         "(rotating order) for the latency budget, median wall clock and median process CPU time (all threads). "
-        "Ratios ours/peer and ours/JAX-jit: below 1, ours is faster.",
+        "Ratios ours/peer and ours/JAX-jit: below 1, ours is faster. At more than one thread, onnxruntime's "
+        "default pool spin-waits between ops and process CPU time counts that; the no-spin column is our graph "
+        "again with `session.intra_op.allow_spinning=0` (a diagnostic, not a user default).",
         "- Conversion: fresh process per model and converter; cold = `import jax2onnx` + first `to_onnx` "
         "(jax and flax already imported, model built), warm = a second `to_onnx`; CPU = process CPU time "
         "(all threads; less distorted than wall time when the machine is shared); peak RSS = the worker "
@@ -357,13 +362,13 @@ def render_markdown(results: dict) -> str:
         "## Inference latency: onnxruntime (ours, peer) vs JAX-jit",
         "",
         "| model | threads | batch | wall µs ours / peer / JAX | CPU µs ours / peer / JAX | ours/peer CPU | ours/JAX CPU "
-        "| ours/JAX wall | runs |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| ours/JAX wall | ours no-spin: CPU µs, /JAX CPU | runs |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, m in results["models"].items():
         for threads, rec in m.get("eval", {}).get("latency_by_threads", {}).items():
             if not rec.get("ok"):
-                lines.append(f"| {name} | {threads} | | {rec.get('error', '?')[:200].replace('|', '/')} | | | | | |")
+                lines.append(f"| {name} | {threads} | | {rec.get('error', '?')[:200].replace('|', '/')} | | | | | | |")
                 continue
             lat = rec["latency"]
 
@@ -371,12 +376,17 @@ def render_markdown(results: dict) -> str:
                 return lat.get(side, {}).get(key)
 
             walls = " / ".join(_fmt(get(s, "median_us"), ".0f") for s in ("ours", "peer", "jax"))
+            nospin = "–"
+            if get("ours_nospin", "cpu_median_us") is not None:
+                nospin = (f"{_fmt(get('ours_nospin', 'cpu_median_us'), '.0f')}, "
+                          f"{_fmt(ratio(get('ours_nospin', 'cpu_median_us'), get('jax', 'cpu_median_us')), '.2f')}")
             cpus = " / ".join(_fmt(get(s, "cpu_median_us"), ".0f") for s in ("ours", "peer", "jax"))
             lines.append(
                 f"| {name} | {threads} | {rec['batch']} | {walls} | {cpus} "
                 f"| {_fmt(ratio(get('ours', 'cpu_median_us'), get('peer', 'cpu_median_us')), '.2f')} "
                 f"| {_fmt(ratio(get('ours', 'cpu_median_us'), get('jax', 'cpu_median_us')), '.2f')} "
                 f"| {_fmt(ratio(get('ours', 'median_us'), get('jax', 'median_us')), '.2f')} "
+                f"| {nospin} "
                 f"| {get('ours', 'runs')}{' (note)' if rec.get('note') else ''} |")
     notes = [(name, t, rec["note"]) for name, m in results["models"].items()
              for t, rec in m.get("eval", {}).get("latency_by_threads", {}).items() if rec.get("note")]

@@ -4,7 +4,9 @@
 
 A fresh process per thread count, because XLA's CPU thread pool is sized from XLA_FLAGS when jax is
 first imported. onnxruntime gets ``intra_op_num_threads=THREADS`` (one inter-op thread); XLA gets
-``intra_op_parallelism_threads=THREADS`` and, at one thread, no multi-threaded Eigen. Same inputs for
+``intra_op_parallelism_threads=THREADS`` and, at one thread, no multi-threaded Eigen. A side named
+``*_nospin`` is onnxruntime with ``session.intra_op.allow_spinning=0`` (a diagnostic: how much of a
+multi-threaded run's CPU time is the pool's threads spin-waiting between ops). Same inputs for
 all; warmup, then interleaved runs (the order rotates each round) until BUDGET_S seconds have passed
 after MIN_RUNS rounds. Per side: median wall-clock µs and median process CPU µs (all threads: the
 fair figure on a shared machine, and the one that counts a second thread's work). JAX's output is
@@ -44,6 +46,8 @@ def main(argv: list[str]) -> int:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        if side.endswith("_nospin"):
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         feeds = dict(zip([i.name for i in session.get_inputs()], arrays, strict=True))
         runners[side] = (lambda s=session, f=feeds: s.run(None, f))
