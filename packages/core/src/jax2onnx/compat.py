@@ -84,6 +84,47 @@ def is_tracer(x: Any) -> bool:
     keep a check whose outcome is known at trace time (equinox's ``error_if`` on a constant)."""
     return isinstance(x, jax.core.Tracer)
 
+
+def vmap_parts(x: Any) -> tuple[Any, Any, int | None] | None:
+    """``(trace, value, batch axis)`` when ``x`` is a per-example value inside a ``jax.vmap`` (a
+    batch tracer; the axis is None for a value the vmap does not map), else None. With
+    :func:`outside_vmap` and :func:`vmapped` a patch computes a whole batch at once and hands the
+    result back to the vmap."""
+    from jax._src.interpreters import batching
+
+    if isinstance(x, batching.BatchTracer):
+        return x._trace, x.val, x.batch_dim if isinstance(x.batch_dim, int) else None
+    return None
+
+
+def vmap_size(trace: Any) -> Any:
+    """The batch size of a ``jax.vmap`` trace (from :func:`vmap_parts`)."""
+    return trace.axis_data.size
+
+
+def vmap_parent(trace: Any) -> Any:
+    """The trace a ``jax.vmap`` trace runs inside (values outside the vmap belong to it)."""
+    return trace.parent_trace
+
+
+def tracer_trace(x: Any) -> Any | None:
+    """The trace a tracer belongs to (None for a concrete value)."""
+    return getattr(x, "_trace", None) if isinstance(x, jax.core.Tracer) else None
+
+
+def outside_vmap(trace: Any) -> contextlib.AbstractContextManager[Any]:
+    """Evaluate in the trace around the ``jax.vmap`` trace ``trace`` (on batched values)."""
+    from jax._src import core
+
+    return core.set_current_trace(trace.parent_trace)
+
+
+def vmapped(trace: Any, value: Any, batch_axis: int = 0) -> Any:
+    """A batched ``value`` computed outside the vmap, as the per-example value of ``trace``."""
+    from jax._src.interpreters import batching
+
+    return batching.BatchTracer(trace, value, batch_axis)
+
 # ---------------------------------------------------------------------------------------------
 # Source locations: which line of the *user's* code produced an equation.
 

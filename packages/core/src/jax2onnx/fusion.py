@@ -8,7 +8,8 @@ library: the pack supplies how to take its layer apart into named arrays and put
 the kit does the rest.
 
 - Region side: :func:`call_region` (the marked region with weights as named operands),
-  :func:`path_name` (a pytree path as an operand name), :func:`static_bool`.
+  :func:`path_name` (a pytree path as an operand name), :func:`static_bool`, and
+  :func:`call_in_vmaps` (a layer called inside ``jax.vmap`` gets its region over the whole batch).
 - Lowering side: :class:`Operands` (operands by name), :func:`one_output_like` (the forward call,
   not ``grad``'s forward part), :func:`region_body`/:func:`find_eqns` (read the library's own
   equations), weight helpers (:func:`const_array`, :func:`reshape_const`, :func:`concat_weights`,
@@ -42,6 +43,7 @@ __all__ = [
     "additive_mask",
     "attention_inputs",
     "body_conv",
+    "call_in_vmaps",
     "call_region",
     "channels_first",
     "concat_weights",
@@ -125,6 +127,94 @@ def static_bool(x: Any) -> bool | None:
     if isinstance(x, (bool, np.bool_)):
         return bool(x)
     return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Regions under ``jax.vmap``
+
+
+def _vmap_of(xs: Sequence[Any], reads: Sequence[Any]) -> Any | None:
+    """The innermost vmap trace ``xs`` belong to, when the call can run outside it: every input
+    mapped by one vmap, everything else (unmapped inputs, ``reads``) a value from outside it."""
+    from . import compat
+
+    trace = None
+    for x in xs:
+        parts = compat.vmap_parts(x) if x is not None else None
+        if parts is None:
+            continue
+        if trace is None:
+            trace = parts[0]
+        elif parts[0] is not trace:
+            return None
+    if trace is None:
+        return None
+    parent = compat.vmap_parent(trace)
+    for a in [*reads, *[x for x in xs if x is not None and compat.vmap_parts(x) is None]]:
+        owner = compat.tracer_trace(a)
+        if owner is not None and owner is not parent:
+            return None
+    return trace
+
+
+def _with_batch_axis(x: Any, size: Any) -> Any:
+    """``x`` with the vmap's axis in front (broadcast when the vmap does not map it)."""
+    import jax.numpy as jnp
+
+    from . import compat
+
+    parts = compat.vmap_parts(x)
+    value, axis = (x, None) if parts is None else parts[1:]
+    if axis is None:
+        return jnp.broadcast_to(value, (size, *jnp.shape(value)))
+    return value if axis == 0 else jnp.moveaxis(value, axis, 0)
+
+
+def call_in_vmaps(build: Callable[..., Any], xs: Sequence[Any], *, reads: Sequence[Any] = ()) -> Any | None:
+    """Build a layer's region over the whole batch when the call runs inside ``jax.vmap``.
+
+    Inside ``vmap`` a layer sees per-example values; a region made there only gains the batch axis
+    when JAX batches its body afterwards, and core then lowers the body instead of the fused op.
+    When ``xs`` are per-example values of ``k`` nested vmaps (and ``reads``, the layer's weights,
+    live outside them), ``build(batched_xs, k, vmapped)`` runs outside the vmaps on the inputs with
+    the ``k`` batch axes in front (outermost first; a None stays None, one array passed twice
+    stays one), and its result is handed back to the vmaps as the per-example value.
+    ``vmapped(f)`` is ``jax.vmap`` applied ``k`` times: the region's body is the library's
+    per-example code mapped, so a declining lowering still computes exactly what JAX's vmap does.
+    Outside vmap (or when ``build`` declines there), ``build(xs, 0, identity)``. Returns ``build``'s
+    result, None when it declines.
+    """
+    import contextlib
+
+    import jax
+
+    from . import compat
+
+    with contextlib.ExitStack() as outside:
+        traces: list[Any] = []
+        batched = list(xs)
+        while (trace := _vmap_of(batched, reads)) is not None:
+            size = compat.vmap_size(trace)
+            outside.enter_context(compat.outside_vmap(trace))
+            seen: dict[int, Any] = {}
+            for i, x in enumerate(batched):
+                if x is not None and id(x) not in seen:
+                    seen[id(x)] = _with_batch_axis(x, size)
+                batched[i] = None if x is None else seen[id(x)]
+            traces.append(trace)
+        out = None
+        if traces:
+            def vmapped(f: Callable[..., Any]) -> Callable[..., Any]:
+                for _ in traces:
+                    f = jax.vmap(f)
+                return f
+
+            out = build(batched, len(traces), vmapped)
+    if out is None:
+        return build(list(xs), 0, lambda f: f)
+    for trace in reversed(traces):  # the outermost vmap's axis is in front
+        out = compat.vmapped(trace, out, 0)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,14 +17,14 @@ become initializers of the ONNX graph.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import equinox as eqx
 import jax
-from jax2onnx.fusion import call_region, path_name
+from jax2onnx.fusion import call_region, path_name, static_ints
 
-__all__ = ["call_module", "no_extras"]
+__all__ = ["call_module", "from_onnx_batch", "no_extras", "onnx_batch"]
 
 
 def no_extras(args: tuple, kwargs: dict) -> bool:
@@ -46,3 +46,30 @@ def call_module(mark: str, module: Any, body: Callable[..., Any], inputs: Mappin
         return body(eqx.combine(jax.tree_util.tree_unflatten(treedef, leaves), rest), *xs)
 
     return call_region(mark, run, inputs, [(path_name(p), v) for p, v in flat], **static)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowering side: equinox layers take one example, ONNX's Conv/pools/GroupNormalization a batch
+
+
+def onnx_batch(ctx: Any, x: Any, shape: Sequence[Any], batch: int) -> Any | None:
+    """``x`` (``batch`` vmapped axes in front of one example of ``shape``) with ONNX's one batch
+    axis N: an Unsqueeze for one example, as it is under one vmap, the vmaps' axes folded into N
+    with a Reshape under several (None when the example's dims are not static)."""
+    if batch == 0:
+        return ctx.op.Unsqueeze(x, ctx.i64([0]))
+    if batch == 1:
+        return x
+    example = list(shape[batch:])
+    if not static_ints(example):
+        return None
+    return ctx.op.Reshape(x, ctx.i64([-1, *example]))
+
+
+def from_onnx_batch(ctx: Any, y: Any, batch: int) -> Any:
+    """Back from ONNX's batch axis N to the region's output (:func:`onnx_batch` undone)."""
+    if batch == 0:
+        return ctx.op.Squeeze(y, ctx.i64([0]))
+    if batch == 1:
+        return y
+    return ctx.op.Reshape(y, ctx.shape_tensor(ctx.avals_out[0].shape))

@@ -28,6 +28,7 @@ from jax2onnx.testing import Component, Testcase
 
 from ._fusion import call_module
 from ._testing import float32_ops, model
+from .batching import fused_call
 
 lowerings = Lowerings()
 
@@ -43,21 +44,22 @@ def _no_dropout(self: Any, inference: Any, deterministic: Any) -> bool:
     return flag is True
 
 
-def fuse(module, query, key_, value, mask=None, *, call, batch: int):
+def fuse(module, query, key_, value, mask=None, *, body, batch: int):
     """The region for ``module(query, key_, value, mask)`` (``batch`` = 0) or its ``jax.vmap``
     (``batch`` = 1, see ``batching.py``); ``call(m, q, k, v, mask)`` is equinox's computation on the
     rebuilt module. None when equinox's own code must run."""
     if (
-        not all(is_array(a) and a.ndim == 2 + batch for a in (query, key_, value))
+        batch > 1  # several vmaps: equinox's math (Attention's layout has one batch axis)
+        or not all(is_array(a) and a.ndim == 2 + batch for a in (query, key_, value))
         or (mask is not None and (not is_array(mask) or mask.ndim - batch not in (2, 3)))
     ):
         return None
     inputs, unpack = attention_inputs(query, key_, value, mask)
 
-    def body(m, *arrays):
-        return call(m, *unpack(*arrays))
+    def region(m, *arrays):
+        return body(m, *unpack(*arrays))
 
-    return call_module(MULTIHEAD_ATTENTION, module, body, inputs, num_heads=int(module.num_heads), batch=batch)
+    return call_module(MULTIHEAD_ATTENTION, module, region, inputs, num_heads=int(module.num_heads), batch=batch)
 
 
 def plain_call(module, inference=None, deterministic=None, process_heads=None) -> bool:
@@ -69,9 +71,10 @@ def _patch_multihead_attention(original):
                  process_heads=None, **kwargs):
         out = None
         if not args and not kwargs and plain_call(self, inference, deterministic, process_heads):
-            out = fuse(self, query, key_, value, mask, batch=0,
-                       call=lambda m, q, k, v, msk: original(m, q, k, v, msk, inference=inference,
-                                                               deterministic=deterministic))
+            def per_example(m, q, k, v, msk):
+                return original(m, q, k, v, msk, inference=inference, deterministic=deterministic)
+
+            out = fused_call(fuse, per_example, self, query, key_, value, mask)
         if out is None:
             return original(self, query, key_, value, mask, *args, key=key, inference=inference,
                             deterministic=deterministic, process_heads=process_heads, **kwargs)
@@ -199,9 +202,14 @@ components = [
                          x, x, x, (valid[:, :, None] > 0) & (valid[:, None, :] > 0))),
                      input_shapes=[("B", 4, 6), jax.ShapeDtypeStruct(("B", 4), np.int32)], input_generator=_valid,
                      check=float32_ops("Attention", "Where", forbids=("Softmax",))),
-            # A vmapped function calling the module: per-example tracers, equinox's own math.
+            # A vmapped function calling the module: its region is built outside the vmap, as for jax.vmap(mha).
             Testcase("eqx_mha_inside_vmapped_fn", factory=_mha(wrap=lambda m: jax.vmap(_self(m))),
-                     input_shapes=[("B", 4, 6)]),
+                     input_shapes=[("B", 4, 6)],
+                     check=float32_ops("Attention", "Split", forbids=("Softmax", "Einsum", "Unsqueeze"), max_nodes=4)),
+            # The causal mask made inside the vmapped function is not batched: it is broadcast over the
+            # batch (folded for a static batch; Shape/Concat/Expand of the constant for a symbolic one).
+            Testcase("eqx_mha_inside_vmapped_fn_causal", factory=_mha(wrap=lambda m: jax.vmap(_self_masked(m))),
+                     input_shapes=[("B", 4, 6)], check=float32_ops("Attention", forbids=("Softmax",), max_nodes=9)),
         ],
     ),
 ]

@@ -18,8 +18,9 @@ from jax2onnx.fusion import CONV_DTYPES, Operands, conv_attrs, find_eqns, is_arr
 from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import call_module, no_extras
+from ._fusion import call_module, from_onnx_batch, no_extras, onnx_batch
 from ._testing import float32_ops, model, vmapped
+from .batching import fused_call
 
 lowerings = Lowerings()
 
@@ -38,7 +39,7 @@ def fuse(module, x, *, body, batch: int):
 
 def _patch_conv(original):
     def __call__(self, x, *args, **kwargs):
-        out = fuse(self, x, body=lambda m, x: original(m, x), batch=0) if no_extras(args, kwargs) else None
+        out = fused_call(fuse, original, self, x) if no_extras(args, kwargs) else None
         return original(self, x, *args, **kwargs) if out is None else out
 
     return __call__
@@ -66,16 +67,16 @@ def lower_conv(ctx, *ins):
     out_channels = ops.shape("weight")[0]
     if not one_output_like(ctx, ctx.avals_out[0].shape):
         return None
-    x = ctx.cast(ops["x"], dtype)
-    if not batch:
-        x = ctx.op.Unsqueeze(x, ctx.i64([0]))
+    x = onnx_batch(ctx, ctx.cast(ops["x"], dtype), ops.shape("x"), batch)
+    if x is None:
+        return None
     bias = None
     if "bias" in ops:
         bias = ctx.op.Reshape(ctx.cast(ops["bias"], dtype), ctx.i64([out_channels]))  # (O, 1, 1) → (O,), folded
     pairs = eqn.params["padding"]
     y = ctx.op.Conv(x, ctx.cast(ops["weight"], dtype), bias, **conv_attrs(eqn),
                     pads=[int(lo) for lo, _ in pairs] + [int(hi) for _, hi in pairs])
-    return y if batch else ctx.op.Squeeze(y, ctx.i64([0]))
+    return from_onnx_batch(ctx, y, batch)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,6 +99,10 @@ components = [
                      factory=model(lambda k: eqx.nn.Conv2d(4, 6, 3, padding="SAME", groups=2, use_bias=False, key=k),
                                    wrap=vmapped),
                      input_shapes=[("B", 4, 5, 5)], check=float32_ops("Conv", max_nodes=1)),
+            # Two vmaps: both batch axes folded into ONNX's N with a Reshape, and back.
+            Testcase("eqx_conv2d_nested_vmap",
+                     factory=model(lambda k: eqx.nn.Conv2d(2, 3, 3, key=k), wrap=lambda m: jax.vmap(jax.vmap(m))),
+                     input_shapes=[("B", 2, 2, 5, 5)], check=float32_ops("Conv", forbids=("Transpose",), max_nodes=5)),
             Testcase("eqx_conv1d_dilated", factory=model(lambda k: eqx.nn.Conv1d(2, 4, 3, dilation=2, key=k)),
                      input_shapes=[(2, 9)], check=_CONV),
             Testcase("eqx_conv3d", factory=model(lambda k: eqx.nn.Conv3d(2, 2, 2, key=k), wrap=vmapped),

@@ -108,7 +108,7 @@ components = [
             # The activation is the jax.nn.relu object stored in the module: one Max, as Relu would be.
             Testcase("eqx_mlp", factory=model(_mlp), input_shapes=[(4,)], expected_ops=["MatMul"], max_nodes=8),
             Testcase("eqx_mlp_vmapped", factory=model(_mlp, wrap=jax.vmap), input_shapes=[("B", 4)],
-                     expected_ops=["MatMul"]),
+                     expected_ops=["Gemm"], forbidden_ops=["MatMul"]),
         ],
     ),
 ]

@@ -10,6 +10,8 @@ single op with the batch axis in front (``batching.py``).
 
 from __future__ import annotations
 
+from functools import partial
+
 import equinox as eqx
 import jax
 import numpy as np
@@ -17,8 +19,9 @@ from jax2onnx.fusion import Operands, is_array, norm_weight, one_output_like, st
 from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import call_module, no_extras
+from ._fusion import call_module, from_onnx_batch, no_extras, onnx_batch
 from ._testing import model, vmapped
+from .batching import fused_call
 
 lowerings = Lowerings()
 
@@ -50,7 +53,7 @@ def fuse(mark: str, module, x, *, body, batch: int):
 def _patch(mark: str):
     def make(original):
         def __call__(self, x, *args, **kwargs):
-            out = fuse(mark, self, x, body=lambda m, x: original(m, x), batch=0) if no_extras(args, kwargs) else None
+            out = fused_call(partial(fuse, mark), original, self, x) if no_extras(args, kwargs) else None
             return original(self, x, *args, **kwargs) if out is None else out
 
         return __call__
@@ -105,13 +108,13 @@ def lower_group_norm(ctx, *ins):
     channels = shape[batch]
     dtype = ctx.avals_out[0].dtype
     groups = ctx.marked.params["groups"]
-    x = ctx.cast(ops["x"], dtype)
-    if not batch:  # ONNX's batch axis for one example
-        x = ctx.op.Unsqueeze(x, ctx.i64([0]))
+    x = onnx_batch(ctx, ctx.cast(ops["x"], dtype), shape, batch)
+    if x is None:
+        return None
     y = ctx.op.GroupNormalization(x, norm_weight(ctx, ops, "weight", [channels], dtype, 1.0),
                                   norm_weight(ctx, ops, "bias", [channels], dtype, 0.0), num_groups=groups,
                                   epsilon=ctx.marked.params["epsilon"], stash_type=stash_type(ctx, dtype))
-    return y if batch else ctx.op.Squeeze(y, ctx.i64([0]))
+    return from_onnx_batch(ctx, y, batch)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,4 +2,4 @@
 
 from jax2onnx.plugin import PackModules
 
-plugin = PackModules("jax2onnx_eqx", ["internals", "linear", "conv", "pooling", "normalization", "layers", "attention", "models", "batching"])
+plugin = PackModules("jax2onnx_eqx", ["internals", "linear", "conv", "pooling", "normalization", "layers", "attention", "models"])
