@@ -37,6 +37,29 @@ def _batch_norm():
     return jax.vmap(lambda x: bn(x, state)[0], axis_name="batch")
 
 
+def _dropout_const_key():
+    """Training-mode dropout with a key fixed at export: the mask is computed once (folded)."""
+    dropout = eqx.nn.Dropout(0.5)
+    return lambda x: dropout(x, key=jax.random.key(0))
+
+
+def _dropout_key_input():
+    """Training-mode dropout with the key as a graph input (raw uint32 key data): the lax pack's
+    threefry bits, then equinox's ``bernoulli`` mask and ``x / q``."""
+    dropout = eqx.nn.Dropout(0.5)
+    return lambda key, x: dropout(x, key=jax.random.wrap_key_data(key))
+
+
+def _key_and_normals(rng, shape, dtype):
+    if np.dtype(dtype) == np.uint32:  # key data over the whole uint32 range
+        return rng.integers(0, 2**32, size=shape, dtype=np.uint64).astype(np.uint32)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+#: Dropout keeps x / 0.5 (exact) or 0: the export must match JAX bit for bit.
+_EXACT = {"rtol": 0.0, "atol": 0.0, "rtol_f64": 0.0, "atol_f64": 0.0}
+
+
 def _gru_scan():
     cell = randomized(eqx.nn.GRUCell(3, 5, key=jax.random.key(0)), 0, low=-0.5, high=0.5)
 
@@ -87,6 +110,12 @@ components = [
             # inference=True: the identity, no node.
             Testcase("eqx_dropout_inference", factory=lambda: eqx.nn.Dropout(0.5, inference=True),
                      input_shapes=[("B", 6)], forbidden_ops=["Dropout"], max_nodes=1),
+            # Training mode with a key: equinox's jax.random.bernoulli mask, exactly as JAX draws it.
+            Testcase("eqx_dropout_training_const_key", factory=_dropout_const_key, input_shapes=[("B", 6)],
+                     expected_ops=["Where"], **_EXACT),
+            Testcase("eqx_dropout_training_key_input", factory=_dropout_key_input,
+                     input_shapes=[jax.ShapeDtypeStruct((2,), np.uint32), ("B", 6)], input_generator=_key_and_normals,
+                     expected_ops=["Where", "BitwiseXor"], run_static=False, **_EXACT),
             Testcase("eqx_prelu", factory=model(lambda k: eqx.nn.PReLU(0.2)), input_shapes=[("B", 6)]),
             Testcase("eqx_batch_norm_inference", factory=_batch_norm, input_shapes=[("B", 4)]),
         ],
