@@ -5,6 +5,9 @@ shows up only here.
 float32 is checked bit for bit. That holds where XLA contracts ``a * b + c`` into an FMA, as it does
 on every x86-64 CPU with FMA3 and on ARM64; on a CPU without, XLA rounds each product and the
 float32 checks are skipped (with that reason), the ulp bounds still apply.
+
+JAX's side is compiled as a user's ``jax.jit`` is, whatever ``XLA_FLAGS`` the test session sets (the
+suite compiles at LLVM -O0 for speed, which also drops the FMA contraction): per-compile options.
 """
 
 from __future__ import annotations
@@ -30,11 +33,19 @@ def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(got) & np.isnan(want), 0.0, d)
 
 
+#: XLA's defaults, over the session's ``jax2onnx_xla_flags`` (see pyproject.toml).
+_USER_COMPILE = {"xla_backend_optimization_level": 2, "xla_cpu_use_fusion_emitters": True}
+
+
+def _jit(fn, *args):
+    return jax.jit(fn).lower(*args).compile(compiler_options=_USER_COMPILE)(*args)
+
+
 def _xla_fuses_multiply_add() -> bool:
     rng = np.random.default_rng(0)
     a, b, c = (rng.standard_normal(4096).astype(np.float32) for _ in range(3))
     fused = (a.astype(np.float64) * b + c).astype(np.float32)
-    return bool(np.array_equal(np.asarray(jax.jit(lambda a, b, c: a * b + c)(a, b, c)), fused))
+    return bool(np.array_equal(np.asarray(_jit(lambda a, b, c: a * b + c, a, b, c)), fused))
 
 
 _FMA = pytest.mark.skipif(not _xla_fuses_multiply_add(),
@@ -52,7 +63,7 @@ def _inputs(dtype) -> np.ndarray:
 def _compare(fn, x):
     with compat.x64_enabled(x.dtype == np.float64):
         model = to_onnx(fn, [jax.ShapeDtypeStruct(("N",), x.dtype)], enable_double_precision=x.dtype == np.float64)
-        want = np.asarray(jax.jit(fn)(x))
+        want = np.asarray(_jit(fn, x))
     with np.errstate(all="ignore"):
         got = run_onnx(model, [x])[0]
     return got, want
@@ -78,13 +89,18 @@ def test_float64_ulps(name, bound):
     assert _ulps(got, want).max() <= bound
 
 
+_SAMPLERS = {
+    "normal": lambda k: jax.random.normal(k, (1 << 14,)),  # bits -> uniform -> erf_inv * sqrt(2)
+    "exponential": lambda k: jax.random.exponential(k, (1 << 14,)),  # -log1p(-u)
+    "laplace": lambda k: jax.random.laplace(k, (1 << 14,)),  # sign(u) * log1p(-|u|)
+}
+
+
 @_FMA
-def test_normal_float32_bitwise():
-    """jax.random.normal: threefry bits -> uniform -> erf_inv * sqrt(2), every draw equal."""
+@pytest.mark.parametrize("name", list(_SAMPLERS))
+def test_sampler_float32_bitwise(name):
+    """Every draw equal to jax.jit's."""
     key = np.array([3, 2**31 + 9], np.uint32)
-
-    def fn(k):
-        return jax.random.normal(k, (1 << 14,))
-
+    fn = _SAMPLERS[name]
     model = to_onnx(fn, [jax.ShapeDtypeStruct((2,), jnp.uint32)])
-    np.testing.assert_array_equal(run_onnx(model, [key])[0], np.asarray(jax.jit(fn)(key)))
+    np.testing.assert_array_equal(run_onnx(model, [key])[0], np.asarray(_jit(fn, key)))
