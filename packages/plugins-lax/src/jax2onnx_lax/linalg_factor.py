@@ -87,7 +87,6 @@ def _lu_unrolled(ctx, aug, m, n, batch):
     op = ctx.op
     k_steps = min(m, n)
     cols = np.arange(n + 1).reshape(1, n + 1)
-    row_shape = ctx.shape_tensor([*batch, 1, n + 1])
     s, rows_out, pivs = aug, [], []
     for k in range(k_steps):
         r = m - k
@@ -99,7 +98,7 @@ def _lu_unrolled(ctx, aug, m, n, batch):
             rows_out.append(s)
             s = None
             break
-        row_p = op.GatherElements(s, op.Expand(p, row_shape), axis=-2)  # [..., 1, n + 1]
+        row_p = op.GatherND(s, p, batch_dims=len(batch))  # [..., 1, n + 1]: p [..., 1, 1] indexes the rows
         rows_out.append(row_p)
         row_0 = op.Slice(s, ctx.i64([0]), ctx.i64([1]), ctx.i64([-2]))
         swapped = op.Where(op.Equal(ctx.const(np.arange(r, dtype=np.int64).reshape(r, 1)), p), row_0, s)
