@@ -195,18 +195,20 @@ def lower_iota_2x32_shape(ctx):
 # Testcases. Bits and everything integer or boolean drawn from them (randint, bernoulli,
 # categorical, permutation, choice) are compared exactly. Float samplers get the bits exactly too;
 # what follows them is XLA's float maths: erf_inv and log1p are XLA's own kernels here (bitwise in
-# float32 on a CPU with FMA, see random_float_kernels), so normal and exponential match bit for bit
-# (1 ulp is allowed for a CPU without FMA; tests/test_random_kernels.py checks the bits). The rest
-# differs from XLA's CPU code where XLA contracts a*b + c into one FMA (uniform's scaling) and where
-# onnxruntime's Log/Exp/Pow round differently from XLA's (gumbel, logistic, gamma). Tolerances are
-# in ulps (see ulp_tolerance), from the max over 180000 draws of each testcase's own function
-# (B = 20000, 3 keys; tools: the lax README's jax.random section), rounded up to a power of two.
+# float32 against a default jax.jit on a CPU with FMA: tests/test_random_kernels.py checks the bits),
+# so normal and exponential match bit for bit. The rest differs from XLA's CPU code where XLA
+# contracts a*b + c into one FMA (uniform's scaling) and where onnxruntime's Log/Exp/Pow round
+# differently from XLA's (gumbel, logistic, gamma). The test session compiles JAX's side at LLVM -O0
+# (pyproject's jax2onnx_xla_flags), which drops the FMA contraction: against that reference the FMA
+# kernels are a few ulps off. Tolerances are in ulps (see ulp_tolerance): the max over 180000 draws
+# of each testcase's own function (B = 20000, 3 keys) under both compilations, rounded up to a
+# power of two.
 
 _EXACT = {"rtol": 0.0, "atol": 0.0, "rtol_f64": 0.0, "atol_f64": 0.0}
-#: normal: bitwise in float32, max 3 ulps in float64.
-_NORMAL = ulp_tolerance(1, 4)
-#: exponential: bitwise in float32, max 2 ulps in float64.
-_EXPONENTIAL = ulp_tolerance(1, 2)
+#: normal: bitwise in float32 (default compile); max 3 ulps (2 eps relative) against -O0 and in float64.
+_NORMAL = ulp_tolerance(4, 4)
+#: exponential: bitwise in float32 (default compile); max 1 ulp against -O0, 2 ulps in float64.
+_EXPONENTIAL = ulp_tolerance(2, 2)
 #: uniform on [-2, 3): u * 5 - 2 with XLA's FMA vs a rounded product: max |diff| 2**-22 (float32),
 #: 2**-51 (float64), where the result cancels to near 0; allowed: 1 ulp of the product (< 5).
 _UNIFORM = ulp_tolerance(1, 1, atol=2.0**-21, atol_f64=2.0**-50)
@@ -216,11 +218,12 @@ _LOG_CANCELS = ulp_tolerance(4, 4, atol=2.0**-20, atol_f64=2.0**-49)
 #: truncated_normal (erf, uniform's FMA, erf_inv): max |diff| 7.2e-7 (float32), 2**-48 (float64).
 _TRUNCATED = ulp_tolerance(4, 4, atol=2.0**-20, atol_f64=2.0**-47)
 #: gamma/beta/dirichlet (log, exp, pow in a rejection loop): max 6.0e-6 relative = 50 ulps (float32),
-#: 8.9e-15 = 40 ulps (float64).
+#: 9.6e-15 = 43 ulps (float64), under either compilation.
 _GAMMA = ulp_tolerance(64, 64)
-#: multivariate_normal (cholesky, matmul, normal): bitwise in float32 (300 keys); float64 max |diff|
-#: 2**-50 where mean + L z cancels, 8 ulps elsewhere.
-_MVN = ulp_tolerance(1, 16, atol_f64=2.0**-49)
+#: multivariate_normal (cholesky, matmul, normal): float32 bitwise (default compile, 300 keys), 16 ulps
+#: (1.1e-6 relative) against -O0; float64 8 ulps; |diff| up to 2**-22 / 2**-50 where mean + L z
+#: cancels to near 0.
+_MVN = ulp_tolerance(16, 16, atol=2.0**-21, atol_f64=2.0**-49)
 
 
 KEY_DATA = jax.ShapeDtypeStruct((2,), jnp.uint32)

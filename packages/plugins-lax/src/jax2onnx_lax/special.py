@@ -108,10 +108,11 @@ def lower_erf_inv(ctx, x):
 # Testcases
 
 _TIGHT = dict(atol=1e-30, atol_f64=1e-300, rtol=2e-6, rtol_f64=1e-13)
-#: erf_inv is XLA's kernel: float32 is bitwise JAX's on a CPU with FMA (XLA contracts a*b + c there;
-#: tests/test_random_kernels.py checks 2**16 inputs bit for bit), 1 ulp is allowed here for a CPU
-#: without; float64 measured max 3 ulps (onnxruntime's Log, no FMA in float64).
-_ERF_INV_ULPS = kernels.ulp_tolerance(1, 3)
+#: erf_inv is XLA's kernel: float32 is bitwise a default jax.jit's on a CPU with FMA (XLA contracts
+#: a*b + c there; tests/test_random_kernels.py checks 2**16 inputs bit for bit). The test session
+#: compiles JAX at -O0, without that contraction: 2 ulps (1.9e-7 relative) measured against it.
+#: float64: max 3 ulps (onnxruntime's Log, no FMA in float64).
+_ERF_INV_ULPS = kernels.ulp_tolerance(2, 4)
 _NEAR_ONE = f32(0.9, 0.99, 0.999, 0.9999, 0.99999, 0.999999, 0.9999999, -0.9999999, 1.0, -1.0, 1.5, 0.0, np.nan)
 
 
