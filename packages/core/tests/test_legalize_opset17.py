@@ -91,6 +91,15 @@ def test_bitwise_literal_operand_takes_the_other_operands_dtype():
     np.testing.assert_array_equal(got, x & np.uint64(2**32 - 1))
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint32, np.uint64], ids=lambda d: np.dtype(d).name)
+def test_bitwise_and_with_a_low_bits_mask_is_one_mod(dtype):
+    x = _ints(np.random.default_rng(3), dtype, (9,))
+    mask = np.asarray([7, 7, 7], dtype=dtype)
+    (got,), ops = _run(17, [((9,), dtype)], lambda op, v: op.BitwiseAnd(mask[:1], v), [x])
+    np.testing.assert_array_equal(got, x & mask[0])
+    assert ops == {"Mod", "Identity"}
+
+
 def test_bool_bitwise_ops_are_the_logic_ops():
     a = np.asarray([True, False, True, False])
     b = np.asarray([True, True, False, False])

@@ -279,6 +279,11 @@ def _bitwise(op, op_type, inputs, attrs, n_out, opset):
         top = -1 if npt.kind == "i" else int(np.iinfo(npt).max)
         return Rewritten(op.Sub(np.asarray(top, dtype=npt), xs[0]))
     width = npt.itemsize * 8
+    if op_type == "BitwiseAnd":
+        for x, mask in ((xs[0], inputs[1]), (xs[1], inputs[0])):
+            k = _low_bits_mask(mask, width)
+            if k is not None:  # x & (2^k - 1) is x mod 2^k (Mod takes the divisor's sign), one node
+                return Rewritten(op.Mod(x, np.asarray(1 << k, dtype=npt)))
     a, b = (_bit_planes(op, x, width) for x in xs)
     if op_type == "BitwiseAnd":
         bits = op.Mul(a, b)
@@ -311,6 +316,15 @@ def _from_bit_planes(op: Any, bits: ir.Value, width: int, dtype: ir.DataType) ->
     low, high = (op.Cast(partial(a, a + 32, False), to=U64) for a in (0, 32))
     total = op.Add(op.Mul(high, np.uint64(1 << 32)), low)
     return total if dtype == ir.DataType.UINT64 else op.Cast(total, to=int(dtype))
+
+
+def _low_bits_mask(v: Any, width: int) -> int | None:
+    """k when ``v`` is a constant whose every element is 2^k - 1 with 0 < k < width."""
+    values = _constant_ints(v)
+    if not values or len(set(values)) != 1:
+        return None
+    k = (values[0] + 1).bit_length() - 1
+    return k if 0 < k < width and values[0] == (1 << k) - 1 else None
 
 
 def _bit_planes(op: Any, x: ir.Value, width: int) -> ir.Value:
