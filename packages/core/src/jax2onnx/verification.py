@@ -38,15 +38,21 @@ def run_onnx(
     params: Mapping[str, Any] | None = None,
     *,
     base_dir: str | os.PathLike[str] | None = None,
+    threads: int | None = None,
 ) -> list[np.ndarray]:
     """Run ``model`` (a proto, serialized bytes or a path) on the CPU provider.
 
     A proto whose weights are external data is loaded with its folder as the base: ``base_dir``,
-    or the folder it was saved to when ``to_onnx`` returned it.
+    or the folder it was saved to when ``to_onnx`` returned it. ``threads``: onnxruntime's
+    intra-op thread count (``None``: its default, one per core). ``1`` suits many small models
+    run once each, as a test suite runs them: starting the default thread pool costs several
+    times the CPU such a model takes to run.
     """
     ort = require_onnxruntime("running an exported model")
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
+    if threads is not None:
+        opts.intra_op_num_threads = threads
     sess = _session(ort, model, opts, base_dir)
     feeds = {}
     graph_inputs = sess.get_inputs()
@@ -126,20 +132,21 @@ def allclose(
     enable_double_precision: bool | None = None,
     base_dir: str | os.PathLike[str] | None = None,
     jit: bool = True,
+    threads: int | None = None,
 ) -> Comparison:
     """Run ``fn`` in JAX and ``model`` in onnxruntime on the same concrete ``inputs`` and compare.
 
     ``model`` may be a ModelProto or a path (read by onnxruntime itself, so external data of any
     size is memory-mapped, not copied). A proto with external data needs its folder: ``base_dir``,
-    or none for the proto ``to_onnx`` just returned. Returns a :class:`Comparison` (truthy when
-    all match).
+    or none for the proto ``to_onnx`` just returned. ``jit``: see :func:`jax_reference`;
+    ``threads``: see :func:`run_onnx`. Returns a :class:`Comparison` (truthy when all match).
     """
     arrays = [np.asarray(x) for x in inputs]
     double = enable_double_precision if enable_double_precision is not None else any(a.dtype == np.float64 for a in arrays)
     with compat.x64_enabled(double):
         expected = jax.tree_util.tree_leaves(jax_reference(fn, arrays, input_params, jit=jit))
         expected = [as_onnx_value(e) for e in expected]
-    got = run_onnx(model, arrays, input_params, base_dir=base_dir)
+    got = run_onnx(model, arrays, input_params, base_dir=base_dir, threads=threads)
     diffs: list[float] = []
     msgs: list[str] = []
     ok = len(got) == len(expected)

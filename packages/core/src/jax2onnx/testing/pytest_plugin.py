@@ -11,11 +11,18 @@ Options: ``--jax2onnx-report=PATH`` writes ``{test id: "passed"|"failed"|"skippe
 (the coverage tables read it); ``--jax2onnx-opset=N`` exports every variant at opset N instead of
 the default (``nox -s opsets`` runs the floor, 17; ids and report keys get ``_opsetN``);
 ``-k`` selects by testcase name as usual.
+
+Ini option ``jax2onnx_xla_flags``: XLA flags added to ``XLA_FLAGS`` before any conftest or test
+module is imported, so before JAX's first compilation (XLA reads the variable once, then). A
+repository puts cheaper-to-compile settings for JAX's side of the comparisons there (this one's
+pyproject.toml does); a flag already named in ``XLA_FLAGS`` keeps the value given there, and
+``-o jax2onnx_xla_flags=`` turns them off for one run.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import pytest
@@ -28,6 +35,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--jax2onnx-report", default=None, help="write testcase outcomes as JSON to this path")
     group.addoption("--jax2onnx-opset", default=None, type=_opset_option,
                     help="export every testcase variant at this opset (default: to_onnx's default)")
+    parser.addini("jax2onnx_xla_flags", type="args", default=[],
+                  help="XLA flags added to XLA_FLAGS before JAX first compiles (those XLA_FLAGS names already win)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # The earliest hook a plugin gets: conftest files and test modules, which may compute with JAX
+    # at import, come after it. xdist workers run it too and find the flags inherited.
+    flags = early_config.getini("jax2onnx_xla_flags")
+    if flags:
+        os.environ["XLA_FLAGS"] = with_xla_flags(os.environ.get("XLA_FLAGS", ""), flags)
+
+
+def with_xla_flags(current: str, flags: list[str]) -> str:
+    """``current`` (an ``XLA_FLAGS`` value) plus those of ``flags`` whose name it does not set."""
+    named = {f.split("=", 1)[0] for f in current.split()}
+    added = [f for f in flags if f.split("=", 1)[0] not in named]
+    return " ".join([*current.split(), *added])
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if config.getini("jax2onnx_xla_flags"):
+        return f"jax2onnx: XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}"
+    return None
 
 
 def _opset_option(text: str) -> int:
