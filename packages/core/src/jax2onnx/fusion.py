@@ -14,14 +14,15 @@ the kit does the rest.
   not ``grad``'s forward part), :func:`region_body`/:func:`find_eqns` (read the library's own
   equations), weight helpers (:func:`const_array`, :func:`reshape_const`, :func:`concat_weights`,
   :func:`norm_weight`).
-- Emission shared by several libraries: channels-last ↔ ONNX's channels-first layout
+- Emission shared by several libraries: dense layers (:func:`lower_dense`,
+  :func:`lower_dense_general`, :func:`lower_einsum_bias`), channels-last ↔ ONNX's channels-first layout
   (:func:`to_nchw`, :func:`to_nhwc`, :func:`channels_first`), convolutions read from the body's ``conv_general_dilated``
   (:func:`lower_conv_channels_last`, :func:`lower_conv_transpose_channels_last`), ``lax.reduce_window``
-  pooling (:func:`pool_region`, :func:`lower_max_pool_channels_last`,
+  pooling (:func:`pool_patches`, :func:`pool_region`, :func:`lower_max_pool_channels_last`,
   :func:`lower_avg_pool_channels_last`), the normalizations (:func:`lower_layer_norm`,
   :func:`lower_rms_norm`, :func:`lower_batch_norm`, :func:`lower_group_norm`,
-  :func:`lower_instance_norm`) and attention masks (:func:`attention_inputs`,
-  :func:`additive_mask`).
+  :func:`lower_instance_norm`) and attention (:func:`lower_dot_product_attention`,
+  :func:`lower_multi_head_attention`, :func:`attention_inputs`, :func:`additive_mask`).
 
 The normalization and channels-last lowerings read a region by convention: the input operand is
 ``"x"``, weights are ``"scale"``, ``"bias"``, ``"mean"``, ``"var"``, ``"kernel"``, and the static
@@ -40,6 +41,7 @@ from .plugin import is_array, marked_call
 
 __all__ = [
     "Operands",
+    "ATTENTION_DTYPES",
     "additive_mask",
     "attention_inputs",
     "body_conv",
@@ -47,18 +49,25 @@ __all__ = [
     "call_region",
     "channels_first",
     "concat_weights",
+    "conv_padding_mode",
     "const_array",
     "find_eqns",
+    "ints_per_axis",
     "is_array",
     "key_name",
     "lower_avg_pool_channels_last",
     "lower_batch_norm",
     "lower_conv_channels_last",
+    "lower_dense",
+    "lower_dense_general",
+    "lower_einsum_bias",
     "lower_conv_transpose_channels_last",
+    "lower_dot_product_attention",
     "lower_group_norm",
     "lower_instance_norm",
     "lower_layer_norm",
     "lower_max_pool_channels_last",
+    "lower_multi_head_attention",
     "lower_rms_norm",
     "matmul_bias",
     "norm_axes",
@@ -66,6 +75,7 @@ __all__ = [
     "one_output_like",
     "path_name",
     "pool_attrs",
+    "pool_patches",
     "pool_region",
     "region_body",
     "reshape_const",
@@ -323,6 +333,71 @@ def matmul_bias(ctx: Any, x: ir.Value, kernel: ir.Value, bias: ir.Value | None, 
 
 
 # ---------------------------------------------------------------------------------------------
+# Dense layers: operands ``x``, ``kernel`` (in features..., out features...), optional ``bias``
+
+
+def lower_dense(ctx: Any, *ins: ir.Value) -> ir.Value | None:
+    """``x @ kernel + bias`` over the last axis → Gemm (2-D ``x``) or MatMul (+ Add)."""
+    ops = Operands(ctx, ins)
+    x_shape = ops.shape("x")
+    if "kernel" not in ops or not one_output_like(ctx, (*x_shape[:-1], ops.shape("kernel")[-1])):
+        return None
+    dtype = ctx.avals_out[0].dtype
+    bias = ctx.cast(ops["bias"], dtype) if "bias" in ops else None
+    return matmul_bias(ctx, ctx.cast(ops["x"], dtype), ctx.cast(ops["kernel"], dtype), bias, len(x_shape))
+
+
+def lower_dense_general(ctx: Any, *ins: ir.Value) -> ir.Value | None:
+    """A contraction of ``x``'s trailing axes (param ``axes``, in order) with a kernel of shape
+    (*in, *``out_features``) → Reshapes around one matrix product (Gemm or MatMul + Add)."""
+    import math
+
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    x_shape = ops.shape("x")
+    rank = len(x_shape)
+    axes, out_f = p["axes"], p["out_features"]
+    lead = rank - len(axes)
+    # Contracting over the trailing axes, in order, is a plain matrix product after flattening.
+    if tuple(axes) != tuple(range(lead, rank)) or not one_output_like(ctx, (*x_shape[:lead], *out_f)):
+        return None
+    in_f = [x_shape[a] for a in axes]
+    if not static_ints(in_f):
+        return None
+    n_in, n_out = math.prod(in_f), math.prod(out_f)
+    dtype = ctx.avals_out[0].dtype
+    x = ctx.cast(ops["x"], dtype)
+    if len(axes) != 1:
+        x = ctx.op.Reshape(x, ctx.i64([0] * lead + [-1]))
+    kernel = ctx.cast(ops["kernel"], dtype)
+    if ops.shape("kernel") != (n_in, n_out):
+        kernel = reshape_const(ctx, kernel, [n_in, n_out])
+    bias = None
+    if "bias" in ops:
+        bias = ctx.cast(ops["bias"], dtype)
+        if ops.shape("bias") != (n_out,):
+            bias = reshape_const(ctx, bias, [n_out])
+    y = matmul_bias(ctx, x, kernel, bias, lead + 1)
+    if len(out_f) != 1:
+        y = ctx.op.Reshape(y, ctx.i64([0] * lead + list(out_f)))
+    return y
+
+
+def lower_einsum_bias(ctx: Any, *ins: ir.Value) -> ir.Value | None:
+    """``einsum(equation, x, kernel) + bias`` (params ``equation``, ``bias_shape``: the bias
+    reshaped to broadcast, None for no bias) → Einsum (+ Add)."""
+    ops = Operands(ctx, ins)
+    p = ctx.marked.params
+    if len(ctx.avals_out) != 1:
+        return None
+    dtype = ctx.avals_out[0].dtype
+    y = ctx.op.Einsum(ctx.cast(ops["x"], dtype), ctx.cast(ops["kernel"], dtype), equation=p["equation"])
+    if "bias" in ops and p["bias_shape"] is not None:
+        y = ctx.op.Add(y, reshape_const(ctx, ctx.cast(ops["bias"], dtype), p["bias_shape"]))
+    return y
+
+
+# ---------------------------------------------------------------------------------------------
 # Layout
 
 
@@ -350,6 +425,24 @@ def channels_first(ctx: Any, x: ir.Value, rank: int, channels_last: bool, op: Ca
 
 #: Element types onnxruntime implements Conv/ConvTranspose for.
 CONV_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float16)})
+
+
+def ints_per_axis(v: Any, n: int) -> tuple[int, ...]:
+    """A per-spatial-axis setting (strides, dilation) as ``n`` ints: None is all ones, an int repeats."""
+    if v is None:
+        return (1,) * n
+    if isinstance(v, (int, np.integer)):
+        return (int(v),) * n
+    return tuple(int(d) for d in v)
+
+
+def conv_padding_mode(padding: Any) -> str | None:
+    """A convolution's padding as the static param :func:`conv_pads` reads: ``"SAME"``,
+    ``"SAME_LOWER"``, ``"VALID"`` or ``"EXPLICIT"`` (pairs); None for what ONNX cannot express
+    (``"CIRCULAR"``, ``"CAUSAL"``, ...)."""
+    if isinstance(padding, str):
+        return padding if padding in ("SAME", "SAME_LOWER", "VALID") else None
+    return "EXPLICIT"
 
 
 def body_conv(ctx: Any) -> Any | None:
@@ -529,6 +622,34 @@ def same_pads(spatial: Sequence[Any], window: Sequence[int], strides: Sequence[i
 
     pairs = jax.lax.padtype_to_pads(tuple(int(d) for d in spatial), tuple(window), tuple(strides), "SAME")
     return [int(lo) for lo, _ in pairs] + [int(hi) for _, hi in pairs]
+
+
+def pool_patches(module: str, avg_mark: str, max_mark: str) -> list[Any]:
+    """Patches of ``<module>.avg_pool`` and ``<module>.max_pool``, functions with flax's signature
+    ``(inputs, window_shape, strides=None, padding="VALID"[, count_include_pad=True])`` over
+    channels-last inputs, making each call the region ``avg_mark``/``max_mark`` (see
+    :func:`pool_region`; lowered by :func:`lower_avg_pool_channels_last` and
+    :func:`lower_max_pool_channels_last`)."""
+    from .plugin import Patch
+
+    def patch_avg_pool(original: Callable[..., Any]) -> Callable[..., Any]:
+        def avg_pool(inputs: Any, window_shape: Any, strides: Any = None, padding: Any = "VALID",
+                     count_include_pad: Any = True) -> Any:
+            if not isinstance(count_include_pad, (bool, np.bool_)):
+                return original(inputs, window_shape, strides, padding, count_include_pad)
+            include = bool(count_include_pad)
+            return pool_region(avg_mark, original, inputs, window_shape, strides, padding, include,
+                               count_include_pad=include)
+
+        return avg_pool
+
+    def patch_max_pool(original: Callable[..., Any]) -> Callable[..., Any]:
+        def max_pool(inputs: Any, window_shape: Any, strides: Any = None, padding: Any = "VALID") -> Any:
+            return pool_region(max_mark, original, inputs, window_shape, strides, padding)
+
+        return max_pool
+
+    return [Patch(module, "avg_pool", patch_avg_pool), Patch(module, "max_pool", patch_max_pool)]
 
 
 def lower_avg_pool_channels_last(ctx: Any, x: ir.Value) -> ir.Value | None:
@@ -754,3 +875,101 @@ def additive_mask(ctx: Any, mask: ir.Value | None, bias: ir.Value | None, dtype:
     allowed = ctx.const(np.zeros((), dtype=dtype)) if bias is None else ctx.cast(bias, dtype)
     masked = ctx.const(np.asarray(-0.7 * np.finfo(np.dtype(dtype)).max, dtype=dtype))
     return ctx.op.Where(keep, allowed, masked)
+
+
+def _mask_fits(shape: tuple[Any, ...] | None) -> bool:
+    return shape is None or 2 <= len(shape) <= 4
+
+
+#: onnxruntime's Attention kernel is float32-accurate even for double inputs (3e-8 off where JAX's
+#: float64 result is exact): a pack that wants float64 exact passes these as ``dtypes``.
+ATTENTION_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float16)})
+
+
+def _attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Value | None, heads: int,
+               kv_heads: int) -> ir.Value:
+    is_causal = bool(ctx.marked.params.get("is_causal", False))
+    return ctx.op.Attention(q, k, v, attn_mask, q_num_heads=heads, kv_num_heads=kv_heads,
+                            is_causal=1 if is_causal else None)
+
+
+def lower_dot_product_attention(ctx: Any, *ins: ir.Value, dtypes: Any = None) -> ir.Value | None:
+    """A ``dot_product_attention`` region (operands ``q``, ``k``, ``v`` as (batch, seq, heads,
+    depth), optional ``bias``/``mask``; param ``is_causal``) → the opset-23 ``Attention`` op on the
+    (batch, seq, heads*depth) layout. ``dtypes``: the element types to fuse (None: any)."""
+    if ctx.opset < 23 or (dtypes is not None and np.dtype(ctx.avals_out[0].dtype) not in dtypes):
+        return None
+    ops = Operands(ctx, ins)
+    q_shape, k_shape, v_shape = ops.shape("q"), ops.shape("k"), ops.shape("v")
+    if len(q_shape) != 4 or len(k_shape) != 4 or len(v_shape) != 4:
+        return None
+    heads, kv_heads, depth_v = q_shape[2], k_shape[2], v_shape[3]
+    if not one_output_like(ctx, (*q_shape[:3], depth_v)):
+        return None
+    if any(name in ops and not _mask_fits(ops.shape(name)) for name in ("bias", "mask")):
+        return None
+    dtype = ctx.avals_out[0].dtype
+    flat = ctx.i64([0, 0, -1])
+    q, k, v = (ctx.op.Reshape(ctx.cast(ops[n], dtype), flat) for n in ("q", "k", "v"))
+    attn_mask = additive_mask(ctx, ops.get("mask"), ops.get("bias"), dtype)
+    y = _attention(ctx, q, k, v, attn_mask, int(heads), int(kv_heads))
+    return ctx.op.Reshape(y, ctx.i64([0, 0, int(heads), int(depth_v)]))
+
+
+def lower_multi_head_attention(ctx: Any, *ins: ir.Value, dtypes: Any = None) -> ir.Value | None:
+    """A multi-head attention layer's region → projections, ``Attention``, output projection.
+
+    Operands: ``q`` (and ``k``/``v`` when they differ, see :func:`attention_inputs`), optional
+    ``mask``; weights ``query``/``key``/``value`` ``/kernel`` (in, heads, depth) and ``/bias``
+    (heads, depth), ``out/kernel`` (heads, depth, features) and ``out/bias``. Self-attention with
+    constant weights projects Q|K|V with one MatMul and a Split. ``dtypes`` as in
+    :func:`lower_dot_product_attention`.
+    """
+    if ctx.opset < 23 or (dtypes is not None and np.dtype(ctx.avals_out[0].dtype) not in dtypes):
+        return None
+    ops = Operands(ctx, ins)
+    names = ("query", "key", "value", "out")
+    if any(f"{n}/kernel" not in ops for n in names):
+        return None
+    _, heads, depth = ops.shape("query/kernel")
+    _, kv_heads, _ = ops.shape("key/kernel")
+    _, _, depth_v = ops.shape("value/kernel")
+    out_features = ops.shape("out/kernel")[2:]
+    q_shape = ops.shape("q")
+    if len(out_features) != 1 or not one_output_like(ctx, (*q_shape[:2], out_features[0])):
+        return None
+    if "mask" in ops and not _mask_fits(ops.shape("mask")):
+        return None
+    dtype = np.dtype(ctx.avals_out[0].dtype)
+    widths = [heads * depth, kv_heads * depth, kv_heads * depth_v]
+
+    def project(x: ir.Value, name: str, width: int) -> ir.Value:
+        kernel = reshape_const(ctx, ctx.cast(ops[f"{name}/kernel"], dtype), [ops.shape(f"{name}/kernel")[0], width])
+        y = ctx.op.MatMul(x, kernel)
+        if f"{name}/bias" not in ops:
+            return y
+        return ctx.op.Add(y, reshape_const(ctx, ctx.cast(ops[f"{name}/bias"], dtype), [width]))
+
+    x_q = ctx.cast(ops["q"], dtype)
+    kernels = [const_array(ops[f"{n}/kernel"]) for n in names[:3]]
+    biases = [const_array(ops.get(f"{n}/bias")) for n in names[:3]]
+    has_bias = [f"{n}/bias" in ops for n in names[:3]]
+    # Self-attention with constant weights: one MatMul (+ Add) on the concatenated Q|K|V weights.
+    if ("k" not in ops and "v" not in ops and all(k is not None for k in kernels)
+            and all((b is not None) == h for b, h in zip(biases, has_bias, strict=True))):
+        stacked = np.concatenate([k.reshape(k.shape[0], w).astype(dtype) for k, w in zip(kernels, widths, strict=True)],
+                                 axis=1)
+        qkv = ctx.op.MatMul(x_q, ctx.const(stacked))
+        if any(has_bias):
+            qkv = ctx.op.Add(qkv, ctx.const(np.concatenate([
+                b.reshape(w).astype(dtype) if b is not None else np.zeros(w, dtype)
+                for b, w in zip(biases, widths, strict=True)])))
+        q, k, v = ctx.op.Split(qkv, ctx.i64(widths), axis=-1, _outputs=3)
+    else:
+        x_k = ctx.cast(ops["k"], dtype) if "k" in ops else x_q
+        x_v = ctx.cast(ops["v"], dtype) if "v" in ops else x_k
+        q, k, v = project(x_q, "query", widths[0]), project(x_k, "key", widths[1]), project(x_v, "value", widths[2])
+    y = _attention(ctx, q, k, v, additive_mask(ctx, ops.get("mask"), None, dtype), int(heads), int(kv_heads))
+    out = ops.shape("out/kernel")[-1]
+    y = ctx.op.MatMul(y, reshape_const(ctx, ctx.cast(ops["out/kernel"], dtype), [heads * depth_v, out]))
+    return ctx.op.Add(y, ctx.cast(ops["out/bias"], dtype)) if "out/bias" in ops else y

@@ -19,15 +19,23 @@ caches, ``normalize_qk``, custom dot_generals/einsums and ranks other than 4-D (
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
 from flax import linen as nn
 from flax.linen import attention as _flax_attention
+from jax2onnx.fusion import (
+    ATTENTION_DTYPES,
+    attention_inputs,
+    is_array,
+    lower_dot_product_attention,
+    lower_multi_head_attention,
+)
 from jax2onnx.plugin import Lowerings, Patch, marked_call
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_module, const_array, fusable, is_array, one_output_like, reshape_const
+from ._fusion import call_module, fusable
 from ._testing import applied, float32_ops
 
 lowerings = Lowerings()
@@ -100,22 +108,11 @@ def _patch_multi_head_attention(original):
             return original(self, inputs_q, inputs_k, inputs_v, *args, inputs_kv=inputs_kv, mask=mask,
                             deterministic=deterministic, dropout_rng=dropout_rng, sow_weights=sow_weights, **kwargs)
         k = inputs_q if inputs_k is None else inputs_k
-        v = k if inputs_v is None else inputs_v
-        inputs = {"q": inputs_q}
-        if k is not inputs_q:
-            inputs["k"] = k
-        if v is not k:
-            inputs["v"] = v
-        if mask is not None:
-            inputs["mask"] = mask
-        names = tuple(inputs)
+        inputs, unpack = attention_inputs(inputs_q, k, k if inputs_v is None else inputs_v, mask)
 
         def body(m, *arrays):
-            named = dict(zip(names, arrays, strict=True))
-            q = named["q"]
-            kk = named.get("k", q)
-            vv = named.get("v", kk)
-            return original(m, q, kk, vv, mask=named.get("mask"), deterministic=deterministic)
+            q, kk, vv, msk = unpack(*arrays)
+            return original(m, q, kk, vv, mask=msk, deterministic=deterministic)
 
         return call_module(MULTI_HEAD_ATTENTION, self, body, inputs)
 
@@ -129,99 +126,11 @@ patches = [
 
 
 # ---------------------------------------------------------------------------------------------
-# Lowerings
+# Lowerings: the kit's (operands q/k/v/mask/bias and query/key/value/out kernels, as flax names them).
+# float64 keeps flax's decomposition: onnxruntime's Attention kernel is only float32-accurate.
 
-
-def _additive_mask(ctx: Any, mask: Any | None, bias: Any | None, dtype: Any) -> Any | None:
-    """Attention's ``attn_mask`` from flax's boolean mask and/or float bias (see module doc)."""
-    if mask is None:
-        return None if bias is None else ctx.cast(bias, dtype)
-    keep = ctx.cast(mask, np.bool_)
-    allowed = ctx.const(np.zeros((), dtype=dtype)) if bias is None else ctx.cast(bias, dtype)
-    masked = ctx.const(np.asarray(-0.7 * np.finfo(np.dtype(dtype)).max, dtype=dtype))
-    return ctx.op.Where(keep, allowed, masked)
-
-
-def _mask_fits(shape: tuple[Any, ...] | None) -> bool:
-    return shape is None or 2 <= len(shape) <= 4
-
-
-#: onnxruntime's Attention kernel is float32-accurate even for double inputs (3e-8 off where JAX's
-#: float64 result is exact), so float64 keeps flax's decomposition.
-_ATTENTION_DTYPES = {np.dtype(np.float32), np.dtype(np.float16)}
-
-
-def _attention(ctx: Any, q: Any, k: Any, v: Any, attn_mask: Any | None, heads: int, kv_heads: int) -> Any:
-    return ctx.op.Attention(q, k, v, attn_mask, q_num_heads=heads, kv_num_heads=kv_heads)
-
-
-@lowerings.register_call(DOT_PRODUCT_ATTENTION)
-def lower_dot_product_attention(ctx, *ins):
-    if ctx.opset < 23 or np.dtype(ctx.avals_out[0].dtype) not in _ATTENTION_DTYPES:
-        return None
-    ops = Operands(ctx, ins)
-    q_shape, k_shape, v_shape = ops.shape("q"), ops.shape("k"), ops.shape("v")
-    heads, kv_heads, depth_v = q_shape[2], k_shape[2], v_shape[3]
-    if not one_output_like(ctx, (*q_shape[:3], depth_v)) or heads != kv_heads:
-        return None
-    if any(name in ops and not _mask_fits(ops.shape(name)) for name in ("bias", "mask")):
-        return None
-    dtype = ctx.avals_out[0].dtype
-    q, k, v = (ctx.op.Reshape(ctx.cast(ops[n], dtype), ctx.i64([0, 0, -1])) for n in ("q", "k", "v"))
-    attn_mask = _additive_mask(ctx, ops.get("mask"), ops.get("bias"), dtype)
-    y = _attention(ctx, q, k, v, attn_mask, int(heads), int(kv_heads))
-    return ctx.op.Reshape(y, ctx.i64([0, 0, int(heads), int(depth_v)]))
-
-
-@lowerings.register_call(MULTI_HEAD_ATTENTION)
-def lower_multi_head_attention(ctx, *ins):
-    if ctx.opset < 23 or np.dtype(ctx.avals_out[0].dtype) not in _ATTENTION_DTYPES:
-        return None
-    ops = Operands(ctx, ins)
-    names = ("query", "key", "value", "out")
-    if any(f"{n}/kernel" not in ops for n in names):
-        return None
-    _, heads, depth = ops.shape("query/kernel")
-    _, _, depth_v = ops.shape("value/kernel")
-    out_features = ops.shape("out/kernel")[2:]
-    q_shape = ops.shape("q")
-    if len(out_features) != 1 or not one_output_like(ctx, (*q_shape[:2], out_features[0])):
-        return None
-    if "mask" in ops and not _mask_fits(ops.shape("mask")):
-        return None
-    dtype = np.dtype(ctx.avals_out[0].dtype)
-    widths = [heads * depth, heads * depth, heads * depth_v]
-
-    def project(x: Any, name: str, width: int) -> Any:
-        kernel = reshape_const(ctx, ctx.cast(ops[f"{name}/kernel"], dtype), [ops.shape(f"{name}/kernel")[0], width])
-        y = ctx.op.MatMul(x, kernel)
-        if f"{name}/bias" not in ops:
-            return y
-        return ctx.op.Add(y, reshape_const(ctx, ctx.cast(ops[f"{name}/bias"], dtype), [width]))
-
-    x_q = ctx.cast(ops["q"], dtype)
-    kernels = [const_array(ops[f"{n}/kernel"]) for n in names[:3]]
-    biases = [const_array(ops.get(f"{n}/bias")) for n in names[:3]]
-    has_bias = [f"{n}/bias" in ops for n in names[:3]]
-    # Self-attention with constant weights: one MatMul (+ Add) on the concatenated Q|K|V weights.
-    if ("k" not in ops and "v" not in ops and all(k is not None for k in kernels)
-            and all((b is not None) == h for b, h in zip(biases, has_bias, strict=True))):
-        stacked = np.concatenate([k.reshape(k.shape[0], w).astype(dtype) for k, w in zip(kernels, widths, strict=True)],
-                                 axis=1)
-        qkv = ctx.op.MatMul(x_q, ctx.const(stacked))
-        if any(has_bias):
-            qkv = ctx.op.Add(qkv, ctx.const(np.concatenate([
-                b.reshape(w).astype(dtype) if b is not None else np.zeros(w, dtype)
-                for b, w in zip(biases, widths, strict=True)])))
-        q, k, v = ctx.op.Split(qkv, ctx.i64(widths), axis=-1, _outputs=3)
-    else:
-        x_k = ctx.cast(ops["k"], dtype) if "k" in ops else x_q
-        x_v = ctx.cast(ops["v"], dtype) if "v" in ops else x_k
-        q, k, v = project(x_q, "query", widths[0]), project(x_k, "key", widths[1]), project(x_v, "value", widths[2])
-    y = _attention(ctx, q, k, v, _additive_mask(ctx, ops.get("mask"), None, dtype), int(heads), int(heads))
-    out = ops.shape("out/kernel")[-1]
-    y = ctx.op.MatMul(y, reshape_const(ctx, ctx.cast(ops["out/kernel"], dtype), [heads * depth_v, out]))
-    return ctx.op.Add(y, ctx.cast(ops["out/bias"], dtype)) if "out/bias" in ops else y
+lowerings.add(f"call:{DOT_PRODUCT_ATTENTION}", partial(lower_dot_product_attention, dtypes=ATTENTION_DTYPES))
+lowerings.add(f"call:{MULTI_HEAD_ATTENTION}", partial(lower_multi_head_attention, dtypes=ATTENTION_DTYPES))
 
 
 # ---------------------------------------------------------------------------------------------

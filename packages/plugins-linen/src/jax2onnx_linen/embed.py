@@ -11,10 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import linen as nn
+from jax2onnx.fusion import Operands, is_array, one_output_like
 from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_module, fusable, is_array, one_output_like
+from ._fusion import call_module, fusable
 from ._testing import applied, param_dtype
 
 lowerings = Lowerings()

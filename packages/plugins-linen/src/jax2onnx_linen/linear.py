@@ -10,16 +10,21 @@ are left to flax's own code.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import linen as nn
+from jax2onnx.fusion import (
+    is_array,
+    lower_dense,
+    lower_dense_general,
+    lower_einsum_bias,
+)
 from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_module, fusable, is_array, one_output_like, reshape_const
+from ._fusion import call_module, fusable
 from ._testing import applied, bound
 
 lowerings = Lowerings()
@@ -88,69 +93,9 @@ patches = [
 # Lowerings
 
 
-def matmul_bias(ctx: Any, x: Any, kernel: Any, bias: Any | None, x_rank: int) -> Any:
-    """``x @ kernel + bias``: Gemm for a 2-D ``x``, else MatMul (+ Add)."""
-    if x_rank == 2:
-        return ctx.op.Gemm(x, kernel, bias)
-    y = ctx.op.MatMul(x, kernel)
-    return y if bias is None else ctx.op.Add(y, bias)
-
-
-@lowerings.register_call(DENSE)
-def lower_dense(ctx, *ins):
-    ops = Operands(ctx, ins)
-    x_shape = ops.shape("x")
-    if "kernel" not in ops or not one_output_like(ctx, (*x_shape[:-1], ops.shape("kernel")[-1])):
-        return None
-    dtype = ctx.avals_out[0].dtype
-    bias = ctx.cast(ops["bias"], dtype) if "bias" in ops else None
-    return matmul_bias(ctx, ctx.cast(ops["x"], dtype), ctx.cast(ops["kernel"], dtype), bias, len(x_shape))
-
-
-@lowerings.register_call(DENSE_GENERAL)
-def lower_dense_general(ctx, *ins):
-    ops = Operands(ctx, ins)
-    p = ctx.marked.params
-    x_shape = ops.shape("x")
-    rank = len(x_shape)
-    axes, out_f = p["axes"], p["out_features"]
-    lead = rank - len(axes)
-    # Contracting over the trailing axes, in order, is a plain matrix product after flattening.
-    if tuple(axes) != tuple(range(lead, rank)) or not one_output_like(ctx, (*x_shape[:lead], *out_f)):
-        return None
-    in_f = [x_shape[a] for a in axes]
-    if not all(isinstance(d, int) for d in in_f):
-        return None
-    n_in, n_out = math.prod(in_f), math.prod(out_f)
-    dtype = ctx.avals_out[0].dtype
-    x = ctx.cast(ops["x"], dtype)
-    if len(axes) != 1:
-        x = ctx.op.Reshape(x, ctx.i64([0] * lead + [-1]))
-    kernel = ctx.cast(ops["kernel"], dtype)
-    if ops.shape("kernel") != (n_in, n_out):
-        kernel = reshape_const(ctx, kernel, [n_in, n_out])
-    bias = None
-    if "bias" in ops:
-        bias = ctx.cast(ops["bias"], dtype)
-        if ops.shape("bias") != (n_out,):
-            bias = reshape_const(ctx, bias, [n_out])
-    y = matmul_bias(ctx, x, kernel, bias, lead + 1)
-    if len(out_f) != 1:
-        y = ctx.op.Reshape(y, ctx.i64([0] * lead + list(out_f)))
-    return y
-
-
-@lowerings.register_call(EINSUM)
-def lower_einsum(ctx, *ins):
-    ops = Operands(ctx, ins)
-    p = ctx.marked.params
-    if len(ctx.avals_out) != 1:
-        return None
-    dtype = ctx.avals_out[0].dtype
-    y = ctx.op.Einsum(ctx.cast(ops["x"], dtype), ctx.cast(ops["kernel"], dtype), equation=p["equation"])
-    if "bias" in ops and p["bias_shape"] is not None:
-        y = ctx.op.Add(y, reshape_const(ctx, ctx.cast(ops["bias"], dtype), p["bias_shape"]))
-    return y
+lowerings.add(f"call:{DENSE}", lower_dense)
+lowerings.add(f"call:{DENSE_GENERAL}", lower_dense_general)
+lowerings.add(f"call:{EINSUM}", lower_einsum_bias)
 
 
 # ---------------------------------------------------------------------------------------------

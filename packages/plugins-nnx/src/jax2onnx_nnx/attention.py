@@ -24,10 +24,15 @@ import jax
 import numpy as np
 from flax import nnx
 from flax.nnx.nn import attention as _flax_attention
+from jax2onnx.fusion import (
+    attention_inputs,
+    lower_dot_product_attention,
+    lower_multi_head_attention,
+)
 from jax2onnx.plugin import Lowerings, Patch, is_array, marked_call
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_module, const_array, one_output_like
+from ._fusion import call_module
 from .cases.helpers import model
 
 lowerings = Lowerings()
@@ -99,23 +104,12 @@ def _patch_multi_head_attention(original):
             return original(self, inputs_q, inputs_k, inputs_v, mask=mask, deterministic=deterministic, rngs=rngs,
                             sow_weights=sow_weights, decode=decode, **kwargs)
         k = inputs_q if inputs_k is None else inputs_k
-        v = k if inputs_v is None else inputs_v
-        inputs = {"q": inputs_q}
-        if k is not inputs_q:
-            inputs["k"] = k
-        if v is not k:
-            inputs["v"] = v
-        if mask is not None:
-            inputs["mask"] = mask
-        names = tuple(inputs)
+        inputs, unpack = attention_inputs(inputs_q, k, k if inputs_v is None else inputs_v, mask)
         extra = {"is_causal": True} if is_causal else {}
 
         def body(m, *arrays):
-            named = dict(zip(names, arrays, strict=True))
-            q = named["q"]
-            kk = named.get("k", q)
-            vv = named.get("v", kk)
-            return original(m, q, kk, vv, mask=named.get("mask"), deterministic=deterministic, decode=False, **extra)
+            q, kk, vv, msk = unpack(*arrays)
+            return original(m, q, kk, vv, mask=msk, deterministic=deterministic, decode=False, **extra)
 
         return call_module(MULTI_HEAD_ATTENTION, self, body, inputs, is_causal=is_causal)
 
@@ -129,126 +123,10 @@ patches = [
 
 
 # ---------------------------------------------------------------------------------------------
-# Lowerings
+# Lowerings: the kit's (operands q/k/v/mask/bias and query/key/value/out kernels, as flax names them)
 
-
-def _additive_mask(ctx: Any, mask: Any | None, bias: Any | None, dtype: Any) -> Any | None:
-    """Attention's ``attn_mask`` from flax's boolean mask and/or float bias (see module doc)."""
-    if mask is None:
-        return None if bias is None else ctx.cast(bias, dtype)
-    keep = mask if mask.type is not None and mask.type.dtype == ctx.onnx_dtype(np.bool_) else ctx.cast(mask, np.bool_)
-    allowed = ctx.const(0, dtype) if bias is None else ctx.cast(bias, dtype)
-    masked = ctx.const(-0.7 * np.finfo(np.dtype(dtype)).max, dtype)
-    return ctx.op.Where(keep, allowed, masked)
-
-
-def _attention(ctx: Any, q: Any, k: Any, v: Any, attn_mask: Any | None, heads: int, kv_heads: int,
-               is_causal: bool) -> Any:
-    return ctx.op.Attention(q, k, v, attn_mask, q_num_heads=heads, kv_num_heads=kv_heads,
-                            is_causal=1 if is_causal else None)
-
-
-def _mask_fits(shape: tuple[Any, ...] | None) -> bool:
-    return shape is None or 2 <= len(shape) <= 4
-
-
-@lowerings.register_call(DOT_PRODUCT_ATTENTION)
-def lower_dot_product_attention(ctx, *ins):
-    if ctx.opset < 23:
-        return None
-    ops = Operands(ctx, ins)
-    q_shape, k_shape, v_shape = ops.shape("q"), ops.shape("k"), ops.shape("v")
-    if len(q_shape) != 4 or len(k_shape) != 4 or len(v_shape) != 4:
-        return None
-    heads, kv_heads, depth_v = q_shape[2], k_shape[2], v_shape[3]
-    if not one_output_like(ctx, (*q_shape[:3], depth_v)):
-        return None
-    for name in ("bias", "mask"):
-        if name in ops and not _mask_fits(ops.shape(name)):
-            return None
-    dtype = ctx.avals_out[0].dtype
-    flat = ctx.i64([0, 0, -1])
-    q, k, v = (ctx.op.Reshape(ctx.cast(ops[n], dtype), flat) for n in ("q", "k", "v"))
-    attn_mask = _additive_mask(ctx, ops.get("mask"), ops.get("bias"), dtype)
-    y = _attention(ctx, q, k, v, attn_mask, int(heads), int(kv_heads), ctx.marked.params["is_causal"])
-    return ctx.op.Reshape(y, ctx.i64([0, 0, int(heads), int(depth_v)]))
-
-
-def _projection(ops: Operands, name: str) -> tuple[np.ndarray | None, np.ndarray | None, tuple[int, ...]]:
-    """(kernel, bias) of a LinearGeneral (in, heads, depth) as constants, with its kernel shape."""
-    kernel = const_array(ops.get(f"{name}/kernel"))
-    bias = const_array(ops.get(f"{name}/bias"))
-    return kernel, bias, ops.shape(f"{name}/kernel")
-
-
-@lowerings.register_call(MULTI_HEAD_ATTENTION)
-def lower_multi_head_attention(ctx, *ins):
-    if ctx.opset < 23:
-        return None
-    ops = Operands(ctx, ins)
-    names = ("query", "key", "value", "out")
-    if any(f"{n}/kernel" not in ops for n in names):
-        return None
-    _, heads, depth = ops.shape("query/kernel")
-    _, kv_heads, _ = ops.shape("key/kernel")
-    _, _, depth_v = ops.shape("value/kernel")
-    out_features = ops.shape("out/kernel")[2:]
-    q_shape = ops.shape("q")
-    if len(out_features) != 1 or not one_output_like(ctx, (*q_shape[:2], out_features[0])):
-        return None
-    if "mask" in ops and not _mask_fits(ops.shape("mask")):
-        return None
-    dtype = np.dtype(ctx.avals_out[0].dtype)
-    widths = [heads * depth, kv_heads * depth, kv_heads * depth_v]
-
-    def flat_kernel(name: str, width: int) -> Any:
-        kernel = ctx.cast(ops[f"{name}/kernel"], dtype)
-        return ctx.op.Reshape(kernel, ctx.i64([ops.shape(f"{name}/kernel")[0], width]))
-
-    def flat_bias(name: str, width: int) -> Any | None:
-        if f"{name}/bias" not in ops:
-            return None
-        return ctx.op.Reshape(ctx.cast(ops[f"{name}/bias"], dtype), ctx.i64([width]))
-
-    def project(x: Any, name: str, width: int) -> Any:
-        y = ctx.op.MatMul(x, flat_kernel(name, width))
-        b = flat_bias(name, width)
-        return y if b is None else ctx.op.Add(y, b)
-
-    x_q = ctx.cast(ops["q"], dtype)
-    consts = [_projection(ops, n) for n in names[:3]]
-    # Self-attention with constant weights: one MatMul (+ Add) on the concatenated Q|K|V weights.
-    fused = (
-        "k" not in ops
-        and "v" not in ops
-        and all(kern is not None for kern, _, _ in consts)
-        and all((b is not None) == (f"{n}/bias" in ops) for (_, b, _), n in zip(consts, names, strict=False))
-    )
-    if fused:
-        kernels = [kern.reshape(shape[0], w).astype(dtype) for (kern, _, shape), w in zip(consts, widths, strict=True)]
-        qkv = ctx.op.MatMul(x_q, ctx.const(np.concatenate(kernels, axis=1)))
-        if any(b is not None for _, b, _ in consts):
-            biases = [b.reshape(w).astype(dtype) if b is not None else np.zeros(w, dtype)
-                      for (_, b, _), w in zip(consts, widths, strict=True)]
-            qkv = ctx.op.Add(qkv, ctx.const(np.concatenate(biases)))
-        q, k, v = ctx.op.Split(qkv, ctx.i64(widths), axis=-1, _outputs=3)
-    else:
-        x_k = ctx.cast(ops["k"], dtype) if "k" in ops else x_q
-        x_v = ctx.cast(ops["v"], dtype) if "v" in ops else x_k
-        q = project(x_q, "query", widths[0])
-        k = project(x_k, "key", widths[1])
-        v = project(x_v, "value", widths[2])
-    attn_mask = _additive_mask(ctx, ops.get("mask"), None, dtype)
-    y = _attention(ctx, q, k, v, attn_mask, int(heads), int(kv_heads), ctx.marked.params["is_causal"])
-    return _out_projection(ctx, ops, y, dtype, heads * depth_v)
-
-
-def _out_projection(ctx: Any, ops: Operands, y: Any, dtype: Any, width: int) -> Any:
-    """The output LinearGeneral ((heads, depth) → features) as one MatMul (+ Add) on (B, S, heads*depth)."""
-    out = ops.shape("out/kernel")[-1]
-    kernel = ctx.op.Reshape(ctx.cast(ops["out/kernel"], dtype), ctx.i64([width, out]))
-    y = ctx.op.MatMul(y, kernel)
-    return ctx.op.Add(y, ctx.cast(ops["out/bias"], dtype)) if "out/bias" in ops else y
+lowerings.add(f"call:{DOT_PRODUCT_ATTENTION}", lower_dot_product_attention)
+lowerings.add(f"call:{MULTI_HEAD_ATTENTION}", lower_multi_head_attention)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,48 +14,24 @@ no Conv kernel (the lax pack lowers it exactly with Einsum).
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
-import numpy as np
 from flax import nnx
+from jax2onnx.fusion import (
+    conv_padding_mode,
+    ints_per_axis,
+    lower_conv_channels_last,
+    lower_conv_transpose_channels_last,
+)
 from jax2onnx.plugin import Lowerings, Patch, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import (
-    Operands,
-    call_module,
-    const_array,
-    find_eqns,
-    one_output_like,
-    region_body,
-    static_ints,
-    to_nchw,
-    to_nhwc,
-)
+from ._fusion import call_module
 from .cases.helpers import fused_budget, model
 
 lowerings = Lowerings()
 
 CONV = "jax2onnx_nnx.conv"
 CONV_TRANSPOSE = "jax2onnx_nnx.conv_transpose"
-#: Element types onnxruntime implements Conv/ConvTranspose for.
-_CONV_DTYPES = {np.dtype(np.float32), np.dtype(np.float16)}
-
-
-def _as_tuple(v: Any, n: int) -> tuple[int, ...]:
-    if v is None:
-        return (1,) * n
-    if isinstance(v, (int, np.integer)):
-        return (int(v),) * n
-    return tuple(int(d) for d in v)
-
-
-def _padding_mode(padding: Any) -> str | None:
-    """'SAME'/'SAME_LOWER'/'VALID'/'EXPLICIT' when ONNX can express it; None for the rest."""
-    if isinstance(padding, str):
-        return padding if padding in ("SAME", "SAME_LOWER", "VALID") else None
-    return "EXPLICIT"
 
 
 def _plain(args: tuple, kwargs: dict) -> bool:
@@ -69,14 +45,14 @@ def _plain(args: tuple, kwargs: dict) -> bool:
 def _patch_conv(original):
     def __call__(self, x, *args, **kwargs):
         n = len(self.kernel_size)
-        mode = _padding_mode(self.padding)
+        mode = conv_padding_mode(self.padding)
         if (
             not _plain(args, kwargs)
             or not is_array(x)
             or x.ndim != n + 2  # flax folds/adds batch dims with reshapes around the conv
             or mode is None
             or getattr(self, "mask", None) is not None
-            or any(d != 1 for d in _as_tuple(self.input_dilation, n))
+            or any(d != 1 for d in ints_per_axis(self.input_dilation, n))
             or getattr(self, "conv_general_dilated", jax.lax.conv_general_dilated) is not jax.lax.conv_general_dilated
         ):
             return original(self, x, *args, **kwargs)
@@ -88,7 +64,7 @@ def _patch_conv(original):
 def _patch_conv_transpose(original):
     def __call__(self, x, *args, **kwargs):
         n = len(self.kernel_size)
-        mode = _padding_mode(self.padding)
+        mode = conv_padding_mode(self.padding)
         if not _plain(args, kwargs) or not is_array(x) or x.ndim != n + 2 or mode is None or self.mask is not None:
             return original(self, x, *args, **kwargs)
         return call_module(CONV_TRANSPOSE, self, lambda m, x: original(m, x), {"x": x}, padding_mode=mode,
@@ -104,116 +80,10 @@ patches = [
 
 
 # ---------------------------------------------------------------------------------------------
-# Lowerings
+# Lowerings: the kit's channels-last convolutions (operands x, kernel, bias as flax names them)
 
-
-def _body_conv(ctx: Any) -> Any | None:
-    """The region's one ``conv_general_dilated`` equation, when it is the forward call."""
-    found = find_eqns(region_body(ctx), "conv_general_dilated")
-    if len(found) != 1:
-        return None
-    eqn = found[0]
-    if eqn.params.get("batch_group_count", 1) != 1 or not one_output_like(ctx, eqn.outvars[0].aval.shape):
-        return None
-    return eqn
-
-
-def _auto_pad(mode: str) -> str | None:
-    return {"SAME": "SAME_UPPER", "SAME_LOWER": "SAME_LOWER", "VALID": "VALID"}.get(mode)
-
-
-@lowerings.register_call(CONV)
-def lower_conv(ctx, *ins):
-    dtype = np.dtype(ctx.avals_out[0].dtype)
-    if dtype not in _CONV_DTYPES:
-        return None
-    eqn = _body_conv(ctx)
-    if eqn is None or any(d != 1 for d in eqn.params["lhs_dilation"]):
-        return None
-    ops = Operands(ctx, ins)
-    rank = len(ops.shape("x"))
-    n = rank - 2
-    attrs: dict[str, Any] = {}
-    padding = [d for pair in eqn.params["padding"] for d in pair]
-    if static_ints(padding):
-        if any(int(d) < 0 for d in padding):  # a crop: not a Conv pad
-            return None
-        attrs["pads"] = [int(lo) for lo, _ in eqn.params["padding"]] + [int(hi) for _, hi in eqn.params["padding"]]
-    else:  # symbolic spatial sizes: ONNX computes SAME padding itself, as lax does
-        attrs["auto_pad"] = _auto_pad(ctx.marked.params["padding_mode"])
-        if attrs["auto_pad"] is None:
-            return None
-    kernel = ctx.op.Transpose(ctx.cast(ops["kernel"], dtype), perm=[n + 1, n, *range(n)])  # HWIO → OIHW
-    bias = ctx.cast(ops["bias"], dtype) if "bias" in ops else None
-    y = ctx.op.Conv(
-        to_nchw(ctx, ctx.cast(ops["x"], dtype), rank), kernel, bias,
-        strides=[int(s) for s in eqn.params["window_strides"]],
-        dilations=[int(d) for d in eqn.params["rhs_dilation"]],
-        group=int(eqn.params["feature_group_count"]),
-        **attrs,
-    )
-    return to_nhwc(ctx, y, rank)
-
-
-def _transposed_kernel(ctx: Any, ops: Operands, dtype: Any, n: int, transpose_kernel: bool) -> Any:
-    """The kernel in ConvTranspose's (I, O, spatial) layout.
-
-    ``lax.conv_transpose`` convolves the stride-dilated input with the kernel as given (HWIO) unless
-    ``transpose_kernel`` (then flipped and I/O-swapped); ONNX's ConvTranspose is the gradient of
-    Conv, i.e. that convolution with the spatially flipped kernel.
-    """
-    perm = [n + 1, n, *range(n)] if transpose_kernel else [n, n + 1, *range(n)]
-    arr = const_array(ops["kernel"])
-    if arr is not None:
-        w = np.transpose(arr, perm)
-        if not transpose_kernel:
-            w = w[(slice(None), slice(None), *[slice(None, None, -1)] * n)]
-        return ctx.const(np.ascontiguousarray(w).astype(dtype))
-    w = ctx.op.Transpose(ctx.cast(ops["kernel"], dtype), perm=perm)
-    if transpose_kernel:
-        return w
-    # every spatial axis reversed: starts -1, ends "past the front", steps -1
-    reverse = ctx.i64([-1] * n)
-    return ctx.op.Slice(w, reverse, ctx.i64([np.iinfo(np.int64).min] * n), ctx.i64(range(2, n + 2)), reverse)
-
-
-@lowerings.register_call(CONV_TRANSPOSE)
-def lower_conv_transpose(ctx, *ins):
-    dtype = np.dtype(ctx.avals_out[0].dtype)
-    if dtype not in _CONV_DTYPES:
-        return None
-    eqn = _body_conv(ctx)
-    if eqn is None or any(s != 1 for s in eqn.params["window_strides"]):
-        return None
-    ops = Operands(ctx, ins)
-    rank = len(ops.shape("x"))
-    n = rank - 2
-    ksize = ops.shape("kernel")[:n]
-    dilation = [int(d) for d in eqn.params["rhs_dilation"]]
-    padding = eqn.params["padding"]
-    if eqn.params["feature_group_count"] != 1 or not static_ints([d for pair in padding for d in pair]):
-        return None
-    # A conv over the stride-dilated input padded by (lo, hi) is ConvTranspose with pads
-    # k_eff - 1 - lo / k_eff - 1 - hi; extra high padding (only zeros reach it) is output_padding.
-    begins, ends, extra = [], [], []
-    for k, d, (lo, hi) in zip(ksize, dilation, padding, strict=True):
-        k_eff = (int(k) - 1) * d + 1
-        begin, end = k_eff - 1 - int(lo), k_eff - 1 - int(hi)
-        if begin < 0:
-            return None
-        begins.append(begin)
-        ends.append(max(end, 0))
-        extra.append(max(-end, 0))
-    kernel = _transposed_kernel(ctx, ops, dtype, n, ctx.marked.params["transpose_kernel"])
-    bias = ctx.cast(ops["bias"], dtype) if "bias" in ops else None
-    y = ctx.op.ConvTranspose(
-        to_nchw(ctx, ctx.cast(ops["x"], dtype), rank), kernel, bias,
-        strides=[int(s) for s in eqn.params["lhs_dilation"]],
-        dilations=dilation,
-        pads=begins + ends,
-        output_padding=extra if any(extra) else None,
-    )
-    return to_nhwc(ctx, y, rank)
+lowerings.add(f"call:{CONV}", lower_conv_channels_last)
+lowerings.add(f"call:{CONV_TRANSPOSE}", lower_conv_transpose_channels_last)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,10 +23,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from jax2onnx.fusion import static_bool
 from jax2onnx.plugin import Lowerings, Patch, exporting, is_array, marked_call
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import static_bool
 from .cases.helpers import model
 
 lowerings = Lowerings()

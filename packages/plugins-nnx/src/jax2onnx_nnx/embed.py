@@ -11,10 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax2onnx.fusion import Operands, one_output_like
 from jax2onnx.plugin import Lowerings, Patch, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_module, one_output_like
+from ._fusion import call_module
 from .cases.helpers import param_dtype
 
 lowerings = Lowerings()

@@ -8,19 +8,18 @@ float64 is left to the lax decomposition.
 
 from __future__ import annotations
 
-import numpy as np
 from flax import nnx
+from jax2onnx.fusion import lower_instance_norm, norm_axes
 from jax2onnx.plugin import Lowerings, Patch, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_module, one_output_like, to_nchw, to_nhwc
+from ._fusion import call_module
 from .cases.helpers import fused_budget, model
-from .normalization import _axes, _param, _plain_call
+from .normalization import _plain_call
 
 lowerings = Lowerings()
 
 INSTANCE_NORM = "jax2onnx_nnx.instance_norm"
-_DTYPES = {np.dtype(np.float32), np.dtype(np.float16)}
 
 
 def _patch_instance_norm(original):
@@ -28,7 +27,7 @@ def _patch_instance_norm(original):
         if not _plain_call(args, kwargs) or getattr(self, "axis_name", None) is not None or not is_array(x) or x.ndim < 3:
             return original(self, x, *args, **kwargs)
         return call_module(INSTANCE_NORM, self, lambda m, x: original(m, x), {"x": x},
-                           feature_axes=_axes(self.feature_axes, x.ndim), epsilon=float(self.epsilon))
+                           feature_axes=norm_axes(self.feature_axes, x.ndim), epsilon=float(self.epsilon))
 
     return __call__
 
@@ -36,24 +35,7 @@ def _patch_instance_norm(original):
 patches = [Patch("flax.nnx.InstanceNorm", "__call__", _patch_instance_norm)]  # skipped where flax lacks it
 
 
-@lowerings.register_call(INSTANCE_NORM)
-def lower_instance_norm(ctx, *ins):
-    ops = Operands(ctx, ins)
-    shape = ops.shape("x")
-    rank = len(shape)
-    feat = ctx.marked.params["feature_axes"]
-    dtype = np.dtype(ctx.avals_out[0].dtype)
-    if dtype not in _DTYPES or not one_output_like(ctx, shape) or len(feat) != 1 or feat[0] not in (1, rank - 1):
-        return None
-    channels = shape[feat[0]]
-    x = ctx.cast(ops["x"], dtype)
-    scale = _param(ctx, ops, "scale", [channels], dtype, 1.0)
-    bias = _param(ctx, ops, "bias", [channels], dtype, 0.0)
-    channels_last = feat[0] != 1
-    if channels_last:
-        x = to_nchw(ctx, x, rank)
-    y = ctx.op.InstanceNormalization(x, scale, bias, epsilon=ctx.marked.params["epsilon"])
-    return to_nhwc(ctx, y, rank) if channels_last else y
+lowerings.add(f"call:{INSTANCE_NORM}", lower_instance_norm)
 
 
 #: float64 takes flax's own arithmetic (no double InstanceNormalization in onnxruntime).

@@ -9,17 +9,25 @@ weight when the weights are constants, as one would deploy a LoRA model.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax2onnx.fusion import (
+    Operands,
+    const_array,
+    lower_dense,
+    lower_dense_general,
+    lower_einsum_bias,
+    matmul_bias,
+    one_output_like,
+)
 from jax2onnx.plugin import Lowerings, Patch, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_module, const_array, one_output_like
+from ._fusion import call_module
 from .cases.helpers import model
 
 lowerings = Lowerings()
@@ -60,7 +68,7 @@ def _patch_linear_general(original):
             return original(self, x, *args, **kwargs)
         axes = tuple(int(a) % x.ndim for a in self.axis)
         return call_module(LINEAR_GENERAL, self, lambda m, x: original(m, x), {"x": x},
-                           axes=axes, in_features=tuple(self.in_features), out_features=tuple(self.out_features))
+                           axes=axes, out_features=tuple(self.out_features))
 
     return __call__
 
@@ -119,67 +127,9 @@ patches = [
 # Lowerings
 
 
-def matmul_bias(ctx: Any, x: Any, kernel: Any, bias: Any | None, x_rank: int) -> Any:
-    """``x @ kernel + bias``: Gemm for a 2-D ``x``, else MatMul (+ Add)."""
-    if x_rank == 2:
-        return ctx.op.Gemm(x, kernel, bias)
-    y = ctx.op.MatMul(x, kernel)
-    return y if bias is None else ctx.op.Add(y, bias)
-
-
-@lowerings.register_call(LINEAR)
-def lower_linear(ctx, *ins):
-    ops = Operands(ctx, ins)
-    x_shape = ops.shape("x")
-    out_shape = (*x_shape[:-1], ops.shape("kernel")[-1])
-    if not one_output_like(ctx, out_shape):
-        return None
-    dtype = ctx.avals_out[0].dtype
-    bias = ctx.cast(ops["bias"], dtype) if "bias" in ops else None
-    return matmul_bias(ctx, ctx.cast(ops["x"], dtype), ctx.cast(ops["kernel"], dtype), bias, len(x_shape))
-
-
-@lowerings.register_call(LINEAR_GENERAL)
-def lower_linear_general(ctx, *ins):
-    ops = Operands(ctx, ins)
-    p = ctx.marked.params
-    x_shape = ops.shape("x")
-    rank = len(x_shape)
-    axes, in_f, out_f = p["axes"], p["in_features"], p["out_features"]
-    lead = rank - len(axes)
-    # Contracting over the trailing axes, in order, is a plain matrix product after flattening.
-    if tuple(axes) != tuple(range(lead, rank)) or not one_output_like(ctx, (*x_shape[:lead], *out_f)):
-        return None
-    n_in, n_out = math.prod(in_f), math.prod(out_f)
-    dtype = ctx.avals_out[0].dtype
-    x = ctx.cast(ops["x"], dtype)
-    if len(axes) != 1:
-        x = ctx.op.Reshape(x, ctx.i64([0] * lead + [-1]))
-    kernel = ctx.cast(ops["kernel"], dtype)
-    if ops.shape("kernel") != (n_in, n_out):
-        kernel = ctx.op.Reshape(kernel, ctx.i64([n_in, n_out]))
-    bias = None
-    if "bias" in ops:
-        bias = ctx.cast(ops["bias"], dtype)
-        if ops.shape("bias") != (n_out,):
-            bias = ctx.op.Reshape(bias, ctx.i64([n_out]))
-    y = matmul_bias(ctx, x, kernel, bias, lead + 1)
-    if len(out_f) != 1:
-        y = ctx.op.Reshape(y, ctx.i64([0] * lead + list(out_f)))
-    return y
-
-
-@lowerings.register_call(EINSUM)
-def lower_einsum(ctx, *ins):
-    ops = Operands(ctx, ins)
-    p = ctx.marked.params
-    if len(ctx.avals_out) != 1:
-        return None
-    dtype = ctx.avals_out[0].dtype
-    y = ctx.op.Einsum(ctx.cast(ops["x"], dtype), ctx.cast(ops["kernel"], dtype), equation=p["equation"])
-    if "bias" in ops and p["bias_shape"] is not None:
-        y = ctx.op.Add(y, ctx.op.Reshape(ctx.cast(ops["bias"], dtype), ctx.i64(p["bias_shape"])))
-    return y
+lowerings.add(f"call:{LINEAR}", lower_dense)
+lowerings.add(f"call:{LINEAR_GENERAL}", lower_dense_general)
+lowerings.add(f"call:{EINSUM}", lower_einsum_bias)
 
 
 @lowerings.register_call(LORA)

@@ -8,14 +8,19 @@ training-mode batch statistics, ``axis_name``), leaving flax's own math to the l
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
 from flax import nnx
+from jax2onnx.fusion import (
+    lower_batch_norm,
+    lower_group_norm,
+    lower_layer_norm,
+    lower_rms_norm,
+    norm_axes,
+    static_bool,
+)
 from jax2onnx.plugin import Lowerings, Patch, is_array
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import Operands, call_module, const_array, find_eqns, one_output_like, region_body, static_bool
+from ._fusion import call_module
 from .cases.helpers import model
 
 lowerings = Lowerings()
@@ -24,17 +29,6 @@ BATCH_NORM = "jax2onnx_nnx.batch_norm"
 LAYER_NORM = "jax2onnx_nnx.layer_norm"
 RMS_NORM = "jax2onnx_nnx.rms_norm"
 GROUP_NORM = "jax2onnx_nnx.group_norm"
-
-
-def _axes(axes: Any, ndim: int) -> tuple[int, ...]:
-    if isinstance(axes, (int, np.integer)):
-        axes = (axes,)
-    return tuple(sorted({int(a) % ndim for a in axes}))
-
-
-def _stash_type(ctx: Any, dtype: Any) -> int:
-    """Statistics precision: flax computes them in at least float32, and in float64 for float64."""
-    return int(ctx.onnx_dtype(np.float64 if np.dtype(dtype) == np.float64 else np.float32))
 
 
 def _plain_call(args: tuple, kwargs: dict, allowed: tuple[str, ...] = ("mask",)) -> bool:
@@ -58,7 +52,7 @@ def _patch_batch_norm(original):
             return original(self, x, use_running_average, **kwargs)
         return call_module(
             BATCH_NORM, self, lambda m, x: original(m, x, use_running_average=True), {"x": x},
-            feature_axes=_axes(self.axis, x.ndim), epsilon=float(self.epsilon),
+            feature_axes=norm_axes(self.axis, x.ndim), epsilon=float(self.epsilon),
         )
 
     return __call__
@@ -70,7 +64,7 @@ def _patch_layer_norm(original):
             return original(self, x, *args, **kwargs)
         return call_module(
             LAYER_NORM, self, lambda m, x: original(m, x), {"x": x},
-            reduction_axes=_axes(self.reduction_axes, x.ndim), feature_axes=_axes(self.feature_axes, x.ndim),
+            reduction_axes=norm_axes(self.reduction_axes, x.ndim), feature_axes=norm_axes(self.feature_axes, x.ndim),
             epsilon=float(self.epsilon),
         )
 
@@ -83,7 +77,7 @@ def _patch_rms_norm(original):
             return original(self, x, *args, **kwargs)
         return call_module(
             RMS_NORM, self, lambda m, x: original(m, x), {"x": x},
-            reduction_axes=_axes(self.reduction_axes, x.ndim), feature_axes=_axes(self.feature_axes, x.ndim),
+            reduction_axes=norm_axes(self.reduction_axes, x.ndim), feature_axes=norm_axes(self.feature_axes, x.ndim),
             epsilon=float(self.epsilon),
         )
 
@@ -118,147 +112,12 @@ patches = [
 
 
 # ---------------------------------------------------------------------------------------------
-# Lowerings
+# Lowerings: the kit's normalizations (operands x, scale, bias, mean, var as flax names them)
 
-
-def _param(ctx: Any, ops: Operands, name: str, shape: list[Any], dtype: Any, default: float | None) -> Any:
-    """A per-feature weight reshaped to ``shape``; ``default`` fills a missing one (None: omit)."""
-    v = ops.get(name)
-    if v is None:
-        return None if default is None else ctx.const(np.full(shape, default, dtype=dtype))
-    v = ctx.cast(v, dtype)
-    return v if list(ops.shape(name)) == list(shape) else ctx.op.Reshape(v, ctx.i64(shape))
-
-
-def _trailing_norm(ctx: Any, ins: tuple, with_bias: bool) -> tuple[Any, ...] | None:
-    """Common part of LayerNorm and RMSNorm: (x, scale, bias, axis) or None to decline."""
-    ops = Operands(ctx, ins)
-    p = ctx.marked.params
-    shape = ops.shape("x")
-    rank = len(shape)
-    red, feat = p["reduction_axes"], p["feature_axes"]
-    if not one_output_like(ctx, shape) or not red:
-        return None
-    start = red[0]
-    # ONNX normalises over the trailing axes [axis, rank) with weights broadcast over them.
-    if tuple(red) != tuple(range(start, rank)) or not set(feat) <= set(red):
-        return None
-    dtype = ctx.avals_out[0].dtype
-    wshape = [shape[a] if a in feat else 1 for a in range(start, rank)]
-    if any(not isinstance(d, (int, np.integer)) for d in wshape):
-        return None
-    x = ctx.cast(ops["x"], dtype)
-    scale = _param(ctx, ops, "scale", wshape, dtype, 1.0)
-    bias = _param(ctx, ops, "bias", wshape, dtype, None) if with_bias else None
-    return x, scale, bias, start
-
-
-@lowerings.register_call(LAYER_NORM)
-def lower_layer_norm(ctx, *ins):
-    parts = _trailing_norm(ctx, ins, with_bias=True)
-    if parts is None:
-        return None
-    x, scale, bias, axis = parts
-    dtype = ctx.avals_out[0].dtype
-    return ctx.op.LayerNormalization(x, scale, bias, axis=axis, epsilon=ctx.marked.params["epsilon"],
-                                     stash_type=_stash_type(ctx, dtype))
-
-
-@lowerings.register_call(RMS_NORM)
-def lower_rms_norm(ctx, *ins):
-    if ctx.opset < 23:  # RMSNormalization is new in opset 23
-        return None
-    parts = _trailing_norm(ctx, ins, with_bias=False)
-    if parts is None:
-        return None
-    x, scale, _, axis = parts
-    dtype = ctx.avals_out[0].dtype
-    return ctx.op.RMSNormalization(x, scale, axis=axis, epsilon=ctx.marked.params["epsilon"],
-                                   stash_type=_stash_type(ctx, dtype))
-
-
-@lowerings.register_call(BATCH_NORM)
-def lower_batch_norm(ctx, *ins):
-    ops = Operands(ctx, ins)
-    p = ctx.marked.params
-    shape = ops.shape("x")
-    rank = len(shape)
-    feat = p["feature_axes"]
-    if not one_output_like(ctx, shape) or rank < 2 or len(feat) != 1:
-        return None
-    axis = feat[0]
-    # ONNX puts channels at axis 1: (N, C) and (N, C, ...) as they are, channels-last transposed.
-    if axis != 1 and axis != rank - 1:
-        return None
-    channels = shape[axis]
-    dtype = ctx.avals_out[0].dtype
-    x = ctx.cast(ops["x"], dtype)
-    scale = _param(ctx, ops, "scale", [channels], dtype, 1.0)
-    bias = _param(ctx, ops, "bias", [channels], dtype, 0.0)
-    mean = _param(ctx, ops, "mean", [channels], dtype, 0.0)
-    var = _param(ctx, ops, "var", [channels], dtype, 1.0)
-    epsilon = p["epsilon"]
-    low = _stats_dtype(ctx)
-    if low is not None and low != np.dtype(dtype):
-        # flax 0.10 computes rsqrt(var + eps) * scale in the parameters' precision (float32 under a
-        # float64 export); fold that multiplier, rounded as flax rounds it, into the scale.
-        scale = _low_precision_multiplier(ops, low, epsilon)
-        if scale is None:
-            return None
-        scale = ctx.const(scale.astype(dtype))
-        var, epsilon = ctx.const(np.ones([channels], dtype=dtype)), 0.0
-    channels_last = axis != 1
-    if channels_last:
-        x = ctx.op.Transpose(x, perm=[0, rank - 1, *range(1, rank - 1)])
-    y = ctx.op.BatchNormalization(x, scale, bias, mean, var, epsilon=epsilon)
-    if channels_last:
-        y = ctx.op.Transpose(y, perm=[0, *range(2, rank), 1])
-    return y
-
-
-def _stats_dtype(ctx: Any) -> np.dtype | None:
-    """The precision of ``rsqrt(var + eps)`` in the region's body (None when absent)."""
-    found = find_eqns(region_body(ctx), "rsqrt")
-    return np.dtype(found[0].invars[0].aval.dtype) if found else None
-
-
-def _low_precision_multiplier(ops: Operands, low: np.dtype, epsilon: float) -> np.ndarray | None:
-    """``rsqrt(var + eps) * scale`` evaluated by JAX in ``low``, as the region's body does."""
-    import jax
-    import jax.numpy as jnp
-
-    var = const_array(ops.get("var"))
-    scale = const_array(ops.get("scale")) if "scale" in ops else None
-    if var is None or ("scale" in ops and scale is None):
-        return None
-    mul = jax.lax.rsqrt(jnp.asarray(var, low) + epsilon)
-    if scale is not None:
-        mul = mul * jnp.asarray(scale, low)
-    return np.asarray(mul).reshape(-1)
-
-
-@lowerings.register_call(GROUP_NORM)
-def lower_group_norm(ctx, *ins):
-    if ctx.opset < 21:  # per-channel scale/bias (flax's) is GroupNormalization-21 semantics
-        return None
-    ops = Operands(ctx, ins)
-    p = ctx.marked.params
-    shape = ops.shape("x")
-    rank = len(shape)
-    if not one_output_like(ctx, shape):
-        return None
-    channels = shape[-1]
-    dtype = ctx.avals_out[0].dtype
-    x = ctx.cast(ops["x"], dtype)
-    scale = _param(ctx, ops, "scale", [channels], dtype, 1.0)
-    bias = _param(ctx, ops, "bias", [channels], dtype, 0.0)
-    if rank > 2:
-        x = ctx.op.Transpose(x, perm=[0, rank - 1, *range(1, rank - 1)])
-    y = ctx.op.GroupNormalization(x, scale, bias, num_groups=p["num_groups"], epsilon=p["epsilon"],
-                                  stash_type=_stash_type(ctx, dtype))
-    if rank > 2:
-        y = ctx.op.Transpose(y, perm=[0, *range(2, rank), 1])
-    return y
+lowerings.add(f"call:{LAYER_NORM}", lower_layer_norm)
+lowerings.add(f"call:{RMS_NORM}", lower_rms_norm)
+lowerings.add(f"call:{BATCH_NORM}", lower_batch_norm)
+lowerings.add(f"call:{GROUP_NORM}", lower_group_norm)
 
 
 # ---------------------------------------------------------------------------------------------
