@@ -22,6 +22,8 @@ import equinox as eqx
 import jax
 from jax2onnx.fusion import call_in_vmaps
 
+from ._fusion import no_extras
+
 
 def fused_call(fuse: Callable[..., Any], original: Callable[..., Any], module: Any, *xs: Any) -> Any | None:
     """``module(*xs)`` as the layer's region, ``fuse(module, *xs, body=..., batch=k)`` with ``k``
@@ -36,3 +38,17 @@ def fused_call(fuse: Callable[..., Any], original: Callable[..., Any], module: A
         return fuse(module, *batched, body=body, batch=batch)
 
     return call_in_vmaps(build, xs, reads=weights)
+
+
+def patch_call(fuse: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The patch of a one-input layer's ``__call__``: the plain forward call ``layer(x)`` (no
+    State, at most an unused ``key``) through :func:`fused_call`, anything else equinox's own."""
+
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def __call__(self: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
+            out = fused_call(fuse, original, self, x) if no_extras(args, kwargs) else None
+            return original(self, x, *args, **kwargs) if out is None else out
+
+        return __call__
+
+    return make

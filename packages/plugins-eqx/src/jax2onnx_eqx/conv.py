@@ -18,9 +18,9 @@ from jax2onnx.fusion import CONV_DTYPES, Operands, conv_attrs, find_eqns, is_arr
 from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import call_module, from_onnx_batch, no_extras, onnx_batch
+from ._fusion import call_module, from_onnx_batch, onnx_batch
 from ._testing import float32_ops, model, vmapped
-from .batching import fused_call
+from .batching import patch_call
 
 lowerings = Lowerings()
 
@@ -37,15 +37,7 @@ def fuse(module, x, *, body, batch: int):
     return call_module(CONV, module, body, {"x": x}, batch=batch)
 
 
-def _patch_conv(original):
-    def __call__(self, x, *args, **kwargs):
-        out = fused_call(fuse, original, self, x) if no_extras(args, kwargs) else None
-        return original(self, x, *args, **kwargs) if out is None else out
-
-    return __call__
-
-
-patches = [Patch("equinox.nn.Conv", "__call__", _patch_conv)]
+patches = [Patch("equinox.nn.Conv", "__call__", patch_call(fuse))]
 
 
 def _body_conv(ctx):

@@ -15,9 +15,9 @@ from jax2onnx.fusion import Operands, is_array, one_output_like
 from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import call_module, no_extras
+from ._fusion import call_module
 from ._testing import model, vmapped
-from .batching import fused_call
+from .batching import patch_call
 
 lowerings = Lowerings()
 
@@ -32,15 +32,7 @@ def fuse(module, x, *, body, batch: int):
     return call_module(LINEAR, module, body, {"x": x}, batch=batch)
 
 
-def _patch_linear(original):
-    def __call__(self, x, *args, **kwargs):
-        out = fused_call(fuse, original, self, x) if no_extras(args, kwargs) else None
-        return original(self, x, *args, **kwargs) if out is None else out
-
-    return __call__
-
-
-patches = [Patch("equinox.nn.Linear", "__call__", _patch_linear)]
+patches = [Patch("equinox.nn.Linear", "__call__", patch_call(fuse))]
 
 
 @lowerings.register_call(LINEAR)

@@ -19,9 +19,9 @@ from jax2onnx.fusion import Operands, is_array, norm_weight, one_output_like, st
 from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import call_module, from_onnx_batch, no_extras, onnx_batch
+from ._fusion import call_module, from_onnx_batch, onnx_batch
 from ._testing import model, vmapped
-from .batching import fused_call
+from .batching import patch_call
 
 lowerings = Lowerings()
 
@@ -50,21 +50,10 @@ def fuse(mark: str, module, x, *, body, batch: int):
     return call_module(mark, module, body, {"x": x}, epsilon=float(module.eps), batch=batch, **extra)
 
 
-def _patch(mark: str):
-    def make(original):
-        def __call__(self, x, *args, **kwargs):
-            out = fused_call(partial(fuse, mark), original, self, x) if no_extras(args, kwargs) else None
-            return original(self, x, *args, **kwargs) if out is None else out
-
-        return __call__
-
-    return make
-
-
 patches = [
-    Patch("equinox.nn.LayerNorm", "__call__", _patch(LAYER_NORM)),
-    Patch("equinox.nn.RMSNorm", "__call__", _patch(RMS_NORM)),
-    Patch("equinox.nn.GroupNorm", "__call__", _patch(GROUP_NORM)),
+    Patch("equinox.nn.LayerNorm", "__call__", patch_call(partial(fuse, LAYER_NORM))),
+    Patch("equinox.nn.RMSNorm", "__call__", patch_call(partial(fuse, RMS_NORM))),
+    Patch("equinox.nn.GroupNorm", "__call__", patch_call(partial(fuse, GROUP_NORM))),
 ]
 
 

@@ -18,9 +18,9 @@ from jax2onnx.fusion import is_array, one_output_like
 from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import call_module, from_onnx_batch, no_extras, onnx_batch
+from ._fusion import call_module, from_onnx_batch, onnx_batch
 from ._testing import float32_ops, vmapped
-from .batching import fused_call
+from .batching import patch_call
 
 lowerings = Lowerings()
 
@@ -47,19 +47,8 @@ def fuse(mark: str, module, x, *, body, batch: int):
     return call_module(mark, module, body, {"x": x}, batch=batch, window=window, strides=strides, pads=pads)
 
 
-def _patch(mark: str):
-    def make(original):
-        def __call__(self, x, *args, **kwargs):
-            out = fused_call(partial(fuse, mark), original, self, x) if no_extras(args, kwargs) else None
-            return original(self, x, *args, **kwargs) if out is None else out
-
-        return __call__
-
-    return make
-
-
-patches = [Patch(f"equinox.nn.{name}", "__call__", _patch(MAX_POOL)) for name in MAX_CLASSES] + [
-    Patch(f"equinox.nn.{name}", "__call__", _patch(AVG_POOL)) for name in AVG_CLASSES]
+patches = [Patch(f"equinox.nn.{name}", "__call__", patch_call(partial(fuse, MAX_POOL))) for name in MAX_CLASSES] + [
+    Patch(f"equinox.nn.{name}", "__call__", patch_call(partial(fuse, AVG_POOL))) for name in AVG_CLASSES]
 
 
 def _lower(op: str, mark: str, **attrs):
