@@ -317,10 +317,10 @@ def reshape_const(ctx: Any, v: ir.Value, shape: Sequence[int]) -> ir.Value:
 
 
 def concat_weights(ctx: Any, values: Sequence[ir.Value], axis: int) -> ir.Value:
-    """Weights joined along ``axis``: one initializer when all are initializers, else a Concat."""
-    arrays = [const_array(v, lazy=False) for v in values]
-    if all(a is not None for a in arrays):
-        return ctx.const(np.concatenate(arrays, axis=axis))
+    """Weights joined along ``axis`` by a Concat node, never by ``np.concatenate`` at lowering time:
+    that joined copy would sit beside the caller's own weights for the whole export (GPT-2 small's
+    fused Q|K|V: 81 MiB, a sixth of its weights). The folding pass joins small ones (the copy is
+    then the only one the model keeps); onnxruntime folds the rest when it loads the model."""
     return ctx.op.Concat(*values, axis=axis)
 
 
@@ -951,19 +951,21 @@ def lower_multi_head_attention(ctx: Any, *ins: ir.Value, dtypes: Any = None) -> 
         return ctx.op.Add(y, reshape_const(ctx, ctx.cast(ops[f"{name}/bias"], dtype), [width]))
 
     x_q = ctx.cast(ops["q"], dtype)
-    kernels = [const_array(ops[f"{n}/kernel"]) for n in names[:3]]
-    biases = [const_array(ops.get(f"{n}/bias")) for n in names[:3]]
     has_bias = [f"{n}/bias" in ops for n in names[:3]]
-    # Self-attention with constant weights: one MatMul (+ Add) on the concatenated Q|K|V weights.
-    if ("k" not in ops and "v" not in ops and all(k is not None for k in kernels)
-            and all((b is not None) == h for b, h in zip(biases, has_bias, strict=True))):
-        stacked = np.concatenate([k.reshape(k.shape[0], w).astype(dtype) for k, w in zip(kernels, widths, strict=True)],
-                                 axis=1)
-        qkv = ctx.op.MatMul(x_q, ctx.const(stacked))
+    weights = [ops[f"{n}/kernel"] for n in names[:3]] + [ops[f"{n}/bias"] for n, h in zip(names[:3], has_bias) if h]
+    # Self-attention with constant weights: one MatMul (+ Add) on the Q|K|V weights, joined by a
+    # Concat node (see concat_weights: no joined copy beside the caller's weights during export).
+    if "k" not in ops and "v" not in ops and all(w.const_value is not None for w in weights):
+        def flat(name: str, shape: list[int]) -> ir.Value:
+            return reshape_const(ctx, ctx.cast(ops[name], dtype), shape)
+
+        kernel = concat_weights(ctx, [flat(f"{n}/kernel", [ops.shape(f"{n}/kernel")[0], w])
+                                      for n, w in zip(names[:3], widths, strict=True)], axis=1)
+        qkv = ctx.op.MatMul(x_q, kernel)
         if any(has_bias):
-            qkv = ctx.op.Add(qkv, ctx.const(np.concatenate([
-                b.reshape(w).astype(dtype) if b is not None else np.zeros(w, dtype)
-                for b, w in zip(biases, widths, strict=True)])))
+            bias = concat_weights(ctx, [flat(f"{n}/bias", [w]) if h else ctx.const(np.zeros(w, dtype))
+                                        for n, w, h in zip(names[:3], widths, has_bias, strict=True)], axis=0)
+            qkv = ctx.op.Add(qkv, bias)
         q, k, v = ctx.op.Split(qkv, ctx.i64(widths), axis=-1, _outputs=3)
     else:
         x_k = ctx.cast(ops["k"], dtype) if "k" in ops else x_q
