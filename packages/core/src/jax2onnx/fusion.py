@@ -752,10 +752,18 @@ def _low_precision_multiplier(ops: Operands, low: np.dtype, epsilon: float) -> n
     scale = const_array(ops.get("scale")) if "scale" in ops else None
     if var is None or ("scale" in ops and scale is None):
         return None
-    mul = jax.lax.rsqrt(jnp.asarray(var, low) + epsilon)
-    if scale is not None:
-        mul = mul * jnp.asarray(scale, low)
-    return np.asarray(mul).reshape(-1)
+    var = jnp.asarray(var, low)
+    scale = None if scale is None else jnp.asarray(scale, low)
+
+    # Jitted over closed-over constants, as the library's model is when it runs jitted with its
+    # weights: XLA then folds rsqrt at compile time, which rounds up to one ulp away from its
+    # runtime kernel and from the eager op (seen with flax 0.10.6 under float64).
+    @jax.jit
+    def multiplier() -> Any:
+        mul = jax.lax.rsqrt(var + epsilon)
+        return mul if scale is None else mul * scale
+
+    return np.asarray(multiplier()).reshape(-1)
 
 
 def lower_batch_norm(ctx: Any, *ins: ir.Value) -> ir.Value | None:
