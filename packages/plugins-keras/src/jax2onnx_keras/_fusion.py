@@ -1,5 +1,6 @@
-"""Shared machinery of the pack: run a Keras layer's own ``call`` as a marked region, and read that
-region's operands back in a lowering.
+"""The Keras part of the pack's fusions: run a Keras layer's own ``call`` as a marked region
+(everything library-independent, such as reading the operands back, is core's fusion kit,
+``jax2onnx.fusion``).
 
 Why the layer's own ``call`` is the region's body: the body is what JAX differentiates and
 batches, and what core lowers when the fused op does not apply (under ``vmap``, for a
@@ -24,8 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import onnx_ir as ir
-from jax2onnx.plugin import Patch, marked_call
+from jax2onnx import fusion
+from jax2onnx.plugin import Patch
 
 MARK_PREFIX = "jax2onnx_keras."
 
@@ -76,28 +77,20 @@ def call_layer(
     import keras
 
     variables = list(layer.variables)
-    names = tuple(inputs) + tuple(relative_name(v.path, layer.path) for v in variables)
+    named = [(relative_name(v.path, layer.path), v) for v in variables]
+    names = tuple(inputs) + tuple(name for name, _ in named)
     if len(set(names)) != len(names):  # two variables with one name: no lowering could tell them apart
         return body(layer, *inputs.values())
-    n_in = len(inputs)
 
-    def region(*arrays: Any, **_: Any) -> Any:  # the static params come back as keywords
-        with keras.StatelessScope(state_mapping=list(zip(variables, arrays[n_in:]))):
-            return body(layer, *arrays[:n_in])
+    def run(leaves: list[Any], *xs: Any) -> Any:
+        with keras.StatelessScope(state_mapping=list(zip(variables, leaves))):
+            return body(layer, *xs)
 
-    return marked_call(MARK_PREFIX + mark, region, *inputs.values(), *[v.value for v in variables],
-                       operands=names, **static)
+    return fusion.call_region(MARK_PREFIX + mark, run, inputs, [(name, v.value) for name, v in named], **static)
 
 
 def mark_name(mark: str) -> str:
     return MARK_PREFIX + mark
-
-
-def is_array(x: Any) -> bool:
-    """A JAX/numpy array or a tracer (anything that becomes an operand), not a Python scalar."""
-    import jax
-
-    return isinstance(x, (jax.Array, np.ndarray)) or hasattr(x, "aval")
 
 
 def plain_float32(layer: Any, x: Any) -> bool:
@@ -120,78 +113,10 @@ def quantized_or_lora(layer: Any) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# Lowering side
-
-
-class Operands:
-    """The region's operands by name: ``ops["kernel"]`` (an ``ir.Value``) and ``ops.shape("kernel")``."""
-
-    def __init__(self, ctx: Any, ins: Sequence[ir.Value]):
-        names = ctx.marked.params["operands"]
-        self._values = dict(zip(names, ins, strict=True))
-        self._avals = dict(zip(names, ctx.avals_in, strict=True))
-
-    def __getitem__(self, name: str) -> ir.Value:
-        return self._values[name]
-
-    def get(self, name: str) -> ir.Value | None:
-        return self._values.get(name)
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._values
-
-    def shape(self, name: str) -> tuple[Any, ...]:
-        return tuple(self._avals[name].shape)
+# Lowering side (the rest is core's fusion kit, ``jax2onnx.fusion``)
 
 
 def one_output_like(ctx: Any, shape: Sequence[Any]) -> bool:
-    """The equation is the forward call itself: one float32 output of the expected shape.
-
-    Under ``grad`` JAX splits the region into a forward part with the same name and inputs but
-    extra (residual) outputs; that one must be lowered as its body, not fused.
-    """
-    outs = ctx.avals_out
-    return (
-        len(outs) == 1
-        and np.dtype(outs[0].dtype) == np.float32
-        and [str(d) for d in outs[0].shape] == [str(d) for d in shape]
-    )
-
-
-def weight_array(v: ir.Value | None) -> np.ndarray | None:
-    """The numpy value of a weight held as an initializer (Keras's variables are), else None."""
-    if v is None or v.const_value is None or isinstance(v.const_value, ir.LazyTensor):
-        return None
-    return v.const_value.numpy()
-
-
-def reshape_const(ctx: Any, v: ir.Value, shape: Sequence[int]) -> ir.Value:
-    """A weight reshaped to a static ``shape``: a new initializer when the weight is one (the
-    folding pass leaves large results of nodes with shared inputs, such as a pooled shape
-    constant, unfolded), else a Reshape."""
-    arr = weight_array(v)
-    if arr is not None:
-        return ctx.const(arr.reshape(list(shape)))
-    return ctx.op.Reshape(v, ctx.i64(list(shape)))
-
-
-def concat_weights(ctx: Any, values: Sequence[ir.Value], axis: int) -> ir.Value:
-    """Weights joined along ``axis``: one initializer when all are initializers, else a Concat."""
-    arrays = [weight_array(v) for v in values]
-    if all(a is not None for a in arrays):
-        return ctx.const(np.concatenate(arrays, axis=axis))
-    return ctx.op.Concat(*values, axis=axis)
-
-
-def static_ints(values: Sequence[Any]) -> bool:
-    return all(isinstance(d, (int, np.integer)) for d in values)
-
-
-def to_nchw(ctx: Any, x: ir.Value, rank: int) -> ir.Value:
-    """Channels-last (N, *spatial, C) to ONNX's channels-first (N, C, *spatial)."""
-    return ctx.op.Transpose(x, perm=[0, rank - 1, *range(1, rank - 1)])
-
-
-def to_nhwc(ctx: Any, y: ir.Value, rank: int) -> ir.Value:
-    """Back from (N, C, *spatial) to (N, *spatial, C)."""
-    return ctx.op.Transpose(y, perm=[0, *range(2, rank), 1])
+    """The equation is the forward call itself: one float32 output of the expected shape (the
+    layers fuse under Keras's float32 policy only; see :func:`plain_float32`)."""
+    return fusion.one_output_like(ctx, shape, np.float32)

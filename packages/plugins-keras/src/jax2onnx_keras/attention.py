@@ -15,21 +15,11 @@ import math
 from typing import Any
 
 import numpy as np
+from jax2onnx.fusion import Operands, concat_weights, is_array, reshape_const, static_ints
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import (
-    Operands,
-    call_layer,
-    concat_weights,
-    is_array,
-    mark_name,
-    one_output_like,
-    patch,
-    plain_float32,
-    reshape_const,
-    static_ints,
-)
+from ._fusion import call_layer, mark_name, one_output_like, patch, plain_float32
 from ._testing import import_keras, randomize
 
 lowerings = Lowerings()

@@ -13,24 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from jax2onnx.fusion import Operands, const_array, is_array, reshape_const, same_pads, static_ints, to_nchw, to_nhwc
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import (
-    Operands,
-    call_layer,
-    is_array,
-    mark_name,
-    one_output_like,
-    patch,
-    plain_float32,
-    quantized_or_lora,
-    reshape_const,
-    static_ints,
-    to_nchw,
-    to_nhwc,
-    weight_array,
-)
+from ._fusion import call_layer, mark_name, one_output_like, patch, plain_float32, quantized_or_lora
 from ._testing import check_ops, keras_model
 from .core import activation_name, apply_activation
 
@@ -127,13 +114,7 @@ def _pads(p: dict[str, Any], spatial: tuple[Any, ...], window: tuple[int, ...]) 
         return None
     if not static_ints(spatial):
         return {"auto_pad": "SAME_UPPER"}  # JAX's SAME: the odd pixel at the end, like SAME_UPPER
-    lo, hi = [], []
-    for size, k, s in zip(spatial, eff, p["strides"]):
-        out = -(-int(size) // s)
-        total = max((out - 1) * s + k - int(size), 0)
-        lo.append(total // 2)
-        hi.append(total - total // 2)
-    return {"pads": lo + hi}
+    return {"pads": same_pads(spatial, eff, p["strides"])}
 
 
 @lowerings.register_call(mark_name(CONV))
@@ -194,7 +175,7 @@ def lower_separable_conv(ctx, *ins):
     dw = reshape_const(ctx, ops["depthwise_kernel"], [*window, 1, mid])
     dw = ctx.op.Transpose(dw, perm=[n + 1, n, *range(n)])
     pw_shape = [int(p_shape[-1]), mid, *([1] * n)]  # (filters, C*m, 1, ...)
-    pw_arr = weight_array(ops["pointwise_kernel"])
+    pw_arr = const_array(ops["pointwise_kernel"], lazy=False)
     if pw_arr is not None:
         pw = ctx.const(pw_arr.reshape(mid, -1).T.reshape(pw_shape))
     else:

@@ -17,22 +17,11 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax2onnx.fusion import Operands, const_array, is_array, reshape_const, static_ints
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import (
-    Operands,
-    call_layer,
-    is_array,
-    mark_name,
-    one_output_like,
-    patch,
-    plain_float32,
-    quantized_or_lora,
-    reshape_const,
-    static_ints,
-    weight_array,
-)
+from ._fusion import call_layer, mark_name, one_output_like, patch, plain_float32, quantized_or_lora
 from ._testing import keras_model
 
 lowerings = Lowerings()
@@ -227,7 +216,7 @@ def lower_einsum_dense(ctx, *ins):
                 return None
             # The bias covers trailing output axes; broadcast it over the rest of the kernel's.
             full = (*([1] * (n_o - len(b_shape))), *b_shape)
-            b_arr = weight_array(bias)
+            b_arr = const_array(bias, lazy=False)
             if b_arr is not None:
                 b = ctx.const(np.broadcast_to(b_arr.reshape(full), tuple(k_shape[n_c:])).reshape(n_out))
             else:

@@ -13,22 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from jax2onnx.fusion import Operands, channels_first, is_array, norm_weight, static_ints
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import (
-    Operands,
-    call_layer,
-    is_array,
-    mark_name,
-    one_output_like,
-    patch,
-    plain_float32,
-    reshape_const,
-    static_ints,
-    to_nchw,
-    to_nhwc,
-)
+from ._fusion import call_layer, mark_name, one_output_like, patch, plain_float32
 from ._testing import keras_model
 
 lowerings = Lowerings()
@@ -123,16 +112,6 @@ patches = [
 # Lowerings
 
 
-def _weight(ctx: Any, ops: Operands, name: str, shape: list[Any], default: float | None) -> Any:
-    """A per-feature weight of ``shape``; ``default`` fills a missing one (None: omit)."""
-    v = ops.get(name)
-    if v is None:
-        return None if default is None else ctx.const(np.full(shape, default, dtype=np.float32))
-    if list(ops.shape(name)) != list(shape):
-        v = reshape_const(ctx, v, shape)
-    return v
-
-
 @lowerings.register_call(mark_name(LAYER_NORM))
 def lower_layer_norm(ctx, *ins):
     ops = Operands(ctx, ins)
@@ -141,8 +120,8 @@ def lower_layer_norm(ctx, *ins):
     feat = list(shape[p["axis"]:])
     if not one_output_like(ctx, shape) or not static_ints(feat):
         return None
-    scale = _weight(ctx, ops, "gamma", feat, 1.0)
-    bias = _weight(ctx, ops, "beta", feat, None)
+    scale = norm_weight(ctx, ops, "gamma", feat, np.float32, 1.0)
+    bias = norm_weight(ctx, ops, "beta", feat, np.float32, None)
     return ctx.op.LayerNormalization(ops["x"], scale, bias, axis=p["axis"], epsilon=p["epsilon"])
 
 
@@ -156,7 +135,7 @@ def lower_rms_norm(ctx, *ins):
     feat = list(shape[p["axis"]:])
     if not one_output_like(ctx, shape) or not static_ints(feat):
         return None
-    scale = _weight(ctx, ops, "scale", feat, 1.0)
+    scale = norm_weight(ctx, ops, "scale", feat, np.float32, 1.0)
     return ctx.op.RMSNormalization(ops["x"], scale, axis=p["axis"], epsilon=p["epsilon"])
 
 
@@ -170,14 +149,11 @@ def lower_batch_norm(ctx, *ins):
     if not one_output_like(ctx, shape) or axis not in (1, rank - 1) or not static_ints([shape[axis]]):
         return None
     c = [shape[axis]]
-    scale, bias = _weight(ctx, ops, "gamma", c, 1.0), _weight(ctx, ops, "beta", c, 0.0)
-    mean, var = _weight(ctx, ops, "moving_mean", c, 0.0), _weight(ctx, ops, "moving_variance", c, 1.0)
-    x = ops["x"]
-    channels_last = axis != 1
-    if channels_last:
-        x = to_nchw(ctx, x, rank)
-    y = ctx.op.BatchNormalization(x, scale, bias, mean, var, epsilon=p["epsilon"])
-    return to_nhwc(ctx, y, rank) if channels_last else y
+    scale, bias = norm_weight(ctx, ops, "gamma", c, np.float32, 1.0), norm_weight(ctx, ops, "beta", c, np.float32, 0.0)
+    mean = norm_weight(ctx, ops, "moving_mean", c, np.float32, 0.0)
+    var = norm_weight(ctx, ops, "moving_variance", c, np.float32, 1.0)
+    return channels_first(ctx, ops["x"], rank, axis != 1,
+                          lambda x: ctx.op.BatchNormalization(x, scale, bias, mean, var, epsilon=p["epsilon"]))
 
 
 @lowerings.register_call(mark_name(GROUP_NORM))
@@ -191,13 +167,9 @@ def lower_group_norm(ctx, *ins):
     if not one_output_like(ctx, shape) or not static_ints([shape[axis]]):
         return None
     c = [shape[axis]]
-    scale, bias = _weight(ctx, ops, "gamma", c, 1.0), _weight(ctx, ops, "beta", c, 0.0)
-    x = ops["x"]
-    channels_last = axis != 1
-    if channels_last:
-        x = to_nchw(ctx, x, rank)
-    y = ctx.op.GroupNormalization(x, scale, bias, num_groups=p["groups"], epsilon=p["epsilon"])
-    return to_nhwc(ctx, y, rank) if channels_last else y
+    scale, bias = norm_weight(ctx, ops, "gamma", c, np.float32, 1.0), norm_weight(ctx, ops, "beta", c, np.float32, 0.0)
+    return channels_first(ctx, ops["x"], rank, axis != 1, lambda x: ctx.op.GroupNormalization(
+        x, scale, bias, num_groups=p["groups"], epsilon=p["epsilon"]))
 
 
 # ---------------------------------------------------------------------------------------------

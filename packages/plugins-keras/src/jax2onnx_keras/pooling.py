@@ -11,21 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from jax2onnx.fusion import Operands, channels_first, is_array, same_pads, static_ints
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import (
-    Operands,
-    call_layer,
-    is_array,
-    mark_name,
-    one_output_like,
-    patch,
-    plain_float32,
-    static_ints,
-    to_nchw,
-    to_nhwc,
-)
+from ._fusion import call_layer, mark_name, one_output_like, patch, plain_float32
 from ._testing import check_ops, keras_model
 
 lowerings = Lowerings()
@@ -67,16 +57,6 @@ patches = [
 ]
 
 
-def _same_pads(spatial: tuple[Any, ...], window: tuple[int, ...], strides: tuple[int, ...]) -> list[int]:
-    lo, hi = [], []
-    for size, k, s in zip(spatial, window, strides):
-        out = -(-int(size) // s)
-        total = max((out - 1) * s + k - int(size), 0)
-        lo.append(total // 2)
-        hi.append(total - total // 2)
-    return lo + hi
-
-
 @lowerings.register_call(mark_name(POOL))
 def lower_pool(ctx, *ins):
     ops = Operands(ctx, ins)
@@ -90,17 +70,15 @@ def lower_pool(ctx, *ins):
     attrs: dict[str, Any] = {"kernel_shape": list(window), "strides": list(strides)}
     if p["padding"] == "same":
         if static_ints(spatial):
-            attrs["pads"] = _same_pads(spatial, window, strides)
+            attrs["pads"] = same_pads(spatial, window, strides)
         else:
             attrs["auto_pad"] = "SAME_UPPER"  # JAX's SAME: the odd pixel at the end
     elif p["padding"] != "valid":
         return None
-    x = to_nchw(ctx, ops["x"], rank) if p["channels_last"] else ops["x"]
     if p["mode"] == "max":
-        y = ctx.op.MaxPool(x, **attrs)
-    else:
-        y = ctx.op.AveragePool(x, count_include_pad=0, **attrs)
-    return to_nhwc(ctx, y, rank) if p["channels_last"] else y
+        return channels_first(ctx, ops["x"], rank, p["channels_last"], lambda x: ctx.op.MaxPool(x, **attrs))
+    return channels_first(ctx, ops["x"], rank, p["channels_last"],
+                          lambda x: ctx.op.AveragePool(x, count_include_pad=0, **attrs))
 
 
 @lowerings.register_call(mark_name(GLOBAL_AVERAGE))

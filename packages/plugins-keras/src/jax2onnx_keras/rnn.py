@@ -18,20 +18,11 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax2onnx.fusion import Operands, const_array, is_array
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
-from ._fusion import (
-    Operands,
-    call_layer,
-    is_array,
-    mark_name,
-    one_output_like,
-    patch,
-    plain_float32,
-    relative_name,
-    weight_array,
-)
+from ._fusion import call_layer, mark_name, one_output_like, patch, plain_float32, relative_name
 from ._testing import keras_model
 
 lowerings = Lowerings()
@@ -136,8 +127,8 @@ def _direction_weights_np(ops: Operands, d: dict[str, Any]) -> tuple[np.ndarray,
     computed on the weights themselves: one initializer each, whatever the folding pass's limits."""
     _, n_gates, order = _KINDS[d["kind"]]
     h = d["units"]
-    kernel, rec = weight_array(ops[d["kernel"]]), weight_array(ops[d["recurrent_kernel"]])
-    bias = weight_array(ops[d["bias"]]) if d["bias"] is not None else np.zeros([n_gates * h], np.float32)
+    kernel, rec = const_array(ops[d["kernel"]], lazy=False), const_array(ops[d["recurrent_kernel"]], lazy=False)
+    bias = const_array(ops[d["bias"]], lazy=False) if d["bias"] is not None else np.zeros([n_gates * h], np.float32)
     if kernel is None or rec is None or bias is None:
         return None
     w = _onnx_gates(kernel, n_gates, order, 1).T
