@@ -352,7 +352,10 @@ def render_markdown(results: dict) -> str:
         total = _pair(results, name, lambda m, s: m["eval"]["nodes"][s]["total"], "d")
         first = _pair(results, name, conv("t_convert_first"))
         first_cpu = _pair(results, name, conv("cpu_convert_first"))
-        per = _pair(results, name, conv("rss_increase_per_param_byte"), ".2f")
+        # Below 10 MB of weights the increase is the converter's fixed cost (imports, IR objects), and a
+        # ratio to the weights says nothing: the MiB column stands alone there.
+        per = (_pair(results, name, conv("rss_increase_per_param_byte"), ".2f") if pb and pb >= 10e6
+               else ("–", "–", "–"))
         inc = _pair(results, name, conv("rss_increase_to_onnx_mib"), ".0f")
         lines.append(f"| {name} | {_fmt(pb / 1e6 if pb else None, '.1f')} | {total[0]} / {total[1]} "
                      f"| {first[0]} / {first[1]} | {first_cpu[0]} / {first_cpu[1]} | {first_cpu[2]} "
@@ -462,8 +465,31 @@ def render_markdown(results: dict) -> str:
         for name, side, err in failures:
             first = err.splitlines()[0] if err else "?"
             lines.append(f"| {name} | {side} | {first[:300].replace('|', '/')} |")
+    lines += _stream_section()
     lines += ["", "Models: " + "; ".join(f"`{n}`: {models.MODELS[n].description}" for n in results["models"]), ""]
     return "\n".join(lines)
+
+
+def _stream_section() -> list[str]:
+    """The last ``stream_big.py`` run (``nox -s bench_stream``), when there is one: its own file, its own run."""
+    path = os.path.join(HERE, "results", "stream_big.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            r = json.load(f)
+        return [
+            "",
+            "## Streamed export from a safetensors file (`stream_big.py`, a separate run: results/stream_big.json)",
+            "",
+            f"{r['param_gb']:.2f} GB of float32 weights ({r['layers']} layers {r['dim']}x{r['dim']}), `Weights(abstract, "
+            f"file)` + `output_path` with external data: peak RSS increase during `to_onnx` "
+            f"{r['peak_rss_increase_mib']:.0f} MiB (target: largest tensor {r['largest_tensor_mib']:.0f} MiB + 256 MiB = "
+            f"{r['target_increase_mib']:.0f} MiB), exporting process's peak {r['peak_rss_process_mib']:.0f} MiB "
+            f"(target {r['target_process_mib']} MiB); {r['export_s']:.0f} s wall, {r['export_cpu_s']:.0f} s CPU "
+            f"(of the wall time, {r['digest_s']:.0f} s hashing the written weights file for its name); max |onnxruntime - JAX| "
+            f"{r['max_abs_diff_vs_jax']:.2g} (JAX computed layer by layer).",
+        ]
+    except (OSError, KeyError, ValueError, TypeError):
+        return []
 
 
 def _json_safe(obj: Any) -> Any:
