@@ -71,12 +71,24 @@ def _compare(fn, x):
 
 _FUNCTIONS = {"erf_inv": lax.erf_inv}
 
+#: The kernels follow XLA as JAX 0.10 ships it, where float32 is bit for bit. Older XLA rounds
+#: a few inputs differently (JAX 0.6.2, the floor: 15 of 73742 erf_inv inputs one ulp apart), so
+#: there the check is one ulp.
+_ULPS_ALLOWED = 0 if tuple(int(p) for p in jax.__version__.split(".")[:2]) >= (0, 10) else 1
+
+
+def _assert_float32_match(got, want):
+    if _ULPS_ALLOWED == 0:
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert _ulps(got, want).max() <= _ULPS_ALLOWED
+
 
 @_FMA
 @pytest.mark.parametrize("name", list(_FUNCTIONS))
 def test_float32_bitwise(name):
     got, want = _compare(_FUNCTIONS[name], _inputs(np.float32))
-    np.testing.assert_array_equal(got, want)
+    _assert_float32_match(got, want)
     number = ~np.isnan(want)  # a NaN's sign bit means nothing
     np.testing.assert_array_equal(np.signbit(got[number]), np.signbit(want[number]))
 
@@ -101,4 +113,4 @@ def test_sampler_float32_bitwise(name):
     key = np.array([3, 2**31 + 9], np.uint32)
     fn = _SAMPLERS[name]
     model = to_onnx(fn, [jax.ShapeDtypeStruct((2,), jnp.uint32)])
-    np.testing.assert_array_equal(run_onnx(model, [key])[0], np.asarray(_jit(fn, key)))
+    _assert_float32_match(run_onnx(model, [key])[0], np.asarray(_jit(fn, key)))
