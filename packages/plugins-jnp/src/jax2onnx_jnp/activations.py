@@ -15,6 +15,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax2onnx.fusion import call_in_vmaps
 from jax2onnx.plugin import Lowerings, is_array
 from jax2onnx.testing import Component, Testcase
 
@@ -87,7 +88,10 @@ def _make_activation(name: str, original: Callable[..., Any]) -> Callable[..., A
             params.update(kwargs)
             ok = all(isinstance(v, bool) or is_static_number(v) for v in params.values())
         if ok:
-            return mark(name, region, x, **params)
+            # Inside jax.vmap (an Equinox model applied to a batch) the region is made outside the
+            # vmap on the batched x: the function is elementwise, so that is the vmap's result too,
+            # and the fused op survives instead of JAX batching the region into its body.
+            return call_in_vmaps(lambda xs, _k, _vmapped: mark(name, region, xs[0], **params), [x])
         return original(x, *args, **kwargs)
 
     return activation
