@@ -53,22 +53,9 @@ DECOMPOSED = "jax2onnx: decomposition of "
 
 def decomposed_ops(model: Any) -> set[str]:
     """The op types a ``onnx.ModelProto`` had decomposed by :func:`legalize` (any graph, function)."""
-    found: set[str] = set()
+    from .proto_walk import nodes
 
-    def walk(nodes: Any) -> None:
-        for n in nodes:
-            if n.doc_string.startswith(DECOMPOSED):
-                found.add(n.doc_string[len(DECOMPOSED) :])
-            for a in n.attribute:
-                if a.HasField("g"):
-                    walk(a.g.node)
-                for g in a.graphs:
-                    walk(g.node)
-
-    walk(model.graph.node)
-    for f in model.functions:
-        walk(f.node)
-    return found
+    return {n.doc_string[len(DECOMPOSED) :] for n in nodes(model) if n.doc_string.startswith(DECOMPOSED)}
 
 
 @dataclass

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from . import proto_walk
 from .errors import Jax2OnnxError
 
 #: Sizes given to each symbolic dim, one trial per entry: two different sizes catch a graph that
@@ -92,19 +93,6 @@ def _dtype_name(elem_type: int) -> str:
         return onnx.TensorProto.DataType.Name(elem_type).lower()
 
 
-def _walk_nodes(nodes: Sequence[onnx.NodeProto]) -> list[onnx.NodeProto]:
-    out: list[onnx.NodeProto] = []
-    for node in nodes:
-        out.append(node)
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                out += _walk_nodes(attr.g.node)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    out += _walk_nodes(g.node)
-    return out
-
-
 def _tensor_nbytes(t: onnx.TensorProto) -> int:
     count = int(np.prod(t.dims)) if len(t.dims) else 1
     try:
@@ -123,9 +111,7 @@ def summarize(model: onnx.ModelProto | str | os.PathLike[str], path: str | os.Pa
         path = path or model
         model = onnx.load(os.fspath(model), load_external_data=False)
     graph = model.graph
-    nodes = _walk_nodes(graph.node)
-    for fn in model.functions:
-        nodes += _walk_nodes(fn.node)
+    nodes = list(proto_walk.nodes(model))
     histogram = collections.Counter(n.op_type if not n.domain else f"{n.domain}.{n.op_type}" for n in nodes)
     params = [t for t in graph.initializer]
     file_bytes = ext_bytes = None

@@ -149,21 +149,9 @@ def _with_static_sizes(specs: Sequence[Any], sizes: dict[str, int]) -> list[Any]
 
 def op_types(model: onnx.ModelProto) -> set[str]:
     """Every op type in the model: main graph, subgraphs, function bodies."""
-    found: set[str] = set()
+    from ..proto_walk import nodes
 
-    def walk(nodes: Any) -> None:
-        for n in nodes:
-            found.add(n.op_type)
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    walk(a.g.node)
-                for g in a.graphs:
-                    walk(g.node)
-
-    walk(model.graph.node)
-    for f in model.functions:
-        walk(f.node)
-    return found
+    return {n.op_type for n in nodes(model)}
 
 
 def model_opset(model: onnx.ModelProto) -> int:
