@@ -115,8 +115,10 @@ def jax_reference(fn: Callable[..., Any], arrays: Sequence[Any], params: Mapping
     params = dict(params or {})
     if not jit:
         return fn(*arrays, **params)
+    # The params are closed over, as concrete values: a function branching on one in Python
+    # (``if deterministic:``) still compiles once instead of running op by op.
     try:
-        return jax.jit(fn)(*arrays, **params)
+        return jax.jit(lambda *xs: fn(*xs, **params))(*arrays)
     except Exception:  # noqa: BLE001 - any trace-time refusal means: not jittable as written
         return fn(*arrays, **params)
 
