@@ -7,7 +7,7 @@ import json
 from jax2onnx import hookimpl
 from jax2onnx import testing as jt  # not `Testcase` by name: pytest would try to collect it
 from jax2onnx.cli import main as cli_main
-from jax2onnx.coverage import FAILED, NOT_RUN, PASSED, render, write_docs
+from jax2onnx.coverage import ENVIRONMENT_KEY, FAILED, NOT_RUN, PASSED, render, write_docs
 from jax2onnx.registry import PluginRegistry
 
 
@@ -154,4 +154,12 @@ def test_pytest_plugin_report_feeds_the_tables(tmp_path):
 
     extra = ["-n", "2"] if importlib.util.find_spec("xdist") else []
     results = _run_pytest_with_report(tmp_path, *extra)
+    environment = results.pop(ENVIRONMENT_KEY)
     assert {k: v["outcome"] for k, v in results.items()} == _expected_outcomes()
+    # the versions the outcomes were produced with travel in the report and head the tables
+    import jax
+
+    assert environment["jax"] == jax.__version__ and "onnx" in environment and "python" in environment
+    report = tmp_path / "report.json"
+    legend = next(line for line in render(str(report), registry=_registry()).splitlines() if "Produced with" in line)
+    assert f"jax {jax.__version__}" in legend and f"python {environment['python']}" in legend, legend

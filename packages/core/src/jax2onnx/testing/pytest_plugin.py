@@ -146,5 +146,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         except (OSError, ValueError):
             existing = {}
         existing.update(_RESULTS)
+        from ..coverage import ENVIRONMENT_KEY, environment
+
+        existing[ENVIRONMENT_KEY] = environment()
         with open(path, "w", encoding="utf-8") as f:
             json.dump(existing, f, indent=1, sort_keys=True)
