@@ -94,19 +94,32 @@ class TransposeCancelPass(ir.passes.InPlacePass):
         return False
 
     @staticmethod
-    def _merge_pair_at_output(graph: ir.Graph | ir.Function, node: ir.Node, outputs: set[int]) -> bool:
+    def _after_transpose(node: ir.Node) -> tuple[ir.Node, list[int]] | None:
+        """(the Transpose ``node`` reads, the one perm doing both) when ``node`` reads a Transpose."""
         src = node.inputs[0]
         inner = src.producer()
         if not _is_transpose(inner) or inner.inputs[0] is None:
-            return False
+            return None
         p = _perm(inner, _rank(inner.inputs[0]))
         q = _perm(node, _rank(src))
         if p is None or q is None or len(p) != len(q):
+            return None
+        return inner, _compose(p, q)
+
+    @staticmethod
+    def _read_past(node: ir.Node, inner: ir.Node, composed: list[int]) -> None:
+        """One Transpose instead of two: ``node`` reads ``inner``'s input and keeps its own output."""
+        node.replace_input_with(0, inner.inputs[0])
+        node.attributes["perm"] = ir.AttrInt64s("perm", composed)
+
+    @staticmethod
+    def _merge_pair_at_output(graph: ir.Graph | ir.Function, node: ir.Node, outputs: set[int]) -> bool:
+        pair = TransposeCancelPass._after_transpose(node)
+        if pair is None:
             return False
-        composed = _compose(p, q)
-        if not _is_identity(composed):  # one Transpose instead of two; the node keeps its output
-            node.replace_input_with(0, inner.inputs[0])
-            node.attributes["perm"] = ir.AttrInt64s("perm", composed)
+        inner, composed = pair
+        if not _is_identity(composed):
+            TransposeCancelPass._read_past(node, inner, composed)
             return True
         source = inner.inputs[0]
         if source.producer() is None or source.is_graph_input() or id(source) in outputs:
@@ -127,21 +140,15 @@ class TransposeCancelPass(ir.passes.InPlacePass):
 
     @staticmethod
     def _merge_pair(graph: ir.Graph | ir.Function, node: ir.Node) -> bool:
-        src = node.inputs[0]
-        inner = src.producer()
-        if not _is_transpose(inner) or inner.inputs[0] is None:
+        pair = TransposeCancelPass._after_transpose(node)
+        if pair is None:
             return False
-        p = _perm(inner, _rank(inner.inputs[0]))
-        q = _perm(node, _rank(src))
-        if p is None or q is None or len(p) != len(q):
-            return False
-        composed = _compose(p, q)
+        inner, composed = pair
         if _is_identity(composed):
             ir.convenience.replace_all_uses_with(node.outputs[0], inner.inputs[0])
             graph.remove(node, safe=True)
         else:
-            node.replace_input_with(0, inner.inputs[0])
-            node.attributes["perm"] = ir.AttrInt64s("perm", composed)
+            TransposeCancelPass._read_past(node, inner, composed)
         return True
 
     @staticmethod
