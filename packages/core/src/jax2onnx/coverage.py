@@ -22,24 +22,33 @@ COMPONENTS_TITLE = "Supported JAX/ONNX components"
 EXAMPLES_TITLE = "Examples"
 
 
-def load_results(results_path: str | os.PathLike[str] | None) -> dict[str, str]:
-    """``{"component::variant_id": outcome}`` from a ``--jax2onnx-report`` file.
-
-    Accepts both the plugin's records (``{"outcome": "passed", ...}``) and plain outcome strings.
-    A missing path gives no results (every testcase then renders as not run).
-    """
+def _read_report(results_path: str | os.PathLike[str] | None) -> Mapping[str, Any]:
+    """A ``--jax2onnx-report`` file's JSON object; a missing path gives an empty one."""
     if results_path is None or not os.path.exists(results_path):
         return {}
     with open(results_path, encoding="utf-8") as f:
         raw = json.load(f)
     if not isinstance(raw, Mapping):
         raise ValueError(f"{results_path}: expected a JSON object of test outcomes, got {type(raw).__name__}")
+    return raw
+
+
+def _outcomes(raw: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in raw.items():
         outcome = value.get("outcome") if isinstance(value, Mapping) else value
         if isinstance(outcome, str):
             out[str(key)] = outcome
     return out
+
+
+def load_results(results_path: str | os.PathLike[str] | None) -> dict[str, str]:
+    """``{"component::variant_id": outcome}`` from a ``--jax2onnx-report`` file.
+
+    Accepts both the plugin's records (``{"outcome": "passed", ...}``) and plain outcome strings.
+    A missing path gives no results (every testcase then renders as not run).
+    """
+    return _outcomes(_read_report(results_path))
 
 
 #: The report's entry naming the versions its outcomes were produced with (the tables print it).
@@ -61,12 +70,9 @@ def environment() -> dict[str, str]:
     return out
 
 
-def load_environment(results_path: str | os.PathLike[str] | None) -> dict[str, str]:
-    """The versions a ``--jax2onnx-report`` file's outcomes were produced with (empty if it has none)."""
-    if results_path is None or not os.path.exists(results_path):
-        return {}
-    with open(results_path, encoding="utf-8") as f:
-        env = json.load(f).get(ENVIRONMENT_KEY)
+def _environment_of(raw: Mapping[str, Any]) -> dict[str, str]:
+    """The versions a report's outcomes were produced with (empty if it names none)."""
+    env = raw.get(ENVIRONMENT_KEY)
     return {str(k): str(v) for k, v in env.items()} if isinstance(env, Mapping) else {}
 
 
@@ -119,11 +125,12 @@ def render(results_path: str | os.PathLike[str] | None, registry: Any = None) ->
         from .registry import get_registry
 
         registry = get_registry()
-    results = load_results(results_path)
+    raw = _read_report(results_path)
+    results = _outcomes(raw)
     pairs = registry.components()
     components = [(p, c) for p, c in pairs if getattr(c, "kind", "component") != "example"]
     examples = [(p, c) for p, c in pairs if getattr(c, "kind", "component") == "example"]
-    environment = load_environment(results_path)
+    environment = _environment_of(raw)
     comp_lines, comp_counts = _table(components, results, with_description=False)
     ex_lines, ex_counts = _table(examples, results, with_description=True)
     legend = (
