@@ -3,7 +3,7 @@
     python bench/latency_worker.py MODEL THREADS BATCH BUDGET_S MIN_RUNS MAX_RUNS ours=A.onnx peer=B.onnx
 
 A fresh process per thread count, because XLA's CPU thread pool is sized from XLA_FLAGS when jax is
-first imported. onnxruntime gets ``intra_op_num_threads=THREADS`` (one inter-op thread); XLA gets
+first imported; the process is pinned to THREADS cores, which both runtimes share. onnxruntime gets ``intra_op_num_threads=THREADS`` (one inter-op thread); XLA gets
 ``intra_op_parallelism_threads=THREADS`` and, at one thread, no multi-threaded Eigen. A side named
 ``*_nospin`` is onnxruntime with ``session.intra_op.allow_spinning=0`` (a diagnostic: how much of a
 multi-threaded run's CPU time is the pool's threads spin-waiting between ops). Same inputs for
@@ -30,6 +30,11 @@ def main(argv: list[str]) -> int:
     flags = [f"--xla_cpu_multi_thread_eigen={'false' if threads == 1 else 'true'}",
              f"intra_op_parallelism_threads={threads}"]
     os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *flags]).strip()
+    # XLA's flags do not bound every thread it starts (measured: "1 thread" JAX-jit of GPT-2 burnt
+    # 1.7 CPU-s per wall-s), so the process is pinned to THREADS cores: both runtimes get the same
+    # cores, and wall-clock latency at T threads means T cores.
+    cpus = sorted(os.sched_getaffinity(0))[:threads]
+    os.sched_setaffinity(0, cpus)
 
     import jax
     import jax.numpy as jnp
@@ -73,7 +78,7 @@ def main(argv: list[str]) -> int:
                 wall[side].append((time.perf_counter_ns() - t0) / 1e3)
             if i + 1 >= min_runs and time.perf_counter() - start > budget:
                 break
-    result = {"ok": True, "threads": threads, "batch": batch, "xla_flags": os.environ["XLA_FLAGS"],
+    result = {"ok": True, "threads": threads, "batch": batch, "xla_flags": os.environ["XLA_FLAGS"], "cpus": cpus,
               "latency": {side: {"median_us": statistics.median(wall[side]), "cpu_median_us": statistics.median(cpu[side]),
                                  "min_us": min(wall[side]), "runs": len(wall[side])} for side in runners}}
     print(MARKER + json.dumps(result), flush=True)
