@@ -89,9 +89,14 @@ def _scan_loop(ctx, x, axis, reverse, combine_fn, identity, c, slice_shape):
     graph = body.finish([new, new])
     init = ctx.op.Expand(identity, ctx.shape_tensor(slice_shape))
     direction = [int(reverse)]
-    _, out = ctx.op.Scan(init, x, body=graph, num_scan_inputs=1, scan_input_axes=[axis], scan_output_axes=[axis],
-                         scan_input_directions=direction, scan_output_directions=direction, _outputs=2)
-    return out
+    # onnxruntime's Scan fails over zero iterations, and the symbolic axis may be empty: an If
+    # returns the (empty) input as is then, and runs the Scan otherwise.
+    scan = ctx.subgraph("cumulative_scan")
+    _, out = scan.op.Scan(init, x, body=graph, num_scan_inputs=1, scan_input_axes=[axis], scan_output_axes=[axis],
+                          scan_input_directions=direction, scan_output_directions=direction, _outputs=2)
+    empty = ctx.subgraph("cumulative_empty")
+    is_empty = ctx.op.Equal(ctx.dim_scalar(ctx.avals_in[0].shape[axis]), ctx.const(0, np.int64))
+    return ctx.op.If(is_empty, then_branch=empty.finish([x], ctx.avals_out), else_branch=scan.finish([out], ctx.avals_out))
 
 
 def _cumulative(prim: str):

@@ -20,6 +20,7 @@ from jax2onnx.dtypes import (
     REDUCE_MINMAX,
     REDUCE_SUM,
     U8,
+    U64,
     bits,
     is_bool,
     is_float,
@@ -69,15 +70,20 @@ lowerings.add("reduce_sum", _sum_or_prod("ReduceSum"), complex=_sum_complex)
 lowerings.add("reduce_prod", _sum_or_prod("ReduceProd"), complex=cp.unsupported)
 
 
-@lowerings.register("reduce_max", "reduce_min", dtypes=REDUCE_MINMAX, complex=cp.unsupported)
+@lowerings.register("reduce_max", "reduce_min", dtypes=REDUCE_MINMAX | {U64}, complex=cp.unsupported)
 def lower_reduce_max_min(ctx, x):
     """XLA propagates NaN through max/min; onnxruntime's kernels do not reliably, so a float input
-    gets an explicit NaN check."""
+    gets an explicit NaN check. uint64 has no kernel and no wider carrier: it is reduced as int64
+    with the sign bit flipped, a bijection that keeps the unsigned order."""
     axes = tuple(ctx.params["axes"])
     if not axes:
         return ctx.op.Identity(x)
-    r = getattr(ctx.op, "ReduceMax" if ctx.primitive == "reduce_max" else "ReduceMin")(
-        x, axes_const(ctx, axes), keepdims=0)
+    reduce = getattr(ctx.op, "ReduceMax" if ctx.primitive == "reduce_max" else "ReduceMin")
+    if nm.dtype_of(ctx.avals_in[0]) == U64:
+        sign = ctx.const(np.iinfo(np.int64).min, I64)
+        key = ctx.op.BitwiseXor(ctx.cast(x, I64), sign)
+        return ctx.cast(ctx.op.BitwiseXor(reduce(key, axes_const(ctx, axes), keepdims=0), sign), U64)
+    r = reduce(x, axes_const(ctx, axes), keepdims=0)
     if is_float(ctx.avals_in[0].dtype):
         r = ctx.op.Where(_any_nan(ctx, x, axes), np.nan, r)
     return r
@@ -106,11 +112,15 @@ def lower_reduce_logical(ctx, x):
         return ctx.op.Identity(x)
     dtype = nm.dtype_of(ctx.avals_in[0])
     kind = ctx.primitive
+    if is_bool(dtype) and kind != "reduce_xor":
+        reduce = ctx.op.ReduceMin if kind == "reduce_and" else ctx.op.ReduceMax
+        shape = ctx.avals_in[0].shape
+        if all(isinstance(shape[a], int) and shape[a] > 0 for a in axes):
+            return reduce(x, axes_const(ctx, axes), keepdims=0)
+        # A reduced axis that may be empty: onnxruntime rejects a bool ReduceMax/Min over an
+        # empty set, but reduces uint8 to the identities JAX gives (max 0 -> False, min 255 -> True).
+        return ctx.cast(reduce(ctx.cast(x, np.dtype(np.uint8)), axes_const(ctx, axes), keepdims=0), BOOL)
     if is_bool(dtype):
-        if kind == "reduce_and":
-            return ctx.op.ReduceMin(x, axes_const(ctx, axes), keepdims=0)
-        if kind == "reduce_or":
-            return ctx.op.ReduceMax(x, axes_const(ctx, axes), keepdims=0)
         return ctx.cast(_parity(ctx, ctx.cast(x, I32), axes_const(ctx, axes)), BOOL)
     plane_reduce = {
         "reduce_and": lambda p, a: ctx.op.ReduceMin(p, a, keepdims=0),
@@ -161,6 +171,7 @@ def _standard_cases(name, jnp_fn, op):
 
 _NAN_ROWS = f32([1.0, np.nan, 3.0], [1.0, 2.0, np.nan], [np.nan, 2.0, 3.0], [2.0, 5.0, 5.0], [-np.inf, -np.inf, 1.0])
 _BOOL = jnp.bool_
+_U64_ROWS = np.asarray([[0, 2**63 + 5, 2**64 - 1, 7], [2**63, 1, 2**63 - 1, 2**62], [3, 2**63 + 1, 2**63, 9]], np.uint64)
 
 
 def _bool_values(*rows):
@@ -206,12 +217,15 @@ components = [
         Testcase("reduce_max_int16", lambda x: jnp.max(x, axis=1), [_spec("B", 4, dtype=jnp.int16)],
                  input_generator=ints(-99, 99)),
         Testcase("reduce_max_bool", lambda x: jnp.max(x, axis=1), [_spec("B", 4, dtype=_BOOL)]),
+        # uint64 (the x64 variant; without x64 JAX narrows to uint32): values on both sides of 2**63
+        Testcase("reduce_max_uint64", lambda x: jnp.max(x, axis=1), input_values=[_U64_ROWS]),
     ]),
     Component("lax.reduce_min", onnx=["ReduceMin"], since="v0.2.0", testcases=[
         *_standard_cases("reduce_min", jnp.min, "ReduceMin"),
         Testcase("reduce_min_nan", lambda x: jnp.min(x, axis=1), input_values=[_NAN_ROWS], expected_ops=["ReduceMin"]),
         Testcase("reduce_min_uint32", lambda x: jnp.min(x, axis=0), [_spec("B", 4, dtype=jnp.uint32)],
                  input_generator=ints(0, 2**32 - 1)),
+        Testcase("reduce_min_uint64", lambda x: jnp.min(x, axis=1), input_values=[_U64_ROWS]),
     ]),
     Component("lax.reduce_and", onnx=["ReduceMin"], since="v0.6.1", testcases=_logical_cases(
         "reduce_and", _logical("reduce_and"),
