@@ -27,10 +27,6 @@ DECLINED: dict[str, str] = {
     "create_token": _TOKEN,
     "from_edtype": "extended dtypes other than PRNG keys (whose data travels as uint32) have no ONNX type",
     "to_edtype": "extended dtypes other than PRNG keys (whose data travels as uint32) have no ONNX type",
-    "eig": ("eigen-decomposition of a general (non-symmetric) matrix: complex eigenvalues and vectors need "
-            "Hessenberg-QR (Francis) iterations with complex results; not implemented. Symmetric matrices: "
-            "jnp.linalg.eigh converts"),
-    "schur": "real Schur form needs Francis double-shift QR iterations; not implemented",
     "geqp3": "QR with column pivoting (qr(pivoting=True)); not implemented, qr without pivoting converts",
     "scaled_dot": "block-scaled low-precision dot (fp8/mx formats); not implemented",
     "select_and_gather_add": "the JVP of a max-pool window reduction (forward-mode through reduce_window_max); "

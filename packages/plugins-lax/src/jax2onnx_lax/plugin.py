@@ -23,6 +23,7 @@ plugin = PackModules(
         "linalg_factor",
         "linalg_solve",
         "linalg_eig",
+        "linalg_schur",
         "linalg_misc",
         "total_order",
         "lax_misc",

@@ -1,0 +1,891 @@
+"""lax.linalg ``schur`` (real Schur form) and ``eig`` (real input) by LAPACK's algorithm, written
+in lax ops and lowered through its jaxpr.
+
+ONNX has no eigen-solver, and the non-symmetric problem needs data-dependent iteration (deflation,
+shifts). Rather than hand-building ONNX Loops, this module writes LAPACK's algorithm as a plain JAX
+function of one matrix (``lax.while_loop``/``fori_loop``, masks instead of dynamic shapes), vmaps it
+over the batch and lowers its jaxpr with ``ctx.lower_jaxpr`` (the pack's control-flow, gather and
+``hessenberg``/``householder_product`` lowerings do the rest). Steps, as ``dgees``/``dgeev`` do them:
+
+1. ``dgebal``: permute rows/columns that isolate an eigenvalue to the ends (``eig`` and ``schur``),
+   then scale rows/columns by powers of 2 to balance their norms (``eig`` only); exact operations.
+2. Hessenberg reduction (``lax.linalg.hessenberg``) and its orthogonal factor.
+3. ``dlahqr``: Francis implicit double-shift QR on the whole matrix, with its deflation criterion
+   (Ahues & Kressner), exceptional shifts every 10th iteration without deflation, the search for
+   two consecutive small subdiagonal entries to start the bulge, and ``dlanv2``'s standardisation of
+   every converged 2x2 block (equal diagonal entries, off-diagonals of opposite sign, or split into
+   two real eigenvalues). Eigenvalues come out in the order of T's diagonal, as LAPACK's.
+4. ``eig`` vectors, ``dtrevc``-style: back substitution on the quasi-triangular T per eigenvalue
+   (complex arithmetic as (real, imag) pairs; a 2x2 diagonal block by Cramer's rule), transformed
+   back with the Schur vectors, balancing undone, each vector scaled to unit 2-norm with its
+   largest-magnitude component real (``dgeev``'s normalisation, so the vectors equal LAPACK's up to
+   rounding, not just up to a phase).
+
+Not reproduced: LAPACK's guards against overflow/underflow (rescaling a matrix with entries near
+the float range, ``dtrevc``'s scale factors), and for n >= 75 ``dhseqr`` switches to ``dlaqr0``
+(aggressive early deflation), so eigenvalue order there may differ from JAX's on some inputs. A
+failure to converge (30 * max(10, n) iterations on one eigenvalue) yields NaN outputs.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax2onnx import compat
+from jax2onnx.plugin import Lowerings
+from jax2onnx.testing import Component, Testcase
+
+from . import _matrix as mx
+
+lowerings = Lowerings()
+
+#: dlahqr's exceptional-shift period (iterations without a deflation).
+_KEXSH = 10
+
+
+def _pick(a, i, axis):
+    """``a[i]`` along ``axis`` (0 rows, 1 columns) for a traced ``i``, by a mask: exact, and an
+    out-of-range ``i`` picks zeros (the bulge chase relies on that at the matrix edge)."""
+    n = a.shape[axis]
+    mask = jnp.arange(n) == i
+    mask = mask[:, None] if axis == 0 else mask[None, :]
+    return jnp.sum(jnp.where(mask, a, jnp.zeros((), a.dtype)), axis=axis)
+
+
+def _entry(a, i, j):
+    n0, n1 = a.shape
+    mask = (jnp.arange(n0) == i)[:, None] & (jnp.arange(n1) == j)[None, :]
+    return jnp.sum(jnp.where(mask, a, jnp.zeros((), a.dtype)))
+
+
+def _put(a, i, j, value, when=True):
+    """``a`` with entry ``(i, j)`` replaced by ``value`` where ``when``."""
+    n0, n1 = a.shape
+    mask = (jnp.arange(n0) == i)[:, None] & (jnp.arange(n1) == j)[None, :] & when
+    return jnp.where(mask, value, a)
+
+
+def _vec_put(v, i, value, when=True):
+    return jnp.where((jnp.arange(v.shape[0]) == i) & when, value, v)
+
+
+def _sign(a, b):
+    """Fortran ``SIGN(a, b)``: ``|a|`` with the sign of ``b`` (``b = 0`` counts as positive)."""
+    return jnp.where(b >= 0, jnp.abs(a), -jnp.abs(a))
+
+
+def _lapy2(x, y):
+    """``dlapy2``: ``sqrt(x^2 + y^2)`` without overflow."""
+    xa, ya = jnp.abs(x), jnp.abs(y)
+    w, z = jnp.maximum(xa, ya), jnp.minimum(xa, ya)
+    safe = jnp.where(w == 0, jnp.ones_like(w), w)
+    return jnp.where(z == 0, w, w * jnp.sqrt(1 + (z / safe) ** 2))
+
+
+def _swap(a, i, j):
+    """Rows and columns ``i`` and ``j`` of ``a`` exchanged (a permutation similarity)."""
+    n = a.shape[0]
+    idx = jnp.arange(n)
+    ri, rj = _pick(a, i, 0), _pick(a, j, 0)
+    a = jnp.where((idx == i)[:, None], rj[None, :], jnp.where((idx == j)[:, None], ri[None, :], a))
+    ci, cj = _pick(a, i, 1), _pick(a, j, 1)
+    return jnp.where((idx == i)[None, :], cj[:, None], jnp.where((idx == j)[None, :], ci[:, None], a))
+
+
+# ---------------------------------------------------------------------------------------------
+# dgebal
+
+
+def _balance(a, scale_too):
+    """``dgebal`` (LAPACK 3.12's, job 'B' with ``scale_too`` else 'P'): ``(A', perm, d)`` with
+    ``A' = D^-1 P^T A P D``, ``P[perm[r], r] = 1``, ``D = diag(d)`` (powers of 2)."""
+    n = a.shape[0]
+    dtype = a.dtype
+    idx = jnp.arange(n)
+    perm = jnp.arange(n)
+
+    # rows isolating an eigenvalue (zero off the diagonal within columns 0..low) go to the bottom;
+    # the scan runs from row low upwards and repeats while a pass moved something
+    def row_cond(s):
+        return ~s[5]
+
+    def row_body(s):
+        a, perm, low, i, moved, done = s
+        pass_end = i < 0
+        row = _pick(a, i, 0)
+        can = ~pass_end & ~jnp.any((row != 0) & (idx != i) & (idx <= low))
+        a = jnp.where(can, _swap(a, i, low), a)
+        pi, pl = _vec_pick(perm, i), _vec_pick(perm, low)
+        perm = jnp.where(can, jnp.where(idx == i, pl, jnp.where(idx == low, pi, perm)), perm)
+        all_done = can & (low == 0)
+        low = jnp.where(can & (low > 0), low - 1, low)
+        moved = moved | can
+        # end of a pass: another pass from row low if this one moved a row, else finished
+        done = all_done | (pass_end & ~moved)
+        i = jnp.where(pass_end, low, i - 1)
+        moved = jnp.where(pass_end, False, moved)
+        return a, perm, low, i, moved, done
+
+    a, perm, low, _, _, _ = lax.while_loop(
+        row_cond, row_body, (a, perm, jnp.int32(n - 1), jnp.int32(n - 1), jnp.bool_(False), jnp.bool_(n <= 1)))
+
+    # columns isolating an eigenvalue (zero off the diagonal within rows k..low) go to the left
+    def col_cond(s):
+        return ~s[5]
+
+    def col_body(s):
+        a, perm, k, j, moved, done = s
+        pass_end = j > low
+        col = _pick(a, j, 1)
+        can = ~pass_end & ~jnp.any((col != 0) & (idx != j) & (idx >= k) & (idx <= low))
+        a = jnp.where(can, _swap(a, j, k), a)
+        pj, pk = _vec_pick(perm, j), _vec_pick(perm, k)
+        perm = jnp.where(can, jnp.where(idx == j, pk, jnp.where(idx == k, pj, perm)), perm)
+        k = jnp.where(can, k + 1, k)
+        moved = moved | can
+        done = pass_end & ~moved
+        j = jnp.where(pass_end, k, j + 1)
+        moved = jnp.where(pass_end, False, moved)
+        return a, perm, k, j, moved, done
+
+    a, perm, k, _, _, _ = lax.while_loop(
+        col_cond, col_body, (a, perm, jnp.int32(0), jnp.int32(0), jnp.bool_(False), jnp.bool_(n <= 1) | (low == 0)))
+    d = jnp.ones((n,), dtype)
+    if not scale_too:
+        return a, perm, d, k, low
+
+    finfo = np.finfo(dtype)
+    sfmin1 = float(finfo.tiny) / float(finfo.eps)
+    sfmax1 = 1.0 / sfmin1
+    sfmin2 = sfmin1 * 2.0
+    sfmax2 = 1.0 / sfmin2
+    inside = (idx >= k) & (idx <= low)
+
+    def scale_one(i, s):
+        a, d, moved = s
+        col, row = _pick(a, i, 1), _pick(a, i, 0)
+        c = jnp.sqrt(jnp.sum(jnp.where(inside, col * col, 0)))
+        r = jnp.sqrt(jnp.sum(jnp.where(inside, row * row, 0)))
+        ca = jnp.max(jnp.where(idx <= low, jnp.abs(col), 0))
+        ra = jnp.max(jnp.where(idx >= k, jnp.abs(row), 0))
+        skip = (c == 0) | (r == 0)
+        s0 = c + r
+        one = jnp.ones((), dtype)
+
+        def up_cond(v):
+            f, c, ca, r, g, ra = v
+            return (c < g) & (jnp.maximum(jnp.maximum(f, c), ca) < sfmax2) & (jnp.minimum(jnp.minimum(r, g), ra) > sfmin2)
+
+        def up(v):
+            f, c, ca, r, g, ra = v
+            return f * 2, c * 2, ca * 2, r / 2, g / 2, ra / 2
+
+        f, c, ca, r, g, ra = lax.while_loop(up_cond, up, (one, c, ca, r, r / 2, ra))
+        g = c / 2
+
+        def down_cond(v):
+            f, c, ca, r, g, ra = v
+            return (g >= r) & (jnp.maximum(r, ra) < sfmax2) & (jnp.minimum(jnp.minimum(f, c), jnp.minimum(g, ca)) > sfmin2)
+
+        def down(v):
+            f, c, ca, r, g, ra = v
+            return f / 2, c / 2, ca / 2, r * 2, g / 2, ra * 2
+
+        f, c, ca, r, g, ra = lax.while_loop(down_cond, down, (f, c, ca, r, g, ra))
+        di = _vec_pick(d, i)
+        skip = skip | ((c + r) >= 0.95 * s0)
+        skip = skip | ((f < 1) & (di < 1) & (f * di <= sfmin1))
+        skip = skip | ((f > 1) & (di > 1) & (di >= sfmax1 / f))
+        f = jnp.where(skip, one, f)
+        # row i / f, then column i * f (the diagonal entry ends up unchanged, as in LAPACK)
+        a = jnp.where((idx == i)[:, None], a * (1 / f), a)
+        a = jnp.where((idx == i)[None, :], a * f, a)
+        d = _vec_put(d, i, di * f)
+        return a, d, moved | ~skip
+
+    def sweep_cond(s):
+        return s[2]
+
+    def sweep(s):
+        a, d, _ = s
+        return lax.fori_loop(k, low + 1, scale_one, (a, d, jnp.bool_(False)))
+
+    a, d, _ = lax.while_loop(sweep_cond, sweep, (a, d, jnp.bool_(n > 1)))
+    return a, perm, d, k, low
+
+
+def _vec_pick(v, i):
+    return jnp.sum(jnp.where(jnp.arange(v.shape[0]) == i, v, jnp.zeros((), v.dtype)))
+
+
+def _perm_matrix(perm, dtype):
+    """``P`` with ``P[perm[r], r] = 1``: ``A = P A' P^T`` undoes ``A' = P^T A P``."""
+    n = perm.shape[0]
+    return (jnp.arange(n)[:, None] == perm[None, :]).astype(dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hessenberg reduction
+
+
+def _hessenberg(a, want_q=True):
+    """``(H, Q)`` with ``A = Q H Q^T``, H upper Hessenberg (gehrd reflectors, orghr's Q); without
+    ``want_q`` Q is an empty ``[0, n]`` (the QR sweeps then update nothing)."""
+    n = a.shape[0]
+    if n <= 2:
+        return a, jnp.eye(n, dtype=a.dtype) if want_q else jnp.zeros((0, n), a.dtype)
+    packed, taus = lax.linalg.hessenberg(a)
+    h = jnp.triu(packed, -1)
+    if not want_q:
+        return h, jnp.zeros((0, n), a.dtype)
+    q = lax.linalg.householder_product(packed[1:, : n - 1], taus[: n - 1])
+    q = jnp.zeros((n, n), a.dtype).at[0, 0].set(1).at[1:, 1:].set(q)
+    return h, q
+
+
+# ---------------------------------------------------------------------------------------------
+# dlanv2: standardise a 2x2 block
+
+
+def _lanv2(a, b, c, d):
+    """LAPACK ``dlanv2``: ``(a, b, c, d, rt1r, rt1i, rt2r, rt2i, cs, sn)``, the rotation
+    ``[[cs, -sn], [sn, cs]]`` bringing ``[[a, b], [c, d]]`` to standard form (c = 0, or a = d and
+    b * c < 0). The extreme-range rescaling loop of the complex branch is left out."""
+    dtype = a.dtype
+    eps = float(np.finfo(dtype).eps)
+    zero, one = jnp.zeros((), dtype), jnp.ones((), dtype)
+
+    def nz(x):
+        return jnp.where(x == 0, one, x)
+
+    # case 1: c == 0 -> nothing; case 2: b == 0 -> swap rows and columns
+    case1 = c == 0
+    case2 = ~case1 & (b == 0)
+    case3 = ~case1 & ~case2 & ((a - d) == 0) & (jnp.sign(b) != jnp.sign(c))
+    general = ~case1 & ~case2 & ~case3
+
+    temp = a - d
+    p = 0.5 * temp
+    bcmax = jnp.maximum(jnp.abs(b), jnp.abs(c))
+    bcmis = jnp.minimum(jnp.abs(b), jnp.abs(c)) * _sign(one, b) * _sign(one, c)
+    scale = nz(jnp.maximum(jnp.abs(p), bcmax))
+    z = (p / scale) * p + (bcmax / scale) * bcmis
+    real_ev = z >= 4.0 * eps
+    # real eigenvalues
+    zr = p + _sign(jnp.sqrt(scale) * jnp.sqrt(jnp.maximum(z, 0)), p)
+    zr_safe = nz(zr)
+    ra = d + zr
+    rd = d - (bcmax / zr_safe) * bcmis
+    tau = nz(_lapy2(c, zr))
+    rcs, rsn = zr / tau, c / tau
+    rb, rc = b - c, zero
+    # complex or (almost) equal real eigenvalues: make the diagonal entries equal
+    sigma = b + c
+    tau2 = nz(_lapy2(sigma, temp))
+    ccs = jnp.sqrt(0.5 * (1 + jnp.abs(sigma) / tau2))
+    csn = -(p / (tau2 * ccs)) * _sign(one, sigma)
+    aa = a * ccs + b * csn
+    bb = -a * csn + b * ccs
+    cc = c * ccs + d * csn
+    dd = -c * csn + d * ccs
+    b2 = bb * ccs + dd * csn
+    c2 = -aa * csn + cc * ccs
+    a2 = aa * ccs + cc * csn
+    d2 = -bb * csn + dd * ccs
+    t2 = 0.5 * (a2 + d2)
+    a2 = d2 = t2
+    # c2 != 0 and b2 != 0 with equal signs: real eigenvalues after all, split the block
+    split = (c2 != 0) & (b2 != 0) & (_sign(one, b2) == _sign(one, c2))
+    sab, sac = jnp.sqrt(jnp.abs(b2)), jnp.sqrt(jnp.abs(c2))
+    pp = _sign(sab * sac, c2)
+    tau3 = 1 / jnp.sqrt(nz(jnp.abs(b2 + c2)))
+    cs1, sn1 = sab * tau3, sac * tau3
+    s_a, s_d, s_b = t2 + pp, t2 - pp, b2 - c2
+    s_cs, s_sn = ccs * cs1 - csn * sn1, ccs * sn1 + csn * cs1
+    # b2 == 0 (c2 != 0): swap
+    swap = (c2 != 0) & (b2 == 0)
+    ca_ = jnp.where(split, s_a, a2)
+    cd_ = jnp.where(split, s_d, d2)
+    cb_ = jnp.where(split, s_b, jnp.where(swap, -c2, b2))
+    cc_ = jnp.where(split | swap, zero, c2)
+    ccs_ = jnp.where(split, s_cs, jnp.where(swap, -csn, ccs))
+    csn_ = jnp.where(split, s_sn, jnp.where(swap, ccs, csn))
+
+    g_a = jnp.where(real_ev, ra, ca_)
+    g_b = jnp.where(real_ev, rb, cb_)
+    g_c = jnp.where(real_ev, rc, cc_)
+    g_d = jnp.where(real_ev, rd, cd_)
+    g_cs = jnp.where(real_ev, rcs, ccs_)
+    g_sn = jnp.where(real_ev, rsn, csn_)
+
+    out_a = jnp.where(case1 | case3, a, jnp.where(case2, d, g_a))
+    out_d = jnp.where(case1 | case3, d, jnp.where(case2, a, g_d))
+    out_b = jnp.where(case1 | case3, b, jnp.where(case2, -c, g_b))
+    out_c = jnp.where(case1 | case3, c, jnp.where(case2, zero, g_c))
+    out_cs = jnp.where(case2, zero, jnp.where(general, g_cs, one))
+    out_sn = jnp.where(case2, one, jnp.where(general, g_sn, zero))
+    rt1i = jnp.where(out_c == 0, zero, jnp.sqrt(jnp.abs(out_b)) * jnp.sqrt(jnp.abs(out_c)))
+    return out_a, out_b, out_c, out_d, out_a, rt1i, out_d, -rt1i, out_cs, out_sn
+
+
+# ---------------------------------------------------------------------------------------------
+# dlahqr
+
+
+def _larfg3(alpha, x2, x3):
+    """``dlarfg`` for a vector ``(alpha, x2, x3)``: ``(beta, tau, v2, v3)`` with
+    ``(I - tau [1 v2 v3]^T [1 v2 v3]) (alpha x2 x3)^T = (beta 0 0)^T``."""
+    xnorm = _lapy2(x2, x3)
+    zero_x = xnorm == 0
+    beta = -_sign(_lapy2(alpha, xnorm), alpha)
+    beta_safe = jnp.where(zero_x, jnp.ones_like(beta), beta)
+    tau = jnp.where(zero_x, jnp.zeros_like(beta), (beta_safe - alpha) / beta_safe)
+    den = jnp.where(zero_x, jnp.ones_like(alpha), alpha - beta_safe)
+    scal = 1 / den
+    return jnp.where(zero_x, alpha, beta), tau, jnp.where(zero_x, x2, x2 * scal), jnp.where(zero_x, x3, x3 * scal)
+
+
+def _lahqr(h, z):
+    """LAPACK ``dlahqr`` with ``wantt = wantz = True`` on the whole matrix (ilo = 0, ihi = n-1):
+    ``(T, Z, wr, wi, ok)``."""
+    n = h.shape[0]
+    dtype = h.dtype
+    finfo = np.finfo(dtype)
+    ulp = float(finfo.eps)
+    smlnum = float(finfo.tiny) * (n / ulp)
+    itmax = 30 * max(10, n)
+    idx = jnp.arange(n)
+    zero = jnp.zeros((), dtype)
+    wr0 = jnp.zeros((n,), dtype)
+    if n == 1:
+        return h, z, jnp.diagonal(h), wr0, jnp.bool_(True)
+
+    def diag(a, off):
+        """``a[k, k + off]`` for k = 0..n-1 (zero where out of range)."""
+        return _diag_pad(a, off)
+
+    def search_split(h, low, i):
+        """dlahqr's deflation search: the largest k in (low, i] with h[k, k-1] negligible, else low."""
+        sub = diag(h, -1)             # h[k, k-1]
+        d0 = diag(h, 0)               # h[k, k]
+        dm1 = jnp.roll(d0, 1)         # h[k-1, k-1]
+        sup = jnp.roll(diag(h, 1), 1)  # h[k-1, k]
+        sub_m1 = jnp.roll(sub, 1)     # h[k-1, k-2]
+        sub_p1 = jnp.roll(sub, -1)    # h[k+1, k]
+        hk = jnp.abs(sub)
+        tst = jnp.abs(dm1) + jnp.abs(d0)
+        extra = jnp.where(idx - 2 >= 0, jnp.abs(sub_m1), 0) + jnp.where(idx + 1 <= n - 1, jnp.abs(sub_p1), 0)
+        tst = jnp.where(tst == 0, tst + extra, tst)
+        ab = jnp.maximum(hk, jnp.abs(sup))
+        ba = jnp.minimum(hk, jnp.abs(sup))
+        aa = jnp.maximum(jnp.abs(d0), jnp.abs(dm1 - d0))
+        bb = jnp.minimum(jnp.abs(d0), jnp.abs(dm1 - d0))
+        s = aa + ab
+        s = jnp.where(s == 0, jnp.ones_like(s), s)
+        small = (hk <= smlnum) | ((hk <= ulp * tst) & (ba * (ab / s) <= jnp.maximum(smlnum, ulp * (bb * (aa / s)))))
+        cand = small & (idx > low) & (idx <= i) & (idx >= 1)
+        return jnp.max(jnp.where(cand, idx, low)).astype(low.dtype)
+
+    def deflate(state, low):
+        h, z, wr, wi, i, _, _, ok = state
+        # one eigenvalue (low == i) or a 2x2 block (low == i - 1) standardised by dlanv2
+        two = low == i - 1
+        a, b = _entry(h, i - 1, i - 1), _entry(h, i - 1, i)
+        c, d = _entry(h, i, i - 1), _entry(h, i, i)
+        na, nb, nc, nd, rt1r, rt1i, rt2r, rt2i, cs, sn = _lanv2(a, b, c, d)
+        cs = jnp.where(two, cs, 1)
+        sn = jnp.where(two, sn, 0)
+        r1, r2 = _pick(h, i - 1, 0), _pick(h, i, 0)
+        right = (idx > i)[None, :]
+        h = jnp.where((idx == i - 1)[:, None] & right & two, (cs * r1 + sn * r2)[None, :], h)
+        h = jnp.where((idx == i)[:, None] & right & two, (cs * r2 - sn * r1)[None, :], h)
+        c1, c2 = _pick(h, i - 1, 1), _pick(h, i, 1)
+        above = (idx < i - 1)[:, None]
+        h = jnp.where(above & (idx == i - 1)[None, :] & two, (cs * c1 + sn * c2)[:, None], h)
+        h = jnp.where(above & (idx == i)[None, :] & two, (cs * c2 - sn * c1)[:, None], h)
+        h = _put(_put(_put(_put(h, i - 1, i - 1, na, two), i - 1, i, nb, two), i, i - 1, nc, two), i, i, nd, two)
+        z1, z2 = _pick(z, i - 1, 1), _pick(z, i, 1)
+        z = jnp.where((idx == i - 1)[None, :] & two, (cs * z1 + sn * z2)[:, None], z)
+        z = jnp.where((idx == i)[None, :] & two, (cs * z2 - sn * z1)[:, None], z)
+        wr = _vec_put(_vec_put(wr, i - 1, rt1r, two), i, jnp.where(two, rt2r, d))
+        wi = _vec_put(_vec_put(wi, i - 1, rt1i, two), i, jnp.where(two, rt2i, zero))
+        return h, z, wr, wi, low - 1, jnp.zeros_like(low), jnp.zeros_like(low), ok
+
+    def sweep(state, low):
+        h, z, wr, wi, i, _, kdefl, ok = state
+        kdefl = kdefl + 1
+        # shifts: exceptional every 10th (20th) iteration without a deflation, else Francis' double
+        # shift from the trailing 2x2 block
+        exc_bottom = (kdefl % (2 * _KEXSH)) == 0
+        exc_top = ~exc_bottom & ((kdefl % _KEXSH) == 0)
+        s_b = jnp.abs(_entry(h, i, i - 1)) + jnp.abs(_entry(h, i - 1, i - 2))
+        s_t = jnp.abs(_entry(h, low + 1, low)) + jnp.abs(_entry(h, low + 2, low + 1))
+        s_e = jnp.where(exc_bottom, s_b, s_t)
+        e11 = 0.75 * s_e + jnp.where(exc_bottom, _entry(h, i, i), _entry(h, low, low))
+        exc = exc_bottom | exc_top
+        h11 = jnp.where(exc, e11, _entry(h, i - 1, i - 1))
+        h12 = jnp.where(exc, -0.4375 * s_e, _entry(h, i - 1, i))
+        h21 = jnp.where(exc, s_e, _entry(h, i, i - 1))
+        h22 = jnp.where(exc, e11, _entry(h, i, i))
+        s = jnp.abs(h11) + jnp.abs(h12) + jnp.abs(h21) + jnp.abs(h22)
+        s_safe = jnp.where(s == 0, jnp.ones_like(s), s)
+        h11, h12, h21, h22 = h11 / s_safe, h12 / s_safe, h21 / s_safe, h22 / s_safe
+        tr = (h11 + h22) / 2
+        det = (h11 - tr) * (h22 - tr) - h12 * h21
+        rtdisc = jnp.sqrt(jnp.abs(det))
+        cplx = det >= 0
+        r1, r2 = tr + rtdisc, tr - rtdisc
+        real_shift = jnp.where(jnp.abs(r1 - h22) <= jnp.abs(r2 - h22), r1, r2) * s
+        rt1r = jnp.where(cplx, tr * s, real_shift)
+        rt1i = jnp.where(cplx, rtdisc * s, zero)
+        rt2r, rt2i = rt1r, -rt1i
+        rt1r, rt2r, rt1i, rt2i = (jnp.where(s == 0, zero, x) for x in (rt1r, rt2r, rt1i, rt2i))
+
+        # where to start the bulge: the largest m in [low, i-2] whose h[m, m-1] the first reflector
+        # would leave negligible (vectorised over m; m = low if none)
+        d0 = diag(h, 0)
+        sub = diag(h, -1)
+        sup = diag(h, 1)
+        hmm, hm1m = d0, jnp.roll(sub, -1)            # h[m, m], h[m+1, m]
+        hmm1, hm1m1 = sup, jnp.roll(d0, -1)           # h[m, m+1], h[m+1, m+1]
+        hm2m1 = jnp.roll(sub, -2)                     # h[m+2, m+1]
+        h21s = hm1m
+        sv = jnp.abs(hmm - rt2r) + jnp.abs(rt2i) + jnp.abs(h21s)
+        sv = jnp.where(sv == 0, jnp.ones_like(sv), sv)
+        h21s = hm1m / sv
+        v1 = h21s * hmm1 + (hmm - rt1r) * ((hmm - rt2r) / sv) - rt1i * (rt2i / sv)
+        v2 = h21s * (hmm + hm1m1 - rt1r - rt2r)
+        v3 = h21s * hm2m1
+        sv = jnp.abs(v1) + jnp.abs(v2) + jnp.abs(v3)
+        sv = jnp.where(sv == 0, jnp.ones_like(sv), sv)
+        v1, v2, v3 = v1 / sv, v2 / sv, v3 / sv
+        h00 = jnp.abs(sub) * (jnp.abs(v2) + jnp.abs(v3))
+        h01 = ulp * jnp.abs(v1) * (jnp.abs(jnp.roll(d0, 1)) + jnp.abs(d0) + jnp.abs(hm1m1))
+        cand = (h00 <= h01) & (idx > low) & (idx <= i - 2)
+        m = jnp.max(jnp.where(cand, idx, low)).astype(low.dtype)
+        v_first = (_vec_pick(v1, m), _vec_pick(v2, m), _vec_pick(v3, m))
+
+        def chase(k, hz):
+            """One reflector of the double-shift step at rows k..k+2 (k..k+1 at the bottom)."""
+            h, z = hz
+            three = k < i - 1  # nr = 3, else nr = 2 (k = i - 1)
+            later = k > m
+            a1 = jnp.where(later, _entry(h, k, k - 1), v_first[0])
+            a2 = jnp.where(later, _entry(h, k + 1, k - 1), v_first[1])
+            a3 = jnp.where(three, jnp.where(later, _entry(h, k + 2, k - 1), v_first[2]), zero)
+            beta, t1, w2, w3 = _larfg3(a1, a2, a3)
+            w3 = jnp.where(three, w3, zero)
+            h = _put(h, k, k - 1, beta, later)
+            h = _put(h, k + 1, k - 1, zero, later)
+            h = _put(h, k + 2, k - 1, zero, later & three)
+            h = _put(h, k, k - 1, _entry(h, k, k - 1) * (1 - t1), ~later & (m > low))
+            t2, t3 = t1 * w2, t1 * w3
+            # from the left on rows k..k+2, columns k..n-1
+            r0, r1_, r2_ = _pick(h, k, 0), _pick(h, k + 1, 0), _pick(h, k + 2, 0)
+            ssum = jnp.where(idx >= k, r0 + w2 * r1_ + w3 * r2_, zero)
+            u = jnp.where(idx == k, t1, jnp.where(idx == k + 1, t2, jnp.where((idx == k + 2) & three, t3, zero)))
+            h = h - u[:, None] * ssum[None, :]
+            # from the right on columns k..k+2, rows 0..min(k+3, i)
+            c0, c1_, c2_ = _pick(h, k, 1), _pick(h, k + 1, 1), _pick(h, k + 2, 1)
+            ssum = jnp.where(idx <= jnp.minimum(k + 3, i), c0 + w2 * c1_ + w3 * c2_, zero)
+            h = h - ssum[:, None] * u[None, :]
+            zc0, zc1, zc2 = _pick(z, k, 1), _pick(z, k + 1, 1), _pick(z, k + 2, 1)
+            zsum = zc0 + w2 * zc1 + w3 * zc2
+            z = z - zsum[:, None] * u[None, :]
+            return h, z
+
+        h, z = lax.fori_loop(m, i, chase, (h, z))
+        return h, z, wr, wi, i, state[5] + 1, kdefl, ok
+
+    def body(s):
+        h, z, wr, wi, i, its, kdefl, ok, lprev = s
+        low = search_split(h, lprev, i)
+        h = _put(h, low, low - 1, zero, low > 0)
+        st = (h, z, wr, wi, i, its, kdefl, ok)
+        h, z, wr, wi, i2, its2, kdefl2, ok2 = lax.cond(low >= i - 1, deflate, sweep, st, low)
+        ok2 = ok2 & (its2 <= itmax)
+        # the active block's lower end low persists between iterations on the same i (LAPACK's
+        # search only looks above it); a deflation starts the next block's search from the top
+        return h, z, wr, wi, i2, its2, kdefl2, ok2, jnp.where(i2 == i, low, jnp.zeros_like(low))
+
+    def cond(s):
+        return (s[4] >= 0) & s[7]
+
+    int0 = jnp.int32(0)
+    init = (h, z, wr0, wr0, jnp.int32(n - 1), int0, int0, jnp.bool_(True), int0)
+    h, z, wr, wi, _, _, _, ok, _ = lax.while_loop(cond, body, init)
+    return jnp.triu(h, -1), z, wr, wi, ok
+
+
+def _diag_pad(a, off):
+    """``a[k, k + off]`` for k = 0..n-1, zero where ``k + off`` is out of range."""
+    n = a.shape[0]
+    r = jnp.arange(n)
+    mask = (r[None, :] - r[:, None]) == off
+    return jnp.sum(jnp.where(mask, a, jnp.zeros((), a.dtype)), axis=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# dtrevc: eigenvectors of the quasi-triangular T
+
+
+def _cmul(ar, ai, br, bi):
+    return ar * br - ai * bi, ar * bi + ai * br
+
+
+def _cdiv(ar, ai, br, bi):
+    """``(ar + i ai) / (br + i bi)`` by Smith's algorithm (no overflow of ``|b|^2``)."""
+    big_r = jnp.abs(br) >= jnp.abs(bi)
+    safe_br = jnp.where(br == 0, jnp.ones_like(br), br)
+    safe_bi = jnp.where(bi == 0, jnp.ones_like(bi), bi)
+    e = jnp.where(big_r, bi / safe_br, br / safe_bi)
+    f = jnp.where(big_r, br + bi * e, bi + br * e)
+    re = jnp.where(big_r, ar + ai * e, ar * e + ai) / f
+    im = jnp.where(big_r, ai - ar * e, ai * e - ar) / f
+    return re, im
+
+
+def _trevc(t, wr, wi):
+    """Right eigenvectors of the quasi-upper-triangular ``t``: ``(X_re, X_im)``, column e the
+    eigenvector for ``wr[e] + i wi[e]``, with ``dtrevc``'s normalisation inside its own block (1 on a
+    1x1 block; on a 2x2 block ``(1, i wi / b)`` or ``(-wi / c, i)``, conjugated for ``wi < 0``) and
+    back substitution upwards. A diagonal entry of ``T - lambda`` below ``smin`` is replaced by
+    ``smin`` (``dlaln2``'s perturbation), so repeated eigenvalues give finite vectors."""
+    n = t.shape[0]
+    dtype = t.dtype
+    finfo = np.finfo(dtype)
+    ulp = float(finfo.eps)
+    smlnum = float(finfo.tiny) * (n / ulp)
+    idx = jnp.arange(n)
+    zero = jnp.zeros((), dtype)
+    sub = _diag_pad(t, -1)  # t[k, k-1]
+    sup = _diag_pad(t, 1)   # t[k, k+1]
+    bottom = (idx >= 1) & (sub != 0)
+    top = jnp.roll(bottom, -1) & (idx < n - 1)
+    lo = jnp.where(bottom, idx - 1, idx)
+    b = jnp.where(top, sup, jnp.roll(sup, 1))    # t[lo, lo+1] of the column's 2x2 block
+    c = jnp.where(top, jnp.roll(sub, -1), sub)   # t[lo+1, lo]
+    pair = top | bottom
+    s = jnp.where(wi < 0, -1.0, 1.0).astype(dtype)
+    wabs = jnp.abs(wi)
+    first = jnp.abs(b) >= jnp.abs(c)
+    b_safe = jnp.where(b == 0, jnp.ones_like(b), b)
+    c_safe = jnp.where(c == 0, jnp.ones_like(c), c)
+    lo_re = jnp.where(first, 1.0, -wabs / c_safe)
+    hi_im = s * jnp.where(first, wabs / b_safe, 1.0)
+    rows = idx[:, None]
+    # row r, column e: the column's own block holds its initial values
+    x_re = jnp.where(rows == idx[None, :], 1.0, 0.0).astype(dtype)
+    x_re = jnp.where(pair[None, :], jnp.where(rows == lo[None, :], lo_re[None, :], 0.0), x_re).astype(dtype)
+    x_im = jnp.where(pair[None, :] & (rows == lo[None, :] + 1), hi_im[None, :], 0.0).astype(dtype)
+    smin = jnp.maximum(ulp * (jnp.abs(wr) + jnp.abs(wi)), smlnum)
+
+    def step(r, x):
+        x_re, x_im = x
+        j = n - 1 - r
+        row_j, row_jm = _pick(t, j, 0), _pick(t, j - 1, 0)
+        rhs_re, rhs_im = -(row_j @ x_re), -(row_j @ x_im)
+        rhs2_re, rhs2_im = -(row_jm @ x_re), -(row_jm @ x_im)
+        tjj, tmm = _entry(t, j, j), _entry(t, j - 1, j - 1)
+        tjm, tmj = _entry(t, j, j - 1), _entry(t, j - 1, j)
+        is_bottom = _vec_pick(bottom.astype(dtype), j) != 0
+        is_top = _vec_pick(top.astype(dtype), j) != 0
+        # 1x1 block: (t[j, j] - lambda) x_j = rhs
+        d_re, d_im = tjj - wr, -wi
+        tiny = (jnp.abs(d_re) + jnp.abs(d_im)) < smin
+        d_re, d_im = jnp.where(tiny, smin, d_re), jnp.where(tiny, zero, d_im)
+        one_re, one_im = _cdiv(rhs_re, rhs_im, d_re, d_im)
+        # 2x2 block (rows j-1, j) by Cramer's rule
+        m11_re, m11_im = tmm - wr, -wi
+        m22_re, m22_im = tjj - wr, -wi
+        p_re, p_im = _cmul(m11_re, m11_im, m22_re, m22_im)
+        det_re, det_im = p_re - tmj * tjm, p_im
+        tiny = (jnp.abs(det_re) + jnp.abs(det_im)) < smin * smin
+        det_re, det_im = jnp.where(tiny, smin * smin, det_re), jnp.where(tiny, zero, det_im)
+        n1_re, n1_im = _cmul(rhs2_re, rhs2_im, m22_re, m22_im)
+        n1_re, n1_im = n1_re - tmj * rhs_re, n1_im - tmj * rhs_im
+        n2_re, n2_im = _cmul(m11_re, m11_im, rhs_re, rhs_im)
+        n2_re, n2_im = n2_re - tjm * rhs2_re, n2_im - tjm * rhs2_im
+        x1_re, x1_im = _cdiv(n1_re, n1_im, det_re, det_im)
+        x2_re, x2_im = _cdiv(n2_re, n2_im, det_re, det_im)
+        solve = (j < lo) & ~is_top  # columns whose own block lies below row j
+        at_j = (idx == j)[:, None] & solve[None, :]
+        at_jm = (idx == j - 1)[:, None] & (solve & is_bottom)[None, :]
+        new_j_re = jnp.where(is_bottom, x2_re, one_re)
+        new_j_im = jnp.where(is_bottom, x2_im, one_im)
+        x_re = jnp.where(at_j, new_j_re[None, :], jnp.where(at_jm, x1_re[None, :], x_re))
+        x_im = jnp.where(at_j, new_j_im[None, :], jnp.where(at_jm, x1_im[None, :], x_im))
+        return x_re, x_im
+
+    return lax.fori_loop(0, n, step, (x_re, x_im))
+
+
+def _normalise(v_re, v_im, wi):
+    """``dgeev``'s normalisation: unit 2-norm, and a complex vector rotated so its largest-magnitude
+    component is real (keeping the sign of that component's real part)."""
+    nrm = jnp.sqrt(jnp.sum(v_re * v_re, axis=0) + jnp.sum(v_im * v_im, axis=0))
+    nrm = jnp.where(nrm == 0, jnp.ones_like(nrm), nrm)
+    v_re, v_im = v_re / nrm, v_im / nrm
+    mag = v_re * v_re + v_im * v_im
+    k = jnp.argmax(mag, axis=0)
+    rows = jnp.arange(v_re.shape[0])[:, None] == k[None, :]
+    f = jnp.sum(jnp.where(rows, v_re, 0), axis=0)
+    g = jnp.sum(jnp.where(rows, v_im, 0), axis=0)
+    dd = _lapy2(f, g)
+    r = _sign(dd, f)
+    r_safe = jnp.where(r == 0, jnp.ones_like(r), r)
+    cs = jnp.where(g == 0, jnp.ones_like(f), jnp.abs(f) / jnp.where(dd == 0, jnp.ones_like(dd), dd))
+    sn = jnp.where(g == 0, jnp.zeros_like(f), g / r_safe)
+    cplx = wi != 0
+    cs, sn = jnp.where(cplx, cs, 1), jnp.where(cplx, sn, 0)
+    new_re = cs * v_re + sn * v_im
+    new_im = jnp.where(rows & cplx[None, :], 0, cs * v_im - sn * v_re)
+    return new_re, jnp.where(cplx[None, :], new_im, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# the algorithms on one matrix
+
+
+def _schur_one(a, want_z):
+    """``dgees`` without sorting: ``(T, Z)`` with ``A = Z T Z^T``."""
+    n = a.shape[0]
+    a_bal, perm, _, _, _ = _balance(a, scale_too=False)
+    h, q = _hessenberg(a_bal, want_z)
+    t, z, _, _, ok = _lahqr(h, q)
+    nan = jnp.asarray(np.nan, a.dtype)
+    t = jnp.where(ok, t, nan)
+    if not want_z:
+        return t, None
+    z = _perm_matrix(perm, a.dtype) @ z if n > 1 else z
+    return t, jnp.where(ok, z, nan)
+
+
+def _eig_one(a, left, right):
+    """``dgeev``: ``(wr, wi, [vl_re, vl_im], [vr_re, vr_im])``."""
+    dtype = a.dtype
+    a_bal, perm, d, _, _ = _balance(a, scale_too=True)
+    vectors = left or right
+    h, q = _hessenberg(a_bal, vectors)
+    t, z, wr, wi, ok = _lahqr(h, q)
+    nan = jnp.asarray(np.nan, dtype)
+    outs = [jnp.where(ok, wr, nan), jnp.where(ok, wi, nan)]
+    p = _perm_matrix(perm, dtype)
+    if left:
+        # u^H T = lambda u^H  <=>  T^T conj(u) = lambda conj(u): the right-vector solver on T^T with
+        # the index order reversed (upper quasi-triangular again), then conjugated; dtrevc's own
+        # choice inside the block equals i * conj of the solver's, hence the swap of the parts
+        w_re, w_im = _trevc(t.T[::-1, ::-1], wr[::-1], wi[::-1])
+        w_re, w_im = w_re[::-1, ::-1], w_im[::-1, ::-1]
+        s = jnp.sign(wi)
+        y_re = jnp.where(wi != 0, s * w_im, w_re)
+        y_im = jnp.where(wi != 0, s * w_re, 0)
+        u_re, u_im = z @ y_re, z @ y_im
+        u_re, u_im = p @ (u_re / d[:, None]), p @ (u_im / d[:, None])
+        u_re, u_im = _normalise(u_re, u_im, wi)
+        outs += [jnp.where(ok, u_re, nan), jnp.where(ok, u_im, nan)]
+    if right:
+        x_re, x_im = _trevc(t, wr, wi)
+        v_re, v_im = z @ x_re, z @ x_im
+        v_re, v_im = p @ (v_re * d[:, None]), p @ (v_im * d[:, None])
+        v_re, v_im = _normalise(v_re, v_im, wi)
+        outs += [jnp.where(ok, v_re, nan), jnp.where(ok, v_im, nan)]
+    return outs
+
+
+def _batched(fn, a, *args):
+    """``fn`` on every matrix of ``a [..., n, n]`` (vmapped over the flattened batch)."""
+    batch = a.shape[:-2]
+    n = a.shape[-1]
+    if not batch:
+        return fn(a, *args)
+    flat = a.reshape((-1, n, n))
+    outs = jax.vmap(lambda m: fn(m, *args))(flat)
+    return jax.tree_util.tree_map(lambda o: o.reshape(batch + o.shape[1:]), outs)
+
+
+def schur(a, compute_schur_vectors=True):
+    """Real Schur form of ``a [..., n, n]`` (float32/float64) as ``lax.linalg.schur`` returns it."""
+    t, z = _batched(_schur_one, a, compute_schur_vectors)
+    return (t, z) if compute_schur_vectors else (t,)
+
+
+def eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True):
+    """``lax.linalg.eig`` of a real ``a``: eigenvalues, then left, then right eigenvectors, complex."""
+    left, right = compute_left_eigenvectors, compute_right_eigenvectors
+    outs = _batched(_eig_one, a, left, right)
+    w = lax.complex(outs[0], outs[1])
+    res = [w]
+    for k in range(2, len(outs), 2):
+        res.append(lax.complex(outs[k], outs[k + 1]))
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+# lowerings: trace the functions above for the operand's shape and lower their jaxpr
+
+
+def _square_real(ctx, what):
+    aval = ctx.avals_in[0]
+    if np.dtype(aval.dtype).kind == "c":
+        raise NotImplementedError(
+            f"{ctx.primitive}: complex input is not supported by the ONNX lowering (real float32/float64 "
+            f"only: {what}). For a complex matrix, export the real 2n x 2n form [[Re, -Im], [Im, Re]] instead."
+        )
+    m, n = mx.static_matrix_dims(ctx, aval, "the matrix")
+    if m != n:
+        raise NotImplementedError(f"{ctx.primitive}: the matrix must be square, got {aval.shape}")
+    return aval
+
+
+def _lower_traced(ctx, a, fn):
+    aval = ctx.avals_in[0]
+    closed, _ = compat.make_jaxpr(fn, [jax.ShapeDtypeStruct(aval.shape, aval.dtype)])
+    return ctx.lower_jaxpr(closed, [a])
+
+
+@lowerings.register("schur")
+def lower_schur(ctx, a):
+    p = ctx.params
+    if p.get("sort_eig_vals"):
+        raise NotImplementedError(
+            "schur: sort_eig_vals=True (reordering the Schur form by select_callable, LAPACK's trsen) has no "
+            "ONNX lowering; export with sort_eig_vals=False (the default) and reorder outside the model."
+        )
+    if p.get("select_callable") is not None:
+        raise NotImplementedError(
+            "schur: select_callable has no ONNX lowering (it only applies with sort_eig_vals=True); drop it."
+        )
+    _square_real(ctx, "the Schur form of a complex matrix is complex")
+    want_z = bool(p.get("compute_schur_vectors", True))
+    return _lower_traced(ctx, a, lambda x: schur(x, want_z))
+
+
+@lowerings.register("eig")
+def lower_eig(ctx, a):
+    _square_real(ctx, "complex eigenvalues of a real matrix are supported, complex matrices are not")
+    left = bool(ctx.params.get("compute_left_eigenvectors", False))
+    right = bool(ctx.params.get("compute_right_eigenvectors", True))
+    return _lower_traced(ctx, a, lambda x: eig(x, left, right))
+
+
+# ---------------------------------------------------------------------------------------------
+# testcases. Graph outputs cannot be complex, and eigenvectors / Schur vectors are only defined up
+# to a phase / sign (and a 2x2 block of T up to a rotation of its basis), so the functions return
+# canonical real quantities: eigenvalues as (real, imag) in LAPACK's order (and sorted), each
+# eigenvector divided by the phase of its largest-magnitude component, and for schur the
+# reconstruction Z T Z^T, Z^T Z, T's entries below the subdiagonal, its diagonal (the eigenvalues'
+# real parts, equal within a standardised 2x2 block) and the products t[k+1, k] * t[k, k+1]
+# (-imag^2 at a complex pair, 0 elsewhere).
+
+
+def _eigvals(x):
+    w = jnp.linalg.eigvals(x)
+    return w.real, w.imag
+
+
+def _eigvals_sorted(x):
+    w = jnp.linalg.eigvals(x)
+    order = jnp.lexsort((w.imag, w.real), axis=-1)
+    return jnp.take_along_axis(w.real, order, axis=-1), jnp.take_along_axis(w.imag, order, axis=-1)
+
+
+def _dephase(re, im):
+    """Columns of ``re + i im`` times the conjugate phase of their largest-magnitude entry."""
+    idx = jnp.argmax(re * re + im * im, axis=-2, keepdims=True)
+    pr, pi = jnp.take_along_axis(re, idx, axis=-2), jnp.take_along_axis(im, idx, axis=-2)
+    r = jnp.sqrt(pr * pr + pi * pi)
+    return (re * pr + im * pi) / r, (im * pr - re * pi) / r
+
+
+def _eig_right(x):
+    w, v = jnp.linalg.eig(x)
+    return (w.real, w.imag, *_dephase(v.real, v.imag))
+
+
+def _eig_left(x):
+    w, vl = lax.linalg.eig(x, compute_left_eigenvectors=True, compute_right_eigenvectors=False)
+    return (w.real, w.imag, *_dephase(vl.real, vl.imag))
+
+
+def _eig_both(x):
+    w, vl, vr = lax.linalg.eig(x, compute_left_eigenvectors=True)
+    return (w.real, *_dephase(vl.real, vl.imag), *_dephase(vr.real, vr.imag))
+
+
+def _t_parts(t):
+    sub = jnp.diagonal(t, -1, axis1=-2, axis2=-1)
+    sup = jnp.diagonal(t, 1, axis1=-2, axis2=-1)
+    return jnp.tril(t, -2), jnp.diagonal(t, axis1=-2, axis2=-1), sub * sup
+
+
+def _schur_parts(x):
+    t, z = lax.linalg.schur(x)
+    zt = jnp.swapaxes(z, -1, -2)
+    return (z @ t @ zt, zt @ z, *_t_parts(t))
+
+
+def _schur_scipy(x):
+    t, z = jax.scipy.linalg.schur(x, output="real")
+    return (z @ t @ z.T, *_t_parts(t))
+
+
+def _schur_no_vectors(x):
+    (t,) = lax.linalg.schur(x, compute_schur_vectors=False)
+    return _t_parts(t)
+
+
+def _real_spectrum(rng, shape, dtype):
+    """``S diag(1..n) S^-1``: distinct real eigenvalues, a non-normal matrix."""
+    n = shape[-1]
+    s = np.eye(n) + 0.3 * rng.standard_normal(shape)
+    return s @ np.diag(np.arange(1.0, n + 1)) @ np.linalg.inv(s)
+
+
+def _lower_triangular(rng, shape, dtype):
+    """Eigenvalues isolated by dgebal's permutation (their order comes from it, not from QR)."""
+    return np.tril(rng.standard_normal(shape))
+
+
+def _graded(rng, shape, dtype):
+    """Rows and columns scaled over 4 decades: dgebal's scaling changes the result."""
+    n = shape[-1]
+    d = np.logspace(-2, 2, n)
+    return rng.standard_normal(shape) * d[:, None] / d[None, :]
+
+
+def _rotation_pair(rng, shape, dtype):
+    """A 2x2 with a complex pair."""
+    a = rng.standard_normal(shape)
+    a[..., 0, 1], a[..., 1, 0] = np.abs(a[..., 0, 1]) + 0.5, -np.abs(a[..., 1, 0]) - 0.5
+    return a
+
+
+_TOL = dict(rtol=1e-3, atol=1e-4, rtol_f64=1e-8, atol_f64=1e-9)
+
+components = [
+    Component("lax.linalg.eig", onnx=["Loop", "If"], since="v0.8.0", testcases=[
+        Testcase("eigvals_order", _eigvals, [(5, 5)], **_TOL),
+        Testcase("eigvals_sorted_batched", _eigvals_sorted, [("B", 4, 4)], **_TOL),
+        Testcase("eig_vectors", _eig_right, [(6, 6)], **_TOL),
+        Testcase("eig_left_vectors", _eig_left, [(5, 5)], **_TOL),
+        Testcase("eig_left_right", _eig_both, [(2, 4, 4)], **_TOL),
+        Testcase("eig_1x1", _eig_right, [(1, 1)], **_TOL),
+        Testcase("eig_2x2_complex_pair", _eig_right, [(2, 2)], input_generator=_rotation_pair, **_TOL),
+        Testcase("eig_real_spectrum", _eig_right, [(5, 5)], input_generator=_real_spectrum, **_TOL),
+        Testcase("eig_lower_triangular", _eig_right, [(4, 4)], input_generator=_lower_triangular, **_TOL),
+        Testcase("eig_graded", _eig_right, [(5, 5)], input_generator=_graded, **_TOL),
+        Testcase("eigvals_8x8", _eigvals, [(8, 8)], **_TOL),
+    ]),
+    Component("lax.linalg.schur", onnx=["Loop", "If"], since="v0.8.0", testcases=[
+        Testcase("schur", _schur_parts, [(6, 6)], **_TOL),
+        Testcase("schur_batched", _schur_parts, [("B", 4, 4)], **_TOL),
+        Testcase("schur_scipy_real", _schur_scipy, [(5, 5)], **_TOL),
+        Testcase("schur_no_vectors", _schur_no_vectors, [(5, 5)], **_TOL),
+        Testcase("schur_1x1", _schur_parts, [(1, 1)], **_TOL),
+        Testcase("schur_2x2", _schur_parts, [(2, 2)], input_generator=_rotation_pair, **_TOL),
+        Testcase("schur_lower_triangular", _schur_parts, [(4, 4)], input_generator=_lower_triangular, **_TOL),
+    ]),
+]
