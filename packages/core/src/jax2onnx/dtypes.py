@@ -39,6 +39,8 @@ REDUCE_MINMAX = frozenset({F32, F64, I8, I32, I64, U8, BOOL})
 ARG_MINMAX = frozenset({F32, F64, I8, I32, I64, U8})
 PAD = frozenset({F32, F64, F16, I8, I32, I64, U8, U32, U64, BOOL})
 CUMSUM = frozenset({F32, F64, I32, I64})
+#: TopK (every sort): no unsigned type wider than 8 bits (uint64 sorts by an order key, see the lax pack).
+TOPK = frozenset(ARITH - {U16, U32, U64})
 POW = frozenset({F32, F64, I32, I64})
 
 

@@ -10,6 +10,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax2onnx.dtypes import CUMSUM
 from jax2onnx.plugin import Lowerings, is_array
 from jax2onnx.testing import Component, Testcase
 
@@ -212,6 +213,8 @@ def _make_cumsum(name, original):
 
 @lowerings.register_call(mark_name("cumsum"))
 def lower_cumsum(ctx, x):
+    if np.dtype(ctx.avals_in[0].dtype) not in CUMSUM:
+        return None  # no CumSum kernel for it (small and unsigned ints): the lax body uses a carrier
     axis = ctx.marked.params["axis"]
     if axis is None:  # numpy semantics: the flattened array
         x = ctx.op.Reshape(x, ctx.i64([-1]))
@@ -325,6 +328,9 @@ components = [
         _case("cumsum_flat", lambda x: jnp.cumsum(x), [("B", 3)], ["CumSum"]),
         _case("cumsum_int", lambda x: jnp.cumsum(x, axis=-1), [jax.ShapeDtypeStruct(("B", 5), jnp.int32)],
               ["CumSum"]),
+        # no CumSum kernel for uint32: the fused form declines, the lax body sums in int64
+        Testcase("cumsum_uint32_wraps", lambda x: jnp.cumsum(x, axis=-1), [jax.ShapeDtypeStruct(("B", 5), jnp.uint32)],
+                 input_generator=lambda rng, shape, dtype: rng.integers(0, 2**32, size=shape).astype(dtype)),
         Testcase("cumsum_vmap", jax.vmap(_cumsum0), [("B", 3, 4)]),
         Testcase("cumsum_grad", grad_of_sum(_cumsum0), [("B", 4)], rtol=1e-3, atol=1e-4),
     ]),

@@ -13,6 +13,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax2onnx.dtypes import TOPK
 from jax2onnx.plugin import Lowerings, is_array
 from jax2onnx.testing import Component, Testcase
 
@@ -51,6 +52,10 @@ def _make_sort(name, original):
 
 
 def _topk(ctx, x):
+    """TopK on the input as it is, or None (decline: the lax body sorts in a carrier dtype) when
+    onnxruntime has no TopK kernel for its dtype."""
+    if np.dtype(ctx.avals_in[0].dtype) not in TOPK:
+        return None
     p = ctx.marked.params
     shape = list(ctx.avals_in[0].shape)
     axis = p["axis"]
@@ -66,14 +71,14 @@ def _topk(ctx, x):
 
 @lowerings.register_call(mark_name("sort"))
 def lower_sort(ctx, x):
-    values, _ = _topk(ctx, x)
-    return values
+    found = _topk(ctx, x)
+    return None if found is None else found[0]
 
 
 @lowerings.register_call(mark_name("argsort"))
 def lower_argsort(ctx, x):
-    _, indices = _topk(ctx, x)
-    return ctx.cast(indices, ctx.avals_out[0].dtype)
+    found = _topk(ctx, x)
+    return None if found is None else ctx.cast(found[1], ctx.avals_out[0].dtype)
 
 
 patches = patches_for("jax.numpy", ["sort", "argsort"], _make_sort)
@@ -86,6 +91,10 @@ patches = patches_for("jax.numpy", ["sort", "argsort"], _make_sort)
 def _ties(rng, shape, dtype):
     """Few distinct values, so stability is exercised."""
     return rng.integers(0, 3, size=shape).astype(dtype)
+
+
+#: uint64 on both sides of 2**63 (the x64 variants; JAX narrows them to uint32 without x64)
+_U64_ROWS = np.asarray([[0, 2**63 + 5, 2**64 - 1, 7, 2**63 + 5], [2**63, 1, 2**63 - 1, 2**62, 1]], np.uint64)
 
 
 def _argsort_rows(x):
@@ -103,12 +112,17 @@ components = [
                  expected_ops=["TopK"]),
         Testcase("sort_vmap", jax.vmap(lambda x: jnp.sort(x, axis=0)), [("B", 3, 4)]),
         Testcase("sort_grad", grad_of_sum(lambda x: jnp.sort(x, axis=-1)), [("B", 4)]),
+        # no TopK kernel for uint16/32/64: the fused form declines and the lax body sorts by a key
+        Testcase("sort_uint32", lambda x: jnp.sort(x, axis=1), [jax.ShapeDtypeStruct(("B", 5), jnp.uint32)],
+                 input_generator=lambda rng, shape, dtype: rng.integers(0, 2**32, size=shape).astype(dtype)),
+        Testcase("sort_uint64", lambda x: jnp.sort(x, axis=1), input_values=[_U64_ROWS]),
     ]),
     Component(name="jnp.argsort", onnx=["TopK"], since="v0.7.0", testcases=[
         Testcase("argsort", _argsort_rows, [("B", 6)], expected_ops=["TopK"], input_generator=_ties),
         Testcase("argsort_descending", lambda x: jnp.argsort(x, axis=0, descending=True), [(6, "B")],
                  expected_ops=["TopK"], input_generator=_ties),
         Testcase("argsort_vmap", jax.vmap(_argsort_rows), [("B", 2, 6)], input_generator=_ties),
+        Testcase("argsort_uint64", _argsort_rows, input_values=[_U64_ROWS]),
     ]),
     Component(name="jnp.argmax", onnx=["ArgMax"], since="v0.7.0", testcases=[
         Testcase("argmax", lambda x: jnp.argmax(x, axis=1), [("B", 4)], expected_ops=["ArgMax"]),

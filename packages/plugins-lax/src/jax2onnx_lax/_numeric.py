@@ -44,6 +44,14 @@ def compute_in(
     return ctx.cast(result, dtype)
 
 
+def uint64_order_key(ctx: Any, x: ir.Value) -> ir.Value:
+    """uint64 as int64 with the sign bit flipped: a bijection that keeps the unsigned order, for the
+    order-based ops onnxruntime has no uint64 kernel for (and uint64 has no wider carrier). It is
+    its own inverse: ``Cast(uint64_order_key(key) as int64 -> uint64)`` gives the value back."""
+    sign = ctx.const(np.iinfo(np.int64).min, np.int64)
+    return ctx.op.BitwiseXor(ctx.cast(x, np.dtype(np.int64)), sign)
+
+
 def where(ctx: Any, cond: ir.Value, a: ir.Value, b: ir.Value, dtype: Any) -> ir.Value:
     """``Where(cond, a, b)`` for any dtype (bool/int16/bfloat16 cases travel in a carrier)."""
     return compute_in(ctx, [a, b], dtype, WHERE, lambda _c, x, y: ctx.op.Where(cond, x, y), keep_order=False)

@@ -80,9 +80,8 @@ def lower_reduce_max_min(ctx, x):
         return ctx.op.Identity(x)
     reduce = getattr(ctx.op, "ReduceMax" if ctx.primitive == "reduce_max" else "ReduceMin")
     if nm.dtype_of(ctx.avals_in[0]) == U64:
-        sign = ctx.const(np.iinfo(np.int64).min, I64)
-        key = ctx.op.BitwiseXor(ctx.cast(x, I64), sign)
-        return ctx.cast(ctx.op.BitwiseXor(reduce(key, axes_const(ctx, axes), keepdims=0), sign), U64)
+        key = reduce(nm.uint64_order_key(ctx, x), axes_const(ctx, axes), keepdims=0)
+        return ctx.cast(nm.uint64_order_key(ctx, key), U64)
     r = reduce(x, axes_const(ctx, axes), keepdims=0)
     if is_float(ctx.avals_in[0].dtype):
         r = ctx.op.Where(_any_nan(ctx, x, axes), np.nan, r)
@@ -130,13 +129,16 @@ def lower_reduce_logical(ctx, x):
     return _bitwise_reduction(ctx, x, axes, dtype, plane_reduce)
 
 
-@lowerings.register("argmax", "argmin", dtypes=ARG_MINMAX, complex=cp.unsupported)
+@lowerings.register("argmax", "argmin", dtypes=ARG_MINMAX | {U64}, complex=cp.unsupported)
 def lower_argmax(ctx, x):
     """ONNX ArgMax/ArgMin return the first extreme index (ties like JAX) as int64, cast to
-    ``index_dtype``. A NaN along the axis wins, in both, at its first position."""
+    ``index_dtype``. A NaN along the axis wins, in both, at its first position. uint64 is ranked
+    by its order key (no uint64 kernel)."""
     (axis,) = ctx.params["axes"]
     index_dtype = np.dtype(ctx.params["index_dtype"])
     dtype = nm.dtype_of(ctx.avals_in[0])
+    if dtype == U64:
+        x = nm.uint64_order_key(ctx, x)
     op_type = "ArgMax" if ctx.primitive == "argmax" else "ArgMin"
     index = getattr(ctx.op, op_type)(x, axis=int(axis), keepdims=0, select_last_index=0)
     if is_float(dtype):
@@ -247,11 +249,13 @@ components = [
         Testcase("argmax_boolean_random_input_axis0", lambda x: jnp.argmax(x, axis=0), [_spec("B", 4, dtype=_BOOL)]),
         Testcase("argmax_nan_and_ties", lambda x: jnp.argmax(x, axis=1), input_values=[_NAN_ROWS]),
         Testcase("argmax_int32_keepdims", lambda x: jnp.argmax(x, axis=1, keepdims=True), [_spec("B", 5)]),
+        Testcase("argmax_uint64", lambda x: jnp.argmax(x, axis=1), input_values=[_U64_ROWS]),
     ]),
     Component("lax.argmin", onnx=["ArgMin"], since="v0.2.0", testcases=[
         Testcase("argmin_test1", lambda x: jnp.argmin(x, axis=0), [("B", 4)], expected_ops=["ArgMin"]),
         Testcase("argmin_test2", lambda x: jnp.argmin(x, axis=1), [(3, "B")], expected_ops=["ArgMin"]),
         Testcase("argmin_nan_and_ties", lambda x: jnp.argmin(x, axis=1), input_values=[_NAN_ROWS]),
+        Testcase("argmin_uint64", lambda x: jnp.argmin(x, axis=1), input_values=[_U64_ROWS]),
         Testcase("argmin_uint16", lambda x: jnp.argmin(x, axis=1), [_spec("B", 5, dtype=jnp.uint16)],
                  input_generator=ints(0, 65536)),
     ]),

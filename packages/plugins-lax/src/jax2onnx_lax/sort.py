@@ -13,21 +13,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax2onnx.dtypes import ARITH, U16, U32, carrier
+from jax2onnx.dtypes import TOPK, U64, carrier
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
+from . import _numeric as nm
 from . import complex_pairs as cp
 
 lowerings = Lowerings()
 
-#: Key dtypes onnxruntime's TopK has kernels for; other keys sort in a wider type with the same order
-#: (bool in uint8, uint16 in int32, uint32 in int64, bfloat16 in float32).
-TOPK_DTYPES = ARITH - {U16, U32}
+#: Key dtypes sorted as they are: onnxruntime's TopK kernels (core's TOPK), and uint64 through its
+#: order key; other keys sort in a wider type with the same order (bool in uint8, uint16 in int32,
+#: uint32 in int64, bfloat16 in float32).
+TOPK_DTYPES = TOPK | {U64}
 
 
 def _sort_key(ctx, key, dtype):
-    return ctx.cast(key, carrier(dtype, TOPK_DTYPES))
+    if np.dtype(dtype) == U64:
+        return nm.uint64_order_key(ctx, key)
+    return ctx.cast(key, carrier(dtype, TOPK))
 
 
 def _is_iota_along(value, shape, axis) -> bool:
@@ -55,7 +59,7 @@ def lower_sort(ctx, *operands):
         values, step = ctx.op.TopK(_sort_key(ctx, key, ctx.avals_in[i].dtype), size, axis=axis, largest=0, sorted=1,
                                    _outputs=2)
         order = step if order is None else ctx.op.GatherElements(order, step, axis=axis)
-        if i == 0 and np.dtype(ctx.avals_in[0].dtype) in TOPK_DTYPES:  # the sorted key is the value
+        if i == 0 and np.dtype(ctx.avals_in[0].dtype) in TOPK:  # the sorted key is the value
             sorted_first_key = values
     outs = []
     for i, operand in enumerate(operands):
@@ -73,7 +77,11 @@ def lower_sort(ctx, *operands):
 def lower_top_k(ctx, x):
     rank = len(ctx.avals_in[0].shape)
     axis = int(ctx.params.get("axis", -1)) % rank  # JAX < 0.7 had no axis param: always the last
-    values, indices = ctx.op.TopK(x, ctx.i64([int(ctx.params["k"])]), axis=axis, largest=1, sorted=1, _outputs=2)
+    u64 = np.dtype(ctx.avals_in[0].dtype) == U64
+    values, indices = ctx.op.TopK(nm.uint64_order_key(ctx, x) if u64 else x, ctx.i64([int(ctx.params["k"])]),
+                                  axis=axis, largest=1, sorted=1, _outputs=2)
+    if u64:
+        values = ctx.cast(nm.uint64_order_key(ctx, values), U64)
     return values, ctx.cast(indices, ctx.avals_out[1].dtype)
 
 
@@ -124,6 +132,10 @@ components = [
         since="v0.2.0",
         testcases=[
             Testcase("top_k", lambda x: lax.top_k(x, 3), [("B", 6)], expected_ops=["TopK"]),
+            Testcase("top_k_uint64", lambda x: lax.top_k(x, 2),
+                     input_values=[np.asarray([[0, 2**63 + 5, 2**64 - 1, 7], [2**63, 1, 2**63 - 1, 2**62]], np.uint64)]),
+            Testcase("sort_uint64_with_payload", lambda x: lax.sort((x, jnp.broadcast_to(jnp.arange(4), x.shape)), num_keys=1)[1],
+                     input_values=[np.asarray([[0, 2**63 + 5, 2**64 - 1, 7], [2**63, 1, 2**63 - 1, 2**62]], np.uint64)]),
             Testcase("top_k_int32_ties", lambda x: lax.top_k(x, 4), [_ints(("B", 7))], input_generator=_small_ints,
                      expected_ops=["TopK"]),
             Testcase("top_k_uint16", lambda x: lax.top_k(x, 2), [_ints(("B", 5), jnp.uint16)], expected_ops=["TopK"]),

@@ -35,8 +35,12 @@ def _identity(kind: str, dtype: np.dtype):
         return np.zeros((), dtype)
     if kind == "mul":
         return np.ones((), dtype)
-    big = np.inf if dtype.kind == "f" else np.iinfo(dtype).max
-    return np.asarray(-big if kind == "max" else big, dtype)
+    if dtype.kind == "f":
+        return np.asarray(-np.inf if kind == "max" else np.inf, dtype)
+    if dtype == np.bool_:
+        return np.asarray(kind == "min", dtype)
+    info = np.iinfo(dtype)  # the lowest value, not -max: that is min + 1 for signed ints, and no uint
+    return np.asarray(info.min if kind == "max" else info.max, dtype)
 
 
 def _params(ctx):
@@ -310,6 +314,14 @@ components = [
                      [("B", 3)], check=_expect_pool("MaxPool", "MaxPool"), forbidden_ops=["Pad"]),
             Testcase("reduce_window_max_int32", _window(lax.max, np.int32(np.iinfo(np.int32).min), (3,), (2,), "SAME"),
                      [_ints(("B",))], expected_ops=["Max"]),
+            # jnp.max-style windows over the lowest int (the padding must be that value, not -max)
+            # and over uint64 on both sides of 2**63 (x64 variant; uint32 without x64)
+            Testcase("reduce_window_max_int32_lowest", _window(lax.max, np.int32(np.iinfo(np.int32).min), (3,), (2,),
+                                                               "SAME"),
+                     input_values=[np.asarray([np.iinfo(np.int32).min] * 2 + [5, np.iinfo(np.int32).min], np.int32)]),
+            Testcase("reduce_window_max_uint64",
+                     lambda x: lax.reduce_window(x, jnp.zeros((), x.dtype), lax.max, (1, 2), (1, 1), "SAME"),
+                     input_values=[np.asarray([[0, 2**63 + 5, 2**64 - 1, 7], [2**63, 1, 2**63 - 1, 2**62]], np.uint64)]),
         ],
     ),
     Component(
