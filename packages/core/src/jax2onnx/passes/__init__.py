@@ -11,6 +11,7 @@ from .dead_code import DeadCodeEliminationPass
 from .identity_elimination import IdentityEliminationPass
 from .kernel_coverage import KernelCoveragePass
 from .manager import NONDETERMINISTIC_OPS, all_graphs
+from .squeeze_cancel import SqueezeCancelPass
 from .transpose_cancel import TransposeCancelPass
 
 
@@ -24,6 +25,7 @@ def default_passes() -> ir.passes.PassManager:
             ConstantFoldingPass(),
             IdentityEliminationPass(),
             TransposeCancelPass(),
+            SqueezeCancelPass(),
             CommonSubexpressionEliminationPass(),
             KernelCoveragePass(),
             DeadCodeEliminationPass(),
@@ -38,6 +40,7 @@ __all__ = [
     "IdentityEliminationPass",
     "KernelCoveragePass",
     "NONDETERMINISTIC_OPS",
+    "SqueezeCancelPass",
     "TransposeCancelPass",
     "all_graphs",
     "default_passes",
