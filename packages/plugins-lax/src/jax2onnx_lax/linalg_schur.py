@@ -468,31 +468,36 @@ def _lahqr(h, z):
         v_first = (_vec_pick(v1, m), _vec_pick(v2, m), _vec_pick(v3, m))
 
         def chase(k, hz):
-            """One reflector of the double-shift step at rows k..k+2 (k..k+1 at the bottom)."""
+            """One reflector of the double-shift step at rows k..k+2 (k..k+1 at the bottom). The
+            three rows / columns are picked at once by a [3, n] selector (out-of-range rows pick
+            zeros), which keeps the Loop body short."""
             h, z = hz
             three = k < i - 1  # nr = 3, else nr = 2 (k = i - 1)
             later = k > m
-            a1 = jnp.where(later, _entry(h, k, k - 1), v_first[0])
-            a2 = jnp.where(later, _entry(h, k + 1, k - 1), v_first[1])
-            a3 = jnp.where(three, jnp.where(later, _entry(h, k + 2, k - 1), v_first[2]), zero)
+            sel = idx[None, :] == (k + jnp.arange(3, dtype=k.dtype))[:, None]  # [3, n]
+            rows3 = jnp.sum(jnp.where(sel[:, :, None], h[None, :, :], zero), axis=1)  # h[k:k+3, :]
+            prev = jnp.sum(jnp.where(idx[None, :] == k - 1, rows3, zero), axis=1)  # h[k:k+3, k-1]
+            a1 = jnp.where(later, prev[0], v_first[0])
+            a2 = jnp.where(later, prev[1], v_first[1])
+            a3 = jnp.where(three, jnp.where(later, prev[2], v_first[2]), zero)
             beta, t1, w2, w3 = _larfg3(a1, a2, a3)
             w3 = jnp.where(three, w3, zero)
-            h = _put(h, k, k - 1, beta, later)
-            h = _put(h, k + 1, k - 1, zero, later)
-            h = _put(h, k + 2, k - 1, zero, later & three)
-            h = _put(h, k, k - 1, _entry(h, k, k - 1) * (1 - t1), ~later & (m > low))
+            # column k-1: the chased bulge becomes (beta, 0, 0); the first reflector of a step that
+            # starts below l scales h[k, k-1] by (1 - t1) (LAPACK's underflow-safe negation)
+            first_row = jnp.where(later, beta, prev[0] * (1 - t1))
+            write = ((idx == k) & (later | (m > low))) | ((idx == k + 1) & later) | ((idx == k + 2) & later & three)
+            h = jnp.where(write[:, None] & (idx == k - 1)[None, :], jnp.where(idx == k, first_row, zero)[:, None], h)
             t2, t3 = t1 * w2, t1 * w3
-            # from the left on rows k..k+2, columns k..n-1
-            r0, r1_, r2_ = _pick(h, k, 0), _pick(h, k + 1, 0), _pick(h, k + 2, 0)
-            ssum = jnp.where(idx >= k, r0 + w2 * r1_ + w3 * r2_, zero)
             u = jnp.where(idx == k, t1, jnp.where(idx == k + 1, t2, jnp.where((idx == k + 2) & three, t3, zero)))
+            # from the left on rows k..k+2, columns k..n-1
+            ssum = jnp.where(idx >= k, rows3[0] + w2 * rows3[1] + w3 * rows3[2], zero)
             h = h - u[:, None] * ssum[None, :]
             # from the right on columns k..k+2, rows 0..min(k+3, i)
-            c0, c1_, c2_ = _pick(h, k, 1), _pick(h, k + 1, 1), _pick(h, k + 2, 1)
-            ssum = jnp.where(idx <= jnp.minimum(k + 3, i), c0 + w2 * c1_ + w3 * c2_, zero)
+            cols3 = jnp.sum(jnp.where(sel[None, :, :], h[:, None, :], zero), axis=-1)  # h[:, k:k+3]
+            ssum = jnp.where(idx <= jnp.minimum(k + 3, i), cols3[:, 0] + w2 * cols3[:, 1] + w3 * cols3[:, 2], zero)
             h = h - ssum[:, None] * u[None, :]
-            zc0, zc1, zc2 = _pick(z, k, 1), _pick(z, k + 1, 1), _pick(z, k + 2, 1)
-            zsum = zc0 + w2 * zc1 + w3 * zc2
+            zc3 = jnp.sum(jnp.where(sel[None, :, :], z[:, None, :], zero), axis=-1)
+            zsum = zc3[:, 0] + w2 * zc3[:, 1] + w3 * zc3[:, 2]
             z = z - zsum[:, None] * u[None, :]
             return h, z
 
