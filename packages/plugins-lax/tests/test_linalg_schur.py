@@ -79,7 +79,7 @@ def test_complex_input_names_the_real_form():
     msg = _message(lambda a: jnp.linalg.eigvals(a), spec)
     assert "eig" in msg and "complex" in msg and "float32/float64" in msg and "[[Re, -Im], [Im, Re]]" in msg
     msg = _message(lambda a: lax.linalg.schur(a)[0], spec)
-    assert "schur" in msg and "complex" in msg
+    assert "schur" in msg and "complex" in msg and "output='real'" in msg
 
 
 def test_sorted_schur_names_the_parameter():

@@ -21,6 +21,17 @@ over the batch and lowers its jaxpr with ``ctx.lower_jaxpr`` (the pack's control
    largest-magnitude component real (``dgeev``'s normalisation, so the vectors equal LAPACK's up to
    rounding, not just up to a phase).
 
+Agreement with JAX (LAPACK 3.12 via scipy), 60 random 3x3..8x8 float64 matrices run as plain JAX:
+eigenvalue order identical in all; T identical in 53 (in the others a 2x2 block's basis differs by
+a rotation, from a different rounding history of the iterations: T's off-diagonal signs and a
+complex eigenvector's overall sign then differ, both equally valid). The testcases compare
+quantities that do not depend on that choice.
+
+Cost: every step is sequential, so the graph is a few nested Loops whose bodies onnxruntime runs
+per iteration: an 8x8 float32 ``jnp.linalg.eig`` exports ~1.6k nodes (1.1k for eigenvalues only)
+and runs in ~11 ms in onnxruntime on one CPU core (JAX-jit: ~0.02 ms), two thirds of it in the
+bulge-chase Loop body.
+
 Not reproduced: LAPACK's guards against overflow/underflow (rescaling a matrix with entries near
 the float range, ``dtrevc``'s scale factors), and for n >= 75 ``dhseqr`` switches to ``dlaqr0``
 (aggressive early deflation), so eigenvalue order there may differ from JAX's on some inputs. A
@@ -737,7 +748,8 @@ def _square_real(ctx, what):
     if np.dtype(aval.dtype).kind == "c":
         raise NotImplementedError(
             f"{ctx.primitive}: complex input is not supported by the ONNX lowering (real float32/float64 "
-            f"only: {what}). For a complex matrix, export the real 2n x 2n form [[Re, -Im], [Im, Re]] instead."
+            f"only: {what}). For a complex matrix, export the real 2n x 2n form [[Re, -Im], [Im, Re]] instead "
+            "(its eigenvalues are the matrix's and their conjugates)."
         )
     m, n = mx.static_matrix_dims(ctx, aval, "the matrix")
     if m != n:
@@ -763,7 +775,7 @@ def lower_schur(ctx, a):
         raise NotImplementedError(
             "schur: select_callable has no ONNX lowering (it only applies with sort_eig_vals=True); drop it."
         )
-    _square_real(ctx, "the Schur form of a complex matrix is complex")
+    _square_real(ctx, "the complex Schur form is not; for a real matrix use jax.scipy.linalg.schur(a, output='real')")
     want_z = bool(p.get("compute_schur_vectors", True))
     return _lower_traced(ctx, a, lambda x: schur(x, want_z))
 
