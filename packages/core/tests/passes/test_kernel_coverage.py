@@ -57,3 +57,23 @@ def test_graph_output_keeps_its_name():
     assert KernelCoveragePass()(model).modified
     assert graph.outputs[0].name == "y" and graph.outputs[0].type.dtype == ir.DataType.INT16
     assert [n.op_type for n in graph] == ["Cast", "Cast", "Max", "Cast"]
+
+
+@pytest.mark.parametrize(
+    ("fn", "dtype", "op"),
+    [
+        (lambda x: jnp.pad(x, ((1, 0), (0, 2))), jnp.int16, "Pad"),  # no int16/uint16 Pad
+        (lambda x: jnp.clip(x, 1, 5), jnp.uint16, "Clip"),  # its function body needs Where(uint16)
+        (lambda x: jnp.einsum("ij,kj->ik", x, x), jnp.int8, "Einsum"),  # Einsum: 32/64-bit ints and floats only
+        (lambda x: x.at[:, np.array([0, 0, 2])].max(x[:, :3]), jnp.bool_, "ScatterND"),  # refuses bool max when it runs
+    ],
+    ids=["pad-int16", "clip-uint16", "einsum-int8", "scatter_max-bool"],
+)
+def test_structured_ops_get_carriers(fn, dtype, op):
+    """Ops with index/shape inputs besides their T (Pad's pads, a scatter's indices): only the T
+    inputs travel in the carrier, and a scatter's reduction is part of what is looked up."""
+    model = to_onnx(fn, [jax.ShapeDtypeStruct((2, 4), dtype)])
+    node = next(n for n in model.graph.node if n.op_type == op)
+    assert any(i.endswith(tuple(f"_ortcast{k}" for k in range(1, 9))) for i in node.input), f"{op} got no carrier"
+    x = np.asarray([[1, 0, 7, 2], [9, 3, 0, 1]]).astype(dtype)
+    assert allclose(fn, model, [x])

@@ -2,14 +2,18 @@
 
 A valid ONNX model can still fail to load in onnxruntime ("Could not find an implementation for
 Where(16) node with name ..."): the spec allows ``Where`` on bfloat16 and uint64, ``MatMul`` on
-bfloat16, ``Max`` on int16, but the CPU provider implements fewer types. The table of missing pairs,
-``ort_kernels.json``, is measured by ``bench/ort_kernels.py``.
+bfloat16, ``Max`` on int16, ``Pad`` on int16, ``Einsum`` on int8, but the CPU provider implements
+fewer types (and ``ScatterND`` refuses bool with reduction max/min only when it runs). The table of
+missing pairs, ``ort_kernels.json``, is measured by ``bench/ort_kernels.py``; a scatter op with a
+reduction is its own entry (``ScatterND:max``).
 
 Rules:
 - a node whose op is in the table and whose tensor type (the type its value inputs share) is
-  missing gets Casts: its value inputs go to the narrowest supported dtype that holds every value
-  exactly (``jax2onnx.dtypes.carrier``; for ``Where``, pure data movement, uint64 may travel as
-  int64) and its outputs of that type are cast back, so readers see the original dtype;
+  missing gets Casts: its value inputs (the table's ``typed_inputs`` positions, else every input)
+  go to the narrowest supported dtype that holds every value exactly
+  (``jax2onnx.dtypes.carrier``; for data movement and the wrapping sums/products, uint64 may
+  travel as int64: the same bits) and its outputs of that type are cast back, so readers see the
+  original dtype;
 - bool outputs (comparisons) stay as they are; a graph output keeps its name;
 - every graph is handled (function and control-flow bodies included).
 """
@@ -27,15 +31,29 @@ from ..dtypes import carrier
 from .manager import all_graphs
 
 _TABLE_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "ort_kernels.json")
-#: ops that only move data: order-breaking carriers (uint64 as int64) are fine
-_DATA_MOVEMENT = frozenset({"Where", "Identity"})
+
+
+#: ops whose result does not depend on the order of the values, only on their bits modulo 2**64
+#: (data movement; sums and products wrap the same in int64): uint64 may travel as int64
+_ORDER_FREE = frozenset({
+    "Where", "Identity", "Pad", "Tile", "Expand", "Concat", "Slice", "Transpose", "Reshape", "Unsqueeze", "Gather",
+    "GatherElements", "ScatterND", "ScatterElements", "ScatterND:add", "ScatterND:mul", "ScatterElements:add",
+    "ScatterElements:mul", "Einsum", "ReduceSum", "ReduceProd", "CumSum",
+})
+_WITH_REDUCTION = frozenset({"ScatterND", "ScatterElements"})
 
 
 @functools.lru_cache(maxsize=1)
-def missing_kernels() -> dict[str, frozenset[np.dtype]]:
+def _table() -> tuple[dict[str, frozenset[np.dtype]], dict[str, tuple[int, ...]]]:
     with open(_TABLE_FILE, encoding="utf-8") as f:
-        table = json.load(f)["missing"]
-    return {op: frozenset(_np(name) for name in names) for op, names in table.items()}
+        doc = json.load(f)
+    missing = {op: frozenset(_np(name) for name in names) for op, names in doc["missing"].items()}
+    return missing, {op: tuple(pos) for op, pos in doc.get("typed_inputs", {}).items()}
+
+
+def missing_kernels() -> dict[str, frozenset[np.dtype]]:
+    """(op or ``op:reduction``) -> the dtypes onnxruntime's CPU provider has no kernel for."""
+    return _table()[0]
 
 
 def _np(name: str) -> np.dtype:
@@ -46,10 +64,23 @@ _ALL = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "
         "uint32", "uint64", "bool")
 
 
-def _value_inputs(node: ir.Node) -> list[int]:
-    """Indices of the inputs typed by the op's shared type parameter (Where's condition is not)."""
-    start = 1 if node.op_type == "Where" else 0
-    return [i for i in range(start, len(node.inputs)) if node.inputs[i] is not None]
+def _key(node: ir.Node) -> str:
+    """The table entry of ``node``: its op, with a scatter's reduction (``ScatterND:max``)."""
+    if node.op_type in _WITH_REDUCTION:
+        attr = node.attributes.get("reduction")
+        reduction = attr.as_string() if attr is not None else "none"
+        if reduction != "none":
+            return f"{node.op_type}:{reduction}"
+    return node.op_type
+
+
+def _value_inputs(node: ir.Node, key: str) -> list[int]:
+    """Indices of the inputs typed by the op's shared type parameter (Where's condition, Pad's
+    pads, a scatter's indices are not)."""
+    positions = _table()[1].get(key)
+    if positions is None:
+        positions = range(1 if node.op_type == "Where" else 0, len(node.inputs))
+    return [i for i in positions if i < len(node.inputs) and node.inputs[i] is not None]
 
 
 def _cast(value: ir.Value, dtype: ir.DataType, name: str) -> ir.Node:
@@ -69,10 +100,11 @@ class KernelCoveragePass(ir.passes.InPlacePass):
 
         for graph in list(all_graphs(model)):
             for node in list(graph):
-                missing = table.get(node.op_type)
+                key = _key(node)
+                missing = table.get(key)
                 if missing is None or node.domain not in ("", "ai.onnx"):
                     continue
-                idx = _value_inputs(node)
+                idx = _value_inputs(node, key)
                 typed = [node.inputs[i] for i in idx]
                 if not typed or typed[0].type is None:
                     continue
@@ -82,7 +114,7 @@ class KernelCoveragePass(ir.passes.InPlacePass):
                     continue
                 supported = {_np(n) for n in _ALL} - missing
                 try:
-                    wide = carrier(np_dtype, supported, keep_order=node.op_type not in _DATA_MOVEMENT)
+                    wide = carrier(np_dtype, supported, keep_order=key not in _ORDER_FREE)
                 except NotImplementedError:
                     continue  # nothing holds it exactly: leave the node (the export is still valid ONNX)
                 wide_ir = ir.DataType.from_numpy(wide)
