@@ -5,7 +5,8 @@ XLA's TOTALORDER puts ``-0.0`` before ``+0.0`` and NaN after ``+inf`` (NaNs equa
 ONNX compares with IEEE semantics, so the differences are spelled out: NaN operands are decided by
 ``IsNaN``, and equal zeros by their sign, read as the sign of ``1 / x``. A NaN with the sign bit set
 (which XLA orders before ``-inf``) is treated like any other NaN: ONNX has no op that reads a NaN's
-sign, and JAX's comparators canonicalise NaNs before comparing. Integers and bools compare as usual.
+sign, and JAX's comparators canonicalise NaNs before comparing. Integers compare as usual; bools
+(which ONNX's Less/LessOrEqual do not take) as ``not x and y`` / ``not x or y``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 from jax2onnx import compat
+from jax2onnx.dtypes import BF16, F32, is_bool, is_float
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
@@ -22,7 +24,18 @@ lowerings = Lowerings()
 
 
 def _is_float(ctx):
-    return np.dtype(ctx.avals_in[0].dtype).kind == "f"
+    return is_float(ctx.avals_in[0].dtype)  # bfloat16 too (numpy's kind for it is "V")
+
+
+def _is_bool(ctx):
+    return is_bool(ctx.avals_in[0].dtype)
+
+
+def _floats(ctx, x, y):
+    """bfloat16 compares in float32 (exact): onnxruntime's IsNaN has no bfloat16 kernel before opset 20."""
+    if np.dtype(ctx.avals_in[0].dtype) == BF16:
+        return ctx.cast(x, F32), ctx.cast(y, F32)
+    return x, y
 
 
 def _neg_zero(op, x):
@@ -49,19 +62,24 @@ def _eq(op, x, y):
 
 @lowerings.register("lt_to")
 def lower_lt_to(ctx, x, y):
-    return _lt(ctx.op, x, y) if _is_float(ctx) else ctx.op.Less(x, y)
+    if _is_bool(ctx):
+        return ctx.op.And(ctx.op.Not(x), y)
+    return _lt(ctx.op, *_floats(ctx, x, y)) if _is_float(ctx) else ctx.op.Less(x, y)
 
 
 @lowerings.register("le_to")
 def lower_le_to(ctx, x, y):
+    if _is_bool(ctx):
+        return ctx.op.Or(ctx.op.Not(x), y)
     if not _is_float(ctx):
         return ctx.op.LessOrEqual(x, y)
+    x, y = _floats(ctx, x, y)
     return ctx.op.Or(_lt(ctx.op, x, y), _eq(ctx.op, x, y))
 
 
 @lowerings.register("eq_to")
 def lower_eq_to(ctx, x, y):
-    return _eq(ctx.op, x, y) if _is_float(ctx) else ctx.op.Equal(x, y)
+    return _eq(ctx.op, *_floats(ctx, x, y)) if _is_float(ctx) else ctx.op.Equal(x, y)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -86,6 +104,14 @@ components = [
         Testcase("eq_to_edges", _all_pairs(lambda a, b: _prim("eq_to").bind(a, b)), input_values=[_EDGES]),
         Testcase("searchsorted", lambda s, v: jnp.searchsorted(jnp.sort(s), v), [(6,), ("B",)]),
         Testcase("searchsorted_right", lambda s, v: jnp.searchsorted(jnp.sort(s), v, side="right"), [(6,), ("B",)]),
+        # bfloat16 keys get the NaN/zero rules too; bools compare as False < True
+        Testcase("searchsorted_bfloat16_edges",
+                 lambda s, v: jnp.searchsorted(jnp.sort(s.astype(jnp.bfloat16)), v.astype(jnp.bfloat16)),
+                 input_values=[_EDGES, _EDGES[::-1]]),
+        Testcase("searchsorted_bool", lambda s, v: jnp.searchsorted(jnp.sort(s), v, side="right"),
+                 input_values=[np.asarray([True, False, True, False]), np.asarray([False, True, True])]),
+        Testcase("le_to_bool", _all_pairs(lambda a, b: _prim("le_to").bind(a, b)),
+                 input_values=[np.asarray([False, True])]),
         Testcase("digitize", lambda x: jnp.digitize(x, jnp.asarray([-1.0, 0.0, 0.5, 2.0], x.dtype)), [("B",)]),
         Testcase("interp", lambda x: jnp.interp(x, jnp.linspace(-2, 2, 5, dtype=x.dtype),
                                                 jnp.asarray([0.0, 1.0, 4.0, 1.0, 0.0], x.dtype)), [("B",)]),
