@@ -22,7 +22,15 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax2onnx.fusion import Operands, additive_mask, attention_inputs, const_array, is_array, one_output_like
+from jax2onnx.fusion import (
+    Operands,
+    additive_mask,
+    attention_inputs,
+    concat_weights,
+    const_array,
+    is_array,
+    one_output_like,
+)
 from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx.testing import Component, Testcase
 
@@ -111,17 +119,20 @@ def lower_multihead_attention(ctx, *ins):
         return ctx.op.Add(y, ctx.cast(ops[f"{name}/bias"], dtype)) if f"{name}/bias" in ops else y
 
     x_q = batched(ctx.cast(ops["q"], dtype))
-    weights = [const_array(ops[f"{p}/weight"]) for p in projections[:3]]
-    if "k" not in ops and "v" not in ops and all(w is not None for w in weights):
-        # Self-attention with constant weights: one MatMul on the concatenated Q|K|V weights.
-        widths = [w.shape[0] for w in weights]
-        qkv = ctx.op.MatMul(x_q, ctx.const(np.concatenate([w.T for w in weights], axis=1).astype(dtype)))
-        biases = [const_array(ops.get(f"{p}/bias")) for p in projections[:3]]
-        if any(f"{p}/bias" in ops for p in projections[:3]):
-            if any(b is None and f"{p}/bias" in ops for b, p in zip(biases, projections, strict=False)):
-                return None
-            qkv = ctx.op.Add(qkv, ctx.const(np.concatenate(
-                [b.astype(dtype) if b is not None else np.zeros(w, dtype) for b, w in zip(biases, widths, strict=True)])))
+    in_proj = projections[:3]
+    constant = all(const_array(ops[f"{p}/weight"]) is not None for p in in_proj) and all(
+        const_array(ops[f"{p}/bias"]) is not None for p in in_proj if f"{p}/bias" in ops)
+    if "k" not in ops and "v" not in ops and constant:
+        # Self-attention with constant weights: one MatMul on the Q|K|V weights joined by a Concat
+        # of their (folded) transposes, never an np.concatenate copy beside the model's own.
+        widths = [ops.shape(f"{p}/weight")[0] for p in in_proj]
+        w_qkv = concat_weights(ctx, [ctx.op.Transpose(ctx.cast(ops[f"{p}/weight"], dtype), perm=[1, 0])
+                                     for p in in_proj], axis=1)
+        qkv = ctx.op.MatMul(x_q, w_qkv)
+        if any(f"{p}/bias" in ops for p in in_proj):
+            qkv = ctx.op.Add(qkv, concat_weights(ctx, [
+                ctx.cast(ops[f"{p}/bias"], dtype) if f"{p}/bias" in ops else ctx.const(np.zeros(w, dtype))
+                for p, w in zip(in_proj, widths, strict=True)], axis=0))
         q, k, v = ctx.op.Split(qkv, ctx.i64(widths), axis=-1, _outputs=3)
     else:
         x_k = batched(ctx.cast(ops["k"], dtype)) if "k" in ops else x_q
