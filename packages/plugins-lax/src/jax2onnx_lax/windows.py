@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax2onnx.dtypes import is_bool, is_float
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
@@ -35,7 +36,7 @@ def _identity(kind: str, dtype: np.dtype):
         return np.zeros((), dtype)
     if kind == "mul":
         return np.ones((), dtype)
-    if dtype.kind == "f":
+    if is_float(dtype):  # bfloat16 too (numpy's kind for it is "V")
         return np.asarray(-np.inf if kind == "max" else np.inf, dtype)
     if dtype == np.bool_:
         return np.asarray(kind == "min", dtype)
@@ -171,7 +172,14 @@ def _by_taps(ctx, x, kind, init, window, strides, padding, base, wdil):
         starts = [t * d for t, d in zip(tap, wdil, strict=True)]
         ends = [-(e - 1 - s) if e - 1 - s > 0 else _INT64_MAX for s, e in zip(starts, eff, strict=True)]
         taps.append(ctx.op.Slice(x, ctx.i64(starts), ctx.i64(ends), ctx.i64(axes), ctx.i64(strides)))
-    if kind == "max":
+    if kind in ("max", "min") and is_bool(dtype):  # ONNX's Max/Min take no bool: any / all
+        combine = ctx.op.Or if kind == "max" else ctx.op.And
+        if not _is_identity(init, kind, dtype):
+            taps.append(init)
+        out = taps[0]
+        for t in taps[1:]:
+            out = combine(out, t)
+    elif kind == "max":
         out = ctx.op.Max(*taps, init) if not _is_identity(init, kind, dtype) else ctx.op.Max(*taps)
     elif kind == "min":
         out = ctx.op.Min(*taps, init) if not _is_identity(init, kind, dtype) else ctx.op.Min(*taps)
@@ -322,6 +330,14 @@ components = [
             Testcase("reduce_window_max_uint64",
                      lambda x: lax.reduce_window(x, jnp.zeros((), x.dtype), lax.max, (1, 2), (1, 1), "SAME"),
                      input_values=[np.asarray([[0, 2**63 + 5, 2**64 - 1, 7], [2**63, 1, 2**63 - 1, 2**62]], np.uint64)]),
+            # bool windows are any/all (ONNX's Max takes no bool); bfloat16 pads with -inf
+            Testcase("reduce_window_max_bool",
+                     lambda x: lax.reduce_window(x, False, lax.max, (1, 3), (1, 2), "SAME"),
+                     input_values=[np.asarray([[True, False, False, False, True], [False, False, True, False, False]])]),
+            Testcase("reduce_window_max_bfloat16",
+                     lambda x: lax.reduce_window(x.astype(jnp.bfloat16), -jnp.inf, lax.max, (1, 2), (1, 1),
+                                                 "VALID").astype(x.dtype),
+                     input_values=[np.asarray([[np.nan, -np.inf, 2.5, -0.0], [1.5, -2.25, 3.0, 0.5]], np.float32)]),
         ],
     ),
     Component(
