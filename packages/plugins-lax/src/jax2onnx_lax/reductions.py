@@ -24,6 +24,8 @@ from jax2onnx.dtypes import (
     bits,
     is_bool,
     is_float,
+    is_int,
+    unsigned_of,
 )
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
@@ -44,19 +46,79 @@ def _any_nan(ctx, x, axes):
 
 
 def _sum_or_prod(op_type: str):
-    """Sums and products wrap modulo 2**bits in any wider int, so they may travel in one that does
-    not keep the order (uint64 in int64): a carrier core's ``dtypes=`` facet does not choose."""
+    """Float sums/products are one ReduceSum/ReduceProd (float16/bfloat16 in float32). Integer ones
+    are not: onnxruntime's integer ReduceSum/ReduceProd accumulate in double and saturate on the
+    way back (an int32 sum that overflows gives INT_MAX, not XLA's wrapped value; an int64 sum past
+    2**53 loses its low bits), so ints go through :func:`_int_sum` / :func:`_int_prod`."""
 
     def lower(ctx, x):
         axes = tuple(ctx.params["axes"])
         if not axes:  # ONNX would read empty axes as "all axes"
             return ctx.op.Identity(x)
-        return nm.compute_in(ctx, [x], nm.dtype_of(ctx.avals_in[0]), REDUCE_SUM,
+        dtype = nm.dtype_of(ctx.avals_in[0])
+        if is_int(dtype):
+            return (_int_sum if op_type == "ReduceSum" else _int_prod)(ctx, x, axes, dtype)
+        return nm.compute_in(ctx, [x], dtype, REDUCE_SUM,
                              lambda _c, y: getattr(ctx.op, op_type)(y, axes_const(ctx, axes), keepdims=0),
                              keep_order=False)
 
     lower.__name__ = f"lower_{op_type.lower()}"
     return lower
+
+
+#: onnxruntime's integer ReduceSum adds in double: exact while every partial sum stays below this
+_EXACT = 2**53
+_LIMB = 16
+
+
+def _static_count(ctx, axes):
+    shape = ctx.avals_in[0].shape
+    dims = [shape[a] for a in axes]
+    return int(np.prod(dims)) if all(isinstance(d, (int, np.integer)) for d in dims) else None
+
+
+def _int_sum(ctx, x, axes, dtype):
+    """An integer sum modulo 2**bits, as XLA computes it. The values are read as unsigned (the same
+    sum modulo 2**bits) and split into 16-bit limbs; ReduceSum adds each limb's column in double
+    exactly (below 2**37 elements), and MatMul, which wraps like XLA, puts the limbs back together
+    in int64; the cast to the result dtype keeps the low bits. When the reduced size is static and
+    small enough for the plain sum to stay exact, that is one int64 ReduceSum."""
+    width = bits(dtype)
+    count = _static_count(ctx, axes)
+    if width <= 32 and count is not None and count * 2**width <= _EXACT:
+        return ctx.cast(ctx.op.ReduceSum(ctx.cast(x, I64), axes_const(ctx, axes), keepdims=0), dtype)
+    xu = ctx.cast(x, unsigned_of(dtype))
+    if width <= _LIMB:
+        return ctx.cast(ctx.op.ReduceSum(ctx.cast(xu, I64), axes_const(ctx, axes), keepdims=0), dtype)
+    n = width // _LIMB
+    udtype = unsigned_of(dtype)
+    shifts = ctx.const(np.arange(n) * _LIMB, udtype)
+    limbs = ctx.op.BitwiseAnd(ctx.op.BitShift(ctx.op.Unsqueeze(xu, ctx.i64([-1])), shifts, direction="RIGHT"),
+                              ctx.const(2**_LIMB - 1, udtype))  # [..., n]
+    sums = ctx.op.ReduceSum(ctx.cast(limbs, I64), axes_const(ctx, axes), keepdims=0)  # [out..., n], exact
+    weights = ctx.const(np.asarray([2 ** (_LIMB * i) for i in range(n)], np.int64), I64)
+    return ctx.cast(ctx.op.MatMul(sums, weights), dtype)
+
+
+def _int_prod(ctx, x, axes, dtype):
+    """An integer product modulo 2**bits: Mul (which wraps like XLA) of the two halves of each
+    static reduced axis, halving it until one is left. A symbolic reduced axis falls back to an
+    int64 ReduceProd, exact while every partial product stays below 2**53."""
+    shape = list(ctx.avals_in[0].shape)
+    if any(not isinstance(shape[a], (int, np.integer)) for a in axes):
+        return ctx.cast(ctx.op.ReduceProd(ctx.cast(x, I64), axes_const(ctx, axes), keepdims=0), dtype)
+    if any(shape[a] == 0 for a in axes):  # the empty product
+        return ctx.op.Expand(ctx.const(1, dtype), ctx.shape_tensor(list(ctx.avals_out[0].shape)))
+    for a in axes:
+        n = int(shape[a])
+        while n > 1:
+            h = n // 2
+            y = ctx.op.Mul(ctx.op.Slice(x, ctx.i64([0]), ctx.i64([h]), ctx.i64([a])),
+                           ctx.op.Slice(x, ctx.i64([h]), ctx.i64([2 * h]), ctx.i64([a])))
+            if n % 2:
+                y = ctx.op.Concat(y, ctx.op.Slice(x, ctx.i64([2 * h]), ctx.i64([n]), ctx.i64([a])), axis=a)
+            x, n = y, h + n % 2
+    return ctx.op.Squeeze(x, axes_const(ctx, axes))
 
 
 def _sum_complex(ctx, x):
@@ -161,13 +223,14 @@ def _float_default():
     return jax.dtypes.canonicalize_dtype(jnp.float64)
 
 
-def _standard_cases(name, jnp_fn, op):
+def _standard_cases(name, jnp_fn, op, int_op=None):
+    int_op = op if int_op is None else int_op
     return [
         Testcase(name, lambda x: jnp_fn(x, axis=1), [("B", 4)], expected_ops=[op]),
         Testcase(f"{name}_allaxes", jnp_fn, [("B", 4)], expected_ops=[op]),
         Testcase(f"{name}_keepdims", lambda x: jnp_fn(x, axis=0, keepdims=True), [("B", 4)], expected_ops=[op]),
-        Testcase(f"{name}_int32", lambda x: jnp_fn(x, axis=(0, 2)), [_spec("B", 2, 3)], expected_ops=[op],
-                 input_generator=ints(-5, 6)),
+        Testcase(f"{name}_int32", lambda x: jnp_fn(x, axis=(0, 2)), [_spec("B", 2, 3)],
+                 expected_ops=[int_op] if int_op else [], input_generator=ints(-5, 6)),
     ]
 
 
@@ -207,9 +270,22 @@ components = [
         Testcase("reduce_sum_float16", lambda x: jnp.sum(x.astype(jnp.float16), axis=1).astype(x.dtype), [("B", 8)],
                  rtol=1e-2, atol=1e-2, rtol_f64=1e-2, atol_f64=1e-2),
         Testcase("reduce_sum_no_axes", lambda x: lax.reduce_sum_p.bind(x, axes=()), [("B", 3)]),
+        # int sums wrap like XLA (onnxruntime's integer ReduceSum adds in double and saturates):
+        # over a symbolic axis (16-bit limbs), a static one, and int64/uint64 past 2**53
+        Testcase("reduce_sum_int32_wraps", lambda x: jnp.sum(x, axis=0), [_spec("B", 3)],
+                 input_generator=ints(2**30, 2**31 - 1)),
+        Testcase("reduce_sum_int32_wraps_static", lambda x: jnp.sum(x),
+                 input_values=[np.asarray([2**31 - 1, 2**31 - 1, -(2**31), 5], np.int32)]),
+        Testcase("reduce_sum_uint64_wraps", lambda x: jnp.sum(x, axis=1), input_values=[_U64_ROWS]),
+        Testcase("reduce_sum_int64_exact", lambda x: jnp.sum(x, axis=1),
+                 input_values=[np.asarray([[2**60 + 1, 2**60 + 1, 1], [2**63 - 1, 1, -7]], np.int64)]),
     ]),
     Component("lax.reduce_prod", onnx=["ReduceProd"], since="v0.6.1", testcases=[
-        *_standard_cases("reduce_prod", jnp.prod, "ReduceProd"),
+        # int products: Mul halving a static axis (ReduceProd saturates), ReduceProd over a symbolic one
+        *_standard_cases("reduce_prod", jnp.prod, "ReduceProd", int_op=""),
+        Testcase("reduce_prod_int32_wraps", lambda x: jnp.prod(x, axis=1),
+                 input_values=[np.asarray([[2**20 + 1, 2**20 + 1, 3], [-(2**31), -1, 1], [65535, 65537, 7]], np.int32)]),
+        Testcase("reduce_prod_uint64_wraps", lambda x: jnp.prod(x, axis=0), input_values=[_U64_ROWS]),
         Testcase("reduce_prod_dtype", lambda x: jnp.prod(x, axis=1, dtype=_float_default()), [_spec("B", 4)],
                  expected_ops=["ReduceProd", "Cast"]),
     ]),
