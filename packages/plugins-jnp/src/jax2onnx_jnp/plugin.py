@@ -14,6 +14,7 @@ plugin = PackModules(
         "sorting",
         "creation",
         "pad",
+        "roll",
         "shape_ops",
         "attention",
         "cases.attention",

@@ -1,9 +1,10 @@
 """Shape functions. ``jnp.tile`` → Tile (repeats may be symbolic), ``jnp.stack`` → Unsqueeze +
 Concat, ``jnp.repeat`` with static repeats along a static axis → one Gather with constant indices.
 
-``reshape``, ``squeeze``, ``transpose``, ``concatenate``, ``split``, ``flip``, ``roll`` and
-``jnp.shape`` map to single lax primitives (or static slices) already: they are documented and
-tested here and lowered by the lax pack (Reshape, Squeeze, Transpose, Concat, Split, Slice, Shape).
+``reshape``, ``squeeze``, ``transpose``, ``concatenate``, ``split``, ``flip`` and ``jnp.shape``
+map to single lax primitives (or static slices) already: they are documented and tested here and
+lowered by the lax pack (Reshape, Squeeze, Transpose, Concat, Split, Slice, Shape). ``roll`` has
+its own module (roll.py).
 """
 
 from __future__ import annotations
@@ -271,11 +272,5 @@ components = [
     Component(name="jnp.flip", onnx=["Slice"], since="v0.7.0", testcases=[
         _tc("flip", lambda x: jnp.flip(x, axis=1), [("B", 4)]),
         _tc("flip_all", lambda x: jnp.flip(x), [("B", 3, 2)]),
-    ]),
-    Component(name="jnp.roll", onnx=["Slice", "Concat"], since="v0.7.0", testcases=[
-        _tc("roll", lambda x: jnp.roll(x, 2, axis=1), [("B", 5)], ["Concat"], forbidden_ops=["Gather"],
-            description="a static shift: two static slices and a Concat, shapes stay static"),
-        _tc("roll_symbolic_axis", lambda x: jnp.roll(x, 1, axis=0), [("B", 3)], forbidden_ops=["Gather"]),
-        _tc("roll_flat", lambda x: jnp.roll(x, -1), [(2, 3)]),
     ]),
 ]

@@ -1,0 +1,250 @@
+"""``jnp.roll`` → one Gather with constant indices where onnxruntime runs that faster than JAX's
+own form (two Slices and a Concat per rolled axis, each a full copy of the array).
+
+A roll is pure data movement, so every form here is bitwise exact; the only question is speed.
+Measured in onnxruntime 1.32 (CPU, one thread; the cost of one roll in a chain of rolls, minus
+the chain's run overhead):
+
+=============================  ===========  ============  ================================
+array, rolled axis             Slice+Concat  Gather        Pad(wrap) + Slice
+=============================  ===========  ============  ================================
+f64 (8, 32, 32), axis 0         3.6 µs       1.5 µs        3.7 µs (3.9 with both sides)
+f64 (8, 32, 32), axis 1         3.7 µs       2.6 µs        3.9 µs
+f64 (8, 32, 32), axis 2 (last)  4.4 µs       60 µs         7.4 µs (8.1 with both sides)
+f32 (8, 32, 32), axis 1         2.6 µs       2.3 µs        2.7 µs
+f32 (8, 32, 8), axis 1          1.4 µs       2.4 µs        1.5 µs
+f64 (1024,)                     1.2 µs       8.1 µs        1.2 µs
+=============================  ===========  ============  ================================
+
+onnxruntime's Gather copies one block (the elements after the axis) per gathered index, at
+about 7 ns per block however small; Slice+Concat costs about 1 µs of dispatch plus a copy rate
+five times slower than Gather's per byte. A grid of 105 shapes (outer size 1/8/64 × axis size
+8/32/128 × block after the axis 8..512 bytes, float64/float32/uint8, at most 1 MiB) fits
+
+    Gather        ≈ 0.29 µs + 7.0 ns × blocks + 8.9 ns/KiB   (blocks: product of the sizes up to the axis)
+    Slice+Concat  ≈ 1.03 µs + 42.5 ns/KiB
+
+(median error 2 % and 5 %, at most 9 % and 29 %; it picks the faster form in all 105), and :func:`_gather_is_faster` picks by that: Gather wins for small arrays (one node
+instead of three) and where the block after the axis is over ~200 bytes; the last axis (blocks
+of one element) keeps JAX's form unless the array is tiny. A ``Pad(mode="wrap")`` followed by a
+Slice never beat the better of the two for a single roll. Two rolls by ±k of the same array along
+the same axis could share one wrap-Pad (each roll then one Slice): on the heat bench step (four
+rolls and eight elementwise ops on f64 8×32×32) Gather for axis 1 plus a shared Pad for the last
+axis measured 31.1 µs against 33.7 µs for Gather plus Slice+Concat (and 37 µs for JAX's form),
+but a lowering sees one roll at a time, and an unshared Pad costs ~3.7 µs more than Slice+Concat
+on the last axis, so that form is not emitted.
+
+Handled: static integer shifts of any sign and size (taken modulo the axis), several axes (and
+an axis repeated: shifts add up), every dtype (onnxruntime's Gather, Slice and Concat kernels
+copy bytes and take every tensor type). Declined to JAX's own function, which exports as it
+always did: ``axis=None`` (a roll of the flattened array: blocks of one element, so Gather
+loses except on tiny arrays), a shift that is a traced value, a symbolic size on a rolled axis
+(the indices would be computed in the graph on every run), and calls where Gather wins on no
+axis (the body is then exactly the Slice+Concat form). Symbolic sizes elsewhere count as
+:data:`_SYMBOLIC_SIZE` in the cost model.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax2onnx.plugin import Lowerings, is_array
+from jax2onnx.testing import Component, Testcase
+
+from ._common import is_float, is_static_int, mark, mark_name, patches_for
+from .cases.helpers import grad_of_sum
+
+lowerings = Lowerings()
+
+#: Fitted cost model (µs), see the module docstring.
+_GATHER_BASE, _GATHER_PER_BLOCK, _GATHER_PER_KIB = 0.29, 0.0070, 0.0089
+_CONCAT_BASE, _CONCAT_PER_KIB = 1.03, 0.0425
+#: What a symbolic dimension counts as when choosing a form (a typical batch).
+_SYMBOLIC_SIZE = 8
+
+
+def _static_ints(value):
+    """``value`` (an int or a sequence of ints) as a tuple of Python ints, or None when any part is
+    not a static integer (a tracer, a float, a bool)."""
+    if is_static_int(value):
+        return (int(value),)
+    if isinstance(value, np.ndarray) and value.ndim <= 1 and np.issubdtype(value.dtype, np.integer):
+        return tuple(int(v) for v in value.reshape(-1))
+    if isinstance(value, (tuple, list)) and all(is_static_int(v) for v in value):
+        return tuple(int(v) for v in value)
+    return None
+
+
+def _plan(shift, axis, ndim):
+    """``(axes, shifts)`` with each axis once (non-negative, in order of first use) and its total
+    shift, or None when the arguments are not static or not valid (JAX then raises its own error)."""
+    shifts, axes = _static_ints(shift), _static_ints(axis)
+    if shifts is None or axes is None:
+        return None
+    try:
+        pairs = np.broadcast_arrays(np.asarray(axes, np.int64), np.asarray(shifts, object))
+    except ValueError:
+        return None
+    total: dict[int, int] = {}
+    for ax, s in zip(*(p.reshape(-1) for p in pairs), strict=True):
+        if not -ndim <= int(ax) < ndim:
+            return None
+        ax = int(ax) % ndim
+        total[ax] = total.get(ax, 0) + int(s)
+    return tuple(total), tuple(total.values())
+
+
+def _roll_region(original, a, *, axes, shifts):
+    return original(a, shifts, axes)
+
+
+def _make_roll(name, original):
+    region = functools.partial(_roll_region, original)
+
+    @functools.wraps(original)
+    def roll(a, shift, axis=None):
+        plan = _plan(shift, axis, np.ndim(a)) if is_array(a) and np.ndim(a) >= 1 and axis is not None else None
+        if plan is not None and plan[0]:
+            return mark("roll", region, a, axes=plan[0], shifts=plan[1])
+        return original(a, shift, axis)
+
+    return roll
+
+
+def _size(d) -> int:
+    return int(d) if is_static_int(d) else _SYMBOLIC_SIZE
+
+
+def _gather_is_faster(shape, axis, itemsize) -> bool:
+    """Whether one Gather along ``axis`` beats Slice+Slice+Concat in onnxruntime (the fit above)."""
+    sizes = [_size(d) for d in shape]
+    blocks = math.prod(sizes[: axis + 1])
+    kib = math.prod(sizes) * itemsize / 1024
+    gather = _GATHER_BASE + _GATHER_PER_BLOCK * blocks + _GATHER_PER_KIB * kib
+    concat = _CONCAT_BASE + _CONCAT_PER_KIB * kib
+    return gather < concat
+
+
+@lowerings.register_call(mark_name("roll"))
+def lower_roll(ctx, x):
+    p = ctx.marked.params
+    shape = tuple(ctx.avals_in[0].shape)
+    itemsize = np.dtype(ctx.avals_in[0].dtype).itemsize
+    steps = []
+    for axis, shift in zip(p["axes"], p["shifts"], strict=True):
+        n = shape[axis]
+        if not is_static_int(n):
+            return None  # symbolic size on the rolled axis: JAX's body computes the split in the graph
+        if n == 0 or shift % n == 0:
+            continue  # nothing moves (JAX skips these axes as well)
+        steps.append((axis, shift % n, _gather_is_faster(shape, axis, itemsize)))
+    if steps and not any(gather for *_, gather in steps):
+        return None  # the body is exactly the Slice+Concat form chosen for every axis
+    for axis, shift, gather in steps:
+        n = int(shape[axis])
+        if gather:
+            # out[i] = x[(i - shift) mod n] along the axis
+            x = ctx.op.Gather(x, ctx.i64(((np.arange(n) - shift) % n).tolist()), axis=axis)
+        else:  # JAX's form: the last `shift` entries, then the rest
+            start = n - shift
+            head = ctx.op.Slice(x, ctx.i64([start]), ctx.i64([n]), ctx.i64([axis]))
+            tail = ctx.op.Slice(x, ctx.i64([0]), ctx.i64([start]), ctx.i64([axis]))
+            x = ctx.op.Concat(head, tail, axis=axis)
+    return x if steps else ctx.op.Identity(x)
+
+
+patches = patches_for("jax.numpy", ["roll"], _make_roll)
+
+
+# ---------------------------------------------------------------------------------------------
+# testcases (rolls move data only: every comparison is exact)
+
+_EXACT = {"rtol": 0.0, "atol": 0.0, "rtol_f64": 0.0, "atol_f64": 0.0}
+
+
+def _heat_step(u):
+    """The bench's periodic 5-point stencil (bench/models.py heat_step)."""
+    lap = jnp.roll(u, 1, axis=-2) + jnp.roll(u, -1, axis=-2) + jnp.roll(u, 1, axis=-1) + jnp.roll(u, -1, axis=-1)
+    return u + 0.1 * (lap - 4.0 * u)
+
+
+def _heat_loop(u):
+    return jax.lax.fori_loop(0, 3, lambda _, v: _heat_step(v), u)
+
+
+def _values(dtype, shape=(4, 6)):
+    """Distinct entries of ``dtype`` (a misplaced element shows); 64-bit ints near the top of their
+    range, so a path through a narrower type would show too."""
+    n = math.prod(shape)
+    if dtype == np.bool_:
+        return (np.arange(n) % 3 == 0).reshape(shape)
+    values = np.arange(n) - (n // 2 if np.issubdtype(dtype, np.signedinteger) or is_float(dtype) else 0)
+    if dtype in (np.int64, np.uint64):
+        values = values.astype(dtype) + np.asarray(np.iinfo(dtype).max - n, dtype)
+    return values.astype(dtype).reshape(shape)
+
+
+def _gather_only_when_static(model, variant):
+    """A symbolic size on the rolled axis keeps JAX's body; the static export takes the Gather."""
+    ops = {n.op_type for n in model.graph.node}
+    want = "Concat" if variant.symbolic else "Gather"
+    assert want in ops and ({"Gather", "Concat"} - {want}).isdisjoint(ops), f"{variant.id}: ops {sorted(ops)}"
+
+
+def _case(name, fn, shapes=None, ops=("Gather",), **kw):
+    forbidden = () if "Concat" in ops else ("Concat",)
+    forbidden = kw.pop("forbidden_ops", forbidden)
+    return Testcase(name, fn, shapes or [], expected_ops=list(ops), forbidden_ops=forbidden, **{**_EXACT, **kw})
+
+
+def _dtype_case(dtype):
+    name = np.dtype(dtype).name
+    return _case(f"roll_{name}", lambda x: jnp.roll(x, (1, -2), axis=(0, 1)), input_values=[_values(dtype)])
+
+
+components = [
+    Component(name="jnp.roll", onnx=["Gather", "Slice", "Concat"], since="v0.7.0", testcases=[
+        _case("roll", lambda x: jnp.roll(x, 2, axis=1), [("B", 5)]),
+        _case("roll_axis0", lambda x: jnp.roll(x, 1, axis=0), [(5, 4)]),
+        _case("roll_negative", lambda x: jnp.roll(x, -2, axis=1), [("B", 6, 8)]),
+        _case("roll_beyond_size", lambda x: jnp.roll(x, 13, axis=0), [(5, "B")],
+              description="13 mod 5 = 3"),
+        _case("roll_negative_beyond_size", lambda x: jnp.roll(x, -11, axis=1), [("B", 4, 3)]),
+        _case("roll_zero", lambda x: jnp.roll(x, 0, axis=0), [(5, 4)], ops=(), forbidden_ops=["Gather", "Concat"]),
+        _case("roll_full_turn", lambda x: jnp.roll(x, (5, -4), axis=(0, 1)), [(5, 4)], ops=(),
+              forbidden_ops=["Gather", "Concat"]),
+        _case("roll_two_axes", lambda x: jnp.roll(x, (1, 2), axis=(0, 1)), [(5, 4)]),
+        _case("roll_repeated_axis", lambda x: jnp.roll(x, (1, 2), axis=(1, -2)), [("B", 5, 3)],
+              description="shifts on one axis add up"),
+        _case("roll_one_shift_two_axes", lambda x: jnp.roll(x, -1, axis=(0, 1)), [(3, 4)]),
+        # the last axis of a large array keeps JAX's Slice+Concat (Gather copies element by element)
+        _case("roll_last_axis_large", lambda x: jnp.roll(x, 1, axis=-1), [(8, 32, 32)], ops=("Slice", "Concat"),
+              forbidden_ops=["Gather"]),
+        _case("roll_mixed_forms", lambda x: jnp.roll(x, (1, -1), axis=(1, 2)), [(8, 32, 32)],
+              ops=("Gather", "Slice", "Concat")),
+        _case("roll_symbolic_axis", lambda x: jnp.roll(x, 2, axis=0), [("B", 3)], ops=(), forbidden_ops=(),
+              check=_gather_only_when_static),
+        _case("roll_flat", lambda x: jnp.roll(x, -1), [(2, 3)], ops=(), forbidden_ops=["Gather"],
+              description="axis=None: JAX's body (a roll of the flattened array)"),
+        _case("roll_traced_shift", lambda x, s: jnp.roll(x, s, axis=0),
+              input_values=[np.arange(12, dtype=np.float32).reshape(4, 3), np.asarray(-3, np.int32)],
+              ops=(), forbidden_ops=["Gather"], description="a traced shift: JAX's body"),
+        _case("roll_heat_step", _heat_step, [("B", 32, 32)], ops=("Gather",), forbidden_ops=(),
+              rtol=1e-6, rtol_f64=1e-15, atol_f64=1e-15,
+              description="the bench stencil: Gather along axis -2, Slice+Concat along the last"),
+        _case("roll_heat_loop", _heat_loop, [(2, 32, 32)], ops=("Loop", "Gather"), forbidden_ops=(),
+              rtol=1e-6, rtol_f64=1e-15, atol_f64=1e-15),
+        _case("roll_vmap", jax.vmap(lambda x: jnp.roll(x, 1, axis=0)), [("B", 4, 3)], ops=(), forbidden_ops=(),
+              description="under vmap the mark is not offered: JAX's body"),
+        _case("roll_grad", grad_of_sum(lambda x: jnp.sin(jnp.roll(x, (1, 2), axis=(0, 1)))), [(4, 5)], ops=(),
+              forbidden_ops=(), rtol=1e-5, atol=1e-6, rtol_f64=1e-12, atol_f64=1e-12),
+        _case("roll_bfloat16", lambda x: jnp.roll(x.astype(jnp.bfloat16), (1, -2), axis=(0, 1)).astype(x.dtype),
+              input_values=[np.linspace(-3, 3, 24, dtype=np.float32).reshape(4, 6)]),
+        *[_dtype_case(d) for d in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                                   np.uint32, np.uint64, np.float16)],
+    ]),
+]
