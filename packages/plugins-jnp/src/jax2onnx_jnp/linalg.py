@@ -11,6 +11,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax2onnx.dtypes import BF16
 from jax2onnx.plugin import Lowerings, is_array
 from jax2onnx.testing import Component, Testcase
 
@@ -76,10 +77,14 @@ def _align_ellipses(ctx, equation: str, xs: list) -> list:
 
 @lowerings.register_call(mark_name("einsum"))
 def lower_einsum(ctx, *xs):
-    dtype = ctx.avals_out[0].dtype
+    dtype = np.dtype(ctx.avals_out[0].dtype)
+    if dtype == np.bool_:
+        return None  # ONNX's Einsum takes no bool (JAX's is any-of-ands): the lax body computes it in int32
+    # ONNX's Einsum takes no bfloat16 either: float32 (exact products, one rounding at the end)
+    compute = np.dtype(np.float32) if dtype == BF16 else dtype
     equation = explicit_equation(ctx.marked.params["subscripts"])
-    xs = _align_ellipses(ctx, equation, [ctx.cast(x, dtype) for x in xs])
-    return ctx.op.Einsum(*xs, equation=equation)
+    xs = _align_ellipses(ctx, equation, [ctx.cast(x, compute) for x in xs])
+    return ctx.cast(ctx.op.Einsum(*xs, equation=equation), dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,6 +166,13 @@ components = [
             Testcase("einsum_matrix_matrix", lambda x, y: jnp.einsum("ij,jk->ik", x, y), [("B", 5), (5, 2)],
                      expected_ops=["Einsum"]),
             Testcase("einsum_transpose", lambda x: jnp.einsum("ij->ji", x), [(3, 5)], expected_ops=["Einsum"]),
+            # no bool or bfloat16 Einsum in ONNX: bool declines to the lax body, bfloat16 runs in float32
+            Testcase("einsum_bool", lambda x, y: jnp.einsum("ij,kj->ik", x, y),
+                     input_values=[np.asarray([[True, False, True], [False, False, False]]),
+                                   np.asarray([[False, False, True], [True, True, False]])]),
+            Testcase("einsum_bfloat16", lambda x, y: jnp.einsum("ij,kj->ik", x.astype(jnp.bfloat16),
+                                                                y.astype(jnp.bfloat16)).astype(x.dtype),
+                     [(2, 3), (4, 3)], expected_ops=["Einsum"], rtol=2e-2, atol=2e-2, rtol_f64=2e-2, atol_f64=2e-2),
             Testcase("einsum_batch_transpose", lambda x: jnp.einsum("...ij->...ji", x), [("B", 3, 5)],
                      expected_ops=["Einsum"]),
             Testcase("einsum_diag", lambda x: jnp.einsum("ii->i", x), [(4, 4)], expected_ops=["Einsum"]),
