@@ -4,7 +4,8 @@ ONNX pools reduce the trailing axes of an ``[N, C, spatial...]`` tensor, so the 
 moves over are transposed to the end and the others become N and C (merged or inserted when there
 are not exactly two); NHWC pooling therefore costs one Transpose at each side.
 
-- max → ``MaxPool`` (its padding never wins, like lax's ``-inf``); min → ``-MaxPool(-x)``;
+- max → ``MaxPool`` (its padding never wins, like lax's ``-inf``); min → ``-MaxPool(-x)``; a window
+  holding a NaN is NaN, as in XLA (onnxruntime's MaxPool skips NaN: the NaN mask is pooled too);
 - sum → ``AveragePool(count_include_pad=1) * window size`` (lax pads sums with zeros);
 - where onnxruntime has no pooling kernel (integers, float64 AveragePool), a ``base_dilation``,
   or another body: one strided Slice per window tap of the padded input, combined with
@@ -140,6 +141,12 @@ def _pool(ctx, x, kind, window, strides, padding, wdil):
         y = ctx.op.MaxPool(x, **attrs)
     else:
         y = ctx.op.Neg(ctx.op.MaxPool(ctx.op.Neg(x), **attrs))
+    if kind in ("max", "min"):
+        # XLA's max/min propagate NaN; onnxruntime's MaxPool skips it: a window with a NaN is NaN
+        # (the NaN mask pooled the same way)
+        dtype = np.dtype(ctx.avals_in[0].dtype)
+        has_nan = ctx.op.MaxPool(ctx.cast(ctx.op.IsNaN(x), dtype), **attrs)
+        y = ctx.op.Where(ctx.op.Greater(has_nan, ctx.const(0, dtype)), ctx.const(np.nan, dtype), y)
     return layout.from_nc(ctx, y, out_shape)
 
 
@@ -331,6 +338,9 @@ components = [
                      lambda x: lax.reduce_window(x, jnp.zeros((), x.dtype), lax.max, (1, 2), (1, 1), "SAME"),
                      input_values=[np.asarray([[0, 2**63 + 5, 2**64 - 1, 7], [2**63, 1, 2**63 - 1, 2**62]], np.uint64)]),
             # bool windows are any/all (ONNX's Max takes no bool); bfloat16 pads with -inf
+            Testcase("reduce_window_max_nan", lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 2), (1, 1), "SAME"),
+                     input_values=[np.asarray([[np.nan, -np.inf, 2.5, -0.0], [1.5, np.nan, np.nan, 0.5]], np.float32)],
+                     expected_ops=["MaxPool"]),
             Testcase("reduce_window_max_bool",
                      lambda x: lax.reduce_window(x, False, lax.max, (1, 3), (1, 2), "SAME"),
                      input_values=[np.asarray([[True, False, False, False, True], [False, False, True, False, False]])]),
@@ -349,6 +359,9 @@ components = [
                      [("B", 4, 6)], expected_ops=["MaxPool", "Neg"]),
             Testcase("reduce_window_min_int32", _window(lax.min, np.int32(np.iinfo(np.int32).max), (2, 2), (1, 1), "VALID"),
                      [_ints(("B", 3))], expected_ops=["Min"]),
+            Testcase("reduce_window_min_nan", lambda x: lax.reduce_window(x, jnp.inf, lax.min, (1, 2), (1, 1), "VALID"),
+                     input_values=[np.asarray([[np.nan, -np.inf, 2.5, -0.0], [1.5, np.nan, np.inf, 0.5]], np.float32)],
+                     expected_ops=["MaxPool"]),
         ],
     ),
     Component(
