@@ -91,6 +91,10 @@ def lower_einsum(ctx, *xs):
 # matmul
 
 
+#: result dtypes ONNX's MatMul schema does not take
+_NO_MATMUL = frozenset(np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.uint8, np.uint16))
+
+
 def _make_matmul(name, original):
     @functools.wraps(original)
     def matmul(a, b, *args, **kwargs):
@@ -113,6 +117,8 @@ def lower_matmul(ctx, a, b):
     # ONNX MatMul has numpy.matmul's semantics (1-D promotion, batch broadcasting); JAX promotes
     # mixed operand dtypes first, so casting to the result dtype is the same computation.
     dtype = ctx.avals_out[0].dtype
+    if np.dtype(dtype) in _NO_MATMUL:
+        return None  # ONNX's MatMul takes no bool or 8/16-bit ints: the lax body computes in int32
     return ctx.op.MatMul(ctx.cast(a, dtype), ctx.cast(b, dtype))
 
 
@@ -215,6 +221,11 @@ components = [
             Testcase("matmul_broadcast_batch", _matmul, [(2, 1, 3, 4), (5, 4, 2)], expected_ops=["MatMul"]),
             Testcase("matmul_int", _matmul, [jax.ShapeDtypeStruct(("B", 3), jnp.int32),
                                                  jax.ShapeDtypeStruct((3, 2), jnp.int32)], expected_ops=["MatMul"]),
+            # no MatMul for bool or small ints: the lax body (int32, wrapping back like JAX)
+            Testcase("matmul_int8_wraps", _matmul, input_values=[np.asarray([[100, -128, 3], [1, 2, 127]], np.int8),
+                                                                 np.asarray([[100, 1], [1, 1], [2, -1]], np.int8)]),
+            Testcase("matmul_bool", _matmul, input_values=[np.asarray([[True, False], [False, False]]),
+                                                           np.asarray([[False, True], [True, True]])]),
             Testcase("matmul_vmap", _vmapped_matmul, [("B", 3, 4), ("B", 4, 5)]),
             Testcase("matmul_grad_square", _grad_of_matmul_square, [(3, 3), (3, 3)]),
             Testcase("matmul_in_scan", _matmul_in_scan, [("B", 4), (3, 4, 4)], expected_ops=["MatMul"],
