@@ -77,3 +77,15 @@ def test_structured_ops_get_carriers(fn, dtype, op):
     assert any(i.endswith(tuple(f"_ortcast{k}" for k in range(1, 9))) for i in node.input), f"{op} got no carrier"
     x = np.asarray([[1, 0, 7, 2], [9, 3, 0, 1]]).astype(dtype)
     assert allclose(fn, model, [x])
+
+
+def test_bfloat16_einsum_outside_the_schema_runs_in_float32():
+    """ONNX's Einsum has no bfloat16 at all (a graph with one does not load); lax's dot_general
+    emits one for contractions MatMul cannot express: the probe lists it, float32 carries it."""
+    from jax import lax
+
+    fn = lambda x, y: lax.dot_general(x.astype(BF16), y.astype(BF16), (((0,), (0,)), ((1,), (1,)))).astype(jnp.float32)  # noqa: E731
+    model = to_onnx(fn, [(2, 4), (2, 4)])
+    assert "Einsum" in {n.op_type for n in model.graph.node}
+    x = np.asarray([[0.25, -1.5, 1.5, 0.0], [2.0, -2.25, 3.0, 0.5]], np.float32)
+    assert allclose(fn, model, [x, x[::-1]], rtol=2e-2, atol=2e-2)
