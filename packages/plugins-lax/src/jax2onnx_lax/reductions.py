@@ -101,24 +101,41 @@ def _int_sum(ctx, x, axes, dtype):
 
 
 def _int_prod(ctx, x, axes, dtype):
-    """An integer product modulo 2**bits: Mul (which wraps like XLA) of the two halves of each
-    static reduced axis, halving it until one is left. A symbolic reduced axis falls back to an
-    int64 ReduceProd, exact while every partial product stays below 2**53."""
+    """An integer product modulo 2**bits, with Mul (which wraps like XLA): a static reduced axis is
+    halved until one is left (Mul of its two halves), a symbolic one is an ONNX Scan carrying the
+    running product. Axes go from the last, so the ones left keep their positions."""
     shape = list(ctx.avals_in[0].shape)
-    if any(not isinstance(shape[a], (int, np.integer)) for a in axes):
-        return ctx.cast(ctx.op.ReduceProd(ctx.cast(x, I64), axes_const(ctx, axes), keepdims=0), dtype)
-    if any(shape[a] == 0 for a in axes):  # the empty product
+    if any(isinstance(shape[a], (int, np.integer)) and shape[a] == 0 for a in axes):  # the empty product
         return ctx.op.Expand(ctx.const(1, dtype), ctx.shape_tensor(list(ctx.avals_out[0].shape)))
-    for a in axes:
-        n = int(shape[a])
-        while n > 1:
-            h = n // 2
-            y = ctx.op.Mul(ctx.op.Slice(x, ctx.i64([0]), ctx.i64([h]), ctx.i64([a])),
-                           ctx.op.Slice(x, ctx.i64([h]), ctx.i64([2 * h]), ctx.i64([a])))
-            if n % 2:
-                y = ctx.op.Concat(y, ctx.op.Slice(x, ctx.i64([2 * h]), ctx.i64([n]), ctx.i64([a])), axis=a)
-            x, n = y, h + n % 2
-    return ctx.op.Squeeze(x, axes_const(ctx, axes))
+    for a in sorted(axes, reverse=True):
+        if isinstance(shape[a], (int, np.integer)):
+            n = int(shape[a])
+            while n > 1:
+                h = n // 2
+                y = ctx.op.Mul(ctx.op.Slice(x, ctx.i64([0]), ctx.i64([h]), ctx.i64([a])),
+                               ctx.op.Slice(x, ctx.i64([h]), ctx.i64([2 * h]), ctx.i64([a])))
+                if n % 2:
+                    y = ctx.op.Concat(y, ctx.op.Slice(x, ctx.i64([2 * h]), ctx.i64([n]), ctx.i64([a])), axis=a)
+                x, n = y, h + n % 2
+            x = ctx.op.Squeeze(x, ctx.i64([a]))
+        else:
+            x = _prod_scan(ctx, x, a, shape, dtype)
+        del shape[a]
+    return x
+
+
+def _prod_scan(ctx, x, axis, shape, dtype):
+    """The product along a symbolic ``axis``: Scan with carry = carry * x_t. A slice of ones goes
+    first, so the Scan runs at least once (onnxruntime's Scan fails over zero iterations) and an
+    empty axis gives the empty product, 1."""
+    slice_shape = [d for i, d in enumerate(shape) if i != axis]
+    ones = ctx.op.Expand(ctx.const(1, dtype), ctx.shape_tensor(slice_shape))
+    x = ctx.op.Concat(ctx.op.Unsqueeze(ones, ctx.i64([axis])), x, axis=axis)
+    body = ctx.subgraph("prod_body")
+    carry = body.add_input("carry", dtype=dtype, shape=slice_shape)
+    x_t = body.add_input("x_t", dtype=dtype, shape=slice_shape)
+    graph = body.finish([body.op.Mul(carry, x_t)])
+    return ctx.op.Scan(ones, x, body=graph, num_scan_inputs=1, scan_input_axes=[axis])
 
 
 def _sum_complex(ctx, x):
@@ -286,6 +303,9 @@ components = [
         Testcase("reduce_prod_int32_wraps", lambda x: jnp.prod(x, axis=1),
                  input_values=[np.asarray([[2**20 + 1, 2**20 + 1, 3], [-(2**31), -1, 1], [65535, 65537, 7]], np.int32)]),
         Testcase("reduce_prod_uint64_wraps", lambda x: jnp.prod(x, axis=0), input_values=[_U64_ROWS]),
+        # over a symbolic axis (a Scan; B may be 0: the empty product) and a static one together
+        Testcase("reduce_prod_int32_wraps_symbolic", lambda x: jnp.prod(x, axis=(0, 2)), [_spec("B", 2, 3)],
+                 input_generator=ints(-2**31, 2**31 - 1)),
         Testcase("reduce_prod_dtype", lambda x: jnp.prod(x, axis=1, dtype=_float_default()), [_spec("B", 4)],
                  expected_ops=["ReduceProd", "Cast"]),
     ]),
