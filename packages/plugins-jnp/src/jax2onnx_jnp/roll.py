@@ -28,12 +28,12 @@ five times slower than Gather's per byte. A grid of 105 shapes (outer size 1/8/6
 instead of three) and where the block after the axis is over ~200 bytes; the last axis (blocks
 of one element) keeps JAX's form unless the array is tiny. A ``Pad(mode="wrap")`` followed by a
 Slice never beat the better of the two for a single roll (on the last axis of f64 8×32×32 it
-costs 3.7 µs more than Slice+Concat). Several rolls of the same array along the same axis (a
-stencil's ±1) can share one wrap-Pad, each roll then one Slice of it; a lowering sees one roll at
-a time, so core's ``SharedWrapPadPass`` does that after export, for the rolls left in the
-Slice+Concat form. On the heat bench step (four rolls by ±1 along the last two axes and eight
-elementwise ops, f64 8×32×32; µs per step): JAX's form 36.7, Gather along axis 1 with
-Slice+Concat along the last 32.7, Gather plus the shared Pad 31.0 (float32: 26.8, 25.1, 24.6).
+costs 3.7 µs more than Slice+Concat). The rolls left in JAX's form are rewritten after export by
+core's ``RollSplitPass``: the rolls of one array along one axis read the pieces of one Split (a
+stencil's ±1: one Split into three pieces, one Concat per roll). On the heat bench step (four
+rolls by ±1 along the last two axes and eight elementwise ops, 8×32×32; µs per step, float64 /
+float32): JAX's form 37.1 / 27.3, Gather along axis 1 and Slice+Concat along the last 33.3 /
+25.4, Gather and the shared Split 28.2 / 20.6, the shared Split on both axes 28.9 / 20.0.
 
 Handled: static integer shifts of any sign and size (taken modulo the axis), several axes (and
 an axis repeated: shifts add up), every dtype (onnxruntime's Gather, Slice and Concat kernels
@@ -156,6 +156,8 @@ def lower_roll(ctx, x):
             head = ctx.op.Slice(x, ctx.i64([start]), ctx.i64([n]), ctx.i64([axis]))
             tail = ctx.op.Slice(x, ctx.i64([0]), ctx.i64([start]), ctx.i64([axis]))
             x = ctx.op.Concat(head, tail, axis=axis)
+        # typed like the input, so core's RollSplitPass sees the size of the axis a later roll cuts
+        ctx.set_aval(x, ctx.avals_in[0])
     return x if steps else ctx.op.Identity(x)
 
 
@@ -191,12 +193,10 @@ def _values(dtype, shape=(4, 6)):
 
 
 def _stencil_forms(model, variant):
-    """The heat step: Gather along axis -2; along the last axis, the ±1 rolls share one wrap-Pad
-    (core's SharedWrapPadPass) from opset 19, and stay Slice+Concat before it."""
+    """The heat step: Gather along axis -2; the ±1 rolls along the last axis read one Split (core's
+    RollSplitPass) and are one Concat each."""
     ops = op_types(model)
-    shared = variant.opset is None or variant.opset >= 19
-    want, absent = ("Pad", "Concat") if shared else ("Concat", "Pad")
-    assert "Gather" in ops and want in ops and absent not in ops, f"{variant.id}: ops {sorted(ops)}"
+    assert {"Gather", "Split", "Concat"} <= ops and "Slice" not in ops, f"{variant.id}: ops {sorted(ops)}"
 
 
 def _gather_only_when_static(model, variant):
@@ -218,7 +218,7 @@ def _dtype_case(dtype):
 
 
 components = [
-    Component(name="jnp.roll", onnx=["Gather", "Slice", "Concat"], since="v0.7.0", testcases=[
+    Component(name="jnp.roll", onnx=["Gather", "Split", "Concat"], since="v0.7.0", testcases=[
         _case("roll", lambda x: jnp.roll(x, 2, axis=1), [("B", 5)]),
         _case("roll_axis0", lambda x: jnp.roll(x, 1, axis=0), [(5, 4)]),
         _case("roll_negative", lambda x: jnp.roll(x, -2, axis=1), [("B", 6, 8)]),
@@ -232,11 +232,12 @@ components = [
         _case("roll_repeated_axis", lambda x: jnp.roll(x, (1, 2), axis=(1, -2)), [("B", 5, 3)],
               description="shifts on one axis add up"),
         _case("roll_one_shift_two_axes", lambda x: jnp.roll(x, -1, axis=(0, 1)), [(3, 4)]),
-        # the last axis of a large array keeps JAX's Slice+Concat (Gather copies element by element)
-        _case("roll_last_axis_large", lambda x: jnp.roll(x, 1, axis=-1), [(8, 32, 32)], ops=("Slice", "Concat"),
-              forbidden_ops=["Gather"]),
+        # the last axis of a large array keeps JAX's form (Gather copies element by element), which
+        # core's RollSplitPass turns into Split + Concat
+        _case("roll_last_axis_large", lambda x: jnp.roll(x, 1, axis=-1), [(8, 32, 32)], ops=("Split", "Concat"),
+              forbidden_ops=["Gather", "Slice"]),
         _case("roll_mixed_forms", lambda x: jnp.roll(x, (1, -1), axis=(1, 2)), [(8, 32, 32)],
-              ops=("Gather", "Slice", "Concat")),
+              ops=("Gather", "Split", "Concat"), forbidden_ops=["Slice"]),
         _case("roll_symbolic_axis", lambda x: jnp.roll(x, 2, axis=0), [("B", 3)], ops=(), forbidden_ops=(),
               check=_gather_only_when_static),
         _case("roll_flat", lambda x: jnp.roll(x, -1), [(2, 3)], ops=(), forbidden_ops=["Gather"],
@@ -246,7 +247,7 @@ components = [
               ops=(), forbidden_ops=["Gather"], description="a traced shift: JAX's body"),
         _case("roll_heat_step", _heat_step, [("B", 32, 32)], ops=(), forbidden_ops=(), check=_stencil_forms,
               rtol=1e-6, rtol_f64=1e-15, atol_f64=1e-15,
-              description="the bench stencil: Gather along axis -2, a shared wrap-Pad along the last"),
+              description="the bench stencil: Gather along axis -2, a shared Split along the last"),
         _case("roll_heat_loop", _heat_loop, [(2, 32, 32)], ops=("Loop",), forbidden_ops=(), check=_stencil_forms,
               rtol=1e-6, rtol_f64=1e-15, atol_f64=1e-15),
         _case("roll_vmap", jax.vmap(lambda x: jnp.roll(x, 1, axis=0)), [("B", 4, 3)], ops=(), forbidden_ops=(),

@@ -11,15 +11,15 @@ from .dead_code import DeadCodeEliminationPass
 from .identity_elimination import IdentityEliminationPass
 from .kernel_coverage import KernelCoveragePass
 from .manager import NONDETERMINISTIC_OPS, all_graphs
-from .shared_wrap_pad import SharedWrapPadPass
+from .roll_split import RollSplitPass
 from .squeeze_cancel import SqueezeCancelPass
 from .transpose_cancel import TransposeCancelPass
 
 
 def default_passes() -> ir.passes.PassManager:
     """Dead code first (less to fold), then folding; then renames and duplicates go, and dead code
-    once more for what the others freed. Rolls share a wrap-Pad after duplicates are merged (each
-    distinct roll counts once). Casts around (op, dtype) pairs onnxruntime lacks come last,
+    once more for what the others freed. Rolls read one Split per value and axis after duplicates are
+    merged (each distinct roll counts once). Casts around (op, dtype) pairs onnxruntime lacks come last,
     so the other passes see the graph as the lowerings wrote it."""
     return ir.passes.PassManager(
         [
@@ -29,7 +29,7 @@ def default_passes() -> ir.passes.PassManager:
             TransposeCancelPass(),
             SqueezeCancelPass(),
             CommonSubexpressionEliminationPass(),
-            SharedWrapPadPass(),
+            RollSplitPass(),
             KernelCoveragePass(),
             DeadCodeEliminationPass(),
         ]
@@ -43,7 +43,7 @@ __all__ = [
     "IdentityEliminationPass",
     "KernelCoveragePass",
     "NONDETERMINISTIC_OPS",
-    "SharedWrapPadPass",
+    "RollSplitPass",
     "SqueezeCancelPass",
     "TransposeCancelPass",
     "all_graphs",

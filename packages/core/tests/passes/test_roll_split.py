@@ -3,7 +3,7 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from jax2onnx.passes import DeadCodeEliminationPass, SharedWrapPadPass
+from jax2onnx.passes import DeadCodeEliminationPass, RollSplitPass
 from onnx import helper, numpy_helper
 
 
@@ -64,7 +64,7 @@ def _rewrite(build, x):
     """The pass on ``build()``; its outputs are bitwise those of the graph before it and of numpy."""
     before = _run(build(), x)
     model = build()
-    result = SharedWrapPadPass()(model)
+    result = RollSplitPass()(model)
     DeadCodeEliminationPass()(model)
     after = _run(model, x)
     for a, b in zip(before, after, strict=True):
@@ -84,64 +84,79 @@ def _stencil(shape, dtype, opset=23, *, shifts=(1, -1)):
     return build
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, np.int8, np.int64, np.uint64, np.bool_])
-def test_rolls_of_one_value_along_one_axis_share_a_pad(dtype):
+def _split_sizes(model):
+    return sorted(
+        tuple(n.inputs[1].producer().attributes["value"].value.numpy()) for n in model.graph if n.op_type == "Split"
+    )
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.float64, np.float32, np.float16, np.int8, np.int16, np.uint16, np.int64, np.uint64, np.bool_]
+)
+def test_rolls_of_one_value_along_one_axis_share_a_split(dtype):
     x = _values((2, 5, 4), dtype)
     model, modified, outs = _rewrite(_stencil(x.shape, dtype), x)
     assert modified
-    assert _ops(model).count("Pad") == 2 and "Concat" not in _ops(model)
-    assert _ops(model).count("Slice") == 4  # one per roll
+    ops = _ops(model)
+    assert ops.count("Split") == 2 and ops.count("Concat") == 4 and "Slice" not in ops
+    assert _split_sizes(model) == [(1, 2, 1), (1, 3, 1)]  # axis 2 (n=4) and axis 1 (n=5), cut at 1 and n-1
     expected = [np.roll(x, s, axis=a) for a in (1, 2) for s in (1, -1)]
     for got, want in zip(outs, expected, strict=True):
         np.testing.assert_array_equal(got, want)
-    pads = [n for n in model.graph if n.op_type == "Pad"]
-    assert all(n.attributes["mode"].value == "wrap" for n in pads)
 
 
-def test_each_shift_is_taken_from_its_narrower_side():
+def test_many_shifts_cut_one_split():
     x = _values((7, 3), np.float32)
     shifts = (1, 2, 3, 4, 5, 6, -1, 9)
     model, modified, outs = _rewrite(_stencil(x.shape, np.float32, shifts=shifts), x)
     assert modified
-    pads = [n for n in model.graph if n.op_type == "Pad"]
-    widths = sorted(tuple(n.inputs[1].producer().attributes["value"].value.numpy()) for n in pads)
-    # axis 0 (n=7): 1, 2, 3 before (3); 4, 5, 6, -1 = 6, 9 = 2 after (n - s: 3, 2, 1) -> (3, 3)
-    # axis 1 (n=3): 1, 4 = 1, -1 = 2, 9 = 0 (no roll) -> 1 before; 2, 5 = 2 after (1) -> (1, 1)
-    assert widths == [(1, 1), (3, 3)]
+    # axis 0 (n=7): cuts at 7 - s for s in 1..6 (-1 = 6, 9 = 2): every row its own piece;
+    # axis 1 (n=3): shifts 1, 2 (4, 5, -1 = 2) cut at 2 and 1; 3, 6, 9 are full turns (no roll)
+    assert _split_sizes(model) == [(1, 1, 1), (1, 1, 1, 1, 1, 1, 1)]
     expected = [np.roll(x, s, axis=a) for a in (0, 1) for s in shifts]
     for got, want in zip(outs, expected, strict=True):
         np.testing.assert_array_equal(got, want)
 
 
-def test_one_roll_alone_stays():
+@pytest.mark.parametrize("opset", [17, 23])
+def test_one_roll_alone_is_a_split_and_a_concat(opset):
     def build():
         g = _Graph((4, 6), np.float32)
         g.output(g.node("Identity", [g.roll("x", 1, 1)]))
-        g.output(g.node("Identity", [g.roll("x", -1, 0)]))  # another axis: its own group of one
-        return g.model()
-
-    model, modified, _ = _rewrite(build, _values((4, 6), np.float32))
-    assert not modified and "Pad" not in _ops(model)
-
-
-@pytest.mark.parametrize("why", ["opset 18", "int16 (no Pad kernel)", "graph output"])
-def test_rolls_stay_where_pad_cannot_serve(why):
-    dtype = np.int16 if why.startswith("int16") else np.float32
-    opset = 18 if why == "opset 18" else 23
-
-    def build():
-        g = _Graph((3, 5), dtype)
-        a, b = g.roll("x", 1, 1), g.roll("x", -1, 1)
-        if why == "graph output":
-            g.output(a)
-            g.output(g.node("Identity", [b]))
-        else:
-            g.output(g.node("Identity", [a]))
-            g.output(g.node("Identity", [b]))
+        g.output(g.node("Identity", [g.roll("x", -1, 0)]))  # another axis: its own Split
         return g.model(opset)
 
-    model, modified, _ = _rewrite(build, _values((3, 5), dtype))
-    assert not modified and "Pad" not in _ops(model)
+    x = _values((4, 6), np.float32)
+    model, modified, outs = _rewrite(build, x)
+    assert modified and _ops(model).count("Split") == 2 and "Slice" not in _ops(model)
+    np.testing.assert_array_equal(outs[0], np.roll(x, 1, axis=1))
+    np.testing.assert_array_equal(outs[1], np.roll(x, -1, axis=0))
+
+
+def test_a_roll_that_is_a_graph_output_keeps_its_name():
+    def build():
+        g = _Graph((3, 5), np.float32)
+        g.output(g.roll("x", 1, 1))
+        g.output(g.node("Identity", [g.roll("x", -1, 1)]))
+        return g.model()
+
+    x = _values((3, 5), np.float32)
+    model, modified, outs = _rewrite(build, x)
+    assert modified and "Slice" not in _ops(model)
+    assert model.graph.outputs[0].producer().op_type == "Concat"
+    np.testing.assert_array_equal(outs[0], np.roll(x, 1, axis=1))
+
+
+def test_slices_read_elsewhere_stay():
+    def build():
+        g = _Graph((3, 5), np.float32)
+        head = g.slice("x", 4, 5, 1)
+        g.output(g.node("Concat", [head, g.slice("x", 0, 4, 1)], axis=1))
+        g.output(g.node("Identity", [head]))
+        return g.model()
+
+    model, modified, _ = _rewrite(build, _values((3, 5), np.float32))
+    assert modified and _ops(model).count("Slice") == 1
 
 
 def test_concats_that_are_not_rolls_stay():
