@@ -217,6 +217,17 @@ def _dtype_case(dtype):
     return _case(f"roll_{name}", lambda x: jnp.roll(x, (1, -2), axis=(0, 1)), input_values=[_values(dtype)])
 
 
+def _pair_along_last(x):
+    return jnp.roll(x, 1, axis=-1), jnp.roll(x, -1, axis=-1)
+
+
+def _split_case(dtype):
+    """A ±1 pair along the last axis of a wide array: JAX's form, then one Split (RollSplitPass)."""
+    name = np.dtype(dtype).name
+    return _case(f"roll_pair_split_{name}", _pair_along_last, input_values=[_values(dtype, (2, 120))],
+                 ops=("Split", "Concat"), forbidden_ops=["Slice", "Gather"])
+
+
 components = [
     Component(name="jnp.roll", onnx=["Gather", "Split", "Concat"], since="v0.7.0", testcases=[
         _case("roll", lambda x: jnp.roll(x, 2, axis=1), [("B", 5)]),
@@ -258,5 +269,9 @@ components = [
               input_values=[np.linspace(-3, 3, 24, dtype=np.float32).reshape(4, 6)]),
         *[_dtype_case(d) for d in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
                                    np.uint32, np.uint64, np.float16)],
+        *[_split_case(d) for d in (np.bool_, np.int8, np.int16, np.uint64, np.float16)],
+        _case("roll_pair_split_bfloat16", lambda x: [r.astype(x.dtype) for r in _pair_along_last(x.astype(jnp.bfloat16))],
+              input_values=[np.linspace(-3, 3, 240, dtype=np.float32).reshape(2, 120)], ops=("Split", "Concat"),
+              forbidden_ops=["Slice", "Gather"]),
     ]),
 ]
