@@ -147,7 +147,8 @@ def tests_pack(session: nox.Session, pack: str) -> None:
 @nox.session(python=PYTHON)
 def fuzz(session: nox.Session) -> None:
     """Long differential fuzzing: random JAX programs vs their exports (the default session runs
-    a short derandomized profile). JAX2ONNX_FUZZ_EXAMPLES sets the count (default here 2000)."""
+    a short derandomized profile). JAX2ONNX_FUZZ_EXAMPLES sets the count (default here 2000).
+    Then the full dtype sweep (tests/test_dtype_sweep.py: every function x dtype pair)."""
     session.install(*TEST_TOOLS, *ALL_PACKAGES)
     session.env["JAX2ONNX_FUZZ_LONG"] = "1"
     session.env["JAX2ONNX_FUZZ_EXAMPLES"] = os.environ.get("JAX2ONNX_FUZZ_EXAMPLES", "2000")
@@ -155,6 +156,9 @@ def fuzz(session: nox.Session) -> None:
     session.env["JAX2ONNX_FUZZ_LOG"] = log = os.path.join(session.create_tmp(), "fuzz_programs.log")
     session.log(f"programs are logged to {log}")
     session.run("python", "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests/test_fuzz.py", *session.posargs)
+    # every (function, dtype) pair of the dtype sweep, not the default session's quarter
+    session.env["JAX2ONNX_DTYPE_SWEEP"] = "full"
+    session.run("python", "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests/test_dtype_sweep.py")
 
 
 @nox.session(python=PYTHON)
