@@ -24,9 +24,10 @@ five times slower than Gather's per byte. A grid of 105 shapes (outer size 1/8/6
     Gather        ≈ 0.29 µs + 7.0 ns × blocks + 8.9 ns/KiB   (blocks: product of the sizes up to the axis)
     Slice+Concat  ≈ 1.03 µs + 42.5 ns/KiB
 
-(median error 2 % and 5 %, at most 9 % and 29 %; it picks the faster form in all 105), and :func:`_gather_is_faster` picks by that: Gather wins for small arrays (one node
-instead of three) and where the block after the axis is over ~200 bytes; the last axis (blocks
-of one element) keeps JAX's form unless the array is tiny. A ``Pad(mode="wrap")`` followed by a
+(median error 2 % and 5 %, at most 9 % and 29 %; it picks the faster form in all 105), and
+:func:`_gather_is_faster` picks by that: Gather wins for small arrays (one node instead of
+three) and where the block after the axis is over ~200 bytes; the last axis (blocks of one
+element) keeps JAX's form unless the array is tiny. A ``Pad(mode="wrap")`` followed by a
 Slice never beat the better of the two for a single roll (on the last axis of f64 8×32×32 it
 costs 3.7 µs more than Slice+Concat). The rolls left in JAX's form are rewritten after export by
 core's ``RollSplitPass``: the rolls of one array along one axis read the pieces of one Split (a
@@ -296,7 +297,8 @@ components = [
         *[_dtype_case(d) for d in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
                                    np.uint32, np.uint64, np.float16)],
         *[_split_case(d) for d in (np.bool_, np.int8, np.int16, np.uint64, np.float16)],
-        _case("roll_pair_split_bfloat16", lambda x: [r.astype(x.dtype) for r in _pair_along_last(x.astype(jnp.bfloat16))],
+        _case("roll_pair_split_bfloat16",
+              lambda x: [r.astype(x.dtype) for r in _pair_along_last(x.astype(jnp.bfloat16))],
               input_values=[np.linspace(-3, 3, 240, dtype=np.float32).reshape(2, 120)], ops=("Split", "Concat"),
               forbidden_ops=["Slice", "Gather"]),
     ]),
