@@ -10,7 +10,7 @@ only, so the values are bitwise the same.
 
 Measured in onnxruntime 1.32 (CPU, one thread) on the heat bench step (four rolls by ±1 along the
 last two axes of an 8×32×32 array plus eight elementwise ops; the eight ops alone 14.0 / 9.8),
-µs per step:
+µs per step, symbolic batch (a static batch measured within 1 µs of it):
 
 ===============================================  =======  =======
 rolls along axis 1 / along axis 2                float64  float32
@@ -21,6 +21,12 @@ Gather / one wrap-Pad, a Slice per roll           31.0     24.9
 Gather / a Split and a Concat per roll            29.4     21.4
 Gather / one shared Split, a Concat per roll      28.2     20.6
 ===============================================  =======  =======
+
+A single roll as Split + Concat measured no slower than Slice + Slice + Concat anywhere (30
+shapes and dtypes from 16 elements to 2 MiB, rolls chained one after another: within 2 %), and
+1.7 µs (float64) faster per roll inside the heat step. The whole heat_fori_f64 bench model (50
+steps in a Loop): 1849 µs with JAX's form, 1470 µs with this pass alone, 1396 µs with the jnp
+pack's Gather along axis 1 as well (JAX-jit 276 µs, same run).
 
 Rules:
 - a roll is a Concat (two inputs) of two Slices of the same value ``x`` along the Concat's axis,
