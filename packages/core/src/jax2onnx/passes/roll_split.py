@@ -46,18 +46,7 @@ import numpy as np
 import onnx_ir as ir
 
 from .manager import all_graphs
-
-
-def _const_ints(v: ir.Value | None) -> list[int] | None:
-    if v is None:
-        return None
-    tensor = v.const_value
-    if tensor is None:
-        node = v.producer()
-        if node is None or node.op_type != "Constant" or "value" not in node.attributes:
-            return None
-        tensor = node.attributes["value"].value
-    return [int(a) for a in np.asarray(tensor.numpy()).reshape(-1)]
+from .squeeze_cancel import _const_ints
 
 
 def _slice_range(node: ir.Node | None, axis: int, rank: int) -> tuple[ir.Value, int, int] | None:
