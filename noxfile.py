@@ -159,6 +159,8 @@ def fuzz(session: nox.Session) -> None:
     # every (function, dtype) pair of the dtype sweep, not the default session's quarter
     session.env["JAX2ONNX_DTYPE_SWEEP"] = "full"
     session.run("python", "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests/test_dtype_sweep.py")
+    session.env["JAX2ONNX_DTYPE_SWEEP_OPSET"] = "17"  # the floor opset: older op versions, older kernels
+    session.run("python", "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests/test_dtype_sweep.py")
 
 
 @nox.session(python=PYTHON)

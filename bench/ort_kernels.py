@@ -6,7 +6,8 @@ For each op whose tensor inputs and output share one type parameter (elementwise
 variadic, MatMul, Where's value inputs, ...) and each dtype JAX has, a one-node model is created
 and given to an InferenceSession; "missing" means onnxruntime answered that it has no kernel
 (NOT_IMPLEMENTED) — that is what ``jax2onnx.passes.KernelCoveragePass`` routes around with casts.
-Probed at the opset ``to_onnx`` writes by default.
+Probed at opset 21 (the kernels ``to_onnx``'s default opset gets) and, as differences from that
+table, at each older opset down to 17 (older op versions have older kernels).
 """
 
 from __future__ import annotations
@@ -118,6 +119,8 @@ def probe_structured(key: str, dtype: str, opset: int) -> bool | None:
     """An op of STRUCTURED, built and run once on zeros (some kernels refuse a type only when they run)."""
     op = key.split(":")[0]
     typed, others, attrs, same_out = STRUCTURED[key]
+    if op in ("ReduceMax", "ReduceMin", "ReduceProd") and opset < 18:  # axes were an attribute then
+        others, attrs = {}, {**attrs, "axes": others[1]}
     elem = DTYPES[dtype]
     n = max([*typed, *others]) + 1
     names, inputs, inits, feeds = [], [], [], {}
@@ -145,27 +148,52 @@ def probe_structured(key: str, dtype: str, opset: int) -> bool | None:
     return _session(model, feeds if _NP[dtype] is not None else None)
 
 
-def _missing(result: bool | None, dtype: str, float32_result: bool | None) -> bool:
-    """No kernel; or a 16-bit float the op's schema leaves out (Einsum has no bfloat16) while
-    float32 runs: lowerings emit such nodes for 16-bit floats, and float32 carries them exactly."""
-    return result is False or (result is None and dtype in ("float16", "bfloat16") and float32_result is True)
+#: order-based ops whose bool form is their uint8 form (False < True like 0 < 1)
+BOOL_AS_UINT8 = frozenset({"Max", "Min", "ReduceMax", "ReduceMin", "ArgMax", "ArgMin", "TopK", "Clip"})
+
+
+def _missing(op: str, result: bool | None, dtype: str, float32_result: bool | None, uint8_result: bool | None) -> bool:
+    """No kernel; or a type the op's schema leaves out while a carrier that holds it exactly runs:
+    a 16-bit float (Einsum has no bfloat16) in float32, a bool of an order-based op (a bool Max,
+    which the opset-17 ScatterND max emulation forms) in uint8."""
+    if result is False:
+        return True
+    if result is None and dtype in ("float16", "bfloat16"):
+        return float32_result is True
+    return result is None and dtype == "bool" and op in BOOL_AS_UINT8 and uint8_result is True
+
+
+def measure(opset: int) -> dict[str, list[str]]:
+    table: dict[str, list[str]] = {}
+    for op, n in [*((o, 1) for o in UNARY), *((o, 2) for o in BINARY), ("Where", 3), ("Sum", 3), ("Mean", 3)]:
+        f32, u8 = probe(op, n, TensorProto.FLOAT, opset), probe(op, n, TensorProto.UINT8, opset)
+        missing = [name for name, elem in DTYPES.items() if _missing(op, probe(op, n, elem, opset), name, f32, u8)]
+        if missing:
+            table[op] = missing
+    for key in STRUCTURED:
+        f32, u8 = probe_structured(key, "float32", opset), probe_structured(key, "uint8", opset)
+        missing = [name for name in DTYPES
+                   if _missing(key.split(":")[0], probe_structured(key, name, opset), name, f32, u8)]
+        if missing:
+            table[key] = missing
+    return table
 
 
 def main() -> None:
     opset = 21  # IR 10: loads in every onnxruntime this probe runs on; kernels are the same at 23
-    table: dict[str, list[str]] = {}
-    for op, n in [*((o, 1) for o in UNARY), *((o, 2) for o in BINARY), ("Where", 3), ("Sum", 3), ("Mean", 3)]:
-        f32 = probe(op, n, TensorProto.FLOAT, opset)
-        missing = [name for name, elem in DTYPES.items() if _missing(probe(op, n, elem, opset), name, f32)]
-        if missing:
-            table[op] = missing
-    for key in STRUCTURED:
-        f32 = probe_structured(key, "float32", opset)
-        missing = [name for name in DTYPES if _missing(probe_structured(key, name, opset), name, f32)]
-        if missing:
-            table[key] = missing
-    typed = {key: sorted(spec[0]) for key, spec in STRUCTURED.items() if key in table}
-    doc = {"onnxruntime": ort.__version__, "opset": opset, "missing": table, "typed_inputs": typed}
+    table = measure(opset)
+    # Older opsets pick older kernel versions, some with fewer types (Pad-13 has no bfloat16,
+    # Pad-18 has): for each, the entries that differ from the table above.
+    by_opset = {}
+    for older in range(17, opset):
+        other = measure(older)
+        diff = {op: other.get(op, []) for op in sorted(set(table) | set(other)) if other.get(op) != table.get(op)}
+        if diff:
+            by_opset[str(older)] = diff
+    keys = set(table).union(*by_opset.values()) if by_opset else set(table)
+    typed = {key: sorted(spec[0]) for key, spec in STRUCTURED.items() if key in keys}
+    doc = {"onnxruntime": ort.__version__, "opset": opset, "missing": table, "by_opset": by_opset,
+           "typed_inputs": typed}
     with open(OUT, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
         f.write("\n")

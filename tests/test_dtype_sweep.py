@@ -38,6 +38,8 @@ from jax2onnx import compat, to_onnx  # noqa: E402
 from jax2onnx.verification import allclose, jax_reference, run_onnx  # noqa: E402
 
 FULL = os.environ.get("JAX2ONNX_DTYPE_SWEEP") == "full"
+#: export at this opset (default: to_onnx's); nox -s fuzz also runs the floor, 17
+OPSET = {"opset": int(os.environ["JAX2ONNX_DTYPE_SWEEP_OPSET"])} if os.environ.get("JAX2ONNX_DTYPE_SWEEP_OPSET") else {}
 
 BF16 = np.dtype(jnp.bfloat16)
 DTYPES = [np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
@@ -426,10 +428,10 @@ def _check(case: Case, dtype: np.dtype, shape: tuple[Any, ...], runs: list[tuple
     expected_error = EXPECTED_ERRORS.get((case.name, dtype.name))
     if expected_error is not None:
         with pytest.raises(Exception, match=expected_error):
-            to_onnx(fn, specs, enable_double_precision=double)
+            to_onnx(fn, specs, enable_double_precision=double, **OPSET)
         return
     try:
-        model = to_onnx(fn, specs, enable_double_precision=double)
+        model = to_onnx(fn, specs, enable_double_precision=double, **OPSET)
     except Exception:
         # Some pairs trace but JAX itself cannot compile them (cumlogsumexp of an int: its -inf
         # identity has no int value): only those may fail here.

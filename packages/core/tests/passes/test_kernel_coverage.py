@@ -89,3 +89,15 @@ def test_bfloat16_einsum_outside_the_schema_runs_in_float32():
     assert "Einsum" in {n.op_type for n in model.graph.node}
     x = np.asarray([[0.25, -1.5, 1.5, 0.0], [2.0, -2.25, 3.0, 0.5]], np.float32)
     assert allclose(fn, model, [x, x[::-1]], rtol=2e-2, atol=2e-2)
+
+
+def test_the_table_follows_the_opset():
+    """Pad-13 (opsets 17-20) has no bfloat16 kernel, Pad-21 has: the carrier only where it is needed."""
+    assert np.dtype(BF16) in missing_kernels(17)["Pad"] and np.dtype(BF16) not in missing_kernels(23).get("Pad", ())
+    fn = lambda x: jnp.pad(x.astype(BF16), 1).astype(jnp.float32)  # noqa: E731
+    x = np.asarray([[1.5, -2.0], [0.25, 3.0]], np.float32)
+    for opset, carried in ((17, True), (23, False)):
+        model = to_onnx(fn, [x], opset=opset)
+        pad = next(n for n in model.graph.node if n.op_type == "Pad")
+        assert any("_ortcast" in i for i in pad.input) == carried, opset
+        assert allclose(fn, model, [x])

@@ -44,16 +44,27 @@ _WITH_REDUCTION = frozenset({"ScatterND", "ScatterElements"})
 
 
 @functools.lru_cache(maxsize=1)
-def _table() -> tuple[dict[str, frozenset[np.dtype]], dict[str, tuple[int, ...]]]:
+def _doc() -> dict:
     with open(_TABLE_FILE, encoding="utf-8") as f:
-        doc = json.load(f)
-    missing = {op: frozenset(_np(name) for name in names) for op, names in doc["missing"].items()}
-    return missing, {op: tuple(pos) for op, pos in doc.get("typed_inputs", {}).items()}
+        return json.load(f)
 
 
-def missing_kernels() -> dict[str, frozenset[np.dtype]]:
-    """(op or ``op:reduction``) -> the dtypes onnxruntime's CPU provider has no kernel for."""
-    return _table()[0]
+def _typed_inputs() -> dict[str, tuple[int, ...]]:
+    return {op: tuple(pos) for op, pos in _doc().get("typed_inputs", {}).items()}
+
+
+@functools.cache
+def missing_kernels(opset: int | None = None) -> dict[str, frozenset[np.dtype]]:
+    """(op or ``op:reduction``) -> the dtypes onnxruntime's CPU provider has no kernel for, at
+    ``opset`` (older op versions have older kernels: Pad-13 has no bfloat16); ``None``: the table's
+    own opset, which newer opsets share."""
+    doc = _doc()
+    table = dict(doc["missing"])
+    probed = sorted(int(o) for o in doc.get("by_opset", {}))
+    if opset is not None and opset < doc["opset"] and probed:
+        nearest = max([o for o in probed if o <= opset], default=probed[0])
+        table.update(doc["by_opset"][str(nearest)])
+    return {op: frozenset(_np(name) for name in names) for op, names in table.items() if names}
 
 
 def _np(name: str) -> np.dtype:
@@ -77,7 +88,7 @@ def _key(node: ir.Node) -> str:
 def _value_inputs(node: ir.Node, key: str) -> list[int]:
     """Indices of the inputs typed by the op's shared type parameter (Where's condition, Pad's
     pads, a scatter's indices are not)."""
-    positions = _table()[1].get(key)
+    positions = _typed_inputs().get(key)
     if positions is None:
         positions = range(1 if node.op_type == "Where" else 0, len(node.inputs))
     return [i for i in positions if i < len(node.inputs) and node.inputs[i] is not None]
@@ -90,7 +101,7 @@ def _cast(value: ir.Value, dtype: ir.DataType, name: str) -> ir.Node:
 
 class KernelCoveragePass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        table = missing_kernels()
+        table = missing_kernels(model.opset_imports.get("", model.opset_imports.get("ai.onnx")))
         modified = False
         counter = [0]
 
