@@ -101,3 +101,12 @@ def test_the_table_follows_the_opset():
         pad = next(n for n in model.graph.node if n.op_type == "Pad")
         assert any("_ortcast" in i for i in pad.input) == carried, opset
         assert allclose(fn, model, [x])
+
+
+def test_bool_max_of_the_opset17_scatter_runs_in_uint8():
+    """ScatterND's max is opset 18; before it, legalization forms a Max of the data, which ONNX's
+    schema does not take for bool: the pass carries it in uint8 (False < True as 0 < 1)."""
+    fn = lambda x: x.at[:, np.array([0, 0, 2])].max(x[::-1, :3])  # noqa: E731
+    x = np.asarray([[True, False, False, True], [False, False, True, False]])
+    model = to_onnx(fn, [x], opset=17)
+    assert allclose(fn, model, [x])
