@@ -39,8 +39,8 @@ BOOL_OUT = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN"
 
 #: Ops with inputs besides their type parameter T (indices, shapes, axes): T inputs are fed, the
 #: others are constants here. op (or op:reduction) -> (T inputs' shapes by position, other inputs'
-#: (position, int64 value), attributes, output shape or None for bool/int64 outputs). The positions
-#: of the T inputs go into the table: KernelCoveragePass casts exactly those.
+#: (position, int64 value), attributes, whether the output is T). The positions of the T inputs of
+#: ops with other inputs go into the table: KernelCoveragePass casts exactly those.
 StructSpec = tuple[dict[int, list[int]], dict[int, list], dict, bool]
 STRUCTURED: dict[str, StructSpec] = {
     "Clip": ({0: [2, 2], 1: [], 2: []}, {}, {}, True),
@@ -191,7 +191,9 @@ def main() -> None:
         if diff:
             by_opset[str(older)] = diff
     keys = set(table).union(*by_opset.values()) if by_opset else set(table)
-    typed = {key: sorted(spec[0]) for key, spec in STRUCTURED.items() if key in keys}
+    # only ops with other inputs (pads, indices, axes) list their T positions: the pass casts every
+    # input of the rest, whatever their count (Einsum and Concat take any number)
+    typed = {key: sorted(spec[0]) for key, spec in STRUCTURED.items() if key in keys and spec[1]}
     doc = {"onnxruntime": ort.__version__, "opset": opset, "missing": table, "by_opset": by_opset,
            "typed_inputs": typed}
     with open(OUT, "w") as f:

@@ -110,3 +110,10 @@ def test_bool_max_of_the_opset17_scatter_runs_in_uint8():
     x = np.asarray([[True, False, False, True], [False, False, True, False]])
     model = to_onnx(fn, [x], opset=17)
     assert allclose(fn, model, [x])
+
+
+def test_every_operand_of_a_variadic_einsum_is_carried():
+    fn = lambda x, y: jnp.einsum("ij,kj,k->i", x, y, y[:, 0])  # noqa: E731
+    x = np.asarray([[1, -2, 3], [4, 0, -6]], np.int8)
+    model = to_onnx(fn, [x, x[::-1]])
+    assert allclose(fn, model, [x, x[::-1]])
