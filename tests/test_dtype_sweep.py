@@ -119,7 +119,20 @@ def _shift(dtype: np.dtype) -> list[Any]:
     return [0, 1, 3, b - 1, b, b + 3, 2, 5]
 
 
+def _extreme(dtype: np.dtype) -> list[Any]:
+    """Floats at the ends of their range: the largest finite value and the smallest normal one, of
+    both signs (ints: the edge values). No subnormals: XLA on CPU flushes them to zero (inputs and
+    results), onnxruntime keeps them unless its session option ``session.set_denormal_as_zero``
+    is set; a graph cannot say which, and flushing by hand around every op is not worth its cost."""
+    if not _is_float(dtype):
+        return _edge(dtype, True)
+    info = jnp.finfo(dtype)
+    big, tiny = float(info.max), float(info.smallest_normal)
+    return [big, -big, tiny, -tiny, 2.5, -0.0, big / 2, 1.0]
+
+
 VALUES: dict[str, Callable[[np.dtype], list[Any]]] = {
+    "extreme": _extreme,
     "edge": lambda dt: _edge(dt, True),
     "finite": lambda dt: _edge(dt, False),
     "second": lambda dt: _second(dt, True),
@@ -353,6 +366,16 @@ CASES = [
     Case("erf_inv", lax.erf_inv, values=("small",), tol=8.0),
     Case("round_even", lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN)),
     Case("real_imag", lambda x: (jnp.real(x), jnp.imag(x), jnp.conj(x))),
+    # the ends of the float range: overflow to inf, subnormals kept or flushed alike
+    *(Case(f"{n}_extreme", fn, values=("extreme",) * k) for n, fn, k in (
+        ("add", jnp.add, 2), ("multiply", lambda x, y: x * y[::-1], 2), ("abs", jnp.abs, 1), ("sign", jnp.sign, 1),
+        ("sum", lambda x: jnp.sum(x, axis=1), 1), ("cumsum", lambda x: jnp.cumsum(x, axis=0), 1),
+        ("sort", lambda x: jnp.sort(x, axis=1), 1), ("argmin", lambda x: jnp.argmin(x, axis=1), 1),
+        ("floor", jnp.floor, 1), ("round", jnp.round, 1), ("maximum", lambda x, y: jnp.maximum(x, y[::-1]), 2),
+        ("reciprocal", jnp.reciprocal, 1), ("sqrt", lambda x: jnp.sqrt(jnp.abs(x)), 1),
+        ("to_float16", lambda x: x.astype(jnp.float16), 1), ("to_bfloat16", lambda x: x.astype(jnp.bfloat16), 1),
+        ("to_float32", lambda x: x.astype(jnp.float32), 1), ("mean", lambda x: jnp.mean(x, axis=1), 1),
+        ("matmul", lambda x, y: x @ y.T, 2), ("max_pool", _window(lax.max, _lowest), 1))),
 ]
 
 #: casts from every dtype to every dtype: float -> int of NaN or out-of-range values is not defined
