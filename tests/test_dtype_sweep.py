@@ -410,6 +410,14 @@ def _values_of(case: Case, dtype: np.dtype, shape: tuple[int, ...]) -> list[np.n
 EXPECTED_ERRORS: dict[tuple[str, str], str] = {}
 
 
+#: Known failures not fixed yet (strict xfails: they fail once fixed), by (case name, symbolic):
+#: (the opset from which the case passes, the reason).
+KNOWN_FAILURES: dict[tuple[str, bool], tuple[int, str]] = {
+    ("scatter_max", True): (18, "core legalize.py's ScatterND max/min before opset 18 reshapes Range(Size(data)) to "
+                                "Shape(data) without allowzero=1: an empty batch dim reads as 'copy', Reshape fails"),
+}
+
+
 # ---------------------------------------------------------------------------------------------
 # The matrix: every pair JAX traces.
 
@@ -482,7 +490,11 @@ def _pairs(symbolic: bool) -> list[Any]:
                 continue
             if not _jax_accepts(case, dtype):
                 continue
-            pairs.append(pytest.param(case, dtype, id=f"{case.name}-{dtype.name}"))
+            marks = ()
+            known = KNOWN_FAILURES.get((case.name, symbolic))
+            if known is not None and OPSET.get("opset", 23) < known[0]:
+                marks = pytest.mark.xfail(strict=True, reason=known[1])
+            pairs.append(pytest.param(case, dtype, id=f"{case.name}-{dtype.name}", marks=marks))
     return pairs
 
 
