@@ -128,7 +128,17 @@ def test_two_threads_with_different_patches_of_one_attribute_each_get_their_own(
     assert mod.op is op and installed_patches() == []
 
 
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own SIGINT handler for the test: a process started in the background by a shell
+    without job control inherits SIGINT ignored (so would the test runner), and Ctrl-C must raise."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_while_installing_is_delivered_after_and_leaves_nothing_patched():
     mod = _make_module()
     op, call = mod.op, vars(mod.Thing)["__call__"]
@@ -146,6 +156,7 @@ def test_ctrl_c_while_installing_is_delivered_after_and_leaves_nothing_patched()
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_inside_the_block_restores():
     mod = _make_module()
     op = mod.op
