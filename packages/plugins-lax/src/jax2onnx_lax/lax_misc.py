@@ -37,6 +37,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import PartitionSpec
 from jax2onnx import compat
+from jax2onnx.dtypes import BF16, is_float
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
@@ -170,7 +171,9 @@ def lower_ragged_dot_general(ctx, lhs, rhs, group_sizes):
     groups = rhs_aval.shape[0]
     out_dtype = np.dtype(ctx.avals_out[0].dtype)
     op = ctx.op
-    compute = out_dtype if out_dtype.kind == "f" else np.dtype(np.int64 if out_dtype.itemsize == 8 else np.int32)
+    # bfloat16 (numpy kind "V") in float32, like the products XLA accumulates; ints in int32/int64
+    compute = (np.dtype(np.float32) if out_dtype == BF16 else out_dtype if is_float(out_dtype)
+               else np.dtype(np.int64 if out_dtype.itemsize == 8 else np.int32))
     prods = op.MatMul(ctx.cast(lhs, compute), ctx.cast(rhs, compute))  # [g, m, n]
     ends = op.CumSum(ctx.cast(group_sizes, np.int64), ctx.i64(0))  # [g]
     starts = op.Sub(ends, ctx.cast(group_sizes, np.int64))
@@ -374,6 +377,12 @@ components = [
                  input_values=None, input_generator=_ragged_inputs),
         Testcase("ragged_dot_symbolic_rows", lax.ragged_dot, [("M", 4), (3, 4, 2), jax.ShapeDtypeStruct((3,), jnp.int32)],
                  input_generator=_ragged_inputs),
+        # bfloat16 computes in float32 (it used to take the int path: numpy's kind for bfloat16 is "V")
+        Testcase("ragged_dot_bfloat16",
+                 lambda a, b, g: lax.ragged_dot(a.astype(jnp.bfloat16), b.astype(jnp.bfloat16), g).astype(a.dtype),
+                 input_values=[np.asarray([[1.5, 2.25], [0.5, -1.0], [3.0, 0.125]], np.float32),
+                               np.asarray([[[1.0, 2.0], [0.5, 0.25]], [[-1.0, 1.5], [2.0, 0.75]]], np.float32),
+                               np.asarray([2, 1], np.int32)], rtol=2e-2, atol=2e-2, rtol_f64=2e-2, atol_f64=2e-2),
     ]),
     Component("lax.composite", onnx=["Mul"], since="v0.8.0", testcases=[
         Testcase("composite", lambda x: lax.composite(lambda v: v * 2.0 + jnp.tanh(v), name="my.op")(x), [("B", 3)]),
