@@ -13,8 +13,12 @@ compile (``cumlogsumexp`` of an int) is skipped, saying so, when its export fail
 Default session: a deterministic subset (about a fifth of the pairs, every function and every
 dtype in it). ``JAX2ONNX_DTYPE_SWEEP=full`` runs the whole matrix (``nox -s fuzz`` does).
 
-Pairs that cannot be exported faithfully fail the export with an error that names the op, the
-dtype and a workaround; they are listed in ``EXPECTED_ERRORS`` and the test asserts that error.
+Every pair here exports to a graph that runs and matches; none needed to become an export error.
+What a graph cannot reproduce is left out of the values, each with its reason where it is left
+out: the sign of a NaN (XLA's sort order reads it, no ONNX op can: ``partition``), subnormals
+(XLA on CPU flushes them: ``_extreme``), and a Python branch JAX takes on a concrete empty input
+(``nonzero_size`` runs with static shapes only). Known failures outside this sweep's fixes are
+strict xfails in ``KNOWN_FAILURES``.
 """
 
 from __future__ import annotations
@@ -405,11 +409,6 @@ def _values_of(case: Case, dtype: np.dtype, shape: tuple[int, ...]) -> list[np.n
 
 
 # ---------------------------------------------------------------------------------------------
-# Expected errors: pairs whose JAX semantics the exported graph cannot reproduce; the export must
-# say so. (case name, dtype name) -> a fragment of the error message.
-EXPECTED_ERRORS: dict[tuple[str, str], str] = {}
-
-
 #: Known failures not fixed yet (strict xfails: they fail once fixed), by (case name, symbolic):
 #: (the opset from which the case passes, the reason).
 KNOWN_FAILURES: dict[tuple[str, bool], tuple[int, str]] = {
@@ -513,11 +512,6 @@ def _check(case: Case, dtype: np.dtype, shape: tuple[Any, ...], runs: list[tuple
     double = _double(case, dtype)
     feed = _feed_dtype(dtype)
     specs = [jax.ShapeDtypeStruct(shape, feed) for _ in case.values]
-    expected_error = EXPECTED_ERRORS.get((case.name, dtype.name))
-    if expected_error is not None:
-        with pytest.raises(Exception, match=expected_error):
-            to_onnx(fn, specs, enable_double_precision=double, **OPSET)
-        return
     try:
         model = to_onnx(fn, specs, enable_double_precision=double, **OPSET)
     except Exception:
