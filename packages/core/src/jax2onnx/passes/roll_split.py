@@ -139,6 +139,25 @@ class RollSplitPass(ir.passes.InPlacePass):
             # the roll by s is x[n-s:] then x[:n-s]: the pieces from its cut on, then those before it
             k = cuts.index(n - s) + 1
             order = pieces[k:] + pieces[:k]
-            concat.resize_inputs(len(order))
-            for i, piece in enumerate(order):
-                concat.replace_input_with(i, piece)
+            if len(order) == len(concat.inputs):
+                for i, piece in enumerate(order):
+                    concat.replace_input_with(i, piece)
+            else:
+                _replace_concat(graph, concat, order)
+
+
+def _replace_concat(graph: ir.Graph | ir.Function, concat: ir.Node, inputs: list[ir.Value]) -> None:
+    """A Concat of ``inputs`` in ``concat``'s place: its readers, and the graph output it may be
+    (under the same name), move to the new one. (Node.resize_inputs is newer than the oldest
+    onnx-ir the package supports.)"""
+    old = concat.outputs[0]
+    new = ir.Node("", "Concat", inputs, list(concat.attributes.values()), name=concat.name)
+    out = new.outputs[0]
+    out.type, out.shape = old.type, old.shape
+    graph.insert_before(concat, new)
+    for i, v in enumerate(graph.outputs):
+        if v is old:
+            graph.outputs[i] = out
+    ir.convenience.replace_all_uses_with(old, out)
+    graph.remove(concat, safe=True)
+    out.name = old.name
