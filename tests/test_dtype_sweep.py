@@ -411,10 +411,7 @@ def _values_of(case: Case, dtype: np.dtype, shape: tuple[int, ...]) -> list[np.n
 # ---------------------------------------------------------------------------------------------
 #: Known failures not fixed yet (strict xfails: they fail once fixed), by (case name, symbolic):
 #: (the opset from which the case passes, the reason).
-KNOWN_FAILURES: dict[tuple[str, bool], tuple[int, str]] = {
-    ("scatter_max", True): (18, "core legalize.py's ScatterND max/min before opset 18 reshapes Range(Size(data)) to "
-                                "Shape(data) without allowzero=1: an empty batch dim reads as 'copy', Reshape fails"),
-}
+KNOWN_FAILURES: dict[tuple[str, bool], tuple[int, str]] = {}
 
 
 # ---------------------------------------------------------------------------------------------

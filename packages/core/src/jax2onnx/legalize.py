@@ -353,7 +353,8 @@ def _scatter(op, op_type, inputs, attrs, n_out, opset):
             f"no exact decomposition for {dtype.name if dtype else 'an unknown dtype'}",
         )
     shape = op.Shape(data)
-    positions = op.Reshape(op.Range(np.int64(0), op.Size(data), np.int64(1)), shape)
+    # allowzero: a 0 in the (runtime) shape is an empty dim, not "copy the input's dim"
+    positions = op.Reshape(op.Range(np.int64(0), op.Size(data), np.int64(1)), shape, allowzero=1)
     target = op.Reshape(op.GatherND(positions, indices), np.asarray([-1], dtype=np.int64))
     flat_upd = op.Reshape(updates, np.asarray([-1], dtype=np.int64))
     k = op.Shape(target)
@@ -372,7 +373,7 @@ def _scatter(op, op_type, inputs, attrs, n_out, opset):
     flat = op.Reshape(data, np.asarray([-1], dtype=np.int64))
     combine = op.Min if reduction == "min" else op.Max
     written = op.ScatterElements(flat, where, combine(op.Gather(flat, where), best), axis=0)
-    return Rewritten(op.Reshape(written, shape))
+    return Rewritten(op.Reshape(written, shape, allowzero=1))
 
 
 def _key_as(dtype: ir.DataType) -> Callable[[Any, ir.Value], ir.Value]:
