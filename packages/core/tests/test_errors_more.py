@@ -233,3 +233,19 @@ def test_primitive_of_a_pack_that_failed_to_load_says_reinstall(tmp_path, monkey
         set_registry(previous)
     msg = str(err.value)
     assert "failed to load" in msg and "pip install -U jax2onnx-lax" in msg, msg
+
+
+def test_integer_outputs_match_exactly_even_past_2_53():
+    """allclose compares integers as integers: 2**60 + 1 and 2**60 + 2 are one float64."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "one"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [2])], [helper.make_tensor_value_info("y", TensorProto.INT64, [2])],
+        [helper.make_tensor("one", TensorProto.INT64, [], [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.array([2**60, 2**61], np.int64)
+    assert allclose(lambda x: x + 1, model, [x], enable_double_precision=True)
+    off = allclose(lambda x: x + 2, model, [x], enable_double_precision=True)
+    assert not off and off.max_abs_diff == [1.0], str(off)

@@ -142,6 +142,8 @@ def allclose(
     size is memory-mapped, not copied). A proto with external data needs its folder: ``base_dir``,
     or none for the proto ``to_onnx`` just returned. ``jit``: see :func:`jax_reference`;
     ``threads``: see :func:`run_onnx`. Returns a :class:`Comparison` (truthy when all match).
+    Floating outputs match within ``rtol``/``atol`` (NaN matches NaN); integer and bool outputs
+    match exactly.
     """
     arrays = [np.asarray(x) for x in inputs]
     double = enable_double_precision if enable_double_precision is not None else any(a.dtype == np.float64 for a in arrays)
@@ -170,6 +172,13 @@ def allclose(
         if e.dtype == bool or g.dtype == bool:
             diff = float(np.max(e != g))
             good = diff == 0
+        elif e.dtype.kind in "iu" and g.dtype.kind in "iu":
+            # Integers match exactly (no tolerance), compared as integers: 64-bit values past 2**53
+            # would round together in float64. The reported difference is as exact as float allows.
+            wrong = e.astype(object) != g.astype(object) if e.dtype != g.dtype else e != g
+            good = not bool(np.any(wrong))
+            # two different integers are at least 1 apart, even where float64 rounds them together
+            diff = 0.0 if good else max(1.0, float(np.max(np.abs(e.astype(np.float64) - g.astype(np.float64)))))
         else:
             ef, gf = e.astype(np.float64), g.astype(np.float64)
             same_special = (np.isnan(ef) & np.isnan(gf)) | (ef == gf)
