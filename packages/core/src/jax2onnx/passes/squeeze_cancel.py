@@ -23,7 +23,7 @@ import numpy as np
 import onnx_ir as ir
 
 from .manager import all_graphs
-from .transpose_cancel import ELEMENTWISE, _size_one_const
+from .transpose_cancel import _size_one_const, elementwise_chain
 
 
 def _is(node: ir.Node | None, op_type: str) -> bool:
@@ -121,31 +121,23 @@ class SqueezeCancelPass(ir.passes.InPlacePass):
         axes = _axes(node)
         if axes is None:
             return False
-        chain: list[ir.Node] = []  # elementwise ops, from the one the Unsqueeze reads upward
-        v = node.inputs[0]
-        while True:
-            pair = _squeezed(v)
-            if pair is not None and not chain:  # Unsqueeze(Squeeze(x)) directly
-                if pair[1] != axes:
-                    return False
-                ir.convenience.replace_all_uses_with(node.outputs[0], pair[0])
-                graph.remove(node, safe=True)
-                return True
-            op = v.producer()
-            if op is None or op.op_type not in ELEMENTWISE or op.domain not in ("", "ai.onnx"):
+        pair = _squeezed(node.inputs[0])
+        if pair is not None:  # Unsqueeze(Squeeze(x)) directly
+            if pair[1] != axes:
                 return False
-            if len(op.outputs) != 1 or len(v.uses()) != 1 or id(v) in outputs:
-                return False
-            chain.append(op)
-            data = [(i, u) for i, u in enumerate(op.inputs) if u is not None and not _size_one_const(u)]
-            undone = [(i, u, _squeezed(u)) for i, u in data]
-            undone = [(i, u, p) for i, u, p in undone if p is not None and p[1] == axes]
-            if data and len(undone) == len(data):
-                break
-            if len(data) == 1 and not undone:
-                v = data[0][1]
-                continue
+            ir.convenience.replace_all_uses_with(node.outputs[0], pair[0])
+            graph.remove(node, safe=True)
+            return True
+
+        def squeezed_the_same(u: ir.Value) -> bool:
+            under = _squeezed(u)
+            return under is not None and under[1] == axes
+
+        found = elementwise_chain(node.inputs[0], outputs, squeezed_the_same)
+        if found is None:
             return False
+        chain, reads = found
+        undone = [(i, u, _squeezed(u)) for i, u in reads]
         # One rank under every Squeeze (then the same axes keep the operands' broadcasting); it is
         # the Unsqueeze's output rank, which _axes knew.
         ranks = {_wide_rank(node.outputs[0], node.inputs[0], axes)} | {_wide_rank(p[0], u, axes) for _, u, p in undone}

@@ -20,7 +20,7 @@ Runs to a fixed point on every graph (function and control-flow bodies included)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -156,23 +156,10 @@ class TransposeCancelPass(ir.passes.InPlacePass):
         q = _perm(node, _rank(node.inputs[0]))
         if q is None:
             return False
-        chain: list[ir.Node] = []  # elementwise ops, from the one the Transpose reads upward
-        v = node.inputs[0]
-        while True:
-            op = v.producer()
-            if op is None or op.op_type not in ELEMENTWISE or op.domain not in ("", "ai.onnx"):
-                return False
-            if len(op.outputs) != 1 or len(v.uses()) != 1 or id(v) in outputs:
-                return False
-            chain.append(op)
-            data = [(i, u) for i, u in enumerate(op.inputs) if u is not None and not _size_one_const(u)]
-            undone = [(i, u) for i, u in data if _undoes(u, q)]
-            if data and len(undone) == len(data):
-                break
-            if len(data) == 1 and not undone:
-                v = data[0][1]
-                continue
+        found = elementwise_chain(node.inputs[0], outputs, lambda u: _undoes(u, q))
+        if found is None:
             return False
+        chain, undone = found
         for i, u in undone:
             chain[-1].replace_input_with(i, u.producer().inputs[0])
         # Every op of the chain now computes in the layout the Transpose produced.
@@ -182,6 +169,33 @@ class TransposeCancelPass(ir.passes.InPlacePass):
         ir.convenience.replace_all_uses_with(node.outputs[0], chain[0].outputs[0])
         graph.remove(node, safe=True)
         return True
+
+
+def elementwise_chain(
+    start: ir.Value, outputs: set[int], undoes: Callable[[ir.Value], bool]
+) -> tuple[list[ir.Node], list[tuple[int, ir.Value]]] | None:
+    """The elementwise ops above ``start`` (each read only by the next, none a graph output), from
+    ``start``'s producer upward, whose top op reads only values ``undoes`` accepts and size-1
+    constants, while the ops below it have one non-constant input each: (the chain, the top op's
+    (input index, value) pairs ``undoes`` accepted); None when there is no such chain. Shared by
+    the passes that move a layout op (Transpose, Squeeze) through elementwise math."""
+    chain: list[ir.Node] = []
+    v = start
+    while True:
+        op = v.producer()
+        if op is None or op.op_type not in ELEMENTWISE or op.domain not in ("", "ai.onnx"):
+            return None
+        if len(op.outputs) != 1 or len(v.uses()) != 1 or id(v) in outputs:
+            return None
+        chain.append(op)
+        data = [(i, u) for i, u in enumerate(op.inputs) if u is not None and not _size_one_const(u)]
+        undone = [(i, u) for i, u in data if undoes(u)]
+        if data and len(undone) == len(data):
+            return chain, undone
+        if len(data) == 1 and not undone:
+            v = data[0][1]
+            continue
+        return None
 
 
 def _undoes(v: ir.Value, q: Sequence[int]) -> bool:
