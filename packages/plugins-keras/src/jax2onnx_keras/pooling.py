@@ -5,13 +5,15 @@ in the channels-first layout ONNX pools in; a channels-last layer gets a Transpo
 which the transpose pass cancels against a neighbouring Conv. ``"same"`` padding is computed as
 JAX computes it; Keras averages over the valid pixels only, ONNX's ``count_include_pad=0``.
 GlobalAveragePooling1D/2D/3D → one ``ReduceMean`` over the spatial axes.
+A window holding a NaN is NaN, as in JAX (``jax2onnx.fusion.max_pool``: onnxruntime's MaxPool skips NaN).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from jax2onnx.fusion import Operands, channels_first, is_array, same_pads, static_ints
+import numpy as np
+from jax2onnx.fusion import Operands, channels_first, is_array, max_pool, same_pads, static_ints
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
@@ -76,7 +78,8 @@ def lower_pool(ctx, *ins):
     elif p["padding"] != "valid":
         return None
     if p["mode"] == "max":
-        return channels_first(ctx, ops["x"], rank, p["channels_last"], lambda x: ctx.op.MaxPool(x, **attrs))
+        dtype = ctx.avals_in[0].dtype
+        return channels_first(ctx, ops["x"], rank, p["channels_last"], lambda x: max_pool(ctx, x, dtype, **attrs))
     return channels_first(ctx, ops["x"], rank, p["channels_last"],
                           lambda x: ctx.op.AveragePool(x, count_include_pad=0, **attrs))
 
@@ -94,6 +97,20 @@ def lower_global_average(ctx, *ins):
 
 # ---------------------------------------------------------------------------------------------
 # Testcases
+
+#: A max pool is MaxPool plus its NaN check (ReduceSum → IsNaN → If, ``jax2onnx.fusion.max_pool``).
+_MAX = ["MaxPool", "ReduceSum", "IsNaN", "If"]
+
+
+def _with_nan(shape):
+    """Values holding NaN, one window of them [nan, -inf, -inf, -inf] (onnxruntime's MaxPool alone
+    gives -inf there, JAX NaN), and +inf elsewhere."""
+    x = np.linspace(-3, 3, int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    x[0, :2, :2, 0] = -np.inf
+    x[0, 0, 0, 0] = np.nan
+    x[-1, -1, -1, -1] = np.nan
+    x[-1, 0, -1, 0] = np.inf
+    return x
 
 
 def _layer(cls_name, *args, **kw):
@@ -116,10 +133,15 @@ components = [
         since="v0.1.0",
         testcases=[
             Testcase("keras_max_pool_3x3", factory=keras_model(_layer("MaxPooling2D", 3, strides=1), (6, 6, 2)),
-                     input_shapes=[("B", 6, 6, 2)], expected_ops=["MaxPool"], max_nodes=3, run_f64=False),
+                     input_shapes=[("B", 6, 6, 2)], expected_ops=_MAX, max_nodes=6, run_f64=False),
             Testcase("keras_max_pool_same", factory=keras_model(_layer("MaxPooling2D", 3, strides=2, padding="same"),
                                                                 (7, 6, 2)),
-                     input_shapes=[("B", 7, 6, 2)], expected_ops=["MaxPool"], max_nodes=3, run_f64=False),
+                     input_shapes=[("B", 7, 6, 2)], expected_ops=_MAX, max_nodes=6, run_f64=False),
+            Testcase("keras_max_pool_nan", factory=keras_model(_layer("MaxPooling2D", 2), (4, 4, 2)),
+                     input_values=[_with_nan((2, 4, 4, 2))], expected_ops=_MAX, max_nodes=6, run_f64=False),
+            Testcase("keras_max_pool_same_nan", factory=keras_model(_layer("MaxPooling2D", 3, strides=2, padding="same"),
+                                                                    (5, 5, 2)),
+                     input_values=[_with_nan((2, 5, 5, 2))], expected_ops=_MAX, max_nodes=6, run_f64=False),
             Testcase("keras_avg_pool", factory=keras_model(_layer("AveragePooling2D", 2), (6, 6, 2)),
                      input_shapes=[("B", 6, 6, 2)], expected_ops=["AveragePool"], max_nodes=3, run_f64=False),
             Testcase("keras_avg_pool_same", factory=keras_model(_layer("AveragePooling2D", 3, strides=2, padding="same"),
@@ -127,7 +149,7 @@ components = [
                      input_shapes=[("B", 5, 6, 2)], expected_ops=["AveragePool"], max_nodes=3, run_f64=False),
             Testcase("keras_max_pool_1d_symbolic", factory=keras_model(_layer("MaxPooling1D", 2, padding="same"),
                                                                        (None, 3)),
-                     input_shapes=[("B", "T", 3)], static_sizes={"T": 5}, expected_ops=["MaxPool"], max_nodes=3,
+                     input_shapes=[("B", "T", 3)], static_sizes={"T": 5}, expected_ops=_MAX, max_nodes=6,
                      run_f64=False),
             Testcase("keras_avg_pool_3d", factory=keras_model(_layer("AveragePooling3D", 2), (4, 4, 4, 2)),
                      input_shapes=[("B", 4, 4, 4, 2)], expected_ops=["AveragePool"], max_nodes=3, run_f64=False),

@@ -5,7 +5,7 @@ moves over are transposed to the end and the others become N and C (merged or in
 are not exactly two); NHWC pooling therefore costs one Transpose at each side.
 
 - max → ``MaxPool`` (its padding never wins, like lax's ``-inf``); min → ``-MaxPool(-x)``; a window
-  holding a NaN is NaN, as in XLA (onnxruntime's MaxPool skips NaN: the NaN mask is pooled too);
+  holding a NaN is NaN, as in XLA (onnxruntime's MaxPool skips NaN: see ``jax2onnx.fusion.max_pool``);
 - sum → ``AveragePool(count_include_pad=1) * window size`` (lax pads sums with zeros);
 - where onnxruntime has no pooling kernel (integers, float64 AveragePool), a ``base_dilation``,
   or another body: one strided Slice per window tap of the padded input, combined with
@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax2onnx.dtypes import is_bool, is_float
+from jax2onnx.fusion import max_pool
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
@@ -138,15 +139,10 @@ def _pool(ctx, x, kind, window, strides, padding, wdil):
         size = int(np.prod([window[a] for a in moving]))
         y = ctx.op.Mul(y, np.asarray(size, dtype=ctx.avals_out[0].dtype))
     elif kind == "max":
-        y = ctx.op.MaxPool(x, **attrs)
+        # XLA's max/min propagate NaN; onnxruntime's MaxPool skips it (max_pool puts NaN back)
+        y = max_pool(ctx, x, ctx.avals_in[0].dtype, **attrs)
     else:
-        y = ctx.op.Neg(ctx.op.MaxPool(ctx.op.Neg(x), **attrs))
-    if kind in ("max", "min"):
-        # XLA's max/min propagate NaN; onnxruntime's MaxPool skips it: a window with a NaN is NaN
-        # (the NaN mask pooled the same way)
-        dtype = np.dtype(ctx.avals_in[0].dtype)
-        has_nan = ctx.op.MaxPool(ctx.cast(ctx.op.IsNaN(x), dtype), **attrs)
-        y = ctx.op.Where(ctx.op.Greater(has_nan, ctx.const(0, dtype)), ctx.const(np.nan, dtype), y)
+        y = ctx.op.Neg(max_pool(ctx, ctx.op.Neg(x), ctx.avals_in[0].dtype, **attrs))
     return layout.from_nc(ctx, y, out_shape)
 
 
