@@ -96,6 +96,9 @@ components = [
                      expected_ops=_MAX, max_nodes=6),
             Testcase("max_pool_same_padding_nan", lambda x: nnx.max_pool(x, (3, 3), (2, 2), "SAME"),
                      input_values=[_with_nan((2, 5, 5, 2))], expected_ops=_MAX, max_nodes=6),
+            # float16: onnxruntime has MaxPool, ReduceSum and IsNaN for it
+            Testcase("max_pool_nan_float16", lambda x: nnx.max_pool(x, (2, 2), (2, 2)),
+                     input_values=[_with_nan((2, 4, 4, 2)).astype(np.float16)], expected_ops=_MAX, max_nodes=6),
         ],
     ),
 ]
