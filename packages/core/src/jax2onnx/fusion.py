@@ -662,6 +662,10 @@ def lower_avg_pool_channels_last(ctx: Any, x: ir.Value) -> ir.Value | None:
                            lambda v: ctx.op.AveragePool(v, count_include_pad=include, **attrs))
 
 
+#: The ops a float max pool exports as (:func:`max_pool`): what pack testcases expect.
+MAX_POOL_OPS = ("MaxPool", "ReduceSum", "IsNaN", "If")
+
+
 def max_pool(ctx: Any, x: ir.Value, dtype: Any, **attrs: Any) -> ir.Value:
     """``MaxPool(x, **attrs)`` in which a window holding a NaN is NaN, as XLA's max is
     (onnxruntime's MaxPool skips NaN: a window [nan, -inf] gives -inf). Every fused or lax max

@@ -15,9 +15,9 @@ from functools import partial
 import equinox as eqx
 import jax
 import numpy as np
-from jax2onnx.fusion import is_array, max_pool, one_output_like
+from jax2onnx.fusion import MAX_POOL_OPS, is_array, max_pool, one_output_like
 from jax2onnx.plugin import Lowerings, Patch
-from jax2onnx.testing import Component, Testcase
+from jax2onnx.testing import Component, Testcase, channels_last_with_nan
 
 from ._fusion import call_module, from_onnx_batch, onnx_batch
 from ._testing import float32_ops, vmapped
@@ -75,21 +75,6 @@ lowerings.add(f"call:{AVG_POOL}", _lower("AveragePool", AVG_POOL, count_include_
 # ---------------------------------------------------------------------------------------------
 # Testcases
 
-#: A max pool is MaxPool plus its NaN check (ReduceSum → IsNaN → If, ``jax2onnx.fusion.max_pool``).
-_MAX = ["MaxPool", "ReduceSum", "IsNaN", "If"]
-
-
-def _with_nan(shape):
-    """Values holding NaN, one window of them [nan, -inf, -inf, -inf] (onnxruntime's MaxPool alone
-    gives -inf there, JAX NaN), and +inf elsewhere."""
-    x = np.linspace(-3, 3, int(np.prod(shape)), dtype=np.float32).reshape(shape)
-    x[0, :2, :2, 0] = -np.inf
-    x[0, 0, 0, 0] = np.nan
-    x[-1, -1, -1, -1] = np.nan
-    x[-1, 0, -1, 0] = np.inf
-    return x
-
-
 components = [
     Component(
         name="eqx.pool",
@@ -97,16 +82,16 @@ components = [
         since="v0.7.0",
         testcases=[
             Testcase("eqx_max_pool2d", factory=lambda: eqx.nn.MaxPool2d(2, 2), input_shapes=[(3, 6, 6)],
-                     expected_ops=_MAX, max_nodes=6),
+                     expected_ops=MAX_POOL_OPS, max_nodes=6),
             Testcase("eqx_max_pool2d_vmapped", factory=lambda: vmapped(eqx.nn.MaxPool2d(3, 2, padding=1)),
-                     input_shapes=[("B", 3, 7, 7)], expected_ops=_MAX, max_nodes=4),
+                     input_shapes=[("B", 3, 7, 7)], expected_ops=MAX_POOL_OPS, max_nodes=4),
             Testcase("eqx_max_pool1d", factory=lambda: eqx.nn.MaxPool1d(3, 1), input_shapes=[(2, 6)],
-                     expected_ops=_MAX, max_nodes=6),
+                     expected_ops=MAX_POOL_OPS, max_nodes=6),
             # channels-first: (batch, channels, height, width), one image without the batch axis
             Testcase("eqx_max_pool2d_nan", factory=lambda: eqx.nn.MaxPool2d(2, 2),
-                     input_values=[_with_nan((1, 4, 4, 2)).transpose(0, 3, 1, 2)[0]], expected_ops=_MAX, max_nodes=6),
+                     input_values=[channels_last_with_nan((1, 4, 4, 2)).transpose(0, 3, 1, 2)[0]], expected_ops=MAX_POOL_OPS, max_nodes=6),
             Testcase("eqx_max_pool2d_padded_vmapped_nan", factory=lambda: vmapped(eqx.nn.MaxPool2d(3, 2, padding=1)),
-                     input_values=[_with_nan((2, 5, 5, 2)).transpose(0, 3, 1, 2)], expected_ops=_MAX, max_nodes=4),
+                     input_values=[channels_last_with_nan((2, 5, 5, 2)).transpose(0, 3, 1, 2)], expected_ops=MAX_POOL_OPS, max_nodes=4),
             Testcase("eqx_avg_pool2d", factory=lambda: eqx.nn.AvgPool2d(2, 2), input_shapes=[(3, 6, 6)],
                      check=float32_ops("AveragePool", max_nodes=3)),
             # Padding counts in equinox's divisor, as in count_include_pad=1.
@@ -114,7 +99,7 @@ components = [
                      input_shapes=[("B", 2, 5, 6)], check=float32_ops("AveragePool", max_nodes=1)),
             # A vmap made before the export: the layer's call inside it is lifted all the same.
             Testcase("eqx_max_pool2d_prebuilt_vmap", factory=lambda: jax.vmap(eqx.nn.MaxPool2d(2, 2)),
-                     input_shapes=[("B", 3, 6, 6)], expected_ops=_MAX, max_nodes=4),
+                     input_shapes=[("B", 3, 6, 6)], expected_ops=MAX_POOL_OPS, max_nodes=4),
             # use_ceil: equinox pads (0, 2) around a window of 2, which the lax pack's reduce_window
             # lowering passes to MaxPool as pads >= kernel; onnxruntime refuses such a MaxPool.
             Testcase("eqx_max_pool2d_ceil", factory=lambda: eqx.nn.MaxPool2d(2, 2, use_ceil=True),

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-from jax2onnx.fusion import Operands, channels_first, is_array, max_pool, same_pads, static_ints
+from jax2onnx.fusion import MAX_POOL_OPS, Operands, channels_first, is_array, max_pool, same_pads, static_ints
 from jax2onnx.plugin import Lowerings
-from jax2onnx.testing import Component, Testcase
+from jax2onnx.testing import Component, Testcase, channels_last_with_nan
 
 from ._fusion import call_layer, mark_name, one_output_like, patch, plain_float32
 from ._testing import check_ops, keras_model
@@ -98,21 +97,6 @@ def lower_global_average(ctx, *ins):
 # ---------------------------------------------------------------------------------------------
 # Testcases
 
-#: A max pool is MaxPool plus its NaN check (ReduceSum → IsNaN → If, ``jax2onnx.fusion.max_pool``).
-_MAX = ["MaxPool", "ReduceSum", "IsNaN", "If"]
-
-
-def _with_nan(shape):
-    """Values holding NaN, one window of them [nan, -inf, -inf, -inf] (onnxruntime's MaxPool alone
-    gives -inf there, JAX NaN), and +inf elsewhere."""
-    x = np.linspace(-3, 3, int(np.prod(shape)), dtype=np.float32).reshape(shape)
-    x[0, :2, :2, 0] = -np.inf
-    x[0, 0, 0, 0] = np.nan
-    x[-1, -1, -1, -1] = np.nan
-    x[-1, 0, -1, 0] = np.inf
-    return x
-
-
 def _layer(cls_name, *args, **kw):
     def build(keras):
         return getattr(keras.layers, cls_name)(*args, **kw)
@@ -133,15 +117,15 @@ components = [
         since="v0.1.0",
         testcases=[
             Testcase("keras_max_pool_3x3", factory=keras_model(_layer("MaxPooling2D", 3, strides=1), (6, 6, 2)),
-                     input_shapes=[("B", 6, 6, 2)], expected_ops=_MAX, max_nodes=6, run_f64=False),
+                     input_shapes=[("B", 6, 6, 2)], expected_ops=MAX_POOL_OPS, max_nodes=6, run_f64=False),
             Testcase("keras_max_pool_same", factory=keras_model(_layer("MaxPooling2D", 3, strides=2, padding="same"),
                                                                 (7, 6, 2)),
-                     input_shapes=[("B", 7, 6, 2)], expected_ops=_MAX, max_nodes=6, run_f64=False),
+                     input_shapes=[("B", 7, 6, 2)], expected_ops=MAX_POOL_OPS, max_nodes=6, run_f64=False),
             Testcase("keras_max_pool_nan", factory=keras_model(_layer("MaxPooling2D", 2), (4, 4, 2)),
-                     input_values=[_with_nan((2, 4, 4, 2))], expected_ops=_MAX, max_nodes=6, run_f64=False),
+                     input_values=[channels_last_with_nan((2, 4, 4, 2))], expected_ops=MAX_POOL_OPS, max_nodes=6, run_f64=False),
             Testcase("keras_max_pool_same_nan", factory=keras_model(_layer("MaxPooling2D", 3, strides=2, padding="same"),
                                                                     (5, 5, 2)),
-                     input_values=[_with_nan((2, 5, 5, 2))], expected_ops=_MAX, max_nodes=6, run_f64=False),
+                     input_values=[channels_last_with_nan((2, 5, 5, 2))], expected_ops=MAX_POOL_OPS, max_nodes=6, run_f64=False),
             Testcase("keras_avg_pool", factory=keras_model(_layer("AveragePooling2D", 2), (6, 6, 2)),
                      input_shapes=[("B", 6, 6, 2)], expected_ops=["AveragePool"], max_nodes=3, run_f64=False),
             Testcase("keras_avg_pool_same", factory=keras_model(_layer("AveragePooling2D", 3, strides=2, padding="same"),
@@ -149,7 +133,7 @@ components = [
                      input_shapes=[("B", 5, 6, 2)], expected_ops=["AveragePool"], max_nodes=3, run_f64=False),
             Testcase("keras_max_pool_1d_symbolic", factory=keras_model(_layer("MaxPooling1D", 2, padding="same"),
                                                                        (None, 3)),
-                     input_shapes=[("B", "T", 3)], static_sizes={"T": 5}, expected_ops=_MAX, max_nodes=6,
+                     input_shapes=[("B", "T", 3)], static_sizes={"T": 5}, expected_ops=MAX_POOL_OPS, max_nodes=6,
                      run_f64=False),
             Testcase("keras_avg_pool_3d", factory=keras_model(_layer("AveragePooling3D", 2), (4, 4, 4, 2)),
                      input_shapes=[("B", 4, 4, 4, 2)], expected_ops=["AveragePool"], max_nodes=3, run_f64=False),

@@ -11,11 +11,10 @@ A window holding a NaN is NaN, as in JAX (``jax2onnx.fusion.max_pool``: onnxrunt
 
 from __future__ import annotations
 
-import numpy as np
 from flax import linen as nn
-from jax2onnx.fusion import lower_avg_pool_channels_last, lower_max_pool_channels_last, pool_patches
+from jax2onnx.fusion import MAX_POOL_OPS, lower_avg_pool_channels_last, lower_max_pool_channels_last, pool_patches
 from jax2onnx.plugin import Lowerings
-from jax2onnx.testing import Component, Testcase
+from jax2onnx.testing import Component, Testcase, channels_last_with_nan
 
 from ._testing import float32_ops
 
@@ -33,21 +32,6 @@ lowerings.add(f"call:{MAX_POOL}", lower_max_pool_channels_last)
 
 # ---------------------------------------------------------------------------------------------
 # Testcases
-
-#: A max pool is MaxPool plus its NaN check (ReduceSum → IsNaN → If, ``jax2onnx.fusion.max_pool``).
-_MAX = ["MaxPool", "ReduceSum", "IsNaN", "If"]
-
-
-def _with_nan(shape):
-    """Values holding NaN, one window of them [nan, -inf, -inf, -inf] (onnxruntime's MaxPool alone
-    gives -inf there, JAX NaN), and +inf elsewhere."""
-    x = np.linspace(-3, 3, int(np.prod(shape)), dtype=np.float32).reshape(shape)
-    x[0, :2, :2, 0] = -np.inf
-    x[0, 0, 0, 0] = np.nan
-    x[-1, -1, -1, -1] = np.nan
-    x[-1, 0, -1, 0] = np.inf
-    return x
-
 
 _AVG = float32_ops("AveragePool", max_nodes=3)
 
@@ -72,13 +56,13 @@ components = [
         since="v0.1.0",
         testcases=[
             Testcase("linen_max_pool", lambda x: nn.max_pool(x, (2, 2), (2, 2)), [("B", 6, 6, 3)],
-                     expected_ops=_MAX, max_nodes=6),
+                     expected_ops=MAX_POOL_OPS, max_nodes=6),
             Testcase("linen_max_pool_same", lambda x: nn.max_pool(x, (3, 3), (2, 2), "SAME"), [("B", 5, 5, 3)],
-                     expected_ops=_MAX, max_nodes=6),
+                     expected_ops=MAX_POOL_OPS, max_nodes=6),
             Testcase("linen_max_pool_symbolic_spatial", lambda x: nn.max_pool(x, (2, 2), (2, 2), "SAME"),
-                     [("B", "H", "W", 3)], expected_ops=_MAX, max_nodes=6),
-            Testcase("linen_max_pool_nan", lambda x: nn.max_pool(x, (2, 2), (2, 2)), input_values=[_with_nan((2, 4, 4, 2))],
-                     expected_ops=_MAX, max_nodes=6),
+                     [("B", "H", "W", 3)], expected_ops=MAX_POOL_OPS, max_nodes=6),
+            Testcase("linen_max_pool_nan", lambda x: nn.max_pool(x, (2, 2), (2, 2)), input_values=[channels_last_with_nan((2, 4, 4, 2))],
+                     expected_ops=MAX_POOL_OPS, max_nodes=6),
         ],
     ),
 ]

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 from flax import nnx
-from jax2onnx.fusion import lower_avg_pool_channels_last, lower_max_pool_channels_last, pool_patches
+from jax2onnx.fusion import MAX_POOL_OPS, lower_avg_pool_channels_last, lower_max_pool_channels_last, pool_patches
 from jax2onnx.plugin import Lowerings
-from jax2onnx.testing import Component, Testcase
+from jax2onnx.testing import Component, Testcase, channels_last_with_nan
 
 from .cases.helpers import fused_budget
 
@@ -33,21 +33,6 @@ lowerings.add(f"call:{MAX_POOL}", lower_max_pool_channels_last)
 
 # ---------------------------------------------------------------------------------------------
 # Testcases
-
-#: A max pool is MaxPool plus its NaN check (ReduceSum → IsNaN → If, ``jax2onnx.fusion.max_pool``).
-_MAX = ["MaxPool", "ReduceSum", "IsNaN", "If"]
-
-
-def _with_nan(shape):
-    """Channels-last values holding NaN, one window of them [nan, -inf, -inf, -inf] (onnxruntime's
-    MaxPool alone gives -inf there, JAX NaN) and +/-inf elsewhere."""
-    x = np.linspace(-3, 3, int(np.prod(shape)), dtype=np.float32).reshape(shape)
-    x[0, :2, :2, 0] = -np.inf
-    x[0, 0, 0, 0] = np.nan
-    x[-1, -1, -1, -1] = np.nan
-    x[-1, 0, -1, 0] = np.inf
-    return x
-
 
 def _avg(window, strides=None, padding="VALID", **kw):
     return lambda x: nnx.avg_pool(x, window_shape=window, strides=strides, padding=padding, **kw)
@@ -85,20 +70,20 @@ components = [
         since="v0.1.0",
         testcases=[
             Testcase("max_pool", lambda x: nnx.max_pool(x, (2, 2), (2, 2)), [("B", 6, 6, 3)],
-                     expected_ops=_MAX, max_nodes=6),
+                     expected_ops=MAX_POOL_OPS, max_nodes=6),
             Testcase("max_pool_same_padding", lambda x: nnx.max_pool(x, (3, 3), (2, 2), "SAME"), [("B", 5, 5, 3)],
-                     expected_ops=_MAX, max_nodes=6),
+                     expected_ops=MAX_POOL_OPS, max_nodes=6),
             Testcase("max_pool_1d_explicit_padding", lambda x: nnx.max_pool(x, (3,), (1,), ((1, 1),)), [("B", 6, 2)],
-                     expected_ops=_MAX, max_nodes=6),
+                     expected_ops=MAX_POOL_OPS, max_nodes=6),
             Testcase("max_pool_symbolic_spatial", lambda x: nnx.max_pool(x, (2, 2), (2, 2), "SAME"),
-                     [("B", "H", "W", 3)], expected_ops=_MAX, max_nodes=6),
-            Testcase("max_pool_nan", lambda x: nnx.max_pool(x, (2, 2), (2, 2)), input_values=[_with_nan((2, 4, 4, 2))],
-                     expected_ops=_MAX, max_nodes=6),
+                     [("B", "H", "W", 3)], expected_ops=MAX_POOL_OPS, max_nodes=6),
+            Testcase("max_pool_nan", lambda x: nnx.max_pool(x, (2, 2), (2, 2)), input_values=[channels_last_with_nan((2, 4, 4, 2))],
+                     expected_ops=MAX_POOL_OPS, max_nodes=6),
             Testcase("max_pool_same_padding_nan", lambda x: nnx.max_pool(x, (3, 3), (2, 2), "SAME"),
-                     input_values=[_with_nan((2, 5, 5, 2))], expected_ops=_MAX, max_nodes=6),
+                     input_values=[channels_last_with_nan((2, 5, 5, 2))], expected_ops=MAX_POOL_OPS, max_nodes=6),
             # float16: onnxruntime has MaxPool, ReduceSum and IsNaN for it
             Testcase("max_pool_nan_float16", lambda x: nnx.max_pool(x, (2, 2), (2, 2)),
-                     input_values=[_with_nan((2, 4, 4, 2)).astype(np.float16)], expected_ops=_MAX, max_nodes=6),
+                     input_values=[channels_last_with_nan((2, 4, 4, 2)).astype(np.float16)], expected_ops=MAX_POOL_OPS, max_nodes=6),
         ],
     ),
 ]

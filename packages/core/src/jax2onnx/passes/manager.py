@@ -29,3 +29,18 @@ def all_graphs(model: ir.Model) -> Iterator[ir.Graph | ir.Function]:
                     stack.append(attr.value)
                 elif attr.type == ir.AttributeType.GRAPHS:
                     stack.extend(attr.value)
+
+
+class RewriteToFixedPoint(ir.passes.InPlacePass):
+    """A pass made of local rewrites: ``rewrite_once(graph)`` applies one and says whether it did;
+    it runs until none applies, on every graph (function and control-flow bodies included)."""
+
+    def rewrite_once(self, graph: ir.Graph | ir.Function) -> bool:
+        raise NotImplementedError
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        modified = False
+        for graph in list(all_graphs(model)):
+            while self.rewrite_once(graph):
+                modified = True
+        return ir.passes.PassResult(model, modified)

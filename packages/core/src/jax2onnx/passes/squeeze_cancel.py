@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from .manager import all_graphs
+from .manager import RewriteToFixedPoint
 from .transpose_cancel import _size_one_const, elementwise_chain
 
 
@@ -96,15 +96,8 @@ def _squeezed(v: ir.Value | None) -> tuple[ir.Value, tuple[int, ...]] | None:
     return None if axes is None else (node.inputs[0], axes)
 
 
-class SqueezeCancelPass(ir.passes.InPlacePass):
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        modified = False
-        for graph in list(all_graphs(model)):
-            while self._sweep(graph):
-                modified = True
-        return ir.passes.PassResult(model, modified)
-
-    def _sweep(self, graph: ir.Graph | ir.Function) -> bool:
+class SqueezeCancelPass(RewriteToFixedPoint):
+    def rewrite_once(self, graph: ir.Graph | ir.Function) -> bool:
         outputs = {id(v) for v in graph.outputs}
         for node in list(graph):
             if not node.inputs or node.inputs[0] is None:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx_ir as ir
 
-from .manager import all_graphs
+from .manager import RewriteToFixedPoint
 
 #: Ops computed element by element (after broadcasting), so they commute with a Transpose.
 ELEMENTWISE = frozenset({
@@ -72,15 +72,8 @@ def _size_one_const(v: ir.Value) -> bool:
     return int(np.prod([int(d) for d in tensor.shape])) == 1
 
 
-class TransposeCancelPass(ir.passes.InPlacePass):
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        modified = False
-        for graph in list(all_graphs(model)):
-            while self._sweep(graph):
-                modified = True
-        return ir.passes.PassResult(model, modified)
-
-    def _sweep(self, graph: ir.Graph | ir.Function) -> bool:
+class TransposeCancelPass(RewriteToFixedPoint):
+    def rewrite_once(self, graph: ir.Graph | ir.Function) -> bool:
         outputs = {id(v) for v in graph.outputs}
         for node in list(graph):
             if not _is_transpose(node) or node.inputs[0] is None:
