@@ -45,16 +45,15 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from .manager import all_graphs
-from .squeeze_cancel import _const_ints
+from .manager import all_graphs, constant_ints
 
 
 def _slice_range(node: ir.Node | None, axis: int, rank: int) -> tuple[ir.Value, int, int] | None:
     """``(x, start, end)`` when ``node`` is a Slice of ``x`` along ``axis`` alone with step 1."""
     if node is None or node.op_type != "Slice" or node.domain not in ("", "ai.onnx") or len(node.inputs) < 4:
         return None
-    starts, ends, axes = (_const_ints(node.inputs[i]) for i in (1, 2, 3))
-    steps = _const_ints(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] is not None else [1]
+    starts, ends, axes = (constant_ints(node.inputs[i]) for i in (1, 2, 3))
+    steps = constant_ints(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] is not None else [1]
     if starts is None or ends is None or axes is None or len(axes) != 1 or len(starts) != 1 or len(ends) != 1:
         return None
     if steps != [1] or axes[0] % rank != axis or node.inputs[0] is None:

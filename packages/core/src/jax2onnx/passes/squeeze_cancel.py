@@ -19,36 +19,14 @@ Runs to a fixed point on every graph (function and control-flow bodies included)
 
 from __future__ import annotations
 
-import numpy as np
 import onnx_ir as ir
 
-from .manager import RewriteToFixedPoint
-from .transpose_cancel import _size_one_const, elementwise_chain
+from .manager import RewriteToFixedPoint, constant_ints, constant_tensor, is_size_one_constant, rank
+from .transpose_cancel import elementwise_chain
 
 
 def _is(node: ir.Node | None, op_type: str) -> bool:
     return node is not None and node.op_type == op_type and node.domain in ("", "ai.onnx")
-
-
-def _const_ints(v: ir.Value | None) -> list[int] | None:
-    if v is None:
-        return None
-    tensor = v.const_value
-    if tensor is None:
-        node = v.producer()
-        if not _is(node, "Constant") or "value" not in node.attributes:
-            return None
-        tensor = node.attributes["value"].value
-    return [int(a) for a in np.asarray(tensor.numpy()).reshape(-1)]
-
-
-def _const_rank(v: ir.Value) -> int:
-    tensor = v.const_value if v.const_value is not None else v.producer().attributes["value"].value
-    return len(tensor.shape)
-
-
-def _rank(v: ir.Value | None) -> int | None:
-    return None if v is None or v.shape is None else len(v.shape)
 
 
 def _axes(node: ir.Node) -> tuple[int, ...] | None:
@@ -56,7 +34,7 @@ def _axes(node: ir.Node) -> tuple[int, ...] | None:
     output's); None when they are not constants or that rank is unknown. Before shape inference
     one side's rank is often all there is (a jaxpr value's), so the other side's is derived."""
     if len(node.inputs) > 1 and node.inputs[1] is not None:
-        axes = _const_ints(node.inputs[1])
+        axes = constant_ints(node.inputs[1])
     elif "axes" in node.attributes:
         axes = [int(a) for a in node.attributes["axes"].value]
     else:
@@ -72,9 +50,9 @@ def _axes(node: ir.Node) -> tuple[int, ...] | None:
 
 def _wide_rank(wide: ir.Value, narrow: ir.Value, axes: tuple[int, ...]) -> int | None:
     """The rank with the size-1 axes: ``wide``'s, or ``narrow``'s plus the axes."""
-    if _rank(wide) is not None:
-        return _rank(wide)
-    return None if _rank(narrow) is None else _rank(narrow) + len(axes)
+    if rank(wide) is not None:
+        return rank(wide)
+    return None if rank(narrow) is None else rank(narrow) + len(axes)
 
 
 def _with_ones(shape: ir.Shape | None, axes: tuple[int, ...]) -> ir.Shape | None:
@@ -140,7 +118,7 @@ class SqueezeCancelPass(RewriteToFixedPoint):
         squeezed_rank = wide_rank - len(axes)
         for op in chain:  # a size-1 constant of higher rank would broadcast differently
             for u in op.inputs:
-                if u is not None and _size_one_const(u) and _const_rank(u) > squeezed_rank:
+                if u is not None and is_size_one_constant(u) and len(constant_tensor(u).shape) > squeezed_rank:
                     return False
         for i, _, (source, _) in undone:
             chain[-1].replace_input_with(i, source)
@@ -158,7 +136,7 @@ class SqueezeCancelPass(RewriteToFixedPoint):
             return False
         if node.attributes.get("allowzero") is not None and node.attributes["allowzero"].value:
             return False
-        shape = _const_ints(node.inputs[1] if len(node.inputs) > 1 else None)
+        shape = constant_ints(node.inputs[1] if len(node.inputs) > 1 else None)
         if shape is None or 0 in shape:
             return False
         node.replace_input_with(0, inner.inputs[0])

@@ -22,10 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy as np
 import onnx_ir as ir
 
-from .manager import RewriteToFixedPoint
+from .manager import RewriteToFixedPoint, is_size_one_constant, rank
 
 #: Ops computed element by element (after broadcasting), so they commute with a Transpose.
 ELEMENTWISE = frozenset({
@@ -45,10 +44,6 @@ def _perm(node: ir.Node, rank: int | None) -> list[int] | None:
     return None if rank is None else list(range(rank))[::-1]  # ONNX default: reverse the axes
 
 
-def _rank(v: ir.Value | None) -> int | None:
-    return None if v is None or v.shape is None else len(v.shape)
-
-
 def _is_transpose(node: ir.Node | None) -> bool:
     return node is not None and node.op_type == "Transpose" and node.domain in ("", "ai.onnx")
 
@@ -60,16 +55,6 @@ def _compose(inner: Sequence[int], outer: Sequence[int]) -> list[int]:
 
 def _is_identity(perm: Sequence[int]) -> bool:
     return list(perm) == list(range(len(perm)))
-
-
-def _size_one_const(v: ir.Value) -> bool:
-    tensor = v.const_value
-    if tensor is None:
-        node = v.producer()
-        if node is None or node.op_type != "Constant" or "value" not in node.attributes:
-            return False
-        tensor = node.attributes["value"].value
-    return int(np.prod([int(d) for d in tensor.shape])) == 1
 
 
 class TransposeCancelPass(RewriteToFixedPoint):
@@ -93,8 +78,8 @@ class TransposeCancelPass(RewriteToFixedPoint):
         inner = src.producer()
         if not _is_transpose(inner) or inner.inputs[0] is None:
             return None
-        p = _perm(inner, _rank(inner.inputs[0]))
-        q = _perm(node, _rank(src))
+        p = _perm(inner, rank(inner.inputs[0]))
+        q = _perm(node, rank(src))
         if p is None or q is None or len(p) != len(q):
             return None
         return inner, _compose(p, q)
@@ -146,7 +131,7 @@ class TransposeCancelPass(RewriteToFixedPoint):
 
     @staticmethod
     def _through_elementwise(graph: ir.Graph | ir.Function, node: ir.Node, outputs: set[int]) -> bool:
-        q = _perm(node, _rank(node.inputs[0]))
+        q = _perm(node, rank(node.inputs[0]))
         if q is None:
             return False
         found = elementwise_chain(node.inputs[0], outputs, lambda u: _undoes(u, q))
@@ -181,7 +166,7 @@ def elementwise_chain(
         if len(op.outputs) != 1 or len(v.uses()) != 1 or id(v) in outputs:
             return None
         chain.append(op)
-        data = [(i, u) for i, u in enumerate(op.inputs) if u is not None and not _size_one_const(u)]
+        data = [(i, u) for i, u in enumerate(op.inputs) if u is not None and not is_size_one_constant(u)]
         undone = [(i, u) for i, u in data if undoes(u)]
         if data and len(undone) == len(data):
             return chain, undone
@@ -196,5 +181,5 @@ def _undoes(v: ir.Value, q: Sequence[int]) -> bool:
     prod = v.producer()
     if not _is_transpose(prod) or prod.inputs[0] is None:
         return False
-    p = _perm(prod, _rank(prod.inputs[0]))
+    p = _perm(prod, rank(prod.inputs[0]))
     return p is not None and len(p) == len(q) and _is_identity(_compose(p, q))
