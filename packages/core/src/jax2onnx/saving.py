@@ -201,6 +201,8 @@ def _relocate(model_path: str, old: str, new: str) -> None:
     """Point the external-data entries of the (weightless) model file at ``new`` instead of ``old``."""
     proto = onnx.load(model_path, load_external_data=False)
 
+    # its own walk, not proto_walk.graphs: this module imports nothing of the package, so the
+    # crash test can load it alone (test_external_data_atomic kills a process mid-save)
     def graphs(g: onnx.GraphProto) -> Any:
         yield g
         for node in g.node:

@@ -87,11 +87,11 @@ def _int_sum(ctx, x, axes, dtype):
     count = _static_count(ctx, axes)
     if width <= 32 and count is not None and count * 2**width <= _EXACT:
         return ctx.cast(ctx.op.ReduceSum(ctx.cast(x, I64), axes_const(ctx, axes), keepdims=0), dtype)
-    xu = ctx.cast(x, unsigned_of(dtype))
+    udtype = unsigned_of(dtype)
+    xu = ctx.cast(x, udtype)
     if width <= _LIMB:
         return ctx.cast(ctx.op.ReduceSum(ctx.cast(xu, I64), axes_const(ctx, axes), keepdims=0), dtype)
     n = width // _LIMB
-    udtype = unsigned_of(dtype)
     shifts = ctx.const(np.arange(n) * _LIMB, udtype)
     limbs = ctx.op.BitwiseAnd(ctx.op.BitShift(ctx.op.Unsqueeze(xu, ctx.i64([-1])), shifts, direction="RIGHT"),
                               ctx.const(2**_LIMB - 1, udtype))  # [..., n]

@@ -49,6 +49,7 @@ def _doc() -> dict:
         return json.load(f)
 
 
+@functools.lru_cache(maxsize=1)
 def _typed_inputs() -> dict[str, tuple[int, ...]]:
     return {op: tuple(pos) for op, pos in _doc().get("typed_inputs", {}).items()}
 
