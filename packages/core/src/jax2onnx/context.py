@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import jax
 import numpy as np
 import onnx_ir as ir
 
@@ -127,6 +128,15 @@ class LoweringContext(Emitter):
     def lower_jaxpr(self, closed_jaxpr: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]:
         """Inline ``closed_jaxpr`` into the current graph and return its outputs."""
         return self.interp.lower_jaxpr(self.scope, closed_jaxpr, list(inputs))
+
+    def lower_function(self, fn: Any, inputs: Sequence[ir.Value], specs: Sequence[Any] | None = None) -> list[ir.Value]:
+        """Trace the JAX function ``fn`` on ``specs`` (default: this equation's input avals) and
+        inline its jaxpr on ``inputs``: a primitive lowered as JAX's own decomposition of it, or as
+        a function of other lax ops."""
+        if specs is None:
+            specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in self.avals_in]
+        closed, _ = compat.make_jaxpr(fn, list(specs))
+        return self.lower_jaxpr(closed, inputs)
 
     def subgraph(self, name: str) -> SubgraphBuilder:
         """Start a control-flow body; outer values may be referenced inside it directly."""

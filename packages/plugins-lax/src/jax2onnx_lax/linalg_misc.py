@@ -10,7 +10,6 @@ JAX would take when compiling for CPU: the one listing ``cpu``, else the default
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
@@ -40,9 +39,7 @@ def _generic(name):
     def lower(ctx, *args):
         fn = compat.linalg_decomposition(name)
         params = dict(ctx.params)
-        specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in ctx.avals_in]
-        closed, _ = compat.make_jaxpr(lambda *xs: fn(*xs, **params), specs)
-        return ctx.lower_jaxpr(closed, list(args))
+        return ctx.lower_function(lambda *xs: fn(*xs, **params), args)
 
     lower.__name__ = f"lower_{name}"
     return lower

@@ -44,7 +44,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax2onnx import compat
 from jax2onnx.plugin import Lowerings
 from jax2onnx.testing import Component, Testcase
 
@@ -757,12 +756,6 @@ def _square_real(ctx, what):
     return aval
 
 
-def _lower_traced(ctx, a, fn):
-    aval = ctx.avals_in[0]
-    closed, _ = compat.make_jaxpr(fn, [jax.ShapeDtypeStruct(aval.shape, aval.dtype)])
-    return ctx.lower_jaxpr(closed, [a])
-
-
 @lowerings.register("schur")
 def lower_schur(ctx, a):
     p = ctx.params
@@ -777,7 +770,7 @@ def lower_schur(ctx, a):
         )
     _square_real(ctx, "the complex Schur form is not; for a real matrix use jax.scipy.linalg.schur(a, output='real')")
     want_z = bool(p.get("compute_schur_vectors", True))
-    return _lower_traced(ctx, a, lambda x: schur(x, want_z))
+    return ctx.lower_function(lambda x: schur(x, want_z), [a])
 
 
 @lowerings.register("eig")
@@ -785,7 +778,7 @@ def lower_eig(ctx, a):
     _square_real(ctx, "complex eigenvalues of a real matrix are supported, complex matrices are not")
     left = bool(ctx.params.get("compute_left_eigenvectors", False))
     right = bool(ctx.params.get("compute_right_eigenvectors", True))
-    return _lower_traced(ctx, a, lambda x: eig(x, left, right))
+    return ctx.lower_function(lambda x: eig(x, left, right), [a])
 
 
 # ---------------------------------------------------------------------------------------------

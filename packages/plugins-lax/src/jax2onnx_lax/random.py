@@ -49,12 +49,6 @@ def _over_keys(ndim: int, fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _inline(ctx, fn: Callable[..., Any], specs: Sequence[Any], ins: Sequence[Any]) -> list[Any]:
-    """Trace ``fn`` on ``specs`` and lower its jaxpr here, on ``ins``."""
-    closed, _ = compat.make_jaxpr(fn, list(specs))
-    return ctx.lower_jaxpr(closed, list(ins))
-
-
 def _spec(aval: Any) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(aval.shape, aval.dtype)
 
@@ -69,7 +63,7 @@ def lower_key_identity(ctx, x):
 def lower_random_seed(ctx, seeds):
     impl = ctx.params["impl"]
     aval = ctx.avals_in[0]
-    return _inline(ctx, _over_keys(len(aval.shape), impl.seed), [_spec(aval)], [seeds])
+    return ctx.lower_function(_over_keys(len(aval.shape), impl.seed), [seeds], specs=[_spec(aval)])
 
 
 @lowerings.register("random_split", keys=True)
@@ -77,7 +71,7 @@ def lower_random_split(ctx, keys):
     aval = ctx.avals_in[0]
     impl, shape = compat.key_impl(aval.dtype), tuple(ctx.params["shape"])
     split = _over_keys(len(aval.shape), lambda k: impl.split(k, shape))
-    return _inline(ctx, split, [_key_data_spec(aval)], [keys])
+    return ctx.lower_function(split, [keys], specs=[_key_data_spec(aval)])
 
 
 @lowerings.register("random_fold_in", keys=True)
@@ -93,7 +87,7 @@ def lower_random_fold_in(ctx, keys, msgs):
         msg = jnp.broadcast_to(msg, shape)
         return _over_keys(len(shape), impl.fold_in)(data, msg)
 
-    return _inline(ctx, fold_in, [_key_data_spec(key_aval), _spec(msg_aval)], [keys, msgs])
+    return ctx.lower_function(fold_in, [keys, msgs], specs=[_key_data_spec(key_aval), _spec(msg_aval)])
 
 
 @lowerings.register("random_bits", keys=True)
@@ -103,7 +97,7 @@ def lower_random_bits(ctx, keys):
     bit_width, shape = int(p["bit_width"]), tuple(p["shape"])
     bits = _over_keys(len(aval.shape), lambda k: impl.random_bits(k, bit_width, shape))
     try:
-        return _inline(ctx, bits, [_key_data_spec(aval)], [keys])
+        return ctx.lower_function(bits, [keys], specs=[_key_data_spec(aval)])
     except Exception as exc:
         if type(exc).__name__ != "InconclusiveDimensionOperation":
             raise
@@ -120,8 +114,8 @@ def lower_random_gamma(ctx, keys, a):
     """JAX's rejection sampler (a while loop per sample, vmapped), traced on typed keys."""
     key_aval, a_aval = ctx.avals_in
     log_space = bool(ctx.params["log_space"])
-    return _inline(ctx, lambda k, x: compat.gamma_impl(k, x, log_space=log_space),
-                   [_spec(key_aval), _spec(a_aval)], [keys, a])
+    return ctx.lower_function(lambda k, x: compat.gamma_impl(k, x, log_space=log_space), [keys, a],
+                              specs=[_spec(key_aval), _spec(a_aval)])
 
 
 @lowerings.register("rng_bit_generator", keys=True)

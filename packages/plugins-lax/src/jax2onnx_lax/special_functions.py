@@ -241,10 +241,7 @@ def lower_bessel_i1e(ctx, x):
 
 def _decomposed(name):
     def lower(ctx, *args):
-        fn = compat.special_decomposition(name)
-        specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in ctx.avals_in]
-        closed, _ = compat.make_jaxpr(fn, specs)
-        return ctx.lower_jaxpr(closed, list(args))
+        return ctx.lower_function(compat.special_decomposition(name), args)
 
     lower.__name__ = f"lower_{name}"
     lower.__doc__ = f"``{name}`` as JAX lowers it: its Python decomposition, traced and inlined."
