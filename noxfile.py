@@ -61,7 +61,7 @@ ALL_PACKAGES = [CORE, *PACKS["examples"], "./packages/plugins-keras", "./package
 ALL_TESTS = [d for dirs in TEST_DIRS.values() for d in dirs] + ["tests"]
 #: onnxruntime is an optional extra of core (jax2onnx-core[runtime]); every test session verifies with it.
 TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.31", "hypothesis>=6.100"]
-#: The oldest opset to_onnx accepts (jax2onnx.opsets.MIN_OPSET); `opsets` runs every testcase there.
+#: The oldest opset to_onnx accepts (jax2onnx.ir.opsets.MIN_OPSET); `opsets` runs every testcase there.
 FLOOR_OPSET = 17
 #: Every pack's testcase file (the variant tests the --jax2onnx-opset option re-targets).
 TESTCASE_FILES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "packages", "*", "tests", "test_testcases.py")))

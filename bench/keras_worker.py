@@ -16,7 +16,7 @@ name, weights, out = sys.argv[1:4]
 if "--no-pack" in sys.argv:  # ours without jax2onnx-keras: Keras's math as traced
     import importlib.metadata as md
 
-    from jax2onnx.registry import PluginRegistry, set_registry
+    from jax2onnx.lower.registry import PluginRegistry, set_registry
 
     eps = [e for e in md.entry_points(group="jax2onnx") if e.dist.name != "jax2onnx-keras"]
     set_registry(PluginRegistry(entry_points=eps))

@@ -4,11 +4,11 @@
 
 Each onnxruntime version is installed with uv into its own venv under a temp folder (the Python
 running this script, numpy < 2 where the wheel needs it). For every opset from
-``jax2onnx.opsets.MIN_OPSET`` to the newest the installed onnx knows, a probe model is stamped with
+``jax2onnx.ir.opsets.MIN_OPSET`` to the newest the installed onnx knows, a probe model is stamped with
 that opset and the IR version ``to_onnx`` writes for it; it holds the ops re-versioned most often
 (Transpose, Shape, Reshape, Unsqueeze, Squeeze, Cast), so "runs" means the runtime loads the IR
 version, accepts the opset and has a kernel for those ops at that opset. The printed dict is
-``jax2onnx.opsets.MIN_ONNXRUNTIME``; docs/opsets.md shows it as a table.
+``jax2onnx.ir.opsets.MIN_ONNXRUNTIME``; docs/opsets.md shows it as a table.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tempfile
 
 import numpy as np
 import onnx
-from jax2onnx.opsets import MIN_OPSET, ir_version, max_opset
+from jax2onnx.ir.opsets import MIN_OPSET, ir_version, max_opset
 from onnx import TensorProto, helper, numpy_helper
 
 PROBE = r"""

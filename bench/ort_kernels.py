@@ -1,6 +1,6 @@
 """Probe which (op, dtype) pairs onnxruntime's CPU provider implements; writes the table core reads.
 
-    python bench/ort_kernels.py            # rewrites packages/core/src/jax2onnx/ort_kernels.json
+    python bench/ort_kernels.py            # rewrites packages/core/src/jax2onnx/ir/ort_kernels.json
 
 For each op whose tensor inputs and output share one type parameter (elementwise, binary,
 variadic, MatMul, Where's value inputs, ...) and each dtype JAX has, a one-node model is created
@@ -20,7 +20,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-OUT = os.path.join(os.path.dirname(__file__), "..", "packages", "core", "src", "jax2onnx", "ort_kernels.json")
+OUT = os.path.join(os.path.dirname(__file__), "..", "packages", "core", "src", "jax2onnx", "ir", "ort_kernels.json")
 
 DTYPES = {
     "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16, "float32": TensorProto.FLOAT,

@@ -60,7 +60,7 @@ EXPORT = r"""
 import json, sys, time
 import jax, jax.numpy as jnp, numpy as np
 from jax2onnx import Weights, to_onnx
-from jax2onnx import saving
+from jax2onnx.export import saving
 
 def status(key):
     with open("/proc/self/status") as f:

@@ -96,7 +96,7 @@ CHECKS = {
 
 def any_pack(name: str) -> None:
     """A pack without its own check: it loads, registers, and reports no error."""
-    from jax2onnx.registry import get_registry
+    from jax2onnx.lower.registry import get_registry
 
     infos = {p.name: p for p in get_registry().describe()}
     assert name in infos, f"{name} is not discovered through the jax2onnx entry points: {sorted(infos)}"

@@ -4,7 +4,7 @@ A valid ONNX graph can still fail to load in onnxruntime (no kernel for an op at
 of uint32, ``Pad`` of int16, ...) or compute something else at a dtype's edge (the lowest signed
 value, unsigned values above ``2**(bits-1)``, NaN, integer overflow, which XLA wraps). Each
 (function, dtype) pair JAX itself accepts (found by tracing it, not by a hand list) is exported
-with ``to_onnx``, run in onnxruntime and compared with JAX by ``jax2onnx.verification.allclose``:
+with ``to_onnx``, run in onnxruntime and compared with JAX by ``jax2onnx.verification.compare.allclose``:
 integers and bools exactly (as integers: 64-bit ones too), floats with a
 tolerance for their width. 64-bit dtypes are exported with ``enable_double_precision=True``. Some
 functions also run with a symbolic batch dim. A pair that traces but that JAX itself cannot
@@ -40,7 +40,7 @@ pytest.importorskip("jax2onnx_jnp")
 from jax import lax  # noqa: E402
 from jax2onnx import compat, to_onnx  # noqa: E402
 from jax2onnx.dtypes import is_float as _is_float  # noqa: E402
-from jax2onnx.verification import allclose, jax_reference  # noqa: E402
+from jax2onnx.verification.compare import allclose, jax_reference  # noqa: E402
 
 FULL = os.environ.get("JAX2ONNX_DTYPE_SWEEP") == "full"
 #: export at this opset (default: to_onnx's); nox -s fuzz also runs the floor, 17

@@ -24,8 +24,8 @@ nnx = pytest.importorskip("flax.nnx")
 pytest.importorskip("jax2onnx_nnx")
 
 from jax2onnx import to_onnx  # noqa: E402
-from jax2onnx.patching import installed_patches  # noqa: E402
-from jax2onnx.registry import get_registry  # noqa: E402
+from jax2onnx.lower.patching import installed_patches  # noqa: E402
+from jax2onnx.lower.registry import get_registry  # noqa: E402
 
 THREADS = 8
 ROUNDS = int(os.environ.get("JAX2ONNX_STRESS_ROUNDS", "2"))

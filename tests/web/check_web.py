@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from jax2onnx import compat, to_onnx
-from jax2onnx.opsets import DEFAULT_OPSET, MIN_OPSET
-from jax2onnx.verification import jax_reference
+from jax2onnx.ir.opsets import DEFAULT_OPSET, MIN_OPSET
+from jax2onnx.verification.compare import jax_reference
 from jax2onnx_nnx.cases.models import PreLNTransformerLayer, QuickstartMLP, SmallCNN
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -5,7 +5,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))  # the test-only mini pack lives beside this file
 
-from jax2onnx.registry import PluginRegistry, set_registry
+from jax2onnx.lower.registry import PluginRegistry, set_registry
 from mini_pack import MiniPack
 
 

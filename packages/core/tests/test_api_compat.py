@@ -12,8 +12,8 @@ import onnx
 import onnx_ir as ir
 import pytest
 from jax2onnx import allclose, to_onnx
-from jax2onnx.api_compat import is_normalization_lowering
 from jax2onnx.errors import InputSpecError
+from jax2onnx.export.api_compat import is_normalization_lowering
 
 #: jax2onnx 0.17.1's ``to_onnx`` (user_interface.py, read from the published wheel):
 #: (name, kind, default); "<required>" for no default.

@@ -13,8 +13,8 @@ import onnx
 import pytest
 from jax2onnx import hookimpl
 from jax2onnx.cli import EXIT_CODES, main
+from jax2onnx.lower.registry import PluginRegistry, set_registry
 from jax2onnx.plugin import Lowering
-from jax2onnx.registry import PluginRegistry, set_registry
 
 MODEL_FILE = """
     import jax.numpy as jnp
@@ -81,7 +81,7 @@ def test_typed_inputs_for_token_ids(mini_registry, model_file, tmp_path, capsys)
 def test_external_data(mini_registry, model_file, tmp_path, capsys):
     out = tmp_path / "big.onnx"
     assert main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(out), "--external-data", "--verify", "-q"]) == 0, capsys.readouterr()
-    from jax2onnx.report import summarize
+    from jax2onnx.verification.report import summarize
 
     summary = summarize(str(out))
     assert summary.external_data_bytes is not None and summary.external_data_bytes >= 16 * 32 * 4
@@ -100,7 +100,7 @@ def test_verify_prints_the_report_and_writes_it(mini_registry, model_file, tmp_p
 
 
 def test_verify_mismatch_exits_1(mini_registry, model_file, tmp_path, monkeypatch, capsys):
-    import jax2onnx.report as report_mod
+    import jax2onnx.verification.report as report_mod
 
     real = report_mod.verify
 

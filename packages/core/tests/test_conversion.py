@@ -172,8 +172,8 @@ def test_custom_jvp_function_is_inlined(mini_registry):
 
 def test_lowering_bug_is_reported_with_primitive_and_location(tmp_path):
     from jax2onnx import hookimpl
+    from jax2onnx.lower.registry import PluginRegistry, set_registry
     from jax2onnx.plugin import Lowering
-    from jax2onnx.registry import PluginRegistry, set_registry
 
     class Bad:
         @hookimpl

@@ -7,8 +7,8 @@ import json
 from jax2onnx import hookimpl
 from jax2onnx import testing as jt  # not `Testcase` by name: pytest would try to collect it
 from jax2onnx.cli import main as cli_main
-from jax2onnx.coverage import ENVIRONMENT_KEY, FAILED, NOT_RUN, PASSED, render, write_docs
-from jax2onnx.registry import PluginRegistry
+from jax2onnx.cli.coverage import ENVIRONMENT_KEY, FAILED, NOT_RUN, PASSED, render, write_docs
+from jax2onnx.lower.registry import PluginRegistry
 
 
 class _FakePack:
@@ -89,7 +89,7 @@ def test_plain_outcome_strings_are_accepted(tmp_path):
 
 
 def test_write_docs_and_cli(tmp_path, monkeypatch):
-    from jax2onnx import registry as registry_module
+    from jax2onnx.lower import registry as registry_module
 
     path = _results(tmp_path, {"fake.sin::sin_ok": "passed"})
     out = tmp_path / "docs" / "coverage.md"
@@ -108,7 +108,7 @@ def test_write_docs_and_cli(tmp_path, monkeypatch):
 _CONFTEST = '''
 from jax2onnx import hookimpl
 from jax2onnx import testing as jt
-from jax2onnx.registry import PluginRegistry, set_registry
+from jax2onnx.lower.registry import PluginRegistry, set_registry
 
 
 class FakePack:

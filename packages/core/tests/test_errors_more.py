@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 import pytest
 from jax2onnx import InputSpecError, Jax2OnnxError, UnsupportedPrimitiveError, UserFunctionError, allclose, to_onnx
-from jax2onnx.registry import PluginRegistry, set_registry
+from jax2onnx.lower.registry import PluginRegistry, set_registry
 from mini_pack import MiniPack
 
 THIS_FILE = os.path.basename(__file__)

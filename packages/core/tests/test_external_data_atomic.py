@@ -15,8 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 import onnx
 import pytest
-from jax2onnx import InputSpecError, allclose, conversion, saving, to_onnx
-from jax2onnx.verification import run_onnx
+from jax2onnx import InputSpecError, allclose, to_onnx
+from jax2onnx.export import conversion, saving
+from jax2onnx.verification.compare import run_onnx
 
 DATA = re.compile(r"m\.onnx\.[0-9a-f]{16}\.data")
 

@@ -10,8 +10,8 @@ import numpy as np
 import onnx
 import pytest
 from jax2onnx import allclose, fusion, hookimpl, to_onnx
+from jax2onnx.lower.registry import PluginRegistry, set_registry
 from jax2onnx.plugin import Lowerings
-from jax2onnx.registry import PluginRegistry, set_registry
 from mini_pack import lowerings as mini_lowerings
 
 MARK = "test.scale_shift"

@@ -10,9 +10,9 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from jax2onnx import opsets
-from jax2onnx.builder import ModelBuilder, OpUnavailableError
-from jax2onnx.legalize import decomposed_ops
+from jax2onnx.ir import opsets
+from jax2onnx.ir.builder import ModelBuilder, OpUnavailableError
+from jax2onnx.ir.legalize import decomposed_ops
 
 
 def _run(opset, specs, build, feeds, out_rank=None):

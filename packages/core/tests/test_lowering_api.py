@@ -10,10 +10,10 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 from jax2onnx import allclose, hookimpl, to_onnx
-from jax2onnx.builder import ModelBuilder
 from jax2onnx.dtypes import FLOAT_MATH, carrier
+from jax2onnx.ir.builder import ModelBuilder
+from jax2onnx.lower.registry import PackLoadWarning, PluginRegistry, set_registry
 from jax2onnx.plugin import Lowerings, PackModules, is_array, is_symbolic_dim
-from jax2onnx.registry import PackLoadWarning, PluginRegistry, set_registry
 
 
 def _scope(dtype=np.float32, shape=(3,)):
@@ -162,7 +162,7 @@ def test_public_trace_time_predicates():
 
 
 def test_misspelled_hook_is_reported_by_name():
-    from jax2onnx.hookspecs import hookimpl as mark
+    from jax2onnx.plugin import hookimpl as mark
 
     class Typo:
         @mark

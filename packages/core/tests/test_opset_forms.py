@@ -9,9 +9,9 @@ import numpy as np
 import onnx
 import pytest
 from jax2onnx import allclose, hookimpl, to_onnx
-from jax2onnx.builder import ModelBuilder, OpUnavailableError
+from jax2onnx.ir.builder import ModelBuilder, OpUnavailableError
+from jax2onnx.lower.registry import PluginRegistry, set_registry
 from jax2onnx.plugin import Lowerings, marked_call
-from jax2onnx.registry import PluginRegistry, set_registry
 from mini_pack import lowerings as mini_lowerings
 
 

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from jax2onnx import allclose, to_onnx
 from jax2onnx.errors import InputSpecError
-from jax2onnx.opsets import MIN_ONNXRUNTIME, MIN_OPSET, ir_version, max_opset
+from jax2onnx.ir.opsets import MIN_ONNXRUNTIME, MIN_OPSET, ir_version, max_opset
 
 DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "opsets.md")
 

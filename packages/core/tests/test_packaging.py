@@ -11,7 +11,7 @@ import tomllib
 
 import pytest
 from jax2onnx import __version__
-from jax2onnx.plugin_api import PLUGIN_API, check_plugin_api, declared_api
+from jax2onnx.lower.plugin_api import PLUGIN_API, check_plugin_api, declared_api
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 #: Every distribution in the repository: a new pack is held to the same standard without a list.

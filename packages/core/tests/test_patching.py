@@ -8,7 +8,7 @@ import threading
 import types
 
 import pytest
-from jax2onnx.patching import applied_patches, installed_patches
+from jax2onnx.lower.patching import applied_patches, installed_patches
 from jax2onnx.plugin import Patch
 
 

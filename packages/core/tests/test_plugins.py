@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax2onnx import PluginConflictError, to_onnx
+from jax2onnx.lower.registry import PackLoadWarning, PluginRegistry, set_registry
 from jax2onnx.plugin import Lowering
-from jax2onnx.registry import PackLoadWarning, PluginRegistry, set_registry
 
 
 def _install_pack(tmp_path, dist: str, module: str, body: str, monkeypatch) -> None:

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import onnx
 from jax2onnx import ExportReport, to_onnx, verify
-from jax2onnx.report import summarize, trial_inputs
+from jax2onnx.verification.report import summarize, trial_inputs
 
 
 def _fn(x, w):

@@ -4,7 +4,7 @@ import jax
 import numpy as np
 import pytest
 from jax2onnx import InputSpecError
-from jax2onnx.specs import parse_inputs
+from jax2onnx.export.specs import parse_inputs
 
 
 def test_bad_dim_in_an_input_param_names_the_param():

@@ -13,9 +13,9 @@ import onnx_ir as ir
 import pytest
 from jax2onnx import MissingDependencyError, Weights, hookimpl, to_onnx
 from jax2onnx.errors import InputSpecError
+from jax2onnx.lower.registry import PluginRegistry, set_registry
 from jax2onnx.plugin import Lowerings
-from jax2onnx.registry import PluginRegistry, set_registry
-from jax2onnx.report import VerificationError
+from jax2onnx.verification.report import VerificationError
 from mini_pack import MiniPack
 
 

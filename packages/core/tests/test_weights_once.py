@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 from jax2onnx import allclose, to_onnx
-from jax2onnx.builder import ModelBuilder
+from jax2onnx.ir.builder import ModelBuilder
 
 
 def test_pool_dedups_by_buffer_and_by_value_but_not_different_arrays():

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 import pytest
 from jax2onnx import InputSpecError, Weights, allclose, to_onnx
-from jax2onnx.weights import SafetensorsSource
+from jax2onnx.export.weights import SafetensorsSource
 
 
 def write_safetensors(path, tensors: dict[str, np.ndarray]) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from jax2onnx.registry import PluginRegistry, set_registry
+from jax2onnx.lower.registry import PluginRegistry, set_registry
 
 #: Keras calls jax2onnx from ``export(format="onnx")`` on the JAX backend since 3.14; older releases
 #: convert through TensorFlow and tf2onnx, so there is nothing of ours to test (the pack's layer

@@ -8,7 +8,7 @@ CODE = """
 import sys
 import jax.numpy as jnp
 from jax2onnx import to_onnx
-from jax2onnx.registry import get_registry
+from jax2onnx.lower.registry import get_registry
 to_onnx(lambda x: jnp.sin(x) * 2.0, [("B", 3)])
 assert any(p.name == "jax2onnx-keras" and p.error is None for p in get_registry().packs), get_registry().packs
 assert "keras" not in sys.modules, "an export imported keras"

@@ -2,7 +2,7 @@
 (jax2onnx_lax.inventory.DECLINED), so a JAX upgrade cannot add a primitive unnoticed."""
 
 from jax2onnx import compat
-from jax2onnx.registry import get_registry
+from jax2onnx.lower.registry import get_registry
 from jax2onnx_lax.inventory import DECLINED
 
 #: Primitives the interpreter inlines itself (their body is a jaxpr).

@@ -8,7 +8,7 @@ import onnx
 import pytest
 from jax import lax
 from jax2onnx import to_onnx
-from jax2onnx.verification import run_onnx
+from jax2onnx.verification.compare import run_onnx
 
 _W1 = np.random.default_rng(0).standard_normal((3, 3, 3, 4)).astype(np.float32)  # HWIO
 _W2 = np.random.default_rng(1).standard_normal((3, 3, 4, 5)).astype(np.float32)

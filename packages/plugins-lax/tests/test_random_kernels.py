@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from jax import lax
 from jax2onnx import compat, to_onnx
-from jax2onnx.verification import run_onnx
+from jax2onnx.verification.compare import run_onnx
 
 
 def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from jax2onnx import to_onnx
 from jax2onnx.testing import run_variant, variants_of
-from jax2onnx.verification import run_onnx
+from jax2onnx.verification.compare import run_onnx
 from jax2onnx_lax import random as lax_random
 
 #: Non-partitionable threefry pads its counters to an even number of 32-bit words: a symbolic count

@@ -8,7 +8,6 @@ Importing this package is cheap: plugin packs are found and loaded on the first 
 
 from . import _lazy_imports  # noqa: F401  (first: keeps sympy out of the import path)
 from ._version import __version__
-from .conversion import to_onnx
 from .errors import (
     InputSpecError,
     Jax2OnnxError,
@@ -18,11 +17,12 @@ from .errors import (
     UnsupportedPrimitiveError,
     UserFunctionError,
 )
-from .functions import onnx_function
-from .hookspecs import hookimpl
-from .report import ExportReport, VerificationError, verify
-from .verification import allclose
-from .weights import Weights
+from .export.conversion import to_onnx
+from .export.weights import Weights
+from .lower.functions import onnx_function
+from .plugin import hookimpl
+from .verification.compare import allclose
+from .verification.report import ExportReport, VerificationError, verify
 
 __all__ = [
     "ExportReport",

@@ -2,7 +2,7 @@
 :func:`marked_call`.
 
 A lowering is a plain function ``fn(ctx, *inputs) -> Value | Sequence[Value] | None``: ``ctx`` is a
-:class:`jax2onnx.context.LoweringContext` (``ctx.op.Add(a, b)``, ``ctx.params``, ``ctx.avals_in``,
+:class:`jax2onnx.lower.context.LoweringContext` (``ctx.op.Add(a, b)``, ``ctx.params``, ``ctx.avals_in``,
 ``ctx.const(...)``), ``inputs`` are the ONNX values of the equation's operands. Returning ``None``
 from a marked-call lowering means "decline": core then lowers the call's body instead.
 """
@@ -17,9 +17,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
+import pluggy
 
 from . import compat
-from .hookspecs import hookimpl
+
+#: Marks a pack's hook implementations (pluggy project ``jax2onnx``; the hooks are specified in
+#: ``jax2onnx.lower.hookspecs``). It lives here, with the rest of the pack author's API, so that
+#: this module needs nothing of the lowering machinery; ``jax2onnx.hookimpl`` is the same marker.
+hookimpl = pluggy.HookimplMarker("jax2onnx")
 
 LoweringFn = Callable[..., Any]
 
@@ -179,9 +184,11 @@ class MarkedCall:
 
 
 class _MarkRegistry:
-    def __init__(self) -> None:
+    def __init__(self, adapt: Callable[[Any], Callable[..., Any] | None] | None = None) -> None:
         self.calls: dict[str, MarkedCall] = {}
         self._ids = itertools.count()
+        #: the export's ``jax2onnx_adapt_callable`` (its plugin registry's ``adapt``)
+        self.adapt = adapt
 
     def new_token(self) -> str:
         return str(next(self._ids))
@@ -195,6 +202,16 @@ _ACTIVE_MARKS: contextvars.ContextVar[_MarkRegistry | None] = contextvars.Contex
 def exporting() -> bool:
     """True while jax2onnx traces a function for export (patches and marks are active)."""
     return _ACTIVE_MARKS.get() is not None
+
+
+def adapt_for_export(obj: Any) -> Callable[..., Any] | None:
+    """The running export's traceable version of ``obj`` from the packs' ``jax2onnx_adapt_callable``
+    (an NNX module with state), or ``None`` (no pack adapts it, or no export is running). Read from
+    the export in progress, so lowering-time code needs no global plugin registry."""
+    marks = _ACTIVE_MARKS.get()
+    if marks is None or marks.adapt is None:
+        return None
+    return marks.adapt(obj)
 
 
 def marked_call(mark: str, fn: Callable[..., Any], *args: Any, **params: Any) -> Any:
@@ -242,10 +259,14 @@ def parse_mark(jit_name: str) -> tuple[str, MarkedCall] | None:
 
 
 class marks_active:
-    """Context manager that opens a fresh mark registry for one export."""
+    """Context manager that opens a fresh mark registry for one export; ``adapt``: the export's
+    plugin registry's ``adapt`` (what :func:`adapt_for_export` answers with)."""
+
+    def __init__(self, adapt: Callable[[Any], Callable[..., Any] | None] | None = None) -> None:
+        self._adapt = adapt
 
     def __enter__(self) -> _MarkRegistry:
-        self._registry = _MarkRegistry()
+        self._registry = _MarkRegistry(self._adapt)
         self._reset = _ACTIVE_MARKS.set(self._registry)
         return self._registry
 
@@ -300,7 +321,7 @@ class PackModules:
         self.package = package
         self.module_names = list(modules)
         self._modules: list[Any] | None = None
-        if plugin_api is not None:  # the plugin API the pack was written for (see jax2onnx.plugin_api)
+        if plugin_api is not None:  # the plugin API the pack was written for (see jax2onnx.lower.plugin_api)
             self.JAX2ONNX_PLUGIN_API = plugin_api
 
     def __repr__(self) -> str:

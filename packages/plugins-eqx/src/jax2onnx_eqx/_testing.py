@@ -40,7 +40,7 @@ def float32_ops(*ops: str, forbids: tuple[str, ...] = (), max_nodes: int | None 
     float64 export may differ where onnxruntime lacks a double kernel and the lowering declines."""
 
     def check(proto: Any, variant: Any) -> None:
-        from jax2onnx.opsets import op_since
+        from jax2onnx.ir.opsets import op_since
         from jax2onnx.testing.runner import op_types
 
         # The float64 export, and one at an opset older than an expected op, take decompositions:

@@ -77,7 +77,7 @@ _CNN_TWIN = ["Conv", "Relu", "MaxPool", "ReduceSum", "IsNaN", "If", "Conv", "Rel
 
 
 def _cnn_twin(proto, variant):
-    from jax2onnx.opsets import op_since
+    from jax2onnx.ir.opsets import op_since
 
     if variant.double or any((op_since(o) or 0) > (variant.opset or 10**6) for o in _CNN_TWIN):
         return  # no double Conv/AveragePool kernel in onnxruntime: lax's exact decomposition

@@ -63,7 +63,7 @@ def float32_ops(*ops: str, forbids: tuple[str, ...] = (), max_transposes: int | 
     since onnxruntime lacks double kernels for some ops and the lowering then declines)."""
 
     def check(proto: Any, variant: Any) -> None:
-        from jax2onnx.opsets import op_since
+        from jax2onnx.ir.opsets import op_since
         from jax2onnx.testing.runner import op_types, unavailable_ops
 
         # The float64 export, and one at an opset older than an expected op, take decompositions:

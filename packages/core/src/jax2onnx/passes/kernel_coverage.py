@@ -30,7 +30,7 @@ import onnx_ir as ir
 from ..dtypes import carrier
 from .manager import all_graphs
 
-_TABLE_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "ort_kernels.json")
+_TABLE_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "ir", "ort_kernels.json")
 
 
 #: ops whose result does not depend on the order of the values, only on their bits modulo 2**64

@@ -64,7 +64,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 def _opset_option(text: str) -> int:
     import argparse
 
-    from jax2onnx.opsets import MIN_OPSET, max_opset
+    from jax2onnx.ir.opsets import MIN_OPSET, max_opset
 
     try:
         opset = int(text)
@@ -76,7 +76,7 @@ def _opset_option(text: str) -> int:
 
 
 def collect_variants(packs: list[str] | None, opset: int | None = None) -> list[Any]:
-    from jax2onnx.registry import get_registry
+    from jax2onnx.lower.registry import get_registry
     from jax2onnx.testing.runner import variants_of
 
     out = []
@@ -146,7 +146,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         except (OSError, ValueError):
             existing = {}
         existing.update(_RESULTS)
-        from ..coverage import ENVIRONMENT_KEY, environment
+        from ..cli.coverage import ENVIRONMENT_KEY, environment
 
         existing[ENVIRONMENT_KEY] = environment()
         with open(path, "w", encoding="utf-8") as f:

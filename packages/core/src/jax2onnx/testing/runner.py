@@ -12,9 +12,9 @@ import numpy as np
 import onnx
 
 from .. import compat
-from ..conversion import to_onnx
-from ..specs import parse_inputs
-from ..verification import allclose
+from ..export.conversion import to_onnx
+from ..export.specs import parse_inputs
+from ..verification.compare import allclose
 from .testcase import Testcase
 
 DEFAULT_STATIC_SIZE = 3
@@ -57,7 +57,7 @@ class Variant:
         checked; checker, onnxruntime and the JAX comparison still are."""
         if self.opset is None:
             return []
-        from ..opsets import op_since
+        from ..ir.opsets import op_since
 
         return [o for o in self.expected_ops if (op_since(o) or 0) > self.opset]
 
@@ -149,7 +149,7 @@ def _with_static_sizes(specs: Sequence[Any], sizes: dict[str, int]) -> list[Any]
 
 def op_types(model: onnx.ModelProto) -> set[str]:
     """Every op type in the model: main graph, subgraphs, function bodies."""
-    from ..proto_walk import nodes
+    from ..ir.proto_walk import nodes
 
     return {n.op_type for n in nodes(model)}
 
@@ -163,8 +163,8 @@ def unavailable_ops(model: onnx.ModelProto, ops: Sequence[str]) -> list[str]:
     """Those of ``ops`` that do not exist at ``model``'s opset (Gelu before 20, Attention before
     23, ...) or that the export decomposed there (ScatterND's min/max before 18, a dilated
     AveragePool before 19): a check expecting them must accept their decomposition instead."""
-    from ..legalize import decomposed_ops
-    from ..opsets import op_since
+    from ..ir.legalize import decomposed_ops
+    from ..ir.opsets import op_since
 
     opset = model_opset(model)
     decomposed = decomposed_ops(model)

@@ -15,17 +15,15 @@ reported with a warning when the packs load.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pluggy
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .plugin import Lowering, Patch
-    from .testing.testcase import Component
+from ..plugin import Lowering, Patch
 
 PROJECT = "jax2onnx"
 hookspec = pluggy.HookspecMarker(PROJECT)
-hookimpl = pluggy.HookimplMarker(PROJECT)
+# The implementations' marker is jax2onnx.plugin.hookimpl (the pack author's API).
 
 
 @hookspec
@@ -62,8 +60,10 @@ def jax2onnx_adapt_callable(fn: Any) -> Callable[..., Any] | None:
 
 
 @hookspec
-def jax2onnx_components() -> Iterable[Component]:
-    """Return the components (with their testcases) this pack documents and tests.
+def jax2onnx_components() -> Iterable[Any]:
+    """Return the :class:`jax2onnx.testing.Component` s (with their testcases) this pack documents
+    and tests. (Typed ``Any`` here: the testing package sits above the lowering machinery that
+    reads this spec, and importing it would tie the two into a circle.)
 
     Core's pytest plugin turns every testcase into static/symbolic × float32/float64 tests that run
     the exported model in onnxruntime and compare with JAX; the coverage table is rendered from the

@@ -71,7 +71,7 @@ def dtype_since() -> dict[int, int]:
 def check_dtypes(elem_types: Iterable[int], opset: int) -> int:
     """The IR version a model of ``opset`` holding ``elem_types`` needs; an element type newer than
     ``opset`` (float8 before 19, int4 before 21, ...) is an error naming the opset that has it."""
-    from .errors import InputSpecError
+    from ..errors import InputSpecError
 
     since = dtype_since()
     need = opset
@@ -90,7 +90,7 @@ def check_dtypes(elem_types: Iterable[int], opset: int) -> int:
 def element_types(model: Any) -> set[int]:
     """Every tensor element type of an ``onnx_ir.Model``: graph I/O, initializers, node outputs in
     every graph and function."""
-    from .passes import all_graphs
+    from ..passes import all_graphs
 
     found: set[int] = set()
 

@@ -199,14 +199,14 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     params = dict(_parse_param(p) for p in args.param)
     output = args.output or f"{args.callable.rpartition(':')[2].split('.')[-1]}.onnx"
     if args.verify:
-        from .errors import require_onnxruntime
+        from ..errors import require_onnxruntime
 
         require_onnxruntime("--verify")  # before the conversion, not after minutes of it
     with progress.stage(f"importing {args.callable}"):
         fn = load_target(args.callable)
         if args.factory:
             fn = fn()
-    from . import to_onnx
+    from ..export.conversion import to_onnx
 
     with progress.stage("converting (trace, lower, optimize, write)"):
         to_onnx(
@@ -221,7 +221,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             output_names=args.output_name or None,
             external_data=True if args.external_data else None,
         )
-    from .report import summarize
+    from ..verification.report import summarize
 
     summary = summarize(output)
     ops = ", ".join(f"{op} {n}" for op, n in list(summary.op_histogram.items())[:8])
@@ -229,7 +229,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
           f"inputs {'; '.join(map(str, summary.inputs))}, outputs {'; '.join(map(str, summary.outputs))}")
     if not args.verify:
         return 0
-    from .report import verify
+    from ..verification.report import verify
 
     with progress.stage("verifying against JAX in onnxruntime"):
         report = verify(fn, output, inputs, params or None, rtol=args.rtol, atol=args.atol,
@@ -246,8 +246,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 def _cmd_packs(args: argparse.Namespace) -> int:
     """List packs; a broken or conflicting pack is reported, never a crash."""
-    from .errors import Jax2OnnxError
-    from .registry import get_registry
+    from ..errors import Jax2OnnxError
+    from ..lower.registry import get_registry
 
     registry = get_registry()
     problems: list[str] = []
@@ -284,7 +284,7 @@ def _cmd_quickstart(args: argparse.Namespace) -> int:
 
 
 def _version_text() -> str:
-    from ._version import __version__
+    from .._version import __version__
 
     parts = []
     for dist in ("jax", "flax", "onnx", "onnxruntime", "onnxruntime-gpu"):
@@ -356,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - every error becomes one line and a documented exit status
         if args.debug:
             raise
-        from .errors import Jax2OnnxError, MissingDependencyError
+        from ..errors import Jax2OnnxError, MissingDependencyError
 
         if isinstance(exc, CliError):
             code = exc.code

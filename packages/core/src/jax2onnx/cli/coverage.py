@@ -90,7 +90,7 @@ def _cell(text: str) -> str:
 
 
 def _testcase_cell(pack: str, component: Any, results: Mapping[str, str], counts: dict[str, int]) -> str:
-    from .testing.runner import variants_of
+    from ..testing.runner import variants_of
 
     parts = []
     for case in component.testcases:
@@ -122,7 +122,7 @@ def _summary(counts: Mapping[str, int]) -> str:
 def render(results_path: str | os.PathLike[str] | None, registry: Any = None) -> str:
     """The two coverage tables as markdown, for the installed packs (or ``registry``)."""
     if registry is None:
-        from .registry import get_registry
+        from ..lower.registry import get_registry
 
         registry = get_registry()
     raw = _read_report(results_path)

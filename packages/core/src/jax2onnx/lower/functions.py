@@ -19,8 +19,8 @@ import jax
 import numpy as np
 import onnx_ir as ir
 
-from .builder import Scope
-from .plugin import exporting, marked_call
+from ..ir.builder import Scope
+from ..plugin import adapt_for_export, exporting, marked_call
 
 FUNCTION_MARK = "jax2onnx.function"
 FUNCTION_DOMAIN = "custom"
@@ -56,9 +56,7 @@ _BYPASS: contextvars.ContextVar[bool] = contextvars.ContextVar("jax2onnx_functio
 def _method_body(obj: Any, original_call: Callable[..., Any]) -> Callable[..., Any]:
     """What the function region runs for ``obj(...)``: a pack adapter's copy when one applies (an
     NNX module updating its batch statistics must be rebuilt inside the region), else the method."""
-    from .registry import get_registry
-
-    adapted = get_registry().adapt(obj)
+    adapted = adapt_for_export(obj)
     if adapted is None:
         return functools.partial(original_call, obj)
 

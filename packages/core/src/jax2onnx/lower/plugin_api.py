@@ -9,7 +9,7 @@ incompatibly, the minor one when something is added. Core accepts a pack whose m
 :data:`PLUGIN_API` 's and whose minor is not newer than core's (it may use an addition this core
 lacks). A pack that declares nothing is assumed compatible: its dependency range on
 ``jax2onnx-core`` is then the only statement. An incompatible pack is skipped with a
-:class:`~jax2onnx.registry.PackLoadWarning` that says what to upgrade; it never breaks the others.
+:class:`~jax2onnx.lower.registry.PackLoadWarning` that says what to upgrade; it never breaks the others.
 """
 
 from __future__ import annotations

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from .hookspecs import hookimpl
-from .plugin import Lowering
+from ..plugin import Lowering, hookimpl
+from .functions import FUNCTION_MARK, lower_function_call
 
 
 @hookimpl
 def jax2onnx_lowerings() -> list[Lowering]:
-    from .functions import FUNCTION_MARK, lower_function_call
-
     return [Lowering(f"call:{FUNCTION_MARK}", lower_function_call)]

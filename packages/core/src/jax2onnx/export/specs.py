@@ -11,8 +11,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from . import compat
-from .errors import InputSpecError
+from .. import compat
+from ..errors import InputSpecError
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 

@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from . import compat
-from .builder import OpUnavailableError, Scope, set_aval, value_dtype
+from .. import compat
+from ..dtypes import carrier
+from ..errors import Jax2OnnxError, LoweringError, UnsupportedPrimitiveError
+from ..ir.builder import OpUnavailableError, Scope, set_aval, value_dtype
+from ..plugin import Lowering, body_matches, parse_mark, shapes_match
 from .context import LoweringContext
-from .dtypes import carrier
-from .errors import Jax2OnnxError, LoweringError, UnsupportedPrimitiveError
-from .plugin import Lowering, body_matches, parse_mark, shapes_match
 from .registry import pack_hint
 
 

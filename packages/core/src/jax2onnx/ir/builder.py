@@ -17,7 +17,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from . import compat
+from .. import compat
+from ..errors import InputSpecError
 from .legalize import OpUnavailableError as OpUnavailableError  # re-exported: lowerings and tests catch it here
 from .legalize import Rewritten, legalize
 
@@ -103,9 +104,7 @@ class ModelBuilder:
 
     def weight(self, leaf: Any, aval: Any) -> ir.Value:
         """An initializer read from a weight source when the model is written (see
-        :mod:`jax2onnx.weights`): never deduplicated or folded, so it is never loaded early."""
-        from .weights import lazy_initializer
-
+        :mod:`jax2onnx.export.weights`): never deduplicated or folded, so it is never loaded early."""
         value = lazy_initializer(leaf, aval, self.names.fresh(leaf.name))
         self.initializers[value.name] = value
         return value
@@ -160,6 +159,26 @@ def as_tensor(array: np.ndarray, name: str) -> ir.TensorProtocol:
     if array.dtype.name == "bfloat16":
         return ir.Tensor(array, dtype=ir.DataType.BFLOAT16, name=name)
     return ir.Tensor(array, name=name)
+
+
+def lazy_initializer(leaf: Any, aval: Any, fresh_name: str) -> ir.Value:
+    """An initializer whose bytes are read from the source when the model is written. ``leaf``: a
+    :class:`jax2onnx.export.weights.WeightLeaf` (its ``name`` and ``source``)."""
+    want = np.dtype(aval.dtype)
+    shape = tuple(int(d) for d in aval.shape)
+
+    def load() -> ir.TensorProtocol:
+        arr = np.asarray(leaf.source.load(leaf.name))
+        if arr.shape != shape:
+            raise InputSpecError(f"weight {leaf.name!r} from {leaf.source.describe()} has shape {arr.shape}, "
+                                 f"the abstract parameter has {shape}")
+        if arr.dtype != want:
+            arr = arr.astype(want)
+        return as_tensor(arr, fresh_name)
+
+    dtype = to_ir_dtype(want)
+    tensor = ir.LazyTensor(load, dtype=dtype, shape=ir.Shape(list(shape)), name=fresh_name)
+    return ir.Value(name=fresh_name, type=ir.TensorType(dtype), shape=ir.Shape(list(shape)), const_value=tensor)
 
 
 def _const_name(array: np.ndarray) -> str:

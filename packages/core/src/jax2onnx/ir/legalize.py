@@ -84,7 +84,7 @@ def legalize(
     op: Any, op_type: str, inputs: list[Any], attrs: dict[str, Any], n_out: int, opset: int, schema: Any
 ) -> tuple[list[Any], dict[str, Any]] | Rewritten:
     """``op_type(inputs, attrs)`` in its newest form → its form at ``opset``, or the nodes that
-    replace it (already emitted through ``op``, an :class:`~jax2onnx.builder.OpBuilder`)."""
+    replace it (already emitted through ``op``, an :class:`~jax2onnx.ir.builder.OpBuilder`)."""
     rule = _RULES.get(op_type)
     if rule is not None:
         nodes = op._scope.nodes

@@ -33,9 +33,9 @@ import jax
 import numpy as np
 import onnx_ir as ir
 
-from . import compat
-from .errors import InputSpecError
-from .opsets import MIN_OPSET, max_opset
+from .. import compat
+from ..errors import InputSpecError
+from ..ir.opsets import MIN_OPSET, max_opset
 
 RETURN_MODES = ("proto", "ir", "file")
 EXPORT_MODES = ("standard", "web")

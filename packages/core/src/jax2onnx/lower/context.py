@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import jax
 import numpy as np
 import onnx_ir as ir
 
-from . import compat
-from .builder import OpBuilder, Scope, set_aval, to_ir_dtype
+from .. import compat
+from ..ir.builder import OpBuilder, Scope, set_aval, to_ir_dtype
+from ..plugin import MarkedCall
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .interpreter import Interpreter
-    from .plugin import MarkedCall
+
+class JaxprLowerer(Protocol):
+    """What a context needs of the interpreter that made it (:class:`~jax2onnx.lower.interpreter.
+    Interpreter`): inlining a sub-jaxpr. A protocol, so that this module does not import the
+    interpreter, which imports it."""
+
+    def lower_jaxpr(self, scope: Scope, closed: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]: ...
 
 
 class Emitter:
@@ -89,7 +94,7 @@ class LoweringContext(Emitter):
     dims), ``lower_jaxpr`` (inline a sub-jaxpr) and ``subgraph()`` (build an If/Loop/Scan body).
     """
 
-    def __init__(self, interp: Interpreter, scope: Scope, eqn: Any, marked: MarkedCall | None = None, *,
+    def __init__(self, interp: JaxprLowerer, scope: Scope, eqn: Any, marked: MarkedCall | None = None, *,
                  avals_in: Sequence[Any] | None = None, avals_out: Sequence[Any] | None = None):
         self.interp = interp
         self.scope = scope

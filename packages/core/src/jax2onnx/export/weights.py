@@ -33,8 +33,7 @@ import jax
 import numpy as np
 import onnx_ir as ir
 
-from .builder import as_tensor, to_ir_dtype
-from .errors import InputSpecError
+from ..errors import InputSpecError
 
 
 @dataclasses.dataclass
@@ -221,25 +220,6 @@ def _plain_signature(fn: Callable[..., Any], slots: Sequence[int], n_inputs: int
     plain = [P(n, P.POSITIONAL_OR_KEYWORD) for n in names]
     leaves = [P(f"_jax2onnx_weight_{k}", P.POSITIONAL_OR_KEYWORD) for k in range(n_leaves)]
     return inspect.Signature([*plain, *leaves, *keywords])
-
-
-def lazy_initializer(leaf: WeightLeaf, aval: Any, fresh_name: str) -> ir.Value:
-    """An initializer whose bytes are read from the source when the model is written."""
-    want = np.dtype(aval.dtype)
-    shape = tuple(int(d) for d in aval.shape)
-
-    def load() -> ir.TensorProtocol:
-        arr = np.asarray(leaf.source.load(leaf.name))
-        if arr.shape != shape:
-            raise InputSpecError(f"weight {leaf.name!r} from {leaf.source.describe()} has shape {arr.shape}, "
-                                 f"the abstract parameter has {shape}")
-        if arr.dtype != want:
-            arr = arr.astype(want)
-        return as_tensor(arr, fresh_name)
-
-    dtype = to_ir_dtype(want)
-    tensor = ir.LazyTensor(load, dtype=dtype, shape=ir.Shape(list(shape)), name=fresh_name)
-    return ir.Value(name=fresh_name, type=ir.TensorType(dtype), shape=ir.Shape(list(shape)), const_value=tensor)
 
 
 def is_lazy(value: ir.Value | None) -> bool:

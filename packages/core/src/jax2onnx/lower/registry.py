@@ -17,9 +17,10 @@ from typing import Any
 
 import pluggy
 
-from . import compat, hookspecs, plugin_api
-from .errors import PluginConflictError
-from .plugin import Lowering, PackModules, Patch
+from .. import compat
+from ..errors import PluginConflictError
+from ..plugin import Lowering, PackModules, Patch
+from . import hookspecs, plugin_api
 
 ENTRY_POINT_GROUP = "jax2onnx"
 
@@ -61,7 +62,7 @@ class PluginRegistry:
             return self._pm
         pm = pluggy.PluginManager(hookspecs.PROJECT)
         pm.add_hookspecs(hookspecs)
-        from ._version import __version__
+        from .._version import __version__
 
         for name, plugin in self._extra:
             version = __version__ if name == "jax2onnx-core" else "local"

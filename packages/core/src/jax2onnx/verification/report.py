@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from . import proto_walk
-from .errors import Jax2OnnxError
+from ..errors import Jax2OnnxError
+from ..ir import proto_walk
 
 #: Sizes given to each symbolic dim, one trial per entry: two different sizes catch a graph that
 #: hard-coded the size seen while tracing. Neither is 1, so broadcasting bugs cannot hide.
@@ -419,7 +419,7 @@ def trial_inputs(
 
 
 def _compare(name: str, expected: np.ndarray, got: np.ndarray, rtol: float | None, atol: float | None) -> OutputCheck:
-    from .verification import as_onnx_value
+    from .compare import as_onnx_value
 
     e, g = as_onnx_value(expected), np.asarray(got)
     dtype_name = np.dtype(expected.dtype).name
@@ -497,9 +497,9 @@ def verify(
     """
     import jax
 
-    from . import compat
-    from .errors import require_onnxruntime
-    from .verification import jax_reference, run_onnx
+    from .. import compat
+    from ..errors import require_onnxruntime
+    from .compare import jax_reference, run_onnx
 
     require_onnxruntime("verify")
     runnable: Any = model

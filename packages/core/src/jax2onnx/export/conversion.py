@@ -11,22 +11,24 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from . import api_compat, compat, opsets, weights
-from ._version import __version__
-from .builder import ModelBuilder, set_aval
-from .errors import (
+from .. import compat
+from .._version import __version__
+from ..errors import (
     InputSpecError,
     Jax2OnnxError,
     UnsupportedPrimitiveError,
     UserFunctionError,
-    all_unsupported,
     explain_trace_error,
     require_onnxruntime,
 )
-from .interpreter import Interpreter
-from .patching import applied_patches
-from .plugin import Patch, marks_active
-from .registry import get_registry
+from ..ir import opsets
+from ..ir.builder import ModelBuilder, set_aval
+from ..lower.interpreter import Interpreter
+from ..lower.patching import applied_patches
+from ..lower.registry import get_registry
+from ..lower.unsupported import all_unsupported
+from ..plugin import Patch, marks_active
+from . import api_compat, weights
 from .saving import save_atomically, save_with_external_data
 from .specs import check_output_path, parse_inputs
 
@@ -55,7 +57,7 @@ def to_onnx(
     """Convert a JAX callable to ONNX.
 
     The signature up to ``normalization_mode`` is the published jax2onnx 0.17's (same positional
-    order, same keywords, same meaning; see :mod:`jax2onnx.api_compat`), so code written for it,
+    order, same keywords, same meaning; see :mod:`jax2onnx.export.api_compat`), so code written for it,
     such as Keras 3's ``model.export(..., format="onnx")``, calls this unchanged.
 
     Args:
@@ -88,12 +90,12 @@ def to_onnx(
         optimize: run the graph passes (dead code, constant folding, ...).
         external_data: store weights in ``<output_path>.<hash>.data`` beside the model (streamed,
             never held twice; the model and its weights are replaced as a pair, so a crash leaves
-            the old pair or the new one, see :mod:`jax2onnx.saving`). ``None``: automatically when
+            the old pair or the new one, see :mod:`jax2onnx.export.saving`). ``None``: automatically when
             the weights exceed protobuf's 2 GB limit.
         verify: after exporting (and writing ``output_path``), run :func:`jax2onnx.verify`: the
             function in JAX and the model in onnxruntime on random inputs, two sizes per symbolic
             dim, tolerances by output dtype. A mismatch raises
-            :class:`jax2onnx.report.VerificationError` naming each failing output with its error
+            :class:`jax2onnx.VerificationError` naming each failing output with its error
             figures (a written file is kept, for inspection). Needs onnxruntime
             (``pip install 'jax2onnx-core[runtime]'``), checked before converting. With
             :class:`~jax2onnx.Weights` inputs the JAX side reads every weight into memory.
@@ -127,7 +129,7 @@ def to_onnx(
     with compat.x64_enabled(enable_double_precision):
         parsed = parse_inputs(fn, inputs, input_params, enable_double_precision)
         parsed.args = api_compat.nchw_specs(parsed.args, options)
-        with marks_active():
+        with marks_active(adapt=registry.adapt):
             traced = api_compat.with_layouts(registry.adapt(fn) or fn, options)
             closed, out_tree = _trace(traced, parsed, registry.patches())
             if options.record_primitive_calls_file is not None:
@@ -148,7 +150,7 @@ def to_onnx(
                 raise (all_unsupported(closed, lowerings, installed, failed) or exc) from None
             model = _assemble(mb, outs, [v.aval for v in closed.jaxpr.outvars], model_name)
     if optimize:
-        from .passes import default_passes
+        from ..passes import default_passes
 
         default_passes()(model)
     api_compat.apply_io_names(model, options)
@@ -211,8 +213,8 @@ def _verify_export(
 ) -> None:
     """``verify=True``: compare the export with ``fn`` as the graph sees it (NCHW layouts, weights
     as initializers) and raise :class:`VerificationError` naming each failing output."""
-    from .report import VerificationError
-    from .report import verify as run_verify
+    from ..verification.report import VerificationError
+    from ..verification.report import verify as run_verify
 
     reference = fn
     specs = list(inputs)

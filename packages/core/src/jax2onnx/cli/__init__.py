@@ -1,0 +1,5 @@
+"""The ``jax2onnx`` command line (commands) and the docs' coverage tables it renders (coverage)."""
+
+from .commands import EXIT_CODES, main
+
+__all__ = ["EXIT_CODES", "main"]
