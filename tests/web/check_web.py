@@ -26,7 +26,7 @@ from flax import nnx
 from jax2onnx import compat, to_onnx
 from jax2onnx.ir.opsets import DEFAULT_OPSET, MIN_OPSET
 from jax2onnx.verification.compare import jax_reference
-from jax2onnx_nnx.cases.models import PreLNTransformerLayer, QuickstartMLP, SmallCNN
+from jax2onnx_nnx.testcases.models import PreLNTransformerLayer, QuickstartMLP, SmallCNN
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RTOL, ATOL = 1e-4, 1e-5

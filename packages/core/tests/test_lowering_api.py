@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import jax
@@ -192,6 +193,46 @@ def test_pack_modules_is_the_whole_plugin(tmp_path, monkeypatch):
         table = registry.lowerings()
     assert "sin" in table and table["sin"].pack == "objpack"
     assert any("objpack.trig.lowering" in str(w.message) for w in caught)
+
+
+def test_pack_modules_read_testcases_only_when_components_are_asked_for(tmp_path, monkeypatch):
+    pkg = tmp_path / "casepack"
+    (pkg / "testcases").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "trig.py").write_text(
+        "from jax2onnx.plugin import Lowerings\n"
+        "lowerings = Lowerings()\n"
+        "lowerings.add('sin', lambda ctx, x: ctx.op.Sin(x))\n"
+    )
+    (pkg / "testcases" / "__init__.py").write_text("")
+    (pkg / "testcases" / "_shared.py").write_text("SHAPE = [('B', 3)]\n")
+    (pkg / "testcases" / "trig.py").write_text(
+        "import jax\n"
+        "from jax2onnx.testing import Component, Testcase\n"
+        "from ._shared import SHAPE\n"
+        "components = [Component('casepack.sin', testcases=[Testcase('sin', jax.numpy.sin, SHAPE)])]\n"
+    )
+    (pkg / "testcases" / "more.py").write_text(
+        "from jax2onnx.testing import Component\n"
+        "components = [Component('casepack.more')]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plugin = PackModules("casepack", ["trig"])
+    registry = PluginRegistry(entry_points=[], extra_plugins=[("casepack", plugin)])
+
+    assert "sin" in registry.lowerings()
+    registry.patches()
+    registry.adapt(object())
+    assert not [m for m in sys.modules if m.startswith("casepack.testcases")]
+
+    # Every public module of testcases/ (in name order); `_shared` is a helper, imported by them only.
+    assert [c.name for _, c in registry.components()] == ["casepack.more", "casepack.sin"]
+    assert "casepack.testcases.trig" in sys.modules
+
+    # A pack without a testcases subpackage has no components.
+    (tmp_path / "nocases").mkdir()
+    (tmp_path / "nocases" / "__init__.py").write_text("")
+    assert PackModules("nocases", []).jax2onnx_components() == []
 
 
 def test_adapter_hook_first_answer_wins():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from jax2onnx import allclose, to_onnx
 from jax2onnx.testing.runner import op_types
-from jax2onnx_jnp.cases.attention import _dpa_mask, _huge_masked_logits
+from jax2onnx_jnp.testcases.attention import _dpa_mask, _huge_masked_logits
 
 
 @pytest.mark.parametrize("opset", [23, 22])

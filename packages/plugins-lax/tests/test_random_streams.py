@@ -14,7 +14,7 @@ import pytest
 from jax2onnx import to_onnx
 from jax2onnx.testing import run_variant, variants_of
 from jax2onnx.verification.compare import run_onnx
-from jax2onnx_lax import random as lax_random
+from jax2onnx_lax.testcases import random as random_cases
 
 #: Non-partitionable threefry pads its counters to an even number of 32-bit words: a symbolic count
 #: of 8-bit draws (5*B bytes) has no known parity, so that export is declined (tested below).
@@ -25,7 +25,7 @@ _F64 = {"random_bits_key_input", "random_uniform_unit", "random_normal", "random
 
 _VARIANTS = [
     pytest.param(v, id=f"{comp.name}::{v.id}")
-    for comp in lax_random.components
+    for comp in random_cases.components
     for case in comp.testcases
     for v in variants_of(case, "jax2onnx-lax", comp.name)
     if (not v.double or case.name in _F64) and not (v.symbolic and case.name in _SYMBOLIC_PARITY)
@@ -96,7 +96,7 @@ def test_batch_of_keys_input():
 
 def test_not_partitionable_symbolic_parity_is_declined():
     with jax.threefry_partitionable(False), pytest.raises(Exception, match="jax_threefry_partitionable=True"):
-        to_onnx(lax_random._bits_uint8, [jax.ShapeDtypeStruct((2,), jnp.uint32), ("B", 5)])
+        to_onnx(random_cases._bits_uint8, [jax.ShapeDtypeStruct((2,), jnp.uint32), ("B", 5)])
 
 
 def test_xla_rng_primitives_are_declined_with_the_way_out():

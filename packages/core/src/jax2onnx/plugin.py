@@ -13,6 +13,7 @@ import contextvars
 import dataclasses
 import importlib
 import itertools
+import pkgutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -308,19 +309,29 @@ class PackModules:
         [project.entry-points.jax2onnx]
         lax = "jax2onnx_lax.plugin:plugin"
 
-    Each module (one lowering family) may define ``lowerings`` (a :class:`Lowerings`),
-    ``components`` (a list of :class:`jax2onnx.testing.Component`), ``patches`` (a list of
-    :class:`Patch`) and ``callable_adapters`` (functions ``obj -> traceable | None``). Modules are
-    imported on the first hook call, once.
+    Each module (one lowering family) may define ``lowerings`` (a :class:`Lowerings`), ``patches``
+    (a list of :class:`Patch`) and ``callable_adapters`` (functions ``obj -> traceable | None``).
+    Modules are imported on the first hook call, once.
+
+    Testcases live apart, in the pack's ``testcases`` subpackage (``jax2onnx_lax.testcases``):
+    every public module there (name not starting with ``_``) may define ``components`` (a list of
+    :class:`jax2onnx.testing.Component`). They are imported only when the ``jax2onnx_components``
+    hook is called, which only the pytest plugin and the coverage command do, so an export never
+    imports testcase code. (A ``components`` list in a listed module is still read, for packs
+    written before the split; it is then imported with the lowerings.)
     """
 
     #: Module attributes the hooks read; a module-level name close to one of these is reported.
     HOOK_ATTRIBUTES = ("lowerings", "components", "patches", "callable_adapters")
 
+    #: The subpackage of the pack whose modules hold its testcases (``components``).
+    TESTCASES = "testcases"
+
     def __init__(self, package: str, modules: Sequence[str], *, plugin_api: str | None = None):
         self.package = package
         self.module_names = list(modules)
         self._modules: list[Any] | None = None
+        self._testcase_modules: list[Any] | None = None
         if plugin_api is not None:  # the plugin API the pack was written for (see jax2onnx.lower.plugin_api)
             self.JAX2ONNX_PLUGIN_API = plugin_api
 
@@ -332,6 +343,21 @@ class PackModules:
             self._modules = [importlib.import_module(f"{self.package}.{m}") for m in self.module_names]
         return self._modules
 
+    def testcase_modules(self) -> list[Any]:
+        """The public modules of the pack's ``testcases`` subpackage (none when it has none), imported
+        here on first use: only the ``jax2onnx_components`` hook asks for them."""
+        if self._testcase_modules is None:
+            name = f"{self.package}.{self.TESTCASES}"
+            try:
+                package = importlib.import_module(name)
+            except ModuleNotFoundError as exc:
+                if exc.name != name:  # the subpackage exists but something it imports is missing
+                    raise
+                package = None
+            found = sorted(info.name for info in pkgutil.iter_modules(getattr(package, "__path__", ())))
+            self._testcase_modules = [importlib.import_module(f"{name}.{m}") for m in found if not m.startswith("_")]
+        return self._testcase_modules
+
     def _gather(self, attribute: str) -> list[Any]:
         return [item for m in self.modules() for item in getattr(m, attribute, ())]
 
@@ -341,7 +367,8 @@ class PackModules:
 
     @hookimpl
     def jax2onnx_components(self) -> list[Any]:
-        return self._gather("components")
+        own = [c for m in self.testcase_modules() for c in getattr(m, "components", ())]
+        return self._gather("components") + own
 
     @hookimpl
     def jax2onnx_patches(self) -> list[Patch]:

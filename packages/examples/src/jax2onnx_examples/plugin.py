@@ -1,20 +1,6 @@
-"""Entry point of jax2onnx-examples: the pack as one plugin object over its modules (one family each)."""
+"""Entry point of jax2onnx-examples: the examples are testcases only (``testcases/``, one module per
+example family), so the pack lowers nothing and an export imports none of them."""
 
 from jax2onnx.plugin import PackModules
 
-plugin = PackModules(
-    "jax2onnx_examples",
-    [
-        "mlp",
-        "cnn",
-        "autoencoder",
-        "attention",
-        "vit",
-        "vit_flat",
-        "loops",
-        "select_sort",
-        "onnx_functions_basic",
-        "onnx_functions_transformer",
-        "gpt2",
-    ],
-)
+plugin = PackModules("jax2onnx_examples", [])

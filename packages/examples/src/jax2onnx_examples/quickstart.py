@@ -14,7 +14,7 @@ from jax2onnx import allclose, to_onnx
 
 # The README's quickstart model (Linear, Dropout, BatchNorm, gelu, Linear, from the Flax docs),
 # defined once: beside the nnx pack's testcases that pin its graph to 4 nodes.
-from jax2onnx_nnx.cases.models import QuickstartMLP as MLP
+from jax2onnx_nnx.testcases.models import QuickstartMLP as MLP
 
 
 def main(output: str = "quickstart_mlp.onnx") -> int:

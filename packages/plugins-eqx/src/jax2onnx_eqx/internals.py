@@ -23,16 +23,10 @@ checks matter at run time.
 
 from __future__ import annotations
 
-import equinox as eqx
-import equinox.internal as eqxi
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax2onnx import compat
 from jax2onnx.plugin import Lowerings, Patch
-from jax2onnx.testing import Component, Testcase
-
-from ._testing import model
 
 lowerings = Lowerings()
 
@@ -93,88 +87,3 @@ def _patch_error_if(original):
 
 
 patches = [Patch("equinox._errors", "branched_error_if_impl_jit", _patch_error_if)]
-
-
-# ---------------------------------------------------------------------------------------------
-# Testcases
-
-
-def _any_all(x):
-    return eqxi.unvmap_any(x > 0.5), eqxi.unvmap_all(x > -3.0)
-
-
-def _checked(x):
-    """A computation guarded as library code guards it: the checks leave no node."""
-    x = eqx.error_if(x, jnp.any(jnp.isnan(x)), "NaN input")
-    y = jnp.tanh(x) * 2.0
-    return eqx.branched_error_if(y, jnp.abs(y) > 5.0, jnp.int32(0), ["out of range"])
-
-
-def _loop(kind):
-    """equinox's own while_loop (as diffrax uses it): nonbatchable, unvmap_any, select_if_vmap."""
-
-    def run(x):
-        def body(carry):
-            i, v = carry
-            return i + 1, v * 0.5 + jnp.sin(v)
-
-        return eqxi.while_loop(lambda c: c[0] < 4, body, (jnp.int32(0), x), max_steps=6, kind=kind)[1]
-
-    return run
-
-
-def _scaled_mlp(key):
-    return eqx.nn.MLP(4, 3, 8, 2, key=key)
-
-
-components = [
-    Component(
-        name="eqx.unvmap",
-        onnx=["ReduceSum", "ReduceMax", "Greater", "Equal"],
-        since="v0.7.0",
-        testcases=[
-            Testcase("eqx_unvmap_any_all", _any_all, [("B", 3)], expected_ops=["ReduceSum"]),
-            # Under vmap the predicate is reduced over the batch too: one answer for all members.
-            Testcase("eqx_unvmap_any_vmapped", jax.vmap(lambda x: x * eqxi.unvmap_any(x > 1.0)), [("B", 3)],
-                     expected_ops=["ReduceSum"]),
-            Testcase("eqx_unvmap_max", lambda n: eqxi.unvmap_max(n) + n,
-                     [jax.ShapeDtypeStruct(("B", 4), np.int32)], expected_ops=["ReduceMax"]),
-            Testcase("eqx_unvmap_any_empty", lambda x: eqxi.unvmap_any(x > 0.0), [(0, 3)],
-                     expected_ops=["ReduceSum"]),
-        ],
-    ),
-    Component(
-        name="eqx.internal_primitives",
-        onnx=["Identity", "Where", "Loop"],
-        since="v0.7.0",
-        testcases=[
-            Testcase("eqx_nonbatchable", lambda x: eqxi.nonbatchable(x) * 2.0, [("B", 3)]),
-            Testcase("eqx_while_loop_checkpointed", _loop("checkpointed"), [("B", 3)], expected_ops=["Where"]),
-            Testcase("eqx_while_loop_bounded", _loop("bounded"), [("B", 3)]),
-            Testcase("eqx_while_loop_lax", _loop("lax"), [("B", 3)]),
-        ],
-    ),
-    Component(
-        name="eqx.error_if",
-        onnx=[],
-        since="v0.7.0",
-        description="runtime checks dropped: no node (trace-time-known failures still raise)",
-        testcases=[
-            Testcase("eqx_error_if_dropped", _checked, [("B", 5)], forbidden_ops=["If"], max_nodes=3),
-            Testcase("eqx_error_if_vmapped", jax.vmap(_checked), [("B", 5)], forbidden_ops=["If"], max_nodes=3),
-        ],
-    ),
-    Component(
-        name="eqx.filter_transforms",
-        onnx=["MatMul", "Add"],
-        since="v0.7.0",
-        description="eqx.filter_jit and eqx.filter_vmap are transparent",
-        testcases=[
-            Testcase("eqx_filter_jit", factory=model(_scaled_mlp, wrap=eqx.filter_jit), input_shapes=[(4,)],
-                     expected_ops=["MatMul"]),
-            # filter_vmap is jax.vmap underneath: the Linears' regions are built around the batch, Gemm.
-            Testcase("eqx_filter_vmap", factory=model(_scaled_mlp, wrap=eqx.filter_vmap), input_shapes=[("B", 4)],
-                     expected_ops=["Gemm"], forbidden_ops=["MatMul"]),
-        ],
-    ),
-]

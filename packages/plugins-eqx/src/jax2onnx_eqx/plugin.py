@@ -2,4 +2,4 @@
 
 from jax2onnx.plugin import PackModules
 
-plugin = PackModules("jax2onnx_eqx", ["internals", "linear", "conv", "pooling", "normalization", "layers", "attention", "models"])
+plugin = PackModules("jax2onnx_eqx", ["internals", "linear", "conv", "pooling", "normalization", "attention"])

@@ -152,4 +152,3 @@ def _matmul_chain(ctx, q, k, v, bias, mask, T, S, N, K, scale, is_causal, dtype)
 
 
 patches = patches_for("jax.nn", ["dot_product_attention"], _make_dot_product_attention, reexports=())
-

@@ -17,6 +17,5 @@ plugin = PackModules(
         "roll",
         "shape_ops",
         "attention",
-        "cases.attention",
     ],
 )

@@ -32,11 +32,9 @@ float32 and float64, condition numbers 1 to 1e4 (f32) / 1e8 (f64); see bench/lin
 
 from __future__ import annotations
 
-import jax.numpy as jnp
 import numpy as np
 import onnx_ir as ir
 from jax2onnx.plugin import Lowerings
-from jax2onnx.testing import Component, Testcase
 
 from . import _matrix as mx
 from .linalg_factor import _geqrf, _householder_product
@@ -331,86 +329,3 @@ def lower_svd(ctx, a):
     if wide:  # a^T = u s v^T  =>  a = v s u^T
         return [s, v, mx.swap_last_axes(ctx, u, rank)]
     return [s, u, mx.swap_last_axes(ctx, v, rank)]
-
-
-# ---------------------------------------------------------------------------------------------
-# testcases: vectors compared after fixing each column's sign (see the module docstring)
-
-
-def _column_signs(vectors):
-    """+-1 per column ([..., 1, k]) that makes the column's largest-magnitude entry positive."""
-    idx = jnp.argmax(jnp.abs(vectors), axis=-2, keepdims=True)
-    pivot = jnp.take_along_axis(vectors, idx, axis=-2)
-    return jnp.where(pivot < 0, -1.0, 1.0).astype(vectors.dtype)
-
-
-def _fix_signs(vectors):
-    return vectors * _column_signs(vectors)
-
-
-def _eigh(x):
-    w, v = jnp.linalg.eigh(x)
-    return w, _fix_signs(v)
-
-
-def _eigh_upper(x):
-    w, v = jnp.linalg.eigh(x, UPLO="U", symmetrize_input=False)
-    return w, _fix_signs(v)
-
-
-def _eigh_reconstruct(x):
-    w, v = jnp.linalg.eigh(x)
-    return (v * w[..., None, :]) @ jnp.swapaxes(v, -1, -2), jnp.swapaxes(v, -1, -2) @ v
-
-
-def _svd(full):
-    def fn(x):
-        u, s, vt = jnp.linalg.svd(x, full_matrices=full)
-        k = s.shape[-1]
-        # a pair (u_i, v_i) flips together: fix the sign on v and carry it to u
-        flip = _column_signs(jnp.swapaxes(vt[..., :k, :], -1, -2))  # [..., 1, k]
-        u_thin = u[..., :, :k] * flip
-        out = [s, u_thin, vt[..., :k, :] * jnp.swapaxes(flip, -1, -2)]
-        if full and u.shape[-1] > k:  # the completion is any orthonormal basis: compare projections
-            rest = u[..., :, k:]
-            out.append(rest @ jnp.swapaxes(rest, -1, -2))
-        if full and vt.shape[-2] > k:
-            rest = vt[..., k:, :]
-            out.append(jnp.swapaxes(rest, -1, -2) @ rest)
-        return tuple(out)
-
-    return fn
-
-
-def _sym(rng, shape, dtype):
-    a = rng.standard_normal(shape)
-    return a + np.swapaxes(a, -1, -2) if len(shape) >= 2 and shape[-1] == shape[-2] else a
-
-
-_TOL = dict(rtol=2e-4, atol=2e-5, rtol_f64=1e-9, atol_f64=1e-10)
-
-components = [
-    Component("lax.linalg.eigh", onnx=["Loop", "Gather", "MatMul", "TopK"], since="v0.8.0", testcases=[
-        Testcase("eigh", _eigh, [(4, 4)], input_generator=_sym, **_TOL),
-        Testcase("eigh_odd_batched", _eigh, [("B", 5, 5)], input_generator=_sym, **_TOL),
-        Testcase("eigh_upper_only", _eigh_upper, [(3, 3)], **_TOL),
-        Testcase("eigh_reconstruct", _eigh_reconstruct, [(2, 6, 6)], input_generator=_sym, **_TOL),
-        Testcase("eigvalsh", jnp.linalg.eigvalsh, [(6, 6)], input_generator=_sym, **_TOL),
-        Testcase("eigh_repeated_eigenvalues", lambda x: jnp.linalg.eigvalsh(jnp.eye(4, dtype=x.dtype) * 2.0 + 0 * x),
-                 [(4, 4)], **_TOL),
-    ]),
-    Component("lax.linalg.svd", onnx=["Loop", "Gather", "MatMul", "TopK"], since="v0.8.0", testcases=[
-        Testcase("svd", _svd(False), [(4, 4)], **_TOL),
-        Testcase("svd_tall_batched", _svd(False), [("B", 5, 3)], **_TOL),
-        Testcase("svd_wide", _svd(False), [(3, 5)], **_TOL),
-        Testcase("svd_full_tall", _svd(True), [(5, 3)], **_TOL),
-        Testcase("svd_full_wide", _svd(True), [(2, 4)], **_TOL),
-        Testcase("svdvals", jnp.linalg.svdvals, [("B", 4, 3)], **_TOL),
-        Testcase("pinv", jnp.linalg.pinv, [(4, 3)], **_TOL),
-        Testcase("lstsq", lambda a, b: jnp.linalg.lstsq(a, b)[0], [(5, 3), (5, 2)], **_TOL),
-        Testcase("matrix_rank", jnp.linalg.matrix_rank, [(4, 4)],
-                 input_generator=lambda rng, shape, dt: rng.standard_normal((4, 2)) @ rng.standard_normal((2, 4))),
-        Testcase("cond", jnp.linalg.cond, [(4, 4)], **_TOL),
-        Testcase("norm_2", lambda x: jnp.linalg.norm(x, 2), [(3, 4)], **_TOL),
-    ]),
-]

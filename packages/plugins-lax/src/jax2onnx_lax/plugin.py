@@ -33,11 +33,9 @@ plugin = PackModules(
         "window_grads",
         "sort",
         "fft",
-        "complex_cases",
         "control_flow",
         "while_loop",
         "scan",
-        "physics_cases",
         "random",
     ],
 )

@@ -7,16 +7,11 @@ model never produces them, so the graph stays one Gather rather than growing a b
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
-import numpy as np
-from flax import linen as nn
 from jax2onnx.fusion import Operands, is_array, one_output_like
 from jax2onnx.plugin import Lowerings, Patch
-from jax2onnx.testing import Component, Testcase
 
 from ._fusion import call_module, fusable
-from ._testing import applied, param_dtype
 
 lowerings = Lowerings()
 
@@ -65,40 +60,3 @@ def lower_attend(ctx, *ins):
     dtype = ctx.avals_out[0].dtype
     table = ctx.op.Transpose(ctx.cast(ops["embedding"], dtype), perm=[1, 0])  # folded: a constant
     return ctx.op.MatMul(ctx.cast(ops["query"], dtype), table)
-
-
-# ---------------------------------------------------------------------------------------------
-# Testcases
-
-
-def _ids(rng, shape, dtype):
-    """Ids across the whole table, negative ones (wrapped) included."""
-    return rng.integers(-10, 10, size=shape).astype(dtype)
-
-
-class _Tied(nn.Module):
-    """Embed, a Dense, then the tied output projection (``attend``)."""
-
-    @nn.compact
-    def __call__(self, ids):
-        emb = nn.Embed(10, 6, param_dtype=param_dtype())
-        return emb.attend(nn.Dense(6)(emb(ids)))
-
-
-_IDS = jax.ShapeDtypeStruct((1, 4), np.int32)
-
-components = [
-    Component(
-        name="linen.embed",
-        onnx=["Gather", "MatMul"],
-        since="v0.1.0",
-        testcases=[
-            Testcase("linen_embed", factory=applied(lambda: nn.Embed(10, 6, param_dtype=param_dtype()), _IDS),
-                     input_shapes=[jax.ShapeDtypeStruct(("B", 4), np.int32)], input_generator=_ids,
-                     expected_ops=["Gather"], max_nodes=1),
-            Testcase("linen_embed_attend_tied", factory=applied(_Tied, _IDS, low=-1.0, high=1.0),
-                     input_shapes=[jax.ShapeDtypeStruct(("B", 4), np.int32)], input_generator=_ids,
-                     expected_ops=["Gather", "MatMul"], forbidden_ops=["Einsum"], max_nodes=4),
-        ],
-    ),
-]

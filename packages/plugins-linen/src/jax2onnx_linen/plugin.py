@@ -2,4 +2,4 @@
 
 from jax2onnx.plugin import PackModules
 
-plugin = PackModules("jax2onnx_linen", ["linear", "normalization", "attention", "conv", "pooling", "embed", "activations", "models"])
+plugin = PackModules("jax2onnx_linen", ["linear", "normalization", "attention", "conv", "pooling", "embed", "activations"])

@@ -7,16 +7,11 @@ model never produces them, so the graph stays one Gather rather than growing a b
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
-import numpy as np
-from flax import nnx
 from jax2onnx.fusion import Operands, one_output_like
 from jax2onnx.plugin import Lowerings, Patch, is_array
-from jax2onnx.testing import Component, Testcase
 
 from ._fusion import call_module
-from .cases.helpers import param_dtype
 
 lowerings = Lowerings()
 
@@ -74,37 +69,3 @@ def lower_attend(ctx, *ins):
     dtype = ctx.avals_out[0].dtype
     table_t = ctx.op.Transpose(ctx.cast(ops["embedding"], dtype), perm=[1, 0])
     return ctx.op.MatMul(ctx.cast(ops["query"], dtype), table_t)
-
-
-def _embed(n: int, features: int):
-    def factory():
-        # float64 tables under a float64 export: flax keeps the table's dtype for lookups.
-        return nnx.Embed(n, features, param_dtype=param_dtype(), rngs=nnx.Rngs(0))
-
-    return factory
-
-
-def _attend(module):
-    return lambda q: module.attend(q)  # looked up at call time, when the patch is active
-
-
-def _signed_ids(rng, shape, dtype):
-    return rng.integers(-6, 6, size=shape).astype(dtype)
-
-
-components = [
-    Component(
-        name="nnx.embed",
-        onnx=["Gather", "MatMul"],
-        since="v0.7.0",
-        testcases=[
-            Testcase("embed", factory=_embed(10, 4), input_shapes=[jax.ShapeDtypeStruct(("B", 5), np.int32)],
-                     expected_ops=["Gather"], max_nodes=1),
-            Testcase("embed_negative_ids", factory=_embed(6, 3),
-                     input_shapes=[jax.ShapeDtypeStruct(("B", 2, 3), np.int32)], input_generator=_signed_ids,
-                     expected_ops=["Gather"], max_nodes=1),
-            Testcase("embed_attend", factory=lambda: _attend(_embed(7, 4)()), input_shapes=[("B", 3, 4)],
-                     expected_ops=["MatMul"], forbidden_ops=["Transpose"], max_nodes=1),
-        ],
-    ),
-]

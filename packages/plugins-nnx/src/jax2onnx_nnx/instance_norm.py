@@ -8,13 +8,10 @@ float64 is left to the lax decomposition.
 
 from __future__ import annotations
 
-from flax import nnx
 from jax2onnx.fusion import lower_instance_norm, norm_axes
 from jax2onnx.plugin import Lowerings, Patch, is_array
-from jax2onnx.testing import Component, Testcase
 
 from ._fusion import call_module
-from .cases.helpers import fused_budget, model
 from .normalization import _plain_call
 
 lowerings = Lowerings()
@@ -36,22 +33,3 @@ patches = [Patch("flax.nnx.InstanceNorm", "__call__", _patch_instance_norm)]  # 
 
 
 lowerings.add(f"call:{INSTANCE_NORM}", lower_instance_norm)
-
-
-#: float64 takes flax's own arithmetic (no double InstanceNormalization in onnxruntime).
-_FUSED = {"expected_ops": ["InstanceNormalization"], "expected_ops_f64": ()}
-
-components = [] if not hasattr(nnx, "InstanceNorm") else [  # flax >= 0.11
-    Component(
-        name="nnx.instance_norm",
-        onnx=["InstanceNormalization", "Transpose"],
-        since="v0.7.0",
-        testcases=[
-            Testcase("instance_norm", factory=model(lambda: nnx.InstanceNorm(4, rngs=nnx.Rngs(0))),
-                     input_shapes=[("B", 5, 5, 4)], **_FUSED, check=fused_budget(max_nodes=3)),
-            Testcase("instance_norm_1d_channels_first",
-                     factory=model(lambda: nnx.InstanceNorm(3, feature_axes=1, rngs=nnx.Rngs(0))),
-                     input_shapes=[("B", 3, 6)], **_FUSED, check=fused_budget(max_nodes=1)),
-        ],
-    ),
-]

@@ -14,7 +14,6 @@ plugin = PackModules(
         "attention",
         "activations",
         "instance_norm",
-        "cases.models",
         "module_state",
     ],
 )

@@ -14,12 +14,8 @@ from __future__ import annotations
 
 import functools
 
-import jax
 import numpy as np
 from jax2onnx.plugin import Lowerings, Patch, marked_call
-from jax2onnx.testing import Component, Testcase
-
-from . import example_library as lib
 
 MARK = "mypack.mish"
 
@@ -45,34 +41,3 @@ def lower_mish(ctx, x):
     if np.dtype(ctx.avals_in[0].dtype) != np.float32:
         return None  # decline: the body (softplus, tanh, mul) is exported, exact in any dtype
     return ctx.op.Mish(x)  # at opsets before 18 this raises, and core lowers the body instead
-
-
-def _one_node_in_float32(model, variant):
-    """float32: the whole call is one Mish node. float64: declined, so the body and no Mish."""
-    ops = [n.op_type for n in model.graph.node]
-    if variant.double:
-        assert "Mish" not in ops, ops
-    elif variant.opset is None or variant.opset >= 18:  # Mish exists from opset 18
-        assert ops == ["Mish"], ops
-
-
-def _wide(rng, shape, dtype):
-    """Values across [-6, 6], both tails of the curve."""
-    return rng.uniform(-6.0, 6.0, size=shape).astype(dtype)
-
-
-components = [
-    Component(
-        name="mypack.mish",
-        onnx=["Mish"],
-        since="v0.1.0",
-        description="example_library.mish fused into one Mish node (its body where Mish cannot be used)",
-        testcases=[
-            Testcase("mish", lambda x: lib.mish(x), [("B", 6)], input_generator=_wide,
-                     expected_ops=["Mish"], expected_ops_f64=(), check=_one_node_in_float32),
-            # Under vmap the region's operand gains a batch axis: core lowers the body, no Mish.
-            Testcase("mish_under_vmap", lambda x: jax.vmap(lib.mish)(x), [("B", 6)], input_generator=_wide,
-                     forbidden_ops=["Mish"]),
-        ],
-    ),
-]

@@ -1,7 +1,8 @@
 """The pack's entry point (pyproject.toml: ``[project.entry-points.jax2onnx]``).
 
 One object implements core's hooks from the listed modules: each may define ``lowerings``,
-``components`` (testcases), ``patches`` and ``callable_adapters``. ``plugin_api`` is the jax2onnx
+``patches`` and ``callable_adapters``. The testcases (``components``) are in the ``testcases``
+subpackage, found by name and imported only when tests ask for them. ``plugin_api`` is the jax2onnx
 plugin API this pack was written for; a core with an incompatible API skips the pack with a
 warning that says what to upgrade, instead of failing later inside a lowering.
 """

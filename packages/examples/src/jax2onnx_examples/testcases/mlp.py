@@ -1,7 +1,7 @@
 """MLP example: Linear → BatchNorm (eval mode) → Dropout → GELU → Linear.
 
 The model is the quickstart MLP with ``deterministic`` as a call argument, defined once in the nnx
-pack's testcases (:mod:`jax2onnx_nnx.cases.models`).
+pack's testcases (:mod:`jax2onnx_nnx.testcases.models`).
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import jax
 from flax import nnx
 from jax2onnx.testing import Component, Testcase
-from jax2onnx_nnx.cases.models import MLPWithCallParams
+from jax2onnx_nnx.testcases.models import MLPWithCallParams
 
-from .cases.helpers import expect_bool_input
+from .helpers import expect_bool_input
 
 
 def _mlp() -> MLPWithCallParams:

@@ -15,7 +15,7 @@ from jax2onnx import onnx_function
 from jax2onnx.testing import Component, Testcase
 
 from ._common import gelu_exact
-from .cases.helpers import all_of, expect_bool_input, expect_functions
+from .helpers import all_of, expect_bool_input, expect_functions
 
 HIDDEN, MLP_DIM = 8, 16
 SHAPE = ("B", 10, HIDDEN)

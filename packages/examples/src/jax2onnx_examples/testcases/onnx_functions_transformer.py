@@ -15,7 +15,7 @@ from jax2onnx import onnx_function
 from jax2onnx.testing import Component, Testcase
 
 from . import vit_models as vm
-from .cases.helpers import all_of, expect_bool_input, expect_functions
+from .helpers import all_of, expect_bool_input, expect_functions
 
 HIDDEN, HEADS, MLP_DIM, LAYERS = 16, 2, 32, 2
 SEQ_SHAPE = ("B", 5, HIDDEN)

@@ -1,3 +1,4 @@
-"""Test-only code of the pack: testcase modules too long to sit beside their lowering
-(``cases.attention``, listed in the pack's ``plugin.py`` like any module with ``components``) and
-the helpers testcases share (``cases.helpers``). Nothing here is imported by an export."""
+"""The pack's testcases, apart from its lowerings: ``<family>.py`` holds the ``components`` of the
+lowering module of that name (``attention``: ``jax.nn.dot_product_attention``), ``helpers`` the
+checks they share. Only the ``jax2onnx_components`` hook (the pytest plugin, the coverage command)
+imports this package; an export never does."""

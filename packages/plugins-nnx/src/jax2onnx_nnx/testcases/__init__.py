@@ -1,3 +1,4 @@
-"""Test-only code of the pack: testcase modules that own no lowering (``cases.models``: whole
-models, listed in the pack's ``plugin.py`` like any module with ``components``) and the helpers
-testcases share (``cases.helpers``). Nothing here is imported by an export."""
+"""The pack's testcases, apart from its lowerings: ``<family>.py`` holds the ``components`` of the
+lowering module of that name, ``models`` whole models across families, ``helpers`` what they
+share. Only the ``jax2onnx_components`` hook (the pytest plugin, the coverage command) imports
+this package; an export never does."""

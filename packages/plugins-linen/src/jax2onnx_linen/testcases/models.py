@@ -112,6 +112,7 @@ def _bound_encoder():
 #: flax's attention softmax vs ONNX: float32-close (float64 keeps the decomposition, exact).
 _NO_DECOMPOSITION = ("ReduceMean", "Softmax", "Sqrt", "Erf", "Einsum")
 
+
 components = [
     Component(
         name="linen.models",
@@ -150,4 +151,3 @@ components = [
         ],
     ),
 ]
-

@@ -91,6 +91,7 @@ def _mlp(key):
 
 _SMALL = {"low": -0.5, "high": 0.5}
 
+
 components = [
     Component(
         name="eqx.models",
