@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 import pytest
 from jax2onnx import InputSpecError, allclose, to_onnx
-from jax2onnx.export import conversion, saving
+from jax2onnx.export import saving, write
 from jax2onnx.verification.compare import run_onnx
 
 DATA = re.compile(r"m\.onnx\.[0-9a-f]{16}\.data")
@@ -56,7 +56,7 @@ def test_cli_verify_of_an_external_data_export(mini_registry, tmp_path, monkeypa
             return jnp.sin(x @ W)
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(conversion, "EXTERNAL_DATA_AUTO_BYTES", 1000)  # 16 KB of weights count as "large"
+    monkeypatch.setattr(write, "EXTERNAL_DATA_AUTO_BYTES", 1000)  # 16 KB of weights count as "large"
     out = tmp_path / "out" / "m.onnx"
     monkeypatch.chdir(tmp_path)
     assert cli.main(["convert", "ext_model_mod:f", "-i", "2,64", "-o", str(out), "--verify"]) == 0
@@ -79,7 +79,7 @@ def test_reexport_keeps_one_pair_and_a_self_contained_export_drops_the_weights(m
 
 
 def test_external_data_false_over_the_protobuf_limit_names_the_fix(mini_registry, tmp_path, monkeypatch):
-    monkeypatch.setattr(conversion, "PROTOBUF_LIMIT_BYTES", 1000)
+    monkeypatch.setattr(write, "PROTOBUF_LIMIT_BYTES", 1000)
     with pytest.raises(InputSpecError, match=r"external_data=False.*external_data=True"):
         to_onnx(_fn(_weights(0)), [("B", 64)], output_path=tmp_path / "m.onnx", external_data=False)
     assert list(tmp_path.iterdir()) == []

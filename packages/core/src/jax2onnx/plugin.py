@@ -261,13 +261,17 @@ def parse_mark(jit_name: str) -> tuple[str, MarkedCall] | None:
 
 class marks_active:
     """Context manager that opens a fresh mark registry for one export; ``adapt``: the export's
-    plugin registry's ``adapt`` (what :func:`adapt_for_export` answers with)."""
+    plugin registry's ``adapt`` (what :func:`adapt_for_export` answers with). ``resume``: the
+    registry a trace recorded its marked calls in, made active again for lowering that trace."""
 
-    def __init__(self, adapt: Callable[[Any], Callable[..., Any] | None] | None = None) -> None:
+    def __init__(
+        self, adapt: Callable[[Any], Callable[..., Any] | None] | None = None, *, resume: _MarkRegistry | None = None
+    ) -> None:
         self._adapt = adapt
+        self._resume = resume
 
     def __enter__(self) -> _MarkRegistry:
-        self._registry = _MarkRegistry(self._adapt)
+        self._registry = self._resume if self._resume is not None else _MarkRegistry(self._adapt)
         self._reset = _ACTIVE_MARKS.set(self._registry)
         return self._registry
 

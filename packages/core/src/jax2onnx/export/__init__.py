@@ -1,3 +1,5 @@
-"""Stage 1, the export front-end: ``to_onnx`` (conversion), its input specs and options (specs,
-api_compat: the 0.17 option layer), lazy weights, and writing the model file (saving).
+"""The export: the front door ``to_onnx`` (conversion) over typed stages, each in its module:
+options (``ExportOptions``, ``Export``) → trace (``Traced``) → lowering (``onnx_ir.Model``) →
+optimize (one PassManager) → write (``Artifact``) → verify (``ExportReport``); with the input
+specs (specs), the 0.17 option layer (api_compat), lazy weights (weights) and atomic files (saving).
 """

@@ -2,16 +2,17 @@
 
 Programs written against 0.17 call us unchanged, the biggest being Keras 3's
 ``model.export(path, format="onnx")`` on the JAX backend. This module checks those arguments up
-front (every message names the argument and the fix) and implements the ones that act on the
-traced function or the finished model:
+front (in :mod:`jax2onnx.export.options`; every message names the argument and the fix) and
+implements here the ones that act on the trace or the model:
 
 * ``return_mode``: ``"proto"`` (an ``onnx.ModelProto``), ``"ir"`` (an ``onnx_ir.Model``),
   ``"file"`` (writes ``output_path`` and returns it);
 * ``input_names`` / ``output_names``: the graph's I/O names, set on the finished model;
 * ``inputs_as_nchw`` / ``outputs_as_nchw``: the graph takes/returns NCHW where the function works
-  in NHWC; the transposes are traced around the function, so the transpose pass cancels them
-  against the layout Transposes of a channels-first op right behind the input or right before
-  the output (a Conv lowered in NCHW: an NHWC conv stack exports with no Transpose left);
+  in NHWC; :class:`NchwAdapterPass` puts a Transpose at each listed input and output before the
+  graph passes, so the transpose pass cancels them against the layout Transposes of a
+  channels-first op right behind the input or right before the output (a Conv lowered in NCHW:
+  an NHWC conv stack exports with no Transpose left);
 * ``record_primitive_calls_file``: a JSON list of every primitive the trace holds;
 * ``export_mode``: ``"standard"`` (weights go to ``<path>.data`` when they exceed protobuf's
   limit) or ``"web"`` (always one self-contained file, as onnxruntime-web loads it);
@@ -22,7 +23,6 @@ traced function or the finished model:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -35,11 +35,7 @@ import onnx_ir as ir
 
 from .. import compat
 from ..errors import InputSpecError
-from ..ir.opsets import MIN_OPSET, max_opset
-
-RETURN_MODES = ("proto", "ir", "file")
-EXPORT_MODES = ("standard", "web")
-NORMALIZATION_MODES = ("auto", "prefer_native", "force_decomposed")
+from .options import ExportOptions, check_indices
 
 #: The last dotted part of a marked region that is a normalization layer (``layer_norm``,
 #: ``batch_norm``, ``rms_norm``, ``group_norm``, ``instance_norm``, optionally ``..._normalization``,
@@ -52,155 +48,12 @@ NHWC_TO_NCHW = (0, 3, 1, 2)
 NCHW_TO_NHWC = (0, 2, 3, 1)
 
 
-class OptionTypeError(InputSpecError, TypeError):
-    """An option of the wrong type (0.17 raised TypeError here; this is both)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ExportOptions:
-    """The checked 0.17-compatible options of one ``to_onnx`` call."""
-
-    return_mode: str = "proto"
-    export_mode: str = "standard"
-    normalization_mode: str = "auto"
-    output_path: str | None = None
-    input_names: tuple[str, ...] | None = None
-    output_names: tuple[str, ...] | None = None
-    inputs_as_nchw: tuple[int, ...] = ()
-    outputs_as_nchw: tuple[int, ...] = ()
-    record_primitive_calls_file: str | None = None
-
-
-def _choice(value: Any, allowed: Sequence[str], arg: str) -> str:
-    if not isinstance(value, str):
-        raise OptionTypeError(f"{arg} must be one of {list(allowed)}, got {type(value).__name__} {value!r}")
-    mode = value.strip().lower()
-    if mode not in allowed:
-        raise InputSpecError(f"{arg}={value!r} is not supported; use one of {list(allowed)}")
-    return mode
-
-
-def _names(names: Any, arg: str) -> tuple[str, ...] | None:
-    if names is None:
-        return None
-    if isinstance(names, (str, bytes)) or not isinstance(names, Sequence):
-        raise OptionTypeError(f"{arg} must be a list of strings, one per value, e.g. ['x'], got {names!r}")
-    out: list[str] = []
-    for i, name in enumerate(names):
-        if not isinstance(name, str):
-            raise OptionTypeError(f"{arg}[{i}] must be a string, got {type(name).__name__} {name!r}")
-        if not name.strip():
-            raise InputSpecError(f"{arg}[{i}] is empty; ONNX values need a non-empty name")
-        if name in out:
-            raise InputSpecError(f"{arg} names {name!r} twice; ONNX graph inputs and outputs need unique names")
-        out.append(name)
-    return tuple(out)
-
-
-def _indices(indices: Any, arg: str, upper: int | None) -> tuple[int, ...]:
-    if indices is None:
-        return ()
-    if isinstance(indices, (str, bytes)) or not isinstance(indices, Sequence):
-        raise OptionTypeError(f"{arg} must be a list of 0-based indices, e.g. [0], got {indices!r}")
-    out: list[int] = []
-    for raw in indices:
-        if isinstance(raw, bool) or not isinstance(raw, (int, np.integer)):
-            raise OptionTypeError(f"{arg} entries must be ints (0-based indices), got {raw!r}")
-        i = int(raw)
-        if i < 0 or (upper is not None and i >= upper):
-            bound = f"0..{upper - 1}" if upper else "none: there are no such values"
-            raise InputSpecError(f"{arg} index {i} is out of range (valid: {bound})")
-        if i in out:
-            raise InputSpecError(f"{arg} lists index {i} twice")
-        out.append(i)
-    return tuple(out)
-
-
-def check_opset(opset: Any) -> int:
-    """``opset`` as an int in ``MIN_OPSET..max_opset()``, else :class:`InputSpecError` naming the range."""
-    top = max_opset()
-    if isinstance(opset, bool) or not isinstance(opset, (int, np.integer)):
-        raise OptionTypeError(f"opset must be an int from {MIN_OPSET} to {top}, got {type(opset).__name__} {opset!r}")
-    opset = int(opset)
-    if not MIN_OPSET <= opset <= top:
-        newer = (f"; opset {opset} is newer than the installed onnx {_onnx_version()} knows: upgrade onnx"
-                 if opset > top else "")
-        raise InputSpecError(f"opset={opset} is not supported: jax2onnx exports opsets {MIN_OPSET} to {top}{newer}")
-    return opset
-
-
-def _onnx_version() -> str:
-    import onnx
-
-    return str(onnx.__version__)
-
-
-def check_options(
-    *,
-    n_inputs: int | None,
-    input_params: Mapping[str, Any] | None,
-    return_mode: Any,
-    output_path: Any,
-    input_names: Any,
-    output_names: Any,
-    inputs_as_nchw: Any,
-    outputs_as_nchw: Any,
-    record_primitive_calls_file: Any,
-    export_mode: Any,
-    normalization_mode: Any,
-) -> ExportOptions:
-    """Check what can be checked before tracing; raises :class:`InputSpecError` naming the fix.
-
-    ``n_inputs`` is None when ``inputs`` is not a list (the input-spec check names that problem)."""
-    mode = _choice(return_mode, RETURN_MODES, "return_mode")
-    path = None
-    if output_path is not None:
-        if not isinstance(output_path, (str, os.PathLike)):
-            raise OptionTypeError(f"output_path must be a str or os.PathLike, got {type(output_path).__name__}")
-        path = os.fspath(output_path)
-    if mode == "file" and path is None:
-        raise InputSpecError("return_mode='file' writes the model to output_path: pass output_path='model.onnx'")
-    in_names = _names(input_names, "input_names")
-    out_names = _names(output_names, "output_names")
-    if in_names is not None and n_inputs is not None and len(in_names) != n_inputs:
-        raise InputSpecError(
-            f"input_names has {len(in_names)} name(s) but there are {n_inputs} positional input(s); "
-            "give one name per entry of inputs (input_params keep their own names)"
-        )
-    params = list(input_params or ())
-    for arg, names in (("input_names", in_names), ("output_names", out_names)):
-        clash = sorted(set(names or ()) & set(params))
-        if clash:
-            raise InputSpecError(f"{arg} {clash} collide with input_params names; ONNX graph inputs and outputs need unique names")
-    both = sorted(set(in_names or ()) & set(out_names or ()))
-    if both:
-        raise InputSpecError(f"{both} named both as an input and as an output; ONNX values need unique names")
-    record = None
-    if record_primitive_calls_file is not None:
-        if not isinstance(record_primitive_calls_file, (str, os.PathLike)):
-            raise OptionTypeError(f"record_primitive_calls_file must be a path, got {record_primitive_calls_file!r}")
-        record = os.fspath(record_primitive_calls_file)
-    return ExportOptions(
-        return_mode=mode,
-        export_mode=_choice(export_mode, EXPORT_MODES, "export_mode"),
-        normalization_mode=_choice(normalization_mode, NORMALIZATION_MODES, "normalization_mode"),
-        output_path=path,
-        input_names=in_names,
-        output_names=out_names,
-        inputs_as_nchw=_indices(inputs_as_nchw, "inputs_as_nchw", n_inputs),
-        # The number of outputs is known after tracing: checked then.
-        outputs_as_nchw=_indices(outputs_as_nchw, "outputs_as_nchw", None),
-        record_primitive_calls_file=record,
-    )
-
-
 # ---------------------------------------------------------------------------------------------
 # Layouts: NCHW at the graph's boundary, NHWC inside the function
 
 
-def nchw_specs(args: Sequence[jax.ShapeDtypeStruct], options: ExportOptions) -> list[jax.ShapeDtypeStruct]:
-    """The parsed input specs as the graph takes them: the listed ones permuted to NCHW."""
-    out = list(args)
+def check_input_layouts(options: ExportOptions, args: Sequence[jax.ShapeDtypeStruct]) -> None:
+    """Before tracing: ``inputs_as_nchw`` names rank-4 inputs (the function takes them as NHWC)."""
     for i in options.inputs_as_nchw:
         shape = tuple(args[i].shape)
         if len(shape) != 4:
@@ -208,27 +61,77 @@ def nchw_specs(args: Sequence[jax.ShapeDtypeStruct], options: ExportOptions) -> 
                 f"inputs_as_nchw lists input {i}, whose spec has rank {len(shape)} {shape}; only rank-4 "
                 "(N, H, W, C) inputs can be given to the graph as (N, C, H, W)"
             )
-        out[i] = jax.ShapeDtypeStruct(tuple(shape[p] for p in NHWC_TO_NCHW), args[i].dtype)
-    return out
+
+
+def check_output_layouts(options: ExportOptions, out_avals: Sequence[Any]) -> None:
+    """After tracing, when the outputs are known: ``outputs_as_nchw`` names existing rank-4 outputs."""
+    check_indices(options.outputs_as_nchw, "outputs_as_nchw", len(out_avals))
+    for i in options.outputs_as_nchw:
+        shape = tuple(out_avals[i].shape)
+        if len(shape) != 4:
+            raise InputSpecError(
+                f"outputs_as_nchw lists output {i}, which has shape {shape}; only rank-4 "
+                "(N, H, W, C) outputs can be returned as (N, C, H, W)"
+            )
+
+
+class NchwAdapterPass(ir.passes.InPlacePass):
+    """``inputs_as_nchw``/``outputs_as_nchw``: the graph takes/returns NCHW where the lowered
+    function works in NHWC. A Transpose right behind each listed input and right before each listed
+    output; it runs before the graph passes, so the transpose pass cancels these against the layout
+    Transposes of a channels-first op next to them (an NHWC conv stack exports with none left)."""
+
+    def __init__(self, options: ExportOptions) -> None:
+        super().__init__()
+        self.options = options
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        graph = model.graph
+        if not (self.options.inputs_as_nchw or self.options.outputs_as_nchw):
+            return ir.passes.PassResult(model, False)
+        used = {v.name for v in _all_values(model) if v.name}
+
+        def fresh(base: str) -> str:  # the NHWC value beside the NCHW graph input/output
+            name = _fresh(f"{base}_nhwc", used)
+            used.add(name)
+            return name
+
+        for i in self.options.inputs_as_nchw:
+            nhwc = graph.inputs[i]
+            shape = None if nhwc.shape is None else ir.Shape([nhwc.shape[p] for p in NHWC_TO_NCHW])
+            nchw = ir.Value(name=nhwc.name, type=nhwc.type, shape=shape)  # the input keeps its name
+            node = ir.node("Transpose", [nchw], {"perm": list(NCHW_TO_NHWC)})
+            out = node.outputs[0]
+            out.name, out.type, out.shape = fresh(nhwc.name or "input"), nhwc.type, nhwc.shape
+            nhwc.replace_all_uses_with(out)
+            graph.inputs[i] = nchw
+            if len(graph):
+                graph.insert_before(graph.node(0), node)
+            else:
+                graph.append(node)
+        for i in self.options.outputs_as_nchw:
+            nhwc = graph.outputs[i]
+            node = ir.node("Transpose", [nhwc], {"perm": list(NHWC_TO_NCHW)})
+            nchw = node.outputs[0]
+            nchw.type = nhwc.type
+            nchw.shape = None if nhwc.shape is None else ir.Shape([nhwc.shape[p] for p in NHWC_TO_NCHW])
+            nchw.name, nhwc.name = nhwc.name, fresh(nhwc.name or "output")
+            graph.append(node)
+            graph.outputs[i] = nchw
+        return ir.passes.PassResult(model, True)
 
 
 def with_layouts(fn: Callable[..., Any], options: ExportOptions) -> Callable[..., Any]:
-    """``fn`` taking the listed inputs as NCHW and returning the listed outputs as NCHW."""
+    """``fn`` taking the listed inputs as NCHW and returning the listed outputs as NCHW: the JAX
+    function as the exported graph sees it (the reference ``verify=True`` compares with)."""
     if not options.inputs_as_nchw and not options.outputs_as_nchw:
         return fn
     import jax.numpy as jnp
 
     def transposed(*args: Any, **kwargs: Any) -> Any:
         args = tuple(jnp.transpose(a, NCHW_TO_NHWC) if i in options.inputs_as_nchw else a for i, a in enumerate(args))
-        out = fn(*args, **kwargs)
-        leaves, tree = jax.tree_util.tree_flatten(out)
-        _indices(options.outputs_as_nchw, "outputs_as_nchw", len(leaves))
+        leaves, tree = jax.tree_util.tree_flatten(fn(*args, **kwargs))
         for i in options.outputs_as_nchw:
-            if np.ndim(leaves[i]) != 4:
-                raise InputSpecError(
-                    f"outputs_as_nchw lists output {i}, which has shape {tuple(np.shape(leaves[i]))}; only rank-4 "
-                    "(N, H, W, C) outputs can be returned as (N, C, H, W)"
-                )
             leaves[i] = jnp.transpose(leaves[i], NHWC_TO_NCHW)
         return jax.tree_util.tree_unflatten(tree, leaves)
 
@@ -307,6 +210,19 @@ def _jsonable(v: Any) -> Any:
 
 # ---------------------------------------------------------------------------------------------
 # input_names / output_names
+
+
+class IoNamesPass(ir.passes.InPlacePass):
+    """``input_names``/``output_names``: give the graph's inputs and outputs the requested names,
+    exactly, after the graph passes (which may replace an output value)."""
+
+    def __init__(self, options: ExportOptions) -> None:
+        super().__init__()
+        self.options = options
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        apply_io_names(model, self.options)
+        return ir.passes.PassResult(model, self.options.input_names is not None or self.options.output_names is not None)
 
 
 def apply_io_names(model: ir.Model, options: ExportOptions) -> None:

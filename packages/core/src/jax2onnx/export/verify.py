@@ -1,0 +1,59 @@
+"""Stage ``verify`` (``to_onnx(..., verify=True)``): the written :class:`Artifact` against the
+user's function as the graph sees it (NCHW layouts, weights as initializers) → an
+:class:`~jax2onnx.ExportReport`, by the same engine as :func:`jax2onnx.verify`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+
+from ..verification.report import ExportReport, VerificationError
+from ..verification.report import verify as run_verify
+from . import api_compat
+from .options import Export
+from .trace import Traced
+from .write import Artifact
+
+
+def verify(export: Export, traced: Traced, artifact: Artifact) -> ExportReport:
+    options = export.options
+    reference: Any = traced.fn
+    specs = list(traced.inputs)
+    bound = traced.bound
+    if bound is not None:  # the graph takes only the plain inputs; the JAX side needs the weights' values
+        loaded = [np.asarray(leaf.source.load(leaf.name)).astype(leaf.spec.dtype) for leaf in bound.leaves]
+        with_weights = bound.fn
+
+        def reference(*args: Any, **kwargs: Any) -> Any:
+            return with_weights(*args, *loaded, **kwargs)
+
+        specs = list(bound.inputs[: bound.n_plain])
+    reference = api_compat.with_layouts(reference, options)
+    specs = [_as_nchw(s) if i in options.inputs_as_nchw else s for i, s in enumerate(specs)]
+    return run_verify(reference, artifact.runnable(), specs, options.input_params,
+                      enable_double_precision=options.enable_double_precision)
+
+
+def raise_if_failed(report: ExportReport, artifact: Artifact) -> None:
+    """:class:`VerificationError` naming each failing output (a written file is kept, for inspection)."""
+    if report:
+        return
+    where = f" (the model was written to {artifact.path} and is kept for inspection)" if artifact.path is not None else ""
+    raise VerificationError(
+        f"to_onnx(..., verify=True): the exported model does not match the JAX function{where}:\n"
+        f"{report.failures()}\ninputs tried: {report.inputs_tried()}. A lowering computes something "
+        "else than JAX here; jax2onnx.verify(fn, model, inputs).print() shows the full report.",
+        report,
+    )
+
+
+def _as_nchw(spec: Any) -> Any:
+    """An NHWC input spec (shape tuple, ShapeDtypeStruct or array) as the NCHW graph input takes it."""
+    perm = api_compat.NHWC_TO_NCHW
+    if isinstance(spec, (tuple, list)):
+        return tuple(spec[p] for p in perm)
+    if isinstance(spec, jax.ShapeDtypeStruct):
+        return jax.ShapeDtypeStruct(tuple(spec.shape[p] for p in perm), spec.dtype)
+    return np.transpose(np.asarray(spec), perm)

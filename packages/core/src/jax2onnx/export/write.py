@@ -1,0 +1,87 @@
+"""Stage ``write``: the optimized ``onnx_ir.Model`` → an :class:`Artifact` (proto, file, or both).
+
+The one place that decides about external data: ``external_data=None`` means "when the weights
+exceed protobuf's limit", ``export_mode="web"`` forbids it (one self-contained file), and a
+self-contained model over 2 GB is refused with the fix. Files are replaced atomically
+(:mod:`jax2onnx.export.saving`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+
+from ..errors import InputSpecError
+from .options import Export
+from .saving import save_atomically, save_with_external_data
+
+#: Above this many bytes of weights, a model goes to external data automatically (protobuf caps one
+#: message at 2 GB, and the graph itself needs room too).
+EXTERNAL_DATA_AUTO_BYTES = 1_800_000_000
+#: Protobuf's hard limit for one serialized message (one self-contained ONNX file).
+PROTOBUF_LIMIT_BYTES = 2**31
+
+
+@dataclasses.dataclass(frozen=True)
+class Artifact:
+    """The written export: the model, its proto when one was serialized, the file when one was written."""
+
+    model: ir.Model
+    proto: onnx.ModelProto | None
+    path: str | None
+    external_data: bool
+
+    def result(self, return_mode: str) -> onnx.ModelProto | ir.Model | str:
+        """What ``to_onnx`` returns for ``return_mode``."""
+        if return_mode == "ir":
+            return self.model
+        if return_mode == "file":
+            assert self.path is not None  # ExportOptions.check: return_mode='file' needs output_path
+            return self.path
+        return self.proto if self.proto is not None else ir.to_proto(self.model)
+
+    def runnable(self) -> Any:
+        """What onnxruntime runs: the written file when there is one (its external data memory-mapped),
+        else the proto."""
+        if self.path is not None:
+            return self.path
+        return self.proto if self.proto is not None else ir.to_proto(self.model)
+
+
+def write(export: Export, model: ir.Model) -> Artifact:
+    options = export.options
+    output_path = options.output_path
+    weight_bytes = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
+    too_big = weight_bytes > EXTERNAL_DATA_AUTO_BYTES
+    external = too_big if options.external_data is None else options.external_data
+    if not external and too_big and options.export_mode == "web" and output_path is not None:
+        raise InputSpecError(
+            f"export_mode='web' needs one self-contained file, but the weights take {weight_bytes / 2**30:.2f} GiB, "
+            "over protobuf's 2 GB limit; use export_mode='standard' (weights beside the model in <path>.<hash>.data)"
+        )
+    if not external and weight_bytes >= PROTOBUF_LIMIT_BYTES:
+        raise InputSpecError(
+            f"external_data=False, but the weights take {weight_bytes / 2**30:.2f} GiB: one self-contained ONNX file "
+            "(a single protobuf message) holds at most 2 GB. Pass external_data=True (or leave it None) with "
+            "output_path=... so the weights are written beside the model"
+        )
+    if options.return_mode == "ir":  # the model itself is returned: serialize only to write the file
+        if output_path is not None:
+            if external:
+                save_with_external_data(model, output_path)
+            else:
+                save_atomically(ir.to_proto(model), output_path)
+        return Artifact(model, None, output_path, bool(external))
+    if external:
+        if output_path is None:
+            why = ("external_data=True writes the weights into a file beside the model" if options.external_data else
+                   f"the model's weights take {weight_bytes / 2**30:.2f} GiB, over protobuf's 2 GB limit for one message")
+            raise InputSpecError(f"{why}: pass output_path=... so they can be written as external data beside the model")
+        return Artifact(model, save_with_external_data(model, output_path), output_path, True)
+    proto = ir.to_proto(model)
+    if output_path is not None:
+        save_atomically(proto, output_path)
+    return Artifact(model, proto, output_path, False)
