@@ -7,8 +7,9 @@ primitives JAX does not know. Exported, outside ``vmap`` they are:
   true (false) elements compared with 0 (an empty input gives False / True, as in JAX);
 - ``unvmap_max``: the maximum over every element → ``ReduceMax``;
 - ``nonbatchable``, ``nontraceable``: the identity (they only assert at trace time);
-- ``select_if_vmap``: ``Where(pred, x, y)`` (unbatched its predicate is true, so this is ``x``, but
-  ``Where`` keeps the graph right whatever the predicate);
+- ``select_if_vmap``: ``x``, whatever the predicate (equinox's impl and lowering rule: a predicate
+  that is not batched is taken to be true; under ``vmap`` a batched predicate makes equinox's
+  batching rule bind ``lax.select`` instead, which the lax pack lowers to ``Where``);
 - ``maybe_set`` (the loop buffers diffrax saves into) and ``vprim`` (equinox's batched form of such
   primitives): equinox's own impl rule, traced and lowered like any JAX code.
 
@@ -57,7 +58,9 @@ def lower_identity(ctx, x):
 
 @lowerings.register("select_if_vmap")
 def lower_select_if_vmap(ctx, pred, x, y):
-    return ctx.op.Where(ctx.cast(pred, np.bool_), x, y)
+    # An unbatched select_if_vmap is x, not Where(pred, x, y): equinox's impl and XLA lowering
+    # return x without reading pred (a False pred here means "no vmap", not "take y").
+    return ctx.op.Identity(x)
 
 
 @lowerings.register("maybe_set", "vprim")

@@ -36,6 +36,25 @@ def _loop(kind):
     return run
 
 
+def _select_if_vmap(pred, x, y):
+    return eqxi.select_if_vmap_p.bind(pred, x, y)
+
+
+def _select_unbatched(x, y):
+    # A False predicate too: JAX returns x (the predicate is never read outside vmap).
+    return _select_if_vmap(jnp.asarray(False), x, y), _select_if_vmap(x[0] > 0.0, x, y)
+
+
+def _select_batched_pred(p, x, y):
+    # A batched predicate: equinox's batching rule binds lax.select, a Where per member.
+    return jax.vmap(lambda pi, xi, yi: _select_if_vmap(pi > 0.0, xi, yi))(p, x, y)
+
+
+def _select_unbatched_pred(x, y):
+    # Under vmap with an unbatched predicate the primitive stays select_if_vmap: x again.
+    return jax.vmap(lambda xi, yi: _select_if_vmap(jnp.asarray(False), xi, yi))(x, y)
+
+
 def _scaled_mlp(key):
     return eqx.nn.MLP(4, 3, 8, 2, key=key)
 
@@ -62,7 +81,15 @@ components = [
         since="v0.7.0",
         testcases=[
             Testcase("eqx_nonbatchable", lambda x: eqxi.nonbatchable(x) * 2.0, [("B", 3)]),
-            Testcase("eqx_while_loop_checkpointed", _loop("checkpointed"), [("B", 3)], expected_ops=["Where"]),
+            Testcase("eqx_select_if_vmap_unbatched", _select_unbatched, [("B", 3), ("B", 3)],
+                     forbidden_ops=["Where"]),
+            Testcase("eqx_select_if_vmap_false_pred", _select_unbatched, input_values=[
+                np.array([1.0, 2.0], np.float32), np.array([10.0, 20.0], np.float32)], forbidden_ops=["Where"]),
+            Testcase("eqx_select_if_vmap_vmapped", _select_batched_pred, [("B",), ("B", 3), ("B", 3)],
+                     expected_ops=["Where"]),
+            Testcase("eqx_select_if_vmap_vmapped_unbatched_pred", _select_unbatched_pred, [("B", 3), ("B", 3)],
+                     forbidden_ops=["Where"]),
+            Testcase("eqx_while_loop_checkpointed", _loop("checkpointed"), [("B", 3)], expected_ops=["Loop"]),
             Testcase("eqx_while_loop_bounded", _loop("bounded"), [("B", 3)]),
             Testcase("eqx_while_loop_lax", _loop("lax"), [("B", 3)]),
         ],
