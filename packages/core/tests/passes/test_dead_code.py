@@ -56,3 +56,22 @@ def test_dead_code_keeps_the_inputs_a_schema_requires():
     loop = next(iter(model.graph))
     assert len(loop.inputs) == 2 and loop.inputs[1] is None
     onnx.checker.check_model(ir.to_proto(model), full_check=True)  # a valid Loop again
+
+
+def test_an_initializer_read_only_by_a_removed_body_goes():
+    """An If with no outputs is dead; its branch nodes keep listing the outer initializer among its
+    uses after the If is removed, which must not keep the initializer."""
+    w = ir.Value(name="w", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([3]),
+                 const_value=ir.Tensor(np.ones(3, np.float32), name="w"))
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([3]))
+    c = ir.Value(name="c", type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([]))
+    reads_w = ir.node("Mul", [x, w], name="reads_w")
+    branch = ir.Graph([], [], nodes=[reads_w], name="branch")
+    dead_if = ir.node("If", [c], attributes={"then_branch": branch, "else_branch": ir.Graph([], [], nodes=[], name="e")},
+                      num_outputs=0, name="dead_if")
+    live = ir.node("Sin", [x], name="live")
+    graph = ir.Graph([x, c], [live.outputs[0]], nodes=[dead_if, live], initializers=[w], opset_imports={"": 21})
+    model = ir.Model(graph, ir_version=10)
+    DeadCodeEliminationPass()(model)
+    assert [n.op_type for n in model.graph] == ["Sin"]
+    assert list(model.graph.initializers) == []

@@ -12,6 +12,12 @@ requires: ``Loop(M, "")`` with no loop-carried values (a ``lax.scan`` whose only
 through unchanged, which JAX turns into a constant) became a one-input Loop that the checker
 rejects and onnx's shape inference crashes on. :class:`RestoreRequiredInputs` runs after it and
 puts those slots back.
+
+onnx_ir decides that an initializer is unused from ``Value.uses()``, which still lists the nodes of
+the bodies of an If/Loop removed as dead (their nodes keep reading the outer value), so such an
+initializer stayed and onnxruntime dropped it with a warning ("Removing initializer 'mul'", from
+diffrax's output-less conds). :class:`RemoveUnreadInitializers` counts the readers from the nodes
+the model holds.
 """
 
 from __future__ import annotations
@@ -47,7 +53,32 @@ class RestoreRequiredInputs(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, changed)
 
 
+def read_values(model: ir.Model) -> set[int]:
+    """Ids of every value some node of the model reads or some graph of it outputs."""
+    read: set[int] = set()
+    for graph in all_graphs(model):
+        read.update(id(v) for v in graph.outputs)
+        for node in graph:
+            read.update(id(v) for v in node.inputs if v is not None)
+    return read
+
+
+class RemoveUnreadInitializers(ir.passes.InPlacePass):
+    """Drop initializers (not graph inputs) that no node of the model reads and no graph outputs."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        read = read_values(model)
+        changed = False
+        for graph in model.graphs():
+            inputs = {id(v) for v in graph.inputs}
+            for name, value in list(graph.initializers.items()):
+                if id(value) not in read and id(value) not in inputs:
+                    graph.initializers.pop(name)
+                    changed = True
+        return ir.passes.PassResult(model, changed)
+
+
 class DeadCodeEliminationPass(ir.passes.Sequential):
     def __init__(self) -> None:
-        super().__init__(RemoveUnusedNodesPass(), RestoreRequiredInputs(), RemoveUnusedFunctionsPass(),
-                         RemoveUnusedOpsetsPass())
+        super().__init__(RemoveUnusedNodesPass(), RestoreRequiredInputs(), RemoveUnreadInitializers(),
+                         RemoveUnusedFunctionsPass(), RemoveUnusedOpsetsPass())

@@ -34,6 +34,7 @@ import onnx_ir as ir
 
 from ..errors import InvalidModelError
 from ..lower.origin import ORIGIN, Origin
+from ..passes.dead_code import read_values
 from ..passes.manager import all_graphs
 
 # How the checker and shape inference name a node in their messages.
@@ -127,10 +128,14 @@ def _body_owners(model: ir.Model) -> dict[int, ir.Node]:
 
 
 def _unused_initializers(model: ir.Model) -> Iterator[ir.Value]:
+    """Initializers no node of the model reads and no graph outputs. Counted from the nodes the
+    model holds, not from ``Value.uses()``: a node removed with its If/Loop still lists its body's
+    nodes among the uses of the outer values they read, which is how an unused initializer once
+    got past onnx_ir's dead-code pass (and onnxruntime warned "Removing initializer 'mul'")."""
+    read = read_values(model)
     for graph in all_graphs(model):
-        outputs = {id(v) for v in graph.outputs}
         for value in getattr(graph, "initializers", {}).values():  # a Function has none
-            if not value.uses() and id(value) not in outputs:
+            if id(value) not in read:
                 yield value
 
 
@@ -161,4 +166,4 @@ def _find_node(model: ir.Model, text: str) -> ir.Node | None:
     return None
 
 
-__all__ = ["ORIGIN", "InvalidModelError", "Origin", "origin_of", "validate_model"]
+__all__ = ["InvalidModelError", "origin_of", "validate_model"]
