@@ -23,6 +23,14 @@ def _checked(x):
     return eqx.branched_error_if(y, jnp.abs(y) > 5.0, jnp.int32(0), ["out of range"])
 
 
+def _checked_traced_before():
+    """The check in a jit that JAX traced before the export (at the static variant's shape): the
+    export reuses that jaxpr, so it sees equinox's callbacks in a cond instead of its patch."""
+    checked = jax.jit(_checked)
+    checked(jnp.ones((3, 5), jax.dtypes.canonicalize_dtype(jnp.float64)))
+    return lambda x: checked(x) * 2.0
+
+
 def _loop(kind):
     """equinox's own while_loop (as diffrax uses it): nonbatchable, unvmap_any, select_if_vmap."""
 
@@ -102,6 +110,8 @@ components = [
         testcases=[
             Testcase("eqx_error_if_dropped", _checked, [("B", 5)], forbidden_ops=["If"], max_nodes=3),
             Testcase("eqx_error_if_vmapped", jax.vmap(_checked), [("B", 5)], forbidden_ops=["If"], max_nodes=3),
+            Testcase("eqx_error_if_traced_before", factory=_checked_traced_before, input_shapes=[("B", 5)],
+                     forbidden_ops=["If"], max_nodes=4),
         ],
     ),
     Component(
