@@ -56,3 +56,53 @@ VARIANTS = [v for case in CASES for v in variants_of(case, "jax2onnx-eqx", "eqx.
 def test_diffrax_solve(variant):
     result = run_variant(variant)
     assert all(np.isfinite(d) for d in result.max_abs_diff)
+
+
+_SOLVED_BEFORE_THE_PACKS_LOAD = r"""
+import sys
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+def field(t, y, args):
+    return jnp.stack([y[1], -y[0] - 0.1 * y[1]])
+
+def solve(y0):
+    sol = diffrax.diffeqsolve(diffrax.ODETerm(field), diffrax.Tsit5(), t0=0.0, t1=2.0, dt0=0.1, y0=y0,
+                              saveat=diffrax.SaveAt(t1=True),
+                              stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-6), max_steps=64)
+    return sol.ys[0]
+
+y0 = np.array([0.5, -0.2], np.float32)
+expected = np.asarray(solve(y0))  # set up and run in JAX first: its jaxpr is cached with the callbacks
+assert "jax2onnx" not in sys.modules and "jax2onnx_eqx" not in sys.modules
+
+import onnx
+import onnxruntime as ort
+from jax2onnx import to_onnx
+
+model = to_onnx(solve, [(2,)])
+onnx.checker.check_model(model, full_check=True)
+ops = {n.op_type for n in model.graph.node}
+session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+for start in (y0, np.array([-0.9, 0.3], np.float32)):
+    got = session.run(None, {session.get_inputs()[0].name: start})[0]
+    want = np.asarray(solve(start))
+    assert np.allclose(got, want, rtol=1e-4, atol=1e-5), (got, want)
+print("MATCH", sorted(ops))
+"""
+
+
+def test_a_solve_run_before_the_packs_load_converts(tmp_path):
+    """diffrax imported and its adaptive solve run before jax2onnx is imported: JAX reuses the
+    jaxpr it traced then, whose error checks are equinox's pure_callbacks, not the export's patch.
+    The export still converts (the checks dropped as the patch drops them) and matches JAX."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "solve_first.py"
+    script.write_text(_SOLVED_BEFORE_THE_PACKS_LOAD)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "MATCH" in done.stdout and "Loop" in done.stdout, done.stdout

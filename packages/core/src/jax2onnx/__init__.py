@@ -10,6 +10,7 @@ from . import _lazy_imports  # noqa: F401  (first: keeps sympy out of the import
 from ._version import __version__
 from .errors import (
     InputSpecError,
+    InvalidModelError,
     Jax2OnnxError,
     LoweringError,
     MissingDependencyError,
@@ -27,6 +28,7 @@ from .verification.report import ExportReport, VerificationError, verify
 __all__ = [
     "ExportReport",
     "InputSpecError",
+    "InvalidModelError",
     "Jax2OnnxError",
     "LoweringError",
     "MissingDependencyError",

@@ -138,6 +138,12 @@ class LoweringError(Jax2OnnxError):
     """A lowering failed; wraps the original error with the primitive and the user's line."""
 
 
+class InvalidModelError(Jax2OnnxError):
+    """Internal error: the export built a model that the ONNX checker or strict shape inference
+    rejects (or one with unused initializers). Names the node and the lowering that emitted it;
+    nothing is written."""
+
+
 class PluginConflictError(Jax2OnnxError):
     """Two plugin packs claim the same primitive at the same priority."""
 

@@ -7,8 +7,9 @@ primitives JAX does not know. Exported, outside ``vmap`` they are:
   true (false) elements compared with 0 (an empty input gives False / True, as in JAX);
 - ``unvmap_max``: the maximum over every element → ``ReduceMax``;
 - ``nonbatchable``, ``nontraceable``: the identity (they only assert at trace time);
-- ``select_if_vmap``: ``Where(pred, x, y)`` (unbatched its predicate is true, so this is ``x``, but
-  ``Where`` keeps the graph right whatever the predicate);
+- ``select_if_vmap``: ``x``, whatever the predicate (equinox's impl and lowering rule: a predicate
+  that is not batched is taken to be true; under ``vmap`` a batched predicate makes equinox's
+  batching rule bind ``lax.select`` instead, which the lax pack lowers to ``Where``);
 - ``maybe_set`` (the loop buffers diffrax saves into) and ``vprim`` (equinox's batched form of such
   primitives): equinox's own impl rule, traced and lowered like any JAX code.
 
@@ -19,6 +20,13 @@ JAX function does not. A check whose predicate is known while tracing to be true
 would raise on every call); a check on traced values leaves no node, and the exported model
 returns what JAX returns whenever the check passes. Validate inputs before calling the model if the
 checks matter at run time.
+
+Two routes lead there. Usually the export's patch of ``branched_error_if_impl_jit`` sees the check
+while tracing. But JAX reuses the jaxpr of a ``jit`` already traced with the same shapes, so when
+the library code ran (or was traced) before the export — diffrax imported and the solve set up
+first, as users do — the jaxpr holds equinox's own ``cond(pred, <pure_callback that raises>, x)``.
+Such a ``cond`` is lowered as its passing branch (:func:`lower_cond_dropping_checks`), the same
+dropped check; any other ``cond`` goes to the lax pack's lowering.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import jax
 import numpy as np
 from jax2onnx import compat
 from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx_lax.control_flow import lower_cond
 
 lowerings = Lowerings()
 
@@ -57,7 +66,9 @@ def lower_identity(ctx, x):
 
 @lowerings.register("select_if_vmap")
 def lower_select_if_vmap(ctx, pred, x, y):
-    return ctx.op.Where(ctx.cast(pred, np.bool_), x, y)
+    # An unbatched select_if_vmap is x, not Where(pred, x, y): equinox's impl and XLA lowering
+    # return x without reading pred (a False pred here means "no vmap", not "take y").
+    return ctx.op.Identity(x)
 
 
 @lowerings.register("maybe_set", "vprim")
@@ -87,3 +98,29 @@ def _patch_error_if(original):
 
 
 patches = [Patch("equinox._errors", "branched_error_if_impl_jit", _patch_error_if)]
+
+#: The callbacks equinox's ``_error`` binds in the failing branch of its check (``raise`` mode:
+#: ``raises`` then ``tpu_msg``; ``breakpoint`` mode: ``display_msg`` then ``to_nan``).
+_ERROR_CALLBACKS = {"raises", "tpu_msg", "display_msg", "to_nan"}
+
+
+def _is_error_branch(closed) -> bool:
+    """The branch binds one of equinox's error callbacks (``equinox._errors._error``)."""
+    for eqn in closed.jaxpr.eqns:
+        if eqn.primitive.name == "pure_callback":
+            callback = eqn.params.get("callback")
+            fn = getattr(callback, "callback_func", callback)
+            if getattr(fn, "__module__", "") == "equinox._errors" and getattr(fn, "__name__", "") in _ERROR_CALLBACKS:
+                return True
+    return False
+
+
+@lowerings.register("cond", priority=1)  # outranks the lax pack's cond, which it calls for every other cond
+def lower_cond_dropping_checks(ctx, index, *operands):
+    """``cond(pred, <equinox's error callbacks>, x)`` from a jaxpr traced before the export: the
+    passing branch, i.e. the check dropped as the patch drops it (branch 0 is ``lax.cond``'s false
+    branch, the one that returns ``x``)."""
+    branches = ctx.params["branches"]
+    if len(branches) == 2 and _is_error_branch(branches[1]) and not _is_error_branch(branches[0]):
+        return ctx.lower_jaxpr(branches[0], operands)
+    return lower_cond(ctx, index, *operands)

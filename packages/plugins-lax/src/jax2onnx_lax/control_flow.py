@@ -61,6 +61,10 @@ def _if_chain(ctx: Any, where: Any, index: Any, branches: Sequence[Any], operand
 @lowerings.register("cond")
 def lower_cond(ctx, index, *operands):
     branches = ctx.params["branches"]
+    if not ctx.avals_out:
+        # Nothing comes out (a branch kept only for an effect, e.g. diffrax's progress-meter
+        # callback): nothing to compute, and an If with no outputs is invalid ONNX.
+        return []
     if len(branches) == 1:
         return ctx.lower_jaxpr(branches[0], operands)
     if index.const_value is not None:  # a literal index (lax.cond(True, ...)): no If needed

@@ -43,7 +43,8 @@ def lower(export: Export, traced: Traced) -> ir.Model:
         except UnsupportedPrimitiveError as exc:  # name every unsupported primitive, not just the first
             failed = {p.name: p.error for p in registry.packs if p.error}  # "reinstall", not "pip install"
             raise (all_unsupported(closed, lowerings, installed, failed) or exc) from None
-        return _assemble(mb, outs, [v.aval for v in closed.jaxpr.outvars], options.model_name)
+        outs, avals = traced.scalars.merge(mb.main, outs, [v.aval for v in closed.jaxpr.outvars])
+        return _assemble(mb, outs, avals, options.model_name)
 
 
 def _assemble(mb: ModelBuilder, outs: list[ir.Value], avals: list[Any], model_name: str) -> ir.Model:

@@ -11,7 +11,9 @@ The order, and where new passes plug in:
    an output value;
 5. finishing: shapes of intermediates (a courtesy, never a reason to fail), and the oldest IR
    version the opset and the dtypes allow (``ir/opsets.py``: an opset/dtype mismatch is an error);
-6. ``VALIDATION SLOT``: passes that only check the finished model go last.
+6. ``VALIDATION SLOT``: passes that only check the finished model go last: the
+   :class:`~jax2onnx.verification.validate.ValidationPass` (checker full check, strict shape
+   inference, no unused initializers; an internal ``InvalidModelError`` before anything is written).
 
 Legalization to the export opset is per node, at emission (``ir/legalize.py``); the one
 graph-level rule (the IR version) is the ``IrVersionPass`` here.
@@ -25,6 +27,7 @@ from onnx_ir.passes.common import ShapeInferencePass
 from ..errors import Jax2OnnxError
 from ..ir import opsets
 from ..passes import default_passes
+from ..verification.validate import ValidationPass
 from . import api_compat
 from .options import Export
 
@@ -54,6 +57,7 @@ def pass_manager(export: Export) -> ir.passes.PassManager:
     passes.append(api_compat.IoNamesPass(options))
     passes += [IntermediateShapesPass(), IrVersionPass(options.opset)]
     # VALIDATION SLOT
+    passes.append(ValidationPass())
     return ir.passes.PassManager(passes)
 
 

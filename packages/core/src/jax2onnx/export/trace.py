@@ -20,6 +20,7 @@ from ..lower.patching import applied_patches
 from ..plugin import Patch, marks_active
 from . import api_compat, weights
 from .options import Export
+from .scalar_outputs import ScalarOutputs, is_int_scalar
 from .specs import ParsedInputs, parse_inputs
 
 
@@ -28,12 +29,14 @@ class Traced:
     """What the trace produced, and what later stages need from the call."""
 
     closed: Any  #: the ClosedJaxpr, inputs: plain inputs, weight leaves, input_params
-    out_tree: Any  #: the pytree of ``jax.ShapeDtypeStruct`` the function returns
+    out_tree: Any  #: the ``jax.ShapeDtypeStruct`` leaves JAX traced (the function's array outputs)
     parsed: ParsedInputs  #: the input specs as traced (names, symbols, params)
     bound: weights.BoundWeights | None  #: ``Weights`` inputs, read at write time
     marks: Any  #: the mark registry of this trace's marked calls (``plugin.marks_active(resume=)``)
     fn: Callable[..., Any]  #: the user's function, as given (the verify stage's reference)
     inputs: tuple[Any, ...]  #: the user's input specs, as given
+    #: the Python ints / symbolic dims among the function's outputs, int64 scalar outputs at assembly
+    scalars: ScalarOutputs = dataclasses.field(default_factory=ScalarOutputs)
 
     @property
     def n_plain(self) -> int:
@@ -52,22 +55,25 @@ def trace(export: Export, fn: Callable[..., Any], inputs: Sequence[Any]) -> Trac
         parsed = parse_inputs(fn, inputs, options.input_params, options.enable_double_precision)
         api_compat.check_input_layouts(options, parsed.args)
         with marks_active(adapt=registry.adapt) as marks:
-            closed, out_tree = _make_jaxpr(registry.adapt(fn) or fn, parsed, registry.patches())
+            closed, out_tree, scalars = _make_jaxpr(registry.adapt(fn) or fn, parsed, registry.patches())
     api_compat.check_output_layouts(options, [v.aval for v in closed.jaxpr.outvars])
     if options.record_primitive_calls_file is not None:
         api_compat.record_primitive_calls(closed, options.record_primitive_calls_file)
-    return Traced(closed, out_tree, parsed, bound, marks, user_fn, user_inputs)
+    return Traced(closed, out_tree, parsed, bound, marks, user_fn, user_inputs, scalars)
 
 
-def _make_jaxpr(fn: Callable[..., Any], parsed: ParsedInputs, patches: Sequence[Patch]) -> tuple[Any, Any]:
+def _make_jaxpr(fn: Callable[..., Any], parsed: ParsedInputs, patches: Sequence[Patch]) -> tuple[Any, Any, ScalarOutputs]:
+    """The function's ClosedJaxpr over its array outputs, and the integer scalars (Python ints,
+    symbolic dims) it returns beside them, which become int64 outputs (``scalar_outputs.py``)."""
     n_args = len(parsed.args)
     param_names = list(parsed.params)
+    scalars = ScalarOutputs()
 
     def flat_fn(*flat: Any) -> Any:
         kwargs = dict(zip(param_names, flat[n_args:]))
         out = fn(*flat[:n_args], **kwargs)
         _check_outputs(out)
-        return out
+        return scalars.take(out)
 
     specs = list(parsed.args) + list(parsed.params.values())
     with applied_patches(patches):
@@ -81,16 +87,16 @@ def _make_jaxpr(fn: Callable[..., Any], parsed: ParsedInputs, patches: Sequence[
     for leaf in leaves:
         if not isinstance(leaf, jax.ShapeDtypeStruct):
             raise UserFunctionError(f"the function returned a {type(leaf).__name__} ({leaf!r}); it must return arrays (or a pytree of arrays)")
-    if not closed.jaxpr.outvars:
+    if not closed.jaxpr.outvars and not scalars.scalars:
         raise UserFunctionError("the function returned no arrays; it must return at least one array")
-    return closed, out_shape
+    return closed, out_shape, scalars
 
 
 def _check_outputs(out: Any) -> None:
     """Name the first returned leaf that is not an array or a number (``None`` is an empty subtree
     and passes), before JAX's own error would blame jax2onnx's wrapper function."""
     for path, leaf in jax.tree_util.tree_flatten_with_path(out)[0]:
-        if isinstance(leaf, (jax.Array, np.ndarray, np.generic, bool, int, float, complex)):
+        if isinstance(leaf, (jax.Array, np.ndarray, np.generic, bool, int, float, complex)) or is_int_scalar(leaf):
             continue
         where = f"output {jax.tree_util.keystr(path)}" if path else "the output"
         raise UserFunctionError(

@@ -462,8 +462,10 @@ class OpBuilder:
             else:  # Python / numpy scalars and arrays become constants of the op's bound dtype
                 ins.append(scope.const(_literal(op_type, schema, i, x, bound)))
         # Trailing omitted optionals are dropped: onnxruntime crashes on some ops given a trailing ""
-        # (e.g. LayerNormalization without bias), and omitting them means the same in ONNX.
-        while ins and ins[-1] is None:
+        # (e.g. LayerNormalization without bias), and omitting them means the same in ONNX. Not below
+        # the schema's minimum count: Loop(M, "") with no loop-carried values must keep its "" cond.
+        min_inputs = schema.min_input if schema is not None else 0
+        while len(ins) > min_inputs and ins[-1] is None:
             ins.pop()
         base = name or op_type.lower()
         outs = [ir.Value(name=scope.fresh(base if n_out == 1 else f"{base}_{i}")) for i in range(n_out)]

@@ -15,6 +15,7 @@ from ..errors import Jax2OnnxError, LoweringError, UnsupportedPrimitiveError
 from ..ir.builder import OpUnavailableError, Scope, set_aval, value_dtype
 from ..plugin import Lowering, body_matches, parse_mark, shapes_match
 from .context import LoweringContext
+from .origin import record_origin
 from .registry import pack_hint
 
 
@@ -53,6 +54,7 @@ class Interpreter:
     # ------------------------------------------------------------------------------------------
     def lower_eqn(self, scope: Scope, eqn: Any, ins: list[ir.Value]) -> list[ir.Value]:
         name = eqn.primitive.name
+        first_new = len(scope.nodes)
         try:
             if name in compat.JIT_PRIMITIVES:
                 outs = self._lower_jit(scope, eqn, ins)
@@ -71,6 +73,8 @@ class Interpreter:
                 f"Lowering JAX primitive '{name}'{' at ' + where if where else ''} failed: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+        lowering = self.lowerings.get(name)
+        record_origin(scope.nodes[first_new:], eqn, lowering.pack if lowering is not None else "")
         return self._finish_outputs(scope, eqn, outs)
 
     def _lower_jit(self, scope: Scope, eqn: Any, ins: list[ir.Value]) -> list[ir.Value]:

@@ -23,6 +23,14 @@ def _checked(x):
     return eqx.branched_error_if(y, jnp.abs(y) > 5.0, jnp.int32(0), ["out of range"])
 
 
+def _checked_traced_before():
+    """The check in a jit that JAX traced before the export (at the static variant's shape): the
+    export reuses that jaxpr, so it sees equinox's callbacks in a cond instead of its patch."""
+    checked = jax.jit(_checked)
+    checked(jnp.ones((3, 5), jax.dtypes.canonicalize_dtype(jnp.float64)))
+    return lambda x: checked(x) * 2.0
+
+
 def _loop(kind):
     """equinox's own while_loop (as diffrax uses it): nonbatchable, unvmap_any, select_if_vmap."""
 
@@ -34,6 +42,25 @@ def _loop(kind):
         return eqxi.while_loop(lambda c: c[0] < 4, body, (jnp.int32(0), x), max_steps=6, kind=kind)[1]
 
     return run
+
+
+def _select_if_vmap(pred, x, y):
+    return eqxi.select_if_vmap_p.bind(pred, x, y)
+
+
+def _select_unbatched(x, y):
+    # A False predicate too: JAX returns x (the predicate is never read outside vmap).
+    return _select_if_vmap(jnp.asarray(False), x, y), _select_if_vmap(x[0] > 0.0, x, y)
+
+
+def _select_batched_pred(p, x, y):
+    # A batched predicate: equinox's batching rule binds lax.select, a Where per member.
+    return jax.vmap(lambda pi, xi, yi: _select_if_vmap(pi > 0.0, xi, yi))(p, x, y)
+
+
+def _select_unbatched_pred(x, y):
+    # Under vmap with an unbatched predicate the primitive stays select_if_vmap: x again.
+    return jax.vmap(lambda xi, yi: _select_if_vmap(jnp.asarray(False), xi, yi))(x, y)
 
 
 def _scaled_mlp(key):
@@ -62,7 +89,15 @@ components = [
         since="v0.7.0",
         testcases=[
             Testcase("eqx_nonbatchable", lambda x: eqxi.nonbatchable(x) * 2.0, [("B", 3)]),
-            Testcase("eqx_while_loop_checkpointed", _loop("checkpointed"), [("B", 3)], expected_ops=["Where"]),
+            Testcase("eqx_select_if_vmap_unbatched", _select_unbatched, [("B", 3), ("B", 3)],
+                     forbidden_ops=["Where"]),
+            Testcase("eqx_select_if_vmap_false_pred", _select_unbatched, input_values=[
+                np.array([1.0, 2.0], np.float32), np.array([10.0, 20.0], np.float32)], forbidden_ops=["Where"]),
+            Testcase("eqx_select_if_vmap_vmapped", _select_batched_pred, [("B",), ("B", 3), ("B", 3)],
+                     expected_ops=["Where"]),
+            Testcase("eqx_select_if_vmap_vmapped_unbatched_pred", _select_unbatched_pred, [("B", 3), ("B", 3)],
+                     forbidden_ops=["Where"]),
+            Testcase("eqx_while_loop_checkpointed", _loop("checkpointed"), [("B", 3)], expected_ops=["Loop"]),
             Testcase("eqx_while_loop_bounded", _loop("bounded"), [("B", 3)]),
             Testcase("eqx_while_loop_lax", _loop("lax"), [("B", 3)]),
         ],
@@ -75,6 +110,8 @@ components = [
         testcases=[
             Testcase("eqx_error_if_dropped", _checked, [("B", 5)], forbidden_ops=["If"], max_nodes=3),
             Testcase("eqx_error_if_vmapped", jax.vmap(_checked), [("B", 5)], forbidden_ops=["If"], max_nodes=3),
+            Testcase("eqx_error_if_traced_before", factory=_checked_traced_before, input_shapes=[("B", 5)],
+                     forbidden_ops=["If"], max_nodes=4),
         ],
     ),
     Component(

@@ -68,6 +68,12 @@ def cond_variables(x, y):
     return lax.cond(jnp.sum(x) > 0, lambda v: v * scale + y, lambda v: v - scale, x)
 
 
+def cond_without_outputs(x):
+    # A cond kept only for its effect (as diffrax's progress meter is): no If, nothing to compute.
+    lax.cond(jnp.sum(x) > 0, lambda: jax.debug.callback(lambda: None), lambda: None)
+    return x * 2.0
+
+
 def cond_internal_constant(x):
     table = np.arange(12, dtype=np.float32).reshape(3, 4) / 7.0
     return lax.cond(x.sum() > 0, lambda v: v + table, lambda v: v * table, x)
@@ -114,6 +120,7 @@ components = [
                      check=lambda m, _variant: _count_ifs_at_least(m, 2)),
             Testcase("cond_variables", cond_variables, [("B", 3), ("B", 3)], expected_ops=["If"]),
             Testcase("cond_internal_constant", cond_internal_constant, [(3, 4)], expected_ops=["If"]),
+            Testcase("cond_without_outputs", cond_without_outputs, [("B", 3)], forbidden_ops=["If"], max_nodes=1),
             Testcase("cond_grad", cond_grad, [("B",)], expected_ops=["If"]),
             Testcase("cond_literal_predicate", lambda x: lax.cond(True, lambda v: v + 1.0, lambda v: v - 1.0, x),
                      [("B",)], forbidden_ops=["If"]),

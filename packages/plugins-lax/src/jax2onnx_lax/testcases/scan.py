@@ -68,6 +68,37 @@ def scan_nested_fori(xs):
     return lax.scan(step, jnp.zeros(xs.shape[1:], xs.dtype), xs)
 
 
+# Carries JAX forwards: a carry the body returns unchanged leaves the scan as a constant (num_carry
+# drops), so these export a Loop/Scan with fewer (or no) state variables.
+
+
+def scan_carry_passthrough(x):
+    return lax.scan(lambda c, _: (c, jnp.sin(c) * 2.0), x, None, length=3)[1]
+
+
+def scan_carry_passthrough_pad(x):
+    return lax.scan(lambda c, _: (c, jnp.pad(jnp.sin(c), 1) * 2.0), x, None, length=3)[1]
+
+
+def scan_carry_passthrough_xs(xs, c0):
+    return lax.scan(lambda c, x: (c, jnp.sin(c) * x), c0, xs)[1]
+
+
+def scan_carry_unused(x):
+    # The carry is updated but no y reads it, and only the ys are returned.
+    return lax.scan(lambda c, _: (c + 1.0, jnp.cos(x) * 3.0), x, None, length=4)[1]
+
+
+def scan_carry_partly_used(x, y):
+    # Three carries: one passes through, one is updated, one is updated but never read by the ys.
+    def step(carry, _):
+        a, b, n = carry
+        return (a, b * 0.5 + a, n + 1.0), jnp.tanh(b) + a
+
+    (a, b, n), ys = lax.scan(step, (x, y, jnp.zeros_like(x)), None, length=3)
+    return b, ys
+
+
 components = [
     Component(
         name="lax.scan",
@@ -86,6 +117,11 @@ components = [
             Testcase("scan_lax_map", lambda xs: lax.map(lambda r: jnp.sin(r) * jnp.sum(r), xs), [("T", 3)],
                      expected_ops=["Scan"]),
             Testcase("scan_nested_cond", scan_nested_cond, [("T", 2)], expected_ops=["Scan", "If"]),
+            Testcase("scan_carry_passthrough", scan_carry_passthrough, [("B", 3)], expected_ops=["Loop"]),
+            Testcase("scan_carry_passthrough_pad", scan_carry_passthrough_pad, [("B", 3)], expected_ops=["Loop"]),
+            Testcase("scan_carry_passthrough_xs", scan_carry_passthrough_xs, [("T", 3), (3,)], expected_ops=["Scan"]),
+            Testcase("scan_carry_unused", scan_carry_unused, [("B", 3)]),
+            Testcase("scan_carry_partly_used", scan_carry_partly_used, [("B", 3), ("B", 3)], expected_ops=["Loop"]),
             Testcase("scan_nested_fori", scan_nested_fori, [("T", 3)], expected_ops=["Scan", "Loop"],
                      check=lambda m, _variant: loop_state_static(m, [3])),
         ],

@@ -10,6 +10,17 @@ from jax2onnx.testing import Component, Testcase
 _I32 = jnp.int32
 
 
+def _int64_scalar_outputs(n):
+    """The model has ``n`` rank-0 int64 outputs."""
+
+    def check(model, _variant):
+        found = [o for o in model.graph.output if o.type.tensor_type.elem_type == 7
+                 and len(o.type.tensor_type.shape.dim) == 0 and o.type.tensor_type.HasField("shape")]
+        assert len(found) == n, f"{len(found)} int64 scalar outputs, want {n}: {model.graph.output}"
+
+    return check
+
+
 def _float():
     """float32, or float64 in the double-precision variants (evaluated while tracing)."""
     return jax.dtypes.canonicalize_dtype(jnp.float64)
@@ -160,6 +171,23 @@ components = [
             Testcase("dim_as_value_scale", lambda x: x * x.shape[0], [("B", 3)], run_static=False),
             Testcase("dim_as_value_product", lambda x: jnp.full((2,), x.shape[0] * x.shape[1]), [("B", "N")],
                      expected_ops=["Mul", "Expand"], run_static=False),
+        ],
+    ),
+    Component(
+        name="core.int_scalar_outputs",
+        onnx=["Shape", "Squeeze"],
+        since="v0.1.0",
+        description="a returned symbolic dim or Python int is an int64 scalar output",
+        # reference_jit=False: the function itself returns the Python int (jax.jit would make it int32).
+        testcases=[
+            Testcase("return_dim", lambda x: x.shape[0], [("B", 3)], check=_int64_scalar_outputs(1),
+                     reference_jit=False),
+            Testcase("return_dim_expr", lambda x: x.shape[0] * 2 + x.shape[1], [("B", "N")],
+                     check=_int64_scalar_outputs(1), reference_jit=False),
+            Testcase("return_python_int", lambda x: (jnp.sin(x), 7), [("B", 3)], check=_int64_scalar_outputs(1),
+                     reference_jit=False),
+            Testcase("return_dims_in_a_pytree", lambda x: {"y": x * 2.0, "n": x.shape[0], "size": x.shape[0] * 3},
+                     [("B", 3)], check=_int64_scalar_outputs(2), reference_jit=False),
         ],
     ),
 ]
