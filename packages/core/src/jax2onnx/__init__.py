@@ -21,7 +21,7 @@ from .export.conversion import to_onnx
 from .export.weights import Weights
 from .lower.functions import onnx_function
 from .plugin import hookimpl
-from .verification.compare import allclose
+from .verification.allclose_compat import allclose, allclose_onnxruntime_web
 from .verification.report import ExportReport, VerificationError, verify
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "Weights",
     "__version__",
     "allclose",
+    "allclose_onnxruntime_web",
     "hookimpl",
     "onnx_function",
     "to_onnx",
