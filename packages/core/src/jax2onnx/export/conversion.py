@@ -122,7 +122,7 @@ def run(export: Export, fn: Callable[..., Any], inputs: Sequence[Any]) -> onnx.M
     run_passes(export, model)
     artifact = write(export, model)
     if export.options.verify:
-        raise_if_failed(verify_export(export, traced, artifact), artifact)
+        raise_if_failed(verify_export(export, traced, artifact), artifact, traced)
     return artifact.result(export.options.return_mode)
 
 
