@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from flax import nnx
 from jax2onnx import to_onnx
-from jax2onnx.report import VerificationError
-from jax2onnx_nnx.cases.models import QuickstartMLP
+from jax2onnx.verification.report import VerificationError
+from jax2onnx_nnx.testcases.models import QuickstartMLP
 
 
 def test_training_mode_dropout_is_named_as_the_cause():
@@ -30,7 +30,7 @@ def test_eval_mode_verifies():
 def test_a_deterministic_mismatch_still_blames_the_lowering(monkeypatch):
     """Without randomness in the trace, the message keeps pointing at a lowering."""
     import jax.numpy as jnp
-    import jax2onnx.report as report_mod
+    import jax2onnx.verification.report as report_mod
 
     real = report_mod.verify
     monkeypatch.setattr(report_mod, "verify", lambda fn, *a, **k: real(lambda x: fn(x) + 1.0, *a, **k))
