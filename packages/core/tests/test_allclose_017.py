@@ -142,3 +142,33 @@ def test_web_runs_the_model_in_onnxruntime_web(mini_registry, tmp_path):
     is_match, msg = allclose_onnxruntime_web(path, [(5, 10)], None, 1e-5, 1e-5, node_modules=WEB_DIR)
     assert is_match, msg
     assert "onnxruntime-web" in msg
+
+
+#: 0.17.1's onnx_function (user_interface.py).
+ONNX_FUNCTION_0_17_1 = [
+    ("target", "POSITIONAL_OR_KEYWORD", None),
+    ("unique", "KEYWORD_ONLY", False),
+    ("namespace", "KEYWORD_ONLY", None),
+    ("name", "KEYWORD_ONLY", None),
+    ("type", "KEYWORD_ONLY", None),
+]
+
+
+def test_onnx_function_signature_matches_0_17_1():
+    from jax2onnx import onnx_function
+
+    assert _signature(onnx_function) == ONNX_FUNCTION_0_17_1
+
+
+def test_onnx_function_0_17_keywords(mini_registry):
+    from jax2onnx import onnx_function
+
+    @onnx_function(unique=True, namespace="custom", name="ignored", type="ScaledSin")
+    def block(x):
+        return jnp.sin(x) * 2.0
+
+    model = to_onnx(lambda x: block(block(x)), [(3,)])
+    assert [f.name for f in model.functions] == ["ScaledSin"]  # type= wins over name=, as in 0.17
+    assert [n.op_type for n in model.graph.node] == ["ScaledSin", "ScaledSin"]
+    with pytest.raises(InputSpecError, match="'custom' domain only"):
+        onnx_function(namespace="my.domain")
