@@ -21,9 +21,9 @@ import json, os, site, sys
 site.addsitedir(os.environ["SITE"])            # processes jax2onnx_core_fallback.pth, as site-packages does
 sys.path.extend(json.loads(os.environ["INHERITED"]))  # jax, onnx, ... after it, as in site-packages
 import numpy as np
-import jax2onnx, jax2onnx.conversion
+import jax2onnx, jax2onnx.export.conversion
 model = jax2onnx.to_onnx(lambda x: x * 2.0, [("B", 3)])
-print(json.dumps({"init": jax2onnx.__file__, "conversion": jax2onnx.conversion.__file__,
+print(json.dumps({"init": jax2onnx.__file__, "conversion": jax2onnx.export.conversion.__file__,
                   "nodes": [n.op_type for n in model.graph.node], "all": sorted(jax2onnx.__all__)}))
 """
 
@@ -57,7 +57,7 @@ def test_without_init_the_fallback_is_jax2onnx(tmp_path):
     site = _site(tmp_path, with_init=False)
     got = _probe(site)
     assert got["init"] == str(site / "_jax2onnx_core_fallback" / "jax2onnx" / "__init__.py")
-    assert got["conversion"] == str(site / "jax2onnx" / "conversion.py")  # the real folder's modules
+    assert got["conversion"] == str(site / "jax2onnx" / "export" / "conversion.py")  # the real folder's modules
     assert got["nodes"] == ["Mul"]
     import jax2onnx
 
