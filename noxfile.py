@@ -14,6 +14,8 @@
     nox -s fuzz stress      # long differential fuzzing; 8 threads x 20 rounds of concurrent exports
     nox -s build            # sdists + wheels, twine check, each wheel smoke-tested alone in a fresh venv;
                             # the plugin-pack template built, installed alone and its tests run
+    nox -s release          # every wheel into wheelhouse/, versions/pins/CHANGELOGs checked, the README's
+                            # `pip install --find-links wheelhouse ...` commands run, 0.17.1 upgraded from it
 """
 
 from __future__ import annotations
@@ -404,3 +406,20 @@ def build(session: nox.Session) -> None:
         session.run(*UV, "pip", "install", "--quiet", "--refresh", "--python", vpython, "--find-links", dist,
                     f"{wheel}[test]", external=True)
         session.run(vpython, "-m", "pytest", "-q", "-p", "no:cacheprovider", TEMPLATE_TESTS, external=True)
+
+
+@nox.session(python=PYTHON)
+def release(session: nox.Session) -> None:
+    """Every wheel into wheelhouse/ (what the README's `pip install --find-links wheelhouse ...`
+    reads), then tests/release.py: versions, inter-package pins and CHANGELOG entries agree; each
+    README install command works in a fresh venv; jax2onnx 0.17.1 from the index upgrades to the
+    wheelhouse's `jax2onnx` and uninstalls cleanly (docs/architecture.md "Distributions")."""
+    wheelhouse = os.path.join(ROOT, "wheelhouse")
+    shutil.rmtree(wheelhouse, ignore_errors=True)
+    session.install("packaging>=23")
+    for folder in _distributions().values():
+        session.run(*UV, "build", "--quiet", "--wheel", "--out-dir", wheelhouse, folder, external=True)
+    script = os.path.join(ROOT, "tests", "release.py")
+    session.run("python", script, "check")
+    session.run("python", script, "readme", wheelhouse)
+    session.run("python", script, "upgrade", wheelhouse)

@@ -86,7 +86,20 @@ def examples() -> None:
         assert main(os.path.join(d, "quickstart.onnx")) == 0
 
 
+def meta() -> None:
+    """The `jax2onnx` meta package: 0.17's surface (lax, jnp, nnx packs) and 0.17's allclose."""
+    import importlib.metadata
+
+    from jax2onnx.registry import get_registry
+
+    packs = {p.name for p in get_registry().describe() if p.error is None}
+    assert {"jax2onnx-lax", "jax2onnx-jnp", "jax2onnx-nnx"} <= packs, packs
+    assert int(importlib.metadata.version("jax2onnx").split(".")[0]) >= 1, "the meta package sorts above every published 0.x"
+    nnx_pack()
+
+
 CHECKS = {
+    "jax2onnx": meta,
     "jax2onnx-core": core,
     "jax2onnx-lax": lax,
     "jax2onnx-jnp": jnp_pack,

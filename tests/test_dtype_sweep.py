@@ -4,7 +4,7 @@ A valid ONNX graph can still fail to load in onnxruntime (no kernel for an op at
 of uint32, ``Pad`` of int16, ...) or compute something else at a dtype's edge (the lowest signed
 value, unsigned values above ``2**(bits-1)``, NaN, integer overflow, which XLA wraps). Each
 (function, dtype) pair JAX itself accepts (found by tracing it, not by a hand list) is exported
-with ``to_onnx``, run in onnxruntime and compared with JAX by ``jax2onnx.verification.compare.allclose``:
+with ``to_onnx``, run in onnxruntime and compared with JAX by ``jax2onnx.verification.compare.compare``:
 integers and bools exactly (as integers: 64-bit ones too), floats with a
 tolerance for their width. 64-bit dtypes are exported with ``enable_double_precision=True``. Some
 functions also run with a symbolic batch dim. A pair that traces but that JAX itself cannot
@@ -40,7 +40,7 @@ pytest.importorskip("jax2onnx_jnp")
 from jax import lax  # noqa: E402
 from jax2onnx import compat, to_onnx  # noqa: E402
 from jax2onnx.dtypes import is_float as _is_float  # noqa: E402
-from jax2onnx.verification.compare import allclose, jax_reference  # noqa: E402
+from jax2onnx.verification.compare import compare, jax_reference  # noqa: E402
 
 FULL = os.environ.get("JAX2ONNX_DTYPE_SWEEP") == "full"
 #: export at this opset (default: to_onnx's); nox -s fuzz also runs the floor, 17
@@ -524,7 +524,7 @@ def _check(case: Case, dtype: np.dtype, shape: tuple[Any, ...], runs: list[tuple
             outs = jax.eval_shape(fn, *[jax.ShapeDtypeStruct(x.shape, x.dtype) for x in xs])
         out_dtypes = [np.dtype(o.dtype) for o in jax.tree_util.tree_leaves(outs)]
         rtol, atol = _tolerance(case, dtype, out_dtypes)
-        cmp = allclose(fn, model, xs, rtol=rtol, atol=atol, enable_double_precision=double, threads=1)
+        cmp = compare(fn, model, xs, rtol=rtol, atol=atol, enable_double_precision=double, threads=1)
         assert cmp.ok, f"{case.name} of {dtype.name} {concrete}: {cmp}"  # integers: exactly, as integers
 
 

@@ -24,6 +24,24 @@ def test_readme_has_the_two_seed_examples():
     assert any("@onnx_function" in b for b in blocks)
 
 
+def test_readme_shows_every_pack():
+    """Each pack of packages/ has a one-line example in the root README (a block opening with
+    ``# <distribution>:``), which test_readme_block_runs runs: a new pack joins without a list."""
+    import glob
+    import tomllib
+
+    root = os.path.dirname(README)
+    blocks = _python_blocks()
+    for path in glob.glob(os.path.join(root, "packages", "*", "pyproject.toml")):
+        with open(path, "rb") as f:
+            name = tomllib.load(f)["project"]["name"]
+        if name in ("jax2onnx-core", "jax2onnx"):  # the converter itself, and the meta package
+            continue
+        if name in ("jax2onnx-lax", "jax2onnx-jnp"):  # every example uses them (plain JAX functions)
+            continue
+        assert any(b.startswith(f"# {name}:") for b in blocks), f"the README has no example for {name}"
+
+
 def test_readme_commands_come_first():
     with open(README, encoding="utf-8") as f:
         head = f.read().split("---")[0]
@@ -33,6 +51,7 @@ def test_readme_commands_come_first():
 @pytest.mark.parametrize("index", range(len(_python_blocks())))
 def test_readme_block_runs(index, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a fresh folder: a block may not rely on folders that are not there
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
     namespace: dict = {"__name__": "__readme__"}
     exec(compile(_python_blocks()[index], f"README.md[block {index}]", "exec"), namespace)  # noqa: S102
     written = [p for p in tmp_path.rglob("*.onnx")]

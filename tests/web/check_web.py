@@ -21,6 +21,7 @@ import tempfile
 
 import jax
 import jax.numpy as jnp
+import jax2onnx
 import numpy as np
 from flax import nnx
 from jax2onnx import compat, to_onnx
@@ -29,6 +30,8 @@ from jax2onnx.verification.compare import jax_reference
 from jax2onnx_nnx.testcases.models import PreLNTransformerLayer, QuickstartMLP, SmallCNN
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+#: The node runner core ships (allclose_onnxruntime_web uses it); it finds onnxruntime-web in its cwd.
+RUNNER = os.path.join(os.path.dirname(jax2onnx.__file__), "verification", "web", "run_ort_web.mjs")
 RTOL, ATOL = 1e-4, 1e-5
 
 
@@ -87,7 +90,7 @@ def main() -> int:
         job_file = os.path.join(tmp, "jobs.json")
         with open(job_file, "w", encoding="utf-8") as f:
             json.dump(jobs, f)
-        subprocess.run([exe, os.path.join(HERE, "run_ort_web.mjs"), job_file], check=True, cwd=HERE)
+        subprocess.run([exe, RUNNER, job_file], check=True, cwd=HERE)
         for out, (label, want) in expected.items():
             with open(os.path.join(out, "outputs.json"), encoding="utf-8") as f:
                 meta = json.load(f)
@@ -125,7 +128,7 @@ def check_wide(exe: str, tmp: str) -> list[str]:
     job_file = os.path.join(folder, "job.json")
     with open(job_file, "w", encoding="utf-8") as f:
         json.dump([{"model": path, "inputs": inputs, "out": os.path.join(folder, "out")}], f)
-    subprocess.run([exe, os.path.join(HERE, "run_ort_web.mjs"), job_file], check=True, cwd=HERE)
+    subprocess.run([exe, RUNNER, job_file], check=True, cwd=HERE)
     with compat.x64_enabled(True):
         want = [np.asarray(a) for a in jax.tree_util.tree_leaves(jax_reference(_wide, [x, idx]))]
     with open(os.path.join(folder, "out", "outputs.json"), encoding="utf-8") as f:

@@ -13,6 +13,7 @@ import onnx
 import pytest
 from jax2onnx import hookimpl
 from jax2onnx.cli import EXIT_CODES, main
+from jax2onnx.ir.opsets import MIN_OPSET
 from jax2onnx.lower.registry import PluginRegistry, set_registry
 from jax2onnx.plugin import Lowering
 
@@ -33,6 +34,10 @@ MODEL_FILE = """
 
     def make():
         return fn
+
+    class Net:
+        def __call__(self, x):
+            return x * 2.0
 """
 
 
@@ -131,6 +136,14 @@ def test_verify_without_onnxruntime_says_what_to_install_before_converting(mini_
         (["convert", "{file}:fn", "-i", "B,16:notadtype"], 2, "unknown dtype 'notadtype'"),
         (["convert", "{file}:broken", "-i", "3"], 3, "float(x.sum())"),
         (["convert", "justaname", "-i", "3"], 2, "expected MODULE:CALLABLE"),
+        (["convert", "{file}:fn", "-i", "3x3"], 2, "cannot read the dim '3x3' (for a 3x3 shape write 3,3)"),
+        (["convert", "{file}:fn", "-i", "B,8x"], 2, "cannot read the dim '8x'"),
+        (["convert", "{file}:fn", "-i", "(B,8)"], 2, "write the dims without brackets, separated by commas: -i B,8"),
+        (["convert", "{file}:fn", "-i", "[B,16]:int32"], 2, "-i B,16:int32"),
+        (["convert", "{file}:fn", "-i", "B,16", "--opset", str(MIN_OPSET - 1)], 2, f"jax2onnx exports opsets {MIN_OPSET} to"),
+        (["convert", "{file}:fn", "-i", "B,16", "--opset", "999"], 2, "upgrade onnx"),
+        (["convert", "{file}:make", "-i", "B,16"], 2, "if make() builds the model, add --factory"),
+        (["convert", "{file}:Net", "-i", "B,16"], 2, "Net is a class: add --factory"),
     ],
 )
 def test_errors_are_one_message_with_a_documented_exit_code(mini_registry, model_file, tmp_path, capsys, argv, code, fragment):
@@ -139,6 +152,57 @@ def test_errors_are_one_message_with_a_documented_exit_code(mini_registry, model
     err = capsys.readouterr().err
     assert fragment in err and "Traceback" not in err, err
     assert code in EXIT_CODES
+
+
+def test_exit_0_converts(mini_registry, model_file, tmp_path, capsys):
+    out = tmp_path / "ok.onnx"
+    assert main(["convert", f"{model_file}:Net", "--factory", "-i", "B,16", "-o", str(out), "-q"]) == 0
+    onnx.checker.check_model(onnx.load(str(out)), full_check=True)
+
+
+def test_unknown_option_exits_2(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["convert", "m.py:fn", "-i", "3", "--no-such-option"])
+    assert exit_.value.code == 2 and "unrecognized arguments: --no-such-option" in capsys.readouterr().err
+
+
+def test_an_internal_error_exits_5_and_asks_for_the_traceback(mini_registry, model_file, tmp_path, monkeypatch, capsys):
+    import jax2onnx.verification.report as report_mod
+
+    def crash(path):
+        raise RuntimeError("summary exploded")
+
+    monkeypatch.setattr(report_mod, "summarize", crash)  # a bug in jax2onnx itself: not a user mistake
+    assert main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(tmp_path / "x.onnx"), "-q"]) == 5
+    err = capsys.readouterr().err
+    assert "internal error: RuntimeError: summary exploded" in err and "--debug" in err and "Traceback" not in err
+
+
+def test_report_tables_wrap_instead_of_cutting_when_narrow(mini_registry, model_file, tmp_path):
+    import io
+
+    from jax2onnx import verify
+    from rich.console import Console
+
+    out = tmp_path / "m.onnx"
+    assert main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(out), "-q"]) == 0
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("wrapmod", model_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    report = verify(module.fn, str(out), [("B", 16)])
+
+    def printed(width):
+        buffer = io.StringIO()
+        report.print(Console(file=buffer, width=width, force_terminal=False))  # what a pipe gets
+        return buffer.getvalue()
+
+    narrow, wide = printed(50), printed(400)
+    assert "…" not in narrow
+    # every figure is there, folded onto more lines: as many digits as the unconstrained table shows
+    assert sum(c.isdigit() for c in narrow) == sum(c.isdigit() for c in wide)
+    assert len(narrow.splitlines()) > len(wide.splitlines())
 
 
 def test_debug_shows_the_traceback(mini_registry, model_file, tmp_path):

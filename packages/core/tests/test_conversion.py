@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import pytest
 from jax2onnx import allclose, to_onnx
-from jax2onnx.errors import LoweringError
+from jax2onnx.errors import InputSpecError, LoweringError
 
 
 def _dims(value_info):
@@ -227,3 +227,8 @@ def test_64_bit_specs_follow_jax_without_x64(mini_registry):
     assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.INT32
     model = to_onnx(lambda i: i * 2, [jax.ShapeDtypeStruct((3,), np.int64)], enable_double_precision=True)
     assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.INT64
+
+
+def test_missing_inputs_are_named(mini_registry):
+    with pytest.raises(InputSpecError, match=r"inputs is missing \(None\)"):
+        to_onnx(lambda x: x, None)

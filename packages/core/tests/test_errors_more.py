@@ -248,4 +248,4 @@ def test_integer_outputs_match_exactly_even_past_2_53():
     x = np.array([2**60, 2**61], np.int64)
     assert allclose(lambda x: x + 1, model, [x], enable_double_precision=True)
     off = allclose(lambda x: x + 2, model, [x], enable_double_precision=True)
-    assert not off and off.max_abs_diff == [1.0], str(off)
+    assert not off and off.comparison.max_abs_diff == [1.0], str(off)

@@ -18,6 +18,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 FOLDERS = sorted(
     os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(ROOT, "packages", "*", "pyproject.toml"))
 )
+#: The `jax2onnx` distribution: a metadata-only package depending on core and the default packs.
+META = "jax2onnx"
 PACKS = [f for f in FOLDERS if f != "core"]
 pytestmark = pytest.mark.skipif(not os.path.isdir(os.path.join(ROOT, "packages", "core")), reason="needs the source checkout")
 
@@ -42,12 +44,16 @@ def test_package_metadata(folder):
     project = data["project"]
     assert _read("packages", folder, "LICENSE") == _read("LICENSE"), "the wheel/sdist ships the repository's license"
     assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
-    assert "Typing :: Typed" in project["classifiers"]
     assert any(c.startswith("Programming Language :: Python :: 3.11") for c in project["classifiers"])
     assert {"Homepage", "Source", "Issues", "Changelog"} <= set(project["urls"])
     assert project["urls"]["Changelog"].endswith(f"packages/{folder}/CHANGELOG.md")
     assert data["build-system"]["requires"] == ["hatchling>=1.27"]  # PEP 639 license-files
-    (package,) = data["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
+    wheel = data["tool"]["hatch"]["build"]["targets"]["wheel"]
+    if folder == META:  # metadata only: it must own no file of the jax2onnx/ folder (docs/architecture.md)
+        assert wheel.get("bypass-selection") is True and "packages" not in wheel and "force-include" not in wheel
+        return
+    assert "Typing :: Typed" in project["classifiers"]
+    (package,) = wheel["packages"]
     assert os.path.isfile(os.path.join(ROOT, "packages", folder, package, "py.typed"))
 
 

@@ -20,10 +20,13 @@ from .errors import (
 )
 from .export.conversion import to_onnx
 from .export.weights import Weights
+from .lower import legacy_plugins as _legacy_plugins
 from .lower.functions import onnx_function
 from .plugin import hookimpl
-from .verification.compare import allclose
+from .verification.allclose_compat import allclose, allclose_onnxruntime_web
 from .verification.report import ExportReport, VerificationError, verify
+
+_legacy_plugins.install()  # 0.17's plugin module paths (jax2onnx.plugins.plugin_system) onto the lowering API
 
 __all__ = [
     "ExportReport",
@@ -39,6 +42,7 @@ __all__ = [
     "Weights",
     "__version__",
     "allclose",
+    "allclose_onnxruntime_web",
     "hookimpl",
     "onnx_function",
     "to_onnx",

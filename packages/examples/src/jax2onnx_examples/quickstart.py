@@ -10,7 +10,8 @@ import sys
 
 import numpy as np
 from flax import nnx
-from jax2onnx import allclose, to_onnx
+from jax2onnx import to_onnx
+from jax2onnx.verification.compare import compare
 
 # The README's quickstart model (Linear, Dropout, BatchNorm, gelu, Linear, from the Flax docs),
 # defined once: beside the nnx pack's testcases that pin its graph to 4 nodes.
@@ -25,7 +26,7 @@ def main(output: str = "quickstart_mlp.onnx") -> int:
     ok = True
     for batch in (1, 7, 32):
         x = np.random.default_rng(batch).standard_normal((batch, 30)).astype(np.float32)
-        result = allclose(model, onnx_model, [x], rtol=1e-4, atol=1e-5)
+        result = compare(model, onnx_model, [x], rtol=1e-4, atol=1e-5)
         worst = max(worst, *result.max_abs_diff)
         ok &= bool(result)
     ops = [n.op_type for n in onnx_model.graph.node]

@@ -30,7 +30,7 @@ from typing import Any
 EXIT_CODES = {
     0: "success (and, with --verify, the model matches JAX)",
     1: "--verify ran and the model does not match JAX within tolerance",
-    2: "bad command line: unknown option, malformed input spec, target not found",
+    2: "bad command line: unknown option, malformed input spec, unsupported --opset, target not found, a model builder without --factory",
     3: "the conversion failed (unsupported primitive, an error in the function or its module, inputs that do not fit it)",
     4: "a package the command needs is not installed (onnxruntime for --verify, a pack)",
     5: "an unexpected internal error (a bug: rerun with --debug and report the traceback)",
@@ -55,6 +55,9 @@ def parse_input_spec(text: str) -> Any:
     """``B,T:int32`` → ``jax.ShapeDtypeStruct(("B", "T"), int32)``; without ``:dtype`` a shape tuple
     (float32, or float64 under --double). Dims are ints, symbols (``B``) or expressions (``2*B``)."""
     shape_text, sep, dtype_text = text.rpartition(":") if ":" in text else (text, "", "")
+    bare = shape_text.strip()
+    if bare[:1] in "([" and bare[-1:] in ")]" and bare:
+        raise CliError(f"input spec {text!r}: write the dims without brackets, separated by commas: -i {bare[1:-1].replace(' ', '')}{sep}{dtype_text}")
     dims: list[Any] = []
     for part in shape_text.split(","):
         part = part.strip()
@@ -62,16 +65,34 @@ def parse_input_spec(text: str) -> Any:
             continue
         if part.lstrip("-").isdigit():
             dims.append(int(part))
-        elif _DIM.match(part):
+        elif _DIM.match(part) and _is_dim_expression(part):
             dims.append(part)
         else:
-            raise CliError(f"input spec {text!r}: cannot read the dim {part!r}; use sizes (30), symbols (B) or expressions (2*B)")
+            raise CliError(f"input spec {text!r}: cannot read the dim {part!r}{_dim_hint(part)}; "
+                           "dims are sizes (30), symbols (B) or expressions (2*B), separated by commas")
     if not sep:
         return tuple(dims)
     dtype = _parse_dtype(dtype_text.strip(), text)
     import jax
 
     return jax.ShapeDtypeStruct(tuple(dims), dtype)
+
+
+def _is_dim_expression(part: str) -> bool:
+    """Whether JAX's symbolic-shape parser reads ``part`` as one dim (checked here, so a typo is a
+    bad command line, exit 2, and not a conversion failure with the parser's own wording)."""
+    import jax
+
+    try:
+        return len(jax.export.symbolic_shape(part)) == 1
+    except Exception:  # noqa: BLE001 - any parser refusal (ValueError, tokenize.TokenError) means: not a dim
+        return False
+
+
+def _dim_hint(part: str) -> str:
+    if re.fullmatch(r"\d+(\s*[xX×]\s*\d+)+", part):
+        return f" (for a {part} shape write {re.sub(r'[xX×]', ',', part.replace(' ', ''))})"
+    return ""
 
 
 def _parse_dtype(name: str, spec: str) -> Any:
@@ -195,6 +216,13 @@ class _Progress:
 
 def _cmd_convert(args: argparse.Namespace) -> int:
     progress = _Progress(args.quiet)
+    from ..errors import InputSpecError
+    from ..export.options import check_opset
+
+    try:
+        check_opset(args.opset)  # a bad --opset is a bad command line, said before importing anything
+    except InputSpecError as exc:
+        raise CliError(f"--opset {args.opset}: {exc}") from None
     inputs = [parse_input_spec(s) for s in args.input]
     params = dict(_parse_param(p) for p in args.param)
     output = args.output or f"{args.callable.rpartition(':')[2].split('.')[-1]}.onnx"
@@ -206,6 +234,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         fn = load_target(args.callable)
         if args.factory:
             fn = fn()
+        else:
+            _check_not_a_factory(fn, args.callable, len(inputs))
     from ..export.conversion import to_onnx
 
     with progress.stage("converting (trace, lower, optimize, write)"):
@@ -242,6 +272,21 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             else:
                 json.dump(report.to_dict(), f, indent=2)
     return 0 if report else 1
+
+
+def _check_not_a_factory(fn: Any, ref: str, n_inputs: int) -> None:
+    """A class, or a function taking none of the given inputs, is most likely a model builder:
+    say --factory instead of letting the arity check count parameters."""
+    import inspect
+
+    name = ref.rpartition(":")[2]
+    if isinstance(fn, type):
+        raise CliError(f"{name} is a class: add --factory to convert {name}() (an instance), or name a model instance")
+    if inspect.isfunction(fn) and n_inputs:
+        params = inspect.signature(fn).parameters.values()
+        if not any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params):
+            raise CliError(f"{name}() takes no arguments but {n_inputs} --input spec(s) were given: "
+                           f"if {name}() builds the model, add --factory")
 
 
 def _cmd_packs(args: argparse.Namespace) -> int:
@@ -318,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--input-name", action="append", default=[], help="graph input name, one per --input, in order")
     conv.add_argument("--output-name", action="append", default=[], help="graph output name, one per output, in order")
     conv.add_argument("--model-name", help="the ONNX graph name (default: jax_model)")
-    conv.add_argument("--opset", type=int, default=23)
+    conv.add_argument("--opset", type=int, default=23, help="the ONNX opset to export (see docs/opsets.md)")
     conv.add_argument("--double", action="store_true", help="enable_double_precision: float64 end to end")
     conv.add_argument("--external-data", action="store_true", help="weights in OUTPUT.data beside the model")
     conv.add_argument("--factory", action="store_true", help="call CALLABLE() to build the model first")

@@ -18,6 +18,7 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from ..errors import InputSpecError
 from ..lower.registry import get_registry
 from .lowering import lower
 from .optimize import optimize as run_passes
@@ -98,6 +99,11 @@ def to_onnx(
     Returns:
         The ``onnx.ModelProto``, the ``onnx_ir.Model`` or the written path (``return_mode``).
     """
+    if inputs is None:
+        raise InputSpecError(
+            "to_onnx(fn, inputs): inputs is missing (None); pass one spec per positional argument of fn, "
+            "e.g. to_onnx(fn, [('B', 30)]), or [] for a function without arguments"
+        )
     options = ExportOptions.check(
         inputs=inputs, input_params=input_params, model_name=model_name, opset=opset,
         enable_double_precision=enable_double_precision, record_primitive_calls_file=record_primitive_calls_file,
@@ -116,7 +122,7 @@ def run(export: Export, fn: Callable[..., Any], inputs: Sequence[Any]) -> onnx.M
     run_passes(export, model)
     artifact = write(export, model)
     if export.options.verify:
-        raise_if_failed(verify_export(export, traced, artifact), artifact)
+        raise_if_failed(verify_export(export, traced, artifact), artifact, traced)
     return artifact.result(export.options.return_mode)
 
 

@@ -16,6 +16,7 @@ from .._version import __version__
 from ..errors import UnsupportedPrimitiveError
 from ..ir import opsets
 from ..ir.builder import ModelBuilder, set_aval
+from ..lower import legacy_plugins
 from ..lower.interpreter import Interpreter
 from ..lower.unsupported import all_unsupported
 from ..plugin import marks_active
@@ -27,7 +28,8 @@ from .trace import Traced
 def lower(export: Export, traced: Traced) -> ir.Model:
     options, registry = export.options, export.registry
     closed, parsed, bound = traced.closed, traced.parsed, traced.bound
-    lowerings = api_compat.select_lowerings(registry.lowerings(), options)
+    # 0.17-style plugins registered through jax2onnx.plugins.plugin_system join (and win over) the packs'
+    lowerings = api_compat.select_lowerings(legacy_plugins.lowerings_with_legacy(registry.lowerings()), options)
     installed = [p.name for p in registry.packs if p.error is None]
     interp = Interpreter(lowerings, installed)
     mb = ModelBuilder(options.opset)

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import compat
 from ..errors import Jax2OnnxError, UserFunctionError, explain_trace_error
+from ..lower import legacy_plugins
 from ..lower.patching import applied_patches
 from ..plugin import Patch, marks_active
 from . import api_compat, weights
@@ -55,7 +56,8 @@ def trace(export: Export, fn: Callable[..., Any], inputs: Sequence[Any]) -> Trac
         parsed = parse_inputs(fn, inputs, options.input_params, options.enable_double_precision)
         api_compat.check_input_layouts(options, parsed.args)
         with marks_active(adapt=registry.adapt) as marks:
-            closed, out_tree, scalars = _make_jaxpr(registry.adapt(fn) or fn, parsed, registry.patches())
+            patches = [*registry.patches(), *legacy_plugins.legacy_patches()]  # 0.17 plugins' patch_info too
+            closed, out_tree, scalars = _make_jaxpr(registry.adapt(fn) or fn, parsed, patches)
     api_compat.check_output_layouts(options, [v.aval for v in closed.jaxpr.outvars])
     if options.record_primitive_calls_file is not None:
         api_compat.record_primitive_calls(closed, options.record_primitive_calls_file)

@@ -36,17 +36,48 @@ def verify(export: Export, traced: Traced, artifact: Artifact) -> ExportReport:
                       enable_double_precision=options.enable_double_precision)
 
 
-def raise_if_failed(report: ExportReport, artifact: Artifact) -> None:
-    """:class:`VerificationError` naming each failing output (a written file is kept, for inspection)."""
+def raise_if_failed(report: ExportReport, artifact: Artifact, traced: Traced | None = None) -> None:
+    """:class:`VerificationError` naming each failing output (a written file is kept, for inspection),
+    and why: a trace that draws random numbers cannot match a new JAX call, whatever the lowerings do."""
     if report:
         return
     where = f" (the model was written to {artifact.path} and is kept for inspection)" if artifact.path is not None else ""
+    randomness = random_primitives(traced.closed) if traced is not None else []
+    if randomness:
+        why = (f"The function draws random numbers ({', '.join(randomness)}): training-mode randomness such as "
+               "Dropout or an rng stream, so each call of it draws other numbers than the export traced. Export "
+               "inference behaviour to compare it: model.eval() for Flax NNX, deterministic=True, or make the "
+               "key an input of the function.")
+    else:
+        why = "A lowering computes something else than JAX here."
     raise VerificationError(
         f"to_onnx(..., verify=True): the exported model does not match the JAX function{where}:\n"
-        f"{report.failures()}\ninputs tried: {report.inputs_tried()}. A lowering computes something "
-        "else than JAX here; jax2onnx.verify(fn, model, inputs).print() shows the full report.",
+        f"{report.failures()}\ninputs tried: {report.inputs_tried()}. {why} "
+        "jax2onnx.verify(fn, model, inputs).print() shows the full report.",
         report,
     )
+
+
+#: Primitives that draw random numbers (JAX's key-based PRNG and the stateful XLA ones).
+_RANDOM_PRIMITIVES = frozenset({"random_bits", "random_seed", "random_fold_in", "random_split", "threefry2x32",
+                                "rng_bit_generator", "rng_uniform"})
+
+
+def random_primitives(closed: Any) -> list[str]:
+    """The random-number primitives ``closed`` (and its nested bodies) uses, sorted."""
+    from .. import compat
+
+    found: set[str] = set()
+
+    def walk(jaxpr: Any) -> None:
+        for eqn in (jaxpr.jaxpr if hasattr(jaxpr, "jaxpr") else jaxpr).eqns:
+            if eqn.primitive.name in _RANDOM_PRIMITIVES:
+                found.add(eqn.primitive.name)
+            for sub in compat.sub_jaxprs(eqn):
+                walk(sub)
+
+    walk(closed)
+    return sorted(found)
 
 
 def _as_nchw(spec: Any) -> Any:

@@ -9,6 +9,7 @@ attributes and constants share one function; different weights give different fu
 
 from __future__ import annotations
 
+import builtins
 import contextvars
 import functools
 import hashlib
@@ -19,6 +20,7 @@ import jax
 import numpy as np
 import onnx_ir as ir
 
+from ..errors import InputSpecError
 from ..ir.builder import Scope
 from ..plugin import adapt_for_export, exporting, marked_call
 
@@ -70,15 +72,34 @@ def _method_body(obj: Any, original_call: Callable[..., Any]) -> Callable[..., A
     return run
 
 
-def onnx_function(target: T | None = None, *, name: str | None = None) -> Any:
+def onnx_function(
+    target: T | None = None,
+    *,
+    unique: bool = False,
+    namespace: str | None = None,
+    name: str | None = None,
+    type: str | None = None,  # noqa: A002 - 0.17's keyword
+) -> Any:
     """Decorate a ``nnx.Module`` subclass or a function so that each call exports as an ONNX function.
 
-    Outside an export the decorated object behaves exactly as before.
+    Outside an export the decorated object behaves exactly as before. ``name`` (or its 0.17 alias
+    ``type``, which wins when both are given) is the function's op type; the functions live in the
+    ``"custom"`` domain. Calls with the same body and weights always share one function, so 0.17's
+    ``unique`` no longer changes the graph's meaning and is accepted for compatibility;
+    ``namespace`` other than ``"custom"`` is refused with the reason.
     """
+    if not isinstance(unique, bool):
+        raise InputSpecError(f"onnx_function(unique=...) must be True or False, got {unique!r}")
+    if namespace not in (None, "", FUNCTION_DOMAIN):
+        raise InputSpecError(
+            f"onnx_function(namespace={namespace!r}): functions are emitted in the {FUNCTION_DOMAIN!r} domain only; "
+            "drop namespace= (name= sets the function's op type)"
+        )
+    name = type or name
 
     def decorate(obj: Any) -> Any:
         display = name or getattr(obj, "__name__", "function")
-        if isinstance(obj, type):
+        if isinstance(obj, builtins.type):  # the builtin: `type` is 0.17's keyword here
             original_call = obj.__call__
             if "__call__" not in vars(obj):
                 # Inherited from a decorated base: wrap the base's own call, not its wrapper, or

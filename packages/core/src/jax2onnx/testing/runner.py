@@ -14,7 +14,7 @@ import onnx
 from .. import compat
 from ..export.conversion import to_onnx
 from ..export.specs import parse_inputs
-from ..verification.compare import allclose
+from ..verification.compare import compare
 from .testcase import Testcase
 
 DEFAULT_STATIC_SIZE = 3
@@ -275,7 +275,7 @@ def compare_with_jax(variant: Variant, fn: Any, model: onnx.ModelProto, inputs: 
     for vals in inputs.runs:
         # One onnxruntime thread: a testcase's model is tiny and run once, and the default pool
         # (one spinning thread per core) cost more CPU to start than the run itself.
-        cmp = allclose(fn, model, vals, inputs.params or None, rtol=rtol, atol=atol, enable_double_precision=variant.double,
+        cmp = compare(fn, model, vals, inputs.params or None, rtol=rtol, atol=atol, enable_double_precision=variant.double,
                        jit=case.reference_jit, threads=1)
         assert cmp.ok, f"{variant.id} with input shapes {[v.shape for v in vals]}: {cmp}"
         diffs = [max(a, b) for a, b in zip(diffs, cmp.max_abs_diff)] if diffs else list(cmp.max_abs_diff)

@@ -123,7 +123,7 @@ def jax_reference(fn: Callable[..., Any], arrays: Sequence[Any], params: Mapping
         return fn(*arrays, **params)
 
 
-def allclose(
+def compare(
     fn: Callable[..., Any],
     model: onnx.ModelProto | str | os.PathLike[str],
     inputs: Sequence[Any],
@@ -142,6 +142,7 @@ def allclose(
     size is memory-mapped, not copied). A proto with external data needs its folder: ``base_dir``,
     or none for the proto ``to_onnx`` just returned. ``jit``: see :func:`jax_reference`;
     ``threads``: see :func:`run_onnx`. Returns a :class:`Comparison` (truthy when all match).
+    :func:`jax2onnx.allclose` is this with the published 0.17's signature and ``(bool, str)`` result.
     Floating outputs match within ``rtol``/``atol`` (NaN matches NaN); integer and bool outputs
     match exactly.
     """
@@ -151,6 +152,13 @@ def allclose(
         expected = jax.tree_util.tree_leaves(jax_reference(fn, arrays, input_params, jit=jit))
         expected = [as_onnx_value(e) for e in expected]
     got = run_onnx(model, arrays, input_params, base_dir=base_dir, threads=threads)
+    return compare_outputs(expected, got, rtol=rtol, atol=atol)
+
+
+def compare_outputs(expected: Sequence[Any], got: Sequence[Any], *, rtol: float, atol: float) -> Comparison:
+    """Compare two runs' outputs in order: floats within ``rtol``/``atol`` (NaN matches NaN),
+    integers and bools exactly; shapes and dtypes must agree."""
+    expected = [np.asarray(e) for e in expected]
     diffs: list[float] = []
     msgs: list[str] = []
     ok = len(got) == len(expected)

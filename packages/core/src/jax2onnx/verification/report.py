@@ -279,14 +279,16 @@ class ExportReport:
         console = console or Console()
         title = f"verification: {'[green]match[/green]' if self.ok else '[red]MISMATCH[/red]'}"
         table = Table(title=title, caption=f"inputs tried: {self.inputs_tried()}")
+        # overflow="fold": a long cell wraps onto the next line instead of being cut to "…" (rich
+        # gives a piped stdout 80 columns; "0.0001/1e-05" has no space to wrap at).
         for h in self._OUTPUT_HEADER:
-            table.add_column(h, justify="right" if "err" in h else "left")
+            table.add_column(h, justify="right" if "err" in h else "left", overflow="fold")
         for r in self._output_rows():
             table.add_row(*r)
         console.print(table)
         model = Table(title="model", show_header=False)
-        model.add_column("", style="bold")
-        model.add_column("")
+        model.add_column("", style="bold", overflow="fold")
+        model.add_column("", overflow="fold")
         for k, v in self._summary_rows():
             model.add_row(k, v)
         console.print(model)

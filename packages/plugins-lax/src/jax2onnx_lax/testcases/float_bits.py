@@ -28,14 +28,15 @@ def _check_bitcast_op_at_opset_26(fn, values):
     """The runner exports at the default opset; also export at 26, where ONNX BitCast exists."""
 
     def check(_model, variant):
-        from jax2onnx import allclose, to_onnx
+        from jax2onnx import to_onnx
         from jax2onnx.testing.runner import op_types
+        from jax2onnx.verification.compare import compare
 
         double = variant.double
         inputs = [v.astype(np.float64) if double else v for v in values]
         model = to_onnx(fn, inputs, opset=26, enable_double_precision=double)
         assert "BitCast" in op_types(model), sorted(op_types(model))
-        result = allclose(fn, model, inputs, rtol=0, atol=0, enable_double_precision=double)
+        result = compare(fn, model, inputs, rtol=0, atol=0, enable_double_precision=double)
         assert result.ok, str(result)
 
     return check

@@ -3,9 +3,14 @@
 // JOB.json: [{"model": "m.onnx", "inputs": [{"name", "dtype", "shape", "file"}], "out": "folder"}, ...]
 // Each input is the raw little-endian bytes of the array; each output is written the same way as
 // <out>/<i>.bin with <out>/outputs.json listing name, dtype and shape.
-import * as ort from "onnxruntime-web";
+// onnxruntime-web is resolved from $JAX2ONNX_ORT_WEB_DIR (else the current folder), not from this
+// file's folder: the script ships inside the Python package, the npm package is the user's install.
+import { createRequire } from "node:module";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+
+const base = resolve(process.env.JAX2ONNX_ORT_WEB_DIR || process.cwd());
+const ort = createRequire(join(base, "package.json"))("onnxruntime-web");
 
 ort.env.wasm.numThreads = 1; // deterministic, and no worker threads to tear down
 
