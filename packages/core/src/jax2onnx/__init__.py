@@ -21,6 +21,7 @@ from .export.conversion import to_onnx
 from .export.weights import Weights
 from .lower.functions import onnx_function
 from .plugin import hookimpl
+from .precision import Precision, PrecisionError
 from .verification.compare import allclose
 from .verification.report import ExportReport, VerificationError, verify
 
@@ -31,6 +32,8 @@ __all__ = [
     "LoweringError",
     "MissingDependencyError",
     "PluginConflictError",
+    "Precision",
+    "PrecisionError",
     "UnsupportedPrimitiveError",
     "UserFunctionError",
     "VerificationError",
