@@ -20,6 +20,11 @@ from .manager import RewriteToFixedPoint
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
+#: significant bits of each float type: an integer type of at most this many value bits fits
+_MANTISSA = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+_WIDER_FLOATS = {"float16": ("float32", "float64"), "bfloat16": ("float32", "float64"), "float32": ("float64",)}
+
+
 def exact_cast(a: ir.DataType, b: ir.DataType) -> bool:
     """Every value of type ``a`` is a value of type ``b``."""
     if a == b:
@@ -28,13 +33,16 @@ def exact_cast(a: ir.DataType, b: ir.DataType) -> bool:
         na, nb = np.dtype(a.numpy()), np.dtype(b.numpy())
     except (TypeError, ValueError):
         return False
-    if na == _BF16:
-        return nb in (np.dtype(np.float32), np.dtype(np.float64))
-    if nb == _BF16:  # 8 significant bits: every int8/uint8/bool value
-        return na in (np.dtype(np.bool_), np.dtype(np.int8), np.dtype(np.uint8))
-    if not (na.kind in "biuf" and nb.kind in "biuf"):
+    fa, fb = str(na) if na != _BF16 else "bfloat16", str(nb) if nb != _BF16 else "bfloat16"
+    if na.kind == "b":
+        return nb.kind in "biuf" or fb == "bfloat16"
+    if fa in _MANTISSA:
+        return fb in _WIDER_FLOATS.get(fa, ())
+    if na.kind not in "iu":
         return False
-    return bool(np.can_cast(na, nb, casting="safe"))
+    if fb in _MANTISSA:  # numpy calls int64 -> float64 safe; 2**53 + 1 says otherwise
+        return na.itemsize * 8 - (1 if na.kind == "i" else 0) <= _MANTISSA[fb]
+    return nb.kind in "iu" and bool(np.can_cast(na, nb, casting="safe"))
 
 
 def _cast_of(node: ir.Node) -> bool:

@@ -31,7 +31,10 @@ class PrecisionResult:
 
 
 def apply_precision(model: ir.Model, precision: Precision) -> PrecisionResult:
-    """Rewrite ``model`` in place for ``precision`` and record it in the metadata."""
+    """Rewrite ``model`` in place for ``precision`` and record it in the metadata.
+
+    The plan reads every value's dtype: run shape inference first (``to_onnx`` does), since a few
+    outputs (an ``If``'s) are typed only by it."""
     if precision.kind == "float32":
         return PrecisionResult(precision, "float32")
     from ..passes import CastCancelPass, DeadCodeEliminationPass

@@ -11,15 +11,15 @@ The pass plans a dtype for every float32 value of the main graph before it chang
   ``stash_type`` (LayerNormalization, RMSNormalization, GroupNormalization) run in the low type with
   ``stash_type=1``: their statistics are float32 inside the op; ``Attention`` gets
   ``softmax_precision=1`` (float32 softmax);
-- for bfloat16 the choice is made for the whole graph: onnxruntime's CPU provider has almost no
-  bfloat16 compute kernels (MatMul, Add, Mul are missing), so when any node lacks one the graph
-  computes in float32 from bfloat16 weights (one Cast per weight): the *carrier* the report names;
+- for bfloat16 the graph computes in float32 from bfloat16 weights (one Cast per weight), the
+  *carrier* the report names: onnxruntime's CPU provider has almost no bfloat16 compute kernels
+  (MatMul, Gemm, Add, Mul are missing), and a model must load where it is verified;
 - a ``Cast`` to float32 takes whatever type its readers want (a second copy when readers differ),
   so the pass never puts a Cast in front of or behind an existing Cast;
 - one Cast per (value, type) is inserted where a producer's type differs from what a reader
   computes in: graph inputs (float32 unless ``keep_io_types=False``), outputs of float32 nodes,
   weights read by float32 work. Graph outputs are cast back to float32 under their own names;
-- weights (initializers of 1024 elements or more) are stored in the low type always; smaller
+- weights (initializers of 64 elements or more) are stored in the low type always; smaller
   constants take the type of their readers (both copies when readers differ), so an epsilon
   added in float32 stays exact. A streamed weight (:class:`~jax2onnx.Weights`) is converted when it
   is written, one tensor at a time. A float16 weight beyond float16's range (65504) is an error
@@ -57,8 +57,9 @@ FLOAT32_OPS = frozenset({
 #: Ops whose ``stash_type`` attribute keeps their statistics in float32 while they read and write
 #: the low type.
 STASH_TYPE_OPS = frozenset({"LayerNormalization", "RMSNormalization", "GroupNormalization"})
-#: A constant this large is a weight: stored in the low type whoever reads it.
-WEIGHT_ELEMENTS = 1024
+#: A constant this large is a weight: stored in the low type whoever reads it (smaller ones,
+#: epsilons and scalars, take their readers' type).
+WEIGHT_ELEMENTS = 64
 FLOAT16_MAX = 65504.0
 
 
@@ -75,7 +76,7 @@ class LowFloatResult:
         if self.compute == "float32":
             why = ", ".join(sorted(op for op, r in self.float32_ops.items() if r == "kernel"))
             return (f"{self.kind} weights, computed in float32 (carrier): onnxruntime's CPU provider has no {self.kind} "
-                    f"kernel for {why or 'the ops of this graph'}")
+                    f"compute kernels{' (here: ' + why + ')' if why else ''}")
         text = f"{self.kind} weights and compute"
         if self.float32_ops:
             text += "; float32 for " + ", ".join(sorted(self.float32_ops))
@@ -163,9 +164,9 @@ def _convert_tensor(tensor: ir.TensorProtocol, kind: str, name: str) -> ir.Tenso
 
     def convert(arr: np.ndarray) -> np.ndarray:
         arr = np.asarray(arr, dtype=np.float32)
-        if kind == "float16" and arr.size and float(np.nanmax(np.abs(arr))) > FLOAT16_MAX:
+        if kind == "float16" and not _fits(ir.Tensor(arr), kind):
             raise PrecisionError(f"weight {name!r} holds values beyond float16's range (max |x| = "
-                                 f"{float(np.nanmax(np.abs(arr))):.3g} > 65504); use precision='bfloat16'")
+                                 f"{float(np.max(np.abs(arr[np.isfinite(arr)]))):.3g} > 65504); use precision='bfloat16'")
         return arr.astype(target)
 
     if isinstance(tensor, ir.LazyTensor):
@@ -177,8 +178,9 @@ def _convert_tensor(tensor: ir.TensorProtocol, kind: str, name: str) -> ir.Tenso
 def _fits(tensor: ir.TensorProtocol, kind: str) -> bool:
     if kind != "float16" or isinstance(tensor, ir.LazyTensor):
         return True
-    arr = tensor.numpy()
-    return not arr.size or float(np.nanmax(np.abs(arr))) <= FLOAT16_MAX
+    arr = np.abs(tensor.numpy())
+    finite = arr[np.isfinite(arr)]  # inf and NaN exist in float16 too
+    return not finite.size or float(finite.max()) <= FLOAT16_MAX
 
 
 class _Namer:
@@ -210,17 +212,24 @@ def convert_low_float(model: ir.Model, kind: str, keep_io_types: bool = True) ->
     output_ids = {id(v) for v in graph.outputs}
     result = LowFloatResult(kind, kind)
 
+    # A constant beyond float16's range is read by float32 work: a float16 reader would see inf.
+    out_of_range = {id(v) for v in graph.initializers.values()
+                    if _is_f32(v) and v.const_value is not None and not _fits(v.const_value, kind)}
     plans: dict[int, _Plan] = {}
     for node in graph:
         plan = _plan_node(node, kind, opset, missing, output_ids)
         if plan is None:
             continue
+        if plan.mode == "low" and any(id(v) in out_of_range for v in node.inputs if v is not None):
+            plan = _Plan("f32", why="range")
         plans[id(node)] = plan
         if plan.why in ("sensitive", "kernel"):
             result.float32_ops.setdefault(node.op_type, plan.why)
-    if kind == "bfloat16" and any(p.why == "kernel" for p in plans.values()):
-        # One bfloat16 island between float32 ops costs two Casts and gains nothing: compute the
-        # whole graph in float32 from bfloat16 weights.
+    if kind == "bfloat16":
+        # onnxruntime's CPU provider implements bfloat16 for data movement and a few ops only (no
+        # MatMul, Gemm, Add, Mul; the kernel table lists what it measured, and ops it did not probe,
+        # such as Gemm, lack it too), and one bfloat16 island between float32 ops costs two Casts
+        # and gains nothing: the graph computes in float32 from bfloat16 weights.
         result.compute = "float32"
         for key, plan in plans.items():
             if plan.mode == "low":

@@ -111,14 +111,14 @@ class _Parts:
     """The parts of one quantized weight, computed from its tensor when the first is needed and
     kept until each part has been read once (a weight read from a source is then read once)."""
 
-    def __init__(self, tensor: ir.TensorProtocol, fn: Callable[[np.ndarray], tuple[np.ndarray, ...]], n: int):
-        self.tensor, self.fn, self.n = tensor, fn, n
+    def __init__(self, load: Callable[[], np.ndarray], fn: Callable[[np.ndarray], tuple[np.ndarray, ...]], n: int):
+        self.load, self.fn, self.n = load, fn, n
         self.result: tuple[np.ndarray, ...] | None = None
         self.left = 0
 
     def get(self, k: int) -> np.ndarray:
         if self.result is None:
-            self.result = self.fn(np.asarray(self.tensor.numpy(), dtype=np.float32))
+            self.result = self.fn(np.asarray(self.load(), dtype=np.float32))
             self.left = self.n
         part = self.result[k]
         self.left -= 1
@@ -127,17 +127,15 @@ class _Parts:
         return part
 
 
-def _part_values(graph: ir.Graph, weight: ir.Value, fn: Callable[[np.ndarray], tuple[np.ndarray, ...]],
+def _part_values(graph: ir.Graph, w: _Weight, fn: Callable[[np.ndarray], tuple[np.ndarray, ...]],
                  specs: list[tuple[str, ir.DataType, tuple[int, ...]]]) -> list[ir.Value]:
     """Initializers for the parts of ``fn(weight)`` (``specs``: suffix, dtype, shape each)."""
-    tensor = weight.const_value
-    lazy = isinstance(tensor, ir.LazyTensor)
-    eager = None if lazy else fn(np.asarray(tensor.numpy(), dtype=np.float32))
-    parts = _Parts(tensor, fn, len(specs))
+    parts = _Parts(w.load, fn, len(specs))
+    eager = None if w.lazy else fn(np.asarray(w.load(), dtype=np.float32))
     values = []
     for k, (suffix, dtype, shape) in enumerate(specs):
-        name = _fresh(graph, f"{weight.name}_{suffix}")
-        if lazy:
+        name = _fresh(graph, f"{w.name}_{suffix}")
+        if w.lazy:
             t: ir.TensorProtocol = ir.LazyTensor(functools.partial(lambda k, name: ir.Tensor(parts.get(k), name=name), k, name),
                                                  dtype=dtype, shape=ir.Shape(list(shape)), name=name)
         else:
@@ -161,11 +159,84 @@ def _fresh(graph: ir.Graph, base: str) -> str:
 
 
 @dataclasses.dataclass
+class _Weight:
+    """A 2-D float32 weight: an initializer, or a constant expression of initializers (a streamed
+    model's fused Q|K|V kernel is ``Concat(Reshape(q), Reshape(k), Reshape(v))``: nothing folds
+    lazy weights), evaluated with numpy when the quantized parts are written."""
+
+    name: str  # the first initializer it reads: what exclude/int8 patterns match
+    sources: list[str]  # every initializer it reads
+    shape: tuple[int, int]
+    load: Callable[[], np.ndarray]
+    lazy: bool
+
+
+#: ops a weight expression may contain: data movement, computed exactly by numpy
+_EXPRESSION_OPS = frozenset({"Reshape", "Transpose", "Concat", "Squeeze", "Unsqueeze", "Identity"})
+
+
+def _expression(v: ir.Value, sources: list[ir.Value], depth: int = 0) -> Callable[[], np.ndarray] | None:
+    tensor = v.const_value
+    if tensor is not None:
+        sources.append(v)
+        return lambda: np.asarray(tensor.numpy())
+    node = v.producer()
+    if node is None or node.op_type not in _EXPRESSION_OPS or node.domain not in ("", "ai.onnx") or depth > 16:
+        return None
+    args = []
+    for x in node.inputs:
+        if x is None:
+            args.append(None)
+            continue
+        arg = _expression(x, sources, depth + 1)
+        if arg is None:
+            return None
+        args.append(arg)
+    op = node.op_type
+    axis = _attr(node, "axis", 0)
+    perm = _attr(node, "perm", None)
+
+    def run() -> np.ndarray:
+        xs = [a() if a is not None else None for a in args]
+        if op == "Concat":
+            return np.concatenate(xs, axis=axis)
+        if op == "Transpose":
+            return np.transpose(xs[0], perm)
+        if op == "Reshape":
+            shape = [int(d) if d != 0 else xs[0].shape[i] for i, d in enumerate(xs[1])]
+            return xs[0].reshape(shape)
+        if op == "Squeeze":
+            return np.squeeze(xs[0], axis=tuple(int(a) for a in xs[1])) if len(xs) > 1 and xs[1] is not None else np.squeeze(xs[0])
+        if op == "Unsqueeze":
+            out = xs[0]
+            for a in sorted(int(a) % (out.ndim + len(xs[1])) for a in xs[1]):
+                out = np.expand_dims(out, a)
+            return out
+        return xs[0]
+
+    return run
+
+
+def _weight(v: ir.Value | None) -> _Weight | None:
+    if v is None or v.type is None or v.dtype != F32 or v.shape is None or len(v.shape) != 2:
+        return None
+    if not all(isinstance(d, int) for d in v.shape):
+        return None
+    sources: list[ir.Value] = []
+    load = _expression(v, sources)
+    if load is None or not sources:
+        return None
+    lazy = any(isinstance(x.const_value, ir.LazyTensor) for x in sources)
+    name = v.name if v.const_value is not None else (sources[0].name or "weight")
+    return _Weight(name or "weight", [x.name or "" for x in sources], (int(v.shape[0]), int(v.shape[1])), load, lazy)
+
+
+@dataclasses.dataclass
 class _WeightMatmul:
     node: ir.Node
     a: ir.Value
-    weight: ir.Value
-    transposed: bool  # the initializer is [N, K] (Gemm transB)
+    weight: _Weight
+    transposed: bool  # the weight is [N, K] (Gemm transB)
     bias: ir.Value | None  # a 1-D [N] addend (Gemm C)
     addend: ir.Value | None  # any other Gemm C, added after
 
@@ -181,25 +252,28 @@ def _attr(node: ir.Node, name: str, default: Any) -> Any:
 
 
 def _find(node: ir.Node) -> _WeightMatmul | None:
-    if node.domain not in ("", "ai.onnx") or len(node.inputs) < 2:
+    if node.domain not in ("", "ai.onnx") or len(node.inputs) < 2 or node.op_type not in ("MatMul", "Gemm"):
         return None
-    a, b = node.inputs[0], node.inputs[1]
-    if a is None or a.type is None or a.dtype != F32 or not _const_2d_f32(b):
+    a = node.inputs[0]
+    if a is None or a.type is None or a.dtype != F32:
         return None
     if a.shape is not None and len(a.shape) < 2:
         return None  # a vector times a matrix: MatMulNBits wants rows
+    w = _weight(node.inputs[1])
+    if w is None:
+        return None
     if node.op_type == "MatMul":
-        return _WeightMatmul(node, a, b, False, None, None)
-    if node.op_type != "Gemm" or _attr(node, "transA", 0) or _attr(node, "alpha", 1.0) != 1.0:
+        return _WeightMatmul(node, a, w, False, None, None)
+    if _attr(node, "transA", 0) or _attr(node, "alpha", 1.0) != 1.0:
         return None
     c = node.inputs[2] if len(node.inputs) > 2 else None
     if c is not None and _attr(node, "beta", 1.0) != 1.0:
         return None
     transposed = bool(_attr(node, "transB", 0))
-    n = int(b.const_value.shape[0 if transposed else 1])
+    n = w.shape[0 if transposed else 1]
     if c is not None and c.shape is not None and len(c.shape) == 1 and c.shape[0] == n and c.dtype == F32:
-        return _WeightMatmul(node, a, b, transposed, c, None)
-    return _WeightMatmul(node, a, b, transposed, None, c)
+        return _WeightMatmul(node, a, w, transposed, c, None)
+    return _WeightMatmul(node, a, w, transposed, None, c)
 
 
 def _is_embedding(node: ir.Node) -> bool:
@@ -227,11 +301,11 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
     result = QuantizeResult(p.kind)
     counter = [0]
     for m in found:
-        name = m.weight.name or "weight"
-        if _matches(name, p.exclude):
+        name = m.weight.name
+        if any(_matches(n, p.exclude) for n in m.weight.sources):
             result.excluded.append(name)
             continue
-        bits = 8 if p.kind == "int8" or _matches(name, p.int8) else 4
+        bits = 8 if p.kind == "int8" or any(_matches(n, p.int8) for n in m.weight.sources) else 4
         counter[0] += 1
         if bits == 4:
             _to_int4(graph, m, p, counter[0])
@@ -245,7 +319,7 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
             result.excluded.append(table.name)
             continue
         counter[0] += 1
-        _embedding_int8(graph, node, counter[0])
+        _embedding_int8(graph, node, _weight(table), counter[0])
         result.embeddings.append(table.name)
     if result.int4 or result.int8 or result.embeddings:
         model.opset_imports.setdefault(MS_DOMAIN, 1)
@@ -256,7 +330,7 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
 
 
 def _kn(m: _WeightMatmul) -> tuple[int, int]:
-    rows, cols = (int(d) for d in m.weight.const_value.shape)
+    rows, cols = m.weight.shape
     return (cols, rows) if m.transposed else (rows, cols)
 
 
@@ -323,9 +397,9 @@ def _to_int8(graph: ir.Graph, m: _WeightMatmul, p: Precision, k: int) -> None:
     _replace(graph, m, nodes, nodes[-1].outputs[0])
 
 
-def _embedding_int8(graph: ir.Graph, node: ir.Node, k: int) -> None:
-    table, ids = node.inputs[0], node.inputs[1]
-    V, D = (int(d) for d in table.const_value.shape)
+def _embedding_int8(graph: ir.Graph, node: ir.Node, table: _Weight, k: int) -> None:
+    ids = node.inputs[1]
+    V, D = table.shape
 
     def rows(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         codes, scale = int8_per_column(w, axis=1)
