@@ -11,9 +11,9 @@ import onnx
 import pytest
 from flax import nnx
 from jax2onnx import Precision, PrecisionError, Weights, to_onnx, verify
-from jax2onnx.precision.report import MIN_COSINE, cosine
-from jax2onnx.verification import run_onnx
-from jax2onnx.weights import leaf_name
+from jax2onnx.verification.precision import MIN_COSINE, cosine
+from jax2onnx.verification.compare import run_onnx
+from jax2onnx.export.weights import leaf_name
 from jax2onnx_nnx.cases.models import PreLNTransformerLayer, QuickstartMLP
 
 PRECISIONS = ["float16", "bfloat16", "int8", "int4"]
@@ -78,7 +78,7 @@ def built():
 
 
 def weight_bytes(model: onnx.ModelProto) -> int:
-    from jax2onnx.report import _tensor_nbytes
+    from jax2onnx.verification.report import _tensor_nbytes
 
     return sum(_tensor_nbytes(t) for t in model.graph.initializer)
 

@@ -104,6 +104,14 @@ def _tensor_nbytes(t: onnx.TensorProto) -> int:
     return count * itemsize
 
 
+def bytes_by_dtype(model: onnx.ModelProto) -> dict[str, int]:
+    """Initializer bytes per element type (``{"float16": 1048576, "uint8": ...}``), largest first."""
+    out: collections.Counter[str] = collections.Counter()
+    for t in model.graph.initializer:
+        out[_dtype_name(t.data_type)] += _tensor_nbytes(t)
+    return dict(out.most_common())
+
+
 def summarize(model: onnx.ModelProto | str | os.PathLike[str], path: str | os.PathLike[str] | None = None) -> ModelSummary:
     """The :class:`ModelSummary` of ``model`` (a ModelProto or a file path). ``path``: the file
     the model was written to, for its size (and its ``.data`` file's)."""
@@ -192,7 +200,7 @@ class ExportReport:
     trials: list[Trial]
     summary: ModelSummary
     #: float16/bfloat16/int8/int4 exports: bytes by dtype and the outputs' distance from float32
-    precision: Any = None  # jax2onnx.precision.report.PrecisionSection
+    precision: Any = None  # jax2onnx.verification.precision.PrecisionSection
 
     @property
     def ok(self) -> bool:
@@ -249,7 +257,7 @@ class ExportReport:
                 size += f" + {_human_bytes(s.external_data_bytes)} external data"
             rows.append(["file", size])
         if self.precision is not None:
-            rows += self.precision.rows()
+            rows += self.precision.rows(_human_bytes)
         return rows
 
     def inputs_tried(self) -> str:
@@ -526,7 +534,7 @@ def verify(
         double = any(_spec_dtype(s, False) == np.float64 for s in inputs if not isinstance(s, (tuple, list)))
     names = [o.name for o in model.graph.output]
     input_params = _typed_params(model, len(inputs), input_params)
-    from .precision import report as precision_report
+    from . import precision as precision_report
 
     recorded = precision_report.recorded_precision(model)
     if recorded is not None and rtol is None and atol is None:
@@ -553,6 +561,6 @@ def verify(
         trials.append(Trial(shown, checks))
     section = None
     if recorded is not None:
-        section = precision_report.PrecisionSection(recorded[0], recorded[1], precision_report.bytes_by_dtype(model),
+        section = precision_report.PrecisionSection(recorded[0], recorded[1], bytes_by_dtype(model),
                                                     list(distances.values()))
     return ExportReport(trials, summary, section)

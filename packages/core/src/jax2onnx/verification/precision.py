@@ -10,17 +10,16 @@ error, and the elements outside :data:`TOLERANCES`).
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from typing import Any
 
 import numpy as np
 import onnx
 
-from . import META_DETAIL, META_KIND
+from ..precision import META_DETAIL, META_KIND
 
 #: The cosine floor per precision: a reduced-precision output below it fails verification.
-#: Measured on random MLPs, CNNs and transformer blocks (tests/test_precision.py); int4 is block-32
+#: Measured on random MLPs, CNNs and transformer blocks (packages/core/tests/test_precision.py); int4 is block-32
 #: round-to-nearest (numpy RTN of the same random weights gives about 0.978).
 MIN_COSINE = {"float16": 0.9999, "bfloat16": 0.999, "int8": 0.999, "int4": 0.97}
 #: (rtol, atol) the element mismatch count uses for a reduced precision: shown, not judged.
@@ -34,16 +33,6 @@ def recorded_precision(model: onnx.ModelProto) -> tuple[str, str] | None:
     if kind is None or kind == "float32":
         return None
     return kind, props.get(META_DETAIL, kind)
-
-
-def bytes_by_dtype(model: onnx.ModelProto) -> dict[str, int]:
-    """Initializer bytes per element type (``{"float16": 1048576, "uint8": ...}``), largest first."""
-    from ..report import _dtype_name, _tensor_nbytes
-
-    out: collections.Counter[str] = collections.Counter()
-    for t in model.graph.initializer:
-        out[_dtype_name(t.data_type)] += _tensor_nbytes(t)
-    return dict(out.most_common())
 
 
 def cosine(expected: np.ndarray, got: np.ndarray) -> float:
@@ -88,11 +77,10 @@ class PrecisionSection:
         return {"kind": self.kind, "detail": self.detail, "bytes_by_dtype": dict(self.bytes_by_dtype), "ok": self.ok,
                 "outputs": [{**dataclasses.asdict(o), "ok": o.ok} for o in self.outputs]}
 
-    def rows(self) -> list[list[str]]:
-        from ..report import _human_bytes
-
+    def rows(self, human_bytes: Any) -> list[list[str]]:
+        """Rows of the report's model table; ``human_bytes`` formats a byte count."""
         rows = [["precision", self.detail],
-                ["bytes by dtype", ", ".join(f"{k} {_human_bytes(v)}" for k, v in self.bytes_by_dtype.items())]]
+                ["bytes by dtype", ", ".join(f"{k} {human_bytes(v)}" for k, v in self.bytes_by_dtype.items())]]
         for o in self.outputs:
             rows.append([f"vs float32: {o.name}", f"max abs err {o.max_abs_error:.3g}, mean abs err {o.mean_abs_error:.3g}, "
                          f"cosine {o.cosine:.6f} (floor {o.min_cosine:g}) {'ok' if o.ok else 'FAIL'}"])
@@ -115,5 +103,4 @@ def merge(outputs: dict[str, PrecisionOutput], name: str, expected: np.ndarray, 
                                     min(old.cosine, cur.cosine), cur.min_cosine)
 
 
-__all__ = ["MIN_COSINE", "PrecisionOutput", "PrecisionSection", "TOLERANCES", "bytes_by_dtype", "cosine",
-           "recorded_precision"]
+__all__ = ["MIN_COSINE", "PrecisionOutput", "PrecisionSection", "TOLERANCES", "cosine", "recorded_precision"]
