@@ -14,7 +14,7 @@ from jax2onnx import Precision, PrecisionError, Weights, to_onnx, verify
 from jax2onnx.verification.precision import MIN_COSINE, cosine
 from jax2onnx.verification.compare import run_onnx
 from jax2onnx.export.weights import leaf_name
-from jax2onnx_nnx.cases.models import PreLNTransformerLayer, QuickstartMLP
+from jax2onnx_nnx.testcases.models import PreLNTransformerLayer, QuickstartMLP
 
 PRECISIONS = ["float16", "bfloat16", "int8", "int4"]
 #: weights of float32 bytes at most, on models whose weights are mostly matmuls (the issue's targets)
