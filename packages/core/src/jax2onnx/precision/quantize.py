@@ -294,10 +294,16 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
     found = [m for m in (_find(node) for node in graph) if m is not None]
     embeddings = [node for node in graph if _is_embedding(node)] if p.embeddings == "int8" else []
     if not found and not embeddings:
-        raise PrecisionError(
-            f"precision={p.kind!r} quantizes weight matmuls (MatMul/Gemm with a constant 2-D float32 weight), and this "
-            "model has none; export it with precision='float16' or 'bfloat16' to make it smaller"
-        )
+        low = any(node.op_type in ("MatMul", "Gemm") and any(
+            v is not None and v.type is not None and v.dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
+            for v in (*node.inputs, *(x for i in node.inputs if i is not None and i.producer() is not None
+                                       for x in i.producer().inputs)))
+            for node in graph)
+        why = ("its matmuls compute in float16/bfloat16 as traced (flax dtype=, a Keras mixed policy): export it as "
+               "traced with precision='float32'" if low else
+               "export it with precision='float16' or 'bfloat16' to make it smaller")
+        raise PrecisionError(f"precision={p.kind!r} quantizes weight matmuls (MatMul/Gemm with a constant 2-D float32 "
+                             f"weight), and this model has none; {why}")
     result = QuantizeResult(p.kind)
     counter = [0]
     for m in found:
