@@ -3,6 +3,7 @@ and a ViT-B-sized encoder (random weights, built from configs): file size, onnxr
 at 1 and 2 threads, accuracy against the float32 JAX model.
 
     python bench/precision_bench.py                 # the full sizes (GPT-2 small, ViT-B/16)
+    python bench/precision_bench.py --size medium   # full widths, 2 layers
     python bench/precision_bench.py --size smoke    # tiny models: checks the script in a minute
     python bench/precision_bench.py --json bench/results/precision.json
 
@@ -37,6 +38,8 @@ from jax2onnx.verification.precision import cosine
 SIZES = {
     #         dim, layers, heads, mlp, vocab, ctx, image, patch
     "full": dict(lm=(768, 12, 12, 3072, 50257, 1024), vit=(768, 12, 12, 3072, 224, 16)),
+    # full widths, 2 layers: the per-layer figures of the full models in a fifth of the time
+    "medium": dict(lm=(768, 2, 12, 3072, 50257, 1024), vit=(768, 2, 12, 3072, 224, 16)),
     "smoke": dict(lm=(128, 2, 4, 512, 1024, 64), vit=(128, 2, 4, 512, 32, 8)),
 }
 
