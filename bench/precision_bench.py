@@ -145,12 +145,17 @@ def _size(path: str) -> int:
 
 
 def _greedy(step: Callable[[np.ndarray], np.ndarray], prompt: np.ndarray, n: int) -> list[int]:
-    ids = prompt.copy()
+    """``n`` tokens after ``prompt``, each the argmax at the last filled position. The buffer has
+    a fixed length (the model is causal: later slots do not change earlier logits), so JAX
+    compiles once instead of once per length."""
+    ids = np.zeros((1, prompt.shape[1] + n), prompt.dtype)
+    ids[:, : prompt.shape[1]] = prompt
     out = []
-    for _ in range(n):
-        token = int(np.argmax(step(ids)[0, -1]))
+    for i in range(n):
+        pos = prompt.shape[1] + i
+        token = int(np.argmax(step(ids)[0, pos - 1]))
         out.append(token)
-        ids = np.concatenate([ids, np.array([[token]], ids.dtype)], axis=1)
+        ids[0, pos] = token
     return out
 
 
