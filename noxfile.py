@@ -360,6 +360,14 @@ def bench_stream(session: nox.Session) -> None:
     session.run("python", "bench/stream_big.py", *(session.posargs or ["--gb", "8"]))
 
 
+@nox.session(python=PYTHON)
+def bench_precision(session: nox.Session) -> None:
+    """float32/float16/bfloat16/int8/int4 side by side on GPT-2-small and ViT-B-sized random models:
+    file size, onnxruntime CPU latency at 1 and 2 threads, accuracy (``-- --size smoke`` for tiny ones)."""
+    session.install(*ALL_PACKAGES)
+    session.run("python", "bench/precision_bench.py", "--json", "bench/results/precision.json", *session.posargs)
+
+
 def _distributions() -> dict[str, str]:
     """distribution name -> folder, for `build`: every packages/*/pyproject.toml (a new pack is
     built, checked and smoke-tested without being listed here)."""

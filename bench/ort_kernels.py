@@ -65,6 +65,15 @@ STRUCTURED: dict[str, StructSpec] = {
     "Reshape": ({0: [2, 2]}, {1: [4]}, {}, True),
     "Unsqueeze": ({0: [2, 2]}, {1: [0]}, {}, True),
     "Range": ({0: [], 1: [], 2: []}, {}, {}, True),
+    # the float work of models (what jax2onnx.precision's float16/bfloat16 pass relies on)
+    "Gemm": ({0: [2, 2], 1: [2, 2], 2: [2]}, {}, {}, True),
+    "Conv": ({0: [1, 1, 3, 3], 1: [1, 1, 1, 1], 2: [1]}, {}, {}, True),
+    "ConvTranspose": ({0: [1, 1, 3, 3], 1: [1, 1, 1, 1], 2: [1]}, {}, {}, True),
+    "AveragePool": ({0: [1, 1, 2, 2]}, {}, {"kernel_shape": [1, 1]}, True),
+    "LayerNormalization": ({0: [2, 2], 1: [2], 2: [2]}, {}, {}, True),
+    "BatchNormalization": ({0: [1, 2, 2], 1: [2], 2: [2], 3: [2], 4: [2]}, {}, {}, True),
+    "Softmax": ({0: [2, 2]}, {}, {}, True),
+    "Gelu": ({0: [2, 2]}, {}, {}, True),
     **{f"ScatterND{'' if r == 'none' else ':' + r}": ({0: [2, 2], 2: [1, 2]}, {1: [[0]]}, {"reduction": r}, True)
        for r in ("none", "add", "mul", "max", "min")},
     **{f"ScatterElements{'' if r == 'none' else ':' + r}": (

@@ -265,3 +265,11 @@ def test_exit_codes_are_documented_in_the_help_and_the_readme(capsys):
         assert f"{code}  {meaning}" in help_text
         if readme is not None:
             assert f"| {code} | {meaning} |" in readme
+
+
+def test_precision(mini_registry, model_file, tmp_path, capsys):
+    out = tmp_path / "half.onnx"
+    assert main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(out), "--precision", "float16", "--verify", "-q"]) == 0, capsys.readouterr()
+    graph = _graph(out)
+    assert {t.data_type for t in graph.initializer if len(t.dims) == 2} == {onnx.TensorProto.FLOAT16}
+    assert "cosine" in capsys.readouterr().out  # the report's precision section

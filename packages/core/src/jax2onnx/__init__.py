@@ -23,6 +23,7 @@ from .export.weights import Weights
 from .lower import legacy_plugins as _legacy_plugins
 from .lower.functions import onnx_function
 from .plugin import hookimpl
+from .precision import Precision, PrecisionError
 from .verification.allclose_compat import allclose, allclose_onnxruntime_web
 from .verification.report import ExportReport, VerificationError, verify
 
@@ -36,6 +37,8 @@ __all__ = [
     "LoweringError",
     "MissingDependencyError",
     "PluginConflictError",
+    "Precision",
+    "PrecisionError",
     "UnsupportedPrimitiveError",
     "UserFunctionError",
     "VerificationError",

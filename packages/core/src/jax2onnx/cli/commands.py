@@ -250,6 +250,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             input_names=args.input_name or None,
             output_names=args.output_name or None,
             external_data=True if args.external_data else None,
+            precision=args.precision,
         )
     from ..verification.report import summarize
 
@@ -366,6 +367,8 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--opset", type=int, default=23, help="the ONNX opset to export (see docs/opsets.md)")
     conv.add_argument("--double", action="store_true", help="enable_double_precision: float64 end to end")
     conv.add_argument("--external-data", action="store_true", help="weights in OUTPUT.data beside the model")
+    conv.add_argument("--precision", default="float32", choices=["float32", "float16", "bfloat16", "int8", "int4"],
+                      help="weights and compute in float16/bfloat16, or int8/int4 weight matmuls (see the guide's Precision page)")
     conv.add_argument("--factory", action="store_true", help="call CALLABLE() to build the model first")
     conv.add_argument("--verify", action="store_true",
                       help="compare with JAX in onnxruntime (two sizes per symbolic dim) and print the report")

@@ -20,6 +20,7 @@ import onnx_ir as ir
 
 from ..errors import InputSpecError
 from ..lower.registry import get_registry
+from ..precision import Precision
 from .lowering import lower
 from .optimize import optimize as run_passes
 from .options import Export, ExportOptions
@@ -49,6 +50,7 @@ def to_onnx(
     optimize: bool = True,
     external_data: bool | None = None,
     verify: bool = False,
+    precision: str | Precision = "float32",
 ) -> onnx.ModelProto | ir.Model | str:
     """Convert a JAX callable to ONNX.
 
@@ -96,6 +98,14 @@ def to_onnx(
             (``pip install 'jax2onnx-core[runtime]'``), checked before converting. With
             :class:`~jax2onnx.Weights` inputs the JAX side reads every weight into memory.
 
+        precision: ``"float32"`` (as traced), ``"float16"``, ``"bfloat16"`` (weights stored and
+            computed in the 16-bit type, inputs/outputs float32, sensitive work float32), ``"int8"``
+            (dynamically quantized weight matmuls), ``"int4"`` (weight-only MatMulNBits), or a
+            :class:`jax2onnx.Precision` with options (``keep_io_types``, ``block_size``,
+            ``symmetric``, ``exclude``, ...). See the guide's "Precision" page and
+            :mod:`jax2onnx.precision`; ``verify=True`` then judges the outputs by the precision's
+            cosine floor and reports bytes by dtype.
+
     Returns:
         The ``onnx.ModelProto``, the ``onnx_ir.Model`` or the written path (``return_mode``).
     """
@@ -110,7 +120,7 @@ def to_onnx(
         return_mode=return_mode, output_path=output_path, inputs_as_nchw=inputs_as_nchw,
         outputs_as_nchw=outputs_as_nchw, input_names=input_names, output_names=output_names,
         export_mode=export_mode, normalization_mode=normalization_mode, optimize=optimize,
-        external_data=external_data, verify=verify,
+        external_data=external_data, verify=verify, precision=precision,
     )
     return run(Export(options, get_registry()), fn, inputs)
 

@@ -7,6 +7,7 @@ The order, and where new passes plug in:
 2. the graph passes (:func:`jax2onnx.passes.default_passes`) when ``optimize=True``;
 3. ``REWRITE SLOT``: passes that change what the graph computes in a chosen way (a runtime
    ``target=``, ``precision=``) go here, after the generic clean-up and before the names are final;
+   ``precision=`` (:class:`PrecisionPass`) runs shape inference first: it plans from every value's dtype;
 4. the requested I/O names (``input_names``/``output_names``), after every pass that may replace
    an output value;
 5. finishing: shapes of intermediates (a courtesy, never a reason to fail), and the oldest IR
@@ -27,6 +28,7 @@ from onnx_ir.passes.common import ShapeInferencePass
 from ..errors import Jax2OnnxError
 from ..ir import opsets
 from ..passes import default_passes
+from ..precision import Precision, apply_precision
 from ..verification.validate import ValidationPass
 from . import api_compat
 from .options import Export
@@ -54,11 +56,26 @@ def pass_manager(export: Export) -> ir.passes.PassManager:
     if options.optimize:
         passes.append(default_passes())
     # REWRITE SLOT (target=, precision=)
+    if options.precision.kind != "float32":
+        # the plan reads every value's dtype, and an If's outputs are typed only by inference
+        passes += [IntermediateShapesPass(), PrecisionPass(options.precision)]
     passes.append(api_compat.IoNamesPass(options))
     passes += [IntermediateShapesPass(), IrVersionPass(options.opset)]
     # VALIDATION SLOT
     passes.append(ValidationPass())
     return ir.passes.PassManager(passes)
+
+
+class PrecisionPass(ir.passes.InPlacePass):
+    """``precision=float16/bfloat16/int8/int4``: :func:`jax2onnx.precision.apply_precision`."""
+
+    def __init__(self, precision: Precision) -> None:
+        super().__init__()
+        self.precision = precision
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        apply_precision(model, self.precision)
+        return ir.passes.PassResult(model, True)
 
 
 class IntermediateShapesPass(ir.passes.InPlacePass):

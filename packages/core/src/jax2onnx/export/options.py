@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import InputSpecError, require_onnxruntime
 from ..ir.opsets import MIN_OPSET, max_opset
 from ..lower.registry import PluginRegistry
+from ..precision import Precision, parse_precision
 from .specs import check_output_path
 
 RETURN_MODES = ("proto", "ir", "file")
@@ -59,6 +60,8 @@ class ExportOptions:
     #: sets it to False here.
     external_data: bool | None = None
     verify: bool = False
+    #: float16/bfloat16/int8/int4: the precision stage (jax2onnx.precision) in optimize's rewrite slot
+    precision: Precision = Precision()
 
     @classmethod
     def check(
@@ -81,6 +84,7 @@ class ExportOptions:
         optimize: bool = True,
         external_data: bool | None = None,
         verify: Any = False,
+        precision: Any = "float32",
     ) -> ExportOptions:
         """Check what can be checked before tracing; raises :class:`InputSpecError` naming the fix.
 
@@ -126,6 +130,7 @@ class ExportOptions:
             raise OptionTypeError(f"verify must be True or False, got {type(verify).__name__} {verify!r}")
         if verify:
             require_onnxruntime("to_onnx(..., verify=True)")  # before converting, not after it
+        checked_precision = parse_precision(precision, enable_double_precision=enable_double_precision)
         if export == "web":
             if external_data:
                 raise InputSpecError("export_mode='web' writes one self-contained file; drop external_data=True")
@@ -147,6 +152,7 @@ class ExportOptions:
             optimize=optimize,
             external_data=external_data,
             verify=verify,
+            precision=checked_precision,
         )
 
 

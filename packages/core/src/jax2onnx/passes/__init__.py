@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from .cast_cancel import CastCancelPass
 from .common_subexpressions import CommonSubexpressionEliminationPass
 from .constant_folding import ConstantFoldingPass
 from .dead_code import DeadCodeEliminationPass
@@ -37,6 +38,7 @@ def default_passes() -> ir.passes.PassManager:
 
 
 __all__ = [
+    "CastCancelPass",
     "CommonSubexpressionEliminationPass",
     "ConstantFoldingPass",
     "DeadCodeEliminationPass",

@@ -76,7 +76,7 @@ _ALL = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "
         "uint32", "uint64", "bool")
 
 
-def _key(node: ir.Node) -> str:
+def table_key(node: ir.Node) -> str:
     """The table entry of ``node``: its op, with a scatter's reduction (``ScatterND:max``)."""
     if node.op_type in _WITH_REDUCTION:
         attr = node.attributes.get("reduction")
@@ -112,7 +112,7 @@ class KernelCoveragePass(ir.passes.InPlacePass):
 
         for graph in list(all_graphs(model)):
             for node in list(graph):
-                key = _key(node)
+                key = table_key(node)
                 missing = table.get(key)
                 if missing is None or node.domain not in ("", "ai.onnx"):
                     continue

@@ -104,6 +104,14 @@ def _tensor_nbytes(t: onnx.TensorProto) -> int:
     return count * itemsize
 
 
+def bytes_by_dtype(model: onnx.ModelProto) -> dict[str, int]:
+    """Initializer bytes per element type (``{"float16": 1048576, "uint8": ...}``), largest first."""
+    out: collections.Counter[str] = collections.Counter()
+    for t in model.graph.initializer:
+        out[_dtype_name(t.data_type)] += _tensor_nbytes(t)
+    return dict(out.most_common())
+
+
 def summarize(model: onnx.ModelProto | str | os.PathLike[str], path: str | os.PathLike[str] | None = None) -> ModelSummary:
     """The :class:`ModelSummary` of ``model`` (a ModelProto or a file path). ``path``: the file
     the model was written to, for its size (and its ``.data`` file's)."""
@@ -162,9 +170,14 @@ class OutputCheck:
     rtol: float
     atol: float
     problem: str | None = None  # a shape/dtype/count mismatch that makes numbers meaningless
+    #: a reduced-precision export (jax2onnx.precision) is judged by cosine, its mismatches only shown
+    cosine: float | None = None
+    min_cosine: float | None = None
 
     @property
     def ok(self) -> bool:
+        if self.min_cosine is not None and self.problem is None:
+            return self.cosine is not None and self.cosine >= self.min_cosine
         return self.problem is None and self.mismatches == 0
 
 
@@ -186,6 +199,8 @@ class ExportReport:
 
     trials: list[Trial]
     summary: ModelSummary
+    #: float16/bfloat16/int8/int4 exports: bytes by dtype and the outputs' distance from float32
+    precision: Any = None  # jax2onnx.verification.precision.PrecisionSection
 
     @property
     def ok(self) -> bool:
@@ -213,6 +228,7 @@ class ExportReport:
                 for t in self.trials
             ],
             "summary": self.summary.to_dict(),
+            **({"precision": self.precision.to_dict()} if self.precision is not None else {}),
         }
 
     def _output_rows(self) -> list[list[str]]:
@@ -240,6 +256,8 @@ class ExportReport:
             if s.external_data_bytes is not None:
                 size += f" + {_human_bytes(s.external_data_bytes)} external data"
             rows.append(["file", size])
+        if self.precision is not None:
+            rows += self.precision.rows(_human_bytes)
         return rows
 
     def inputs_tried(self) -> str:
@@ -303,6 +321,9 @@ class ExportReport:
             what = f"output '{o.name}' ({o.dtype}[{', '.join(map(str, o.shape))}])"
             if o.problem:
                 lines.append(f"{what}: {o.problem}")
+            elif o.min_cosine is not None:
+                lines.append(f"{what}: cosine {o.cosine:.6f} with the float32 function, under the floor {o.min_cosine:g} "
+                             f"of this precision (max abs error {o.max_abs_error:.3g})")
             else:
                 lines.append(
                     f"{what}: max abs error {o.max_abs_error:.3g}, max rel error {o.max_rel_error:.3g}, "
@@ -515,6 +536,12 @@ def verify(
         double = any(_spec_dtype(s, False) == np.float64 for s in inputs if not isinstance(s, (tuple, list)))
     names = [o.name for o in model.graph.output]
     input_params = _typed_params(model, len(inputs), input_params)
+    from . import precision as precision_report
+
+    recorded = precision_report.recorded_precision(model)
+    if recorded is not None and rtol is None and atol is None:
+        rtol, atol = precision_report.TOLERANCES[recorded[0]]
+    distances: dict[str, Any] = {}
     trials: list[Trial] = []
     for arrays in trial_inputs(inputs, double=double, sizes=sizes, seed=seed):
         with compat.x64_enabled(double):
@@ -527,6 +554,15 @@ def verify(
             checks.append(OutputCheck("(outputs)", [], "", float("inf"), float("inf"), 0, 0, 0.0, 0.0,
                                       problem=f"{len(got)} ONNX outputs where JAX returns {len(expected)}"))
         for i, (e, g) in enumerate(zip(expected, got)):
-            checks.append(_compare(names[i] if i < len(names) else f"output {i}", e, g, rtol, atol))
+            check = _compare(names[i] if i < len(names) else f"output {i}", e, g, rtol, atol)
+            if recorded is not None and check.problem is None and np.dtype(e.dtype).kind == "f":
+                check.cosine = precision_report.cosine(e, g)
+                check.min_cosine = precision_report.MIN_COSINE[recorded[0]]
+                precision_report.merge(distances, check.name, e, g, recorded[0])
+            checks.append(check)
         trials.append(Trial(shown, checks))
-    return ExportReport(trials, summary)
+    section = None
+    if recorded is not None:
+        section = precision_report.PrecisionSection(recorded[0], recorded[1], bytes_by_dtype(model),
+                                                    list(distances.values()))
+    return ExportReport(trials, summary, section)

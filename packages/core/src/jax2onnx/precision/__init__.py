@@ -1,0 +1,58 @@
+"""The precision stage: ``to_onnx(..., precision=...)`` after the graph passes, before saving.
+
+``float32`` leaves the graph as traced. ``float16``/``bfloat16`` rewrite the float32 work of the
+main graph into the 16-bit type (:mod:`.low_float`); ``int8``/``int4`` replace weight matmuls by
+quantized ones (:mod:`.quantize`). Both keep streamed weights (:class:`~jax2onnx.Weights`) lazy:
+each tensor is converted when it is written. Cast pairs the rewrite makes exact are cancelled
+(:class:`jax2onnx.passes.CastCancelPass`) and dead code goes.
+
+What was done is recorded in the model's metadata (``jax2onnx.precision``,
+``jax2onnx.precision.detail``): :func:`jax2onnx.verify` reads it to judge the outputs by the
+precision's cosine floor instead of float32 tolerances, and reports bytes by dtype.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import onnx_ir as ir
+
+from .options import KINDS, Precision, PrecisionError, parse_precision
+
+#: metadata_props keys of an exported model
+META_KIND = "jax2onnx.precision"
+META_DETAIL = "jax2onnx.precision.detail"
+
+
+@dataclasses.dataclass
+class PrecisionResult:
+    precision: Precision
+    detail: str
+
+
+def apply_precision(model: ir.Model, precision: Precision) -> PrecisionResult:
+    """Rewrite ``model`` in place for ``precision`` and record it in the metadata.
+
+    The plan reads every value's dtype: run shape inference first (``to_onnx`` does), since a few
+    outputs (an ``If``'s) are typed only by it."""
+    if precision.kind == "float32":
+        return PrecisionResult(precision, "float32")
+    from ..passes import CastCancelPass, DeadCodeEliminationPass
+
+    if precision.kind in ("float16", "bfloat16"):
+        from .low_float import convert_low_float
+
+        detail = convert_low_float(model, precision.kind, precision.keep_io_types).describe()
+    else:
+        from .quantize import quantize_weight_matmuls
+
+        detail = quantize_weight_matmuls(model, precision).describe()
+    CastCancelPass()(model)
+    DeadCodeEliminationPass()(model)
+    model.metadata_props[META_KIND] = precision.kind
+    model.metadata_props[META_DETAIL] = f"{precision.describe()}: {detail}"
+    return PrecisionResult(precision, detail)
+
+
+__all__ = ["KINDS", "META_DETAIL", "META_KIND", "Precision", "PrecisionError", "PrecisionResult", "apply_precision",
+           "parse_precision"]

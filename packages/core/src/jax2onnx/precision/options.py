@@ -1,0 +1,119 @@
+"""What ``to_onnx(..., precision=...)`` accepts: a name or a :class:`Precision`, checked up front
+(before minutes of tracing) with one clear line per mistake."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import InputSpecError
+
+#: The precisions, in the order the guide lists them.
+KINDS = ("float32", "float16", "bfloat16", "int8", "int4")
+FLOAT_KINDS = ("float16", "bfloat16")
+QUANT_KINDS = ("int8", "int4")
+BLOCK_SIZES = (16, 32, 64, 128, 256)
+INT8_KERNELS = ("DynamicQuantizeMatMul", "MatMulInteger")
+
+
+class PrecisionError(InputSpecError):
+    """A ``precision=`` option is unknown or does not fit the model (int4 without weight matmuls)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Precision:
+    """How the exported model stores and computes its float32 work.
+
+    Args:
+        kind: ``"float32"`` (as traced), ``"float16"``, ``"bfloat16"`` (weights stored and
+            computed in the 16-bit type; normalization statistics, softmax, sum reductions, exp/log
+            stay float32), ``"int8"`` (weight matmuls dynamically quantized, per-channel int8
+            weights), ``"int4"`` (weight-only ``com.microsoft.MatMulNBits``, block-wise RTN).
+        keep_io_types: graph inputs and outputs stay float32 (default); ``False``: the 16-bit type
+            (float16/bfloat16 only).
+        block_size: int4 quantization block along K (16..256, a power of two; 32 by default).
+        symmetric: int4 blocks without zero points (default) or with (asymmetric).
+        exclude: name patterns (``fnmatch``) of weights to leave in float32 (int8/int4). A weight
+            is named by its initializer: the :class:`~jax2onnx.Weights` leaf path for streamed
+            exports (``"lm_head.kernel"``), ``"const_<shape>"`` for weights closed over by the function.
+        int8: name patterns of weights quantized to int8 instead of int4 (an LM head, say).
+        embeddings: ``"int8"``: embedding tables (``Gather`` of a 2-D float32 weight) stored as
+            int8 with a scale per row (int8/int4); ``None`` (default): left in float32.
+        int8_kernel: the int8 matmul: ``"DynamicQuantizeMatMul"`` (com.microsoft, default: the
+            faster on onnxruntime's CPU, see bench/precision_bench.py) or ``"MatMulInteger"``
+            (standard ONNX: ``DynamicQuantizeLinear`` + ``MatMulInteger``).
+        accuracy_level: MatMulNBits' ``accuracy_level`` (0: float32 compute, 4: int8 activations,
+            faster on CPU); ``None`` leaves the attribute out.
+    """
+
+    kind: str = "float32"
+    keep_io_types: bool = True
+    block_size: int = 32
+    symmetric: bool = True
+    exclude: Sequence[str] = ()
+    int8: Sequence[str] = ()
+    embeddings: str | None = None
+    int8_kernel: str = "DynamicQuantizeMatMul"
+    accuracy_level: int | None = None
+
+    def describe(self) -> str:
+        """One line for the report and the model's metadata."""
+        if self.kind in QUANT_KINDS:
+            parts = [self.kind]
+            if self.kind == "int4":
+                parts.append(f"block {self.block_size} {'symmetric' if self.symmetric else 'asymmetric'} RTN")
+                if self.accuracy_level is not None:
+                    parts.append(f"accuracy_level {self.accuracy_level}")
+            else:
+                parts.append(f"per-channel dynamic ({self.int8_kernel})")
+            if self.exclude:
+                parts.append("excluding " + ", ".join(self.exclude))
+            if self.int8 and self.kind == "int4":
+                parts.append("int8 for " + ", ".join(self.int8))
+            if self.embeddings:
+                parts.append(f"{self.embeddings} embeddings")
+            return "; ".join(parts)
+        if self.kind in FLOAT_KINDS and not self.keep_io_types:
+            return f"{self.kind} (inputs and outputs {self.kind})"
+        return self.kind
+
+
+def parse_precision(precision: Any, *, enable_double_precision: bool = False) -> Precision:
+    """``precision=`` as given to ``to_onnx`` → a checked :class:`Precision`."""
+    if isinstance(precision, str):
+        if precision not in KINDS:
+            raise PrecisionError(f"precision={precision!r} is unknown; use one of {', '.join(map(repr, KINDS))}")
+        p = Precision(precision)
+    elif isinstance(precision, Precision):
+        p = precision
+    else:
+        raise PrecisionError(f"precision must be a name ({', '.join(map(repr, KINDS))}) or jax2onnx.Precision(...), "
+                             f"got {type(precision).__name__} {precision!r}")
+    if p.kind not in KINDS:
+        raise PrecisionError(f"Precision(kind={p.kind!r}) is unknown; use one of {', '.join(map(repr, KINDS))}")
+    if not isinstance(p.keep_io_types, bool):
+        raise PrecisionError(f"keep_io_types must be True or False, got {p.keep_io_types!r}")
+    if not p.keep_io_types and p.kind not in FLOAT_KINDS:
+        raise PrecisionError(f"keep_io_types=False changes the inputs and outputs to float16/bfloat16; precision {p.kind!r} "
+                             "keeps them float32 (drop keep_io_types)")
+    if p.block_size not in BLOCK_SIZES:
+        raise PrecisionError(f"block_size={p.block_size!r} is not supported by MatMulNBits; use one of "
+                             f"{', '.join(map(str, BLOCK_SIZES))} (32, 64 or 128 are the usual)")
+    for field in ("exclude", "int8"):
+        patterns = getattr(p, field)
+        if isinstance(patterns, str) or not all(isinstance(s, str) for s in patterns):
+            raise PrecisionError(f"{field} takes a list of name patterns, got {patterns!r} (write [{patterns!r}] for one)")
+    if p.embeddings not in (None, "int8"):
+        raise PrecisionError(f"embeddings={p.embeddings!r}: use 'int8' (int8 table, one scale per row) or None (float32)")
+    if p.int8_kernel not in INT8_KERNELS:
+        raise PrecisionError(f"int8_kernel={p.int8_kernel!r} is unknown; use one of {', '.join(map(repr, INT8_KERNELS))}")
+    if p.accuracy_level not in (None, 0, 1, 2, 3, 4):
+        raise PrecisionError(f"accuracy_level={p.accuracy_level!r}: MatMulNBits takes 0 to 4 (or None to leave it out)")
+    if enable_double_precision and p.kind != "float32":
+        raise PrecisionError(f"precision={p.kind!r} converts a float32 export; drop enable_double_precision=True "
+                             "(float64 weights have nothing to gain from it)")
+    return p
+
+
+__all__ = ["KINDS", "Precision", "PrecisionError", "parse_precision"]
