@@ -1,4 +1,4 @@
-"""Derive the constants of the float32 erfc tail in ``jax2onnx_lax.special``.
+"""Derive the constants of the float32 erfc tail in ``jax2onnx.forms`` (core).
 
     python packages/plugins-lax/tools/fit_erfc_tail.py
 

@@ -1,11 +1,9 @@
 """lax error functions: erf, erfc, erf_inv.
 
-float32 erfc (exact GELU and the normal CDF reach it: 17 nodes):
-- x < 1: 1 - Erf(x), as XLA computes it there (erfc >= 0.157, so the subtraction loses < 3 bits);
-- x >= 1: exp(-x*x) * R(x), R a (3, 3) rational fit of erfc(x) exp(x^2) on [1, 9.3] written as a
-  continued fraction (constants and their derivation: packages/plugins-lax/tools/fit_erfc_tail.py;
-  5.6e-7 max relative error evaluated in float32). exp(-x*x) rounds x*x as XLA does, so the two
-  agree to a few ulps where exp magnifies that rounding (x near 9).
+float32 erfc (exact GELU and the normal CDF reach it): core's 17-node form
+(``jax2onnx.forms.erfc_float32``, shared with the rewrite stage): 1 - Erf(x) below 1,
+as XLA computes it there; above, exp(-x*x) times a fitted continued fraction (constants derived by
+packages/plugins-lax/tools/fit_erfc_tail.py).
 
 onnxruntime's Erf has a float32 kernel only. float64 (and erfc of float64) use a float64 kernel
 built from Exp/Mul/Add/Div:
@@ -28,6 +26,7 @@ from __future__ import annotations
 import math
 
 from jax2onnx.dtypes import F32, F64, FLOAT_MATH
+from jax2onnx.forms import erfc_float32
 from jax2onnx.plugin import Lowerings
 
 from . import _numeric as nm
@@ -86,24 +85,6 @@ def lower_erf(ctx, x):
     m = Math(ctx, c)
     erf, _, _ = erf_kernel(m, m.op.Abs(x))
     return m.neg_if(m.op.Less(x, m.k(0)), erf)
-
-
-#: erfc(x) exp(x^2) ~ c0 + a1 / (x + b1 + a2 / (x + b2 + a3 / (x + b3))) on [1, 9.3]; see the module doc.
-_TAIL_C0 = -2.2668255260827243e-05
-_TAIL_A = (0.5649443889881923, 0.3482751260996825, 14.04209579194339)
-_TAIL_B = (0.018920052705499655, -2.2353190597362573, 4.881353186415882)
-
-
-def erfc_float32(m, x):
-    """erfc of a float32 ``x`` in 17 nodes (see the module doc). No clamp is needed: at x = inf the
-    fraction is c0 (finite) and exp(-inf) = 0; the untaken branch's poles (x = -b3) are discarded."""
-    op = m.op
-    t = op.Add(x, m.k(_TAIL_B[2]))
-    t = op.Add(op.Add(x, m.k(_TAIL_B[1])), op.Div(m.k(_TAIL_A[2]), t))
-    t = op.Add(op.Add(x, m.k(_TAIL_B[0])), op.Div(m.k(_TAIL_A[1]), t))
-    fraction = op.Add(m.k(_TAIL_C0), op.Div(m.k(_TAIL_A[0]), t))
-    tail = op.Mul(op.Exp(op.Neg(op.Mul(x, x))), fraction)
-    return op.Where(op.Less(x, m.k(1.0)), op.Sub(m.k(1.0), op.Erf(x)), tail)
 
 
 @lowerings.register("erfc", dtypes=FLOAT_MATH, complex=cp.unsupported)
