@@ -48,6 +48,7 @@ def to_onnx(
     optimize: bool = True,
     external_data: bool | None = None,
     verify: bool = False,
+    target: str = "generic",
 ) -> onnx.ModelProto | ir.Model | str:
     """Convert a JAX callable to ONNX.
 
@@ -95,6 +96,12 @@ def to_onnx(
             (``pip install 'jax2onnx-core[runtime]'``), checked before converting. With
             :class:`~jax2onnx.Weights` inputs the JAX side reads every weight into memory.
 
+        target: the runtime the graph is tuned for (:mod:`jax2onnx.export.targets`): ``"generic"``
+            (standard ONNX), ``"onnxruntime"`` (also its com.microsoft contrib ops where not slower),
+            ``"tensorrt"`` (within TensorRT 10's ONNX parser: opset <= 20, no float64, no DFT; an
+            export it cannot take fails naming the op), ``"web"`` (``export_mode="web"``). The
+            rewrites applied are counted in the model's ``jax2onnx:rewrites`` metadata.
+
     Returns:
         The ``onnx.ModelProto``, the ``onnx_ir.Model`` or the written path (``return_mode``).
     """
@@ -104,7 +111,7 @@ def to_onnx(
         return_mode=return_mode, output_path=output_path, inputs_as_nchw=inputs_as_nchw,
         outputs_as_nchw=outputs_as_nchw, input_names=input_names, output_names=output_names,
         export_mode=export_mode, normalization_mode=normalization_mode, optimize=optimize,
-        external_data=external_data, verify=verify,
+        external_data=external_data, verify=verify, target=target,
     )
     return run(Export(options, get_registry()), fn, inputs)
 

@@ -19,7 +19,7 @@ from ..ir.builder import ModelBuilder, set_aval
 from ..lower.interpreter import Interpreter
 from ..lower.unsupported import all_unsupported
 from ..plugin import marks_active
-from . import api_compat
+from . import api_compat, targets
 from .options import Export
 from .trace import Traced
 
@@ -27,6 +27,7 @@ from .trace import Traced
 def lower(export: Export, traced: Traced) -> ir.Model:
     options, registry = export.options, export.registry
     closed, parsed, bound = traced.closed, traced.parsed, traced.bound
+    targets.check_jaxpr(closed, options.target)  # what the target cannot run, named at the user's line
     lowerings = api_compat.select_lowerings(registry.lowerings(), options)
     installed = [p.name for p in registry.packs if p.error is None]
     interp = Interpreter(lowerings, installed)

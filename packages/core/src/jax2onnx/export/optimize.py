@@ -5,13 +5,16 @@ The order, and where new passes plug in:
 1. the NCHW adapters (``inputs_as_nchw``/``outputs_as_nchw``): first, so the graph passes cancel
    their Transposes against a channels-first op's own;
 2. the graph passes (:func:`jax2onnx.passes.default_passes`) when ``optimize=True``;
-3. ``REWRITE SLOT``: passes that change what the graph computes in a chosen way (a runtime
-   ``target=``, ``precision=``) go here, after the generic clean-up and before the names are final;
+3. ``REWRITE SLOT``: passes that change what the graph computes in a chosen way (``precision=``)
+   go here, after the generic clean-up and before the names are final; the ``target=`` rules are
+   the rewrite stage inside the graph passes (:mod:`jax2onnx.passes.rewrite`), so the passes after
+   it (rolls, onnxruntime's missing kernels, dead code) see the rewritten graph;
 4. the requested I/O names (``input_names``/``output_names``), after every pass that may replace
    an output value;
 5. finishing: shapes of intermediates (a courtesy, never a reason to fail), and the oldest IR
    version the opset and the dtypes allow (``ir/opsets.py``: an opset/dtype mismatch is an error);
-6. ``VALIDATION SLOT``: passes that only check the finished model go last.
+6. ``VALIDATION SLOT``: passes that only check the finished model go last (``TargetCheckPass``:
+   the target's op set).
 
 Legalization to the export opset is per node, at emission (``ir/legalize.py``); the one
 graph-level rule (the IR version) is the ``IrVersionPass`` here.
@@ -25,7 +28,7 @@ from onnx_ir.passes.common import ShapeInferencePass
 from ..errors import Jax2OnnxError
 from ..ir import opsets
 from ..passes import default_passes
-from . import api_compat
+from . import api_compat, targets
 from .options import Export
 
 
@@ -49,12 +52,26 @@ def pass_manager(export: Export) -> ir.passes.PassManager:
     options = export.options
     passes: list[ir.passes.PassBase] = [api_compat.NchwAdapterPass(options)]
     if options.optimize:
-        passes.append(default_passes())
+        passes.append(default_passes(options.target))  # its rewrite stage holds the target's rules
     # REWRITE SLOT (target=, precision=)
     passes.append(api_compat.IoNamesPass(options))
     passes += [IntermediateShapesPass(), IrVersionPass(options.opset)]
     # VALIDATION SLOT
+    passes.append(TargetCheckPass(options.target))
     return ir.passes.PassManager(passes)
+
+
+class TargetCheckPass(ir.passes.InPlacePass):
+    """The finished graph within the target's op set (``target="tensorrt"``: TensorRT's parser);
+    raises :class:`~jax2onnx.export.targets.TargetUnsupportedError` naming the op."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__()
+        self.target = target
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        targets.check_model(model, self.target)
+        return ir.passes.PassResult(model, False)
 
 
 class IntermediateShapesPass(ir.passes.InPlacePass):

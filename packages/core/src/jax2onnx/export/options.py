@@ -25,6 +25,7 @@ from ..errors import InputSpecError, require_onnxruntime
 from ..ir.opsets import MIN_OPSET, max_opset
 from ..lower.registry import PluginRegistry
 from .specs import check_output_path
+from .targets import resolve_target
 
 RETURN_MODES = ("proto", "ir", "file")
 EXPORT_MODES = ("standard", "web")
@@ -59,6 +60,8 @@ class ExportOptions:
     #: sets it to False here.
     external_data: bool | None = None
     verify: bool = False
+    #: the runtime the graph is tuned for (:mod:`jax2onnx.export.targets`)
+    target: str = "generic"
 
     @classmethod
     def check(
@@ -81,6 +84,7 @@ class ExportOptions:
         optimize: bool = True,
         external_data: bool | None = None,
         verify: Any = False,
+        target: Any = "generic",
     ) -> ExportOptions:
         """Check what can be checked before tracing; raises :class:`InputSpecError` naming the fix.
 
@@ -117,6 +121,7 @@ class ExportOptions:
                 raise OptionTypeError(f"record_primitive_calls_file must be a path, got {record_primitive_calls_file!r}")
             record = os.fspath(record_primitive_calls_file)
         export = _choice(export_mode, EXPORT_MODES, "export_mode")
+        target, export, opset = resolve_target(target, export, opset)  # "web" is export_mode="web"
         normalization = _choice(normalization_mode, NORMALIZATION_MODES, "normalization_mode")
         nchw_in = check_indices(inputs_as_nchw, "inputs_as_nchw", n_inputs)
         nchw_out = check_indices(outputs_as_nchw, "outputs_as_nchw", None)  # outputs are counted after tracing
@@ -147,6 +152,7 @@ class ExportOptions:
             optimize=optimize,
             external_data=external_data,
             verify=verify,
+            target=target,
         )
 
 
