@@ -95,3 +95,88 @@ def test_float64_keeps_the_exact_kernels():
     x = np.linspace(-9, 9, 4 * 16).reshape(4, 16)
     report = verify(gelu, model, [x], rtol=1e-12, atol=1e-300, enable_double_precision=True)
     assert report, report.failures()
+
+
+# ---------------------------------------------------------------------------------------------
+# target="onnxruntime": contrib ops where measured at least as fast, and what onnxruntime's
+# transformer optimizer would still fuse afterwards
+
+
+def _optimizer_changes(model, model_type):
+    """Op-count changes onnxruntime.transformers.optimizer makes to ``model`` (fusions only)."""
+    import collections
+    import logging
+
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)
+    before = collections.Counter(n.op_type for n in model.graph.node)
+    after = collections.Counter(n.op_type for n in optimize_model(model, model_type=model_type, num_heads=4,
+                                                                  hidden_size=64, opt_level=0).model.graph.node)
+    return {k: after[k] - before[k] for k in before | after if after[k] != before[k]}
+
+
+def _contrib_ops(model):
+    return sorted({n.op_type for n in model.graph.node if n.domain == "com.microsoft"})
+
+
+def test_onnxruntime_target_nnx_transformer_stack():
+    from flax import nnx
+
+    class Layer(nnx.Module):  # pre-LN: x + MHA(LN(x)), x + MLP(LN(x)), as bench/models.py
+        def __init__(self, rngs):
+            self.ln1, self.ln2 = nnx.LayerNorm(32, rngs=rngs), nnx.LayerNorm(32, rngs=rngs)
+            self.attn = nnx.MultiHeadAttention(num_heads=4, in_features=32, decode=False, rngs=rngs)
+            self.fc1, self.fc2 = nnx.Linear(32, 64, rngs=rngs), nnx.Linear(64, 32, rngs=rngs)
+
+        def __call__(self, x):
+            x = x + self.attn(self.ln1(x))
+            return x + self.fc2(nnx.gelu(self.fc1(self.ln2(x))))
+
+    layers = [Layer(nnx.Rngs(i)) for i in range(4)]
+
+    def stack(x):
+        for layer in layers:
+            x = layer(x)
+        return x
+
+    model = to_onnx(stack, [("B", 16, 32)], target="onnxruntime")
+    assert _contrib_ops(model) == ["FastGelu"]
+    assert rewrites_applied(model)["bias_gelu"] == 4
+    assert {p.key: p.value for p in model.metadata_props}["jax2onnx:target"] == "onnxruntime"
+    _check(stack, model, [("B", 16, 32)], 60)
+    assert _optimizer_changes(model, "bert") == {}
+
+
+def test_onnxruntime_target_hf_bert_leaves_the_optimizer_nothing():
+    cfg = transformers.BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=128, max_position_embeddings=64)
+    bert = transformers.FlaxBertModel(cfg, seed=0)
+
+    def fn(ids, mask):
+        return bert(ids, attention_mask=mask, params=bert.params).last_hidden_state
+
+    model = to_onnx(fn, [jax.ShapeDtypeStruct((2, 16), jnp.int32)] * 2, target="onnxruntime")
+    assert _contrib_ops(model) == ["BiasGelu", "SkipLayerNormalization"]
+    mask = np.ones((2, 16), np.int32)
+    mask[0, 12:] = 0
+    _check(fn, model, [_ids((2, 16), 100), mask], 100)
+    assert _optimizer_changes(model, "bert") == {}
+
+
+def test_onnxruntime_target_pre_ln_models_leave_only_residual_stream_norms():
+    # ViT and GPT-2 are pre-LN: each norm's input sum is also the next residual. SkipLayerNormalization
+    # with its sum output measured 4-5x slower than Add + LayerNormalization on CPU
+    # (bench/ort_contrib_ops.py), so those stay, and they are all the transformer optimizer finds.
+    cfg = transformers.GPT2Config(vocab_size=100, n_embd=64, n_layer=2, n_head=4, n_positions=64)
+    gpt2 = transformers.FlaxGPT2Model(cfg, seed=0)
+
+    def fn(ids):
+        return gpt2(ids, params=gpt2.params).last_hidden_state
+
+    model = to_onnx(fn, [jax.ShapeDtypeStruct((2, 16), jnp.int32)], target="onnxruntime")
+    _check(fn, model, [_ids((2, 16), 100)], 80)
+    changes = _optimizer_changes(model, "gpt2")
+    assert set(changes) <= {"SkipLayerNormalization", "LayerNormalization", "Add"}
+    fused = changes.get("SkipLayerNormalization", 0)
+    assert changes.get("LayerNormalization", 0) == -fused

@@ -8,6 +8,11 @@ the export report with the target, ``"jax2onnx:target"``).
 Families:
 - :mod:`.elementwise`: functions of one value (exact/tanh GELU, normal CDF, erfc, SiLU, sigmoid),
   recognised by evaluating the subgraph, not by its spelling.
+- :mod:`.bias_add`: MatMul + bias on matrices → Gemm.
+- :mod:`.onnxruntime` (target "onnxruntime"): contrib ops where measured at least as fast
+  (BiasGelu/FastGelu; the measurements that ruled out SkipLayerNormalization and
+  MultiHeadAttention are in its docstring).
+- :mod:`.tensorrt`: not a rewrite, the lint of what TensorRT's parser cannot take.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ import json
 
 import onnx_ir as ir
 
+from ..dead_code import DeadCodeEliminationPass
+from .bias_add import BiasAddChains
 from .elementwise import ElementwiseFunctions
+from .onnxruntime import OnnxRuntimeContribOps
 
 REWRITES_KEY = "jax2onnx:rewrites"
 TARGET_KEY = "jax2onnx:target"
@@ -35,13 +43,20 @@ class RewritePass(ir.passes.InPlacePass):
         self.target = target
 
     def families(self, opset: int) -> list:
-        return [ElementwiseFunctions(opset)]
+        families: list = [ElementwiseFunctions(opset), BiasAddChains()]
+        if self.target == "onnxruntime":
+            families.append(OnnxRuntimeContribOps())
+        return families
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         counts: dict[str, int] = json.loads(model.metadata_props.get(REWRITES_KEY, "{}"))
         modified = False
         for family in self.families(model_opset(model)):
-            modified |= family.apply(model, counts)
+            if family.apply(model, counts):
+                modified = True
+                # what a family replaced still reads its inputs until dead code goes; the next
+                # family's "read only by" conditions must not see those readers
+                DeadCodeEliminationPass()(model)
         model.metadata_props[REWRITES_KEY] = json.dumps(dict(sorted(counts.items())))
         model.metadata_props[TARGET_KEY] = self.target
         return ir.passes.PassResult(model, modified)
