@@ -70,8 +70,8 @@ class TransformerLayer(nnx.Module):
 
 
 class TransformerStack(nnx.Module):
-    def __init__(self, depth: int, *, rngs: nnx.Rngs):
-        layers = [TransformerLayer(rngs=rngs) for _ in range(depth)]
+    def __init__(self, depth: int, dim: int = 64, heads: int = 4, hidden: int = 256, *, rngs: nnx.Rngs):
+        layers = [TransformerLayer(dim, heads, hidden, rngs=rngs) for _ in range(depth)]
         # Flax >= 0.12 wants module lists wrapped as data; older versions take a plain list.
         self.layers = nnx.List(layers) if hasattr(nnx, "List") else layers
 
@@ -251,6 +251,10 @@ MODELS: dict[str, ModelSpec] = {
                   lambda: _eval(TransformerLayer(rngs=nnx.Rngs(0))), (("B", 16, 64),), (_F32,)),
         ModelSpec("transformer_x12", "12 stacked pre-LN transformer layers",
                   lambda: _eval(TransformerStack(12, rngs=nnx.Rngs(0))), (("B", 16, 64),), (_F32,)),
+        ModelSpec("transformer_x4", "4 stacked pre-LN transformer layers (d=64, 4 heads, MLP 256), 64 tokens",
+                  lambda: _eval(TransformerStack(4, rngs=nnx.Rngs(0))), (("B", 64, 64),), (_F32,)),
+        ModelSpec("transformer_x4_d256", "4 stacked pre-LN transformer layers, d=256, 4 heads, MLP 1024, 64 tokens",
+                  lambda: _eval(TransformerStack(4, 256, 4, 1024, rngs=nnx.Rngs(0))), (("B", 64, 256),), (_F32,)),
         ModelSpec("cnn", "2x (Conv3x3-relu-avg_pool) + Linear, NHWC 28x28x1",
                   lambda: _eval(CNN(rngs=nnx.Rngs(0))), (("B", 28, 28, 1),), (_F32,)),
         ModelSpec("masked_attention", "jax.nn.dot_product_attention with a boolean mask",

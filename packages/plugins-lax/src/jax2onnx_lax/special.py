@@ -1,7 +1,12 @@
 """lax error functions: erf, erfc, erf_inv.
 
-onnxruntime's Erf has a float32 kernel only. float64 (and erfc in every dtype, which 1 - Erf would
-ruin for large x) use a float64 kernel built from Exp/Mul/Add/Div:
+float32 erfc (exact GELU and the normal CDF reach it): core's 17-node form
+(``jax2onnx.forms.erfc_float32``, shared with the rewrite stage): 1 - Erf(x) below 1,
+as XLA computes it there; above, exp(-x*x) times a fitted continued fraction (constants derived by
+packages/plugins-lax/tools/fit_erfc_tail.py).
+
+onnxruntime's Erf has a float32 kernel only. float64 (and erfc of float64) use a float64 kernel
+built from Exp/Mul/Add/Div:
 - |x| < 1.5: erf = 2/sqrt(pi) * x * exp(-x^2) * sum_n (2x^2)^n / (2n+1)!!, a series of positive
   terms (no cancellation), 25 terms;
 - |x| >= 1.5: erfc = exp(-x^2)/sqrt(pi) * 2x / (2x^2 + 1 - 1*2/(2x^2 + 5 - 3*4/(2x^2 + 9 - ...))),
@@ -21,6 +26,7 @@ from __future__ import annotations
 import math
 
 from jax2onnx.dtypes import F32, F64, FLOAT_MATH
+from jax2onnx.forms import erfc_float32
 from jax2onnx.plugin import Lowerings
 
 from . import _numeric as nm
@@ -81,10 +87,11 @@ def lower_erf(ctx, x):
     return m.neg_if(m.op.Less(x, m.k(0)), erf)
 
 
-@lowerings.register("erfc", dtypes={F64}, complex=cp.unsupported)
+@lowerings.register("erfc", dtypes=FLOAT_MATH, complex=cp.unsupported)
 def lower_erfc(ctx, x):
-    """Always the float64 kernel (core casts other floats there and rounds once back):
-    erfc(-x) = 2 - erfc(x)."""
+    """float32: :func:`erfc_float32`; float64: the float64 kernel, erfc(-x) = 2 - erfc(x)."""
+    if nm.dtype_of(ctx.avals_in[0]) == F32:
+        return erfc_float32(Math(ctx, F32), x)
     m = Math(ctx, F64)
     _, erfc, _ = erf_kernel(m, m.op.Abs(x))
     return m.op.Where(m.op.Less(x, m.k(0)), m.op.Sub(m.k(2), erfc), erfc)

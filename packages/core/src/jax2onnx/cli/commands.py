@@ -3,6 +3,7 @@
     jax2onnx convert my_pkg.models:make_model --factory -i B,30 -o model.onnx --verify
     jax2onnx convert path/to/model.py:fn -i B,T:int32 -o model.onnx
     jax2onnx packs
+    jax2onnx check --target tensorrt model.onnx
     jax2onnx quickstart          (needs jax2onnx-examples)
     jax2onnx coverage --results R --output docs/coverage.md
     jax2onnx --version
@@ -28,8 +29,8 @@ from typing import Any
 
 #: What each exit status means (also in ``jax2onnx --help``).
 EXIT_CODES = {
-    0: "success (and, with --verify, the model matches JAX)",
-    1: "--verify ran and the model does not match JAX within tolerance",
+    0: "success (and, with --verify, the model matches JAX; check: nothing the target cannot take)",
+    1: "--verify ran and the model does not match JAX within tolerance; check found what the target cannot take",
     2: "bad command line: unknown option, malformed input spec, unsupported --opset, target not found, a model builder without --factory",
     3: "the conversion failed (unsupported primitive, an error in the function or its module, inputs that do not fit it)",
     4: "a package the command needs is not installed (onnxruntime for --verify, a pack)",
@@ -342,6 +343,23 @@ def _version_text() -> str:
     return f"jax2onnx-core {__version__} ({', '.join(parts)})"
 
 
+def _cmd_check(args: argparse.Namespace) -> int:
+    """One line per node or setting the target cannot take; exit 1 when there is any."""
+    import onnx
+
+    from ..passes.rewrite.tensorrt import check_tensorrt, tensorrt_table
+
+    if not os.path.isfile(args.model):
+        raise CliError(f"{args.model}: no such file")
+    findings = check_tensorrt(onnx.load(args.model, load_external_data=False))
+    trt = f"TensorRT {tensorrt_table()['tensorrt']}'s ONNX parser"
+    for finding in findings:
+        print(f"{args.model}: {finding}")
+    if not findings:
+        print(f"{args.model}: nothing that {trt} cannot take")
+    return 1 if findings else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     codes = "\n".join(f"  {k}  {v}" for k, v in EXIT_CODES.items())
     parser = argparse.ArgumentParser(
@@ -383,6 +401,11 @@ def build_parser() -> argparse.ArgumentParser:
     packs = sub.add_parser("packs", help="list installed plugin packs, what they lower, and any problem")
     packs.add_argument("--verbose", "-v", action="store_true")
     packs.set_defaults(func=_cmd_packs)
+
+    check = sub.add_parser("check", help="list what an ONNX file uses that a target runtime cannot parse")
+    check.add_argument("model", help="the .onnx file")
+    check.add_argument("--target", required=True, choices=["tensorrt"], help="the runtime to check against")
+    check.set_defaults(func=_cmd_check)
 
     quick = sub.add_parser("quickstart", help="convert and verify the quickstart MLP (needs jax2onnx-examples)")
     quick.add_argument("--output", "-o", default="quickstart_mlp.onnx")

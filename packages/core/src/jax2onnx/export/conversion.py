@@ -51,6 +51,7 @@ def to_onnx(
     external_data: bool | None = None,
     verify: bool = False,
     precision: str | Precision = "float32",
+    target: str = "generic",
 ) -> onnx.ModelProto | ir.Model | str:
     """Convert a JAX callable to ONNX.
 
@@ -105,6 +106,11 @@ def to_onnx(
             ``symmetric``, ``exclude``, ...). See the guide's "Precision" page and
             :mod:`jax2onnx.precision`; ``verify=True`` then judges the outputs by the precision's
             cosine floor and reports bytes by dtype.
+        target: the runtime the graph is tuned for (:mod:`jax2onnx.export.targets`): ``"generic"``
+            (standard ONNX), ``"onnxruntime"`` (also its com.microsoft contrib ops where not slower),
+            ``"tensorrt"`` (within TensorRT 10's ONNX parser: opset <= 20, no float64, no DFT; an
+            export it cannot take fails naming the op), ``"web"`` (``export_mode="web"``). The
+            rewrites applied are counted in the model's ``jax2onnx:rewrites`` metadata.
 
     Returns:
         The ``onnx.ModelProto``, the ``onnx_ir.Model`` or the written path (``return_mode``).
@@ -120,7 +126,7 @@ def to_onnx(
         return_mode=return_mode, output_path=output_path, inputs_as_nchw=inputs_as_nchw,
         outputs_as_nchw=outputs_as_nchw, input_names=input_names, output_names=output_names,
         export_mode=export_mode, normalization_mode=normalization_mode, optimize=optimize,
-        external_data=external_data, verify=verify, precision=precision,
+        external_data=external_data, verify=verify, precision=precision, target=target,
     )
     return run(Export(options, get_registry()), fn, inputs)
 

@@ -5,16 +5,19 @@ The order, and where new passes plug in:
 1. the NCHW adapters (``inputs_as_nchw``/``outputs_as_nchw``): first, so the graph passes cancel
    their Transposes against a channels-first op's own;
 2. the graph passes (:func:`jax2onnx.passes.default_passes`) when ``optimize=True``;
-3. ``REWRITE SLOT``: passes that change what the graph computes in a chosen way (a runtime
-   ``target=``, ``precision=``) go here, after the generic clean-up and before the names are final;
+3. ``REWRITE SLOT``: passes that change what the graph computes in a chosen way (``precision=``)
+   go here, after the generic clean-up and before the names are final;
    ``precision=`` (:class:`PrecisionPass`) runs shape inference first: it plans from every value's dtype;
+   the ``target=`` rules are the rewrite stage inside the graph passes (:mod:`jax2onnx.passes.rewrite`),
+   so the passes after it (rolls, onnxruntime's missing kernels, dead code) see the rewritten graph;
 4. the requested I/O names (``input_names``/``output_names``), after every pass that may replace
    an output value;
 5. finishing: shapes of intermediates (a courtesy, never a reason to fail), and the oldest IR
    version the opset and the dtypes allow (``ir/opsets.py``: an opset/dtype mismatch is an error);
 6. ``VALIDATION SLOT``: passes that only check the finished model go last: the
    :class:`~jax2onnx.verification.validate.ValidationPass` (checker full check, strict shape
-   inference, no unused initializers; an internal ``InvalidModelError`` before anything is written).
+   inference, no unused initializers; an internal ``InvalidModelError`` before anything is written),
+   then the ``TargetCheckPass`` (the target's op set).
 
 Legalization to the export opset is per node, at emission (``ir/legalize.py``); the one
 graph-level rule (the IR version) is the ``IrVersionPass`` here.
@@ -30,7 +33,7 @@ from ..ir import opsets
 from ..passes import default_passes
 from ..precision import Precision, apply_precision
 from ..verification.validate import ValidationPass
-from . import api_compat
+from . import api_compat, targets
 from .options import Export
 
 
@@ -54,7 +57,7 @@ def pass_manager(export: Export) -> ir.passes.PassManager:
     options = export.options
     passes: list[ir.passes.PassBase] = [api_compat.NchwAdapterPass(options)]
     if options.optimize:
-        passes.append(default_passes())
+        passes.append(default_passes(options.target))  # its rewrite stage holds the target's rules
     # REWRITE SLOT (target=, precision=)
     if options.precision.kind != "float32":
         # the plan reads every value's dtype, and an If's outputs are typed only by inference
@@ -63,6 +66,7 @@ def pass_manager(export: Export) -> ir.passes.PassManager:
     passes += [IntermediateShapesPass(), IrVersionPass(options.opset)]
     # VALIDATION SLOT
     passes.append(ValidationPass())
+    passes.append(TargetCheckPass(options.target))
     return ir.passes.PassManager(passes)
 
 
@@ -76,6 +80,19 @@ class PrecisionPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         apply_precision(model, self.precision)
         return ir.passes.PassResult(model, True)
+
+
+class TargetCheckPass(ir.passes.InPlacePass):
+    """The finished graph within the target's op set (``target="tensorrt"``: TensorRT's parser);
+    raises :class:`~jax2onnx.export.targets.TargetUnsupportedError` naming the op."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__()
+        self.target = target
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        targets.check_model(model, self.target)
+        return ir.passes.PassResult(model, False)
 
 
 class IntermediateShapesPass(ir.passes.InPlacePass):

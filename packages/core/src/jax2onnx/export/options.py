@@ -26,6 +26,7 @@ from ..ir.opsets import MIN_OPSET, max_opset
 from ..lower.registry import PluginRegistry
 from ..precision import Precision, parse_precision
 from .specs import check_output_path
+from .targets import resolve_target
 
 RETURN_MODES = ("proto", "ir", "file")
 EXPORT_MODES = ("standard", "web")
@@ -62,6 +63,8 @@ class ExportOptions:
     verify: bool = False
     #: float16/bfloat16/int8/int4: the precision stage (jax2onnx.precision) in optimize's rewrite slot
     precision: Precision = Precision()
+    #: the runtime the graph is tuned for (:mod:`jax2onnx.export.targets`)
+    target: str = "generic"
 
     @classmethod
     def check(
@@ -85,6 +88,7 @@ class ExportOptions:
         external_data: bool | None = None,
         verify: Any = False,
         precision: Any = "float32",
+        target: Any = "generic",
     ) -> ExportOptions:
         """Check what can be checked before tracing; raises :class:`InputSpecError` naming the fix.
 
@@ -121,6 +125,7 @@ class ExportOptions:
                 raise OptionTypeError(f"record_primitive_calls_file must be a path, got {record_primitive_calls_file!r}")
             record = os.fspath(record_primitive_calls_file)
         export = _choice(export_mode, EXPORT_MODES, "export_mode")
+        target, export, opset = resolve_target(target, export, opset)  # "web" is export_mode="web"
         normalization = _choice(normalization_mode, NORMALIZATION_MODES, "normalization_mode")
         nchw_in = check_indices(inputs_as_nchw, "inputs_as_nchw", n_inputs)
         nchw_out = check_indices(outputs_as_nchw, "outputs_as_nchw", None)  # outputs are counted after tracing
@@ -153,6 +158,7 @@ class ExportOptions:
             external_data=external_data,
             verify=verify,
             precision=checked_precision,
+            target=target,
         )
 
 

@@ -12,16 +12,18 @@ from .dead_code import DeadCodeEliminationPass
 from .identity_elimination import IdentityEliminationPass
 from .kernel_coverage import KernelCoveragePass
 from .manager import NONDETERMINISTIC_OPS, all_graphs
+from .rewrite import RewritePass
 from .roll_split import RollSplitPass
 from .squeeze_cancel import SqueezeCancelPass
 from .transpose_cancel import TransposeCancelPass
 
 
-def default_passes() -> ir.passes.PassManager:
+def default_passes(target: str = "generic") -> ir.passes.PassManager:
     """Dead code first (less to fold), then folding; then renames and duplicates go, and dead code
     once more for what the others freed. Rolls read one Split per value and axis after duplicates are
     merged (each distinct roll counts once). Casts around (op, dtype) pairs onnxruntime lacks come last,
-    so the other passes see the graph as the lowerings wrote it."""
+    so the other passes see the graph as the lowerings wrote it. The rewrite stage (``target``'s rules,
+:mod:`.rewrite`) runs on the folded, deduplicated graph, and dead code removes what it replaced."""
     return ir.passes.PassManager(
         [
             DeadCodeEliminationPass(),
@@ -30,6 +32,8 @@ def default_passes() -> ir.passes.PassManager:
             TransposeCancelPass(),
             SqueezeCancelPass(),
             CommonSubexpressionEliminationPass(),
+            RewritePass(target),
+            DeadCodeEliminationPass(),
             RollSplitPass(),
             KernelCoveragePass(),
             DeadCodeEliminationPass(),
@@ -45,6 +49,7 @@ __all__ = [
     "IdentityEliminationPass",
     "KernelCoveragePass",
     "NONDETERMINISTIC_OPS",
+    "RewritePass",
     "RollSplitPass",
     "SqueezeCancelPass",
     "TransposeCancelPass",

@@ -23,6 +23,14 @@ _ERF_INV_ULPS = kernels.ulp_tolerance(2, 4)
 _NEAR_ONE = f32(0.9, 0.99, 0.999, 0.9999, 0.99999, 0.999999, 0.9999999, -0.9999999, 1.0, -1.0, 1.5, 0.0, np.nan)
 
 
+def _float32_nodes_at_most(n):
+    def check(model, variant):
+        if not variant.double:
+            assert len(model.graph.node) <= n, f"{len(model.graph.node)} nodes in float32, budget {n}"
+
+    return check
+
+
 def _bf16(fn):
     return lambda x: fn(x.astype(jax.numpy.bfloat16)).astype(x.dtype)
 
@@ -40,6 +48,11 @@ components = [
         # large x: erfc is tiny and 1 - erf(x) would be 0
         Testcase("erfc_tail", lax.erfc, [("B", 6)], input_generator=uniform(2, 9), **_TIGHT),
         Testcase("erfc_special_values", lax.erfc, input_values=[SPECIAL], **_TIGHT),
+        # the float32 form's seam (1 - Erf below 1, the fraction from 1) and its last normal values
+        Testcase("erfc_seam_and_underflow", lax.erfc, input_values=[f32(0.999, 1.0, 1.001, 1.5, 9.0, 9.2, 9.3, 10.5,
+                                                                     30.0, -9.5)], **_TIGHT),
+        Testcase("erfc_compact_float32", lax.erfc, [("B", 6)], input_generator=uniform(-12, 12),
+                 expected_ops=["Erf", "Exp"], expected_ops_f64=["Exp"], check=_float32_nodes_at_most(17), **_TIGHT),
     ]),
     Component("lax.erf_inv", onnx=["Log", "Sqrt", "Where"], since="v0.7.0", testcases=[
         Testcase("erf_inv", lax.erf_inv, [("B", 6)], input_generator=uniform(-0.99, 0.99), **_ERF_INV_ULPS),

@@ -1,0 +1,75 @@
+"""The pattern-rewrite stage: rules that recognise what a library computed, however it wrote it,
+and put the compact (or a runtime's fused) form in its place.
+
+One module per rule family; :class:`RewritePass` runs the families a target selects and records
+how often each rule fired (``model.metadata_props["jax2onnx:rewrites"]``, a JSON object, shown by
+the export report with the target, ``"jax2onnx:target"``).
+
+Families:
+- :mod:`.elementwise`: functions of one value (exact/tanh GELU, normal CDF, erfc, SiLU, sigmoid),
+  recognised by evaluating the subgraph, not by its spelling.
+- :mod:`.bias_add`: MatMul + bias on matrices → Gemm.
+- :mod:`.onnxruntime` (target "onnxruntime"): contrib ops where measured at least as fast
+  (BiasGelu/FastGelu; the measurements that ruled out SkipLayerNormalization and
+  MultiHeadAttention are in its docstring).
+- :mod:`.tensorrt`: not a rewrite, the lint of what TensorRT's parser cannot take.
+"""
+
+from __future__ import annotations
+
+import json
+
+import onnx_ir as ir
+
+from ..dead_code import DeadCodeEliminationPass
+from .bias_add import BiasAddChains
+from .elementwise import ElementwiseFunctions
+from .onnxruntime import OnnxRuntimeContribOps
+
+REWRITES_KEY = "jax2onnx:rewrites"
+TARGET_KEY = "jax2onnx:target"
+
+
+def model_opset(model: ir.Model) -> int:
+    return int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1)))
+
+
+class RewritePass(ir.passes.InPlacePass):
+    """Run the rule families of ``target`` ("generic", "onnxruntime", "tensorrt", "web") on a model
+    and add their counts to its ``jax2onnx:rewrites`` metadata."""
+
+    def __init__(self, target: str = "generic") -> None:
+        super().__init__()
+        self.target = target
+
+    def families(self, opset: int) -> list:
+        families: list = [ElementwiseFunctions(opset), BiasAddChains()]
+        if self.target == "onnxruntime":
+            families.append(OnnxRuntimeContribOps())
+        return families
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        counts: dict[str, int] = json.loads(model.metadata_props.get(REWRITES_KEY, "{}"))
+        modified = False
+        for family in self.families(model_opset(model)):
+            if family.apply(model, counts):
+                modified = True
+                # what a family replaced still reads its inputs until dead code goes; the next
+                # family's "read only by" conditions must not see those readers
+                DeadCodeEliminationPass()(model)
+        model.metadata_props[REWRITES_KEY] = json.dumps(dict(sorted(counts.items())))
+        model.metadata_props[TARGET_KEY] = self.target
+        return ir.passes.PassResult(model, modified)
+
+
+def rewrites_applied(model) -> dict[str, int]:
+    """The rule counts recorded on an exported model (``onnx.ModelProto`` or ``onnx_ir.Model``)."""
+    if isinstance(model, ir.Model):
+        return json.loads(model.metadata_props.get(REWRITES_KEY, "{}"))
+    for prop in model.metadata_props:
+        if prop.key == REWRITES_KEY:
+            return json.loads(prop.value)
+    return {}
+
+
+__all__ = ["RewritePass", "rewrites_applied", "REWRITES_KEY", "TARGET_KEY"]

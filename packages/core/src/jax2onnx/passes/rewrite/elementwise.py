@@ -1,0 +1,258 @@
+"""Recognise elementwise functions of one value, however they are written, and put their compact
+form in their place: exact and tanh GELU, the normal CDF, erfc, SiLU/Swish, sigmoid.
+
+A library writes GELU as ``0.5 * x * (1 + erf(x / sqrt 2))``, as ``x * norm.cdf(x)``, or, like
+``jax.nn.gelu(approximate=False)`` (which Hugging Face's Flax models capture with
+``functools.partial`` at import, out of reach of a patch), through ``erfc(-x / sqrt 2)``; tanh GELU
+comes with ``x**3`` or ``x*x*x``, ``0.5*x`` or ``x/2``... Matching each spelling structurally
+misses the next one. Instead:
+
+1. every value computed from a single value ``x`` by elementwise ops and size-1 constants is
+   grouped under ``x`` (its *region*);
+2. each region value read outside the region (or returned) is a candidate ``y = f(x)``; its
+   *cone* is the region nodes it depends on;
+3. the cones of one ``x`` are evaluated together with onnx's reference evaluator on probe points
+   (a dense grid of [-12, 12] and magnitudes up to 1e30) and ``f`` is compared with each known
+   function (float64 references);
+4. a match whose compact form has fewer nodes than the cone replaces ``y``'s readers' input; the
+   cone is left to dead-code elimination (its values may still be read elsewhere).
+
+A candidate matches only if it agrees with the known function at every probe in [-12, 12]
+(rtol 2e-5 plus an absolute 2e-6 (1 + |x|) for the cancellation of hand-written forms in their
+tails) and at every larger probe where it is finite; tanh GELU and exact GELU differ by 4e-4
+at x = -3, so neither passes for the other. float32 only: onnxruntime has no float64 Erf or Gelu,
+and the float64 lowerings are exact already.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from ..manager import all_graphs, constant_tensor
+from ... import forms
+from .emit import Emitter, taken_names
+
+#: Ops computing each output element from the same element of each input (and a size-1 constant).
+ELEMENTWISE_OPS = frozenset({
+    "Abs", "Add", "And", "Cast", "Ceil", "Clip", "Cos", "Div", "Equal", "Erf", "Exp", "Floor", "Greater",
+    "GreaterOrEqual", "Identity", "IsInf", "IsNaN", "Less", "LessOrEqual", "Log", "Max", "Min", "Mul", "Neg", "Not",
+    "Or", "Pow", "Reciprocal", "Relu", "Sigmoid", "Sign", "Sin", "Softplus", "Sqrt", "Sub", "Tanh", "Where", "Xor",
+})
+
+
+def _erfc(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erfc, otypes=[np.float64])(x)
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return 1 / (1 + np.exp(-x))
+
+
+@dataclasses.dataclass(frozen=True)
+class Known:
+    name: str  # the rule's name in the export's rewrite counts
+    reference: Callable[[np.ndarray], np.ndarray]  # float64
+    form: Callable[[Any, Any, int], Any]  # (emitter, x, opset) -> value
+
+
+KNOWN = (
+    Known("gelu_exact", lambda x: 0.5 * x * _erfc(-x * forms.SQRT_HALF), forms.gelu_exact),
+    Known("gelu_tanh", _gelu_tanh, forms.gelu_tanh),
+    Known("normal_cdf", lambda x: 0.5 * _erfc(-x * forms.SQRT_HALF), forms.normal_cdf),
+    Known("erfc", _erfc, forms.erfc),
+    Known("silu", lambda x: x * _sigmoid(x), forms.silu),
+    Known("sigmoid", _sigmoid, forms.sigmoid),
+)
+
+_WIDE = np.array([0.0, 1e-30, 1e-6, 1e-3, 20.0, 50.0, 1e3, 1e6, 1e15, 1e30])
+PROBES = np.concatenate([np.linspace(-12.0, 12.0, 961), _WIDE, -_WIDE]).astype(np.float32)
+_CORE = np.abs(PROBES) <= 12.0
+
+
+def matches(reference: Callable[[np.ndarray], np.ndarray], got: np.ndarray) -> bool:
+    if got.size != PROBES.size:  # the value does not follow x's shape: not a function of x alone
+        return False
+    x = PROBES.astype(np.float64)
+    want = reference(x)
+    got = got.reshape(PROBES.shape).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        close = np.abs(got - want) <= 2e-5 * np.abs(want) + 2e-6 * (1 + np.abs(x))
+    close |= (got == want)  # infinities
+    finite = np.isfinite(got) & np.isfinite(want)
+    if not np.all(close[_CORE]):
+        return False
+    return bool(np.all(close[~_CORE] | ~finite[~_CORE]))
+
+
+def _is_scalar_constant(v: ir.Value) -> bool:
+    t = constant_tensor(v)
+    return t is not None and int(np.prod([int(d) for d in t.shape])) == 1
+
+
+def _is_elementwise(node: ir.Node) -> bool:
+    return node.domain in ("", "ai.onnx") and node.op_type in ELEMENTWISE_OPS and len(node.outputs) == 1
+
+
+class _Region:
+    """The values computed from one ``x``, in graph order."""
+
+    def __init__(self, x: ir.Value) -> None:
+        self.x = x
+        self.nodes: list[ir.Node] = []
+
+
+def _regions(graph: ir.Graph | ir.Function) -> tuple[dict[int, _Region], dict[int, _Region]]:
+    """(region by id of x, region by id of each value in it)."""
+    by_root: dict[int, _Region] = {}
+    of_value: dict[int, _Region] = {}
+    for node in graph:
+        if not _is_elementwise(node):
+            continue
+        roots: dict[int, ir.Value] = {}
+        for v in node.inputs:
+            if v is None or _is_scalar_constant(v):
+                continue
+            region = of_value.get(id(v))
+            root = region.x if region is not None else v
+            roots[id(root)] = root
+        if len(roots) != 1:
+            continue
+        (root,) = roots.values()
+        if root.dtype != ir.DataType.FLOAT:
+            continue
+        region = by_root.setdefault(id(root), _Region(root))
+        region.nodes.append(node)
+        of_value[id(node.outputs[0])] = region
+    return by_root, of_value
+
+
+def _cone(y: ir.Value, region: _Region, of_value: dict[int, _Region]) -> list[ir.Node]:
+    """The region's nodes ``y`` depends on, in graph order."""
+    seen: set[int] = set()
+    stack = [y.producer()]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for v in node.inputs:
+            if v is not None and of_value.get(id(v)) is region:
+                stack.append(v.producer())
+    return [n for n in region.nodes if id(n) in seen]
+
+
+def _evaluate(region: _Region, cones: dict[int, list[ir.Node]], ys: list[ir.Value], opset: int) -> list[np.ndarray] | None:
+    """The candidates' values at the probe points, by onnx's reference evaluator (None when the
+    region cannot be evaluated on its own)."""
+    from onnx.reference import ReferenceEvaluator
+
+    keep = {id(n) for cone in cones.values() for n in cone}
+    nodes = [n for n in region.nodes if id(n) in keep]
+    names: dict[int, str] = {}
+
+    def name(v: ir.Value) -> str:
+        return names.setdefault(id(v), f"v{len(names)}")
+
+    initializers, protos = [], []
+    x_name = name(region.x)
+    for node in nodes:
+        for v in node.inputs:
+            if v is None or id(v) in names:
+                continue
+            tensor = constant_tensor(v)
+            if tensor is None:
+                return None
+            proto = ir.serde.serialize_tensor(tensor)
+            proto.name = name(v)
+            initializers.append(proto)
+        proto = ir.serde.serialize_node(node)
+        del proto.input[:], proto.output[:]
+        proto.input.extend("" if v is None else name(v) for v in node.inputs)
+        proto.output.extend(name(v) for v in node.outputs)
+        protos.append(proto)
+    x_info = onnx.helper.make_tensor_value_info(x_name, onnx.TensorProto.FLOAT, [len(PROBES)])
+    outs = [onnx.helper.make_tensor_value_info(name(y), onnx.TensorProto.FLOAT, None) for y in ys]
+    graph = onnx.helper.make_graph(protos, "probe", [x_info], outs, initializer=initializers)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+    try:
+        with np.errstate(all="ignore"):
+            return list(ReferenceEvaluator(model).run(None, {x_name: PROBES}))
+    except Exception:  # noqa: BLE001 - a region the evaluator cannot run is left as it is
+        return None
+
+
+class ElementwiseFunctions:
+    """The rule family: one call rewrites every recognised function of every graph."""
+
+    name = "elementwise"
+
+    def __init__(self, opset: int) -> None:
+        self.opset = opset
+
+    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
+        modified = False
+        for graph in list(all_graphs(model)):
+            tried: set[int] = set()
+            while self._rewrite_one(graph, tried, counts):
+                modified = True
+        return modified
+
+    def _rewrite_one(self, graph: ir.Graph | ir.Function, tried: set[int], counts: dict[str, int]) -> bool:
+        by_root, of_value = _regions(graph)
+        outputs = {id(v) for v in graph.outputs}
+        for region in by_root.values():
+            ys = []
+            for node in region.nodes:
+                y = node.outputs[0]
+                if id(y) in tried or y.dtype != ir.DataType.FLOAT:
+                    continue
+                read_outside = id(y) in outputs or any(of_value.get(id(u.outputs[0])) is not region or not _is_elementwise(u)
+                                                       for u, _ in y.uses())
+                if read_outside:
+                    ys.append(y)
+            cones = {id(y): _cone(y, region, of_value) for y in ys}
+            ys = [y for y in ys if len(cones[id(y)]) > 1]
+            tried.update(id(y) for y in ys)
+            if not ys:
+                continue
+            values = _evaluate(region, cones, ys, self.opset)
+            if values is None:
+                continue
+            for y, got in sorted(zip(ys, values), key=lambda p: -len(cones[id(p[0])])):
+                for known in KNOWN:
+                    if matches(known.reference, got) and self._replace(graph, region.x, y, known, len(cones[id(y)])):
+                        counts[known.name] = counts.get(known.name, 0) + 1
+                        return True
+        return False
+
+    def _replace(self, graph: ir.Graph | ir.Function, x: ir.Value, y: ir.Value, known: Known, cone_size: int) -> bool:
+        # Count the form's nodes on a stand-in first: nodes made on x itself would be among x's uses.
+        dry = Emitter(graph, ir.Value(type=x.type, shape=x.shape), "dry", set())
+        known.form(dry, dry.like, self.opset)
+        if sum(n.op_type != "Constant" for n in dry.nodes) >= cone_size:
+            return False  # already as compact
+        m = Emitter(graph, x, f"rewrite_{known.name}", taken_names(graph))
+        new = known.form(m, x, self.opset)
+        m.insert_after(x.producer() if x.producer() is not None and x.producer().graph is graph else None)
+        new.type, new.shape = y.type, y.shape
+        was_output = [i for i, v in enumerate(graph.outputs) if v is y]
+        for i in was_output:  # the output keeps its name
+            graph.outputs[i] = new
+        if was_output:
+            name, y.name = y.name, m.fresh("replaced")
+            new.name = name
+        ir.convenience.replace_all_uses_with(y, new)
+        return True

@@ -1,0 +1,91 @@
+"""The rewrite stage's bias-add family (every target) and onnxruntime family (target="onnxruntime")
+on hand-written graphs: each rewrite keeps the outputs in onnxruntime, and the forms it must leave
+alone stay."""
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+from jax2onnx.passes import DeadCodeEliminationPass, RewritePass
+from jax2onnx.passes.rewrite import rewrites_applied
+from onnx import helper
+
+F = onnx.TensorProto.FLOAT
+N = helper.make_node
+RNG = np.random.default_rng(0)
+
+
+def _t(name, shape):
+    return helper.make_tensor(name, F, shape, RNG.standard_normal(shape).astype(np.float32).ravel())
+
+
+def _run(proto, feeds):
+    onnx.checker.check_model(proto, full_check=True)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def _rewritten(proto, target):
+    # the rules read ranks and widths; an exported graph has them from the builder, a hand-written one
+    # from shape inference
+    model = ir.from_proto(onnx.shape_inference.infer_shapes(proto))
+    RewritePass(target)(model)
+    DeadCodeEliminationPass()(model)
+    return model, ir.to_proto(model)
+
+
+def _same(proto, target, feeds):
+    model, after = _rewritten(proto, target)
+    for got, want in zip(_run(after, feeds), _run(proto, feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    return model
+
+
+def _model(nodes, inputs, outputs, inits, opset=23):
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
+                          [helper.make_tensor_value_info(n, F, s) for n, s in outputs], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_matmul_bias_on_matrices_is_one_gemm_and_higher_ranks_stay():
+    proto = _model([N("MatMul", ["x", "w"], ["m"]), N("Add", ["m", "b"], ["y"])], [("x", ["B", 4])], [("y", ["B", 3])],
+                   [_t("w", [4, 3]), _t("b", [3])])
+    model = _same(proto, "generic", {"x": RNG.standard_normal((5, 4)).astype(np.float32)})
+    assert [n.op_type for n in model.graph] == ["Gemm"] and rewrites_applied(model) == {"matmul_bias_gemm": 1}
+    proto = _model([N("MatMul", ["x", "w"], ["m"]), N("Add", ["m", "b"], ["y"])], [("x", ["B", 2, 4])],
+                   [("y", ["B", 2, 3])], [_t("w", [4, 3]), _t("b", [3])])
+    model, _ = _rewritten(proto, "onnxruntime")
+    assert [n.op_type for n in model.graph] == ["MatMul", "Add"]
+
+
+def _residual_block(read_sum_on: bool):
+    nodes = [N("MatMul", ["x", "w"], ["m"]), N("Add", ["m", "b"], ["mb"]), N("Add", ["mb", "r"], ["s"]),
+             N("LayerNormalization", ["s", "g", "be"], ["y"], axis=-1, epsilon=1e-6)]
+    outputs = [("y", ["B", 3, 4])] + ([("s", ["B", 3, 4])] if read_sum_on else [])
+    return _model(nodes, [("x", ["B", 3, 4]), ("r", ["B", 3, 4])], outputs,
+                  [_t("w", [4, 4]), _t("b", [4]), _t("g", [4]), _t("be", [4])])
+
+
+def test_skip_layer_norm_takes_the_bias_when_the_sum_is_the_norms_alone():
+    feeds = {k: RNG.standard_normal((2, 3, 4)).astype(np.float32) for k in ("x", "r")}
+    model = _same(_residual_block(False), "onnxruntime", feeds)
+    ops = [(n.domain, n.op_type) for n in model.graph]
+    assert ops == [("", "MatMul"), ("com.microsoft", "SkipLayerNormalization")]
+    assert len(list(model.graph)[1].inputs) == 5  # the bias went in
+    assert rewrites_applied(model) == {"skip_layer_norm": 1}
+    # read on (a residual stream): measured slower as SkipLayerNormalization, left alone
+    model, _ = _rewritten(_residual_block(True), "onnxruntime")
+    assert "SkipLayerNormalization" not in [n.op_type for n in model.graph]
+    # the generic target writes no contrib op
+    model, _ = _rewritten(_residual_block(False), "generic")
+    assert all(n.domain == "" for n in model.graph)
+
+
+def test_bias_gelu_and_fast_gelu():
+    for approximate, op in (("none", "BiasGelu"), ("tanh", "FastGelu")):
+        proto = _model([N("MatMul", ["x", "w"], ["m"]), N("Add", ["m", "b"], ["h"]),
+                        N("Gelu", ["h"], ["y"], approximate=approximate)],
+                       [("x", ["B", 3, 4])], [("y", ["B", 3, 8])], [_t("w", [4, 8]), _t("b", [8])])
+        model = _same(proto, "onnxruntime", {"x": RNG.standard_normal((2, 3, 4)).astype(np.float32)})
+        assert [n.op_type for n in model.graph] == ["MatMul", op]
+        assert rewrites_applied(model) == {"bias_gelu": 1}
