@@ -182,11 +182,16 @@ def io_names(num_layers: int) -> tuple[list[str], list[str]]:
 
 
 def input_specs(spec: DecoderSpec, cache: str, max_length: int) -> list[Any]:
-    ids = jax.ShapeDtypeStruct((BATCH, SEQUENCE), jnp.int32)
+    """Symbolic batch, sequence and past lengths, constrained to ``past + sequence <= max_length``
+    so that library code slicing its tables (causal masks, position tables) by them traces."""
+    batch, seq, past = jax.export.symbolic_shape(
+        f"{BATCH}, {SEQUENCE}, {PAST}", constraints=(f"{PAST} + {SEQUENCE} <= {max_length}",)
+    )
+    ids = jax.ShapeDtypeStruct((batch, seq), jnp.int32)
     # past + sequence for both layouts: with the shared buffer `past` is known only through the mask.
-    mask = jax.ShapeDtypeStruct((BATCH, f"{PAST} + {SEQUENCE}"), jnp.int32)
-    kv_len: Any = PAST if cache == "concat" else max_length
-    kv = jax.ShapeDtypeStruct((BATCH, spec.num_kv_heads, kv_len, spec.head_size), spec.dtype)
+    mask = jax.ShapeDtypeStruct((batch, past + seq), jnp.int32)
+    kv_len: Any = past if cache == "concat" else max_length
+    kv = jax.ShapeDtypeStruct((batch, spec.num_kv_heads, kv_len, spec.head_size), spec.dtype)
     return [ids, mask, *([kv] * (2 * spec.num_layers))]
 
 
