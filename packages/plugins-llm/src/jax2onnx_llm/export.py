@@ -16,6 +16,7 @@ export leaves ``out_dir`` as it was.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import json
 import os
@@ -51,6 +52,9 @@ def export_causal_lm(
     opset: int = 23,
     external_data: bool | None = None,
     search: dict[str, Any] | None = None,
+    bos_token_id: int | None = None,
+    eos_token_id: int | list[int] | None = None,
+    pad_token_id: int | None = None,
 ) -> pathlib.Path:
     """Export a causal LM as an onnxruntime-genai model folder and return its path.
 
@@ -77,6 +81,9 @@ def export_causal_lm(
         opset: the default-domain opset of the model.
         external_data: weights beside the model (``None``: when they exceed 2 GB).
         search: ``genai_config.json`` search options to override (``{"do_sample": True}``).
+        bos_token_id, eos_token_id, pad_token_id: the special tokens, where the model does not name
+            them (a KerasHub model without its preprocessor) or to override it. onnxruntime-genai
+            needs an end token; the pad token marks a batch's left padding.
 
     Returns:
         ``out_dir`` as a :class:`pathlib.Path`.
@@ -84,6 +91,9 @@ def export_causal_lm(
     out = pathlib.Path(out_dir)
     _check_options(max_length, precision, cache, target)
     spec = families.decoder_spec(model)
+    overrides = {k: v for k, v in (("bos_token_id", bos_token_id), ("eos_token_id", eos_token_id),
+                                   ("pad_token_id", pad_token_id)) if v is not None}
+    spec = dataclasses.replace(spec, **overrides) if overrides else spec
     _check_spec(spec, max_length, cache)
     tokenizer = tokenizer if tokenizer is not None else spec.tokenizer
     tok_source = tokenizers.resolve(tokenizer) if tokenizer is not None else None  # fails before minutes of export
@@ -121,6 +131,11 @@ def _check_spec(spec: DecoderSpec, max_length: int, cache: str) -> None:
     if cache not in spec.cache_layouts:
         raise CacheLayoutError(
             f"cache={cache!r}: this {spec.family} model can only run with cache={spec.cache_layouts[0]!r}; pass that"
+        )
+    if spec.eos_token_id is None:
+        raise OptionError(
+            f"this {spec.family} model names no end-of-sequence token (onnxruntime-genai needs one): "
+            "pass eos_token_id=... (or a tokenizer/preprocessor that has one)"
         )
     if spec.max_positions is not None and max_length > spec.max_positions:
         raise MaxLengthError(
