@@ -43,6 +43,11 @@ PACKS = {
     "linen": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-linen"],
     # diffrax: a test dependency of the eqx pack (its ODE-solve tests skip without it).
     "eqx": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-eqx", "diffrax>=0.7"],
+    # The LLM pack's tests run exported folders in onnxruntime-genai and compare with the models'
+    # libraries (transformers' Flax classes, KerasHub, the examples pack's NNX Llama); each skips
+    # with a reason when its library is absent.
+    "llm": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-nnx", "./packages/examples",
+            "./packages/plugins-llm", "onnxruntime-genai>=0.18", "transformers>=4.57,<5", "keras-hub"],
 }
 TEST_DIRS = {
     "core": ["packages/core/tests"],
@@ -53,13 +58,15 @@ TEST_DIRS = {
     "keras": ["packages/plugins-keras/tests"],
     "linen": ["packages/plugins-linen/tests"],
     "eqx": ["packages/plugins-eqx/tests"],
+    "llm": ["packages/plugins-llm/tests"],
 }
 #: Keras (a 3 s install; its 193 tests took 5 min serially on the shared 2-core dev machine under
 #: load ~10, split across the xdist workers here) is part of the default session; the JAX/Flax matrix
 #: leaves it out (Keras pins its own JAX support, tested here with the newest JAX only).
 #: Linen (flax is installed already) and Equinox with diffrax for its tests (equinox, jaxtyping,
 #: wadler-lindig, diffrax, lineax, optimistix: a 4 s install) are part of it too.
-ALL_PACKAGES = [CORE, *PACKS["examples"], "./packages/plugins-keras", "./packages/plugins-linen", *PACKS["eqx"][2:]]
+ALL_PACKAGES = [CORE, *PACKS["examples"], "./packages/plugins-keras", "./packages/plugins-linen", *PACKS["eqx"][2:],
+                *PACKS["llm"][4:]]
 ALL_TESTS = [d for dirs in TEST_DIRS.values() for d in dirs] + ["tests"]
 #: onnxruntime is an optional extra of core (jax2onnx-core[runtime]); every test session verifies with it.
 TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.31", "hypothesis>=6.100"]

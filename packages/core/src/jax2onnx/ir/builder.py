@@ -332,8 +332,10 @@ class Scope:
 
     def _solve_symbol(self, name: str) -> ir.Value | None:
         """Find ``name`` from an input's shape: an axis whose size is ``name`` itself, else one whose
-        size is ``k * name * (other known symbols)``, divided back out."""
+        size is ``k * name * (other known symbols)``, divided back out, else one whose size is
+        ``k * name + (other known symbols)`` (a mask of ``past + sequence``), solved for it."""
         best = None
+        affine = None
         for value, shape in self.dim_sources:
             for axis, d in enumerate(shape):
                 if not compat.is_symbolic_dim(d):
@@ -343,6 +345,16 @@ class Scope:
                     return self.op.Shape(value, start=axis, end=axis + 1, _name=f"dim_{name}")
                 if name in syms and best is None and _is_linear_in(d, name):
                     best = (value, axis, d, syms - {name})
+                if name in syms and affine is None and _is_affine_in(d, name):
+                    affine = (value, axis, d, syms - {name})
+        if best is None and affine is not None:
+            value, axis, d, others = affine
+            env = {o: DimValue(self, self._symbol_value(o)) for o in others}
+            offset = compat.evaluate_dim(d, dict(env, **{name: 0}))
+            slope = compat.evaluate_dim(d, dict(env, **{name: 1})) - offset
+            size = DimValue(self, self.op.Shape(value, start=axis, end=axis + 1))
+            solved = (size - offset) // slope
+            return solved.value if isinstance(solved, DimValue) else self.const(np.array([int(solved)], np.int64))
         if best is None:
             return None
         value, axis, d, others = best
@@ -384,6 +396,24 @@ def _is_linear_in(d: Any, name: str) -> bool:
         except Exception:  # noqa: BLE001
             return False
     return True
+
+
+def _is_affine_in(d: Any, name: str) -> bool:
+    """True when ``d = a * name + b`` with a static ``a > 0`` and ``b`` free of ``name`` (checked at a
+    few integer assignments of all symbols)."""
+    syms = sorted(compat.dim_symbols(d))
+    slopes = set()
+    for trial in (2, 3, 7):
+        env = {s: trial + i for i, s in enumerate(syms)}
+        try:
+            at = [compat.evaluate_dim(d, dict(env, **{name: k})) for k in (0, 1, 5)]
+        except Exception:  # noqa: BLE001
+            return False
+        slope = at[1] - at[0]
+        if slope <= 0 or at[2] - at[0] != 5 * slope:
+            return False
+        slopes.add(slope)
+    return len(slopes) == 1
 
 
 def set_aval(v: ir.Value, aval: Any) -> None:

@@ -1,0 +1,26 @@
+"""jax2onnx-llm: causal language models as onnxruntime-genai model folders (KV cache, GQA, RoPE).
+
+    from jax2onnx_llm import export_causal_lm
+    export_causal_lm(model, "out/tiny-llama", max_length=128)
+"""
+
+from .errors import CacheLayoutError, LlmExportError, MaxLengthError, OptionError, TokenizerError, UnsupportedModelError
+from .export import export_causal_lm
+from .spec import DecoderSpec, KVCache, apply_rotary, attend, rotary_tables
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CacheLayoutError",
+    "DecoderSpec",
+    "KVCache",
+    "LlmExportError",
+    "MaxLengthError",
+    "OptionError",
+    "TokenizerError",
+    "UnsupportedModelError",
+    "apply_rotary",
+    "attend",
+    "export_causal_lm",
+    "rotary_tables",
+]

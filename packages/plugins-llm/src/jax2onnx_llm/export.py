@@ -1,0 +1,253 @@
+"""``export_causal_lm``: a causal LM → an onnxruntime-genai model folder.
+
+The model (whatever its library) is first turned into a :class:`~jax2onnx_llm.spec.DecoderSpec`
+by its family adapter (``families/``); one export path then serves them all:
+
+1. a flat function ``(input_ids, attention_mask, *past) -> (logits, *present)`` around the spec's
+   step, in onnxruntime-genai's names and layout, traced by ``jax2onnx.to_onnx`` with symbolic
+   batch, sequence and past lengths (prefill and decode are one graph);
+2. ``genai_config.json`` from the spec's sizes and tokens;
+3. the tokenizer's files, when given or carried by the model;
+
+all written into a temp folder beside ``out_dir`` and renamed into place at the end, so a failed
+export leaves ``out_dir`` as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import json
+import os
+import pathlib
+import shutil
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from . import families, genai_config, tokenizers
+from .errors import CacheLayoutError, MaxLengthError, OptionError
+from .spec import _FUSE_ATTENTION, CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
+
+TARGETS = ("onnxruntime", "onnx")
+MODEL_FILE = "model.onnx"
+
+# Symbolic dims of the graph's inputs, in onnxruntime-genai's naming.
+BATCH, SEQUENCE, PAST = "batch_size", "sequence_length", "past_sequence_length"
+
+
+def export_causal_lm(
+    model: Any,
+    out_dir: str | os.PathLike[str],
+    *,
+    max_length: int,
+    precision: str = "float32",
+    cache: str = "concat",
+    target: str = "onnxruntime",
+    tokenizer: Any = None,
+    opset: int = 23,
+    external_data: bool | None = None,
+    search: dict[str, Any] | None = None,
+    bos_token_id: int | None = None,
+    eos_token_id: int | list[int] | None = None,
+    pad_token_id: int | None = None,
+) -> pathlib.Path:
+    """Export a causal LM as an onnxruntime-genai model folder and return its path.
+
+    Args:
+        model: a Hugging Face transformers Flax causal LM (GPT-2, Llama, Mistral, Gemma), a KerasHub
+            ``CausalLM`` under the JAX backend, an object with ``__jax2onnx_decoder__()`` (the
+            examples pack's NNX Llama), or a :class:`~jax2onnx_llm.DecoderSpec` (any decoder written
+            as a JAX function).
+        out_dir: the folder to write (``model.onnx``, its external data when large,
+            ``genai_config.json``, tokenizer files). Replaced as a whole; an existing folder must
+            be empty or an earlier export (holding ``genai_config.json``).
+        max_length: the most tokens (prompt + generated) a sequence may reach: the context length
+            and, with ``cache="shared"``, the cache buffer's length.
+        precision: the weights' and activations' dtype; ``"float32"`` (others once ``jax2onnx.to_onnx``
+            takes ``precision=``).
+        cache: ``"concat"`` (past and present grow each step) or ``"shared"`` (one static
+            ``max_length`` buffer for past and present, ``past_present_share_buffer``).
+        target: ``"onnxruntime"``: onnxruntime's fused LLM ops (``GroupQueryAttention``) where the
+            decoder's attention goes through :func:`~jax2onnx_llm.attend`; ``"onnx"``: standard
+            ONNX only. Both generate the same tokens.
+        tokenizer: a Hugging Face tokenizer object, or a folder holding ``tokenizer.json`` (and
+            its companions) to copy. Without it, a tokenizer the model carries (a KerasHub
+            preprocessor's) is not exported; onnxruntime-genai then runs on token ids.
+        opset: the default-domain opset of the model.
+        external_data: weights beside the model (``None``: when they exceed 2 GB).
+        search: ``genai_config.json`` search options to override (``{"do_sample": True}``).
+        bos_token_id, eos_token_id, pad_token_id: the special tokens, where the model does not name
+            them (a KerasHub model without its preprocessor) or to override it. onnxruntime-genai
+            needs an end token; the pad token marks a batch's left padding.
+
+    Returns:
+        ``out_dir`` as a :class:`pathlib.Path`.
+    """
+    out = pathlib.Path(out_dir)
+    _check_options(max_length, precision, cache, target)
+    spec = families.decoder_spec(model)
+    overrides = {k: v for k, v in (("bos_token_id", bos_token_id), ("eos_token_id", eos_token_id),
+                                   ("pad_token_id", pad_token_id)) if v is not None}
+    spec = dataclasses.replace(spec, **overrides) if overrides else spec
+    _check_spec(spec, max_length, cache)
+    tokenizer = tokenizer if tokenizer is not None else spec.tokenizer
+    tok_source = tokenizers.resolve(tokenizer) if tokenizer is not None else None  # fails before minutes of export
+    with _staging(out) as staging:
+        _write_model(spec, staging / MODEL_FILE, max_length=max_length, precision=precision, cache=cache,
+                     target=target, opset=opset, external_data=external_data)
+        config = genai_config.build(spec, filename=MODEL_FILE, max_length=max_length, cache=cache, search=search)
+        (staging / genai_config.FILE).write_text(json.dumps(config, indent=4) + "\n")
+        if tok_source is not None:
+            tokenizers.write(tok_source, staging)
+    return out
+
+
+def _check_options(max_length: Any, precision: Any, cache: Any, target: Any) -> None:
+    if cache not in CACHE_LAYOUTS:
+        raise OptionError(f"cache={cache!r}: use 'concat' (growing past/present) or 'shared' (one max_length buffer)")
+    if target not in TARGETS:
+        raise OptionError(f"target={target!r}: use 'onnxruntime' (fused contrib ops) or 'onnx' (standard ONNX only)")
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
+        raise MaxLengthError(f"max_length={max_length!r}: give the most tokens a sequence may reach, an int >= 2")
+    if precision != "float32" and "precision" not in _to_onnx_parameters():
+        raise OptionError(
+            f"precision={precision!r}: this jax2onnx-core exports float32 only (its to_onnx has no precision= yet); "
+            "use precision='float32'"
+        )
+
+
+def _to_onnx_parameters() -> Any:
+    from jax2onnx import to_onnx
+
+    return inspect.signature(to_onnx).parameters
+
+
+def _check_spec(spec: DecoderSpec, max_length: int, cache: str) -> None:
+    if cache not in spec.cache_layouts:
+        raise CacheLayoutError(
+            f"cache={cache!r}: this {spec.family} model can only run with cache={spec.cache_layouts[0]!r}; pass that"
+        )
+    if spec.eos_token_id is None:
+        raise OptionError(
+            f"this {spec.family} model names no end-of-sequence token (onnxruntime-genai needs one): "
+            "pass eos_token_id=... (or a tokenizer/preprocessor that has one)"
+        )
+    if spec.max_positions is not None and max_length > spec.max_positions:
+        raise MaxLengthError(
+            f"max_length={max_length} is beyond the {spec.max_positions} positions this {spec.family} model encodes; "
+            f"pass max_length <= {spec.max_positions}"
+        )
+
+
+def flat_step(spec: DecoderSpec, cache: str) -> Any:
+    """The step as onnxruntime-genai calls it: ``(input_ids, attention_mask, *past) -> (logits, *present)``
+    with past/present interleaved per layer as ``key, value``.
+
+    Padding. onnxruntime-genai 0.18 passes an all-ones ``attention_mask`` for a left-padded batch
+    (it does not mask pad tokens), so the graph finds padding itself: at prefill, the pad tokens
+    before a row's first real token; in later steps, from the cache, where a padding slot's key in
+    layer 0 is written as NaN (a value no real key has). The step sees the combined mask and a cache
+    with those slots zeroed, so it is the plain math; a runtime that does send a padding mask
+    works the same.
+    """
+    pad_id = spec.pad_token_id
+
+    def run(input_ids: Any, attention_mask: Any, *past: Any) -> tuple[Any, ...]:
+        seq = input_ids.shape[1]
+        total = attention_mask.shape[1]
+        mask = attention_mask.astype(jnp.int32)
+        first_key = past[0]
+        # (batch, past): padding slots so far (a gather: the shared buffer's length is static, past is not)
+        past_pad = jnp.isnan(jnp.take(first_key[:, 0, :, 0], jnp.arange(total - seq), axis=1))
+        if pad_id is not None:
+            seen_real = jnp.any(~past_pad & (mask[:, : total - seq] > 0), axis=1, keepdims=True)
+            is_pad = input_ids == pad_id
+            leading_pad = (jnp.cumsum(~is_pad, axis=1) == 0) & ~seen_real
+        else:
+            leading_pad = jnp.zeros(input_ids.shape, bool)
+        pad_slots = jnp.concatenate([past_pad, leading_pad], axis=1)  # (batch, total)
+        mask = jnp.where(pad_slots, 0, mask)
+        clean = [jnp.where(jnp.isnan(t), jnp.zeros((), t.dtype), t) for t in past]
+        position_ids = position_ids_from_mask(mask, seq)
+        kv = KVCache(clean[0::2], clean[1::2], mask, cache)
+        logits, kv = spec.step(spec.params, input_ids, mask, position_ids, kv)
+        keys = list(kv.keys)
+        if cache == "shared":  # the buffer outlasts this step's tokens: mark only the first `total` slots
+            pad_slots = extend_to(pad_slots, keys[0].shape[2])
+        marker = pad_slots[:, None, :, None]
+        keys[0] = jnp.where(marker, jnp.asarray(jnp.nan, keys[0].dtype), keys[0])
+        present = [t for pair in zip(keys, kv.values) for t in pair]
+        return (logits.astype(spec.dtype), *present)
+
+    return run
+
+
+def io_names(num_layers: int) -> tuple[list[str], list[str]]:
+    inputs = ["input_ids", "attention_mask"]
+    outputs = ["logits"]
+    for i in range(num_layers):
+        inputs += [f"past_key_values.{i}.key", f"past_key_values.{i}.value"]
+        outputs += [f"present.{i}.key", f"present.{i}.value"]
+    return inputs, outputs
+
+
+def input_specs(spec: DecoderSpec, cache: str, max_length: int) -> list[Any]:
+    """Symbolic batch, sequence and past lengths, constrained to ``past + sequence <= max_length``
+    so that library code slicing its tables (causal masks, position tables) by them traces."""
+    batch, seq, past = jax.export.symbolic_shape(
+        f"{BATCH}, {SEQUENCE}, {PAST}", constraints=(f"{PAST} + {SEQUENCE} <= {max_length}",)
+    )
+    ids = jax.ShapeDtypeStruct((batch, seq), jnp.int32)
+    # past + sequence for both layouts: with the shared buffer `past` is known only through the mask.
+    mask = jax.ShapeDtypeStruct((batch, past + seq), jnp.int32)
+    kv_len: Any = past if cache == "concat" else max_length
+    kv = jax.ShapeDtypeStruct((batch, spec.num_kv_heads, kv_len, spec.head_size), spec.dtype)
+    return [ids, mask, *([kv] * (2 * spec.num_layers))]
+
+
+def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, precision: str, cache: str, target: str,
+                 opset: int, external_data: bool | None) -> None:
+    from jax2onnx import to_onnx
+
+    in_names, out_names = io_names(spec.num_layers)
+    kwargs: dict[str, Any] = {}
+    if "precision" in _to_onnx_parameters():
+        kwargs["precision"] = precision
+    token = _FUSE_ATTENTION.set(target == "onnxruntime")
+    try:
+        to_onnx(flat_step(spec, cache), input_specs(spec, cache, max_length), model_name="causal_lm", opset=opset,
+                input_names=in_names, output_names=out_names, return_mode="file", output_path=str(path),
+                external_data=external_data, **kwargs)
+    finally:
+        _FUSE_ATTENTION.reset(token)
+
+
+@contextlib.contextmanager
+def _staging(out: pathlib.Path) -> Iterator[pathlib.Path]:
+    """A temp folder beside ``out`` that replaces it when the body succeeds and vanishes when not."""
+    if out.exists() and not out.is_dir():
+        raise OptionError(f"out_dir {str(out)!r} is a file; give a folder path")
+    if out.is_dir() and any(out.iterdir()) and not (out / genai_config.FILE).exists():
+        raise OptionError(
+            f"out_dir {str(out)!r} holds files but no {genai_config.FILE}: it is not an earlier export, so it is "
+            "not replaced; give an empty or new folder"
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:12]
+    staging = out.parent / f".{out.name}.jax2onnx-tmp-{tag}"
+    staging.mkdir()
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    old = out.parent / f".{out.name}.jax2onnx-old-{tag}"
+    if out.exists():
+        out.rename(old)
+    staging.rename(out)
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,50 @@
+"""Running an exported folder in onnxruntime-genai's ``Generator``: greedy tokens for a batch of
+prompts (left-padded to one length), as the tests, the guide and the bench read them."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import numpy as np
+
+from jax2onnx.errors import MissingDependencyError
+
+
+def left_pad(prompts: list[list[int]], pad_token_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, attention_mask)``: the prompts right-aligned in one ``(batch, longest)`` array."""
+    longest = max(len(p) for p in prompts)
+    ids = np.full((len(prompts), longest), pad_token_id, np.int32)
+    mask = np.zeros((len(prompts), longest), np.int32)
+    for row, p in enumerate(prompts):
+        ids[row, longest - len(p):] = p
+        mask[row, longest - len(p):] = 1
+    return ids, mask
+
+
+def greedy(folder: str | pathlib.Path, prompts: list[list[int]], max_new_tokens: int, *, pad_token_id: int) -> list[list[int]]:
+    """The tokens onnxruntime-genai generates after each prompt (greedy; at most ``max_new_tokens``)."""
+    try:
+        import onnxruntime_genai as og
+    except ImportError as exc:
+        raise MissingDependencyError("running an exported folder needs onnxruntime-genai: pip install onnxruntime-genai") from exc
+    model = og.Model(str(folder))
+    ids, _ = left_pad(prompts, pad_token_id)
+    params = og.GeneratorParams(model)
+    params.set_search_options(do_sample=False, max_length=ids.shape[1] + max_new_tokens, batch_size=len(prompts))
+    generator = og.Generator(model, params)
+    generator.append_tokens(ids)
+    while not generator.is_done():
+        generator.generate_next_token()
+    return [[int(t) for t in np.asarray(generator.get_sequence(row))[ids.shape[1]:]] for row in range(len(prompts))]
+
+
+def until_eos(tokens: Any, eos: Any) -> list[int]:
+    """The tokens before the first end-of-sequence token (onnxruntime-genai stops there and leaves it out)."""
+    stops = set(eos if isinstance(eos, (list, tuple)) else [eos]) if eos is not None else set()
+    out = []
+    for t in tokens:
+        if int(t) in stops:
+            break
+        out.append(int(t))
+    return out

@@ -1,0 +1,50 @@
+"""Shared checks: onnxruntime-genai's greedy tokens equal the library's, for batch 1 and a padded batch."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+NEW_TOKENS = 32
+# Three prompts of different lengths: the batch is left-padded to the longest.
+PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14], [20, 21, 22, 23, 24]]
+
+
+def require_genai():
+    return pytest.importorskip("onnxruntime_genai", reason="onnxruntime-genai runs the exported folder")
+
+
+def check_folder(folder) -> dict:
+    """The folder's model passes the full ONNX check; its config names the graph's inputs/outputs."""
+    path = folder / "model.onnx"
+    onnx.checker.check_model(str(path), full_check=True)
+    config = json.loads((folder / "genai_config.json").read_text())
+    model = onnx.load(str(path), load_external_data=False)
+    names = {i.name for i in model.graph.input} | {o.name for o in model.graph.output}
+    dec = config["model"]["decoder"]
+    for key in ("input_ids", "attention_mask"):
+        assert dec["inputs"][key] in names
+    assert dec["outputs"]["logits"] in names
+    for i in range(dec["num_hidden_layers"]):
+        assert dec["inputs"]["past_key_names"] % i in names and dec["outputs"]["present_value_names"] % i in names
+    return config
+
+
+def assert_same_tokens(folder, reference, pad_token_id: int, eos) -> None:
+    """``reference(prompts) -> (batch, NEW_TOKENS)`` greedy tokens of the library; genai must match,
+    for the first prompt alone and for the padded batch of three. The sequences must vary (a
+    model repeating one token would prove little)."""
+    from jax2onnx_llm.genai_run import greedy, until_eos
+
+    require_genai()
+    for prompts in (PROMPTS[:1], PROMPTS):
+        expected = np.asarray(reference(prompts))
+        got = greedy(folder, prompts, NEW_TOKENS, pad_token_id=pad_token_id)
+        for row, p in enumerate(prompts):
+            want = until_eos(expected[row], eos)
+            assert until_eos(got[row], eos) == want, f"prompt {row} of {len(prompts)}: genai {got[row]} vs {want}"
+            assert len(want) == NEW_TOKENS, f"prompt {row} ends after {len(want)} tokens: pick another eos id"
+        assert len(set(until_eos(expected[0], eos))) > 4, f"the tiny model repeats itself: {expected[0]}"

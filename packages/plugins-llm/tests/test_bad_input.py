@@ -1,0 +1,108 @@
+"""Bad input: one clear error naming the problem and the fix, and nothing half-written in out_dir."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import pytest
+
+from jax2onnx.errors import Jax2OnnxError
+from jax2onnx_llm import (
+    CacheLayoutError,
+    MaxLengthError,
+    OptionError,
+    TokenizerError,
+    UnsupportedModelError,
+    export_causal_lm,
+)
+from test_spec import tiny_jax_decoder
+
+
+def _one_line(exc: pytest.ExceptionInfo) -> str:
+    text = str(exc.value)
+    assert "\n" not in text and isinstance(exc.value, Jax2OnnxError)
+    return text
+
+
+def test_unsupported_family(tmp_path):
+    class NotAModel:
+        pass
+
+    with pytest.raises(UnsupportedModelError) as exc:
+        export_causal_lm(NotAModel(), tmp_path / "m", max_length=32)
+    assert "DecoderSpec" in _one_line(exc) and "Hugging Face" in str(exc.value)
+    assert not (tmp_path / "m").exists()
+
+
+def test_unsupported_transformers_class(tmp_path):
+    tf = pytest.importorskip("transformers", reason="transformers provides the model")
+    model = tf.FlaxGPTNeoForCausalLM(tf.GPTNeoConfig(num_layers=2, hidden_size=32, num_heads=4, vocab_size=64,
+                                                     attention_types=[[["global"], 2]], max_position_embeddings=64))
+    with pytest.raises(UnsupportedModelError) as exc:
+        export_causal_lm(model, tmp_path / "m", max_length=32)
+    assert "FlaxGPTNeoForCausalLM" in _one_line(exc) and "FlaxLlamaForCausalLM" in str(exc.value)
+
+
+def test_cache_layout_the_model_cannot_use(tmp_path):
+    spec = dataclasses.replace(tiny_jax_decoder(), cache_layouts=("concat",))
+    with pytest.raises(CacheLayoutError) as exc:
+        export_causal_lm(spec, tmp_path / "m", max_length=32, cache="shared")
+    assert "cache='concat'" in _one_line(exc)
+    with pytest.raises(OptionError) as exc:
+        export_causal_lm(spec, tmp_path / "m", max_length=32, cache="paged")
+    assert "'concat'" in _one_line(exc) and "'shared'" in str(exc.value)
+
+
+def test_max_length_beyond_positions(tmp_path):
+    with pytest.raises(MaxLengthError) as exc:
+        export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=4096)
+    assert "max_length <= 128" in _one_line(exc)
+    with pytest.raises(MaxLengthError):
+        export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=0)
+
+
+def test_missing_tokenizer_file(tmp_path):
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "vocab.txt").write_text("a\n")
+    with pytest.raises(TokenizerError) as exc:
+        export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32, tokenizer=tmp_path / "tok")
+    assert "tokenizer.json" in _one_line(exc) and "save_pretrained" in str(exc.value)
+    assert not (tmp_path / "m").exists()
+
+
+def test_precision_other_than_float32_is_refused_while_core_lacks_it(tmp_path):
+    import inspect
+
+    from jax2onnx import to_onnx
+
+    if "precision" in inspect.signature(to_onnx).parameters:
+        pytest.skip("this jax2onnx-core exports other precisions: the option is forwarded")
+    with pytest.raises(OptionError) as exc:
+        export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32, precision="float16")
+    assert "precision='float32'" in _one_line(exc)
+
+
+def test_failed_export_leaves_the_earlier_folder_untouched(tmp_path):
+    good = export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32, cache="concat", target="onnx")
+    before = {p.name: p.read_bytes() for p in good.iterdir()}
+    spec = tiny_jax_decoder()
+
+    def broken(*args):
+        raise RuntimeError("boom in the step")
+
+    with pytest.raises(Jax2OnnxError, match="boom in the step"):
+        export_causal_lm(dataclasses.replace(spec, step=broken), tmp_path / "m", max_length=32, target="onnx")
+    assert {p.name: p.read_bytes() for p in good.iterdir()} == before
+    assert sorted(os.listdir(tmp_path)) == ["m"]  # no temp folder left beside it
+    assert json.loads((good / "genai_config.json").read_text())["model"]["context_length"] == 32
+
+
+def test_out_dir_with_foreign_files_is_not_replaced(tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "notes.txt").write_text("mine")
+    with pytest.raises(OptionError) as exc:
+        export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32)
+    assert "genai_config.json" in _one_line(exc)
+    assert (tmp_path / "m" / "notes.txt").read_text() == "mine"

@@ -1,0 +1,113 @@
+"""The core path: a decoder written as a JAX function (DecoderSpec) and the examples pack's NNX Llama,
+exported with both cache layouts and run in onnxruntime-genai."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from llm_test_helpers import NEW_TOKENS, assert_same_tokens, check_folder
+from jax2onnx_llm import DecoderSpec, attend, export_causal_lm, rotary_tables
+from jax2onnx_llm.genai_run import left_pad
+from jax2onnx_llm.reference import greedy_generate
+
+VOCAB, HIDDEN, HEADS, KV_HEADS, LAYERS = 96, 32, 4, 2, 2
+HEAD = HIDDEN // HEADS
+EOS = VOCAB - 1
+
+
+def tiny_jax_decoder(seed: int = 0) -> DecoderSpec:
+    """A two-layer pre-norm decoder as plain JAX: RMSNorm, RoPE, grouped-query attention, SwiGLU."""
+    keys = iter(jax.random.split(jax.random.PRNGKey(seed), 32))
+
+    def w(*shape, scale=0.3):
+        return jax.random.normal(next(keys), shape) * scale
+
+    params = {
+        "embed": w(VOCAB, HIDDEN, scale=1.0),
+        "layers": [
+            {"q": w(HIDDEN, HEADS * HEAD), "k": w(HIDDEN, KV_HEADS * HEAD), "v": w(HIDDEN, KV_HEADS * HEAD),
+             "o": w(HEADS * HEAD, HIDDEN), "gate": w(HIDDEN, 64), "up": w(HIDDEN, 64), "down": w(64, HIDDEN)}
+            for _ in range(LAYERS)
+        ],
+        "head": w(HIDDEN, VOCAB),
+    }
+
+    def rms(x):
+        return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6)
+
+    def step(p, input_ids, attention_mask, position_ids, cache):
+        b, s = input_ids.shape
+        x = p["embed"][input_ids]
+        rot = rotary_tables(position_ids, HEAD)
+        for i, layer in enumerate(p["layers"]):
+            h = rms(x)
+            q = (h @ layer["q"]).reshape(b, s, HEADS, HEAD)
+            k = (h @ layer["k"]).reshape(b, s, KV_HEADS, HEAD)
+            v = (h @ layer["v"]).reshape(b, s, KV_HEADS, HEAD)
+            x = x + attend(cache, i, q, k, v, rotary=rot).reshape(b, s, HIDDEN) @ layer["o"]
+            h = rms(x)
+            x = x + (jax.nn.silu(h @ layer["gate"]) * (h @ layer["up"])) @ layer["down"]
+        return rms(x) @ p["head"], cache
+
+    return DecoderSpec(step=step, params=params, num_layers=LAYERS, num_heads=HEADS, num_kv_heads=KV_HEADS,
+                       head_size=HEAD, hidden_size=HIDDEN, vocab_size=VOCAB, max_positions=128,
+                       bos_token_id=1, eos_token_id=EOS, pad_token_id=0)
+
+
+def uncached_greedy(spec: DecoderSpec, prompts, n: int) -> np.ndarray:
+    """Greedy by recomputing the whole sequence each token (no cache): independent of the cache logic."""
+    from jax2onnx_llm.spec import KVCache, position_ids_from_mask
+
+    ids, mask = left_pad(prompts, spec.pad_token_id)
+    out = []
+    for _ in range(n):
+        empty = [jnp.zeros((ids.shape[0], spec.num_kv_heads, 0, spec.head_size))] * spec.num_layers
+        kv = KVCache(empty, empty, jnp.asarray(mask), "concat")
+        logits, _ = spec.step(spec.params, jnp.asarray(ids), mask, position_ids_from_mask(jnp.asarray(mask), ids.shape[1]), kv)
+        nxt = np.asarray(jnp.argmax(logits[:, -1], axis=-1)).astype(np.int32)
+        out.append(nxt)
+        ids = np.concatenate([ids, nxt[:, None]], axis=1)
+        mask = np.concatenate([mask, np.ones_like(mask[:, :1])], axis=1)
+    return np.stack(out, axis=1)
+
+
+def test_cached_reference_equals_uncached_recompute():
+    spec = tiny_jax_decoder()
+    ids, mask = left_pad([[5, 6, 7, 8, 9, 10, 11], [12, 13, 14]], 0)
+    np.testing.assert_array_equal(greedy_generate(spec, ids, mask, 12), uncached_greedy(spec, [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14]], 12))
+
+
+@pytest.mark.parametrize("cache", ["concat", "shared"])
+def test_jax_function_decoder(tmp_path, cache):
+    spec = tiny_jax_decoder()
+    folder = export_causal_lm(spec, tmp_path / "m", max_length=64, cache=cache, target="onnx")
+    config = check_folder(folder)
+    assert config["search"]["past_present_share_buffer"] is (cache == "shared")
+    assert config["model"]["decoder"]["num_key_value_heads"] == KV_HEADS
+
+    def reference(prompts):
+        return greedy_generate(spec, *left_pad(prompts, 0), NEW_TOKENS)
+
+    assert_same_tokens(folder, reference, pad_token_id=0, eos=EOS)
+
+
+@pytest.mark.parametrize("cache", ["concat", "shared"])
+def test_nnx_llama_reference_model(tmp_path, cache):
+    nnx = pytest.importorskip("flax.nnx")
+    from jax2onnx_examples.llama import Llama, LlamaConfig
+
+    model = Llama(LlamaConfig(), rngs=nnx.Rngs(0))
+    folder = export_causal_lm(model, tmp_path / "llama", max_length=64, cache=cache, target="onnx")
+    config = check_folder(folder)
+    assert json.loads((folder / "genai_config.json").read_text())["model"]["context_length"] == 64
+    assert config["model"]["decoder"]["num_attention_heads"] == 4
+
+    def reference(prompts):
+        return model.generate(*left_pad(prompts, 0), NEW_TOKENS)
+
+    assert_same_tokens(folder, reference, pad_token_id=0, eos=2)

@@ -1,0 +1,66 @@
+"""Hugging Face transformers Flax causal LMs (tiny random configs, no downloads): onnxruntime-genai's
+greedy tokens equal the model's own ``generate`` for batch 1 and a left-padded batch of three."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from llm_test_helpers import NEW_TOKENS, assert_same_tokens, check_folder
+from jax2onnx_llm import export_causal_lm
+from jax2onnx_llm.genai_run import left_pad
+
+tf = pytest.importorskip("transformers", reason="transformers (4.x, with its Flax classes) provides the models")
+pytest.importorskip("flax", reason="transformers' Flax models need flax")
+
+PAD, BOS, EOS = 0, 1, 127
+SIZES = dict(num_hidden_layers=2, hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+             vocab_size=128, max_position_embeddings=128, initializer_range=0.3,
+             bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)
+
+
+def _scaled(model, scales):
+    """Random blocks at 0.02 leave the tied embedding in charge: every step predicts the last token
+    again. Larger block (and, for GPT-2, position) weights make the greedy sequences vary."""
+    def scale(path, x):
+        name = jax.tree_util.keystr(path)
+        return x * next((f for key, f in scales.items() if key in name), 1.0)
+
+    model.params = jax.tree_util.tree_map_with_path(scale, model.params)
+    return model
+
+
+def make(family: str):
+    if family == "gpt2":
+        config = tf.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=128, n_positions=128, initializer_range=0.3,
+                               bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)
+        return _scaled(tf.FlaxGPT2LMHeadModel(config, seed=0), {"wpe": 6.0, "kernel": 3.0})
+    config_cls, model_cls = {
+        "llama": (tf.LlamaConfig, tf.FlaxLlamaForCausalLM),
+        "mistral": (tf.MistralConfig, tf.FlaxMistralForCausalLM),
+        "gemma": (tf.GemmaConfig, tf.FlaxGemmaForCausalLM),
+    }[family]
+    extra = {"head_dim": 8, "hidden_activation": "gelu_pytorch_tanh"} if family == "gemma" else {}
+    return _scaled(model_cls(config_cls(**SIZES, **extra), seed=0), {"kernel": 3.0})
+
+
+def hf_reference(model):
+    def reference(prompts):
+        ids, mask = left_pad(prompts, PAD)
+        out = model.generate(ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, do_sample=False,
+                             pad_token_id=PAD, eos_token_id=EOS)
+        return np.asarray(out.sequences)[:, ids.shape[1]:]
+
+    return reference
+
+
+@pytest.mark.parametrize("family,cache", [("gpt2", "concat"), ("llama", "concat"), ("llama", "shared"),
+                                          ("mistral", "concat"), ("gemma", "shared")])
+def test_generates_the_library_tokens(tmp_path, family, cache):
+    model = make(family)
+    folder = export_causal_lm(model, tmp_path / family, max_length=64, cache=cache, target="onnx")
+    config = check_folder(folder)
+    assert config["model"]["decoder"]["num_key_value_heads"] == (4 if family == "gpt2" else 2)
+    assert config["model"]["eos_token_id"] == EOS and config["model"]["pad_token_id"] == PAD
+    assert_same_tokens(folder, hf_reference(model), pad_token_id=PAD, eos=EOS)
