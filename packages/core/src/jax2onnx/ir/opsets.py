@@ -15,9 +15,11 @@ from typing import Any
 
 import onnx
 
-#: The oldest default-domain opset an export can target: LayerNormalization (17) is the newest op
-#: the packs emit without a decomposition, and every lowering has a form valid from here on.
-MIN_OPSET = 17
+#: The oldest default-domain opset an export can target. Below 17, legalize_opset13 rewrites the
+#: newer forms (LayerNormalization, Shape start/end, Reshape allowzero, scatter reductions, element
+#: types added at 14-16); 13 is where Split, Squeeze, Unsqueeze and ReduceSum took their axes and
+#: sizes as inputs and most ops took bfloat16, so older opsets would need a second set of forms.
+MIN_OPSET = 13
 DEFAULT_OPSET = 23
 
 #: opset -> the oldest onnxruntime release that loads and runs a model of that opset as ``to_onnx``
