@@ -16,5 +16,6 @@ plugin = PackModules(
         "onnx_functions_basic",
         "onnx_functions_transformer",
         "gpt2",
+        "training",
     ],
 )
