@@ -1,7 +1,7 @@
 """Legalization rules for opsets 13 to 16: the op forms and element types ONNX added at 14, 15 and
 16 (and LayerNormalization at 17), rewritten into what opset 13 already has.
 
-Registered into :mod:`jax2onnx.legalize`'s rule table when it is imported (the last line of that
+Registered into :mod:`jax2onnx.ir.legalize`'s rule table when it is imported (the last line of that
 module), so every default-domain node passes through these rules like the others. What changed
 between 13 and 17 for the ops the packs emit, and what each rule does:
 
@@ -14,8 +14,8 @@ between 13 and 17 for the ops the packs emit, and what each rule does:
   If/Loop/Scan carry bfloat16 from 16: declined.
 - ``Shape(start, end)`` is 15: before, ``Shape`` then ``Slice``.
 - ``Reshape(allowzero=1)`` is 14: before, a 0 in the target copies the input's dim. A constant
-  target's 0 becomes the one ``-1`` (the other 0s then come from ``Expand``, the tensor being
-  empty); a run-time target gets ``Where(s == 0, -1, s)``, exact unless two or more of its dims are
+  target's 0 becomes the one ``-1`` (the other 0s then come from a ``Slice`` to length 0, the
+  tensor being empty); a run-time target gets ``Where(s == 0, -1, s)``, exact unless two or more of its dims are
   0 at run time (onnxruntime then rejects the two ``-1``: an error, never a wrong result).
 - ``HardSwish`` is 14: ``x * HardSigmoid(x, 1/6, 1/2)``, the op's definition.
 - ``BatchNormalization``'s ``training_mode`` is 14: inference (the only form the packs emit) is
@@ -27,7 +27,10 @@ between 13 and 17 for the ops the packs emit, and what each rule does:
 - ``LayerNormalization`` is 17: the op's own definition, ReduceMean of x, of (x - mean)², then
   ``(x - mean) * Reciprocal(Sqrt(var + eps)) * scale + bias``, computed in float32 for 16-bit
   inputs (``stash_type=1``) and in the input's type for float and double (as onnxruntime's kernels).
-- ``DFT``, ``STFT`` and the window ops are 17 and have no rule: their export declines.
+- ``DFT`` is 17: before, the transform as two Einsums with the cos/sin matrices of the signal
+  length (read from ``Shape``, so symbolic lengths work), ``onesided`` keeping the first n//2+1
+  rows; a ``dft_length`` input is declined. ``STFT`` and the window ops (17) have no rule: their
+  export declines.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import onnx
 import onnx_ir as ir
 
 from .legalize import OpUnavailableError, Rewritten, _constant_ints, _dtype, _i64, _rank, _rule, _scatter
+from .legalize import _dft as _legalize_dft_axis
 
 _INT64_MAX = np.iinfo(np.int64).max
 
@@ -144,11 +148,13 @@ def _reshape(op, op_type, inputs, attrs, n_out, opset):
         zeros = [i for i, d in enumerate(dims) if d == 0]
         if not zeros:
             return inputs, attrs
-        # the tensor is empty: the first 0 is inferred (-1), the others broadcast from 1
+        # the tensor is empty: the first 0 is inferred (-1), the others are 1s sliced to length 0
         first = [-1 if i == zeros[0] else (1 if d == 0 else d) for i, d in enumerate(dims)]
         if len(zeros) == 1:
             return [x, np.asarray(first, np.int64)], attrs
-        return Rewritten(op.Expand(op.Reshape(x, np.asarray(first, np.int64)), np.asarray(dims, np.int64)))
+        rest = np.asarray(zeros[1:], np.int64)
+        empty = np.zeros(len(rest), np.int64)
+        return Rewritten(op.Slice(op.Reshape(x, np.asarray(first, np.int64)), empty, empty, rest))
     s = _i64(op, target)
     return [x, op.Where(op.Equal(s, np.int64(0)), np.int64(-1), s)], attrs
 
@@ -171,6 +177,51 @@ def _batch_norm(op, op_type, inputs, attrs, n_out, opset):
     if any(_dtype(x) == ir.DataType.BFLOAT16 for x in inputs):
         raise OpUnavailableError("BatchNormalization of bfloat16", 15, opset)
     return inputs, attrs
+
+
+# --------------------------------------------------------------------------------------------
+# DFT (17) as Einsums with the transform's cos/sin matrices
+
+
+@_rule("DFT")
+def _dft_matrix(op, op_type, inputs, attrs, n_out, opset):
+    """``Y[k] = sum_j x[j] exp(∓2πi jk/n)`` along ``axis`` (the signal's last-but-pair axis or any
+    other; the rank need not be known: the axes before it are named, those after it are ``...``).
+    The angle is taken from ``jk mod n`` (exact int64) in double and the matrices cast to the
+    data's type, so the only rounding is the sums'; ``inverse`` flips the sign and divides by n."""
+    if opset >= 17:
+        return _legalize_dft_axis(op, op_type, inputs, attrs, n_out, opset)
+    x = inputs[0]
+    dtype = _dtype(x)
+    if len(inputs) > 1 and inputs[1] is not None:
+        raise OpUnavailableError("DFT with dft_length", 17, opset)
+    axis = _constant_ints(inputs[2])[0] if len(inputs) > 2 and inputs[2] is not None else int(attrs.get("axis", 1))
+    if axis < 0 or dtype not in (ir.DataType.FLOAT, ir.DataType.DOUBLE) or axis > 20:
+        raise OpUnavailableError(op_type, 17, opset, "a decomposition needs a float/double signal on a non-negative axis")
+    onesided, inverse = int(attrs.get("onesided", 0)), int(attrs.get("inverse", 0))
+    n = op.Shape(x, start=axis, end=axis + 1)  # [n]
+    n_rows = op.Add(op.Div(n, np.int64(2)), np.int64(1)) if onesided else n
+    j = op.Range(np.int64(0), op.Squeeze(n, np.asarray([0], np.int64)), np.int64(1))
+    k = op.Range(np.int64(0), op.Squeeze(n_rows, np.asarray([0], np.int64)), np.int64(1))
+    jk = op.Mod(op.Mul(op.Unsqueeze(k, np.asarray([1], np.int64)), op.Unsqueeze(j, np.asarray([0], np.int64))), n)
+    theta = op.Div(op.Mul(op.Cast(jk, to=int(ir.DataType.DOUBLE)), np.float64(2 * np.pi)),
+                   op.Cast(n, to=int(ir.DataType.DOUBLE)))
+    cos = op.Cos(theta)
+    sin = op.Sin(theta) if inverse else op.Neg(op.Sin(theta))  # exp(∓iθ) = cos θ ∓ i sin θ
+    if inverse:
+        scale = op.Cast(n, to=int(ir.DataType.DOUBLE))
+        cos, sin = op.Div(cos, scale), op.Div(sin, scale)
+    cos, sin = (op.Cast(m, to=int(dtype)) for m in (cos, sin))
+    lead = "abcdefghilmnopqrstuvwxyz"[:axis]
+    equation = f"{lead}j...,kj->{lead}k..."
+    re = op.Gather(x, np.asarray(0, np.int64), axis=-1)
+    # the imaginary part: x's second component, or the appended zeros for a real (…, 1) signal
+    im = op.Gather(op.Concat(x, op.Mul(x, np.zeros((), dtype.numpy())), axis=-1), np.asarray(1, np.int64), axis=-1)
+    # (re + i im)(cos + i sin) = (re cos - im sin) + i (re sin + im cos); a real signal has im = 0
+    y_re = op.Sub(op.Einsum(re, cos, equation=equation), op.Einsum(im, sin, equation=equation))
+    y_im = op.Add(op.Einsum(re, sin, equation=equation), op.Einsum(im, cos, equation=equation))
+    last = np.asarray([-1], np.int64)
+    return Rewritten(op.Concat(op.Unsqueeze(y_re, last), op.Unsqueeze(y_im, last), axis=-1))
 
 
 # --------------------------------------------------------------------------------------------
@@ -242,7 +293,7 @@ def _scatter_reduction(op, op_type, inputs, attrs, n_out, opset):
 def _elements_to_nd(op: Any, indices: Any, axis: int, reduction: str, opset: int) -> ir.Value:
     """ScatterElements' indices (shape S, values along ``axis``) as ScatterND's (S + [rank]): the
     position of each element, with its index in place of its coordinate along ``axis``."""
-    rank = _rank(indices)
+    rank = _known_rank(indices)
     if rank is None:
         raise OpUnavailableError(f"ScatterElements(reduction={reduction!r})", 16, opset,
                                  "the indices' rank is unknown, so they cannot be turned into ScatterND's")
@@ -262,39 +313,67 @@ def _elements_to_nd(op: Any, indices: Any, axis: int, reduction: str, opset: int
     return coords[0] if rank == 1 else op.Concat(*coords, axis=-1)
 
 
+def _known_rank(v: Any) -> int | None:
+    """``v``'s rank: from its shape, or (a value made inside a lowering has none) from the
+    constant target of the Reshape that made it."""
+    rank = _rank(v)
+    if rank is not None or not isinstance(v, ir.Value):
+        return rank
+    node = v.producer()
+    if node is not None and node.op_type == "Reshape" and len(node.inputs) > 1:
+        target = _constant_ints(node.inputs[1])
+        return None if target is None else len(target)
+    return None
+
+
 def _sequential_scatter(op: Any, data: Any, indices: Any, updates: Any, reduction: str, opset: int) -> ir.Value:
     """``ScatterND(data, indices, updates, reduction)`` as a Loop over the index rows in order:
     ``data[i] = data[i] (+|*) update`` one row at a time (exact for repeated indices, in the order
-    the reduction is defined in)."""
+    the reduction is defined in). The loop carries the data as a matrix (indexed positions × slice
+    elements), so its body is typed whatever the data's rank (a value made inside a lowering has
+    none here)."""
     dtype = _dtype(data)
     if dtype is None:
         raise OpUnavailableError(f"ScatterND(reduction={reduction!r})", 16, opset, "the data's dtype is unknown")
     idx = _i64(op, indices)
+    shape = op.Shape(data)
     depth = op.Shape(idx, start=-1)  # [q]
     rows = op.Reshape(idx, op.Concat(np.asarray([-1], np.int64), depth, axis=0))  # (k, q)
-    slice_shape = op.Slice(op.Shape(data), depth, np.asarray([_INT64_MAX], np.int64))
-    upd_rows = op.Reshape(updates, op.Concat(op.Shape(rows, start=0, end=1), slice_shape, axis=0))  # (k, ...)
+    lead = op.Slice(shape, np.asarray([0], np.int64), depth)  # the indexed dims
+    n_lead = op.ReduceProd(lead, keepdims=1)
+    n_tail = op.ReduceProd(op.Slice(shape, depth, np.asarray([_INT64_MAX], np.int64)), keepdims=1)
+    # each row's flat position among the indexed dims (GatherND resolves negative indices)
+    positions = op.Reshape(op.Range(np.int64(0), op.Squeeze(n_lead, np.asarray([0], np.int64)), np.int64(1)), lead,
+                           allowzero=1)
+    flat_rows = op.GatherND(positions, rows)  # (k,)
+    matrix = op.Reshape(data, op.Concat(n_lead, n_tail, axis=0), allowzero=1)
+    upd_rows = op.Reshape(updates, op.Concat(op.Shape(rows, start=0, end=1), n_tail, axis=0), allowzero=1)
     trips = op.Squeeze(op.Shape(rows, start=0, end=1), np.asarray([0], np.int64))
 
     from .builder import Scope  # the builder imports this module's rules: import it when first used
 
     scope = op._scope
     body = Scope(scope.model, kind="subgraph", parent=scope)
-    i = body.new_value("scatter_i")
-    i.type, i.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([])
-    cond = body.new_value("scatter_cond")
-    cond.type, cond.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
-    acc = body.new_value("scatter_acc")
-    acc.type = ir.TensorType(dtype)
-    body.inputs.extend([i, cond, acc])
+    i = _body_input(body, "scatter_i", ir.DataType.INT64, [])
+    cond = _body_input(body, "scatter_cond", ir.DataType.BOOL, [])
+    acc = _body_input(body, "scatter_acc", dtype, [None, None])
     b = body.op
-    where = b.Unsqueeze(b.Gather(rows, i, axis=0), np.asarray([0], np.int64))  # (1, q)
-    update = b.Unsqueeze(b.Gather(upd_rows, i, axis=0), np.asarray([0], np.int64))
+    where = b.Reshape(b.Gather(flat_rows, i, axis=0), np.asarray([1, 1], np.int64))
+    update = b.Unsqueeze(b.Gather(upd_rows, i, axis=0), np.asarray([0], np.int64))  # (1, slice)
     combine = b.Add if reduction == "add" else b.Mul
     written = b.ScatterND(acc, where, combine(b.GatherND(acc, where), update))
+    written.shape = ir.Shape([None, None])
     cond_out = b.Identity(cond)
+    cond_out.shape = ir.Shape([])
     graph = ir.Graph(body.inputs, [cond_out, written], nodes=body.nodes, name=scope.fresh("scatter_body"),
                      opset_imports={"": opset})
-    out = op.Loop(trips, None, data, body=graph)
+    out = op.Loop(trips, None, matrix, body=graph)
     out.type = ir.TensorType(dtype)
-    return out
+    return op.Reshape(out, shape, allowzero=1)
+
+
+def _body_input(body: Any, name: str, dtype: ir.DataType, dims: list[Any]) -> ir.Value:
+    v = body.new_value(name)
+    v.type, v.shape = ir.TensorType(dtype), ir.Shape(dims)
+    body.inputs.append(v)
+    return v
