@@ -185,3 +185,22 @@ def test_dft_below_17_is_the_transform(pair, onesided, inverse, axis, dtype):
     assert got.shape == (*want.shape, 2)
     tol = 1e-5 if dtype == np.float32 else 1e-12  # numpy's FFT in double: the reference
     np.testing.assert_allclose(got[..., 0] + 1j * got[..., 1], want, rtol=tol, atol=tol)
+
+
+def test_bfloat16_selection_and_comparison_below_16():
+    # bfloat16 values made in the graph (onnxruntime's Python API takes no bfloat16 arrays)
+    a = np.asarray([1.5, -2.0, 3.25, 0.0, -0.0, 7.0], dtype=np.float32)
+    b = np.asarray([1.5, 2.0, -3.25, 1.0, 0.0, 6.5], dtype=np.float32)
+    c = np.asarray([True, False, True, False, True, False])
+    bf16, f32 = 16, 1  # TensorProto.BFLOAT16, FLOAT
+
+    def build(op, x, y, m):
+        x, y = op.Cast(x, to=bf16), op.Cast(y, to=bf16)
+        return op.Cast(op.Where(m, x, y), to=f32), op.LessOrEqual(x, y), op.GreaterOrEqual(x, y)
+
+    specs = [(a.shape, np.float32), (b.shape, np.float32), (c.shape, np.bool_)]
+    (sel, le, ge), ops = _run(15, specs, build, [a, b, c])
+    assert {"Where", "LessOrEqual", "GreaterOrEqual"} <= ops
+    np.testing.assert_array_equal(sel, np.where(c, a, b))
+    np.testing.assert_array_equal(le, a <= b)
+    np.testing.assert_array_equal(ge, a >= b)

@@ -35,6 +35,7 @@ between 13 and 17 for the ops the packs emit, and what each rule does:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -61,8 +62,13 @@ _CARRIERS = {
 _WIDENED = ("Add", "Sub", "Mul", "Div", "CumSum", "Pow", "Where", "LessOrEqual", "GreaterOrEqual", "LeakyRelu", "PRelu")
 
 
-def _allowed(schema: Any) -> dict[str, set[str]]:
-    return {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+@functools.cache
+def _signature(op_type: str, opset: int) -> tuple[dict[str, frozenset[str]], list[str], list[str]]:
+    """The op's schema at ``opset``: allowed types per type parameter, the type parameter of each
+    formal input and of each formal output."""
+    schema = onnx.defs.get_schema(op_type, opset, "")
+    allowed = {c.type_param_str: frozenset(c.allowed_type_strs) for c in schema.type_constraints}
+    return allowed, [f.type_str for f in schema.inputs], [f.type_str for f in schema.outputs]
 
 
 def _type_str(dtype: ir.DataType) -> str:
@@ -74,9 +80,8 @@ def _widen(op, op_type, inputs, attrs, n_out, opset):
     """Cast the operands of a type the opset's schema lacks to their carrier; cast results back."""
     if opset >= 17:
         return inputs, attrs
-    schema = onnx.defs.get_schema(op_type, opset, "")
-    allowed = _allowed(schema)
-    params = [schema.inputs[min(i, len(schema.inputs) - 1)].type_str for i in range(len(inputs))]
+    allowed, formal_in, formal_out = _signature(op_type, opset)
+    params = [formal_in[min(i, len(formal_in) - 1)] for i in range(len(inputs))]
     narrow: dict[str, ir.DataType] = {}
     for x, p in zip(inputs, params):
         dtype = _dtype(x)
@@ -91,9 +96,9 @@ def _widen(op, op_type, inputs, attrs, n_out, opset):
             for x, p in zip(inputs, params)]
     out = getattr(op, op_type)(*wide, _outputs=n_out, **attrs)
     outs = list(out) if n_out > 1 else [out]
-    for i, formal in enumerate(schema.outputs[:n_out]):
-        if formal.type_str in narrow:
-            outs[i] = op.Cast(outs[i], to=int(narrow[formal.type_str]))
+    for i, param in enumerate(formal_out[:n_out]):
+        if param in narrow:
+            outs[i] = op.Cast(outs[i], to=int(narrow[param]))
     return Rewritten(tuple(outs) if n_out > 1 else outs[0])
 
 
