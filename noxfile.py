@@ -7,7 +7,8 @@
     nox -s keras_apps       # slow: Keras ResNet50, MobileNetV3Small, EfficientNetB0 exported and compared
     nox -s matrix           # the full suite in a floor cell (every declared minimum pinned) and a newest cell
     nox -s floors           # the floor cell on a subset covering every pack (what CI runs)
-    nox -s opsets           # every testcase of every pack exported at the floor opset (17)
+    nox -s opsets           # every testcase of every pack exported at opset 17 (LayerNormalization's)
+    nox -s opsets_oldest    # every testcase of every pack exported at the oldest opset (13)
     nox -s web              # quickstart MLP, a CNN and a transformer layer in onnxruntime-web (wasm) under Node
     nox -s lint demo bench coverage_docs
     nox -s docs             # the user guide (mkdocs build --strict) into site/
@@ -70,8 +71,11 @@ ALL_PACKAGES = [CORE, *PACKS["examples"], "./packages/plugins-keras", "./package
 ALL_TESTS = [d for dirs in TEST_DIRS.values() for d in dirs] + ["tests"]
 #: onnxruntime is an optional extra of core (jax2onnx-core[runtime]); every test session verifies with it.
 TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.31", "hypothesis>=6.100"]
-#: The oldest opset to_onnx accepts (jax2onnx.ir.opsets.MIN_OPSET); `opsets` runs every testcase there.
+#: `opsets` runs every testcase at 17, the oldest opset with LayerNormalization (every fused
+#: normalization native); `opsets_oldest` at the oldest to_onnx accepts (jax2onnx.ir.opsets.MIN_OPSET),
+#: where legalize_opset13 rewrites the forms of 14-17.
 FLOOR_OPSET = 17
+OLDEST_OPSET = 13
 #: Every pack's testcase file (the variant tests the --jax2onnx-opset option re-targets).
 TESTCASE_FILES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "packages", "*", "tests", "test_testcases.py")))
 #: The components whose testcases the floor cell runs in CI: every pack, and the version-sensitive
@@ -297,6 +301,16 @@ def opsets(session: nox.Session) -> None:
     session.install(*TEST_TOOLS, *EVERY_PACKAGE)
     session.env["KERAS_BACKEND"] = "jax"
     _pytest(session, TESTCASE_FILES, f"--jax2onnx-opset={FLOOR_OPSET}")
+
+
+@nox.session(python=PYTHON)
+def opsets_oldest(session: nox.Session) -> None:
+    """Every testcase of every pack exported at the oldest opset (13), checked as in `opsets`; a
+    testcase no form at 13 expresses declares min_opset and its variant checks the export's
+    OpUnavailableError instead (docs/opsets.md lists them)."""
+    session.install(*TEST_TOOLS, *EVERY_PACKAGE)
+    session.env["KERAS_BACKEND"] = "jax"
+    _pytest(session, TESTCASE_FILES, f"--jax2onnx-opset={OLDEST_OPSET}")
 
 
 @nox.session(python=PYTHON)

@@ -7,7 +7,7 @@ variadic, MatMul, Where's value inputs, ...) and each dtype JAX has, a one-node 
 and given to an InferenceSession; "missing" means onnxruntime answered that it has no kernel
 (NOT_IMPLEMENTED) — that is what ``jax2onnx.passes.KernelCoveragePass`` routes around with casts.
 Probed at opset 21 (the kernels ``to_onnx``'s default opset gets) and, as differences from that
-table, at each older opset down to 17 (older op versions have older kernels).
+table, at each older opset down to jax2onnx.ir.opsets.MIN_OPSET (older op versions have older kernels).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import os
 import numpy as np
 import onnx
 import onnxruntime as ort
+from jax2onnx.ir.opsets import MIN_OPSET
 from onnx import TensorProto, helper
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "packages", "core", "src", "jax2onnx", "ir", "ort_kernels.json")
@@ -194,7 +195,7 @@ def main() -> None:
     # Older opsets pick older kernel versions, some with fewer types (Pad-13 has no bfloat16,
     # Pad-18 has): for each, the entries that differ from the table above.
     by_opset = {}
-    for older in range(17, opset):
+    for older in range(MIN_OPSET, opset):
         other = measure(older)
         diff = {op: other.get(op, []) for op in sorted(set(table) | set(other)) if other.get(op) != table.get(op)}
         if diff:

@@ -67,9 +67,11 @@ def to_onnx(
         input_params: keyword arguments that become named runtime inputs of the graph, typed
             after the given defaults (``{"deterministic": True}`` → a bool input).
         model_name: the ONNX graph name.
-        opset: the default-domain opset, from 17 to the newest the installed ``onnx`` knows (23 by
+        opset: the default-domain opset, from 13 to the newest the installed ``onnx`` knows (23 by
             default). Each op is emitted in its form at this opset; a fused op that does not exist
-            yet (Gelu before 20, Attention and RMSNormalization before 23) is decomposed.
+            yet (LayerNormalization before 17, Gelu before 20, Attention and RMSNormalization
+            before 23) is decomposed; an op with no form there (DFT before 17) is an
+            ``OpUnavailableError`` naming the opset that has it (docs/opsets.md).
         enable_double_precision: trace with float64 (x64 on only for the export, then restored).
         record_primitive_calls_file: write every primitive of the trace (params, shapes, source
             line) to this file as a JSON list.

@@ -15,9 +15,11 @@ from typing import Any
 
 import onnx
 
-#: The oldest default-domain opset an export can target: LayerNormalization (17) is the newest op
-#: the packs emit without a decomposition, and every lowering has a form valid from here on.
-MIN_OPSET = 17
+#: The oldest default-domain opset an export can target. Below 17, legalize_opset13 rewrites the
+#: newer forms (LayerNormalization, Shape start/end, Reshape allowzero, scatter reductions, element
+#: types added at 14-16); 13 is where Split, Squeeze, Unsqueeze and ReduceSum took their axes and
+#: sizes as inputs and most ops took bfloat16, so older opsets would need a second set of forms.
+MIN_OPSET = 13
 DEFAULT_OPSET = 23
 
 #: opset -> the oldest onnxruntime release that loads and runs a model of that opset as ``to_onnx``
@@ -25,7 +27,7 @@ DEFAULT_OPSET = 23
 #: on the CPU wheels of onnxruntime 1.15.1 ... 1.32.0 (1.15 is the oldest with a Python 3.11 wheel,
 #: so "1.15" means "1.15 or older"); docs/opsets.md shows the table.
 MIN_ONNXRUNTIME = {
-    17: "1.15", 18: "1.15", 19: "1.16", 20: "1.17", 21: "1.18", 22: "1.21", 23: "1.23",
+    13: "1.15", 14: "1.15", 15: "1.15", 16: "1.15", 17: "1.15", 18: "1.15", 19: "1.16", 20: "1.17", 21: "1.18", 22: "1.21", 23: "1.23",
     24: "1.24", 25: "1.24", 26: "1.25", 27: "1.32", 28: "1.32",
 }
 
