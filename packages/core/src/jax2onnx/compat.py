@@ -7,7 +7,6 @@ Everything here is version-sensitive (JAX 0.6 … 0.10+). Other modules import f
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -15,6 +14,8 @@ import jax
 import jax.extend.core as jex_core
 import numpy as np
 from jax import export as jax_export
+
+from .errors import is_library_file
 
 ClosedJaxpr = jex_core.ClosedJaxpr
 Jaxpr = jex_core.Jaxpr
@@ -31,19 +32,18 @@ CUSTOM_JVP_PRIMITIVES = frozenset({"custom_jvp_call", "custom_jvp_call_jaxpr"})
 CUSTOM_VJP_PRIMITIVES = frozenset({"custom_vjp_call", "custom_vjp_call_jaxpr"})
 
 
-def modules_defining_primitive(name: str) -> list[str]:
-    """Names of the loaded JAX modules that define a primitive called ``name`` at top level
-    (``jax._src.lax.lax`` for ``sin``); used only to suggest a pack in error messages."""
+def primitives_by_module() -> dict[str, set[str]]:
+    """For every loaded JAX module, the names of the primitives it defines at top level
+    (``jax._src.lax.lax`` → ``{"sin", "cos", ...}``); used only to suggest a pack in error messages."""
     import sys
 
-    found = []
+    found: dict[str, set[str]] = {}
     for mod_name, mod in list(sys.modules.items()):
         if not mod_name.startswith("jax.") or mod is None:
             continue
-        for value in list(vars(mod).values()):
-            if isinstance(value, jex_core.Primitive) and value.name == name:
-                found.append(mod_name)
-                break
+        names = {v.name for v in list(vars(mod).values()) if isinstance(v, jex_core.Primitive)}
+        if names:
+            found[mod_name] = names
     return found
 
 
@@ -144,27 +144,16 @@ def user_location(eqn: JaxprEqn) -> str | None:
             frame = siu.user_frame(info)  # JAX 0.6
         except Exception:  # noqa: BLE001 - best effort, location is only a hint
             frame = None
-    # Skip frames from our own packages too: the user wants *their* line.
+    # Skip frames from our own packages and the packs' too: the user wants *their* line.
     tb = getattr(info, "traceback", None)
     if tb is not None:
         for f in tb.frames:
             name = f.file_name
-            if _is_user_file(name):
+            if not is_library_file(name):
                 return f"{name}:{f.line_num} ({f.function_name})"
     if frame is None:
         return None
     return f"{frame.file_name}:{frame.start_line} ({frame.function_name})"
-
-
-def _is_user_file(path: str) -> bool:
-    p = path.replace(os.sep, "/")
-    if "/jax/" in p or "/jaxlib/" in p or "/flax/" in p or "/site-packages/jax" in p:
-        return False
-    if "/jax2onnx" in p and "/tests/" not in p and "/examples" not in p:
-        return False
-    if "/contextlib.py" in p or "/functools.py" in p or p.startswith("<frozen"):
-        return False
-    return True
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata as metadata
+import importlib.util
 import os
 import re
+import threading
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 
@@ -90,24 +93,35 @@ class UnsupportedPrimitiveError(Jax2OnnxError, NotImplementedError):
         )
 
     def _advice(self, pack: str | None) -> str:
+        """``pack``: the loaded pack that lowers primitives of the same JAX module (the plugin
+        registry's ``pack_hint``), else None; no pack's name is known here otherwise."""
         if pack and pack in self.failed:
             return (
                 f"The pack '{pack}' that lowers it is installed but failed to load ({self.failed[pack]}): "
                 f"reinstall it (pip install -U {pack})."
             )
         if pack and pack not in self.installed:
-            return f"It is lowered by the plugin pack '{pack}': pip install {pack}"
-        if pack:
+            advice = f"It is lowered by the plugin pack '{pack}': pip install {pack}"
+        elif pack:
             # The pack is there and loaded: the primitive is simply not converted (yet).
-            return (
+            advice = (
                 f"jax2onnx does not convert it yet ('{pack}' is installed and has no lowering for it). "
                 "Write that step with other operations, or add a lowering in a pack of your own "
                 "(@jax2onnx.hookimpl def jax2onnx_lowerings(): ..., see jax2onnx.plugin)."
             )
-        return (
-            "No known pack lowers it; write a lowering in a pack of your own "
-            "(@jax2onnx.hookimpl def jax2onnx_lowerings(): ..., see jax2onnx.plugin)."
-        )
+        else:
+            advice = (
+                "No installed plugin pack lowers it: install the jax2onnx pack for the library it comes from "
+                f"(the packs are listed in {_packs_page()}), or write a lowering in a pack of your own "
+                "(@jax2onnx.hookimpl def jax2onnx_lowerings(): ..., see jax2onnx.plugin)."
+            )
+        broken = [name for name in self.failed if name != pack]
+        if broken:  # a pack that did not load may be the one that lowers it
+            advice += " " + " ".join(
+                f"The installed pack '{name}' failed to load ({self.failed[name]}): reinstall it (pip install -U {name})."
+                for name in broken
+            )
+        return advice
 
     def _message(self) -> str:
         installed = f"Installed packs: {', '.join(self.installed) or 'none'}."
@@ -121,6 +135,16 @@ class UnsupportedPrimitiveError(Jax2OnnxError, NotImplementedError):
             lines.append(f"  - '{u.primitive}'{where}: {self._advice(u.pack_hint)}")
         lines.append(installed)
         return "\n".join(lines)
+
+
+def _packs_page() -> str:
+    """Where the plugin packs are listed: the documentation URL of the installed core."""
+    try:
+        urls = metadata.metadata("jax2onnx-core").get_all("Project-URL") or []
+    except metadata.PackageNotFoundError:
+        urls = []
+    docs = next((u.split(",", 1)[1].strip() for u in urls if u.lower().startswith("documentation,")), None)
+    return f"{docs}/architecture.md#packages" if docs else "the jax2onnx documentation (Packages)"
 
 
 def _user_locations(locations: Sequence[str]) -> list[str]:
@@ -155,14 +179,54 @@ class UserFunctionError(Jax2OnnxError):
 # ---------------------------------------------------------------------------------------------
 # Explaining errors raised by the user's function while it is traced
 
-#: Our own modules and the packs': frames there are never "the user's line".
-_LIBRARY_PATH = re.compile(r"[/\\](jax|jaxlib|flax|jax2onnx|jax2onnx_lax|jax2onnx_jnp|jax2onnx_nnx)[/\\]")
+#: Folders of library code: frames there are never "the user's line". JAX's and core's own from the
+#: start; each plugin pack's package and the model libraries it serves (Flax, Equinox, Keras, ...)
+#: are added when the packs load (:func:`add_library_modules`, called by the plugin registry), so no
+#: pack or model library is named here.
+_LIBRARY_ROOTS: set[str] = set()
+_BASE_LIBRARY_MODULES = ("jax", "jaxlib", __name__.partition(".")[0])
+_ROOTS_LOCK = threading.Lock()
+
+
+def _module_root(name: str) -> str | None:
+    """The folder of top-level package ``name`` (without importing it), or None if not installed."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    folders = list(spec.submodule_search_locations or ())
+    if folders:
+        return _norm(folders[0]) + "/"
+    return _norm(spec.origin) if spec.origin else None  # a single-file module: that file only
+
+
+def _norm(path: str) -> str:
+    return os.path.normcase(os.path.abspath(path)).replace(os.sep, "/").rstrip("/")
+
+
+def add_library_modules(names: Iterable[str]) -> None:
+    """Count the top-level packages ``names`` as library code (the registry adds the packs' own and
+    the model libraries they declare); names that are not installed are ignored."""
+    with _ROOTS_LOCK:
+        if not _LIBRARY_ROOTS:
+            _LIBRARY_ROOTS.update(r for r in map(_module_root, _BASE_LIBRARY_MODULES) if r)
+        _LIBRARY_ROOTS.update(r for r in map(_module_root, names) if r)
 
 
 def is_library_file(path: str) -> bool:
-    """True for files of JAX, Flax, jax2onnx and its packs, and Python's own plumbing."""
+    """True for files of JAX, jax2onnx, the loaded packs and the libraries they serve, and Python's
+    own plumbing (``contextlib``, ``functools``, frozen modules)."""
+    if path.startswith("<frozen"):
+        return True
     p = path.replace(os.sep, "/")
-    return bool(_LIBRARY_PATH.search(p)) or p.startswith("<frozen") or p.endswith(("/contextlib.py", "/functools.py"))
+    if p.endswith(("/contextlib.py", "/functools.py")):
+        return True
+    if not _LIBRARY_ROOTS:
+        add_library_modules(())
+    full = _norm(path)
+    return any(full.startswith(root) for root in tuple(_LIBRARY_ROOTS))
 
 
 def user_frame(exc: BaseException) -> traceback.FrameSummary | None:

@@ -299,6 +299,26 @@ def shapes_match(recorded: Sequence[Sequence[Any]], actual: Sequence[Sequence[An
 
 
 # ---------------------------------------------------------------------------------------------
+# Ready-made models a pack offers to the command line
+
+
+@dataclasses.dataclass(frozen=True)
+class Demo:
+    """A ready-made model a pack offers to the CLI (``jax2onnx demo NAME``; ``jax2onnx quickstart``
+    runs the one named ``quickstart``): ``target`` is ``"module:function"``, a function taking the
+    output path and returning an exit status. Imported only when run."""
+
+    name: str
+    target: str
+    help: str = ""
+
+    def run(self, output: str | None) -> int:
+        module, _, attr = self.target.partition(":")
+        fn = getattr(importlib.import_module(module), attr)
+        return int(fn(output) if output is not None else fn())
+
+
+# ---------------------------------------------------------------------------------------------
 # Packs made of several lowering modules
 
 
@@ -307,17 +327,21 @@ class PackModules:
 
     A pack's ``plugin.py`` is one statement, and its entry point names the object::
 
-        plugin = PackModules("jax2onnx_lax", ["elementwise", "reductions", ...], plugin_api="1.0")
+        plugin = PackModules("jax2onnx_mypack", ["elementwise", "reductions", ...], plugin_api="1.0")
 
         # pyproject.toml
         [project.entry-points.jax2onnx]
-        lax = "jax2onnx_lax.plugin:plugin"
+        mypack = "jax2onnx_mypack.plugin:plugin"
+
+    ``library_modules``: the model libraries the pack serves (``["keras"]``), whose frames (like the
+    pack's own) are never blamed as the user's line in error messages. ``demos``: :class:`Demo`
+    models the command line offers.
 
     Each module (one lowering family) may define ``lowerings`` (a :class:`Lowerings`), ``patches``
     (a list of :class:`Patch`) and ``callable_adapters`` (functions ``obj -> traceable | None``).
     Modules are imported on the first hook call, once.
 
-    Testcases live apart, in the pack's ``testcases`` subpackage (``jax2onnx_lax.testcases``):
+    Testcases live apart, in the pack's ``testcases`` subpackage (``jax2onnx_mypack.testcases``):
     every public module there (name not starting with ``_``) may define ``components`` (a list of
     :class:`jax2onnx.testing.Component`). They are imported only when the ``jax2onnx_components``
     hook is called, which only the pytest plugin and the coverage command do, so an export never
@@ -331,9 +355,20 @@ class PackModules:
     #: The subpackage of the pack whose modules hold its testcases (``components``).
     TESTCASES = "testcases"
 
-    def __init__(self, package: str, modules: Sequence[str], *, plugin_api: str | None = None):
+    def __init__(
+        self,
+        package: str,
+        modules: Sequence[str],
+        *,
+        plugin_api: str | None = None,
+        library_modules: Sequence[str] = (),
+        demos: Sequence[Demo] = (),
+    ):
         self.package = package
         self.module_names = list(modules)
+        #: the model libraries the pack serves (``"keras"``): their frames are not the user's line
+        self.library_modules = [package.partition(".")[0], *library_modules]
+        self.demos = list(demos)
         self._modules: list[Any] | None = None
         self._testcase_modules: list[Any] | None = None
         if plugin_api is not None:  # the plugin API the pack was written for (see jax2onnx.lower.plugin_api)
@@ -377,6 +412,14 @@ class PackModules:
     @hookimpl
     def jax2onnx_patches(self) -> list[Patch]:
         return self._gather("patches")
+
+    @hookimpl
+    def jax2onnx_library_modules(self) -> list[str]:
+        return list(self.library_modules)
+
+    @hookimpl
+    def jax2onnx_demos(self) -> list[Demo]:
+        return list(self.demos)
 
     @hookimpl
     def jax2onnx_adapt_callable(self, fn: Any) -> Any | None:

@@ -2,4 +2,5 @@
 
 from jax2onnx.plugin import PackModules
 
-plugin = PackModules("jax2onnx_eqx", ["internals", "linear", "conv", "pooling", "normalization", "attention"])
+plugin = PackModules("jax2onnx_eqx", ["internals", "linear", "conv", "pooling", "normalization", "attention"],
+                      library_modules=["equinox"])

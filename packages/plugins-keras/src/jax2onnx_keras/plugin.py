@@ -2,4 +2,5 @@
 
 from jax2onnx.plugin import PackModules
 
-plugin = PackModules("jax2onnx_keras", ["core", "normalization", "conv", "pooling", "attention", "rnn"])
+plugin = PackModules("jax2onnx_keras", ["core", "normalization", "conv", "pooling", "attention", "rnn"],
+                      library_modules=["keras"])

@@ -2,4 +2,5 @@
 
 from jax2onnx.plugin import PackModules
 
-plugin = PackModules("jax2onnx_linen", ["linear", "normalization", "attention", "conv", "pooling", "embed", "activations"])
+plugin = PackModules("jax2onnx_linen", ["linear", "normalization", "attention", "conv", "pooling", "embed", "activations"],
+                      library_modules=["flax"])

@@ -16,4 +16,5 @@ plugin = PackModules(
         "instance_norm",
         "module_state",
     ],
+    library_modules=["flax"],
 )

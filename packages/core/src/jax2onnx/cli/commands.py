@@ -4,7 +4,8 @@
     jax2onnx convert path/to/model.py:fn -i B,T:int32 -o model.onnx
     jax2onnx packs
     jax2onnx check --target tensorrt model.onnx
-    jax2onnx quickstart          (needs jax2onnx-examples)
+    jax2onnx quickstart          (the demo of that name, from the examples pack)
+    jax2onnx demo [NAME]         (the ready-made models the installed packs offer)
     jax2onnx coverage --results R --output docs/coverage.md
     jax2onnx --version
 
@@ -322,12 +323,24 @@ def _cmd_packs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_quickstart(args: argparse.Namespace) -> int:
-    try:
-        quickstart = importlib.import_module("jax2onnx_examples.quickstart")
-    except ImportError as exc:
-        raise CliError(f"jax2onnx quickstart needs the examples pack: pip install jax2onnx-examples ({exc})", code=4) from exc
-    return int(quickstart.main(args.output))
+def _cmd_demo(args: argparse.Namespace) -> int:
+    """Run a ready-made model a pack offers (its ``jax2onnx_demos`` hook), or list them; core names
+    no pack: ``quickstart`` is the demo of that name, from whichever pack offers it."""
+    from ..lower.registry import get_registry
+
+    demos = {demo.name: (pack, demo) for pack, demo in get_registry().demos()}
+    name = getattr(args, "name", None) or getattr(args, "demo_name", None)
+    if name is None:
+        for demo_name, (pack, demo) in sorted(demos.items()):
+            print(f"{demo_name} ({pack}): {demo.help}")
+        if not demos:
+            print("no installed plugin pack offers a demo (the examples pack does)")
+        return 0
+    if name not in demos:
+        offered = ", ".join(sorted(demos)) or "none"
+        raise CliError(f"no installed plugin pack offers the demo '{name}' (offered: {offered}); install the "
+                       "pack that does (the examples pack offers 'quickstart')", code=4)
+    return demos[name][1].run(args.output)
 
 
 def _version_text() -> str:
@@ -407,9 +420,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--target", required=True, choices=["tensorrt"], help="the runtime to check against")
     check.set_defaults(func=_cmd_check)
 
-    quick = sub.add_parser("quickstart", help="convert and verify the quickstart MLP (needs jax2onnx-examples)")
+    quick = sub.add_parser("quickstart", help="convert and verify the quickstart MLP (needs the examples pack)")
     quick.add_argument("--output", "-o", default="quickstart_mlp.onnx")
-    quick.set_defaults(func=_cmd_quickstart)
+    quick.set_defaults(func=_cmd_demo, demo_name="quickstart")
+
+    demo = sub.add_parser("demo", help="list the ready-made models the installed packs offer, or run one")
+    demo.add_argument("name", nargs="?", help="the demo to run (none: list them)")
+    demo.add_argument("--output", "-o", default=None, help="where the demo writes its model (its own default if not given)")
+    demo.set_defaults(func=_cmd_demo)
 
     try:
         from .coverage import add_coverage_subcommand

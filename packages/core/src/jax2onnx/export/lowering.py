@@ -32,7 +32,7 @@ def lower(export: Export, traced: Traced) -> ir.Model:
     # 0.17-style plugins registered through jax2onnx.plugins.plugin_system join (and win over) the packs'
     lowerings = api_compat.select_lowerings(legacy_plugins.lowerings_with_legacy(registry.lowerings()), options)
     installed = [p.name for p in registry.packs if p.error is None]
-    interp = Interpreter(lowerings, installed)
+    interp = Interpreter(lowerings, installed, registry.pack_hint)
     mb = ModelBuilder(options.opset)
     # Lowerings may trace again (ctx.lower_function) and read the trace's marked calls.
     with compat.x64_enabled(options.enable_double_precision), marks_active(resume=traced.marks):
@@ -45,7 +45,7 @@ def lower(export: Export, traced: Traced) -> ir.Model:
             outs = interp.lower_jaxpr(mb.main, closed, graph_inputs)
         except UnsupportedPrimitiveError as exc:  # name every unsupported primitive, not just the first
             failed = {p.name: p.error for p in registry.packs if p.error}  # "reinstall", not "pip install"
-            raise (all_unsupported(closed, lowerings, installed, failed) or exc) from None
+            raise (all_unsupported(closed, lowerings, installed, failed, registry.pack_hint) or exc) from None
         outs, avals = traced.scalars.merge(mb.main, outs, [v.aval for v in closed.jaxpr.outvars])
         return _assemble(mb, outs, avals, options.model_name)
 

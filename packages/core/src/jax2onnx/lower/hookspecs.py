@@ -4,7 +4,7 @@ A pack is an object registered under the entry-point group ``jax2onnx``, normall
 :class:`jax2onnx.plugin.PackModules` that implements every hook from the pack's modules::
 
     [project.entry-points.jax2onnx]
-    lax = "jax2onnx_lax.plugin:plugin"
+    mypack = "jax2onnx_mypack.plugin:plugin"
 
 Any object or module whose functions are decorated with :data:`jax2onnx.hookimpl` works too. The
 entry point is loaded when a conversion first needs lowerings, never at ``import jax2onnx``; keep
@@ -32,7 +32,7 @@ def jax2onnx_lowerings() -> Iterable[Lowering]:
 
     Called once per process, the first time a conversion needs the dispatch table. Each
     :class:`~jax2onnx.plugin.Lowering` names a JAX primitive (``"sin"``) or a marked call
-    (``"call:jax2onnx_nnx.layer_norm"``, see :func:`jax2onnx.plugin.marked_call`) and the function
+    (``"call:jax2onnx_mypack.layer_norm"``, see :func:`jax2onnx.plugin.marked_call`) and the function
     that emits ONNX for it. Two packs claiming one name at the same ``priority`` is an error that
     names both; a higher ``priority`` wins explicitly.
     """
@@ -69,3 +69,20 @@ def jax2onnx_components() -> Iterable[Any]:
     the exported model in onnxruntime and compare with JAX; the coverage table is rendered from the
     same metadata.
     """
+
+
+@hookspec
+def jax2onnx_library_modules() -> Iterable[str]:
+    """Return the top-level modules whose frames are library code: the pack's own package and the
+    model libraries it serves (``"flax"``, ``"equinox"``, ``"keras"``).
+
+    Error messages point at the user's line, the innermost frame outside JAX, jax2onnx and these;
+    core names no library itself. The registry adds each entry point's own package anyway.
+    """
+
+
+@hookspec
+def jax2onnx_demos() -> Iterable[Any]:
+    """Return the :class:`jax2onnx.plugin.Demo` s (ready-made models) this pack offers to the
+    command line: ``jax2onnx demo`` lists them, ``jax2onnx demo NAME`` runs one, and
+    ``jax2onnx quickstart`` runs the one named ``quickstart``."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,15 +16,21 @@ from ..ir.builder import OpUnavailableError, Scope, set_aval, value_dtype
 from ..plugin import Lowering, body_matches, parse_mark, shapes_match
 from .context import LoweringContext
 from .origin import record_origin
-from .registry import pack_hint
 
 
 class Interpreter:
     """Lowers jaxprs into scopes using a dispatch table ``name -> Lowering``."""
 
-    def __init__(self, lowerings: Mapping[str, Lowering], installed_packs: list[str]):
+    def __init__(
+        self,
+        lowerings: Mapping[str, Lowering],
+        installed_packs: list[str],
+        pack_hint: Callable[[str], str | None] = lambda primitive: None,
+    ):
         self.lowerings = lowerings
         self.installed_packs = installed_packs
+        #: which pack a lowering of an unsupported primitive belongs in (the registry's ``pack_hint``)
+        self.pack_hint = pack_hint
 
     def lower_jaxpr(self, scope: Scope, closed: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]:
         jaxpr = closed.jaxpr if hasattr(closed, "jaxpr") else closed
@@ -63,7 +69,7 @@ class Interpreter:
             else:
                 lowering = self.lowerings.get(name)
                 if lowering is None:
-                    raise UnsupportedPrimitiveError(name, compat.user_location(eqn), pack_hint(name), self.installed_packs)
+                    raise UnsupportedPrimitiveError(name, compat.user_location(eqn), self.pack_hint(name), self.installed_packs)
                 outs = self._call_with_facets(lowering, scope, eqn, ins)
         except Jax2OnnxError:
             raise

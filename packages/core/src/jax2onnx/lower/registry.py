@@ -18,7 +18,7 @@ from typing import Any
 import pluggy
 
 from .. import compat
-from ..errors import PluginConflictError
+from ..errors import PluginConflictError, add_library_modules
 from ..plugin import Lowering, PackModules, Patch
 from . import hookspecs, plugin_api
 
@@ -92,6 +92,8 @@ class PluginRegistry:
             self._register(pm, plugin, info)
         self._report_unknown_hooks(pm)
         self._pm = pm
+        library = [_top_module(p.module) for p in self.packs if p.error is None]
+        add_library_modules([*library, *(name for _, name in self._collect("jax2onnx_library_modules"))])
         return pm
 
     def _report_unknown_hooks(self, pm: pluggy.PluginManager) -> None:
@@ -184,6 +186,23 @@ class PluginRegistry:
         """The first pack adapter's traceable version of ``fn`` (e.g. a stateful NNX module), or None."""
         return self._load().hook.jax2onnx_adapt_callable(fn=fn)
 
+    def demos(self) -> list[tuple[str, Any]]:
+        """``(pack, Demo)`` pairs from every pack: the ready-made models the command line runs."""
+        return self._collect("jax2onnx_demos")
+
+    def pack_hint(self, primitive: str) -> str | None:
+        """The loaded pack that lowers other primitives of the JAX module defining ``primitive`` (for
+        error messages: it is the pack a lowering of ``primitive`` would belong in), else None."""
+        if primitive.startswith("call:"):
+            return None
+        table = self.lowerings()
+        defined = compat.primitives_by_module()
+        for module in sorted(m for m, names in defined.items() if primitive in names):
+            packs = {table[n].pack for n in defined[module] if n in table and table[n].pack != _CONFLICT}
+            if packs:
+                return sorted(packs)[0]
+        return None
+
     def components(self) -> list[tuple[str, Any]]:
         """``(pack, Component)`` pairs from every pack."""
         return self._collect("jax2onnx_components")
@@ -240,24 +259,6 @@ def _hook_names() -> list[str]:
     return sorted(n for n in vars(hookspecs) if n.startswith("jax2onnx_"))
 
 
-# ---------------------------------------------------------------------------------------------
-# Hints for primitives nobody lowers
-
-#: Where JAX defines primitives, and the pack that lowers the primitives defined there.
-_PRIMITIVE_HOMES = (
-    ("jax.lax", "jax2onnx-lax"), ("jax._src.lax", "jax2onnx-lax"), ("jax._src.random", "jax2onnx-lax"),
-    ("jax._src.prng", "jax2onnx-lax"), ("jax.extend.core.primitives", "jax2onnx-lax"),
-    ("jax.extend.random", "jax2onnx-lax"),
-)
-
-
-def pack_hint(primitive: str) -> str | None:
-    """Which known pack lowers ``primitive`` (best effort, for error messages): found by where JAX
-    defines the primitive object, so no pack's list of names is repeated here."""
-    if primitive.startswith("call:"):
-        return None
-    for module in compat.modules_defining_primitive(primitive):
-        for prefix, pack in _PRIMITIVE_HOMES:
-            if module == prefix or module.startswith(prefix + "."):
-                return pack
-    return None
+def _top_module(module: str) -> str:
+    """``"jax2onnx_mypack"`` from a plugin's ``"jax2onnx_mypack.plugin:plugin"`` (or a module name)."""
+    return module.partition(":")[0].partition(".")[0]

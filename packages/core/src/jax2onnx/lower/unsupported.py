@@ -7,13 +7,12 @@ Lowering-side analysis, kept out of ``errors`` so that the errors module imports
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .. import compat
 from ..errors import Unsupported, UnsupportedPrimitiveError, _user_locations
 from ..plugin import MARK_PREFIX
-from .registry import pack_hint
 
 
 def find_unsupported(
@@ -33,7 +32,7 @@ def find_unsupported(
     """
     if location_of is None or pack_hint_of is None or not handled:
         location_of = location_of or compat.user_location
-        pack_hint_of = pack_hint_of or pack_hint
+        pack_hint_of = pack_hint_of or (lambda name: None)
         handled = handled or (
             compat.JIT_PRIMITIVES | compat.INLINE_CALL_PRIMITIVES | compat.CUSTOM_JVP_PRIMITIVES | compat.CUSTOM_VJP_PRIMITIVES
         )
@@ -80,13 +79,18 @@ def _sub_jaxprs(params: Mapping[str, Any]) -> Iterable[Any]:
 
 
 def all_unsupported(
-    closed_jaxpr: Any, lowerings: Mapping[str, Any], installed: list[str], failed: Mapping[str, str] | None = None
+    closed_jaxpr: Any,
+    lowerings: Mapping[str, Any],
+    installed: list[str],
+    failed: Mapping[str, str] | None = None,
+    pack_hint_of: Callable[[str], str | None] | None = None,
 ) -> UnsupportedPrimitiveError | None:
     """One error listing every unsupported primitive of the program, or None when all are lowered.
 
     Meant for the converter to call when lowering meets the first unsupported primitive (so a user
-    fixes them all in one round), or before lowering."""
-    items = find_unsupported(closed_jaxpr, lowerings)
+    fixes them all in one round), or before lowering. ``pack_hint_of``: the plugin registry's
+    ``pack_hint``."""
+    items = find_unsupported(closed_jaxpr, lowerings, pack_hint_of=pack_hint_of)
     if not items:
         return None
     return UnsupportedPrimitiveError.from_list(items, installed, failed)

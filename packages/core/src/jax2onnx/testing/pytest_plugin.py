@@ -2,7 +2,7 @@
 
 A test module opts in by naming the packs it covers and using the ``jax2onnx_variant`` argument::
 
-    JAX2ONNX_PACKS = ["jax2onnx-lax"]
+    JAX2ONNX_PACKS = ["jax2onnx-mypack"]
 
     def test_testcase(jax2onnx_variant):
         run_variant(jax2onnx_variant)
