@@ -355,10 +355,10 @@ def _sequential_scatter(op: Any, data: Any, indices: Any, updates: Any, reductio
     upd_rows = op.Reshape(updates, op.Concat(op.Shape(rows, start=0, end=1), n_tail, axis=0), allowzero=1)
     trips = op.Squeeze(op.Shape(rows, start=0, end=1), np.asarray([0], np.int64))
 
-    from .builder import Scope  # the builder imports this module's rules: import it when first used
-
     scope = op._scope
-    body = Scope(scope.model, kind="subgraph", parent=scope)
+    # the body is a scope of the emitting scope's class (the builder imports these rules, so this
+    # module does not import the builder)
+    body = type(scope)(scope.model, kind="subgraph", parent=scope)
     i = _body_input(body, "scatter_i", ir.DataType.INT64, [])
     cond = _body_input(body, "scatter_cond", ir.DataType.BOOL, [])
     acc = _body_input(body, "scatter_acc", dtype, [None, None])
