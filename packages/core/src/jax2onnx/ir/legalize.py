@@ -437,7 +437,3 @@ def _average_pool(op, op_type, inputs, attrs, n_out, opset):
         y = op.Div(sums, np.asarray(int(np.prod(kernel_shape)), dtype=dtype.numpy()))
     return Rewritten(op.Reshape(y, op.Concat(op.Shape(x, start=0, end=2), op.Shape(sums, start=2), axis=0)))
 
-
-# Rules for opsets 13-16 (element types, Shape/Reshape attributes, LayerNormalization, scatter
-# reductions) live in their own module; importing it registers them in _RULES.
-from . import legalize_opset13 as _legalize_opset13  # noqa: E402,F401

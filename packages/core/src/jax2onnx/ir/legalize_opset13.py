@@ -1,8 +1,8 @@
 """Legalization rules for opsets 13 to 16: the op forms and element types ONNX added at 14, 15 and
 16 (and LayerNormalization at 17), rewritten into what opset 13 already has.
 
-Registered into :mod:`jax2onnx.ir.legalize`'s rule table when it is imported (the last line of that
-module), so every default-domain node passes through these rules like the others. What changed
+Registered into :mod:`jax2onnx.ir.legalize`'s rule table when it is imported (by the builder, beside
+legalize), so every default-domain node passes through these rules like the others. What changed
 between 13 and 17 for the ops the packs emit, and what each rule does:
 
 - element types: Add/Sub/Mul/Div took int8/int16/uint8/uint16 at 14, Relu integers at 14, CumSum
