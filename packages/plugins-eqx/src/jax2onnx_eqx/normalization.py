@@ -33,7 +33,11 @@ def _fits(mark: str, module, x, batch: int) -> bool:
         return False
     example = tuple(x.shape[batch:])
     if mark == GROUP_NORM:
-        return len(example) >= 2 and int(example[0]) == int(module.channels)
+        # channels is None for GroupNorm(channels=None, channelwise_affine=False): no weights to
+        # match, but the fused op's unit scale/zero bias need a static channel count.
+        if len(example) < 2 or not isinstance(example[0], (int, np.integer)):
+            return False
+        return module.channels is None or int(example[0]) == int(module.channels)
     return example == tuple(module.shape or example)
 
 

@@ -1,6 +1,7 @@
 """jax.random in the graph, drawing exactly JAX's numbers: the PRNG primitives (``random_seed``,
 ``random_wrap``/``random_unwrap``, ``random_bits``, ``random_split``, ``random_fold_in``,
-``random_clone``, ``random_gamma``) and the ``threefry2x32`` hash as uint32 arithmetic.
+``random_clone``, ``random_gamma``) and the ``threefry2x32`` hash as uint32 arithmetic; the ``rbg``
+impls' ``rng_bit_generator`` as XLA's CPU Philox stream (``random_philox.py``).
 
 A typed key array is its uint32 key data (``key<fry>[3]`` is ``uint32[3, 2]``, see core's
 ``builder.aval_type``). The key-level primitives are lowered the way JAX lowers them: JAX's own PRNG
@@ -27,6 +28,8 @@ import numpy as np
 from jax2onnx import compat
 from jax2onnx.dtypes import U32
 from jax2onnx.plugin import Lowerings
+
+from . import random_philox as philox
 
 lowerings = Lowerings()
 
@@ -115,20 +118,36 @@ def lower_random_gamma(ctx, keys, a):
 
 
 @lowerings.register("rng_bit_generator", keys=True)
-def lower_rng_bit_generator(ctx, *args):
-    raise NotImplementedError(
-        f"rng_bit_generator (algorithm {ctx.params.get('algorithm')}) is XLA's stateless bit generator, used by the "
-        "'rbg'/'unsafe_rbg' PRNG impls: its stream depends on the algorithm XLA picks per backend and on XLA's "
-        "internal counter layout, which jax2onnx does not reproduce. Use the default threefry2x32 keys "
-        "(jax.random.key(seed) without impl=...), which export bit-exactly"
-    )
+def lower_rng_bit_generator(ctx, state):
+    """XLA's CPU stream (Philox-4x32-10 for RNG_DEFAULT and RNG_PHILOX, see ``random_philox.py``),
+    traced as uint32 arithmetic and inlined: bit-exact with ``jax.jit`` on CPU."""
+    algorithm = ctx.params.get("algorithm")
+    name = getattr(algorithm, "name", str(algorithm))
+    state_aval = ctx.avals_in[0]
+    if name not in ("RNG_DEFAULT", "RNG_PHILOX"):
+        raise NotImplementedError(
+            f"rng_bit_generator with {name}: only XLA's CPU default (Philox, RNG_DEFAULT/RNG_PHILOX) is reproduced; "
+            "use the default algorithm (as the 'rbg' key impls do) or threefry2x32 keys (jax.random.key(seed))"
+        )
+    if tuple(state_aval.shape) != (4,) or np.dtype(state_aval.dtype) != U32:
+        raise NotImplementedError(
+            f"rng_bit_generator with a {state_aval.dtype}{list(state_aval.shape)} state: XLA's Philox layout is "
+            "reproduced for JAX's uint32[4] states (the 'rbg'/'unsafe_rbg' key data) only"
+        )
+    shape = tuple(ctx.params["shape"])
+    if not all(isinstance(d, (int, np.integer)) for d in shape):
+        raise NotImplementedError(f"rng_bit_generator with a symbolic shape {shape}: the stream length must be static")
+    dtype = np.dtype(ctx.params["dtype"])
+    return ctx.lower_function(lambda s: philox.rng_bit_generator(s, shape, dtype), [state],
+                              specs=[jax.ShapeDtypeStruct((4,), U32)])
 
 
 @lowerings.register("rng_uniform")
 def lower_rng_uniform(ctx, *args):
     raise NotImplementedError(
-        "rng_uniform is XLA's stateful generator: its numbers depend on the device's hidden RNG state, which no "
-        "other runtime has. Draw with jax.random (e.g. jax.random.uniform(key, shape)), which exports bit-exactly"
+        "rng_uniform is XLA's stateful generator: its numbers come from the device's hidden RNG state, so two calls "
+        "of one jitted function return different numbers, which no ONNX graph (a function of its inputs) can match. "
+        "Draw with jax.random (e.g. jax.random.uniform(key, shape)), which exports bit-exactly"
     )
 
 

@@ -3,7 +3,9 @@
 ``sort`` is a full ascending ``TopK(largest=0)`` over the axis; the other operands follow its
 indices through ``GatherElements``. ONNX TopK keeps equal elements in index order, so it is a
 stable sort, and several keys sort lexicographically by stable-sorting on the last key first and
-on each earlier key after. onnxruntime orders NaN after +inf, as JAX does (TopK(largest=1) puts it
+on each earlier key after. A complex key (a ``(..., 2)`` real pair) is two keys, its real part then
+its imaginary part (JAX's lexicographic order of complex numbers); complex operands move as pairs.
+onnxruntime orders NaN after +inf, as JAX does (TopK(largest=1) puts it
 first, as ``lax.top_k`` does); +0.0 and -0.0 compare equal in both.
 """
 
@@ -41,6 +43,27 @@ def _is_iota_along(value, shape, axis) -> bool:
     return arr.shape == tuple(shape) and bool(np.array_equal(arr, np.broadcast_to(np.arange(shape[axis]).reshape(view), shape)))
 
 
+def _is_complex(dtype) -> bool:
+    return np.dtype(dtype).kind == "c"
+
+
+def _real_keys(ctx, key, dtype):
+    """A key as the real keys it sorts by, most significant first: a complex key (a ``(..., 2)``
+    pair) sorts by its real part, then its imaginary part, as JAX orders complex numbers."""
+    if not _is_complex(dtype):
+        return [(key, dtype)]
+    part = np.dtype(np.float64 if np.dtype(dtype) == np.complex128 else np.float32)
+    return [(ctx.op.Gather(key, ctx.i64(k), axis=-1), part) for k in (0, 1)]
+
+
+def _gather_along(ctx, operand, order, axis, dtype):
+    """``operand`` reordered by ``order`` along ``axis``; a complex pair moves both its parts."""
+    if not _is_complex(dtype):
+        return ctx.op.GatherElements(operand, order, axis=axis)
+    both = ctx.op.Expand(ctx.op.Unsqueeze(order, ctx.i64([-1])), ctx.op.Shape(operand))
+    return ctx.op.GatherElements(operand, both, axis=axis)
+
+
 @lowerings.register("sort")
 def lower_sort(ctx, *operands):
     p = ctx.params
@@ -48,14 +71,15 @@ def lower_sort(ctx, *operands):
     num_keys = int(p["num_keys"])
     shape = ctx.avals_in[0].shape
     size = ctx.dim(shape[axis])
+    keys = [k for i in range(num_keys) for k in _real_keys(ctx, operands[i], ctx.avals_in[i].dtype)]
     order = None
     sorted_first_key = None
-    for i in reversed(range(num_keys)):
-        key = operands[i] if order is None else ctx.op.GatherElements(operands[i], order, axis=axis)
-        values, step = ctx.op.TopK(_sort_key(ctx, key, ctx.avals_in[i].dtype), size, axis=axis, largest=0, sorted=1,
-                                   _outputs=2)
+    for j in reversed(range(len(keys))):
+        key, dtype = keys[j]
+        key = key if order is None else ctx.op.GatherElements(key, order, axis=axis)
+        values, step = ctx.op.TopK(_sort_key(ctx, key, dtype), size, axis=axis, largest=0, sorted=1, _outputs=2)
         order = step if order is None else ctx.op.GatherElements(order, step, axis=axis)
-        if i == 0 and np.dtype(ctx.avals_in[0].dtype) in TOPK:  # the sorted key is the value
+        if j == 0 and np.dtype(ctx.avals_in[0].dtype) in TOPK:  # the sorted key is the value
             sorted_first_key = values
     outs = []
     for i, operand in enumerate(operands):
@@ -65,7 +89,7 @@ def lower_sort(ctx, *operands):
         elif _is_iota_along(operand, aval.shape, axis):
             outs.append(ctx.cast(order, aval.dtype))
         else:
-            outs.append(ctx.op.GatherElements(operand, order, axis=axis))
+            outs.append(_gather_along(ctx, operand, order, axis, aval.dtype))
     return outs
 
 

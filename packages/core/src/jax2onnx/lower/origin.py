@@ -38,7 +38,10 @@ def record_origin(nodes: Sequence[ir.Node], eqn: Any, pack: str) -> None:
     error reports it."""
     if not nodes:
         return
-    origin = Origin(eqn.primitive.name, pack, getattr(eqn, "source_info", None))
+    name = eqn.primitive.name
+    if name in compat.JIT_PRIMITIVES and eqn.params.get("name"):  # a fused region: say which
+        name = f"{name} {eqn.params['name']}"
+    origin = Origin(name, pack, getattr(eqn, "source_info", None))
     for node in nodes:
         node.meta.setdefault(ORIGIN, origin)
 

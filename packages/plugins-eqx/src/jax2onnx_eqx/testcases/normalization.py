@@ -58,6 +58,14 @@ components = [
             Testcase("eqx_group_norm_no_affine",
                      factory=model(lambda k: eqx.nn.GroupNorm(3, 6, channelwise_affine=False)),
                      input_shapes=[(6, 5)], expected_ops=["GroupNormalization"], max_nodes=3),
+            # channels=None (allowed without affine weights): the channel count comes from the input.
+            Testcase("eqx_group_norm_no_channels",
+                     factory=model(lambda k: eqx.nn.GroupNorm(2, channels=None, channelwise_affine=False)),
+                     input_shapes=[(4, 3, 3)], expected_ops=["GroupNormalization"], max_nodes=3),
+            Testcase("eqx_group_norm_no_channels_vmapped",
+                     factory=model(lambda k: eqx.nn.GroupNorm(2, channels=None, channelwise_affine=False),
+                                   wrap=vmapped),
+                     input_shapes=[("B", 4, 5)], expected_ops=["GroupNormalization"]),
         ],
     ),
 ]

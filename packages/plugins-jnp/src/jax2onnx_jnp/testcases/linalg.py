@@ -39,6 +39,21 @@ def _grad_of_matmul_square(a, b):
     return jax.grad(lambda x: jnp.sum(jnp.sin(x @ b)))(a)
 
 
+def _roots(p):
+    # strip_zeros=False: traceable (leading zeros give NaN roots, as in JAX); the order is
+    # eigvals' of the companion matrix, compared as it comes.
+    return jnp.roots(p, strip_zeros=False)
+
+
+def _poly(*coeffs):
+    return [np.array(coeffs, np.float32)]
+
+
+def _roots_case(name, coeffs, rtol=1e-4, atol=1e-4):
+    return Testcase(name, _roots, input_values=_poly(*coeffs), expected_ops=["TopK"] if len(coeffs) > 2 else (),
+                    rtol=rtol, atol=atol, rtol_f64=1e-7, atol_f64=1e-7)
+
+
 components = [
     Component(
         name="jnp.einsum",
@@ -109,6 +124,20 @@ components = [
             Testcase("matmul_grad_square", _grad_of_matmul_square, [(3, 3), (3, 3)]),
             Testcase("matmul_in_scan", _matmul_in_scan, [("B", 4), (3, 4, 4)], expected_ops=["MatMul"],
                      description="a marked call inside a scan body is lowered in the ONNX loop body"),
+        ],
+    ),
+    Component(
+        name="jnp.roots",
+        onnx=["Loop", "TopK", "GatherElements"],
+        since="v0.1.0",
+        description="eigenvalues of the companion matrix (lax's eig), complex results as real pairs",
+        testcases=[
+            _roots_case("roots_linear", (2.0, -3.0)),
+            _roots_case("roots_quadratic_real", (1.0, -3.0, 2.0)),
+            _roots_case("roots_quadratic_complex", (1.0, 2.0, 5.0)),
+            _roots_case("roots_leading_zero", (0.0, 1.0, -3.0, 2.0)),
+            _roots_case("roots_cubic", (1.0, -6.0, 11.0, -6.0)),
+            _roots_case("roots_quintic", (1.0, 0.5, -2.0, 0.3, 1.0, -0.7)),
         ],
     ),
 ]

@@ -59,6 +59,18 @@ def conv_grads(x, w):
 _NHWC = ("NHWC", "HWIO", "NHWC")
 
 
+def _complex_conv(window_strides=(1, 1), padding="VALID", dn=None, **kw):
+    """A complex convolution of complex inputs built from real parts (x = xr + i xi, w = wr + i wi)."""
+    conv = _conv(window_strides, padding, dn, **kw)
+    return lambda xr, xi, wr, wi: conv(lax.complex(xr, xi), lax.complex(wr, wi))
+
+
+def _complex_kernel_real_input(x, wr, wi):
+    # A real input promoted to complex by a complex kernel (jnp promotes before lax binds).
+    return lax.conv_general_dilated(x.astype(jnp.result_type(wr.dtype, jnp.complex64)), lax.complex(wr, wi),
+                                    (1,), "SAME")
+
+
 components = [
     Component(
         name="lax.conv",
@@ -96,6 +108,23 @@ components = [
             Testcase("conv_grads", conv_grads, [("B", 4, 5, 6), (6, 2, 2, 2)], check=expect_conv("Conv")),
             Testcase("conv_lhs_dilation_strided", _conv((2, 1), ((0, 0), (3, 1)), lhs_dilation=(3, 2)),
                      [("B", 2, 4, 3), (3, 2, 2, 2)], check=expect_conv("Conv")),
+        ],
+    ),
+    Component(
+        name="lax.conv_complex",
+        onnx=["Conv", "Einsum", "Sub", "Add"],
+        since="v0.1.0",
+        description="complex convolutions as four real convolutions of the (real, imag) parts",
+        testcases=[
+            Testcase("conv_complex", _complex_conv((1, 1), "SAME"),
+                     [("B", 2, 5, 5), ("B", 2, 5, 5), (3, 2, 3, 3), (3, 2, 3, 3)], check=expect_conv("Conv")),
+            Testcase("conv_complex_nhwc_strided", _complex_conv((2, 1), ((1, 0), (2, 1)), _NHWC),
+                     [("B", 5, 6, 2), ("B", 5, 6, 2), (2, 3, 2, 3), (2, 3, 2, 3)], check=expect_conv("Conv")),
+            Testcase("conv_complex_1d_dilated_groups", _complex_conv((1,), "VALID", rhs_dilation=(2,),
+                                                                     feature_group_count=2),
+                     [("B", 4, 9), ("B", 4, 9), (6, 2, 3), (6, 2, 3)], check=expect_conv("Conv")),
+            Testcase("conv_complex_real_input", _complex_kernel_real_input, [("B", 2, 7), (3, 2, 3), (3, 2, 3)],
+                     check=expect_conv("Conv")),
         ],
     ),
 ]

@@ -236,6 +236,30 @@ def _sample_tokens(key, logits0):
     return tokens
 
 
+RBG_STATE = jax.ShapeDtypeStruct((4,), jnp.uint32)
+#: a state whose 64-bit counter wraps inside the stream (carry from the low into the high word)
+_WRAPPING_STATE = np.array([7, 0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFF], np.uint32)
+
+
+def _rbg_bits(dtype):
+    def fn(state, x):
+        new_state, bits = lax.rng_bit_generator(state, (3, 5), dtype=dtype)
+        return new_state, bits, x * 2.0
+
+    return fn
+
+
+def _rbg_bits_wide(state):
+    # uint64 words (two Philox words each) in the double-precision variant, uint32 in float32.
+    return lax.rng_bit_generator(state, (6,), dtype=jax.dtypes.canonicalize_dtype(jnp.uint64))
+
+
+def _rbg_samplers(key_data, x):
+    key = jax.random.wrap_key_data(key_data, impl="unsafe_rbg")
+    k1, k2 = jax.random.split(key)
+    return jax.random.uniform(k1, (4, 3), x.dtype) + x, jax.random.normal(k2, (5,), x.dtype)  # x: (4, 3)
+
+
 components = [
     Component(
         name="jax.random.bits",
@@ -291,6 +315,21 @@ components = [
             _sampler("random_binomial", _binomial, [KEY_DATA, ("B", 3)]),
             _sampler("random_multivariate_normal", _multivariate_normal, [KEY_DATA, (2, 3)], tol=_MVN),
             _sampler("random_categorical_scan_sampler", _sample_tokens, [KEY_DATA, (5,)], expected_ops=["Loop"]),
+        ],
+    ),
+    Component(
+        name="lax.rng_bit_generator",
+        onnx=["Mul", "Add", "BitwiseXor", "BitShift"],
+        since="v0.1.0",
+        description="XLA's CPU stream (Philox-4x32-10) of the rbg key impls, bit for bit",
+        testcases=[
+            _case("rng_bit_generator_uint32", _rbg_bits(jnp.uint32), [RBG_STATE, ("B", 2)]),
+            _case("rng_bit_generator_uint8", _rbg_bits(jnp.uint8), [RBG_STATE, ("B", 2)]),
+            _case("rng_bit_generator_uint16", _rbg_bits(jnp.uint16), [RBG_STATE, ("B", 2)]),
+            _case("rng_bit_generator_counter_wraps", _rbg_bits(jnp.uint32), [],
+                  input_values=[_WRAPPING_STATE, np.ones((2, 2), np.float32)]),
+            _case("rng_bit_generator_wide", _rbg_bits_wide, [RBG_STATE]),
+            _case("rbg_key_samplers", _rbg_samplers, [RBG_STATE, (4, 3)], tol=_NORMAL),
         ],
     ),
 ]

@@ -18,6 +18,11 @@ def _small_ints(rng, shape, dtype):
     return rng.integers(0, 3, size=shape).astype(dtype)
 
 
+def _complex_ties(z):
+    """complex numbers whose real parts tie often (rounded), so the imaginary part decides."""
+    return lax.complex(jnp.round(z[..., 0]), z[..., 1])
+
+
 _NAN_INPUT = np.array([[1.0, np.nan, -np.inf, 3.0, 0.5, np.inf, -2.0, np.nan]], dtype=np.float32)
 
 
@@ -45,6 +50,15 @@ components = [
             Testcase("argsort", lambda x: jnp.argsort(x, axis=-1), [("B", 6)], expected_ops=["TopK"]),
             Testcase("argsort_ties", lambda x: jnp.argsort(x, axis=0, stable=True), [_ints(("N", 2))],
                      input_generator=_small_ints, static_sizes={"N": 7}),
+            # Complex keys sort by real part, then imaginary part (JAX's order); pairs move whole.
+            Testcase("sort_complex", lambda z: jnp.sort(_complex_ties(z)), [("N", 2)], static_sizes={"N": 9},
+                     expected_ops=["TopK", "GatherElements"]),
+            Testcase("sort_complex_2d_axis0", lambda z: jnp.sort(_complex_ties(z), axis=0), [("N", 3, 2)],
+                     static_sizes={"N": 6}, expected_ops=["TopK"]),
+            Testcase("argsort_complex", lambda z: jnp.argsort(_complex_ties(z), stable=True), [("N", 2)],
+                     static_sizes={"N": 8}, expected_ops=["TopK"]),
+            Testcase("sort_complex_values", lambda k, a, b: lax.sort((k, lax.complex(a, b)), num_keys=1),
+                     [("B", 5), ("B", 5), ("B", 5)], expected_ops=["TopK", "GatherElements"]),
         ],
     ),
     Component(
