@@ -49,7 +49,7 @@ ACTIVATIONS: dict[str, tuple[Callable[[Any, Any], Any], int]] = {
     "leaky_relu": (lambda ctx, y: ctx.op.LeakyRelu(y, alpha=0.2), 1),  # Keras's default slope
     # jax.nn.hard_sigmoid(x) = relu6(x + 3) / 6 = clip(x / 6 + 1 / 2, 0, 1)
     "hard_sigmoid": (lambda ctx, y: ctx.op.HardSigmoid(y, alpha=1.0 / 6.0, beta=0.5), 1),
-    "hard_silu": (lambda ctx, y: ctx.op.HardSwish(y), 14),
+    "hard_silu": (lambda ctx, y: ctx.op.HardSwish(y), 1),  # HardSwish is 14; core writes x·HardSigmoid(x) before
     "exponential": (lambda ctx, y: ctx.op.Exp(y), 1),
 }
 

@@ -92,14 +92,24 @@ def _widen(op, op_type, inputs, attrs, n_out, opset):
             narrow[p] = dtype
     if not narrow:
         return inputs, attrs
-    wide = [op.Cast(x, to=int(_CARRIERS[narrow[p]])) if p in narrow and isinstance(x, ir.Value) else x
-            for x, p in zip(inputs, params)]
+    wide = [_to_carrier(op, x, narrow[p]) if p in narrow else x for x, p in zip(inputs, params)]
     out = getattr(op, op_type)(*wide, _outputs=n_out, **attrs)
     outs = list(out) if n_out > 1 else [out]
     for i, param in enumerate(formal_out[:n_out]):
         if param in narrow:
             outs[i] = op.Cast(outs[i], to=int(narrow[param]))
     return Rewritten(tuple(outs) if n_out > 1 else outs[0])
+
+
+def _to_carrier(op: Any, x: Any, dtype: ir.DataType) -> Any:
+    """``x`` (a value or a literal of the narrow ``dtype``) on ``dtype``'s carrier; a Python number
+    is left to take the carrier from the other operands."""
+    carrier = _CARRIERS[dtype]
+    if isinstance(x, ir.Value):
+        return op.Cast(x, to=int(carrier))
+    if isinstance(x, (np.ndarray, np.generic)):  # a typed literal keeps its dtype in the builder
+        return np.asarray(x).astype(carrier.numpy())
+    return x
 
 
 @_rule("Relu")
