@@ -310,3 +310,16 @@ def test_quantizing_a_model_without_weight_matmuls_is_one_clear_line(mini_regist
     with pytest.raises(PrecisionError, match="has none") as info:
         to_onnx(lambda x: jnp.sin(x) * 2.0, [("B", 8)], precision=precision)
     assert "\n" not in str(info.value)
+
+
+def test_streamed_float16_weight_beyond_range_is_an_error_naming_it(tmp_path):
+    """A streamed weight is converted when written; one beyond float16's range stops the write."""
+    w = {"w": np.full((64, 64), 1e6, np.float32)}
+
+    def f(params, x):
+        return x @ params["w"]
+
+    spec = {"w": jax.ShapeDtypeStruct((64, 64), jnp.float32)}
+    with pytest.raises(PrecisionError, match="'w'.*beyond float16's range"):
+        to_onnx(f, [Weights(spec, w), (2, 64)], output_path=tmp_path / "m.onnx", external_data=True, precision="float16")
+    assert not (tmp_path / "m.onnx").exists()

@@ -68,8 +68,9 @@ def export_causal_lm(
             be empty or an earlier export (holding ``genai_config.json``).
         max_length: the most tokens (prompt + generated) a sequence may reach: the context length
             and, with ``cache="shared"``, the cache buffer's length.
-        precision: the weights' and activations' dtype; ``"float32"`` (others once ``jax2onnx.to_onnx``
-            takes ``precision=``).
+        precision: passed to ``jax2onnx.to_onnx``: ``"float32"``, ``"float16"``, ``"bfloat16"``,
+            ``"int8"``, ``"int4"`` or a ``jax2onnx.Precision`` (say ``Precision("int4",
+            embeddings="int8")``); the graph's inputs and outputs (logits, KV cache) stay float32.
         cache: ``"concat"`` (past and present grow each step) or ``"shared"`` (one static
             ``max_length`` buffer for past and present, ``past_present_share_buffer``).
         target: ``"onnxruntime"``: onnxruntime's fused LLM ops (``GroupQueryAttention``) where the
