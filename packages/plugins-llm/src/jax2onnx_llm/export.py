@@ -216,8 +216,11 @@ def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, prec
 
     in_names, out_names = io_names(spec.num_layers)
     kwargs: dict[str, Any] = {}
-    if "precision" in _to_onnx_parameters():
+    params = _to_onnx_parameters()
+    if "precision" in params:
         kwargs["precision"] = precision
+    if "target" in params:  # core's name for standard ONNX is "generic"
+        kwargs["target"] = "onnxruntime" if target == "onnxruntime" else "generic"
     token = _FUSE_ATTENTION.set(target == "onnxruntime")
     try:
         to_onnx(flat_step(spec, cache), input_specs(spec, cache, max_length), model_name="causal_lm", opset=opset,
