@@ -111,6 +111,11 @@ def test_nnx_llama_reference_model(tmp_path, cache, target):
     config = check_folder(folder)
     assert json.loads((folder / "genai_config.json").read_text())["model"]["context_length"] == 64
     assert config["model"]["decoder"]["num_attention_heads"] == 4
+    ops = [n.op_type for n in onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.node]
+    if target == "onnxruntime":  # per layer: two residual norms fused with their Add, one GQA
+        assert ops.count("SkipSimplifiedLayerNormalization") == 4 and ops.count("GroupQueryAttention") == 2
+    else:
+        assert "RMSNormalization" in ops and not any(op in ops for op in ("GroupQueryAttention", "SkipSimplifiedLayerNormalization"))
 
     def reference(prompts):
         return model.generate(*left_pad(prompts, 0), NEW_TOKENS)
