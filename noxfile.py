@@ -389,6 +389,14 @@ def bench_precision(session: nox.Session) -> None:
     session.run("python", "bench/precision_bench.py", "--json", "bench/results/precision.json", *session.posargs)
 
 
+@nox.session(python=PYTHON)
+def bench_llm(session: nox.Session) -> None:
+    """onnxruntime-genai vs JAX-jit cached greedy generation on a GPT-2-small-sized Llama-style model:
+    decode tokens/s and prefill latency at 1 and 2 threads (``-- --size smoke`` for a tiny one)."""
+    session.install(CORE + "[runtime]", *PACKS["llm"][:5], "onnxruntime-genai>=0.18")
+    session.run("python", "bench/llm_bench.py", *session.posargs)
+
+
 def _distributions() -> dict[str, str]:
     """distribution name -> folder, for `build`: every packages/*/pyproject.toml (a new pack is
     built, checked and smoke-tested without being listed here)."""

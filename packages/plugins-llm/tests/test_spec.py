@@ -8,6 +8,7 @@ import json
 import jax
 import jax.numpy as jnp
 import numpy as np
+import onnx
 import pytest
 
 from llm_test_helpers import NEW_TOKENS, assert_same_tokens, check_folder
@@ -82,13 +83,17 @@ def test_cached_reference_equals_uncached_recompute():
     np.testing.assert_array_equal(greedy_generate(spec, ids, mask, 12), uncached_greedy(spec, [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14]], 12))
 
 
-@pytest.mark.parametrize("cache", ["concat", "shared"])
-def test_jax_function_decoder(tmp_path, cache):
+@pytest.mark.parametrize("cache,target", [("concat", "onnx"), ("shared", "onnx"), ("concat", "onnxruntime"),
+                                          ("shared", "onnxruntime")])
+def test_jax_function_decoder(tmp_path, cache, target):
     spec = tiny_jax_decoder()
-    folder = export_causal_lm(spec, tmp_path / "m", max_length=64, cache=cache, target="onnx")
+    folder = export_causal_lm(spec, tmp_path / "m", max_length=64, cache=cache, target=target)
     config = check_folder(folder)
     assert config["search"]["past_present_share_buffer"] is (cache == "shared")
     assert config["model"]["decoder"]["num_key_value_heads"] == KV_HEADS
+    ops = {n.op_type for n in onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.node}
+    # onnxruntime: one fused GroupQueryAttention per layer; onnx: standard ops only.
+    assert ("GroupQueryAttention" in ops) is (target == "onnxruntime")
 
     def reference(prompts):
         return greedy_generate(spec, *left_pad(prompts, 0), NEW_TOKENS)
@@ -96,16 +101,21 @@ def test_jax_function_decoder(tmp_path, cache):
     assert_same_tokens(folder, reference, pad_token_id=0, eos=EOS)
 
 
-@pytest.mark.parametrize("cache", ["concat", "shared"])
-def test_nnx_llama_reference_model(tmp_path, cache):
+@pytest.mark.parametrize("cache,target", [("concat", "onnx"), ("shared", "onnxruntime")])
+def test_nnx_llama_reference_model(tmp_path, cache, target):
     nnx = pytest.importorskip("flax.nnx")
     from jax2onnx_examples.llama import Llama, LlamaConfig
 
     model = Llama(LlamaConfig(), rngs=nnx.Rngs(0))
-    folder = export_causal_lm(model, tmp_path / "llama", max_length=64, cache=cache, target="onnx")
+    folder = export_causal_lm(model, tmp_path / "llama", max_length=64, cache=cache, target=target)
     config = check_folder(folder)
     assert json.loads((folder / "genai_config.json").read_text())["model"]["context_length"] == 64
     assert config["model"]["decoder"]["num_attention_heads"] == 4
+    ops = [n.op_type for n in onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.node]
+    if target == "onnxruntime":  # per layer: two residual norms fused with their Add, one GQA
+        assert ops.count("SkipSimplifiedLayerNormalization") == 4 and ops.count("GroupQueryAttention") == 2
+    else:
+        assert "RMSNormalization" in ops and not any(op in ops for op in ("GroupQueryAttention", "SkipSimplifiedLayerNormalization"))
 
     def reference(prompts):
         return model.generate(*left_pad(prompts, 0), NEW_TOKENS)

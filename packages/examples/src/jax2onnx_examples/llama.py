@@ -16,7 +16,6 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from ._common import module_list
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +36,12 @@ class LlamaConfig:
     @property
     def head_size(self) -> int:
         return self.hidden_size // self.num_heads
+
+
+def _module_list(items: Any) -> Any:
+    """Sub-modules as a list attribute: Flax 0.12 wants ``nnx.List``, Flax 0.10 has none."""
+    items = list(items)
+    return nnx.List(items) if hasattr(nnx, "List") else items
 
 
 class LlamaBlock(nnx.Module):
@@ -77,7 +82,7 @@ class Llama(nnx.Module):
         init = nnx.initializers.normal(stddev=init_scale)
         self.cfg = cfg
         self.embed = nnx.Embed(cfg.vocab_size, cfg.hidden_size, embedding_init=nnx.initializers.normal(1.0), rngs=rngs)
-        self.blocks = module_list(LlamaBlock(cfg, init, rngs=rngs) for _ in range(cfg.num_layers))
+        self.blocks = _module_list(LlamaBlock(cfg, init, rngs=rngs) for _ in range(cfg.num_layers))
         self.norm = nnx.RMSNorm(cfg.hidden_size, epsilon=cfg.rms_eps, rngs=rngs)
         self.lm_head = nnx.Linear(cfg.hidden_size, cfg.vocab_size, use_bias=False, kernel_init=init, rngs=rngs)
 

@@ -29,11 +29,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from . import families, genai_config, tokenizers
+import onnx_ir as ir
+
+from . import families, genai_config, norm_fusion, tokenizers
 from .errors import CacheLayoutError, MaxLengthError, OptionError
 from .spec import _FUSE_ATTENTION, CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
 
 TARGETS = ("onnxruntime", "onnx")
+#: Weights beyond this go to ``model.onnx.data`` beside the model (protobuf's limit is 2 GB).
+EXTERNAL_DATA_BYTES = 1_800_000_000
 MODEL_FILE = "model.onnx"
 
 # Symbolic dims of the graph's inputs, in onnxruntime-genai's naming.
@@ -217,15 +221,24 @@ def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, prec
 
     in_names, out_names = io_names(spec.num_layers)
     kwargs: dict[str, Any] = {}
-    if "precision" in _to_onnx_parameters():
+    params = _to_onnx_parameters()
+    if "precision" in params:
         kwargs["precision"] = precision
+    if "target" in params:  # core's name for standard ONNX is "generic"
+        kwargs["target"] = "onnxruntime" if target == "onnxruntime" else "generic"
     token = _FUSE_ATTENTION.set(target == "onnxruntime")
     try:
-        to_onnx(flat_step(spec, cache), input_specs(spec, cache, max_length), model_name="causal_lm", opset=opset,
-                input_names=in_names, output_names=out_names, return_mode="file", output_path=str(path),
-                external_data=external_data, **kwargs)
+        model = to_onnx(flat_step(spec, cache), input_specs(spec, cache, max_length), model_name="causal_lm",
+                        opset=opset, input_names=in_names, output_names=out_names, return_mode="ir", **kwargs)
     finally:
         _FUSE_ATTENTION.reset(token)
+    if target == "onnxruntime":
+        norm_fusion.fuse_rms_norms(model)
+    weight_bytes = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
+    if external_data or (external_data is None and weight_bytes > EXTERNAL_DATA_BYTES):
+        ir.save(model, str(path), external_data=f"{path.name}.data")
+    else:
+        ir.save(model, str(path))
 
 
 @contextlib.contextmanager

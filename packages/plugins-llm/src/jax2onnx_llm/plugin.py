@@ -2,4 +2,4 @@
 
 from jax2onnx.plugin import PackModules
 
-plugin = PackModules("jax2onnx_llm", [])
+plugin = PackModules("jax2onnx_llm", ["fused"])

@@ -435,7 +435,23 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_coverage_subcommand(sub)
+    _add_pack_commands(sub)
     return parser
+
+
+#: Entry-point group of command-line verbs packs add: ``name = "pkg.cli:register"``, where
+#: ``register(subparsers)`` adds the verb's parser and sets its ``func`` (as the verbs above do).
+#: Its module is imported on every ``jax2onnx`` run, so it must stay light (no JAX at import).
+CLI_ENTRY_POINTS = "jax2onnx.cli"
+
+
+def _add_pack_commands(sub: Any) -> None:
+    for ep in metadata.entry_points(group=CLI_ENTRY_POINTS):
+        try:
+            ep.load()(sub)
+        except Exception as exc:  # noqa: BLE001 - a broken pack must not take the whole CLI down
+            warnings.warn(f"the command-line verb '{ep.name}' of {ep.value} could not be added: "
+                          f"{type(exc).__name__}: {exc}; reinstall that pack", stacklevel=2)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -67,7 +67,9 @@ def _assemble(mb: ModelBuilder, outs: list[ir.Value], avals: list[Any], model_na
         final,
         nodes=scope.nodes,
         initializers=list(mb.initializers.values()),
-        opset_imports={"": mb.opset, **{fn.domain: 1 for fn in mb.functions.values()}},
+        # Contrib ops a pack emits (com.microsoft.GroupQueryAttention) need their domain imported too.
+        opset_imports={"": mb.opset, **{n.domain: 1 for n in scope.nodes if n.domain not in ("", "ai.onnx")},
+                       **{fn.domain: 1 for fn in mb.functions.values()}},
         name=model_name,
     )
     return ir.Model(

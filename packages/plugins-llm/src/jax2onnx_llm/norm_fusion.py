@@ -1,0 +1,77 @@
+"""``target="onnxruntime"``: RMS norms as onnxruntime's LLM norm ops (domain ``com.microsoft``).
+
+The decoders' ``RMSNormalization`` nodes (opset 23; NNX ``RMSNorm`` lowers to one) become
+
+- ``SkipSimplifiedLayerNormalization(a, b, scale)`` when the norm reads a residual sum ``a + b`` of
+  two same-shaped ``(batch, sequence, hidden)`` values: the op adds and normalizes in one kernel
+  and hands the sum on through its fourth output, which replaces the ``Add`` for its other readers
+  (the residual stream of a pre-norm decoder);
+- a norm of anything else stays ``RMSNormalization``: onnxruntime runs the opset-23 op itself, and
+  its ``SimplifiedLayerNormalization`` is registered in the default domain, where ``onnx.checker``
+  (opset 23) rejects it.
+
+``SkipSimplifiedLayerNormalization`` computes ``s / sqrt(mean(s^2) + eps) * scale`` over the last
+axis in float32, as ``RMSNormalization`` with ``stash_type=1`` does. Norms over other axes are left
+alone.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+MS = "com.microsoft"
+
+
+def fuse_rms_norms(model: ir.Model) -> int:
+    """Rewrite the main graph's RMSNormalization nodes in place; returns how many were rewritten."""
+    graph = model.graph
+    count = 0
+    for node in list(graph):
+        if node.op_type != "RMSNormalization" or node.domain not in ("", "ai.onnx") or len(node.inputs) < 2:
+            continue
+        x, scale = node.inputs[0], node.inputs[1]
+        rank = len(x.shape) if x is not None and x.shape is not None else None
+        axis = node.attributes.get_int("axis", -1)
+        if rank is None or axis not in (-1, rank - 1) or rank not in (2, 3):
+            continue
+        epsilon = node.attributes.get_float("epsilon", 1e-5)
+        add = x.producer()
+        skip = (add is not None and add.op_type == "Add" and add.domain in ("", "ai.onnx") and len(add.inputs) == 2
+                and rank == 3 and _same_shape(add.inputs[0], add.inputs[1], x) and x not in graph.outputs)
+        if not skip:
+            continue
+        fused = ir.Node(MS, "SkipSimplifiedLayerNormalization", [add.inputs[0], add.inputs[1], scale],
+                        attributes=[ir.AttrFloat32("epsilon", epsilon)], num_outputs=4,
+                        name=f"{node.name}_skip_simplified")
+        graph.insert_before(add, fused)
+        out, summed = fused.outputs[0], fused.outputs[3]
+        _take_over(node.outputs[0], out)
+        summed.name, summed.type, summed.shape = f"{x.name}_sum", x.type, x.shape
+        graph.remove(node, safe=False)
+        _replace_uses(x, summed)
+        graph.remove(add, safe=True)
+        count += 1
+    if count:
+        model.opset_imports.setdefault(MS, 1)
+    return count
+
+
+def _same_shape(a: ir.Value, b: ir.Value, x: ir.Value) -> bool:
+    shapes = [v.shape for v in (a, b, x)]
+    if any(s is None or len(s) != 3 for s in shapes):
+        return False
+    return all(str(d1) == str(d2) for d1, d2 in zip(shapes[0], shapes[1])) and \
+        all(str(d1) == str(d2) for d1, d2 in zip(shapes[0], shapes[2]))
+
+
+def _take_over(old: ir.Value, new: ir.Value) -> None:
+    """``new`` replaces ``old`` everywhere: name, type, shape, readers and graph-output slots."""
+    name = old.name
+    new.type, new.shape = old.type, old.shape
+    _replace_uses(old, new)
+    old.name = None
+    new.name = name
+
+
+def _replace_uses(old: ir.Value, new: ir.Value) -> None:
+    ir.convenience.replace_all_uses_with(old, new, replace_graph_outputs=True)
