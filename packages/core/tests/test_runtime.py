@@ -12,6 +12,13 @@ from jax2onnx.ir import kernel_probe, runtime
 BF16 = np.dtype("bfloat16")
 
 
+def test_the_probe_reaches_the_oldest_opset_exports_take():
+    from jax2onnx.ir.opsets import MIN_OPSET
+
+    assert kernel_probe.MIN_OPSET == MIN_OPSET
+    assert min(int(o) for o in runtime.for_version("1.32")._table["by_opset"]) == MIN_OPSET
+
+
 def test_a_table_per_measured_version():
     assert {"1.31", "1.32"} <= set(runtime.shipped_versions())
     old, new = runtime.for_version("1.31"), runtime.for_version("1.32.0")
