@@ -92,37 +92,6 @@ FLOOR_TESTCASES = [
 #: What `floors` runs: every test that is not a testcase variant, and the variants of FLOOR_TESTCASES
 #: (test ids read "test_testcase[<component>::<variant>]").
 FLOOR_SUBSET = "not test_testcase or " + " or ".join(f"[{name}::" for name in FLOOR_TESTCASES)
-#: Known failures of the floor cell, left out of `floors` (listed, not passed): all need onnxruntime
-#: newer than the floor's 1.31 - Pad-23 and BitShift have no bfloat16/int16 kernels there (the kernel
-#: table describes onnxruntime 1.32), some sorts/searchsorted of NaN, uint32/uint64 max/min and an
-#: empty-batch integer sum's MatMul give wrong results there.
-FLOOR_KNOWN_FAILURES = [
-    "tests/test_dtype_sweep.py::test_dtype_sweep[left_shift-int16]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep[right_shift-int16]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep[min_axis-uint32]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep[population_count-uint16]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep[sort-float16]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep[sort_flat-float64]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep[searchsorted-float32]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep[searchsorted-float64]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep[unique_size-float16]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep[sort_two_keys-float16]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep[scatter_set-bfloat16]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep[pad-bfloat16]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep[sort_descending-float16]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep[pad_value-bfloat16]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep[unique_counts-float64]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep[setdiff1d-float16]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep[setdiff1d-float64]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep_symbolic_batch[sort-bfloat16]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep_symbolic_batch[searchsorted-float16]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep_symbolic_batch[searchsorted-float32]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep_symbolic_batch[pad_edge-bfloat16]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep_symbolic_batch[count_nonzero-float64]",
-    "tests/test_dtype_sweep.py::test_dtype_sweep_symbolic_batch[sort_descending-float64]",
-    "packages/core/tests/passes/test_kernel_coverage.py::test_the_table_follows_the_opset",
-    "packages/plugins-lax/tests/test_testcases.py::test_testcase[lax.reduce_max::reduce_max_uint64]",
-]
 REPORT = os.path.join(ROOT, "docs", "test-results.json")
 #: The plugin-pack template users copy (templates/plugin-pack): `tests` builds its wheel and installs
 #: it as a third-party pack would be (entry point, package contents), then runs its tests; `build`
@@ -291,7 +260,7 @@ def matrix(session: nox.Session, cell: str) -> None:
 def floors(session: nox.Session) -> None:
     """The floor cell on FLOOR_SUBSET: core's and the root tests in full, and testcases covering
     every pack (CI runs this; `nox -s "matrix(cell='floor')"` runs every testcase)."""
-    _matrix_cell(session, "floor", "-k", FLOOR_SUBSET, *(f"--deselect={t}" for t in FLOOR_KNOWN_FAILURES))
+    _matrix_cell(session, "floor", "-k", FLOOR_SUBSET)
 
 
 @nox.session(python=PYTHON)

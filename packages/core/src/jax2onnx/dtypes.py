@@ -1,10 +1,9 @@
-"""Dtypes and the onnxruntime kernels that cover them.
+"""Dtypes, their carriers, and the dtype sets of JAX's semantics.
 
-onnxruntime's CPU kernels cover fewer dtypes than the ONNX spec (``Tan`` has no float64 kernel,
-``Where`` none for bool/int16/bfloat16, ``BitShift`` only unsigned, ...). A lowering names the dtypes
-its op runs on (``Lowerings.register(..., dtypes=FLOAT_MATH)``); :func:`carrier` picks the narrowest
-dtype that holds an operand exactly, and the interpreter casts there and back. The sets below were
-measured on onnxruntime 1.32 (CPU).
+What onnxruntime has kernels for is not here: :mod:`jax2onnx.ir.runtime` answers it from the
+measured kernel tables (a lowering names its op: ``register(..., dtypes="Max")``). The sets below
+say what JAX computes, whatever the runtime offers; :func:`carrier` picks the narrowest dtype that
+holds an operand exactly, and the interpreter casts there and back.
 """
 
 from __future__ import annotations
@@ -27,21 +26,11 @@ BF16 = np.dtype(_bf16) if _bf16 is not None else None
 
 INTS = frozenset({I8, I16, I32, I64, U8, U16, U32, U64})
 FLOATS = frozenset(t for t in (F16, F32, F64, BF16) if t is not None)
-#: Add/Sub/Mul/Div/Mod/Abs/Sign/Equal/Less...: every int and float except bfloat16.
-ARITH = frozenset(INTS | {F16, F32, F64})
-#: Exp/Log/Sqrt/Sin/Cos/Tanh/Sigmoid/Floor/Ceil/Round/Reciprocal. float16 is computed in float32
-#: like XLA does on CPU (one rounding at the end).
+#: JAX semantics, not runtime support: XLA on CPU computes float16/bfloat16 math (Exp, Log, Sin,
+#: Pow, ...) and sums in float32, one rounding at the end; lowerings compute there too.
+HALF_FLOATS = frozenset(t for t in (F16, BF16) if t is not None)
+#: JAX semantics: the dtypes transcendental math is computed in (half floats in float32, see above).
 FLOAT_MATH = frozenset({F32, F64})
-MINMAX = frozenset({F32, F64, F16, I8, I32, I64, U8, U32, U64})
-WHERE = frozenset({F32, F64, F16, I8, I32, I64, U8, U32})
-REDUCE_SUM = frozenset({F32, F64, I32, I64})
-REDUCE_MINMAX = frozenset({F32, F64, I8, I32, I64, U8, BOOL})
-ARG_MINMAX = frozenset({F32, F64, I8, I32, I64, U8})
-PAD = frozenset({F32, F64, F16, I8, I32, I64, U8, U32, U64, BOOL})
-CUMSUM = frozenset({F32, F64, I32, I64})
-#: TopK (every sort): no unsigned type wider than 8 bits (uint64 sorts by an order key, see the lax pack).
-TOPK = frozenset(ARITH - {U16, U32, U64})
-POW = frozenset({F32, F64, I32, I64})
 
 
 def is_float(dtype: Any) -> bool:
@@ -80,7 +69,7 @@ _WIDER: dict[np.dtype, tuple[np.dtype, ...]] = {
     I32: (I64,),
     U8: (I32, I64),
     U16: (I32, U32, I64),
-    U32: (I64,),
+    U32: (I64, F64),  # float64 holds every uint32 exactly: where an op's int64 kernel is wrong
     F16: (F32, F64),
     F32: (F64,),
 }

@@ -777,7 +777,7 @@ def lower_layer_norm(ctx: Any, *ins: ir.Value) -> ir.Value | None:
 
 def lower_rms_norm(ctx: Any, *ins: ir.Value) -> ir.Value | None:
     """An RMS-norm region (as :func:`lower_layer_norm`, no bias) → RMSNormalization (opset 23)."""
-    if ctx.opset < 23:  # RMSNormalization is new in opset 23
+    if np.dtype(ctx.avals_out[0].dtype) not in ctx.kernel_dtypes("RMSNormalization"):  # none before opset 23
         return None
     parts = _trailing_norm(ctx, ins, with_bias=False)
     if parts is None:
@@ -945,11 +945,17 @@ def _attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Va
                             is_causal=1 if is_causal else None)
 
 
+def _attention_runs(ctx: Any, dtypes: Any) -> bool:
+    dtype = np.dtype(ctx.avals_out[0].dtype)
+    return dtype in ctx.kernel_dtypes("Attention") and (dtypes is None or dtype in dtypes)
+
+
 def lower_dot_product_attention(ctx: Any, *ins: ir.Value, dtypes: Any = None) -> ir.Value | None:
     """A ``dot_product_attention`` region (operands ``q``, ``k``, ``v`` as (batch, seq, heads,
     depth), optional ``bias``/``mask``; param ``is_causal``) → the opset-23 ``Attention`` op on the
-    (batch, seq, heads*depth) layout. ``dtypes``: the element types to fuse (None: any)."""
-    if ctx.opset < 23 or (dtypes is not None and np.dtype(ctx.avals_out[0].dtype) not in dtypes):
+    (batch, seq, heads*depth) layout. ``dtypes``: the element types to fuse (None: any the target
+    runs ``Attention`` on; none before opset 23)."""
+    if not _attention_runs(ctx, dtypes):
         return None
     ops = Operands(ctx, ins)
     q_shape, k_shape, v_shape = ops.shape("q"), ops.shape("k"), ops.shape("v")
@@ -977,7 +983,7 @@ def lower_multi_head_attention(ctx: Any, *ins: ir.Value, dtypes: Any = None) -> 
     constant weights projects Q|K|V with one MatMul and a Split. ``dtypes`` as in
     :func:`lower_dot_product_attention`.
     """
-    if ctx.opset < 23 or (dtypes is not None and np.dtype(ctx.avals_out[0].dtype) not in dtypes):
+    if not _attention_runs(ctx, dtypes):
         return None
     ops = Operands(ctx, ins)
     names = ("query", "key", "value", "out")

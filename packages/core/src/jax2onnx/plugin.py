@@ -34,14 +34,36 @@ MARK_PREFIX = "jax2onnx:"
 
 
 @dataclasses.dataclass(frozen=True)
+class Kernels:
+    """A ``dtypes=`` facet that defers to the target onnxruntime: the dtypes ``op`` (every op of a
+    tuple) has kernels for at the export's opset (:mod:`jax2onnx.ir.runtime`), less ``without``
+    (what JAX's semantics compute elsewhere: XLA sums and computes float16/bfloat16 math in
+    float32), plus ``also`` (dtypes the lowering handles itself: uint64 through an order key).
+    ``dtypes="Max"`` is ``Kernels("Max")``."""
+
+    op: str | tuple[str, ...]
+    without: frozenset[Any] = frozenset()
+    also: frozenset[Any] = frozenset()
+
+    def resolve(self, runtime: Any, opset: int) -> frozenset[Any]:
+        """The dtypes on ``runtime`` (a :class:`jax2onnx.ir.runtime.Runtime`) at ``opset``."""
+        ops = (self.op,) if isinstance(self.op, str) else self.op
+        common = frozenset.intersection(*(runtime.dtypes(op, opset) for op in ops))
+        return (common - {np.dtype(d) for d in self.without}) | {np.dtype(d) for d in self.also}
+
+
+@dataclasses.dataclass(frozen=True)
 class Lowering:
     """Maps one primitive name (or ``"call:<mark>"``) to the function that emits ONNX for it.
 
     Facets the interpreter applies, so a lowering states them instead of re-implementing them:
 
-    * ``dtypes``: the operand dtypes the emitted ONNX op has onnxruntime kernels for. An operand of
-      another dtype is cast to the narrowest supported dtype that holds it exactly (int8 → int32,
-      float16 → float32, see :func:`jax2onnx.dtypes.carrier`); the lowering sees that dtype in
+    * ``dtypes``: the operand dtypes the lowering computes in. Name the ONNX op it emits
+      (``dtypes="Max"``) and the dtypes are those the target onnxruntime has kernels for at the
+      export's opset (:mod:`jax2onnx.ir.runtime`); a set of dtypes states what JAX's semantics ask
+      for instead (float16 math computed in float32). An operand of another dtype is cast to the
+      narrowest listed dtype that holds it exactly (int8 → int32, float16 → float32, see
+      :func:`jax2onnx.dtypes.carrier`); the lowering sees that dtype in
       ``ctx.avals_in``/``ctx.avals_out`` and results are cast back to JAX's dtype.
     * ``complex``: the lowering to use when an operand or a result is complex (complex values travel
       as ``(..., 2)`` real pairs); without it the lowering itself receives the pairs (data movement
@@ -56,7 +78,7 @@ class Lowering:
     fn: LoweringFn
     priority: int = 0
     pack: str = ""  # filled in by the registry from the entry point's distribution
-    dtypes: frozenset[Any] | None = None
+    dtypes: frozenset[Any] | Kernels | None = None
     complex: LoweringFn | None = None
     keys: bool = False
 
@@ -80,12 +102,18 @@ class Lowerings:
         self,
         *names: str,
         priority: int = 0,
-        dtypes: Iterable[Any] | None = None,
+        dtypes: Iterable[Any] | str | Kernels | None = None,
         complex: LoweringFn | None = None,
         keys: bool = False,
     ) -> Callable[[LoweringFn], LoweringFn]:
         """Register the decorated function for each primitive in ``names`` (facets: see :class:`Lowering`)."""
-        kinds = None if dtypes is None else frozenset(np.dtype(d) for d in dtypes)
+        kinds: frozenset[Any] | Kernels | None
+        if dtypes is None or isinstance(dtypes, Kernels):
+            kinds = dtypes
+        elif isinstance(dtypes, str):
+            kinds = Kernels(dtypes)
+        else:
+            kinds = frozenset(np.dtype(d) for d in dtypes)
 
         def deco(fn: LoweringFn) -> LoweringFn:
             for name in names:
@@ -98,7 +126,7 @@ class Lowerings:
         """Register the lowering of a region marked with :func:`marked_call` (``mark``)."""
         return self.register(f"call:{mark}", priority=priority)
 
-    def add(self, name: str, fn: LoweringFn, priority: int = 0, *, dtypes: Iterable[Any] | None = None,
+    def add(self, name: str, fn: LoweringFn, priority: int = 0, *, dtypes: Iterable[Any] | str | Kernels | None = None,
             complex: LoweringFn | None = None) -> None:
         self.register(name, priority=priority, dtypes=dtypes, complex=complex)(fn)
 

@@ -8,11 +8,15 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 from jax2onnx import allclose, to_onnx
+from jax2onnx.ir import runtime
 from jax2onnx.passes import KernelCoveragePass
-from jax2onnx.passes.kernel_coverage import missing_kernels
 
 pytest.importorskip("jax2onnx_lax")
 BF16 = jnp.bfloat16
+
+
+def missing_kernels(opset=None, version="1.32"):
+    return runtime.for_version(version).missing(opset)
 
 
 def test_table_lists_what_the_probe_measured():
@@ -92,11 +96,14 @@ def test_bfloat16_einsum_outside_the_schema_runs_in_float32():
 
 
 def test_the_table_follows_the_opset():
-    """Pad-13 (opsets 17-20) has no bfloat16 kernel, Pad-21 has: the carrier only where it is needed."""
+    """Pad-13 (opsets 17-20) has no bfloat16 kernel, Pad-21 has from onnxruntime 1.32 (not in 1.31):
+    the carrier only where the installed onnxruntime needs it."""
     assert np.dtype(BF16) in missing_kernels(17)["Pad"] and np.dtype(BF16) not in missing_kernels(23).get("Pad", ())
+    assert np.dtype(BF16) in missing_kernels(23, "1.31")["Pad"]
     fn = lambda x: jnp.pad(x.astype(BF16), 1).astype(jnp.float32)  # noqa: E731
     x = np.asarray([[1.5, -2.0], [0.25, 3.0]], np.float32)
-    for opset, carried in ((17, True), (23, False)):
+    pad23 = runtime.installed().supports("Pad", BF16, 23)
+    for opset, carried in ((17, True), (23, not pad23)):
         model = to_onnx(fn, [x], opset=opset)
         pad = next(n for n in model.graph.node if n.op_type == "Pad")
         assert any("_ortcast" in i for i in pad.input) == carried, opset
@@ -117,3 +124,25 @@ def test_every_operand_of_a_variadic_einsum_is_carried():
     x = np.asarray([[1, -2, 3], [4, 0, -6]], np.int8)
     model = to_onnx(fn, [x, x[::-1]])
     assert allclose(fn, model, [x, x[::-1]])
+
+
+@pytest.mark.parametrize(("version", "rewritten"), [("1.31", True), ("1.32", False)])
+def test_a_matrix_by_a_vector_takes_the_column_form_where_the_runtime_fails_it(version, rewritten):
+    """onnxruntime 1.31 fails MatMul((0, 4), (4,)) ("cannot broadcast on dim 0"): for a matrix
+    whose rows may be none, the vector becomes a one-column matrix and the result is squeezed."""
+    a = ir.Value(name="a", type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape(["N", 4]))
+    v = ir.Value(name="v", type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape([4]))
+    y = ir.Value(name="y", type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape(["N"]))
+    graph = ir.Graph([a, v], [y], nodes=[ir.Node("", "MatMul", [a, v], outputs=[y])], opset_imports={"": 23})
+    model = ir.Model(graph, ir_version=10)
+    assert KernelCoveragePass(runtime.for_version(version))(model).modified == rewritten
+    ops = [n.op_type for n in graph]
+    assert ops == (["Constant", "Unsqueeze", "MatMul", "Squeeze"] if rewritten else ["MatMul"])
+    assert graph.outputs[0].name == "y"
+    ort = pytest.importorskip("onnxruntime")
+    sess = ort.InferenceSession(ir.serde.serialize_model(model).SerializeToString(), providers=["CPUExecutionProvider"])
+    for rows in (3, 0):
+        x = np.arange(rows * 4, dtype=np.int64).reshape(rows, 4)
+        w = np.array([1, 2, 3, 4], np.int64)
+        if rewritten or runtime.installed().supports("MatMul:vector", np.int64):
+            np.testing.assert_array_equal(sess.run(None, {"a": x, "v": w})[0], x @ w)

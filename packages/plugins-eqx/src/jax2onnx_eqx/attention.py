@@ -92,7 +92,7 @@ patches = [Patch("equinox.nn.MultiheadAttention", "__call__", _patch_multihead_a
 @lowerings.register_call(MULTIHEAD_ATTENTION)
 def lower_multihead_attention(ctx, *ins):
     dtype = np.dtype(ctx.avals_out[0].dtype)
-    if ctx.opset < 23 or dtype not in _DTYPES:
+    if dtype not in _DTYPES or dtype not in ctx.kernel_dtypes("Attention"):  # none before opset 23
         return None
     ops = Operands(ctx, ins)
     projections = ("query_proj", "key_proj", "value_proj", "output_proj")

@@ -72,7 +72,7 @@ def lower_layer_norm(ctx, *ins):
 
 @lowerings.register_call(RMS_NORM)
 def lower_rms_norm(ctx, *ins):
-    if ctx.opset < 23:
+    if np.dtype(ctx.avals_out[0].dtype) not in ctx.kernel_dtypes("RMSNormalization"):  # none before opset 23
         return None
     ops = Operands(ctx, ins)
     batch = ctx.marked.params["batch"]
@@ -87,6 +87,7 @@ def lower_rms_norm(ctx, *ins):
 
 @lowerings.register_call(GROUP_NORM)
 def lower_group_norm(ctx, *ins):
+    # not an availability gate: GroupNormalization-18 has per-group scale/bias, Equinox's is per channel
     if ctx.opset < 21:
         return None
     ops = Operands(ctx, ins)

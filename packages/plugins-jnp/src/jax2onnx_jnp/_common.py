@@ -152,9 +152,3 @@ def no_extra_kwargs(kwargs: dict[str, Any], **allowed_defaults: Any) -> bool:
 # ctx.dim_scalar)
 
 
-def is_float(dtype: Any) -> bool:
-    return np.issubdtype(np.dtype(dtype), np.floating)
-
-
-def is_f64(dtype: Any) -> bool:
-    return np.dtype(dtype) == np.float64

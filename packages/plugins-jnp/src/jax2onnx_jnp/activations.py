@@ -1,9 +1,11 @@
 """``jax.nn`` activation functions → the ONNX activation op of the same name.
 
-One table: each entry says which ONNX op expresses the JAX function exactly, from which opset,
-and which static keyword parameters become attributes. Where onnxruntime has no exact float64 kernel
-for the op (Gelu, Elu, Selu, Softplus, Mish, ... are float32-only there), a float64 export declines and
-the lax decomposition is lowered instead, so the graph still runs and matches JAX.
+One table: each entry says which ONNX op expresses the JAX function exactly and which static
+keyword parameters become attributes. Where the target onnxruntime has no exact
+kernel of the op for the dtype at the export's opset (jax2onnx.ir.runtime: none before the op's
+opset, Elu, Selu, Softplus, Mish, ... have no float64
+kernel, Gelu's float64 one computes in float32), the region declines and the lax decomposition is
+lowered instead, so the graph still runs and matches JAX.
 """
 
 from __future__ import annotations
@@ -15,14 +17,13 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax2onnx.dtypes import HALF_FLOATS, is_float
 from jax2onnx.fusion import call_in_vmaps
 from jax2onnx.plugin import Lowerings, is_array
 
-from ._common import is_f64, is_float, is_static_number, mark, mark_name, patches_for
+from ._common import is_static_number, mark, mark_name, patches_for
 
 lowerings = Lowerings()
-
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 # jax.nn.selu's constants (ONNX's Selu defaults are the same numbers rounded to float32).
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -34,8 +35,6 @@ class Activation:
     emit: Callable[..., Any]  # (ctx, x, dtype, **params) -> value
     op: str  # the ONNX op the reader sees
     params: tuple[tuple[str, Any], ...] = ()  # static keyword parameters and their defaults
-    min_opset: int = 1
-    f64: bool = True  # onnxruntime has a float64 kernel
 
 
 def _gelu(ctx, x, dtype, approximate):
@@ -49,22 +48,20 @@ ACTIVATIONS: dict[str, Activation] = {
     "sigmoid": Activation(lambda ctx, x, dt: ctx.op.Sigmoid(x), "Sigmoid"),
     "silu": Activation(lambda ctx, x, dt: ctx.op.Mul(x, ctx.op.Sigmoid(x)), "Sigmoid"),
     "swish": Activation(lambda ctx, x, dt: ctx.op.Mul(x, ctx.op.Sigmoid(x)), "Sigmoid"),
-    # float64: onnxruntime expands Gelu with float32 constants (tanh form) or lacks Erf (exact form)
-    "gelu": Activation(_gelu, "Gelu", params=(("approximate", True),), min_opset=20, f64=False),
-    "softplus": Activation(lambda ctx, x, dt: ctx.op.Softplus(x), "Softplus", f64=False),
+    "gelu": Activation(_gelu, "Gelu", params=(("approximate", True),)),
+    "softplus": Activation(lambda ctx, x, dt: ctx.op.Softplus(x), "Softplus"),
     "elu": Activation(lambda ctx, x, dt, alpha: ctx.op.Elu(x, alpha=float(alpha)), "Elu",
-                      params=(("alpha", 1.0),), f64=False),
+                      params=(("alpha", 1.0),)),
     "celu": Activation(lambda ctx, x, dt, alpha: ctx.op.Celu(x, alpha=float(alpha)), "Celu",
-                       params=(("alpha", 1.0),), min_opset=12, f64=False),
-    "selu": Activation(lambda ctx, x, dt: ctx.op.Selu(x, alpha=_SELU_ALPHA, gamma=_SELU_SCALE), "Selu", f64=False),
+                       params=(("alpha", 1.0),)),
+    "selu": Activation(lambda ctx, x, dt: ctx.op.Selu(x, alpha=_SELU_ALPHA, gamma=_SELU_SCALE), "Selu"),
     "leaky_relu": Activation(lambda ctx, x, dt, negative_slope: ctx.op.LeakyRelu(x, alpha=float(negative_slope)),
-                             "LeakyRelu", params=(("negative_slope", 0.01),), f64=False),
+                             "LeakyRelu", params=(("negative_slope", 0.01),)),
     # jax.nn.hard_sigmoid(x) = relu6(x + 3) / 6 = clip(x / 6 + 1 / 2, 0, 1)
-    "hard_sigmoid": Activation(lambda ctx, x, dt: ctx.op.HardSigmoid(x, alpha=1.0 / 6.0, beta=0.5), "HardSigmoid",
-                               f64=False),
-    "hard_silu": Activation(lambda ctx, x, dt: ctx.op.HardSwish(x), "HardSwish", min_opset=14, f64=False),
-    "hard_swish": Activation(lambda ctx, x, dt: ctx.op.HardSwish(x), "HardSwish", min_opset=14, f64=False),
-    "mish": Activation(lambda ctx, x, dt: ctx.op.Mish(x), "Mish", min_opset=18, f64=False),
+    "hard_sigmoid": Activation(lambda ctx, x, dt: ctx.op.HardSigmoid(x, alpha=1.0 / 6.0, beta=0.5), "HardSigmoid"),
+    "hard_silu": Activation(lambda ctx, x, dt: ctx.op.HardSwish(x), "HardSwish"),
+    "hard_swish": Activation(lambda ctx, x, dt: ctx.op.HardSwish(x), "HardSwish"),
+    "mish": Activation(lambda ctx, x, dt: ctx.op.Mish(x), "Mish"),
 }
 
 
@@ -98,8 +95,8 @@ def _make_activation(name: str, original: Callable[..., Any]) -> Callable[..., A
 def _lowering(name: str, spec: Activation) -> Callable[..., Any]:
     def lower(ctx, x):
         dtype = ctx.avals_out[0].dtype
-        # float16/bfloat16 kernels are patchy in onnxruntime: those keep the lax decomposition.
-        if np.dtype(dtype) not in _FLOATS or ctx.opset < spec.min_opset or (is_f64(dtype) and not spec.f64):
+        # float16/bfloat16 keep the lax decomposition: XLA computes their math in float32
+        if np.dtype(dtype) not in ctx.kernel_dtypes(spec.op, without=HALF_FLOATS):
             return None
         return spec.emit(ctx, x, dtype, **ctx.marked.params)
 

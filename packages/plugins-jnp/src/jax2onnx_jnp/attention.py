@@ -99,7 +99,7 @@ def lower_dot_product_attention(ctx, q, k, v, *rest):
     static_heads = all(is_static_int(d) for d in (N, K, H))
     if static_heads and N % K:
         return None
-    if dtype == np.float32 and ctx.opset >= 23 and static_heads:
+    if dtype == np.float32 and dtype in ctx.kernel_dtypes("Attention") and static_heads:  # none before opset 23
         out = _attention_op(ctx, q, k, v, bias, mask, T, S, N, K, H, scale, p["is_causal"], dtype)
     elif static_heads or str(N) == str(K):
         out = _matmul_chain(ctx, q, k, v, bias, mask, T, S, N, K, scale, p["is_causal"], dtype)

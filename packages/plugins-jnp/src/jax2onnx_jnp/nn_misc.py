@@ -8,9 +8,10 @@ import inspect
 
 import jax
 import numpy as np
+from jax2onnx.dtypes import is_float
 from jax2onnx.plugin import Lowerings, is_array
 
-from ._common import is_float, is_static_int, is_static_number, mark, mark_name, normalize_axes, patches_for
+from ._common import is_static_int, is_static_number, mark, mark_name, normalize_axes, patches_for
 
 lowerings = Lowerings()
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from jax2onnx.dtypes import CUMSUM
+from jax2onnx.dtypes import HALF_FLOATS, is_float
 from jax2onnx.plugin import Lowerings, is_array
 
-from ._common import is_float, is_static_int, mark, mark_name, normalize_axes, patches_for
+from ._common import is_static_int, mark, mark_name, normalize_axes, patches_for
 
 lowerings = Lowerings()
 
@@ -209,7 +209,7 @@ def _make_cumsum(name, original):
 
 @lowerings.register_call(mark_name("cumsum"))
 def lower_cumsum(ctx, x):
-    if np.dtype(ctx.avals_in[0].dtype) not in CUMSUM:
+    if np.dtype(ctx.avals_in[0].dtype) not in ctx.kernel_dtypes("CumSum", without=HALF_FLOATS):
         return None  # no CumSum kernel for it (small and unsigned ints): the lax body uses a carrier
     axis = ctx.marked.params["axis"]
     if axis is None:  # numpy semantics: the flattened array

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from jax2onnx.dtypes import TOPK
 from jax2onnx.plugin import Lowerings, is_array
 
 from ._common import is_static_int, mark, mark_name, patches_for
@@ -48,9 +47,10 @@ def _make_sort(name, original):
 
 
 def _topk(ctx, x):
-    """TopK on the input as it is, or None (decline: the lax body sorts in a carrier dtype) when
-    onnxruntime has no TopK kernel for its dtype."""
-    if np.dtype(ctx.avals_in[0].dtype) not in TOPK:
+    """TopK on the input as it is, or None (decline: the lax body sorts in a carrier dtype, or by
+    NaN-ness then value) when the target onnxruntime has no exact TopK kernel for its dtype."""
+    dtype = np.dtype(ctx.avals_in[0].dtype)
+    if dtype not in ctx.kernel_dtypes("TopK") or not ctx.runtime.supports("TopK", dtype, ctx.opset):
         return None
     p = ctx.marked.params
     shape = list(ctx.avals_in[0].shape)

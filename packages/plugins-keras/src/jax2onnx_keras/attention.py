@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 from jax2onnx.fusion import Operands, concat_weights, is_array, reshape_const, static_ints
 from jax2onnx.plugin import Lowerings
 
@@ -95,7 +96,7 @@ def _project(ctx: Any, x: Any, kernel: Any, bias: Any | None) -> Any:
 
 @lowerings.register_call(mark_name(MHA))
 def lower_mha(ctx, *ins):
-    if ctx.opset < 23:  # Attention is new in opset 23
+    if np.dtype(np.float32) not in ctx.kernel_dtypes("Attention"):  # none before opset 23
         return None
     ops = Operands(ctx, ins)
     p = ctx.marked.params

@@ -10,10 +10,8 @@ transpose pass cancels them against a neighbouring Conv lowered in NCHW.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
-from jax2onnx.fusion import Operands, channels_first, is_array, norm_weight, static_ints
+from jax2onnx.fusion import Operands, channels_first, is_array, norm_axes, norm_weight, static_ints
 from jax2onnx.plugin import Lowerings
 
 from ._fusion import call_layer, mark_name, one_output_like, patch, plain_float32
@@ -24,11 +22,6 @@ LAYER_NORM = "layer_norm"
 BATCH_NORM = "batch_norm"
 RMS_NORM = "rms_norm"
 GROUP_NORM = "group_norm"
-
-
-def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
-    axes = axis if isinstance(axis, (list, tuple)) else [axis]
-    return tuple(sorted({int(a) % ndim for a in axes}))
 
 
 def _trailing(axes: tuple[int, ...], ndim: int) -> bool:
@@ -44,7 +37,7 @@ def _patch_layer_norm(original):
     def call(self, inputs, *args, **kwargs):
         if args or kwargs or not is_array(inputs) or not plain_float32(self, inputs) or self.rms_scaling:
             return original(self, inputs, *args, **kwargs)
-        axes = _axes(self.axis, inputs.ndim)
+        axes = norm_axes(self.axis, inputs.ndim)
         if not _trailing(axes, inputs.ndim):
             return original(self, inputs)
         return call_layer(LAYER_NORM, self, lambda layer, x: original(layer, x), {"x": inputs},
@@ -75,7 +68,7 @@ def _patch_rms_norm(original):
     def call(self, x, *args, **kwargs):
         if args or kwargs or not is_array(x) or not plain_float32(self, x):
             return original(self, x, *args, **kwargs)
-        axes = _axes(self.axis, x.ndim)
+        axes = norm_axes(self.axis, x.ndim)
         if not _trailing(axes, x.ndim):
             return original(self, x)
         return call_layer(RMS_NORM, self, lambda layer, x: original(layer, x), {"x": x},
@@ -125,7 +118,7 @@ def lower_layer_norm(ctx, *ins):
 
 @lowerings.register_call(mark_name(RMS_NORM))
 def lower_rms_norm(ctx, *ins):
-    if ctx.opset < 23:  # RMSNormalization is new in opset 23
+    if np.dtype(np.float32) not in ctx.kernel_dtypes("RMSNormalization"):  # none before opset 23
         return None
     ops = Operands(ctx, ins)
     p = ctx.marked.params

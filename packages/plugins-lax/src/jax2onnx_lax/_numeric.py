@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import onnx_ir as ir
-from jax2onnx.dtypes import BOOL, FLOATS, WHERE, carrier
+from jax2onnx.dtypes import BOOL, FLOATS, carrier
 
 
 def dtype_of(aval: Any) -> np.dtype:
@@ -54,7 +54,7 @@ def uint64_order_key(ctx: Any, x: ir.Value) -> ir.Value:
 
 def where(ctx: Any, cond: ir.Value, a: ir.Value, b: ir.Value, dtype: Any) -> ir.Value:
     """``Where(cond, a, b)`` for any dtype (bool/int16/bfloat16 cases travel in a carrier)."""
-    return compute_in(ctx, [a, b], dtype, WHERE, lambda _c, x, y: ctx.op.Where(cond, x, y), keep_order=False)
+    return compute_in(ctx, [a, b], dtype, ctx.kernel_dtypes("Where"), lambda _c, x, y: ctx.op.Where(cond, x, y), keep_order=False)
 
 
 def const_value(v: ir.Value) -> np.ndarray | None:

@@ -5,7 +5,7 @@ Comparisons follow IEEE like XLA (NaN compares unequal to everything, so ``ne`` 
 
 from __future__ import annotations
 
-from jax2onnx.dtypes import ARITH, BOOL, is_bool
+from jax2onnx.dtypes import is_bool
 from jax2onnx.plugin import Lowerings
 
 from . import _numeric as nm
@@ -14,15 +14,14 @@ from .elementwise import one_to_one
 
 lowerings = Lowerings()
 
-_EQ_TYPES = ARITH | {BOOL}
 
 #: lax primitive -> (ONNX op, dtypes onnxruntime compares natively). bool orders as 0 < 1 in uint8.
 COMPARISONS: dict[str, tuple[str, frozenset]] = {
-    "eq": ("Equal", _EQ_TYPES),
-    "lt": ("Less", ARITH),
-    "le": ("LessOrEqual", ARITH),
-    "gt": ("Greater", ARITH),
-    "ge": ("GreaterOrEqual", ARITH),
+    "eq": ("Equal", "Equal"),
+    "lt": ("Less", "Less"),
+    "le": ("LessOrEqual", "LessOrEqual"),
+    "gt": ("Greater", "Greater"),
+    "ge": ("GreaterOrEqual", "GreaterOrEqual"),
 }
 
 
@@ -31,7 +30,7 @@ for _prim, (_op, _types) in COMPARISONS.items():
     lowerings.add(_prim, one_to_one(_op), dtypes=_types, complex=cp.equal if _op == "Equal" else cp.unsupported)
 
 
-@lowerings.register("ne", dtypes=_EQ_TYPES, complex=lambda ctx, x, y: ctx.op.Not(cp.equal(ctx, x, y)))
+@lowerings.register("ne", dtypes="Equal", complex=lambda ctx, x, y: ctx.op.Not(cp.equal(ctx, x, y)))
 def lower_ne(ctx, x, y):
     return ctx.op.Not(ctx.op.Equal(x, y))
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from jax2onnx.dtypes import ARITH, CUMSUM, FLOAT_MATH, MINMAX, PAD
-from jax2onnx.plugin import Lowerings
+from jax2onnx.dtypes import FLOAT_MATH, HALF_FLOATS
+from jax2onnx.plugin import Kernels, Lowerings
 
 from . import _numeric as nm
 from . import complex_pairs as cp
@@ -31,7 +31,7 @@ def _cumsum(ctx, x):
 def lower_cumsum(ctx, x):
     # Wider ints wrap back exactly on the cast down, so any int may travel in int32/int64, uint64
     # in int64 too (an order-breaking carrier, which core's ``dtypes=`` facet does not pick).
-    return nm.compute_in(ctx, [x], nm.dtype_of(ctx.avals_in[0]), CUMSUM, lambda _c, y: _cumsum(ctx, y),
+    return nm.compute_in(ctx, [x], nm.dtype_of(ctx.avals_in[0]), ctx.kernel_dtypes("CumSum", without=HALF_FLOATS), lambda _c, y: _cumsum(ctx, y),
                          keep_order=False)
 
 
@@ -50,10 +50,10 @@ def _logaddexp(op, a, b):
 
 
 #: primitive -> (combine(op, a, b), identity(dtype), dtypes the combine runs on).
-COMBINES: dict[str, tuple[Callable, Callable, frozenset]] = {
-    "cumprod": (lambda op, a, b: op.Mul(a, b), lambda d: 1, ARITH & PAD),
-    "cummax": (lambda op, a, b: op.Max(a, b), nm.dtype_min, MINMAX & PAD),
-    "cummin": (lambda op, a, b: op.Min(a, b), nm.dtype_max, MINMAX & PAD),
+COMBINES: dict[str, tuple[Callable, Callable, frozenset | Kernels]] = {
+    "cumprod": (lambda op, a, b: op.Mul(a, b), lambda d: 1, Kernels(("Mul", "Pad"))),
+    "cummax": (lambda op, a, b: op.Max(a, b), nm.dtype_min, Kernels(("Max", "Pad"))),
+    "cummin": (lambda op, a, b: op.Min(a, b), nm.dtype_max, Kernels(("Min", "Pad"))),
     "cumlogsumexp": (_logaddexp, lambda d: -np.inf, FLOAT_MATH),
 }
 

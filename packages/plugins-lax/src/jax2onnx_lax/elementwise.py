@@ -10,25 +10,27 @@ from __future__ import annotations
 
 import numpy as np
 from jax import lax
-from jax2onnx.dtypes import ARITH, F16, FLOAT_MATH, MINMAX, POW, is_int, is_unsigned
-from jax2onnx.plugin import Lowerings
+from jax2onnx.dtypes import F16, FLOAT_MATH, HALF_FLOATS, is_int, is_unsigned
+from jax2onnx.plugin import Kernels, Lowerings
 
 from . import _numeric as nm
 from . import complex_pairs as cp
 
 lowerings = Lowerings()
 
-#: lax primitive -> (ONNX op, dtypes onnxruntime runs it on). The semantics match exactly: lax has
-#: explicit broadcasting, ONNX Max/Min propagate NaN like XLA (checked by the max/min NaN cases).
-ONE_TO_ONE: dict[str, tuple[str, frozenset]] = {
-    "add": ("Add", ARITH),
-    "add_any": ("Add", ARITH),  # the cotangent sum of reverse-mode autodiff
-    "sub": ("Sub", ARITH),
-    "mul": ("Mul", ARITH),
-    "max": ("Max", MINMAX),
-    "min": ("Min", MINMAX),
-    "abs": ("Abs", ARITH),
-    "sign": ("Sign", ARITH - {F16}),  # onnxruntime's float16 Sign gives 0 for NaN: float32 keeps it
+#: lax primitive -> (ONNX op, the dtypes it computes in: the op's onnxruntime kernels, or
+#: FLOAT_MATH's JAX semantics). The semantics match exactly: lax has explicit broadcasting, ONNX
+#: Max/Min propagate NaN like XLA (checked by the max/min NaN cases).
+ONE_TO_ONE: dict[str, tuple[str, frozenset | Kernels]] = {
+    "add": ("Add", Kernels("Add")),
+    "add_any": ("Add", Kernels("Add")),  # the cotangent sum of reverse-mode autodiff
+    "sub": ("Sub", Kernels("Sub")),
+    "mul": ("Mul", Kernels("Mul")),
+    "max": ("Max", Kernels("Max")),
+    "min": ("Min", Kernels("Min")),
+    "abs": ("Abs", Kernels("Abs")),
+    # onnxruntime's float16 Sign gives 0 for NaN (a wrong value, not a missing kernel): float32 keeps it
+    "sign": ("Sign", Kernels("Sign", without=frozenset({F16}))),
     "floor": ("Floor", FLOAT_MATH),
     "ceil": ("Ceil", FLOAT_MATH),
     "exp": ("Exp", FLOAT_MATH),
@@ -57,14 +59,14 @@ for _prim, (_op, _types) in ONE_TO_ONE.items():
     lowerings.add(_prim, one_to_one(_op), dtypes=_types, complex=cp.lower_elementwise)
 
 
-@lowerings.register("neg", dtypes=ARITH, complex=cp.lower_elementwise)
+@lowerings.register("neg", dtypes="Sub", complex=cp.lower_elementwise)
 def lower_neg(ctx, x):
     if is_unsigned(ctx.avals_in[0].dtype):  # no unsigned Neg kernel; 0 - x wraps exactly like XLA
         return ctx.op.Sub(ctx.const(0, ctx.avals_in[0].dtype), x)
     return ctx.op.Neg(x)
 
 
-@lowerings.register("square", dtypes=ARITH, complex=cp.lower_elementwise)
+@lowerings.register("square", dtypes="Mul", complex=cp.lower_elementwise)
 def lower_square(ctx, x):
     return ctx.op.Mul(x, x)
 
@@ -79,14 +81,14 @@ def lower_exp2(ctx, x):
     return ctx.op.Pow(ctx.const(2, ctx.avals_in[0].dtype), x)
 
 
-@lowerings.register("pow", dtypes=POW, complex=cp.unsupported)
+@lowerings.register("pow", dtypes=Kernels("Pow", without=HALF_FLOATS), complex=cp.unsupported)
 def lower_pow(ctx, x, y):
     """ONNX Pow allows an exponent dtype other than the base's (lax.pow(float, int)); each operand
     travels in its own carrier."""
     return ctx.op.Pow(x, y)
 
 
-@lowerings.register("integer_pow", dtypes=ARITH, complex=cp.lower_elementwise)
+@lowerings.register("integer_pow", dtypes=Kernels(("Mul", "Div")), complex=cp.lower_elementwise)
 def lower_integer_pow(ctx, x):
     """Square-and-multiply with Mul, then 1/acc for negative powers: the same products JAX's own
     lowering forms, so the rounding matches too (Pow would round differently)."""
@@ -117,7 +119,7 @@ def _int_guard(ctx, y, dtype):
     return is_zero, is_minus_one, safe
 
 
-@lowerings.register("div", dtypes=ARITH, complex=cp.lower_elementwise)
+@lowerings.register("div", dtypes="Div", complex=cp.lower_elementwise)
 def lower_div(ctx, x, y):
     """Floats: Div. Ints: Div truncates toward zero like lax.div; x/0 gives -1 (all bits set) and
     INT_MIN/-1 gives INT_MIN, as in XLA."""
@@ -147,7 +149,7 @@ def _truncated_mod(ctx, x, y, dtype):
     return ctx.op.Mod(x, y, fmod=1)
 
 
-@lowerings.register("rem", dtypes=ARITH, complex=cp.unsupported)
+@lowerings.register("rem", dtypes="Mod", complex=cp.unsupported)
 def lower_rem(ctx, x, y):
     """C fmod semantics (the sign of x). x % 0 gives x and INT_MIN % -1 gives 0 as in XLA (the
     divisor -1 becomes 1, whose remainder is 0)."""
@@ -172,7 +174,7 @@ def lower_round(ctx, x):
     return op.Where(op.Less(x, 0), op.Neg(r), r)
 
 
-@lowerings.register("clamp", dtypes=MINMAX, complex=cp.unsupported)
+@lowerings.register("clamp", dtypes="Max", complex=cp.unsupported)
 def lower_clamp(ctx, lo, x, hi):
     """lax.clamp is min(max(x, lo), hi), NaN anywhere giving NaN. ONNX Clip ignores a NaN bound, so
     it is used only for constant, non-NaN scalar bounds (and not for float16, which Clip has no

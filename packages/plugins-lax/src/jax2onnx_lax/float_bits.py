@@ -123,7 +123,7 @@ def lower_bitcast_convert_type(ctx, x):
         raise NotImplementedError(
             f"bitcast_convert_type {src.name} -> {dst.name} changes the element width; ONNX cannot express "
             "that (even BitCast, opset 26, needs equal widths). Bitcast between dtypes of the same width.")
-    if ctx.opset >= 26:
+    if src in ctx.kernel_dtypes("BitCast"):  # none before opset 26
         return ctx.op.BitCast(x, to=int(ctx.onnx_dtype(dst)))
     if is_int(src) and is_int(dst):
         return ctx.cast(x, dst)

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 from jax2onnx.dtypes import (
-    ARG_MINMAX,
     BOOL,
+    HALF_FLOATS,
     I32,
     I64,
-    REDUCE_MINMAX,
-    REDUCE_SUM,
     U8,
     U64,
     bits,
@@ -24,7 +22,7 @@ from jax2onnx.dtypes import (
     is_int,
     unsigned_of,
 )
-from jax2onnx.plugin import Lowerings
+from jax2onnx.plugin import Kernels, Lowerings
 
 from . import _numeric as nm
 from . import complex_pairs as cp
@@ -53,7 +51,7 @@ def _sum_or_prod(op_type: str):
         dtype = nm.dtype_of(ctx.avals_in[0])
         if is_int(dtype):
             return (_int_sum if op_type == "ReduceSum" else _int_prod)(ctx, x, axes, dtype)
-        return nm.compute_in(ctx, [x], dtype, REDUCE_SUM,
+        return nm.compute_in(ctx, [x], dtype, ctx.kernel_dtypes(op_type, without=HALF_FLOATS),
                              lambda _c, y: getattr(ctx.op, op_type)(y, axes_const(ctx, axes), keepdims=0),
                              keep_order=False)
 
@@ -144,7 +142,7 @@ lowerings.add("reduce_sum", _sum_or_prod("ReduceSum"), complex=_sum_complex)
 lowerings.add("reduce_prod", _sum_or_prod("ReduceProd"), complex=cp.unsupported)
 
 
-@lowerings.register("reduce_max", "reduce_min", dtypes=REDUCE_MINMAX | {U64}, complex=cp.unsupported)
+@lowerings.register("reduce_max", "reduce_min", dtypes=Kernels(("ReduceMax", "ReduceMin"), also=frozenset({U64})), complex=cp.unsupported)
 def lower_reduce_max_min(ctx, x):
     """XLA propagates NaN through max/min; onnxruntime's kernels do not reliably, so a float input
     gets an explicit NaN check. uint64 has no kernel and no wider carrier: it is reduced as int64
@@ -152,14 +150,30 @@ def lower_reduce_max_min(ctx, x):
     axes = tuple(ctx.params["axes"])
     if not axes:
         return ctx.op.Identity(x)
-    reduce = getattr(ctx.op, "ReduceMax" if ctx.primitive == "reduce_max" else "ReduceMin")
+    op_type = "ReduceMax" if ctx.primitive == "reduce_max" else "ReduceMin"
     if nm.dtype_of(ctx.avals_in[0]) == U64:
-        key = reduce(nm.uint64_order_key(ctx, x), axes_const(ctx, axes), keepdims=0)
+        key = _reduce_extreme(ctx, nm.uint64_order_key(ctx, x), axes, op_type)
         return ctx.cast(nm.uint64_order_key(ctx, key), U64)
-    r = reduce(x, axes_const(ctx, axes), keepdims=0)
+    r = _reduce_extreme(ctx, x, axes, op_type)
     if is_float(ctx.avals_in[0].dtype):
         r = ctx.op.Where(_any_nan(ctx, x, axes), np.nan, r)
     return r
+
+
+def _reduce_extreme(ctx, x, axes, op_type: str):
+    """ReduceMax/ReduceMin over ``axes``. Where the target onnxruntime's int64 kernel is inexact
+    (1.31, see jax2onnx.ir.runtime), an int64 operand's reduced axes are moved last and flattened
+    into one, whose TopK(k=1) is the extreme (an empty or symbolic reduced axis keeps the op)."""
+    shape = ctx.avals_in[0].shape
+    exact = ctx.runtime.supports(op_type, I64, ctx.opset) or x.type is None or x.type.dtype.numpy() != I64
+    if exact or not all(isinstance(shape[a], int) and shape[a] > 0 for a in axes):
+        return getattr(ctx.op, op_type)(x, axes_const(ctx, axes), keepdims=0)
+    kept = [a for a in range(len(shape)) if a not in axes]
+    perm = kept + list(axes)
+    moved = ctx.op.Transpose(x, perm=perm) if perm != list(range(len(shape))) else x
+    flat = ctx.op.Reshape(moved, ctx.shape_tensor([shape[a] for a in kept] + [-1]))
+    top, _ = ctx.op.TopK(flat, ctx.i64([1]), axis=-1, largest=int(op_type == "ReduceMax"), sorted=1, _outputs=2)
+    return ctx.op.Squeeze(top, ctx.i64([-1]))
 
 
 def _bitwise_reduction(ctx, x, axes, dtype, plane_reduce):
@@ -203,7 +217,7 @@ def lower_reduce_logical(ctx, x):
     return _bitwise_reduction(ctx, x, axes, dtype, plane_reduce)
 
 
-@lowerings.register("argmax", "argmin", dtypes=ARG_MINMAX | {U64}, complex=cp.unsupported)
+@lowerings.register("argmax", "argmin", dtypes=Kernels(("ArgMax", "ArgMin"), also=frozenset({U64})), complex=cp.unsupported)
 def lower_argmax(ctx, x):
     """ONNX ArgMax/ArgMin return the first extreme index (ties like JAX) as int64, cast to
     ``index_dtype``. A NaN along the axis wins, in both, at its first position. uint64 is ranked

@@ -12,24 +12,32 @@ first, as ``lax.top_k`` does); +0.0 and -0.0 compare equal in both.
 from __future__ import annotations
 
 import numpy as np
-from jax2onnx.dtypes import TOPK, U64, carrier
-from jax2onnx.plugin import Lowerings
+from jax2onnx.dtypes import U8, U64, carrier, is_float
+from jax2onnx.plugin import Kernels, Lowerings
 
 from . import _numeric as nm
 from . import complex_pairs as cp
 
 lowerings = Lowerings()
 
-#: Key dtypes sorted as they are: onnxruntime's TopK kernels (core's TOPK), and uint64 through its
-#: order key; other keys sort in a wider type with the same order (bool in uint8, uint16 in int32,
-#: uint32 in int64, bfloat16 in float32).
-TOPK_DTYPES = TOPK | {U64}
+#: Key dtypes sorted as they are: onnxruntime's TopK kernels, and uint64 through its order key;
+#: other keys sort in a wider type with the same order (bool in uint8, uint16 in int32, uint32 in
+#: int64, bfloat16 in float32).
+TOPK_DTYPES = Kernels("TopK", also=frozenset({U64}))
 
 
-def _sort_key(ctx, key, dtype):
+def _key_parts(ctx, key, dtype) -> list:
+    """The keys TopK sorts ``key`` by, most significant first. Usually the key itself (in a
+    carrier TopK has a kernel for; uint64 by its order key). Where the target onnxruntime's TopK
+    does not order NaN as the spec says (1.31, see jax2onnx.ir.runtime), a float key is two: its
+    NaN-ness, then the number (NaN as 0)."""
     if np.dtype(dtype) == U64:
-        return nm.uint64_order_key(ctx, key)
-    return ctx.cast(key, carrier(dtype, TOPK))
+        return [nm.uint64_order_key(ctx, key)]
+    key = ctx.cast(key, carrier(dtype, ctx.kernel_dtypes("TopK")))
+    if not is_float(key.type.dtype.numpy()) or ctx.runtime.supports("TopK", key.type.dtype.numpy(), ctx.opset):
+        return [key]
+    is_nan = ctx.op.IsNaN(key)
+    return [ctx.cast(is_nan, U8), ctx.op.Where(is_nan, 0.0, key)]
 
 
 def _is_iota_along(value, shape, axis) -> bool:
@@ -76,11 +84,13 @@ def lower_sort(ctx, *operands):
     sorted_first_key = None
     for j in reversed(range(len(keys))):
         key, dtype = keys[j]
-        key = key if order is None else ctx.op.GatherElements(key, order, axis=axis)
-        values, step = ctx.op.TopK(_sort_key(ctx, key, dtype), size, axis=axis, largest=0, sorted=1, _outputs=2)
-        order = step if order is None else ctx.op.GatherElements(order, step, axis=axis)
-        if j == 0 and np.dtype(ctx.avals_in[0].dtype) in TOPK:  # the sorted key is the value
-            sorted_first_key = values
+        parts = _key_parts(ctx, key, dtype)
+        for part in reversed(parts):  # stable sorts, least significant key first
+            part = part if order is None else ctx.op.GatherElements(part, order, axis=axis)
+            values, step = ctx.op.TopK(part, size, axis=axis, largest=0, sorted=1, _outputs=2)
+            order = step if order is None else ctx.op.GatherElements(order, step, axis=axis)
+        if j == 0 and len(parts) == 1 and np.dtype(ctx.avals_in[0].dtype) in ctx.kernel_dtypes("TopK"):
+            sorted_first_key = values  # the sorted key is the value
     outs = []
     for i, operand in enumerate(operands):
         aval = ctx.avals_in[i]

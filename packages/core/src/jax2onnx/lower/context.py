@@ -11,6 +11,7 @@ import onnx_ir as ir
 
 from .. import compat
 from ..ir.builder import OpBuilder, Scope, set_aval, to_ir_dtype
+from ..ir.runtime import Runtime
 from ..plugin import MarkedCall
 
 
@@ -18,6 +19,8 @@ class JaxprLowerer(Protocol):
     """What a context needs of the interpreter that made it (:class:`~jax2onnx.lower.interpreter.
     Interpreter`): inlining a sub-jaxpr. A protocol, so that this module does not import the
     interpreter, which imports it."""
+
+    runtime: Runtime
 
     def lower_jaxpr(self, scope: Scope, closed: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]: ...
 
@@ -128,6 +131,16 @@ class LoweringContext(Emitter):
     @property
     def opset(self) -> int:
         return self.scope.model.opset
+
+    @property
+    def runtime(self) -> Runtime:
+        """The onnxruntime the export targets (:mod:`jax2onnx.ir.runtime`)."""
+        return self.interp.runtime
+
+    def kernel_dtypes(self, op: str, without: Any = ()) -> frozenset[np.dtype]:
+        """The dtypes the target onnxruntime has ``op`` kernels for at the export's opset
+        (``"ScatterND:max"`` for a scatter's reduction), less ``without``."""
+        return self.interp.runtime.dtypes(op, self.opset) - frozenset(np.dtype(d) for d in without)
 
     # -- nested jaxprs -------------------------------------------------------------------------
     def lower_jaxpr(self, closed_jaxpr: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]:

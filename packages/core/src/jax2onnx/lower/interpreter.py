@@ -13,7 +13,8 @@ from .. import compat
 from ..dtypes import carrier
 from ..errors import Jax2OnnxError, LoweringError, UnsupportedPrimitiveError
 from ..ir.builder import OpUnavailableError, Scope, set_aval, value_dtype
-from ..plugin import Lowering, body_matches, parse_mark, shapes_match
+from ..ir.runtime import Runtime, installed
+from ..plugin import Kernels, Lowering, body_matches, parse_mark, shapes_match
 from .context import LoweringContext
 from .origin import record_origin
 
@@ -26,11 +27,14 @@ class Interpreter:
         lowerings: Mapping[str, Lowering],
         installed_packs: list[str],
         pack_hint: Callable[[str], str | None] = lambda primitive: None,
+        runtime: Runtime | None = None,
     ):
         self.lowerings = lowerings
         self.installed_packs = installed_packs
         #: which pack a lowering of an unsupported primitive belongs in (the registry's ``pack_hint``)
         self.pack_hint = pack_hint
+        #: the onnxruntime the export targets: the ``dtypes="<Op>"`` facets and ``ctx.kernel_dtypes`` ask it
+        self.runtime = runtime or installed()
 
     def lower_jaxpr(self, scope: Scope, closed: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]:
         jaxpr = closed.jaxpr if hasattr(closed, "jaxpr") else closed
@@ -123,11 +127,14 @@ class Interpreter:
             return self._call(dataclasses.replace(lowering, fn=lowering.complex), LoweringContext(self, scope, eqn), ins)
         if lowering.dtypes is None:
             return self._call(lowering, LoweringContext(self, scope, eqn, avals_in=avals_in, avals_out=avals_out), ins)
+        supported = lowering.dtypes
+        if isinstance(supported, Kernels):
+            supported = supported.resolve(self.runtime, scope.model.opset)
         widened: dict[np.dtype, np.dtype] = {}
         for aval in avals_in:
             dt = _np_dtype(aval)
-            if dt is not None and dt.kind != "c" and dt not in lowering.dtypes and dt not in widened:
-                widened[dt] = carrier(dt, lowering.dtypes)
+            if dt is not None and dt.kind != "c" and dt not in supported and dt not in widened:
+                widened[dt] = carrier(dt, supported)
         if not widened:
             return self._call(lowering, LoweringContext(self, scope, eqn, avals_in=avals_in, avals_out=avals_out), ins)
         ctx = LoweringContext(self, scope, eqn, avals_in=[_widen(a, widened) for a in avals_in],

@@ -3,9 +3,9 @@
 A valid ONNX model can still fail to load in onnxruntime ("Could not find an implementation for
 Where(16) node with name ..."): the spec allows ``Where`` on bfloat16 and uint64, ``MatMul`` on
 bfloat16, ``Max`` on int16, ``Pad`` on int16, ``Einsum`` on int8, but the CPU provider implements
-fewer types (and ``ScatterND`` refuses bool with reduction max/min only when it runs). The table of
-missing pairs, ``ort_kernels.json``, is measured by ``bench/ort_kernels.py``; a scatter op with a
-reduction is its own entry (``ScatterND:max``).
+fewer types (and ``ScatterND`` refuses bool with reduction max/min only when it runs), and fewer in
+older releases. The missing pairs come from :mod:`jax2onnx.ir.runtime` (the installed onnxruntime's
+measured or probed kernel table); a scatter op with a reduction is its own entry (``ScatterND:max``).
 
 Rules:
 - a node whose op is in the table and whose tensor type (the type its value inputs share) is
@@ -15,23 +15,19 @@ Rules:
   travel as int64: the same bits) and its outputs of that type are cast back, so readers see the
   original dtype;
 - bool outputs (comparisons) stay as they are; a graph output keeps its name;
+- a ``MatMul`` of a matrix that may have no rows by a vector becomes one by a one-column matrix
+  where the runtime fails the vector form (``MatMul:vector`` in the table's ``inexact``);
 - every graph is handled (function and control-flow bodies included).
 """
 
 from __future__ import annotations
 
-import functools
-import json
-import os
-
 import numpy as np
 import onnx_ir as ir
 
 from ..dtypes import carrier
+from ..ir.runtime import Runtime, installed
 from .manager import all_graphs
-
-_TABLE_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "ir", "ort_kernels.json")
-
 
 #: ops whose result does not depend on the order of the values, only on their bits modulo 2**64
 #: (data movement; sums and products wrap the same in int64): uint64 may travel as int64
@@ -43,37 +39,10 @@ _ORDER_FREE = frozenset({
 _WITH_REDUCTION = frozenset({"ScatterND", "ScatterElements"})
 
 
-@functools.lru_cache(maxsize=1)
-def _doc() -> dict:
-    with open(_TABLE_FILE, encoding="utf-8") as f:
-        return json.load(f)
-
-
-@functools.lru_cache(maxsize=1)
-def _typed_inputs() -> dict[str, tuple[int, ...]]:
-    return {op: tuple(pos) for op, pos in _doc().get("typed_inputs", {}).items()}
-
-
-@functools.cache
-def missing_kernels(opset: int | None = None) -> dict[str, frozenset[np.dtype]]:
-    """(op or ``op:reduction``) -> the dtypes onnxruntime's CPU provider has no kernel for, at
-    ``opset`` (older op versions have older kernels: Pad-13 has no bfloat16); ``None``: the table's
-    own opset, which newer opsets share."""
-    doc = _doc()
-    table = dict(doc["missing"])
-    probed = sorted(int(o) for o in doc.get("by_opset", {}))
-    if opset is not None and opset < doc["opset"] and probed:
-        nearest = max([o for o in probed if o <= opset], default=probed[0])
-        table.update(doc["by_opset"][str(nearest)])
-    return {op: frozenset(_np(name) for name in names) for op, names in table.items() if names}
-
-
-def _np(name: str) -> np.dtype:
-    return np.dtype(name)  # "bfloat16" resolves once ml_dtypes is loaded (jax2onnx.dtypes loads it)
-
-
-_ALL = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
-        "uint32", "uint64", "bool")
+def missing_kernels(opset: int | None = None) -> dict[str, frozenset]:
+    """(op or ``op:reduction``) -> the dtypes the installed onnxruntime has no kernel for at
+    ``opset`` (:meth:`jax2onnx.ir.runtime.Runtime.missing`)."""
+    return installed().missing(opset)
 
 
 def table_key(node: ir.Node) -> str:
@@ -86,10 +55,10 @@ def table_key(node: ir.Node) -> str:
     return node.op_type
 
 
-def _value_inputs(node: ir.Node, key: str) -> list[int]:
+def _value_inputs(node: ir.Node, key: str, runtime: Runtime) -> list[int]:
     """Indices of the inputs typed by the op's shared type parameter (Where's condition, Pad's
     pads, a scatter's indices are not)."""
-    positions = _typed_inputs().get(key)
+    positions = runtime.typed_inputs(key)
     if positions is None:
         positions = range(1 if node.op_type == "Where" else 0, len(node.inputs))
     return [i for i in positions if i < len(node.inputs) and node.inputs[i] is not None]
@@ -100,9 +69,56 @@ def _cast(value: ir.Value, dtype: ir.DataType, name: str) -> ir.Node:
     return ir.Node("", "Cast", [value], [ir.AttrInt64("to", int(dtype))], outputs=[out], name=f"{name}_node")
 
 
+def _may_have_no_rows(value: ir.Value) -> bool:
+    """Unknown shape, or a leading dim that is symbolic or 0 (a rank-1 ``value`` has no rows to
+    lack: the column form is the same dot product then)."""
+    shape = value.shape
+    return shape is None or (len(shape) >= 2 and any(not isinstance(d, int) or d == 0 for d in list(shape)[:-1]))
+
+
+def _matrix_times_vector(graph: ir.Graph, node: ir.Node, runtime: Runtime, fresh) -> bool:
+    """``MatMul(a, v)`` of a vector ``v`` as ``Squeeze(MatMul(a, Unsqueeze(v, -1)), -1)`` where
+    the runtime fails that form for an ``a`` without rows (``MatMul:vector``, onnxruntime 1.31)."""
+    a, v = node.inputs[0], node.inputs[1]
+    if v is None or v.shape is None or len(v.shape) != 1 or a is None:
+        return False
+    if v.type is None or runtime.supports("MatMul:vector", v.type.dtype.numpy()) or not _may_have_no_rows(a):
+        return False
+    axes = ir.Value(name=fresh("minus_one"), type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape([1]))
+    const = ir.Node("", "Constant", [], [ir.AttrTensor("value", ir.tensor(np.array([-1], np.int64)))],
+                    outputs=[axes], name=f"{axes.name}_node")
+    column = ir.Value(name=fresh("column"), type=v.type, shape=ir.Shape([v.shape[0], 1]))
+    unsqueeze = ir.Node("", "Unsqueeze", [v, axes], outputs=[column], name=f"{column.name}_node")
+    graph.insert_before(node, [const, unsqueeze])
+    node.replace_input_with(1, column)
+    out = node.outputs[0]
+    squeezed = ir.Value(name=fresh(out.name or "out"), type=out.type, shape=out.shape)
+    for user, j in list(out.uses()):
+        user.replace_input_with(j, squeezed)
+    squeeze = ir.Node("", "Squeeze", [out, axes], outputs=[squeezed], name=f"{squeezed.name}_node")
+    graph.insert_after(node, squeeze)
+    out.shape = None
+    outputs = list(graph.outputs)
+    if any(o is out for o in outputs):
+        k = next(k for k, o in enumerate(outputs) if o is out)
+        name = out.name
+        out.name, squeezed.name = f"{name}_column", name
+        graph.outputs[k] = squeezed
+    return True
+
+
 class KernelCoveragePass(ir.passes.InPlacePass):
+    """``runtime``: the onnxruntime the model is for (default: the installed one, see
+    :func:`jax2onnx.ir.runtime.installed`)."""
+
+    def __init__(self, runtime: Runtime | None = None) -> None:
+        super().__init__()
+        self.runtime = runtime
+
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        table = missing_kernels(model.opset_imports.get("", model.opset_imports.get("ai.onnx")))
+        runtime = self.runtime or installed()
+        opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+        table = runtime.missing(opset)
         modified = False
         counter = [0]
 
@@ -112,11 +128,13 @@ class KernelCoveragePass(ir.passes.InPlacePass):
 
         for graph in list(all_graphs(model)):
             for node in list(graph):
+                if node.op_type == "MatMul" and node.domain in ("", "ai.onnx"):
+                    modified |= _matrix_times_vector(graph, node, runtime, fresh)
                 key = table_key(node)
                 missing = table.get(key)
                 if missing is None or node.domain not in ("", "ai.onnx"):
                     continue
-                idx = _value_inputs(node, key)
+                idx = _value_inputs(node, key, runtime)
                 typed = [node.inputs[i] for i in idx]
                 if not typed or typed[0].type is None:
                     continue
@@ -124,7 +142,7 @@ class KernelCoveragePass(ir.passes.InPlacePass):
                 np_dtype = dtype.numpy()
                 if np_dtype not in missing:
                     continue
-                supported = {_np(n) for n in _ALL} - missing
+                supported = runtime.dtypes(key, opset)  # what the schema takes and a kernel runs
                 try:
                     wide = carrier(np_dtype, supported, keep_order=key not in _ORDER_FREE)
                 except NotImplementedError:

@@ -7,10 +7,10 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax2onnx.dtypes import is_float
 from jax2onnx.testing import Component, Testcase
 from jax2onnx.testing.runner import op_types
 
-from .._common import is_float
 from .helpers import grad_of_sum
 
 _EXACT = {"rtol": 0.0, "atol": 0.0, "rtol_f64": 0.0, "atol_f64": 0.0}

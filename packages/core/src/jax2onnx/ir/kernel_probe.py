@@ -1,6 +1,9 @@
-"""Probe which (op, dtype) pairs onnxruntime's CPU provider implements; writes the table core reads.
+"""Probe which (op, dtype) pairs the installed onnxruntime's CPU provider implements.
 
-    python bench/ort_kernels.py            # rewrites packages/core/src/jax2onnx/ir/ort_kernels.json
+    python -m jax2onnx.ir.kernel_probe     # writes ir/ort_kernels/<onnxruntime major.minor>.json
+
+:mod:`jax2onnx.ir.runtime` reads the table measured for the installed onnxruntime version, and runs
+:func:`measure_table` (then caches its result) for a version the package ships no table for.
 
 For each op whose tensor inputs and output share one type parameter (elementwise, binary,
 variadic, MatMul, Where's value inputs, ...) and each dtype JAX has, a one-node model is created
@@ -14,14 +17,18 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
-from jax2onnx.ir.opsets import MIN_OPSET
 from onnx import TensorProto, helper
 
-OUT = os.path.join(os.path.dirname(__file__), "..", "packages", "core", "src", "jax2onnx", "ir", "ort_kernels.json")
+#: the oldest opset probed: jax2onnx.ir.opsets.MIN_OPSET (not imported: opsets reaches the passes,
+#: which read the tables; tests/test_runtime.py checks the two agree)
+MIN_OPSET = 13
+
+#: the folder of the measured tables, one per onnxruntime ``major.minor``
+TABLES = os.path.join(os.path.dirname(__file__), "ort_kernels")
 
 DTYPES = {
     "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16, "float32": TensorProto.FLOAT,
@@ -31,9 +38,10 @@ DTYPES = {
 }
 UNARY = ["Abs", "Neg", "Sqrt", "Exp", "Log", "Tanh", "Sigmoid", "Relu", "Floor", "Ceil", "Round", "Sign",
          "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Reciprocal", "Identity", "Not",
-         "BitwiseNot", "Softplus", "IsNaN", "IsInf"]
+         "BitwiseNot", "Softplus", "IsNaN", "IsInf", "Elu", "Celu", "Selu", "LeakyRelu", "HardSigmoid",
+         "HardSwish", "Mish", "Softsign", "LogSoftmax"]
 BINARY = ["Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Mod", "MatMul", "Equal", "Less", "Greater",
-          "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "BitwiseXor"]
+          "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitShift"]
 #: ops whose first output is bool whatever T is
 BOOL_OUT = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf"}
 
@@ -53,6 +61,7 @@ STRUCTURED: dict[str, StructSpec] = {
     "TopK": ({0: [2, 2]}, {1: [1]}, {}, True),
     "ReduceSum": ({0: [2, 2]}, {1: [1]}, {}, True),
     "ReduceProd": ({0: [2, 2]}, {1: [1]}, {}, True),
+    "ReduceMean": ({0: [2, 2]}, {1: [1]}, {}, True),
     "ReduceMax": ({0: [2, 2]}, {1: [1]}, {}, True),
     "ReduceMin": ({0: [2, 2]}, {1: [1]}, {}, True),
     "ArgMax": ({0: [2, 2]}, {}, {"axis": 1}, False),
@@ -95,6 +104,8 @@ def _session(model: onnx.ModelProto, feeds: dict | None = None) -> bool | None:
         onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     except Exception:  # noqa: BLE001 - the schema rejects this type: not a kernel question
         return None
+    import onnxruntime as ort
+
     try:
         opts = ort.SessionOptions()
         opts.log_severity_level = 4
@@ -114,7 +125,9 @@ def probe(op: str, n_in: int, elem: int, opset: int) -> bool | None:
     """An elementwise/variadic op whose inputs and output share T."""
     out_t = TensorProto.BOOL if op in BOOL_OUT else elem
     inputs = [helper.make_tensor_value_info(f"x{i}", elem, [2, 2]) for i in range(n_in)]
-    attrs = {"fmod": 1} if op == "Mod" and elem in (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16) else {}
+    attrs: dict[str, Any] = {"fmod": 1} if op == "Mod" and elem in (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16) else {}
+    if op == "BitShift":
+        attrs = {"direction": "LEFT"}
     if op == "Where":
         inputs = [helper.make_tensor_value_info("c", TensorProto.BOOL, [2, 2])] + [
             helper.make_tensor_value_info(f"x{i}", elem, [2, 2]) for i in range(2)]
@@ -129,7 +142,7 @@ def probe_structured(key: str, dtype: str, opset: int) -> bool | None:
     """An op of STRUCTURED, built and run once on zeros (some kernels refuse a type only when they run)."""
     op = key.split(":")[0]
     typed, others, attrs, same_out = STRUCTURED[key]
-    if op in ("ReduceMax", "ReduceMin", "ReduceProd") and opset < 18:  # axes were an attribute then
+    if op in ("ReduceMax", "ReduceMin", "ReduceProd", "ReduceMean") and opset < 18:  # axes were an attribute then
         others, attrs = {}, {**attrs, "axes": others[1]}
     elem = DTYPES[dtype]
     n = max([*typed, *others]) + 1
@@ -189,7 +202,154 @@ def measure(opset: int) -> dict[str, list[str]]:
     return table
 
 
-def main() -> None:
+def _run_one(op: str, x: np.ndarray, attrs: dict, consts: list, n_out: int = 1) -> np.ndarray | None:
+    """``op`` on ``x`` (and int64 constant inputs) in onnxruntime, its first output; None when it
+    does not load."""
+    import onnxruntime as ort
+
+    elem = helper.np_dtype_to_tensor_dtype(x.dtype)
+    inits = [helper.make_tensor(f"c{i}", TensorProto.INT64, [len(c)], c) for i, c in enumerate(consts)]
+    outs = [helper.make_tensor_value_info("y", elem, None)]
+    if n_out == 2:
+        outs.append(helper.make_tensor_value_info("i", TensorProto.INT64, None))
+    node = helper.make_node(op, ["x", *(i.name for i in inits)], [o.name for o in outs], **attrs)
+    graph = helper.make_graph([node], "probe", [helper.make_tensor_value_info("x", elem, None)], outs, initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        return sess.run(None, {"x": x})[0]
+    except Exception:  # noqa: BLE001 - no kernel: the load probes above record that
+        return None
+
+
+def _reduce_rows(dtype: np.dtype) -> np.ndarray:
+    """Rows a reduction gets wrong when its kernel is wrong: the dtype's extremes, and for int64 the
+    uint32 values a carrier brings (onnxruntime 1.31's int64 ReduceMin returns 3 for [3, 1, 2**40, 2**32-1])."""
+    if dtype.kind == "f":
+        return np.array([[3.0, 1.0, -2.5, 7.0], [np.inf, -np.inf, 0.5, 2.0]], dtype)
+    info = np.iinfo(dtype)
+    rows = [[3, 1, info.max, info.min], [info.max, info.max - 1, 0, 1]]
+    if dtype == np.int64:
+        rows += [[3, 1, 2**40, 2**32 - 1], [0, 1, 2**31, 2**32 - 1], [-3, -1, -(2**40), 1 - 2**32]]
+    return np.array(rows, dtype)
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    import math
+
+    return np.vectorize(math.erf)(x)
+
+
+#: activation op -> (attributes, the float64 reference, the attribute sets to check): the values
+#: a float kernel must give. onnxruntime builds some from float32 functions (Gelu's constants),
+#: so their float64 results are float32-accurate: inexact for float64.
+_ACTIVATIONS: dict[str, list[tuple[dict, Any]]] = {
+    "Gelu": [({}, lambda x: 0.5 * x * (1 + _erf(x / np.sqrt(2.0)))),
+             ({"approximate": "tanh"}, lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))))],
+    "Softplus": [({}, lambda x: np.logaddexp(x, 0.0))],
+    "Elu": [({"alpha": 1.0}, lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))))],
+    "Celu": [({"alpha": 1.0}, lambda x: np.maximum(x, 0) + np.minimum(0, np.expm1(np.minimum(x, 0))))],
+    "Selu": [({"alpha": _SELU_ALPHA, "gamma": _SELU_SCALE},
+              lambda x: _SELU_SCALE * np.where(x > 0, x, _SELU_ALPHA * np.expm1(np.minimum(x, 0))))],
+    "LeakyRelu": [({"alpha": 0.01}, lambda x: np.where(x >= 0, x, 0.01 * x))],
+    "HardSigmoid": [({"alpha": 1 / 6, "beta": 0.5}, lambda x: np.clip(x / 6 + 0.5, 0, 1))],
+    "HardSwish": [({}, lambda x: x * np.clip(x / 6 + 0.5, 0, 1))],
+    "Mish": [({}, lambda x: x * np.tanh(np.logaddexp(x, 0.0)))],
+}
+
+
+def _activation_inexact(op: str) -> list[str]:
+    """The float dtypes ``op`` (every attribute set of :data:`_ACTIVATIONS`) misses its reference
+    on: relative error above a few units in the last place."""
+    x64 = np.linspace(-4.0, 4.0, 41) + 1e-3
+    wrong = []
+    for dtype, rtol in ((np.dtype(np.float32), 1e-5), (np.dtype(np.float64), 1e-12)):
+        for attrs, ref in _ACTIVATIONS[op]:
+            x = x64.astype(dtype)
+            got = _run_one(op, x, attrs, [])
+            if got is not None and not np.allclose(got, ref(x.astype(np.float64)), rtol=rtol, atol=rtol):
+                wrong.append(dtype.name)
+                break
+    return wrong
+
+
+def _matmul_vector_fails(dtype: np.dtype) -> bool:
+    """Whether ``MatMul`` of an empty batch of rows by a vector fails (onnxruntime 1.31: "left
+    operand cannot broadcast on dim 0" for (0, 4) @ (4,)), while (3, 4) @ (4,) runs."""
+    import onnxruntime as ort
+
+    elem = helper.np_dtype_to_tensor_dtype(dtype)
+    node = helper.make_node("MatMul", ["a", "b"], ["y"])
+    graph = helper.make_graph([node], "probe", [helper.make_tensor_value_info(n, elem, None) for n in "ab"],
+                              [helper.make_tensor_value_info("y", elem, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        sess.run(None, {"a": np.ones((3, 4), dtype), "b": np.ones((4,), dtype)})
+    except Exception:  # noqa: BLE001 - no kernel at all: the load probes record that
+        return False
+    try:
+        return sess.run(None, {"a": np.ones((0, 4), dtype), "b": np.ones((4,), dtype)})[0].shape != (0,)
+    except Exception:  # noqa: BLE001
+        return True
+
+
+def measure_inexact() -> dict[str, list[str]]:
+    """Kernels that load but compute something else than the ONNX spec (and XLA) on values at a
+    dtype's edges; a lowering that meets one takes another form or an exact carrier.
+
+    - ReduceMin/ReduceMax: compared with numpy on :func:`_reduce_rows`;
+    - TopK: NaN is greater than every number (the spec; XLA's sort order): last ascending, first descending;
+    - the activations of :data:`_ACTIVATIONS`, compared with float64 references;
+    - ``MatMul:vector``: a matrix with no rows times a vector (:func:`_matmul_vector_fails`).
+    """
+    table: dict[str, list[str]] = {}
+    ints = [np.dtype(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")]
+    floats = [np.dtype(t) for t in ("float16", "float32", "float64")]
+    for op, ref in (("ReduceMin", np.min), ("ReduceMax", np.max)):
+        wrong = []
+        for dtype in ints + floats:
+            x = _reduce_rows(dtype)
+            got = _run_one(op, x, {"keepdims": 0}, [[1]])
+            if got is not None and not np.array_equal(got, ref(x, axis=1)):
+                wrong.append(dtype.name)
+        if wrong:
+            table[op] = wrong
+    wrong = []
+    for dtype in floats:
+        x = np.array([[1.0, np.nan, 3.0, -np.inf, 2.0], [np.nan, 1.0, 3.0, np.nan, 2.0], [1.0, 2.0, 3.0, 4.0, np.nan]], dtype)
+        ascending = _run_one("TopK", x, {"largest": 0}, [[5]], n_out=2)
+        descending = _run_one("TopK", x, {"largest": 1}, [[5]], n_out=2)
+        if ascending is None or descending is None:
+            continue
+        if not (np.array_equal(ascending, np.sort(x, axis=1), equal_nan=True)
+                and np.array_equal(descending, np.flip(np.sort(x, axis=1), axis=1), equal_nan=True)):
+            wrong.append(dtype.name)
+    if wrong:
+        table["TopK"] = wrong
+    wrong = [d.name for d in ints + floats if _matmul_vector_fails(d)]
+    if wrong:
+        table["MatMul:vector"] = wrong
+    for op in _ACTIVATIONS:
+        wrong = _activation_inexact(op)
+        if wrong:
+            table[op] = wrong
+    return table
+
+
+def measure_table() -> dict[str, Any]:
+    """The installed onnxruntime's table: what :class:`jax2onnx.ir.runtime.Runtime` reads."""
+    import onnxruntime as ort
+
     opset = 21  # IR 10: loads in every onnxruntime this probe runs on; kernels are the same at 23
     table = measure(opset)
     # Older opsets pick older kernel versions, some with fewer types (Pad-13 has no bfloat16,
@@ -204,12 +364,26 @@ def main() -> None:
     # only ops with other inputs (pads, indices, axes) list their T positions: the pass casts every
     # input of the rest, whatever their count (Einsum and Concat take any number)
     typed = {key: sorted(spec[0]) for key, spec in STRUCTURED.items() if key in keys and spec[1]}
-    doc = {"onnxruntime": ort.__version__, "opset": opset, "missing": table, "by_opset": by_opset,
-           "typed_inputs": typed}
-    with open(OUT, "w") as f:
+    return {"onnxruntime": ort.__version__, "opset": opset, "missing": table, "by_opset": by_opset,
+            "typed_inputs": typed, "inexact": measure_inexact()}
+
+
+def write_table(doc: dict[str, Any], path: str) -> None:
+    """Write ``doc`` to ``path`` atomically (a concurrent reader sees the old file or the new one)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
         f.write("\n")
-    print(json.dumps(doc, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def main() -> None:
+    doc = measure_table()
+    major_minor = ".".join(doc["onnxruntime"].split(".")[:2])
+    path = os.path.join(TABLES, f"{major_minor}.json")
+    write_table(doc, path)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
