@@ -1,7 +1,8 @@
-"""Wheel build hook: ship core's ``jax2onnx/__init__.py`` a second time, as the fallback package's
-``_init_body.py`` (fallback/__init__.py says why). A copy made at build time, so the wheel keeps
-the file at its own path too (hatch's static force-include would move it) and no second copy
-lives in the source tree to drift."""
+"""Wheel build hook: the fallback ``jax2onnx`` package (fallback/__init__.py says why) and the
+``.pth`` that puts it on ``sys.path``, with core's ``jax2onnx/__init__.py`` shipped a second time
+as its ``_init_body.py``. That copy is made at build time, so the wheel keeps the file at its own
+path too (hatch's static force-include would move it) and no second copy lives in the source tree
+to drift. Editable installs get none of it: they import the source folder."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ class FallbackInitHook(BuildHookInterface):
         copy = os.path.join(self._tmp, "_init_body.py")
         shutil.copyfile(os.path.join(self.root, "src", "jax2onnx", "__init__.py"), copy)
         build_data["force_include"][copy] = BODY
+        fallback = os.path.join(self.root, "fallback")
+        build_data["force_include"][os.path.join(fallback, "__init__.py")] = "_jax2onnx_core_fallback/jax2onnx/__init__.py"
+        build_data["force_include"][os.path.join(fallback, "jax2onnx_core_fallback.pth")] = "jax2onnx_core_fallback.pth"
 
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
         tmp = getattr(self, "_tmp", None)

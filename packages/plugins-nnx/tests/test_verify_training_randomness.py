@@ -30,9 +30,9 @@ def test_eval_mode_verifies():
 def test_a_deterministic_mismatch_still_blames_the_lowering(monkeypatch):
     """Without randomness in the trace, the message keeps pointing at a lowering."""
     import jax.numpy as jnp
-    import jax2onnx.verification.report as report_mod
+    import jax2onnx.export.verify as verify_stage
 
-    real = report_mod.verify
-    monkeypatch.setattr(report_mod, "verify", lambda fn, *a, **k: real(lambda x: fn(x) + 1.0, *a, **k))
+    real = verify_stage.run_verify  # the verify stage's engine: compare against fn(x) + 1 instead
+    monkeypatch.setattr(verify_stage, "run_verify", lambda fn, *a, **k: real(lambda x: fn(x) + 1.0, *a, **k))
     with pytest.raises(VerificationError, match="A lowering computes something else"):
         to_onnx(lambda x: jnp.sin(x), [("B", 3)], verify=True)
