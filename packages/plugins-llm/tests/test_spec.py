@@ -91,9 +91,12 @@ def test_jax_function_decoder(tmp_path, cache, target):
     config = check_folder(folder)
     assert config["search"]["past_present_share_buffer"] is (cache == "shared")
     assert config["model"]["decoder"]["num_key_value_heads"] == KV_HEADS
-    ops = {n.op_type for n in onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.node}
-    # onnxruntime: one fused GroupQueryAttention per layer; onnx: standard ops only.
-    assert ("GroupQueryAttention" in ops) is (target == "onnxruntime")
+    # onnxruntime: one fused GroupQueryAttention per layer (head_size 8: rotated before it, GQA's
+    # rotary wants multiples of 16); onnx: standard ops only.
+    gqa = [n for n in onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.node
+           if n.op_type == "GroupQueryAttention"]
+    assert len(gqa) == (LAYERS if target == "onnxruntime" else 0)
+    assert all(a.i == 0 for n in gqa for a in n.attribute if a.name == "do_rotary")
 
     def reference(prompts):
         return greedy_generate(spec, *left_pad(prompts, 0), NEW_TOKENS)
@@ -112,8 +115,11 @@ def test_nnx_llama_reference_model(tmp_path, cache, target):
     assert json.loads((folder / "genai_config.json").read_text())["model"]["context_length"] == 64
     assert config["model"]["decoder"]["num_attention_heads"] == 4
     ops = [n.op_type for n in onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.node]
-    if target == "onnxruntime":  # per layer: two residual norms fused with their Add, one GQA
+    if target == "onnxruntime":  # per layer: two residual norms fused with their Add, one GQA rotating q/k
         assert ops.count("SkipSimplifiedLayerNormalization") == 4 and ops.count("GroupQueryAttention") == 2
+        gqa = [n for n in onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.node
+               if n.op_type == "GroupQueryAttention"]
+        assert all(a.i == 1 for n in gqa for a in n.attribute if a.name == "do_rotary")
     else:
         assert "RMSNormalization" in ops and not any(op in ops for op in ("GroupQueryAttention", "SkipSimplifiedLayerNormalization"))
 

@@ -149,7 +149,7 @@ def _check_spec(spec: DecoderSpec, max_length: int, cache: str) -> None:
         )
 
 
-def flat_step(spec: DecoderSpec, cache: str) -> Any:
+def flat_step(spec: DecoderSpec, cache: str, max_length: int | None = None) -> Any:
     """The step as onnxruntime-genai calls it: ``(input_ids, attention_mask, *past) -> (logits, *present)``
     with past/present interleaved per layer as ``key, value``.
 
@@ -179,7 +179,7 @@ def flat_step(spec: DecoderSpec, cache: str) -> Any:
         mask = jnp.where(pad_slots, 0, mask)
         clean = [jnp.where(jnp.isnan(t), jnp.zeros((), t.dtype), t) for t in past]
         position_ids = position_ids_from_mask(mask, seq)
-        kv = KVCache(clean[0::2], clean[1::2], mask, cache)
+        kv = KVCache(clean[0::2], clean[1::2], mask, cache, max_length=max_length)
         logits, kv = spec.step(spec.params, input_ids, mask, position_ids, kv)
         keys = list(kv.keys)
         if cache == "shared":  # the buffer outlasts this step's tokens: mark only the first `total` slots
@@ -228,7 +228,7 @@ def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, prec
         kwargs["target"] = "onnxruntime" if target == "onnxruntime" else "generic"
     token = _FUSE_ATTENTION.set(target == "onnxruntime")
     try:
-        model = to_onnx(flat_step(spec, cache), input_specs(spec, cache, max_length), model_name="causal_lm",
+        model = to_onnx(flat_step(spec, cache, max_length), input_specs(spec, cache, max_length), model_name="causal_lm",
                         opset=opset, input_names=in_names, output_names=out_names, return_mode="ir", **kwargs)
     finally:
         _FUSE_ATTENTION.reset(token)

@@ -59,8 +59,6 @@ class DecoderSpec:
             behave alike; the family name is informational).
         cache_layouts: the layouts this step can run (a step that writes its cache itself may
             support only one).
-        rope_theta: RoPE base when the step rotates with :func:`attend`'s ``rotary`` (read by the
-            fused ``target="onnxruntime"`` path for its cos/sin tables).
         dtype: the cache and logits dtype (float32).
         tokenizer: where the tokenizer files live, when the model carries one.
     """
@@ -93,7 +91,7 @@ class KVCache:
     """
 
     def __init__(self, keys: tuple[Any, ...], values: tuple[Any, ...], attention_mask: Any, layout: str,
-                 length: Any = None):
+                 length: Any = None, max_length: int | None = None):
         if layout not in CACHE_LAYOUTS:
             raise ValueError(f"cache layout {layout!r}: use one of {CACHE_LAYOUTS}")
         self.keys = list(keys)
@@ -103,14 +101,16 @@ class KVCache:
         # An explicit (traced) length lets a jitted loop keep one mask shape (B, capacity) for every
         # step (reference.greedy_generate); the exported graph reads it from the mask's shape.
         self.length = length
+        # The export's max_length: every position is below it (GQA's rotary tables are this long).
+        self.max_length = max_length
 
     def tree_flatten(self) -> tuple[Any, Any]:
-        return (tuple(self.keys), tuple(self.values), self.attention_mask, self.length), self.layout
+        return (tuple(self.keys), tuple(self.values), self.attention_mask, self.length), (self.layout, self.max_length)
 
     @classmethod
-    def tree_unflatten(cls, layout: str, children: Any) -> KVCache:
+    def tree_unflatten(cls, aux: tuple[str, int | None], children: Any) -> KVCache:
         keys, values, mask, length = children
-        return cls(keys, values, mask, layout, length)
+        return cls(keys, values, mask, aux[0], length, aux[1])
 
     @property
     def total_length(self) -> Any:
@@ -188,20 +188,22 @@ def attend(
         scale: the scores' scale (``1/sqrt(head_size)`` by default).
         rotary: ``(cos, sin)``, each ``(batch, sequence, head_size // 2)`` for the new tokens'
             positions: rotate ``q`` and ``k`` (the half-split "rotate_half" convention of Llama,
-            Mistral and Gemma) before caching ``k``.
+            Mistral and Gemma) before caching ``k``. Tables from :func:`rotary_tables` also carry
+            their positions, and ``target="onnxruntime"`` then rotates inside
+            ``GroupQueryAttention``.
 
     Returns:
         ``(batch, sequence, num_heads, head_size)``.
     """
-    if rotary is not None:
-        cos, sin = rotary
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
     head_size = q.shape[-1]
     scale = 1.0 / math.sqrt(head_size) if scale is None else scale
     if _FUSE_ATTENTION.get():
         from . import fused
 
-        return fused.attend_fused(cache, layer, q, k, v, scale=scale)
+        return fused.attend_fused(cache, layer, q, k, v, scale=scale, rotary=rotary)
+    if rotary is not None:
+        cos, sin = rotary
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
     return _attend_reference(cache, layer, q, k, v, scale)
 
 
@@ -219,11 +221,27 @@ def _attend_reference(cache: KVCache, layer: int, q: Any, k: Any, v: Any, scale:
     return out.reshape(b, num_heads, s, head_size).transpose(0, 2, 1, 3)
 
 
-def rotary_tables(position_ids: Any, head_size: int, theta: float = 10000.0, dtype: Any = jnp.float32) -> tuple[Any, Any]:
+class RotaryTables(tuple):
+    """``(cos, sin)`` for the new tokens, remembering the positions and base they came from, so
+    ``target="onnxruntime"`` can hand the rotation to ``GroupQueryAttention`` (``do_rotary``)."""
+
+    position_ids: Any
+    theta: float
+
+    def __new__(cls, cos: Any, sin: Any, position_ids: Any, theta: float) -> RotaryTables:
+        self = super().__new__(cls, (cos, sin))
+        self.position_ids, self.theta = position_ids, theta
+        return self
+
+
+def rope_frequencies(head_size: int, theta: float) -> Any:
+    return 1.0 / (theta ** (jnp.arange(0, head_size, 2, dtype=jnp.float32) / head_size))
+
+
+def rotary_tables(position_ids: Any, head_size: int, theta: float = 10000.0, dtype: Any = jnp.float32) -> RotaryTables:
     """``(cos, sin)``, each ``(batch, sequence, head_size // 2)``, for RoPE at ``position_ids``."""
-    inv_freq = 1.0 / (theta ** (jnp.arange(0, head_size, 2, dtype=jnp.float32) / head_size))
-    angles = position_ids.astype(jnp.float32)[..., None] * inv_freq
-    return jnp.cos(angles).astype(dtype), jnp.sin(angles).astype(dtype)
+    angles = position_ids.astype(jnp.float32)[..., None] * rope_frequencies(head_size, theta)
+    return RotaryTables(jnp.cos(angles).astype(dtype), jnp.sin(angles).astype(dtype), position_ids, theta)
 
 
 def apply_rotary(x: Any, cos: Any, sin: Any) -> Any:
