@@ -10,7 +10,7 @@
     nox -s opsets           # every testcase of every pack exported at opset 17 (LayerNormalization's)
     nox -s opsets_oldest    # every testcase of every pack exported at the oldest opset (13)
     nox -s web              # quickstart MLP, a CNN and a transformer layer in onnxruntime-web (wasm) under Node
-    nox -s lint demo bench coverage_docs
+    nox -s lint demo bench bench_targets coverage_docs
     nox -s docs             # the user guide (mkdocs build --strict) into site/
     nox -s fuzz stress      # long differential fuzzing; 8 threads x 20 rounds of concurrent exports
     nox -s build            # sdists + wheels, twine check, each wheel smoke-tested alone in a fresh venv;
@@ -340,6 +340,14 @@ def bench(session: nox.Session) -> None:
     """Side-by-side benchmark against the peer (jax2onnx 0.17.1, in its own venv)."""
     session.install(*ALL_PACKAGES)
     session.run("python", "bench/compare_peer.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_targets(session: nox.Session) -> None:
+    """Our exports per target= (generic, onnxruntime) against JAX-jit at 1 and 2 threads, with the
+    Hugging Face models (transformers) and the BERT-base-sized encoder (--models bert_base_encoder)."""
+    session.install(*ALL_PACKAGES, "transformers>=4.57,<5")
+    session.run("python", "bench/targets.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)

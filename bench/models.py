@@ -278,6 +278,19 @@ MODELS: dict[str, ModelSpec] = {
 }
 
 
+try:  # Hugging Face models when transformers is installed (bench/hf_models.py)
+    import hf_models as _hf
+except ImportError:
+    pass
+else:
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        MODELS.update({spec.name: spec for spec in _hf.specs(ModelSpec)})
+
+
 # ------------------------------------------------------------------------------------------- inputs
 
 

@@ -98,3 +98,22 @@ def test_check_command_lists_what_tensorrt_cannot_take(tmp_path, capsys):
     onnx.save(to_onnx(lambda x: jnp.tanh(x) * 2, [("B", 16)], opset=20), good)
     assert cli(["check", "--target", "tensorrt", str(good)]) == 0
     assert "nothing" in capsys.readouterr().out
+
+
+def test_the_report_names_the_target_and_counts_the_rewrites():
+    import functools
+
+    gelu = functools.partial(jax.nn.gelu, approximate=False)
+
+    def fn(x, y):  # two functions of x inside a larger one, and one of y
+        return gelu(x) + jax.scipy.stats.norm.cdf(x) + gelu(y)
+
+    model = to_onnx(fn, [("B", 8), ("B", 8)], target="onnxruntime")
+    report = verify(fn, model, [("B", 8), ("B", 8)])
+    assert report, report.failures()
+    assert report.summary.target == "onnxruntime"
+    assert report.summary.rewrites == {"gelu_exact": 2, "normal_cdf": 1}
+    text = str(report)
+    assert "target: onnxruntime" in text and "rewrites: gelu_exact 2, normal_cdf 1" in text
+    assert "| target | onnxruntime |" in report.to_markdown()
+    assert report.summary.to_dict()["rewrites"] == {"gelu_exact": 2, "normal_cdf": 1}

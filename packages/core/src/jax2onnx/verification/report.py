@@ -8,13 +8,15 @@
 
 Per output (by graph output name): the largest absolute and relative error, how many elements are
 out of tolerance, and the tolerance used; per trial, the concrete input shapes. The model summary
-lists the op histogram, parameter count and bytes, file size, opset, and inputs/outputs with shapes.
+lists the op histogram, parameter count and bytes, file size, opset, inputs/outputs with shapes, and the
+export's target with the rewrites applied per rule.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -25,6 +27,7 @@ import onnx
 
 from ..errors import Jax2OnnxError
 from ..ir import proto_walk
+from ..passes.rewrite import REWRITES_KEY, TARGET_KEY
 
 #: Sizes given to each symbolic dim, one trial per entry: two different sizes catch a graph that
 #: hard-coded the size seen while tracing. Neither is 1, so broadcasting bugs cannot hide.
@@ -70,6 +73,10 @@ class ModelSummary:
     parameter_bytes: int
     file_bytes: int | None = None
     external_data_bytes: int | None = None
+    #: the export's ``target=`` and the rewrites applied per rule (``jax2onnx.passes.rewrite``),
+    #: read from the model's metadata; None/empty for a model from elsewhere
+    target: str | None = None
+    rewrites: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -136,6 +143,11 @@ def summarize(model: onnx.ModelProto | str | os.PathLike[str], path: str | os.Pa
         sizes = [os.path.getsize(os.path.join(folder, loc)) for loc in locations if os.path.exists(os.path.join(folder, loc))]
         ext_bytes = sum(sizes) if locations else None
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    meta = {p.key: p.value for p in model.metadata_props}
+    try:
+        rewrites = {str(k): int(v) for k, v in json.loads(meta.get(REWRITES_KEY, "{}")).items()}
+    except (ValueError, TypeError, AttributeError):  # metadata written by someone else: not ours to read
+        rewrites = {}
     return ModelSummary(
         graph_name=graph.name,
         opset=opset,
@@ -149,6 +161,8 @@ def summarize(model: onnx.ModelProto | str | os.PathLike[str], path: str | os.Pa
         parameter_bytes=sum(_tensor_nbytes(t) for t in params),
         file_bytes=file_bytes,
         external_data_bytes=ext_bytes,
+        target=meta.get(TARGET_KEY),
+        rewrites=rewrites,
     )
 
 
@@ -251,6 +265,9 @@ class ExportReport:
             ["ops", ", ".join(f"{op} {n}" for op, n in s.op_histogram.items())],
             ["parameters", f"{s.parameter_count:,} ({_human_bytes(s.parameter_bytes)})"],
         ]
+        if s.target is not None:
+            rows.append(["target", s.target])
+            rows.append(["rewrites", ", ".join(f"{rule} {n}" for rule, n in s.rewrites.items()) or "none"])
         if s.file_bytes is not None:
             size = _human_bytes(s.file_bytes)
             if s.external_data_bytes is not None:

@@ -9,8 +9,8 @@ misses the next one. Instead:
 
 1. every value computed from a single value ``x`` by elementwise ops and size-1 constants is
    grouped under ``x`` (its *region*);
-2. each region value read outside the region (or returned) is a candidate ``y = f(x)``; its
-   *cone* is the region nodes it depends on;
+2. each region value is a candidate ``y = f(x)`` (the largest first); its *cone* is the region
+   nodes it depends on;
 3. the cones of one ``x`` are evaluated together with onnx's reference evaluator on probe points
    (a dense grid of [-12, 12] and magnitudes up to 1e30) and ``f`` is compared with each known
    function (float64 references);
@@ -82,11 +82,16 @@ PROBES = np.concatenate([np.linspace(-12.0, 12.0, 961), _WIDE, -_WIDE]).astype(n
 _CORE = np.abs(PROBES) <= 12.0
 
 
+_REFERENCE_VALUES: dict[int, np.ndarray] = {}
+
+
 def matches(reference: Callable[[np.ndarray], np.ndarray], got: np.ndarray) -> bool:
     if got.size != PROBES.size:  # the value does not follow x's shape: not a function of x alone
         return False
     x = PROBES.astype(np.float64)
-    want = reference(x)
+    want = _REFERENCE_VALUES.get(id(reference))
+    if want is None:
+        want = _REFERENCE_VALUES.setdefault(id(reference), reference(x))
     got = got.reshape(PROBES.shape).astype(np.float64)
     with np.errstate(invalid="ignore"):
         close = np.abs(got - want) <= 2e-5 * np.abs(want) + 2e-6 * (1 + np.abs(x))
@@ -194,6 +199,15 @@ def _evaluate(region: _Region, cones: dict[int, list[ir.Node]], ys: list[ir.Valu
         return None
 
 
+def _drop_unread(graph: ir.Graph | ir.Function, cone: list[ir.Node]) -> None:
+    """Remove the replaced cone's nodes nothing reads any more (last first), so that a value
+    inside it is not taken for a candidate of its own."""
+    returned = {id(v) for v in graph.outputs}
+    for node in reversed(cone):
+        if all(not v.uses() and id(v) not in returned for v in node.outputs):
+            graph.remove(node, safe=True)
+
+
 class ElementwiseFunctions:
     """The rule family: one call rewrites every recognised function of every graph."""
 
@@ -212,30 +226,28 @@ class ElementwiseFunctions:
 
     def _rewrite_one(self, graph: ir.Graph | ir.Function, tried: set[int], counts: dict[str, int]) -> bool:
         by_root, of_value = _regions(graph)
-        outputs = {id(v) for v in graph.outputs}
+        returned = {id(v) for v in graph.outputs}
         for region in by_root.values():
-            ys = []
-            for node in region.nodes:
-                y = node.outputs[0]
-                if id(y) in tried or y.dtype != ir.DataType.FLOAT:
-                    continue
-                read_outside = id(y) in outputs or any(of_value.get(id(u.outputs[0])) is not region or not _is_elementwise(u)
-                                                       for u, _ in y.uses())
-                if read_outside:
-                    ys.append(y)
+            # every value of the region is a candidate, not only those read outside it: in
+            # gelu(x) + norm.cdf(x) both terms are functions of x inside one larger one
+            # (values a replacement left unread are dead code, not candidates)
+            ys = [y for y in (node.outputs[0] for node in region.nodes)
+                  if id(y) not in tried and y.dtype == ir.DataType.FLOAT and (y.uses() or id(y) in returned)]
             cones = {id(y): _cone(y, region, of_value) for y in ys}
             ys = [y for y in ys if len(cones[id(y)]) > 1]
-            tried.update(id(y) for y in ys)
             if not ys:
                 continue
             values = _evaluate(region, cones, ys, self.opset)
             if values is None:
+                tried.update(id(y) for y in ys)
                 continue
             for y, got in sorted(zip(ys, values), key=lambda p: -len(cones[id(p[0])])):
                 for known in KNOWN:
                     if matches(known.reference, got) and self._replace(graph, region.x, y, known, len(cones[id(y)])):
                         counts[known.name] = counts.get(known.name, 0) + 1
+                        _drop_unread(graph, cones[id(y)])
                         return True
+                tried.add(id(y))  # matched nothing: its function does not change when others are replaced
         return False
 
     def _replace(self, graph: ir.Graph | ir.Function, x: ir.Value, y: ir.Value, known: Known, cone_size: int) -> bool:
