@@ -38,6 +38,7 @@ import numpy as np
 import onnx_ir as ir
 
 from .dtypes import is_float
+from .ir.constants import constant_array
 from .plugin import is_array, marked_call
 
 __all__ = [
@@ -299,14 +300,10 @@ def static_ints(values: Sequence[Any]) -> bool:
     return all(isinstance(d, (int, np.integer)) for d in values)
 
 
-def const_array(v: ir.Value | None, *, lazy: bool = True) -> np.ndarray | None:
-    """The numpy value of an initializer, else None. ``lazy=False``: None for a lazy weight too
-    (reading it would load it now, which a ``Weights`` source exists to avoid)."""
-    if v is None or v.const_value is None:
-        return None
-    if not lazy and isinstance(v.const_value, ir.LazyTensor):
-        return None
-    return v.const_value.numpy()
+#: The numpy value of a constant (an initializer, a folded value, a ``Constant`` node), else None;
+#: ``lazy=False``: None for a lazy weight too (reading it would load it now, which a ``Weights``
+#: source exists to avoid). Core's one constant reader (:mod:`jax2onnx.ir.constants`).
+const_array = constant_array
 
 
 def reshape_const(ctx: Any, v: ir.Value, shape: Sequence[int]) -> ir.Value:
