@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from . import trials
 from .compare import Comparison, compare, compare_outputs, run_onnx
 
 #: The size a symbolic dim (a string in a shape tuple) is sampled at, as 0.17 did.
@@ -68,7 +69,8 @@ def sample_inputs(inputs: Sequence[Any], double: bool = False) -> list[Any]:
     out = []
     for x in inputs:
         if _is_shape(x):
-            shape = tuple(d if isinstance(d, int) else SAMPLED_SYMBOLIC_DIM for d in x)
+            # Dims through the one trial engine, so "2*B" is twice the sampled B (0.17 took 2).
+            shape = trials.concrete_shape(x, dict.fromkeys(trials.symbols([x]), SAMPLED_SYMBOLIC_DIM))
             out.append(rng.random(shape).astype(dtype))
         else:
             out.append(x)
