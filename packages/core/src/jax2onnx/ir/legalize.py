@@ -29,6 +29,7 @@ import onnx_ir as ir
 
 from . import constants
 from .opsets import op_since
+from .proto_walk import nodes
 
 I64 = int(ir.DataType.INT64)
 U64 = int(ir.DataType.UINT64)
@@ -54,7 +55,6 @@ DECOMPOSED = "jax2onnx: decomposition of "
 
 def decomposed_ops(model: Any) -> set[str]:
     """The op types a ``onnx.ModelProto`` had decomposed by :func:`legalize` (any graph, function)."""
-    from .proto_walk import nodes
 
     return {n.doc_string[len(DECOMPOSED) :] for n in nodes(model) if n.doc_string.startswith(DECOMPOSED)}
 

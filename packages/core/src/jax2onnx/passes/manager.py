@@ -7,29 +7,15 @@ The passes themselves are ``onnx_ir.passes`` passes (``InPlacePass`` subclasses)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import onnx_ir as ir
+
+from ..ir.graphs import all_graphs  # the passes' walk over every graph, kept here for pass authors
 
 #: Ops whose outputs differ between two evaluations with the same inputs: never merged by common
 #: subexpression elimination, never evaluated at export time by constant folding.
 NONDETERMINISTIC_OPS = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout"}
 )
-
-
-def all_graphs(model: ir.Model) -> Iterator[ir.Graph | ir.Function]:
-    """The main graph, every subgraph (If/Loop/Scan bodies) and every function body."""
-    stack: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
-    while stack:
-        g = stack.pop()
-        yield g
-        for node in g:
-            for attr in node.attributes.values():
-                if attr.type == ir.AttributeType.GRAPH:
-                    stack.append(attr.value)
-                elif attr.type == ir.AttributeType.GRAPHS:
-                    stack.extend(attr.value)
 
 
 class RewriteToFixedPoint(ir.passes.InPlacePass):

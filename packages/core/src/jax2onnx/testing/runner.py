@@ -11,8 +11,12 @@ import numpy as np
 import onnx
 
 from .. import compat
+from ..errors import Jax2OnnxError
 from ..export.conversion import to_onnx
 from ..export.specs import parse_inputs
+from ..ir.legalize import decomposed_ops
+from ..ir.opsets import op_since
+from ..ir.proto_walk import nodes
 from ..verification import trials
 from ..verification.compare import compare
 from .testcase import Testcase
@@ -58,7 +62,6 @@ class Variant:
         checked; checker, onnxruntime and the JAX comparison still are."""
         if self.opset is None:
             return []
-        from ..ir.opsets import op_since
 
         return [o for o in self.expected_ops if (op_since(o) or 0) > self.opset]
 
@@ -124,7 +127,6 @@ def _with_static_sizes(specs: Sequence[Any], sizes: dict[str, int]) -> list[Any]
 
 def op_types(model: onnx.ModelProto) -> set[str]:
     """Every op type in the model: main graph, subgraphs, function bodies."""
-    from ..ir.proto_walk import nodes
 
     return {n.op_type for n in nodes(model)}
 
@@ -138,8 +140,6 @@ def unavailable_ops(model: onnx.ModelProto, ops: Sequence[str]) -> list[str]:
     """Those of ``ops`` that do not exist at ``model``'s opset (Gelu before 20, Attention before
     23, ...) or that the export decomposed there (ScatterND's min/max before 18, a dilated
     AveragePool before 19): a check expecting them must accept their decomposition instead."""
-    from ..ir.legalize import decomposed_ops
-    from ..ir.opsets import op_since
 
     opset = model_opset(model)
     decomposed = decomposed_ops(model)
@@ -166,7 +166,6 @@ def run_variant(variant: Variant) -> CaseResult:
 
 def _check_unavailable(variant: Variant, fn: Any, inputs: VariantInputs) -> CaseResult:
     """Below the testcase's ``min_opset`` the export must fail with an error naming the opset."""
-    from ..errors import Jax2OnnxError
 
     try:
         _export(variant, fn, inputs)
@@ -215,7 +214,6 @@ def variant_inputs(variant: Variant, fn: Any) -> VariantInputs:
 def export_and_check_structure(variant: Variant, fn: Any, inputs: VariantInputs) -> onnx.ModelProto:
     """Export, run ``onnx.checker`` (full_check) and check the graph against the testcase's
     expected/forbidden ops, node budget and (float64) output dtypes."""
-    from ..ir.legalize import decomposed_ops
 
     case = variant.case
     model = _export(variant, fn, inputs)

@@ -24,6 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputSpecError
+from ..export import api_compat
+from ..export.options import ExportOptions, check_indices
 from . import trials
 from .compare import Comparison, compare, compare_outputs, run_onnx
 
@@ -78,7 +81,6 @@ def sample_inputs(inputs: Sequence[Any], double: bool = False) -> list[Any]:
 
 
 def _check_inputs(inputs: Any) -> None:
-    from ..errors import InputSpecError
 
     if inputs is None or isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
         raise InputSpecError(
@@ -118,8 +120,6 @@ def allclose(
     arrays = sample_inputs(inputs, double=enable_double_precision)
     reference, model_inputs = fn, arrays
     if inputs_as_nchw or outputs_as_nchw:
-        from ..export import api_compat
-        from ..export.options import ExportOptions, check_indices
 
         options = ExportOptions(
             inputs_as_nchw=check_indices(inputs_as_nchw, "inputs_as_nchw", len(arrays)),

@@ -24,9 +24,12 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..errors import Jax2OnnxError
+from .. import compat
+from ..errors import Jax2OnnxError, require_onnxruntime
 from ..ir import proto_walk
 from ..passes.rewrite import REWRITES_KEY, TARGET_KEY
+from . import precision as precision_report
+from .compare import as_onnx_value, jax_reference, run_onnx
 from .trials import TRIAL_SIZES, random_value, spec_dtype, trial_inputs
 
 __all__ = ["TRIAL_SIZES", "ExportReport", "VerificationError", "random_value", "summarize", "trial_inputs", "verify"]
@@ -374,7 +377,6 @@ def _human_bytes(n: int) -> str:
 
 
 def _compare(name: str, expected: np.ndarray, got: np.ndarray, rtol: float | None, atol: float | None) -> OutputCheck:
-    from .compare import as_onnx_value
 
     e, g = as_onnx_value(expected), np.asarray(got)
     dtype_name = np.dtype(expected.dtype).name
@@ -452,9 +454,6 @@ def verify(
     """
     import jax
 
-    from .. import compat
-    from ..errors import require_onnxruntime
-    from .compare import jax_reference, run_onnx
 
     require_onnxruntime("verify")
     runnable: Any = model
@@ -468,7 +467,6 @@ def verify(
         double = any(spec_dtype(s, False) == np.float64 for s in inputs if not isinstance(s, (tuple, list)))
     names = [o.name for o in model.graph.output]
     input_params = _typed_params(model, len(inputs), input_params)
-    from . import precision as precision_report
 
     recorded = precision_report.recorded_precision(model)
     if recorded is not None and rtol is None and atol is None:
