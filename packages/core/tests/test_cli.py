@@ -105,14 +105,14 @@ def test_verify_prints_the_report_and_writes_it(mini_registry, model_file, tmp_p
 
 
 def test_verify_mismatch_exits_1(mini_registry, model_file, tmp_path, monkeypatch, capsys):
-    import jax2onnx.verification.report as report_mod
+    import jax2onnx.cli.commands as commands_mod  # the CLI's own reference to verify
 
-    real = report_mod.verify
+    real = commands_mod.verify
 
     def off_by_a_bit(fn, *args, **kwargs):
         return real(lambda x: [y + 1e-2 for y in fn(x)], *args, **kwargs)
 
-    monkeypatch.setattr(report_mod, "verify", off_by_a_bit)
+    monkeypatch.setattr(commands_mod, "verify", off_by_a_bit)
     out = tmp_path / "m.onnx"
     assert main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(out), "--verify", "-q"]) == 1
     assert "MISMATCH" in capsys.readouterr().out
@@ -167,12 +167,12 @@ def test_unknown_option_exits_2(capsys):
 
 
 def test_an_internal_error_exits_5_and_asks_for_the_traceback(mini_registry, model_file, tmp_path, monkeypatch, capsys):
-    import jax2onnx.verification.report as report_mod
+    import jax2onnx.cli.commands as commands_mod  # the CLI's own reference to summarize
 
     def crash(path):
         raise RuntimeError("summary exploded")
 
-    monkeypatch.setattr(report_mod, "summarize", crash)  # a bug in jax2onnx itself: not a user mistake
+    monkeypatch.setattr(commands_mod, "summarize", crash)  # a bug in jax2onnx itself: not a user mistake
     assert main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(tmp_path / "x.onnx"), "-q"]) == 5
     err = capsys.readouterr().err
     assert "internal error: RuntimeError: summary exploded" in err and "--debug" in err and "Traceback" not in err

@@ -108,3 +108,35 @@ def test_find_cycle_finds_one():
 def test_no_import_cycle_in_core():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle in core: " + " -> ".join(cycle or [])
+
+
+#: Where a function-local import of a core module is the right thing, and why.
+LOCAL_IMPORTS_ALLOWED = {
+    # pytest loads this plugin in every session, before XLA_FLAGS are set: importing jax2onnx
+    # (and so JAX) at its top would fix XLA's flags before the ini option can add them.
+    "jax2onnx.testing.pytest_plugin",
+}
+
+
+def test_core_modules_import_each_other_at_module_level():
+    """A function-local import hides an edge of the import graph (and a circle behind it); core
+    imports core at module level, except where a module is named above or the import is guarded
+    by ``try``/``except ImportError`` (a feature with an optional dependency)."""
+    modules = core_modules()
+    hidden = []
+    for name, path in modules.items():
+        if name in LOCAL_IMPORTS_ALLOWED:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        guarded = {id(n) for t in ast.walk(tree) if isinstance(t, ast.Try) for b in t.body for n in ast.walk(b)}
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if id(node) in guarded:
+                    continue
+                if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(PACKAGE)):
+                    hidden.append(f"{name}:{node.lineno}")
+                elif isinstance(node, ast.Import) and any(a.name.startswith(PACKAGE) for a in node.names):
+                    hidden.append(f"{name}:{node.lineno}")
+    assert not hidden, f"function-local imports of core modules: {hidden}"

@@ -184,6 +184,13 @@ def parse_dim_expr(text: str, scope_dims: Mapping[str, Any]) -> Any:
     return expr
 
 
+def dim_from_text(text: str) -> Any:
+    """A dim written as text (``"B"``, ``"2*B"``, ``"floordiv(B, 2)"``) as JAX parses it, in a scope
+    of its own (evaluate it with :func:`evaluate_dim`): the same grammar ``to_onnx`` accepts."""
+    (d,) = jax_export.symbolic_shape(text)
+    return d
+
+
 def dim_symbols(d: Any) -> set[str]:
     """Names of the symbols a dim expression uses."""
     if not is_symbolic_dim(d):

@@ -37,8 +37,10 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from . import compat
 from .dtypes import is_float
-from .plugin import is_array, marked_call
+from .ir.constants import constant_array
+from .plugin import Patch, is_array, marked_call
 
 __all__ = [
     "Operands",
@@ -149,7 +151,6 @@ def static_bool(x: Any) -> bool | None:
 def _vmap_of(xs: Sequence[Any], reads: Sequence[Any]) -> Any | None:
     """The innermost vmap trace ``xs`` belong to, when the call can run outside it: every input
     mapped by one vmap, everything else (unmapped inputs, ``reads``) a value from outside it."""
-    from . import compat
 
     trace = None
     for x in xs:
@@ -174,7 +175,6 @@ def _with_batch_axis(x: Any, size: Any) -> Any:
     """``x`` with the vmap's axis in front (broadcast when the vmap does not map it)."""
     import jax.numpy as jnp
 
-    from . import compat
 
     parts = compat.vmap_parts(x)
     value, axis = (x, None) if parts is None else parts[1:]
@@ -201,7 +201,6 @@ def call_in_vmaps(build: Callable[..., Any], xs: Sequence[Any], *, reads: Sequen
 
     import jax
 
-    from . import compat
 
     with contextlib.ExitStack() as outside:
         traces: list[Any] = []
@@ -274,14 +273,12 @@ def one_output_like(ctx: Any, shape: Sequence[Any], dtype: Any = None) -> bool:
 
 def region_body(ctx: Any) -> Any:
     """The region's traced body (a closed jaxpr): the library's own equations."""
-    from . import compat
 
     return compat.call_body(ctx.eqn)
 
 
 def find_eqns(closed: Any, name: str) -> list[Any]:
     """Equations named ``name`` in ``closed`` and its nested jaxprs (the region's body)."""
-    from . import compat
 
     found = []
     stack = [closed]
@@ -299,14 +296,10 @@ def static_ints(values: Sequence[Any]) -> bool:
     return all(isinstance(d, (int, np.integer)) for d in values)
 
 
-def const_array(v: ir.Value | None, *, lazy: bool = True) -> np.ndarray | None:
-    """The numpy value of an initializer, else None. ``lazy=False``: None for a lazy weight too
-    (reading it would load it now, which a ``Weights`` source exists to avoid)."""
-    if v is None or v.const_value is None:
-        return None
-    if not lazy and isinstance(v.const_value, ir.LazyTensor):
-        return None
-    return v.const_value.numpy()
+#: The numpy value of a constant (an initializer, a folded value, a ``Constant`` node), else None;
+#: ``lazy=False``: None for a lazy weight too (reading it would load it now, which a ``Weights``
+#: source exists to avoid). Core's one constant reader (:mod:`jax2onnx.ir.constants`).
+const_array = constant_array
 
 
 def reshape_const(ctx: Any, v: ir.Value, shape: Sequence[int]) -> ir.Value:
@@ -633,7 +626,6 @@ def pool_patches(module: str, avg_mark: str, max_mark: str) -> list[Any]:
     channels-last inputs, making each call the region ``avg_mark``/``max_mark`` (see
     :func:`pool_region`; lowered by :func:`lower_avg_pool_channels_last` and
     :func:`lower_max_pool_channels_last`)."""
-    from .plugin import Patch
 
     def patch_avg_pool(original: Callable[..., Any]) -> Callable[..., Any]:
         def avg_pool(inputs: Any, window_shape: Any, strides: Any = None, padding: Any = "VALID",

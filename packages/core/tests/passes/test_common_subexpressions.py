@@ -26,3 +26,22 @@ def test_random_ops_never_merge():
     graph = ir.Graph([], [add.outputs[0]], nodes=[r1, r2, add], opset_imports={"": 23})
     model = ir.Model(graph, ir_version=10)
     assert not CommonSubexpressionEliminationPass()(model).modified
+
+
+def test_duplicates_inside_an_if_branch_are_merged():
+    # The reason onnx_ir's CommonSubexpressionEliminationPass is not used: it merges in the main
+    # graph only, and bodies of Loop/Scan/If and functions kept their duplicates.
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([3]))
+    c = ir.Value(name="c", type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([]))
+
+    def branch(name):
+        s1, s2 = ir.Node("", "Sin", [x]), ir.Node("", "Sin", [x])
+        mul = ir.Node("", "Mul", [s1.outputs[0], s2.outputs[0]])
+        return ir.Graph([], [mul.outputs[0]], nodes=[s1, s2, mul], name=name)
+
+    then, other = branch("then"), branch("else")
+    cond = ir.Node("", "If", [c], attributes=[ir.AttrGraph("then_branch", then), ir.AttrGraph("else_branch", other)])
+    graph = ir.Graph([c, x], [cond.outputs[0]], nodes=[cond], opset_imports={"": 23})
+    model = ir.Model(graph, ir_version=10)
+    assert CommonSubexpressionEliminationPass()(model).modified
+    assert [n.op_type for n in then] == ["Sin", "Mul"] and [n.op_type for n in other] == ["Sin", "Mul"]

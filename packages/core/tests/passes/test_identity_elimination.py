@@ -17,3 +17,18 @@ def test_inner_identity_removed_output_identity_kept():
     assert [n.op_type for n in model.graph] == ["Sin", "Identity"]
     assert model.graph.node(0).inputs[0] is x
     assert not IdentityEliminationPass()(model).modified
+
+
+def test_an_array_returned_twice_keeps_both_output_names(mini_registry):
+    # The reason onnx_ir's IdentityEliminationPass is not used: it renamed y to output_1 twice.
+    import jax.numpy as jnp
+    import numpy as np
+    from jax2onnx import allclose, to_onnx
+
+    def f(x):
+        y = jnp.sin(x)
+        return y, y
+
+    model = to_onnx(f, [("B", 3)])
+    assert [o.name for o in model.graph.output] == ["output_0", "output_1"]
+    assert allclose(f, model, [np.ones((2, 3), np.float32)])

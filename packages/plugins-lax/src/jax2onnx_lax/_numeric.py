@@ -57,13 +57,6 @@ def where(ctx: Any, cond: ir.Value, a: ir.Value, b: ir.Value, dtype: Any) -> ir.
     return compute_in(ctx, [a, b], dtype, ctx.kernel_dtypes("Where"), lambda _c, x, y: ctx.op.Where(cond, x, y), keep_order=False)
 
 
-def const_value(v: ir.Value) -> np.ndarray | None:
-    """The numpy value of ``v`` when it is an initializer (a literal or a constant), else None."""
-    if v is not None and v.const_value is not None:
-        return v.const_value.numpy()
-    return None
-
-
 def dtype_min(dtype: Any) -> Any:
     """Smallest value of ``dtype`` (-inf for floats): the identity of max."""
     dtype = np.dtype(dtype)

@@ -15,6 +15,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax2onnx.fusion import const_array
 from jax2onnx.plugin import Lowerings
 
 lowerings = Lowerings()
@@ -67,8 +68,9 @@ def lower_cond(ctx, index, *operands):
         return []
     if len(branches) == 1:
         return ctx.lower_jaxpr(branches[0], operands)
-    if index.const_value is not None:  # a literal index (lax.cond(True, ...)): no If needed
-        chosen = int(np.clip(int(index.const_value.numpy()), 0, len(branches) - 1))
+    literal = const_array(index)
+    if literal is not None:  # a literal index (lax.cond(True, ...)): no If needed
+        chosen = int(np.clip(int(literal), 0, len(branches) - 1))
         return ctx.lower_jaxpr(branches[chosen], operands)
     if np.dtype(ctx.avals_in[0].dtype) == np.bool_:  # older JAX passed the predicate itself
         then_g = _branch_graph(ctx, ctx, branches[1], operands, "cond_true")

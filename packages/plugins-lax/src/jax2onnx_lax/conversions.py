@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from jax2onnx.dtypes import F32, F64, is_float, is_int
+from jax2onnx.fusion import const_array
 from jax2onnx.plugin import Lowerings
 
 from . import _numeric as nm
@@ -48,7 +49,7 @@ def _convert_complex(ctx, x):
     part = cp.part_dtype(dst)
     if cp.is_complex(src):
         return ctx.cast(x, part)
-    value = nm.const_value(x)
+    value = const_array(x)
     if value is not None:
         return ctx.const(cp.pair_array(value.astype(dst), dst))
     return cp.from_real(ctx, ctx.cast(x, part), len(ctx.avals_in[0].shape))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from jax import lax
 from jax2onnx.dtypes import F16, FLOAT_MATH, HALF_FLOATS, is_int, is_unsigned
+from jax2onnx.fusion import const_array
 from jax2onnx.plugin import Kernels, Lowerings
 
 from . import _numeric as nm
@@ -108,7 +109,7 @@ def lower_integer_pow(ctx, x):
 def _int_guard(ctx, y, dtype):
     """(y == 0, y == -1, divisor with those replaced by 1), or None when the divisor is a constant
     without them. onnxruntime traps on x/0 and INT_MIN/-1 (SIGFPE); XLA defines both."""
-    value = nm.const_value(y)
+    value = const_array(y)
     signed = not is_unsigned(dtype)
     if value is not None and np.all(value != 0) and (not signed or np.all(value != -1)):
         return None
@@ -179,7 +180,7 @@ def lower_clamp(ctx, lo, x, hi):
     """lax.clamp is min(max(x, lo), hi), NaN anywhere giving NaN. ONNX Clip ignores a NaN bound, so
     it is used only for constant, non-NaN scalar bounds (and not for float16, which Clip has no
     kernel for; Max/Min give the same values)."""
-    lo_v, hi_v = nm.const_value(lo), nm.const_value(hi)
+    lo_v, hi_v = const_array(lo), const_array(hi)
     scalar_bounds = ctx.avals_in[0].shape == () and ctx.avals_in[2].shape == ()
     constant_bounds = lo_v is not None and hi_v is not None and not (np.isnan(lo_v).any() or np.isnan(hi_v).any())
     if scalar_bounds and constant_bounds and nm.dtype_of(ctx.avals_in[1]) != F16:

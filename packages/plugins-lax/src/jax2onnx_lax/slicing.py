@@ -7,9 +7,9 @@ or an update never leaves the operand and the numbers match JAX for any index va
 from __future__ import annotations
 
 import numpy as np
+from jax2onnx.fusion import const_array
 from jax2onnx.plugin import Lowerings
 
-from . import _numeric as nm
 from . import complex_pairs as cp
 from .shape_helpers import INT64_MAX, INT64_MIN, clamp_starts, is_static, reshape, same_dim
 
@@ -107,7 +107,7 @@ def lower_pad_complex(ctx, x, value):
     config = [tuple(c) for c in ctx.params["padding_config"]]
     shape = list(ctx.avals_in[0].shape)
     pair_config, pair_shape = [*config, (0, 0, 0)], cp.pair_shape(shape)
-    fill = nm.const_value(value)
+    fill = const_array(value)
     if fill is not None and fill.shape == (2,) and fill[0] == fill[1]:
         return _pad(ctx, x, ctx.const(fill[0]), pair_config, pair_shape)
     re = _pad(ctx, cp.real_part(ctx, x), cp.real_part(ctx, value), config, list(shape))

@@ -12,7 +12,9 @@ first, as ``lax.top_k`` does); +0.0 and -0.0 compare equal in both.
 from __future__ import annotations
 
 import numpy as np
+import onnx_ir as ir
 from jax2onnx.dtypes import U8, U64, carrier, is_float
+from jax2onnx.fusion import const_array
 from jax2onnx.plugin import Kernels, Lowerings
 
 from . import _numeric as nm
@@ -42,10 +44,9 @@ def _key_parts(ctx, key, dtype) -> list:
 
 def _is_iota_along(value, shape, axis) -> bool:
     """``value`` is a constant holding ``arange`` along ``axis`` (what argsort sorts with its keys)."""
-    const = getattr(value, "const_value", None)
-    if const is None or not all(isinstance(d, int) for d in shape):
+    arr = const_array(value) if isinstance(value, ir.Value) else None
+    if arr is None or not all(isinstance(d, int) for d in shape):
         return False
-    arr = const.numpy()
     view = [1] * len(shape)
     view[axis] = shape[axis]
     return arr.shape == tuple(shape) and bool(np.array_equal(arr, np.broadcast_to(np.arange(shape[axis]).reshape(view), shape)))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 from jax2onnx.dtypes import is_bool, is_float
-from jax2onnx.fusion import max_pool
+from jax2onnx.fusion import const_array, max_pool
 from jax2onnx.plugin import Lowerings
 
 from .conv import is_symbolic_same
@@ -239,8 +239,9 @@ def lower_reduce_window(ctx, *operands):
                                   "add/mul/max/min over one operand is supported")
     x, init = operands
     kind = _BODY_KINDS[jaxpr.eqns[0].primitive.name]
-    if init.const_value is not None:  # a literal init: the identity needs no extra op
-        init = init.const_value.numpy()
+    literal = const_array(init)
+    if literal is not None:  # a literal init: the identity needs no extra op
+        init = literal
         if _is_identity(init, kind, np.dtype(ctx.avals_in[0].dtype)):
             init = None
     return _lower_window(ctx, x, kind, init)

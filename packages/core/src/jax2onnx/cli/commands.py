@@ -28,6 +28,14 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from .._version import __version__
+from ..errors import InputSpecError, Jax2OnnxError, MissingDependencyError, require_onnxruntime
+from ..export.conversion import to_onnx
+from ..export.options import check_opset
+from ..lower.registry import get_registry
+from ..passes.rewrite.tensorrt import check_tensorrt, tensorrt_table
+from ..verification.report import summarize, verify
+
 #: What each exit status means (also in ``jax2onnx --help``).
 EXIT_CODES = {
     0: "success (and, with --verify, the model matches JAX; check: nothing the target cannot take)",
@@ -218,8 +226,6 @@ class _Progress:
 
 def _cmd_convert(args: argparse.Namespace) -> int:
     progress = _Progress(args.quiet)
-    from ..errors import InputSpecError
-    from ..export.options import check_opset
 
     try:
         check_opset(args.opset)  # a bad --opset is a bad command line, said before importing anything
@@ -229,7 +235,6 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     params = dict(_parse_param(p) for p in args.param)
     output = args.output or f"{args.callable.rpartition(':')[2].split('.')[-1]}.onnx"
     if args.verify:
-        from ..errors import require_onnxruntime
 
         require_onnxruntime("--verify")  # before the conversion, not after minutes of it
     with progress.stage(f"importing {args.callable}"):
@@ -238,7 +243,6 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             fn = fn()
         else:
             _check_not_a_factory(fn, args.callable, len(inputs))
-    from ..export.conversion import to_onnx
 
     with progress.stage("converting (trace, lower, optimize, write)"):
         to_onnx(
@@ -254,7 +258,6 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             external_data=True if args.external_data else None,
             precision=args.precision,
         )
-    from ..verification.report import summarize
 
     summary = summarize(output)
     ops = ", ".join(f"{op} {n}" for op, n in list(summary.op_histogram.items())[:8])
@@ -262,7 +265,6 @@ def _cmd_convert(args: argparse.Namespace) -> int:
           f"inputs {'; '.join(map(str, summary.inputs))}, outputs {'; '.join(map(str, summary.outputs))}")
     if not args.verify:
         return 0
-    from ..verification.report import verify
 
     with progress.stage("verifying against JAX in onnxruntime"):
         report = verify(fn, output, inputs, params or None, rtol=args.rtol, atol=args.atol,
@@ -294,8 +296,6 @@ def _check_not_a_factory(fn: Any, ref: str, n_inputs: int) -> None:
 
 def _cmd_packs(args: argparse.Namespace) -> int:
     """List packs; a broken or conflicting pack is reported, never a crash."""
-    from ..errors import Jax2OnnxError
-    from ..lower.registry import get_registry
 
     registry = get_registry()
     problems: list[str] = []
@@ -326,7 +326,6 @@ def _cmd_packs(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     """Run a ready-made model a pack offers (its ``jax2onnx_demos`` hook), or list them; core names
     no pack: ``quickstart`` is the demo of that name, from whichever pack offers it."""
-    from ..lower.registry import get_registry
 
     demos = {demo.name: (pack, demo) for pack, demo in get_registry().demos()}
     name = getattr(args, "name", None) or getattr(args, "demo_name", None)
@@ -344,7 +343,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _version_text() -> str:
-    from .._version import __version__
 
     parts = []
     for dist in ("jax", "flax", "onnx", "onnxruntime", "onnxruntime-gpu"):
@@ -360,7 +358,6 @@ def _cmd_check(args: argparse.Namespace) -> int:
     """One line per node or setting the target cannot take; exit 1 when there is any."""
     import onnx
 
-    from ..passes.rewrite.tensorrt import check_tensorrt, tensorrt_table
 
     if not os.path.isfile(args.model):
         raise CliError(f"{args.model}: no such file")
@@ -461,8 +458,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - every error becomes one line and a documented exit status
         if args.debug:
             raise
-        from ..errors import Jax2OnnxError, MissingDependencyError
-
         if isinstance(exc, CliError):
             code = exc.code
         elif isinstance(exc, MissingDependencyError):

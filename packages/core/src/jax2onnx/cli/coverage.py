@@ -16,6 +16,9 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..lower.registry import get_registry
+from ..testing.runner import variants_of
+
 PASSED, FAILED, NOT_RUN = "✅", "❌", "➖"
 
 COMPONENTS_TITLE = "Supported JAX/ONNX components"
@@ -90,7 +93,6 @@ def _cell(text: str) -> str:
 
 
 def _testcase_cell(pack: str, component: Any, results: Mapping[str, str], counts: dict[str, int]) -> str:
-    from ..testing.runner import variants_of
 
     parts = []
     for case in component.testcases:
@@ -122,7 +124,6 @@ def _summary(counts: Mapping[str, int]) -> str:
 def render(results_path: str | os.PathLike[str] | None, registry: Any = None) -> str:
     """The two coverage tables as markdown, for the installed packs (or ``registry``)."""
     if registry is None:
-        from ..lower.registry import get_registry
 
         registry = get_registry()
     raw = _read_report(results_path)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import compat
 from ..errors import InputSpecError, Jax2OnnxError
+from ..passes.rewrite.tensorrt import check_tensorrt, tensorrt_table
 
 TARGETS = ("generic", "onnxruntime", "tensorrt", "web")
 
@@ -32,7 +34,6 @@ def resolve_target(target: Any, export_mode: str, opset: int) -> tuple[str, str,
     if target == "web":
         export_mode = "web"
     if target == "tensorrt":
-        from ..passes.rewrite.tensorrt import tensorrt_table
 
         table = tensorrt_table()
         if opset < table["opset_min"]:
@@ -46,8 +47,6 @@ def check_jaxpr(closed: Any, target: str) -> None:
     """Before lowering: what ``target`` cannot run, named with the user's line (the first found)."""
     if target != "tensorrt":
         return
-    from .. import compat
-    from ..passes.rewrite.tensorrt import tensorrt_table
 
     trt = f"TensorRT {tensorrt_table()['tensorrt']}"
     stack = [(closed.jaxpr, None)]
@@ -73,7 +72,6 @@ def check_model(model: Any, target: str) -> None:
     """After the passes: the graph's ops within the target's set."""
     if target != "tensorrt":
         return
-    from ..passes.rewrite.tensorrt import check_tensorrt
 
     findings = check_tensorrt(model)
     if findings:

@@ -9,6 +9,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from .. import compat
 from ..verification.report import ExportReport, VerificationError
 from ..verification.report import verify as run_verify
 from . import api_compat
@@ -65,7 +66,6 @@ _RANDOM_PRIMITIVES = frozenset({"random_bits", "random_seed", "random_fold_in", 
 
 def random_primitives(closed: Any) -> list[str]:
     """The random-number primitives ``closed`` (and its nested bodies) uses, sorted."""
-    from .. import compat
 
     found: set[str] = set()
 

@@ -27,7 +27,9 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from . import constants
 from .opsets import op_since
+from .proto_walk import nodes
 
 I64 = int(ir.DataType.INT64)
 U64 = int(ir.DataType.UINT64)
@@ -53,7 +55,6 @@ DECOMPOSED = "jax2onnx: decomposition of "
 
 def decomposed_ops(model: Any) -> set[str]:
     """The op types a ``onnx.ModelProto`` had decomposed by :func:`legalize` (any graph, function)."""
-    from .proto_walk import nodes
 
     return {n.doc_string[len(DECOMPOSED) :] for n in nodes(model) if n.doc_string.startswith(DECOMPOSED)}
 
@@ -115,18 +116,6 @@ def _dtype(v: Any) -> ir.DataType | None:
     return v.type.dtype if isinstance(v, ir.Value) and v.type is not None else None
 
 
-def _rank(v: Any) -> int | None:
-    return len(v.shape) if isinstance(v, ir.Value) and v.shape is not None else None
-
-
-def _constant_ints(v: Any) -> list[int] | None:
-    if isinstance(v, ir.Value):
-        return [int(a) for a in np.asarray(v.const_value.numpy()).reshape(-1)] if v.const_value is not None else None
-    if v is None:
-        return None
-    return [int(a) for a in np.asarray(v).reshape(-1)]
-
-
 def _as_value(op: Any, x: Any, dtype: ir.DataType) -> ir.Value:
     """``x`` as a value of ``dtype``: a value is cast (no node when it has it), a literal becomes a
     constant, which must hold it exactly."""
@@ -167,7 +156,7 @@ def _reduce(op, op_type, inputs, attrs, n_out, opset):
         wide = reduce(op.Cast(inputs[0], to=int(ir.DataType.UINT8)), *inputs[1:], **attrs)
         return Rewritten(op.Cast(wide, to=int(ir.DataType.BOOL)))
     if opset < 18 and len(inputs) > 1:
-        axes = _constant_ints(inputs[1])
+        axes = constants.constant_ints(inputs[1])
         if axes is None and inputs[1] is not None:
             raise OpUnavailableError(f"{op_type} with runtime axes", 18, opset)
         inputs = inputs[:1]
@@ -180,7 +169,7 @@ def _reduce(op, op_type, inputs, attrs, n_out, opset):
 @_rule("DFT")
 def _dft(op, op_type, inputs, attrs, n_out, opset):
     if opset < 20 and len(inputs) > 2:
-        axis = _constant_ints(inputs[2])
+        axis = constants.constant_ints(inputs[2])
         if axis is None:
             raise OpUnavailableError("DFT with a runtime axis", 20, opset)
         attrs["axis"] = axis[0]
@@ -218,7 +207,7 @@ def _pad(op, op_type, inputs, attrs, n_out, opset):
     if opset >= 18 or len(inputs) <= 3 or inputs[3] is None:
         return inputs, attrs
     x, pads, value, axes = inputs[0], inputs[1], inputs[2], inputs[3]
-    axes_c, pads_c, rank = _constant_ints(axes), _constant_ints(pads), _rank(x)
+    axes_c, pads_c, rank = constants.constant_ints(axes), constants.constant_ints(pads), constants.rank(x)
     if axes_c is not None and pads_c is not None and rank is not None:
         full = [0] * (2 * rank)
         for i, a in enumerate(axes_c):
@@ -307,7 +296,7 @@ def _from_bit_planes(op: Any, bits: ir.Value, width: int, dtype: ir.DataType) ->
 
 def _low_bits_mask(v: Any, width: int) -> int | None:
     """k when ``v`` is a constant whose every element is 2^k - 1 with 0 < k < width."""
-    values = _constant_ints(v)
+    values = constants.constant_ints(v)
     if not values or len(set(values)) != 1:
         return None
     k = (values[0] + 1).bit_length() - 1

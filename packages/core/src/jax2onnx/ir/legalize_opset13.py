@@ -42,7 +42,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from .legalize import OpUnavailableError, Rewritten, _constant_ints, _dtype, _i64, _rank, _rule, _scatter
+from . import constants
+from .legalize import OpUnavailableError, Rewritten, _dtype, _i64, _rule, _scatter
 from .legalize import _dft as _legalize_dft_axis
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -158,7 +159,7 @@ def _reshape(op, op_type, inputs, attrs, n_out, opset):
     if not attrs.pop("allowzero", None):
         return inputs, attrs
     x, target = inputs[0], inputs[1]
-    dims = _constant_ints(target)
+    dims = constants.constant_ints(target)
     if dims is not None:
         zeros = [i for i, d in enumerate(dims) if d == 0]
         if not zeros:
@@ -210,7 +211,7 @@ def _dft_matrix(op, op_type, inputs, attrs, n_out, opset):
     dtype = _dtype(x)
     if len(inputs) > 1 and inputs[1] is not None:
         raise OpUnavailableError("DFT with dft_length", 17, opset)
-    axis = _constant_ints(inputs[2])[0] if len(inputs) > 2 and inputs[2] is not None else int(attrs.get("axis", 1))
+    axis = constants.constant_ints(inputs[2])[0] if len(inputs) > 2 and inputs[2] is not None else int(attrs.get("axis", 1))
     if axis < 0 or dtype not in (ir.DataType.FLOAT, ir.DataType.DOUBLE) or axis > 20:
         raise OpUnavailableError(op_type, 17, opset, "a decomposition needs a float/double signal on a non-negative axis")
     onesided, inverse = int(attrs.get("onesided", 0)), int(attrs.get("inverse", 0))
@@ -256,7 +257,7 @@ def _layer_norm(op, op_type, inputs, attrs, n_out, opset):
     eps = float(np.float32(attrs.get("epsilon", 1e-5)))  # an ONNX float attribute: float32's value
     half = dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
     compute = ir.DataType.FLOAT if half and int(attrs.get("stash_type", 1)) == 1 else dtype
-    rank = _rank(x)
+    rank = constants.rank(x)
     flatten = rank is None and axis >= 0
     if rank is not None:
         axes = list(range(axis % rank, rank))
@@ -308,7 +309,7 @@ def _scatter_reduction(op, op_type, inputs, attrs, n_out, opset):
 def _elements_to_nd(op: Any, indices: Any, axis: int, reduction: str, opset: int) -> ir.Value:
     """ScatterElements' indices (shape S, values along ``axis``) as ScatterND's (S + [rank]): the
     position of each element, with its index in place of its coordinate along ``axis``."""
-    rank = _known_rank(indices)
+    rank = _knownrank(indices)
     if rank is None:
         raise OpUnavailableError(f"ScatterElements(reduction={reduction!r})", 16, opset,
                                  "the indices' rank is unknown, so they cannot be turned into ScatterND's")
@@ -328,15 +329,15 @@ def _elements_to_nd(op: Any, indices: Any, axis: int, reduction: str, opset: int
     return coords[0] if rank == 1 else op.Concat(*coords, axis=-1)
 
 
-def _known_rank(v: Any) -> int | None:
+def _knownrank(v: Any) -> int | None:
     """``v``'s rank: from its shape, or (a value made inside a lowering has none) from the
     constant target of the Reshape that made it."""
-    rank = _rank(v)
+    rank = constants.rank(v)
     if rank is not None or not isinstance(v, ir.Value):
         return rank
     node = v.producer()
     if node is not None and node.op_type == "Reshape" and len(node.inputs) > 1:
-        target = _constant_ints(node.inputs[1])
+        target = constants.constant_ints(node.inputs[1])
         return None if target is None else len(target)
     return None
 

@@ -15,6 +15,9 @@ from typing import Any
 
 import onnx
 
+from ..errors import InputSpecError
+from .graphs import all_graphs
+
 #: The oldest default-domain opset an export can target. Below 17, legalize_opset13 rewrites the
 #: newer forms (LayerNormalization, Shape start/end, Reshape allowzero, scatter reductions, element
 #: types added at 14-16); 13 is where Split, Squeeze, Unsqueeze and ReduceSum took their axes and
@@ -73,7 +76,6 @@ def dtype_since() -> dict[int, int]:
 def check_dtypes(elem_types: Iterable[int], opset: int) -> int:
     """The IR version a model of ``opset`` holding ``elem_types`` needs; an element type newer than
     ``opset`` (float8 before 19, int4 before 21, ...) is an error naming the opset that has it."""
-    from ..errors import InputSpecError
 
     since = dtype_since()
     need = opset
@@ -92,7 +94,6 @@ def check_dtypes(elem_types: Iterable[int], opset: int) -> int:
 def element_types(model: Any) -> set[int]:
     """Every tensor element type of an ``onnx_ir.Model``: graph I/O, initializers, node outputs in
     every graph and function."""
-    from ..passes import all_graphs
 
     found: set[int] = set()
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import carrier  # importing dtypes registers bfloat16 with numpy (ml_dtypes) before names resolve
+from . import kernel_probe
 
 _TABLES = os.path.join(os.path.dirname(__file__), "ort_kernels")
 
@@ -169,8 +170,6 @@ def _probed(version: str) -> Runtime:
                 return Runtime(table, source=f"probed, cached in {path}")
         except (OSError, ValueError):
             pass  # a damaged cache entry: probe again and replace it
-    from . import kernel_probe
-
     table = kernel_probe.measure_table()
     try:
         kernel_probe.write_table(table, path)

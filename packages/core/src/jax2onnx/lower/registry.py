@@ -18,9 +18,10 @@ from typing import Any
 import pluggy
 
 from .. import compat
+from .._version import __version__
 from ..errors import PluginConflictError, add_library_modules
 from ..plugin import Lowering, PackModules, Patch
-from . import hookspecs, plugin_api
+from . import builtin_plugin, hookspecs, plugin_api
 
 ENTRY_POINT_GROUP = "jax2onnx"
 
@@ -45,7 +46,6 @@ class PluginRegistry:
 
     def __init__(self, entry_points: Sequence[Any] | None = None, extra_plugins: Iterable[tuple[str, ModuleType | object]] = ()):
         self._entry_points = entry_points
-        from . import builtin_plugin
 
         self._extra = [("jax2onnx-core", builtin_plugin), *extra_plugins]
         self._pm: pluggy.PluginManager | None = None
@@ -62,7 +62,6 @@ class PluginRegistry:
             return self._pm
         pm = pluggy.PluginManager(hookspecs.PROJECT)
         pm.add_hookspecs(hookspecs)
-        from .._version import __version__
 
         for name, plugin in self._extra:
             version = __version__ if name == "jax2onnx-core" else "local"

@@ -7,6 +7,12 @@ Rules:
 - nodes with subgraph attributes, nondeterministic ops, and nodes whose outputs are graph outputs
   are never merged away;
 - each graph (function bodies and control-flow bodies included) is handled on its own.
+
+Why ours and not ``onnx_ir.passes.common.CommonSubexpressionEliminationPass`` (measured with
+``bench/node_counts.py`` on every third testcase of every pack, 544, onnx_ir 1.1.0): onnx_ir's
+merges in the main graph only, never in Loop/Scan/If bodies or function bodies, so 22 testcases
+got more nodes and none fewer (lax.linalg.schur batched: 1314 -> 2009, eig: +420 each,
+fori_loop_vector: 21 -> 28, onnx_function bodies: +1 to +2). Revisit when it walks subgraphs.
 """
 
 from __future__ import annotations

@@ -22,22 +22,10 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from ..ir.constants import constant_array
 from .manager import NONDETERMINISTIC_OPS
 
 _LAYOUT_OPS = {"Transpose", "Reshape", "Cast", "Squeeze", "Unsqueeze", "Identity", "Flatten", "Neg"}
-
-
-def _const_of(v: ir.Value | None) -> np.ndarray | None:
-    if v is None:
-        return None
-    if v.const_value is not None and v.is_initializer():
-        if isinstance(v.const_value, ir.LazyTensor):
-            return None  # a weight read from its source at write time: folding would load it now
-        return v.const_value.numpy()
-    node = v.producer()
-    if node is not None and node.op_type == "Constant" and node.domain == "" and "value" in node.attributes:
-        return node.attributes["value"].value.numpy()
-    return None
 
 
 def _has_shared_input(node: ir.Node, arrays: list[np.ndarray | None], min_elements: int) -> bool:
@@ -79,7 +67,7 @@ class ConstantFoldingPass(ir.passes.InPlacePass):
                 continue
             results = self._fold_shape(node) if node.op_type in ("Shape", "Size") else None
             if results is None:
-                arrays = [_const_of(v) for v in node.inputs]
+                arrays = [constant_array(v, lazy=False) for v in node.inputs]  # a lazy weight is not loaded to fold it
                 if any(a is None and v is not None for a, v in zip(arrays, node.inputs)) or not node.inputs:
                     continue
                 results = _evaluate(node, arrays, opset)

@@ -5,6 +5,12 @@ Rules:
   input directly (in any graph, function bodies and control-flow bodies included);
 - an Identity that produces a graph output stays: the output keeps its name, and ONNX bodies may
   not return their own inputs or outer values directly.
+
+Why ours and not ``onnx_ir.passes.common.IdentityEliminationPass`` (onnx_ir 1.1.0): onnx_ir's
+also removes an Identity that produces a graph output by renaming its input to the output's name,
+and a function returning one array twice (``return y, y``, which the lowering writes as ``y`` and
+``Identity(y)``) then exports two outputs both named ``output_1``: ``output_0`` is gone, the
+outputs' names are what users feed and fetch by. Ours keeps every output's own node and name.
 """
 
 from __future__ import annotations

@@ -45,7 +45,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from .manager import all_graphs, constant_ints
+from ..ir.constants import constant_ints
+from .manager import all_graphs
 
 
 def _slice_range(node: ir.Node | None, axis: int, rank: int) -> tuple[ir.Value, int, int] | None:

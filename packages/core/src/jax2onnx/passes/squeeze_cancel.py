@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from .manager import RewriteToFixedPoint, constant_ints, constant_tensor, is_size_one_constant, rank
+from ..ir.constants import constant_ints, constant_tensor, is_size_one_constant, rank
+from .manager import RewriteToFixedPoint
 from .transpose_cancel import elementwise_chain
 
 

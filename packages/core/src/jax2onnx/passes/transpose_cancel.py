@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 
 import onnx_ir as ir
 
-from .manager import RewriteToFixedPoint, is_size_one_constant, rank
+from ..ir.constants import is_size_one_constant, rank
+from .manager import RewriteToFixedPoint
 
 #: Ops computed element by element (after broadcasting), so they commute with a Transpose.
 ELEMENTWISE = frozenset({

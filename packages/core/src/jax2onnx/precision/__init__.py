@@ -17,7 +17,10 @@ import dataclasses
 
 import onnx_ir as ir
 
+from ..passes import CastCancelPass, DeadCodeEliminationPass
+from .low_float import convert_low_float
 from .options import KINDS, Precision, PrecisionError, parse_precision
+from .quantize import quantize_weight_matmuls
 
 #: metadata_props keys of an exported model
 META_KIND = "jax2onnx.precision"
@@ -37,14 +40,11 @@ def apply_precision(model: ir.Model, precision: Precision) -> PrecisionResult:
     outputs (an ``If``'s) are typed only by it."""
     if precision.kind == "float32":
         return PrecisionResult(precision, "float32")
-    from ..passes import CastCancelPass, DeadCodeEliminationPass
 
     if precision.kind in ("float16", "bfloat16"):
-        from .low_float import convert_low_float
 
         detail = convert_low_float(model, precision.kind, precision.keep_io_types).describe()
     else:
-        from .quantize import quantize_weight_matmuls
 
         detail = quantize_weight_matmuls(model, precision).describe()
     CastCancelPass()(model)

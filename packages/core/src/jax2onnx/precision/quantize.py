@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from ..errors import RUNTIME_INSTALL_HINT
 from .options import Precision, PrecisionError
 
 F32 = ir.DataType.FLOAT
@@ -87,8 +88,6 @@ def _block_quantizer(block_size: int, symmetric: bool) -> Any:
             DefaultWeightOnlyQuantizer,
         )
     except ImportError as exc:
-        from ..errors import RUNTIME_INSTALL_HINT
-
         raise PrecisionError(f"precision='int4' quantizes with onnxruntime's block quantizer, which is not installed: "
                              f"{RUNTIME_INSTALL_HINT}") from exc
     finally:  # that module calls logging.basicConfig(level=INFO) on import: the user's logging is theirs

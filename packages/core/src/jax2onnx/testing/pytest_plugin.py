@@ -27,6 +27,11 @@ from typing import Any
 
 import pytest
 
+# Core's modules are imported inside the hooks, never here: pytest imports this plugin (entry point
+# pytest11) at the start of every session in an environment with jax2onnx, before XLA_FLAGS are set
+# and before any conftest, and importing jax2onnx imports JAX. (The one exception to core's rule of
+# module-level imports; tests/test_import_graph.py names it.)
+
 _RESULTS: dict[str, dict[str, Any]] = {}
 
 

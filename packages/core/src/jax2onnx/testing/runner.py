@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -12,14 +11,20 @@ import numpy as np
 import onnx
 
 from .. import compat
+from ..errors import Jax2OnnxError
 from ..export.conversion import to_onnx
 from ..export.specs import parse_inputs
+from ..ir.legalize import decomposed_ops
+from ..ir.opsets import op_since
+from ..ir.proto_walk import nodes
+from ..verification import trials
 from ..verification.compare import compare
 from .testcase import Testcase
 
 DEFAULT_STATIC_SIZE = 3
-#: Every symbolic variant is run at two sizes per symbol, so a graph that baked a size in fails.
-DYNAMIC_SIZES = (2, 5)
+#: Every symbolic variant is run at two sizes per symbol, so a graph that baked a size in fails:
+#: the sizes ``jax2onnx.verify`` tries (one engine, :mod:`jax2onnx.verification.trials`).
+DYNAMIC_SIZES = trials.TRIAL_SIZES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +62,6 @@ class Variant:
         checked; checker, onnxruntime and the JAX comparison still are."""
         if self.opset is None:
             return []
-        from ..ir.opsets import op_since
 
         return [o for o in self.expected_ops if (op_since(o) or 0) > self.opset]
 
@@ -109,39 +113,13 @@ def variants_of(case: Testcase, pack: str = "", component: str = "", opset: int 
             yield Variant(case, True, double, pack, component, opset)
 
 
-def _symbols(spec_shape: Sequence[Any]) -> set[str]:
-    out: set[str] = set()
-    for d in spec_shape:
-        if isinstance(d, str):
-            out |= set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", d))
-    return out
-
-
-def _concrete(shape: Sequence[Any], sizes: dict[str, int]) -> tuple[int, ...]:
-    out = []
-    for d in shape:
-        if isinstance(d, str):
-            out.append(int(eval(d, {"__builtins__": {}}, dict(sizes))))  # noqa: S307 - dim expressions like '2*B'
-        else:
-            out.append(int(d))
-    return tuple(out)
-
-
-def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    if dtype == np.bool_:
-        return rng.random(shape) > 0.5
-    if dtype.kind in "iu":
-        return rng.integers(0, 5, size=shape).astype(dtype)
-    return rng.standard_normal(shape).astype(dtype)
-
-
 def _with_static_sizes(specs: Sequence[Any], sizes: dict[str, int]) -> list[Any]:
     out = []
     for s in specs:
         if isinstance(s, (tuple, list)):
-            out.append(_concrete(s, sizes))
+            out.append(trials.concrete_shape(s, sizes))
         elif isinstance(s, jax.ShapeDtypeStruct):
-            out.append(jax.ShapeDtypeStruct(_concrete(s.shape, sizes), s.dtype))
+            out.append(jax.ShapeDtypeStruct(trials.concrete_shape(s.shape, sizes), s.dtype))
         else:
             out.append(s)
     return out
@@ -149,7 +127,6 @@ def _with_static_sizes(specs: Sequence[Any], sizes: dict[str, int]) -> list[Any]
 
 def op_types(model: onnx.ModelProto) -> set[str]:
     """Every op type in the model: main graph, subgraphs, function bodies."""
-    from ..ir.proto_walk import nodes
 
     return {n.op_type for n in nodes(model)}
 
@@ -163,8 +140,6 @@ def unavailable_ops(model: onnx.ModelProto, ops: Sequence[str]) -> list[str]:
     """Those of ``ops`` that do not exist at ``model``'s opset (Gelu before 20, Attention before
     23, ...) or that the export decomposed there (ScatterND's min/max before 18, a dilated
     AveragePool before 19): a check expecting them must accept their decomposition instead."""
-    from ..ir.legalize import decomposed_ops
-    from ..ir.opsets import op_since
 
     opset = model_opset(model)
     decomposed = decomposed_ops(model)
@@ -191,7 +166,6 @@ def run_variant(variant: Variant) -> CaseResult:
 
 def _check_unavailable(variant: Variant, fn: Any, inputs: VariantInputs) -> CaseResult:
     """Below the testcase's ``min_opset`` the export must fail with an error naming the opset."""
-    from ..errors import Jax2OnnxError
 
     try:
         _export(variant, fn, inputs)
@@ -223,27 +197,23 @@ def variant_inputs(variant: Variant, fn: Any) -> VariantInputs:
         dtypes = [a.dtype for a in parse_inputs(fn, values, case.input_params or None, double).args]
         values = [v.astype(d) for v, d in zip(values, dtypes)]
         return VariantInputs([jax.ShapeDtypeStruct(v.shape, v.dtype) for v in values], [values], params)
-    all_syms = sorted(set().union(*[_symbols(_spec_shape(s)) for s in case.input_shapes]) if case.input_shapes else set())
+    names = trials.symbols(case.input_shapes)
     if variant.symbolic:
         specs = list(case.input_shapes)
-        size_sets = [dict.fromkeys(all_syms, n) for n in DYNAMIC_SIZES]
+        size_sets = trials.size_assignments(names, DYNAMIC_SIZES)
     else:
-        sizes = {s: case.static_sizes.get(s, DEFAULT_STATIC_SIZE) for s in all_syms}
+        sizes = {s: case.static_sizes.get(s, DEFAULT_STATIC_SIZE) for s in names}
         specs = _with_static_sizes(case.input_shapes, sizes)
         size_sets = [sizes]
     dtypes = [np.dtype(a.dtype) for a in parse_inputs(fn, specs, case.input_params or None, double).args]
-    rng = np.random.default_rng(0)
-    gen = case.input_generator or _random
-    runs = []
-    for sizes in size_sets:
-        runs.append([np.asarray(gen(rng, _concrete(_spec_shape(s), sizes), dt)).astype(dt) for s, dt in zip(case.input_shapes, dtypes)])
+    runs = trials.trial_arrays(case.input_shapes, dtypes, size_sets, seed=0,
+                               generator=case.input_generator or trials.default_generator)
     return VariantInputs(specs, runs, params)
 
 
 def export_and_check_structure(variant: Variant, fn: Any, inputs: VariantInputs) -> onnx.ModelProto:
     """Export, run ``onnx.checker`` (full_check) and check the graph against the testcase's
     expected/forbidden ops, node budget and (float64) output dtypes."""
-    from ..ir.legalize import decomposed_ops
 
     case = variant.case
     model = _export(variant, fn, inputs)
@@ -284,10 +254,6 @@ def compare_with_jax(variant: Variant, fn: Any, model: onnx.ModelProto, inputs: 
         assert cmp.ok, f"{variant.id} with input shapes {[v.shape for v in vals]}: {cmp}"
         diffs = [max(a, b) for a, b in zip(diffs, cmp.max_abs_diff)] if diffs else list(cmp.max_abs_diff)
     return diffs
-
-
-def _spec_shape(spec: Any) -> Sequence[Any]:
-    return spec if isinstance(spec, (tuple, list)) else spec.shape
 
 
 def _param_value(v: Any, double: bool) -> Any:

@@ -24,6 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputSpecError
+from ..export import api_compat
+from ..export.options import ExportOptions, check_indices
+from . import trials
 from .compare import Comparison, compare, compare_outputs, run_onnx
 
 #: The size a symbolic dim (a string in a shape tuple) is sampled at, as 0.17 did.
@@ -68,7 +72,8 @@ def sample_inputs(inputs: Sequence[Any], double: bool = False) -> list[Any]:
     out = []
     for x in inputs:
         if _is_shape(x):
-            shape = tuple(d if isinstance(d, int) else SAMPLED_SYMBOLIC_DIM for d in x)
+            # Dims through the one trial engine, so "2*B" is twice the sampled B (0.17 took 2).
+            shape = trials.concrete_shape(x, dict.fromkeys(trials.symbols([x]), SAMPLED_SYMBOLIC_DIM))
             out.append(rng.random(shape).astype(dtype))
         else:
             out.append(x)
@@ -76,7 +81,6 @@ def sample_inputs(inputs: Sequence[Any], double: bool = False) -> list[Any]:
 
 
 def _check_inputs(inputs: Any) -> None:
-    from ..errors import InputSpecError
 
     if inputs is None or isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
         raise InputSpecError(
@@ -116,8 +120,6 @@ def allclose(
     arrays = sample_inputs(inputs, double=enable_double_precision)
     reference, model_inputs = fn, arrays
     if inputs_as_nchw or outputs_as_nchw:
-        from ..export import api_compat
-        from ..export.options import ExportOptions, check_indices
 
         options = ExportOptions(
             inputs_as_nchw=check_indices(inputs_as_nchw, "inputs_as_nchw", len(arrays)),

@@ -13,6 +13,7 @@ import onnx
 
 from .. import compat
 from ..errors import require_onnxruntime
+from ..export.saving import saved_path, uses_external_data
 
 
 @dataclasses.dataclass
@@ -71,7 +72,6 @@ def _session(ort: Any, model: Any, opts: Any, base_dir: str | os.PathLike[str] |
         return ort.InferenceSession(os.fspath(model), opts, providers=providers)
     if not isinstance(model, onnx.ModelProto):
         return ort.InferenceSession(model, opts, providers=providers)
-    from ..export.saving import saved_path, uses_external_data
 
     if not uses_external_data(model):
         return ort.InferenceSession(model.SerializeToString(), opts, providers=providers)

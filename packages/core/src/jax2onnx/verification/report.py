@@ -18,20 +18,21 @@ import collections
 import dataclasses
 import json
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import onnx
 
-from ..errors import Jax2OnnxError
+from .. import compat
+from ..errors import Jax2OnnxError, require_onnxruntime
 from ..ir import proto_walk
 from ..passes.rewrite import REWRITES_KEY, TARGET_KEY
+from . import precision as precision_report
+from .compare import as_onnx_value, jax_reference, run_onnx
+from .trials import TRIAL_SIZES, random_value, spec_dtype, trial_inputs
 
-#: Sizes given to each symbolic dim, one trial per entry: two different sizes catch a graph that
-#: hard-coded the size seen while tracing. Neither is 1, so broadcasting bugs cannot hide.
-TRIAL_SIZES = (2, 5)
+__all__ = ["TRIAL_SIZES", "ExportReport", "VerificationError", "random_value", "summarize", "trial_inputs", "verify"]
 
 #: (rtol, atol) by the output's element type when the caller gives none. float32 leaves room for
 #: different summation orders in XLA and onnxruntime; float64 is tight.
@@ -372,94 +373,10 @@ def _human_bytes(n: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Inputs for the trials
-
-_EXPR = re.compile(r"^[A-Za-z_0-9\s+\-*/()%]+$")
-
-
-def _dim_value(d: Any, sizes: Mapping[str, int]) -> int:
-    if isinstance(d, (int, np.integer)):
-        return int(d)
-    text = str(d).strip()
-    if text in sizes:
-        return sizes[text]
-    if not _EXPR.match(text):
-        raise ValueError(f"cannot evaluate the dim {d!r}")
-    names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", text))
-    # Only names, integers and arithmetic reach eval (checked above), with no builtins.
-    return int(eval(text, {"__builtins__": {}}, {n: sizes[n] for n in names}))  # noqa: S307
-
-
-def _symbols(specs: Sequence[Any]) -> list[str]:
-    names: list[str] = []
-    for spec in specs:
-        for d in _spec_shape(spec):
-            if not isinstance(d, (int, np.integer)):
-                for n in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", str(d)):
-                    if n not in names:
-                        names.append(n)
-    return names
-
-
-def _spec_shape(spec: Any) -> tuple[Any, ...]:
-    if isinstance(spec, (tuple, list)):
-        return tuple(spec)
-    return tuple(getattr(spec, "shape", ()))
-
-
-def _spec_dtype(spec: Any, double: bool) -> np.dtype:
-    if isinstance(spec, (tuple, list)):
-        return np.dtype(np.float64 if double else np.float32)
-    return np.dtype(spec.dtype)
-
-
-def random_value(shape: Sequence[int], dtype: Any, rng: np.random.Generator) -> np.ndarray:
-    """A random array for a trial: floats ~ N(0, 1), complex with both parts so, ints in [0, 4)
-    (valid token ids and indices for any table of 4 or more rows), bools half True."""
-    dt = np.dtype(dtype)
-    if dt.kind == "b":
-        return rng.random(shape) < 0.5
-    if dt.kind in "iu":
-        return rng.integers(0, 4, size=shape).astype(dt)
-    if dt.kind == "c":
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dt)
-    return rng.standard_normal(shape).astype(dt)
-
-
-def _is_concrete(spec: Any) -> bool:
-    """An array (numpy, JAX) or a Python number: a value, not a shape spec."""
-    if isinstance(spec, (tuple, list)):
-        return False
-    return isinstance(spec, (np.ndarray, np.generic, bool, int, float, complex)) or hasattr(spec, "__array__")
-
-
-def trial_inputs(
-    specs: Sequence[Any], *, double: bool = False, sizes: Sequence[int] = TRIAL_SIZES, seed: int = 0
-) -> list[list[np.ndarray]]:
-    """Concrete inputs for each trial: arrays pass through; shape specs get random values, each
-    symbolic dim taking each size of ``sizes`` in turn (one trial when nothing is symbolic)."""
-    symbols = _symbols([s for s in specs if not _is_concrete(s)])
-    rng = np.random.default_rng(seed)
-    trials = []
-    for size in sizes if symbols else sizes[:1]:
-        values = {name: size for name in symbols}
-        arrays = []
-        for spec in specs:
-            if _is_concrete(spec):
-                arrays.append(np.asarray(spec))
-                continue
-            shape = [_dim_value(d, values) for d in _spec_shape(spec)]
-            arrays.append(random_value(shape, _spec_dtype(spec, double), rng))
-        trials.append(arrays)
-    return trials
-
-
-# ---------------------------------------------------------------------------------------------
 # verify
 
 
 def _compare(name: str, expected: np.ndarray, got: np.ndarray, rtol: float | None, atol: float | None) -> OutputCheck:
-    from .compare import as_onnx_value
 
     e, g = as_onnx_value(expected), np.asarray(got)
     dtype_name = np.dtype(expected.dtype).name
@@ -537,9 +454,6 @@ def verify(
     """
     import jax
 
-    from .. import compat
-    from ..errors import require_onnxruntime
-    from .compare import jax_reference, run_onnx
 
     require_onnxruntime("verify")
     runnable: Any = model
@@ -550,10 +464,9 @@ def verify(
     summary = summarize(model, path)
     double = bool(enable_double_precision)
     if enable_double_precision is None:
-        double = any(_spec_dtype(s, False) == np.float64 for s in inputs if not isinstance(s, (tuple, list)))
+        double = any(spec_dtype(s, False) == np.float64 for s in inputs if not isinstance(s, (tuple, list)))
     names = [o.name for o in model.graph.output]
     input_params = _typed_params(model, len(inputs), input_params)
-    from . import precision as precision_report
 
     recorded = precision_report.recorded_precision(model)
     if recorded is not None and rtol is None and atol is None:

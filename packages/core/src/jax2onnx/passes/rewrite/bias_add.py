@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ..manager import all_graphs, constant_tensor
+from ...ir.constants import constant_tensor
+from ..manager import all_graphs
 from .onnxruntime import _const_vector, _is, _only_reader, _replace_value
 
 

@@ -35,7 +35,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from ..manager import all_graphs, constant_tensor
+from ...ir.constants import constant_tensor
+from ..manager import all_graphs
 from ... import forms
 from .emit import Emitter, taken_names
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ..manager import all_graphs, constant_tensor
+from ...ir.constants import constant_tensor
+from ..manager import all_graphs
 from .emit import taken_names
 
 MS = "com.microsoft"

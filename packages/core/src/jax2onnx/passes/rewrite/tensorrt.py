@@ -21,7 +21,8 @@ from pathlib import Path
 import onnx
 import onnx_ir as ir
 
-from ..manager import all_graphs, constant_ints
+from ...ir.constants import constant_ints
+from ..manager import all_graphs
 
 _TABLE = Path(__file__).resolve().parents[2] / "ir" / "tensorrt_ops.json"
 
