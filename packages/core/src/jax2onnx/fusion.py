@@ -74,6 +74,7 @@ __all__ = [
     "lower_rms_norm",
     "matmul_bias",
     "max_pool",
+    "max_pool_dtypes",
     "MAX_POOL_OPS",
     "norm_axes",
     "norm_weight",
@@ -419,10 +420,6 @@ def channels_first(ctx: Any, x: ir.Value, rank: int, channels_last: bool, op: Ca
 # Convolution: the body's ``conv_general_dilated`` says strides, dilation, groups and padding
 
 
-#: Element types onnxruntime implements Conv/ConvTranspose for.
-CONV_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float16)})
-
-
 def ints_per_axis(v: Any, n: int) -> tuple[int, ...]:
     """A per-spatial-axis setting (strides, dilation) as ``n`` ints: None is all ones, an int repeats."""
     if v is None:
@@ -475,7 +472,7 @@ def lower_conv_channels_last(ctx: Any, *ins: ir.Value) -> ir.Value | None:
     """A channels-last convolution region (operands ``x`` (N, *spatial, C), ``kernel`` (*spatial, I, O),
     optional ``bias``; param ``padding_mode``) → Transpose, Conv with the bias, Transpose."""
     dtype = np.dtype(ctx.avals_out[0].dtype)
-    if dtype not in CONV_DTYPES:
+    if dtype not in ctx.kernel_dtypes("Conv"):
         return None
     eqn = body_conv(ctx)
     if eqn is None or any(d != 1 for d in eqn.params["lhs_dilation"]):
@@ -518,7 +515,7 @@ def lower_conv_transpose_channels_last(ctx: Any, *ins: ir.Value) -> ir.Value | N
     """A channels-last ``lax.conv_transpose`` region (operands ``x``, ``kernel`` (*spatial, I, O),
     optional ``bias``; param ``transpose_kernel``) → Transpose, ConvTranspose, Transpose."""
     dtype = np.dtype(ctx.avals_out[0].dtype)
-    if dtype not in CONV_DTYPES:
+    if dtype not in ctx.kernel_dtypes("ConvTranspose"):
         return None
     eqn = body_conv(ctx)
     if eqn is None or any(s != 1 for s in eqn.params["window_strides"]):
@@ -553,8 +550,12 @@ def lower_conv_transpose_channels_last(ctx: Any, *ins: ir.Value) -> ir.Value | N
 # ---------------------------------------------------------------------------------------------
 # Pooling: ``lax.reduce_window`` over (batch, *spatial, features)
 
-AVG_POOL_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float16)})
-MAX_POOL_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.float64)})
+
+def max_pool_dtypes(ctx: Any) -> frozenset[np.dtype]:
+    """The floats the target onnxruntime's MaxPool runs on (its int8/uint8 kernels are left out:
+    :func:`max_pool`'s NaN handling is for floats, integer pools keep the lax path)."""
+    return ctx.kernel_dtypes("MaxPool") & frozenset(np.dtype(t) for t in ("float16", "float32", "float64"))
+
 
 
 def _static_padding(padding: Any) -> Any | None:
@@ -649,7 +650,7 @@ def pool_patches(module: str, avg_mark: str, max_mark: str) -> list[Any]:
 
 def lower_avg_pool_channels_last(ctx: Any, x: ir.Value) -> ir.Value | None:
     """A channels-last average-pool region (param ``count_include_pad``) → AveragePool."""
-    attrs = pool_attrs(ctx) if np.dtype(ctx.avals_out[0].dtype) in AVG_POOL_DTYPES else None
+    attrs = pool_attrs(ctx) if np.dtype(ctx.avals_out[0].dtype) in ctx.kernel_dtypes("AveragePool") else None
     if attrs is None:
         return None
     include = int(ctx.marked.params["count_include_pad"])
@@ -700,7 +701,7 @@ def max_pool(ctx: Any, x: ir.Value, dtype: Any, **attrs: Any) -> ir.Value:
 def lower_max_pool_channels_last(ctx: Any, x: ir.Value) -> ir.Value | None:
     """A channels-last max-pool region → MaxPool (NaN-propagating: :func:`max_pool`)."""
     dtype = np.dtype(ctx.avals_out[0].dtype)
-    attrs = pool_attrs(ctx) if dtype in MAX_POOL_DTYPES else None
+    attrs = pool_attrs(ctx) if dtype in max_pool_dtypes(ctx) else None
     if attrs is None:
         return None
     return channels_first(ctx, x, len(ctx.avals_in[0].shape), True, lambda v: max_pool(ctx, v, dtype, **attrs))

@@ -12,7 +12,7 @@ kernel), are left to equinox's code and the lax pack.
 from __future__ import annotations
 
 import numpy as np
-from jax2onnx.fusion import CONV_DTYPES, Operands, conv_attrs, find_eqns, is_array, one_output_like, region_body
+from jax2onnx.fusion import Operands, conv_attrs, find_eqns, is_array, one_output_like, region_body
 from jax2onnx.plugin import Lowerings, Patch
 
 from ._fusion import call_module, from_onnx_batch, onnx_batch
@@ -21,7 +21,6 @@ from .batching import patch_call
 lowerings = Lowerings()
 
 CONV = "jax2onnx_eqx.conv"
-_DTYPES = CONV_DTYPES
 
 
 def fuse(module, x, *, body, batch: int):
@@ -44,7 +43,7 @@ def _body_conv(ctx):
 @lowerings.register_call(CONV)
 def lower_conv(ctx, *ins):
     dtype = np.dtype(ctx.avals_out[0].dtype)
-    eqn = _body_conv(ctx) if dtype in _DTYPES else None
+    eqn = _body_conv(ctx) if dtype in ctx.kernel_dtypes("Conv") else None
     if eqn is None or any(d != 1 for d in eqn.params["lhs_dilation"]) or eqn.params.get("batch_group_count", 1) != 1:
         return None
     padding = [d for pair in eqn.params["padding"] for d in pair]

@@ -11,6 +11,7 @@ single op with the batch axis in front (``batching.py``).
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import numpy as np
 from jax2onnx.fusion import Operands, is_array, norm_weight, one_output_like, stash_type
@@ -57,14 +58,23 @@ patches = [
 ]
 
 
-@lowerings.register_call(LAYER_NORM)
-def lower_layer_norm(ctx, *ins):
-    ops = Operands(ctx, ins)
+def _example(ctx, ops: Operands) -> tuple[int, list, Any] | None:
+    """(batch axis, one example's shape, dtype) of a LayerNorm/RMSNorm region normalizing the
+    whole example, or None."""
     batch = ctx.marked.params["batch"]
     shape = ops.shape("x")[batch:]
     if not shape or not one_output_like(ctx, ops.shape("x")) or ("weight" in ops and ops.shape("weight") != shape):
         return None
-    dtype = ctx.avals_out[0].dtype
+    return batch, shape, ctx.avals_out[0].dtype
+
+
+@lowerings.register_call(LAYER_NORM)
+def lower_layer_norm(ctx, *ins):
+    ops = Operands(ctx, ins)
+    example = _example(ctx, ops)
+    if example is None:
+        return None
+    batch, shape, dtype = example
     return ctx.op.LayerNormalization(ctx.cast(ops["x"], dtype), norm_weight(ctx, ops, "weight", shape, dtype, 1.0),
                                      norm_weight(ctx, ops, "bias", shape, dtype, None), axis=batch,
                                      epsilon=ctx.marked.params["epsilon"], stash_type=stash_type(ctx, dtype))
@@ -75,11 +85,10 @@ def lower_rms_norm(ctx, *ins):
     if np.dtype(ctx.avals_out[0].dtype) not in ctx.kernel_dtypes("RMSNormalization"):  # none before opset 23
         return None
     ops = Operands(ctx, ins)
-    batch = ctx.marked.params["batch"]
-    shape = ops.shape("x")[batch:]
-    if not shape or not one_output_like(ctx, ops.shape("x")) or ("weight" in ops and ops.shape("weight") != shape):
+    example = _example(ctx, ops)
+    if example is None:
         return None
-    dtype = ctx.avals_out[0].dtype
+    batch, shape, dtype = example
     y = ctx.op.RMSNormalization(ctx.cast(ops["x"], dtype), norm_weight(ctx, ops, "weight", shape, dtype, 1.0), axis=batch,
                                 epsilon=ctx.marked.params["epsilon"], stash_type=stash_type(ctx, dtype))
     return ctx.op.Add(y, ctx.cast(ops["bias"], dtype)) if "bias" in ops else y

@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import partial
 
 import numpy as np
-from jax2onnx.fusion import is_array, max_pool, one_output_like
+from jax2onnx.fusion import is_array, max_pool, max_pool_dtypes, one_output_like
 from jax2onnx.plugin import Lowerings, Patch
 
 from ._fusion import call_module, from_onnx_batch, onnx_batch
@@ -23,8 +23,6 @@ lowerings = Lowerings()
 
 MAX_POOL = "jax2onnx_eqx.max_pool"
 AVG_POOL = "jax2onnx_eqx.avg_pool"
-_DTYPES = {MAX_POOL: {np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.float64)},
-           AVG_POOL: {np.dtype(np.float32), np.dtype(np.float16)}}
 MAX_CLASSES = ("MaxPool1d", "MaxPool2d", "MaxPool3d")
 AVG_CLASSES = ("AvgPool1d", "AvgPool2d", "AvgPool3d")
 
@@ -50,7 +48,8 @@ patches = [Patch(f"equinox.nn.{name}", "__call__", patch_call(partial(fuse, MAX_
 
 def _lower(op: str, mark: str, **attrs):
     def lower(ctx, *ins):
-        if np.dtype(ctx.avals_out[0].dtype) not in _DTYPES[mark] or not one_output_like(ctx, ctx.avals_out[0].shape):
+        native = max_pool_dtypes(ctx) if mark == MAX_POOL else ctx.kernel_dtypes("AveragePool")
+        if np.dtype(ctx.avals_out[0].dtype) not in native or not one_output_like(ctx, ctx.avals_out[0].shape):
             return None
         p = ctx.marked.params
         x = onnx_batch(ctx, ins[0], ctx.avals_in[0].shape, p["batch"])

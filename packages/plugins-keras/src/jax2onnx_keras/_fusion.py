@@ -120,3 +120,10 @@ def one_output_like(ctx: Any, shape: Sequence[Any]) -> bool:
     """The equation is the forward call itself: one float32 output of the expected shape (the
     layers fuse under Keras's float32 policy only; see :func:`plain_float32`)."""
     return fusion.one_output_like(ctx, shape, np.float32)
+
+
+def channels_and_spatial(params: Mapping[str, Any], shape: Sequence[Any]) -> tuple[Any, tuple[Any, ...]]:
+    """A conv/pool layer input's channel count and spatial dims, by the region's ``channels_last``."""
+    if params["channels_last"]:
+        return shape[-1], tuple(shape[1:-1])
+    return shape[1], tuple(shape[2:])

@@ -16,7 +16,15 @@ from typing import Any
 from jax2onnx.fusion import Operands, const_array, is_array, reshape_const, same_pads, static_ints, to_nchw, to_nhwc
 from jax2onnx.plugin import Lowerings
 
-from ._fusion import call_layer, mark_name, one_output_like, patch, plain_float32, quantized_or_lora
+from ._fusion import (
+    call_layer,
+    channels_and_spatial,
+    mark_name,
+    one_output_like,
+    patch,
+    plain_float32,
+    quantized_or_lora,
+)
 from .core import activation_name, apply_activation
 
 lowerings = Lowerings()
@@ -126,8 +134,7 @@ def lower_conv(ctx, *ins):
         return None
     k_shape = ops.shape("kernel")  # (*window, in / groups, out) ; depthwise: (*window, in, multiplier)
     window = tuple(int(k) for k in k_shape[:-2])
-    channels = shape[-1] if p["channels_last"] else shape[1]
-    spatial = tuple(shape[1:-1]) if p["channels_last"] else tuple(shape[2:])
+    channels, spatial = channels_and_spatial(p, shape)
     if len(window) != rank - 2 or not static_ints([channels]):
         return None
     pads = _pads(p, spatial, window)
@@ -161,8 +168,7 @@ def lower_separable_conv(ctx, *ins):
         return None
     d_shape, p_shape = ops.shape("depthwise_kernel"), ops.shape("pointwise_kernel")  # (*w, C, m), (1.., C*m, F)
     window = tuple(int(k) for k in d_shape[:-2])
-    channels = shape[-1] if p["channels_last"] else shape[1]
-    spatial = tuple(shape[1:-1]) if p["channels_last"] else tuple(shape[2:])
+    channels, spatial = channels_and_spatial(p, shape)
     if len(window) != rank - 2 or not static_ints([channels, *d_shape, *p_shape]):
         return None
     pads = _pads(p, spatial, window)

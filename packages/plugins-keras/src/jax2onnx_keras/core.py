@@ -12,12 +12,13 @@ the whole layer.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from jax2onnx.fusion import Operands, const_array, is_array, reshape_const, static_ints
+from jax2onnx.fusion import Operands, const_array, is_array, matmul_bias, reshape_const, static_ints
 from jax2onnx.plugin import Lowerings
+from jax2onnx_jnp.activations import ACTIVATIONS as JNP_ACTIVATIONS
+from jax2onnx_jnp.activations import Activation
 
 from ._fusion import call_layer, mark_name, one_output_like, patch, plain_float32, quantized_or_lora
 
@@ -27,30 +28,26 @@ DENSE = "dense"
 EINSUM_DENSE = "einsum_dense"
 EMBEDDING = "embedding"
 
-_SELU_ALPHA = 1.6732632423543772848170429916717
-_SELU_SCALE = 1.0507009873554804934193349852946
+#: Keras activations jax.nn has no fused function for (the rest are jax.nn's, see below).
+_KERAS_ONLY: dict[str, Activation] = {
+    "linear": Activation(lambda ctx, y, dt: y, "Identity"),
+    "tanh": Activation(lambda ctx, y, dt: ctx.op.Tanh(y), "Tanh"),
+    "softmax": Activation(lambda ctx, y, dt: ctx.op.Softmax(y, axis=-1), "Softmax"),
+    "log_softmax": Activation(lambda ctx, y, dt: ctx.op.LogSoftmax(y, axis=-1), "LogSoftmax"),
+    "softsign": Activation(lambda ctx, y, dt: ctx.op.Softsign(y), "Softsign"),
+    "exponential": Activation(lambda ctx, y, dt: ctx.op.Exp(y), "Exp"),
+}
 
-#: Keras activation (by the name of its function in ``keras.activations``) → (ONNX emission,
-#: lowest opset). Each one matches Keras's JAX-backend definition at its default arguments.
-ACTIVATIONS: dict[str, tuple[Callable[[Any, Any], Any], int]] = {
-    "linear": (lambda ctx, y: y, 1),
-    "relu": (lambda ctx, y: ctx.op.Relu(y), 1),
-    "sigmoid": (lambda ctx, y: ctx.op.Sigmoid(y), 1),
-    "tanh": (lambda ctx, y: ctx.op.Tanh(y), 1),
-    "softmax": (lambda ctx, y: ctx.op.Softmax(y, axis=-1), 13),
-    "log_softmax": (lambda ctx, y: ctx.op.LogSoftmax(y, axis=-1), 13),
-    "gelu": (lambda ctx, y: ctx.op.Gelu(y, approximate="none"), 20),  # Keras's default is the exact erf form
-    "elu": (lambda ctx, y: ctx.op.Elu(y, alpha=1.0), 1),
-    "selu": (lambda ctx, y: ctx.op.Selu(y, alpha=_SELU_ALPHA, gamma=_SELU_SCALE), 1),
-    "softplus": (lambda ctx, y: ctx.op.Softplus(y), 1),
-    "softsign": (lambda ctx, y: ctx.op.Softsign(y), 1),
-    "silu": (lambda ctx, y: ctx.op.Mul(y, ctx.op.Sigmoid(y)), 1),
-    "relu6": (lambda ctx, y: ctx.op.Clip(y, ctx.const(np.float32(0)), ctx.const(np.float32(6))), 11),
-    "leaky_relu": (lambda ctx, y: ctx.op.LeakyRelu(y, alpha=0.2), 1),  # Keras's default slope
-    # jax.nn.hard_sigmoid(x) = relu6(x + 3) / 6 = clip(x / 6 + 1 / 2, 0, 1)
-    "hard_sigmoid": (lambda ctx, y: ctx.op.HardSigmoid(y, alpha=1.0 / 6.0, beta=0.5), 1),
-    "hard_silu": (lambda ctx, y: ctx.op.HardSwish(y), 1),  # HardSwish is 14; core writes x·HardSigmoid(x) before
-    "exponential": (lambda ctx, y: ctx.op.Exp(y), 1),
+#: Keras activation (by the name of its function in ``keras.activations``) → (the activation's
+#: emission, Keras's defaults where they differ from jax.nn's). jax.nn's functions come from the jnp pack's one table
+#: (:data:`jax2onnx_jnp.activations.ACTIVATIONS`); each matches Keras's JAX-backend definition at
+#: its default arguments.
+ACTIVATIONS: dict[str, tuple[Activation, dict[str, Any]]] = {
+    **{name: (act, {}) for name, act in _KERAS_ONLY.items()},
+    **{name: (JNP_ACTIVATIONS[name], {}) for name in (
+        "relu", "sigmoid", "elu", "selu", "softplus", "silu", "relu6", "hard_sigmoid", "hard_silu")},
+    "gelu": (JNP_ACTIVATIONS["gelu"], {"approximate": False}),  # Keras's default is the exact erf form
+    "leaky_relu": (JNP_ACTIVATIONS["leaky_relu"], {"negative_slope": 0.2}),  # Keras's default slope
 }
 
 
@@ -67,10 +64,10 @@ def activation_name(fn: Any) -> str | None:
 
 
 def apply_activation(ctx: Any, y: Any, name: str) -> Any | None:
-    emit, min_opset = ACTIVATIONS[name]
-    if ctx.opset < min_opset:
+    act, keras_defaults = ACTIVATIONS[name]
+    if np.dtype(np.float32) not in ctx.kernel_dtypes(act.op):  # the op is newer than the export's opset
         return None
-    return emit(ctx, y)
+    return act.emit(ctx, y, np.float32, **{**dict(act.params), **keras_defaults})  # the fused layers are float32 (plain_float32)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,14 +128,6 @@ patches = [
 
 # ---------------------------------------------------------------------------------------------
 # Lowerings
-
-
-def matmul_bias(ctx: Any, x: Any, kernel: Any, bias: Any | None, x_rank: int) -> Any:
-    """``x @ kernel + bias``: Gemm for a 2-D ``x``, else MatMul (+ Add)."""
-    if x_rank == 2:
-        return ctx.op.Gemm(x, kernel, bias) if bias is not None else ctx.op.Gemm(x, kernel)
-    y = ctx.op.MatMul(x, kernel)
-    return y if bias is None else ctx.op.Add(y, bias)
 
 
 @lowerings.register_call(mark_name(DENSE))

@@ -10,6 +10,9 @@ transpose pass cancels them against a neighbouring Conv lowered in NCHW.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 from jax2onnx.fusion import Operands, channels_first, is_array, norm_axes, norm_weight, static_ints
 from jax2onnx.plugin import Lowerings
@@ -33,17 +36,23 @@ def _trailing(axes: tuple[int, ...], ndim: int) -> bool:
 # Patches
 
 
-def _patch_layer_norm(original):
-    def call(self, inputs, *args, **kwargs):
-        if args or kwargs or not is_array(inputs) or not plain_float32(self, inputs) or self.rms_scaling:
-            return original(self, inputs, *args, **kwargs)
-        axes = norm_axes(self.axis, inputs.ndim)
-        if not _trailing(axes, inputs.ndim):
-            return original(self, inputs)
-        return call_layer(LAYER_NORM, self, lambda layer, x: original(layer, x), {"x": inputs},
-                          axis=axes[0], epsilon=float(self.epsilon))
+def _patch_trailing_norm(mark: str, declines: Callable[[Any], bool] = lambda layer: False):
+    """The patch of a LayerNormalization/RMSNormalization layer: its region when it normalizes
+    over trailing axes (what the ONNX ops take) and ``declines(layer)`` does not say otherwise."""
 
-    return call
+    def patch_call(original):
+        def call(self, x, *args, **kwargs):
+            if args or kwargs or not is_array(x) or not plain_float32(self, x) or declines(self):
+                return original(self, x, *args, **kwargs)
+            axes = norm_axes(self.axis, x.ndim)
+            if not _trailing(axes, x.ndim):
+                return original(self, x)
+            return call_layer(mark, self, lambda layer, y: original(layer, y), {"x": x},
+                              axis=axes[0], epsilon=float(self.epsilon))
+
+        return call
+
+    return patch_call
 
 
 def _patch_batch_norm(original):
@@ -64,19 +73,6 @@ def _patch_batch_norm(original):
     return call
 
 
-def _patch_rms_norm(original):
-    def call(self, x, *args, **kwargs):
-        if args or kwargs or not is_array(x) or not plain_float32(self, x):
-            return original(self, x, *args, **kwargs)
-        axes = norm_axes(self.axis, x.ndim)
-        if not _trailing(axes, x.ndim):
-            return original(self, x)
-        return call_layer(RMS_NORM, self, lambda layer, x: original(layer, x), {"x": x},
-                          axis=axes[0], epsilon=float(self.epsilon))
-
-    return call
-
-
 def _patch_group_norm(original):
     def call(self, inputs, *args, **kwargs):
         if args or kwargs or not is_array(inputs) or inputs.ndim < 2 or not plain_float32(self, inputs):
@@ -92,9 +88,11 @@ def _patch_group_norm(original):
 
 _NORM = "keras.src.layers.normalization"
 patches = [
-    patch(f"{_NORM}.layer_normalization", "LayerNormalization", _patch_layer_norm),
+    # rms_scaling=True is an RMS norm with a LayerNormalization class: Keras's own math
+    patch(f"{_NORM}.layer_normalization", "LayerNormalization",
+          _patch_trailing_norm(LAYER_NORM, lambda layer: layer.rms_scaling)),
     patch(f"{_NORM}.batch_normalization", "BatchNormalization", _patch_batch_norm),
-    patch(f"{_NORM}.rms_normalization", "RMSNormalization", _patch_rms_norm),
+    patch(f"{_NORM}.rms_normalization", "RMSNormalization", _patch_trailing_norm(RMS_NORM)),
     patch(f"{_NORM}.group_normalization", "GroupNormalization", _patch_group_norm),
 ]
 
@@ -103,31 +101,30 @@ patches = [
 # Lowerings
 
 
-@lowerings.register_call(mark_name(LAYER_NORM))
-def lower_layer_norm(ctx, *ins):
-    ops = Operands(ctx, ins)
-    p = ctx.marked.params
-    shape = ops.shape("x")
-    feat = list(shape[p["axis"]:])
-    if not one_output_like(ctx, shape) or not static_ints(feat):
-        return None
-    scale = norm_weight(ctx, ops, "gamma", feat, np.float32, 1.0)
-    bias = norm_weight(ctx, ops, "beta", feat, np.float32, None)
-    return ctx.op.LayerNormalization(ops["x"], scale, bias, axis=p["axis"], epsilon=p["epsilon"])
+def _trailing_norm(op_type: str, scale: str, bias: str | None):
+    """A LayerNormalization/RMSNormalization region → the ONNX op of that name over ``axis`` and
+    the trailing axes, with the layer's ``scale`` (and ``bias``) weights."""
+
+    def lower(ctx, *ins):
+        if np.dtype(np.float32) not in ctx.kernel_dtypes(op_type):  # RMSNormalization: none before opset 23
+            return None
+        ops = Operands(ctx, ins)
+        p = ctx.marked.params
+        shape = ops.shape("x")
+        feat = list(shape[p["axis"]:])
+        if not one_output_like(ctx, shape) or not static_ints(feat):
+            return None
+        weights = [norm_weight(ctx, ops, scale, feat, np.float32, 1.0)]
+        if bias is not None:
+            weights.append(norm_weight(ctx, ops, bias, feat, np.float32, None))
+        return getattr(ctx.op, op_type)(ops["x"], *weights, axis=p["axis"], epsilon=p["epsilon"])
+
+    lower.__name__ = f"lower_{op_type.lower()}"
+    return lower
 
 
-@lowerings.register_call(mark_name(RMS_NORM))
-def lower_rms_norm(ctx, *ins):
-    if np.dtype(np.float32) not in ctx.kernel_dtypes("RMSNormalization"):  # none before opset 23
-        return None
-    ops = Operands(ctx, ins)
-    p = ctx.marked.params
-    shape = ops.shape("x")
-    feat = list(shape[p["axis"]:])
-    if not one_output_like(ctx, shape) or not static_ints(feat):
-        return None
-    scale = norm_weight(ctx, ops, "scale", feat, np.float32, 1.0)
-    return ctx.op.RMSNormalization(ops["x"], scale, axis=p["axis"], epsilon=p["epsilon"])
+lowerings.register_call(mark_name(LAYER_NORM))(_trailing_norm("LayerNormalization", "gamma", "beta"))
+lowerings.register_call(mark_name(RMS_NORM))(_trailing_norm("RMSNormalization", "scale", None))
 
 
 @lowerings.register_call(mark_name(BATCH_NORM))

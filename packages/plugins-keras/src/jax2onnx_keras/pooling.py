@@ -15,7 +15,7 @@ from typing import Any
 from jax2onnx.fusion import Operands, channels_first, is_array, max_pool, same_pads, static_ints
 from jax2onnx.plugin import Lowerings
 
-from ._fusion import call_layer, mark_name, one_output_like, patch, plain_float32
+from ._fusion import call_layer, channels_and_spatial, mark_name, one_output_like, patch, plain_float32
 
 lowerings = Lowerings()
 
@@ -65,7 +65,7 @@ def lower_pool(ctx, *ins):
     window, strides = tuple(p["pool_size"]), tuple(p["strides"])
     if not one_output_like(ctx, ctx.avals_out[0].shape) or len(window) != rank - 2 or len(strides) != rank - 2:
         return None
-    spatial = tuple(shape[1:-1]) if p["channels_last"] else tuple(shape[2:])
+    _, spatial = channels_and_spatial(p, shape)
     attrs: dict[str, Any] = {"kernel_shape": list(window), "strides": list(strides)}
     if p["padding"] == "same":
         if static_ints(spatial):

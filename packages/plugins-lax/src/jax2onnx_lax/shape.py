@@ -91,8 +91,7 @@ def lower_split(ctx, x):
     return list(ctx.op.Split(x, split, axis=int(ctx.params["axis"]), _outputs=len(sizes)))
 
 
-# Element types ONNX Range produces directly; others are made in int64 and cast.
-_RANGE_DTYPES = {np.dtype(t) for t in (np.int16, np.int32, np.int64, np.float32, np.float64)}
+# Element types the target onnxruntime runs Range on are made directly; others in int64, then cast.
 
 
 @lowerings.register("iota")
@@ -100,7 +99,7 @@ def lower_iota(ctx):
     dtype = np.dtype(ctx.params["dtype"])
     shape = ctx.params["shape"]
     axis = int(ctx.params["dimension"])
-    range_dtype = dtype if dtype in _RANGE_DTYPES else np.dtype(np.int64)
+    range_dtype = dtype if dtype in ctx.kernel_dtypes("Range") else np.dtype(np.int64)
     limit = ctx.dim_scalar(shape[axis], range_dtype)
     r = ctx.op.Range(ctx.const(0, range_dtype), limit, ctx.const(1, range_dtype))
     if range_dtype != dtype:

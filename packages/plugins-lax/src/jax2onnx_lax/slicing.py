@@ -44,17 +44,25 @@ def _start_vector(ctx, scalars) -> object:
     return ctx.cast(vec, np.int64)
 
 
-@lowerings.register("dynamic_slice")
-def lower_dynamic_slice(ctx, x, *indices):
+def _window(ctx, sizes, indices):
+    """(axes, starts, ends) of the window of ``sizes`` at the clamped ``indices`` into the first
+    operand, over the axes it does not cover whole (one at its full size always starts at 0 once
+    clamped: nothing to do there); None when it covers every axis."""
     shape = ctx.avals_in[0].shape
-    sizes = ctx.params["slice_sizes"]
-    # An axis sliced at its full size always starts at 0 once clamped: nothing to do there.
     axes = [a for a in range(len(shape)) if not same_dim(sizes[a], shape[a])]
     if not axes:
-        return x
+        return None
     starts = _start_vector(ctx, [indices[a] for a in axes])
     starts = clamp_starts(ctx, starts, [shape[a] - sizes[a] for a in axes])
-    ends = ctx.op.Add(starts, ctx.shape_tensor([sizes[a] for a in axes]))
+    return axes, starts, ctx.op.Add(starts, ctx.shape_tensor([sizes[a] for a in axes]))
+
+
+@lowerings.register("dynamic_slice")
+def lower_dynamic_slice(ctx, x, *indices):
+    window = _window(ctx, ctx.params["slice_sizes"], indices)
+    if window is None:
+        return x
+    axes, starts, ends = window
     return ctx.op.Slice(x, starts, ends, ctx.i64(axes))
 
 
@@ -62,14 +70,10 @@ def lower_dynamic_slice(ctx, x, *indices):
 def lower_dynamic_update_slice(ctx, x, update, *indices):
     """Rebuild each updated axis as ``Concat(before, middle, after)``; ``middle`` is the update
     (innermost axis) or the same construction one axis further in. Exact, and no index grids."""
-    shape = ctx.avals_in[0].shape
-    usize = ctx.avals_in[1].shape
-    axes = [a for a in range(len(shape)) if not same_dim(usize[a], shape[a])]
-    if not axes:
+    window = _window(ctx, ctx.avals_in[1].shape, indices)
+    if window is None:
         return update
-    starts = _start_vector(ctx, [indices[a] for a in axes])
-    starts = clamp_starts(ctx, starts, [shape[a] - usize[a] for a in axes])
-    ends = ctx.op.Add(starts, ctx.shape_tensor([usize[a] for a in axes]))
+    axes, starts, ends = window
     starts_1, ends_1 = _per_axis(ctx, starts, len(axes)), _per_axis(ctx, ends, len(axes))
 
     def rebuild(piece, i):

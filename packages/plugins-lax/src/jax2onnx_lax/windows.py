@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 from jax2onnx.dtypes import is_bool, is_float
-from jax2onnx.fusion import const_array, max_pool
+from jax2onnx.fusion import const_array, max_pool, max_pool_dtypes
 from jax2onnx.plugin import Lowerings
 
 from .conv import is_symbolic_same
@@ -25,8 +25,6 @@ lowerings = Lowerings()
 
 _INT64_MAX = np.iinfo(np.int64).max
 #: dtypes with onnxruntime MaxPool / AveragePool kernels.
-MAXPOOL_DTYPES = {np.dtype(t) for t in ("float16", "float32", "float64")}
-AVGPOOL_DTYPES = {np.dtype(t) for t in ("float16", "float32")}
 
 
 def _identity(kind: str, dtype: np.dtype):
@@ -203,7 +201,7 @@ def _is_identity(init, kind, dtype) -> bool:
 def _lower_window(ctx, x, kind, init=None):
     window, strides, padding, base, wdil = _params(ctx)
     dtype = np.dtype(ctx.avals_in[0].dtype)
-    native = MAXPOOL_DTYPES if kind in ("max", "min") else AVGPOOL_DTYPES if kind == "add" else set()
+    native = max_pool_dtypes(ctx) if kind in ("max", "min") else ctx.kernel_dtypes("AveragePool") if kind == "add" else set()
     no_crop = all(not _is_int(d) or d >= 0 for pair in padding for d in pair)
     if init is None and dtype in native and all(b == 1 for b in base) and no_crop:
         return _pool(ctx, x, kind, window, strides, padding, wdil)

@@ -12,8 +12,10 @@ from jax2onnx.plugin import Lowerings
 lowerings = Lowerings()
 
 
-# dtypes=FLOAT_MATH: Tanh runs in float32/float64 in onnxruntime; the interpreter casts other
-# operand dtypes (float16, bfloat16) to the narrowest of these that holds them and casts back.
+# dtypes=FLOAT_MATH: JAX computes float16/bfloat16 math in float32 (XLA on CPU), so the lowering
+# computes in float32/float64; the interpreter casts other operand dtypes to the narrowest of these
+# that holds them and casts back. (dtypes="Tanh" would instead ask the target onnxruntime which
+# dtypes its Tanh kernels take, jax2onnx.ir.runtime.)
 @lowerings.register("mypack_softclip", dtypes=FLOAT_MATH)
 def lower_softclip(ctx, x):
     limit = ctx.params["limit"]

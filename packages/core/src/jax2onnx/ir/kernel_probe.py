@@ -202,26 +202,36 @@ def measure(opset: int) -> dict[str, list[str]]:
     return table
 
 
-def _run_one(op: str, x: np.ndarray, attrs: dict, consts: list, n_out: int = 1) -> np.ndarray | None:
-    """``op`` on ``x`` (and int64 constant inputs) in onnxruntime, its first output; None when it
-    does not load."""
+def _one_node(op: str, inputs: dict[str, np.dtype], attrs: dict, consts: list, n_out: int = 1) -> Any:
+    """A session of one ``op`` node on ``inputs`` (name -> dtype; its outputs share the first
+    input's type, a second one is int64) and int64 constant inputs; None when it does not load."""
     import onnxruntime as ort
 
-    elem = helper.np_dtype_to_tensor_dtype(x.dtype)
+    elem = helper.np_dtype_to_tensor_dtype(next(iter(inputs.values())))
     inits = [helper.make_tensor(f"c{i}", TensorProto.INT64, [len(c)], c) for i, c in enumerate(consts)]
     outs = [helper.make_tensor_value_info("y", elem, None)]
     if n_out == 2:
         outs.append(helper.make_tensor_value_info("i", TensorProto.INT64, None))
-    node = helper.make_node(op, ["x", *(i.name for i in inits)], [o.name for o in outs], **attrs)
-    graph = helper.make_graph([node], "probe", [helper.make_tensor_value_info("x", elem, None)], outs, initializer=inits)
+    node = helper.make_node(op, [*inputs, *(i.name for i in inits)], [o.name for o in outs], **attrs)
+    graph = helper.make_graph([node], "probe", [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(d), None)
+                                                for n, d in inputs.items()], outs, initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     model.ir_version = 10
     opts = ort.SessionOptions()
     opts.log_severity_level = 4
     try:
-        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        return sess.run(None, {"x": x})[0]
+        return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     except Exception:  # noqa: BLE001 - no kernel: the load probes above record that
+        return None
+
+
+def _run_one(op: str, x: np.ndarray, attrs: dict, consts: list, n_out: int = 1) -> np.ndarray | None:
+    """``op`` on ``x`` (and int64 constant inputs) in onnxruntime, its first output; None when it
+    does not load or run."""
+    sess = _one_node(op, {"x": x.dtype}, attrs, consts, n_out)
+    try:
+        return None if sess is None else sess.run(None, {"x": x})[0]
+    except Exception:  # noqa: BLE001
         return None
 
 
@@ -282,20 +292,12 @@ def _activation_inexact(op: str) -> list[str]:
 def _matmul_vector_fails(dtype: np.dtype) -> bool:
     """Whether ``MatMul`` of an empty batch of rows by a vector fails (onnxruntime 1.31: "left
     operand cannot broadcast on dim 0" for (0, 4) @ (4,)), while (3, 4) @ (4,) runs."""
-    import onnxruntime as ort
-
-    elem = helper.np_dtype_to_tensor_dtype(dtype)
-    node = helper.make_node("MatMul", ["a", "b"], ["y"])
-    graph = helper.make_graph([node], "probe", [helper.make_tensor_value_info(n, elem, None) for n in "ab"],
-                              [helper.make_tensor_value_info("y", elem, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    model.ir_version = 10
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 4
+    sess = _one_node("MatMul", {"a": dtype, "b": dtype}, {}, [])
     try:
-        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        if sess is None:
+            return False  # no kernel at all: the load probes record that
         sess.run(None, {"a": np.ones((3, 4), dtype), "b": np.ones((4,), dtype)})
-    except Exception:  # noqa: BLE001 - no kernel at all: the load probes record that
+    except Exception:  # noqa: BLE001
         return False
     try:
         return sess.run(None, {"a": np.ones((0, 4), dtype), "b": np.ones((4,), dtype)})[0].shape != (0,)

@@ -81,6 +81,11 @@ def _rule(*op_types: str) -> Callable[[Rule], Rule]:
     return register
 
 
+def has_rule(op_type: str) -> bool:
+    """Whether a rule forms ``op_type`` at opsets older than the op (HardSwish before 14)."""
+    return op_type in _RULES
+
+
 def legalize(
     op: Any, op_type: str, inputs: list[Any], attrs: dict[str, Any], n_out: int, opset: int, schema: Any
 ) -> tuple[list[Any], dict[str, Any]] | Rewritten:

@@ -11,6 +11,8 @@ import onnx_ir as ir
 
 from .. import compat
 from ..ir.builder import OpBuilder, Scope, set_aval, to_ir_dtype
+from ..ir.legalize import has_rule
+from ..ir.opsets import op_since
 from ..ir.runtime import Runtime
 from ..plugin import MarkedCall
 
@@ -139,8 +141,12 @@ class LoweringContext(Emitter):
 
     def kernel_dtypes(self, op: str, without: Any = ()) -> frozenset[np.dtype]:
         """The dtypes the target onnxruntime has ``op`` kernels for at the export's opset
-        (``"ScatterND:max"`` for a scatter's reduction), less ``without``."""
-        return self.interp.runtime.dtypes(op, self.opset) - frozenset(np.dtype(d) for d in without)
+        (``"ScatterND:max"`` for a scatter's reduction), less ``without``. None before the op's
+        opset, unless legalization forms it there (then the op's own kernels: the rule's ops)."""
+        base = op.split(":")[0]
+        since = op_since(base)
+        opset = since if has_rule(base) and since is not None and self.opset < since else self.opset
+        return self.interp.runtime.dtypes(op, opset) - frozenset(np.dtype(d) for d in without)
 
     # -- nested jaxprs -------------------------------------------------------------------------
     def lower_jaxpr(self, closed_jaxpr: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]:

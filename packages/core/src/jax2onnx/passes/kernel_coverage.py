@@ -93,18 +93,26 @@ def _matrix_times_vector(graph: ir.Graph, node: ir.Node, runtime: Runtime, fresh
     node.replace_input_with(1, column)
     out = node.outputs[0]
     squeezed = ir.Value(name=fresh(out.name or "out"), type=out.type, shape=out.shape)
-    for user, j in list(out.uses()):
-        user.replace_input_with(j, squeezed)
-    squeeze = ir.Node("", "Squeeze", [out, axes], outputs=[squeezed], name=f"{squeezed.name}_node")
-    graph.insert_after(node, squeeze)
+    _read_through(graph, node, out, ir.Node("", "Squeeze", [out, axes], outputs=[squeezed],
+                                             name=f"{squeezed.name}_node"), "column")
     out.shape = None
+    return True
+
+
+def _read_through(graph: ir.Graph, node: ir.Node, out: ir.Value, after: ir.Node, suffix: str) -> None:
+    """Insert ``after`` (which reads ``out``) behind ``node`` and give its output every reader of
+    ``out``; a graph output keeps its name (``out`` takes ``<name>_<suffix>``)."""
+    new = after.outputs[0]
+    for user, j in list(out.uses()):
+        if user is not after:
+            user.replace_input_with(j, new)
+    graph.insert_after(node, after)
     outputs = list(graph.outputs)
     if any(o is out for o in outputs):
         k = next(k for k, o in enumerate(outputs) if o is out)
         name = out.name
-        out.name, squeezed.name = f"{name}_column", name
-        graph.outputs[k] = squeezed
-    return True
+        out.name, new.name = f"{name}_{suffix}", name
+        graph.outputs[k] = new
 
 
 class KernelCoveragePass(ir.passes.InPlacePass):
@@ -156,18 +164,8 @@ class KernelCoveragePass(ir.passes.InPlacePass):
                     if out.type is None or out.type.dtype != dtype:
                         continue  # a bool result of a comparison
                     back = ir.Value(name=fresh(out.name or "out"), type=ir.TensorType(dtype), shape=out.shape)
-                    uses = list(out.uses())
-                    for user, j in uses:
-                        user.replace_input_with(j, back)
-                    cast_back = ir.Node("", "Cast", [out], [ir.AttrInt64("to", int(dtype))], outputs=[back],
-                                        name=f"{back.name}_node")
-                    graph.insert_after(node, cast_back)
+                    _read_through(graph, node, out, ir.Node("", "Cast", [out], [ir.AttrInt64("to", int(dtype))],
+                                                            outputs=[back], name=f"{back.name}_node"), "carrier")
                     out.type = ir.TensorType(wide_ir)
-                    outputs = list(graph.outputs)
-                    if any(o is out for o in outputs):
-                        k = next(k for k, o in enumerate(outputs) if o is out)
-                        name = out.name
-                        out.name, back.name = f"{name}_carrier", name
-                        graph.outputs[k] = back
                 modified = True
         return ir.passes.PassResult(model, modified)

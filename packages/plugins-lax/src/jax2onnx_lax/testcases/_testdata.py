@@ -1,4 +1,4 @@
-"""Input generators for testcases whose primitive needs a domain (``(rng, shape, dtype) -> array``).
+"""Input specs and generators for testcases whose primitive needs a domain (``(rng, shape, dtype) -> array``).
 
 The runner casts the result to the spec's dtype, so one generator serves float32 and float64.
 """
@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+
+
+def spec(*shape: Any, dtype: Any = jnp.int32) -> jax.ShapeDtypeStruct:
+    """An input spec (int32 unless ``dtype`` says otherwise): ``spec("B", 4)``."""
+    return jax.ShapeDtypeStruct(shape, dtype)
 
 
 def uniform(lo: float, hi: float):

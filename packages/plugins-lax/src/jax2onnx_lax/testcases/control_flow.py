@@ -10,6 +10,8 @@ import numpy as np
 from jax import lax
 from jax2onnx.testing import Component, Testcase
 
+from ._testdata import spec
+
 
 def _all_nodes(graph: Any) -> list[Any]:
     import onnx
@@ -34,10 +36,6 @@ def loop_state_static(model: Any, dims: list[int | None]) -> None:
             if len(shape) == len(dims) and all(w is None or w == d for w, d in zip(dims, shape, strict=True)):
                 return
     raise AssertionError(f"no Loop body input has static shape {dims}")
-
-
-def _ints(shape: tuple[Any, ...]) -> jax.ShapeDtypeStruct:
-    return jax.ShapeDtypeStruct(shape, jnp.int32)
 
 
 def cond_scalar(x):
@@ -124,11 +122,11 @@ components = [
             Testcase("cond_grad", cond_grad, [("B",)], expected_ops=["If"]),
             Testcase("cond_literal_predicate", lambda x: lax.cond(True, lambda v: v + 1.0, lambda v: v - 1.0, x),
                      [("B",)], forbidden_ops=["If"]),
-            Testcase("cond_switch_three_way", switch_three_way, [_ints(()), ("B", 4)], expected_ops=["If"],
+            Testcase("cond_switch_three_way", switch_three_way, [spec(), ("B", 4)], expected_ops=["If"],
                      input_generator=lambda rng, shape, dt: rng.integers(-1, 4, shape) if dt.kind == "i"
                      else rng.standard_normal(shape),
                      check=lambda m, _variant: _count_ifs_at_least(m, 2)),
-            Testcase("cond_switch_pytree_operands", switch_pytree, [_ints(()), ("B", 2), ("B", 2)], expected_ops=["If"]),
+            Testcase("cond_switch_pytree_operands", switch_pytree, [spec(), ("B", 2), ("B", 2)], expected_ops=["If"]),
         ],
     ),
 ]

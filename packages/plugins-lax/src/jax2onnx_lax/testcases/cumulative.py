@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax2onnx.testing import Component, Testcase
 
-from ._testdata import f32, ints, uniform
-
-
-def _spec(*shape, dtype=jnp.int32):
-    return jax.ShapeDtypeStruct(shape, dtype)
-
+from ._testdata import f32, ints, spec, uniform
 
 _NAN_ROW = [f32([1.0, np.nan, 3.0, 0.0, -np.inf, 2.0], [-np.inf, -np.inf, 5.0, np.inf, 1.0, -1.0])]
 
@@ -27,7 +21,7 @@ def _cases(prim, fn, *, gen=None, ops=()):
         Testcase(f"{prim}_symbolic_axis", lambda x: fn(x, axis=0), [("B", 3)], input_generator=gen),
         Testcase(f"{prim}_symbolic_axis_reverse", lambda x: fn(x, axis=1, reverse=True), [(2, "B", 2)],
                  input_generator=gen),
-        Testcase(f"{prim}_int32", lambda x: fn(x, axis=1), [_spec("B", 6)], input_generator=ints(-4, 5)),
+        Testcase(f"{prim}_int32", lambda x: fn(x, axis=1), [spec("B", 6)], input_generator=ints(-4, 5)),
         Testcase(f"{prim}_length_one", lambda x: fn(x, axis=1), [("B", 1)], input_generator=gen),
     ]
 
@@ -39,13 +33,13 @@ components = [
     Component("lax.cumsum", onnx=["CumSum"], since="v0.7.0", testcases=[
         Testcase("cumsum_axis1", lambda x: lax.cumsum(x, axis=1), [("B", 5)], expected_ops=["CumSum"]),
         Testcase("cumsum_reverse", lambda x: lax.cumsum(x, axis=0, reverse=True), [("B", 3)], expected_ops=["CumSum"]),
-        Testcase("cumsum_jnp_bool", lambda x: jnp.cumsum(x, axis=1), [_spec("B", 4, dtype=jnp.bool_)]),
-        Testcase("cumsum_int8_wraps", lambda x: lax.cumsum(x, axis=1), [_spec("B", 6, dtype=jnp.int8)],
+        Testcase("cumsum_jnp_bool", lambda x: jnp.cumsum(x, axis=1), [spec("B", 4, dtype=jnp.bool_)]),
+        Testcase("cumsum_int8_wraps", lambda x: lax.cumsum(x, axis=1), [spec("B", 6, dtype=jnp.int8)],
                  input_generator=ints(-128, 128)),
     ]),
     Component("lax.cumprod", onnx=["Mul", "Pad", "Slice", "Scan"], since="v0.7.0", testcases=[
         *_cases("cumprod", lax.cumprod, gen=uniform(0.5, 1.5), ops=["Mul", *_SCAN_OPS]),
-        Testcase("cumprod_int8_wraps", lambda x: lax.cumprod(x, axis=1), [_spec("B", 6, dtype=jnp.int8)],
+        Testcase("cumprod_int8_wraps", lambda x: lax.cumprod(x, axis=1), [spec("B", 6, dtype=jnp.int8)],
                  input_generator=ints(-9, 10)),
     ]),
     Component("lax.cummax", onnx=["Max", "Pad", "Slice", "Scan"], since="v0.7.0", testcases=[
@@ -56,7 +50,7 @@ components = [
     Component("lax.cummin", onnx=["Min", "Pad", "Slice", "Scan"], since="v0.7.0", testcases=[
         *_cases("cummin", lax.cummin, ops=["Min", *_SCAN_OPS]),
         Testcase("cummin_nan_propagates", lambda x: lax.cummin(x, axis=1, reverse=True), input_values=_NAN_ROW),
-        Testcase("cummin_uint8", lambda x: lax.cummin(x, axis=1), [_spec("B", 5, dtype=jnp.uint8)],
+        Testcase("cummin_uint8", lambda x: lax.cummin(x, axis=1), [spec("B", 5, dtype=jnp.uint8)],
                  input_generator=ints(0, 256)),
     ]),
     Component("lax.cumlogsumexp", onnx=["Max", "Exp", "Log", "Pad", "Slice", "Scan"], since="v0.7.0", testcases=[

@@ -8,7 +8,7 @@ import numpy as np
 from jax import lax
 from jax2onnx.testing import Component, Testcase
 
-from ._testdata import SPECIAL, f32, ints, log_scale
+from ._testdata import SPECIAL, f32, ints, log_scale, spec
 
 
 def _int_default():
@@ -18,10 +18,6 @@ def _int_default():
 
 def _float_default():
     return jax.dtypes.canonicalize_dtype(jnp.float64)
-
-
-def _spec(*shape, dtype=jnp.int32):
-    return jax.ShapeDtypeStruct(shape, dtype)
 
 
 def _check_bitcast_op_at_opset_26(fn, values):
@@ -65,15 +61,15 @@ components = [
         Testcase("bitcast_float_to_uint_special", lambda x: lax.bitcast_convert_type(x, jnp.uint32),
                  input_values=[_BITS_VALUES], run_f64=False),  # float64 -> uint32 changes the width
         Testcase("bitcast_int_to_float", lambda x: lax.bitcast_convert_type(x, _float_default()),
-                 [_spec("B", 6)], input_generator=ints(-2**31, 2**31 - 1), run_f64=False),
+                 [spec("B", 6)], input_generator=ints(-2**31, 2**31 - 1), run_f64=False),
         Testcase("bitcast_roundtrip", lambda x: lax.bitcast_convert_type(lax.bitcast_convert_type(x, _int_default()),
                                                                          x.dtype), input_values=[SPECIAL]),
-        Testcase("bitcast_int32_to_uint32", lambda x: lax.bitcast_convert_type(x, jnp.uint32), [_spec("B", 4)],
+        Testcase("bitcast_int32_to_uint32", lambda x: lax.bitcast_convert_type(x, jnp.uint32), [spec("B", 4)],
                  input_generator=ints(-2**31, 2**31 - 1), expected_ops=["Cast"]),
         Testcase("bitcast_float16_to_int16", lambda x: lax.bitcast_convert_type(x.astype(jnp.float16), jnp.int16),
                  input_values=[f32(0.0, -0.0, 1.0, -2.5, 6e-8, 65504.0, np.inf, 1e-5, 0.1)]),
         Testcase("bitcast_uint16_to_bfloat16", lambda x: lax.bitcast_convert_type(x, jnp.bfloat16).astype(jnp.float32),
-                 [_spec("B", 6, dtype=jnp.uint16)], input_generator=ints(0, 65536), run_f64=False),
+                 [spec("B", 6, dtype=jnp.uint16)], input_generator=ints(0, 65536), run_f64=False),
     ]),
     Component("lax.reduce_precision", onnx=["Round", "Pow", "Where"], since="v0.7.0", testcases=[
         Testcase("reduce_precision_to_float16", lambda x: lax.reduce_precision(x, 5, 10), [("B", 6)],

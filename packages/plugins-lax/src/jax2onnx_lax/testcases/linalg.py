@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax2onnx.testing import Component, Testcase
+
+from ._testdata import spec
 
 
 def _dot(dims, preferred=None):
@@ -22,10 +23,6 @@ _WEIGHT = np.linspace(-1.0, 1.0, 20, dtype=np.float32).reshape(5, 4)
 def dense_constant_weight_transposed(x):
     # x @ W.T with a constant W: the Transpose must fold into the initializer.
     return lax.dot_general(x, jnp.asarray(_WEIGHT, x.dtype), (((1,), (1,)), ((), ())))
-
-
-def _ints(shape, dtype=jnp.int32):
-    return jax.ShapeDtypeStruct(shape, dtype)
 
 
 components = [
@@ -52,12 +49,12 @@ components = [
             Testcase("dot_general_batched_matvec", _dot((((2,), (1,)), ((0,), (0,)))), [("B", 3, 4), ("B", 4)],
                      expected_ops=["Einsum"]),
             Testcase("dot_general_outer", _dot((((), ()), ((), ()))), [("B",), (3,)], expected_ops=["Einsum"]),
-            Testcase("dot_general_int32", _dot((((1,), (0,)), ((), ()))), [_ints(("B", 3)), _ints((3, 2))],
+            Testcase("dot_general_int32", _dot((((1,), (0,)), ((), ()))), [spec("B", 3), spec(3, 2)],
                      expected_ops=["MatMul"]),
             Testcase("dot_general_int8_preferred_int32", _dot((((1,), (0,)), ((), ())), jnp.int32),
-                     [_ints(("B", 3), jnp.int8), _ints((3, 2), jnp.int8)], expected_ops=["MatMul"]),
+                     [spec("B", 3, dtype=jnp.int8), spec(3, 2, dtype=jnp.int8)], expected_ops=["MatMul"]),
             Testcase("dot_general_int8", _dot((((1,), (0,)), ((), ()))),
-                     [_ints(("B", 8), jnp.int8), _ints((8, 2), jnp.int8)], expected_ops=["MatMul", "Cast"],
+                     [spec("B", 8, dtype=jnp.int8), spec(8, 2, dtype=jnp.int8)], expected_ops=["MatMul", "Cast"],
                      input_generator=lambda rng, shape, dt: rng.integers(-100, 100, shape)),
             Testcase("dot_general_jnp_matmul", lambda x, y: jnp.matmul(x, y), [("B", 2, 3, 4), ("B", 2, 4, 5)],
                      expected_ops=["MatMul"]),

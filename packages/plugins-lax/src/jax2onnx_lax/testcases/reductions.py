@@ -8,11 +8,7 @@ import numpy as np
 from jax import lax
 from jax2onnx.testing import Component, Testcase
 
-from ._testdata import f32, ints
-
-
-def _spec(*shape, dtype=jnp.int32):
-    return jax.ShapeDtypeStruct(shape, dtype)
+from ._testdata import f32, ints, spec
 
 
 def _float_default():
@@ -26,7 +22,7 @@ def _standard_cases(name, jnp_fn, op, int_op=None):
         Testcase(name, lambda x: jnp_fn(x, axis=1), [("B", 4)], expected_ops=[op]),
         Testcase(f"{name}_allaxes", jnp_fn, [("B", 4)], expected_ops=[op]),
         Testcase(f"{name}_keepdims", lambda x: jnp_fn(x, axis=0, keepdims=True), [("B", 4)], expected_ops=[op]),
-        Testcase(f"{name}_int32", lambda x: jnp_fn(x, axis=(0, 2)), [_spec("B", 2, 3)],
+        Testcase(f"{name}_int32", lambda x: jnp_fn(x, axis=(0, 2)), [spec("B", 2, 3)],
                  expected_ops=[int_op] if int_op else [], input_generator=ints(-5, 6)),
     ]
 
@@ -47,10 +43,10 @@ def _bool_values(*rows):
 def _logical_cases(prim, fn, data_cases):
     cases = [Testcase(f"{prim}_{name}", fn, input_values=_bool_values(*rows)) for name, rows in data_cases]
     cases += [
-        Testcase(f"{prim}_keepdims", lambda x: jnp.expand_dims(fn(x, axes=(1,)), 1), [_spec("B", 5, dtype=_BOOL)]),
-        Testcase(f"{prim}_int32_bits", lambda x: fn(x, axes=(0,)), [_spec("B", 3)], input_generator=ints(-2**31,
+        Testcase(f"{prim}_keepdims", lambda x: jnp.expand_dims(fn(x, axes=(1,)), 1), [spec("B", 5, dtype=_BOOL)]),
+        Testcase(f"{prim}_int32_bits", lambda x: fn(x, axes=(0,)), [spec("B", 3)], input_generator=ints(-2**31,
                                                                                                          2**31 - 1)),
-        Testcase(f"{prim}_uint8_bits", lambda x: fn(x, axes=(1,)), [_spec("B", 4, dtype=jnp.uint8)],
+        Testcase(f"{prim}_uint8_bits", lambda x: fn(x, axes=(1,)), [spec("B", 4, dtype=jnp.uint8)],
                  input_generator=ints(0, 256)),
     ]
     return cases
@@ -63,9 +59,9 @@ def _logical(prim):
 components = [
     Component("lax.reduce_sum", onnx=["ReduceSum"], since="v0.2.0", testcases=[
         *_standard_cases("reduce_sum", jnp.sum, "ReduceSum"),
-        Testcase("reduce_sum_dtype", lambda x: jnp.sum(x, axis=0, dtype=_float_default()), [_spec("B", 4)],
+        Testcase("reduce_sum_dtype", lambda x: jnp.sum(x, axis=0, dtype=_float_default()), [spec("B", 4)],
                  expected_ops=["ReduceSum", "Cast"]),
-        Testcase("reduce_sum_uint8_wraps", lambda x: jnp.sum(x, axis=1, dtype=jnp.uint8), [_spec("B", 8,
+        Testcase("reduce_sum_uint8_wraps", lambda x: jnp.sum(x, axis=1, dtype=jnp.uint8), [spec("B", 8,
                                                                                                  dtype=jnp.uint8)],
                  input_generator=ints(0, 256)),
         Testcase("reduce_sum_float16", lambda x: jnp.sum(x.astype(jnp.float16), axis=1).astype(x.dtype), [("B", 8)],
@@ -73,7 +69,7 @@ components = [
         Testcase("reduce_sum_no_axes", lambda x: lax.reduce_sum_p.bind(x, axes=()), [("B", 3)]),
         # int sums wrap like XLA (onnxruntime's integer ReduceSum adds in double and saturates):
         # over a symbolic axis (16-bit limbs), a static one, and int64/uint64 past 2**53
-        Testcase("reduce_sum_int32_wraps", lambda x: jnp.sum(x, axis=0), [_spec("B", 3)],
+        Testcase("reduce_sum_int32_wraps", lambda x: jnp.sum(x, axis=0), [spec("B", 3)],
                  input_generator=ints(2**30, 2**31 - 1)),
         Testcase("reduce_sum_int32_wraps_static", lambda x: jnp.sum(x),
                  input_values=[np.asarray([2**31 - 1, 2**31 - 1, -(2**31), 5], np.int32)]),
@@ -88,24 +84,24 @@ components = [
                  input_values=[np.asarray([[2**20 + 1, 2**20 + 1, 3], [-(2**31), -1, 1], [65535, 65537, 7]], np.int32)]),
         Testcase("reduce_prod_uint64_wraps", lambda x: jnp.prod(x, axis=0), input_values=[_U64_ROWS]),
         # over a symbolic axis (a Scan; B may be 0: the empty product) and a static one together
-        Testcase("reduce_prod_int32_wraps_symbolic", lambda x: jnp.prod(x, axis=(0, 2)), [_spec("B", 2, 3)],
+        Testcase("reduce_prod_int32_wraps_symbolic", lambda x: jnp.prod(x, axis=(0, 2)), [spec("B", 2, 3)],
                  input_generator=ints(-2**31, 2**31 - 1)),
-        Testcase("reduce_prod_dtype", lambda x: jnp.prod(x, axis=1, dtype=_float_default()), [_spec("B", 4)],
+        Testcase("reduce_prod_dtype", lambda x: jnp.prod(x, axis=1, dtype=_float_default()), [spec("B", 4)],
                  expected_ops=["ReduceProd", "Cast"]),
     ]),
     Component("lax.reduce_max", onnx=["ReduceMax"], since="v0.2.0", testcases=[
         *_standard_cases("reduce_max", jnp.max, "ReduceMax"),
         Testcase("reduce_max_nan", lambda x: jnp.max(x, axis=1), input_values=[_NAN_ROWS], expected_ops=["ReduceMax"]),
-        Testcase("reduce_max_int16", lambda x: jnp.max(x, axis=1), [_spec("B", 4, dtype=jnp.int16)],
+        Testcase("reduce_max_int16", lambda x: jnp.max(x, axis=1), [spec("B", 4, dtype=jnp.int16)],
                  input_generator=ints(-99, 99)),
-        Testcase("reduce_max_bool", lambda x: jnp.max(x, axis=1), [_spec("B", 4, dtype=_BOOL)]),
+        Testcase("reduce_max_bool", lambda x: jnp.max(x, axis=1), [spec("B", 4, dtype=_BOOL)]),
         # uint64 (the x64 variant; without x64 JAX narrows to uint32): values on both sides of 2**63
         Testcase("reduce_max_uint64", lambda x: jnp.max(x, axis=1), input_values=[_U64_ROWS]),
     ]),
     Component("lax.reduce_min", onnx=["ReduceMin"], since="v0.2.0", testcases=[
         *_standard_cases("reduce_min", jnp.min, "ReduceMin"),
         Testcase("reduce_min_nan", lambda x: jnp.min(x, axis=1), input_values=[_NAN_ROWS], expected_ops=["ReduceMin"]),
-        Testcase("reduce_min_uint32", lambda x: jnp.min(x, axis=0), [_spec("B", 4, dtype=jnp.uint32)],
+        Testcase("reduce_min_uint32", lambda x: jnp.min(x, axis=0), [spec("B", 4, dtype=jnp.uint32)],
                  input_generator=ints(0, 2**32 - 1)),
         Testcase("reduce_min_uint64", lambda x: jnp.min(x, axis=1), input_values=[_U64_ROWS]),
     ]),
@@ -126,9 +122,9 @@ components = [
                  input_values=_bool_values([False, True, False], [True, True, False], [False, True, False])),
         Testcase("argmax_boolean_input_axis1_specific_values", lambda x: jnp.argmax(x, axis=1),
                  input_values=_bool_values([False, True, True], [False, False, False], [True, False, True])),
-        Testcase("argmax_boolean_random_input_axis0", lambda x: jnp.argmax(x, axis=0), [_spec("B", 4, dtype=_BOOL)]),
+        Testcase("argmax_boolean_random_input_axis0", lambda x: jnp.argmax(x, axis=0), [spec("B", 4, dtype=_BOOL)]),
         Testcase("argmax_nan_and_ties", lambda x: jnp.argmax(x, axis=1), input_values=[_NAN_ROWS]),
-        Testcase("argmax_int32_keepdims", lambda x: jnp.argmax(x, axis=1, keepdims=True), [_spec("B", 5)]),
+        Testcase("argmax_int32_keepdims", lambda x: jnp.argmax(x, axis=1, keepdims=True), [spec("B", 5)]),
         Testcase("argmax_uint64", lambda x: jnp.argmax(x, axis=1), input_values=[_U64_ROWS]),
     ]),
     Component("lax.argmin", onnx=["ArgMin"], since="v0.2.0", testcases=[
@@ -136,7 +132,7 @@ components = [
         Testcase("argmin_test2", lambda x: jnp.argmin(x, axis=1), [(3, "B")], expected_ops=["ArgMin"]),
         Testcase("argmin_nan_and_ties", lambda x: jnp.argmin(x, axis=1), input_values=[_NAN_ROWS]),
         Testcase("argmin_uint64", lambda x: jnp.argmin(x, axis=1), input_values=[_U64_ROWS]),
-        Testcase("argmin_uint16", lambda x: jnp.argmin(x, axis=1), [_spec("B", 5, dtype=jnp.uint16)],
+        Testcase("argmin_uint16", lambda x: jnp.argmin(x, axis=1), [spec("B", 5, dtype=jnp.uint16)],
                  input_generator=ints(0, 65536)),
     ]),
 ]

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax2onnx.testing import Component, Testcase
 
-
-def _ints(shape, dtype=jnp.int32):
-    return jax.ShapeDtypeStruct(shape, dtype)
+from ._testdata import spec
 
 
 def _small_ints(rng, shape, dtype):
@@ -38,17 +35,17 @@ components = [
             Testcase("sort_with_values", lambda k, v: lax.sort((k, v), dimension=1, num_keys=1),
                      [("B", 5), ("B", 5)], expected_ops=["TopK", "GatherElements"]),
             Testcase("sort_two_keys_lexicographic", lambda a, b, v: lax.sort((a, b, v), num_keys=2, is_stable=True),
-                     [_ints(("N",)), _ints(("N",)), ("N",)], input_generator=_small_ints, static_sizes={"N": 9},
+                     [spec("N"), spec("N"), ("N",)], input_generator=_small_ints, static_sizes={"N": 9},
                      expected_ops=["TopK", "GatherElements"]),
             Testcase("sort_int32_stable_ties", lambda k, v: lax.sort((k, v), num_keys=1, is_stable=True),
-                     [_ints(("N",)), ("N",)], input_generator=_small_ints, static_sizes={"N": 8}),
+                     [spec("N"), ("N",)], input_generator=_small_ints, static_sizes={"N": 8}),
             Testcase("sort_uint32_keys", lambda k, v: lax.sort((k, v), num_keys=1, is_stable=True),
-                     [_ints(("N",), jnp.uint32), ("N",)], expected_ops=["TopK", "Cast"]),
+                     [spec("N", dtype=jnp.uint32), ("N",)], expected_ops=["TopK", "Cast"]),
             Testcase("sort_bool_keys", lambda k, v: lax.sort((k, v), num_keys=1, is_stable=True),
-                     [_ints(("N",), jnp.bool_), ("N",)]),
+                     [spec("N", dtype=jnp.bool_), ("N",)]),
             Testcase("sort_nan_last", lambda x: jnp.sort(x, axis=-1), [], input_values=[_NAN_INPUT]),
             Testcase("argsort", lambda x: jnp.argsort(x, axis=-1), [("B", 6)], expected_ops=["TopK"]),
-            Testcase("argsort_ties", lambda x: jnp.argsort(x, axis=0, stable=True), [_ints(("N", 2))],
+            Testcase("argsort_ties", lambda x: jnp.argsort(x, axis=0, stable=True), [spec("N", 2)],
                      input_generator=_small_ints, static_sizes={"N": 7}),
             # Complex keys sort by real part, then imaginary part (JAX's order); pairs move whole.
             Testcase("sort_complex", lambda z: jnp.sort(_complex_ties(z)), [("N", 2)], static_sizes={"N": 9},
@@ -71,9 +68,9 @@ components = [
                      input_values=[np.asarray([[0, 2**63 + 5, 2**64 - 1, 7], [2**63, 1, 2**63 - 1, 2**62]], np.uint64)]),
             Testcase("sort_uint64_with_payload", lambda x: lax.sort((x, jnp.broadcast_to(jnp.arange(4), x.shape)), num_keys=1)[1],
                      input_values=[np.asarray([[0, 2**63 + 5, 2**64 - 1, 7], [2**63, 1, 2**63 - 1, 2**62]], np.uint64)]),
-            Testcase("top_k_int32_ties", lambda x: lax.top_k(x, 4), [_ints(("B", 7))], input_generator=_small_ints,
+            Testcase("top_k_int32_ties", lambda x: lax.top_k(x, 4), [spec("B", 7)], input_generator=_small_ints,
                      expected_ops=["TopK"]),
-            Testcase("top_k_uint16", lambda x: lax.top_k(x, 2), [_ints(("B", 5), jnp.uint16)], expected_ops=["TopK"]),
+            Testcase("top_k_uint16", lambda x: lax.top_k(x, 2), [spec("B", 5, dtype=jnp.uint16)], expected_ops=["TopK"]),
             Testcase("top_k_nan", lambda x: lax.top_k(x, 5), [], input_values=[_NAN_INPUT]),
         ],
     ),

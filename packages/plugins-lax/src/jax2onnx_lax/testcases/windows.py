@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax2onnx.testing import Component, Testcase
+
+from ._testdata import spec
 
 
 def _window(reducer, init, window, strides, padding, base=None, wdil=None):
@@ -16,10 +17,6 @@ def _window(reducer, init, window, strides, padding, base=None, wdil=None):
         return lax.reduce_window(x, init, reducer, window, strides, padding, base, wdil)
 
     return fn
-
-
-def _ints(shape):
-    return jax.ShapeDtypeStruct(shape, jnp.int32)
 
 
 def avg_pool_nhwc(x):
@@ -60,7 +57,7 @@ components = [
             Testcase("reduce_window_sum_same_dilated_symbolic", _window(lax.add, 0.0, (1, 2, 2), (1, 2, 1), "SAME",
                                                                        wdil=(1, 2, 1)),
                      [(2, "H", "W")], check=_expect_pool("AveragePool", "Sum")),
-            Testcase("reduce_window_sum_int32", _window(lax.add, 0, (2, 2), (1, 1), "SAME"), [_ints(("B", 4))],
+            Testcase("reduce_window_sum_int32", _window(lax.add, 0, (2, 2), (1, 1), "SAME"), [spec("B", 4)],
                      expected_ops=["Slice"]),
             Testcase("reduce_window_sum_base_dilation", _window(lax.add, 0.0, (2, 2), (1, 1), "VALID", base=(1, 2)),
                      [("B", 3)], expected_ops=["Pad"]),
@@ -79,7 +76,7 @@ components = [
             Testcase("reduce_window_max_same_strided_symbolic", _window(lax.max, -jnp.inf, (3, 1), (2, 1), "SAME"),
                      [("B", 3)], check=_expect_pool("MaxPool", "MaxPool"), forbidden_ops=["Pad"]),
             Testcase("reduce_window_max_int32", _window(lax.max, np.int32(np.iinfo(np.int32).min), (3,), (2,), "SAME"),
-                     [_ints(("B",))], expected_ops=["Max"]),
+                     [spec("B")], expected_ops=["Max"]),
             # jnp.max-style windows over the lowest int (the padding must be that value, not -max)
             # and over uint64 on both sides of 2**63 (x64 variant; uint32 without x64)
             Testcase("reduce_window_max_int32_lowest", _window(lax.max, np.int32(np.iinfo(np.int32).min), (3,), (2,),
@@ -109,7 +106,7 @@ components = [
             Testcase("reduce_window_min", _window(lax.min, jnp.inf, (1, 2, 3), (1, 1, 2), ((0, 0), (1, 0), (1, 1))),
                      [("B", 4, 6)], expected_ops=["MaxPool", "Neg"]),
             Testcase("reduce_window_min_int32", _window(lax.min, np.int32(np.iinfo(np.int32).max), (2, 2), (1, 1), "VALID"),
-                     [_ints(("B", 3))], expected_ops=["Min"]),
+                     [spec("B", 3)], expected_ops=["Min"]),
             Testcase("reduce_window_min_nan", lambda x: lax.reduce_window(x, jnp.inf, lax.min, (1, 2), (1, 1), "VALID"),
                      input_values=[np.asarray([[np.nan, -np.inf, 2.5, -0.0], [1.5, np.nan, np.inf, 0.5]], np.float32)],
                      expected_ops=["MaxPool"]),
