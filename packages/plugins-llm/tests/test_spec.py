@@ -127,3 +127,24 @@ def test_nnx_llama_reference_model(tmp_path, cache, target):
         return model.generate(*left_pad(prompts, 0), NEW_TOKENS)
 
     assert_same_tokens(folder, reference, pad_token_id=0, eos=2)
+
+
+def test_float16_precision_is_forwarded_to_core(tmp_path):
+    """precision= goes to jax2onnx.to_onnx: float16 weights and compute, float32 inputs/outputs (so
+    genai's cache stays float32), the fused ops kept, and still the model's own tokens."""
+    import inspect
+
+    from jax2onnx import to_onnx
+
+    if "precision" not in inspect.signature(to_onnx).parameters:
+        pytest.skip("this jax2onnx-core exports float32 only")
+    nnx = pytest.importorskip("flax.nnx")
+    from jax2onnx_examples.llama import Llama, LlamaConfig
+
+    model = Llama(LlamaConfig(), rngs=nnx.Rngs(0))
+    folder = export_causal_lm(model, tmp_path / "fp16", max_length=64, cache="shared", precision="float16")
+    graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
+    assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in graph.initializer)
+    assert {i.name: i.type.tensor_type.elem_type for i in graph.input}["past_key_values.0.key"] == onnx.TensorProto.FLOAT
+    assert sum(n.op_type == "GroupQueryAttention" for n in graph.node) == 2
+    assert_same_tokens(folder, lambda prompts: model.generate(*left_pad(prompts, 0), NEW_TOKENS), pad_token_id=0, eos=2)
