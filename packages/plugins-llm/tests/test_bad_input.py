@@ -110,3 +110,4 @@ def test_out_dir_with_foreign_files_is_not_replaced(tmp_path):
         export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32)
     assert "genai_config.json" in _one_line(exc)
     assert (tmp_path / "m" / "notes.txt").read_text() == "mine"
+

@@ -148,3 +148,13 @@ def test_float16_precision_is_forwarded_to_core(tmp_path):
     assert {i.name: i.type.tensor_type.elem_type for i in graph.input}["past_key_values.0.key"] == onnx.TensorProto.FLOAT
     assert sum(n.op_type == "GroupQueryAttention" for n in graph.node) == 2
     assert_same_tokens(folder, lambda prompts: model.generate(*left_pad(prompts, 0), NEW_TOKENS), pad_token_id=0, eos=2)
+
+
+def test_external_data_folder_runs_in_genai(tmp_path):
+    """external_data=True (automatic beyond 1.8 GB): the weights sit in model.onnx.data beside the model."""
+    spec = tiny_jax_decoder()
+    folder = export_causal_lm(spec, tmp_path / "m", max_length=64, external_data=True, target="onnx")
+    assert (folder / "model.onnx.data").stat().st_size > 50_000
+    assert (folder / "model.onnx").stat().st_size < 50_000
+    assert_same_tokens(folder, lambda prompts: greedy_generate(spec, *left_pad(prompts, 0), NEW_TOKENS),
+                       pad_token_id=0, eos=EOS)
