@@ -7,7 +7,6 @@ import json
 import os
 
 import pytest
-
 from jax2onnx.errors import Jax2OnnxError
 from jax2onnx_llm import (
     CacheLayoutError,

@@ -7,9 +7,8 @@ import os
 
 import numpy as np
 import pytest
-
-from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_same_tokens, check_folder
 from jax2onnx_llm import export_causal_lm
+from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_same_tokens, check_folder
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 keras = pytest.importorskip("keras", reason="KerasHub models need keras")

@@ -10,11 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 import onnx
 import pytest
-
-from llm_test_helpers import NEW_TOKENS, assert_same_tokens, check_folder
 from jax2onnx_llm import DecoderSpec, attend, export_causal_lm, rotary_tables
 from jax2onnx_llm.genai_run import left_pad
 from jax2onnx_llm.reference import greedy_generate
+from llm_test_helpers import NEW_TOKENS, assert_same_tokens, check_folder
 
 VOCAB, HIDDEN, HEADS, KV_HEADS, LAYERS = 96, 32, 4, 2, 2
 HEAD = HIDDEN // HEADS

@@ -6,10 +6,9 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-
-from llm_test_helpers import NEW_TOKENS, assert_same_tokens, check_folder
 from jax2onnx_llm import export_causal_lm
 from jax2onnx_llm.genai_run import left_pad
+from llm_test_helpers import NEW_TOKENS, assert_same_tokens, check_folder
 
 tf = pytest.importorskip("transformers", reason="transformers (4.x, with its Flax classes) provides the models")
 pytest.importorskip("flax", reason="transformers' Flax models need flax")

@@ -28,7 +28,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-
 import onnx_ir as ir
 
 from . import families, genai_config, norm_fusion, tokenizers

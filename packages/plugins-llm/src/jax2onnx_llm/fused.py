@@ -25,7 +25,15 @@ import numpy as np
 import onnx_ir as ir
 from jax2onnx.plugin import Lowerings, marked_call
 
-from .spec import ATTENTION_MARK, KVCache, RotaryTables, _attend_reference, apply_rotary, rope_frequencies, rotary_tables
+from .spec import (
+    ATTENTION_MARK,
+    KVCache,
+    RotaryTables,
+    _attend_reference,
+    apply_rotary,
+    rope_frequencies,
+    rotary_tables,
+)
 
 lowerings = Lowerings()
 
