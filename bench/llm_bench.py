@@ -36,6 +36,9 @@ SIZES = {
     # hidden, layers, heads, kv heads, intermediate, vocab: about GPT-2 small's 124 M parameters.
     "gpt2-small": dict(hidden_size=768, num_layers=12, num_heads=12, num_kv_heads=4, intermediate_size=2048,
                        vocab_size=32000, max_positions=1024),
+    # A quick look at a mid-sized model (~30 M parameters).
+    "small": dict(hidden_size=384, num_layers=6, num_heads=6, num_kv_heads=2, intermediate_size=1024,
+                  vocab_size=16000, max_positions=512),
     "smoke": dict(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128,
                   vocab_size=256, max_positions=256),
 }

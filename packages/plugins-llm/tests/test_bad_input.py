@@ -7,7 +7,6 @@ import json
 import os
 
 import pytest
-
 from jax2onnx.errors import Jax2OnnxError
 from jax2onnx_llm import (
     CacheLayoutError,
@@ -72,13 +71,17 @@ def test_missing_tokenizer_file(tmp_path):
     assert not (tmp_path / "m").exists()
 
 
-def test_precision_other_than_float32_is_refused_while_core_lacks_it(tmp_path):
+def test_precision_core_cannot_export(tmp_path):
     import inspect
 
     from jax2onnx import to_onnx
 
     if "precision" in inspect.signature(to_onnx).parameters:
-        pytest.skip("this jax2onnx-core exports other precisions: the option is forwarded")
+        # Forwarded: core names what it does not take; nothing is left behind.
+        with pytest.raises(Jax2OnnxError) as exc:
+            export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32, precision="float7")
+        assert "float7" in str(exc.value) and not (tmp_path / "m").exists()
+        return
     with pytest.raises(OptionError) as exc:
         export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32, precision="float16")
     assert "precision='float32'" in _one_line(exc)
@@ -106,3 +109,4 @@ def test_out_dir_with_foreign_files_is_not_replaced(tmp_path):
         export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32)
     assert "genai_config.json" in _one_line(exc)
     assert (tmp_path / "m" / "notes.txt").read_text() == "mine"
+

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 
-from llm_test_helpers import require_genai
 from jax2onnx.cli import main
+from llm_test_helpers import require_genai
 
 FACTORY = """
 import sys

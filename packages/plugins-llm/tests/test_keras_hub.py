@@ -7,9 +7,8 @@ import os
 
 import numpy as np
 import pytest
-
-from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_same_tokens, check_folder
 from jax2onnx_llm import export_causal_lm
+from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_same_tokens, check_folder
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 keras = pytest.importorskip("keras", reason="KerasHub models need keras")
@@ -57,15 +56,16 @@ def keras_reference(model):
     return reference
 
 
-@pytest.mark.parametrize("family,cache", [("gpt2", "concat"), ("gemma", "shared"), ("llama", "concat")])
-def test_generates_the_library_tokens(tmp_path, family, cache):
+@pytest.mark.parametrize("family,cache,target", [("gpt2", "concat", "onnxruntime"), ("gemma", "shared", "onnx"),
+                                                 ("llama", "concat", "onnxruntime")])
+def test_generates_the_library_tokens(tmp_path, family, cache, target):
     model = make(family)
     reference = keras_reference(model)
     # Without a preprocessor the model names no special tokens; they are given here, the end token
     # one this model does not generate for these prompts, so all NEW_TOKENS are compared.
     seen = set(np.asarray(reference(PROMPTS)).ravel()) | set(np.asarray(reference(PROMPTS[:1])).ravel())
     eos = next(t for t in range(1, 128) if t not in seen)
-    folder = export_causal_lm(model, tmp_path / family, max_length=64, cache=cache, target="onnx",
+    folder = export_causal_lm(model, tmp_path / family, max_length=64, cache=cache, target=target,
                               eos_token_id=eos, pad_token_id=0)
     config = check_folder(folder)
     assert config["model"]["eos_token_id"] == eos and config["model"]["pad_token_id"] == 0

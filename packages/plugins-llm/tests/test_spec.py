@@ -10,11 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 import onnx
 import pytest
-
-from llm_test_helpers import NEW_TOKENS, assert_same_tokens, check_folder
 from jax2onnx_llm import DecoderSpec, attend, export_causal_lm, rotary_tables
 from jax2onnx_llm.genai_run import left_pad
 from jax2onnx_llm.reference import greedy_generate
+from llm_test_helpers import NEW_TOKENS, assert_same_tokens, check_folder
 
 VOCAB, HIDDEN, HEADS, KV_HEADS, LAYERS = 96, 32, 4, 2, 2
 HEAD = HIDDEN // HEADS
@@ -127,3 +126,34 @@ def test_nnx_llama_reference_model(tmp_path, cache, target):
         return model.generate(*left_pad(prompts, 0), NEW_TOKENS)
 
     assert_same_tokens(folder, reference, pad_token_id=0, eos=2)
+
+
+def test_float16_precision_is_forwarded_to_core(tmp_path):
+    """precision= goes to jax2onnx.to_onnx: float16 weights and compute, float32 inputs/outputs (so
+    genai's cache stays float32), the fused ops kept, and still the model's own tokens."""
+    import inspect
+
+    from jax2onnx import to_onnx
+
+    if "precision" not in inspect.signature(to_onnx).parameters:
+        pytest.skip("this jax2onnx-core exports float32 only")
+    nnx = pytest.importorskip("flax.nnx")
+    from jax2onnx_examples.llama import Llama, LlamaConfig
+
+    model = Llama(LlamaConfig(), rngs=nnx.Rngs(0))
+    folder = export_causal_lm(model, tmp_path / "fp16", max_length=64, cache="shared", precision="float16")
+    graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
+    assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in graph.initializer)
+    assert {i.name: i.type.tensor_type.elem_type for i in graph.input}["past_key_values.0.key"] == onnx.TensorProto.FLOAT
+    assert sum(n.op_type == "GroupQueryAttention" for n in graph.node) == 2
+    assert_same_tokens(folder, lambda prompts: model.generate(*left_pad(prompts, 0), NEW_TOKENS), pad_token_id=0, eos=2)
+
+
+def test_external_data_folder_runs_in_genai(tmp_path):
+    """external_data=True (automatic beyond 1.8 GB): the weights sit in model.onnx.data beside the model."""
+    spec = tiny_jax_decoder()
+    folder = export_causal_lm(spec, tmp_path / "m", max_length=64, external_data=True, target="onnx")
+    assert (folder / "model.onnx.data").stat().st_size > 50_000
+    assert (folder / "model.onnx").stat().st_size < 50_000
+    assert_same_tokens(folder, lambda prompts: greedy_generate(spec, *left_pad(prompts, 0), NEW_TOKENS),
+                       pad_token_id=0, eos=EOS)

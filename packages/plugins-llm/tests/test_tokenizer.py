@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from llm_test_helpers import require_genai
 from jax2onnx_llm import export_causal_lm
+from llm_test_helpers import require_genai
 from test_spec import VOCAB, tiny_jax_decoder
 
 

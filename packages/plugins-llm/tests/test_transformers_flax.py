@@ -6,10 +6,9 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-
-from llm_test_helpers import NEW_TOKENS, assert_same_tokens, check_folder
 from jax2onnx_llm import export_causal_lm
 from jax2onnx_llm.genai_run import left_pad
+from llm_test_helpers import NEW_TOKENS, assert_same_tokens, check_folder
 
 tf = pytest.importorskip("transformers", reason="transformers (4.x, with its Flax classes) provides the models")
 pytest.importorskip("flax", reason="transformers' Flax models need flax")
@@ -55,11 +54,12 @@ def hf_reference(model):
     return reference
 
 
-@pytest.mark.parametrize("family,cache", [("gpt2", "concat"), ("llama", "concat"), ("llama", "shared"),
-                                          ("mistral", "concat"), ("gemma", "shared")])
-def test_generates_the_library_tokens(tmp_path, family, cache):
+@pytest.mark.parametrize("family,cache,target", [("gpt2", "concat", "onnx"), ("gpt2", "shared", "onnxruntime"),
+                                                 ("llama", "concat", "onnx"), ("llama", "shared", "onnxruntime"),
+                                                 ("mistral", "concat", "onnxruntime"), ("gemma", "shared", "onnx")])
+def test_generates_the_library_tokens(tmp_path, family, cache, target):
     model = make(family)
-    folder = export_causal_lm(model, tmp_path / family, max_length=64, cache=cache, target="onnx")
+    folder = export_causal_lm(model, tmp_path / family, max_length=64, cache=cache, target=target)
     config = check_folder(folder)
     assert config["model"]["decoder"]["num_key_value_heads"] == (4 if family == "gpt2" else 2)
     assert config["model"]["eos_token_id"] == EOS and config["model"]["pad_token_id"] == PAD

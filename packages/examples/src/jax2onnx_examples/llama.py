@@ -13,9 +13,7 @@ import dataclasses
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 from flax import nnx
-
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,7 +28,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-
 import onnx_ir as ir
 
 from . import families, genai_config, norm_fusion, tokenizers
@@ -158,7 +157,8 @@ def flat_step(spec: DecoderSpec, cache: str, max_length: int | None = None) -> A
     before a row's first real token; in later steps, from the cache, where a padding slot's key in
     layer 0 is written as NaN (a value no real key has). The step sees the combined mask and a cache
     with those slots zeroed, so it is the plain math; a runtime that does send a padding mask
-    works the same.
+    works the same. Padding tokens' own keys/values in the other layers are finite (computed from
+    the pad token), and masked.
     """
     pad_id = spec.pad_token_id
 
@@ -177,7 +177,9 @@ def flat_step(spec: DecoderSpec, cache: str, max_length: int | None = None) -> A
             leading_pad = jnp.zeros(input_ids.shape, bool)
         pad_slots = jnp.concatenate([past_pad, leading_pad], axis=1)  # (batch, total)
         mask = jnp.where(pad_slots, 0, mask)
-        clean = [jnp.where(jnp.isnan(t), jnp.zeros((), t.dtype), t) for t in past]
+        # Only layer 0's keys carry the marker: the other layers' past goes to the step untouched
+        # (no copy per token, and a fused attention writes the shared buffer in place).
+        clean = [jnp.where(jnp.isnan(past[0]), jnp.zeros((), past[0].dtype), past[0]), *past[1:]]
         position_ids = position_ids_from_mask(mask, seq)
         kv = KVCache(clean[0::2], clean[1::2], mask, cache, max_length=max_length)
         logits, kv = spec.step(spec.params, input_ids, mask, position_ids, kv)

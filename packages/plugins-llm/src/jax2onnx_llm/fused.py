@@ -25,7 +25,15 @@ import numpy as np
 import onnx_ir as ir
 from jax2onnx.plugin import Lowerings, marked_call
 
-from .spec import ATTENTION_MARK, KVCache, RotaryTables, _attend_reference, apply_rotary, rope_frequencies, rotary_tables
+from .spec import (
+    ATTENTION_MARK,
+    KVCache,
+    RotaryTables,
+    _attend_reference,
+    apply_rotary,
+    rope_frequencies,
+    rotary_tables,
+)
 
 lowerings = Lowerings()
 
@@ -35,8 +43,10 @@ def attend_fused(cache: KVCache, layer: int, q: Any, k: Any, v: Any, *, scale: f
     total = cache.total_length
     past_len = cache.past_length(seq)
     query_pos = past_len + jnp.arange(seq, dtype=jnp.int32)
-    causal = jnp.arange(total, dtype=jnp.int32)[None, :] <= query_pos[:, None]
-    visible = (cache.attention_mask > 0)[:, None, None, :] & causal[None, None]
+    keys = jnp.arange(total, dtype=jnp.int32)[None, :]
+    causal = keys <= query_pos[:, None]
+    itself = keys == query_pos[:, None]  # as KVCache.key_valid: no fully masked row, even for padding
+    visible = ((cache.attention_mask > 0)[:, None, None, :] & causal[None, None]) | itself[None, None]
     bias = jnp.where(visible, jnp.zeros((), q.dtype), jnp.finfo(q.dtype).min)  # (batch, 1, seq, total)
     # GQA rotates q and k itself (do_rotary) from cos/sin tables; its kernel wants head_size % 16 == 0.
     if isinstance(rotary, RotaryTables) and cache.max_length is not None and q.shape[-1] % 16 == 0:

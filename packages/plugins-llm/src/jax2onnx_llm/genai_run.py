@@ -7,7 +7,6 @@ import pathlib
 from typing import Any
 
 import numpy as np
-
 from jax2onnx.errors import MissingDependencyError
 
 

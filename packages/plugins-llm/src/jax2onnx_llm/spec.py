@@ -154,8 +154,12 @@ class KVCache:
             mask = extend_to(mask, capacity)
         # Slots beyond this step's tokens (stale or empty buffer) fall out through causality.
         query_pos = self.past_length(query_length) + jnp.arange(query_length, dtype=jnp.int32)
-        causal = jnp.arange(capacity, dtype=jnp.int32)[None, :] <= query_pos[:, None]
-        return mask[:, None, None, :] & causal[None, None, :, :]
+        keys = jnp.arange(capacity, dtype=jnp.int32)[None, :]
+        causal = keys <= query_pos[:, None]
+        # Every token also sees itself: a padding token (which sees nothing else) then never has a
+        # fully masked row, which in float16 (where the mask value is -inf) would softmax to NaN.
+        itself = keys == query_pos[:, None]
+        return (mask[:, None, None, :] & causal[None, None, :, :]) | itself[None, None, :, :]
 
     def attention_bias(self, query_length: Any, dtype: Any = jnp.float32) -> Any:
         """``key_valid`` as an additive ``(batch, 1, sequence, capacity)`` bias (0 or the dtype's
