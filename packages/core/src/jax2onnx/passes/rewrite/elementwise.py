@@ -259,7 +259,10 @@ class ElementwiseFunctions:
             return False  # already as compact
         m = Emitter(graph, x, f"rewrite_{known.name}", taken_names(graph))
         new = known.form(m, x, self.opset)
-        m.insert_after(x.producer() if x.producer() is not None and x.producer().graph is graph else None)
+        # A function body's nodes belong to its inner graph (node.graph is function.graph): without
+        # unwrapping it, a form in a function was put first, before the producer of x.
+        owner = graph.graph if isinstance(graph, ir.Function) else graph
+        m.insert_after(x.producer() if x.producer() is not None and x.producer().graph is owner else None)
         new.type, new.shape = y.type, y.shape
         was_output = [i for i, v in enumerate(graph.outputs) if v is y]
         for i in was_output:  # the output keeps its name
