@@ -223,12 +223,6 @@ def test_batch_groups_fold_into_channel_groups():
     assert plan.x_shape == (2, 6, 5, 5) and plan.groups == 2 and plan.batch_groups == 2
 
 
-def test_complex_conv_is_refused_by_the_plan():
-    c64 = jnp.complex64
-    with pytest.raises(NotImplementedError, match="complex conv_general_dilated"):
-        conv_plan(_conv((1, 1), "VALID"), S((1, 2, 4, 4), c64), S((3, 2, 2, 2), c64))
-
-
 @pytest.mark.parametrize(
     ("padding", "keep_static", "expected"),
     [

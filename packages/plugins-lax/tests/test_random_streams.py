@@ -99,9 +99,14 @@ def test_not_partitionable_symbolic_parity_is_declined():
         to_onnx(random_cases._bits_uint8, [jax.ShapeDtypeStruct((2,), jnp.uint32), ("B", 5)])
 
 
-def test_xla_rng_primitives_are_declined_with_the_way_out():
-    with pytest.raises(Exception, match="threefry2x32 keys"):
-        to_onnx(lambda x: jax.random.bits(jax.random.key(0, impl="rbg"), x.shape), [(3,)])
+def test_rbg_keys_draw_xlas_numbers_and_rng_uniform_is_declined():
+    """rbg keys' bits are XLA's CPU Philox stream (random_philox.py); rng_uniform has no stream a
+    graph could reproduce."""
+    def rbg_bits(x):
+        return jax.random.bits(jax.random.key(0, impl="rbg"), x.shape) + x.astype(jnp.uint32)
+
+    x = np.zeros((3,), np.float32)
+    np.testing.assert_array_equal(run_onnx(to_onnx(rbg_bits, [(3,)]), [x])[0], np.asarray(jax.jit(rbg_bits)(x)))
     with pytest.raises(Exception, match="rng_uniform is XLA's stateful generator"):
         to_onnx(lambda x: x + jax.lax.rng_uniform(0.0, 1.0, (3,)), [(3,)])
 
