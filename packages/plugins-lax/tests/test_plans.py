@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import pytest
 from jax import export, lax
 from jax2onnx import compat
+from jax2onnx.ir import runtime
 from jax2onnx_lax.conv import ConvPlan, split_padding
 from jax2onnx_lax.indexing import GatherPlan
 from jax2onnx_lax.scatter import ScatterPlan
@@ -61,7 +62,9 @@ def scatter_plan(fn, *specs, primitive="scatter"):
 
 def conv_plan(fn, *specs):
     eqn = _eqn(fn, *specs, primitive="conv_general_dilated")
-    return ConvPlan.of(eqn.params, *(v.aval for v in eqn.invars), eqn.outvars[0].aval)
+    kernels = runtime.installed()
+    return ConvPlan.of(eqn.params, *(v.aval for v in eqn.invars), eqn.outvars[0].aval,
+                       conv_dtypes=kernels.dtypes("Conv") & kernels.dtypes("ConvTranspose"))
 
 
 # ---------------------------------------------------------------------------------------------

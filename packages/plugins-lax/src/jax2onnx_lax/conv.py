@@ -33,8 +33,6 @@ lowerings = Lowerings()
 
 _INT64_MIN = np.iinfo(np.int64).min
 _INT64_MAX = np.iinfo(np.int64).max
-#: dtypes onnxruntime has Conv/ConvTranspose kernels for.
-CONV_DTYPES = {np.dtype(np.float32), np.dtype(np.float16)}
 
 
 def _transpose(ctx, x, perm):
@@ -169,7 +167,8 @@ class ConvPlan:
         return tuple(self.w_shape[2:])
 
     @classmethod
-    def of(cls, params, lhs_aval, rhs_aval, out_aval) -> ConvPlan:
+    def of(cls, params, lhs_aval, rhs_aval, out_aval, *, conv_dtypes) -> ConvPlan:
+        """``conv_dtypes``: what the target onnxruntime runs Conv/ConvTranspose on (else Einsum)."""
         dn = params["dimension_numbers"]
         lhs_spec, rhs_spec, out_spec = (tuple(int(d) for d in s) for s in (dn.lhs_spec, dn.rhs_spec, dn.out_spec))
         spatial = len(lhs_spec) - 2
@@ -180,7 +179,7 @@ class ConvPlan:
         groups, batch_groups = int(params["feature_group_count"]), int(params["batch_group_count"])
         out_dtype = np.dtype(out_aval.dtype)
         compute = compute_dtype(out_dtype)
-        native = compute in CONV_DTYPES
+        native = compute in conv_dtypes
 
         x_shape = _permute(lhs_aval.shape, lhs_spec)
         # Kernel-gradient convs have the batch as a kernel channel dim: only the window must be static.
@@ -239,7 +238,8 @@ def lower_conv_complex(ctx, lhs, rhs):
 
 @lowerings.register("conv_general_dilated", complex=lower_conv_complex)
 def lower_conv_general_dilated(ctx, lhs, rhs):
-    plan = ConvPlan.of(ctx.params, ctx.avals_in[0], ctx.avals_in[1], ctx.avals_out[0])
+    plan = ConvPlan.of(ctx.params, ctx.avals_in[0], ctx.avals_in[1], ctx.avals_out[0],
+                       conv_dtypes=ctx.kernel_dtypes("Conv") & ctx.kernel_dtypes("ConvTranspose"))
     x = _transpose(ctx, ctx.cast(lhs, plan.compute), plan.lhs_perm)
     w = _transpose(ctx, ctx.cast(rhs, plan.compute), plan.rhs_perm)
     if plan.batch_groups > 1:
