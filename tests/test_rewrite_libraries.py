@@ -88,6 +88,21 @@ def test_hf_flax_gpt2():
     _check(fn, model, [_ids((2, 16), 100)], 80)
 
 
+def test_hf_flax_gpt2_with_a_symbolic_batch():
+    # the causal and padding masks are constants broadcast to the batch: computed before the
+    # broadcast (the broadcast family), they fold as they do for a static batch
+    cfg = transformers.GPT2Config(vocab_size=100, n_embd=64, n_layer=2, n_head=4, n_positions=64)
+    gpt2 = transformers.FlaxGPT2Model(cfg, seed=0)
+
+    def fn(ids):
+        return gpt2(ids, params=gpt2.params).last_hidden_state
+
+    model = to_onnx(fn, [jax.ShapeDtypeStruct(("B", 16), jnp.int32)])
+    assert rewrites_applied(model).get("expand_hoist", 0) > 0
+    ids = _ids((3, 16), 100)
+    _check(fn, model, [ids], 80)
+
+
 def test_float64_keeps_the_exact_kernels():
     gelu = functools.partial(jax.nn.gelu, approximate=False)
     model = to_onnx(gelu, [("B", 16)], enable_double_precision=True)
