@@ -105,3 +105,18 @@ def test_ops_on_constants_broadcast_to_the_batch_run_before_the_broadcast():
     ops = [n.op_type for n in model.graph]
     assert "Equal" not in ops and "Where" not in ops and ops.count("Expand") == 1
     assert rewrites_applied(model)["expand_hoist"] == 2
+
+
+def test_hand_written_rms_norm_with_reduce_mean_and_reciprocal():
+    nodes = [N("Mul", ["x", "x"], ["sq"]), N("ReduceMean", ["sq", "axes"], ["ms"], keepdims=1),
+             N("Add", ["ms", "eps"], ["a"]), N("Sqrt", ["a"], ["r"]), N("Reciprocal", ["r"], ["inv"]),
+             N("Mul", ["x", "inv"], ["n"]), N("Mul", ["n", "w"], ["y"])]
+    inits = [helper.make_tensor("axes", onnx.TensorProto.INT64, [1], [-1]), helper.make_tensor("eps", F, [], [1e-5]),
+             _t("w", [8])]
+    proto = _model(nodes, [("x", ["B", 3, 8])], [("y", ["B", 3, 8])], inits)
+    model = _same(proto, "generic", {"x": RNG.standard_normal((2, 3, 8)).astype(np.float32)})
+    assert [n.op_type for n in model.graph] == ["RMSNormalization"]
+    # the mean over another axis is not an RMSNorm over the last one
+    inits[0] = helper.make_tensor("axes", onnx.TensorProto.INT64, [1], [1])
+    model, _ = _rewritten(_model(nodes, [("x", ["B", 3, 8])], [("y", ["B", 3, 8])], inits), "generic")
+    assert "RMSNormalization" not in [n.op_type for n in model.graph]
