@@ -15,7 +15,8 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ..constant_folding import ConstantFoldingPass
-from ..manager import all_graphs, constant_tensor
+from ...ir.constants import constant_tensor
+from ..manager import all_graphs
 from .elementwise import ELEMENTWISE_OPS
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ..manager import all_graphs, constant_ints, constant_tensor
+from ...ir.constants import constant_ints, constant_tensor
+from ..manager import all_graphs
 from .onnxruntime import _is, _only_reader, _replace_value
 
 
