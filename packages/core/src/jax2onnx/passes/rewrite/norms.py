@@ -68,7 +68,7 @@ class RmsNorms:
                 return None
         else:
             return None
-        if x is None or not _is(sqrt, "Sqrt") or x.shape is None or not isinstance(x.shape[-1], int):
+        if x is None or not _is(sqrt, "Sqrt") or x.shape is None or len(x.shape) == 0 or not isinstance(x.shape[-1], int):
             return None
         if x.dtype != ir.DataType.FLOAT:
             return None  # onnxruntime's RMSNormalization kernels: float32 (float64 exports keep the arithmetic)
