@@ -9,7 +9,7 @@ importable, so the peer's environment, which may lack it, still loads the NNX mo
 
 from __future__ import annotations
 
-import numpy as np
+import jax.numpy as jnp
 
 
 def _vit():
@@ -29,7 +29,7 @@ def _bert(layers=2, width=64, heads=4, mlp=128, vocab=100, positions=64):
     model = T.FlaxBertModel(cfg, seed=0)
 
     def run(ids):  # every token attended (a mask of ones), as a plain encoder call
-        return model(ids, attention_mask=np.ones(ids.shape, np.int32), params=model.params).last_hidden_state
+        return model(ids, attention_mask=jnp.ones_like(ids), params=model.params).last_hidden_state
 
     return run
 

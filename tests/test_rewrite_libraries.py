@@ -88,6 +88,38 @@ def test_hf_flax_gpt2():
     _check(fn, model, [_ids((2, 16), 100)], 80)
 
 
+def test_hf_flax_gpt2_with_a_symbolic_batch():
+    # the causal and padding masks are constants broadcast to the batch: computed before the
+    # broadcast (the broadcast family), they fold as they do for a static batch
+    cfg = transformers.GPT2Config(vocab_size=100, n_embd=64, n_layer=2, n_head=4, n_positions=64)
+    gpt2 = transformers.FlaxGPT2Model(cfg, seed=0)
+
+    def fn(ids):
+        return gpt2(ids, params=gpt2.params).last_hidden_state
+
+    model = to_onnx(fn, [jax.ShapeDtypeStruct(("B", 16), jnp.int32)])
+    assert rewrites_applied(model).get("expand_hoist", 0) > 0
+    ids = _ids((3, 16), 100)
+    _check(fn, model, [ids], 80)
+
+
+def test_hf_flax_llama_rms_norms():
+    # LlamaRMSNorm: w * (x / sqrt(mean(x * x, -1) + eps)), nine nodes each -> one RMSNormalization
+    cfg = transformers.LlamaConfig(vocab_size=100, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    llama = transformers.FlaxLlamaModel(cfg, seed=0)
+
+    def fn(ids):
+        return llama(ids, params=llama.params).last_hidden_state
+
+    model = to_onnx(fn, [jax.ShapeDtypeStruct((2, 16), jnp.int32)])
+    assert rewrites_applied(model)["rms_norm"] == 5
+    assert [n.op_type for n in model.graph.node].count("RMSNormalization") == 5
+    _check(fn, model, [_ids((2, 16), 100)], 90)
+    old = to_onnx(fn, [jax.ShapeDtypeStruct((2, 16), jnp.int32)], opset=22)  # no RMSNormalization before 23
+    assert "RMSNormalization" not in {n.op_type for n in old.graph.node}
+
+
 def test_float64_keeps_the_exact_kernels():
     gelu = functools.partial(jax.nn.gelu, approximate=False)
     model = to_onnx(gelu, [("B", 16)], enable_double_precision=True)

@@ -15,6 +15,7 @@ from .errors import (
     LoweringError,
     MissingDependencyError,
     PluginConflictError,
+    TargetUnsupportedError,
     UnsupportedPrimitiveError,
     UserFunctionError,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "PluginConflictError",
     "Precision",
     "PrecisionError",
+    "TargetUnsupportedError",
     "UnsupportedPrimitiveError",
     "UserFunctionError",
     "VerificationError",

@@ -172,6 +172,11 @@ class PluginConflictError(Jax2OnnxError):
     """Two plugin packs claim the same primitive at the same priority."""
 
 
+class TargetUnsupportedError(Jax2OnnxError):
+    """The function computes something the export's ``target=`` runtime cannot run (TensorRT: DFT,
+    float64, ...); the message names the op and the target."""
+
+
 class UserFunctionError(Jax2OnnxError):
     """The user's own function raised while being traced; the original is chained."""
 

@@ -89,3 +89,34 @@ def test_bias_gelu_and_fast_gelu():
         model = _same(proto, "onnxruntime", {"x": RNG.standard_normal((2, 3, 4)).astype(np.float32)})
         assert [n.op_type for n in model.graph] == ["MatMul", op]
         assert rewrites_applied(model) == {"bias_gelu": 1}
+
+
+def test_ops_on_constants_broadcast_to_the_batch_run_before_the_broadcast():
+    # mask = Expand(causal, [B, 1, 4, 4]); where(mask != 0, 0, -1e9): the compare and the Where run on
+    # the constant and one Expand broadcasts the result
+    shape_nodes = [N("Shape", ["x"], ["s"], start=0, end=1), N("Concat", ["s", "tail"], ["full"], axis=0)]
+    nodes = shape_nodes + [N("Expand", ["causal", "full"], ["m"]), N("Equal", ["m", "zero"], ["e"]),
+                           N("Where", ["e", "neg", "zero"], ["bias"]), N("Add", ["x", "bias"], ["y"])]
+    causal = helper.make_tensor("causal", F, [1, 1, 4, 4], np.tril(np.ones((4, 4))).ravel())
+    inits = [causal, helper.make_tensor("zero", F, [], [0.0]), helper.make_tensor("neg", F, [], [-1e9]),
+             helper.make_tensor("tail", onnx.TensorProto.INT64, [3], [1, 4, 4])]
+    proto = _model(nodes, [("x", ["B", 1, 4, 4])], [("y", ["B", 1, 4, 4])], inits)
+    model = _same(proto, "generic", {"x": RNG.standard_normal((3, 1, 4, 4)).astype(np.float32)})
+    ops = [n.op_type for n in model.graph]
+    assert "Equal" not in ops and "Where" not in ops and ops.count("Expand") == 1
+    assert rewrites_applied(model)["expand_hoist"] == 2
+
+
+def test_hand_written_rms_norm_with_reduce_mean_and_reciprocal():
+    nodes = [N("Mul", ["x", "x"], ["sq"]), N("ReduceMean", ["sq", "axes"], ["ms"], keepdims=1),
+             N("Add", ["ms", "eps"], ["a"]), N("Sqrt", ["a"], ["r"]), N("Reciprocal", ["r"], ["inv"]),
+             N("Mul", ["x", "inv"], ["n"]), N("Mul", ["n", "w"], ["y"])]
+    inits = [helper.make_tensor("axes", onnx.TensorProto.INT64, [1], [-1]), helper.make_tensor("eps", F, [], [1e-5]),
+             _t("w", [8])]
+    proto = _model(nodes, [("x", ["B", 3, 8])], [("y", ["B", 3, 8])], inits)
+    model = _same(proto, "generic", {"x": RNG.standard_normal((2, 3, 8)).astype(np.float32)})
+    assert [n.op_type for n in model.graph] == ["RMSNormalization"]
+    # the mean over another axis is not an RMSNorm over the last one
+    inits[0] = helper.make_tensor("axes", onnx.TensorProto.INT64, [1], [1])
+    model, _ = _rewritten(_model(nodes, [("x", ["B", 3, 8])], [("y", ["B", 3, 8])], inits), "generic")
+    assert "RMSNormalization" not in [n.op_type for n in model.graph]

@@ -12,14 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import compat
-from ..errors import InputSpecError, Jax2OnnxError
+from ..errors import InputSpecError, TargetUnsupportedError
 from ..passes.rewrite.tensorrt import check_tensorrt, tensorrt_table
 
 TARGETS = ("generic", "onnxruntime", "tensorrt", "web")
-
-
-class TargetUnsupportedError(Jax2OnnxError):
-    """The function computes something the export's target runtime cannot run."""
 
 
 def resolve_target(target: Any, export_mode: str, opset: int) -> tuple[str, str, int]:

@@ -8,6 +8,9 @@ the export report with the target, ``"jax2onnx:target"``).
 Families:
 - :mod:`.elementwise`: functions of one value (exact/tanh GELU, normal CDF, erfc, SiLU, sigmoid),
   recognised by evaluating the subgraph, not by its spelling.
+- :mod:`.broadcast`: elementwise ops on constants expanded to a runtime (batch) shape are computed
+  on the constants and expanded once (a symbolic batch's masks fold as a static batch's do).
+- :mod:`.norms`: RMSNorm written by hand → RMSNormalization (opset 23).
 - :mod:`.bias_add`: MatMul + bias on matrices → Gemm.
 - :mod:`.onnxruntime` (target "onnxruntime"): contrib ops where measured at least as fast
   (BiasGelu/FastGelu; the measurements that ruled out SkipLayerNormalization and
@@ -23,7 +26,9 @@ import onnx_ir as ir
 
 from ..dead_code import DeadCodeEliminationPass
 from .bias_add import BiasAddChains
+from .broadcast import BroadcastConstants
 from .elementwise import ElementwiseFunctions
+from .norms import RmsNorms
 from .onnxruntime import OnnxRuntimeContribOps
 
 REWRITES_KEY = "jax2onnx:rewrites"
@@ -43,7 +48,7 @@ class RewritePass(ir.passes.InPlacePass):
         self.target = target
 
     def families(self, opset: int) -> list:
-        families: list = [ElementwiseFunctions(opset), BiasAddChains()]
+        families: list = [BroadcastConstants(), ElementwiseFunctions(opset), RmsNorms(opset), BiasAddChains()]
         if self.target == "onnxruntime":
             families.append(OnnxRuntimeContribOps())
         return families

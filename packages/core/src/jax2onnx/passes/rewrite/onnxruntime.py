@@ -65,7 +65,8 @@ def _biased_operand(m: ir.Value | None, summed: ir.Value) -> bool:
         return _same_shape(m, summed)
     mm = m.producer()
     w = constant_tensor(mm.inputs[1]) if _is(mm, "MatMul") else None
-    return w is not None and len(w.shape) == 2 and summed.shape is not None and int(w.shape[1]) == summed.shape[-1]
+    return (w is not None and len(w.shape) == 2 and summed.shape is not None and len(summed.shape) > 0
+            and int(w.shape[1]) == summed.shape[-1])
 
 
 def _biased_sum(v: ir.Value, hidden) -> bool:

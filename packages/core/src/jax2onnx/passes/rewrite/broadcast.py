@@ -1,0 +1,83 @@
+"""Constants broadcast to a runtime shape: compute on the constants, broadcast once.
+
+With a symbolic batch, code such as ``jnp.ones((batch, seq))`` or a causal mask broadcast to
+``(batch, 1, seq, seq)`` becomes ``Expand(constant, Concat(Shape(x)[0], ...))``, and every
+elementwise op after it (the mask's ``!=``, ``&``, ``where``, casts: Hugging Face's GPT-2 writes
+about thirty of them) runs on batch-sized tensors instead of folding away as it does for a static
+batch. Rule: an elementwise op whose inputs are constants or ``Expand``s of constants to one shape
+value ``S`` becomes ``Expand(op(constants...), S)``; constant folding then evaluates the op, and the
+rule applies again to its readers. Exact: broadcasting is associative, so
+``op(broadcast(a, S), b) == broadcast(op(a, b), S)`` elementwise, with the same result shape.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from ..constant_folding import ConstantFoldingPass
+from ...ir.constants import constant_tensor
+from ..manager import all_graphs
+from .elementwise import ELEMENTWISE_OPS
+
+
+def _expanded_constant(v: ir.Value | None) -> tuple[ir.Value, ir.Value] | None:
+    """(the constant, the shape value) when ``v = Expand(constant, shape)``."""
+    node = None if v is None else v.producer()
+    if node is None or node.op_type != "Expand" or node.domain not in ("", "ai.onnx"):
+        return None
+    data, shape = node.inputs
+    if data is None or shape is None or constant_tensor(data) is None:
+        return None
+    return data, shape
+
+
+class BroadcastConstants:
+    name = "broadcast"
+
+    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
+        modified = False
+        while True:
+            changed = False
+            graph = model.graph  # folding works on the main graph, where the batch-shaped masks are
+            for node in list(graph):
+                if node.graph is graph and self._hoist(graph, node):
+                    counts["expand_hoist"] = counts.get("expand_hoist", 0) + 1
+                    changed = True
+            if not changed:
+                return modified
+            modified = True
+            ConstantFoldingPass()(model)  # evaluates the ops now on constants, for the next round
+
+    @staticmethod
+    def _hoist(graph: ir.Graph, node: ir.Node) -> bool:
+        if node.domain not in ("", "ai.onnx") or node.op_type not in ELEMENTWISE_OPS or len(node.outputs) != 1:
+            return False
+        shape = None
+        inputs = []
+        for v in node.inputs:
+            if v is None or constant_tensor(v) is not None:
+                inputs.append(v)
+                continue
+            found = _expanded_constant(v)
+            if found is None or (shape is not None and found[1] is not shape):
+                return False
+            inputs.append(found[0])
+            shape = found[1]
+        if shape is None:
+            return False  # all constants: constant folding's job
+        out = node.outputs[0]
+        inner = ir.Node("", node.op_type, inputs, list(node.attributes.values()), name=f"{node.name or 'op'}_on_constants")
+        inner.outputs[0].name = f"{out.name or 'v'}_on_constants"
+        inner.outputs[0].type = out.type
+        expand = ir.Node("", "Expand", [inner.outputs[0], shape], name=f"{node.name or 'op'}_expand")
+        new = expand.outputs[0]
+        new.type, new.shape = out.type, out.shape
+        graph.insert_before(node, [inner, expand])
+        for i, v in enumerate(graph.outputs):
+            if v is out:
+                graph.outputs[i] = new
+        name, out.name = out.name, None
+        ir.convenience.replace_all_uses_with(out, new)
+        new.name = name
+        graph.remove(node, safe=True)
+        return True

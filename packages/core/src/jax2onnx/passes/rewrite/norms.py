@@ -1,0 +1,166 @@
+"""RMSNorm written by hand → ``RMSNormalization`` (opset 23).
+
+Hugging Face's Flax Llama (and most hand-written RMSNorms) compute
+``w * (x / sqrt(mean(x * x, axis=-1) + eps))``; lowered, that is nine nodes per norm:
+``Mul(x, x) → ReduceSum(last axis) [→ Unsqueeze] → Div(n) → Add(eps) → Sqrt → Div(x, ·) → Mul(w, ·)``
+(or ``ReduceMean`` with kept dims, or ``x * Reciprocal(Sqrt(...))``). Rule: that chain over the
+last axis of ``x`` (``n`` its static size, ``eps`` and ``w`` constants, ``w`` a vector of ``n`` or
+absent) becomes ``RMSNormalization(x, w, axis=-1, epsilon=eps)`` from opset 23 in float32; before 23
+(and in float64, which onnxruntime's kernel lacks) it stays.
+Every intermediate must be read by the chain alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from ...ir.constants import constant_ints, constant_tensor
+from ..manager import all_graphs
+from .onnxruntime import _is, _only_reader, _replace_value
+
+
+def _scalar(v: ir.Value | None) -> float | None:
+    t = constant_tensor(v)
+    if t is None or int(np.prod([int(d) for d in t.shape])) != 1:
+        return None
+    return float(np.asarray(t.numpy()).reshape(-1)[0])
+
+
+def _other(node: ir.Node, v: ir.Value) -> ir.Value | None:
+    a, b = node.inputs[0], node.inputs[1]
+    return b if a is v else a if b is v else None
+
+
+class RmsNorms:
+    name = "norms"
+
+    def __init__(self, opset: int) -> None:
+        self.opset = opset
+
+    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
+        if self.opset < 23:
+            return False
+        modified = False
+        for graph in list(all_graphs(model)):
+            if not isinstance(graph, ir.Graph):
+                continue
+            for node in list(graph):
+                if node.graph is graph and self._rms_norm(graph, node):
+                    counts["rms_norm"] = counts.get("rms_norm", 0) + 1
+                    modified = True
+        return modified
+
+    @staticmethod
+    def _normalized(graph, node: ir.Node):
+        """(x, eps, chain nodes) when ``node`` computes x / sqrt(mean(x*x, -1) + eps)."""
+        if _is(node, "Div"):
+            x, root = node.inputs
+            sqrt = root.producer() if root is not None else None
+        elif _is(node, "Mul"):
+            for x, r in ((node.inputs[0], node.inputs[1]), (node.inputs[1], node.inputs[0])):
+                recip = r.producer() if r is not None else None
+                if _is(recip, "Reciprocal") and _only_reader(r, node, graph):
+                    root = recip.inputs[0]
+                    sqrt = root.producer()
+                    break
+            else:
+                return None
+        else:
+            return None
+        if x is None or not _is(sqrt, "Sqrt") or x.shape is None or len(x.shape) == 0 or not isinstance(x.shape[-1], int):
+            return None
+        if x.dtype != ir.DataType.FLOAT:
+            return None  # onnxruntime's RMSNormalization kernels: float32 (float64 exports keep the arithmetic)
+        n = x.shape[-1]
+        rank = len(x.shape)
+        chain = [sqrt]
+        add = sqrt.inputs[0].producer()
+        if not _is(add, "Add"):
+            return None
+        chain.append(add)
+        eps_v = add.inputs[1] if _scalar(add.inputs[1]) is not None else add.inputs[0]
+        eps = _scalar(eps_v)
+        mean = _other(add, eps_v)
+        if eps is None or mean is None:
+            return None
+        producer = mean.producer()
+        if _is(producer, "ReduceMean"):
+            reduce, scale = producer, 1.0
+        elif _is(producer, "Div") and _scalar(producer.inputs[1]) is not None:
+            chain.append(producer)
+            scale = 1.0 / _scalar(producer.inputs[1])
+            reduce = producer.inputs[0].producer()
+            if _is(reduce, "Unsqueeze"):
+                axes = constant_ints(reduce.inputs[1]) if len(reduce.inputs) > 1 else None
+                if axes is None or [a % rank for a in axes] != [rank - 1]:
+                    return None
+                chain.append(reduce)
+                reduce = reduce.inputs[0].producer()
+            if not _is(reduce, "ReduceSum"):
+                return None
+        elif _is(producer, "Mul") and _scalar(producer.inputs[1]) is not None:
+            chain.append(producer)
+            scale = _scalar(producer.inputs[1])
+            reduce = producer.inputs[0].producer()
+            if not _is(reduce, "ReduceSum"):
+                return None
+        else:
+            return None
+        chain.append(reduce)
+        axes = constant_ints(reduce.inputs[1]) if len(reduce.inputs) > 1 else None
+        if axes is None or [a % rank for a in axes] != [rank - 1]:
+            return None
+        keep = reduce.attributes["keepdims"].value if "keepdims" in reduce.attributes else 1
+        if bool(keep) == (chain[-2].op_type == "Unsqueeze"):
+            return None  # the reduced axis must come back exactly once
+        if abs(scale * (n if reduce.op_type == "ReduceSum" else 1) - 1.0) > 1e-6:
+            return None  # not the mean over the last axis
+        square = reduce.inputs[0].producer()
+        if not (_is(square, "Mul") and square.inputs[0] is x and square.inputs[1] is x):
+            if not (_is(square, "Pow") and square.inputs[0] is x and _scalar(square.inputs[1]) == 2.0):
+                return None
+        chain.append(square)
+        for later, earlier in zip(chain, chain[1:]):
+            if not _only_reader(earlier.outputs[0], later, graph):
+                return None
+        if not _only_reader(sqrt.outputs[0], node if _is(node, "Div") else recip, graph):
+            return None
+        return x, eps, chain
+
+    def _rms_norm(self, graph, node: ir.Node) -> bool:
+        found = self._normalized(graph, node)
+        if found is None:
+            return False
+        x, eps, _ = found
+        out = node.outputs[0]
+        n = x.shape[-1]
+        weight = None
+        users = out.uses()
+        if len(users) == 1 and out not in graph.outputs:
+            user = users[0][0]
+            w = _other(user, out) if _is(user, "Mul") else None
+            t = constant_tensor(w)
+            if t is not None and int(np.prod([int(d) for d in t.shape])) == n and all(int(d) == 1 for d in t.shape[:-1]) \
+                    and len(t.shape) <= len(x.shape):
+                weight, out = w, user.outputs[0]
+        if weight is None:
+            one = ir.Value(name=f"{out.name or 'rms'}_unit_scale", const_value=ir.tensor(np.ones(n, x.dtype.numpy())))
+            one.const_value.name = one.name
+            graph.register_initializer(one)
+            weight = one
+        elif len(constant_tensor(weight).shape) != 1:  # (1, 1, n) broadcast weight: its vector
+            flat = ir.Value(name=f"{weight.name or 'w'}_vector", const_value=ir.tensor(
+                np.asarray(constant_tensor(weight).numpy()).reshape(n)))
+            flat.const_value.name = flat.name
+            graph.register_initializer(flat)
+            weight = flat
+        norm = ir.Node("", "RMSNormalization", [x, weight],
+                       [ir.AttrInt64("axis", -1), ir.AttrFloat32("epsilon", float(eps))],
+                       name=f"{node.name or 'rms'}_rmsnorm")
+        new = norm.outputs[0]
+        new.type, new.shape = out.type, out.shape if out.shape is not None else x.shape
+        new.name = f"{out.name or 'rms'}_rmsnorm"
+        graph.insert_before(out.producer(), norm)
+        _replace_value(graph, out, new)
+        return True
