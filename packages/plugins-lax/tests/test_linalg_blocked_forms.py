@@ -13,6 +13,7 @@ from jax2onnx.testing.runner import run_variant
 from jax2onnx_lax import linalg_factor, linalg_solve
 
 _CASES = {
+    "lax.linalg.lu": ["lu", "lu_tall", "lu_wide", "lu_zero_column", "lu_batched", "lu_solve", "lu_scipy_plu"],
     "lax.linalg.triangular_solve": [
         "triangular_solve_left_lower",
         "triangular_solve_left_upper",
@@ -44,6 +45,7 @@ def test_every_case_is_collected():
 
 @pytest.mark.parametrize("variant", _variants())
 def test_blocked_form(variant, monkeypatch):
+    monkeypatch.setattr(linalg_factor, "LU_PANEL", 2)
     monkeypatch.setattr(linalg_factor, "CHOLESKY_PANEL", 2)
     monkeypatch.setattr(linalg_solve, "TRSM_BLOCK", 2)
     result = run_variant(variant)

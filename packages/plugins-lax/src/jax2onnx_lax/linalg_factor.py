@@ -8,6 +8,7 @@ trailing block; onnxruntime runs a Loop body's nodes at several times a straight
   ``|a|`` at or below the diagonal, rows are swapped, the column below is scaled by the pivot's
   reciprocal (a zero pivot leaves the column unscaled and unswapped, as getrf does), and the trailing
   block takes the rank-1 update. Outputs ``(lu, pivots, permutation)`` as JAX returns them (int32).
+  Unrolled, more than ``LU_PANEL`` steps are blocked: panels of columns, one MatMul update per panel.
 - ``cholesky``: blocked right-looking (column steps within a panel, one MatMul per panel) when unrolled, the
   left-looking column algorithm in the Loop form; lower factor with zeros above the diagonal.
   A matrix that is not positive definite gives an all-NaN factor, as JAX's does.
@@ -65,7 +66,9 @@ def lower_lu(ctx, a):
         piv = mx.expand_to(ctx, ctx.const(np.zeros(0, dtype=np.int32)), [*batch, 0])
         return [op.Identity(a), piv, ctx.cast(op.Squeeze(perm0, ctx.i64([-1])), np.int32)]
     aug = op.Concat(a, perm0, axis=-1)  # [..., m, n + 1]
-    if k_steps <= UNROLL_MAX:
+    if LU_PANEL < k_steps <= UNROLL_MAX:
+        lu, piv = _lu_blocked(ctx, aug, m, n, batch)
+    elif k_steps <= UNROLL_MAX:
         lu, piv = _lu_unrolled(ctx, aug, m, n, batch)
     else:
         lu, piv = _lu_loop(ctx, aug, m, n, batch, dtype, rank)
@@ -111,6 +114,58 @@ def _lu_unrolled(ctx, aug, m, n, batch):
     piv = op.Concat(*pivs, axis=-1) if len(pivs) > 1 else pivs[0]  # [..., 1, K]
     piv = op.Add(op.Squeeze(piv, ctx.i64([-2])), ctx.const(np.arange(k_steps, dtype=np.int64)))
     return lu, ctx.cast(piv, np.int32)
+
+
+#: Panel width of the blocked LU (used when there are more pivot steps than this).
+LU_PANEL = 32
+
+
+def _lu_blocked(ctx, aug, m, n, batch):
+    """getrf's blocked form, straight-line: each panel of :data:`LU_PANEL` columns (all rows not yet
+    pivoted) is factorised by :func:`_lu_unrolled` with a row-index column riding along its swaps;
+    that column then reorders the panel's rows of the whole matrix in one GatherND (the swaps reach
+    the finished L columns on the left and the columns on the right, as getrf's laswp does), the
+    panel's U12 is a unit-lower triangular solve and the rows below take ``L21 U12`` as one MatMul.
+    A column step thus touches ``rows x panel`` values instead of the whole trailing matrix."""
+    from .linalg_solve import _substitute_unrolled  # linalg_solve imports this module
+
+    op = ctx.op
+    k_steps = min(m, n)
+    dtype = np.dtype(ctx.avals_in[0].dtype)
+    block, done, pivs = aug, [], []  # block: the rows not pivoted yet, [..., r, n + 1]
+    for start in range(0, k_steps, LU_PANEL):
+        r, b = m - start, min(LU_PANEL, k_steps - start)
+        panel = op.Slice(block, ctx.i64([start]), ctx.i64([start + b]), ctx.i64([-1]))  # [..., r, b]
+        order0 = mx.expand_to(ctx, ctx.const(np.arange(r, dtype=dtype).reshape(r, 1)), [*batch, r, 1])
+        lu_p, piv_p = _lu_unrolled(ctx, op.Concat(panel, order0, axis=-1), r, b, batch)
+        pivs.append(op.Add(piv_p, ctx.const(np.asarray(start, np.int32))) if start else piv_p)
+        order = ctx.cast(op.Slice(lu_p, ctx.i64([b]), ctx.i64([b + 1]), ctx.i64([-1])), np.int64)  # [..., r, 1]
+        rows = op.GatherND(block, order, batch_dims=len(batch))  # the panel's swaps, whole rows
+        parts = [op.Slice(rows, ctx.i64([0]), ctx.i64([start]), ctx.i64([-1]))] if start else []
+        parts.append(op.Slice(lu_p, ctx.i64([0]), ctx.i64([b]), ctx.i64([-1])))  # L11\U11 over L21
+        if start + b < n:  # U12 = L11^-1 A12; A22 -= L21 U12
+            a12_22 = op.Slice(rows, ctx.i64([start + b]), ctx.i64([n]), ctx.i64([-1]))
+            top = a12_22 if r == b else op.Slice(a12_22, ctx.i64([0]), ctx.i64([b]), ctx.i64([-2]))
+            l11 = op.Slice(lu_p, ctx.i64([0, 0]), ctx.i64([b, b]), ctx.i64([-2, -1]))
+            u12 = _substitute_unrolled(ctx, l11, top, b, lower=True, unit=True)
+            if r > b:
+                l21 = op.Slice(lu_p, ctx.i64([b, 0]), ctx.i64([r, b]), ctx.i64([-2, -1]))
+                a22 = op.Slice(a12_22, ctx.i64([b]), ctx.i64([r]), ctx.i64([-2]))
+                parts.append(op.Concat(u12, op.Sub(a22, op.MatMul(l21, u12)), axis=-2))
+            else:
+                parts.append(u12)
+        parts.append(op.Slice(rows, ctx.i64([n]), ctx.i64([n + 1]), ctx.i64([-1])))  # the permutation column
+        new = op.Concat(*parts, axis=-1)  # [..., r, n + 1]
+        if r == b:
+            done.append(new)
+            block = None
+            break
+        done.append(op.Slice(new, ctx.i64([0]), ctx.i64([b]), ctx.i64([-2])))
+        block = op.Slice(new, ctx.i64([b]), ctx.i64([r]), ctx.i64([-2]))
+    if block is not None:  # a tall matrix: the rows below the last pivot
+        done.append(block)
+    lu = op.Concat(*done, axis=-2) if len(done) > 1 else done[0]
+    return lu, op.Concat(*pivs, axis=-1)
 
 
 def _lu_loop(ctx, aug, m, n, batch, dtype, rank):
