@@ -8,7 +8,8 @@ trailing block; onnxruntime runs a Loop body's nodes at several times a straight
   ``|a|`` at or below the diagonal, rows are swapped, the column below is scaled by the pivot's
   reciprocal (a zero pivot leaves the column unscaled and unswapped, as getrf does), and the trailing
   block takes the rank-1 update. Outputs ``(lu, pivots, permutation)`` as JAX returns them (int32).
-- ``cholesky``: right-looking (rank-1 downdates of the trailing block) when unrolled, the
+  Unrolled, more than ``LU_PANEL`` steps are blocked: panels of columns, one MatMul update per panel.
+- ``cholesky``: blocked right-looking (column steps within a panel, one MatMul per panel) when unrolled, the
   left-looking column algorithm in the Loop form; lower factor with zeros above the diagonal.
   A matrix that is not positive definite gives an all-NaN factor, as JAX's does.
 - ``geqrf``/``qr``/``householder_product``: Householder reflections with LAPACK's conventions
@@ -65,7 +66,9 @@ def lower_lu(ctx, a):
         piv = mx.expand_to(ctx, ctx.const(np.zeros(0, dtype=np.int32)), [*batch, 0])
         return [op.Identity(a), piv, ctx.cast(op.Squeeze(perm0, ctx.i64([-1])), np.int32)]
     aug = op.Concat(a, perm0, axis=-1)  # [..., m, n + 1]
-    if k_steps <= UNROLL_MAX:
+    if LU_PANEL < k_steps <= UNROLL_MAX:
+        lu, piv = _lu_blocked(ctx, aug, m, n, batch)
+    elif k_steps <= UNROLL_MAX:
         lu, piv = _lu_unrolled(ctx, aug, m, n, batch)
     else:
         lu, piv = _lu_loop(ctx, aug, m, n, batch, dtype, rank)
@@ -111,6 +114,58 @@ def _lu_unrolled(ctx, aug, m, n, batch):
     piv = op.Concat(*pivs, axis=-1) if len(pivs) > 1 else pivs[0]  # [..., 1, K]
     piv = op.Add(op.Squeeze(piv, ctx.i64([-2])), ctx.const(np.arange(k_steps, dtype=np.int64)))
     return lu, ctx.cast(piv, np.int32)
+
+
+#: Panel width of the blocked LU (used when there are more pivot steps than this).
+LU_PANEL = 32
+
+
+def _lu_blocked(ctx, aug, m, n, batch):
+    """getrf's blocked form, straight-line: each panel of :data:`LU_PANEL` columns (all rows not yet
+    pivoted) is factorised by :func:`_lu_unrolled` with a row-index column riding along its swaps;
+    that column then reorders the panel's rows of the whole matrix in one GatherND (the swaps reach
+    the finished L columns on the left and the columns on the right, as getrf's laswp does), the
+    panel's U12 is a unit-lower triangular solve and the rows below take ``L21 U12`` as one MatMul.
+    A column step thus touches ``rows x panel`` values instead of the whole trailing matrix."""
+    from .linalg_solve import _substitute_unrolled  # linalg_solve imports this module
+
+    op = ctx.op
+    k_steps = min(m, n)
+    dtype = np.dtype(ctx.avals_in[0].dtype)
+    block, done, pivs = aug, [], []  # block: the rows not pivoted yet, [..., r, n + 1]
+    for start in range(0, k_steps, LU_PANEL):
+        r, b = m - start, min(LU_PANEL, k_steps - start)
+        panel = op.Slice(block, ctx.i64([start]), ctx.i64([start + b]), ctx.i64([-1]))  # [..., r, b]
+        order0 = mx.expand_to(ctx, ctx.const(np.arange(r, dtype=dtype).reshape(r, 1)), [*batch, r, 1])
+        lu_p, piv_p = _lu_unrolled(ctx, op.Concat(panel, order0, axis=-1), r, b, batch)
+        pivs.append(op.Add(piv_p, ctx.const(np.asarray(start, np.int32))) if start else piv_p)
+        order = ctx.cast(op.Slice(lu_p, ctx.i64([b]), ctx.i64([b + 1]), ctx.i64([-1])), np.int64)  # [..., r, 1]
+        rows = op.GatherND(block, order, batch_dims=len(batch))  # the panel's swaps, whole rows
+        parts = [op.Slice(rows, ctx.i64([0]), ctx.i64([start]), ctx.i64([-1]))] if start else []
+        parts.append(op.Slice(lu_p, ctx.i64([0]), ctx.i64([b]), ctx.i64([-1])))  # L11\U11 over L21
+        if start + b < n:  # U12 = L11^-1 A12; A22 -= L21 U12
+            a12_22 = op.Slice(rows, ctx.i64([start + b]), ctx.i64([n]), ctx.i64([-1]))
+            top = a12_22 if r == b else op.Slice(a12_22, ctx.i64([0]), ctx.i64([b]), ctx.i64([-2]))
+            l11 = op.Slice(lu_p, ctx.i64([0, 0]), ctx.i64([b, b]), ctx.i64([-2, -1]))
+            u12 = _substitute_unrolled(ctx, l11, top, b, lower=True, unit=True)
+            if r > b:
+                l21 = op.Slice(lu_p, ctx.i64([b, 0]), ctx.i64([r, b]), ctx.i64([-2, -1]))
+                a22 = op.Slice(a12_22, ctx.i64([b]), ctx.i64([r]), ctx.i64([-2]))
+                parts.append(op.Concat(u12, op.Sub(a22, op.MatMul(l21, u12)), axis=-2))
+            else:
+                parts.append(u12)
+        parts.append(op.Slice(rows, ctx.i64([n]), ctx.i64([n + 1]), ctx.i64([-1])))  # the permutation column
+        new = op.Concat(*parts, axis=-1)  # [..., r, n + 1]
+        if r == b:
+            done.append(new)
+            block = None
+            break
+        done.append(op.Slice(new, ctx.i64([0]), ctx.i64([b]), ctx.i64([-2])))
+        block = op.Slice(new, ctx.i64([b]), ctx.i64([r]), ctx.i64([-2]))
+    if block is not None:  # a tall matrix: the rows below the last pivot
+        done.append(block)
+    lu = op.Concat(*done, axis=-2) if len(done) > 1 else done[0]
+    return lu, op.Concat(*pivs, axis=-1)
 
 
 def _lu_loop(ctx, aug, m, n, batch, dtype, rank):
@@ -183,44 +238,71 @@ def lower_lu_pivots_to_permutation(ctx, pivots):
 # Cholesky
 
 
+#: Panel width of the blocked Cholesky: the columns of a panel are eliminated one by one (within the
+#: panel only), the trailing block then takes the panel's whole update as one MatMul.
+CHOLESKY_PANEL = 32
+
+
 @lowerings.register("cholesky")
 def lower_cholesky(ctx, a):
-    """Column j: ``v = A[:, j] - L L[j, :]^T`` (L holds the finished columns, zeros elsewhere),
-    ``L[j, j] = sqrt(v[j])``, ``L[i, j] = v[i] / L[j, j]`` below. potrf stops at a pivot that is
-    not positive (or NaN); JAX then returns NaN everywhere, and so does this."""
+    """Lower factor with zeros above the diagonal. potrf stops at a pivot that is not positive (or
+    NaN); JAX then returns NaN everywhere, and so does this."""
     mx.require_real(ctx)
     a_aval = ctx.avals_in[0]
     n, _ = mx.static_matrix_dims(ctx, a_aval, "the matrix")
     rank = len(a_aval.shape)
     if 0 < n <= UNROLL_MAX:
-        l_ = _cholesky_unrolled(ctx, a, n, rank)
-    else:
-        l_ = _cholesky_loop(ctx, a, a_aval, n, rank)
+        return _cholesky_blocked(ctx, a, n, rank)
+    l_ = _cholesky_loop(ctx, a, a_aval, n, rank)
     # one failed pivot makes the whole factor NaN (JAX's convention)
     diag = ctx.op.ReduceSum(ctx.op.Where(ctx.const(np.eye(n, dtype=bool)), l_, 0.0), ctx.i64([-2, -1]), keepdims=1)
     return ctx.op.Where(ctx.op.IsNaN(diag), np.nan, l_)
 
 
-def _cholesky_unrolled(ctx, a, n, rank):
-    """Right-looking, straight-line (see ``UNROLL_MAX``): column j of L is the first column of the
-    trailing block ``S`` over ``sqrt(S[0, 0])``, and ``S[1:, 1:]`` takes the rank-1 downdate. Only the
-    lower triangle of each block is read (the upper one of a downdated block is never looked at)."""
+def _cholesky_blocked(ctx, a, n, rank):
+    """Right-looking blocked Cholesky, straight-line (see ``UNROLL_MAX``). The cost in onnxruntime is
+    its per-node overhead, so a column step is kept to six nodes: the panel (the trailing block's
+    next ``CHOLESKY_PANEL`` columns, all its rows) is eliminated in LDL^T form, ``P[:, 1:] -= c
+    (P[j, 1:] / d)`` with ``c`` the panel's first column and ``d = c[j]`` the pivot, reading the
+    pivot row from the mirrored upper triangle (so no transpose); the rows above the diagonal are
+    left as they fall and masked once per panel, and the square roots are taken once per panel
+    (``L = C / sqrt(d)``). The trailing block then takes ``L21 L21^T`` as one MatMul, so a column
+    step touches only ``rows x panel`` values, not the whole trailing block. A pivot that is not
+    positive (or NaN) turns the result NaN at the end, as JAX does."""
     op = ctx.op
-    s, cols = a, []
-    for j in range(n):
-        r = n - j
-        d = op.Slice(s, ctx.i64([0, 0]), ctx.i64([1, 1]), ctx.i64([-2, -1]))  # [..., 1, 1]
-        root = op.Sqrt(op.Where(op.Greater(d, 0.0), d, np.nan))  # a pivot <= 0 (or NaN) fails: NaN
-        col = root
-        if r > 1:
-            below = op.Div(op.Slice(s, ctx.i64([1, 0]), ctx.i64([r, 1]), ctx.i64([-2, -1])), root)  # [..., r-1, 1]
-            col = op.Concat(root, below, axis=-2)
-            trailing = op.Slice(s, ctx.i64([1, 1]), ctx.i64([r, r]), ctx.i64([-2, -1]))
-            s = op.Sub(trailing, op.Mul(below, mx.swap_last_axes(ctx, below, rank)))
-        if j:
-            col = op.Pad(col, ctx.i64(_pad_top(rank, j)))
-        cols.append(col)
-    return op.Concat(*cols, axis=-1) if n > 1 else cols[0]
+    tril = np.tril(np.ones((n, n), dtype=bool))
+    s = op.Where(ctx.const(tril), a, mx.swap_last_axes(ctx, a, rank))  # potrf reads the lower triangle
+    blocks, pivots = [], []
+    for start in range(0, n, CHOLESKY_PANEL):
+        r = n - start  # the trailing block s is r x r
+        b = min(CHOLESKY_PANEL, r)
+        p = s if b == r else op.Slice(s, ctx.i64([0]), ctx.i64([b]), ctx.i64([-1]))  # [..., r, b]
+        cols = []
+        for j in range(b):
+            if j == b - 1:
+                cols.append(p)
+                break
+            c, rest = op.Split(p, ctx.i64([1, b - j - 1]), axis=-1, _outputs=2)
+            cols.append(c)
+            d = op.Slice(c, ctx.i64([j]), ctx.i64([j + 1]), ctx.i64([-2]))  # [..., 1, 1]
+            row = op.Slice(rest, ctx.i64([j]), ctx.i64([j + 1]), ctx.i64([-2]))  # [..., 1, b - j - 1]
+            p = op.Sub(rest, op.Mul(c, op.Div(row, d)))
+        cp = op.Concat(*cols, axis=-1) if b > 1 else cols[0]  # [..., r, b]: column j valid from row j
+        d_row = op.ReduceSum(op.Where(ctx.const(np.eye(r, b, dtype=bool)), cp, 0.0), ctx.i64([-2]), keepdims=1)
+        pivots.append(d_row)
+        lp = op.Where(ctx.const(np.tril(np.ones((r, b), dtype=bool))), op.Div(cp, op.Sqrt(d_row)), 0.0)
+        blocks.append(op.Pad(lp, ctx.i64(_pad_top(rank, start))) if start else lp)
+        if b < r:
+            l21 = op.Slice(lp, ctx.i64([b]), ctx.i64([r]), ctx.i64([-2]))  # [..., r - b, b]
+            s22 = op.Slice(s, ctx.i64([b, b]), ctx.i64([r, r]), ctx.i64([-2, -1]))
+            s = op.Sub(s22, op.MatMul(l21, mx.swap_last_axes(ctx, l21, rank)))
+    l_ = op.Concat(*blocks, axis=-1) if len(blocks) > 1 else blocks[0]
+    d_all = op.Concat(*pivots, axis=-1) if len(pivots) > 1 else pivots[0]  # [..., 1, n]
+    # 0 where every pivot is positive, NaN otherwise (Greater is False for NaN); adding 0 is exact
+    dtype = np.dtype(ctx.avals_in[0].dtype)
+    nan_or_zero = op.Where(op.Greater(d_all, 0.0), ctx.const(np.zeros((), dtype)), ctx.const(np.full((), np.nan, dtype)))
+    failed = op.ReduceSum(nan_or_zero, ctx.i64([-1]), keepdims=1)
+    return op.Add(l_, failed)
 
 
 def _pad_top(rank, rows):

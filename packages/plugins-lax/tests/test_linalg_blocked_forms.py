@@ -1,0 +1,54 @@
+"""The blocked forms of the unrolled factorisations and solves, which matrices larger than the panel
+widths (32) get.
+
+The testcases use matrices of 3-5 rows, below the panels, so here the panel and block widths are
+lowered to 2 and those testcases run again (exported, checked, compared with JAX in onnxruntime,
+float32 and float64): several panels, a last panel narrower than the others, tall, wide and batched
+operands, a zero pivot column, a matrix that is not positive definite, upper and lower, unit and
+transposed triangles."""
+
+import pytest
+from jax2onnx.testing.pytest_plugin import collect_variants
+from jax2onnx.testing.runner import run_variant
+from jax2onnx_lax import linalg_factor, linalg_solve
+
+_CASES = {
+    "lax.linalg.lu": ["lu", "lu_tall", "lu_wide", "lu_zero_column", "lu_batched", "lu_solve", "lu_scipy_plu"],
+    "lax.linalg.triangular_solve": [
+        "triangular_solve_left_lower",
+        "triangular_solve_left_upper",
+        "triangular_solve_left_upper_transpose_unit",
+        "triangular_solve_right_lower",
+        "solve",
+        "inv",
+    ],
+    "lax.linalg.cholesky": ["cholesky", "cholesky_batched", "cholesky_not_positive_definite", "cho_solve",
+                            "cho_solve_upper"],
+}
+
+
+def _variants():
+    wanted = {(comp, name) for comp, names in _CASES.items() for name in names}
+    out = []
+    for v in collect_variants(["jax2onnx-lax"]):
+        base = v.id.removesuffix("_f64").removesuffix("_dynamic")
+        if (v.component, base) in wanted:
+            out.append(pytest.param(v, id=f"{v.component}::{v.id}"))
+    return out
+
+
+def test_every_case_is_collected():
+    found = {(p.values[0].component, p.values[0].id.removesuffix("_f64").removesuffix("_dynamic")) for p in _variants()}
+    missing = {(c, n) for c, names in _CASES.items() for n in names} - found
+    assert not missing, f"testcases renamed or moved: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("variant", _variants())
+def test_blocked_form(variant, monkeypatch):
+    monkeypatch.setattr(linalg_factor, "LU_PANEL", 2)
+    monkeypatch.setattr(linalg_factor, "CHOLESKY_PANEL", 2)
+    monkeypatch.setattr(linalg_solve, "TRSM_BLOCK", 2)
+    result = run_variant(variant)
+    ops = {n.op_type for n in result.model.graph.node}
+    # a blocked form updates the trailing rows by a MatMul (the column-by-column forms have none)
+    assert "MatMul" in ops, "the blocked form was not exported"
