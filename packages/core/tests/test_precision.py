@@ -11,9 +11,9 @@ import onnx
 import pytest
 from flax import nnx
 from jax2onnx import Precision, PrecisionError, Weights, to_onnx, verify
-from jax2onnx.verification.precision import MIN_COSINE, cosine
-from jax2onnx.verification.compare import run_onnx
 from jax2onnx.export.weights import leaf_name
+from jax2onnx.verification.compare import run_onnx
+from jax2onnx.verification.precision import MIN_COSINE, cosine
 from jax2onnx_nnx.testcases.models import PreLNTransformerLayer, QuickstartMLP
 
 PRECISIONS = ["float16", "bfloat16", "int8", "int4"]

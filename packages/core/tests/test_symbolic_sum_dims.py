@@ -6,7 +6,6 @@ import jax.numpy as jnp
 import numpy as np
 import onnx
 import onnxruntime as ort
-
 from jax2onnx import to_onnx
 
 

@@ -4,7 +4,6 @@ import inspect
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import onnx
 import pytest
 from jax2onnx import to_onnx, verify

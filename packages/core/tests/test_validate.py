@@ -10,8 +10,8 @@ import onnx
 import onnx_ir as ir
 import pytest
 from jax2onnx import InvalidModelError, Jax2OnnxError, hookimpl, to_onnx
-from jax2onnx.plugin import Lowerings
 from jax2onnx.lower.registry import PluginRegistry, set_registry
+from jax2onnx.plugin import Lowerings
 from jax2onnx.verification.validate import validate_model
 from mini_pack import MiniPack
 

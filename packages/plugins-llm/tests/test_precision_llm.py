@@ -13,12 +13,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-
-from llm_test_helpers import NEW_TOKENS, PROMPTS, check_folder, require_genai
-from test_spec import tiny_jax_decoder
 from jax2onnx.verification.precision import cosine
 from jax2onnx_llm import export_causal_lm
 from jax2onnx_llm.genai_run import greedy
+from llm_test_helpers import NEW_TOKENS, PROMPTS, check_folder, require_genai
+from test_spec import tiny_jax_decoder
 
 #: core's floors (jax2onnx.verification.precision.MIN_COSINE) hold for float16/bfloat16; int8 and
 #: int4 get this model's own (measured 0.9984 and 0.94): activations quantized per tensor over 32

@@ -19,11 +19,12 @@ import onnx_ir as ir
 
 from .. import compat
 from ..errors import InputSpecError
-from .legalize import OpUnavailableError as OpUnavailableError  # re-exported: lowerings and tests catch it here
-from .legalize import Rewritten, legalize
+
 # Rules for opsets 13-16 (element types, Shape/Reshape attributes, LayerNormalization, scatter
 # reductions) live in their own module, which builds on legalize's helpers; importing it registers them.
 from . import legalize_opset13 as _legalize_opset13  # noqa: F401
+from .legalize import OpUnavailableError as OpUnavailableError  # re-exported: lowerings and tests catch it here
+from .legalize import Rewritten, legalize
 
 # --------------------------------------------------------------------------------------------
 # dtypes

@@ -26,7 +26,6 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedFunctionsPass, RemoveUnusedNodesPass, RemoveUnusedOpsetsPass
 
-
 from .manager import all_graphs
 
 

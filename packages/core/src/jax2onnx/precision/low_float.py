@@ -351,7 +351,7 @@ def convert_low_float(model: ir.Model, kind: str, keep_io_types: bool = True) ->
                 node.attributes["stash_type"] = ir.AttrInt64("stash_type", 1)
             if node.op_type == "Attention":
                 node.attributes["softmax_precision"] = ir.AttrInt64("softmax_precision", int(F32))
-        for j, out in enumerate(node.outputs):
+        for out in node.outputs:
             if not _is_f32(out) or not _used(out, output_ids):
                 continue
             by = readers(out)

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ..constant_folding import ConstantFoldingPass
 from ...ir.constants import constant_tensor
-from ..manager import all_graphs
+from ..constant_folding import ConstantFoldingPass
 from .elementwise import ELEMENTWISE_OPS
 
 

@@ -35,9 +35,9 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from ... import forms
 from ...ir.constants import constant_tensor
 from ..manager import all_graphs
-from ... import forms
 from .emit import Emitter, taken_names
 
 #: Ops computing each output element from the same element of each input (and a size-1 constant).

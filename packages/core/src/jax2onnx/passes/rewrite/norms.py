@@ -58,7 +58,7 @@ class RmsNorms:
             x, root = node.inputs
             sqrt = root.producer() if root is not None else None
         elif _is(node, "Mul"):
-            for x, r in ((node.inputs[0], node.inputs[1]), (node.inputs[1], node.inputs[0])):
+            for x, r in ((node.inputs[0], node.inputs[1]), (node.inputs[1], node.inputs[0])):  # noqa: B007 - x is the one the loop breaks on
                 recip = r.producer() if r is not None else None
                 if _is(recip, "Reciprocal") and _only_reader(r, node, graph):
                     root = recip.inputs[0]
