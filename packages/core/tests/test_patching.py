@@ -1,14 +1,17 @@
-"""Patches are per export, per thread: other threads and later code never see them."""
+"""Patches are per export, per thread: other threads and later code never see them, and a patched
+attribute, once its dispatcher is installed, stays the same object."""
 
 from __future__ import annotations
 
 import inspect
+import pickle
 import signal
+import sys
 import threading
 import types
 
 import pytest
-from jax2onnx.lower.patching import applied_patches, installed_patches
+from jax2onnx.lower.patching import applied_patches, install_dispatchers
 from jax2onnx.plugin import Patch
 
 
@@ -42,9 +45,14 @@ def _tagged(tag):
     return lambda original: (lambda *a, **k: (tag, original(*a, **k)))
 
 
-def test_patch_applies_only_inside_the_block_and_the_original_object_is_back():
+def _behaves_as_original(mod):
+    assert mod.op(1) == ("original", 1) and mod.op.custom_attr == 42 and mod.op.__doc__ == "The original."
+    assert mod.Thing()(2) == ("call", 2) and mod.Thing().run(3) == ("base", 3) and mod.Thing.helper(4) == ("static", 4)
+
+
+def test_patch_applies_only_inside_the_block_and_the_dispatcher_stays_the_same_object():
     mod = _make_module()
-    op, call, helper = mod.op, vars(mod.Thing)["__call__"], vars(mod.Thing)["helper"]
+    op = mod.op
     patches = [Patch(mod, "op", _tagged("p")), Patch(mod.Thing, "__call__", _tagged("p")),
                Patch(mod.Thing, "helper", _tagged("p")), Patch(mod.Thing, "run", _tagged("p"))]
     with applied_patches(patches):
@@ -52,25 +60,42 @@ def test_patch_applies_only_inside_the_block_and_the_original_object_is_back():
         t = mod.Thing()
         assert t(2) == ("p", ("call", 2))
         assert t.run(3) == ("p", ("base", 3))
-        assert len(installed_patches()) == 4
-    assert mod.op is op and vars(mod.Thing)["__call__"] is call
-    assert vars(mod.Thing)["helper"] is helper  # the staticmethod object itself, not its function
-    assert "run" not in vars(mod.Thing)  # inherited before, inherited again
-    assert mod.Thing().run(3) == ("base", 3) and mod.Thing.helper(4) == ("static", 4)
-    assert installed_patches() == []
+        inside = (mod.op, vars(mod.Thing)["__call__"], vars(mod.Thing)["helper"], vars(mod.Thing)["run"])
+    assert mod.op is not op and mod.op.__wrapped__ is op  # a dispatcher, installed once
+    _behaves_as_original(mod)
+    with applied_patches(patches):  # a second export finds the same objects in place
+        assert (mod.op, vars(mod.Thing)["__call__"], vars(mod.Thing)["helper"], vars(mod.Thing)["run"]) == inside
+        assert mod.Thing()(2) == ("p", ("call", 2))
+    assert (mod.op, vars(mod.Thing)["__call__"], vars(mod.Thing)["helper"], vars(mod.Thing)["run"]) == inside
+    _behaves_as_original(mod)
 
 
-def test_restored_after_an_error_in_the_block():
+def test_install_dispatchers_settles_identity_before_any_export():
     mod = _make_module()
     op = mod.op
+    install_dispatchers([Patch(mod, "op", _tagged("p")), Patch(mod, "absent", _tagged("p")),
+                         Patch(mod.Thing, "run", lambda original: original)])  # this one declines
+    dispatcher = mod.op
+    assert dispatcher is not op and dispatcher(1) == ("original", 1)
+    assert "run" not in vars(mod.Thing)  # a declining patch leaves its attribute alone
+    install_dispatchers([Patch(mod, "op", _tagged("q"))])  # idempotent
+    with applied_patches([Patch(mod, "op", _tagged("p"))]):
+        assert mod.op is dispatcher and mod.op(1) == ("p", ("original", 1))
+    assert mod.op is dispatcher
+
+
+def test_the_original_behaviour_after_an_error_in_the_block():
+    mod = _make_module()
     with pytest.raises(RuntimeError, match="boom"), applied_patches([Patch(mod, "op", _tagged("p"))]):
+        inside = mod.op
         raise RuntimeError("boom")
-    assert mod.op is op and installed_patches() == []
+    assert mod.op is inside
+    _behaves_as_original(mod)
 
 
-def test_a_failing_replacement_factory_leaves_nothing_installed():
+def test_a_failing_replacement_factory_leaves_the_original_behaviour():
     mod = _make_module()
-    op = mod.op
+    call = vars(mod.Thing)["__call__"]
 
     def broken(original):
         raise ValueError("factory failed")
@@ -78,7 +103,8 @@ def test_a_failing_replacement_factory_leaves_nothing_installed():
     with pytest.raises(ValueError, match="factory failed"):
         with applied_patches([Patch(mod, "op", _tagged("p")), Patch(mod.Thing, "__call__", broken)]):
             pass
-    assert mod.op is op and installed_patches() == []
+    assert vars(mod.Thing)["__call__"] is call  # never installed: its factory failed first
+    _behaves_as_original(mod)
 
 
 def test_other_threads_see_the_original_while_an_export_runs():
@@ -96,19 +122,18 @@ def test_other_threads_see_the_original_while_an_export_runs():
     t.start()
     assert inside.wait(10)
     # The attribute holds a dispatcher now, but it behaves exactly like the original here.
-    assert installed_patches()
+    during = mod.op
     seen["other"] = (mod.op(1), mod.Thing()(2)[0], mod.op.custom_attr, mod.op.__doc__)
     assert inspect.signature(mod.op) == inspect.signature(lambda x: None)
     release.set()
     t.join(10)
     assert seen["other"] == (("original", 1), "call", 42, "The original.")
     assert seen["exporter"] == (("p", ("original", 1)), "p")
-    assert installed_patches() == []
+    assert mod.op is during  # the export's end changes nothing another thread can see
 
 
 def test_two_threads_with_different_patches_of_one_attribute_each_get_their_own():
     mod = _make_module()
-    op = mod.op
     barrier = threading.Barrier(2)
     results: dict[str, list] = {"a": [], "b": []}
 
@@ -125,7 +150,27 @@ def test_two_threads_with_different_patches_of_one_attribute_each_get_their_own(
     for t in threads:
         t.join(30)
     assert results == {"a": ["a"] * 20, "b": ["b"] * 20}
-    assert mod.op is op and installed_patches() == []
+    _behaves_as_original(mod)
+
+
+def test_a_dispatcher_pickles_as_its_original():
+    name = "jax2onnx_test_pickle_target"
+    mod = types.ModuleType(name)
+
+    def f(x):
+        return ("original", x)
+
+    f.__module__, f.__qualname__ = name, "f"
+    mod.f = f
+    sys.modules[name] = mod
+    try:
+        install_dispatchers([Patch(mod, "f", _tagged("p"))])
+        assert mod.f is not f
+        data = pickle.dumps(mod.f)
+        assert b"patching" not in data  # a reference to the module's name, unpicklable without jax2onnx otherwise
+        assert pickle.loads(data)(1) == ("original", 1)
+    finally:
+        del sys.modules[name]
 
 
 @pytest.fixture
@@ -139,9 +184,8 @@ def ctrl_c_raises():
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
 @pytest.mark.usefixtures("ctrl_c_raises")
-def test_ctrl_c_while_installing_is_delivered_after_and_leaves_nothing_patched():
+def test_ctrl_c_while_installing_is_delivered_after_and_the_block_never_runs():
     mod = _make_module()
-    op, call = mod.op, vars(mod.Thing)["__call__"]
     handler = signal.getsignal(signal.SIGINT)
 
     def interrupting(original):
@@ -151,20 +195,19 @@ def test_ctrl_c_while_installing_is_delivered_after_and_leaves_nothing_patched()
     with pytest.raises(KeyboardInterrupt):
         with applied_patches([Patch(mod, "op", _tagged("p")), Patch(mod.Thing, "__call__", interrupting)]):
             pytest.fail("the block must not run once Ctrl-C was pressed")
-    assert mod.op is op and vars(mod.Thing)["__call__"] is call and installed_patches() == []
+    _behaves_as_original(mod)
     assert signal.getsignal(signal.SIGINT) is handler
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
 @pytest.mark.usefixtures("ctrl_c_raises")
-def test_ctrl_c_inside_the_block_restores():
+def test_ctrl_c_inside_the_block_leaves_the_original_behaviour():
     mod = _make_module()
-    op = mod.op
     with pytest.raises(KeyboardInterrupt), applied_patches([Patch(mod, "op", _tagged("p"))]):
         signal.raise_signal(signal.SIGINT)
         for _ in range(1000):  # the handler runs at the next bytecode boundary
             pass
-    assert mod.op is op and installed_patches() == []
+    _behaves_as_original(mod)
 
 
 def test_a_user_monkeypatch_during_an_export_is_left_in_place():
@@ -175,4 +218,4 @@ def test_a_user_monkeypatch_during_an_export_is_left_in_place():
 
     with applied_patches([Patch(mod, "op", _tagged("p"))]):
         mod.op = mine
-    assert mod.op is mine and installed_patches() == []
+    assert mod.op is mine

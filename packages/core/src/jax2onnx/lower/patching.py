@@ -1,4 +1,4 @@
-"""Patches that only the exporting thread sees.
+"""Patches that only the exporting thread sees, on attributes whose identity never flips.
 
 A pack's :class:`jax2onnx.plugin.Patch` replaces e.g. ``flax.nnx.Linear.__call__`` so that an export
 records a fused op. Replacing the attribute for the duration of an export (set, trace, restore) is
@@ -6,16 +6,22 @@ wrong as soon as two threads export at once, or one exports while another runs t
 thread restores the value *it* saw, which may be the other's replacement, and a thread that merely
 calls the model traces through the export path.
 
-So the attribute is swapped once for a :class:`_Dispatcher` (under a lock, idempotently, counted
-by how many exports are running) and the dispatcher decides per call: inside an export running in
-the current thread/``contextvars`` context it calls that export's replacement, everywhere else the
-original, unchanged. When the last running export finishes, every original is put back, so between
-exports nothing is installed; during exports other threads see a wrapper that behaves exactly like
-the original (``functools.wraps`` metadata, attribute access and method binding delegated).
+So each patched attribute is swapped, once, for a :class:`_Dispatcher` that decides per call:
+inside an export running in the current thread/``contextvars`` context it calls that export's
+replacement, everywhere else the original, unchanged (``functools.wraps`` metadata, attribute
+access, method binding and pickling delegated to the original).
+
+**Installed once, never removed.** The dispatchers go in when the process-wide registry loads the
+packs (:func:`jax2onnx.lower.registry.get_registry` calls :func:`install_dispatchers`), or, for a
+patch whose library is imported only later, at the first export that applies it; they stay for the
+life of the process. Earlier versions put the originals back after the last running export, so a
+thread reading ``jax.nn.relu`` beside a running export saw one object, then another: the identity
+of a library attribute changed under code that never exported. Now it changes at most once per
+attribute, before or at the first export, and never again.
 
 Guarantee: concurrent exports from any number of threads each get their own fused ops, code in
-other threads is not affected by an export, and after the last export returns (normally, by an
-exception or by Ctrl-C) every patched attribute holds its original object again.
+other threads computes what the original computes, and a patched attribute, once installed, is the
+same object for the rest of the process.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import functools
+import importlib
+import operator
 import signal
 import threading
 from collections.abc import Iterable, Sequence
@@ -37,10 +45,9 @@ _ACTIVE: contextvars.ContextVar[dict[tuple[int, str], Any] | None] = contextvars
 )
 
 _LOCK = threading.RLock()
-#: (id(target), attribute) -> what was replaced; insertion order is install order.
+#: (id(target), attribute) -> what was replaced; insertion order is install order. A record holds
+#: its target, so the id in its key is never reused by another object.
 _INSTALLED: dict[tuple[int, str], _Installed] = {}
-#: How many exports currently hold the dispatchers (the last one out restores the originals).
-_USERS = 0
 
 
 class _Dispatcher:
@@ -84,13 +91,31 @@ class _Dispatcher:
     def __repr__(self) -> str:
         return repr(self._jax2onnx_original)
 
+    def __reduce__(self) -> Any:
+        # Pickled as a reference to the original (``module.qualname``), which unpickles without
+        # jax2onnx; pickle's own by-name path would find the dispatcher and refuse the original.
+        original = self._jax2onnx_original
+        module, qualname = getattr(original, "__module__", None), getattr(original, "__qualname__", None)
+        if not module or not qualname or "<locals>" in qualname:
+            raise TypeError(f"cannot pickle {original!r}: it has no importable name")
+        return operator.attrgetter(qualname), (_ModuleByName(module),)
+
+
+class _ModuleByName:
+    """A module in a pickle: unpickled by importing it by name."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __reduce__(self) -> Any:
+        return importlib.import_module, (self.name,)
+
 
 @dataclasses.dataclass
 class _Installed:
     target: Any
     attribute: str
     raw: Any
-    had: bool  # the attribute was in the target's own __dict__ (else inherited / module __getattr__)
     original: Any
     dispatcher: _Dispatcher
 
@@ -112,28 +137,17 @@ def _install(target: Any, attribute: str, key: tuple[int, str]) -> _Installed:
         raw = next((vars(k)[attribute] for k in target.__mro__ if attribute in vars(k)), original)
     else:
         raw = original
-    record = _Installed(target, attribute, raw, had, original, _Dispatcher(key, original, raw))
-    # Recorded before the setattr: an interruption between the two leaves a record whose restore
-    # finds no dispatcher and does nothing, never a dispatcher without a record.
+    record = _Installed(target, attribute, raw, original, _Dispatcher(key, original, raw))
+    # Recorded before the setattr: an interruption between the two leaves a record without its
+    # dispatcher in place (the next export's replacement is then simply not reached), never a
+    # dispatcher without a record.
     _INSTALLED[key] = record
     setattr(target, attribute, record.dispatcher)
     return record
 
 
-def _restore_all() -> None:
-    for key in reversed(list(_INSTALLED)):
-        record = _INSTALLED[key]
-        current = _own_dict(record.target).get(record.attribute, _MISSING)
-        if current is record.dispatcher:  # someone else's later replacement is theirs to undo
-            if record.had:
-                setattr(record.target, record.attribute, record.raw)
-            else:
-                delattr(record.target, record.attribute)
-        del _INSTALLED[key]
-
-
 def installed_patches() -> list[str]:
-    """``"module.Class.attribute"`` for each dispatcher in place now (empty between exports)."""
+    """``"module.Class.attribute"`` for each dispatcher in place (installed ones stay)."""
     with _LOCK:
         out = []
         for record in _INSTALLED.values():
@@ -179,17 +193,38 @@ class _DeferredInterrupts:
             self._previous(signal.SIGINT, frame)
 
 
+def install_dispatchers(patches: Iterable[Any]) -> None:
+    """Put the dispatcher of every applicable patch in place now (a no-op for installed ones), so
+    that the attributes' identity is settled before any export runs. Resolving may import the
+    patched libraries; a patch whose library is absent, or that declines its attribute, is skipped."""
+    resolved = [(p, p.resolve()) for p in patches]
+    with _DeferredInterrupts() as guard:
+        with _LOCK:
+            seen: set[tuple[int, str]] = set()
+            for patch, target in resolved:
+                if target is None or not hasattr(target, patch.attribute):
+                    continue
+                key = (id(target), patch.attribute)
+                if key in _INSTALLED or key in seen:
+                    continue
+                base = getattr(target, patch.attribute)
+                if patch.replacement(base) is base:
+                    continue  # declined (e.g. a re-export that differs): leave the attribute alone
+                seen.add(key)
+                _install(target, patch.attribute, key)
+    guard.deliver()
+
+
 class applied_patches:
     """Context manager: inside the block, in this thread/context, ``patches`` are in effect.
 
     Other threads, and code outside the block, see the originals' behaviour. Re-entrant and
-    safe to use from many threads at once.
+    safe to use from many threads at once. Dispatchers it installs stay after the block.
     """
 
     def __init__(self, patches: Iterable[Any]):
         self._patches: Sequence[Any] = list(patches)
         self._token: contextvars.Token[Any] | None = None
-        self._holding = False
 
     def __enter__(self) -> applied_patches:
         # Resolving may import modules: done before taking the lock.
@@ -210,46 +245,28 @@ class applied_patches:
             if self._token is not None:
                 _ACTIVE.reset(self._token)
                 self._token = None
-            with _LOCK:
-                self._release()
         guard.deliver()
 
     def _acquire(self, resolved: Sequence[tuple[Any, Any]]) -> None:
-        global _USERS
-        _USERS += 1
-        self._holding = True
-        try:
-            table: dict[tuple[int, str], Any] = {}
-            for patch, target in resolved:
-                if target is None or not hasattr(target, patch.attribute):
-                    continue  # an optional dependency (or an attribute this version lacks) is absent
-                key = (id(target), patch.attribute)
-                record = _INSTALLED.get(key)
-                if key in table:
-                    base = table[key]  # a second patch of the same attribute wraps the first
-                elif record is not None:
-                    base = record.original
-                else:
-                    base = getattr(target, patch.attribute)
-                replacement = patch.replacement(base)
-                if replacement is base and key not in table:
-                    continue  # the patch declined this attribute (e.g. a re-export that differs)
-                if record is None:
-                    _install(target, patch.attribute, key)
-                table[key] = replacement
-            self._token = _ACTIVE.set(table)
-        except BaseException:
-            self._release()
-            raise
-
-    def _release(self) -> None:
-        global _USERS
-        if not self._holding:
-            return
-        self._holding = False
-        _USERS -= 1
-        if _USERS == 0:
-            _restore_all()
+        table: dict[tuple[int, str], Any] = {}
+        for patch, target in resolved:
+            if target is None or not hasattr(target, patch.attribute):
+                continue  # an optional dependency (or an attribute this version lacks) is absent
+            key = (id(target), patch.attribute)
+            record = _INSTALLED.get(key)
+            if key in table:
+                base = table[key]  # a second patch of the same attribute wraps the first
+            elif record is not None:
+                base = record.original
+            else:
+                base = getattr(target, patch.attribute)
+            replacement = patch.replacement(base)
+            if replacement is base and key not in table:
+                continue  # the patch declined this attribute (e.g. a re-export that differs)
+            if record is None:
+                _install(target, patch.attribute, key)
+            table[key] = replacement
+        self._token = _ACTIVE.set(table)
 
 
-__all__ = ["applied_patches", "installed_patches"]
+__all__ = ["applied_patches", "install_dispatchers", "installed_patches"]

@@ -22,6 +22,7 @@ from .._version import __version__
 from ..errors import PluginConflictError, add_library_modules
 from ..plugin import Lowering, PackModules, Patch
 from . import builtin_plugin, hookspecs, plugin_api
+from .patching import install_dispatchers
 
 ENTRY_POINT_GROUP = "jax2onnx"
 
@@ -228,11 +229,15 @@ _REGISTRY_LOCK = threading.Lock()
 
 
 def get_registry() -> PluginRegistry:
-    """The process-wide registry of installed packs (created on first use)."""
+    """The process-wide registry of installed packs (created on first use). Creating it loads the
+    packs and installs their patches' dispatchers (:func:`jax2onnx.lower.patching.install_dispatchers`),
+    once: from then on a patched library attribute is one object for the rest of the process."""
     global _REGISTRY
     with _REGISTRY_LOCK:
         if _REGISTRY is None:
-            _REGISTRY = PluginRegistry()
+            registry = PluginRegistry()
+            install_dispatchers(registry.patches())
+            _REGISTRY = registry
         return _REGISTRY
 
 
