@@ -72,19 +72,11 @@ def test_missing_tokenizer_file(tmp_path):
 
 
 def test_precision_core_cannot_export(tmp_path):
-    import inspect
-
-    from jax2onnx import to_onnx
-
-    if "precision" in inspect.signature(to_onnx).parameters:
-        # Forwarded: core names what it does not take; nothing is left behind.
-        with pytest.raises(Jax2OnnxError) as exc:
-            export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32, precision="float7")
-        assert "float7" in str(exc.value) and not (tmp_path / "m").exists()
-        return
-    with pytest.raises(OptionError) as exc:
-        export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32, precision="float16")
-    assert "precision='float32'" in _one_line(exc)
+    # Checked by core's ExportOptions.check, as for to_onnx: named before tracing, nothing left behind.
+    with pytest.raises(Jax2OnnxError) as exc:
+        export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32, precision="float7")
+    assert "float7" in str(exc.value) and not (tmp_path / "m").exists()
+    assert sorted(os.listdir(tmp_path)) == []  # no staging folder left either
 
 
 def test_failed_export_leaves_the_earlier_folder_untouched(tmp_path):

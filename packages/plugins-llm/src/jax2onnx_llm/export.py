@@ -4,8 +4,11 @@ The model (whatever its library) is first turned into a :class:`~jax2onnx_llm.sp
 by its family adapter (``families/``); one export path then serves them all:
 
 1. a flat function ``(input_ids, attention_mask, *past) -> (logits, *present)`` around the spec's
-   step, in onnxruntime-genai's names and layout, traced by ``jax2onnx.to_onnx`` with symbolic
-   batch, sequence and past lengths (prefill and decode are one graph);
+   step, in onnxruntime-genai's names and layout, exported by core's stages (the ones ``to_onnx``
+   runs, :func:`jax2onnx.export.conversion.run`) with symbolic batch, sequence and past lengths
+   (prefill and decode are one graph); its options go through ``ExportOptions.check``, the RMS norm
+   fusion is a pass in the optimize stage's rewrite slot, and the write stage makes the
+   external-data decision (``model.onnx.data``);
 2. ``genai_config.json`` from the spec's sizes and tokens;
 3. the tokenizer's files, when given or carried by the model;
 
@@ -17,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import inspect
 import json
 import os
 import pathlib
@@ -28,15 +30,15 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import onnx_ir as ir
+from jax2onnx.export.conversion import run
+from jax2onnx.export.options import Export, ExportOptions
+from jax2onnx.lower.registry import get_registry
 
 from . import families, genai_config, norm_fusion, tokenizers
 from .errors import CacheLayoutError, MaxLengthError, OptionError
 from .spec import _FUSE_ATTENTION, CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
 
 TARGETS = ("onnxruntime", "onnx")
-#: Weights beyond this go to ``model.onnx.data`` beside the model (protobuf's limit is 2 GB).
-EXTERNAL_DATA_BYTES = 1_800_000_000
 MODEL_FILE = "model.onnx"
 
 # Symbolic dims of the graph's inputs, in onnxruntime-genai's naming.
@@ -118,17 +120,6 @@ def _check_options(max_length: Any, precision: Any, cache: Any, target: Any) -> 
         raise OptionError(f"target={target!r}: use 'onnxruntime' (fused contrib ops) or 'onnx' (standard ONNX only)")
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
         raise MaxLengthError(f"max_length={max_length!r}: give the most tokens a sequence may reach, an int >= 2")
-    if precision != "float32" and "precision" not in _to_onnx_parameters():
-        raise OptionError(
-            f"precision={precision!r}: this jax2onnx-core exports float32 only (its to_onnx has no precision= yet); "
-            "use precision='float32'"
-        )
-
-
-def _to_onnx_parameters() -> Any:
-    from jax2onnx import to_onnx
-
-    return inspect.signature(to_onnx).parameters
 
 
 def _check_spec(spec: DecoderSpec, max_length: int, cache: str) -> None:
@@ -217,30 +208,37 @@ def input_specs(spec: DecoderSpec, cache: str, max_length: int) -> list[Any]:
     return [ids, mask, *([kv] * (2 * spec.num_layers))]
 
 
-def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, precision: str, cache: str, target: str,
-                 opset: int, external_data: bool | None) -> None:
-    from jax2onnx import to_onnx
-
+def export_options(spec: DecoderSpec, inputs: list[Any], path: pathlib.Path, *, precision: Any, target: str,
+                   opset: int, external_data: bool | None) -> ExportOptions:
+    """The core export's options for the model file at ``path``, checked by ``ExportOptions.check``
+    like any ``to_onnx`` call's. Two front-end options: the RMS norm fusion as a rewrite pass
+    (``target="onnxruntime"``), and the weights file named ``model.onnx.data``, which
+    onnxruntime-genai folders conventionally hold (the staging folder's rename keeps it paired)."""
     in_names, out_names = io_names(spec.num_layers)
-    kwargs: dict[str, Any] = {}
-    params = _to_onnx_parameters()
-    if "precision" in params:
-        kwargs["precision"] = precision
-    if "target" in params:  # core's name for standard ONNX is "generic"
-        kwargs["target"] = "onnxruntime" if target == "onnxruntime" else "generic"
-    token = _FUSE_ATTENTION.set(target == "onnxruntime")
+    return ExportOptions.check(
+        inputs=inputs, model_name="causal_lm", opset=opset, input_names=in_names, output_names=out_names,
+        return_mode="file", output_path=path, external_data=external_data, precision=precision,
+        target="onnxruntime" if target == "onnxruntime" else "generic",  # core's name for standard ONNX
+        rewrite_passes=(_norm_fusion,) if target == "onnxruntime" else (),
+        external_data_file=f"{path.name}.data",
+    )
+
+
+def _norm_fusion(options: ExportOptions) -> norm_fusion.RmsNormFusionPass:
+    return norm_fusion.RmsNormFusionPass()
+
+
+def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, precision: Any, cache: str, target: str,
+                 opset: int, external_data: bool | None) -> None:
+    """The core export's stages (trace, lower, optimize, write) on the flat step: ``model.onnx`` at ``path``."""
+    inputs = input_specs(spec, cache, max_length)
+    options = export_options(spec, inputs, path, precision=precision, target=target, opset=opset,
+                             external_data=external_data)
+    token = _FUSE_ATTENTION.set(target == "onnxruntime")  # attend() regions lower to GroupQueryAttention
     try:
-        model = to_onnx(flat_step(spec, cache, max_length), input_specs(spec, cache, max_length), model_name="causal_lm",
-                        opset=opset, input_names=in_names, output_names=out_names, return_mode="ir", **kwargs)
+        run(Export(options, get_registry()), flat_step(spec, cache, max_length), inputs)
     finally:
         _FUSE_ATTENTION.reset(token)
-    if target == "onnxruntime":
-        norm_fusion.fuse_rms_norms(model)
-    weight_bytes = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
-    if external_data or (external_data is None and weight_bytes > EXTERNAL_DATA_BYTES):
-        ir.save(model, str(path), external_data=f"{path.name}.data")
-    else:
-        ir.save(model, str(path))
 
 
 @contextlib.contextmanager

@@ -13,6 +13,10 @@ The decoders' ``RMSNormalization`` nodes (opset 23; NNX ``RMSNorm`` lowers to on
 ``SkipSimplifiedLayerNormalization`` computes ``s / sqrt(mean(s^2) + eps) * scale`` over the last
 axis in float32, as ``RMSNormalization`` with ``stash_type=1`` does. Norms over other axes are left
 alone.
+
+It runs as :class:`RmsNormFusionPass` in the export's optimize stage (its rewrite slot, through
+``ExportOptions.rewrite_passes``), after ``precision=`` and before the I/O names and the model's
+validation, so the fused graph is the one checked and written.
 """
 
 from __future__ import annotations
@@ -20,6 +24,13 @@ from __future__ import annotations
 import onnx_ir as ir
 
 MS = "com.microsoft"
+
+
+class RmsNormFusionPass(ir.passes.InPlacePass):
+    """:func:`fuse_rms_norms` as an onnx_ir pass for the optimize stage's rewrite slot."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        return ir.passes.PassResult(model, fuse_rms_norms(model) > 0)
 
 
 def fuse_rms_norms(model: ir.Model) -> int:

@@ -10,6 +10,9 @@ The order, and where new passes plug in:
    ``precision=`` (:class:`PrecisionPass`) runs shape inference first: it plans from every value's dtype;
    the ``target=`` rules are the rewrite stage inside the graph passes (:mod:`jax2onnx.passes.rewrite`),
    so the passes after it (rolls, onnxruntime's missing kernels, dead code) see the rewritten graph;
+   then a front-end's own rewrites (``ExportOptions.rewrite_passes``, each built here from the
+   options: the LLM front-end's residual-add + RMS norm fusion), after precision so they see the
+   final dtypes, and before the names and the validation so their output is named and checked;
 4. the requested I/O names (``input_names``/``output_names``), after every pass that may replace
    an output value;
 5. finishing: shapes of intermediates (a courtesy, never a reason to fail), and the oldest IR
@@ -28,13 +31,13 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnx_ir.passes.common import ShapeInferencePass
 
-from ..errors import Jax2OnnxError
+from ..errors import InputSpecError, Jax2OnnxError
 from ..ir import opsets
 from ..passes import default_passes
 from ..precision import Precision, apply_precision
 from ..verification.validate import ValidationPass
 from . import api_compat, targets
-from .options import Export
+from .options import Export, ExportOptions, PassFactory
 
 
 def optimize(export: Export, model: ir.Model) -> ir.Model:
@@ -58,16 +61,27 @@ def pass_manager(export: Export) -> ir.passes.PassManager:
     passes: list[ir.passes.PassBase] = [api_compat.NchwAdapterPass(options)]
     if options.optimize:
         passes.append(default_passes(options.target))  # its rewrite stage holds the target's rules
-    # REWRITE SLOT (target=, precision=)
+    # REWRITE SLOT (target=, precision=, a front-end's rewrite_passes)
     if options.precision.kind != "float32":
         # the plan reads every value's dtype, and an If's outputs are typed only by inference
         passes += [IntermediateShapesPass(), PrecisionPass(options.precision)]
+    passes += [_built(factory, options) for factory in options.rewrite_passes]
     passes.append(api_compat.IoNamesPass(options))
     passes += [IntermediateShapesPass(), IrVersionPass(options.opset)]
     # VALIDATION SLOT
     passes.append(ValidationPass())
     passes.append(TargetCheckPass(options.target))
     return ir.passes.PassManager(passes)
+
+
+def _built(factory: PassFactory, options: ExportOptions) -> ir.passes.PassBase:
+    built = factory(options)
+    if not isinstance(built, ir.passes.PassBase):
+        raise InputSpecError(
+            f"rewrite_passes: {factory!r} returned {type(built).__name__}, not an onnx_ir pass; "
+            "a factory takes the ExportOptions and returns a new onnx_ir.passes.PassBase (e.g. an InPlacePass)"
+        )
+    return built
 
 
 class PrecisionPass(ir.passes.InPlacePass):

@@ -9,6 +9,17 @@ immutable options from the :class:`Export` and never re-check them.
 Adding an option: a field with its default here, its check in :meth:`ExportOptions.check` (same
 order as the signature), the keyword in ``to_onnx`` (keyword-only, with that default), and the
 stage that reads it.
+
+Front-end options (:data:`FRONT_END_OPTIONS`) are the exception: fields a front-end built on the
+stages sets (``jax2onnx_llm.export_causal_lm``), checked here like the rest but not ``to_onnx``
+keywords, because a user calling ``to_onnx`` has a simpler way (transform the returned model, name
+the file) and the keywords stay the published 0.17 signature plus the documented additions:
+
+- ``rewrite_passes``: pass factories, each ``factory(options) -> onnx_ir.passes.PassBase``, run in
+  the optimize stage's rewrite slot after the built-in rewrites (:mod:`jax2onnx.export.optimize`);
+- ``external_data_file``: the external-data file's fixed name beside ``output_path`` instead of
+  ``<model file>.<hash>.data``, for a front-end that writes into a staging folder it renames into
+  place as a whole (the folder rename is then what keeps model and weights a pair).
 """
 
 from __future__ import annotations
@@ -16,10 +27,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import onnx_ir as ir
 
 from ..errors import InputSpecError, require_onnxruntime
 from ..ir.opsets import MIN_OPSET, max_opset
@@ -31,6 +43,11 @@ from .targets import resolve_target
 RETURN_MODES = ("proto", "ir", "file")
 EXPORT_MODES = ("standard", "web")
 NORMALIZATION_MODES = ("auto", "prefer_native", "force_decomposed")
+#: The fields of :class:`ExportOptions` a front-end sets that are not ``to_onnx`` keywords.
+FRONT_END_OPTIONS = ("rewrite_passes", "external_data_file")
+
+#: Builds one pass of the rewrite slot from the export's checked options.
+PassFactory = Callable[["ExportOptions"], ir.passes.PassBase]
 
 
 class OptionTypeError(InputSpecError, TypeError):
@@ -65,6 +82,10 @@ class ExportOptions:
     precision: Precision = Precision()
     #: the runtime the graph is tuned for (:mod:`jax2onnx.export.targets`)
     target: str = "generic"
+    #: front-end only (FRONT_END_OPTIONS): extra rewrite passes, after precision=, before the I/O names
+    rewrite_passes: tuple[PassFactory, ...] = ()
+    #: front-end only: the external-data file's name beside output_path (None: <model file>.<hash>.data)
+    external_data_file: str | None = None
 
     @classmethod
     def check(
@@ -89,6 +110,8 @@ class ExportOptions:
         verify: Any = False,
         precision: Any = "float32",
         target: Any = "generic",
+        rewrite_passes: Any = (),
+        external_data_file: Any = None,
     ) -> ExportOptions:
         """Check what can be checked before tracing; raises :class:`InputSpecError` naming the fix.
 
@@ -140,6 +163,8 @@ class ExportOptions:
             if external_data:
                 raise InputSpecError("export_mode='web' writes one self-contained file; drop external_data=True")
             external_data = False
+        factories = _pass_factories(rewrite_passes)
+        data_file = _data_file_name(external_data_file, path)
         return cls(
             input_params=None if input_params is None else types.MappingProxyType(dict(input_params)),
             model_name=model_name,
@@ -159,6 +184,8 @@ class ExportOptions:
             verify=verify,
             precision=checked_precision,
             target=target,
+            rewrite_passes=factories,
+            external_data_file=data_file,
         )
 
 
@@ -198,6 +225,32 @@ def _names(names: Any, arg: str) -> tuple[str, ...] | None:
             raise InputSpecError(f"{arg} names {name!r} twice; ONNX graph inputs and outputs need unique names")
         out.append(name)
     return tuple(out)
+
+
+def _pass_factories(factories: Any) -> tuple[PassFactory, ...]:
+    if isinstance(factories, (str, bytes)) or not isinstance(factories, Sequence):
+        raise OptionTypeError(f"rewrite_passes must be a list of pass factories (options -> onnx_ir pass), got {factories!r}")
+    for i, factory in enumerate(factories):
+        if isinstance(factory, ir.passes.PassBase) or not callable(factory):
+            raise OptionTypeError(
+                f"rewrite_passes[{i}] must be a callable taking the ExportOptions and returning a new onnx_ir pass "
+                f"(e.g. lambda options: MyPass()), got {type(factory).__name__} {factory!r}"
+            )
+    return tuple(factories)
+
+
+def _data_file_name(name: Any, output_path: str | None) -> str | None:
+    if name is None:
+        return None
+    if not isinstance(name, str):
+        raise OptionTypeError(f"external_data_file must be a file name (str), got {type(name).__name__} {name!r}")
+    if not name or name != os.path.basename(name) or name in (".", ".."):
+        raise InputSpecError(f"external_data_file={name!r} must be a plain file name (it is written beside output_path)")
+    if output_path is None:
+        raise InputSpecError("external_data_file names the weights file beside output_path: pass output_path=... too")
+    if name == os.path.basename(output_path):
+        raise InputSpecError(f"external_data_file={name!r} is the model file's own name; give the weights another name")
+    return name
 
 
 def check_indices(indices: Any, arg: str, upper: int | None) -> tuple[int, ...]:

@@ -250,9 +250,14 @@ def _prepare(path: str | os.PathLike[str]) -> tuple[str, str, str]:
     return path, directory, model_file
 
 
-def save_with_external_data(model: ir.Model, path: str | os.PathLike[str]) -> onnx.ModelProto:
+def save_with_external_data(model: ir.Model, path: str | os.PathLike[str], data_file: str | None = None) -> onnx.ModelProto:
     """Write ``path`` plus ``<path>.<hash>.data`` (tensors streamed from the IR, not copied into a
-    proto) as one crash-consistent pair; returns the model proto without its weights."""
+    proto) as one crash-consistent pair; returns the model proto without its weights.
+
+    ``data_file``: a fixed name for the weights file instead (``ExportOptions.external_data_file``:
+    a front-end writing a staging folder that it renames into place as a whole); the same steps
+    run, but a crash between the two renames can pair an old model with new weights, which is why
+    only a folder that is itself replaced atomically should ask for it."""
     path, directory, model_file = _prepare(path)
     temp_dir = os.path.join(directory, _temp_name())
     os.mkdir(temp_dir)
@@ -269,7 +274,8 @@ def save_with_external_data(model: ir.Model, path: str | os.PathLike[str]) -> on
         temp_pending = os.path.join(temp_dir, pending)
         if not os.path.exists(temp_pending):  # every weight under the threshold: still a valid pair
             open(temp_pending, "wb").close()
-        data_file = f"{model_file}.{weights_digest(model, temp_pending)}.data"
+        if data_file is None:
+            data_file = f"{model_file}.{weights_digest(model, temp_pending)}.data"
         temp_data = os.path.join(temp_dir, data_file)
         os.replace(temp_pending, temp_data)
         _relocate(temp_model, pending, data_file)

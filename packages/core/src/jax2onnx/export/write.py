@@ -3,7 +3,8 @@
 The one place that decides about external data: ``external_data=None`` means "when the weights
 exceed protobuf's limit", ``export_mode="web"`` forbids it (one self-contained file), and a
 self-contained model over 2 GB is refused with the fix. Files are replaced atomically
-(:mod:`jax2onnx.export.saving`).
+(:mod:`jax2onnx.export.saving`); the weights file is ``<model file>.<hash>.data``, or the fixed
+``external_data_file`` a front-end names (the LLM folder's ``model.onnx.data``).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def write(export: Export, model: ir.Model) -> Artifact:
     if options.return_mode == "ir":  # the model itself is returned: serialize only to write the file
         if output_path is not None:
             if external:
-                save_with_external_data(model, output_path)
+                save_with_external_data(model, output_path, options.external_data_file)
             else:
                 save_atomically(ir.to_proto(model), output_path)
         return Artifact(model, None, output_path, bool(external))
@@ -80,7 +81,7 @@ def write(export: Export, model: ir.Model) -> Artifact:
             why = ("external_data=True writes the weights into a file beside the model" if options.external_data else
                    f"the model's weights take {weight_bytes / 2**30:.2f} GiB, over protobuf's 2 GB limit for one message")
             raise InputSpecError(f"{why}: pass output_path=... so they can be written as external data beside the model")
-        return Artifact(model, save_with_external_data(model, output_path), output_path, True)
+        return Artifact(model, save_with_external_data(model, output_path, options.external_data_file), output_path, True)
     proto = ir.to_proto(model)
     if output_path is not None:
         save_atomically(proto, output_path)
