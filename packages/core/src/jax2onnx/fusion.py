@@ -468,18 +468,29 @@ def conv_attrs(eqn: Any) -> dict[str, Any]:
             "group": int(eqn.params["feature_group_count"])}
 
 
-def lower_conv_channels_last(ctx: Any, *ins: ir.Value) -> ir.Value | None:
-    """A channels-last convolution region (operands ``x`` (N, *spatial, C), ``kernel`` (*spatial, I, O),
-    optional ``bias``; param ``padding_mode``) → Transpose, Conv with the bias, Transpose."""
+def _conv_region(ctx: Any, ins: tuple[ir.Value, ...], op_type: str, unit_param: str) -> tuple | None:
+    """What both channels-last conv lowerings start from: (dtype, the body's conv equation, the
+    operands, rank, spatial rank), or None (keep the lax path) when onnxruntime has no ``op_type``
+    kernel for the dtype, the body has no single conv, or its ``unit_param`` (the dilation/stride
+    the ONNX op cannot express) is not all ones."""
     dtype = np.dtype(ctx.avals_out[0].dtype)
-    if dtype not in ctx.kernel_dtypes("Conv"):
+    if dtype not in ctx.kernel_dtypes(op_type):
         return None
     eqn = body_conv(ctx)
-    if eqn is None or any(d != 1 for d in eqn.params["lhs_dilation"]):
+    if eqn is None or any(d != 1 for d in eqn.params[unit_param]):
         return None
     ops = Operands(ctx, ins)
     rank = len(ops.shape("x"))
-    n = rank - 2
+    return dtype, eqn, ops, rank, rank - 2
+
+
+def lower_conv_channels_last(ctx: Any, *ins: ir.Value) -> ir.Value | None:
+    """A channels-last convolution region (operands ``x`` (N, *spatial, C), ``kernel`` (*spatial, I, O),
+    optional ``bias``; param ``padding_mode``) → Transpose, Conv with the bias, Transpose."""
+    region = _conv_region(ctx, ins, "Conv", unit_param="lhs_dilation")
+    if region is None:
+        return None
+    dtype, eqn, ops, rank, n = region
     pads = conv_pads(eqn, ctx.marked.params.get("padding_mode"))
     if pads is None:
         return None
@@ -514,15 +525,10 @@ def _transposed_kernel(ctx: Any, ops: Operands, dtype: Any, n: int, transpose_ke
 def lower_conv_transpose_channels_last(ctx: Any, *ins: ir.Value) -> ir.Value | None:
     """A channels-last ``lax.conv_transpose`` region (operands ``x``, ``kernel`` (*spatial, I, O),
     optional ``bias``; param ``transpose_kernel``) → Transpose, ConvTranspose, Transpose."""
-    dtype = np.dtype(ctx.avals_out[0].dtype)
-    if dtype not in ctx.kernel_dtypes("ConvTranspose"):
+    region = _conv_region(ctx, ins, "ConvTranspose", unit_param="window_strides")
+    if region is None:
         return None
-    eqn = body_conv(ctx)
-    if eqn is None or any(s != 1 for s in eqn.params["window_strides"]):
-        return None
-    ops = Operands(ctx, ins)
-    rank = len(ops.shape("x"))
-    n = rank - 2
+    dtype, eqn, ops, rank, n = region
     ksize = ops.shape("kernel")[:n]
     dilation = [int(d) for d in eqn.params["rhs_dilation"]]
     padding = eqn.params["padding"]
