@@ -8,28 +8,19 @@ from . import vit_models as vm
 from .vit import block_components
 
 
-class PatchEmbeddingFlat(vm.PatchEmbedding):
-    flatten = True
+def _flat(base: type) -> type:
+    """``base`` with ``flatten`` set: the same block on 2-D views, named ``<base>Flat``."""
+    cls = type(f"{base.__name__}Flat", (base,), {"flatten": True, "__module__": __name__})
+    cls.__qualname__ = cls.__name__
+    return cls
 
 
-class ConvEmbeddingFlat(vm.ConvEmbedding):
-    flatten = True
-
-
-class FeedForwardFlat(vm.FeedForward):
-    flatten = True
-
-
-class ConcatClsTokenFlat(vm.ConcatClsToken):
-    flatten = True
-
-
-class PositionalEmbeddingFlat(vm.PositionalEmbedding):
-    flatten = True
-
-
-class ClassificationHeadFlat(vm.ClassificationHead):
-    flatten = True
+PatchEmbeddingFlat = _flat(vm.PatchEmbedding)
+ConvEmbeddingFlat = _flat(vm.ConvEmbedding)
+FeedForwardFlat = _flat(vm.FeedForward)
+ConcatClsTokenFlat = _flat(vm.ConcatClsToken)
+PositionalEmbeddingFlat = _flat(vm.PositionalEmbedding)
+ClassificationHeadFlat = _flat(vm.ClassificationHead)
 
 
 class TransformerBlockFlat(vm.TransformerBlock):
