@@ -64,24 +64,24 @@ def test_default_registry_scans_the_entry_point_group(tmp_path, monkeypatch):
     assert info["throwaway-scan"].lowered == ["throwaway_only_prim"]
 
 
+def _sin_pack(lowering: Lowering) -> object:
+    """A pack whose one lowering is ``lowering`` (two of them claim the same primitive)."""
+    from jax2onnx import hookimpl
+
+    class Pack:
+        @hookimpl
+        def jax2onnx_lowerings(self):
+            return [lowering]
+
+    return Pack()
+
+
 def test_duplicate_claim_names_both_packs():
-    class A:
-        from jax2onnx import hookimpl
-
-        @hookimpl
-        def jax2onnx_lowerings(self):
-            return [Lowering("sin", lambda ctx, x: ctx.op.Sin(x))]
-
-    class B:
-        from jax2onnx import hookimpl
-
-        @hookimpl
-        def jax2onnx_lowerings(self):
-            return [Lowering("sin", lambda ctx, x: ctx.op.Cos(x))]
-
     from mini_pack import MiniPack
 
-    registry = PluginRegistry(entry_points=[], extra_plugins=[("pack-a", A()), ("pack-b", B()), ("jax2onnx-mini", MiniPack())])
+    a = _sin_pack(Lowering("sin", lambda ctx, x: ctx.op.Sin(x)))
+    b = _sin_pack(Lowering("sin", lambda ctx, x: ctx.op.Cos(x)))
+    registry = PluginRegistry(entry_points=[], extra_plugins=[("pack-a", a), ("pack-b", b), ("jax2onnx-mini", MiniPack())])
     assert "sin" in registry.lowerings()  # loading does not fail: the environment stays usable
     assert set(registry.conflicts) == {"sin"}
     previous = set_registry(registry)
@@ -105,21 +105,9 @@ def test_pack_built_for_another_plugin_api_is_skipped(tmp_path, monkeypatch):
 
 
 def test_explicit_priority_resolves_a_duplicate():
-    class A:
-        from jax2onnx import hookimpl
-
-        @hookimpl
-        def jax2onnx_lowerings(self):
-            return [Lowering("sin", lambda ctx, x: ctx.op.Sin(x))]
-
-    class B:
-        from jax2onnx import hookimpl
-
-        @hookimpl
-        def jax2onnx_lowerings(self):
-            return [Lowering("sin", lambda ctx, x: ctx.op.Cos(x), priority=10)]
-
-    registry = PluginRegistry(entry_points=[], extra_plugins=[("pack-a", A()), ("pack-b", B())])
+    a = _sin_pack(Lowering("sin", lambda ctx, x: ctx.op.Sin(x)))
+    b = _sin_pack(Lowering("sin", lambda ctx, x: ctx.op.Cos(x), priority=10))
+    registry = PluginRegistry(entry_points=[], extra_plugins=[("pack-a", a), ("pack-b", b)])
     assert registry.lowerings()["sin"].pack == "pack-b"
 
 
