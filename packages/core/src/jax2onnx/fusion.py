@@ -64,6 +64,8 @@ __all__ = [
     "lower_dense",
     "lower_dense_general",
     "lower_einsum_bias",
+    "lower_embedding_attend",
+    "lower_embedding_lookup",
     "lower_conv_transpose_channels_last",
     "lower_dot_product_attention",
     "lower_group_norm",
@@ -392,6 +394,29 @@ def lower_einsum_bias(ctx: Any, *ins: ir.Value) -> ir.Value | None:
     if "bias" in ops and p["bias_shape"] is not None:
         y = ctx.op.Add(y, reshape_const(ctx, ctx.cast(ops["bias"], dtype), p["bias_shape"]))
     return y
+
+
+# ---------------------------------------------------------------------------------------------
+# Embeddings: operand ``embedding`` (num_embeddings, features) with ``ids`` (lookup) or ``query``
+# (``attend``, the tied output projection)
+
+
+def lower_embedding_lookup(ctx: Any, *ins: ir.Value) -> ir.Value | None:
+    """``embedding[ids]`` → Gather on axis 0 (negative ids wrap in both)."""
+    ops = Operands(ctx, ins)
+    if "embedding" not in ops or not one_output_like(ctx, (*ops.shape("ids"), ops.shape("embedding")[-1])):
+        return None
+    return ctx.op.Gather(ctx.cast(ops["embedding"], ctx.avals_out[0].dtype), ops["ids"], axis=0)
+
+
+def lower_embedding_attend(ctx: Any, *ins: ir.Value) -> ir.Value | None:
+    """``query @ embedding.T`` → MatMul with the transposed table (a constant once folded)."""
+    ops = Operands(ctx, ins)
+    if "embedding" not in ops or not one_output_like(ctx, (*ops.shape("query")[:-1], ops.shape("embedding")[0])):
+        return None
+    dtype = ctx.avals_out[0].dtype
+    table = ctx.op.Transpose(ctx.cast(ops["embedding"], dtype), perm=[1, 0])
+    return ctx.op.MatMul(ctx.cast(ops["query"], dtype), table)
 
 
 # ---------------------------------------------------------------------------------------------
