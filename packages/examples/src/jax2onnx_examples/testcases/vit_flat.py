@@ -10,9 +10,7 @@ from .vit import block_components
 
 def _flat(base: type) -> type:
     """``base`` with ``flatten`` set: the same block on 2-D views, named ``<base>Flat``."""
-    cls = type(f"{base.__name__}Flat", (base,), {"flatten": True, "__module__": __name__})
-    cls.__qualname__ = cls.__name__
-    return cls
+    return vm.variant(base, "Flat", __name__, flatten=True)
 
 
 PatchEmbeddingFlat = _flat(vm.PatchEmbedding)
