@@ -53,6 +53,7 @@ __all__ = [
     "channels_first",
     "concat_weights",
     "conv_padding_mode",
+    "dot_product_attention_region",
     "const_array",
     "find_eqns",
     "ints_per_axis",
@@ -915,6 +916,24 @@ def lower_instance_norm(ctx: Any, *ins: ir.Value) -> ir.Value | None:
 
 # ---------------------------------------------------------------------------------------------
 # Attention
+
+
+def dot_product_attention_region(mark: str, original: Callable[..., Any], query: Any, key: Any, value: Any,
+                                 bias: Any, mask: Any, kwargs: Mapping[str, Any], **static: Any) -> Any:
+    """The region ``mark`` around a flax ``dot_product_attention(query, key, value, bias, mask, **kwargs)``
+    call (``original``): operands ``q``, ``k``, ``v`` and the given ``bias``/``mask``, static params
+    ``static``; the body is ``original`` itself."""
+    operands = {"q": query, "k": key, "v": value}
+    if bias is not None:
+        operands["bias"] = bias
+    if mask is not None:
+        operands["mask"] = mask
+
+    def body(*arrays: Any, operands: tuple[str, ...], **_static: Any) -> Any:
+        named = dict(zip(operands, arrays, strict=True))
+        return original(named["q"], named["k"], named["v"], named.get("bias"), named.get("mask"), **kwargs)
+
+    return marked_call(mark, body, *operands.values(), operands=tuple(operands), **static)
 
 
 def attention_inputs(query: Any, key: Any, value: Any, mask: Any = None) -> tuple[dict[str, Any], Callable[..., tuple]]:
