@@ -13,6 +13,7 @@ import pytest
 from jax2onnx import PluginConflictError, to_onnx
 from jax2onnx.lower.registry import PackLoadWarning, PluginRegistry, set_registry
 from jax2onnx.plugin import Lowering
+from mini_pack import MiniPack, pack_of
 
 
 def _install_pack(tmp_path, dist: str, module: str, body: str, monkeypatch) -> None:
@@ -64,23 +65,9 @@ def test_default_registry_scans_the_entry_point_group(tmp_path, monkeypatch):
     assert info["throwaway-scan"].lowered == ["throwaway_only_prim"]
 
 
-def _sin_pack(lowering: Lowering) -> object:
-    """A pack whose one lowering is ``lowering`` (two of them claim the same primitive)."""
-    from jax2onnx import hookimpl
-
-    class Pack:
-        @hookimpl
-        def jax2onnx_lowerings(self):
-            return [lowering]
-
-    return Pack()
-
-
 def test_duplicate_claim_names_both_packs():
-    from mini_pack import MiniPack
-
-    a = _sin_pack(Lowering("sin", lambda ctx, x: ctx.op.Sin(x)))
-    b = _sin_pack(Lowering("sin", lambda ctx, x: ctx.op.Cos(x)))
+    a = pack_of([Lowering("sin", lambda ctx, x: ctx.op.Sin(x))])
+    b = pack_of([Lowering("sin", lambda ctx, x: ctx.op.Cos(x))])
     registry = PluginRegistry(entry_points=[], extra_plugins=[("pack-a", a), ("pack-b", b), ("jax2onnx-mini", MiniPack())])
     assert "sin" in registry.lowerings()  # loading does not fail: the environment stays usable
     assert set(registry.conflicts) == {"sin"}
@@ -105,8 +92,8 @@ def test_pack_built_for_another_plugin_api_is_skipped(tmp_path, monkeypatch):
 
 
 def test_explicit_priority_resolves_a_duplicate():
-    a = _sin_pack(Lowering("sin", lambda ctx, x: ctx.op.Sin(x)))
-    b = _sin_pack(Lowering("sin", lambda ctx, x: ctx.op.Cos(x), priority=10))
+    a = pack_of([Lowering("sin", lambda ctx, x: ctx.op.Sin(x))])
+    b = pack_of([Lowering("sin", lambda ctx, x: ctx.op.Cos(x), priority=10)])
     registry = PluginRegistry(entry_points=[], extra_plugins=[("pack-a", a), ("pack-b", b)])
     assert registry.lowerings()["sin"].pack == "pack-b"
 

@@ -1,5 +1,4 @@
 import numpy as np
-import onnx
 import onnx_ir as ir
 import pytest
 from jax2onnx.passes import DeadCodeEliminationPass, RollSplitPass
