@@ -403,7 +403,12 @@ def lower_einsum_bias(ctx: Any, *ins: ir.Value) -> ir.Value | None:
 
 
 def lower_embedding_lookup(ctx: Any, *ins: ir.Value) -> ir.Value | None:
-    """``embedding[ids]`` → Gather on axis 0 (negative ids wrap in both)."""
+    """``embedding[ids]`` → Gather on axis 0.
+
+    ``jnp.take`` in flax's lookup wraps negative ids like ``Gather`` does. Ids outside
+    ``[-num_embeddings, num_embeddings)`` give NaN rows in JAX and an error in onnxruntime; a valid
+    model never produces them, so the graph stays one Gather rather than growing a bounds check.
+    """
     ops = Operands(ctx, ins)
     if "embedding" not in ops or not one_output_like(ctx, (*ops.shape("ids"), ops.shape("embedding")[-1])):
         return None

@@ -1,9 +1,6 @@
-"""nnx.Embed → Gather (lookup) and MatMul (``attend``, the tied output projection).
-
-``jnp.take`` in flax's lookup wraps negative ids like ``Gather`` does. Ids outside
-``[-num_embeddings, num_embeddings)`` give NaN rows in JAX and an error in onnxruntime; a valid
-model never produces them, so the graph stays one Gather rather than growing a bounds check.
-"""
+"""nnx.Embed → Gather (lookup) and MatMul (``attend``, the tied output projection): the kit's
+:func:`jax2onnx.fusion.lower_embedding_lookup` / :func:`~jax2onnx.fusion.lower_embedding_attend`
+(which say why out-of-range ids get no bounds check)."""
 
 from __future__ import annotations
 
