@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
 import numpy as np
 from jax2onnx import hookimpl
+from jax2onnx.lower.registry import PluginRegistry, set_registry
 from jax2onnx.plugin import Lowerings
 
 lowerings = Lowerings()
@@ -70,7 +75,37 @@ def lower_identity(ctx, x):
     return ctx.op.Identity(x)
 
 
+class _Pack:
+    """A pack whose lowerings are the given iterable's (read when the registry loads it)."""
+
+    def __init__(self, items: Iterable[Any]):
+        self._items = items
+
+    @hookimpl
+    def jax2onnx_lowerings(self):
+        return list(self._items)
+
+
+def pack_of(*lowering_sets: Iterable[Any]) -> _Pack:
+    """A test pack lowering what ``lowering_sets`` (``Lowerings`` or lists of ``Lowering``) hold."""
+    return _Pack([item for items in lowering_sets for item in items])
+
+
 class MiniPack:
+    """The mini pack: the lowerings above."""
+
     @hookimpl
     def jax2onnx_lowerings(self):
         return list(lowerings)
+
+
+@contextlib.contextmanager
+def registry_in_use(*packs: tuple[str, Any], entry_points: list[Any] | None = None) -> Iterator[PluginRegistry]:
+    """A registry of ``packs`` ((name, pack) pairs) and ``entry_points`` (none unless given: isolated
+    from the installed packs), current for the ``with`` block."""
+    registry = PluginRegistry(entry_points=entry_points or [], extra_plugins=list(packs))
+    previous = set_registry(registry)
+    try:
+        yield registry
+    finally:
+        set_registry(previous)

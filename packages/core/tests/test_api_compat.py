@@ -181,9 +181,9 @@ def test_layout_index_mistakes(mini_registry, kwargs, match):
 
 
 def test_layout_on_a_non_image_is_explained(mini_registry):
-    with pytest.raises(InputSpecError, match="inputs_as_nchw lists input 0, whose spec has rank 2"):
+    with pytest.raises(InputSpecError, match="inputs_as_nchw lists input 0, which has rank 2"):
         to_onnx(_sin, [("B", 3)], inputs_as_nchw=[0])
-    with pytest.raises(InputSpecError, match="outputs_as_nchw lists output 0, which has shape"):
+    with pytest.raises(InputSpecError, match="outputs_as_nchw lists output 0, which has rank 2"):
         to_onnx(_sin, [("B", 3)], outputs_as_nchw=[0])
 
 

@@ -14,6 +14,7 @@ import time
 import jax.numpy as jnp
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 from jax2onnx import InputSpecError, allclose, to_onnx
 from jax2onnx.export import saving, write
@@ -112,24 +113,13 @@ _CRASH_HELPER = textwrap.dedent("""
     # Runs without JAX: the saving module alone, loaded from its file. For each step it saves an
     # old pair, then forks a child that saves a new pair and SIGKILLs itself at that step.
     import importlib.util, json, os, signal, sys
-    import numpy as np
     import onnx_ir as ir
-    from onnx import TensorProto, helper, numpy_helper
 
     spec = importlib.util.spec_from_file_location("standalone_saving", sys.argv[1])
     saving = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(saving)
 
-    def model(value):
-        w = numpy_helper.from_array(np.full((32, 32), value, np.float32), "W")
-        g = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"])], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32])], [w])
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-        m.ir_version = 10
-        return ir.from_proto(m)
-
-    old, new = model(1.0), model(2.0)
+    old, new = ir.load(sys.argv[3]), ir.load(sys.argv[4])  # the test's two models, weights inline
     for step in saving.SAVE_STEPS:
         folder = os.path.join(sys.argv[2], step)
         os.makedirs(folder)
@@ -153,7 +143,11 @@ def test_sigkill_at_every_step_of_an_external_data_save_leaves_a_consistent_pair
     helper.write_text(_CRASH_HELPER)
     work = tmp_path / "work"
     work.mkdir()
-    done = subprocess.run([sys.executable, str(helper), saving.__file__, str(work)], capture_output=True, text=True, timeout=120)
+    models = [str(tmp_path / f"w{value}.onnx") for value in (1.0, 2.0)]
+    for value, path in zip((1.0, 2.0), models, strict=True):
+        ir.save(_ir_model(value), path)
+    done = subprocess.run([sys.executable, str(helper), saving.__file__, str(work), *models], capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     killed = dict(json.loads(line) for line in done.stdout.splitlines())
     assert list(killed) == list(saving.SAVE_STEPS) and all(killed.values()), killed
@@ -180,7 +174,6 @@ def test_sigkill_at_every_step_of_an_external_data_save_leaves_a_consistent_pair
 
 
 def _ir_model(value):
-    import onnx_ir as ir
     from onnx import TensorProto, helper, numpy_helper
 
     w = numpy_helper.from_array(np.full((32, 32), value, np.float32), "W")

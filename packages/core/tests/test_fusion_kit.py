@@ -9,10 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import onnx
 import pytest
-from jax2onnx import allclose, fusion, hookimpl, to_onnx
-from jax2onnx.lower.registry import PluginRegistry, set_registry
+from jax2onnx import allclose, fusion, to_onnx
 from jax2onnx.plugin import Lowerings
 from mini_pack import lowerings as mini_lowerings
+from mini_pack import pack_of, registry_in_use
 
 MARK = "test.scale_shift"
 
@@ -53,16 +53,8 @@ def _lowering(seen: list) -> Lowerings:
 
 
 def _export(extra: Lowerings, fn, specs):
-    class Pack:
-        @hookimpl
-        def jax2onnx_lowerings(self):
-            return [*mini_lowerings, *extra]
-
-    previous = set_registry(PluginRegistry(entry_points=[], extra_plugins=[("jax2onnx-fusionkit", Pack())]))
-    try:
+    with registry_in_use(("jax2onnx-fusionkit", pack_of(mini_lowerings, extra))):
         return to_onnx(fn, specs)
-    finally:
-        set_registry(previous)
 
 
 def _layer():

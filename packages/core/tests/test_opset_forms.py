@@ -8,24 +8,16 @@ import jax.numpy as jnp
 import numpy as np
 import onnx
 import pytest
-from jax2onnx import allclose, hookimpl, to_onnx
+from jax2onnx import allclose, to_onnx
 from jax2onnx.ir.builder import ModelBuilder, OpUnavailableError
-from jax2onnx.lower.registry import PluginRegistry, set_registry
 from jax2onnx.plugin import Lowerings, marked_call
 from mini_pack import lowerings as mini_lowerings
+from mini_pack import pack_of, registry_in_use
 
 
 def _export(extra: Lowerings, fn, specs, **kw):
-    class Pack:
-        @hookimpl
-        def jax2onnx_lowerings(self):
-            return [*mini_lowerings, *extra]
-
-    previous = set_registry(PluginRegistry(entry_points=[], extra_plugins=[("jax2onnx-opsettest", Pack())]))
-    try:
+    with registry_in_use(("jax2onnx-opsettest", pack_of(mini_lowerings, extra))):
         return to_onnx(fn, specs, **kw)
-    finally:
-        set_registry(previous)
 
 
 def _scope(opset, shape=(4, 6)):

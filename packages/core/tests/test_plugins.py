@@ -13,6 +13,7 @@ import pytest
 from jax2onnx import PluginConflictError, to_onnx
 from jax2onnx.lower.registry import PackLoadWarning, PluginRegistry, set_registry
 from jax2onnx.plugin import Lowering
+from mini_pack import MiniPack, pack_of
 
 
 def _install_pack(tmp_path, dist: str, module: str, body: str, monkeypatch) -> None:
@@ -65,23 +66,9 @@ def test_default_registry_scans_the_entry_point_group(tmp_path, monkeypatch):
 
 
 def test_duplicate_claim_names_both_packs():
-    class A:
-        from jax2onnx import hookimpl
-
-        @hookimpl
-        def jax2onnx_lowerings(self):
-            return [Lowering("sin", lambda ctx, x: ctx.op.Sin(x))]
-
-    class B:
-        from jax2onnx import hookimpl
-
-        @hookimpl
-        def jax2onnx_lowerings(self):
-            return [Lowering("sin", lambda ctx, x: ctx.op.Cos(x))]
-
-    from mini_pack import MiniPack
-
-    registry = PluginRegistry(entry_points=[], extra_plugins=[("pack-a", A()), ("pack-b", B()), ("jax2onnx-mini", MiniPack())])
+    a = pack_of([Lowering("sin", lambda ctx, x: ctx.op.Sin(x))])
+    b = pack_of([Lowering("sin", lambda ctx, x: ctx.op.Cos(x))])
+    registry = PluginRegistry(entry_points=[], extra_plugins=[("pack-a", a), ("pack-b", b), ("jax2onnx-mini", MiniPack())])
     assert "sin" in registry.lowerings()  # loading does not fail: the environment stays usable
     assert set(registry.conflicts) == {"sin"}
     previous = set_registry(registry)
@@ -105,21 +92,9 @@ def test_pack_built_for_another_plugin_api_is_skipped(tmp_path, monkeypatch):
 
 
 def test_explicit_priority_resolves_a_duplicate():
-    class A:
-        from jax2onnx import hookimpl
-
-        @hookimpl
-        def jax2onnx_lowerings(self):
-            return [Lowering("sin", lambda ctx, x: ctx.op.Sin(x))]
-
-    class B:
-        from jax2onnx import hookimpl
-
-        @hookimpl
-        def jax2onnx_lowerings(self):
-            return [Lowering("sin", lambda ctx, x: ctx.op.Cos(x), priority=10)]
-
-    registry = PluginRegistry(entry_points=[], extra_plugins=[("pack-a", A()), ("pack-b", B())])
+    a = pack_of([Lowering("sin", lambda ctx, x: ctx.op.Sin(x))])
+    b = pack_of([Lowering("sin", lambda ctx, x: ctx.op.Cos(x), priority=10)])
+    registry = PluginRegistry(entry_points=[], extra_plugins=[("pack-a", a), ("pack-b", b)])
     assert registry.lowerings()["sin"].pack == "pack-b"
 
 

@@ -9,11 +9,10 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from jax2onnx import InvalidModelError, Jax2OnnxError, hookimpl, to_onnx
-from jax2onnx.lower.registry import PluginRegistry, set_registry
+from jax2onnx import InvalidModelError, Jax2OnnxError, to_onnx
 from jax2onnx.plugin import Lowerings
 from jax2onnx.verification.validate import validate_model
-from mini_pack import MiniPack
+from mini_pack import MiniPack, pack_of, registry_in_use
 
 _broken = Lowerings()
 
@@ -34,20 +33,10 @@ def _tan_as_good_tan(ctx, x):
     return ctx.op.Tan(x)
 
 
-class _BrokenPack:
-    @hookimpl
-    def jax2onnx_lowerings(self):
-        return list(_broken)
-
-
 @pytest.fixture
 def broken_registry():
-    registry = PluginRegistry(entry_points=[], extra_plugins=[("jax2onnx-mini", MiniPack()), ("jax2onnx-broken", _BrokenPack())])
-    previous = set_registry(registry)
-    try:
+    with registry_in_use(("jax2onnx-mini", MiniPack()), ("jax2onnx-broken", pack_of(_broken))) as registry:
         yield registry
-    finally:
-        set_registry(previous)
 
 
 def _bad_sin(x):

@@ -11,12 +11,11 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from jax2onnx import MissingDependencyError, Weights, hookimpl, to_onnx
+from jax2onnx import MissingDependencyError, Weights, to_onnx
 from jax2onnx.errors import InputSpecError
-from jax2onnx.lower.registry import PluginRegistry, set_registry
 from jax2onnx.plugin import Lowerings
 from jax2onnx.verification.report import VerificationError
-from mini_pack import MiniPack
+from mini_pack import MiniPack, pack_of, registry_in_use
 
 
 def _fn(x, w):
@@ -33,20 +32,10 @@ def _sin_as_cos(ctx, x):
     return ctx.op.Cos(x)  # deliberately wrong: a lowering bug verify must catch
 
 
-class _WrongSinPack:
-    @hookimpl
-    def jax2onnx_lowerings(self):
-        return list(_wrong)
-
-
 @pytest.fixture
 def wrong_registry():
-    registry = PluginRegistry(entry_points=[], extra_plugins=[("jax2onnx-mini", MiniPack()), ("jax2onnx-wrong", _WrongSinPack())])
-    previous = set_registry(registry)
-    try:
+    with registry_in_use(("jax2onnx-mini", MiniPack()), ("jax2onnx-wrong", pack_of(_wrong))) as registry:
         yield registry
-    finally:
-        set_registry(previous)
 
 
 def test_verify_true_returns_the_same_model(mini_registry):

@@ -8,7 +8,7 @@ operands, a zero pivot column, a matrix that is not positive definite, upper and
 transposed triangles."""
 
 import pytest
-from jax2onnx.testing.pytest_plugin import collect_variants
+from jax2onnx.testing.pytest_plugin import selected_variants
 from jax2onnx.testing.runner import run_variant
 from jax2onnx_lax import linalg_factor, linalg_solve
 
@@ -27,23 +27,7 @@ _CASES = {
 }
 
 
-def _variants():
-    wanted = {(comp, name) for comp, names in _CASES.items() for name in names}
-    out = []
-    for v in collect_variants(["jax2onnx-lax"]):
-        base = v.id.removesuffix("_f64").removesuffix("_dynamic")
-        if (v.component, base) in wanted:
-            out.append(pytest.param(v, id=f"{v.component}::{v.id}"))
-    return out
-
-
-def test_every_case_is_collected():
-    found = {(p.values[0].component, p.values[0].id.removesuffix("_f64").removesuffix("_dynamic")) for p in _variants()}
-    missing = {(c, n) for c, names in _CASES.items() for n in names} - found
-    assert not missing, f"testcases renamed or moved: {sorted(missing)}"
-
-
-@pytest.mark.parametrize("variant", _variants())
+@pytest.mark.parametrize("variant", selected_variants("jax2onnx-lax", _CASES))
 def test_blocked_form(variant, monkeypatch):
     monkeypatch.setattr(linalg_factor, "LU_PANEL", 2)
     monkeypatch.setattr(linalg_factor, "CHOLESKY_PANEL", 2)

@@ -6,7 +6,7 @@ testcases runs again through the Loop forms (exported, checked, compared with JA
 float32 and float64."""
 
 import pytest
-from jax2onnx.testing.pytest_plugin import collect_variants
+from jax2onnx.testing.pytest_plugin import selected_variants
 from jax2onnx.testing.runner import run_variant
 from jax2onnx_lax import linalg_eig, linalg_factor, linalg_solve
 
@@ -25,17 +25,7 @@ _CASES = {
 }
 
 
-def _variants():
-    wanted = {(comp, name) for comp, names in _CASES.items() for name in names}
-    out = []
-    for v in collect_variants(["jax2onnx-lax"]):
-        base = v.id.removesuffix("_f64").removesuffix("_dynamic")
-        if (v.component, base) in wanted:
-            out.append(pytest.param(v, id=f"{v.component}::{v.id}"))
-    return out
-
-
-@pytest.mark.parametrize("variant", _variants())
+@pytest.mark.parametrize("variant", selected_variants("jax2onnx-lax", _CASES))
 def test_loop_form(variant, monkeypatch):
     monkeypatch.setattr(linalg_factor, "UNROLL_MAX", 0)
     monkeypatch.setattr(linalg_solve, "UNROLL_MAX", 0)

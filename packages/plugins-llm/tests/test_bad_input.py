@@ -44,6 +44,15 @@ def test_unsupported_transformers_class(tmp_path):
     assert "FlaxGPTNeoForCausalLM" in _one_line(exc) and "FlaxLlamaForCausalLM" in str(exc.value)
 
 
+def test_unsupported_keras_hub_class(tmp_path):
+    # the class name alone decides: a KerasHub model that is no supported causal LM is named, with the ones that are
+    masked_lm = type("BertMaskedLM", (), {"__module__": "keras_hub.src.models.bert"})()
+    with pytest.raises(UnsupportedModelError) as exc:
+        export_causal_lm(masked_lm, tmp_path / "m", max_length=32)
+    assert "KerasHub's BertMaskedLM" in _one_line(exc) and "GemmaCausalLM" in str(exc.value)
+    assert not (tmp_path / "m").exists()
+
+
 def test_cache_layout_the_model_cannot_use(tmp_path):
     spec = dataclasses.replace(tiny_jax_decoder(), cache_layouts=("concat",))
     with pytest.raises(CacheLayoutError) as exc:

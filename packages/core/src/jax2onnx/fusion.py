@@ -53,6 +53,7 @@ __all__ = [
     "channels_first",
     "concat_weights",
     "conv_padding_mode",
+    "dot_product_attention_region",
     "const_array",
     "find_eqns",
     "ints_per_axis",
@@ -64,6 +65,8 @@ __all__ = [
     "lower_dense",
     "lower_dense_general",
     "lower_einsum_bias",
+    "lower_embedding_attend",
+    "lower_embedding_lookup",
     "lower_conv_transpose_channels_last",
     "lower_dot_product_attention",
     "lower_group_norm",
@@ -395,6 +398,34 @@ def lower_einsum_bias(ctx: Any, *ins: ir.Value) -> ir.Value | None:
 
 
 # ---------------------------------------------------------------------------------------------
+# Embeddings: operand ``embedding`` (num_embeddings, features) with ``ids`` (lookup) or ``query``
+# (``attend``, the tied output projection)
+
+
+def lower_embedding_lookup(ctx: Any, *ins: ir.Value) -> ir.Value | None:
+    """``embedding[ids]`` → Gather on axis 0.
+
+    ``jnp.take`` in flax's lookup wraps negative ids like ``Gather`` does. Ids outside
+    ``[-num_embeddings, num_embeddings)`` give NaN rows in JAX and an error in onnxruntime; a valid
+    model never produces them, so the graph stays one Gather rather than growing a bounds check.
+    """
+    ops = Operands(ctx, ins)
+    if "embedding" not in ops or not one_output_like(ctx, (*ops.shape("ids"), ops.shape("embedding")[-1])):
+        return None
+    return ctx.op.Gather(ctx.cast(ops["embedding"], ctx.avals_out[0].dtype), ops["ids"], axis=0)
+
+
+def lower_embedding_attend(ctx: Any, *ins: ir.Value) -> ir.Value | None:
+    """``query @ embedding.T`` → MatMul with the transposed table (a constant once folded)."""
+    ops = Operands(ctx, ins)
+    if "embedding" not in ops or not one_output_like(ctx, (*ops.shape("query")[:-1], ops.shape("embedding")[0])):
+        return None
+    dtype = ctx.avals_out[0].dtype
+    table = ctx.op.Transpose(ctx.cast(ops["embedding"], dtype), perm=[1, 0])
+    return ctx.op.MatMul(ctx.cast(ops["query"], dtype), table)
+
+
+# ---------------------------------------------------------------------------------------------
 # Layout
 
 
@@ -468,18 +499,29 @@ def conv_attrs(eqn: Any) -> dict[str, Any]:
             "group": int(eqn.params["feature_group_count"])}
 
 
-def lower_conv_channels_last(ctx: Any, *ins: ir.Value) -> ir.Value | None:
-    """A channels-last convolution region (operands ``x`` (N, *spatial, C), ``kernel`` (*spatial, I, O),
-    optional ``bias``; param ``padding_mode``) → Transpose, Conv with the bias, Transpose."""
+def _conv_region(ctx: Any, ins: tuple[ir.Value, ...], op_type: str, unit_param: str) -> tuple | None:
+    """What both channels-last conv lowerings start from: (dtype, the body's conv equation, the
+    operands, rank, spatial rank), or None (keep the lax path) when onnxruntime has no ``op_type``
+    kernel for the dtype, the body has no single conv, or its ``unit_param`` (the dilation/stride
+    the ONNX op cannot express) is not all ones."""
     dtype = np.dtype(ctx.avals_out[0].dtype)
-    if dtype not in ctx.kernel_dtypes("Conv"):
+    if dtype not in ctx.kernel_dtypes(op_type):
         return None
     eqn = body_conv(ctx)
-    if eqn is None or any(d != 1 for d in eqn.params["lhs_dilation"]):
+    if eqn is None or any(d != 1 for d in eqn.params[unit_param]):
         return None
     ops = Operands(ctx, ins)
     rank = len(ops.shape("x"))
-    n = rank - 2
+    return dtype, eqn, ops, rank, rank - 2
+
+
+def lower_conv_channels_last(ctx: Any, *ins: ir.Value) -> ir.Value | None:
+    """A channels-last convolution region (operands ``x`` (N, *spatial, C), ``kernel`` (*spatial, I, O),
+    optional ``bias``; param ``padding_mode``) → Transpose, Conv with the bias, Transpose."""
+    region = _conv_region(ctx, ins, "Conv", unit_param="lhs_dilation")
+    if region is None:
+        return None
+    dtype, eqn, ops, rank, n = region
     pads = conv_pads(eqn, ctx.marked.params.get("padding_mode"))
     if pads is None:
         return None
@@ -514,15 +556,10 @@ def _transposed_kernel(ctx: Any, ops: Operands, dtype: Any, n: int, transpose_ke
 def lower_conv_transpose_channels_last(ctx: Any, *ins: ir.Value) -> ir.Value | None:
     """A channels-last ``lax.conv_transpose`` region (operands ``x``, ``kernel`` (*spatial, I, O),
     optional ``bias``; param ``transpose_kernel``) → Transpose, ConvTranspose, Transpose."""
-    dtype = np.dtype(ctx.avals_out[0].dtype)
-    if dtype not in ctx.kernel_dtypes("ConvTranspose"):
+    region = _conv_region(ctx, ins, "ConvTranspose", unit_param="window_strides")
+    if region is None:
         return None
-    eqn = body_conv(ctx)
-    if eqn is None or any(s != 1 for s in eqn.params["window_strides"]):
-        return None
-    ops = Operands(ctx, ins)
-    rank = len(ops.shape("x"))
-    n = rank - 2
+    dtype, eqn, ops, rank, n = region
     ksize = ops.shape("kernel")[:n]
     dilation = [int(d) for d in eqn.params["rhs_dilation"]]
     padding = eqn.params["padding"]
@@ -884,6 +921,24 @@ def lower_instance_norm(ctx: Any, *ins: ir.Value) -> ir.Value | None:
 
 # ---------------------------------------------------------------------------------------------
 # Attention
+
+
+def dot_product_attention_region(mark: str, original: Callable[..., Any], query: Any, key: Any, value: Any,
+                                 bias: Any, mask: Any, kwargs: Mapping[str, Any], **static: Any) -> Any:
+    """The region ``mark`` around a flax ``dot_product_attention(query, key, value, bias, mask, **kwargs)``
+    call (``original``): operands ``q``, ``k``, ``v`` and the given ``bias``/``mask``, static params
+    ``static``; the body is ``original`` itself."""
+    operands = {"q": query, "k": key, "v": value}
+    if bias is not None:
+        operands["bias"] = bias
+    if mask is not None:
+        operands["mask"] = mask
+
+    def body(*arrays: Any, operands: tuple[str, ...], **_static: Any) -> Any:
+        named = dict(zip(operands, arrays, strict=True))
+        return original(named["q"], named["k"], named["v"], named.get("bias"), named.get("mask"), **kwargs)
+
+    return marked_call(mark, body, *operands.values(), operands=tuple(operands), **static)
 
 
 def attention_inputs(query: Any, key: Any, value: Any, mask: Any = None) -> tuple[dict[str, Any], Callable[..., tuple]]:

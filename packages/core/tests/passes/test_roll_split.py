@@ -1,10 +1,9 @@
 import numpy as np
-import onnx
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
 from jax2onnx.passes import DeadCodeEliminationPass, RollSplitPass
 from onnx import helper, numpy_helper
+from pass_checks import pass_keeps_outputs
 
 
 class _Graph:
@@ -43,12 +42,6 @@ class _Graph:
         return ir.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
 
 
-def _run(model, x):
-    proto = ir.to_proto(model)
-    onnx.checker.check_model(proto, full_check=True)
-    return ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-
-
 def _ops(model):
     return [n.op_type for n in model.graph]
 
@@ -62,14 +55,7 @@ def _values(shape, dtype):
 
 def _rewrite(build, x):
     """The pass on ``build()``; its outputs are bitwise those of the graph before it and of numpy."""
-    before = _run(build(), x)
-    model = build()
-    result = RollSplitPass()(model)
-    DeadCodeEliminationPass()(model)
-    after = _run(model, x)
-    for a, b in zip(before, after, strict=True):
-        assert a.dtype == b.dtype and a.shape == b.shape
-        assert a.tobytes() == b.tobytes()
+    model, result, after = pass_keeps_outputs(build, {"x": x}, RollSplitPass(), DeadCodeEliminationPass(), bitwise=True)
     return model, result.modified, after
 
 

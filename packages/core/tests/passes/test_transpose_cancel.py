@@ -1,7 +1,7 @@
 import numpy as np
 import onnx_ir as ir
-import onnxruntime as ort
 from jax2onnx.passes import TransposeCancelPass
+from pass_checks import pass_keeps_outputs
 
 NHWC_TO_NCHW = [0, 3, 1, 2]
 NCHW_TO_NHWC = [0, 2, 3, 1]
@@ -22,23 +22,12 @@ def _model(inputs, outputs, nodes):
     return ir.Model(graph, ir_version=10)
 
 
-def _run(model, feeds):
-    proto = ir.to_proto(model)
-    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
-
-
 def _ops(model):
     return [n.op_type for n in model.graph]
 
 
 def _check_same_outputs(build, feeds):
-    before = _run(build(), feeds)
-    model = build()
-    result = TransposeCancelPass()(model)
-    after = _run(model, feeds)
-    for a, b in zip(before, after):
-        np.testing.assert_array_equal(a, b)
+    model, result, _ = pass_keeps_outputs(build, feeds, TransposeCancelPass(), check=False)
     return model, result
 
 
@@ -132,6 +121,14 @@ def test_kept_when_the_elementwise_result_has_another_reader_or_a_per_channel_op
     assert _ops(model) == ["Transpose", "Relu", "Transpose", "Add", "Transpose"]
 
 
+def _sin_then_transposes(first, second):
+    """x (2, 3, 4, 5) -> Sin -> Transpose(first) -> Transpose(second): the graph-output pair cases."""
+    x = _f("x", (2, 3, 4, 5))
+    sin = ir.Node("", "Sin", [x])
+    t1 = _t(sin.outputs[0], first)
+    return x, sin, t1, _t(t1.outputs[0], second)
+
+
 def test_graph_output_transpose_stays():
     def build():
         x = _f("x", (2, 3, 4, 5))
@@ -146,10 +143,7 @@ def test_graph_output_transpose_stays():
 def test_graph_output_pair_cancels_onto_the_value_under_it():
     # outputs_as_nchw after a channels-first op: Sin (NCHW) -> to NHWC -> back to NCHW -> output.
     def build():
-        x = _f("x", (2, 3, 4, 5))
-        sin = ir.Node("", "Sin", [x])
-        t1 = _t(sin.outputs[0], NCHW_TO_NHWC)
-        t2 = _t(t1.outputs[0], NHWC_TO_NCHW)
+        x, sin, t1, t2 = _sin_then_transposes(NCHW_TO_NHWC, NHWC_TO_NCHW)
         t2.outputs[0].name = "y"
         t2.outputs[0].shape = ir.Shape([2, 3, 4, 5])
         return _model([x], [t2.outputs[0]], [sin, t1, t2])
@@ -163,10 +157,7 @@ def test_graph_output_pair_cancels_onto_the_value_under_it():
 
 def test_graph_output_pair_that_does_not_cancel_merges_and_keeps_the_name():
     def build():
-        x = _f("x", (2, 3, 4, 5))
-        sin = ir.Node("", "Sin", [x])
-        t1 = _t(sin.outputs[0], NHWC_TO_NCHW)
-        t2 = _t(t1.outputs[0], NHWC_TO_NCHW)
+        x, sin, t1, t2 = _sin_then_transposes(NHWC_TO_NCHW, NHWC_TO_NCHW)
         t2.outputs[0].name = "y"
         return _model([x], [t2.outputs[0]], [sin, t1, t2])
 
@@ -179,10 +170,7 @@ def test_graph_output_pair_that_does_not_cancel_merges_and_keeps_the_name():
 
 def test_graph_output_pair_over_another_output_stays():
     def build():
-        x = _f("x", (2, 3, 4, 5))
-        sin = ir.Node("", "Sin", [x])
-        t1 = _t(sin.outputs[0], NCHW_TO_NHWC)
-        t2 = _t(t1.outputs[0], NHWC_TO_NCHW)
+        x, sin, t1, t2 = _sin_then_transposes(NCHW_TO_NHWC, NHWC_TO_NCHW)
         return _model([x], [sin.outputs[0], t2.outputs[0]], [sin, t1, t2])
 
     model, result = _check_same_outputs(build, X)

@@ -26,11 +26,12 @@ from flax.linen import attention as _flax_attention
 from jax2onnx.fusion import (
     ATTENTION_DTYPES,
     attention_inputs,
+    dot_product_attention_region,
     is_array,
     lower_dot_product_attention,
     lower_multi_head_attention,
 )
-from jax2onnx.plugin import Lowerings, Patch, marked_call
+from jax2onnx.plugin import Lowerings, Patch
 
 from ._fusion import call_module, fusable
 
@@ -64,17 +65,7 @@ def _patch_dot_product_attention(original):
         )
         if not plain:
             return original(query, key, value, bias, mask, **kwargs)
-        operands = {"q": query, "k": key, "v": value}
-        if bias is not None:
-            operands["bias"] = bias
-        if mask is not None:
-            operands["mask"] = mask
-
-        def body(*arrays, operands):
-            named = dict(zip(operands, arrays, strict=True))
-            return original(named["q"], named["k"], named["v"], named.get("bias"), named.get("mask"), **kwargs)
-
-        return marked_call(DOT_PRODUCT_ATTENTION, body, *operands.values(), operands=tuple(operands))
+        return dot_product_attention_region(DOT_PRODUCT_ATTENTION, original, query, key, value, bias, mask, kwargs)
 
     return dot_product_attention
 

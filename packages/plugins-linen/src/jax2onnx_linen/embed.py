@@ -1,14 +1,11 @@
-"""nn.Embed → Gather (lookup) and MatMul (``attend``, the tied output projection).
-
-``jnp.take`` in flax's lookup wraps negative ids like ``Gather`` does. Ids outside
-``[-num_embeddings, num_embeddings)`` give NaN rows in JAX and an error in onnxruntime; a valid
-model never produces them, so the graph stays one Gather rather than growing a bounds check.
-"""
+"""nn.Embed → Gather (lookup) and MatMul (``attend``, the tied output projection): the kit's
+:func:`jax2onnx.fusion.lower_embedding_lookup` / :func:`~jax2onnx.fusion.lower_embedding_attend`
+(which say why out-of-range ids get no bounds check)."""
 
 from __future__ import annotations
 
 import jax.numpy as jnp
-from jax2onnx.fusion import Operands, is_array, one_output_like
+from jax2onnx.fusion import is_array, lower_embedding_attend, lower_embedding_lookup
 from jax2onnx.plugin import Lowerings, Patch
 
 from ._fusion import call_module, fusable
@@ -17,6 +14,9 @@ lowerings = Lowerings()
 
 EMBED = "jax2onnx_linen.embed"
 ATTEND = "jax2onnx_linen.embed_attend"
+# the kit's embedding lowerings (operands ids or query, and embedding, as flax names them)
+lowerings.add(f"call:{EMBED}", lower_embedding_lookup)
+lowerings.add(f"call:{ATTEND}", lower_embedding_attend)
 
 
 def _patch_embed(original):
@@ -43,20 +43,3 @@ patches = [
     Patch("flax.linen.Embed", "attend", _patch_attend),
 ]
 
-
-@lowerings.register_call(EMBED)
-def lower_embed(ctx, *ins):
-    ops = Operands(ctx, ins)
-    if "embedding" not in ops or not one_output_like(ctx, (*ops.shape("ids"), ops.shape("embedding")[-1])):
-        return None
-    return ctx.op.Gather(ctx.cast(ops["embedding"], ctx.avals_out[0].dtype), ops["ids"], axis=0)
-
-
-@lowerings.register_call(ATTEND)
-def lower_attend(ctx, *ins):
-    ops = Operands(ctx, ins)
-    if "embedding" not in ops or not one_output_like(ctx, (*ops.shape("query")[:-1], ops.shape("embedding")[0])):
-        return None
-    dtype = ctx.avals_out[0].dtype
-    table = ctx.op.Transpose(ctx.cast(ops["embedding"], dtype), perm=[1, 0])  # folded: a constant
-    return ctx.op.MatMul(ctx.cast(ops["query"], dtype), table)

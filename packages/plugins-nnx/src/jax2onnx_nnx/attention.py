@@ -23,10 +23,11 @@ from typing import Any
 from flax.nnx.nn import attention as _flax_attention
 from jax2onnx.fusion import (
     attention_inputs,
+    dot_product_attention_region,
     lower_dot_product_attention,
     lower_multi_head_attention,
 )
-from jax2onnx.plugin import Lowerings, Patch, is_array, marked_call
+from jax2onnx.plugin import Lowerings, Patch, is_array
 
 from ._fusion import call_module
 
@@ -59,18 +60,8 @@ def _patch_dot_product_attention(original):
             or not isinstance(is_causal, bool)
         ):
             return original(query, key, value, bias, mask, **kwargs)
-        operands = {"q": query, "k": key, "v": value}
-        if bias is not None:
-            operands["bias"] = bias
-        if mask is not None:
-            operands["mask"] = mask
-
-        def body(*arrays, operands, is_causal):
-            named = dict(zip(operands, arrays, strict=True))
-            return original(named["q"], named["k"], named["v"], named.get("bias"), named.get("mask"), **kwargs)
-
-        return marked_call(DOT_PRODUCT_ATTENTION, body, *operands.values(), operands=tuple(operands),
-                           is_causal=is_causal)
+        return dot_product_attention_region(DOT_PRODUCT_ATTENTION, original, query, key, value, bias, mask, kwargs,
+                                            is_causal=is_causal)
 
     return dot_product_attention
 

@@ -50,13 +50,18 @@ def _no_extras(args: tuple, kwargs: dict) -> bool:
 # Patches
 
 
-def _patch_linear(original):
-    def __call__(self, x, *args, **kwargs):
-        if not _no_extras(args, kwargs) or not is_array(x) or x.ndim < 1 or not _default_dot(self):
-            return original(self, x, *args, **kwargs)
-        return call_module(LINEAR, self, lambda m, x: original(m, x), {"x": x})
+def _patch_dense(mark):
+    """Linear and LoRALinear: a plain call with the default dot product, as region ``mark``."""
 
-    return __call__
+    def patch_call(original):
+        def __call__(self, x, *args, **kwargs):
+            if not _no_extras(args, kwargs) or not is_array(x) or x.ndim < 1 or not _default_dot(self):
+                return original(self, x, *args, **kwargs)
+            return call_module(mark, self, lambda m, x: original(m, x), {"x": x})
+
+        return __call__
+
+    return patch_call
 
 
 def _patch_linear_general(original):
@@ -102,21 +107,12 @@ def _patch_lora(original):
     return __call__
 
 
-def _patch_lora_linear(original):
-    def __call__(self, x, *args, **kwargs):
-        if not _no_extras(args, kwargs) or not is_array(x) or x.ndim < 1 or not _default_dot(self):
-            return original(self, x, *args, **kwargs)
-        return call_module(LORA_LINEAR, self, lambda m, x: original(m, x), {"x": x})
-
-    return __call__
-
-
 patches = [
-    Patch("flax.nnx.Linear", "__call__", _patch_linear),
+    Patch("flax.nnx.Linear", "__call__", _patch_dense(LINEAR)),
     Patch("flax.nnx.LinearGeneral", "__call__", _patch_linear_general),
     Patch("flax.nnx.Einsum", "__call__", _patch_einsum),
     Patch("flax.nnx.LoRA", "__call__", _patch_lora),
-    Patch("flax.nnx.LoRALinear", "__call__", _patch_lora_linear),
+    Patch("flax.nnx.LoRALinear", "__call__", _patch_dense(LORA_LINEAR)),
 ]
 
 

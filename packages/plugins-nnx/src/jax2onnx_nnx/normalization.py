@@ -55,30 +55,23 @@ def _patch_batch_norm(original):
     return __call__
 
 
-def _patch_layer_norm(original):
-    def __call__(self, x, *args, **kwargs):
-        if not _plain_call(args, kwargs) or getattr(self, "axis_name", None) is not None or not is_array(x):
-            return original(self, x, *args, **kwargs)
-        return call_module(
-            LAYER_NORM, self, lambda m, x: original(m, x), {"x": x},
-            reduction_axes=norm_axes(self.reduction_axes, x.ndim), feature_axes=norm_axes(self.feature_axes, x.ndim),
-            epsilon=float(self.epsilon),
-        )
+def _patch_axes_norm(mark):
+    """LayerNorm and RMSNorm: the same plain call, as region ``mark`` with their reduction and
+    feature axes and epsilon."""
 
-    return __call__
+    def patch_call(original):
+        def __call__(self, x, *args, **kwargs):
+            if not _plain_call(args, kwargs) or getattr(self, "axis_name", None) is not None or not is_array(x):
+                return original(self, x, *args, **kwargs)
+            return call_module(
+                mark, self, lambda m, x: original(m, x), {"x": x},
+                reduction_axes=norm_axes(self.reduction_axes, x.ndim),
+                feature_axes=norm_axes(self.feature_axes, x.ndim), epsilon=float(self.epsilon),
+            )
 
+        return __call__
 
-def _patch_rms_norm(original):
-    def __call__(self, x, *args, **kwargs):
-        if not _plain_call(args, kwargs) or getattr(self, "axis_name", None) is not None or not is_array(x):
-            return original(self, x, *args, **kwargs)
-        return call_module(
-            RMS_NORM, self, lambda m, x: original(m, x), {"x": x},
-            reduction_axes=norm_axes(self.reduction_axes, x.ndim), feature_axes=norm_axes(self.feature_axes, x.ndim),
-            epsilon=float(self.epsilon),
-        )
-
-    return __call__
+    return patch_call
 
 
 def _patch_group_norm(original):
@@ -102,8 +95,8 @@ def _patch_group_norm(original):
 
 patches = [
     Patch("flax.nnx.BatchNorm", "__call__", _patch_batch_norm),
-    Patch("flax.nnx.LayerNorm", "__call__", _patch_layer_norm),
-    Patch("flax.nnx.RMSNorm", "__call__", _patch_rms_norm),
+    Patch("flax.nnx.LayerNorm", "__call__", _patch_axes_norm(LAYER_NORM)),
+    Patch("flax.nnx.RMSNorm", "__call__", _patch_axes_norm(RMS_NORM)),
     Patch("flax.nnx.GroupNorm", "__call__", _patch_group_norm),
 ]
 

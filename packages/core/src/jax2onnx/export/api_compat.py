@@ -54,24 +54,25 @@ NCHW_TO_NHWC = (0, 2, 3, 1)
 
 def check_input_layouts(options: ExportOptions, args: Sequence[jax.ShapeDtypeStruct]) -> None:
     """Before tracing: ``inputs_as_nchw`` names rank-4 inputs (the function takes them as NHWC)."""
-    for i in options.inputs_as_nchw:
-        shape = tuple(args[i].shape)
-        if len(shape) != 4:
-            raise InputSpecError(
-                f"inputs_as_nchw lists input {i}, whose spec has rank {len(shape)} {shape}; only rank-4 "
-                "(N, H, W, C) inputs can be given to the graph as (N, C, H, W)"
-            )
+    _check_rank4(options.inputs_as_nchw, "inputs_as_nchw", "input", [a.shape for a in args],
+                 "can be given to the graph as (N, C, H, W)")
 
 
 def check_output_layouts(options: ExportOptions, out_avals: Sequence[Any]) -> None:
     """After tracing, when the outputs are known: ``outputs_as_nchw`` names existing rank-4 outputs."""
     check_indices(options.outputs_as_nchw, "outputs_as_nchw", len(out_avals))
-    for i in options.outputs_as_nchw:
-        shape = tuple(out_avals[i].shape)
+    _check_rank4(options.outputs_as_nchw, "outputs_as_nchw", "output", [a.shape for a in out_avals],
+                 "can be returned as (N, C, H, W)")
+
+
+def _check_rank4(indices: Sequence[int], option: str, what: str, shapes: Sequence[Any], use: str) -> None:
+    """Each of ``indices`` (listed by ``option``) names a rank-4 (N, H, W, C) ``what``."""
+    for i in indices:
+        shape = tuple(shapes[i])
         if len(shape) != 4:
             raise InputSpecError(
-                f"outputs_as_nchw lists output {i}, which has shape {shape}; only rank-4 "
-                "(N, H, W, C) outputs can be returned as (N, C, H, W)"
+                f"{option} lists {what} {i}, which has rank {len(shape)} {shape}; only rank-4 "
+                f"(N, H, W, C) {what}s {use}"
             )
 
 

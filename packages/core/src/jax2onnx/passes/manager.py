@@ -7,9 +7,25 @@ The passes themselves are ``onnx_ir.passes`` passes (``InPlacePass`` subclasses)
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 import onnx_ir as ir
 
 from ..ir.graphs import all_graphs  # the passes' walk over every graph, kept here for pass authors
+
+
+def rewrite_nodes(graphs: Iterable[ir.Graph | ir.Function], rule: Callable[[ir.Graph | ir.Function, ir.Node], bool],
+                  counts: dict[str, int], key: str) -> bool:
+    """``rule(graph, node)`` on every node of ``graphs`` that is still in its graph when reached (a
+    rewrite removes nodes); each rewrite it reports is counted under ``key``. Whether any was made."""
+    modified = False
+    for graph in list(graphs):
+        for node in list(graph):
+            if node.graph is graph and rule(graph, node):
+                counts[key] = counts.get(key, 0) + 1
+                modified = True
+    return modified
+
 
 #: Ops whose outputs differ between two evaluations with the same inputs: never merged by common
 #: subexpression elimination, never evaluated at export time by constant folding.

@@ -99,6 +99,23 @@ def collect_variants(packs: list[str] | None, opset: int | None = None) -> list[
     return out
 
 
+
+def selected_variants(pack: str, cases: dict[str, list[str]]) -> list[Any]:
+    """``pytest.param`` for every variant (``_dynamic``, ``_f64``) of the testcases of ``pack`` named
+    in ``cases`` (component -> testcase names), to run them again under other settings. A name that
+    no longer exists fails the collection, naming it: a renamed or moved testcase cannot silently
+    drop out of the selection."""
+    wanted = {(comp, name) for comp, names in cases.items() for name in names}
+    out, found = [], set()
+    for v in collect_variants([pack]):
+        key = (v.component, v.id.removesuffix("_f64").removesuffix("_dynamic"))
+        if key in wanted:
+            found.add(key)
+            out.append(pytest.param(v, id=f"{v.component}::{v.id}"))
+    if wanted - found:
+        raise LookupError(f"testcases of {pack} renamed or moved, update the selection: {sorted(wanted - found)}")
+    return out
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "jax2onnx_variant" not in metafunc.fixturenames:
         return

@@ -100,24 +100,11 @@ class Stack013(vm.TransformerStack):
     block_cls = Block013
 
 
-@onnx_function(name="ConvEmbedding")
-class ConvEmbeddingFn(vm.ConvEmbedding):
-    pass
-
-
-@onnx_function(name="ConcatClsToken")
-class ConcatClsTokenFn(vm.ConcatClsToken):
-    pass
-
-
-@onnx_function(name="PositionalEmbedding")
-class PositionalEmbeddingFn(vm.PositionalEmbedding):
-    pass
-
-
-@onnx_function(name="ClassificationHead")
-class ClassificationHeadFn(vm.ClassificationHead):
-    pass
+# vit_models' blocks, each exported as the ONNX function named like it
+ConvEmbeddingFn = onnx_function(name="ConvEmbedding")(vm.variant(vm.ConvEmbedding, "Fn", __name__))
+ConcatClsTokenFn = onnx_function(name="ConcatClsToken")(vm.variant(vm.ConcatClsToken, "Fn", __name__))
+PositionalEmbeddingFn = onnx_function(name="PositionalEmbedding")(vm.variant(vm.PositionalEmbedding, "Fn", __name__))
+ClassificationHeadFn = onnx_function(name="ClassificationHead")(vm.variant(vm.ClassificationHead, "Fn", __name__))
 
 
 class _ViTOfFunctions(vm.VisionTransformer):

@@ -8,28 +8,17 @@ from . import vit_models as vm
 from .vit import block_components
 
 
-class PatchEmbeddingFlat(vm.PatchEmbedding):
-    flatten = True
+def _flat(base: type) -> type:
+    """``base`` with ``flatten`` set: the same block on 2-D views, named ``<base>Flat``."""
+    return vm.variant(base, "Flat", __name__, flatten=True)
 
 
-class ConvEmbeddingFlat(vm.ConvEmbedding):
-    flatten = True
-
-
-class FeedForwardFlat(vm.FeedForward):
-    flatten = True
-
-
-class ConcatClsTokenFlat(vm.ConcatClsToken):
-    flatten = True
-
-
-class PositionalEmbeddingFlat(vm.PositionalEmbedding):
-    flatten = True
-
-
-class ClassificationHeadFlat(vm.ClassificationHead):
-    flatten = True
+PatchEmbeddingFlat = _flat(vm.PatchEmbedding)
+ConvEmbeddingFlat = _flat(vm.ConvEmbedding)
+FeedForwardFlat = _flat(vm.FeedForward)
+ConcatClsTokenFlat = _flat(vm.ConcatClsToken)
+PositionalEmbeddingFlat = _flat(vm.PositionalEmbedding)
+ClassificationHeadFlat = _flat(vm.ClassificationHead)
 
 
 class TransformerBlockFlat(vm.TransformerBlock):

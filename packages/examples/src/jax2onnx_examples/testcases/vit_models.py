@@ -21,6 +21,14 @@ from flax import nnx
 from ._common import gelu_exact, module_list, sinusoidal_embeddings
 
 
+def variant(base: type, suffix: str, module: str, **attrs: Any) -> type:
+    """A block variant: ``base`` subclassed as ``<base name><suffix>`` in ``module`` with class
+    attributes ``attrs`` (``vit_flat``'s flattened blocks, the function-wrapped ones)."""
+    cls = type(f"{base.__name__}{suffix}", (base,), {"__module__": module, **attrs})
+    cls.__qualname__ = cls.__name__
+    return cls
+
+
 def dense(layer: nnx.Linear, x: jax.Array, flatten: bool) -> jax.Array:
     """Apply ``layer``; with ``flatten``, on a 2-D view ``(N, in)`` and reshape back afterwards."""
     if not flatten or x.ndim == 2:

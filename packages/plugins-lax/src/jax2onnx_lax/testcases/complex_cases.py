@@ -14,6 +14,7 @@ from jax import lax
 from jax2onnx.testing import Component, Testcase
 
 from ._testdata import uniform
+from .physics_cases import physics_example
 
 
 def _z(x, y):
@@ -236,39 +237,23 @@ components = [
                      [("B", 3), (3, 2)], expected_ops=["MatMul", "Pad"]),
         ],
     ),
-    Component(
-        name="physics.spectral_filter",
-        onnx=["DFT", "Mul"],
-        since="v0.7.0",
-        kind="example",
-        description="ifft(fft(x) * exp(-20 k^2)).real with k from jnp.fft.fftfreq: a Gaussian low-pass",
-        testcases=[Testcase("physics_spectral_filter", gaussian_lowpass, [("B", 8)], expected_ops=["DFT"])],
-    ),
-    Component(
-        name="physics.spectral_derivative",
-        onnx=["DFT", "Mul"],
-        since="v0.7.0",
-        kind="example",
-        description="du/dx = irfft(1j * k * rfft(u)) of a periodic function (k from jnp.fft.rfftfreq)",
-        testcases=[
-            Testcase("physics_spectral_derivative", spectral_derivative, [("B", 16)], input_generator=smooth_periodic,
-                     expected_ops=["DFT"]),
-            Testcase("physics_circular_convolution", circular_convolution, [("B", 8), ("B", 8)],
-                     expected_ops=["DFT", "Mul"]),
-            Testcase("physics_zero_padded_rfft", zero_padded_rfft, [("B", 8)], expected_ops=["Pad", "DFT"]),
-        ],
-    ),
-    Component(
-        name="physics.parseval",
-        onnx=["DFT", "ReduceSum"],
-        since="v0.7.0",
-        kind="example",
-        description="sum |x|^2 and sum |fft(x)|^2 / N (Parseval's theorem)",
-        testcases=[
-            Testcase("physics_parseval", parseval, [("B", 8)], expected_ops=["DFT", "ReduceSum"]),
-            # reverse mode through rfft, abs and conj: JAX's transpose of rfft is an irfft of complex cotangents
-            Testcase("physics_spectral_energy_grad", jax.grad(lambda x: jnp.sum(jnp.abs(jnp.fft.rfft(x)) ** 2)), [(8,)],
-                     expected_ops=["DFT"]),
-        ],
-    ),
+    physics_example("spectral_filter", gaussian_lowpass, [("B", 8)], onnx=["DFT", "Mul"], since="v0.7.0",
+                    description="ifft(fft(x) * exp(-20 k^2)).real with k from jnp.fft.fftfreq: a Gaussian low-pass",
+                    expected_ops=["DFT"]),
+    physics_example("spectral_derivative", spectral_derivative, [("B", 16)], onnx=["DFT", "Mul"], since="v0.7.0",
+                    description="du/dx = irfft(1j * k * rfft(u)) of a periodic function (k from jnp.fft.rfftfreq)",
+                    input_generator=smooth_periodic, expected_ops=["DFT"], more=[
+                        Testcase("physics_circular_convolution", circular_convolution, [("B", 8), ("B", 8)],
+                                 expected_ops=["DFT", "Mul"]),
+                        Testcase("physics_zero_padded_rfft", zero_padded_rfft, [("B", 8)], expected_ops=["Pad", "DFT"]),
+                    ]),
+    physics_example("parseval", parseval, [("B", 8)], onnx=["DFT", "ReduceSum"], since="v0.7.0",
+                    description="sum |x|^2 and sum |fft(x)|^2 / N (Parseval's theorem)",
+                    expected_ops=["DFT", "ReduceSum"], more=[
+                        # reverse mode through rfft, abs and conj: JAX's transpose of rfft is an irfft of complex
+                        # cotangents
+                        Testcase("physics_spectral_energy_grad",
+                                 jax.grad(lambda x: jnp.sum(jnp.abs(jnp.fft.rfft(x)) ** 2)), [(8,)],
+                                 expected_ops=["DFT"]),
+                    ]),
 ]

@@ -3,6 +3,9 @@ simulation code uses, checked in float32 and, where it matters most, float64."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -65,40 +68,26 @@ def _positive(rng, shape, dtype):
     return rng.uniform(0.5, 3.0, size=shape).astype(dtype)
 
 
+def physics_example(name: str, fn: Any, input_shapes: Sequence[Any], *, onnx: list[str], since: str,
+                    description: str, more: Sequence[Testcase] = (), **testcase: Any) -> Component:
+    """The worked example ``physics.<name>``: its own testcase ``physics_<name>`` (``fn`` on
+    ``input_shapes``, ``testcase`` its further fields), then ``more``."""
+    return Component(name=f"physics.{name}", onnx=onnx, since=since, kind="example", description=description,
+                     testcases=[Testcase(f"physics_{name}", fn, input_shapes, **testcase), *more])
+
+
 components = [
-    Component(
-        name="physics.heat_equation_2d",
-        onnx=["Loop"],
-        since="v0.1.0",
-        kind="example",
-        description="100-step periodic 5-point stencil (jnp.roll, add, mul) in lax.fori_loop",
-        testcases=[Testcase("physics_heat_equation_2d", heat_equation_2d, [("N", "N")], expected_ops=["Loop"],
-                            atol=1e-4)],
-    ),
-    Component(
-        name="physics.horner_reverse_scan",
-        onnx=["Scan"],
-        since="v0.1.0",
-        kind="example",
-        description="polynomial value and derivative: lax.scan, two carries, reverse=True",
-        testcases=[Testcase("physics_horner_reverse_scan", horner_with_derivative, [(6,), ("B",)],
-                            expected_ops=["Scan"])],
-    ),
-    Component(
-        name="physics.newton_cube_root",
-        onnx=["Loop"],
-        since="v0.1.0",
-        kind="example",
-        description="Newton iteration in lax.while_loop that stops on the size of the update",
-        testcases=[Testcase("physics_newton_cube_root", newton_cube_root, [("B",)], input_generator=_positive,
-                            expected_ops=["Loop"])],
-    ),
-    Component(
-        name="physics.morse_forces",
-        onnx=["Exp", "Sqrt"],
-        since="v0.1.0",
-        kind="example",
-        description="force = -grad(energy), vmapped over particles (jax.vmap + jax.grad inside the exported function)",
-        testcases=[Testcase("physics_morse_forces", morse_forces, [("N", 3)], expected_ops=["Exp"])],
-    ),
+    physics_example("heat_equation_2d", heat_equation_2d, [("N", "N")], onnx=["Loop"], since="v0.1.0",
+                    description="100-step periodic 5-point stencil (jnp.roll, add, mul) in lax.fori_loop",
+                    expected_ops=["Loop"], atol=1e-4),
+    physics_example("horner_reverse_scan", horner_with_derivative, [(6,), ("B",)], onnx=["Scan"], since="v0.1.0",
+                    description="polynomial value and derivative: lax.scan, two carries, reverse=True",
+                    expected_ops=["Scan"]),
+    physics_example("newton_cube_root", newton_cube_root, [("B",)], onnx=["Loop"], since="v0.1.0",
+                    description="Newton iteration in lax.while_loop that stops on the size of the update",
+                    input_generator=_positive, expected_ops=["Loop"]),
+    physics_example("morse_forces", morse_forces, [("N", 3)], onnx=["Exp", "Sqrt"], since="v0.1.0",
+                    description="force = -grad(energy), vmapped over particles (jax.vmap + jax.grad inside the "
+                                "exported function)",
+                    expected_ops=["Exp"]),
 ]

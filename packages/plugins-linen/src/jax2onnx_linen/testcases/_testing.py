@@ -8,6 +8,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax2onnx.testing import assert_within_budget
 
 
 def randomized(variables: Any, seed: int = 0, low: float = 0.5, high: float = 1.5) -> Any:
@@ -78,18 +79,7 @@ def float32_ops(*ops: str, forbids: tuple[str, ...] = (), max_transposes: int | 
             return
         present = [o for o in forbids if o in found]
         assert not present, f"{present} should have been fused away in the float32 graph, found {sorted(found)}"
-        if max_transposes is not None:
-            n = sum(1 for node in proto.graph.node if node.op_type == "Transpose")
-            assert n <= max_transposes, f"{n} Transposes, expected at most {max_transposes}"
-        if max_nodes is not None:
-            assert len(proto.graph.node) <= max_nodes, f"{len(proto.graph.node)} nodes > budget {max_nodes}"
+        assert_within_budget(proto, max_nodes=max_nodes, max_transposes=max_transposes)
 
     return check
 
-
-def param_dtype() -> Any:
-    """float64 parameters under a float64 export, float32 otherwise (call inside the factory):
-    for modules whose output takes the parameters' dtype (an embedding lookup)."""
-    import jax.numpy as jnp
-
-    return jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32

@@ -5,9 +5,9 @@ from __future__ import annotations
 import jax
 import numpy as np
 from flax import linen as nn
-from jax2onnx.testing import Component, Testcase
+from jax2onnx.testing import Component, Testcase, param_dtype
 
-from ._testing import applied, param_dtype
+from ._testing import applied
 
 
 def _ids(rng, shape, dtype):

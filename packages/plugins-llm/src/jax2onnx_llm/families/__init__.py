@@ -11,6 +11,19 @@ from ..errors import UnsupportedModelError
 from ..spec import DecoderSpec
 
 
+def supported_family(model: Any, families: dict[str, str], library: str) -> tuple[str, str]:
+    """``model``'s class name and its family in ``families`` (class name -> family), or a clear error
+    naming the classes ``library`` (as the message calls it) supports here."""
+    name = type(model).__name__
+    family = families.get(name)
+    if family is None:
+        raise UnsupportedModelError(
+            f"{library} {name} is not a supported causal LM: use one of {sorted(families)}, or wrap the decoder in a "
+            "jax2onnx_llm.DecoderSpec"
+        )
+    return name, family
+
+
 def decoder_spec(model: Any) -> DecoderSpec:
     if isinstance(model, DecoderSpec):
         return model

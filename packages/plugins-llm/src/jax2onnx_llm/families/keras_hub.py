@@ -27,18 +27,13 @@ import jax.numpy as jnp
 
 from ..errors import UnsupportedModelError
 from ..spec import DecoderSpec, KVCache
+from . import supported_family
 
 FAMILIES = {"GPT2CausalLM": "decoder", "GemmaCausalLM": "gemma", "LlamaCausalLM": "llama"}
 
 
 def decoder_spec(model: Any) -> DecoderSpec:
-    name = type(model).__name__
-    family = FAMILIES.get(name)
-    if family is None:
-        raise UnsupportedModelError(
-            f"KerasHub's {name} is not a supported causal LM: use one of {sorted(FAMILIES)}, "
-            "or wrap the decoder in a jax2onnx_llm.DecoderSpec"
-        )
+    name, family = supported_family(model, FAMILIES, "KerasHub's")
     import keras
 
     if keras.backend.backend() != "jax":

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 
 from ..errors import UnsupportedModelError
 from ..spec import DecoderSpec, KVCache, extend_to
+from . import supported_family
 
 #: class name -> genai_config.json model.type
 FAMILIES = {
@@ -36,13 +37,7 @@ FAMILIES = {
 
 
 def decoder_spec(model: Any) -> DecoderSpec:
-    name = type(model).__name__
-    family = FAMILIES.get(name)
-    if family is None:
-        raise UnsupportedModelError(
-            f"transformers' {name} is not a supported causal LM: use one of {sorted(FAMILIES)} "
-            "(transformers 4.x Flax classes), or wrap the decoder in a jax2onnx_llm.DecoderSpec"
-        )
+    name, family = supported_family(model, FAMILIES, "transformers' (4.x Flax)")
     config = model.config
     if name == "FlaxGPT2LMHeadModel":
         layers, heads, hidden, positions = config.n_layer, config.n_head, config.n_embd, config.n_positions

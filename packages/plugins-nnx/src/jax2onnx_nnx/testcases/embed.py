@@ -5,9 +5,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 from flax import nnx
-from jax2onnx.testing import Component, Testcase
-
-from .helpers import param_dtype
+from jax2onnx.testing import Component, Testcase, param_dtype
 
 
 def _embed(n: int, features: int):

@@ -9,7 +9,7 @@ from typing import Any
 import jax
 import numpy as np
 from flax import nnx
-from jax2onnx.testing import Variant
+from jax2onnx.testing import Variant, assert_within_budget
 
 Check = Callable[[Any, Variant], None]
 
@@ -52,17 +52,7 @@ def fused_budget(*, max_nodes: int | None = None, max_transposes: int | None = N
     def check(proto: Any, variant: Variant) -> None:
         if variant.double or variant.fused_ops_unavailable:
             return
-        if max_transposes is not None:
-            n = sum(1 for node in proto.graph.node if node.op_type == "Transpose")
-            assert n <= max_transposes, f"{variant.id}: {n} Transposes, expected at most {max_transposes}"
-        if max_nodes is not None:
-            assert len(proto.graph.node) <= max_nodes, f"{variant.id}: {len(proto.graph.node)} nodes > budget {max_nodes}"
+        assert_within_budget(proto, max_nodes=max_nodes, max_transposes=max_transposes, label=variant.id)
 
     return check
 
-
-def param_dtype() -> Any:
-    """float64 parameters under a float64 export, float32 otherwise (call inside the factory)."""
-    import jax.numpy as jnp
-
-    return jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32

@@ -9,7 +9,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ...ir.constants import constant_tensor
-from ..manager import all_graphs
+from ..manager import all_graphs, rewrite_nodes
 from .onnxruntime import _const_vector, _is, _only_reader, _replace_value
 
 
@@ -17,13 +17,7 @@ class BiasAddChains:
     name = "bias_add"
 
     def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
-        modified = False
-        for graph in list(all_graphs(model)):
-            for node in list(graph):
-                if node.graph is graph and self._matmul_bias_gemm(graph, node):
-                    counts["matmul_bias_gemm"] = counts.get("matmul_bias_gemm", 0) + 1
-                    modified = True
-        return modified
+        return rewrite_nodes(all_graphs(model), self._matmul_bias_gemm, counts, "matmul_bias_gemm")
 
     @staticmethod
     def _matmul_bias_gemm(graph, add: ir.Node) -> bool:

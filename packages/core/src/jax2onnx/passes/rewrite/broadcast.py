@@ -16,6 +16,7 @@ import onnx_ir as ir
 
 from ...ir.constants import constant_tensor
 from ..constant_folding import ConstantFoldingPass
+from ..manager import rewrite_nodes
 from .elementwise import ELEMENTWISE_OPS
 
 
@@ -36,12 +37,8 @@ class BroadcastConstants:
     def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
         modified = False
         while True:
-            changed = False
-            graph = model.graph  # folding works on the main graph, where the batch-shaped masks are
-            for node in list(graph):
-                if node.graph is graph and self._hoist(graph, node):
-                    counts["expand_hoist"] = counts.get("expand_hoist", 0) + 1
-                    changed = True
+            # folding works on the main graph, where the batch-shaped masks are
+            changed = rewrite_nodes([model.graph], self._hoist, counts, "expand_hoist")
             if not changed:
                 return modified
             modified = True

@@ -16,7 +16,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
-from ..manager import all_graphs
+from ..manager import all_graphs, rewrite_nodes
 from .onnxruntime import _is, _only_reader, _replace_value
 
 
@@ -41,15 +41,8 @@ class RmsNorms:
     def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
         if self.opset < 23:
             return False
-        modified = False
-        for graph in list(all_graphs(model)):
-            if not isinstance(graph, ir.Graph):
-                continue
-            for node in list(graph):
-                if node.graph is graph and self._rms_norm(graph, node):
-                    counts["rms_norm"] = counts.get("rms_norm", 0) + 1
-                    modified = True
-        return modified
+        graphs = [g for g in all_graphs(model) if isinstance(g, ir.Graph)]
+        return rewrite_nodes(graphs, self._rms_norm, counts, "rms_norm")
 
     @staticmethod
     def _normalized(graph, node: ir.Node):

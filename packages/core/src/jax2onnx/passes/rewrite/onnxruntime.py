@@ -25,10 +25,12 @@ optimizer finds it done):
 
 from __future__ import annotations
 
+from functools import partial
+
 import onnx_ir as ir
 
 from ...ir.constants import constant_tensor
-from ..manager import all_graphs
+from ..manager import all_graphs, rewrite_nodes
 from .emit import taken_names
 
 MS = "com.microsoft"
@@ -116,10 +118,8 @@ class OnnxRuntimeContribOps:
                 continue  # function bodies keep standard ops (their callers may be inlined elsewhere)
             names = _Names(graph)
             for rule in (self._skip_layer_norm, self._bias_gelu):
-                for node in list(graph):
-                    if node.graph is graph and rule(graph, node, names):
-                        counts[rule.__name__.lstrip("_")] = counts.get(rule.__name__.lstrip("_"), 0) + 1
-                        modified = True
+                rewritten = rewrite_nodes([graph], partial(rule, names=names), counts, rule.__name__.lstrip("_"))
+                modified = rewritten or modified
         if modified:
             model.opset_imports.setdefault(MS, 1)
         return modified
