@@ -1,6 +1,9 @@
 """The rewrite stage on layers as real libraries write them: Hugging Face's Flax ViT, BERT and GPT-2
 (tiny random configs, nothing downloaded), the exact GELU HF captures with functools.partial at
-import (out of reach of jax.nn's patch), and jax.scipy.stats.norm.cdf. Each export stays within its
+import, and jax.scipy.stats.norm.cdf. Whether a library's captured `jax.nn.gelu` is the original
+(imported before the packs loaded: the rewrite stage finds its erf/erfc form) or the pack's
+dispatcher (imported after: the patch fuses it) depends on import order, so the HF tests check the
+outcome - one Gelu per layer - and the rewrite itself is tested on the original (`original_of`). Each export stays within its
 node budget and matches JAX in onnxruntime at the default float32 tolerances."""
 
 import functools
@@ -11,6 +14,7 @@ import numpy as np
 import onnx
 import pytest
 from jax2onnx import to_onnx, verify
+from jax2onnx.lower.patching import original_of
 from jax2onnx.passes.rewrite import rewrites_applied
 
 transformers = pytest.importorskip("transformers")
@@ -23,12 +27,19 @@ def _check(fn, model, inputs, max_nodes):
     assert report, report.failures()
 
 
+def _gelus(model):
+    """The ``approximate`` attribute of each Gelu node, in graph order."""
+    return [next((a.s.decode() for a in n.attribute if a.name == "approximate"), "none")
+            for n in model.graph.node if n.op_type == "Gelu"]
+
+
 def _ids(shape, vocab, seed=0):
     return np.random.default_rng(seed).integers(0, vocab, size=shape).astype(np.int32)
 
 
 def test_captured_exact_gelu_is_one_gelu():
-    gelu = functools.partial(jax.nn.gelu, approximate=False)  # as transformers' ACT2FN holds it
+    # as transformers' ACT2FN holds it when imported before the packs load
+    gelu = functools.partial(original_of(jax.nn.gelu), approximate=False)
     model = to_onnx(gelu, [("B", 16)])
     assert [n.op_type for n in model.graph.node] == ["Gelu"]
     assert rewrites_applied(model) == {"gelu_exact": 1}
@@ -56,7 +67,7 @@ def test_hf_flax_vit():
         return vit(pixels, params=vit.params).last_hidden_state
 
     model = to_onnx(fn, [("B", 3, 32, 32)])
-    assert rewrites_applied(model)["gelu_exact"] == 2
+    assert _gelus(model) == ["none", "none"]  # by the rewrite stage or the patch (import order)
     _check(fn, model, [("B", 3, 32, 32)], 100)
 
 
@@ -70,7 +81,7 @@ def test_hf_flax_bert():
 
     specs = [jax.ShapeDtypeStruct((2, 16), jnp.int32)] * 2
     model = to_onnx(fn, specs)
-    assert rewrites_applied(model)["gelu_exact"] == 2
+    assert _gelus(model) == ["none", "none"]
     mask = np.ones((2, 16), np.int32)
     mask[1, 10:] = 0
     _check(fn, model, [_ids((2, 16), 100), mask], 100)
@@ -84,7 +95,7 @@ def test_hf_flax_gpt2():
         return gpt2(ids, params=gpt2.params).last_hidden_state
 
     model = to_onnx(fn, [jax.ShapeDtypeStruct((2, 16), jnp.int32)])
-    assert rewrites_applied(model)["gelu_tanh"] == 2  # HF's gelu_new, written out with x**3
+    assert _gelus(model) == ["tanh", "tanh"]  # HF's gelu_new
     _check(fn, model, [_ids((2, 16), 100)], 80)
 
 

@@ -102,7 +102,9 @@ def test_check_command_lists_what_tensorrt_cannot_take(tmp_path, capsys):
 def test_the_report_names_the_target_and_counts_the_rewrites():
     import functools
 
-    gelu = functools.partial(jax.nn.gelu, approximate=False)
+    from jax2onnx.lower.patching import original_of
+
+    gelu = functools.partial(original_of(jax.nn.gelu), approximate=False)  # the unfused form
 
     def fn(x, y):  # two functions of x inside a larger one, and one of y
         return gelu(x) + jax.scipy.stats.norm.cdf(x) + gelu(y)

@@ -146,6 +146,14 @@ def _install(target: Any, attribute: str, key: tuple[int, str]) -> _Installed:
     return record
 
 
+def original_of(obj: Any) -> Any:
+    """What a patched attribute held before its dispatcher went in (``obj`` itself if it is no
+    dispatcher). Code that must stay out of a pack's fusion inside an export (a test of the plain
+    lowering, a rewrite-stage test of a library's unfused form) calls the original through this,
+    since a reference taken after the packs loaded is the dispatcher."""
+    return obj._jax2onnx_original if isinstance(obj, _Dispatcher) else obj
+
+
 def installed_patches() -> list[str]:
     """``"module.Class.attribute"`` for each dispatcher in place (installed ones stay)."""
     with _LOCK:
@@ -269,4 +277,4 @@ class applied_patches:
         self._token = _ACTIVE.set(table)
 
 
-__all__ = ["applied_patches", "install_dispatchers", "installed_patches"]
+__all__ = ["applied_patches", "install_dispatchers", "installed_patches", "original_of"]

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax2onnx.lower.patching import original_of
 from jax2onnx.testing import Component, Testcase
 
 
@@ -31,12 +32,12 @@ def _ints_between(lo, hi):
     return gen
 
 
-# The jnp pack fuses jnp.take / take_along_axis while exporting; the references taken here, at
-# import, are the plain jnp functions, so these cases exercise the lax gather lowering.
-_take = jnp.take
+# The jnp pack fuses jnp.take / take_along_axis while exporting; the originals behind its
+# dispatchers (installed when the packs load) keep these cases on the lax gather lowering.
+_take = original_of(jnp.take)
 
 
-_take_along_axis = jnp.take_along_axis
+_take_along_axis = original_of(jnp.take_along_axis)
 
 
 def _gather(x, idx, **kw):
