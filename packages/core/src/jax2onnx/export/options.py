@@ -11,7 +11,7 @@ order as the signature), the keyword in ``to_onnx`` (keyword-only, with that def
 stage that reads it.
 
 Front-end options (:data:`FRONT_END_OPTIONS`) are the exception: fields a front-end built on the
-stages sets (``jax2onnx_llm.export_causal_lm``), checked here like the rest but not ``to_onnx``
+stages sets (the LLM pack's causal-LM export, for one), checked here like the rest but not ``to_onnx``
 keywords, because a user calling ``to_onnx`` has a simpler way (transform the returned model, name
 the file) and the keywords stay the published 0.17 signature plus the documented additions:
 
