@@ -70,7 +70,8 @@ ALL_PACKAGES = [CORE, *PACKS["examples"], "./packages/plugins-keras", "./package
                 *PACKS["llm"][4:]]
 ALL_TESTS = [d for dirs in TEST_DIRS.values() for d in dirs] + ["tests"]
 #: onnxruntime is an optional extra of core (jax2onnx-core[runtime]); every test session verifies with it.
-TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.31", "hypothesis>=6.100"]
+#: sympy: onnxruntime.transformers' optimizer (the target="onnxruntime" tests) imports it; onnxruntime 1.31 does not install it.
+TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.31", "hypothesis>=6.100", "sympy"]
 #: `opsets` runs every testcase at 17, the oldest opset with LayerNormalization (every fused
 #: normalization native); `opsets_oldest` at the oldest to_onnx accepts (jax2onnx.ir.opsets.MIN_OPSET),
 #: where legalize_opset13 rewrites the forms of 14-17.

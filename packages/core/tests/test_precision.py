@@ -23,7 +23,8 @@ MAX_BYTES_RATIO = {"float16": 0.51, "bfloat16": 0.51, "int8": 0.27, "int4": 0.17
 
 class MLP512(nnx.Module):
     def __init__(self, rngs: nnx.Rngs):
-        self.layers = nnx.List([nnx.Linear(512, 512, rngs=rngs) for _ in range(3)])
+        layers = [nnx.Linear(512, 512, rngs=rngs) for _ in range(3)]
+        self.layers = nnx.List(layers) if hasattr(nnx, "List") else layers  # Flax 0.10 has no nnx.List
 
     def __call__(self, x):
         for layer in self.layers[:-1]:

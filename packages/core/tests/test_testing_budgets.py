@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import pytest
+from jax2onnx.compat import x64_enabled
 from jax2onnx.testing import assert_within_budget, param_dtype
 from onnx import helper
 
@@ -26,7 +27,7 @@ def test_budget_counts_nodes_and_transposes():
 
 def test_param_dtype_follows_x64():
     assert param_dtype() == (jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32)
-    with jax.enable_x64(True):
+    with x64_enabled(True):
         assert param_dtype() == jnp.float64
-    with jax.enable_x64(False):
+    with x64_enabled(False):
         assert param_dtype() == jnp.float32

@@ -171,7 +171,8 @@ def _reduce_extreme(ctx, x, axes, op_type: str):
     kept = [a for a in range(len(shape)) if a not in axes]
     perm = kept + list(axes)
     moved = ctx.op.Transpose(x, perm=perm) if perm != list(range(len(shape))) else x
-    flat = ctx.op.Reshape(moved, ctx.shape_tensor([shape[a] for a in kept] + [-1]))
+    # the reduced size is static: no -1, which onnxruntime cannot resolve when a kept dim is 0
+    flat = ctx.op.Reshape(moved, ctx.shape_tensor([shape[a] for a in kept] + [int(np.prod([shape[a] for a in axes]))]))
     top, _ = ctx.op.TopK(flat, ctx.i64([1]), axis=-1, largest=int(op_type == "ReduceMax"), sorted=1, _outputs=2)
     return ctx.op.Squeeze(top, ctx.i64([-1]))
 

@@ -85,4 +85,10 @@ def _take_over(old: ir.Value, new: ir.Value) -> None:
 
 
 def _replace_uses(old: ir.Value, new: ir.Value) -> None:
-    ir.convenience.replace_all_uses_with(old, new, replace_graph_outputs=True)
+    ir.convenience.replace_all_uses_with(old, new)
+    # the graph-output slots too (onnx_ir's replace_graph_outputs=, which onnx-ir 0.1.10 lacks)
+    graph = old.graph
+    if graph is not None:
+        for i, out in enumerate(graph.outputs):
+            if out is old:
+                graph.outputs[i] = new

@@ -104,7 +104,7 @@ class NchwAdapterPass(ir.passes.InPlacePass):
             node = ir.node("Transpose", [nchw], {"perm": list(NCHW_TO_NHWC)})
             out = node.outputs[0]
             out.name, out.type, out.shape = fresh(nhwc.name or "input"), nhwc.type, nhwc.shape
-            nhwc.replace_all_uses_with(out)
+            ir.convenience.replace_all_uses_with(nhwc, out)
             graph.inputs[i] = nchw
             if len(graph):
                 graph.insert_before(graph.node(0), node)

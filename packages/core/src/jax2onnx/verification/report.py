@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 
 from .. import compat
 from ..errors import Jax2OnnxError, require_onnxruntime
@@ -102,14 +103,11 @@ def _dtype_name(elem_type: int) -> str:
 
 
 def _tensor_nbytes(t: onnx.TensorProto) -> int:
+    """Stored bytes of an initializer, from the ONNX element type's size (onnx_ir's table: onnx
+    before 1.19 maps bfloat16 to numpy float32, which would count it as 4 bytes; 4-bit types pack
+    two to a byte)."""
     count = int(np.prod(t.dims)) if len(t.dims) else 1
-    try:
-        itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
-    except Exception:  # noqa: BLE001 - a type numpy lacks (4-bit): count it as one byte
-        itemsize = 1
-    if t.data_type in (onnx.TensorProto.INT4, onnx.TensorProto.UINT4):
-        return (count + 1) // 2
-    return count * itemsize
+    return int(np.ceil(count * ir.DataType(t.data_type).itemsize))
 
 
 def bytes_by_dtype(model: onnx.ModelProto) -> dict[str, int]:
