@@ -35,6 +35,11 @@ class Activation:
     emit: Callable[..., Any]  # (ctx, x, dtype, **params) -> value
     op: str  # the ONNX op the reader sees
     params: tuple[tuple[str, Any], ...] = ()  # static keyword parameters and their defaults
+    #: the parameters (and fixed constants) the op reads as float attributes, which ONNX stores in
+    #: float32: with a float64 operand a value float32 cannot hold exactly would make the op inexact
+    #: (leaky_relu's 0.01), so the lax decomposition is exported instead
+    attributes: tuple[str, ...] = ()
+    constants: tuple[float, ...] = ()
 
 
 def _gelu(ctx, x, dtype, approximate):
@@ -51,12 +56,14 @@ ACTIVATIONS: dict[str, Activation] = {
     "gelu": Activation(_gelu, "Gelu", params=(("approximate", True),)),
     "softplus": Activation(lambda ctx, x, dt: ctx.op.Softplus(x), "Softplus"),
     "elu": Activation(lambda ctx, x, dt, alpha: ctx.op.Elu(x, alpha=float(alpha)), "Elu",
-                      params=(("alpha", 1.0),)),
+                      params=(("alpha", 1.0),), attributes=("alpha",)),
     "celu": Activation(lambda ctx, x, dt, alpha: ctx.op.Celu(x, alpha=float(alpha)), "Celu",
-                       params=(("alpha", 1.0),)),
-    "selu": Activation(lambda ctx, x, dt: ctx.op.Selu(x, alpha=_SELU_ALPHA, gamma=_SELU_SCALE), "Selu"),
+                       params=(("alpha", 1.0),), attributes=("alpha",)),
+    "selu": Activation(lambda ctx, x, dt: ctx.op.Selu(x, alpha=_SELU_ALPHA, gamma=_SELU_SCALE), "Selu",
+                       constants=(_SELU_ALPHA, _SELU_SCALE)),
     "leaky_relu": Activation(lambda ctx, x, dt, negative_slope: ctx.op.LeakyRelu(x, alpha=float(negative_slope)),
-                             "LeakyRelu", params=(("negative_slope", 0.01),)),
+                             "LeakyRelu", params=(("negative_slope", 0.01),),
+                             attributes=("negative_slope",)),
     # jax.nn.hard_sigmoid(x) = relu6(x + 3) / 6 = clip(x / 6 + 1 / 2, 0, 1)
     "hard_sigmoid": Activation(lambda ctx, x, dt: ctx.op.HardSigmoid(x, alpha=1.0 / 6.0, beta=0.5), "HardSigmoid"),
     "hard_silu": Activation(lambda ctx, x, dt: ctx.op.HardSwish(x), "HardSwish"),
@@ -98,6 +105,10 @@ def _lowering(name: str, spec: Activation) -> Callable[..., Any]:
         # float16/bfloat16 keep the lax decomposition: XLA computes their math in float32
         if np.dtype(dtype) not in ctx.kernel_dtypes(spec.op, without=HALF_FLOATS):
             return None
+        if np.dtype(dtype) == np.float64:
+            values = [ctx.marked.params.get(n) for n in spec.attributes] + list(spec.constants)
+            if any(v is not None and float(np.float32(v)) != float(v) for v in values):
+                return None
         return spec.emit(ctx, x, dtype, **ctx.marked.params)
 
     lower.__name__ = f"lower_{name}"
