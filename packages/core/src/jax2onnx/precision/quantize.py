@@ -660,6 +660,7 @@ def _quantize_scanned_weights(site: _Site, p: Precision, counter: list[int]) -> 
     axes = list(_attr(scan, "scan_input_axes", None) or [0] * n_scan)
     directions = list(_attr(scan, "scan_input_directions", None) or [0] * n_scan)
     done: list[str] = []
+    inputs = list(scan.inputs)  # the new Scan's: codes in the weights' slots, scales (zero points) appended
     for j in range(n_scan):
         slot = n_state + j
         if axes[j] != 0 or slot >= len(body.inputs):
@@ -693,13 +694,12 @@ def _quantize_scanned_weights(site: _Site, p: Precision, counter: list[int]) -> 
         slices = []
         for q, (suffix, dtype, shape) in enumerate(specs):
             if q == 0:  # the codes take the float32 weight's slot; its slice is retyped
-                scan.replace_input_with(slot, parts[0])
+                inputs[slot] = parts[0]
                 slice_.type, slice_.shape = ir.TensorType(dtype), ir.Shape(list(shape))
                 slices.append(slice_)
                 continue
             # a new scanned input: appended after the others, in the node and in the body
-            scan.resize_inputs(len(scan.inputs) + 1)
-            scan.replace_input_with(len(scan.inputs) - 1, parts[q])
+            inputs.append(parts[q])
             new = ir.Value(name=site.names(f"{slice_.name}_{suffix}"), type=ir.TensorType(dtype), shape=ir.Shape(list(shape)))
             body.inputs.append(new)
             axes.append(0)
@@ -715,10 +715,15 @@ def _quantize_scanned_weights(site: _Site, p: Precision, counter: list[int]) -> 
         _replace(body_site, m, nodes, nodes[-1].outputs[0])
         _use_domain(body)
         done.append(f"{stacked.name} (int{bits}, {L} layers)")
-    if done:
-        scan.attributes["num_scan_inputs"] = ir.AttrInt64("num_scan_inputs", n_scan)
-        scan.attributes["scan_input_axes"] = ir.AttrInt64s("scan_input_axes", axes)
-        scan.attributes["scan_input_directions"] = ir.AttrInt64s("scan_input_directions", directions)
+    if done:  # a new Scan node (onnx_ir before 0.1.13 cannot add inputs to a node), same body
+        attrs = {**scan.attributes, "num_scan_inputs": ir.AttrInt64("num_scan_inputs", n_scan),
+                 "scan_input_axes": ir.AttrInt64s("scan_input_axes", axes),
+                 "scan_input_directions": ir.AttrInt64s("scan_input_directions", directions)}
+        new = ir.Node(scan.domain, scan.op_type, inputs, list(attrs.values()), num_outputs=len(scan.outputs),
+                      name=scan.name)
+        for old_out, new_out in zip(scan.outputs, new.outputs):
+            new_out.type, new_out.shape = old_out.type, old_out.shape
+        ir.convenience.replace_nodes_and_values(site.owner, scan, [scan], [new], list(scan.outputs), list(new.outputs))
     return done
 
 
