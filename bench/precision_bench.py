@@ -64,7 +64,7 @@ def variants() -> dict[str, Any]:
         "int8 MatMulInteger": Precision("int8", int8_kernel="MatMulInteger"),
         "int4": Precision("int4"),  # block 32, zero points, float32 compute, int8 head and embeddings
         "int4 acc4": Precision("int4", accuracy_level=4),
-        "int4 sym head4": Precision("int4", symmetric=True, lm_head="int4"),
+        "int4 smallest": Precision("int4", embeddings="int4", lm_head="int4"),  # tables and head int4 too
     }
 
 
@@ -424,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
     parser.add_argument("--models", default="gpt,vit,tiny")
-    parser.add_argument("--variants", default="float32,float16,bfloat16,int8,int8 MatMulInteger,int4,int4 acc4,int4 sym head4")
+    parser.add_argument("--variants", default="float32,float16,bfloat16,int8,int8 MatMulInteger,int4,int4 acc4,int4 smallest")
     parser.add_argument("--budget", type=float, default=20.0, help="seconds of interleaved latency rounds per model and thread count")
     parser.add_argument("--min-runs", type=int, default=5)
     parser.add_argument("--json", default=None)

@@ -40,7 +40,9 @@ class Precision:
             exports (``"lm_head.kernel"``), ``"const_<shape>"`` for weights closed over by the function.
         int8: name patterns of weights quantized to int8 instead of int4.
         embeddings: ``"int8"`` (default): embedding tables (``Gather`` of a 2-D float32 weight)
-            stored as int8 with a scale per row (int8/int4); ``None``: left in float32.
+            stored as int8 with a scale per row (int8/int4); ``"int4"``: 4-bit blocks of ``block_size``
+            along each row with a scale and zero point each (``com.microsoft.GatherBlockQuantized``;
+            a table whose width is not a multiple of the block stays int8); ``None``: float32.
         lm_head: ``"int8"`` (default, int4): the LM head (a weight matmul writing a graph output
             of a model with an embedding table) int8, since every generated token is its argmax;
             ``"int4"``: like the other matmuls.
@@ -119,8 +121,9 @@ def parse_precision(precision: Any, *, enable_double_precision: bool = False) ->
         patterns = getattr(p, field)
         if isinstance(patterns, str) or not all(isinstance(s, str) for s in patterns):
             raise PrecisionError(f"{field} takes a list of name patterns, got {patterns!r} (write [{patterns!r}] for one)")
-    if p.embeddings not in (None, "int8"):
-        raise PrecisionError(f"embeddings={p.embeddings!r}: use 'int8' (int8 table, one scale per row) or None (float32)")
+    if p.embeddings not in (None, "int8", "int4"):
+        raise PrecisionError(f"embeddings={p.embeddings!r}: use 'int8' (int8 table, one scale per row), 'int4' (4-bit "
+                             "blocks of block_size along each row) or None (float32)")
     if p.lm_head not in ("int8", "int4"):
         raise PrecisionError(f"lm_head={p.lm_head!r}: use 'int8' (the LM head int8 under int4) or 'int4'")
     if p.conv not in (None, "int8"):

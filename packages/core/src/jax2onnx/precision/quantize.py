@@ -62,6 +62,7 @@ class QuantizeResult:
     int8: list[str] = dataclasses.field(default_factory=list)
     excluded: list[str] = dataclasses.field(default_factory=list)
     embeddings: list[str] = dataclasses.field(default_factory=list)
+    embeddings4: list[str] = dataclasses.field(default_factory=list)
     convs: list[str] = dataclasses.field(default_factory=list)
     addends: list[str] = dataclasses.field(default_factory=list)
     scanned: list[str] = dataclasses.field(default_factory=list)  # stacked weights a Scan slices
@@ -76,6 +77,8 @@ class QuantizeResult:
             parts.append(f"{len(self.scanned)} scanned stacked weight(s): {', '.join(self.scanned)}")
         if self.embeddings:
             parts.append(f"{len(self.embeddings)} embedding table(s) int8")
+        if self.embeddings4:
+            parts.append(f"{len(self.embeddings4)} embedding table(s) int4")
         if self.convs:
             parts.append(f"{len(self.convs)} convolution kernel(s) int8")
         if self.addends:
@@ -399,7 +402,7 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
             m = _find(node, main)
             if m is not None:
                 sites.append((site, m))
-            elif p.embeddings == "int8" and _is_embedding(node, main):
+            elif p.embeddings is not None and _is_embedding(node, main):
                 embeddings.append(site)
             elif p.conv == "int8" and _is_conv(node, main):
                 convs.append(site)
@@ -440,8 +443,12 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
             result.excluded.append(table.name)
             continue
         counter[0] += 1
-        _embedding_int8(site, table, counter[0])
-        result.embeddings.append(table.name)
+        if p.embeddings == "int4" and table.shape[1] % p.block_size == 0:
+            _embedding_int4(site, table, p, counter[0])
+            result.embeddings4.append(table.name)
+        else:
+            _embedding_int8(site, table, counter[0])
+            result.embeddings.append(table.name)
     for site in convs:
         kernel = _weight(site.node.inputs[1], main, ndim=None)
         if any(_matches(n, p.exclude) for n in kernel.sources):
@@ -456,7 +463,7 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
             continue
         _dequantized_input(site, k, const, axis=len(const.shape) - 1)
         result.addends.append(const.name)
-    if not (result.int4 or result.int8 or result.embeddings or result.convs or result.scanned):
+    if not (result.int4 or result.int8 or result.embeddings or result.embeddings4 or result.convs or result.scanned):
         if result.excluded:
             raise PrecisionError(f"precision={p.kind!r}: exclude={list(p.exclude)!r} excludes every weight matmul of this "
                                  "model, so nothing would be quantized; narrow the patterns")
@@ -470,7 +477,7 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
                "export it with precision='float16' or 'bfloat16' to make it smaller")
         raise PrecisionError(f"precision={p.kind!r} quantizes weight matmuls and convolutions (MatMul/Gemm/Conv with a "
                              f"constant float32 weight), and this model has none; {why}")
-    if result.int4 or result.int8 or result.embeddings or result.scanned:
+    if result.int4 or result.int8 or result.embeddings or result.embeddings4 or result.scanned:
         model.opset_imports.setdefault(MS_DOMAIN, 1)
     return result
 
@@ -592,6 +599,29 @@ def _embedding_int8(site: _Site, table: _Weight, k: int) -> None:
     new = out.outputs[0]
     new.type, new.shape = old.type, old.shape
     ir.convenience.replace_nodes_and_values(site.owner, node, [node], [g_codes, g_scale, to_float, out], [old], [new])
+
+
+def _embedding_int4(site: _Site, table: _Weight, p: Precision, k: int) -> None:
+    """``embeddings="int4"``: ``com.microsoft.GatherBlockQuantized`` over 4-bit rows, blocks of
+    ``block_size`` along each row with a scale and a zero point each (the MatMulNBits layout of the
+    transposed table: ``[V, D/2]`` bytes, ``[V, D/block]`` scales)."""
+    node = site.node
+    V, D = table.shape
+    blocks = D // p.block_size
+
+    def rows(w: np.ndarray) -> tuple[np.ndarray, ...]:
+        q, scales, zero_points = int4_blocks(np.ascontiguousarray(w.T), p.block_size, False)
+        return q.reshape(V, D // 2), scales.reshape(V, blocks), zero_points
+
+    parts = _part_values(site, table, rows, [("q4", ir.DataType.UINT8, (V, D // 2)), ("scales", F32, (V, blocks)),
+                                             ("zero_points", ir.DataType.UINT8, (V, -(-blocks // 2)))])
+    out = ir.Value(name=site.names(f"embedding_q4_{k}"))
+    gather = ir.Node(MS_DOMAIN, "GatherBlockQuantized", [parts[0], node.inputs[1], parts[1], parts[2]],
+                     [ir.AttrInt64("gather_axis", 0), ir.AttrInt64("quantize_axis", 1),
+                      ir.AttrInt64("block_size", p.block_size), ir.AttrInt64("bits", 4)], outputs=[out], name=out.name)
+    old = node.outputs[0]
+    out.type, out.shape = old.type, old.shape
+    ir.convenience.replace_nodes_and_values(site.owner, node, [node], [gather], [old], [out])
 
 
 # ---------------------------------------------------------------------------------------------
