@@ -666,8 +666,13 @@ def int8_per_axis(w: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
 def _dequantized_input(site: _Site, slot: int, w: _Weight, axis: int) -> None:
     """``site.node``'s input ``slot`` read from int8 codes and per-``axis`` scales through one
     ``DequantizeLinear``."""
-    codes, scales = _part_values(site, w, functools.partial(int8_per_axis, axis=axis),
-                                 [("q8", ir.DataType.INT8, w.shape), ("scales", F32, (w.shape[axis],))])
+    def quantize(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if not np.all(np.isfinite(arr)):  # a streamed constant is first seen here; int8 has no infinity
+            raise PrecisionError(f"weight {w.name!r} holds inf or NaN, which int8 cannot store; leave it float32 with "
+                                 f"exclude=[{w.name!r}] (or conv=None)")
+        return int8_per_axis(arr, axis)
+
+    codes, scales = _part_values(site, w, quantize, [("q8", ir.DataType.INT8, w.shape), ("scales", F32, (w.shape[axis],))])
     out = ir.Value(name=site.names(f"{w.name}_dequantized"), type=ir.TensorType(F32), shape=ir.Shape(list(w.shape)))
     dq = ir.Node("", "DequantizeLinear", [codes, scales], [ir.AttrInt64("axis", axis)], outputs=[out],
                  name=f"{out.name}_node")
