@@ -7,6 +7,7 @@ counting language (packages/core/tests/trained_lm.py): file size, onnxruntime CP
     python bench/precision_bench.py --size medium   # full widths, 2 layers
     python bench/precision_bench.py --size smoke    # tiny models: checks the script in a minute
     python bench/precision_bench.py --json bench/results/precision.json
+    python bench/precision_bench.py --conv          # int8 conv kernels: DequantizeLinear vs ConvInteger
 
 What is measured:
 
@@ -340,6 +341,53 @@ def tiny_lm(names: list[str], table: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def conv_kernels(repeats: int = 30) -> None:
+    """Why conv="int8" widens the kernel with DequantizeLinear instead of running ConvInteger: ViT-B's
+    patch convolution (3 -> 768, 16x16, stride 16, one 224x224 image) three ways, one pinned core,
+    median process CPU ms per call."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((768, 3, 16, 16)) * 0.05).astype(np.float32)
+    scales = (np.abs(w).reshape(768, -1).max(1) / 127).astype(np.float32)
+    codes = np.clip(np.rint(w / scales[:, None, None, None]), -127, 127).astype(np.int8)
+    x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+    conv = dict(kernel_shape=[16, 16], strides=[16, 16])
+
+    def model(nodes, inits):
+        graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]).SerializeToString()
+
+    ways = {
+        "float32 Conv": model([helper.make_node("Conv", ["x", "w"], ["y"], **conv)], [numpy_helper.from_array(w, "w")]),
+        "int8 DequantizeLinear + Conv": model(
+            [helper.make_node("DequantizeLinear", ["q", "s"], ["w"], axis=0), helper.make_node("Conv", ["x", "w"], ["y"], **conv)],
+            [numpy_helper.from_array(codes, "q"), numpy_helper.from_array(scales, "s")]),
+        "int8 DynamicQuantizeLinear + ConvInteger": model(
+            [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             helper.make_node("ConvInteger", ["xq", "q", "xz"], ["yi"], **conv),
+             helper.make_node("Cast", ["yi"], ["yf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["xs", "s"], ["scale"]), helper.make_node("Mul", ["yf", "scale"], ["y"])],
+            [numpy_helper.from_array(codes, "q"), numpy_helper.from_array(scales.reshape(1, 768, 1, 1), "s")]),
+    }
+    reference = None
+    for name, data in ways.items():
+        sess = _session(data, 1)
+        y = sess.run(None, {"x": x})[0]
+        reference = y if reference is None else reference
+        times = []
+        for _ in range(repeats):
+            t = time.process_time()
+            sess.run(None, {"x": x})
+            times.append(time.process_time() - t)
+        cos = float((y * reference).sum() / np.linalg.norm(y) / np.linalg.norm(reference))
+        print(f"conv {name:42} {statistics.median(times) * 1e3:6.2f} ms CPU  cosine {cos:.6f}  "
+              f"{len(data) / 2**20:.2f} MiB (load {os.getloadavg()[0]:.1f})", flush=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # Latency (a fresh process per thread count, pinned)
 
@@ -420,6 +468,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--latency-worker":
         latency_worker(int(argv[1]), argv[2], float(argv[3]), int(argv[4]))
+        return 0
+    if argv and argv[0] == "--conv":
+        conv_kernels()
         return 0
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
