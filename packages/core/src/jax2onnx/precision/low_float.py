@@ -25,8 +25,12 @@ The pass plans a dtype for every float32 value of the main graph before it chang
   is written, one tensor at a time. A float16 weight beyond float16's range (65504) is an error
   naming it (a constant closed over by the function stays float32 instead).
 
-Control-flow bodies and function bodies are left in float32: their nodes read converted outer
-values through a Cast in the main graph.
+Control-flow bodies (``If``/``Loop``/``Scan``) and function bodies (``@onnx_function``) compute in
+float32: a control-flow node reads float32 (converted outer weights, a ``Scan``'s stacked layer
+weights included, through one Cast each in the main graph), and the weights those bodies hold
+themselves (``Constant`` nodes of :data:`WEIGHT_ELEMENTS` or more) are stored in the low type and
+widened by one Cast inside the body. So the bytes shrink everywhere; onnxruntime folds those Casts
+of constants once when the session starts.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from ..ir.graphs import all_graphs
 from ..passes.kernel_coverage import missing_kernels, table_key
 from .options import PrecisionError
 
@@ -71,18 +76,23 @@ class LowFloatResult:
     compute: str  # "float16", "bfloat16" or "float32" (the carrier)
     float32_ops: dict[str, str] = dataclasses.field(default_factory=dict)  # op -> why it computes in float32
     kept_float32: list[str] = dataclasses.field(default_factory=list)  # constants out of the low type's range
+    body_weights: int = 0  # Constant weights of function and control-flow bodies stored in the low type
 
     def describe(self) -> str:
         if self.compute == "float32":
             why = ", ".join(sorted(op for op, r in self.float32_ops.items() if r == "kernel"))
             return (f"{self.kind} weights, computed in float32 (carrier): onnxruntime's CPU provider has no {self.kind} "
-                    f"compute kernels{' (here: ' + why + ')' if why else ''}")
+                    f"compute kernels{' (here: ' + why + ')' if why else ''}") + self._bodies()
         text = f"{self.kind} weights and compute"
         if self.float32_ops:
             text += "; float32 for " + ", ".join(sorted(self.float32_ops))
         if self.kept_float32:
             text += f"; {len(self.kept_float32)} constant(s) beyond {self.kind}'s range kept float32"
-        return text
+        return text + self._bodies()
+
+    def _bodies(self) -> str:
+        return (f"; {self.body_weights} weight(s) of function/control-flow bodies stored {self.kind}, "
+                "computed in float32" if self.body_weights else "")
 
 
 @functools.cache
@@ -128,6 +138,8 @@ def _plan_node(node: ir.Node, kind: str, opset: int, missing: dict[str, frozense
         return None
     if node.domain not in ("", "ai.onnx"):
         return _Plan("f32", why="custom")
+    if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
+        return _Plan("f32", why="control flow")  # its body computes in float32 (see the module's doc)
     if node.op_type in FLOAT32_OPS:
         return _Plan("f32", why="sensitive")
     if _NUMPY[kind] in missing.get(table_key(node), frozenset()):
@@ -184,10 +196,13 @@ def _fits(tensor: ir.TensorProtocol, kind: str) -> bool:
 
 
 class _Namer:
-    def __init__(self, graph: ir.Graph):
-        self.taken = {v.name for v in graph.inputs} | set(graph.initializers)
-        for node in graph:
-            self.taken.update(o.name for o in node.outputs if o.name)
+    """Fresh value names, unique across the model's graphs and function bodies."""
+
+    def __init__(self, model: ir.Model):
+        self.taken = {v.name for v in model.graph.inputs} | set(model.graph.initializers)
+        for g in all_graphs(model):
+            for node in g:
+                self.taken.update(o.name for o in node.outputs if o.name)
 
     def __call__(self, base: str) -> str:
         name, k = base, 1
@@ -245,7 +260,7 @@ def convert_low_float(model: ir.Model, kind: str, keep_io_types: bool = True) ->
         return low if plan.mode == "low" and i in plan.inputs else original
 
     io_type = F32 if keep_io_types else low
-    name = _Namer(graph)
+    name = _Namer(model)
 
     # 1. What each float32 value's readers want, read before anything changes.
     def readers(v: ir.Value) -> dict[ir.DataType, list[tuple[ir.Node | None, int]]]:
@@ -361,6 +376,8 @@ def convert_low_float(model: ir.Model, kind: str, keep_io_types: bool = True) ->
                 if dtype != new:
                     pending.append((out, dtype, uses, node))
 
+    result.body_weights = _convert_body_constants(model, kind, name)
+
     # 3. One Cast per (value, type), right after its producer (sources: at the top of the graph).
     for value, dtype, uses, producer in pending:
         graph_uses = [(u, i) for u, i in uses if u is not None]
@@ -380,6 +397,34 @@ def convert_low_float(model: ir.Model, kind: str, keep_io_types: bool = True) ->
             cast.outputs[0].name = out_name
             graph.outputs[k] = cast.outputs[0]
     return result
+
+
+def _convert_body_constants(model: ir.Model, kind: str, name: _Namer) -> int:
+    """The weights function and control-flow bodies hold (``Constant`` nodes of
+    :data:`WEIGHT_ELEMENTS` float32 elements or more, within the low type's range): stored in the
+    low type, widened by one Cast in the body. Returns how many."""
+    low = LOW_TYPES[kind]
+    done = 0
+    for g in all_graphs(model):
+        if g is model.graph:
+            continue
+        for node in list(g):
+            if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or not _is_f32(node.outputs[0]):
+                continue
+            attr = node.attributes.get("value")
+            if attr is None or attr.type != ir.AttributeType.TENSOR:
+                continue
+            tensor = attr.value
+            if int(np.prod([int(d) for d in tensor.shape])) < WEIGHT_ELEMENTS or not _fits(tensor, kind):
+                continue
+            old = node.outputs[0]
+            stored = ir.Value(name=name(f"{old.name}_{kind}"), type=ir.TensorType(low), shape=old.shape)
+            const = ir.Node("", "Constant", [], [ir.AttrTensor("value", _convert_tensor(tensor, kind, stored.name))],
+                            outputs=[stored], name=f"{stored.name}_node")
+            cast = _cast_node(stored, F32, name(f"{old.name}_float32"))
+            ir.convenience.replace_nodes_and_values(g, node, [node], [const, cast], [old], [cast.outputs[0]])
+            done += 1
+    return done
 
 
 __all__ = ["FLOAT32_OPS", "LOW_TYPES", "LowFloatResult", "STASH_TYPE_OPS", "convert_low_float"]

@@ -33,29 +33,42 @@ class Precision:
         keep_io_types: graph inputs and outputs stay float32 (default); ``False``: the 16-bit type
             (float16/bfloat16 only).
         block_size: int4 quantization block along K (16..256, a power of two; 32 by default).
-        symmetric: int4 blocks without zero points (default) or with (asymmetric).
+        symmetric: int4 blocks with a zero point each (``False``, default: the 16 levels span each
+            block's own min..max) or without (``True``: half a byte less per block).
         exclude: name patterns (``fnmatch``) of weights to leave in float32 (int8/int4). A weight
             is named by its initializer: the :class:`~jax2onnx.Weights` leaf path for streamed
             exports (``"lm_head.kernel"``), ``"const_<shape>"`` for weights closed over by the function.
-        int8: name patterns of weights quantized to int8 instead of int4 (an LM head, say).
-        embeddings: ``"int8"``: embedding tables (``Gather`` of a 2-D float32 weight) stored as
-            int8 with a scale per row (int8/int4); ``None`` (default): left in float32.
+        int8: name patterns of weights quantized to int8 instead of int4.
+        embeddings: ``"int8"`` (default): embedding tables (``Gather`` of a 2-D float32 weight)
+            stored as int8 with a scale per row (int8/int4); ``"int4"``: 4-bit blocks of ``block_size``
+            along each row with a scale and zero point each (``com.microsoft.GatherBlockQuantized``;
+            a table whose width is not a multiple of the block stays int8); ``None``: float32.
+        lm_head: ``"int8"`` (default, int4): the LM head (a weight matmul writing a graph output
+            of a model with an embedding table) int8, since every generated token is its argmax;
+            ``"int4"``: like the other matmuls.
+        conv: ``"int8"`` (default, int8/int4): convolution kernels (and large constants added to
+            activations, such as position embeddings) stored as int8 with one scale per output
+            channel, widened by a ``DequantizeLinear``; ``None``: left in float32.
         int8_kernel: the int8 matmul: ``"DynamicQuantizeMatMul"`` (com.microsoft, default: the
             faster on onnxruntime's CPU, see bench/precision_bench.py) or ``"MatMulInteger"``
             (standard ONNX: ``DynamicQuantizeLinear`` + ``MatMulInteger``).
-        accuracy_level: MatMulNBits' ``accuracy_level`` (0: float32 compute, 4: int8 activations,
-            faster on CPU); ``None`` leaves the attribute out.
+        accuracy_level: MatMulNBits' ``accuracy_level``: 1 (default) computes in float32 from the
+            int4 weights; 4 quantizes the activations to int8 per block, several times faster on
+            onnxruntime's CPU at a small accuracy cost (bench/results/precision.md); ``None``
+            leaves the attribute out (onnxruntime's choice).
     """
 
     kind: str = "float32"
     keep_io_types: bool = True
     block_size: int = 32
-    symmetric: bool = True
+    symmetric: bool = False
     exclude: Sequence[str] = ()
     int8: Sequence[str] = ()
-    embeddings: str | None = None
+    embeddings: str | None = "int8"
+    lm_head: str = "int8"
+    conv: str | None = "int8"
     int8_kernel: str = "DynamicQuantizeMatMul"
-    accuracy_level: int | None = None
+    accuracy_level: int | None = 1
 
     def describe(self) -> str:
         """One line for the report and the model's metadata."""
@@ -71,8 +84,12 @@ class Precision:
                 parts.append("excluding " + ", ".join(self.exclude))
             if self.int8 and self.kind == "int4":
                 parts.append("int8 for " + ", ".join(self.int8))
+            if self.kind == "int4" and self.lm_head == "int8":
+                parts.append("int8 LM head")
             if self.embeddings:
                 parts.append(f"{self.embeddings} embeddings")
+            if self.conv:
+                parts.append(f"{self.conv} convolutions and added constants")
             return "; ".join(parts)
         if self.kind in FLOAT_KINDS and not self.keep_io_types:
             return f"{self.kind} (inputs and outputs {self.kind})"
@@ -104,8 +121,13 @@ def parse_precision(precision: Any, *, enable_double_precision: bool = False) ->
         patterns = getattr(p, field)
         if isinstance(patterns, str) or not all(isinstance(s, str) for s in patterns):
             raise PrecisionError(f"{field} takes a list of name patterns, got {patterns!r} (write [{patterns!r}] for one)")
-    if p.embeddings not in (None, "int8"):
-        raise PrecisionError(f"embeddings={p.embeddings!r}: use 'int8' (int8 table, one scale per row) or None (float32)")
+    if p.embeddings not in (None, "int8", "int4"):
+        raise PrecisionError(f"embeddings={p.embeddings!r}: use 'int8' (int8 table, one scale per row), 'int4' (4-bit "
+                             "blocks of block_size along each row) or None (float32)")
+    if p.lm_head not in ("int8", "int4"):
+        raise PrecisionError(f"lm_head={p.lm_head!r}: use 'int8' (the LM head int8 under int4) or 'int4'")
+    if p.conv not in (None, "int8"):
+        raise PrecisionError(f"conv={p.conv!r}: use 'int8' (int8 kernels, one scale per output channel) or None (float32)")
     if p.int8_kernel not in INT8_KERNELS:
         raise PrecisionError(f"int8_kernel={p.int8_kernel!r} is unknown; use one of {', '.join(map(repr, INT8_KERNELS))}")
     if p.accuracy_level not in (None, 0, 1, 2, 3, 4):

@@ -1,0 +1,188 @@
+"""precision= reaches the weights outside the main graph's plain initializers: stacked layer weights
+a Scan slices (lax.scan / nnx.scan over layers), outer weights a Loop body reads, Constants of
+@onnx_function bodies; and, for int8/int4, convolution kernels and large constants added to
+activations (a ViT's position embedding). Each export passes the full check, loads in onnxruntime,
+keeps float32 I/O and matches float32 JAX at the precision's cosine floor."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnx
+import pytest
+from flax import nnx
+from jax2onnx import Precision, onnx_function, to_onnx, verify
+from jax2onnx.verification.precision import MIN_COSINE
+from test_precision import cast_feeding_cast, io_types, weight_bytes
+
+PRECISIONS = ["float16", "bfloat16", "int8", "int4"]
+F = onnx.TensorProto
+
+
+class Layer(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.ln = nnx.LayerNorm(128, rngs=rngs)
+        self.lin = nnx.Linear(128, 128, rngs=rngs)
+
+    def __call__(self, x):
+        return x + nnx.gelu(self.lin(self.ln(x)))
+
+
+def scanned_layers():
+    """Four layers, parameters stacked on axis 0, applied by lax.scan: a Scan whose body reads each
+    layer's kernel as a scanned input."""
+
+    @nnx.vmap(in_axes=0, out_axes=0)
+    def stack(key):
+        return Layer(nnx.Rngs(key))
+
+    graphdef, state = nnx.split(stack(jax.random.split(jax.random.key(0), 4)))
+
+    def run(x):
+        def step(h, layer_state):
+            return nnx.merge(graphdef, layer_state)(h), None
+
+        return jax.lax.scan(step, x, state)[0]
+
+    return run
+
+
+FunctionLayer = onnx_function(Layer)
+
+
+class FunctionBlocks(nnx.Module):
+    """Two @onnx_function layers: their weights are Constants of the function bodies."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        self.a = FunctionLayer(rngs)
+        self.b = FunctionLayer(rngs)
+
+    def __call__(self, x):
+        return self.b(self.a(x))
+
+
+def looped_matrix():
+    """fori_loop applying one closed-over matrix three times: a Loop body reading an outer weight."""
+    w = np.asarray(jax.random.normal(jax.random.key(3), (128, 128))) / np.sqrt(128)
+
+    def run(x):
+        return jax.lax.fori_loop(0, 3, lambda i, h: jnp.tanh(h @ w), x)
+
+    return run
+
+
+def _body_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """Every node of every control-flow body and function body."""
+    out: list[onnx.NodeProto] = []
+    stack = [n for f in model.functions for n in f.node]
+    out += stack
+    stack = list(model.graph.node) + stack
+    while stack:
+        node = stack.pop()
+        for a in node.attribute:
+            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                out += list(g.node)
+                stack += list(g.node)
+    return out
+
+
+def _constant_types(nodes: list[onnx.NodeProto]) -> set[int]:
+    """The element types of the body Constants of 64 elements or more (the weights)."""
+    return {a.t.data_type for n in nodes if n.op_type == "Constant" for a in n.attribute
+            if a.name == "value" and int(np.prod(a.t.dims)) >= 64}
+
+
+def _check(fn, specs, precision):
+    model = to_onnx(fn, specs, precision=precision)
+    onnx.checker.check_model(model, full_check=True)
+    assert io_types(model) == {F.FLOAT}
+    assert cast_feeding_cast(model) == []
+    report = verify(fn, model, specs)  # onnxruntime loads and runs it
+    assert report, report.failures()
+    assert min(o.cosine for o in report.precision.outputs) >= MIN_COSINE[precision]
+    return model
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_scanned_layer_weights(precision):
+    fn = scanned_layers()
+    model = _check(fn, [("B", 128)], precision)
+    reference = to_onnx(fn, [("B", 128)])
+    # the stacked [4, 128, 128] kernel: its codes (int4: [4, 128, 4 blocks, 16 bytes]), no float32 copy
+    stacked = [t for t in model.graph.initializer if len(t.dims) >= 3 and int(np.prod(t.dims)) >= 4 * 128 * 128 // 2]
+    assert [t.data_type for t in stacked] == [{"float16": F.FLOAT16, "bfloat16": F.BFLOAT16, "int8": F.INT8,
+                                                "int4": F.UINT8}[precision]]
+    body_ops = {n.op_type for n in _body_nodes(model)}
+    if precision == "int8":
+        assert "DynamicQuantizeMatMul" in body_ops
+    if precision == "int4":
+        assert "MatMulNBits" in body_ops
+    assert weight_bytes(model) / weight_bytes(reference) <= {"float16": 0.51, "bfloat16": 0.51, "int8": 0.3, "int4": 0.2}[precision]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_onnx_function_weights(precision):
+    fn = FunctionBlocks(nnx.Rngs(0))
+    model = _check(fn, [("B", 128)], precision)
+    nodes = [n for f in model.functions for n in f.node]
+    assert nodes, "the layers are functions"
+    if precision in ("float16", "bfloat16"):
+        assert _constant_types(nodes) == {F.FLOAT16 if precision == "float16" else F.BFLOAT16}
+    else:
+        op = "DynamicQuantizeMatMul" if precision == "int8" else "MatMulNBits"
+        assert sum(n.op_type == op for n in nodes) == 2
+        assert F.FLOAT not in {a.t.data_type for n in nodes if n.op_type == "Constant" for a in n.attribute
+                               if list(a.t.dims) == [128, 128]}  # the kernels (int4 scales are [128, 4] float32)
+        assert all("com.microsoft" in {o.domain for o in f.opset_import} for f in model.functions)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_loop_body_reads_converted_outer_weight(precision):
+    fn = looped_matrix()
+    model = _check(fn, [("B", 128)], precision)
+    assert F.FLOAT not in {t.data_type for t in model.graph.initializer if list(t.dims) == [128, 128]}
+    if precision in ("int8", "int4"):
+        op = "DynamicQuantizeMatMul" if precision == "int8" else "MatMulNBits"
+        assert op in {n.op_type for n in _body_nodes(model)}
+
+
+class PatchEncoder(nnx.Module):
+    """A ViT's front: conv patches plus a position embedding (a constant added to activations)."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        self.patch = nnx.Conv(3, 256, kernel_size=(4, 4), strides=(4, 4), padding="VALID", rngs=rngs)
+        self.pos = nnx.Param(jax.random.normal(jax.random.key(2), (1, 64, 256)) * 0.02)
+        self.out = nnx.Linear(256, 256, rngs=rngs)
+
+    def __call__(self, x):
+        x = self.patch(x)
+        x = x.reshape(x.shape[0], -1, x.shape[-1]) + self.pos[...]
+        return self.out(nnx.gelu(x))
+
+
+@pytest.mark.parametrize("precision", ["int8", "int4"])
+def test_conv_kernels_and_position_embedding_are_int8(precision):
+    fn = PatchEncoder(nnx.Rngs(0))
+    specs = [("B", 32, 32, 3)]
+    model = _check(fn, specs, precision)
+    dq = [n for n in model.graph.node if n.op_type == "DequantizeLinear"]
+    consumers = {n.op_type for n in model.graph.node for d in dq if d.output[0] in n.input}
+    assert consumers == {"Conv", "Add"}
+    big_float = [t.name for t in model.graph.initializer if t.data_type == F.FLOAT and int(np.prod(t.dims)) >= 4096]
+    assert big_float == []
+    kept = to_onnx(fn, specs, precision=Precision(precision, conv=None))
+    assert not any(n.op_type == "DequantizeLinear" for n in kept.graph.node)
+    assert weight_bytes(model) < weight_bytes(kept)
+
+
+def test_a_mask_constant_stays_float32():
+    """An additive mask holding -inf is not quantized (int8 has no infinity)."""
+    mask = np.where(np.tril(np.ones((128, 128), bool)), 0.0, -np.inf).astype(np.float32)
+    w = np.asarray(jax.random.normal(jax.random.key(0), (128, 128)), np.float32) / 12
+
+    def fn(x):
+        return jax.nn.softmax(x @ w + mask, axis=-1)
+
+    model = _check(fn, [(128, 128)], "int8")
+    assert any(t.data_type == F.FLOAT and list(t.dims) == [128, 128] for t in model.graph.initializer)

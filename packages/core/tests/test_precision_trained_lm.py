@@ -1,0 +1,80 @@
+"""Greedy tokens of a trained tiny LM (tests/trained_lm.py) under each precision: int4's default
+(block 32 with zero points, float32 compute, int8 LM head and embeddings) keeps at least 90% of
+32 greedy tokens equal to float32 JAX's, and the quantized weights shrink."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import trained_lm as lm
+from jax2onnx import Precision, to_onnx
+from jax2onnx.verification.precision import MIN_COSINE, cosine
+from test_precision import weight_bytes
+
+
+@pytest.fixture(scope="module")
+def trained():
+    model, loss = lm.train()
+    fn = jax.jit(lambda ids: model(ids))
+    reference = [lm.greedy(lambda ids: np.asarray(fn(ids)), s, k) for s, k in lm.PROMPTS]
+    return model, loss, reference
+
+
+def _session(model: onnx.ModelProto) -> ort.InferenceSession:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_the_tiny_lm_learned_its_language(trained):
+    """The measurement means something only if float32 itself continues the language."""
+    _, loss, reference = trained
+    truth = [list(lm.counting(s, k, lm.PROMPT + lm.NEW_TOKENS)[lm.PROMPT:]) for s, k in lm.PROMPTS]
+    assert loss < 0.1, loss
+    assert np.mean(np.asarray(reference) == np.asarray(truth)) >= 0.95
+
+
+#: the smallest int4: the embedding tables (GatherBlockQuantized) and the head int4 too
+SMALLEST_INT4 = Precision("int4", embeddings="int4", lm_head="int4")
+
+
+@pytest.mark.parametrize("precision", ["int4", "int8", "float16", "bfloat16", SMALLEST_INT4],
+                         ids=lambda p: p if isinstance(p, str) else "int4-smallest")
+def test_greedy_tokens_agree_with_float32(trained, precision):
+    model, _, reference = trained
+    onnx_model = to_onnx(model, [lm.SPEC], precision=precision)
+    onnx.checker.check_model(onnx_model, full_check=True)
+    session = _session(onnx_model)
+    name = session.get_inputs()[0].name
+    agreement = lm.greedy_agreement(lambda ids: session.run(None, {name: ids})[0], reference)
+    assert agreement >= 0.9, f"{precision}: {agreement:.2f} of the greedy tokens equal float32's"
+    ids = np.stack([lm.counting(s, k, lm.CONTEXT) for s, k in lm.PROMPTS[:1]])
+    kind = precision if isinstance(precision, str) else precision.kind
+    assert cosine(np.asarray(model(ids)), session.run(None, {name: ids})[0]) >= MIN_COSINE[kind]
+
+
+def test_int4_default_keeps_the_head_and_embeddings_int8(trained):
+    model, _, _ = trained
+    onnx_model = to_onnx(model, [lm.SPEC], precision="int4")
+    ops = [n.op_type for n in onnx_model.graph.node]
+    # q|k|v, out, fc1, fc2 of two blocks are int4; the head (it writes the logits) int8
+    assert ops.count("MatMulNBits") >= 8 and ops.count("DynamicQuantizeMatMul") == 1
+    nbits = [n for n in onnx_model.graph.node if n.op_type == "MatMulNBits"]
+    assert all(len(n.input) > 3 and n.input[3] for n in nbits)  # zero points: asymmetric by default
+    assert all({a.name: a.i for a in n.attribute}["accuracy_level"] == 1 for n in nbits)  # float32 compute
+    # the token embedding: gathered from int8 rows (the position table, indexed by a constant
+    # arange at this fixed length, is folded into a small constant addend)
+    int8 = {t.name for t in onnx_model.graph.initializer if t.data_type == onnx.TensorProto.INT8}
+    assert [n.input[0] in int8 for n in onnx_model.graph.node if n.op_type == "Gather"].count(True) == 1
+    head_int4 = to_onnx(model, [lm.SPEC], precision=Precision("int4", lm_head="int4"))
+    assert [n.op_type for n in head_int4.graph.node].count("DynamicQuantizeMatMul") == 0
+
+
+def test_int4_embeddings_shrink_the_tables(trained):
+    model, _, _ = trained
+    default = to_onnx(model, [lm.SPEC], precision="int4")
+    smallest = to_onnx(model, [lm.SPEC], precision=SMALLEST_INT4)
+    assert sum(n.op_type == "GatherBlockQuantized" for n in smallest.graph.node) == 1
+    assert not any(n.op_type == "DynamicQuantizeMatMul" for n in smallest.graph.node)
+    assert weight_bytes(smallest) < weight_bytes(default)
