@@ -13,8 +13,8 @@ Families:
 - :mod:`.norms`: RMSNorm written by hand → RMSNormalization (opset 23).
 - :mod:`.bias_add`: MatMul + bias on matrices → Gemm.
 - :mod:`.onnxruntime` (target "onnxruntime"): contrib ops where measured at least as fast
-  (BiasGelu/FastGelu; the measurements that ruled out SkipLayerNormalization and
-  MultiHeadAttention are in its docstring).
+  (BiasGelu/FastGelu), residual sums kept from the slower SkipLayerNormalization fusion (the
+  measurements, and those that ruled out MultiHeadAttention, are in its docstring).
 - :mod:`.tensorrt`: not a rewrite, the lint of what TensorRT's parser cannot take.
 """
 
