@@ -28,7 +28,10 @@ import models  # noqa: E402
 
 LATENCY_WORKER = os.path.join(HERE, "latency_worker.py")
 MARKER = "BENCH_RESULT "
-DEFAULT_MODELS = "transformer_x4,transformer_x4_d256,hf_vit_2l,hf_bert_2l,hf_gpt2_2l"
+# the models: the 4-layer NNX stack at d=64 and at d=256 (batch 8 x 64 tokens), the HF Flax
+# models (2 layers), then ViT-tiny, GPT-2 small, a BERT-base-sized encoder and the 300 M Linear stack
+DEFAULT_MODELS = ("transformer_x4,transformer_x4_d256,hf_vit_2l,hf_bert_2l,hf_gpt2_2l,"
+                  "vit_tiny,gpt2_small,bert_base_encoder,linear_300m")
 
 
 def convert(name: str, target: str, folder: str) -> dict:
@@ -51,26 +54,34 @@ def convert(name: str, target: str, folder: str) -> dict:
 def latency(name: str, paths: dict, threads: int, args: argparse.Namespace) -> dict:
     spec = models.MODELS[name]
     batch = spec.batch or args.batch
-    cmd = [sys.executable, LATENCY_WORKER, name, str(threads), str(batch), str(args.budget), "10", str(args.runs),
+    min_runs = 5 if spec.big else 10
+    cmd = [sys.executable, LATENCY_WORKER, name, str(threads), str(batch), str(args.budget), str(min_runs), str(args.runs),
            *(f"{t}={p}" for t, p in paths.items())]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    load = os.getloadavg()[0]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "threads": threads, "error": f"latency worker timed out after {args.timeout:.0f} s"}
     lines = [line for line in out.stdout.splitlines() if line.startswith(MARKER)]
     if not lines:
         return {"ok": False, "error": (out.stderr or out.stdout)[-300:]}
-    return json.loads(lines[-1][len(MARKER):])
+    result = json.loads(lines[-1][len(MARKER):])
+    result["load"] = f"{load:.1f} -> {os.getloadavg()[0]:.1f}"  # 1-minute load average before -> after
+    return result
 
 
 def render(results: dict) -> str:
     meta = results["meta"]
     lines = [f"# Targets: onnxruntime against JAX-jit ({meta['date']}, {meta['machine']})", "",
              "Median of interleaved runs, each thread count in a fresh process pinned to that many cores. "
-             "ratio = onnxruntime / JAX-jit (wall; CPU).", "",
+             "ratio = onnxruntime / JAX-jit (wall; CPU). load: the machine's 1-minute load average before -> "
+             f"after each run, on {meta.get('cpus', '?')} CPUs.", "",
              "| model | target | nodes | com.microsoft ops | rewrites | threads | batch | wall µs (ort / JAX) | "
-             "CPU µs (ort / JAX) | ratio wall | ratio CPU |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "CPU µs (ort / JAX) | ratio wall | ratio CPU | load |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, entry in results["models"].items():
         for target, conv in entry["targets"].items():
             if not conv.get("ok"):
-                lines.append(f"| {name} | {target} | failed: {conv.get('error', '')} | | | | | | | | |")
+                lines.append(f"| {name} | {target} | failed: {conv.get('error', '').replace('|', '/')} | | | | | | | | | |")
                 continue
             rewrites = ", ".join(f"{k} {v}" for k, v in conv["rewrites"].items()) or "none"
             for run in entry["latency"]:
@@ -78,13 +89,14 @@ def render(results: dict) -> str:
                 ours, jax = lat.get(target), lat.get("jax")
                 if not run.get("ok") or ours is None or jax is None:
                     lines.append(f"| {name} | {target} | {conv['nodes']} | {', '.join(conv['contrib_ops'])} | {rewrites} "
-                                 f"| {run.get('threads', '?')} | | latency failed | | | |")
+                                 f"| {run.get('threads', '?')} | | latency failed: {run.get('error', '')[:120]} | | | | |")
                     continue
                 lines.append(
                     f"| {name} | {target} | {conv['nodes']} | {', '.join(conv['contrib_ops'])} | {rewrites} | "
                     f"{run['threads']} | {run['batch']} | {ours['median_us']:.0f} / {jax['median_us']:.0f} | "
                     f"{ours['cpu_median_us']:.0f} / {jax['cpu_median_us']:.0f} | "
-                    f"{ours['median_us'] / jax['median_us']:.2f} | {ours['cpu_median_us'] / jax['cpu_median_us']:.2f} |")
+                    f"{ours['median_us'] / jax['median_us']:.2f} | {ours['cpu_median_us'] / jax['cpu_median_us']:.2f} | "
+                    f"{run.get('load', '')} |")
     return "\n".join(lines) + "\n"
 
 
