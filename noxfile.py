@@ -352,6 +352,17 @@ def bench_targets(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def bench_tensorrt(session: nox.Session) -> None:
+    """On a machine with an NVIDIA GPU: target="tensorrt" exports as TensorRT engines and onnxruntime
+    CUDA/TensorRT sessions against JAX-jit on the GPU (bench/tensorrt_bench.py; not yet run)."""
+    session.install(*ALL_PACKAGES, "transformers>=4.57,<5", "tensorrt>=10,<11", "cuda-python>=12", "jax[cuda12]")
+    # onnxruntime-gpu is the same `onnxruntime` module with the CUDA/TensorRT providers: replace the CPU one
+    session.run("python", "-m", "pip", "uninstall", "-y", "onnxruntime")
+    session.install("onnxruntime-gpu")
+    session.run("python", "bench/tensorrt_bench.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def bench_stream(session: nox.Session) -> None:
     """An 8 GB-parameter model exported from abstract weights + a safetensors file: the exporting
     process's peak RSS, and the model checked in onnxruntime against JAX layer by layer."""
