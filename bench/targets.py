@@ -7,7 +7,9 @@ For each model (bench/models.py, with bench/hf_models.py's Hugging Face models w
 installed): one export per target in this process (node count of the main graph, the rewrites
 applied per rule); then, per thread count, ``latency_worker.py`` in a fresh process pinned to that
 many cores runs every target's file in onnxruntime and the function in JAX-jit, interleaved, and
-reports median wall and CPU time. Writes OUT_DIR/targets.md and targets.json; asserts nothing
+reports median wall and CPU time; above one thread, the onnxruntime target's file once more with
+``session.intra_op.allow_spinning=0`` (row ``onnxruntime_nospin``: the session option the
+onnxruntime target recommends on a shared machine; a graph cannot set it). Writes OUT_DIR/targets.md and targets.json; asserts nothing
 (``nox -s bench_targets``). The ratio column is onnxruntime / JAX-jit (below 1: onnxruntime faster).
 """
 
@@ -79,7 +81,10 @@ def render(results: dict) -> str:
              "| model | target | nodes | com.microsoft ops | rewrites | threads | batch | wall µs (ort / JAX) | "
              "CPU µs (ort / JAX) | ratio wall | ratio CPU | load |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, entry in results["models"].items():
-        for target, conv in entry["targets"].items():
+        targets = dict(entry["targets"])
+        if "onnxruntime" in targets:  # rows only where a run measured it (more than one thread)
+            targets["onnxruntime_nospin"] = targets["onnxruntime"]
+        for target, conv in targets.items():
             if not conv.get("ok"):
                 lines.append(f"| {name} | {target} | failed: {conv.get('error', '').replace('|', '/')} | | | | | | | | | |")
                 continue
@@ -87,6 +92,8 @@ def render(results: dict) -> str:
             for run in entry["latency"]:
                 lat = run.get("latency", {})
                 ours, jax = lat.get(target), lat.get("jax")
+                if target.endswith("_nospin") and run.get("ok") and ours is None:
+                    continue
                 if not run.get("ok") or ours is None or jax is None:
                     lines.append(f"| {name} | {target} | {conv['nodes']} | {', '.join(conv['contrib_ops'])} | {rewrites} "
                                  f"| {run.get('threads', '?')} | | latency failed: {run.get('error', '')[:120]} | | | | |")
@@ -122,7 +129,12 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             convs = {t: convert(name, t, folder) for t in targets}
             paths = {t: c["path"] for t, c in convs.items() if c.get("ok")}
-            runs = [latency(name, paths, int(th), args) for th in args.threads.split(",")] if paths else []
+            runs = []
+            for th in (int(t) for t in args.threads.split(",")) if paths else ():
+                sides = dict(paths)
+                if th > 1 and "onnxruntime" in paths:  # the recommended session option, as a diagnostic row
+                    sides["onnxruntime_nospin"] = paths["onnxruntime"]
+                runs.append(latency(name, sides, th, args))
             results["models"][name] = {"targets": {t: {k: v for k, v in c.items() if k != "path"} for t, c in convs.items()},
                                        "latency": runs}
             print(render({"meta": results["meta"], "models": {name: results["models"][name]}}).splitlines()[-1], flush=True)
