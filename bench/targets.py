@@ -77,7 +77,8 @@ def render(results: dict) -> str:
     lines = [f"# Targets: onnxruntime against JAX-jit ({meta['date']}, {meta['machine']})", "",
              "Median of interleaved runs, each thread count in a fresh process pinned to that many cores. "
              "ratio = onnxruntime / JAX-jit (wall; CPU). load: the machine's 1-minute load average before -> "
-             f"after each run, on {meta.get('cpus', '?')} CPUs.", "",
+             f"after each run, on {meta.get('cpus', '?')} CPUs. Where the time goes, what was tried and the "
+             "recommended session options: targets_analysis.md (by hand).", "",
              "| model | target | nodes | com.microsoft ops | rewrites | threads | batch | wall µs (ort / JAX) | "
              "CPU µs (ort / JAX) | ratio wall | ratio CPU | load |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, entry in results["models"].items():
