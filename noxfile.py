@@ -345,8 +345,9 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench_targets(session: nox.Session) -> None:
-    """Our exports per target= (generic, onnxruntime) against JAX-jit at 1 and 2 threads, with the
-    Hugging Face models (transformers) and the BERT-base-sized encoder (--models bert_base_encoder)."""
+    """Our exports per target= (generic, onnxruntime) against JAX-jit at 1 and 2 threads: the NNX stacks, the
+    Hugging Face models (transformers), ViT-tiny, GPT-2 small, the BERT-base-sized encoder and the 300 M stack
+    (bench/results/targets.md; on an idle machine: nox -s bench_targets -- --budget 10)."""
     session.install(*ALL_PACKAGES, "transformers>=4.57,<5")
     session.run("python", "bench/targets.py", *session.posargs)
 
