@@ -123,7 +123,7 @@ def trt_engine(path: str, arrays: list[np.ndarray], fp16: bool) -> tuple[Callabl
         context.set_tensor_address(name, int(ptr))
 
     def run() -> None:
-        context.execute_async_v3(stream)
+        context.execute_async_v3(int(stream))
         check(cudart.cudaStreamSynchronize(stream))
 
     def fetch() -> list:
