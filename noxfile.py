@@ -345,10 +345,22 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench_targets(session: nox.Session) -> None:
-    """Our exports per target= (generic, onnxruntime) against JAX-jit at 1 and 2 threads, with the
-    Hugging Face models (transformers) and the BERT-base-sized encoder (--models bert_base_encoder)."""
+    """Our exports per target= (generic, onnxruntime) against JAX-jit at 1 and 2 threads: the NNX stacks, the
+    Hugging Face models (transformers), ViT-tiny, GPT-2 small, the BERT-base-sized encoder and the 300 M stack
+    (bench/results/targets.md; on an idle machine: nox -s bench_targets -- --budget 10)."""
     session.install(*ALL_PACKAGES, "transformers>=4.57,<5")
     session.run("python", "bench/targets.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_tensorrt(session: nox.Session) -> None:
+    """On a machine with an NVIDIA GPU: target="tensorrt" exports as TensorRT engines and onnxruntime
+    CUDA/TensorRT sessions against JAX-jit on the GPU (bench/tensorrt_bench.py; not yet run)."""
+    session.install(*ALL_PACKAGES, "transformers>=4.57,<5", "tensorrt>=10,<11", "cuda-python>=12", "jax[cuda12]")
+    # onnxruntime-gpu is the same `onnxruntime` module with the CUDA/TensorRT providers: replace the CPU one
+    session.run("python", "-m", "pip", "uninstall", "-y", "onnxruntime")
+    session.install("onnxruntime-gpu")
+    session.run("python", "bench/tensorrt_bench.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)

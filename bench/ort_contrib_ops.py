@@ -2,8 +2,8 @@
 
     python bench/ort_contrib_ops.py [--batch 8] [--tokens 64] [--width 64] [--heads 4] [--threads 1] [--runs 200]
 
-For each rewrite of ``target="onnxruntime"`` (jax2onnx.passes.rewrite.onnxruntime) a pair of
-one-op models (the standard form, the contrib form) at transformer-layer shapes, run interleaved in
+For each rewrite of ``target="onnxruntime"`` (jax2onnx.passes.rewrite.onnxruntime) and each
+candidate it ruled out, a pair of small models (the standard form, the contrib form) at transformer-layer shapes, run interleaved in
 onnxruntime (CPU, ``--threads`` intra-op threads); prints the median latency of each and their
 ratio, and asserts nothing. The rewrite family enables a rule only where this measured a gain.
 """
@@ -63,6 +63,15 @@ def pairs(b, s, d, heads):
         io, out, [gamma, beta, bias]), _model(
         [helper.make_node("SkipLayerNormalization", ["x", "r", "gamma", "beta", "bias"], ["y"], domain="com.microsoft",
                           epsilon=1e-6)], io, out, [gamma, beta, bias])
+    # the residual_sum rule: the sum as Sum, which no onnxruntime optimizer fuses into
+    # SkipLayerNormalization (compare with graph optimizations on, where the Add is fused)
+    yield "Sum (kept from SkipLN fusion)", {"x": x, "r": r}, _model(
+        [helper.make_node("Add", ["x", "r"], ["a"]),
+         helper.make_node("LayerNormalization", ["a", "gamma", "beta"], ["y"], axis=-1, epsilon=1e-6)],
+        io, out, [gamma, beta]), _model(
+        [helper.make_node("Sum", ["x", "r"], ["a"]),
+         helper.make_node("LayerNormalization", ["a", "gamma", "beta"], ["y"], axis=-1, epsilon=1e-6)],
+        io, out, [gamma, beta])
     hio, hout = [_vi("h", [b, s, 4 * d])], [_vi("y", [b, s, 4 * d])]
     for name, approx, contrib in (("BiasGelu", "none", "BiasGelu"), ("FastGelu", "tanh", "FastGelu")):
         yield name, {"h": h}, _model(
@@ -79,6 +88,18 @@ def pairs(b, s, d, heads):
         [helper.make_node("Reshape", ["x", "shape_in"], ["x2"]), helper.make_node("Gemm", ["x2", "w", "bias"], ["y2"]),
          helper.make_node("Reshape", ["y2", "shape_out"], ["y"])], xio, [_vi("y", [None, s, 4 * d])],
         [w, wide_bias, shape_in, shape_out])
+    # self-attention from one input, as jax2onnx writes it: the fused Q|K|V projection, Split,
+    # ONNX Attention; against contrib Attention, which projects and attends in one kernel
+    wqkv = _const("wqkv", rng.standard_normal((d, 3 * d)) / np.sqrt(d))
+    bqkv = _const("bqkv", rng.standard_normal(3 * d))
+    split = helper.make_tensor("split", TensorProto.INT64, [3], [d, d, d])
+    yield "Attention (packed QKV)", {"x": x}, _model(
+        [helper.make_node("MatMul", ["x", "wqkv"], ["m"]), helper.make_node("Add", ["m", "bqkv"], ["a"]),
+         helper.make_node("Split", ["a", "split"], ["q", "k", "v"], axis=-1),
+         helper.make_node("Attention", ["q", "k", "v"], ["y"], q_num_heads=heads, kv_num_heads=heads)],
+        xio, [_vi("y", [None, s, d])], [wqkv, bqkv, split]), _model(
+        [helper.make_node("Attention", ["x", "wqkv", "bqkv"], ["y"], domain="com.microsoft", num_heads=heads)],
+        xio, [_vi("y", [None, s, d])], [wqkv, bqkv])
     q, k, v = (rng.standard_normal((b, s, d)).astype(np.float32) for _ in range(3))
     qkv = [_vi("q", [b, s, d]), _vi("k", [b, s, d]), _vi("v", [b, s, d])]
     yield "MultiHeadAttention", {"q": q, "k": k, "v": v}, _model(

@@ -66,19 +66,38 @@ def _residual_block(read_sum_on: bool):
                   [_t("w", [4, 4]), _t("b", [4]), _t("g", [4]), _t("be", [4])])
 
 
-def test_skip_layer_norm_takes_the_bias_when_the_sum_is_the_norms_alone():
+def _session_ops(proto, tmp_path):
+    """The op types onnxruntime runs after its own graph optimizations (default session options)."""
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    options.log_severity_level = 3
+    ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return [n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node]
+
+
+def test_residual_sum_keeps_onnxruntime_from_fusing_the_slower_skip_layer_norm(tmp_path):
+    # a residual connection read by the norm alone (BERT) and one read on (a pre-LN residual stream)
     feeds = {k: RNG.standard_normal((2, 3, 4)).astype(np.float32) for k in ("x", "r")}
-    model = _same(_residual_block(False), "onnxruntime", feeds)
-    ops = [(n.domain, n.op_type) for n in model.graph]
-    assert ops == [("", "MatMul"), ("com.microsoft", "SkipLayerNormalization")]
-    assert len(list(model.graph)[1].inputs) == 5  # the bias went in
-    assert rewrites_applied(model) == {"skip_layer_norm": 1}
-    # read on (a residual stream): measured slower as SkipLayerNormalization, left alone
-    model, _ = _rewritten(_residual_block(True), "onnxruntime")
-    assert "SkipLayerNormalization" not in [n.op_type for n in model.graph]
-    # the generic target writes no contrib op
-    model, _ = _rewritten(_residual_block(False), "generic")
-    assert all(n.domain == "" for n in model.graph)
+    for read_on in (False, True):
+        proto = _residual_block(read_on)
+        model = _same(proto, "onnxruntime", feeds)
+        ops = [(n.domain, n.op_type) for n in model.graph]
+        assert ops == [("", "MatMul"), ("", "Add"), ("", "Sum"), ("", "LayerNormalization")], ops
+        assert rewrites_applied(model) == {"residual_sum": 1}
+        assert "com.microsoft" not in model.opset_imports  # no contrib op, no contrib domain
+        after = ir.to_proto(model)
+        assert "SkipLayerNormalization" not in _session_ops(after, tmp_path)
+    # the standard form, static shapes: onnxruntime's own optimizer fuses it (what the rule avoids)
+    static = onnx.shape_inference.infer_shapes(_model(_residual_block(False).graph.node, [("x", [2, 3, 4]), ("r", [2, 3, 4])],
+                                                      [("y", [2, 3, 4])], list(_residual_block(False).graph.initializer)))
+    assert "SkipLayerNormalization" in _session_ops(static, tmp_path)
+    model, _ = _rewritten(static, "onnxruntime")
+    assert "SkipLayerNormalization" not in _session_ops(ir.to_proto(model), tmp_path)
+    # a norm of a biased value (a constant operand) is no residual: left alone; generic: no Sum
+    proto = _model([N("Add", ["x", "b"], ["s"]), N("LayerNormalization", ["s", "g", "be"], ["y"], axis=-1)],
+                   [("x", ["B", 3, 4])], [("y", ["B", 3, 4])], [_t("b", [4]), _t("g", [4]), _t("be", [4])])
+    assert [n.op_type for n in _rewritten(proto, "onnxruntime")[0].graph] == ["Add", "LayerNormalization"]
+    assert "Sum" not in [n.op_type for n in _rewritten(_residual_block(False), "generic")[0].graph]
 
 
 def test_bias_gelu_and_fast_gelu():

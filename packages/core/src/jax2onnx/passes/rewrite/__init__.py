@@ -13,8 +13,10 @@ Families:
 - :mod:`.norms`: RMSNorm written by hand → RMSNormalization (opset 23).
 - :mod:`.bias_add`: MatMul + bias on matrices → Gemm.
 - :mod:`.onnxruntime` (target "onnxruntime"): contrib ops where measured at least as fast
-  (BiasGelu/FastGelu; the measurements that ruled out SkipLayerNormalization and
-  MultiHeadAttention are in its docstring).
+  (BiasGelu/FastGelu), residual sums kept from the slower SkipLayerNormalization fusion (the
+  measurements, and those that ruled out MultiHeadAttention, are in its docstring).
+- :mod:`.tensorrt_forms` (target "tensorrt"): exact rewrites into element types TensorRT's parser
+  lists (integer Clip → Max/Min).
 - :mod:`.tensorrt`: not a rewrite, the lint of what TensorRT's parser cannot take.
 """
 
@@ -30,6 +32,7 @@ from .broadcast import BroadcastConstants
 from .elementwise import ElementwiseFunctions
 from .norms import RmsNorms
 from .onnxruntime import OnnxRuntimeContribOps
+from .tensorrt_forms import TensorRtForms
 
 REWRITES_KEY = "jax2onnx:rewrites"
 TARGET_KEY = "jax2onnx:target"
@@ -51,6 +54,8 @@ class RewritePass(ir.passes.InPlacePass):
         families: list = [BroadcastConstants(), ElementwiseFunctions(opset), RmsNorms(opset), BiasAddChains()]
         if self.target == "onnxruntime":
             families.append(OnnxRuntimeContribOps())
+        if self.target == "tensorrt":
+            families.append(TensorRtForms())
         return families
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:

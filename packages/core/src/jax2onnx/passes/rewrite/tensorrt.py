@@ -8,7 +8,14 @@ table that jax2onnx's graphs can run into are checked here:
   would silently compute in float32);
 - ScatterND/ScatterElements with a ``reduction``;
 - a Loop with scan outputs whose trip count is not a constant;
-- LayerNormalization read beyond its first output.
+- LayerNormalization read beyond its first output;
+- element types: an op's data input (its first) of a type the table does not list for that op
+  (integer CumSum or MatMul, an int16 tensor: TensorRT has no kernel); ``target="tensorrt"``
+  first rewrites what it can exactly (:mod:`.tensorrt_forms`);
+- inputs the table says must be initializers (Slice/Pad/Reduce* ``axes``, CumSum ``axis``,
+  OneHot ``depth``, TopK ``K``): a value computed at run time is named.
+
+The page spells one INT64 as "INF64" (ConstantOfShape); the loader reads it as INT64.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from pathlib import Path
 import onnx
 import onnx_ir as ir
 
-from ...ir.constants import constant_ints
+from ...ir.constants import constant_ints, constant_tensor
 from ..manager import all_graphs
 
 _TABLE = Path(__file__).resolve().parents[2] / "ir" / "tensorrt_ops.json"
@@ -29,7 +36,34 @@ _TABLE = Path(__file__).resolve().parents[2] / "ir" / "tensorrt_ops.json"
 
 @functools.cache
 def tensorrt_table() -> dict:
-    return json.loads(_TABLE.read_text())
+    table = json.loads(_TABLE.read_text())
+    table["supported"] = {op: ["INT64" if t == "INF64" else t for t in types] for op, types in table["supported"].items()}
+    return table
+
+
+#: The table's names for ONNX element types; a type without one is none TensorRT has.
+_TYPE_NAMES = {ir.DataType.FLOAT: "FP32", ir.DataType.FLOAT16: "FP16", ir.DataType.BFLOAT16: "BF16",
+               ir.DataType.INT32: "INT32", ir.DataType.INT64: "INT64", ir.DataType.BOOL: "BOOL",
+               ir.DataType.UINT8: "UINT8", ir.DataType.INT8: "INT8", ir.DataType.INT4: "INT4",
+               ir.DataType.FLOAT8E4M3FN: "FP8"}
+
+#: Inputs TensorRT's table says must be initializers (build-time constants): op -> input positions.
+_CONSTANT_INPUTS = {"Slice": (3,), "Pad": (3,), "CumSum": (1,), "OneHot": (1,), "TopK": (1,),
+                    **{op: (1,) for op in ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
+                                           "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare")}}
+
+
+def _type_finding(op: str, types: list[str], node: ir.Node, trt: str) -> str | None:
+    """Why the parser cannot take ``node``'s data input (its first), or None."""
+    x = node.inputs[0] if node.inputs else None
+    if not types or x is None or x.dtype is None or x.dtype == ir.DataType.DOUBLE:
+        return None  # no types listed; float64 has its own finding
+    name = _TYPE_NAMES.get(x.dtype)
+    if name is None:
+        return f"{x.dtype.name.lower()} tensors are not among {trt}'s data types"
+    if name not in types:
+        return f"{op} on {x.dtype.name.lower()} is not supported by {trt} ({op} takes {', '.join(types)})"
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +105,13 @@ def check_tensorrt(model: ir.Model | onnx.ModelProto) -> list[Finding]:
                     seen_double.add(op)
                     findings.append(Finding(op, name, f"float64 {op}: {trt} casts DOUBLE down to float32; "
                                                       "export without enable_double_precision"))
+            problem = _type_finding(op, supported[op], node, trt)
+            if problem:
+                findings.append(Finding(op, name, problem))
+            for i in _CONSTANT_INPUTS.get(op, ()):
+                if i < len(node.inputs) and node.inputs[i] is not None and constant_tensor(node.inputs[i]) is None:
+                    findings.append(Finding(op, name, f"{op}'s input {i} ({node.inputs[i].name}) must be an initializer "
+                                                      f"in {trt}, it is computed at run time"))
             if op in ("ScatterND", "ScatterElements") and "reduction" in node.attributes \
                     and node.attributes["reduction"].value != "none":
                 findings.append(Finding(op, name, f"{op} with reduction={node.attributes['reduction'].value!r} "
