@@ -265,7 +265,7 @@ def export_gpt(cfg, folder: str, names: list[str], table: dict[str, Any]) -> lis
         (got,) = sess.run(None, {sess.get_inputs()[0].name: reference_ids})
         step_sess = _session(f"{stem}-step.onnx")
         step_names = [i.name for i in step_sess.get_inputs()]
-        tokens = _greedy_with_cache(lambda *a: step_sess.run(None, dict(zip(step_names, a))), prompt, 32, cache)
+        tokens = _greedy_with_cache(lambda *a, s=step_sess: s.run(None, dict(zip(step_names, a))), prompt, 32, cache)
         del sess, step_sess
         row = Row("gpt", name, size, size / base, cosine(ref, got), float(np.max(np.abs(ref - got))),
                   float(np.mean(np.asarray(tokens) == np.asarray(jax_tokens))),
