@@ -10,7 +10,7 @@
     nox -s opsets           # every testcase of every pack exported at opset 17 (LayerNormalization's)
     nox -s opsets_oldest    # every testcase of every pack exported at the oldest opset (13)
     nox -s web              # quickstart MLP, a CNN and a transformer layer in onnxruntime-web (wasm) under Node
-    nox -s lint demo bench bench_targets coverage_docs
+    nox -s lint demo bench bench_targets bench_linalg coverage_docs
     nox -s docs             # the user guide (mkdocs build --strict) into site/
     nox -s fuzz stress      # long differential fuzzing; 8 threads x 20 rounds of concurrent exports
     nox -s build            # sdists + wheels, twine check, each wheel smoke-tested alone in a fresh venv;
@@ -369,6 +369,15 @@ def bench_stream(session: nox.Session) -> None:
     process's peak RSS, and the model checked in onnxruntime against JAX layer by layer."""
     session.install(CORE + "[runtime]", "./packages/plugins-lax")
     session.run("python", "bench/stream_big.py", *(session.posargs or ["--gb", "8"]))
+
+
+@nox.session(python=PYTHON)
+def bench_linalg(session: nox.Session) -> None:
+    """Linear algebra in onnxruntime against JAX-jit, one thread each (bench/linalg_bench.py: latency
+    and residuals; arguments go to it), then the accuracy over many matrices (bench/linalg_accuracy.py)."""
+    session.install(CORE + "[runtime]", "./packages/plugins-lax")
+    session.run("python", "bench/linalg_bench.py", *(session.posargs or ["--sizes", "64,256"]))
+    session.run("python", "bench/linalg_accuracy.py")
 
 
 @nox.session(python=PYTHON)
