@@ -36,7 +36,7 @@ from jax2onnx.lower.registry import get_registry
 
 from . import families, genai_config, norm_fusion, tokenizers
 from .errors import CacheLayoutError, MaxLengthError, OptionError
-from .spec import _FUSE_ATTENTION, CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
+from .spec import CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
 
 TARGETS = ("onnxruntime", "onnx")
 MODEL_FILE = "model.onnx"
@@ -234,11 +234,8 @@ def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, prec
     inputs = input_specs(spec, cache, max_length)
     options = export_options(spec, inputs, path, precision=precision, target=target, opset=opset,
                              external_data=external_data)
-    token = _FUSE_ATTENTION.set(target == "onnxruntime")  # attend() regions lower to GroupQueryAttention
-    try:
-        run(Export(options, get_registry()), flat_step(spec, cache, max_length), inputs)
-    finally:
-        _FUSE_ATTENTION.reset(token)
+    # attend() regions read the target from these options when they are lowered (fused.py)
+    run(Export(options, get_registry()), flat_step(spec, cache, max_length), inputs)
 
 
 @contextlib.contextmanager
