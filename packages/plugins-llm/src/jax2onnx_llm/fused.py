@@ -127,33 +127,39 @@ def lower_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_k: ir.
     q_aval, k_aval, pk_aval = ctx.avals_in[0], ctx.avals_in[1], ctx.avals_in[3]
     _, _, num_heads, head_size = q_aval.shape
     params = ctx.marked.params
-    rotary = None if positions is None else (positions, params["theta"], params["max_length"])
+    rotary = None
+    if positions is not None:
+        angles = np.arange(params["max_length"], dtype=np.float32)[:, None] * np.asarray(
+            rope_frequencies(int(head_size), params["theta"]))
+        rotary = (positions, np.cos(angles), np.sin(angles))  # as rotary_tables computes them
     return emit_attention(
-        ctx, kind, q, k, v, past_k, past_v, bias, num_heads=int(num_heads), kv_heads=int(k_aval.shape[2]),
-        head_size=int(head_size), scale=float(params["scale"]), layout=params["layout"], rotary=rotary,
-        dtypes=(q_aval.dtype, pk_aval.dtype),
+        ctx, kind, q, k, v, past_k, past_v, bias, ctx.op.Shape(bias, start=3, end=4), layout=params["layout"],
+        num_heads=int(num_heads), kv_heads=int(k_aval.shape[2]), head_size=int(head_size),
+        scale=float(params["scale"]), rotary=rotary, dtypes=(q_aval.dtype, pk_aval.dtype),
     )
 
 
+Rotary = tuple[ir.Value, np.ndarray, np.ndarray]  # (positions (batch, seq), cos, sin (rows, head_size // 2))
+
+
 def emit_attention(ctx: Any, kind: str, q: ir.Value, k: ir.Value, v: ir.Value, past_k: ir.Value, past_v: ir.Value,
-                   bias: ir.Value, *, num_heads: int, kv_heads: int, head_size: int, scale: float, layout: str,
-                   rotary: tuple[ir.Value, float, int] | None, dtypes: tuple[Any, Any]) -> tuple[ir.Value, ...]:
+                   bias: ir.Value, total: ir.Value, *, layout: str, num_heads: int, kv_heads: int, head_size: int,
+                   scale: float, rotary: Rotary | None, dtypes: tuple[Any, Any],
+                   bias_columns: str = "total") -> tuple[ir.Value, ...]:
     """Attention of ``(batch, seq, heads, head_size)`` q/k/v over the cache ``(batch, kv_heads, T,
-    head_size)`` (``layout`` ``"concat"``: ``T = past``; ``"shared"``: the buffer), masked by the
-    additive ``bias`` ``(batch, 1, seq, past + seq)``; ``rotary``: ``(positions, theta,
-    max_length)`` to rotate q and k by. Returns ``(out (batch, seq, heads, head_size), present_k,
-    present_v)``."""
+    head_size)`` (``layout`` ``"concat"``: ``T = past``; ``"shared"``: a buffer written at ``past``).
+
+    ``total``: ``[past + seq]`` (int64); ``bias``: the additive mask ``(batch, 1, seq, L)``,
+    ``bias_columns`` ``"total"``: ``L = past + seq``; ``"buffer"`` (shared layout only): ``L = T``,
+    the columns past ``past + seq`` masked;
+    ``rotary``: rotate q and k by these tables at these positions. ``dtypes``: (q's, the cache's).
+    Returns ``(out (batch, seq, heads, head_size), present_k, present_v)``."""
     if kind == "gqa":
-        return group_query_attention(ctx, q, k, v, past_k, past_v, bias, num_heads=num_heads, kv_heads=kv_heads,
-                                     head_size=head_size, scale=scale, rotary=rotary, dtypes=dtypes)
-    return onnx_attention(ctx, q, k, v, past_k, past_v, bias, num_heads=num_heads, kv_heads=kv_heads,
+        return group_query_attention(ctx, q, k, v, past_k, past_v, bias, total, num_heads=num_heads,
+                                     kv_heads=kv_heads, head_size=head_size, scale=scale, rotary=rotary, dtypes=dtypes,
+                                     bias_columns=bias_columns)
+    return onnx_attention(ctx, q, k, v, past_k, past_v, bias, total, num_heads=num_heads, kv_heads=kv_heads,
                           head_size=head_size, scale=scale, layout=layout, rotary=rotary, dtypes=dtypes)
-
-
-def _rope_caches(ctx: Any, head_size: int, theta: float, max_length: int) -> tuple[ir.Value, ir.Value]:
-    """``(max_length, head_size // 2)`` cos and sin tables (float32, as ``rotary_tables`` computes them)."""
-    angles = np.arange(max_length, dtype=np.float32)[:, None] * np.asarray(rope_frequencies(head_size, theta))
-    return ctx.const(np.cos(angles), np.float32), ctx.const(np.sin(angles), np.float32)
 
 
 def _typed(value: ir.Value, dtype: Any) -> ir.Value:
@@ -161,21 +167,28 @@ def _typed(value: ir.Value, dtype: Any) -> ir.Value:
     return value
 
 
+def _columns(ctx: Any, bias: ir.Value, length: ir.Value) -> ir.Value:
+    """The bias's first ``length`` key columns (a no-op Slice when it has exactly those)."""
+    return ctx.op.Slice(bias, ctx.i64([0]), length, ctx.i64([3]))
+
+
 def group_query_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_k: ir.Value, past_v: ir.Value,
-                          bias: ir.Value, *, num_heads: int, kv_heads: int, head_size: int, scale: float,
-                          rotary: tuple[ir.Value, float, int] | None, dtypes: tuple[Any, Any]) -> tuple[ir.Value, ...]:
+                          bias: ir.Value, total: ir.Value, *, num_heads: int, kv_heads: int, head_size: int,
+                          scale: float, rotary: Rotary | None, dtypes: tuple[Any, Any],
+                          bias_columns: str = "total") -> tuple[ir.Value, ...]:
     q_dtype, cache_dtype = dtypes
     flat = ctx.i64([0, 0, -1])
     q3, k3, v3 = ctx.op.Reshape(q, flat), ctx.op.Reshape(k, flat), ctx.op.Reshape(v, flat)
-    total = ctx.op.Shape(bias, start=3, end=4)  # [past + sequence]
     batch = ctx.op.Shape(q, start=0, end=1)
     seqlens_k = ctx.cast(ctx.op.Expand(ctx.op.Sub(total, ctx.i64([1])), batch), jnp.int32)
     total_len = ctx.cast(ctx.op.Squeeze(total, ctx.i64([0])), jnp.int32)
+    if bias_columns == "buffer":  # GQA's attention_bias has past + seq columns
+        bias = _columns(ctx, bias, total)
     cos_cache = sin_cache = None
     do_rotary = 0
     if rotary is not None:
-        positions, theta, max_length = rotary
-        cos, sin = _rope_caches(ctx, head_size, theta, max_length)
+        positions, cos_np, sin_np = rotary
+        cos, sin = ctx.const(cos_np, np.float32), ctx.const(sin_np, np.float32)
         if head_size % GQA_ROTARY_MULTIPLE == 0:
             # GQA rotates each token by its physical slot (past + i), the same in prefill and decode;
             # a left-padded row is thereby shifted by its padding, which rotary scores (functions of
@@ -199,15 +212,15 @@ def group_query_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_
 
 
 def onnx_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_k: ir.Value, past_v: ir.Value,
-                   bias: ir.Value, *, num_heads: int, kv_heads: int, head_size: int, scale: float, layout: str,
-                   rotary: tuple[ir.Value, float, int] | None, dtypes: tuple[Any, Any]) -> tuple[ir.Value, ...]:
+                   bias: ir.Value, total: ir.Value, *, num_heads: int, kv_heads: int, head_size: int, scale: float,
+                   layout: str, rotary: Rotary | None, dtypes: tuple[Any, Any]) -> tuple[ir.Value, ...]:
     """The opset-23 ``Attention`` (4-D q/k/v: ``(batch, heads, seq, head_size)``)."""
     q_dtype, cache_dtype = dtypes
     perm = [0, 2, 1, 3]
     q4, k4, v4 = ctx.op.Transpose(q, perm=perm), ctx.op.Transpose(k, perm=perm), ctx.op.Transpose(v, perm=perm)
     if rotary is not None:
-        positions, theta, max_length = rotary
-        cos, sin = _rope_caches(ctx, head_size, theta, max_length)
+        positions, cos_np, sin_np = rotary
+        cos, sin = ctx.const(cos_np, np.float32), ctx.const(sin_np, np.float32)
         pos = ctx.cast(positions, jnp.int64)
         q4 = _typed(ctx.op.RotaryEmbedding(q4, cos, sin, pos, interleaved=0), q_dtype)
         k4 = _typed(ctx.op.RotaryEmbedding(k4, cos, sin, pos, interleaved=0), q_dtype)
@@ -216,18 +229,19 @@ def onnx_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_k: ir.V
         y, present_k, present_v = ctx.op.Attention(q4, k4, v4, bias, past_k, past_v, scale=float(scale), _outputs=3)
     else:
         # The shared buffer: write this step's keys/values at past.. (a scatter along the length
-        # axis), then attend over the whole buffer with the slots past ``past + seq`` masked.
+        # axis; Attention's own present would append after the whole buffer), then attend over
+        # the whole buffer, the slots past ``past + seq`` masked.
         seq = ctx.op.Shape(q, start=1, end=2)
-        total = ctx.op.Shape(bias, start=3, end=4)
         slots = ctx.op.Range(ctx.op.Squeeze(ctx.op.Sub(total, seq), ctx.i64([0])),
                              ctx.op.Squeeze(total, ctx.i64([0])), ctx.i64(1))
         index = ctx.op.Expand(ctx.op.Reshape(slots, ctx.i64([1, 1, -1, 1])), ctx.op.Shape(k4))
         present_k = ctx.op.ScatterElements(past_k, index, k4, axis=2)
         present_v = ctx.op.ScatterElements(past_v, index, v4, axis=2)
         capacity = ctx.op.Shape(past_k, start=2, end=3)
-        pads = ctx.op.Concat(ctx.i64([0, 0, 0, 0, 0, 0, 0]), ctx.op.Sub(capacity, total), axis=0)
+        # a bias over past + seq columns is padded to the buffer (a bias over the buffer: pads 0)
+        pads = ctx.op.Concat(ctx.i64([0, 0, 0, 0, 0, 0, 0]), ctx.op.Sub(capacity, ctx.op.Shape(bias, start=3, end=4)),
+                             axis=0)
         lowest = ctx.const(np.asarray(np.finfo(np.dtype(q_dtype)).min, dtype=q_dtype))
-        full_bias = ctx.op.Pad(bias, pads, lowest)
-        y = ctx.op.Attention(q4, present_k, present_v, full_bias, scale=float(scale))
+        y = ctx.op.Attention(q4, present_k, present_v, ctx.op.Pad(bias, pads, lowest), scale=float(scale))
     _typed(y, q_dtype), _typed(present_k, cache_dtype), _typed(present_v, cache_dtype)
     return ctx.op.Transpose(y, perm=perm), present_k, present_v
