@@ -78,9 +78,11 @@ def export_causal_lm(
             embeddings="int8")``); the graph's inputs and outputs (logits, KV cache) stay float32.
         cache: ``"concat"`` (past and present grow each step) or ``"shared"`` (one static
             ``max_length`` buffer for past and present, ``past_present_share_buffer``).
-        target: ``"onnxruntime"``: onnxruntime's fused LLM ops (``GroupQueryAttention``) where the
-            decoder's attention goes through :func:`~jax2onnx_llm.attend`; ``"onnx"``: standard
-            ONNX only. Both generate the same tokens.
+        target: ``"onnxruntime"``: onnxruntime's fused LLM ops (``GroupQueryAttention``,
+            ``RotaryEmbedding``, ``SkipSimplifiedLayerNormalization``) for attention written with
+            :func:`~jax2onnx_llm.attend` and the Hugging Face / KerasHub attention layers;
+            ``"onnx"``: standard ONNX only (opset 23's ``Attention`` and ``RotaryEmbedding``).
+            Both generate the same tokens.
         tokenizer: a Hugging Face tokenizer object, or a folder holding ``tokenizer.json`` (and
             its companions) to copy. Without it, a tokenizer the model carries (a KerasHub
             preprocessor's) is not exported; onnxruntime-genai then runs on token ids.

@@ -139,7 +139,12 @@ def lower_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_k: ir.
     )
 
 
-Rotary = tuple[ir.Value, np.ndarray, np.ndarray]  # (positions (batch, seq), cos, sin (rows, head_size // 2))
+#: (positions (batch, seq), cos, sin (rows, head_size // 2): numpy tables or values computed in the graph)
+Rotary = tuple[ir.Value, Any, Any]
+
+
+def _table(ctx: Any, table: Any) -> ir.Value:
+    return ctx.const(table, np.float32) if isinstance(table, np.ndarray) else table
 
 
 def emit_attention(ctx: Any, kind: str, q: ir.Value, k: ir.Value, v: ir.Value, past_k: ir.Value, past_v: ir.Value,
@@ -187,8 +192,8 @@ def group_query_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_
     cos_cache = sin_cache = None
     do_rotary = 0
     if rotary is not None:
-        positions, cos_np, sin_np = rotary
-        cos, sin = ctx.const(cos_np, np.float32), ctx.const(sin_np, np.float32)
+        positions, cos, sin = rotary
+        cos, sin = _table(ctx, cos), _table(ctx, sin)
         if head_size % GQA_ROTARY_MULTIPLE == 0:
             # GQA rotates each token by its physical slot (past + i), the same in prefill and decode;
             # a left-padded row is thereby shifted by its padding, which rotary scores (functions of
@@ -219,8 +224,8 @@ def onnx_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_k: ir.V
     perm = [0, 2, 1, 3]
     q4, k4, v4 = ctx.op.Transpose(q, perm=perm), ctx.op.Transpose(k, perm=perm), ctx.op.Transpose(v, perm=perm)
     if rotary is not None:
-        positions, cos_np, sin_np = rotary
-        cos, sin = ctx.const(cos_np, np.float32), ctx.const(sin_np, np.float32)
+        positions, cos, sin = rotary
+        cos, sin = _table(ctx, cos), _table(ctx, sin)
         pos = ctx.cast(positions, jnp.int64)
         q4 = _typed(ctx.op.RotaryEmbedding(q4, cos, sin, pos, interleaved=0), q_dtype)
         k4 = _typed(ctx.op.RotaryEmbedding(k4, cos, sin, pos, interleaved=0), q_dtype)

@@ -22,6 +22,7 @@ Anything the lowering does not cover (``init_cache``, ``output_attentions``, dro
 window shorter than the positions, a rotary table of another form) calls the library's code
 unpatched, and a declined region (another target, an opset below 23) lowers the body: the
 library's math either way.
+
 """
 
 from __future__ import annotations
