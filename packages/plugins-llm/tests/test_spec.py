@@ -155,3 +155,17 @@ def test_external_data_folder_runs_in_genai(tmp_path):
     assert (folder / "model.onnx").stat().st_size < 50_000
     assert_same_tokens(folder, lambda prompts: greedy_generate(spec, *left_pad(prompts, 0), NEW_TOKENS),
                        pad_token_id=0, eos=EOS)
+
+
+def test_standard_onnx_before_opset_23_keeps_the_decomposed_attention(tmp_path):
+    """Attention and RotaryEmbedding are opset-23 ops: at opset 21 the region's body (the
+    decomposed attention) is written, and generates the same tokens."""
+    from llm_test_helpers import op_counts
+
+    spec = tiny_jax_decoder()
+    folder = export_causal_lm(spec, tmp_path / "m", max_length=64, target="onnx", opset=21)
+    check_folder(folder)
+    ops = op_counts(folder)
+    assert ("", "Attention") not in ops and ("", "RotaryEmbedding") not in ops and ops.get(("", "Softmax")) == LAYERS
+    assert_same_tokens(folder, lambda prompts: greedy_generate(spec, *left_pad(prompts, 0), NEW_TOKENS),
+                       pad_token_id=0, eos=EOS)
