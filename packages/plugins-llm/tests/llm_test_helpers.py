@@ -61,10 +61,12 @@ def op_counts(folder) -> dict[tuple[str, str], int]:
 MS = "com.microsoft"
 
 
-def assert_fused_attention(folder, target: str, layers: int, *, rotary: str | None) -> None:
+def assert_fused_attention(folder, target: str, layers: int, *, rotary: str | None, cache: str | None = None) -> None:
     """The fusion fired: one fused attention per layer, of the target's kind, and the rotation of
     ``rotary`` (``"gqa"``: inside GroupQueryAttention; ``"op"``: a RotaryEmbedding on q and k per
-    layer; None: no rotary op), so a declined fusion cannot pass unseen."""
+    layer; None: no rotary op), so a declined fusion cannot pass unseen. ``cache``: for standard
+    ONNX, ``"concat"`` uses Attention's past_key/past_value → present_key/present_value and
+    ``"shared"`` scatters into the buffer and attends over it."""
     ops = op_counts(folder)
     graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
     if target == "onnxruntime":
@@ -77,3 +79,8 @@ def assert_fused_attention(folder, target: str, layers: int, *, rotary: str | No
         assert ops.get(("", "Attention"), 0) == layers, ops
         assert not any(domain == MS for domain, _ in ops), ops
         assert ops.get(("", "RotaryEmbedding"), 0) == (2 * layers if rotary else 0), ops
+        attention = [n for n in graph.node if n.op_type == "Attention"]
+        if cache == "concat":
+            assert all(len(n.input) >= 6 and n.input[4] and n.input[5] and len(n.output) >= 3 for n in attention)
+        elif cache == "shared":
+            assert all(len(n.input) == 4 for n in attention) and ops.get(("", "ScatterElements"), 0) == 2 * layers

@@ -73,7 +73,7 @@ def test_generates_the_library_tokens(tmp_path, family, cache, target):
     assert config["model"]["eos_token_id"] == eos and config["model"]["pad_token_id"] == 0
     # each decoder layer's attention became one fused attention (head size 8: RoPE by a
     # RotaryEmbedding op on q and k; GPT-2 has none)
-    assert_fused_attention(folder, target, 2, rotary=None if family == "gpt2" else "op")
+    assert_fused_attention(folder, target, 2, rotary=None if family == "gpt2" else "op", cache=cache)
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
 
 

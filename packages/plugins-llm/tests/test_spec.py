@@ -92,7 +92,8 @@ def test_jax_function_decoder(tmp_path, cache, target):
     assert config["model"]["decoder"]["num_key_value_heads"] == KV_HEADS
     # onnxruntime: one fused GroupQueryAttention per layer (head_size 8: a RotaryEmbedding on q and
     # k before it, GQA's rotary wants multiples of 16); onnx: the opset-23 Attention and RotaryEmbedding.
-    assert_fused_attention(folder, target, LAYERS, rotary="gqa" if target == "onnxruntime" and HEAD % 16 == 0 else "op")
+    assert_fused_attention(folder, target, LAYERS, rotary="gqa" if target == "onnxruntime" and HEAD % 16 == 0 else "op",
+                           cache=cache)
 
     def reference(prompts):
         return greedy_generate(spec, *left_pad(prompts, 0), NEW_TOKENS)
@@ -114,7 +115,7 @@ def test_nnx_llama_reference_model(tmp_path, cache, target):
     ops = [n.op_type for n in onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.node]
     # per layer: one fused attention (GQA rotating q/k itself: head size 16; or Attention-23 after
     # two RotaryEmbedding), and under onnxruntime two residual norms fused with their Add
-    assert_fused_attention(folder, target, 2, rotary="gqa" if target == "onnxruntime" else "op")
+    assert_fused_attention(folder, target, 2, rotary="gqa" if target == "onnxruntime" else "op", cache=cache)
     if target == "onnxruntime":
         assert ops.count("SkipSimplifiedLayerNormalization") == 4
     else:

@@ -251,3 +251,16 @@ def onnx_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_k: ir.V
         y = ctx.op.Attention(q4, present_k, present_v, ctx.op.Pad(bias, pads, lowest), scale=float(scale))
     _typed(y, q_dtype), _typed(present_k, cache_dtype), _typed(present_v, cache_dtype)
     return ctx.op.Transpose(y, perm=perm), present_k, present_v
+
+
+def library_cache(ctx: Any, kind: str, past_k: ir.Value, past_v: ir.Value, past: ir.Value,
+                  grows: bool) -> tuple[ir.Value, ir.Value, str]:
+    """A library's cache buffer ``(batch, kv_heads, T, head_size)``, written at ``past`` (``[1]``
+    int64), as :func:`emit_attention`'s past and layout. ``grows``: ``T = past + seq`` (the growing
+    layout hands the library its past plus room for the step's tokens): ``Attention`` then reads
+    the past alone and appends (``past_key``/``past_value`` → ``present``); GQA and a static buffer
+    take the buffer as it is, written at ``past``."""
+    if kind == "attention" and grows:
+        zero, axis = ctx.i64([0]), ctx.i64([2])
+        return ctx.op.Slice(past_k, zero, past, axis), ctx.op.Slice(past_v, zero, past, axis), "concat"
+    return past_k, past_v, "shared"

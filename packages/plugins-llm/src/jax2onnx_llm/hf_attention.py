@@ -39,7 +39,7 @@ import onnx_ir as ir
 from jax2onnx.fusion import Operands, call_region, matmul_bias, path_name
 from jax2onnx.plugin import Lowerings, Patch, exporting
 
-from .fused import additive_bias, emit_attention, fused_kind
+from .fused import additive_bias, emit_attention, fused_kind, library_cache
 
 HF_ATTENTION_MARK = "jax2onnx_llm.hf_attention"
 
@@ -233,11 +233,14 @@ def lower_hf_attention(ctx: Any, *ins: ir.Value) -> Any:
     past_k, past_v = ctx.op.Transpose(ops["cached_key"], perm=perm), ctx.op.Transpose(ops["cached_value"], perm=perm)
     index = ops["cache_index"]
     seq = ctx.op.Shape(x, start=1, end=2)
-    total = ctx.op.Add(ctx.op.Unsqueeze(ctx.cast(index, np.int64), ctx.i64([0])), seq)
+    past = ctx.op.Unsqueeze(ctx.cast(index, np.int64), ctx.i64([0]))
+    total = ctx.op.Add(past, seq)
     rotary = (ops["positions"], p["cos"], p["sin"]) if "positions" in ops else None
     x_dtype, cache_dtype = ops.aval("x").dtype, ops.aval("cached_key").dtype
+    grows = not isinstance(ops.shape("cached_key")[1], (int, np.integer))  # past + room (cache="concat")
+    past_k, past_v, layout = library_cache(ctx, kind, past_k, past_v, past, grows)
     out, present_k, present_v = emit_attention(
-        ctx, kind, q, k, v, past_k, past_v, ops["bias"], total, layout="shared", num_heads=heads, kv_heads=kv_heads,
+        ctx, kind, q, k, v, past_k, past_v, ops["bias"], total, layout=layout, num_heads=heads, kv_heads=kv_heads,
         head_size=head_size, scale=p["scale"], rotary=rotary, dtypes=(x_dtype, cache_dtype), bias_columns="buffer",
     )
     out = ctx.op.Reshape(out, ctx.i64([0, 0, heads * head_size]))

@@ -25,7 +25,7 @@ import onnx_ir as ir
 from jax2onnx.fusion import Operands, call_region, matmul_bias
 from jax2onnx.plugin import Lowerings, exporting
 
-from .fused import emit_attention, fused_kind
+from .fused import emit_attention, fused_kind, library_cache
 from .hf_attention import LoadedPatch
 from .spec import rope_frequencies
 
@@ -207,8 +207,10 @@ def lower_keras_attention(ctx: Any, *ins: ir.Value) -> Any:
         cos, sin = _rope_rows(ctx, total, head_size, p["theta"])
         rotary = (positions, cos, sin)
     x_dtype, cache_dtype = ops.aval("x").dtype, ops.aval("cache").dtype
+    grows = not isinstance(ops.shape("cache")[2], (int, np.integer))  # past + room (cache="concat")
+    past_k, past_v, layout = library_cache(ctx, kind, past_k, past_v, index64, grows)
     out, present_k, present_v = emit_attention(
-        ctx, kind, q, k, v, past_k, past_v, ops["bias"], total, layout="shared", num_heads=heads, kv_heads=kv_heads,
+        ctx, kind, q, k, v, past_k, past_v, ops["bias"], total, layout=layout, num_heads=heads, kv_heads=kv_heads,
         head_size=head_size, scale=p["scale"], rotary=rotary, dtypes=(x_dtype, cache_dtype), bias_columns="buffer",
     )
     out = ctx.op.Reshape(out, ctx.i64([0, 0, heads * head_size]))
