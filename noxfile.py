@@ -396,6 +396,14 @@ def bench_llm(session: nox.Session) -> None:
     session.run("python", "bench/llm_bench.py", *session.posargs)
 
 
+@nox.session(python=PYTHON)
+def bench_llm_attention(session: nox.Session) -> None:
+    """One decode step in onnxruntime (1 thread): the LLM pack's Attention-23 and GroupQueryAttention
+    against the decomposed attention, same decoder (``-- --past 1024`` for a longer cache)."""
+    session.install(CORE + "[runtime]", *PACKS["llm"][:5])
+    session.run("python", "bench/llm_attention_ops.py", *session.posargs)
+
+
 def _distributions() -> dict[str, str]:
     """distribution name -> folder, for `build`: every packages/*/pyproject.toml (a new pack is
     built, checked and smoke-tested without being listed here)."""

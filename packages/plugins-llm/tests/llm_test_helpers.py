@@ -48,3 +48,39 @@ def assert_same_tokens(folder, reference, pad_token_id: int, eos) -> None:
             assert until_eos(got[row], eos) == want, f"prompt {row} of {len(prompts)}: genai {got[row]} vs {want}"
             assert len(want) == NEW_TOKENS, f"prompt {row} ends after {len(want)} tokens: pick another eos id"
         assert len(set(until_eos(expected[0], eos))) > 4, f"the tiny model repeats itself: {expected[0]}"
+
+
+def op_counts(folder) -> dict[tuple[str, str], int]:
+    """``{(domain, op_type): count}`` of the folder's model (``""`` for standard ONNX)."""
+    from collections import Counter
+
+    graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
+    return dict(Counter((n.domain if n.domain not in ("ai.onnx",) else "", n.op_type) for n in graph.node))
+
+
+MS = "com.microsoft"
+
+
+def assert_fused_attention(folder, target: str, layers: int, *, rotary: str | None, cache: str | None = None) -> None:
+    """The fusion fired: one fused attention per layer, of the target's kind, and the rotation of
+    ``rotary`` (``"gqa"``: inside GroupQueryAttention; ``"op"``: a RotaryEmbedding on q and k per
+    layer; None: no rotary op), so a declined fusion cannot pass unseen. ``cache``: for standard
+    ONNX, ``"concat"`` uses Attention's past_key/past_value → present_key/present_value and
+    ``"shared"`` scatters into the buffer and attends over it."""
+    ops = op_counts(folder)
+    graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
+    if target == "onnxruntime":
+        assert ops.get((MS, "GroupQueryAttention"), 0) == layers, ops
+        assert ops.get(("", "Attention"), 0) == 0, ops
+        do_rotary = {a.i for n in graph.node if n.op_type == "GroupQueryAttention" for a in n.attribute if a.name == "do_rotary"}
+        assert do_rotary == {1 if rotary == "gqa" else 0}, do_rotary
+        assert ops.get((MS, "RotaryEmbedding"), 0) == (2 * layers if rotary == "op" else 0), ops
+    else:
+        assert ops.get(("", "Attention"), 0) == layers, ops
+        assert not any(domain == MS for domain, _ in ops), ops
+        assert ops.get(("", "RotaryEmbedding"), 0) == (2 * layers if rotary else 0), ops
+        attention = [n for n in graph.node if n.op_type == "Attention"]
+        if cache == "concat":
+            assert all(len(n.input) >= 6 and n.input[4] and n.input[5] and len(n.output) >= 3 for n in attention)
+        elif cache == "shared":
+            assert all(len(n.input) == 4 for n in attention) and ops.get(("", "ScatterElements"), 0) == 2 * layers

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 from jax2onnx_llm import export_causal_lm
-from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_same_tokens, check_folder
+from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_fused_attention, assert_same_tokens, check_folder
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 keras = pytest.importorskip("keras", reason="KerasHub models need keras")
@@ -27,9 +27,10 @@ def make(family: str):
         backbone = keras_hub.models.GemmaBackbone(vocabulary_size=128, num_layers=2, num_query_heads=4,
                                                   num_key_value_heads=2, hidden_dim=32, intermediate_dim=64, head_dim=8)
         model = keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=None)
-    else:
+    else:  # "llama"; "wide_llama": head size 16, which GroupQueryAttention rotates itself
+        hidden = 64 if family == "wide_llama" else 32
         backbone = keras_hub.models.LlamaBackbone(vocabulary_size=128, num_layers=2, num_query_heads=4,
-                                                  num_key_value_heads=2, hidden_dim=32, intermediate_dim=64)
+                                                  num_key_value_heads=2, hidden_dim=hidden, intermediate_dim=64)
         model = keras_hub.models.LlamaCausalLM(backbone=backbone, preprocessor=None)
     # Small random blocks leave the tied embedding in charge (one token forever): scale them up
     # (and GPT-2's position table) so greedy sequences vary.
@@ -37,7 +38,7 @@ def make(family: str):
         if "position_embedding" in v.path:
             v.assign(v.numpy() * 6.0)
         elif "kernel" in v.path:
-            v.assign(v.numpy() * 6.0 if family == "llama" else v.numpy() * 3.0)
+            v.assign(v.numpy() * 6.0 if family.endswith("llama") else v.numpy() * 3.0)
     model.compile(sampler="greedy")  # CausalLM's default sampler is top-k
     return model
 
@@ -56,8 +57,9 @@ def keras_reference(model):
     return reference
 
 
-@pytest.mark.parametrize("family,cache,target", [("gpt2", "concat", "onnxruntime"), ("gemma", "shared", "onnx"),
-                                                 ("llama", "concat", "onnxruntime")])
+@pytest.mark.parametrize("target", ["onnxruntime", "onnx"])
+@pytest.mark.parametrize("cache", ["concat", "shared"])
+@pytest.mark.parametrize("family", ["gpt2", "gemma", "llama"])
 def test_generates_the_library_tokens(tmp_path, family, cache, target):
     model = make(family)
     reference = keras_reference(model)
@@ -69,4 +71,20 @@ def test_generates_the_library_tokens(tmp_path, family, cache, target):
                               eos_token_id=eos, pad_token_id=0)
     config = check_folder(folder)
     assert config["model"]["eos_token_id"] == eos and config["model"]["pad_token_id"] == 0
+    # each decoder layer's attention became one fused attention (head size 8: RoPE by a
+    # RotaryEmbedding op on q and k; GPT-2 has none)
+    assert_fused_attention(folder, target, 2, rotary=None if family == "gpt2" else "op", cache=cache)
+    assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
+
+
+@pytest.mark.parametrize("cache", ["concat", "shared"])
+def test_group_query_attention_rotates_itself(tmp_path, cache):
+    model = make("wide_llama")
+    reference = keras_reference(model)
+    seen = set(np.asarray(reference(PROMPTS)).ravel()) | set(np.asarray(reference(PROMPTS[:1])).ravel())
+    eos = next(t for t in range(1, 128) if t not in seen)
+    folder = export_causal_lm(model, tmp_path / "wide", max_length=64, cache=cache, target="onnxruntime",
+                              eos_token_id=eos, pad_token_id=0)
+    check_folder(folder)
+    assert_fused_attention(folder, "onnxruntime", 2, rotary="gqa")
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)

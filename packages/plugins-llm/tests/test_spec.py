@@ -13,7 +13,7 @@ import pytest
 from jax2onnx_llm import DecoderSpec, attend, export_causal_lm, rotary_tables
 from jax2onnx_llm.genai_run import left_pad
 from jax2onnx_llm.reference import greedy_generate
-from llm_test_helpers import NEW_TOKENS, assert_same_tokens, check_folder
+from llm_test_helpers import NEW_TOKENS, assert_fused_attention, assert_same_tokens, check_folder
 
 VOCAB, HIDDEN, HEADS, KV_HEADS, LAYERS = 96, 32, 4, 2, 2
 HEAD = HIDDEN // HEADS
@@ -90,12 +90,10 @@ def test_jax_function_decoder(tmp_path, cache, target):
     config = check_folder(folder)
     assert config["search"]["past_present_share_buffer"] is (cache == "shared")
     assert config["model"]["decoder"]["num_key_value_heads"] == KV_HEADS
-    # onnxruntime: one fused GroupQueryAttention per layer (head_size 8: rotated before it, GQA's
-    # rotary wants multiples of 16); onnx: standard ops only.
-    gqa = [n for n in onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.node
-           if n.op_type == "GroupQueryAttention"]
-    assert len(gqa) == (LAYERS if target == "onnxruntime" else 0)
-    assert all(a.i == 0 for n in gqa for a in n.attribute if a.name == "do_rotary")
+    # onnxruntime: one fused GroupQueryAttention per layer (head_size 8: a RotaryEmbedding on q and
+    # k before it, GQA's rotary wants multiples of 16); onnx: the opset-23 Attention and RotaryEmbedding.
+    assert_fused_attention(folder, target, LAYERS, rotary="gqa" if target == "onnxruntime" and HEAD % 16 == 0 else "op",
+                           cache=cache)
 
     def reference(prompts):
         return greedy_generate(spec, *left_pad(prompts, 0), NEW_TOKENS)
@@ -103,7 +101,8 @@ def test_jax_function_decoder(tmp_path, cache, target):
     assert_same_tokens(folder, reference, pad_token_id=0, eos=EOS)
 
 
-@pytest.mark.parametrize("cache,target", [("concat", "onnx"), ("shared", "onnxruntime")])
+@pytest.mark.parametrize("target", ["onnxruntime", "onnx"])
+@pytest.mark.parametrize("cache", ["concat", "shared"])
 def test_nnx_llama_reference_model(tmp_path, cache, target):
     nnx = pytest.importorskip("flax.nnx")
     from jax2onnx_examples.llama import Llama, LlamaConfig
@@ -114,13 +113,13 @@ def test_nnx_llama_reference_model(tmp_path, cache, target):
     assert json.loads((folder / "genai_config.json").read_text())["model"]["context_length"] == 64
     assert config["model"]["decoder"]["num_attention_heads"] == 4
     ops = [n.op_type for n in onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.node]
-    if target == "onnxruntime":  # per layer: two residual norms fused with their Add, one GQA rotating q/k
-        assert ops.count("SkipSimplifiedLayerNormalization") == 4 and ops.count("GroupQueryAttention") == 2
-        gqa = [n for n in onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.node
-               if n.op_type == "GroupQueryAttention"]
-        assert all(a.i == 1 for n in gqa for a in n.attribute if a.name == "do_rotary")
+    # per layer: one fused attention (GQA rotating q/k itself: head size 16; or Attention-23 after
+    # two RotaryEmbedding), and under onnxruntime two residual norms fused with their Add
+    assert_fused_attention(folder, target, 2, rotary="gqa" if target == "onnxruntime" else "op", cache=cache)
+    if target == "onnxruntime":
+        assert ops.count("SkipSimplifiedLayerNormalization") == 4
     else:
-        assert "RMSNormalization" in ops and not any(op in ops for op in ("GroupQueryAttention", "SkipSimplifiedLayerNormalization"))
+        assert "RMSNormalization" in ops and "SkipSimplifiedLayerNormalization" not in ops
 
     def reference(prompts):
         return model.generate(*left_pad(prompts, 0), NEW_TOKENS)
@@ -155,5 +154,19 @@ def test_external_data_folder_runs_in_genai(tmp_path):
     folder = export_causal_lm(spec, tmp_path / "m", max_length=64, external_data=True, target="onnx")
     assert (folder / "model.onnx.data").stat().st_size > 50_000
     assert (folder / "model.onnx").stat().st_size < 50_000
+    assert_same_tokens(folder, lambda prompts: greedy_generate(spec, *left_pad(prompts, 0), NEW_TOKENS),
+                       pad_token_id=0, eos=EOS)
+
+
+def test_standard_onnx_before_opset_23_keeps_the_decomposed_attention(tmp_path):
+    """Attention and RotaryEmbedding are opset-23 ops: at opset 21 the region's body (the
+    decomposed attention) is written, and generates the same tokens."""
+    from llm_test_helpers import op_counts
+
+    spec = tiny_jax_decoder()
+    folder = export_causal_lm(spec, tmp_path / "m", max_length=64, target="onnx", opset=21)
+    check_folder(folder)
+    ops = op_counts(folder)
+    assert ("", "Attention") not in ops and ("", "RotaryEmbedding") not in ops and ops.get(("", "Softmax")) == LAYERS
     assert_same_tokens(folder, lambda prompts: greedy_generate(spec, *left_pad(prompts, 0), NEW_TOKENS),
                        pad_token_id=0, eos=EOS)

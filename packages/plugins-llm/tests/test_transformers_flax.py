@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from jax2onnx_llm import export_causal_lm
 from jax2onnx_llm.genai_run import left_pad
-from llm_test_helpers import NEW_TOKENS, assert_same_tokens, check_folder
+from llm_test_helpers import NEW_TOKENS, assert_fused_attention, assert_same_tokens, check_folder
 
 tf = pytest.importorskip("transformers", reason="transformers (4.x, with its Flax classes) provides the models")
 pytest.importorskip("flax", reason="transformers' Flax models need flax")
@@ -44,6 +44,12 @@ def make(family: str):
     return _scaled(model_cls(config_cls(**SIZES, **extra), seed=0), {"kernel": 3.0})
 
 
+def make_wide_llama():
+    """Head size 16: GroupQueryAttention rotates q and k itself (do_rotary)."""
+    config = tf.LlamaConfig(**{**SIZES, "hidden_size": 64, "intermediate_size": 128})
+    return _scaled(tf.FlaxLlamaForCausalLM(config, seed=0), {"kernel": 1.5})
+
+
 def hf_reference(model):
     def reference(prompts):
         ids, mask = left_pad(prompts, PAD)
@@ -54,13 +60,28 @@ def hf_reference(model):
     return reference
 
 
-@pytest.mark.parametrize("family,cache,target", [("gpt2", "concat", "onnx"), ("gpt2", "shared", "onnxruntime"),
-                                                 ("llama", "concat", "onnx"), ("llama", "shared", "onnxruntime"),
-                                                 ("mistral", "concat", "onnxruntime"), ("gemma", "shared", "onnx")])
+FAMILIES = ["gpt2", "llama", "mistral", "gemma"]
+
+
+@pytest.mark.parametrize("target", ["onnxruntime", "onnx"])
+@pytest.mark.parametrize("cache", ["concat", "shared"])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_generates_the_library_tokens(tmp_path, family, cache, target):
     model = make(family)
     folder = export_causal_lm(model, tmp_path / family, max_length=64, cache=cache, target=target)
     config = check_folder(folder)
     assert config["model"]["decoder"]["num_key_value_heads"] == (4 if family == "gpt2" else 2)
     assert config["model"]["eos_token_id"] == EOS and config["model"]["pad_token_id"] == PAD
+    # the library's attention layers became one fused attention each (head size 8: RoPE by a
+    # RotaryEmbedding op on q and k; GPT-2 has none)
+    assert_fused_attention(folder, target, 2, rotary=None if family == "gpt2" else "op", cache=cache)
+    assert_same_tokens(folder, hf_reference(model), pad_token_id=PAD, eos=EOS)
+
+
+@pytest.mark.parametrize("cache", ["concat", "shared"])
+def test_group_query_attention_rotates_itself(tmp_path, cache):
+    model = make_wide_llama()
+    folder = export_causal_lm(model, tmp_path / "wide", max_length=64, cache=cache, target="onnxruntime")
+    check_folder(folder)
+    assert_fused_attention(folder, "onnxruntime", 2, rotary="gqa")
     assert_same_tokens(folder, hf_reference(model), pad_token_id=PAD, eos=EOS)

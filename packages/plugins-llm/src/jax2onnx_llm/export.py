@@ -36,7 +36,7 @@ from jax2onnx.lower.registry import get_registry
 
 from . import families, genai_config, norm_fusion, tokenizers
 from .errors import CacheLayoutError, MaxLengthError, OptionError
-from .spec import _FUSE_ATTENTION, CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
+from .spec import CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
 
 TARGETS = ("onnxruntime", "onnx")
 MODEL_FILE = "model.onnx"
@@ -78,9 +78,11 @@ def export_causal_lm(
             embeddings="int8")``); the graph's inputs and outputs (logits, KV cache) stay float32.
         cache: ``"concat"`` (past and present grow each step) or ``"shared"`` (one static
             ``max_length`` buffer for past and present, ``past_present_share_buffer``).
-        target: ``"onnxruntime"``: onnxruntime's fused LLM ops (``GroupQueryAttention``) where the
-            decoder's attention goes through :func:`~jax2onnx_llm.attend`; ``"onnx"``: standard
-            ONNX only. Both generate the same tokens.
+        target: ``"onnxruntime"``: onnxruntime's fused LLM ops (``GroupQueryAttention``,
+            ``RotaryEmbedding``, ``SkipSimplifiedLayerNormalization``) for attention written with
+            :func:`~jax2onnx_llm.attend` and the Hugging Face / KerasHub attention layers;
+            ``"onnx"``: standard ONNX only (opset 23's ``Attention`` and ``RotaryEmbedding``).
+            Both generate the same tokens.
         tokenizer: a Hugging Face tokenizer object, or a folder holding ``tokenizer.json`` (and
             its companions) to copy. Without it, a tokenizer the model carries (a KerasHub
             preprocessor's) is not exported; onnxruntime-genai then runs on token ids.
@@ -234,11 +236,8 @@ def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, prec
     inputs = input_specs(spec, cache, max_length)
     options = export_options(spec, inputs, path, precision=precision, target=target, opset=opset,
                              external_data=external_data)
-    token = _FUSE_ATTENTION.set(target == "onnxruntime")  # attend() regions lower to GroupQueryAttention
-    try:
-        run(Export(options, get_registry()), flat_step(spec, cache, max_length), inputs)
-    finally:
-        _FUSE_ATTENTION.reset(token)
+    # attend() regions read the target from these options when they are lowered (fused.py)
+    run(Export(options, get_registry()), flat_step(spec, cache, max_length), inputs)
 
 
 @contextlib.contextmanager

@@ -1,5 +1,6 @@
-"""Entry point of jax2onnx-llm: the fused attention lowering (``target="onnxruntime"``)."""
+"""Entry point of jax2onnx-llm: the fused attention lowerings (``attend``'s, and the Hugging Face and
+KerasHub attention layers' patches and lowerings)."""
 
 from jax2onnx.plugin import PackModules
 
-plugin = PackModules("jax2onnx_llm", ["fused"])
+plugin = PackModules("jax2onnx_llm", ["fused", "hf_attention", "keras_attention"])

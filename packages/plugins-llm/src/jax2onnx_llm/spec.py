@@ -15,7 +15,8 @@ A decoder is exported from one function that serves prefill and decode alike::
   The step writes the layer's new keys/values with ``cache.update(layer, k, v)``, which returns the
   full keys/values to attend to, and masks with ``cache.attention_bias(...)``, or calls
   :func:`attend`, which does both and grouped-query attention (and becomes onnxruntime's fused
-  ``GroupQueryAttention`` with ``target="onnxruntime"``).
+  ``GroupQueryAttention`` with ``target="onnxruntime"``, the opset-23 ``Attention`` with
+  ``target="onnx"``).
 - ``logits``: ``(batch, sequence, vocab)`` float.
 
 The step never needs to know the cache layout: with ``cache="concat"`` the past arrives with
@@ -30,7 +31,6 @@ is accepted by :func:`jax2onnx_llm.export_causal_lm` directly.
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import math
 from collections.abc import Callable
@@ -38,6 +38,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax2onnx.plugin import exporting
 
 CACHE_LAYOUTS = ("concat", "shared")
 
@@ -167,8 +168,7 @@ class KVCache:
         return jnp.where(self.key_valid(query_length), jnp.zeros((), dtype), jnp.finfo(dtype).min)
 
 
-# ``attend`` lowers to GroupQueryAttention when the export runs with target="onnxruntime".
-_FUSE_ATTENTION: contextvars.ContextVar[bool] = contextvars.ContextVar("jax2onnx_llm_fuse_attention", default=False)
+# ``attend``'s region inside an export; its lowering (fused.py) picks the fused op by the export's target.
 ATTENTION_MARK = "jax2onnx_llm.attention"
 
 
@@ -193,18 +193,21 @@ def attend(
         rotary: ``(cos, sin)``, each ``(batch, sequence, head_size // 2)`` for the new tokens'
             positions: rotate ``q`` and ``k`` (the half-split "rotate_half" convention of Llama,
             Mistral and Gemma) before caching ``k``. Tables from :func:`rotary_tables` also carry
-            their positions, and ``target="onnxruntime"`` then rotates inside
-            ``GroupQueryAttention``.
+            their positions, and the export then rotates with a fused op (inside
+            ``GroupQueryAttention``, or ``RotaryEmbedding``).
 
     Returns:
         ``(batch, sequence, num_heads, head_size)``.
     """
     head_size = q.shape[-1]
     scale = 1.0 / math.sqrt(head_size) if scale is None else scale
-    if _FUSE_ATTENTION.get():
+    # Inside an export the attention is a marked region whose lowering emits the target's fused op
+    # (decided at lowering time from the export's options); its mask needs the cache's length from
+    # the mask's shape, which a jitted loop with an explicit length (reference.py) does not give.
+    if exporting() and cache.length is None:
         from . import fused
 
-        return fused.attend_fused(cache, layer, q, k, v, scale=scale, rotary=rotary)
+        return fused.attend_region(cache, layer, q, k, v, scale=scale, rotary=rotary)
     if rotary is not None:
         cos, sin = rotary
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)

@@ -23,6 +23,7 @@ class JaxprLowerer(Protocol):
     interpreter, which imports it."""
 
     runtime: Runtime
+    options: Any
 
     def lower_jaxpr(self, scope: Scope, closed: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]: ...
 
@@ -133,6 +134,13 @@ class LoweringContext(Emitter):
     @property
     def opset(self) -> int:
         return self.scope.model.opset
+
+    @property
+    def options(self) -> Any:
+        """This export's checked ``ExportOptions`` (``target``, ``opset``, front-end fields), or
+        None when lowering outside an export. A lowering that depends on them reads them here, per
+        export, never from a module global another thread's export could change."""
+        return getattr(self.interp, "options", None)
 
     @property
     def runtime(self) -> Runtime:

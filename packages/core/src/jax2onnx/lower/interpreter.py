@@ -28,6 +28,7 @@ class Interpreter:
         installed_packs: list[str],
         pack_hint: Callable[[str], str | None] = lambda primitive: None,
         runtime: Runtime | None = None,
+        options: Any = None,
     ):
         self.lowerings = lowerings
         self.installed_packs = installed_packs
@@ -35,6 +36,8 @@ class Interpreter:
         self.pack_hint = pack_hint
         #: the onnxruntime the export targets: the ``dtypes="<Op>"`` facets and ``ctx.kernel_dtypes`` ask it
         self.runtime = runtime or installed()
+        #: the export's checked ``ExportOptions`` (None outside an export): ``ctx.options``
+        self.options = options
 
     def lower_jaxpr(self, scope: Scope, closed: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]:
         jaxpr = closed.jaxpr if hasattr(closed, "jaxpr") else closed
