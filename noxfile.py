@@ -396,6 +396,14 @@ def bench_llm(session: nox.Session) -> None:
     session.run("python", "bench/llm_bench.py", *session.posargs)
 
 
+@nox.session(python=PYTHON)
+def bench_llm_stream(session: nox.Session) -> None:
+    """A 1.1 B-parameter Llama-style model exported with weights streamed from a safetensors file
+    (the export's peak RSS), then generating in onnxruntime-genai (``-- --size smoke`` for a tiny one)."""
+    session.install(CORE + "[runtime]", *PACKS["llm"][:5], "onnxruntime-genai>=0.18")
+    session.run("python", "bench/llm_stream_big.py", *session.posargs)
+
+
 def _distributions() -> dict[str, str]:
     """distribution name -> folder, for `build`: every packages/*/pyproject.toml (a new pack is
     built, checked and smoke-tested without being listed here)."""

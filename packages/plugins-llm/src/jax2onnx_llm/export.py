@@ -83,9 +83,10 @@ def export_causal_lm(
         target: ``"onnxruntime"``: onnxruntime's fused LLM ops (``GroupQueryAttention``) where the
             decoder's attention goes through :func:`~jax2onnx_llm.attend`; ``"onnx"``: standard
             ONNX only. Both generate the same tokens.
-        tokenizer: a Hugging Face tokenizer object, or a folder holding ``tokenizer.json`` (and
-            its companions) to copy. Without it, a tokenizer the model carries (a KerasHub
-            preprocessor's) is not exported; onnxruntime-genai then runs on token ids.
+        tokenizer: a Hugging Face fast tokenizer, a KerasHub tokenizer, or a folder holding
+            ``tokenizer.json`` (and its companions) to copy; written so that onnxruntime-genai's
+            ``Tokenizer`` loads it. ``None``: the tokenizer the model carries (a KerasHub
+            preprocessor's), if any; ``False``: none (onnxruntime-genai then runs on token ids).
         opset: the default-domain opset of the model.
         external_data: weights beside the model (``None``: when they exceed 2 GB).
         search: ``genai_config.json`` search options to override (``{"do_sample": True}``).
@@ -109,8 +110,9 @@ def export_causal_lm(
                                    ("pad_token_id", pad_token_id)) if v is not None}
     spec = dataclasses.replace(spec, **overrides) if overrides else spec
     _check_spec(spec, max_length, cache)
-    tokenizer = tokenizer if tokenizer is not None else spec.tokenizer
-    tok_source = tokenizers.resolve(tokenizer) if tokenizer is not None else None  # fails before minutes of export
+    tokenizer = spec.tokenizer if tokenizer is None else tokenizer
+    # resolved (checked, converted) before minutes of export; False: no tokenizer files at all
+    tok_source = tokenizers.resolve(tokenizer) if tokenizer is not None and tokenizer is not False else None
     streamed = weights_mod.streamed_input(spec, weights) if weights is not None else None  # checked up front too
     with _staging(out) as staging:
         _write_model(spec, staging / MODEL_FILE, max_length=max_length, precision=precision, cache=cache,
