@@ -4,6 +4,7 @@ built with those weights in memory."""
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import onnx
 import pytest
@@ -33,12 +34,6 @@ def test_streamed_from_safetensors_generates_the_same_tokens(tmp_path):
                        CFG.eos_token_id)
 
 
-def _padded(prompts):
-    from jax2onnx_llm.genai_run import left_pad
-
-    return left_pad(prompts, CFG.pad_token_id)
-
-
 def test_source_without_a_weight_is_one_clear_error(tmp_path):
     abstract = nnx.eval_shape(lambda: Llama(CFG, rngs=nnx.Rngs(0)))
     names = weight_names(abstract)
@@ -61,3 +56,30 @@ def test_source_with_a_wrong_shape_is_one_clear_error(tmp_path):
                                for n, s in names.items()])
     with pytest.raises(WeightsError, match=f"{name}.*write the model's shapes"):
         export_causal_lm(abstract, tmp_path / "out", max_length=32, weights=source)
+
+
+def test_hugging_face_model_without_arrays_streams_its_weights(tmp_path):
+    """transformers' _do_init=False builds no arrays; its weights come from the file."""
+    transformers = pytest.importorskip("transformers", reason="transformers provides the Flax Llama")
+    from jax2onnx_llm.families import decoder_spec
+    from jax2onnx_llm.reference import greedy_generate
+
+    config = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=32, intermediate_size=64,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
+                                      max_position_embeddings=128, eos_token_id=127, pad_token_id=0)
+    model = transformers.FlaxLlamaForCausalLM(config, seed=0)
+    model.params = jax.tree_util.tree_map(lambda w: w * 3.0 if w.ndim == 2 else w, model.params)  # varied tokens
+    source = tmp_path / "llama.safetensors"
+    save_safetensors(model, source)
+    empty = transformers.FlaxLlamaForCausalLM(config, _do_init=False)
+    with pytest.raises(WeightsError, match="no weight values.*pass weights="):
+        export_causal_lm(empty, tmp_path / "no", max_length=48)
+    folder = export_causal_lm(empty, tmp_path / "out", max_length=48, weights=source)
+    spec = decoder_spec(model)
+    assert_same_tokens(folder, lambda prompts: greedy_generate(spec, *_padded(prompts, 0), 32), 0, 127)
+
+
+def _padded(prompts, pad=CFG.pad_token_id):
+    from jax2onnx_llm.genai_run import left_pad
+
+    return left_pad(prompts, pad)

@@ -114,6 +114,8 @@ def export_causal_lm(
     # resolved (checked, converted) before minutes of export; False: no tokenizer files at all
     tok_source = tokenizers.resolve(tokenizer) if tokenizer is not None and tokenizer is not False else None
     streamed = weights_mod.streamed_input(spec, weights) if weights is not None else None  # checked up front too
+    if streamed is None:
+        weights_mod.check_has_values(spec)
     with _staging(out) as staging:
         _write_model(spec, staging / MODEL_FILE, max_length=max_length, precision=precision, cache=cache,
                      target=target, opset=opset, external_data=external_data, streamed=streamed)

@@ -40,6 +40,17 @@ def abstract_params(spec: DecoderSpec) -> Any:
     return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(tuple(x.shape), x.dtype), spec.params)
 
 
+def check_has_values(spec: DecoderSpec) -> None:
+    """A model built without arrays (``nnx.eval_shape``, transformers' ``_do_init=False``) exports
+    only with ``weights=``: say so before the trace fails on an abstract value."""
+    leaves = jax.tree_util.tree_leaves(spec.params) if spec.params is not None else []
+    if any(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in leaves):
+        raise WeightsError(
+            f"this {spec.family} model has shapes but no weight values (built under eval_shape or with "
+            "_do_init=False); pass weights=<.safetensors file, mapping or callable name -> array>"
+        )
+
+
 def weight_names(model: Any) -> dict[str, jax.ShapeDtypeStruct]:
     """``name -> shape/dtype`` of every weight of ``model`` (anything ``export_causal_lm`` takes), in
     the names ``weights=`` sources are asked for."""
