@@ -43,7 +43,7 @@ def resolve(tokenizer: Any) -> Any:
             )
         return tokenizer
     raise TokenizerError(
-        f"tokenizer of type {type(tokenizer).__name__}: pass a Hugging Face tokenizer or a folder holding {REQUIRED}"
+        f"tokenizer of type {type(tokenizer).__name__}: pass a Hugging Face fast tokenizer, a KerasHub tokenizer or a folder holding {REQUIRED}"
     )
 
 
