@@ -390,9 +390,10 @@ def bench_precision(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench_llm(session: nox.Session) -> None:
-    """onnxruntime-genai vs JAX-jit cached greedy generation on a GPT-2-small-sized Llama-style model:
-    decode tokens/s and prefill latency at 1 and 2 threads (``-- --size smoke`` for a tiny one)."""
-    session.install(CORE + "[runtime]", *PACKS["llm"][:5], "onnxruntime-genai>=0.18")
+    """onnxruntime-genai vs JAX-jit cached greedy generation on GPT-2 small (HF Flax, random weights;
+    ``-- --model nnx-llama`` for the Llama-style NNX model): decode tokens/s and prefill latency at 1
+    and 2 threads (``-- --size smoke`` for a tiny one; results in bench/results/llm.md)."""
+    session.install(CORE + "[runtime]", *PACKS["llm"])  # transformers: the default model is HF's GPT-2
     session.run("python", "bench/llm_bench.py", *session.posargs)
 
 
@@ -402,6 +403,14 @@ def bench_llm_attention(session: nox.Session) -> None:
     against the decomposed attention, same decoder (``-- --past 1024`` for a longer cache)."""
     session.install(CORE + "[runtime]", *PACKS["llm"][:5])
     session.run("python", "bench/llm_attention_ops.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_llm_stream(session: nox.Session) -> None:
+    """A 1.1 B-parameter Llama-style model exported with weights streamed from a safetensors file
+    (the export's peak RSS), then generating in onnxruntime-genai (``-- --size smoke`` for a tiny one)."""
+    session.install(CORE + "[runtime]", *PACKS["llm"][:5], "onnxruntime-genai>=0.18")
+    session.run("python", "bench/llm_stream_big.py", *session.posargs)
 
 
 def _distributions() -> dict[str, str]:

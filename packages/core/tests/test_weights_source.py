@@ -67,6 +67,20 @@ def test_export_from_a_safetensors_file(tmp_path, lax_registry):
     assert allclose(lambda x: mlp(params, x), str(out), [x])
 
 
+def test_input_names_name_the_graph_inputs_not_the_weights(tmp_path, lax_registry):
+    """A Weights entry is initializers, so input_names lists only the other inputs (the LLM pack
+    names genai's inputs this way)."""
+    rng = np.random.default_rng(0)
+    params = _params(rng, [16, 8])
+    st = tmp_path / "model.safetensors"
+    write_safetensors(st, _flat(params))
+    abstract = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
+    proto = to_onnx(mlp, [Weights(abstract, str(st)), ("B", 16)], input_names=["tokens"])
+    assert [i.name for i in proto.graph.input] == ["tokens"]
+    with pytest.raises(InputSpecError, match="input_names has 2 name"):
+        to_onnx(mlp, [Weights(abstract, str(st)), ("B", 16)], input_names=["w", "tokens"])
+
+
 def test_weights_are_read_only_when_written(tmp_path, lax_registry):
     rng = np.random.default_rng(1)
     params = _params(rng, [32, 32])  # the 4 KiB kernel is over the size shape inference leaves out

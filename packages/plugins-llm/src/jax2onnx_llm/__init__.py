@@ -4,7 +4,15 @@
     export_causal_lm(model, "out/tiny-llama", max_length=128)
 """
 
-from .errors import CacheLayoutError, LlmExportError, MaxLengthError, OptionError, TokenizerError, UnsupportedModelError
+from .errors import (
+    CacheLayoutError,
+    LlmExportError,
+    MaxLengthError,
+    OptionError,
+    TokenizerError,
+    UnsupportedModelError,
+    WeightsError,
+)
 from .export import export_causal_lm
 from .spec import DecoderSpec, KVCache, apply_rotary, attend, rotary_tables
 
@@ -19,6 +27,7 @@ __all__ = [
     "OptionError",
     "TokenizerError",
     "UnsupportedModelError",
+    "WeightsError",
     "apply_rotary",
     "attend",
     "export_causal_lm",

@@ -27,3 +27,7 @@ class TokenizerError(LlmExportError, FileNotFoundError):
 
 class OptionError(LlmExportError, InputSpecError):
     """An option of ``export_causal_lm`` has a value it does not take."""
+
+
+class WeightsError(LlmExportError, InputSpecError):
+    """A ``weights=`` source that does not hold the model's weights as the model declares them."""

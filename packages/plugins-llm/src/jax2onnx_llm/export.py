@@ -35,6 +35,7 @@ from jax2onnx.export.options import Export, ExportOptions
 from jax2onnx.lower.registry import get_registry
 
 from . import families, genai_config, norm_fusion, tokenizers
+from . import weights as weights_mod
 from .errors import CacheLayoutError, MaxLengthError, OptionError
 from .spec import CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
 
@@ -60,6 +61,7 @@ def export_causal_lm(
     bos_token_id: int | None = None,
     eos_token_id: int | list[int] | None = None,
     pad_token_id: int | None = None,
+    weights: Any = None,
 ) -> pathlib.Path:
     """Export a causal LM as an onnxruntime-genai model folder and return its path.
 
@@ -83,15 +85,22 @@ def export_causal_lm(
             :func:`~jax2onnx_llm.attend` and the Hugging Face / KerasHub attention layers;
             ``"onnx"``: standard ONNX only (opset 23's ``Attention`` and ``RotaryEmbedding``).
             Both generate the same tokens.
-        tokenizer: a Hugging Face tokenizer object, or a folder holding ``tokenizer.json`` (and
-            its companions) to copy. Without it, a tokenizer the model carries (a KerasHub
-            preprocessor's) is not exported; onnxruntime-genai then runs on token ids.
+        tokenizer: a Hugging Face fast tokenizer, a KerasHub tokenizer, or a folder holding
+            ``tokenizer.json`` (and its companions) to copy; written so that onnxruntime-genai's
+            ``Tokenizer`` loads it. ``None``: the tokenizer the model carries (a KerasHub
+            preprocessor's), if any; ``False``: none (onnxruntime-genai then runs on token ids).
         opset: the default-domain opset of the model.
         external_data: weights beside the model (``None``: when they exceed 2 GB).
         search: ``genai_config.json`` search options to override (``{"do_sample": True}``).
         bos_token_id, eos_token_id, pad_token_id: the special tokens, where the model does not name
             them (a KerasHub model without its preprocessor) or to override it. onnxruntime-genai
             needs an end token; the pad token marks a batch's left padding.
+        weights: stream the weights from here instead of the model's arrays: a ``.safetensors``
+            path, a mapping or a callable ``name -> array``. The model then only gives their
+            structure (build it under ``nnx.eval_shape``: nothing is allocated), and each weight is
+            read when ``model.onnx.data`` is written, one at a time, so a model larger than memory
+            exports. Names: :func:`jax2onnx_llm.weights.weight_names` (``save_safetensors``
+            writes a model's weights under them).
 
     Returns:
         ``out_dir`` as a :class:`pathlib.Path`.
@@ -103,11 +112,15 @@ def export_causal_lm(
                                    ("pad_token_id", pad_token_id)) if v is not None}
     spec = dataclasses.replace(spec, **overrides) if overrides else spec
     _check_spec(spec, max_length, cache)
-    tokenizer = tokenizer if tokenizer is not None else spec.tokenizer
-    tok_source = tokenizers.resolve(tokenizer) if tokenizer is not None else None  # fails before minutes of export
+    tokenizer = spec.tokenizer if tokenizer is None else tokenizer
+    # resolved (checked, converted) before minutes of export; False: no tokenizer files at all
+    tok_source = tokenizers.resolve(tokenizer) if tokenizer is not None and tokenizer is not False else None
+    streamed = weights_mod.streamed_input(spec, weights) if weights is not None else None  # checked up front too
+    if streamed is None:
+        weights_mod.check_has_values(spec)
     with _staging(out) as staging:
         _write_model(spec, staging / MODEL_FILE, max_length=max_length, precision=precision, cache=cache,
-                     target=target, opset=opset, external_data=external_data)
+                     target=target, opset=opset, external_data=external_data, streamed=streamed)
         config = genai_config.build(spec, filename=MODEL_FILE, max_length=max_length, cache=cache, search=search)
         (staging / genai_config.FILE).write_text(json.dumps(config, indent=4) + "\n")
         if tok_source is not None:
@@ -139,6 +152,16 @@ def _check_spec(spec: DecoderSpec, max_length: int, cache: str) -> None:
             f"max_length={max_length} is beyond the {spec.max_positions} positions this {spec.family} model encodes; "
             f"pass max_length <= {spec.max_positions}"
         )
+
+
+def streamed_step(spec: DecoderSpec, cache: str, max_length: int | None = None) -> Any:
+    """:func:`flat_step` with the parameters as its first argument (a ``Weights`` input spec):
+    ``(params, input_ids, attention_mask, *past) -> (logits, *present)``."""
+
+    def run(params: Any, *args: Any) -> tuple[Any, ...]:
+        return flat_step(dataclasses.replace(spec, params=params), cache, max_length)(*args)
+
+    return run
 
 
 def flat_step(spec: DecoderSpec, cache: str, max_length: int | None = None) -> Any:
@@ -231,13 +254,17 @@ def _norm_fusion(options: ExportOptions) -> norm_fusion.RmsNormFusionPass:
 
 
 def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, precision: Any, cache: str, target: str,
-                 opset: int, external_data: bool | None) -> None:
-    """The core export's stages (trace, lower, optimize, write) on the flat step: ``model.onnx`` at ``path``."""
+                 opset: int, external_data: bool | None, streamed: Any = None) -> None:
+    """The core export's stages (trace, lower, optimize, write) on the flat step: ``model.onnx`` at ``path``.
+    ``streamed``: a ``Weights`` spec; the parameters become lazy initializers read at write time."""
     inputs = input_specs(spec, cache, max_length)
+    fn = flat_step(spec, cache, max_length)
+    if streamed is not None:
+        inputs, fn = [streamed, *inputs], streamed_step(spec, cache, max_length)
     options = export_options(spec, inputs, path, precision=precision, target=target, opset=opset,
                              external_data=external_data)
     # attend() regions read the target from these options when they are lowered (fused.py)
-    run(Export(options, get_registry()), flat_step(spec, cache, max_length), inputs)
+    run(Export(options, get_registry()), fn, inputs)
 
 
 @contextlib.contextmanager

@@ -39,6 +39,7 @@ from ..lower.registry import PluginRegistry
 from ..precision import Precision, parse_precision
 from .specs import check_output_path
 from .targets import resolve_target
+from .weights import Weights
 
 RETURN_MODES = ("proto", "ir", "file")
 EXPORT_MODES = ("standard", "web")
@@ -118,7 +119,9 @@ class ExportOptions:
         ``inputs`` is only counted (``input_names``, ``inputs_as_nchw``); when it is not a list the
         input-spec check of the trace stage names that problem."""
         opset = check_opset(opset)
-        n_inputs = len(inputs) if isinstance(inputs, Sequence) and not isinstance(inputs, (str, bytes)) else None
+        # Graph inputs only: a Weights entry becomes initializers, so input_names skips it.
+        n_inputs = (sum(1 for spec in inputs if not isinstance(spec, Weights))
+                    if isinstance(inputs, Sequence) and not isinstance(inputs, (str, bytes)) else None)
         mode = _choice(return_mode, RETURN_MODES, "return_mode")
         path = None
         if output_path is not None:
@@ -132,7 +135,7 @@ class ExportOptions:
         if in_names is not None and n_inputs is not None and len(in_names) != n_inputs:
             raise InputSpecError(
                 f"input_names has {len(in_names)} name(s) but there are {n_inputs} positional input(s); "
-                "give one name per entry of inputs (input_params keep their own names)"
+                "give one name per entry of inputs but Weights (input_params keep their own names)"
             )
         params = list(input_params or ())
         for arg, names in (("input_names", in_names), ("output_names", out_names)):

@@ -88,6 +88,7 @@ def decoder_spec(model: Any) -> DecoderSpec:
         hidden_size=backbone.hidden_dim, vocab_size=backbone.vocabulary_size, max_positions=positions,
         bos_token_id=_token_id(tokenizer, "start_token_id"), eos_token_id=_token_id(tokenizer, "end_token_id"),
         pad_token_id=pad if pad is not None else 0, model_type=family, family=f"KerasHub {name}",
+        tokenizer=tokenizer,  # written beside the model (converted to tokenizer.json)
     )
 
 

@@ -76,11 +76,19 @@ def decoder_spec(model: Any) -> DecoderSpec:
     pad = _first_set(getattr(gen, "pad_token_id", None), config.pad_token_id)
     bos = _first_set(getattr(gen, "bos_token_id", None), config.bos_token_id)
     return DecoderSpec(
-        step=step, params=model.params, num_layers=layers, num_heads=heads, num_kv_heads=kv_heads,
+        step=step, params=_params(model), num_layers=layers, num_heads=heads, num_kv_heads=kv_heads,
         head_size=head_size, hidden_size=hidden, vocab_size=config.vocab_size, max_positions=positions,
         bos_token_id=bos, eos_token_id=eos, pad_token_id=pad, model_type=family, family=f"transformers {name}",
         dtype=jnp.float32,
     )
+
+
+def _params(model: Any) -> Any:
+    """The model's weights; for a model built with ``_do_init=False`` (no arrays: its weights come
+    from ``export_causal_lm(..., weights=...)``), their shapes only."""
+    if getattr(model, "_is_initialized", True):
+        return model.params
+    return jax.eval_shape(lambda: model.init_weights(jax.random.PRNGKey(0), (1, 1)))
 
 
 def _first_set(*values: Any) -> Any:

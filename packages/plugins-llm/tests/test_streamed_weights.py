@@ -1,0 +1,85 @@
+"""export_causal_lm(..., weights=<safetensors>): the model gives only the structure, the weights are
+read from the file while model.onnx.data is written; the folder generates the tokens of the model
+built with those weights in memory."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import onnx
+import pytest
+from flax import nnx
+from jax2onnx_examples.llama import Llama, LlamaConfig
+from jax2onnx_llm import WeightsError, export_causal_lm
+from jax2onnx_llm.weights import save_safetensors, weight_names, write_safetensors
+from llm_test_helpers import assert_same_tokens, check_folder
+
+CFG = LlamaConfig(vocab_size=96, eos_token_id=95)
+
+
+def test_streamed_from_safetensors_generates_the_same_tokens(tmp_path):
+    model = Llama(CFG, rngs=nnx.Rngs(3))
+    source = tmp_path / "weights.safetensors"
+    save_safetensors(model, source)
+    abstract = nnx.eval_shape(lambda: Llama(CFG, rngs=nnx.Rngs(0)))  # no arrays: shapes only
+    folder = export_causal_lm(abstract, tmp_path / "out", max_length=48, cache="shared", weights=source,
+                              external_data=True)
+    check_folder(folder)
+    # every weight is in model.onnx.data, read from the file (the abstract model has no values)
+    proto = onnx.load(str(folder / "model.onnx"), load_external_data=False)
+    external = {t.name for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
+    matrices = {name for name, leaf in weight_names(abstract).items() if len(leaf.shape) == 2}
+    assert len(matrices) == 7 * CFG.num_layers + 2 and matrices <= external  # (norm scales: fused, renamed)
+    assert_same_tokens(folder, lambda prompts: model.generate(*_padded(prompts), 32), CFG.pad_token_id,
+                       CFG.eos_token_id)
+
+
+def test_source_without_a_weight_is_one_clear_error(tmp_path):
+    abstract = nnx.eval_shape(lambda: Llama(CFG, rngs=nnx.Rngs(0)))
+    names = weight_names(abstract)
+    source = tmp_path / "partial.safetensors"
+    first = sorted(names)[0]
+    write_safetensors(source, [(n, s.shape, np.float32, lambda s=s: np.zeros(s.shape, np.float32))
+                               for n, s in names.items() if n != first])
+    with pytest.raises(WeightsError, match=f"lacks 1 of the model's {len(names)} weights.*{first}"):
+        export_causal_lm(abstract, tmp_path / "out", max_length=32, weights=source)
+    assert not (tmp_path / "out").exists()
+
+
+def test_source_with_a_wrong_shape_is_one_clear_error(tmp_path):
+    abstract = nnx.eval_shape(lambda: Llama(CFG, rngs=nnx.Rngs(0)))
+    names = weight_names(abstract)
+    name = "embed.embedding.value" if "embed.embedding.value" in names else sorted(names)[0]
+    source = tmp_path / "wrong.safetensors"
+    write_safetensors(source, [(n, (1, *s.shape) if n == name else s.shape, np.float32,
+                                lambda n=n, s=s: np.zeros((1, *s.shape) if n == name else s.shape, np.float32))
+                               for n, s in names.items()])
+    with pytest.raises(WeightsError, match=f"{name}.*write the model's shapes"):
+        export_causal_lm(abstract, tmp_path / "out", max_length=32, weights=source)
+
+
+def test_hugging_face_model_without_arrays_streams_its_weights(tmp_path):
+    """transformers' _do_init=False builds no arrays; its weights come from the file."""
+    transformers = pytest.importorskip("transformers", reason="transformers provides the Flax Llama")
+    from jax2onnx_llm.families import decoder_spec
+    from jax2onnx_llm.reference import greedy_generate
+
+    config = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=32, intermediate_size=64,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
+                                      max_position_embeddings=128, eos_token_id=127, pad_token_id=0)
+    model = transformers.FlaxLlamaForCausalLM(config, seed=0)
+    model.params = jax.tree_util.tree_map(lambda w: w * 3.0 if w.ndim == 2 else w, model.params)  # varied tokens
+    source = tmp_path / "llama.safetensors"
+    save_safetensors(model, source)
+    empty = transformers.FlaxLlamaForCausalLM(config, _do_init=False)
+    with pytest.raises(WeightsError, match="no weight values.*pass weights="):
+        export_causal_lm(empty, tmp_path / "no", max_length=48)
+    folder = export_causal_lm(empty, tmp_path / "out", max_length=48, weights=source)
+    spec = decoder_spec(model)
+    assert_same_tokens(folder, lambda prompts: greedy_generate(spec, *_padded(prompts, 0), 32), 0, 127)
+
+
+def _padded(prompts, pad=CFG.pad_token_id):
+    from jax2onnx_llm.genai_run import left_pad
+
+    return left_pad(prompts, pad)
