@@ -62,14 +62,30 @@ def test_the_warning_is_once_per_check_and_export():
 
 
 def test_a_check_traced_before_the_export_is_dropped_with_the_same_warning():
-    checked = jax.jit(lambda x: eqx.error_if(x * 3.0, x < 0, "traced before"))
-    checked(jnp.ones((7, 2), jnp.float32))  # JAX caches this jaxpr: equinox's callbacks in a cond
+    """A jaxpr made outside the export (equinox's cond with its raising callbacks), replayed inside
+    it: the cond lowering drops the check with the patch's warning."""
+    from jax.extend.core import jaxpr_as_fun
+
+    closed = jax.make_jaxpr(lambda x: eqx.error_if(x * 3.0, x < 0, "traced before"))(jnp.ones((7, 2), jnp.float32))
+    replay = jaxpr_as_fun(closed)
 
     with pytest.warns(DroppedCheckWarning, match="'traced before' dropped"):
-        model = to_onnx(checked, [(7, 2)])
+        model = to_onnx(lambda x: replay(x)[0], [(7, 2)])
     assert "If" not in {n.op_type for n in model.graph.node}
     x = -np.ones((7, 2), np.float32)
     np.testing.assert_array_equal(_run(model, x)[0], x * 3.0)
+
+
+def test_a_jit_the_user_ran_before_is_traced_again_with_the_check_seen():
+    """JAX caches a jit's jaxpr; the export traces apart from the user's cache (core's
+    compat.export_trace_context), so a function run before the export is traced again under the
+    patch, not replayed from JAX's cache."""
+    checked = jax.jit(lambda x: eqx.error_if(x * 3.0, x < 0, "run before"))
+    checked(jnp.ones((5, 2), jnp.float32))
+
+    with pytest.warns(DroppedCheckWarning, match="'run before' dropped"):
+        model = to_onnx(checked, [(5, 2)])
+    assert "If" not in {n.op_type for n in model.graph.node}
 
 
 def test_breakpoint_mode_is_dropped_with_a_warning(monkeypatch):
@@ -128,3 +144,14 @@ def test_nan_mode_is_a_graph_computation_matching_jax(monkeypatch, double):
                 np.testing.assert_allclose(g, np.asarray(w), rtol=1e-6, atol=1e-6)
         got_failing = sess.run(None, {model.graph.input[0].name: failing[0], model.graph.input[1].name: failing[1]})
         assert np.isnan(got_failing[0]).all() and (got_failing[1] == np.iinfo(np.int32).max).all()
+
+
+@pytest.mark.parametrize("wrap", [jax.jit, eqx.filter_jit])
+def test_exporting_leaves_the_users_jitted_function_checking(wrap):
+    """The export traces with the check dropped; JAX's jit cache must not hand that trace to the
+    user's own later calls of the same jitted function (core's compat.export_trace_context)."""
+    f = wrap(lambda x: eqx.error_if(x * 2.0, x < 0, "negative after export"))
+    with pytest.warns(DroppedCheckWarning):
+        to_onnx(f, [(3,)])
+    with pytest.raises(Exception, match="negative after export"):
+        jax.block_until_ready(f(-jnp.ones(3, jnp.float32)))

@@ -28,12 +28,13 @@ where equinox's ``pure_callback`` error raising lives) follow ``EQX_ON_ERROR`` (
   export (JAX would raise on every call).
 
 Two routes lead there. Usually the export's patch of ``branched_error_if_impl_jit`` sees the check
-while tracing. But JAX reuses the jaxpr of a ``jit`` already traced with the same shapes, so when
-the library code ran (or was traced) before the export — diffrax imported and the solve set up
-first, as users do — the jaxpr holds equinox's own ``cond(pred, <pure_callback that raises>, x)``.
-Such a ``cond`` is lowered as its passing branch (:func:`lower_cond_dropping_checks`), the same
-dropped check with the same warning; a ``nan``-mode check traced before is a plain ``cond`` of NaN
-and goes, like any other ``cond``, to the lax pack's lowering.
+while tracing; core traces apart from JAX's cache of the user's own traces
+(``compat.export_trace_context``), so a ``jit`` the user ran before the export is traced again
+under the patch. A jaxpr made outside the export and replayed inside it (``jaxpr_as_fun``, a JAX
+whose cache key lacks that setting) holds equinox's own ``cond(pred, <pure_callback that raises>,
+x)``: such a ``cond`` is lowered as its passing branch (:func:`lower_cond_dropping_checks`), the
+same dropped check with the same warning; a ``nan``-mode check made that way is a plain ``cond``
+of NaN and goes, like any other ``cond``, to the lax pack's lowering.
 """
 
 from __future__ import annotations
