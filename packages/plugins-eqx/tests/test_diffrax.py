@@ -95,9 +95,9 @@ print("MATCH", sorted(ops))
 
 
 def test_a_solve_run_before_the_packs_load_converts(tmp_path):
-    """diffrax imported and its adaptive solve run before jax2onnx is imported: JAX reuses the
-    jaxpr it traced then, whose error checks are equinox's pure_callbacks, not the export's patch.
-    The export still converts (the checks dropped as the patch drops them) and matches JAX."""
+    """diffrax imported and its adaptive solve run before jax2onnx is imported (JAX has cached the
+    jaxpr it traced then, with equinox's raising pure_callbacks): the export still converts (the
+    checks dropped with a warning) and matches JAX."""
     import subprocess
     import sys
 

@@ -14,6 +14,7 @@ import jax
 import jax.extend.core as jex_core
 import numpy as np
 from jax import export as jax_export
+from jax._src import config as jax_config
 
 from .errors import is_library_file
 
@@ -236,6 +237,24 @@ def x64_enabled(enabled: bool) -> contextlib.AbstractContextManager[Any]:
     if scoped is None:
         from jax.experimental import enable_x64 as scoped
     return scoped(bool(enabled))
+
+
+#: A value of a trace-context setting no user sets, marking the export's traces (see below).
+_EXPORT_TRACE_MARK = r"(?!)jax2onnx-export-trace"
+
+
+def export_trace_context() -> Any:
+    """A context under which JAX's tracing caches keep the export's traces apart from the user's.
+
+    JAX caches the jaxpr of a ``jit`` by function, avals and its "trace context" (config values
+    that affect tracing). An export traces with the packs' patches active, so without this the
+    jaxpr it leaves in the cache holds, e.g., an Equinox check the export dropped, and the user's
+    own later call of the same jitted function reuses it (the check silently gone in JAX); and
+    the export would reuse a jaxpr the user traced before, with no patch applied. The setting
+    changed here, ``jax_hlo_source_file_canonicalization_regex``, is part of that trace context
+    (from JAX 0.6.2 on) and is only read when a jaxpr is lowered to HLO, which an export never
+    does; its value, a regex that matches nothing, would change no file name even then."""
+    return jax_config.hlo_source_file_canonicalization_regex(_EXPORT_TRACE_MARK)
 
 
 def make_jaxpr(fn: Any, args: list[Any]) -> tuple[ClosedJaxpr, Any]:

@@ -14,30 +14,64 @@ primitives JAX does not know. Exported, outside ``vmap`` they are:
   primitives): equinox's own impl rule, traced and lowered like any JAX code.
 
 Runtime checks (``eqx.error_if``, ``eqx.branched_error_if``, and everything built on them, which is
-where equinox's ``pure_callback`` error raising lives) are **dropped** from the graph: ONNX has no
-way to raise, and a graph that returned NaN or an extra flag instead would compute something the
-JAX function does not. A check whose predicate is known while tracing to be true fails the export (JAX
-would raise on every call); a check on traced values leaves no node, and the exported model
-returns what JAX returns whenever the check passes. Validate inputs before calling the model if the
-checks matter at run time.
+where equinox's ``pure_callback`` error raising lives) follow ``EQX_ON_ERROR`` (or the call's own
+``on_error=``), as equinox documents it:
+
+- ``nan``: the check is a graph computation, equinox's own: ``x`` where the predicate holds for no
+  element, else NaN (integers: their maximum, bools: True) — an ``If``, matching JAX exactly;
+- ``off``: no check, no node (equinox traces none either);
+- ``raise`` (the default) and ``breakpoint``: ONNX can neither raise nor open a debugger, so the
+  check is **dropped** with a :class:`DroppedCheckWarning` naming it (once per check and export),
+  and the model returns what JAX returns whenever the check passes. Validate inputs before calling
+  the model if the check matters at run time, or export under ``EQX_ON_ERROR=nan`` to get NaN
+  where JAX would raise. A check whose predicate is known while tracing to be true fails the
+  export (JAX would raise on every call).
 
 Two routes lead there. Usually the export's patch of ``branched_error_if_impl_jit`` sees the check
-while tracing. But JAX reuses the jaxpr of a ``jit`` already traced with the same shapes, so when
-the library code ran (or was traced) before the export — diffrax imported and the solve set up
-first, as users do — the jaxpr holds equinox's own ``cond(pred, <pure_callback that raises>, x)``.
-Such a ``cond`` is lowered as its passing branch (:func:`lower_cond_dropping_checks`), the same
-dropped check; any other ``cond`` goes to the lax pack's lowering.
+while tracing; core traces apart from JAX's cache of the user's own traces
+(``compat.export_trace_context``), so a ``jit`` the user ran before the export is traced again
+under the patch. A jaxpr made outside the export and replayed inside it (``jaxpr_as_fun``, a JAX
+whose cache key lacks that setting) holds equinox's own ``cond(pred, <pure_callback that raises>,
+x)``: such a ``cond`` is lowered as its passing branch (:func:`lower_cond_dropping_checks`), the
+same dropped check with the same warning; a ``nan``-mode check made that way is a plain ``cond``
+of NaN and goes, like any other ``cond``, to the lax pack's lowering.
 """
 
 from __future__ import annotations
 
+import warnings
+import weakref
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax2onnx import compat
 from jax2onnx.plugin import Lowerings, Patch
 from jax2onnx_lax.control_flow import lower_cond
 
 lowerings = Lowerings()
+
+
+class DroppedCheckWarning(UserWarning):
+    """An equinox runtime check (``eqx.error_if`` and what is built on it) left out of the exported
+    graph: under ``EQX_ON_ERROR=raise`` or ``breakpoint`` ONNX has no way to do what JAX does when it
+    fails. The message names the check; export under ``EQX_ON_ERROR=nan`` for a graph that returns
+    NaN instead."""
+
+
+def _warn_dropped(msgs, mode: str, seen: set) -> None:
+    """Warn once per check (its messages) for the export that ``seen`` belongs to."""
+    key = tuple(str(m) for m in msgs)
+    if key in seen:
+        return
+    seen.add(key)
+    what = " / ".join(repr(m) for m in key) or "(no message)"
+    warnings.warn(
+        f"equinox check {what} dropped from the ONNX graph: EQX_ON_ERROR={mode} cannot be expressed in ONNX "
+        "(no way to raise or break there), so the model returns the unchecked value where JAX would "
+        f"{'raise' if mode == 'raise' else 'open a debugger'}. Set EQX_ON_ERROR=nan before importing equinox "
+        "for a graph that returns NaN instead, or validate inputs before calling the model.",
+        DroppedCheckWarning, stacklevel=3)
 
 
 @lowerings.register("unvmap_any")
@@ -82,16 +116,74 @@ def lower_by_impl(ctx, *ins):
     return ctx.lower_jaxpr(closed, ins)
 
 
+def _on_error(kwargs) -> str:
+    """The mode equinox would use for this call: its own ``on_error=``, else ``EQX_ON_ERROR`` (read
+    by equinox once, at import, into ``equinox._errors``)."""
+    import equinox._errors as errors
+
+    mode = kwargs.get("on_error", "default")
+    return errors.EQX_ON_ERROR if mode == "default" else mode
+
+
+def _nan_like(a):
+    """What equinox's ``nan`` mode puts in place of ``a``: NaN, an integer's maximum, True (written
+    with ``jnp`` so a symbolic shape traces; equinox's own uses ``np.broadcast_to``)."""
+    dtype = np.dtype(a.dtype)
+    if np.issubdtype(dtype, np.inexact):
+        return jnp.full_like(a, np.nan)
+    if np.issubdtype(dtype, np.integer):
+        return jnp.full_like(a, np.iinfo(dtype).max)
+    if dtype == np.bool_:
+        return jnp.full_like(a, True)
+    return a
+
+
+@jax.custom_jvp
+def _nan_if(dynamic, pred):
+    return jax.lax.cond(pred, lambda d: jax.tree_util.tree_map(_nan_like, d), lambda d: d, dynamic)
+
+
+@_nan_if.defjvp
+def _nan_if_jvp(primals, tangents):
+    # As equinox's check: outside differentiation, the tangent passes through unchanged.
+    return _nan_if(*primals), tangents[0]
+
+
+def _nan_check(x, pred):
+    """``EQX_ON_ERROR=nan``: the array leaves of ``x``, NaN-like where ``pred`` holds for any element
+    (any batch member under ``vmap``, as equinox's ``unvmap_any``), else unchanged: an ``If``."""
+    import equinox as eqx
+    from equinox.internal import unvmap_any
+
+    dynamic, static = eqx.partition(x, eqx.is_array)
+    if not any(compat.is_tracer(leaf) for leaf in jax.tree_util.tree_leaves(pred)):
+        if not bool(np.any(np.asarray(pred))):
+            return x
+        warnings.warn("an equinox check fails for every input and EQX_ON_ERROR=nan: the model returns NaN "
+                      "(as JAX does)", stacklevel=4)
+        return eqx.combine(jax.tree_util.tree_map(_nan_like, dynamic), static)
+    return eqx.combine(_nan_if(dynamic, unvmap_any(jnp.asarray(pred))), static)
+
+
 def _patch_error_if(original):
-    """``equinox._errors.branched_error_if_impl_jit``, through which every error check runs."""
+    """``equinox._errors.branched_error_if_impl_jit``, through which every error check runs. Built
+    once per export, so ``seen`` makes the warning once per check and export."""
+    seen: set = set()
 
     def branched_error_if_impl_jit(x, pred, index, msgs, *args, **kwargs):
+        mode = _on_error(kwargs)
+        if mode == "off":
+            return x  # equinox checks nothing either
+        if mode == "nan":
+            return _nan_check(x, pred)
         traced = any(compat.is_tracer(leaf) for leaf in jax.tree_util.tree_leaves((pred, index)))
         if not traced and bool(np.any(np.asarray(pred))):
             # Known while tracing to fail for every input: JAX would raise on every call, so
             # the export fails now rather than produce a model that silently never checks.
             which = int(np.max(np.asarray(index)))
             raise ValueError(f"an equinox check fails for every input: {msgs[which]}")
+        if traced:
+            _warn_dropped(msgs, mode, seen)
         return x  # passes for every input, or a runtime check: dropped (see the module docstring)
 
     return branched_error_if_impl_jit
@@ -104,23 +196,41 @@ patches = [Patch("equinox._errors", "branched_error_if_impl_jit", _patch_error_i
 _ERROR_CALLBACKS = {"raises", "tpu_msg", "display_msg", "to_nan"}
 
 
-def _is_error_branch(closed) -> bool:
-    """The branch binds one of equinox's error callbacks (``equinox._errors._error``)."""
+def _error_callbacks(closed) -> list:
+    """The functions of equinox's error callbacks (``equinox._errors._error``) the branch binds."""
+    found = []
     for eqn in closed.jaxpr.eqns:
         if eqn.primitive.name == "pure_callback":
             callback = eqn.params.get("callback")
             fn = getattr(callback, "callback_func", callback)
             if getattr(fn, "__module__", "") == "equinox._errors" and getattr(fn, "__name__", "") in _ERROR_CALLBACKS:
-                return True
-    return False
+                found.append(fn)
+    return found
+
+
+def _check_messages(callbacks) -> list[str]:
+    """The messages the check would raise, read from the callbacks' closures (``msgs``)."""
+    for fn in callbacks:
+        cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+        if "msgs" in cells:
+            return list(cells["msgs"].cell_contents)
+    return []
+
+
+#: Checks already warned about, per export (its Interpreter): the warning is once per check.
+_WARNED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @lowerings.register("cond", priority=1)  # outranks the lax pack's cond, which it calls for every other cond
 def lower_cond_dropping_checks(ctx, index, *operands):
     """``cond(pred, <equinox's error callbacks>, x)`` from a jaxpr traced before the export: the
-    passing branch, i.e. the check dropped as the patch drops it (branch 0 is ``lax.cond``'s false
-    branch, the one that returns ``x``)."""
+    passing branch, i.e. the check dropped as the patch drops it, with the same warning (branch 0
+    is ``lax.cond``'s false branch, the one that returns ``x``)."""
     branches = ctx.params["branches"]
-    if len(branches) == 2 and _is_error_branch(branches[1]) and not _is_error_branch(branches[0]):
-        return ctx.lower_jaxpr(branches[0], operands)
+    if len(branches) == 2 and not _error_callbacks(branches[0]):
+        callbacks = _error_callbacks(branches[1])
+        if callbacks:
+            mode = "breakpoint" if any(fn.__name__ in ("display_msg", "to_nan") for fn in callbacks) else "raise"
+            _warn_dropped(_check_messages(callbacks), mode, _WARNED.setdefault(ctx.interp, set()))
+            return ctx.lower_jaxpr(branches[0], operands)
     return lower_cond(ctx, index, *operands)

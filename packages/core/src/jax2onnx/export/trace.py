@@ -78,7 +78,7 @@ def _make_jaxpr(fn: Callable[..., Any], parsed: ParsedInputs, patches: Sequence[
         return scalars.take(out)
 
     specs = list(parsed.args) + list(parsed.params.values())
-    with applied_patches(patches):
+    with applied_patches(patches), compat.export_trace_context():
         try:
             closed, out_shape = compat.make_jaxpr(flat_fn, specs)
         except Jax2OnnxError:

@@ -23,6 +23,14 @@ def _checked(x):
     return eqx.branched_error_if(y, jnp.abs(y) > 5.0, jnp.int32(0), ["out of range"])
 
 
+def _checked_nan(x):
+    """``on_error="nan"``: the checks are equinox's own cond, NaN where the predicate holds anywhere.
+    The same predicate once each way round, so one output is NaN and the other ``x`` for any input."""
+    first = x[0, 0] > 0.0
+    return (eqx.error_if(x * 2.0, first, "first entry positive", on_error="nan"),
+            eqx.error_if(x * 2.0, jnp.logical_not(first), "first entry not positive", on_error="nan"))
+
+
 def _checked_traced_before():
     """The check in a jit that JAX traced before the export (at the static variant's shape): the
     export reuses that jaxpr, so it sees equinox's callbacks in a cond instead of its patch."""
@@ -106,12 +114,19 @@ components = [
         name="eqx.error_if",
         onnx=[],
         since="v0.7.0",
-        description="runtime checks dropped: no node (trace-time-known failures still raise)",
+        description="runtime checks follow EQX_ON_ERROR: nan is an If computing equinox's NaN, raise and "
+                    "breakpoint are dropped with a warning naming the check (no node), off leaves nothing; "
+                    "trace-time-known failures still raise",
         testcases=[
             Testcase("eqx_error_if_dropped", _checked, [("B", 5)], forbidden_ops=["If"], max_nodes=3),
             Testcase("eqx_error_if_vmapped", jax.vmap(_checked), [("B", 5)], forbidden_ops=["If"], max_nodes=3),
             Testcase("eqx_error_if_traced_before", factory=_checked_traced_before, input_shapes=[("B", 5)],
                      forbidden_ops=["If"], max_nodes=4),
+            Testcase("eqx_error_if_nan", _checked_nan, [("B", 5)], expected_ops=["If"]),
+            # Under vmap a row's failure makes the whole batch NaN (equinox's unvmap_any), in both.
+            Testcase("eqx_error_if_nan_vmapped",
+                     jax.vmap(lambda r: eqx.error_if(r * 2.0, r[0] > 0.0, "first entry positive", on_error="nan")),
+                     [("B", 5)], expected_ops=["If"]),
         ],
     ),
     Component(

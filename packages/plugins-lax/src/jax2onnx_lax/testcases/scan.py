@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax2onnx.ir.proto_walk import nodes
 from jax2onnx.testing import Component, Testcase
 
 from .control_flow import loop_state_static
@@ -84,6 +85,25 @@ def scan_carry_passthrough_xs(xs, c0):
     return lax.scan(lambda c, x: (c, jnp.sin(c) * x), c0, xs)[1]
 
 
+def scan_zero_length(c0, xs):
+    # onnxruntime's Scan fails over zero iterations: static T=0 returns the carry and empty ys
+    # directly; a symbolic T is an If on T == 0 (tests/test_scan_zero_length.py runs T=0 in it).
+    return lax.scan(lambda c, x: (c + x, (c * x, jnp.sum(x))), c0, xs, reverse=True)
+
+
+def scan_zero_length_no_xs(c0):
+    # A Loop of zero iterations stacks its ys as (0, 0) in onnxruntime; JAX's are (0, 3).
+    return lax.scan(lambda c, _: (c + 1.0, c * 2.0), c0, None, length=0)
+
+
+def _zero_length_form(model, variant):
+    ops = {n.op_type for n in model.graph.node}
+    if variant.symbolic:
+        assert "If" in ops, f"{variant.id}: a symbolic length needs the If on length == 0, got {sorted(ops)}"
+    else:
+        assert not {"Scan", "If"} & ops, f"{variant.id}: a static length 0 needs no Scan, got {sorted(ops)}"
+
+
 def scan_carry_unused(x):
     # The carry is updated but no y reads it, and only the ys are returned.
     return lax.scan(lambda c, _: (c + 1.0, jnp.cos(x) * 3.0), x, None, length=4)[1]
@@ -121,6 +141,8 @@ components = [
             Testcase("scan_carry_passthrough_pad", scan_carry_passthrough_pad, [("B", 3)], expected_ops=["Loop"]),
             Testcase("scan_carry_passthrough_xs", scan_carry_passthrough_xs, [("T", 3), (3,)], expected_ops=["Scan"]),
             Testcase("scan_carry_unused", scan_carry_unused, [("B", 3)]),
+            Testcase("scan_zero_length", scan_zero_length, [(3,), ("T", 3)], static_sizes={"T": 0}, check=_zero_length_form),
+            Testcase("scan_zero_length_no_xs", scan_zero_length_no_xs, [("B", 3)], forbidden_ops=["Loop"]),
             Testcase("scan_carry_partly_used", scan_carry_partly_used, [("B", 3), ("B", 3)], expected_ops=["Loop"]),
             Testcase("scan_nested_fori", scan_nested_fori, [("T", 3)], expected_ops=["Scan", "Loop"],
                      check=lambda m, _variant: loop_state_static(m, [3])),
@@ -130,7 +152,7 @@ components = [
 
 
 def _scan_state_static(model, dims):
-    for n in model.graph.node:
+    for n in nodes(model):  # a symbolic length puts the Scan in an If branch
         if n.op_type == "Scan":
             body = next(a.g for a in n.attribute if a.name == "body")
             shape = [d.dim_value if d.HasField("dim_value") else None for d in body.input[0].type.tensor_type.shape.dim]
