@@ -185,3 +185,61 @@ def test_layer_norm_look_alikes_stay():
         model = to_onnx(fn, specs)
         assert "LayerNormalization" not in _ops(model) and "layer_norm" not in rewrites_applied(model), fn.__name__
         _check(fn, model, args)
+
+
+# ------------------------------------------------------------------------------------------ rotary
+
+_INV = 1.0 / 10000 ** (np.arange(0, D, 2) / D)
+_ANGLES = np.arange(64)[:, None] * _INV[None]
+# HF Flax Llama's table: sin|cos of the angles repeated over both halves, (positions, 1, 2 * D)
+SINCOS = np.concatenate([np.sin(_ANGLES), np.sin(_ANGLES), np.cos(_ANGLES), np.cos(_ANGLES)], -1)[:, None]
+SINCOS = SINCOS.astype(np.float32)
+
+
+def _rotate_half(x):
+    return jnp.concatenate([-x[..., D // 2:], x[..., : D // 2]], axis=-1)
+
+
+def llama_rotary(x, positions, table=SINCOS, rotate=_rotate_half):
+    """HF Flax Llama: rows of the sin|cos table gathered by position, split, x*cos + rotate_half(x)*sin."""
+    q = _heads(x @ WQ)
+    sin, cos = jnp.split(jnp.asarray(table)[positions], 2, axis=-1)
+    return (q * cos + rotate(q) * sin).reshape(x.shape)
+
+
+def test_llama_rotary_is_one_op_with_position_ids():
+    model = to_onnx(llama_rotary, [("B", S, H * D), jax.ShapeDtypeStruct(("B", S), jnp.int32)])
+    ops = _ops(model)
+    assert ops.count("RotaryEmbedding") == 1 and not {"Neg", "Concat", "Split"} & set(ops)
+    assert rewrites_applied(model)["rotary_embedding"] == 1
+    x = RNG.standard_normal((B, S, H * D)).astype(np.float32)
+    positions = np.stack([np.arange(S), np.arange(S) + 7]).astype(np.int32)
+    _check(llama_rotary, model, [x, positions])
+
+
+def test_static_positions_use_the_three_d_caches():
+    def fixed(x):
+        return llama_rotary(x, jnp.broadcast_to(jnp.arange(S), (B, S)))
+
+    model = to_onnx(fixed, [(B, S, H * D)])
+    (rot,) = [n for n in model.graph.node if n.op_type == "RotaryEmbedding"]
+    assert len(rot.input) == 3  # no position ids
+    _check(fixed, model, [RNG.standard_normal((B, S, H * D)).astype(np.float32)])
+
+
+def test_rotary_look_alikes_stay():
+    uneven = SINCOS.copy()
+    uneven[:, :, D // 2: D] += 0.5  # the sine table's halves differ: not a half-split rotation
+    cases = {
+        "wrong_sign": lambda x, p: llama_rotary(x, p, rotate=lambda q: jnp.concatenate(
+            [q[..., D // 2:], -q[..., : D // 2]], axis=-1)),
+        "uneven_table": lambda x, p: llama_rotary(x, p, table=uneven),
+        "other_axis": lambda x, p: llama_rotary(x, p, rotate=lambda q: jnp.concatenate(
+            [-q[:, :, H // 2:], q[:, :, : H // 2]], axis=2)),
+    }
+    x = RNG.standard_normal((B, S, H * D)).astype(np.float32)
+    positions = np.stack([np.arange(S), np.arange(S) + 7]).astype(np.int32)
+    for name, fn in cases.items():
+        model = to_onnx(fn, [("B", S, H * D), jax.ShapeDtypeStruct(("B", S), jnp.int32)])
+        assert "RotaryEmbedding" not in _ops(model) and "rotary_embedding" not in rewrites_applied(model), name
+        _check(fn, model, [x, positions])

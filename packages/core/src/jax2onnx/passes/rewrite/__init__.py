@@ -14,6 +14,8 @@ Families:
   (opset 17); before :mod:`.norms`, whose RMS chain is a centred LayerNorm's tail.
 - :mod:`.norms`: RMSNorm written by hand → RMSNormalization (opset 23).
 - :mod:`.bias_add`: MatMul + bias on matrices → Gemm.
+- :mod:`.rotary`: rotary embeddings (half-split, tables gathered by position ids) →
+  ``RotaryEmbedding`` (opset 23); before :mod:`.attention`, whose 3-D form then reads its output.
 - :mod:`.attention`: scaled dot-product attention however written (einsum or MatMul, scale,
   additive or ``where`` mask, GQA repeats) → ``Attention`` (opset 23).
 - :mod:`.onnxruntime` (target "onnxruntime"): contrib ops where measured at least as fast
@@ -38,6 +40,7 @@ from .broadcast import BroadcastConstants
 from .elementwise import ElementwiseFunctions
 from .layer_norm import LayerNorms
 from .norms import RmsNorms
+from .rotary import RotaryEmbeddings
 from .onnxruntime import OnnxRuntimeContribOps
 from .tensorrt_forms import TensorRtForms
 
@@ -59,8 +62,7 @@ class RewritePass(ir.passes.InPlacePass):
 
     def families(self, opset: int) -> list:
         families: list = [BroadcastConstants(), ElementwiseFunctions(opset), LayerNorms(opset), RmsNorms(opset),
-                          Attentions(opset),
-                          BiasAddChains()]
+                          RotaryEmbeddings(opset), Attentions(opset), BiasAddChains()]
         if self.target == "onnxruntime":
             families.append(OnnxRuntimeContribOps())
         if self.target == "tensorrt":
