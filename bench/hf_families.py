@@ -1,7 +1,7 @@
 """Node counts across Hugging Face's Flax model families: ours against the published jax2onnx.
 
     python bench/hf_families.py [--peer-python /work/venvs/peer/bin/python] [--families bert,gpt2]
-                                [--sides ours,peer] [--timeout 600] [--out bench/results/hf_families]
+                                [--sides ours,peer] [--timeout 600] [--static] [--out bench/results/hf_families]
 
 Each family is a tiny random model built from its config (2 layers, width 64, 4 heads where the
 family has them; nothing downloaded), exported with a symbolic batch ``"B"`` in a fresh process
@@ -12,7 +12,9 @@ under the same name) with ``--peer-python``, a venv made by
 count (main graph, and in total with function bodies and control-flow bodies expanded), the op
 histogram, and whether onnxruntime's output at batch 2 matches JAX's (max abs difference against
 ``atol + rtol·|jax|``, atol 1e-4, rtol 1e-3: float32 through 2 layers). Results merge into
-``OUT.json`` (a rerun of one side or family keeps the others) and the table ``OUT.md``.
+``OUT.json`` (a rerun of one side or family keeps the others) and the table ``OUT.md``. The
+published jax2onnx fails most text families with a symbolic batch, so ``--static`` (batch 2,
+results/hf_families_static) adds the comparison where it converts with a fixed batch.
 """
 
 from __future__ import annotations
@@ -120,8 +122,10 @@ def _build(family: str):
     mask[1, SEQ - 4:] = 0
     f32, i32 = jnp.float32, jnp.int32
 
-    def spec(shape, dtype):
-        return jax.ShapeDtypeStruct(shape, dtype)
+    static = os.environ.get("HF_FAMILIES_STATIC") == "1"
+
+    def spec(shape, dtype):  # --static: the batch of the run (2) instead of the symbol
+        return jax.ShapeDtypeStruct(tuple(2 if static and d == "B" else d for d in shape), dtype)
 
     def first(out):
         return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
@@ -267,8 +271,9 @@ def _cell(r: dict | None) -> str:
 
 
 def write_markdown(results: dict, path: str) -> None:
+    batch = "static batch 2" if os.environ.get("HF_FAMILIES_STATIC") == "1" else "symbolic batch `B`"
     lines = ["# Hugging Face Flax families: node counts, ours vs the published jax2onnx 0.17.1", "",
-             "Tiny random configs (2 layers, width 64, 4 heads; `bench/hf_families.py`), symbolic batch `B`, "
+             f"Tiny random configs (2 layers, width 64, 4 heads; `bench/hf_families.py`), {batch}, "
              "opset 23. Nodes: total with function bodies expanded. ✗: converts but onnxruntime does not "
              f"match JAX at batch 2 (rtol {RTOL}, atol {ATOL}); fails: the export raised.", "",
              "| family | ours | peer | ours/peer | ours: max abs err | peer: max abs err | note |",
@@ -304,8 +309,13 @@ def main() -> int:
     p.add_argument("--families", default=",".join(FAMILIES))
     p.add_argument("--sides", default="ours,peer")
     p.add_argument("--timeout", type=float, default=600)
-    p.add_argument("--out", default=os.path.join(HERE, "results", "hf_families"))
+    p.add_argument("--static", action="store_true", help="batch 2 instead of the symbol B (default out: "
+                   "results/hf_families_static)")
+    p.add_argument("--out", default=None)
     a = p.parse_args()
+    a.out = a.out or os.path.join(HERE, "results", "hf_families_static" if a.static else "hf_families")
+    if a.static:
+        os.environ["HF_FAMILIES_STATIC"] = "1"
     if a.worker:
         for family in a.worker.split(","):
             print(MARKER + json.dumps(worker(family)), flush=True)
