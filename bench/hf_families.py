@@ -86,7 +86,8 @@ FAMILIES: dict[str, tuple] = {
     "wav2vec2": ("Wav2Vec2Config", dict(vocab_size=32, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                         intermediate_size=128, conv_dim=(32, 32), conv_stride=(5, 2),
                                         conv_kernel=(10, 3), num_conv_pos_embeddings=16,
-                                        num_conv_pos_embedding_groups=4, do_stable_layer_norm=True),
+                                        num_conv_pos_embedding_groups=4, do_stable_layer_norm=True,
+                                        feat_extract_norm="layer"),
                  "FlaxWav2Vec2Model", "audio"),
     "whisper": ("WhisperConfig", dict(vocab_size=100, d_model=64, encoder_layers=2, decoder_layers=2,
                                       encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
@@ -113,6 +114,16 @@ def _build(family: str):
     import numpy as np
     import transformers as T
 
+    if "a_max" not in str(getattr(jnp.clip, "__signature__", "")) and not getattr(jnp.clip, "_hf_shim", False):
+        # transformers 4.57's Flax T5 calls jnp.clip(x, a_max=...), a keyword jax 0.10 dropped:
+        # a shim for both sides, so the comparison is about the converters
+        clip = jnp.clip
+
+        def shim(x=None, min=None, max=None, *, a_min=None, a_max=None):  # noqa: A002 - jnp's names
+            return clip(x, min if a_min is None else a_min, max if a_max is None else a_max)
+
+        shim._hf_shim = True
+        jnp.clip = shim
     cfg_name, cfg_kwargs, model_name, kind = FAMILIES[family]
     cfg = getattr(T, cfg_name)(**cfg_kwargs)
     model = getattr(T, model_name)(cfg, seed=0)

@@ -76,6 +76,37 @@ def test_hf_flax_einsum_attention_with_its_bias_is_one_attention_op():
     _check(hf_flax_attention, model, [RNG.standard_normal((B, S, H * D)).astype(np.float32), bias])
 
 
+def distilbert_attention(x, mask):
+    """HF Flax DistilBERT: heads first, q / sqrt(d) @ k^T, masked by where(mask, s, min), which the
+    lowering simplifies to s - (1 - mask) * big."""
+    q, k, v = (jnp.swapaxes(_heads(x @ w), 1, 2) for w in (WQ, WK, WV))
+    s = jnp.matmul(q / np.float32(np.sqrt(D)), jnp.swapaxes(k, 2, 3))
+    s = s - (1.0 - mask.reshape(mask.shape[0], 1, 1, S).astype(jnp.float32)) * jnp.float32(1e9)
+    out = jnp.matmul(jax.nn.softmax(s, axis=-1), v)
+    return jnp.swapaxes(out, 1, 2).reshape(x.shape)
+
+
+def test_distilbert_subtracted_mask_is_negated_once():
+    model = to_onnx(distilbert_attention, [("B", S, H * D), jax.ShapeDtypeStruct(("B", S), jnp.int32)])
+    assert _ops(model).count("Attention") == 1 and "Softmax" not in _ops(model)
+    mask = np.ones((B, S), np.int32)
+    mask[1, 5:] = 0
+    _check(distilbert_attention, model, [RNG.standard_normal((B, S, H * D)).astype(np.float32), mask])
+
+
+def test_a_scalar_bias_is_dropped():
+    # BEiT without relative positions adds a constant 0 to the scores: softmax does not see it
+    def beit_like(x):
+        q, k, v = _heads(x @ WQ), _heads(x @ WK), _heads(x @ WV)
+        w = jax.nn.softmax(jnp.einsum("...qhd,...khd->...hqk", q, k) + jnp.float32(0.0), axis=-1)
+        return jnp.einsum("...hqk,...khd->...qhd", w, v).reshape(x.shape)
+
+    model = to_onnx(beit_like, [("B", S, H * D)])
+    (att,) = [n for n in model.graph.node if n.op_type == "Attention"]
+    assert len(att.input) == 3
+    _check(beit_like, model, [RNG.standard_normal((B, S, H * D)).astype(np.float32)])
+
+
 def test_causal_where_attention_in_heads_first_layout():
     model = to_onnx(causal_matmul_attention, [("B", S, H * D)])
     assert _ops(model).count("Attention") == 1 and "Softmax" not in _ops(model)

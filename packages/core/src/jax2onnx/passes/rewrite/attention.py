@@ -103,6 +103,12 @@ def _times_ones(node: ir.Node, probs: ir.Value) -> bool:
     return node.outputs[0].shape is not None and node.outputs[0].shape == probs.shape
 
 
+def _row_constant(mask: ir.Value) -> bool:
+    """A constant mask with one value per row of scores (its key axis of 1, or a scalar)."""
+    t = constant_tensor(mask)
+    return t is not None and (len(t.shape) == 0 or int(t.shape[-1]) == 1)
+
+
 def _mask_fits(shape: ir.Shape | None, queries, graph) -> bool:
     """Whether a mask of ``shape`` can be handed to onnxruntime's kernel (see
     :func:`_mask_over_queries`)."""
@@ -214,7 +220,7 @@ class Attentions:
 
     def __init__(self, opset: int) -> None:
         self.opset = opset
-        self._expanded: dict = {}  # (id of a mask, query length) -> the mask expanded to it
+        self._expanded: dict = {}  # (id of a mask, query length) -> the mask expanded to it; negated masks
 
     def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
         if self.opset < 23:
@@ -249,8 +255,8 @@ class Attentions:
         if int(_attr(softmax, "axis", -1)) % 4 != 3 or not _only_reader(s, softmax, graph):
             return None
         node = s.producer()
-        if _is(node, "Add"):
-            for i in (0, 1):
+        if _is(node, "Add") or _is(node, "Sub"):  # DistilBERT: scores - (1 - mask) * big
+            for i in ((0, 1) if node.op_type == "Add" else (0,)):
                 mask = node.inputs[1 - i]
                 found = self._scaled_product(graph, node.inputs[i], node)
                 if found is None or mask is None or mask.dtype != ir.DataType.FLOAT or mask.shape is None \
@@ -258,6 +264,10 @@ class Attentions:
                     continue
                 if node.inputs[i].shape is None or s.shape != node.inputs[i].shape:
                     continue  # the mask must not broadcast the scores to a larger shape
+                if _row_constant(mask):
+                    mask = None  # the same number added to a whole row: softmax does not see it (BEiT's 0 bias)
+                elif node.op_type == "Sub":
+                    mask = (mask,)  # negated when the op is made
                 return (*found, mask, None)
             return None
         if _is(node, "Where"):
@@ -323,6 +333,9 @@ class Attentions:
 
         stem = pv.name or "attention"
         queries = qop.value.shape[qop.perm[2]]
+        negate = isinstance(mask, tuple)
+        if negate:
+            (mask,) = mask
         mask_shape = where[0].shape if where is not None else mask.shape if mask is not None else None
         if (mask is not None or where is not None) and not _mask_fits(mask_shape, queries, graph):
             return False
@@ -335,6 +348,14 @@ class Attentions:
             mask = node.outputs[0]
             mask.name, mask.type, mask.shape = f"{stem}_additive_mask", ir.TensorType(ir.DataType.FLOAT), cond.shape
             graph.insert_before(pv, node)
+        if negate:  # S - m: the additive mask is -m (once per mask value)
+            if ("neg", id(mask)) not in self._expanded:
+                node = ir.Node("", "Neg", [mask], name=f"{stem}_mask_neg")
+                node.outputs[0].name, node.outputs[0].type = f"{stem}_negated_mask", mask.type
+                node.outputs[0].shape = mask.shape
+                graph.insert_before(pv, node)
+                self._expanded[("neg", id(mask))] = node.outputs[0]
+            mask = self._expanded[("neg", id(mask))]
         if mask is not None:
             mask = _mask_over_queries(graph, mask, queries, pv, stem, self._expanded)
         attrs = [ir.AttrFloat32("scale", float(scale))]
