@@ -18,6 +18,8 @@ Families:
   ``RotaryEmbedding`` (opset 23); before :mod:`.attention`, whose 3-D form then reads its output.
 - :mod:`.attention`: scaled dot-product attention however written (einsum or MatMul, scale,
   additive or ``where`` mask, GQA repeats) → ``Attention`` (opset 23).
+- :mod:`.layout`: layout Transposes sunk through elementwise ops, then cancelled in pairs (the
+  channels-last activations a value's two readers kept apart, e.g. squeeze-and-excitation).
 - :mod:`.onnxruntime` (target "onnxruntime"): contrib ops where measured at least as fast
   (BiasGelu/FastGelu), residual sums kept from the slower SkipLayerNormalization fusion (the
   measurements, and those that ruled out MultiHeadAttention, are in its docstring).
@@ -39,6 +41,7 @@ from .bias_add import BiasAddChains
 from .broadcast import BroadcastConstants
 from .elementwise import ElementwiseFunctions
 from .layer_norm import LayerNorms
+from .layout import SinkTransposes
 from .norms import RmsNorms
 from .rotary import RotaryEmbeddings
 from .onnxruntime import OnnxRuntimeContribOps
@@ -62,7 +65,7 @@ class RewritePass(ir.passes.InPlacePass):
 
     def families(self, opset: int) -> list:
         families: list = [BroadcastConstants(), ElementwiseFunctions(opset), LayerNorms(opset), RmsNorms(opset),
-                          RotaryEmbeddings(opset), Attentions(opset), BiasAddChains()]
+                          RotaryEmbeddings(opset), Attentions(opset), BiasAddChains(), SinkTransposes()]
         if self.target == "onnxruntime":
             families.append(OnnxRuntimeContribOps())
         if self.target == "tensorrt":

@@ -220,6 +220,7 @@ class Attentions:
 
     def __init__(self, opset: int) -> None:
         self.opset = opset
+        self._made = 0
         self._expanded: dict = {}  # (id of a mask, query length) -> the mask expanded to it; negated masks
 
     def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
@@ -331,7 +332,8 @@ class Attentions:
         scale *= qop.scale * kop.scale
         y = pv.outputs[0]
 
-        stem = pv.name or "attention"
+        self._made += 1  # unique names even where the graph's nodes have none
+        stem = f"{pv.name or 'attention'}_{self._made}"
         queries = qop.value.shape[qop.perm[2]]
         negate = isinstance(mask, tuple)
         if negate:

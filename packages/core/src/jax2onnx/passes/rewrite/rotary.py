@@ -134,6 +134,7 @@ class RotaryEmbeddings:
 
     def __init__(self, opset: int) -> None:
         self.opset = opset
+        self._made = 0
         self._ids: dict[int, ir.Value] = {}  # position ids, as int64, once per value
         self._caches: dict[tuple, ir.Value] = {}  # half tables by content
 
@@ -164,7 +165,8 @@ class RotaryEmbeddings:
                 return False  # onnxruntime's kernel needs the batch and sequence axes in full
         elif ids.shape[0] != x.shape[0] or ids.shape[1] != x.shape[1]:
             return False
-        stem = add.name or "rotary"
+        self._made += 1  # unique names even where the graph's nodes have none
+        stem = f"{add.name or 'rotary'}_{self._made}"
         caches = []
         for name, table in (("cos", cos), ("sin", sin)):
             rows = np.ascontiguousarray(table[..., :half]).astype(np.float32)
