@@ -331,6 +331,12 @@ class Attentions:
             return False
         scale *= qop.scale * kop.scale
         y = pv.outputs[0]
+        while len(y.uses()) == 1 and y not in graph.outputs:  # DistilBERT: p @ v, then heads back by a Transpose
+            reader = y.uses()[0][0]
+            p2 = _attr(reader, "perm", None) if _is(reader, "Transpose") else None
+            if p2 is None or len(p2) != 4:
+                break
+            out_perm, y = [out_perm[int(i)] for i in p2], reader.outputs[0]
 
         self._made += 1  # unique names even where the graph's nodes have none
         stem = f"{pv.name or 'attention'}_{self._made}"
