@@ -10,7 +10,7 @@
     nox -s opsets           # every testcase of every pack exported at opset 17 (LayerNormalization's)
     nox -s opsets_oldest    # every testcase of every pack exported at the oldest opset (13)
     nox -s web              # quickstart MLP, a CNN and a transformer layer in onnxruntime-web (wasm) under Node
-    nox -s lint demo bench bench_targets bench_linalg coverage_docs
+    nox -s lint demo bench bench_targets bench_linalg bench_hf_families coverage_docs
     nox -s docs             # the user guide (mkdocs build --strict) into site/
     nox -s fuzz stress      # long differential fuzzing; 8 threads x 20 rounds of concurrent exports
     nox -s build            # sdists + wheels, twine check, each wheel smoke-tested alone in a fresh venv;
@@ -361,6 +361,16 @@ def bench_tensorrt(session: nox.Session) -> None:
     session.run("python", "-m", "pip", "uninstall", "-y", "onnxruntime")
     session.install("onnxruntime-gpu")
     session.run("python", "bench/tensorrt_bench.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_hf_families(session: nox.Session) -> None:
+    """Node counts across ~30 Hugging Face Flax families against the published jax2onnx 0.17.1 (in its
+    own venv, ``-- --peer-python PATH``), symbolic batch; ``-- --static`` for batch 2. Also the ONNX
+    Attention op against its decomposed graph in onnxruntime (bench/attention_op.py)."""
+    session.install(*ALL_PACKAGES, "transformers>=4.57,<5")
+    session.run("python", "bench/hf_families.py", *session.posargs)
+    session.run("python", "bench/attention_op.py")
 
 
 @nox.session(python=PYTHON)

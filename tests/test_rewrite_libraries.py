@@ -33,6 +33,12 @@ def _gelus(model):
             for n in model.graph.node if n.op_type == "Gelu"]
 
 
+def _attention_heads(model):
+    """(q_num_heads, kv_num_heads) of each Attention node, in graph order."""
+    return [tuple(next((a.i for a in n.attribute if a.name == k), None) for k in ("q_num_heads", "kv_num_heads"))
+            for n in model.graph.node if n.op_type == "Attention"]
+
+
 def _ids(shape, vocab, seed=0):
     return np.random.default_rng(seed).integers(0, vocab, size=shape).astype(np.int32)
 
@@ -68,6 +74,7 @@ def test_hf_flax_vit():
 
     model = to_onnx(fn, [("B", 3, 32, 32)])
     assert _gelus(model) == ["none", "none"]  # by the rewrite stage or the patch (import order)
+    assert _attention_heads(model) == [(4, 4), (4, 4)]  # HF's einsum attention, 3-D form
     _check(fn, model, [("B", 3, 32, 32)], 100)
 
 
@@ -82,6 +89,7 @@ def test_hf_flax_bert():
     specs = [jax.ShapeDtypeStruct((2, 16), jnp.int32)] * 2
     model = to_onnx(fn, specs)
     assert _gelus(model) == ["none", "none"]
+    assert _attention_heads(model) == [(4, 4), (4, 4)]  # with the padding bias as its mask
     mask = np.ones((2, 16), np.int32)
     mask[1, 10:] = 0
     _check(fn, model, [_ids((2, 16), 100), mask], 100)
@@ -96,6 +104,7 @@ def test_hf_flax_gpt2():
 
     model = to_onnx(fn, [jax.ShapeDtypeStruct((2, 16), jnp.int32)])
     assert _gelus(model) == ["tanh", "tanh"]  # HF's gelu_new
+    assert _attention_heads(model) == [(4, 4), (4, 4)]  # with the causal bias as its mask
     _check(fn, model, [_ids((2, 16), 100)], 80)
 
 
@@ -125,10 +134,14 @@ def test_hf_flax_llama_rms_norms():
 
     model = to_onnx(fn, [jax.ShapeDtypeStruct((2, 16), jnp.int32)])
     assert rewrites_applied(model)["rms_norm"] == 5
-    assert [n.op_type for n in model.graph.node].count("RMSNormalization") == 5
-    _check(fn, model, [_ids((2, 16), 100)], 90)
-    old = to_onnx(fn, [jax.ShapeDtypeStruct((2, 16), jnp.int32)], opset=22)  # no RMSNormalization before 23
-    assert "RMSNormalization" not in {n.op_type for n in old.graph.node}
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count("RMSNormalization") == 5
+    # rotary embeddings (half-split, tables gathered by position) and GQA attention (2 kv heads)
+    assert ops.count("RotaryEmbedding") == 4 and ops.count("Attention") == 2
+    assert "Softmax" not in ops and "Neg" not in ops
+    _check(fn, model, [_ids((2, 16), 100)], 60)
+    old = to_onnx(fn, [jax.ShapeDtypeStruct((2, 16), jnp.int32)], opset=22)  # none of the three before 23
+    assert not {"RMSNormalization", "RotaryEmbedding", "Attention"} & {n.op_type for n in old.graph.node}
 
 
 def test_float64_keeps_the_exact_kernels():

@@ -10,8 +10,16 @@ Families:
   recognised by evaluating the subgraph, not by its spelling.
 - :mod:`.broadcast`: elementwise ops on constants expanded to a runtime (batch) shape are computed
   on the constants and expanded once (a symbolic batch's masks fold as a static batch's do).
+- :mod:`.layer_norm`: LayerNorm written by hand (centred or moments form) → LayerNormalization
+  (opset 17); before :mod:`.norms`, whose RMS chain is a centred LayerNorm's tail.
 - :mod:`.norms`: RMSNorm written by hand → RMSNormalization (opset 23).
 - :mod:`.bias_add`: MatMul + bias on matrices → Gemm.
+- :mod:`.rotary`: rotary embeddings (half-split, tables gathered by position ids) →
+  ``RotaryEmbedding`` (opset 23); before :mod:`.attention`, whose 3-D form then reads its output.
+- :mod:`.attention`: scaled dot-product attention however written (einsum or MatMul, scale,
+  additive or ``where`` mask, GQA repeats) → ``Attention`` (opset 23).
+- :mod:`.layout`: layout Transposes sunk through elementwise ops, then cancelled in pairs (the
+  channels-last activations a value's two readers kept apart, e.g. squeeze-and-excitation).
 - :mod:`.onnxruntime` (target "onnxruntime"): contrib ops where measured at least as fast
   (BiasGelu/FastGelu), residual sums kept from the slower SkipLayerNormalization fusion (the
   measurements, and those that ruled out MultiHeadAttention, are in its docstring).
@@ -25,12 +33,17 @@ from __future__ import annotations
 import json
 
 import onnx_ir as ir
+from onnx_ir.passes.common import ShapeInferencePass
 
 from ..dead_code import DeadCodeEliminationPass
+from .attention import Attentions
 from .bias_add import BiasAddChains
 from .broadcast import BroadcastConstants
 from .elementwise import ElementwiseFunctions
+from .layer_norm import LayerNorms
+from .layout import SinkTransposes
 from .norms import RmsNorms
+from .rotary import RotaryEmbeddings
 from .onnxruntime import OnnxRuntimeContribOps
 from .tensorrt_forms import TensorRtForms
 
@@ -51,7 +64,8 @@ class RewritePass(ir.passes.InPlacePass):
         self.target = target
 
     def families(self, opset: int) -> list:
-        families: list = [BroadcastConstants(), ElementwiseFunctions(opset), RmsNorms(opset), BiasAddChains()]
+        families: list = [BroadcastConstants(), ElementwiseFunctions(opset), LayerNorms(opset), RmsNorms(opset),
+                          RotaryEmbeddings(opset), Attentions(opset), BiasAddChains(), SinkTransposes()]
         if self.target == "onnxruntime":
             families.append(OnnxRuntimeContribOps())
         if self.target == "tensorrt":
@@ -61,6 +75,12 @@ class RewritePass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         counts: dict[str, int] = json.loads(model.metadata_props.get(REWRITES_KEY, "{}"))
         modified = False
+        # the norm and attention rules read ranks, axis lengths and head counts off intermediate
+        # values, which lowering leaves unset (they are otherwise filled at the end, for the file)
+        try:
+            ShapeInferencePass(check_type=False, strict_mode=False, data_prop=False)(model)
+        except Exception:  # noqa: BLE001 - without shapes the rules only find fewer matches
+            pass
         for family in self.families(model_opset(model)):
             if family.apply(model, counts):
                 modified = True

@@ -1,0 +1,404 @@
+"""Scaled dot-product attention, however it is written → the ONNX ``Attention`` op (opset 23).
+
+Hugging Face's Flax layers, ``flax.nnx``/``linen`` with a custom attention function, Equinox and
+hand-written code all compute ``softmax(scale * q·kᵀ + mask) · v``, but each spells it its own
+way: ``einsum('...qhd,...khd->...hqk')`` (lowered to Transposes and a MatMul) or ``q @ k.T``, the
+scale on ``q``, on ``k`` or on the scores, the mask added as a bias or applied by ``where``, keys
+and values repeated per query group (GQA: ``jnp.repeat`` on the head axis, a Gather), the output
+through ``einsum('...hqk,...khd->...qhd')`` or a MatMul and a Transpose. That is 7-13 nodes per
+layer. onnxruntime 1.32's CPU kernel for ``Attention`` runs the same computation in 0.58-0.76× the
+time of the decomposed graph (``bench/attention_op.py``: batch 8, 64-128 tokens, width 64-256,
+1 thread; GQA 0.58×).
+
+Rule (anchor: a ``Softmax`` over the last axis of rank-4 float32 scores):
+``Softmax([Add(S, mask) | Where(c, S, fill)])`` with ``S = scale chain(QK)``, ``QK`` a rank-4
+``MatMul`` or a two-operand ``Einsum`` contracting one axis, the probabilities read only by a
+``MatMul``/``Einsum`` with ``V`` summing the key axis. Each operand is traced back through
+Transposes (their permutations composed), scalar Mul/Div (their product is the ``scale``
+attribute) and, for keys and values, one head-axis Gather repeating each head ``r`` times
+(``kv_num_heads``). The op's form:
+
+- 3-D (``q_num_heads``/``kv_num_heads``): when q, k and v are each a Reshape of a (batch, seq,
+  heads·size) value to (batch, seq, heads, size), and the output (batch, seq, heads, size) is read
+  only by a Reshape merging the last two axes: the Reshapes go too;
+- 4-D (batch, heads, seq, size) otherwise, with a Transpose on each operand (and the output) whose
+  layout differs.
+
+A ``Where(c, S, fill)`` mask becomes the additive mask ``Where(c, 0, fill)`` (for a finite
+``fill``, ``S + fill`` rounds to ``fill`` wherever it matters, as the original's ``fill`` is).
+Scores and probabilities must be read by the chain alone (a model that returns its attention
+weights keeps the decomposed form).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from ...ir.constants import constant_ints, constant_tensor
+from ..manager import all_graphs, rewrite_nodes
+from .onnxruntime import _is, _only_reader, _replace_value
+
+#: ``MatMul(a, b)`` on rank-4 values, as an einsum.
+_MATMUL_EQUATION = "bhqd,bhdk->bhqk"
+
+
+def _scalar(v: ir.Value | None) -> float | None:
+    t = constant_tensor(v)
+    if t is None or int(np.prod([int(d) for d in t.shape])) != 1:
+        return None
+    return float(np.asarray(t.numpy()).reshape(-1)[0])
+
+
+def _attr(node: ir.Node, name: str, default):
+    attr = node.attributes.get(name)
+    return default if attr is None else attr.value
+
+
+def _equation(node: ir.Node) -> tuple[str, str, str] | None:
+    """(first operand, second operand, output) letters of a two-operand rank-4 MatMul or Einsum."""
+    if _is(node, "MatMul"):
+        a, b = node.inputs
+        if a is None or b is None or a.shape is None or b.shape is None or len(a.shape) != 4 or len(b.shape) != 4:
+            return None
+        return "bhqd", "bhdk", "bhqk"
+    if not _is(node, "Einsum") or len(node.inputs) != 2:
+        return None
+    eq = _attr(node, "equation", "")
+    eq = eq.decode() if isinstance(eq, bytes) else str(eq)
+    eq = eq.replace(" ", "")
+    if "->" not in eq:
+        return None
+    spare = next(c for c in "zyxwvutsrponmlkjigfecba" if c not in eq)
+    eq = eq.replace("...", spare)
+    lhs, out = eq.split("->")
+    ops = lhs.split(",")
+    if len(ops) != 2 or any(len(set(s)) != 4 or len(s) != 4 for s in (*ops, out)):
+        return None
+    return ops[0], ops[1], out
+
+
+def _heads_size(shape: ir.Shape | None, perm: list[int]) -> tuple[object, object]:
+    if shape is None or len(shape) != 4:
+        return None, None
+    return shape[perm[1]], shape[perm[3]]
+
+
+def _times_ones(node: ir.Node, probs: ir.Value) -> bool:
+    """``node`` multiplies ``probs`` by a constant of ones, keeping its shape."""
+    if not (_is(node, "Mul") or _is(node, "Einsum")) or len(node.inputs) != 2 or len(node.outputs) != 1:
+        return False
+    other = node.inputs[1] if node.inputs[0] is probs else node.inputs[0]
+    ones = constant_tensor(other)
+    if ones is None or other is probs or not np.all(np.asarray(ones.numpy()) == 1):
+        return False
+    if _is(node, "Einsum"):
+        eq = _attr(node, "equation", "")
+        eq = (eq.decode() if isinstance(eq, bytes) else str(eq)).replace(" ", "")
+        lhs, _, out = eq.partition("->")
+        ops = lhs.split(",")
+        mine = ops[0] if node.inputs[0] is probs else ops[1]
+        theirs = ops[1] if node.inputs[0] is probs else ops[0]
+        return out == mine and set(theirs.replace("...", "")) <= set(mine.replace("...", ""))
+    return node.outputs[0].shape is not None and node.outputs[0].shape == probs.shape
+
+
+def _row_constant(mask: ir.Value) -> bool:
+    """A constant mask with one value per row of scores (its key axis of 1, or a scalar)."""
+    t = constant_tensor(mask)
+    return t is not None and (len(t.shape) == 0 or int(t.shape[-1]) == 1)
+
+
+def _mask_fits(shape: ir.Shape | None, queries, graph) -> bool:
+    """Whether a mask of ``shape`` can be handed to onnxruntime's kernel (see
+    :func:`_mask_over_queries`)."""
+    if shape is None or not 2 <= len(shape) <= 4:
+        return False
+    return shape[-2] == queries or (shape[-2] == 1 and isinstance(queries, int) and isinstance(graph, ir.Graph))
+
+
+def _mask_over_queries(graph, mask: ir.Value, queries, before: ir.Node, stem: str, done: dict) -> ir.Value:
+    """The mask with its query axis as long as the queries: ONNX broadcasts ``attn_mask`` to
+    (batch, heads, queries, keys), but onnxruntime 1.32's kernel requires the query axis in full
+    (a padding mask (batch, 1, 1, keys) fails "inconsistent q_sequence_length"), so a mask with a
+    query axis of 1 is expanded to the (static) query length, once per mask value."""
+    if mask.shape[-2] == queries:
+        return mask
+    key = (id(mask), queries)
+    if key in done:  # the layers of a model share one mask: expanded once
+        return done[key]
+    target = ir.Value(name=f"{stem}_mask_queries", const_value=ir.tensor(
+        np.array([1] * (len(mask.shape) - 2) + [queries, 1], np.int64)))
+    target.const_value.name = target.name
+    graph.register_initializer(target)
+    node = ir.Node("", "Expand", [mask, target], name=f"{stem}_mask_expand")
+    out = node.outputs[0]
+    out.name, out.type = f"{stem}_mask_full", mask.type
+    out.shape = ir.Shape([*mask.shape[:-2], queries, mask.shape[-1]])
+    graph.insert_before(before, node)
+    done[key] = out
+    return out
+
+
+class _Operand:
+    """A value ``v`` such that ``Transpose(v, perm)`` is the operand in (batch, heads, seq, size)
+    layout, times ``scale``; ``groups`` when a head-axis Gather repeated each of ``groups`` heads."""
+
+    def __init__(self, value: ir.Value, perm: list[int]) -> None:
+        self.value, self.perm, self.scale, self.groups, self.repeated = value, perm, 1.0, None, None
+
+    def peel(self, repeats: bool) -> _Operand:
+        while True:
+            node = self.value.producer()
+            if _is(node, "Transpose"):
+                p = _attr(node, "perm", None)
+                if p is None or len(p) != 4:
+                    return self
+                self.perm = [int(p[i]) for i in self.perm]
+                self.value = node.inputs[0]
+            elif _is(node, "Identity"):
+                self.value = node.inputs[0]
+            elif _is(node, "Mul") and _scalar(node.inputs[1]) is not None:
+                self.scale *= _scalar(node.inputs[1])
+                self.value = node.inputs[0]
+            elif _is(node, "Mul") and _scalar(node.inputs[0]) is not None:
+                self.scale *= _scalar(node.inputs[0])
+                self.value = node.inputs[1]
+            elif _is(node, "Div") and _scalar(node.inputs[1]) not in (None, 0.0):
+                self.scale /= _scalar(node.inputs[1])
+                self.value = node.inputs[0]
+            elif repeats and self.groups is None and _is(node, "Gather") and self._repeat(node):
+                self.value = node.inputs[0]
+            else:
+                return self
+
+    def _repeat(self, gather: ir.Node) -> bool:
+        """A Gather on the head axis with indices ``[0]*r + [1]*r + ...`` (``jnp.repeat``)."""
+        data, indices = gather.inputs
+        idx = constant_ints(indices)
+        t = constant_tensor(indices)
+        if idx is None or t is None or len(t.shape) != 1 or data is None or data.shape is None or len(data.shape) != 4:
+            return False
+        axis = int(_attr(gather, "axis", 0)) % 4
+        n = data.shape[axis]
+        if axis != self.perm[1] or not isinstance(n, int) or n == 0 or len(idx) % n:
+            return False
+        if idx != list(np.repeat(np.arange(n), len(idx) // n)):
+            return False
+        self.groups, self.repeated = n, len(idx)
+        return True
+
+    def as_4d(self, graph: ir.Graph | ir.Function, before: ir.Node, stem: str) -> ir.Value:
+        if self.perm == [0, 1, 2, 3]:
+            return self.value
+        node = ir.Node("", "Transpose", [self.value], [ir.AttrInt64s("perm", self.perm)], name=f"{stem}_transpose")
+        out = node.outputs[0]
+        out.name, out.type = f"{stem}_bhsd", self.value.type
+        if self.value.shape is not None:
+            out.shape = ir.Shape([self.value.shape[i] for i in self.perm])
+        graph.insert_before(before, node)
+        return out
+
+    def split_heads(self) -> ir.Value | None:
+        """The (batch, seq, heads·size) value this operand is a Reshape of, when it is one."""
+        node = self.value.producer()
+        if self.perm != [0, 2, 1, 3] or not _is(node, "Reshape"):
+            return None
+        flat, shape4 = node.inputs[0], self.value.shape
+        if flat is None or flat.shape is None or len(flat.shape) != 3 or shape4 is None or len(shape4) != 4:
+            return None
+        h, d = shape4[2], shape4[3]
+        if not (isinstance(h, int) and isinstance(d, int) and flat.shape[2] == h * d):
+            return None
+        if flat.shape[0] != shape4[0] or flat.shape[1] != shape4[1]:
+            return None
+        return flat
+
+
+class Attentions:
+    name = "attention"
+
+    def __init__(self, opset: int) -> None:
+        self.opset = opset
+        self._made = 0
+        self._expanded: dict = {}  # (id of a mask, query length) -> the mask expanded to it; negated masks
+
+    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
+        if self.opset < 23:
+            return False
+        return rewrite_nodes(all_graphs(model), self._attention, counts, "attention")
+
+    @staticmethod
+    def _scaled_product(graph, v: ir.Value | None, reader: ir.Node):
+        """(QK node, scale) when ``v`` is scalar multiples of a rank-4 product read by the chain alone."""
+        scale = 1.0
+        while True:
+            if v is None or not _only_reader(v, reader, graph):
+                return None
+            node = v.producer()
+            if _is(node, "Mul") and (_scalar(node.inputs[0]) is not None or _scalar(node.inputs[1]) is not None):
+                k = 1 if _scalar(node.inputs[1]) is not None else 0
+                scale *= _scalar(node.inputs[k])
+                v, reader = node.inputs[1 - k], node
+            elif _is(node, "Div") and _scalar(node.inputs[1]) not in (None, 0.0):
+                scale /= _scalar(node.inputs[1])
+                v, reader = node.inputs[0], node
+            elif node is not None and _equation(node) is not None:
+                return node, scale
+            else:
+                return None
+
+    def _scores(self, graph, softmax: ir.Node):
+        """(QK node, scale, mask value or None, a Where mask's (cond, fill) or None)."""
+        s = softmax.inputs[0]
+        if s is None or s.dtype != ir.DataType.FLOAT or s.shape is None or len(s.shape) != 4:
+            return None
+        if int(_attr(softmax, "axis", -1)) % 4 != 3 or not _only_reader(s, softmax, graph):
+            return None
+        node = s.producer()
+        if _is(node, "Add") or _is(node, "Sub"):  # DistilBERT: scores - (1 - mask) * big
+            for i in ((0, 1) if node.op_type == "Add" else (0,)):
+                mask = node.inputs[1 - i]
+                found = self._scaled_product(graph, node.inputs[i], node)
+                if found is None or mask is None or mask.dtype != ir.DataType.FLOAT or mask.shape is None \
+                        or len(mask.shape) > 4:
+                    continue
+                if node.inputs[i].shape is None or s.shape != node.inputs[i].shape:
+                    continue  # the mask must not broadcast the scores to a larger shape
+                if _row_constant(mask):
+                    mask = None  # the same number added to a whole row: softmax does not see it (BEiT's 0 bias)
+                elif node.op_type == "Sub":
+                    mask = (mask,)  # negated when the op is made
+                return (*found, mask, None)
+            return None
+        if _is(node, "Where"):
+            cond, kept, fill = node.inputs
+            if _scalar(fill) is None or cond is None or cond.dtype != ir.DataType.BOOL or not isinstance(graph, ir.Graph):
+                return None  # (a function body holds no initializer for the mask's zero)
+            found = self._scaled_product(graph, kept, node)
+            if found is None or kept.shape is None or kept.shape != s.shape:
+                return None
+            return (*found, None, (cond, fill))
+        found = self._scaled_product(graph, s, softmax)
+        return None if found is None else (*found, None, None)
+
+    def _attention(self, graph, softmax: ir.Node) -> bool:
+        if not _is(softmax, "Softmax"):
+            return False
+        found = self._scores(graph, softmax)
+        if found is None:
+            return False
+        qk, scale, mask, where = found
+        ea, eb, eo = _equation(qk)
+        b, h, q, k = eo
+        d = set(ea) & set(eb) - set(eo)
+        if len(d) != 1 or set(ea) != {b, h, q, *d} or set(eb) != {b, h, k, *d}:
+            return False
+        (d,) = d
+        qop = _Operand(qk.inputs[0], [ea.index(c) for c in (b, h, q, d)]).peel(repeats=False)
+        kop = _Operand(qk.inputs[1], [eb.index(c) for c in (b, h, k, d)]).peel(repeats=True)
+        # the probabilities times V
+        probs = softmax.outputs[0]
+        while True:
+            users = probs.uses()
+            if len(users) != 1 or probs in graph.outputs:
+                return False
+            pv, slot = users[0]
+            if not _times_ones(pv, probs):
+                break
+            probs = pv.outputs[0]  # HF's layer_head_mask of ones: einsum('...hqk,h->...hqk', p, ones)
+        pv_eq = _equation(pv)
+        if pv_eq is None:
+            return False
+        ep, ev, out = (pv_eq[0], pv_eq[1], pv_eq[2]) if slot == 0 else (pv_eq[1], pv_eq[0], pv_eq[2])
+        pb, ph, pq, pk = ep
+        e = set(ev) - set(ep)
+        if len(e) != 1 or set(ev) != {pb, ph, pk, *e} or set(out) != {pb, ph, pq, *e}:
+            return False
+        (e,) = e
+        vop = _Operand(pv.inputs[1 - slot], [ev.index(c) for c in (pb, ph, pk, e)]).peel(repeats=True)
+        out_perm = [(pb, ph, pq, e).index(c) for c in out]
+        if any(o.value is None or o.value.shape is None or len(o.value.shape) != 4 for o in (qop, kop, vop)):
+            return False
+        if kop.groups != vop.groups or kop.repeated != vop.repeated or vop.scale != 1.0:
+            return False
+        heads, size = _heads_size(qop.value.shape, qop.perm)
+        kv_heads, k_size = _heads_size(kop.value.shape, kop.perm)
+        v_heads, _ = _heads_size(vop.value.shape, vop.perm)
+        if not isinstance(heads, int) or not isinstance(kv_heads, int) or kv_heads != v_heads or size != k_size:
+            return False
+        if kv_heads != (heads if kop.groups is None else kop.groups) or (kop.groups and kop.repeated != heads):
+            return False
+        scale *= qop.scale * kop.scale
+        y = pv.outputs[0]
+        while len(y.uses()) == 1 and y not in graph.outputs:  # DistilBERT: p @ v, then heads back by a Transpose
+            reader = y.uses()[0][0]
+            p2 = _attr(reader, "perm", None) if _is(reader, "Transpose") else None
+            if p2 is None or len(p2) != 4:
+                break
+            out_perm, y = [out_perm[int(i)] for i in p2], reader.outputs[0]
+
+        self._made += 1  # unique names even where the graph's nodes have none
+        stem = f"{pv.name or 'attention'}_{self._made}"
+        queries = qop.value.shape[qop.perm[2]]
+        negate = isinstance(mask, tuple)
+        if negate:
+            (mask,) = mask
+        mask_shape = where[0].shape if where is not None else mask.shape if mask is not None else None
+        if (mask is not None or where is not None) and not _mask_fits(mask_shape, queries, graph):
+            return False
+        if where is not None:  # Where(c, S, fill) -> the additive mask Where(c, 0, fill)
+            cond, fill = where
+            zero = ir.Value(name=f"{stem}_mask_zero", const_value=ir.tensor(np.zeros((), np.float32)))
+            zero.const_value.name = zero.name
+            graph.register_initializer(zero)
+            node = ir.Node("", "Where", [cond, zero, fill], name=f"{stem}_mask")
+            mask = node.outputs[0]
+            mask.name, mask.type, mask.shape = f"{stem}_additive_mask", ir.TensorType(ir.DataType.FLOAT), cond.shape
+            graph.insert_before(pv, node)
+        if negate:  # S - m: the additive mask is -m (once per mask value)
+            if ("neg", id(mask)) not in self._expanded:
+                node = ir.Node("", "Neg", [mask], name=f"{stem}_mask_neg")
+                node.outputs[0].name, node.outputs[0].type = f"{stem}_negated_mask", mask.type
+                node.outputs[0].shape = mask.shape
+                graph.insert_before(pv, node)
+                self._expanded[("neg", id(mask))] = node.outputs[0]
+            mask = self._expanded[("neg", id(mask))]
+        if mask is not None:
+            mask = _mask_over_queries(graph, mask, queries, pv, stem, self._expanded)
+        attrs = [ir.AttrFloat32("scale", float(scale))]
+        flats = [o.split_heads() for o in (qop, kop, vop)]
+        merge = None
+        if out_perm == [0, 2, 1, 3] and len(y.uses()) == 1 and y not in graph.outputs:
+            reader = y.uses()[0][0]
+            if _is(reader, "Reshape") and reader.outputs[0].shape is not None and len(reader.outputs[0].shape) == 3 \
+                    and y.shape is not None and len(y.shape) == 4 and isinstance(y.shape[3], int):
+                merged = reader.outputs[0].shape
+                if merged[2] == heads * y.shape[3] and merged[0] == y.shape[0] and merged[1] == y.shape[1]:
+                    merge = reader
+        inputs_mask = [mask] if mask is not None else []
+        if merge is not None and all(f is not None for f in flats):
+            attrs += [ir.AttrInt64("q_num_heads", heads), ir.AttrInt64("kv_num_heads", kv_heads)]
+            node = ir.Node("", "Attention", [*flats, *inputs_mask], attrs, name=f"{stem}_attention")
+            new = node.outputs[0]
+            old = merge.outputs[0]
+            new.type, new.shape, new.name = old.type, old.shape, f"{old.name or stem}_attention"
+            graph.insert_before(pv, node)
+            _replace_value(graph, old, new)
+            return True
+        q4, k4, v4 = (o.as_4d(graph, pv, f"{stem}_{n}") for o, n in ((qop, "q"), (kop, "k"), (vop, "v")))
+        node = ir.Node("", "Attention", [q4, k4, v4, *inputs_mask], attrs, name=f"{stem}_attention")
+        new = node.outputs[0]
+        new.type = y.type
+        if y.shape is not None:
+            inverse = list(np.argsort(out_perm))
+            new.shape = ir.Shape([y.shape[int(i)] for i in inverse])
+        new.name = f"{y.name or stem}_attention"
+        graph.insert_before(pv, node)
+        if out_perm != [0, 1, 2, 3]:
+            t = ir.Node("", "Transpose", [new], [ir.AttrInt64s("perm", out_perm)], name=f"{stem}_output_transpose")
+            t.outputs[0].type, t.outputs[0].shape, t.outputs[0].name = y.type, y.shape, f"{y.name or stem}_layout"
+            graph.insert_before(pv, t)
+            new = t.outputs[0]
+        _replace_value(graph, y, new)
+        return True

@@ -1,0 +1,261 @@
+"""LayerNorm written by hand → ``LayerNormalization`` (opset 17).
+
+Libraries that do not call a patched ``LayerNorm`` (plain-JAX models, Equinox's functional code,
+Hugging Face layers written out) normalise over the last axis in one of two ways:
+
+- centred: ``c = x - mean(x)``, ``var = mean(c * c)`` (or ``c ** 2``, ``jnp.var``);
+- moments: ``var = mean(x * x) - mean(x) ** 2``, clipped at 0 (Flax's ``LayerNorm``, Equinox);
+
+then ``c / sqrt(var + eps)``, ``c * rsqrt(var + eps)`` (Reciprocal(Sqrt), ``1 / Sqrt`` or
+``Pow(-0.5)``), with the scale inside the factor (Flax: ``c * (rsqrt(var + eps) * gamma)``) or
+after it, and a bias added. Lowered, that is 9-13 nodes per norm. ``mean`` is a ``ReduceMean``
+over the last axis with kept dims, or ``ReduceSum`` (kept, or re-inserted by ``Unsqueeze``) divided
+by (or times the inverse of) the axis length.
+
+Rule (anchor: the ``Sub`` computing ``c``): the chain above, ``eps`` a scalar constant, gamma and
+beta constants of the axis length (vectors or broadcast (1, ..., n)), float32 → one
+``LayerNormalization(x, gamma, beta, axis=-1, epsilon=eps)`` (its ``stash_type`` computes in
+float32, as the chain did; the moments form's cancellation is gone, so the result is as or more
+accurate). A look-alike (another axis, a mean that is not one, a constant that is not a scalar)
+is left alone. The replaced nodes are left to dead-code elimination: an intermediate also read
+elsewhere stays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from ...ir.constants import constant_ints, constant_tensor
+from ..manager import all_graphs, rewrite_nodes
+from .onnxruntime import _is, _replace_value
+
+
+def _scalar(v: ir.Value | None) -> float | None:
+    t = constant_tensor(v)
+    if t is None or int(np.prod([int(d) for d in t.shape])) != 1:
+        return None
+    return float(np.asarray(t.numpy()).reshape(-1)[0])
+
+
+def _producer(v: ir.Value | None) -> ir.Node | None:
+    return None if v is None else v.producer()
+
+
+def _reduce_axes(node: ir.Node) -> list[int] | None:
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        return constant_ints(node.inputs[1])
+    attr = node.attributes.get("axes")
+    return None if attr is None else list(attr.value)
+
+
+def _keepdims(node: ir.Node) -> bool:
+    attr = node.attributes.get("keepdims")
+    return True if attr is None else bool(attr.value)
+
+
+def _last_axis_reduce(v: ir.Value | None, op: str) -> ir.Value | None:
+    """x when ``v`` is ``op`` over x's last axis with the axis kept (or Unsqueezed back)."""
+    node = _producer(v)
+    unsqueezed = False
+    if _is(node, "Unsqueeze"):
+        axes = constant_ints(node.inputs[1]) if len(node.inputs) > 1 else None
+        if axes is None or len(axes) != 1 or v.shape is None or axes[0] % len(v.shape) != len(v.shape) - 1:
+            return None
+        node, unsqueezed = _producer(node.inputs[0]), True
+    if not _is(node, op):
+        return None
+    x = node.inputs[0]
+    if x is None or x.shape is None or len(x.shape) == 0:
+        return None
+    axes = _reduce_axes(node)
+    if axes is None or [a % len(x.shape) for a in axes] != [len(x.shape) - 1] or _keepdims(node) == unsqueezed:
+        return None
+    return x
+
+
+def _mean_last(v: ir.Value | None) -> ir.Value | None:
+    """x when ``v`` is the mean over x's last axis, keeping it."""
+    x = _last_axis_reduce(v, "ReduceMean")
+    if x is not None:
+        return x
+    node = _producer(v)
+    if _is(node, "Div") and _scalar(node.inputs[1]) is not None:
+        scale = 1.0 / _scalar(node.inputs[1]) if _scalar(node.inputs[1]) else 0.0
+        total = node.inputs[0]
+    elif _is(node, "Mul") and _scalar(node.inputs[1]) is not None:
+        scale, total = _scalar(node.inputs[1]), node.inputs[0]
+    elif _is(node, "Mul") and _scalar(node.inputs[0]) is not None:
+        scale, total = _scalar(node.inputs[0]), node.inputs[1]
+    else:
+        return None
+    x = _last_axis_reduce(total, "ReduceSum")
+    if x is None or not isinstance(x.shape[-1], int) or abs(scale * x.shape[-1] - 1.0) > 1e-6:
+        return None
+    return x
+
+
+def _square_of(v: ir.Value | None) -> ir.Value | None:
+    node = _producer(v)
+    if _is(node, "Mul") and node.inputs[0] is node.inputs[1]:
+        return node.inputs[0]
+    if _is(node, "Pow") and _scalar(node.inputs[1]) == 2.0:
+        return node.inputs[0]
+    return None
+
+
+def _centred(v: ir.Value | None) -> ir.Value | None:
+    """x when ``v = x - mean(x)`` over the last axis."""
+    node = _producer(v)
+    if not _is(node, "Sub"):
+        return None
+    x, m = node.inputs
+    return x if x is not None and _mean_last(m) is x else None
+
+
+def _variance_of(v: ir.Value | None, x: ir.Value) -> bool:
+    """``v`` is the variance of x over its last axis (centred or moments form, maybe clipped at 0)."""
+    node = _producer(v)
+    if _is(node, "Max") and len(node.inputs) == 2:
+        if _scalar(node.inputs[1]) == 0.0:
+            v = node.inputs[0]
+        elif _scalar(node.inputs[0]) == 0.0:
+            v = node.inputs[1]
+        else:
+            return False
+    elif _is(node, "Relu"):
+        v = node.inputs[0]
+    squared = _mean_last(v)
+    if squared is not None:  # mean(c * c)
+        return _centred(_square_of(squared)) is x
+    node = _producer(v)
+    if not _is(node, "Sub"):
+        return False
+    second, first = node.inputs  # mean(x * x) - mean(x) ** 2
+    return _square_of(_mean_last(second)) is x and _mean_last(_square_of(first)) is x
+
+
+def _eps_and_variance(v: ir.Value | None, x: ir.Value) -> float | None:
+    """eps when ``v = var(x) + eps``."""
+    node = _producer(v)
+    if not _is(node, "Add"):
+        return None
+    for i in (0, 1):
+        eps = _scalar(node.inputs[1 - i])
+        if eps is not None and eps >= 0 and _variance_of(node.inputs[i], x):
+            return eps
+    return None
+
+
+def _inverse_std(v: ir.Value | None, x: ir.Value) -> float | None:
+    """eps when ``v = 1 / sqrt(var(x) + eps)``."""
+    node = _producer(v)
+    if _is(node, "Reciprocal"):
+        root = _producer(node.inputs[0])
+        return _eps_and_variance(root.inputs[0], x) if _is(root, "Sqrt") else None
+    if _is(node, "Div") and _scalar(node.inputs[0]) == 1.0:
+        root = _producer(node.inputs[1])
+        return _eps_and_variance(root.inputs[0], x) if _is(root, "Sqrt") else None
+    if _is(node, "Pow") and _scalar(node.inputs[1]) == -0.5:
+        return _eps_and_variance(node.inputs[0], x)
+    return None
+
+
+def _vector(v: ir.Value | None, n: int, rank: int) -> np.ndarray | None:
+    """The constant ``v`` as a vector of n, when it broadcasts over the last axis only."""
+    t = constant_tensor(v)
+    if t is None or len(t.shape) > rank or not t.shape or int(t.shape[-1]) != n:
+        return None
+    if any(int(d) != 1 for d in t.shape[:-1]):
+        return None
+    return np.asarray(t.numpy()).reshape(n)
+
+
+def _other(node: ir.Node, v: ir.Value) -> ir.Value | None:
+    a, b = node.inputs[0], node.inputs[1]
+    return b if a is v else a if b is v else None
+
+
+def _single_reader(v: ir.Value, graph) -> ir.Node | None:
+    users = v.uses()
+    if len(users) != 1 or v in graph.outputs:
+        return None
+    return users[0][0]
+
+
+class LayerNorms:
+    name = "layer_norm"
+
+    def __init__(self, opset: int) -> None:
+        self.opset = opset
+        self._made = 0  # numbers the new initializers' names
+
+    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
+        if self.opset < 17:
+            return False
+        graphs = [g for g in all_graphs(model) if isinstance(g, ir.Graph)]  # gamma/beta become initializers
+        return rewrite_nodes(graphs, self._layer_norm, counts, "layer_norm")
+
+    @staticmethod
+    def _normalized(centred: ir.Value, x: ir.Value, graph):
+        """(normalised value, eps, gamma or None) among the readers of ``centred``."""
+        rank, n = len(x.shape), x.shape[-1]
+        for user, _ in centred.uses():
+            if _is(user, "Div") and user.inputs[0] is centred:
+                root = _producer(user.inputs[1])
+                eps = _eps_and_variance(root.inputs[0], x) if _is(root, "Sqrt") else None
+                if eps is not None:
+                    return user.outputs[0], eps, None
+            elif _is(user, "Mul"):
+                factor = _other(user, centred)
+                eps = _inverse_std(factor, x)
+                if eps is not None:
+                    return user.outputs[0], eps, None
+                inner = _producer(factor)  # Flax: c * (rsqrt(var + eps) * gamma)
+                if _is(inner, "Mul") and _single_reader(factor, graph) is user:
+                    for i in (0, 1):
+                        gamma = _vector(inner.inputs[1 - i], n, rank)
+                        eps = _inverse_std(inner.inputs[i], x) if gamma is not None else None
+                        if eps is not None:
+                            return user.outputs[0], eps, gamma
+        return None
+
+    def _layer_norm(self, graph, sub: ir.Node) -> bool:
+        if not _is(sub, "Sub"):
+            return False
+        x = _centred(sub.outputs[0])
+        if x is None or x.dtype != ir.DataType.FLOAT or not isinstance(x.shape[-1], int):
+            return False
+        found = self._normalized(sub.outputs[0], x, graph)
+        if found is None:
+            return False
+        out, eps, gamma = found
+        n, rank = x.shape[-1], len(x.shape)
+        beta = None
+        reader = _single_reader(out, graph)
+        if gamma is None and _is(reader, "Mul"):
+            gamma = _vector(_other(reader, out), n, rank)
+            if gamma is not None:
+                out = reader.outputs[0]
+                reader = _single_reader(out, graph)
+        if _is(reader, "Add"):
+            beta = _vector(_other(reader, out), n, rank)
+            if beta is not None:
+                out = reader.outputs[0]
+        self._made += 1
+        stem = f"{sub.name or 'sub'}_ln{self._made}"
+        inputs = [x]
+        for name, array in (("scale", gamma if gamma is not None else np.ones(n, np.float32)),
+                            ("bias", beta if beta is not None else np.zeros(n, np.float32))):
+            value = ir.Value(name=f"{stem}_{name}", const_value=ir.tensor(np.asarray(array, np.float32)))
+            value.const_value.name = value.name
+            graph.register_initializer(value)
+            inputs.append(value)
+        norm = ir.Node("", "LayerNormalization", inputs,
+                       [ir.AttrInt64("axis", -1), ir.AttrFloat32("epsilon", float(eps))], name=f"{stem}_layernorm")
+        new = norm.outputs[0]
+        new.type, new.shape = out.type, out.shape if out.shape is not None else x.shape
+        new.name = f"{out.name or stem}_layernorm"
+        graph.insert_before(out.producer(), norm)
+        _replace_value(graph, out, new)
+        return True

@@ -1,0 +1,83 @@
+"""Layout Transposes sunk through elementwise ops, so that pairs meet and cancel.
+
+Channels-last Flax convolutions lower as ``Transpose → Conv → Transpose``; between two of them the
+activation runs channels-last. Where the activation's value feeds two branches (Hugging Face's
+Flax RegNet: squeeze-and-excitation multiplies the block's activation by a gate computed from it),
+the pairs are not a single chain, and transpose cancelling (which needs each value read by the
+next op alone) leaves four Transposes per block.
+
+Rule: an elementwise op whose non-constant inputs are all ``Transpose(p)`` values (one ``p``), each
+read by this op alone, computes on the untransposed values and one ``Transpose(p)`` follows it;
+size-1 constants broadcast the same in any layout. Never adds a node (k Transposes become one).
+After each round :class:`~jax2onnx.passes.transpose_cancel.TransposeCancelPass` removes the pairs
+that now meet; to a fixed point.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from ...ir.constants import is_size_one_constant
+from ..dead_code import DeadCodeEliminationPass
+from ..manager import all_graphs, rewrite_nodes
+from ..transpose_cancel import ELEMENTWISE, TransposeCancelPass
+from .onnxruntime import _replace_value
+
+
+def _perm_of(node: ir.Node) -> tuple[int, ...] | None:
+    attr = node.attributes.get("perm")
+    return None if attr is None else tuple(attr.value)
+
+
+class SinkTransposes:
+    name = "layout"
+
+    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
+        if not any(n.op_type == "Transpose" for g in all_graphs(model) for n in g):
+            return False
+        modified = False
+        while rewrite_nodes(all_graphs(model), self._sink, counts, "transpose_sink"):
+            modified = True
+            # a sunk Transpose meeting its inverse cancels; the value under them then has one
+            # reader fewer, which may let the next op's inputs sink in turn
+            TransposeCancelPass()(model)
+            DeadCodeEliminationPass()(model)
+        return modified
+
+    def __init__(self) -> None:
+        self._made = 0  # numbers the new nodes' names (the op's own name may be empty)
+
+    def _sink(self, graph, node: ir.Node) -> bool:
+        if node.domain not in ("", "ai.onnx") or node.op_type not in ELEMENTWISE or len(node.outputs) != 1:
+            return False
+        out = node.outputs[0]
+        if out in graph.outputs:
+            return False
+        perm, sources = None, []
+        for v in node.inputs:
+            if v is None or is_size_one_constant(v):
+                sources.append(v)
+                continue
+            t = v.producer()
+            if t is None or t.op_type != "Transpose" or t.domain not in ("", "ai.onnx") or v in graph.outputs:
+                return False
+            p = _perm_of(t)
+            if p is None or (perm is not None and p != perm) or any(user is not node for user, _ in v.uses()):
+                return False
+            perm = p
+            sources.append(t.inputs[0])
+        if perm is None:
+            return False
+        self._made += 1
+        stem = f"{node.name or node.op_type}_sunk{self._made}"
+        inner = ir.Node("", node.op_type, sources, list(node.attributes.values()), name=f"{stem}_untransposed")
+        inner.outputs[0].name, inner.outputs[0].type = f"{out.name or 'v'}_{stem}", out.type
+        back = ir.Node("", "Transpose", [inner.outputs[0]], [ir.AttrInt64s("perm", list(perm))],
+                       name=f"{stem}_transpose")
+        back.outputs[0].type, back.outputs[0].shape = out.type, out.shape
+        graph.insert_before(node, [inner, back])
+        name = out.name
+        _replace_value(graph, out, back.outputs[0])
+        graph.remove(node, safe=True)
+        back.outputs[0].name = name
+        return True
