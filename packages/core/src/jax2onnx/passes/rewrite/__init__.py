@@ -43,8 +43,8 @@ from .elementwise import ElementwiseFunctions
 from .layer_norm import LayerNorms
 from .layout import SinkTransposes
 from .norms import RmsNorms
-from .rotary import RotaryEmbeddings
 from .onnxruntime import OnnxRuntimeContribOps
+from .rotary import RotaryEmbeddings
 from .tensorrt_forms import TensorRtForms
 
 REWRITES_KEY = "jax2onnx:rewrites"
