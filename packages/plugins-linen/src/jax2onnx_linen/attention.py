@@ -24,7 +24,6 @@ from typing import Any
 
 from flax.linen import attention as _flax_attention
 from jax2onnx.fusion import (
-    ATTENTION_DTYPES,
     attention_inputs,
     dot_product_attention_region,
     is_array,
@@ -114,7 +113,8 @@ patches = [
 
 # ---------------------------------------------------------------------------------------------
 # Lowerings: the kit's (operands q/k/v/mask/bias and query/key/value/out kernels, as flax names them).
-# float64 keeps flax's decomposition: onnxruntime's Attention kernel is only float32-accurate.
+# exact: a dtype whose Attention kernel the runtime table records as inexact (float64, which
+# onnxruntime computes float32-accurate) keeps flax's decomposition.
 
-lowerings.add(f"call:{DOT_PRODUCT_ATTENTION}", partial(lower_dot_product_attention, dtypes=ATTENTION_DTYPES))
-lowerings.add(f"call:{MULTI_HEAD_ATTENTION}", partial(lower_multi_head_attention, dtypes=ATTENTION_DTYPES))
+lowerings.add(f"call:{DOT_PRODUCT_ATTENTION}", partial(lower_dot_product_attention, exact=True))
+lowerings.add(f"call:{MULTI_HEAD_ATTENTION}", partial(lower_multi_head_attention, exact=True))
