@@ -62,9 +62,17 @@ def count(out_path: str, select: str | None, every: int = 1, part: tuple[int, in
                 results[key] = {"main": len(model.graph.node), "total": sum(1 for _ in nodes(model))}
             except Exception as exc:  # noqa: BLE001 - recorded, compared like a count
                 results[key] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-    with open(out_path, "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=1, sort_keys=True)
+            if len(results) % 25 == 0:  # a long run can be compared before it ends
+                _write(out_path, results)
+    _write(out_path, results)
     print(f"{len(results)} testcases in {time.perf_counter() - start:.0f} s -> {out_path}")
+
+
+def _write(path: str, results: dict[str, object]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
 
 
 def compare(before_path: str, after_path: str, markdown: str | None = None) -> int:
