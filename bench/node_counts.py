@@ -52,7 +52,7 @@ def count(out_path: str, select: str | None, every: int = 1, part: tuple[int, in
                 continue
             variants = [v for v in runner.variants_of(case, pack, comp.name) if not v.double]
             variant = next((v for v in variants if v.symbolic), variants[0] if variants else None)
-            if variant is None or (select and select not in variant.id):
+            if variant is None or (select and not any(part in variant.id for part in select.split(","))):
                 continue
             key = f"{comp.name}::{variant.id}"
             try:
@@ -128,7 +128,7 @@ def compare(before_path: str, after_path: str, markdown: str | None = None) -> i
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out")
-    parser.add_argument("--select", help="only testcases whose variant id contains this")
+    parser.add_argument("--select", help="only testcases whose variant id contains this (or one of a,b,c)")
     parser.add_argument("--every", type=int, default=1, help="only every N-th testcase (a quick sample)")
     parser.add_argument("--part", default="0/1", help="I/N: only the I-th of N interleaved shares (run N processes, then --merge)")
     parser.add_argument("--merge", nargs="+", metavar="PART", help="join the parts' files into --out")
