@@ -14,8 +14,8 @@ import pytest
 from jax2onnx import hookimpl
 from jax2onnx.cli import EXIT_CODES, main
 from jax2onnx.ir.opsets import MIN_OPSET
-from jax2onnx.lower.registry import PluginRegistry, set_registry
 from jax2onnx.plugin import Lowering
+from mini_pack import registry_in_use
 
 MODEL_FILE = """
     import jax.numpy as jnp
@@ -231,12 +231,8 @@ class _SinB:
 
 def test_packs_survives_conflicting_and_broken_packs(capsys):
     broken = importlib.metadata.EntryPoint(name="broken", value="no_such_pack_module_xyz", group="jax2onnx")
-    registry = PluginRegistry(entry_points=[broken], extra_plugins=[("pack-a", _SinA()), ("pack-b", _SinB())])
-    previous = set_registry(registry)
-    try:
+    with registry_in_use(("pack-a", _SinA()), ("pack-b", _SinB()), entry_points=[broken]):
         assert main(["packs"]) == 0
-    finally:
-        set_registry(previous)
     out = capsys.readouterr().out
     assert "pack-a" in out and "pack-b" in out
     assert "problem:" in out and "'sin'" in out  # the conflict, named
@@ -244,11 +240,8 @@ def test_packs_survives_conflicting_and_broken_packs(capsys):
 
 
 def test_packs_lists_conflicts_instead_of_crashing(capsys):
-    previous = set_registry(PluginRegistry(entry_points=[], extra_plugins=[("pack-a", _SinA()), ("pack-b", _SinB())]))
-    try:
+    with registry_in_use(("pack-a", _SinA()), ("pack-b", _SinB())):
         assert main(["packs"]) == 0
-    finally:
-        set_registry(previous)
     out = capsys.readouterr().out
     assert "Primitive 'sin' is claimed by two plugin packs: 'pack-a' and 'pack-b'" in out
 

@@ -172,20 +172,16 @@ def test_custom_jvp_function_is_inlined(mini_registry):
 
 def test_lowering_bug_is_reported_with_primitive_and_location(tmp_path):
     from jax2onnx import hookimpl
-    from jax2onnx.lower.registry import PluginRegistry, set_registry
     from jax2onnx.plugin import Lowering
+    from mini_pack import registry_in_use
 
     class Bad:
         @hookimpl
         def jax2onnx_lowerings(self):
             return [Lowering("sin", lambda ctx, x: ctx.cast(x, np.int32))]
 
-    prev = set_registry(PluginRegistry(entry_points=[], extra_plugins=[("bad", Bad())]))
-    try:
-        with pytest.raises(LoweringError) as err:
-            to_onnx(lambda x: jnp.sin(x), [(3,)])
-    finally:
-        set_registry(prev)
+    with registry_in_use(("bad", Bad())), pytest.raises(LoweringError) as err:
+        to_onnx(lambda x: jnp.sin(x), [(3,)])
     assert "'sin'" in str(err.value) and "test_conversion.py" in str(err.value)
 
 

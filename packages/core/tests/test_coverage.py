@@ -9,6 +9,7 @@ from jax2onnx import testing as jt  # not `Testcase` by name: pytest would try t
 from jax2onnx.cli import main as cli_main
 from jax2onnx.cli.coverage import ENVIRONMENT_KEY, FAILED, NOT_RUN, PASSED, render, write_docs
 from jax2onnx.lower.registry import PluginRegistry
+from mini_pack import registry_in_use
 
 
 class _FakePack:
@@ -89,20 +90,15 @@ def test_plain_outcome_strings_are_accepted(tmp_path):
 
 
 def test_write_docs_and_cli(tmp_path, monkeypatch):
-    from jax2onnx.lower import registry as registry_module
-
     path = _results(tmp_path, {"fake.sin::sin_ok": "passed"})
     out = tmp_path / "docs" / "coverage.md"
     text = write_docs(str(path), str(out), registry=_registry())
     assert out.read_text(encoding="utf-8") == text
 
-    previous = registry_module.set_registry(_registry())
-    try:
+    with registry_in_use(("jax2onnx-fake", _FakePack())):
         cli_out = tmp_path / "cli.md"
         assert cli_main(["coverage", "--results", str(path), "--output", str(cli_out)]) == 0
         assert f"`sin_ok` {PASSED}" in _row(cli_out.read_text(encoding="utf-8"), "fake.sin")
-    finally:
-        registry_module.set_registry(previous)
 
 
 _CONFTEST = '''

@@ -14,8 +14,7 @@ import numpy as np
 import onnx
 import pytest
 from jax2onnx import InputSpecError, Jax2OnnxError, UnsupportedPrimitiveError, UserFunctionError, allclose, to_onnx
-from jax2onnx.lower.registry import PluginRegistry, set_registry
-from mini_pack import MiniPack
+from mini_pack import MiniPack, registry_in_use
 
 THIS_FILE = os.path.basename(__file__)
 
@@ -83,13 +82,8 @@ def test_all_unsupported_primitives_are_listed_at_once_with_their_lines(mini_reg
 
 def test_primitive_a_loaded_pack_does_not_lower_is_not_called_a_broken_install():
     # A registry whose loaded pack is named like the lax pack but lowers only the mini set.
-    registry = PluginRegistry(entry_points=[], extra_plugins=[("jax2onnx-lax", MiniPack())])
-    previous = set_registry(registry)
-    try:
-        with pytest.raises(UnsupportedPrimitiveError) as err:
-            to_onnx(lambda x: jax.lax.erf_inv(x), [(3,)])
-    finally:
-        set_registry(previous)
+    with registry_in_use(("jax2onnx-lax", MiniPack())), pytest.raises(UnsupportedPrimitiveError) as err:
+        to_onnx(lambda x: jax.lax.erf_inv(x), [(3,)])
     msg = str(err.value)
     assert "did not register" not in msg and "should provide" not in msg, msg
     assert "does not convert it yet" in msg and "pip install" not in msg, msg
@@ -222,15 +216,10 @@ def test_primitive_of_a_pack_that_failed_to_load_says_reinstall(tmp_path, monkey
             raise ImportError("No module named 'jax2onnx_lax_missing_module'")
 
     broken = BrokenEntryPoint()
-    registry = PluginRegistry(entry_points=[broken], extra_plugins=[("jax2onnx-mini", MiniPack())])
-    previous = set_registry(registry)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with pytest.raises(UnsupportedPrimitiveError) as err:
-                to_onnx(lambda x: jnp.tanh(x), [(3,)])
-    finally:
-        set_registry(previous)
+    with registry_in_use(("jax2onnx-mini", MiniPack()), entry_points=[broken]), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(UnsupportedPrimitiveError) as err:
+            to_onnx(lambda x: jnp.tanh(x), [(3,)])
     msg = str(err.value)
     assert "failed to load" in msg and "pip install -U jax2onnx-lax" in msg, msg
 

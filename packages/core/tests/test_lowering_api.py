@@ -13,8 +13,9 @@ import pytest
 from jax2onnx import allclose, hookimpl, to_onnx
 from jax2onnx.dtypes import FLOAT_MATH, carrier
 from jax2onnx.ir.builder import ModelBuilder
-from jax2onnx.lower.registry import PackLoadWarning, PluginRegistry, set_registry
+from jax2onnx.lower.registry import PackLoadWarning, PluginRegistry
 from jax2onnx.plugin import Lowerings, PackModules, is_array, is_symbolic_dim
+from mini_pack import registry_in_use
 
 
 def _scope(dtype=np.float32, shape=(3,)):
@@ -82,12 +83,8 @@ def _export_with(lowerings: Lowerings, fn, specs, **kw):
         def jax2onnx_lowerings(self):
             return list(lowerings)
 
-    registry = PluginRegistry(entry_points=[], extra_plugins=[("jax2onnx-apitest", Pack())])
-    previous = set_registry(registry)
-    try:
+    with registry_in_use(("jax2onnx-apitest", Pack())):
         return to_onnx(fn, specs, **kw)
-    finally:
-        set_registry(previous)
 
 
 def test_context_helpers_cast_i64_and_dim_scalar():

@@ -10,9 +10,8 @@ import pytest
 from jax2onnx import UserFunctionError, hookimpl, to_onnx
 from jax2onnx.cli import main
 from jax2onnx.errors import is_library_file
-from jax2onnx.lower.registry import PluginRegistry, set_registry
 from jax2onnx.plugin import Demo
-from mini_pack import MiniPack
+from mini_pack import MiniPack, registry_in_use
 
 
 class _ServingPack(MiniPack):
@@ -51,10 +50,8 @@ def model_library(tmp_path, monkeypatch):
 
 @pytest.fixture
 def serving_registry(model_library):
-    registry = PluginRegistry(entry_points=[], extra_plugins=[("jax2onnx-serving", _ServingPack(model_library, f"{model_library}:demo"))])
-    previous = set_registry(registry)
-    yield registry
-    set_registry(previous)
+    with registry_in_use(("jax2onnx-serving", _ServingPack(model_library, f"{model_library}:demo"))) as registry:
+        yield registry
 
 
 def test_a_library_a_loaded_pack_serves_is_not_blamed_as_the_users_line(serving_registry, model_library):

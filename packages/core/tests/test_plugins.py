@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax2onnx import PluginConflictError, to_onnx
-from jax2onnx.lower.registry import PackLoadWarning, PluginRegistry, set_registry
+from jax2onnx.lower.registry import PackLoadWarning, PluginRegistry
 from jax2onnx.plugin import Lowering
-from mini_pack import MiniPack, pack_of
+from mini_pack import MiniPack, pack_of, registry_in_use
 
 
 def _install_pack(tmp_path, dist: str, module: str, body: str, monkeypatch) -> None:
@@ -45,12 +45,8 @@ def test_pack_is_discovered_through_an_entry_point(tmp_path, monkeypatch):
     _install_pack(tmp_path, "throwaway-pack", "throwaway_pack_mod", GOOD_PACK, monkeypatch)
     eps = _our_eps({"throwaway_pack_mod"})
     assert len(eps) == 1, "the throwaway dist-info must be visible to importlib.metadata"
-    registry = PluginRegistry(entry_points=eps)
-    previous = set_registry(registry)
-    try:
+    with registry_in_use(entry_points=eps) as registry:
         model = to_onnx(lambda x: jnp.sin(x), [(3,)])
-    finally:
-        set_registry(previous)
     assert [n.op_type for n in model.graph.node] == ["Sin"]
     info = {p.name: p for p in registry.describe()}
     assert info["throwaway-pack"].version == "0.3.1"
@@ -68,16 +64,12 @@ def test_default_registry_scans_the_entry_point_group(tmp_path, monkeypatch):
 def test_duplicate_claim_names_both_packs():
     a = pack_of([Lowering("sin", lambda ctx, x: ctx.op.Sin(x))])
     b = pack_of([Lowering("sin", lambda ctx, x: ctx.op.Cos(x))])
-    registry = PluginRegistry(entry_points=[], extra_plugins=[("pack-a", a), ("pack-b", b), ("jax2onnx-mini", MiniPack())])
-    assert "sin" in registry.lowerings()  # loading does not fail: the environment stays usable
-    assert set(registry.conflicts) == {"sin"}
-    previous = set_registry(registry)
-    try:
+    with registry_in_use(("pack-a", a), ("pack-b", b), ("jax2onnx-mini", MiniPack())) as registry:
+        assert "sin" in registry.lowerings()  # loading does not fail: the environment stays usable
+        assert set(registry.conflicts) == {"sin"}
         to_onnx(lambda x: jnp.cos(x), [(3,)])  # a conversion not using the contested primitive works
         with pytest.raises(PluginConflictError) as err:
             to_onnx(lambda x: jnp.sin(x), [(3,)])
-    finally:
-        set_registry(previous)
     assert "pack-a" in str(err.value) and "pack-b" in str(err.value) and "'sin'" in str(err.value)
 
 

@@ -81,3 +81,31 @@ def test_the_probe_tells_a_missing_kernel_from_a_type_the_schema_refuses():
     assert kernel_probe.probe("Add", 2, TensorProto.FLOAT, 21) is True
     assert kernel_probe.probe("Add", 2, TensorProto.BFLOAT16, 21) is False  # schema yes, kernel no
     assert kernel_probe.probe("Add", 2, TensorProto.BOOL, 21) is None  # the schema refuses it
+
+
+@pytest.mark.parametrize("version", ["1.31", "1.32"])
+def test_what_the_lowerings_once_listed_by_hand_is_measured(version):
+    """The kernel facts fusions and lax lowerings kept as their own dtype sets now come from the
+    table: a fused op's kernels, a reduction's, and values a kernel gets wrong."""
+    rt = runtime.for_version(version)
+    f16, f32, f64 = (np.dtype(t) for t in ("float16", "float32", "float64"))
+    # Attention (opset 23, probed at its own opset): float64 runs, float32-accurate; bfloat16 has none
+    assert rt.dtypes("Attention", 23) == {f16, f32, f64} and rt.dtypes("Attention", 23, exact=True) == {f16, f32}
+    assert rt.inexact("Attention") == {f64} and not rt.dtypes("Attention", 21)  # no such op at 21
+    assert rt.dtypes("InstanceNormalization", 23) == {f16, f32}
+    # ScatterND reduces no 16-bit float (bfloat16 refused only when it runs), nor bool by max/min;
+    # before opset 16/18 the reduction is legalization's form, asked at the reduction's own kernels
+    for opset in (13, 17, 23):
+        assert not {f16, BF16} & rt.dtypes("ScatterND:add", opset) and {f32, np.dtype(np.bool_)} <= rt.dtypes("ScatterND:add", opset)
+        assert np.dtype(np.bool_) not in rt.dtypes("ScatterND:max", opset)
+    # float16 Sign gives 0 for NaN: float16 computes in float32, which is exact
+    assert rt.inexact("Sign") == {f16} and f16 not in rt.dtypes("Sign", 23) and f32 in rt.dtypes("Sign", 23)
+    assert f16 in rt.dtypes("Clip", 23, exact=True)  # NaN, infinities and bounds as numpy's clip
+
+
+def test_a_bfloat16_probe_runs_the_kernel():
+    """numpy cannot feed bfloat16: the probe casts in the graph, so a kernel that loads but refuses
+    the type when it runs is recorded missing."""
+    pytest.importorskip("onnxruntime")
+    assert kernel_probe.probe_structured("ScatterND:add", "bfloat16", 21) is False
+    assert kernel_probe.probe_structured("ScatterND", "bfloat16", 21) is True

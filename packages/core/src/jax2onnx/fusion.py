@@ -44,7 +44,6 @@ from .plugin import Patch, is_array, marked_call
 
 __all__ = [
     "Operands",
-    "ATTENTION_DTYPES",
     "additive_mask",
     "attention_inputs",
     "body_conv",
@@ -897,10 +896,6 @@ def lower_group_norm(ctx: Any, *ins: ir.Value) -> ir.Value | None:
         v, scale, bias, num_groups=p["num_groups"], epsilon=p["epsilon"], stash_type=stash_type(ctx, dtype)))
 
 
-#: onnxruntime's InstanceNormalization is float32/float16 only.
-INSTANCE_NORM_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float16)})
-
-
 def lower_instance_norm(ctx: Any, *ins: ir.Value) -> ir.Value | None:
     """An instance-norm region (params ``feature_axes`` (axis 1 or last), ``epsilon``; operands
     ``x``, optional ``scale``/``bias``) → InstanceNormalization."""
@@ -909,7 +904,7 @@ def lower_instance_norm(ctx: Any, *ins: ir.Value) -> ir.Value | None:
     rank = len(shape)
     feat = ctx.marked.params["feature_axes"]
     dtype = np.dtype(ctx.avals_out[0].dtype)
-    if dtype not in INSTANCE_NORM_DTYPES or not one_output_like(ctx, shape) or len(feat) != 1 or feat[0] not in (1, rank - 1):
+    if dtype not in ctx.kernel_dtypes("InstanceNormalization", exact=True) or not one_output_like(ctx, shape) or len(feat) != 1 or feat[0] not in (1, rank - 1):
         return None
     channels = shape[feat[0]]
     x = ctx.cast(ops["x"], dtype)
@@ -981,11 +976,6 @@ def _mask_fits(shape: tuple[Any, ...] | None) -> bool:
     return shape is None or 2 <= len(shape) <= 4
 
 
-#: onnxruntime's Attention kernel is float32-accurate even for double inputs (3e-8 off where JAX's
-#: float64 result is exact): a pack that wants float64 exact passes these as ``dtypes``.
-ATTENTION_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float16)})
-
-
 def _attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Value | None, heads: int,
                kv_heads: int) -> ir.Value:
     is_causal = bool(ctx.marked.params.get("is_causal", False))
@@ -993,17 +983,18 @@ def _attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Va
                             is_causal=1 if is_causal else None)
 
 
-def _attention_runs(ctx: Any, dtypes: Any) -> bool:
-    dtype = np.dtype(ctx.avals_out[0].dtype)
-    return dtype in ctx.kernel_dtypes("Attention") and (dtypes is None or dtype in dtypes)
+def _attention_runs(ctx: Any, exact: bool) -> bool:
+    return np.dtype(ctx.avals_out[0].dtype) in ctx.kernel_dtypes("Attention", exact=exact)
 
 
-def lower_dot_product_attention(ctx: Any, *ins: ir.Value, dtypes: Any = None) -> ir.Value | None:
+def lower_dot_product_attention(ctx: Any, *ins: ir.Value, exact: bool = False) -> ir.Value | None:
     """A ``dot_product_attention`` region (operands ``q``, ``k``, ``v`` as (batch, seq, heads,
     depth), optional ``bias``/``mask``; param ``is_causal``) → the opset-23 ``Attention`` op on the
-    (batch, seq, heads*depth) layout. ``dtypes``: the element types to fuse (None: any the target
-    runs ``Attention`` on; none before opset 23)."""
-    if not _attention_runs(ctx, dtypes):
+    (batch, seq, heads*depth) layout, for the element types the target runs ``Attention`` on (none
+    before opset 23). ``exact``: only those its kernel computes exactly (onnxruntime's float64
+    Attention is float32-accurate, 3e-8 off where JAX's float64 result is exact: the kernel table
+    records it as inexact), so such a dtype keeps the library's decomposition."""
+    if not _attention_runs(ctx, exact):
         return None
     ops = Operands(ctx, ins)
     q_shape, k_shape, v_shape = ops.shape("q"), ops.shape("k"), ops.shape("v")
@@ -1022,16 +1013,16 @@ def lower_dot_product_attention(ctx: Any, *ins: ir.Value, dtypes: Any = None) ->
     return ctx.op.Reshape(y, ctx.i64([0, 0, int(heads), int(depth_v)]))
 
 
-def lower_multi_head_attention(ctx: Any, *ins: ir.Value, dtypes: Any = None) -> ir.Value | None:
+def lower_multi_head_attention(ctx: Any, *ins: ir.Value, exact: bool = False) -> ir.Value | None:
     """A multi-head attention layer's region → projections, ``Attention``, output projection.
 
     Operands: ``q`` (and ``k``/``v`` when they differ, see :func:`attention_inputs`), optional
     ``mask``; weights ``query``/``key``/``value`` ``/kernel`` (in, heads, depth) and ``/bias``
     (heads, depth), ``out/kernel`` (heads, depth, features) and ``out/bias``. Self-attention with
-    constant weights projects Q|K|V with one MatMul and a Split. ``dtypes`` as in
+    constant weights projects Q|K|V with one MatMul and a Split. ``exact`` as in
     :func:`lower_dot_product_attention`.
     """
-    if not _attention_runs(ctx, dtypes):
+    if not _attention_runs(ctx, exact):
         return None
     ops = Operands(ctx, ins)
     names = ("query", "key", "value", "out")

@@ -195,6 +195,17 @@ def is_symbolic_dim(d: Any) -> bool:
     return compat.is_dim_expr(d)
 
 
+def original_of(obj: Any) -> Any:
+    """What a patched library attribute held before its dispatcher went in (``obj`` itself when it
+    is no dispatcher; :mod:`jax2onnx.lower.patching`). A reference taken after the packs loaded is
+    the dispatcher: a replacement that recognises a library's own function by identity (a layer
+    whose ``attention_fn`` is flax's ``dot_product_attention``) compares ``original_of(fn)``, and
+    code that must stay out of a pack's fusion inside an export (a test of the plain lowering)
+    calls it."""
+    # the dispatcher keeps its original in its own __dict__ (a function's never has the key)
+    return getattr(obj, "__dict__", {}).get("_jax2onnx_original", obj)
+
+
 # ---------------------------------------------------------------------------------------------
 # Marked calls
 

@@ -152,3 +152,14 @@ def no_extra_kwargs(kwargs: dict[str, Any], **allowed_defaults: Any) -> bool:
 # ctx.dim_scalar)
 
 
+def along_axis(ctx: Any, x: Any, axis: int | None) -> tuple[Any, Any, int]:
+    """``(x, n, axis)`` for an op along ``axis`` of the operand ``x`` (shape ``ctx.avals_in[0]``):
+    numpy's ``axis=None`` means the flattened array (``x`` reshaped to 1-D, axis 0); ``n`` is the
+    length along the axis as a 1-element int64 tensor (TopK's k, a bound for indices), computed in
+    the graph when the shape is symbolic."""
+    shape = list(ctx.avals_in[0].shape)
+    if axis is not None:
+        return x, ctx.dim(shape[axis]), axis
+    x = ctx.op.Reshape(x, ctx.i64([-1]))
+    size = ctx.op.Size(x) if not ctx.is_static(shape) else ctx.i64(int(np.prod(shape)))
+    return x, ctx.op.Reshape(size, ctx.i64([1])), 0

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax2onnx.plugin import Lowerings, is_array
 
-from ._common import is_static_int, is_static_number, mark, mark_name, patches_for
+from ._common import along_axis, is_static_int, is_static_number, mark, mark_name, patches_for
 
 lowerings = Lowerings()
 
@@ -89,15 +89,7 @@ def _make_take(name, original):
 @lowerings.register_call(mark_name("take"))
 def lower_take(ctx, a, indices):
     p = ctx.marked.params
-    axis = p["axis"]
-    shape = list(ctx.avals_in[0].shape)
-    if axis is None:  # numpy semantics: take from the flattened array
-        a = ctx.op.Reshape(a, ctx.i64([-1]))
-        size = ctx.op.Size(a) if not ctx.is_static(shape) else ctx.i64(int(np.prod(shape)))
-        size = ctx.op.Reshape(size, ctx.i64([1]))
-        axis = 0
-    else:
-        size = ctx.dim(shape[axis])
+    a, size, axis = along_axis(ctx, a, p["axis"])  # axis=None: take from the flattened array
     mode = p["mode"] or "fill"
     # JAX wraps negative indices for "fill" only; "clip" clamps them to 0.
     safe, valid = _safe_indices(ctx, indices, size, mode, normalize_negative=mode == "fill")

@@ -13,7 +13,7 @@ import functools
 import numpy as np
 from jax2onnx.plugin import Lowerings, is_array
 
-from ._common import is_static_int, mark, mark_name, patches_for
+from ._common import along_axis, is_static_int, mark, mark_name, patches_for
 
 lowerings = Lowerings()
 
@@ -53,15 +53,7 @@ def _topk(ctx, x):
     if dtype not in ctx.kernel_dtypes("TopK") or not ctx.runtime.supports("TopK", dtype, ctx.opset):
         return None
     p = ctx.marked.params
-    shape = list(ctx.avals_in[0].shape)
-    axis = p["axis"]
-    if axis is None:  # numpy semantics: sort the flattened array
-        x = ctx.op.Reshape(x, ctx.i64([-1]))
-        k = ctx.op.Size(x) if not ctx.is_static(shape) else ctx.i64(int(np.prod(shape)))
-        k = ctx.op.Reshape(k, ctx.i64([1]))
-        axis = 0
-    else:
-        k = ctx.dim(shape[axis])
+    x, k, axis = along_axis(ctx, x, p["axis"])  # axis=None: sort the flattened array
     return ctx.op.TopK(x, k, axis=axis, largest=int(p["descending"]), sorted=1, _outputs=2)
 
 

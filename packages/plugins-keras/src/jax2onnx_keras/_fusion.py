@@ -122,6 +122,16 @@ def one_output_like(ctx: Any, shape: Sequence[Any]) -> bool:
     return fusion.one_output_like(ctx, shape, np.float32)
 
 
+def spatial_operands(ctx: Any, ins: Sequence[Any], *weights: str) -> tuple[fusion.Operands, Mapping[str, Any], tuple[Any, ...], int] | None:
+    """A conv/pool region's ``(operands, params, x's shape, x's rank)``, or None (decline) when one
+    of ``weights`` is absent or the call is not the layer's own forward one."""
+    ops = fusion.Operands(ctx, ins)
+    if any(name not in ops for name in weights) or not one_output_like(ctx, ctx.avals_out[0].shape):
+        return None
+    shape = ops.shape("x")
+    return ops, ctx.marked.params, shape, len(shape)
+
+
 def channels_and_spatial(params: Mapping[str, Any], shape: Sequence[Any]) -> tuple[Any, tuple[Any, ...]]:
     """A conv/pool layer input's channel count and spatial dims, by the region's ``channels_last``."""
     if params["channels_last"]:

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from jax2onnx.fusion import Operands, const_array, is_array, reshape_const, same_pads, static_ints, to_nchw, to_nhwc
+from jax2onnx.fusion import const_array, is_array, reshape_const, same_pads, static_ints, to_nchw, to_nhwc
 from jax2onnx.plugin import Lowerings
 
 from ._fusion import (
     call_layer,
     channels_and_spatial,
     mark_name,
-    one_output_like,
     patch,
     plain_float32,
     quantized_or_lora,
+    spatial_operands,
 )
 from .core import activation_name, apply_activation
 
@@ -126,12 +126,9 @@ def _pads(p: dict[str, Any], spatial: tuple[Any, ...], window: tuple[int, ...]) 
 @lowerings.register_call(mark_name(CONV))
 @lowerings.register_call(mark_name(DEPTHWISE_CONV))
 def lower_conv(ctx, *ins):
-    ops = Operands(ctx, ins)
-    p = ctx.marked.params
-    shape = ops.shape("x")
-    rank = len(shape)
-    if "kernel" not in ops or not one_output_like(ctx, ctx.avals_out[0].shape):
+    if (region := spatial_operands(ctx, ins, "kernel")) is None:
         return None
+    ops, p, shape, rank = region
     k_shape = ops.shape("kernel")  # (*window, in / groups, out) ; depthwise: (*window, in, multiplier)
     window = tuple(int(k) for k in k_shape[:-2])
     channels, spatial = channels_and_spatial(p, shape)
@@ -160,12 +157,9 @@ def lower_conv(ctx, *ins):
 @lowerings.register_call(mark_name(SEPARABLE_CONV))
 def lower_separable_conv(ctx, *ins):
     """Depthwise ``Conv`` (group = channels) then the pointwise 1×1 ``Conv`` with the bias."""
-    ops = Operands(ctx, ins)
-    p = ctx.marked.params
-    shape = ops.shape("x")
-    rank = len(shape)
-    if "depthwise_kernel" not in ops or "pointwise_kernel" not in ops or not one_output_like(ctx, ctx.avals_out[0].shape):
+    if (region := spatial_operands(ctx, ins, "depthwise_kernel", "pointwise_kernel")) is None:
         return None
+    ops, p, shape, rank = region
     d_shape, p_shape = ops.shape("depthwise_kernel"), ops.shape("pointwise_kernel")  # (*w, C, m), (1.., C*m, F)
     window = tuple(int(k) for k in d_shape[:-2])
     channels, spatial = channels_and_spatial(p, shape)
@@ -199,12 +193,9 @@ def lower_conv_transpose(ctx, *ins):
     """``lax.conv_transpose(transpose_kernel=True)`` is ONNX's ConvTranspose: the padding Keras
     gives the dilated-input convolution, ``(low, high)``, is ``k_eff - 1 - pad`` on each side in
     ONNX's terms, a negative end pad becoming ``output_padding``."""
-    ops = Operands(ctx, ins)
-    p = ctx.marked.params
-    shape = ops.shape("x")
-    rank = len(shape)
-    if "kernel" not in ops or not one_output_like(ctx, ctx.avals_out[0].shape):
+    if (region := spatial_operands(ctx, ins, "kernel")) is None:
         return None
+    ops, p, shape, rank = region
     k_shape = ops.shape("kernel")  # (*window, filters, in)
     window = tuple(int(k) for k in k_shape[:-2])
     n = len(window)

@@ -15,7 +15,7 @@ from typing import Any
 from jax2onnx.fusion import Operands, channels_first, is_array, max_pool, same_pads, static_ints
 from jax2onnx.plugin import Lowerings
 
-from ._fusion import call_layer, channels_and_spatial, mark_name, one_output_like, patch, plain_float32
+from ._fusion import call_layer, channels_and_spatial, mark_name, one_output_like, patch, plain_float32, spatial_operands
 
 lowerings = Lowerings()
 
@@ -58,12 +58,11 @@ patches = [
 
 @lowerings.register_call(mark_name(POOL))
 def lower_pool(ctx, *ins):
-    ops = Operands(ctx, ins)
-    p = ctx.marked.params
-    shape = ops.shape("x")
-    rank = len(shape)
+    if (region := spatial_operands(ctx, ins)) is None:
+        return None
+    ops, p, shape, rank = region
     window, strides = tuple(p["pool_size"]), tuple(p["strides"])
-    if not one_output_like(ctx, ctx.avals_out[0].shape) or len(window) != rank - 2 or len(strides) != rank - 2:
+    if len(window) != rank - 2 or len(strides) != rank - 2:
         return None
     _, spatial = channels_and_spatial(p, shape)
     attrs: dict[str, Any] = {"kernel_shape": list(window), "strides": list(strides)}

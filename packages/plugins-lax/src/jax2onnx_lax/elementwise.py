@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 from jax import lax
-from jax2onnx.dtypes import F16, FLOAT_MATH, HALF_FLOATS, is_int, is_unsigned
+from jax2onnx.dtypes import FLOAT_MATH, HALF_FLOATS, is_int, is_unsigned
 from jax2onnx.fusion import const_array
 from jax2onnx.plugin import Kernels, Lowerings
 
@@ -30,8 +30,8 @@ ONE_TO_ONE: dict[str, tuple[str, frozenset | Kernels]] = {
     "max": ("Max", Kernels("Max")),
     "min": ("Min", Kernels("Min")),
     "abs": ("Abs", Kernels("Abs")),
-    # onnxruntime's float16 Sign gives 0 for NaN (a wrong value, not a missing kernel): float32 keeps it
-    "sign": ("Sign", Kernels("Sign", without=frozenset({F16}))),
+    # the table records onnxruntime's float16 Sign as inexact (0 for NaN): float16 computes in float32
+    "sign": ("Sign", Kernels("Sign")),
     "floor": ("Floor", FLOAT_MATH),
     "ceil": ("Ceil", FLOAT_MATH),
     "exp": ("Exp", FLOAT_MATH),
@@ -178,12 +178,12 @@ def lower_round(ctx, x):
 @lowerings.register("clamp", dtypes="Max", complex=cp.unsupported)
 def lower_clamp(ctx, lo, x, hi):
     """lax.clamp is min(max(x, lo), hi), NaN anywhere giving NaN. ONNX Clip ignores a NaN bound, so
-    it is used only for constant, non-NaN scalar bounds (and not for float16, which Clip has no
-    kernel for; Max/Min give the same values)."""
+    it is used only for constant, non-NaN scalar bounds, on dtypes the target's Clip computes
+    exactly (Max/Min give the same values elsewhere)."""
     lo_v, hi_v = const_array(lo), const_array(hi)
     scalar_bounds = ctx.avals_in[0].shape == () and ctx.avals_in[2].shape == ()
     constant_bounds = lo_v is not None and hi_v is not None and not (np.isnan(lo_v).any() or np.isnan(hi_v).any())
-    if scalar_bounds and constant_bounds and nm.dtype_of(ctx.avals_in[1]) != F16:
+    if scalar_bounds and constant_bounds and nm.dtype_of(ctx.avals_in[1]) in ctx.kernel_dtypes("Clip", exact=True):
         return ctx.op.Clip(x, lo, hi)
     return ctx.op.Min(ctx.op.Max(x, lo), hi)
 

@@ -19,8 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from jax2onnx.dtypes import BOOL, F32, F64, INTS
-from jax2onnx.plugin import Lowerings
+from jax2onnx.plugin import Kernels, Lowerings
 
 from . import complex_pairs as cp
 from .indexing import all_in_bounds, arange, window_offsets
@@ -201,13 +200,12 @@ def lower_scatter(ctx, operand, indices, updates):
     return transpose(ctx, y, inverse_perm(plan.data_perm))
 
 
-#: onnxruntime's CPU ScatterND reduces no 16-bit floats: those reduce in float32 (core casts).
-_REDUCING_DTYPES = INTS | {BOOL, F32, F64}
-
+# A reduction computes in the dtypes the target's ScatterND has that reduction for (onnxruntime's
+# CPU provider reduces no 16-bit floats, nor bool by max/min: those go to float32/uint8, core casts).
 for _name, (_reduction, _) in SCATTER_REDUCTIONS.items():
     if _reduction == "none":
         lowerings.add(_name, lower_scatter)
     elif _reduction == "add":  # (real, imag) pairs add part by part
-        lowerings.add(_name, lower_scatter, dtypes=_REDUCING_DTYPES)
+        lowerings.add(_name, lower_scatter, dtypes=Kernels(f"ScatterND:{_reduction}"))
     else:  # a complex product or order is not one per part
-        lowerings.add(_name, lower_scatter, dtypes=_REDUCING_DTYPES, complex=cp.unsupported)
+        lowerings.add(_name, lower_scatter, dtypes=Kernels(f"ScatterND:{_reduction}"), complex=cp.unsupported)

@@ -24,14 +24,13 @@ from typing import Any
 
 from flax.linen import attention as _flax_attention
 from jax2onnx.fusion import (
-    ATTENTION_DTYPES,
     attention_inputs,
     dot_product_attention_region,
     is_array,
     lower_dot_product_attention,
     lower_multi_head_attention,
 )
-from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.plugin import Lowerings, Patch, original_of
 
 from ._fusion import call_module, fusable
 
@@ -82,7 +81,7 @@ def _patch_multi_head_attention(original):
             or sow_weights
             or self.normalize_qk
             or not _no_dropout(self.dropout_rate, det)
-            or self.attention_fn is not FLAX_DOT_PRODUCT_ATTENTION
+            or original_of(self.attention_fn) is not FLAX_DOT_PRODUCT_ATTENTION  # passed after the packs loaded: the dispatcher
             or any(getattr(self, a, None) is not None for a in (
                 "qkv_dot_general", "out_dot_general", "qkv_dot_general_cls", "out_dot_general_cls",
                 "qk_attn_weights_einsum_cls", "attn_weights_value_einsum_cls"))
@@ -114,7 +113,8 @@ patches = [
 
 # ---------------------------------------------------------------------------------------------
 # Lowerings: the kit's (operands q/k/v/mask/bias and query/key/value/out kernels, as flax names them).
-# float64 keeps flax's decomposition: onnxruntime's Attention kernel is only float32-accurate.
+# exact: a dtype whose Attention kernel the runtime table records as inexact (float64, which
+# onnxruntime computes float32-accurate) keeps flax's decomposition.
 
-lowerings.add(f"call:{DOT_PRODUCT_ATTENTION}", partial(lower_dot_product_attention, dtypes=ATTENTION_DTYPES))
-lowerings.add(f"call:{MULTI_HEAD_ATTENTION}", partial(lower_multi_head_attention, dtypes=ATTENTION_DTYPES))
+lowerings.add(f"call:{DOT_PRODUCT_ATTENTION}", partial(lower_dot_product_attention, exact=True))
+lowerings.add(f"call:{MULTI_HEAD_ATTENTION}", partial(lower_multi_head_attention, exact=True))

@@ -27,7 +27,7 @@ from jax2onnx.fusion import (
     lower_dot_product_attention,
     lower_multi_head_attention,
 )
-from jax2onnx.plugin import Lowerings, Patch, is_array
+from jax2onnx.plugin import Lowerings, Patch, is_array, original_of
 
 from ._fusion import call_module
 
@@ -77,7 +77,7 @@ def _patch_multi_head_attention(original):
             or sow_weights
             or getattr(self, "normalize_qk", False)
             or not _no_dropout(self.dropout_rate, det)
-            or self.attention_fn is not FLAX_DOT_PRODUCT_ATTENTION
+            or original_of(self.attention_fn) is not FLAX_DOT_PRODUCT_ATTENTION  # passed after the packs loaded: the dispatcher
             or any(v is not None for v in kwargs.values())  # shardings
             or not isinstance(is_causal, bool)
             or not is_array(inputs_q)

@@ -9,8 +9,11 @@ For each op whose tensor inputs and output share one type parameter (elementwise
 variadic, MatMul, Where's value inputs, ...) and each dtype JAX has, a one-node model is created
 and given to an InferenceSession; "missing" means onnxruntime answered that it has no kernel
 (NOT_IMPLEMENTED) — that is what ``jax2onnx.passes.KernelCoveragePass`` routes around with casts.
-Probed at opset 21 (the kernels ``to_onnx``'s default opset gets) and, as differences from that
-table, at each older opset down to jax2onnx.ir.opsets.MIN_OPSET (older op versions have older kernels).
+Probed at opset 21 (the kernels ``to_onnx``'s default opset gets; an op newer than that, like
+Attention, at its own opset) and, as differences from that table, at each older opset down to
+jax2onnx.ir.opsets.MIN_OPSET where the form exists (older op versions have older kernels).
+Beside what is missing, :func:`measure_inexact` records kernels that load but compute something
+else than the spec on a dtype (float16 Sign of NaN, float64 Attention's float32 accuracy).
 """
 
 from __future__ import annotations
@@ -84,12 +87,50 @@ STRUCTURED: dict[str, StructSpec] = {
     "BatchNormalization": ({0: [1, 2, 2], 1: [2], 2: [2], 3: [2], 4: [2]}, {}, {}, True),
     "Softmax": ({0: [2, 2]}, {}, {}, True),
     "Gelu": ({0: [2, 2]}, {}, {}, True),
+    "InstanceNormalization": ({0: [1, 2, 2], 1: [2], 2: [2]}, {}, {}, True),
+    # opset 23: probed at its own opset (see :func:`_probe_opset`)
+    "Attention": ({0: [1, 1, 2, 2], 1: [1, 1, 2, 2], 2: [1, 1, 2, 2]}, {}, {}, True),
     **{f"ScatterND{'' if r == 'none' else ':' + r}": ({0: [2, 2], 2: [1, 2]}, {1: [[0]]}, {"reduction": r}, True)
        for r in ("none", "add", "mul", "max", "min")},
     **{f"ScatterElements{'' if r == 'none' else ':' + r}": (
         {0: [2, 2], 2: [1, 2]}, {1: [[0, 1]]}, {"reduction": r, "axis": 0}, True)
        for r in ("none", "add", "mul", "max", "min")},
 }
+
+#: the opset each scatter reduction appeared at (ONNX's spec: ScatterND/ScatterElements -16 took
+#: add/mul, -18 max/min). Before it the form does not exist: legalization rebuilds it, and its
+#: kernel question is the form's own, at its first opset (``LoweringContext.kernel_dtypes``).
+REDUCTION_SINCE = {"add": 16, "mul": 16, "max": 18, "min": 18}
+
+
+def _probe_opset(key: str, opset: int, newer: bool) -> int | None:
+    """The opset to probe ``key`` (``op`` or ``op:reduction``) at for the table of ``opset``: that
+    opset where the form exists there; for an op newer than the table's opset (Attention, 23), its
+    first opset when ``newer`` (the main table, which newer opsets share), else None (not probed:
+    the older tables list what differs where the form exists)."""
+    op, _, reduction = key.partition(":")
+    since = max(_first_opset(op) or 0, REDUCTION_SINCE.get(reduction, 0))
+    if since <= opset:
+        return opset
+    return since if newer and not reduction else None
+
+
+def _first_opset(op: str) -> int | None:
+    for version in range(1, onnx.defs.onnx_opset_version() + 1):
+        try:
+            onnx.defs.get_schema(op, version, "")
+        except onnx.defs.SchemaError:
+            continue
+        return version
+    return None
+
+
+def _model(graph: onnx.GraphProto, opset: int) -> onnx.ModelProto:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    # IR 10 up to opset 21 (loads in every onnxruntime this probe runs on), the IR an opset needs above
+    model.ir_version = max(10, helper.find_min_ir_version_for([helper.make_opsetid("", opset)], ignore_unknown=True))
+    return model
+
 
 _NP = {"float16": "float16", "bfloat16": None, "float32": "float32", "float64": "float64", "int8": "int8",
        "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8", "uint16": "uint16", "uint32": "uint32",
@@ -133,42 +174,46 @@ def probe(op: str, n_in: int, elem: int, opset: int) -> bool | None:
             helper.make_tensor_value_info(f"x{i}", elem, [2, 2]) for i in range(2)]
     node = helper.make_node(op, [i.name for i in inputs], ["y"], **attrs)
     graph = helper.make_graph([node], "probe", inputs, [helper.make_tensor_value_info("y", out_t, [2, 2])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 10
-    return _session(model)
+    return _session(_model(graph, opset))
 
 
 def probe_structured(key: str, dtype: str, opset: int) -> bool | None:
-    """An op of STRUCTURED, built and run once on zeros (some kernels refuse a type only when they run)."""
+    """An op of STRUCTURED, built and run once on zeros (some kernels refuse a type only when they
+    run). numpy has no bfloat16 onnxruntime takes: a bfloat16 probe is fed float32 and casts in the
+    graph (Cast has every float pair), its T output cast back to float32."""
     op = key.split(":")[0]
     typed, others, attrs, same_out = STRUCTURED[key]
     if op in ("ReduceMax", "ReduceMin", "ReduceProd", "ReduceMean") and opset < 18:  # axes were an attribute then
         others, attrs = {}, {**attrs, "axes": others[1]}
     elem = DTYPES[dtype]
+    fed = TensorProto.FLOAT if dtype == "bfloat16" else elem
+    fed_np = "float32" if dtype == "bfloat16" else _NP[dtype]
     n = max([*typed, *others]) + 1
-    names, inputs, inits, feeds = [], [], [], {}
+    nodes, names, inputs, inits, feeds = [], [], [], [], {}
     for i in range(n):
         if i in typed:
             name = f"x{i}"
-            inputs.append(helper.make_tensor_value_info(name, elem, typed[i]))
-            if _NP[dtype] is not None:
-                feeds[name] = np.ones(typed[i], dtype=_NP[dtype]) if op == "Range" and i == 2 else np.zeros(typed[i], dtype=_NP[dtype])
+            inputs.append(helper.make_tensor_value_info(name, fed, typed[i]))
+            feeds[name] = np.ones(typed[i], dtype=fed_np) if op == "Range" and i == 2 else np.zeros(typed[i], dtype=fed_np)
+            if fed != elem:
+                nodes.append(helper.make_node("Cast", [name], [f"{name}_t"], to=elem))
+                name = f"{name}_t"
         else:
             name = f"c{i}"
             value = np.asarray(others[i], dtype=np.int64)
             inits.append(helper.make_tensor(name, TensorProto.INT64, value.shape, value.ravel().tolist()))
         names.append(name)
-    outputs = ["y", "i"] if op == "TopK" else ["y"]
-    node = helper.make_node(op, names, outputs, **attrs)
     out_elem = elem if same_out else TensorProto.INT64
+    y = "y_t" if same_out and fed != elem else "y"
+    nodes.append(helper.make_node(op, names, [y, "i"] if op == "TopK" else [y], **attrs))
+    if y != "y":
+        nodes.append(helper.make_node("Cast", [y], ["y"], to=fed))
+        out_elem = fed
     outs = [helper.make_tensor_value_info("y", out_elem, None)]
     if op == "TopK":
         outs.append(helper.make_tensor_value_info("i", TensorProto.INT64, None))
-    graph = helper.make_graph([node], "probe", inputs, outs, initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 10
-    # bfloat16 cannot be fed from numpy here: that type is probed at load time only
-    return _session(model, feeds if _NP[dtype] is not None else None)
+    graph = helper.make_graph(nodes, "probe", inputs, outs, initializer=inits)
+    return _session(_model(graph, opset), feeds)
 
 
 #: order-based ops whose bool form is their uint8 form (False < True like 0 < 1)
@@ -186,7 +231,11 @@ def _missing(op: str, result: bool | None, dtype: str, float32_result: bool | No
     return result is None and dtype == "bool" and op in BOOL_AS_UINT8 and uint8_result is True
 
 
-def measure(opset: int) -> dict[str, list[str]]:
+def measure(opset: int, main: bool = True) -> dict[str, list[str]]:
+    """(op or ``op:reduction``) -> the dtype names with no kernel at ``opset``, for every op that
+    exists at ``opset`` (``main``: also the ops newer than it, at their own opset; see
+    :func:`_probe_opset`). An op of STRUCTURED that is not probed has no key; one probed with
+    every kernel present maps to []."""
     table: dict[str, list[str]] = {}
     for op, n in [*((o, 1) for o in UNARY), *((o, 2) for o in BINARY), ("Where", 3), ("Sum", 3), ("Mean", 3)]:
         f32, u8 = probe(op, n, TensorProto.FLOAT, opset), probe(op, n, TensorProto.UINT8, opset)
@@ -194,15 +243,16 @@ def measure(opset: int) -> dict[str, list[str]]:
         if missing:
             table[op] = missing
     for key in STRUCTURED:
-        f32, u8 = probe_structured(key, "float32", opset), probe_structured(key, "uint8", opset)
-        missing = [name for name in DTYPES
-                   if _missing(key.split(":")[0], probe_structured(key, name, opset), name, f32, u8)]
-        if missing:
-            table[key] = missing
+        at = _probe_opset(key, opset, main)
+        if at is None:
+            continue
+        f32, u8 = probe_structured(key, "float32", at), probe_structured(key, "uint8", at)
+        table[key] = [name for name in DTYPES
+                      if _missing(key.split(":")[0], probe_structured(key, name, at), name, f32, u8)]
     return table
 
 
-def _one_node(op: str, inputs: dict[str, np.dtype], attrs: dict, consts: list, n_out: int = 1) -> Any:
+def _one_node(op: str, inputs: dict[str, np.dtype], attrs: dict, consts: list, n_out: int = 1, opset: int = 21) -> Any:
     """A session of one ``op`` node on ``inputs`` (name -> dtype; its outputs share the first
     input's type, a second one is int64) and int64 constant inputs; None when it does not load."""
     import onnxruntime as ort
@@ -215,8 +265,7 @@ def _one_node(op: str, inputs: dict[str, np.dtype], attrs: dict, consts: list, n
     node = helper.make_node(op, [*inputs, *(i.name for i in inits)], [o.name for o in outs], **attrs)
     graph = helper.make_graph([node], "probe", [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(d), None)
                                                 for n, d in inputs.items()], outs, initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    model.ir_version = 10
+    model = _model(graph, opset)
     opts = ort.SessionOptions()
     opts.log_severity_level = 4
     try:
@@ -305,6 +354,74 @@ def _matmul_vector_fails(dtype: np.dtype) -> bool:
         return True
 
 
+def _sign_inexact(dtypes: list[np.dtype]) -> list[str]:
+    """The dtypes whose Sign differs from numpy's on NaN, infinities and signed zeros (onnxruntime's
+    float16 Sign gives 0 for NaN)."""
+    wrong = []
+    for dtype in dtypes:
+        if dtype.kind == "f":
+            x = np.array([np.nan, -np.inf, -2.5, -0.0, 0.0, 1.5, np.inf], dtype)
+        else:
+            info = np.iinfo(dtype)
+            x = np.array([info.min, 0, 1, info.max], dtype)
+        got = _run_one("Sign", x, {}, [])
+        if got is not None and not np.array_equal(got, np.sign(x), equal_nan=True):
+            wrong.append(dtype.name)
+    return wrong
+
+
+def _clip_inexact(dtypes: list[np.dtype]) -> list[str]:
+    """The dtypes whose Clip (scalar bounds) differs from numpy's clip: values past both bounds,
+    the dtype's extremes, and for floats NaN (kept) and infinities."""
+    wrong = []
+    for dtype in dtypes:
+        if dtype.kind == "f":
+            x = np.array([np.nan, -np.inf, -5.0, -1.0, 0.5, 3.0, 7.0, np.inf], dtype)
+        else:
+            info = np.iinfo(dtype)
+            x = np.array([info.min, 0, 1, 2, 5, info.max], dtype)
+        lo, hi = np.asarray(0 if dtype.kind == "u" else -1, dtype), np.asarray(3, dtype)
+        sess = _one_node("Clip", {"x": dtype, "lo": dtype, "hi": dtype}, {}, [])
+        try:
+            got = None if sess is None else sess.run(None, {"x": x, "lo": lo, "hi": hi})[0]
+        except Exception:  # noqa: BLE001 - no kernel: the load probes record that
+            got = None
+        if got is not None and not np.array_equal(got, np.clip(x, lo, hi), equal_nan=True):
+            wrong.append(dtype.name)
+    return wrong
+
+
+def _softmax(s: np.ndarray) -> np.ndarray:
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _fused_inexact(op: str) -> list[str]:
+    """The float dtypes a fused op (Attention, InstanceNormalization) misses a float64 reference on
+    by more than a few units in the last place (onnxruntime's float64 Attention is float32-accurate,
+    3e-8 off): a lowering that wants JAX's float64 result exactly keeps the decomposition there."""
+    rng = np.random.default_rng(0)
+    wrong = []
+    for dtype, rtol in ((np.dtype(np.float32), 1e-5), (np.dtype(np.float64), 1e-12)):
+        if op == "Attention":  # (batch, heads, seq, depth), the default scale 1/sqrt(depth)
+            q, k, v = (rng.standard_normal(s) for s in ((1, 2, 3, 4), (1, 2, 5, 4), (1, 2, 5, 4)))
+            ref = _softmax(q @ np.swapaxes(k, -1, -2) / 2.0) @ v
+            feeds, attrs = {"q": q, "k": k, "v": v}, {}
+        else:  # InstanceNormalization over the spatial axis, per channel
+            x, scale, bias = rng.standard_normal((2, 3, 5)), rng.standard_normal(3), rng.standard_normal(3)
+            ref = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * scale[:, None] + bias[:, None]
+            feeds, attrs = {"x": x, "scale": scale, "bias": bias}, {"epsilon": 1e-5}
+        feeds = {name: value.astype(dtype) for name, value in feeds.items()}
+        sess = _one_node(op, {name: dtype for name in feeds}, attrs, [], opset=_first_opset(op) if op == "Attention" else 21)
+        try:
+            got = None if sess is None else sess.run(None, feeds)[0]
+        except Exception:  # noqa: BLE001 - no kernel: the load probes record that
+            got = None
+        if got is not None and not np.allclose(got, ref, rtol=rtol, atol=rtol):
+            wrong.append(dtype.name)
+    return wrong
+
+
 def measure_inexact() -> dict[str, list[str]]:
     """Kernels that load but compute something else than the ONNX spec (and XLA) on values at a
     dtype's edges; a lowering that meets one takes another form or an exact carrier.
@@ -312,7 +429,9 @@ def measure_inexact() -> dict[str, list[str]]:
     - ReduceMin/ReduceMax: compared with numpy on :func:`_reduce_rows`;
     - TopK: NaN is greater than every number (the spec; XLA's sort order): last ascending, first descending;
     - the activations of :data:`_ACTIVATIONS`, compared with float64 references;
-    - ``MatMul:vector``: a matrix with no rows times a vector (:func:`_matmul_vector_fails`).
+    - ``MatMul:vector``: a matrix with no rows times a vector (:func:`_matmul_vector_fails`);
+    - Sign and Clip on NaN, infinities and the dtype's extremes, compared with numpy;
+    - Attention and InstanceNormalization, compared with float64 references (:func:`_fused_inexact`).
     """
     table: dict[str, list[str]] = {}
     ints = [np.dtype(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")]
@@ -345,6 +464,11 @@ def measure_inexact() -> dict[str, list[str]]:
         wrong = _activation_inexact(op)
         if wrong:
             table[op] = wrong
+    for op, wrong in (("Sign", _sign_inexact(ints + floats)), ("Clip", _clip_inexact(ints + floats)),
+                      ("Attention", _fused_inexact("Attention")),
+                      ("InstanceNormalization", _fused_inexact("InstanceNormalization"))):
+        if wrong:
+            table[op] = wrong
     return table
 
 
@@ -353,13 +477,16 @@ def measure_table() -> dict[str, Any]:
     import onnxruntime as ort
 
     opset = 21  # IR 10: loads in every onnxruntime this probe runs on; kernels are the same at 23
-    table = measure(opset)
+    probed = measure(opset)
+    table = {op: names for op, names in probed.items() if names}
     # Older opsets pick older kernel versions, some with fewer types (Pad-13 has no bfloat16,
-    # Pad-18 has): for each, the entries that differ from the table above.
+    # Pad-18 has): for each, the entries that differ from the table above, among the forms that
+    # exist there (a scatter reduction before its opset is legalization's, read from the main table).
     by_opset = {}
     for older in range(MIN_OPSET, opset):
-        other = measure(older)
-        diff = {op: other.get(op, []) for op in sorted(set(table) | set(other)) if other.get(op) != table.get(op)}
+        other = measure(older, main=False)
+        keys = {op for op in set(table) | set(other) if op not in STRUCTURED or op in other}
+        diff = {op: other.get(op, []) for op in sorted(keys) if (other.get(op) or None) != table.get(op)}
         if diff:
             by_opset[str(older)] = diff
     keys = set(table).union(*by_opset.values()) if by_opset else set(table)

@@ -105,17 +105,19 @@ class Runtime:
         dtype = np.dtype(dtype)
         return dtype not in self.missing(opset).get(op, frozenset()) and dtype not in self.inexact(op)
 
-    def dtypes(self, op: str, opset: int | None = None) -> frozenset[np.dtype]:
+    def dtypes(self, op: str, opset: int | None = None, exact: bool = False) -> frozenset[np.dtype]:
         """The dtypes to run ``op`` on (the ``dtypes=`` facet of a lowering naming ``op``): its ONNX
         schema at ``opset`` takes them and onnxruntime has an exact kernel. A dtype whose kernel is
-        inexact stays when no exact dtype holds it (nothing would run it better): a lowering that
-        can take another form asks :meth:`supports`."""
+        inexact stays when no exact dtype holds it (nothing would run it better), unless ``exact``:
+        a lowering that can take another form (a fusion's decomposition) asks for exact kernels."""
         missing = self.missing(opset).get(op, frozenset())
         first = (self.typed_inputs(op) or (1 if op.split(":")[0] == "Where" else 0,))[0]
         allowed = _schema_dtypes(op.split(":")[0], opset or self._table["opset"], first)
         inexact = self.inexact(op)
-        exact = frozenset(d for d in allowed if d not in missing and d not in inexact)
-        return exact | {d for d in inexact & allowed if d not in missing and not _has_carrier(d, exact)}
+        exact_kernels = frozenset(d for d in allowed if d not in missing and d not in inexact)
+        if exact:
+            return exact_kernels
+        return exact_kernels | {d for d in inexact & allowed if d not in missing and not _has_carrier(d, exact_kernels)}
 
     def typed_inputs(self, op: str) -> tuple[int, ...] | None:
         """The input positions typed by ``op``'s shared type parameter, where it has other inputs."""

@@ -147,14 +147,16 @@ class LoweringContext(Emitter):
         """The onnxruntime the export targets (:mod:`jax2onnx.ir.runtime`)."""
         return self.interp.runtime
 
-    def kernel_dtypes(self, op: str, without: Any = ()) -> frozenset[np.dtype]:
+    def kernel_dtypes(self, op: str, without: Any = (), exact: bool = False) -> frozenset[np.dtype]:
         """The dtypes the target onnxruntime has ``op`` kernels for at the export's opset
         (``"ScatterND:max"`` for a scatter's reduction), less ``without``. None before the op's
-        opset, unless legalization forms it there (then the op's own kernels: the rule's ops)."""
+        opset, unless legalization forms it there (then the op's own kernels: the rule's ops).
+        ``exact``: only kernels that compute what the spec says (:meth:`Runtime.dtypes`), for a
+        lowering with another form to fall back on (float64 Attention keeps the decomposition)."""
         base = op.split(":")[0]
         since = op_since(base)
         opset = since if has_rule(base) and since is not None and self.opset < since else self.opset
-        return self.interp.runtime.dtypes(op, opset) - frozenset(np.dtype(d) for d in without)
+        return self.interp.runtime.dtypes(op, opset, exact=exact) - frozenset(np.dtype(d) for d in without)
 
     # -- nested jaxprs -------------------------------------------------------------------------
     def lower_jaxpr(self, closed_jaxpr: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]:

@@ -37,6 +37,8 @@ from collections.abc import Iterable, Sequence
 from types import FrameType
 from typing import Any
 
+from ..plugin import original_of  # the pack author's API; kept importable from here for tests
+
 _MISSING = object()
 
 #: The running export's replacements, keyed like :data:`_INSTALLED`; None outside an export.
@@ -144,14 +146,6 @@ def _install(target: Any, attribute: str, key: tuple[int, str]) -> _Installed:
     _INSTALLED[key] = record
     setattr(target, attribute, record.dispatcher)
     return record
-
-
-def original_of(obj: Any) -> Any:
-    """What a patched attribute held before its dispatcher went in (``obj`` itself if it is no
-    dispatcher). Code that must stay out of a pack's fusion inside an export (a test of the plain
-    lowering, a rewrite-stage test of a library's unfused form) calls the original through this,
-    since a reference taken after the packs loaded is the dispatcher."""
-    return obj._jax2onnx_original if isinstance(obj, _Dispatcher) else obj
 
 
 def installed_patches() -> list[str]:

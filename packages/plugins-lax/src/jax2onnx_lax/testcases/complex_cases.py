@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax2onnx.lower.patching import original_of
+from jax2onnx.plugin import original_of
 from jax2onnx.testing import Component, Testcase
 
 from ._testdata import uniform

@@ -1,0 +1,85 @@
+"""The repository's layout rules (issue #22's acceptance checks), read from the files: the README
+links the living design; each pack's ``plugin.py`` is one statement; core names no pack; nothing in
+the packages calls the builtin ``eval``; the floor session deselects nothing.
+
+The import circle and the testcase imports on export have their own tests
+(packages/core/tests/test_import_graph.py, tests/test_no_testcases_on_export.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import glob
+import os
+import re
+import tomllib
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+CORE_SRC = os.path.join(ROOT, "packages", "core", "src", "jax2onnx")
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _packs() -> dict[str, str]:
+    """distribution name -> import name of every pack (each package with a ``plugin.py``)."""
+    packs = {}
+    for plugin in glob.glob(os.path.join(ROOT, "packages", "*", "src", "*", "plugin.py")):
+        package = os.path.dirname(os.path.dirname(os.path.dirname(plugin)))
+        with open(os.path.join(package, "pyproject.toml"), "rb") as f:
+            name = tomllib.load(f)["project"]["name"]
+        if name != "jax2onnx-core":
+            packs[name] = os.path.basename(os.path.dirname(plugin))
+    return packs
+
+
+def test_the_readme_links_the_living_design():
+    assert os.path.exists(os.path.join(ROOT, "docs", "architecture.md"))
+    assert "(docs/architecture.md)" in _read(os.path.join(ROOT, "README.md"))
+
+
+def test_each_packs_plugin_is_one_statement():
+    """Beside its docstring and imports, a pack's plugin module is the one ``plugin = ...``."""
+    plugins = [*glob.glob(os.path.join(ROOT, "packages", "*", "src", "*", "plugin.py")),
+               *glob.glob(os.path.join(ROOT, "templates", "plugin-pack", "src", "*", "plugin.py"))]
+    plugins = [p for p in plugins if not p.startswith(CORE_SRC)]
+    assert len(plugins) >= 8, plugins
+    for path in plugins:
+        body = ast.parse(_read(path)).body
+        rest = [s for s in body if not isinstance(s, (ast.Import, ast.ImportFrom))
+                and not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        assert len(rest) == 1 and isinstance(rest[0], ast.Assign), f"{path}: {[type(s).__name__ for s in rest]}"
+        assert [t.id for t in rest[0].targets if isinstance(t, ast.Name)] == ["plugin"], path
+
+
+def test_core_names_no_pack():
+    """No distribution or import name of a pack in core's code (docstrings and comments included):
+    packs are found through their entry points and hooks."""
+    packs = _packs()
+    assert "jax2onnx-lax" in packs and "jax2onnx-examples" in packs, packs
+    names = re.compile("|".join(re.escape(n) for pair in packs.items() for n in pair) + r"\b")
+    found = [f"{os.path.relpath(path, ROOT)}:{i}: {line.strip()}"
+             for path in glob.glob(os.path.join(CORE_SRC, "**", "*.py"), recursive=True)
+             for i, line in enumerate(_read(path).splitlines(), 1) if names.search(line)]
+    assert not found, "\n".join(found)
+
+
+def test_no_builtin_eval_in_the_packages():
+    """``eval`` of text (dim expressions were once evaluated so) is never needed: JAX evaluates
+    symbolic dims. ``model.eval()`` (Flax's mode switch) is a method, not the builtin. (The one
+    ``exec`` is core's fallback loader running core's own shipped ``__init__.py``.)"""
+    found = []
+    for path in glob.glob(os.path.join(ROOT, "packages", "*", "**", "*.py"), recursive=True):
+        for node in ast.walk(ast.parse(_read(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "eval":
+                found.append(f"{os.path.relpath(path, ROOT)}:{node.lineno}")
+    assert not found, found
+
+
+def test_the_floor_session_deselects_nothing():
+    noxfile = _read(os.path.join(ROOT, "noxfile.py"))
+    assert "--deselect" not in noxfile and "deselect" not in re.sub(r"#.*", "", noxfile)
+    ci = glob.glob(os.path.join(ROOT, ".ci", "**", "*"), recursive=True) + glob.glob(os.path.join(ROOT, ".github", "**", "*"), recursive=True)
+    assert not [p for p in ci if os.path.isfile(p) and "--deselect" in _read(p)]
