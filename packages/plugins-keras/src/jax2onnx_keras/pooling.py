@@ -15,7 +15,15 @@ from typing import Any
 from jax2onnx.fusion import Operands, channels_first, is_array, max_pool, same_pads, static_ints
 from jax2onnx.plugin import Lowerings
 
-from ._fusion import call_layer, channels_and_spatial, mark_name, one_output_like, patch, plain_float32, spatial_operands
+from ._fusion import (
+    call_layer,
+    channels_and_spatial,
+    mark_name,
+    one_output_like,
+    patch,
+    plain_float32,
+    spatial_operands,
+)
 
 lowerings = Lowerings()
 
