@@ -19,3 +19,26 @@ def all_graphs(model: ir.Model) -> Iterator[ir.Graph | ir.Function]:
                     stack.append(attr.value)
                 elif attr.type == ir.AttributeType.GRAPHS:
                     stack.extend(attr.value)
+
+
+class FreshNames:
+    """Fresh value names, unique across the whole model: graph inputs, initializers and node outputs
+    of the main graph, every subgraph and every function body. Calling it with a base name returns
+    the base, or ``base_2``, ``base_3``, ... when taken, and reserves what it returns."""
+
+    def __init__(self, model: ir.Model):
+        self.taken = set(model.graph.initializers) | {v.name for v in model.graph.inputs}
+        for g in all_graphs(model):
+            for node in g:
+                self.taken.update(o.name for o in node.outputs if o.name)
+            if isinstance(g, ir.Graph):
+                self.taken.update(g.initializers)
+                self.taken.update(v.name for v in g.inputs)
+
+    def __call__(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.taken:
+            k += 1
+            name = f"{base}_{k}"
+        self.taken.add(name)
+        return name

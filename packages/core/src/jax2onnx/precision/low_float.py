@@ -44,7 +44,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from ..ir.graphs import all_graphs
+from ..ir.graphs import FreshNames, all_graphs
 from ..passes.kernel_coverage import missing_kernels, table_key
 from .options import PrecisionError
 
@@ -195,24 +195,6 @@ def _fits(tensor: ir.TensorProtocol, kind: str) -> bool:
     return not finite.size or float(finite.max()) <= FLOAT16_MAX
 
 
-class _Namer:
-    """Fresh value names, unique across the model's graphs and function bodies."""
-
-    def __init__(self, model: ir.Model):
-        self.taken = {v.name for v in model.graph.inputs} | set(model.graph.initializers)
-        for g in all_graphs(model):
-            for node in g:
-                self.taken.update(o.name for o in node.outputs if o.name)
-
-    def __call__(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.taken:
-            k += 1
-            name = f"{base}_{k}"
-        self.taken.add(name)
-        return name
-
-
 def _cast_node(value: ir.Value, dtype: ir.DataType, name: str) -> ir.Node:
     out = ir.Value(name=name, type=ir.TensorType(dtype), shape=value.shape)
     return ir.Node("", "Cast", [value], [ir.AttrInt64("to", int(dtype))], outputs=[out], name=f"{name}_cast")
@@ -260,7 +242,7 @@ def convert_low_float(model: ir.Model, kind: str, keep_io_types: bool = True) ->
         return low if plan.mode == "low" and i in plan.inputs else original
 
     io_type = F32 if keep_io_types else low
-    name = _Namer(model)
+    name = FreshNames(model)
 
     # 1. What each float32 value's readers want, read before anything changes.
     def readers(v: ir.Value) -> dict[ir.DataType, list[tuple[ir.Node | None, int]]]:
@@ -399,7 +381,7 @@ def convert_low_float(model: ir.Model, kind: str, keep_io_types: bool = True) ->
     return result
 
 
-def _convert_body_constants(model: ir.Model, kind: str, name: _Namer) -> int:
+def _convert_body_constants(model: ir.Model, kind: str, name: FreshNames) -> int:
     """The weights function and control-flow bodies hold (``Constant`` nodes of
     :data:`WEIGHT_ELEMENTS` float32 elements or more, within the low type's range): stored in the
     low type, widened by one Cast in the body. Returns how many."""

@@ -48,7 +48,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ..errors import RUNTIME_INSTALL_HINT
-from ..ir.graphs import all_graphs
+from ..ir.graphs import FreshNames, all_graphs
 from .options import Precision, PrecisionError
 
 F32 = ir.DataType.FLOAT
@@ -195,27 +195,6 @@ def _part_values(site: _Site, w: _Weight, fn: Callable[[np.ndarray], tuple[np.nd
     return values
 
 
-class _Names:
-    """Fresh value names across the whole model (initializers, node outputs of every graph)."""
-
-    def __init__(self, model: ir.Model):
-        self.taken = set(model.graph.initializers) | {v.name for v in model.graph.inputs}
-        for g in all_graphs(model):
-            for node in g:
-                self.taken.update(o.name for o in node.outputs if o.name)
-            if isinstance(g, ir.Graph):
-                self.taken.update(g.initializers)
-                self.taken.update(v.name for v in g.inputs)
-
-    def __call__(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.taken:
-            k += 1
-            name = f"{base}_{k}"
-        self.taken.add(name)
-        return name
-
-
 @dataclasses.dataclass
 class _Site:
     """Where a rewrite happens: the node, the graph or function holding it, the main graph."""
@@ -223,7 +202,7 @@ class _Site:
     node: ir.Node
     owner: ir.Graph | ir.Function
     main: ir.Graph
-    names: _Names
+    names: FreshNames
 
 
 # ---------------------------------------------------------------------------------------------
@@ -389,7 +368,7 @@ def _output_layers(graph: ir.Graph) -> set[int]:
 
 def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
     main = model.graph
-    names = _Names(model)
+    names = FreshNames(model)
     graphs = list(all_graphs(model))
     sites: list[tuple[_Site, _WeightMatmul]] = []
     embeddings: list[_Site] = []
