@@ -48,6 +48,7 @@ SIDES = ("ours", "peer")
 
 sys.path.insert(0, HERE)
 import models  # noqa: E402
+from graph_counts import count_nodes  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -98,39 +99,6 @@ def run_worker(python: str, args: list[str], timeout: float) -> dict:
 
 
 # --------------------------------------------------------------------------------------- analysis
-
-
-def count_nodes(model: Any) -> dict:
-    """Nodes of the main graph, and in total with local functions and control-flow bodies expanded."""
-    import onnx
-
-    functions = {(f.domain, f.name, getattr(f, "overload", "")): f for f in model.functions}
-    ops: dict[str, int] = {}
-
-    def expand(nodes: Any, depth: int = 0) -> int:
-        total = 0
-        for node in nodes:
-            body = functions.get((node.domain, node.op_type, getattr(node, "overload", "")))
-            if body is not None and depth < 50:
-                total += expand(body.node, depth + 1)
-            else:
-                total += 1
-                ops[node.op_type] = ops.get(node.op_type, 0) + 1
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    total += expand(attr.g.node, depth + 1)
-                elif attr.type == onnx.AttributeProto.GRAPHS:
-                    total += sum(expand(g.node, depth + 1) for g in attr.graphs)
-        return total
-
-    total = expand(model.graph.node)
-    return {
-        "main": len(model.graph.node),
-        "total": total,
-        "functions": len(model.functions),
-        "initializers": len(model.graph.initializer),
-        "ops": dict(sorted(ops.items(), key=lambda kv: -kv[1])),
-    }
 
 
 def check_model(path: str) -> str:

@@ -29,6 +29,9 @@ import time
 
 MARKER = "HF_FAMILY_RESULT "
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from graph_counts import count_nodes  # noqa: E402  (bench/ scripts run from anywhere, in either venv)
+
 SEQ = 16
 RTOL, ATOL = 1e-3, 1e-4
 
@@ -170,33 +173,6 @@ def _build(family: str):
     raise ValueError(kind)
 
 
-def count_nodes(model) -> tuple[int, int, dict[str, int]]:
-    """(main graph nodes, total with function and control-flow bodies expanded, op histogram)."""
-    import onnx
-
-    functions = {(f.domain, f.name): f for f in model.functions}
-    ops: dict[str, int] = {}
-
-    def expand(nodes, depth=0) -> int:
-        total = 0
-        for node in nodes:
-            body = functions.get((node.domain, node.op_type))
-            if body is not None and depth < 50:
-                total += expand(body.node, depth + 1)
-            else:
-                total += 1
-                ops[node.op_type] = ops.get(node.op_type, 0) + 1
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    total += expand(attr.g.node, depth + 1)
-                elif attr.type == onnx.AttributeProto.GRAPHS:
-                    total += sum(expand(g.node, depth + 1) for g in attr.graphs)
-        return total
-
-    total = expand(model.graph.node)
-    return len(model.graph.node), total, dict(sorted(ops.items(), key=lambda kv: -kv[1]))
-
-
 def worker(family: str) -> dict:
     import warnings
 
@@ -218,7 +194,8 @@ def worker(family: str) -> dict:
         return result
     result["export_s"] = round(time.perf_counter() - t0, 1)
     result["converts"] = True
-    result["main"], result["total"], result["ops"] = count_nodes(model)
+    counts = count_nodes(model)
+    result["main"], result["total"], result["ops"] = counts["main"], counts["total"], counts["ops"]
     try:
         import onnx
 
