@@ -105,8 +105,8 @@ def test_report_shows_greedy_agreement(trained, precision):
 
 
 def _shifted_logits(onnx_model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model with its vocabulary rolled by one: every logit moves to the next token id, so the
-    cosine stays near the original's structure but every argmax names another token."""
+    """The model with its vocabulary rolled by one: every logit moves to the next token id, so every
+    argmax names another token (a broken LM head, as a wrong transpose of it would be)."""
     broken = onnx.ModelProto()
     broken.CopyFrom(onnx_model)
     graph = broken.graph

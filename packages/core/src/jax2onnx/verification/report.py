@@ -29,8 +29,8 @@ from .. import compat
 from ..errors import Jax2OnnxError, require_onnxruntime
 from ..ir import proto_walk
 from ..passes.rewrite import REWRITES_KEY, TARGET_KEY
-from . import precision as precision_report
 from . import greedy as greedy_check
+from . import precision as precision_report
 from .compare import as_onnx_value, jax_reference, onnx_runner, run_onnx
 from .trials import TRIAL_SIZES, random_value, spec_dtype, trial_inputs
 
