@@ -138,3 +138,18 @@ def test_greedy_option_names_the_problem(trained):
     # a float32 export asked for the figure gets a precision section holding it
     report = verify(model, onnx_model, [lm.SPEC], greedy=GreedyCheck(prompts=PROMPTS[:1], new_tokens=8))
     assert report.precision.kind == "float32" and report.precision.greedy.agreement == 1.0 and report
+
+
+def test_to_onnx_verify_takes_a_greedy_check(trained):
+    """The export's own report (to_onnx(verify=...)) runs the same check and raises below the floor."""
+    from jax2onnx import VerificationError
+
+    model, _, _ = trained
+    check = GreedyCheck(prompts=PROMPTS[:2], new_tokens=16)
+    to_onnx(model, [lm.SPEC], precision="int4", verify=check)  # passes: raises nothing
+    with pytest.raises(VerificationError, match="greedy tokens equal the float32 function's") as info:
+        to_onnx(model, [lm.SPEC], precision="int4", verify=GreedyCheck(prompts=PROMPTS[:2], new_tokens=16,
+                                                                       min_agreement=1.01))
+    assert info.value.report.precision.greedy.agreement >= 0.9
+    with pytest.raises(TypeError, match="GreedyCheck"):
+        to_onnx(model, [lm.SPEC], verify="yes")
