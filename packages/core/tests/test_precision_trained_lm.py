@@ -10,7 +10,8 @@ import onnx
 import onnxruntime as ort
 import pytest
 import trained_lm as lm
-from jax2onnx import Precision, to_onnx
+from jax2onnx import GreedyCheck, Precision, to_onnx, verify
+from jax2onnx.verification.greedy import GreedyCheckError
 from jax2onnx.verification.precision import MIN_COSINE, cosine
 from test_precision import weight_bytes
 
@@ -78,3 +79,77 @@ def test_int4_embeddings_shrink_the_tables(trained):
     assert sum(n.op_type == "GatherBlockQuantized" for n in smallest.graph.node) == 1
     assert not any(n.op_type == "DynamicQuantizeMatMul" for n in smallest.graph.node)
     assert weight_bytes(smallest) < weight_bytes(default)
+
+
+# -- the export report's greedy-token figure (verify(..., greedy=...)) -------------------------------
+
+#: prompts of the language the model learned: a random prompt is out of its distribution, where
+#: even the trained logits have small margins
+PROMPTS = [list(lm.counting(s, k, lm.PROMPT)) for s, k in lm.PROMPTS]
+
+
+@pytest.mark.parametrize("precision", ["int4", "int8"])
+def test_report_shows_greedy_agreement(trained, precision):
+    model, _, reference = trained
+    onnx_model = to_onnx(model, [lm.SPEC], precision=precision)
+    report = verify(model, onnx_model, [lm.SPEC], greedy=GreedyCheck(prompts=PROMPTS))
+    greedy = report.precision.greedy
+    assert greedy.tokens == len(lm.PROMPTS) * lm.NEW_TOKENS
+    assert greedy.agreement >= 0.9 and greedy.ok and report
+    # the report decodes as the hand-written loop of trained_lm.py does
+    session = _session(onnx_model)
+    name = session.get_inputs()[0].name
+    assert greedy.agreement == lm.greedy_agreement(lambda ids: session.run(None, {name: ids})[0], reference)
+    assert report.to_dict()["precision"]["greedy"]["ok"] is True
+    assert "greedy tokens vs float32: output" in str(report)
+
+
+def _shifted_logits(onnx_model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with its vocabulary rolled by one: every logit moves to the next token id, so every
+    argmax names another token (a broken LM head, as a wrong transpose of it would be)."""
+    broken = onnx.ModelProto()
+    broken.CopyFrom(onnx_model)
+    graph = broken.graph
+    out = graph.output[0].name
+    graph.node[-1].output[list(graph.node[-1].output).index(out)] = "unshifted"
+    graph.initializer.append(onnx.numpy_helper.from_array(np.roll(np.arange(lm.VOCAB), 1).astype(np.int64), "shift"))
+    graph.node.append(onnx.helper.make_node("Gather", ["unshifted", "shift"], [out], axis=2))
+    onnx.checker.check_model(broken, full_check=True)
+    return broken
+
+
+def test_report_fails_when_greedy_tokens_differ(trained):
+    model, _, _ = trained
+    broken = _shifted_logits(to_onnx(model, [lm.SPEC], precision="int8"))
+    report = verify(model, broken, [lm.SPEC], greedy=GreedyCheck(prompts=PROMPTS))
+    greedy = report.precision.greedy
+    assert greedy.agreement < 0.2 and not greedy.ok
+    assert not report.precision.ok and not report
+    assert "greedy tokens equal the float32 function's, under the floor 90%" in report.failures()
+
+
+def test_greedy_option_names_the_problem(trained):
+    model, _, _ = trained
+    onnx_model = to_onnx(model, [lm.SPEC])
+    with pytest.raises(GreedyCheckError, match="no output named 'logits'"):
+        verify(model, onnx_model, [lm.SPEC], greedy="logits")
+    with pytest.raises(GreedyCheckError, match="leave no room"):
+        verify(model, onnx_model, [lm.SPEC], greedy=GreedyCheck(prompts=[[1] * lm.CONTEXT]))
+    # a float32 export asked for the figure gets a precision section holding it
+    report = verify(model, onnx_model, [lm.SPEC], greedy=GreedyCheck(prompts=PROMPTS[:1], new_tokens=8))
+    assert report.precision.kind == "float32" and report.precision.greedy.agreement == 1.0 and report
+
+
+def test_to_onnx_verify_takes_a_greedy_check(trained):
+    """The export's own report (to_onnx(verify=...)) runs the same check and raises below the floor."""
+    from jax2onnx import VerificationError
+
+    model, _, _ = trained
+    check = GreedyCheck(prompts=PROMPTS[:2], new_tokens=16)
+    to_onnx(model, [lm.SPEC], precision="int4", verify=check)  # passes: raises nothing
+    with pytest.raises(VerificationError, match="greedy tokens equal the float32 function's") as info:
+        to_onnx(model, [lm.SPEC], precision="int4", verify=GreedyCheck(prompts=PROMPTS[:2], new_tokens=16,
+                                                                       min_agreement=1.01))
+    assert info.value.report.precision.greedy.agreement >= 0.9
+    with pytest.raises(TypeError, match="GreedyCheck"):
+        to_onnx(model, [lm.SPEC], verify="yes")

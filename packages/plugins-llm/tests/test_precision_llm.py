@@ -63,3 +63,17 @@ def test_tiny_lm_in_each_precision_generates_and_stays_close(float32_run, precis
     logits = _logits(folder, ids)
     assert cosine(reference, logits) >= MIN_COSINE[precision]
     assert (folder / "model.onnx").stat().st_size < (f32_folder / "model.onnx").stat().st_size
+
+
+def test_greedy_agreement_of_an_exported_folder(float32_run, tmp_path):
+    """The float32 folder generates JAX's tokens (agreement 1.0, ok); the random decoder under int4
+    parts ways at its first near tie, and the figure says so by failing its floor."""
+    from jax2onnx_llm.greedy_check import greedy_agreement
+
+    f32_folder, _ = float32_run
+    same = greedy_agreement(tiny_jax_decoder(), f32_folder, PROMPTS)
+    assert same.tokens == len(PROMPTS) * NEW_TOKENS and same.agreement == 1.0 and same.ok
+    folder = export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=64, precision="int4", target="onnx")
+    low = greedy_agreement(tiny_jax_decoder(), folder, PROMPTS)
+    print(f"random tiny decoder, int4: {low.agreement:.1%} of {low.tokens} greedy tokens equal float32's")
+    assert low.agreement < 0.9 and not low.ok

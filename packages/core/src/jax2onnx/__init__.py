@@ -26,12 +26,14 @@ from .lower.functions import onnx_function
 from .plugin import hookimpl
 from .precision import Precision, PrecisionError
 from .verification.allclose_compat import allclose, allclose_onnxruntime_web
+from .verification.greedy import GreedyCheck
 from .verification.report import ExportReport, VerificationError, verify
 
 _legacy_plugins.install()  # 0.17's plugin module paths (jax2onnx.plugins.plugin_system) onto the lowering API
 
 __all__ = [
     "ExportReport",
+    "GreedyCheck",
     "InputSpecError",
     "InvalidModelError",
     "Jax2OnnxError",

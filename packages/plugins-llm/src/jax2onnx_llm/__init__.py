@@ -14,6 +14,7 @@ from .errors import (
     WeightsError,
 )
 from .export import export_causal_lm
+from .greedy_check import greedy_agreement
 from .spec import DecoderSpec, KVCache, apply_rotary, attend, rotary_tables
 
 __version__ = "0.1.0"
@@ -31,5 +32,6 @@ __all__ = [
     "apply_rotary",
     "attend",
     "export_causal_lm",
+    "greedy_agreement",
     "rotary_tables",
 ]

@@ -21,6 +21,7 @@ import onnx_ir as ir
 from ..errors import InputSpecError
 from ..lower.registry import get_registry
 from ..precision import Precision
+from ..verification.greedy import GreedyCheck
 from .lowering import lower
 from .optimize import optimize as run_passes
 from .options import Export, ExportOptions
@@ -49,7 +50,7 @@ def to_onnx(
     normalization_mode: str = "auto",
     optimize: bool = True,
     external_data: bool | None = None,
-    verify: bool = False,
+    verify: bool | GreedyCheck = False,
     precision: str | Precision = "float32",
     target: str = "generic",
 ) -> onnx.ModelProto | ir.Model | str:
@@ -107,7 +108,8 @@ def to_onnx(
             :class:`jax2onnx.Precision` with options (``keep_io_types``, ``block_size``,
             ``symmetric``, ``exclude``, ...). See the guide's "Precision" page and
             :mod:`jax2onnx.precision`; ``verify=True`` then judges the outputs by the precision's
-            cosine floor and reports bytes by dtype.
+            cosine floor and reports bytes by dtype. ``verify=jax2onnx.GreedyCheck(...)``: a causal
+            LM's report also holds its greedy-token agreement with float32 and fails under 90%.
         target: the runtime the graph is tuned for (:mod:`jax2onnx.export.targets`): ``"generic"``
             (standard ONNX), ``"onnxruntime"`` (also its com.microsoft contrib ops where not slower),
             ``"tensorrt"`` (within TensorRT 10's ONNX parser: opset <= 20, no float64, no DFT; an

@@ -10,6 +10,7 @@ import jax
 import numpy as np
 
 from .. import compat
+from ..verification.greedy import GreedyCheck
 from ..verification.report import ExportReport, VerificationError
 from ..verification.report import verify as run_verify
 from . import api_compat
@@ -34,7 +35,8 @@ def verify(export: Export, traced: Traced, artifact: Artifact) -> ExportReport:
     reference = api_compat.with_layouts(reference, options)
     specs = [_as_nchw(s) if i in options.inputs_as_nchw else s for i, s in enumerate(specs)]
     return run_verify(reference, artifact.runnable(), specs, options.input_params,
-                      enable_double_precision=options.enable_double_precision)
+                      enable_double_precision=options.enable_double_precision,
+                      greedy=options.verify if isinstance(options.verify, GreedyCheck) else None)
 
 
 def raise_if_failed(report: ExportReport, artifact: Artifact, traced: Traced | None = None) -> None:

@@ -65,6 +65,27 @@ def run_onnx(
     return sess.run(None, feeds)
 
 
+def onnx_runner(
+    model: onnx.ModelProto | str | os.PathLike[str] | bytes, params: Mapping[str, Any] | None = None
+) -> Callable[..., list[np.ndarray]]:
+    """``run(*inputs) -> outputs`` over one onnxruntime session, for a caller that runs the model
+    many times (greedy decoding): :func:`run_onnx` would start a session per call."""
+    ort = require_onnxruntime("running an exported model")
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = _session(ort, model, opts, None)
+    names = [gi.name for gi in sess.get_inputs()]
+    extra = [np.asarray(v) for v in (params or {}).values()]
+
+    def run(*inputs: Any) -> list[np.ndarray]:
+        values = list(inputs) + extra
+        if len(values) != len(names):
+            raise ValueError(f"model has {len(names)} inputs, got {len(values)} values")
+        return sess.run(None, {n: as_onnx_value(v) for n, v in zip(names, values)})
+
+    return run
+
+
 def _session(ort: Any, model: Any, opts: Any, base_dir: str | os.PathLike[str] | None) -> Any:
     providers = ["CPUExecutionProvider"]
     if isinstance(model, (str, os.PathLike)):

@@ -1,5 +1,6 @@
-"""The precision section of the export report: what the model stores, and how far its outputs are
-from the float32 JAX function.
+"""The precision section of the export report: what the model stores, how far its outputs are
+from the float32 JAX function, and for an LM how many greedy tokens stay the same
+(:mod:`jax2onnx.verification.greedy`).
 
 ``jax2onnx.verify`` reads the precision an export recorded in its metadata (``jax2onnx.precision``)
 and, for a reduced precision, judges each output by its cosine similarity with the float32
@@ -68,14 +69,17 @@ class PrecisionSection:
     detail: str
     bytes_by_dtype: dict[str, int]
     outputs: list[PrecisionOutput]
+    #: an LM's greedy tokens vs float32's (``verify(..., greedy=...)``), judged by its floor
+    greedy: Any = None  # jax2onnx.verification.greedy.GreedyAgreement
 
     @property
     def ok(self) -> bool:
-        return all(o.ok for o in self.outputs)
+        return all(o.ok for o in self.outputs) and (self.greedy is None or self.greedy.ok)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "detail": self.detail, "bytes_by_dtype": dict(self.bytes_by_dtype), "ok": self.ok,
-                "outputs": [{**dataclasses.asdict(o), "ok": o.ok} for o in self.outputs]}
+                "outputs": [{**dataclasses.asdict(o), "ok": o.ok} for o in self.outputs],
+                **({"greedy": {**dataclasses.asdict(self.greedy), "ok": self.greedy.ok}} if self.greedy is not None else {})}
 
     def rows(self, human_bytes: Any) -> list[list[str]]:
         """Rows of the report's model table; ``human_bytes`` formats a byte count."""
@@ -84,6 +88,8 @@ class PrecisionSection:
         for o in self.outputs:
             rows.append([f"vs float32: {o.name}", f"max abs err {o.max_abs_error:.3g}, mean abs err {o.mean_abs_error:.3g}, "
                          f"cosine {o.cosine:.6f} (floor {o.min_cosine:g}) {'ok' if o.ok else 'FAIL'}"])
+        if self.greedy is not None:
+            rows.append(self.greedy.row())
         return rows
 
 

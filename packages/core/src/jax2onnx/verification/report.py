@@ -29,8 +29,9 @@ from .. import compat
 from ..errors import Jax2OnnxError, require_onnxruntime
 from ..ir import proto_walk
 from ..passes.rewrite import REWRITES_KEY, TARGET_KEY
+from . import greedy as greedy_check
 from . import precision as precision_report
-from .compare import as_onnx_value, jax_reference, run_onnx
+from .compare import as_onnx_value, jax_reference, onnx_runner, run_onnx
 from .trials import TRIAL_SIZES, random_value, spec_dtype, trial_inputs
 
 __all__ = ["TRIAL_SIZES", "ExportReport", "VerificationError", "random_value", "summarize", "trial_inputs", "verify"]
@@ -217,7 +218,7 @@ class ExportReport:
 
     @property
     def ok(self) -> bool:
-        return bool(self.trials) and all(t.ok for t in self.trials)
+        return bool(self.trials) and all(t.ok for t in self.trials) and (self.precision is None or self.precision.ok)
 
     def __bool__(self) -> bool:
         return self.ok
@@ -345,6 +346,10 @@ class ExportReport:
                     f"{what}: max abs error {o.max_abs_error:.3g}, max rel error {o.max_rel_error:.3g}, "
                     f"{o.mismatches}/{o.size} elements outside rtol={o.rtol:g}, atol={o.atol:g}"
                 )
+        greedy = self.precision.greedy if self.precision is not None else None
+        if greedy is not None and not greedy.ok:
+            lines.append(f"output '{greedy.output}': {greedy.agreement:.1%} of {greedy.tokens} greedy tokens equal the float32 "
+                         f"function's, under the floor {greedy.min_agreement:.0%}")
         if not self.trials:
             lines.append("no trial ran")
         return "\n".join(lines)
@@ -441,6 +446,7 @@ def verify(
     sizes: Sequence[int] = TRIAL_SIZES,
     seed: int = 0,
     path: str | os.PathLike[str] | None = None,
+    greedy: bool | str | int | greedy_check.GreedyCheck | None = None,
 ) -> ExportReport:
     """Run ``fn`` in JAX and ``model`` in onnxruntime side by side and report on the export.
 
@@ -449,6 +455,11 @@ def verify(
     ``input_params`` are passed as keyword arguments to ``fn`` and as the graph's runtime inputs.
     ``rtol``/``atol`` default by output dtype (:data:`DEFAULT_TOLERANCES`). Needs onnxruntime
     (``pip install 'jax2onnx-core[runtime]'``). Returns an :class:`ExportReport`.
+
+    ``greedy``: the model is a causal LM (one integer ``[batch, sequence]`` input, logits
+    ``[batch, sequence, vocabulary]``): decode greedily through both and put the share of equal
+    tokens in the precision section, which fails under 90% (:mod:`jax2onnx.verification.greedy`;
+    ``True``, the logits output's name or index, or a ``GreedyCheck``).
     """
     import jax
 
@@ -490,7 +501,13 @@ def verify(
             checks.append(check)
         trials.append(Trial(shown, checks))
     section = None
-    if recorded is not None:
-        section = precision_report.PrecisionSection(recorded[0], recorded[1], bytes_by_dtype(model),
-                                                    list(distances.values()))
+    check = greedy_check.as_check(greedy)
+    if recorded is not None or check is not None:
+        kind, detail = recorded if recorded is not None else ("float32", "float32")
+        section = precision_report.PrecisionSection(kind, detail, bytes_by_dtype(model), list(distances.values()))
+    if check is not None and section is not None:
+        with compat.x64_enabled(double):
+            section.greedy = greedy_check.agreement(check, model, inputs,
+                                                    greedy_check.jitted_reference(fn, input_params),
+                                                    onnx_runner(runnable, input_params), seed=seed)
     return ExportReport(trials, summary, section)
