@@ -1,6 +1,7 @@
 """The repository's layout rules (issue #22's acceptance checks), read from the files: the README
 links the living design; each pack's ``plugin.py`` is one statement; core names no pack; nothing in
-the packages calls the builtin ``eval``; the floor session deselects nothing.
+the packages calls the builtin ``eval``; no lowering compares the opset with a number; the floor
+session deselects nothing.
 
 The import circle and the testcase imports on export have their own tests
 (packages/core/tests/test_import_graph.py, tests/test_no_testcases_on_export.py).
@@ -76,6 +77,29 @@ def test_no_builtin_eval_in_the_packages():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "eval":
                 found.append(f"{os.path.relpath(path, ROOT)}:{node.lineno}")
     assert not found, found
+
+
+#: Where an opset number is itself the knowledge: legalization's per-version forms of an op, and
+#: the kernel probe writing Reduce nodes in the axes form of the opset it probes.
+_OPSET_FORM_FILES = ("ir/legalize.py", "ir/legalize_opset13.py", "ir/kernel_probe.py")
+
+
+def test_no_lowering_compares_the_opset_with_a_number():
+    """Whether an op exists at the export's opset is asked (``ctx.has_op``,
+    ``jax2onnx.ir.opsets.op_available``, ``ctx.kernel_dtypes``), never written as ``opset < N``."""
+    found = []
+    for path in glob.glob(os.path.join(ROOT, "packages", "*", "src", "**", "*.py"), recursive=True):
+        if path.replace(os.sep, "/").endswith(_OPSET_FORM_FILES):
+            continue
+        for node in ast.walk(ast.parse(_read(path))):
+            if not isinstance(node, ast.Compare):
+                continue
+            operands = [node.left, *node.comparators]
+            names = [getattr(o, "id", None) or getattr(o, "attr", None) or "" for o in operands]
+            if any(n.endswith("opset") for n in names) and any(
+                    isinstance(o, ast.Constant) and isinstance(o.value, int) for o in operands):
+                found.append(f"{os.path.relpath(path, ROOT)}:{node.lineno}")
+    assert not found, f"ask jax2onnx.ir.opsets.op_available (ctx.has_op) instead of an opset number: {found}"
 
 
 def test_the_floor_session_deselects_nothing():

@@ -11,7 +11,8 @@ import onnx
 import pytest
 from jax2onnx import allclose, to_onnx
 from jax2onnx.errors import InputSpecError
-from jax2onnx.ir.opsets import MIN_ONNXRUNTIME, MIN_OPSET, ir_version, max_opset
+from jax2onnx.ir import runtime
+from jax2onnx.ir.opsets import MIN_ONNXRUNTIME, MIN_OPSET, ir_version, max_opset, op_available
 
 DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "opsets.md")
 
@@ -110,3 +111,17 @@ def test_min_opset_that_is_not_needed_fails_the_variant(mini_registry):
     with pytest.raises(AssertionError, match="min_opset=18 says opset 17 cannot express this testcase, but the export succeeded"):
         run_variant(Variant(case, False, False, opset=17))
     run_variant(Variant(case, False, False, opset=18))
+
+
+def test_an_op_is_available_from_the_first_opset_with_its_meaning():
+    assert not op_available("GroupNormalization", 20)  # GroupNormalization-18 scales per group
+    assert op_available("GroupNormalization", 21)
+    assert not op_available("Gelu", 19) and op_available("Gelu", 20)
+    assert not op_available("LayerNormalization", 16)  # legalization forms it there, but no node of it
+    assert not op_available("NoSuchOp", max_opset())
+
+
+def test_no_kernel_answers_for_an_op_before_its_meaning():
+    rt = runtime.for_version("1.32")
+    assert rt.dtypes("GroupNormalization", 20) == frozenset()  # the schema of -18 takes float32
+    assert np.dtype(np.float32) in rt.dtypes("GroupNormalization", 21)

@@ -1,7 +1,7 @@
 """Compact, accurate forms of functions ONNX has no op for, written once for both sides: the lax
 pack's lowerings (``m`` is its ``Math``: ``m.op.<Op>(...)``, ``m.k(value)``) and the rewrite stage
-(``m`` is a ``jax2onnx.passes.rewrite.emit.Emitter`` with the same two members). Imports nothing of
-core, so any layer may use it.
+(``m`` is a ``jax2onnx.passes.rewrite.emit.Emitter`` with the same two members). Imports only
+``jax2onnx.ir.opsets`` (which opset has Gelu), so any layer above it may use it.
 
 float32 erfc (17 nodes):
 - x < 1: 1 - Erf(x), as XLA computes it there (erfc >= 0.157, so the subtraction loses < 3 bits);
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 from typing import Any
+
+from .ir.opsets import op_available
 
 #: erfc(x) exp(x^2) ~ c0 + a1 / (x + b1 + a2 / (x + b2 + a3 / (x + b3))) on [1, 9.3].
 ERFC_TAIL_C0 = -2.2668255260827243e-05
@@ -47,7 +49,7 @@ def normal_cdf_float32(m: Any, x: Any) -> Any:
 def gelu_exact(m: Any, x: Any, opset: int) -> Any:
     """x * Phi(x): ONNX's Gelu from opset 20, before it 0.5 * x * (1 + Erf(x / sqrt 2)) (5 nodes,
     what onnxruntime's Gelu kernel computes)."""
-    if opset >= 20:
+    if op_available("Gelu", opset):
         return m.op.Gelu(x)
     op = m.op
     return op.Mul(op.Mul(x, m.k(0.5)), op.Add(op.Erf(op.Mul(x, m.k(SQRT_HALF))), m.k(1.0)))
@@ -56,7 +58,7 @@ def gelu_exact(m: Any, x: Any, opset: int) -> Any:
 def gelu_tanh(m: Any, x: Any, opset: int) -> Any:
     """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): ONNX's Gelu(approximate="tanh") from opset 20,
     before it the formula in 8 nodes."""
-    if opset >= 20:
+    if op_available("Gelu", opset):
         return m.op.Gelu(x, approximate="tanh")
     op = m.op
     inner = op.Mul(op.Add(op.Mul(op.Mul(op.Mul(x, x), x), m.k(0.044715)), x), m.k(math.sqrt(2 / math.pi)))

@@ -879,7 +879,7 @@ def lower_batch_norm(ctx: Any, *ins: ir.Value) -> ir.Value | None:
 def lower_group_norm(ctx: Any, *ins: ir.Value) -> ir.Value | None:
     """A channels-last group-norm region (params ``num_groups``, ``epsilon``; operands ``x``,
     optional per-channel ``scale``/``bias``) → GroupNormalization (opset 21)."""
-    if ctx.opset < 21:  # per-channel scale/bias is GroupNormalization-21 semantics
+    if not ctx.has_op("GroupNormalization"):  # per-channel scale/bias: none before opset 21 (-18 scaled per group)
         return None
     ops = Operands(ctx, ins)
     p = ctx.marked.params

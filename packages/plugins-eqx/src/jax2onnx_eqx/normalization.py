@@ -96,8 +96,7 @@ def lower_rms_norm(ctx, *ins):
 
 @lowerings.register_call(GROUP_NORM)
 def lower_group_norm(ctx, *ins):
-    # not an availability gate: GroupNormalization-18 has per-group scale/bias, Equinox's is per channel
-    if ctx.opset < 21:
+    if not ctx.has_op("GroupNormalization"):  # per-channel scale/bias: none before opset 21 (-18 scaled per group)
         return None
     ops = Operands(ctx, ins)
     shape = ops.shape("x")

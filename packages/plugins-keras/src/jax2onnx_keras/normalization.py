@@ -146,7 +146,7 @@ def lower_batch_norm(ctx, *ins):
 
 @lowerings.register_call(mark_name(GROUP_NORM))
 def lower_group_norm(ctx, *ins):
-    if ctx.opset < 21:  # per-channel scale/bias (Keras's) is GroupNormalization-21 semantics
+    if not ctx.has_op("GroupNormalization"):  # per-channel scale/bias: none before opset 21 (-18 scaled per group)
         return None
     ops = Operands(ctx, ins)
     p = ctx.marked.params

@@ -56,8 +56,6 @@ lowerings = Lowerings()
 
 #: GroupQueryAttention's CPU kernel rotates (``do_rotary``) only head sizes that are multiples of 16.
 GQA_ROTARY_MULTIPLE = 16  # (onnxruntime 1.32; the NNX Llama, head size 16, rotates inside GQA)
-#: the first default-domain opset with ``Attention`` and ``RotaryEmbedding``
-ATTENTION_OPSET = 23
 
 
 def additive_bias(mask: Any, past_len: Any, seq: int, total: Any, dtype: Any) -> Any:
@@ -114,7 +112,7 @@ def fused_kind(ctx: Any) -> str | None:
     target = getattr(options, "target", None)
     if target == "onnxruntime":
         return "gqa"
-    if target == "generic" and ctx.opset >= ATTENTION_OPSET:
+    if target == "generic" and ctx.has_op("Attention") and ctx.has_op("RotaryEmbedding"):
         return "attention"
     return None
 

@@ -130,3 +130,13 @@ def op_since(op_type: str) -> int | None:
             continue
         return max(version, SEMANTICS_SINCE.get(op_type, 0))
     return None
+
+
+def op_available(op_type: str, opset: int) -> bool:
+    """Whether ``opset`` has ``op_type`` with today's meaning, so a node of it can be written as is
+    (GroupNormalization from 21, Attention from 23). The one question lowerings and rewrites ask
+    before choosing an op over another form of the computation (``LoweringContext.has_op`` asks it
+    at the export's opset). False for a name that is no default-domain op, and before the op even
+    where legalization would form it from older ops (LayerNormalization before 17)."""
+    since = op_since(op_type)
+    return since is not None and opset >= since

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..dtypes import carrier  # importing dtypes registers bfloat16 with numpy (ml_dtypes) before names resolve
 from . import kernel_probe
+from .opsets import op_available
 
 _TABLES = os.path.join(os.path.dirname(__file__), "ort_kernels")
 
@@ -44,10 +45,11 @@ def _schema_dtypes(op: str, opset: int, position: int) -> frozenset[np.dtype]:
     """The dtypes (of :data:`ALL_DTYPES`) the ONNX schema of ``op`` at ``opset`` takes at input ``position``."""
     import onnx
 
-    try:
-        schema = onnx.defs.get_schema(op, opset, "")
-    except onnx.defs.SchemaError:
-        return frozenset()  # not an op of this opset (Gelu before 20): nothing runs it
+    if not op_available(op, opset):
+        # not an op of this opset (Gelu before 20), or not with today's meaning (GroupNormalization
+        # before 21 scaled per group): nothing runs what a lowering means by it
+        return frozenset()
+    schema = onnx.defs.get_schema(op, opset, "")
     param = schema.inputs[min(position, len(schema.inputs) - 1)].type_str
     allowed = next((c.allowed_type_strs for c in schema.type_constraints if c.type_param_str == param), [param])
     names = {_ONNX_TYPE_NAMES.get(t[len("tensor("):-1]) for t in allowed if t.startswith("tensor(")}

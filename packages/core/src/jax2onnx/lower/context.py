@@ -12,7 +12,7 @@ import onnx_ir as ir
 from .. import compat
 from ..ir.builder import OpBuilder, Scope, set_aval, to_ir_dtype
 from ..ir.legalize import has_rule
-from ..ir.opsets import op_since
+from ..ir.opsets import op_available, op_since
 from ..ir.runtime import Runtime
 from ..plugin import MarkedCall
 
@@ -146,6 +146,13 @@ class LoweringContext(Emitter):
     def runtime(self) -> Runtime:
         """The onnxruntime the export targets (:mod:`jax2onnx.ir.runtime`)."""
         return self.interp.runtime
+
+    def has_op(self, op_type: str) -> bool:
+        """Whether the export's opset has ``op_type`` with today's meaning
+        (:func:`jax2onnx.ir.opsets.op_available`): ask it instead of comparing ``self.opset`` with
+        a number. A lowering that also needs a kernel for its dtype asks :meth:`kernel_dtypes`,
+        which answers nothing where this is False."""
+        return op_available(op_type, self.opset)
 
     def kernel_dtypes(self, op: str, without: Any = (), exact: bool = False) -> frozenset[np.dtype]:
         """The dtypes the target onnxruntime has ``op`` kernels for at the export's opset

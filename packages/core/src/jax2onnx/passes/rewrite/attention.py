@@ -36,6 +36,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
+from ...ir.opsets import op_available
 from ..manager import all_graphs, rewrite_nodes
 from .onnxruntime import _is, _only_reader, _replace_value
 
@@ -224,7 +225,7 @@ class Attentions:
         self._expanded: dict = {}  # (id of a mask, query length) -> the mask expanded to it; negated masks
 
     def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
-        if self.opset < 23:
+        if not op_available("Attention", self.opset):
             return False
         return rewrite_nodes(all_graphs(model), self._attention, counts, "attention")
 

@@ -27,6 +27,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
+from ...ir.opsets import op_available
 from ..manager import all_graphs, rewrite_nodes
 from .onnxruntime import _is, _replace_value
 
@@ -191,7 +192,7 @@ class LayerNorms:
         self._made = 0  # numbers the new initializers' names
 
     def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
-        if self.opset < 17:
+        if not op_available("LayerNormalization", self.opset):
             return False
         graphs = [g for g in all_graphs(model) if isinstance(g, ir.Graph)]  # gamma/beta become initializers
         return rewrite_nodes(graphs, self._layer_norm, counts, "layer_norm")

@@ -16,6 +16,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
+from ...ir.opsets import op_available
 from ..manager import all_graphs, rewrite_nodes
 from .onnxruntime import _is, _only_reader, _replace_value
 
@@ -39,7 +40,7 @@ class RmsNorms:
         self.opset = opset
 
     def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
-        if self.opset < 23:
+        if not op_available("RMSNormalization", self.opset):
             return False
         graphs = [g for g in all_graphs(model) if isinstance(g, ir.Graph)]
         return rewrite_nodes(graphs, self._rms_norm, counts, "rms_norm")

@@ -26,6 +26,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
+from ...ir.opsets import op_available
 from ..manager import rewrite_nodes
 from .onnxruntime import _is, _replace_value
 
@@ -139,7 +140,7 @@ class RotaryEmbeddings:
         self._caches: dict[tuple, ir.Value] = {}  # half tables by content
 
     def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
-        if self.opset < 23:
+        if not op_available("RotaryEmbedding", self.opset):
             return False
         return rewrite_nodes([model.graph], self._rotary, counts, "rotary_embedding")
 
