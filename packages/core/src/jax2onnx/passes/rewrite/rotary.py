@@ -1,23 +1,29 @@
 """Rotary position embeddings written by hand → ``RotaryEmbedding`` (opset 23).
 
-Hugging Face's Flax Llama, Mistral and Gemma (and hand-written RoPE in the same style) rotate the
-queries and keys as ``x * cos + rotate_half(x) * sin``, ``rotate_half(x) = concat(-x[..., h:],
-x[..., :h])``, with ``cos``/``sin`` rows gathered from a constant table by the position ids. Lowered:
-Mul, two Slices (or a Split), Neg, Concat, Mul, Add per rotated tensor, plus the table's Gather and
-Split: 7 nodes for each of q and k.
+The forms libraries write, all ``x * cos + rotate(x) * sin`` per rotated tensor (anchor: the ``Add``):
 
-Rule (anchor: the ``Add``): ``x`` of layout (batch, seq, heads, size) is a Reshape of a (batch,
-seq, heads·size) value; ``rotate_half`` takes the two halves of x's last axis; ``cos`` and ``sin``
-are (batch, seq, 1, size) rows of constant tables gathered by int position ids of shape (batch,
-seq) (through a Split of one sin|cos table, as HF writes it, or one table each), and each table
-row repeats its first half (``concat([f, f])``, what the half-split rotation multiplies with).
-Then ``RotaryEmbedding(x3, cos_half, sin_half, position_ids, num_heads)`` on the 3-D value and the
-Reshape after it: the Gather, Split and arithmetic go. With a static batch the positions fold, and
-``cos``/``sin`` are constant (batch, seq, 1, size) rows: they become the op's 3-D caches (batch,
-seq, size/2) without position ids. Exact: the op computes ``x1·cos − x2·sin``
-and ``x2·cos + x1·sin``, the same products and sums. Not rewritten: the interleaved (GPT-J,
-``rotate_every_two``) form, positions that are not a (batch, seq) input of the Gather (onnxruntime's
-kernel requires the batch axis in full), a table whose halves differ.
+- half-split (HF Flax Llama, Mistral, Gemma; GPT-NeoX): ``rotate_half(x) = concat(-x[..., h:],
+  x[..., :h])``, each table row repeating its first half (``concat([f, f])``);
+- interleaved (HF Flax GPT-J's ``rotate_every_two``, RoFormer): ``stack([-x[..., 1::2],
+  x[..., ::2]], -1)`` merged back into the last axis (strided Slices, or Gathers of the constant
+  indices), each table value repeated side by side (``f0 f0 f1 f1 ...``) → ``interleaved=1``;
+- partial (GPT-J, GPT-NeoX): ``x`` is the first ``rotary_dim`` features of the head, and the Add's
+  only reader concatenates the rotation with the rest → ``rotary_embedding_dim``, and the op
+  replaces the Concat (it passes the rest through itself).
+
+The products are Muls, or RoFormer's Einsum ``bslh,...sh->bslh`` (a broadcast product). ``x`` of
+layout (batch, seq, heads, size) is a Reshape of a (batch, seq, heads·size) value: the op runs on
+that with ``num_heads`` and a Reshape after it. ``cos`` and ``sin`` are (batch, seq, 1, size) rows
+of constant tables gathered by int position ids of shape (batch, seq) (through a Split of one
+sin|cos table, as HF writes it, or one table each): the op gets the half-width tables and the ids.
+Or they are constant rows (positions known at export): with a static batch the op's 3-D caches
+(batch, seq, size/2); with a symbolic batch, rows the same for each batch entry become (seq,
+size/2) caches read at ids 0..seq-1 expanded to the batch (onnxruntime's kernel wants the batch axis
+in full). Exact: the op computes ``x1·cos − x2·sin`` and ``x2·cos + x1·sin``, the same products and
+sums. Not rewritten: positions that are neither a (batch, seq) input of the Gather nor constant
+rows (HF GPT-J with a symbolic batch: ``jnp.take``'s out-of-range fill Where and the per-pair
+repeat sit between the table and the product), a table that does not repeat the way the rotation
+multiplies with it, rows that differ across heads.
 """
 
 from __future__ import annotations
