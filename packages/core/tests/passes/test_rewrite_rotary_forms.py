@@ -136,6 +136,20 @@ def test_rotary_form_look_alikes_stay():
         _check(fn, model, [X, POSITIONS])
 
 
+def test_rows_that_read_the_batch_size_as_data_stay():
+    # the rows are scaled by the batch size: not the same table for every batch size
+    def scaled(x):
+        a = _angles(D)[:S]
+        cos, sin = (jnp.asarray(np.repeat(f(a), 2, -1)[None, :, None].astype(np.float32)) for f in (np.cos, np.sin))
+        n = jnp.asarray(x.shape[0], jnp.float32)
+        q = _heads(x)
+        return (q * (cos * n) + rotate_every_two(q) * (sin * n)).reshape(x.shape)
+
+    model = to_onnx(scaled, [("B", S, H * D)])
+    assert "RotaryEmbedding" not in {n.op_type for n in model.graph.node}
+    _check(scaled, model, [X])
+
+
 def test_before_opset_23_the_rotation_stays():
     model = to_onnx(rope, [("B", S, H * D), IDS], opset=21)
     assert "RotaryEmbedding" not in {n.op_type for n in model.graph.node}
@@ -150,7 +164,10 @@ def _hf(config, model_cls, **kwargs):
     return getattr(transformers, model_cls)(cfg, seed=0)
 
 
-def test_hf_flax_gptj_partial_interleaved_rotary():
+@pytest.mark.parametrize("batch", ["B", 2])
+def test_hf_flax_gptj_partial_interleaved_rotary(batch):
+    # with the symbol B the table rows are jnp.take'n at positions broadcast to the batch (a fill
+    # Where, a Split, a per-pair repeat): rows the same for each batch entry, read at counted ids
     model = _hf("GPTJConfig", "FlaxGPTJModel", vocab_size=100, n_embd=64, n_layer=2, n_head=4, rotary_dim=8,
                 n_positions=64)
 
@@ -158,7 +175,7 @@ def test_hf_flax_gptj_partial_interleaved_rotary():
         return model(ids, params=model.params).last_hidden_state
 
     ids = RNG.integers(3, 100, size=(2, 16)).astype(np.int32)
-    onnx_model = to_onnx(fn, [jax.ShapeDtypeStruct((2, 16), jnp.int32)])
+    onnx_model = to_onnx(fn, [jax.ShapeDtypeStruct((batch, 16), jnp.int32)])
     rotary = [n for n in onnx_model.graph.node if n.op_type == "RotaryEmbedding"]
     assert len(rotary) == 4  # q and k of both layers
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in rotary[0].attribute}

@@ -16,24 +16,27 @@ layout (batch, seq, heads, size) is a Reshape of a (batch, seq, heads·size) val
 that with ``num_heads`` and a Reshape after it. ``cos`` and ``sin`` are (batch, seq, 1, size) rows
 of constant tables gathered by int position ids of shape (batch, seq) (through a Split of one
 sin|cos table, as HF writes it, or one table each): the op gets the half-width tables and the ids.
-Or they are constant rows (positions known at export): with a static batch the op's 3-D caches
-(batch, seq, size/2); with a symbolic batch, rows the same for each batch entry become (seq,
-size/2) caches read at ids 0..seq-1 expanded to the batch (onnxruntime's kernel wants the batch axis
-in full). Exact: the op computes ``x1·cos − x2·sin`` and ``x2·cos + x1·sin``, the same products and
-sums. Not rewritten: positions that are neither a (batch, seq) input of the Gather nor constant
-rows (HF GPT-J with a symbolic batch: ``jnp.take``'s out-of-range fill Where and the per-pair
-repeat sit between the table and the product), a table that does not repeat the way the rotation
-multiplies with it, rows that differ across heads.
+Or they are constant rows (positions known at export), or rows built from constants and the
+batch size only, that size used only as a shape to expand to (HF GPT-J under a symbolic batch:
+positions broadcast to the batch, ``jnp.take``'s fill Where, a Split, a per-pair repeat), evaluated
+at batch 1 by onnx's reference evaluator: with a static batch the op's 3-D caches (batch, seq,
+size/2); with a symbolic batch, rows the same for each batch entry become (seq, size/2) caches
+read at ids 0..seq-1 expanded to the batch (onnxruntime's kernel wants the batch axis in full).
+Exact: the op computes ``x1·cos − x2·sin`` and ``x2·cos + x1·sin``, the same products and sums.
+Not rewritten: positions that are neither a (batch, seq) input of the Gather nor known at export,
+a table that does not repeat the way the rotation multiplies with it, rows that differ across
+heads, rows that read the batch size as a value.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
-from ..manager import rewrite_nodes
+from ..manager import NONDETERMINISTIC_OPS, rewrite_nodes
 from .onnxruntime import _is, _replace_value
 
 
@@ -224,12 +227,16 @@ def _factor(v: ir.Value | None) -> list[tuple[ir.Value, ir.Value, str | None]]:
     return []
 
 
-def _constant_rows(v: ir.Value | None, spec: str | None, size: int) -> np.ndarray | None:
-    """A constant multiplier as (batch or 1, seq, 1, size) rows, or None."""
+def _constant_rows(v: ir.Value | None, spec: str | None, size: int, opset: int) -> np.ndarray | None:
+    """A constant multiplier, or one broadcast over the batch (:func:`_broadcast_rows`), as
+    (batch or 1, seq, 1, size) rows; None for anything else."""
     const = constant_tensor(v)
-    if const is None:
+    if const is not None:
+        t = np.asarray(const.numpy())
+    elif spec is None and (t := _broadcast_rows(v, opset)) is not None:
+        pass
+    else:
         return None
-    t = np.asarray(const.numpy())
     if spec is not None:  # Einsum: put the table's axes where x's letters are, size 1 elsewhere
         table, out = spec.split("->")
         if t.ndim != len(table):
@@ -241,6 +248,97 @@ def _constant_rows(v: ir.Value | None, spec: str | None, size: int) -> np.ndarra
     if t.shape[2] != 1 or t.shape[3] != size:
         return None
     return t[:, :, 0, :]
+
+
+_MAX_CONE = 24  # nodes a broadcast table may take to build (GPT-J's: 10)
+
+
+def _batch_size_of(node: ir.Node | None) -> bool:
+    """Whether ``node`` reads a value's batch size: ``Shape(v, start=0, end=1)``."""
+    if not _is(node, "Shape"):
+        return False
+    start, end = node.attributes.get("start"), node.attributes.get("end")
+    return start is not None and int(start.value) == 0 and end is not None and int(end.value) == 1
+
+
+def _broadcast_rows(v: ir.Value | None, opset: int) -> np.ndarray | None:
+    """``v`` at batch 1 when it is built from constants and the batch size only, the batch size
+    used only as the leading entry of shapes constants are expanded to: then every batch row
+    holds the same values (HF GPT-J's table rows of positions 0..seq-1 under a symbolic batch,
+    gathered, fill-masked, split and repeated per pair), and onnx's reference evaluator computes
+    them at batch 1. None for anything else, or when the rows hold a NaN (a position out of the
+    table's range)."""
+    from onnx.reference import ReferenceEvaluator
+
+    if v is None or v.dtype != ir.DataType.FLOAT or v.producer() is None:
+        return None
+    order: list[ir.Node] = []
+    seen: set[int] = set()
+    sizes: list[ir.Value] = []
+
+    def visit(value: ir.Value) -> bool:
+        node = value.producer()
+        if constant_tensor(value) is not None:
+            return True
+        if _batch_size_of(node):
+            sizes.append(value)
+            return True
+        if node is None or node.domain not in ("", "ai.onnx") or node.op_type in NONDETERMINISTIC_OPS:
+            return False
+        if id(node) in seen:
+            return True
+        seen.add(id(node))
+        if len(seen) > _MAX_CONE or not all(i is None or visit(i) for i in node.inputs):
+            return False
+        order.append(node)
+        return True
+
+    if not visit(v) or not sizes:
+        return None
+    for size in sizes:  # the batch size only as a shape to expand to, never as data
+        for user, index in size.uses():
+            if id(user) not in seen:
+                continue
+            if _is(user, "Concat") and all(i is size or constant_tensor(i) is not None for i in user.inputs):
+                targets = [u for u in user.outputs[0].uses() if id(u[0]) in seen]
+            else:
+                targets = [(user, index)]
+            if not all(_is(t, "Expand") and i == 1 for t, i in targets) or not targets:
+                return None
+    names: dict[int, str] = {}
+
+    def name(value: ir.Value) -> str:
+        return names.setdefault(id(value), f"v{len(names)}")
+
+    initializers, protos = [], []
+    for node in order:
+        for value in node.inputs:
+            if value is None or id(value) in names:
+                continue
+            if value in sizes:
+                tensor = ir.tensor(np.array([1], np.int64))
+            else:
+                tensor = constant_tensor(value)
+            proto = ir.serde.serialize_tensor(tensor)
+            proto.name = name(value)
+            initializers.append(proto)
+        proto = ir.serde.serialize_node(node)
+        del proto.input[:], proto.output[:]
+        proto.input.extend("" if i is None else name(i) for i in node.inputs)
+        proto.output.extend(name(o) for o in node.outputs)
+        protos.append(proto)
+    out = onnx.helper.make_tensor_value_info(name(v), onnx.TensorProto.FLOAT, None)
+    graph = onnx.helper.make_graph(protos, "rows", [], [out], initializer=initializers)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+    try:
+        with np.errstate(all="ignore"):
+            (rows,) = ReferenceEvaluator(model).run(None, {})
+    except Exception:  # noqa: BLE001 - a cone the evaluator cannot run is not a table
+        return None
+    rows = np.asarray(rows)
+    if rows.ndim != 4 or rows.shape[0] != 1 or np.isnan(rows).any():
+        return None
+    return rows
 
 
 def _cache(rows: np.ndarray, interleaved: bool) -> np.ndarray | None:
@@ -277,7 +375,7 @@ class RotaryEmbeddings:
         if not _is(add, "Add"):
             return False
         for a, b in ((add.inputs[0], add.inputs[1]), (add.inputs[1], add.inputs[0])):
-            found = self._terms(a, b)
+            found = self._terms(a, b, self.opset)
             if found is not None:
                 break
         else:
@@ -409,7 +507,7 @@ class RotaryEmbeddings:
         return self._ids[key]
 
     @staticmethod
-    def _terms(a: ir.Value | None, b: ir.Value | None):
+    def _terms(a: ir.Value | None, b: ir.Value | None, opset: int):
         """(x, cos rows, sin rows, ids, interleaved) when ``a = x * cos`` and ``b = rotate(x) * sin``,
         ``rotate`` the half-split or the pairwise rotation; rows (batch or 1, seq, size) when
         constant (ids None), else the table gathered by ``ids``."""
@@ -426,7 +524,7 @@ class RotaryEmbeddings:
                     interleaved = True
                 else:
                     continue
-                cos, sin = _constant_rows(cos_v, cos_spec, size), _constant_rows(sin_v, sin_spec, size)
+                cos, sin = _constant_rows(cos_v, cos_spec, size, opset), _constant_rows(sin_v, sin_spec, size, opset)
                 if cos is not None and sin is not None:
                     return x, cos, sin, None, interleaved
                 if cos_spec is not None or sin_spec is not None:
