@@ -227,13 +227,13 @@ def _factor(v: ir.Value | None) -> list[tuple[ir.Value, ir.Value, str | None]]:
     return []
 
 
-def _constant_rows(v: ir.Value | None, spec: str | None, size: int, opset: int) -> np.ndarray | None:
-    """A constant multiplier, or one broadcast over the batch (:func:`_broadcast_rows`), as
-    (batch or 1, seq, 1, size) rows; None for anything else."""
+def _constant_rows(v: ir.Value | None, spec: str | None, size: int, opset: int | None = None) -> np.ndarray | None:
+    """A constant multiplier, or with ``opset`` one broadcast over the batch
+    (:func:`_broadcast_rows`), as (batch or 1, seq, 1, size) rows; None for anything else."""
     const = constant_tensor(v)
     if const is not None:
         t = np.asarray(const.numpy())
-    elif spec is None and (t := _broadcast_rows(v, opset)) is not None:
+    elif spec is None and opset is not None and (t := _broadcast_rows(v, opset)) is not None:
         pass
     else:
         return None
@@ -524,13 +524,16 @@ class RotaryEmbeddings:
                     interleaved = True
                 else:
                     continue
-                cos, sin = _constant_rows(cos_v, cos_spec, size, opset), _constant_rows(sin_v, sin_spec, size, opset)
+                cos, sin = _constant_rows(cos_v, cos_spec, size), _constant_rows(sin_v, sin_spec, size)
                 if cos is not None and sin is not None:
                     return x, cos, sin, None, interleaved
                 if cos_spec is not None or sin_spec is not None:
                     continue
                 cos, sin = _table_rows(cos_v, size), _table_rows(sin_v, size)
-                if cos is None or sin is None or cos[1] is not sin[1] or cos[0].shape != sin[0].shape:
-                    continue
-                return x, cos[0], sin[0], cos[1], interleaved
+                if cos is not None and sin is not None and cos[1] is sin[1] and cos[0].shape == sin[0].shape:
+                    return x, cos[0], sin[0], cos[1], interleaved  # the graph's own ids (Llama)
+                # last, rows broadcast over the batch: counted ids where the graph has none to read
+                cos, sin = _constant_rows(cos_v, None, size, opset), _constant_rows(sin_v, None, size, opset)
+                if cos is not None and sin is not None:
+                    return x, cos, sin, None, interleaved
         return None
