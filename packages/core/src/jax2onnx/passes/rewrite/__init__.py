@@ -14,7 +14,7 @@ Families:
   (opset 17); before :mod:`.norms`, whose RMS chain is a centred LayerNorm's tail.
 - :mod:`.norms`: RMSNorm written by hand → RMSNormalization (opset 23).
 - :mod:`.bias_add`: MatMul + bias on matrices → Gemm.
-- :mod:`.rotary`: rotary embeddings (half-split, tables gathered by position ids) →
+- :mod:`.rotary`: rotary embeddings (half-split or interleaved, whole or partial) →
   ``RotaryEmbedding`` (opset 23); before :mod:`.attention`, whose 3-D form then reads its output.
 - :mod:`.attention`: scaled dot-product attention however written (einsum or MatMul, scale,
   additive or ``where`` mask, GQA repeats) → ``Attention`` (opset 23).
