@@ -13,29 +13,40 @@ import numpy as np
 import onnx
 import pytest
 from jax2onnx_llm import export_causal_lm
-from llm_test_helpers import MS, NEW_TOKENS, PROMPTS, assert_fused_attention, assert_same_tokens, check_folder, op_counts
+from llm_test_helpers import (
+    MS,
+    NEW_TOKENS,
+    PROMPTS,
+    assert_fused_attention,
+    assert_same_tokens,
+    check_folder,
+    op_counts,
+)
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
+
 
 def assert_fused_layers(folder, target: str, fused: int) -> None:
     """Exactly ``fused`` layers got the LLM pack's fused attention of ``target``.
 
     A layer that falls back runs the library's attention, which core's graph rewrites may still
     turn into a plain opset-23 ``Attention`` / ``RotaryEmbedding`` (no cache inputs, one output);
-    the pack's own forms are told apart by what only they write: GroupQueryAttention and the
-    com.microsoft ops (``target="onnxruntime"``), an ``Attention`` reading the past keys/values
-    through ``past_key``/``past_value`` into ``present`` (``target="onnx"``, the growing cache,
-    which these checks use)."""
+    the pack's own forms are told apart by what only they write: GroupQueryAttention and
+    com.microsoft ``RotaryEmbedding`` (``target="onnxruntime"``), an ``Attention`` reading the past keys/values
+    through ``past_key``/``past_value`` into ``present`` (``target="onnx"``, the growing cache) or
+    over the shared buffer its ScatterElements wrote (the shared cache)."""
     graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
     ops = op_counts(folder)
     if target == "onnxruntime":
         assert ops.get((MS, "GroupQueryAttention"), 0) == fused, ops
-        if fused == 0:  # (the pack's SimplifiedLayerNormalization fusion is another matter)
+        if fused == 0:  # (the RMS norms' com.microsoft fusion is not attention: it stays)
             assert ops.get((MS, "RotaryEmbedding"), 0) == 0, ops
     else:
         assert not any(domain == MS for domain, _ in ops), ops
-        with_past = [n for n in graph.node if n.op_type == "Attention" and len(n.output) > 1]
-        assert len(with_past) == fused, [(n.name, list(n.input)) for n in with_past]
+        scattered = {o for n in graph.node if n.op_type == "ScatterElements" for o in n.output}
+        pack_forms = [n for n in graph.node if n.op_type == "Attention"
+                      and (len(n.output) > 1 or n.input[1] in scattered)]
+        assert len(pack_forms) == fused, [(n.name, list(n.input)) for n in pack_forms]
 
 
 # --- Hugging Face Flax -------------------------------------------------------------------------
@@ -82,13 +93,20 @@ def _hf_model(family: str, **overrides):
     return hf._scaled(model_cls(config, seed=0), {"kernel": 3.0})
 
 
-@pytest.mark.parametrize("target", ["onnxruntime", "onnx"])
-def test_hf_mistral_sliding_window_falls_back(tmp_path, target):
+TARGETS_CACHES = [("onnxruntime", "concat"), ("onnxruntime", "shared"), ("onnx", "concat"), ("onnx", "shared")]
+
+
+@pytest.mark.parametrize(("target", "cache"), TARGETS_CACHES)
+@pytest.mark.parametrize("window", [6, None])
+def test_hf_mistral_sliding_window_falls_back(tmp_path, window, target, cache):
     """A window of 6 positions, shorter than every prompt + 32 new tokens: the library's own
-    (windowed) attention is exported, no fused op."""
+    (windowed) attention is exported, no fused op. ``sliding_window=None`` (the configs of
+    Mistral v0.2 on) is, in transformers' Flax Mistral, a window of 0: its causal mask is
+    ``triu(causal, -(sliding_window or 0))``, each token sees itself alone. A fused causal attention
+    would generate other tokens than the library does, so that falls back too."""
     hf = _hf()
-    model = _hf_model("mistral", sliding_window=6)
-    folder, reference, eos = _hf_export_and_compare(tmp_path, model, "concat", target)
+    model = _hf_model("mistral", sliding_window=window)
+    folder, reference, eos = _hf_export_and_compare(tmp_path, model, cache, target)
     assert_fused_layers(folder, target, 0)
     assert_same_tokens(folder, reference, pad_token_id=hf.PAD, eos=eos)
 
@@ -161,32 +179,45 @@ def _keras_export_and_compare(tmp_path, model, cache: str, target: str):
     return folder, reference, eos
 
 
-@pytest.mark.parametrize("target", ["onnxruntime", "onnx"])
-def test_keras_gemma_logit_soft_cap_falls_back(tmp_path, target):
+@pytest.mark.parametrize(("target", "cache"), TARGETS_CACHES)
+def test_keras_gemma_logit_soft_cap_falls_back(tmp_path, target, cache):
     """Gemma 2's attention logit soft cap (tanh on the scores, which no fused op applies): every
-    layer runs KerasHub's own attention."""
-    model = _keras_model("gemma", attention_logit_soft_cap=5.0)
-    folder, reference, eos = _keras_export_and_compare(tmp_path, model, "concat", target)
+    layer runs KerasHub's own attention (and the final logits' soft cap, Gemma 2's other one, is
+    the backbone's own code in any case)."""
+    model = _keras_model("gemma", attention_logit_soft_cap=5.0, final_logit_soft_cap=30.0)
+    folder, reference, eos = _keras_export_and_compare(tmp_path, model, cache, target)
     assert_fused_layers(folder, target, 0)
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
 
 
-@pytest.mark.parametrize("cache", ["concat", "shared"])
-def test_keras_gemma_sliding_window_falls_back(tmp_path, cache):
+@pytest.mark.parametrize(("target", "cache"), TARGETS_CACHES)
+def test_keras_gemma_sliding_window_falls_back(tmp_path, target, cache):
     """Gemma 2's sliding window (on every other layer, KerasHub's choice): the windowed layer runs
     KerasHub's own attention, the global one is fused."""
     model = _keras_model("gemma", use_sliding_window_attention=True, sliding_window_size=6)
-    folder, reference, eos = _keras_export_and_compare(tmp_path, model, cache, "onnxruntime")
-    assert_fused_layers(folder, "onnxruntime", 1)
+    folder, reference, eos = _keras_export_and_compare(tmp_path, model, cache, target)
+    assert_fused_layers(folder, target, 1)
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
 
 
-@pytest.mark.parametrize("target", ["onnxruntime", "onnx"])
-def test_keras_llama_scaled_rope_falls_back(tmp_path, target):
-    """A position-scaled RoPE (``rope_position_scaling_factor``): KerasHub's own rotation runs,
-    no fused op."""
-    model = _keras_model("llama", rope_position_scaling_factor=4.0)
-    folder, reference, eos = _keras_export_and_compare(tmp_path, model, "concat", target)
+SCALED_ROPE = {
+    # Llama 3.1's frequency adjustment (the tiny head's two slow frequencies divided by 8): it
+    # changes the tokens KerasHub generates, so a fused plain RoPE would be caught.
+    "llama3": dict(rope_frequency_adjustment_factor=8.0, rope_low_freq_factor=1.0, rope_high_freq_factor=4.0,
+                   rope_pretraining_sequence_length=32),
+    # A position scaling factor: keras-hub 0.32's LlamaRotaryEmbedding does not apply it (its own
+    # inverse frequencies leave it out; the tokens are those of factor 1), but a layer carrying it
+    # still falls back, so a keras-hub that applies it stays exact.
+    "position": dict(rope_position_scaling_factor=4.0),
+}
+
+
+@pytest.mark.parametrize(("target", "cache"), TARGETS_CACHES)
+@pytest.mark.parametrize("rope", sorted(SCALED_ROPE))
+def test_keras_llama_scaled_rope_falls_back(tmp_path, rope, target, cache):
+    """A scaled RoPE: KerasHub's own rotation runs, no fused op."""
+    model = _keras_model("llama", **SCALED_ROPE[rope])
+    folder, reference, eos = _keras_export_and_compare(tmp_path, model, cache, target)
     assert_fused_layers(folder, target, 0)
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
 
