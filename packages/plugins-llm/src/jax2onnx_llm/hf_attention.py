@@ -20,7 +20,8 @@ target (``fused.fused_kind``) and emits, from the region's weights:
 
 Anything the lowering does not cover (``init_cache``, ``output_attentions``, dropout, a sliding
 window shorter than the positions, a rotary table of another form) calls the library's code
-unpatched, and a declined region (another target, an opset below 23) lowers the body: the
+unpatched (Mistral's ``sliding_window=None`` included: a window of 0 in its
+mask), and a declined region (another target, an opset below 23) lowers the body: the
 library's math either way.
 
 """
@@ -144,8 +145,9 @@ def _hf_region(module: Any, original: Callable[..., Any], named: dict[str, Any],
     static: dict[str, Any] = {}
     inputs: dict[str, Any] = {"x": hidden, "mask": mask}
     if style == "rope":
-        window = getattr(config, "sliding_window", None)
-        if window is not None and window < config.max_position_embeddings:  # Mistral's local attention
+        # Mistral's local attention: the library masks with ``triu(causal, -(sliding_window or 0))``,
+        # so a window of None is a window of 0 there (each token sees itself alone), not "no window".
+        if hasattr(config, "sliding_window") and (config.sliding_window or 0) < config.max_position_embeddings:
             return None
         tables = _rope_tables(module, int(head_size))
         if tables is None:
