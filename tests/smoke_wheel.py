@@ -90,7 +90,7 @@ def meta() -> None:
     """The `jax2onnx` meta package: 0.17's surface (lax, jnp, nnx packs) and 0.17's allclose."""
     import importlib.metadata
 
-    from jax2onnx.registry import get_registry
+    from jax2onnx.lower.registry import get_registry
 
     packs = {p.name for p in get_registry().describe() if p.error is None}
     assert {"jax2onnx-lax", "jax2onnx-jnp", "jax2onnx-nnx"} <= packs, packs
