@@ -32,13 +32,13 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 
 from ... import forms
 from ...ir.constants import constant_tensor
 from ..manager import all_graphs
 from .emit import Emitter, taken_names
+from .evaluate import evaluate
 
 #: Ops computing each output element from the same element of each input (and a size-1 constant).
 ELEMENTWISE_OPS = frozenset({
@@ -163,41 +163,9 @@ def _cone(y: ir.Value, region: _Region, of_value: dict[int, _Region]) -> list[ir
 def _evaluate(region: _Region, cones: dict[int, list[ir.Node]], ys: list[ir.Value], opset: int) -> list[np.ndarray] | None:
     """The candidates' values at the probe points, by onnx's reference evaluator (None when the
     region cannot be evaluated on its own)."""
-    from onnx.reference import ReferenceEvaluator
-
     keep = {id(n) for cone in cones.values() for n in cone}
     nodes = [n for n in region.nodes if id(n) in keep]
-    names: dict[int, str] = {}
-
-    def name(v: ir.Value) -> str:
-        return names.setdefault(id(v), f"v{len(names)}")
-
-    initializers, protos = [], []
-    x_name = name(region.x)
-    for node in nodes:
-        for v in node.inputs:
-            if v is None or id(v) in names:
-                continue
-            tensor = constant_tensor(v)
-            if tensor is None:
-                return None
-            proto = ir.serde.serialize_tensor(tensor)
-            proto.name = name(v)
-            initializers.append(proto)
-        proto = ir.serde.serialize_node(node)
-        del proto.input[:], proto.output[:]
-        proto.input.extend("" if v is None else name(v) for v in node.inputs)
-        proto.output.extend(name(v) for v in node.outputs)
-        protos.append(proto)
-    x_info = onnx.helper.make_tensor_value_info(x_name, onnx.TensorProto.FLOAT, [len(PROBES)])
-    outs = [onnx.helper.make_tensor_value_info(name(y), onnx.TensorProto.FLOAT, None) for y in ys]
-    graph = onnx.helper.make_graph(protos, "probe", [x_info], outs, initializer=initializers)
-    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
-    try:
-        with np.errstate(all="ignore"):
-            return list(ReferenceEvaluator(model).run(None, {x_name: PROBES}))
-    except Exception:  # noqa: BLE001 - a region the evaluator cannot run is left as it is
-        return None
+    return evaluate(nodes, ys, opset, feeds={region.x: PROBES})
 
 
 def _drop_unread(graph: ir.Graph | ir.Function, cone: list[ir.Node]) -> None:

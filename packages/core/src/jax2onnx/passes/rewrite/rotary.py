@@ -31,12 +31,12 @@ heads, rows that read the batch size as a value.
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
 from ..manager import NONDETERMINISTIC_OPS, rewrite_nodes
+from .evaluate import evaluate
 from .onnxruntime import _is, _replace_value
 
 
@@ -268,8 +268,6 @@ def _broadcast_rows(v: ir.Value | None, opset: int) -> np.ndarray | None:
     gathered, fill-masked, split and repeated per pair), and onnx's reference evaluator computes
     them at batch 1. None for anything else, or when the rows hold a NaN (a position out of the
     table's range)."""
-    from onnx.reference import ReferenceEvaluator
-
     if v is None or v.dtype != ir.DataType.FLOAT or v.producer() is None:
         return None
     order: list[ir.Node] = []
@@ -305,36 +303,11 @@ def _broadcast_rows(v: ir.Value | None, opset: int) -> np.ndarray | None:
                 targets = [(user, index)]
             if not all(_is(t, "Expand") and i == 1 for t, i in targets) or not targets:
                 return None
-    names: dict[int, str] = {}
-
-    def name(value: ir.Value) -> str:
-        return names.setdefault(id(value), f"v{len(names)}")
-
-    initializers, protos = [], []
-    for node in order:
-        for value in node.inputs:
-            if value is None or id(value) in names:
-                continue
-            if value in sizes:
-                tensor = ir.tensor(np.array([1], np.int64))
-            else:
-                tensor = constant_tensor(value)
-            proto = ir.serde.serialize_tensor(tensor)
-            proto.name = name(value)
-            initializers.append(proto)
-        proto = ir.serde.serialize_node(node)
-        del proto.input[:], proto.output[:]
-        proto.input.extend("" if i is None else name(i) for i in node.inputs)
-        proto.output.extend(name(o) for o in node.outputs)
-        protos.append(proto)
-    out = onnx.helper.make_tensor_value_info(name(v), onnx.TensorProto.FLOAT, None)
-    graph = onnx.helper.make_graph(protos, "rows", [], [out], initializer=initializers)
-    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
-    try:
-        with np.errstate(all="ignore"):
-            (rows,) = ReferenceEvaluator(model).run(None, {})
-    except Exception:  # noqa: BLE001 - a cone the evaluator cannot run is not a table
+    one = ir.tensor(np.array([1], np.int64))  # the batch size, at batch 1
+    got = evaluate(order, [v], opset, constants=lambda value: one if value in sizes else constant_tensor(value))
+    if got is None:
         return None
+    (rows,) = got
     rows = np.asarray(rows)
     if rows.ndim != 4 or rows.shape[0] != 1 or np.isnan(rows).any():
         return None
