@@ -38,6 +38,7 @@ import onnx_ir as ir
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
 from ..manager import all_graphs, rewrite_nodes
+from .emit import add_initializer
 from .onnxruntime import _is, _only_reader, _replace_value
 
 #: ``MatMul(a, b)`` on rank-4 values, as an einsum.
@@ -128,10 +129,8 @@ def _mask_over_queries(graph, mask: ir.Value, queries, before: ir.Node, stem: st
     key = (id(mask), queries)
     if key in done:  # the layers of a model share one mask: expanded once
         return done[key]
-    target = ir.Value(name=f"{stem}_mask_queries", const_value=ir.tensor(
-        np.array([1] * (len(mask.shape) - 2) + [queries, 1], np.int64)))
-    target.const_value.name = target.name
-    graph.register_initializer(target)
+    target = add_initializer(graph, f"{stem}_mask_queries",
+                             np.array([1] * (len(mask.shape) - 2) + [queries, 1], np.int64))
     node = ir.Node("", "Expand", [mask, target], name=f"{stem}_mask_expand")
     out = node.outputs[0]
     out.name, out.type = f"{stem}_mask_full", mask.type
@@ -350,9 +349,7 @@ class Attentions:
             return False
         if where is not None:  # Where(c, S, fill) -> the additive mask Where(c, 0, fill)
             cond, fill = where
-            zero = ir.Value(name=f"{stem}_mask_zero", const_value=ir.tensor(np.zeros((), np.float32)))
-            zero.const_value.name = zero.name
-            graph.register_initializer(zero)
+            zero = add_initializer(graph, f"{stem}_mask_zero", np.zeros((), np.float32))
             node = ir.Node("", "Where", [cond, zero, fill], name=f"{stem}_mask")
             mask = node.outputs[0]
             mask.name, mask.type, mask.shape = f"{stem}_additive_mask", ir.TensorType(ir.DataType.FLOAT), cond.shape

@@ -25,6 +25,14 @@ def taken_names(graph: ir.Graph | ir.Function) -> set[str]:
     return names
 
 
+def add_initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
+    """A new initializer of ``graph`` holding ``array`` (its tensor named like the value, as the
+    file's initializer will be): the constants a rewrite adds beside the nodes it writes."""
+    value = ir.Value(name=name, const_value=ir.tensor(array, name=name))
+    graph.register_initializer(value)
+    return value
+
+
 class Emitter:
     """Nodes computing an elementwise function of ``like`` (a value whose type and shape every
     float result shares). Constants are initializers of a graph and ``Constant`` nodes in a

@@ -29,6 +29,7 @@ import onnx_ir as ir
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
 from ..manager import all_graphs, rewrite_nodes
+from .emit import add_initializer
 from .onnxruntime import _is, _replace_value
 
 
@@ -248,10 +249,7 @@ class LayerNorms:
         inputs = [x]
         for name, array in (("scale", gamma if gamma is not None else np.ones(n, np.float32)),
                             ("bias", beta if beta is not None else np.zeros(n, np.float32))):
-            value = ir.Value(name=f"{stem}_{name}", const_value=ir.tensor(np.asarray(array, np.float32)))
-            value.const_value.name = value.name
-            graph.register_initializer(value)
-            inputs.append(value)
+            inputs.append(add_initializer(graph, f"{stem}_{name}", np.asarray(array, np.float32)))
         norm = ir.Node("", "LayerNormalization", inputs,
                        [ir.AttrInt64("axis", -1), ir.AttrFloat32("epsilon", float(eps))], name=f"{stem}_layernorm")
         new = norm.outputs[0]

@@ -18,6 +18,7 @@ import onnx_ir as ir
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
 from ..manager import all_graphs, rewrite_nodes
+from .emit import add_initializer
 from .onnxruntime import _is, _only_reader, _replace_value
 
 
@@ -139,16 +140,10 @@ class RmsNorms:
                     and len(t.shape) <= len(x.shape):
                 weight, out = w, user.outputs[0]
         if weight is None:
-            one = ir.Value(name=f"{out.name or 'rms'}_unit_scale", const_value=ir.tensor(np.ones(n, x.dtype.numpy())))
-            one.const_value.name = one.name
-            graph.register_initializer(one)
-            weight = one
+            weight = add_initializer(graph, f"{out.name or 'rms'}_unit_scale", np.ones(n, x.dtype.numpy()))
         elif len(constant_tensor(weight).shape) != 1:  # (1, 1, n) broadcast weight: its vector
-            flat = ir.Value(name=f"{weight.name or 'w'}_vector", const_value=ir.tensor(
-                np.asarray(constant_tensor(weight).numpy()).reshape(n)))
-            flat.const_value.name = flat.name
-            graph.register_initializer(flat)
-            weight = flat
+            weight = add_initializer(graph, f"{weight.name or 'w'}_vector",
+                                     np.asarray(constant_tensor(weight).numpy()).reshape(n))
         norm = ir.Node("", "RMSNormalization", [x, weight],
                        [ir.AttrInt64("axis", -1), ir.AttrFloat32("epsilon", float(eps))],
                        name=f"{node.name or 'rms'}_rmsnorm")

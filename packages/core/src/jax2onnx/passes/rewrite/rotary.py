@@ -36,6 +36,7 @@ import onnx_ir as ir
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
 from ..manager import NONDETERMINISTIC_OPS, rewrite_nodes
+from .emit import add_initializer
 from .evaluate import evaluate
 from .onnxruntime import _is, _replace_value
 
@@ -382,10 +383,7 @@ class RotaryEmbeddings:
             rows = np.ascontiguousarray(table).astype(np.float32)
             key = (rows.shape, rows.tobytes())
             if key not in self._caches:  # q and k, and every layer, share their tables
-                value = ir.Value(name=f"{stem}_{name}_cache", const_value=ir.tensor(rows))
-                value.const_value.name = value.name
-                graph.register_initializer(value)
-                self._caches[key] = value
+                self._caches[key] = add_initializer(graph, f"{stem}_{name}_cache", rows)
             inputs.append(self._caches[key])
         if ids is not None:
             inputs.append(self._int64_ids(graph, ids, add, stem))
@@ -455,12 +453,8 @@ class RotaryEmbeddings:
         ids, so a (1, seq) constant is expanded to x's batch (three nodes, shared by every layer)."""
         key = (str(x3.shape[0]), seq)
         if key not in self._ids:
-            counted = ir.Value(name=f"{stem}_positions", const_value=ir.tensor(np.arange(seq, dtype=np.int64)[None]))
-            counted.const_value.name = counted.name
-            graph.register_initializer(counted)
-            length = ir.Value(name=f"{stem}_seq", const_value=ir.tensor(np.array([seq], np.int64)))
-            length.const_value.name = length.name
-            graph.register_initializer(length)
+            counted = add_initializer(graph, f"{stem}_positions", np.arange(seq, dtype=np.int64)[None])
+            length = add_initializer(graph, f"{stem}_seq", np.array([seq], np.int64))
             shape = ir.Node("", "Shape", [x3], [ir.AttrInt64("start", 0), ir.AttrInt64("end", 1)],
                             name=f"{stem}_batch")
             cat = ir.Node("", "Concat", [shape.outputs[0], length], [ir.AttrInt64("axis", 0)], name=f"{stem}_ids_shape")
