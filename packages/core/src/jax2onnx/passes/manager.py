@@ -1,5 +1,5 @@
-"""What the passes share: the graphs of a model, the ops no pass may merge or fold, and the
-fixed-point loop of local rewrites. Constants and ranks are read with :mod:`jax2onnx.ir.constants`.
+"""What the passes share: the graphs of a model, the ops no pass may merge or fold, the
+fixed-point loop of local rewrites, and the small node/value tests the matching rules use. Constants and ranks are read with :mod:`jax2onnx.ir.constants`.
 
 The passes themselves are ``onnx_ir.passes`` passes (``InPlacePass`` subclasses) run by an
 ``onnx_ir.passes.PassManager``; see :func:`jax2onnx.passes.default_passes`.
@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 
 import onnx_ir as ir
 
+from ..ir.constants import constant_tensor
 from ..ir.graphs import all_graphs  # the passes' walk over every graph, kept here for pass authors
 
 
@@ -47,3 +48,29 @@ class RewriteToFixedPoint(ir.passes.InPlacePass):
             while self.rewrite_once(graph):
                 modified = True
         return ir.passes.PassResult(model, modified)
+
+
+def is_op(node: ir.Node | None, op_type: str) -> bool:
+    """``node`` is the standard-domain op ``op_type``."""
+    return node is not None and node.op_type == op_type and node.domain in ("", "ai.onnx")
+
+
+def only_reader(v: ir.Value, node: ir.Node, graph: ir.Graph | ir.Function) -> bool:
+    """``node`` is the one reader of ``v``, and ``v`` is not a graph output (a rule may fold it away)."""
+    return v not in graph.outputs and all(user is node for user, _ in v.uses())
+
+
+def const_vector(v: ir.Value | None, size: object) -> bool:
+    """``v`` is a constant 1-D tensor of ``size`` entries (a static ``size``)."""
+    t = constant_tensor(v)
+    return t is not None and len(t.shape) == 1 and isinstance(size, int) and int(t.shape[0]) == size
+
+
+def replace_value(graph: ir.Graph | ir.Function, old: ir.Value, new: ir.Value) -> None:
+    """Every use of ``old`` reads ``new``; a graph output keeps its name (``new`` takes it)."""
+    for i, v in enumerate(graph.outputs):
+        if v is old:
+            graph.outputs[i] = new
+            name, old.name = old.name, None
+            new.name = name
+    ir.convenience.replace_all_uses_with(old, new)

@@ -22,12 +22,8 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ..ir.constants import constant_ints, constant_tensor, is_size_one_constant, rank
-from .manager import RewriteToFixedPoint
+from .manager import RewriteToFixedPoint, is_op
 from .transpose_cancel import elementwise_chain
-
-
-def _is(node: ir.Node | None, op_type: str) -> bool:
-    return node is not None and node.op_type == op_type and node.domain in ("", "ai.onnx")
 
 
 def _axes(node: ir.Node) -> tuple[int, ...] | None:
@@ -69,7 +65,7 @@ def _with_ones(shape: ir.Shape | None, axes: tuple[int, ...]) -> ir.Shape | None
 def _squeezed(v: ir.Value | None) -> tuple[ir.Value, tuple[int, ...]] | None:
     """(the value under it, its axes) when ``v`` is a Squeeze's output."""
     node = None if v is None else v.producer()
-    if not _is(node, "Squeeze") or node.inputs[0] is None:
+    if not is_op(node, "Squeeze") or node.inputs[0] is None:
         return None
     axes = _axes(node)
     return None if axes is None else (node.inputs[0], axes)
@@ -81,10 +77,10 @@ class SqueezeCancelPass(RewriteToFixedPoint):
         for node in list(graph):
             if not node.inputs or node.inputs[0] is None:
                 continue
-            if (_is(node, "Unsqueeze") and id(node.outputs[0]) not in outputs
+            if (is_op(node, "Unsqueeze") and id(node.outputs[0]) not in outputs
                     and self._cancel_unsqueeze(graph, node, outputs)):
                 return True
-            if _is(node, "Reshape") and self._reshape_past(node):
+            if is_op(node, "Reshape") and self._reshape_past(node):
                 return True
         return False
 
@@ -133,7 +129,7 @@ class SqueezeCancelPass(RewriteToFixedPoint):
     @staticmethod
     def _reshape_past(node: ir.Node) -> bool:
         inner = node.inputs[0].producer()
-        if not (_is(inner, "Squeeze") or _is(inner, "Unsqueeze")) or inner.inputs[0] is None:
+        if not (is_op(inner, "Squeeze") or is_op(inner, "Unsqueeze")) or inner.inputs[0] is None:
             return False
         if node.attributes.get("allowzero") is not None and node.attributes["allowzero"].value:
             return False

@@ -37,9 +37,8 @@ import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
-from ..manager import all_graphs, rewrite_nodes
+from ..manager import all_graphs, is_op, only_reader, replace_value, rewrite_nodes
 from .emit import add_initializer
-from .onnxruntime import _is, _only_reader, _replace_value
 
 #: ``MatMul(a, b)`` on rank-4 values, as an einsum.
 _MATMUL_EQUATION = "bhqd,bhdk->bhqk"
@@ -59,12 +58,12 @@ def _attr(node: ir.Node, name: str, default):
 
 def _equation(node: ir.Node) -> tuple[str, str, str] | None:
     """(first operand, second operand, output) letters of a two-operand rank-4 MatMul or Einsum."""
-    if _is(node, "MatMul"):
+    if is_op(node, "MatMul"):
         a, b = node.inputs
         if a is None or b is None or a.shape is None or b.shape is None or len(a.shape) != 4 or len(b.shape) != 4:
             return None
         return "bhqd", "bhdk", "bhqk"
-    if not _is(node, "Einsum") or len(node.inputs) != 2:
+    if not is_op(node, "Einsum") or len(node.inputs) != 2:
         return None
     eq = _attr(node, "equation", "")
     eq = eq.decode() if isinstance(eq, bytes) else str(eq)
@@ -88,13 +87,13 @@ def _heads_size(shape: ir.Shape | None, perm: list[int]) -> tuple[object, object
 
 def _times_ones(node: ir.Node, probs: ir.Value) -> bool:
     """``node`` multiplies ``probs`` by a constant of ones, keeping its shape."""
-    if not (_is(node, "Mul") or _is(node, "Einsum")) or len(node.inputs) != 2 or len(node.outputs) != 1:
+    if not (is_op(node, "Mul") or is_op(node, "Einsum")) or len(node.inputs) != 2 or len(node.outputs) != 1:
         return False
     other = node.inputs[1] if node.inputs[0] is probs else node.inputs[0]
     ones = constant_tensor(other)
     if ones is None or other is probs or not np.all(np.asarray(ones.numpy()) == 1):
         return False
-    if _is(node, "Einsum"):
+    if is_op(node, "Einsum"):
         eq = _attr(node, "equation", "")
         eq = (eq.decode() if isinstance(eq, bytes) else str(eq)).replace(" ", "")
         lhs, _, out = eq.partition("->")
@@ -150,24 +149,24 @@ class _Operand:
     def peel(self, repeats: bool) -> _Operand:
         while True:
             node = self.value.producer()
-            if _is(node, "Transpose"):
+            if is_op(node, "Transpose"):
                 p = _attr(node, "perm", None)
                 if p is None or len(p) != 4:
                     return self
                 self.perm = [int(p[i]) for i in self.perm]
                 self.value = node.inputs[0]
-            elif _is(node, "Identity"):
+            elif is_op(node, "Identity"):
                 self.value = node.inputs[0]
-            elif _is(node, "Mul") and _scalar(node.inputs[1]) is not None:
+            elif is_op(node, "Mul") and _scalar(node.inputs[1]) is not None:
                 self.scale *= _scalar(node.inputs[1])
                 self.value = node.inputs[0]
-            elif _is(node, "Mul") and _scalar(node.inputs[0]) is not None:
+            elif is_op(node, "Mul") and _scalar(node.inputs[0]) is not None:
                 self.scale *= _scalar(node.inputs[0])
                 self.value = node.inputs[1]
-            elif _is(node, "Div") and _scalar(node.inputs[1]) not in (None, 0.0):
+            elif is_op(node, "Div") and _scalar(node.inputs[1]) not in (None, 0.0):
                 self.scale /= _scalar(node.inputs[1])
                 self.value = node.inputs[0]
-            elif repeats and self.groups is None and _is(node, "Gather") and self._repeat(node):
+            elif repeats and self.groups is None and is_op(node, "Gather") and self._repeat(node):
                 self.value = node.inputs[0]
             else:
                 return self
@@ -202,7 +201,7 @@ class _Operand:
     def split_heads(self) -> ir.Value | None:
         """The (batch, seq, heads·size) value this operand is a Reshape of, when it is one."""
         node = self.value.producer()
-        if self.perm != [0, 2, 1, 3] or not _is(node, "Reshape"):
+        if self.perm != [0, 2, 1, 3] or not is_op(node, "Reshape"):
             return None
         flat, shape4 = node.inputs[0], self.value.shape
         if flat is None or flat.shape is None or len(flat.shape) != 3 or shape4 is None or len(shape4) != 4:
@@ -233,14 +232,14 @@ class Attentions:
         """(QK node, scale) when ``v`` is scalar multiples of a rank-4 product read by the chain alone."""
         scale = 1.0
         while True:
-            if v is None or not _only_reader(v, reader, graph):
+            if v is None or not only_reader(v, reader, graph):
                 return None
             node = v.producer()
-            if _is(node, "Mul") and (_scalar(node.inputs[0]) is not None or _scalar(node.inputs[1]) is not None):
+            if is_op(node, "Mul") and (_scalar(node.inputs[0]) is not None or _scalar(node.inputs[1]) is not None):
                 k = 1 if _scalar(node.inputs[1]) is not None else 0
                 scale *= _scalar(node.inputs[k])
                 v, reader = node.inputs[1 - k], node
-            elif _is(node, "Div") and _scalar(node.inputs[1]) not in (None, 0.0):
+            elif is_op(node, "Div") and _scalar(node.inputs[1]) not in (None, 0.0):
                 scale /= _scalar(node.inputs[1])
                 v, reader = node.inputs[0], node
             elif node is not None and _equation(node) is not None:
@@ -253,10 +252,10 @@ class Attentions:
         s = softmax.inputs[0]
         if s is None or s.dtype != ir.DataType.FLOAT or s.shape is None or len(s.shape) != 4:
             return None
-        if int(_attr(softmax, "axis", -1)) % 4 != 3 or not _only_reader(s, softmax, graph):
+        if int(_attr(softmax, "axis", -1)) % 4 != 3 or not only_reader(s, softmax, graph):
             return None
         node = s.producer()
-        if _is(node, "Add") or _is(node, "Sub"):  # DistilBERT: scores - (1 - mask) * big
+        if is_op(node, "Add") or is_op(node, "Sub"):  # DistilBERT: scores - (1 - mask) * big
             for i in ((0, 1) if node.op_type == "Add" else (0,)):
                 mask = node.inputs[1 - i]
                 found = self._scaled_product(graph, node.inputs[i], node)
@@ -271,7 +270,7 @@ class Attentions:
                     mask = (mask,)  # negated when the op is made
                 return (*found, mask, None)
             return None
-        if _is(node, "Where"):
+        if is_op(node, "Where"):
             cond, kept, fill = node.inputs
             if _scalar(fill) is None or cond is None or cond.dtype != ir.DataType.BOOL or not isinstance(graph, ir.Graph):
                 return None  # (a function body holds no initializer for the mask's zero)
@@ -283,7 +282,7 @@ class Attentions:
         return None if found is None else (*found, None, None)
 
     def _attention(self, graph, softmax: ir.Node) -> bool:
-        if not _is(softmax, "Softmax"):
+        if not is_op(softmax, "Softmax"):
             return False
         found = self._scores(graph, softmax)
         if found is None:
@@ -333,7 +332,7 @@ class Attentions:
         y = pv.outputs[0]
         while len(y.uses()) == 1 and y not in graph.outputs:  # DistilBERT: p @ v, then heads back by a Transpose
             reader = y.uses()[0][0]
-            p2 = _attr(reader, "perm", None) if _is(reader, "Transpose") else None
+            p2 = _attr(reader, "perm", None) if is_op(reader, "Transpose") else None
             if p2 is None or len(p2) != 4:
                 break
             out_perm, y = [out_perm[int(i)] for i in p2], reader.outputs[0]
@@ -369,7 +368,7 @@ class Attentions:
         merge = None
         if out_perm == [0, 2, 1, 3] and len(y.uses()) == 1 and y not in graph.outputs:
             reader = y.uses()[0][0]
-            if _is(reader, "Reshape") and reader.outputs[0].shape is not None and len(reader.outputs[0].shape) == 3 \
+            if is_op(reader, "Reshape") and reader.outputs[0].shape is not None and len(reader.outputs[0].shape) == 3 \
                     and y.shape is not None and len(y.shape) == 4 and isinstance(y.shape[3], int):
                 merged = reader.outputs[0].shape
                 if merged[2] == heads * y.shape[3] and merged[0] == y.shape[0] and merged[1] == y.shape[1]:
@@ -382,7 +381,7 @@ class Attentions:
             old = merge.outputs[0]
             new.type, new.shape, new.name = old.type, old.shape, f"{old.name or stem}_attention"
             graph.insert_before(pv, node)
-            _replace_value(graph, old, new)
+            replace_value(graph, old, new)
             return True
         q4, k4, v4 = (o.as_4d(graph, pv, f"{stem}_{n}") for o, n in ((qop, "q"), (kop, "k"), (vop, "v")))
         node = ir.Node("", "Attention", [q4, k4, v4, *inputs_mask], attrs, name=f"{stem}_attention")
@@ -398,5 +397,5 @@ class Attentions:
             t.outputs[0].type, t.outputs[0].shape, t.outputs[0].name = y.type, y.shape, f"{y.name or stem}_layout"
             graph.insert_before(pv, t)
             new = t.outputs[0]
-        _replace_value(graph, y, new)
+        replace_value(graph, y, new)
         return True

@@ -9,8 +9,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ...ir.constants import constant_tensor
-from ..manager import all_graphs, rewrite_nodes
-from .onnxruntime import _const_vector, _is, _only_reader, _replace_value
+from ..manager import all_graphs, const_vector, is_op, only_reader, replace_value, rewrite_nodes
 
 
 class BiasAddChains:
@@ -21,13 +20,13 @@ class BiasAddChains:
 
     @staticmethod
     def _matmul_bias_gemm(graph, add: ir.Node) -> bool:
-        if not _is(add, "Add"):
+        if not is_op(add, "Add"):
             return False
         y = add.outputs[0]
         for i in (0, 1):
             mm_out, bias = add.inputs[i], add.inputs[1 - i]
             mm = mm_out.producer() if mm_out is not None else None
-            if _is(mm, "MatMul") and _only_reader(mm_out, add, graph):
+            if is_op(mm, "MatMul") and only_reader(mm_out, add, graph):
                 break
         else:
             return False
@@ -37,12 +36,12 @@ class BiasAddChains:
         known = y.shape if y.shape is not None else x.shape
         if wt is None or len(wt.shape) != 2 or known is None or len(known) != 2:
             return False
-        if (x.shape is not None and len(x.shape) != 2) or not _const_vector(bias, int(wt.shape[1])):
+        if (x.shape is not None and len(x.shape) != 2) or not const_vector(bias, int(wt.shape[1])):
             return False
         gemm = ir.Node("", "Gemm", [x, w, bias], name=(add.name or "bias_add") + "_gemm")
         out = gemm.outputs[0]
         out.type, out.shape = y.type, y.shape if y.shape is not None else ir.Shape([known[0], int(wt.shape[1])])
         out.name = (y.name or "bias_add") + "_gemm"
         graph.insert_before(add, gemm)
-        _replace_value(graph, y, out)
+        replace_value(graph, y, out)
         return True

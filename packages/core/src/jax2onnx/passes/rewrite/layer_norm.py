@@ -28,9 +28,8 @@ import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
-from ..manager import all_graphs, rewrite_nodes
+from ..manager import all_graphs, is_op, replace_value, rewrite_nodes
 from .emit import add_initializer
-from .onnxruntime import _is, _replace_value
 
 
 def _scalar(v: ir.Value | None) -> float | None:
@@ -60,12 +59,12 @@ def _last_axis_reduce(v: ir.Value | None, op: str) -> ir.Value | None:
     """x when ``v`` is ``op`` over x's last axis with the axis kept (or Unsqueezed back)."""
     node = _producer(v)
     unsqueezed = False
-    if _is(node, "Unsqueeze"):
+    if is_op(node, "Unsqueeze"):
         axes = constant_ints(node.inputs[1]) if len(node.inputs) > 1 else None
         if axes is None or len(axes) != 1 or v.shape is None or axes[0] % len(v.shape) != len(v.shape) - 1:
             return None
         node, unsqueezed = _producer(node.inputs[0]), True
-    if not _is(node, op):
+    if not is_op(node, op):
         return None
     x = node.inputs[0]
     if x is None or x.shape is None or len(x.shape) == 0:
@@ -82,12 +81,12 @@ def _mean_last(v: ir.Value | None) -> ir.Value | None:
     if x is not None:
         return x
     node = _producer(v)
-    if _is(node, "Div") and _scalar(node.inputs[1]) is not None:
+    if is_op(node, "Div") and _scalar(node.inputs[1]) is not None:
         scale = 1.0 / _scalar(node.inputs[1]) if _scalar(node.inputs[1]) else 0.0
         total = node.inputs[0]
-    elif _is(node, "Mul") and _scalar(node.inputs[1]) is not None:
+    elif is_op(node, "Mul") and _scalar(node.inputs[1]) is not None:
         scale, total = _scalar(node.inputs[1]), node.inputs[0]
-    elif _is(node, "Mul") and _scalar(node.inputs[0]) is not None:
+    elif is_op(node, "Mul") and _scalar(node.inputs[0]) is not None:
         scale, total = _scalar(node.inputs[0]), node.inputs[1]
     else:
         return None
@@ -99,9 +98,9 @@ def _mean_last(v: ir.Value | None) -> ir.Value | None:
 
 def _square_of(v: ir.Value | None) -> ir.Value | None:
     node = _producer(v)
-    if _is(node, "Mul") and node.inputs[0] is node.inputs[1]:
+    if is_op(node, "Mul") and node.inputs[0] is node.inputs[1]:
         return node.inputs[0]
-    if _is(node, "Pow") and _scalar(node.inputs[1]) == 2.0:
+    if is_op(node, "Pow") and _scalar(node.inputs[1]) == 2.0:
         return node.inputs[0]
     return None
 
@@ -109,7 +108,7 @@ def _square_of(v: ir.Value | None) -> ir.Value | None:
 def _centred(v: ir.Value | None) -> ir.Value | None:
     """x when ``v = x - mean(x)`` over the last axis."""
     node = _producer(v)
-    if not _is(node, "Sub"):
+    if not is_op(node, "Sub"):
         return None
     x, m = node.inputs
     return x if x is not None and _mean_last(m) is x else None
@@ -118,20 +117,20 @@ def _centred(v: ir.Value | None) -> ir.Value | None:
 def _variance_of(v: ir.Value | None, x: ir.Value) -> bool:
     """``v`` is the variance of x over its last axis (centred or moments form, maybe clipped at 0)."""
     node = _producer(v)
-    if _is(node, "Max") and len(node.inputs) == 2:
+    if is_op(node, "Max") and len(node.inputs) == 2:
         if _scalar(node.inputs[1]) == 0.0:
             v = node.inputs[0]
         elif _scalar(node.inputs[0]) == 0.0:
             v = node.inputs[1]
         else:
             return False
-    elif _is(node, "Relu"):
+    elif is_op(node, "Relu"):
         v = node.inputs[0]
     squared = _mean_last(v)
     if squared is not None:  # mean(c * c)
         return _centred(_square_of(squared)) is x
     node = _producer(v)
-    if not _is(node, "Sub"):
+    if not is_op(node, "Sub"):
         return False
     second, first = node.inputs  # mean(x * x) - mean(x) ** 2
     return _square_of(_mean_last(second)) is x and _mean_last(_square_of(first)) is x
@@ -140,7 +139,7 @@ def _variance_of(v: ir.Value | None, x: ir.Value) -> bool:
 def _eps_and_variance(v: ir.Value | None, x: ir.Value) -> float | None:
     """eps when ``v = var(x) + eps``."""
     node = _producer(v)
-    if not _is(node, "Add"):
+    if not is_op(node, "Add"):
         return None
     for i in (0, 1):
         eps = _scalar(node.inputs[1 - i])
@@ -152,13 +151,13 @@ def _eps_and_variance(v: ir.Value | None, x: ir.Value) -> float | None:
 def _inverse_std(v: ir.Value | None, x: ir.Value) -> float | None:
     """eps when ``v = 1 / sqrt(var(x) + eps)``."""
     node = _producer(v)
-    if _is(node, "Reciprocal"):
+    if is_op(node, "Reciprocal"):
         root = _producer(node.inputs[0])
-        return _eps_and_variance(root.inputs[0], x) if _is(root, "Sqrt") else None
-    if _is(node, "Div") and _scalar(node.inputs[0]) == 1.0:
+        return _eps_and_variance(root.inputs[0], x) if is_op(root, "Sqrt") else None
+    if is_op(node, "Div") and _scalar(node.inputs[0]) == 1.0:
         root = _producer(node.inputs[1])
-        return _eps_and_variance(root.inputs[0], x) if _is(root, "Sqrt") else None
-    if _is(node, "Pow") and _scalar(node.inputs[1]) == -0.5:
+        return _eps_and_variance(root.inputs[0], x) if is_op(root, "Sqrt") else None
+    if is_op(node, "Pow") and _scalar(node.inputs[1]) == -0.5:
         return _eps_and_variance(node.inputs[0], x)
     return None
 
@@ -203,18 +202,18 @@ class LayerNorms:
         """(normalised value, eps, gamma or None) among the readers of ``centred``."""
         rank, n = len(x.shape), x.shape[-1]
         for user, _ in centred.uses():
-            if _is(user, "Div") and user.inputs[0] is centred:
+            if is_op(user, "Div") and user.inputs[0] is centred:
                 root = _producer(user.inputs[1])
-                eps = _eps_and_variance(root.inputs[0], x) if _is(root, "Sqrt") else None
+                eps = _eps_and_variance(root.inputs[0], x) if is_op(root, "Sqrt") else None
                 if eps is not None:
                     return user.outputs[0], eps, None
-            elif _is(user, "Mul"):
+            elif is_op(user, "Mul"):
                 factor = _other(user, centred)
                 eps = _inverse_std(factor, x)
                 if eps is not None:
                     return user.outputs[0], eps, None
                 inner = _producer(factor)  # Flax: c * (rsqrt(var + eps) * gamma)
-                if _is(inner, "Mul") and _single_reader(factor, graph) is user:
+                if is_op(inner, "Mul") and _single_reader(factor, graph) is user:
                     for i in (0, 1):
                         gamma = _vector(inner.inputs[1 - i], n, rank)
                         eps = _inverse_std(inner.inputs[i], x) if gamma is not None else None
@@ -223,7 +222,7 @@ class LayerNorms:
         return None
 
     def _layer_norm(self, graph, sub: ir.Node) -> bool:
-        if not _is(sub, "Sub"):
+        if not is_op(sub, "Sub"):
             return False
         x = _centred(sub.outputs[0])
         if x is None or x.dtype != ir.DataType.FLOAT or not isinstance(x.shape[-1], int):
@@ -235,12 +234,12 @@ class LayerNorms:
         n, rank = x.shape[-1], len(x.shape)
         beta = None
         reader = _single_reader(out, graph)
-        if gamma is None and _is(reader, "Mul"):
+        if gamma is None and is_op(reader, "Mul"):
             gamma = _vector(_other(reader, out), n, rank)
             if gamma is not None:
                 out = reader.outputs[0]
                 reader = _single_reader(out, graph)
-        if _is(reader, "Add"):
+        if is_op(reader, "Add"):
             beta = _vector(_other(reader, out), n, rank)
             if beta is not None:
                 out = reader.outputs[0]
@@ -256,5 +255,5 @@ class LayerNorms:
         new.type, new.shape = out.type, out.shape if out.shape is not None else x.shape
         new.name = f"{out.name or stem}_layernorm"
         graph.insert_before(out.producer(), norm)
-        _replace_value(graph, out, new)
+        replace_value(graph, out, new)
         return True

@@ -19,9 +19,8 @@ import onnx_ir as ir
 
 from ...ir.constants import is_size_one_constant
 from ..dead_code import DeadCodeEliminationPass
-from ..manager import all_graphs, rewrite_nodes
+from ..manager import all_graphs, replace_value, rewrite_nodes
 from ..transpose_cancel import ELEMENTWISE, TransposeCancelPass
-from .onnxruntime import _replace_value
 
 
 def _perm_of(node: ir.Node) -> tuple[int, ...] | None:
@@ -77,7 +76,7 @@ class SinkTransposes:
         back.outputs[0].type, back.outputs[0].shape = out.type, out.shape
         graph.insert_before(node, [inner, back])
         name = out.name
-        _replace_value(graph, out, back.outputs[0])
+        replace_value(graph, out, back.outputs[0])
         graph.remove(node, safe=True)
         back.outputs[0].name = name
         return True

@@ -17,9 +17,8 @@ import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
-from ..manager import all_graphs, rewrite_nodes
+from ..manager import all_graphs, is_op, only_reader, replace_value, rewrite_nodes
 from .emit import add_initializer
-from .onnxruntime import _is, _only_reader, _replace_value
 
 
 def _scalar(v: ir.Value | None) -> float | None:
@@ -49,13 +48,13 @@ class RmsNorms:
     @staticmethod
     def _normalized(graph, node: ir.Node):
         """(x, eps, chain nodes) when ``node`` computes x / sqrt(mean(x*x, -1) + eps)."""
-        if _is(node, "Div"):
+        if is_op(node, "Div"):
             x, root = node.inputs
             sqrt = root.producer() if root is not None else None
-        elif _is(node, "Mul"):
+        elif is_op(node, "Mul"):
             for x, r in ((node.inputs[0], node.inputs[1]), (node.inputs[1], node.inputs[0])):  # noqa: B007 - x is the one the loop breaks on
                 recip = r.producer() if r is not None else None
-                if _is(recip, "Reciprocal") and _only_reader(r, node, graph):
+                if is_op(recip, "Reciprocal") and only_reader(r, node, graph):
                     root = recip.inputs[0]
                     sqrt = root.producer()
                     break
@@ -63,7 +62,7 @@ class RmsNorms:
                 return None
         else:
             return None
-        if x is None or not _is(sqrt, "Sqrt") or x.shape is None or len(x.shape) == 0 or not isinstance(x.shape[-1], int):
+        if x is None or not is_op(sqrt, "Sqrt") or x.shape is None or len(x.shape) == 0 or not isinstance(x.shape[-1], int):
             return None
         if x.dtype != ir.DataType.FLOAT:
             return None  # onnxruntime's RMSNormalization kernels: float32 (float64 exports keep the arithmetic)
@@ -71,7 +70,7 @@ class RmsNorms:
         rank = len(x.shape)
         chain = [sqrt]
         add = sqrt.inputs[0].producer()
-        if not _is(add, "Add"):
+        if not is_op(add, "Add"):
             return None
         chain.append(add)
         eps_v = add.inputs[1] if _scalar(add.inputs[1]) is not None else add.inputs[0]
@@ -80,25 +79,25 @@ class RmsNorms:
         if eps is None or mean is None:
             return None
         producer = mean.producer()
-        if _is(producer, "ReduceMean"):
+        if is_op(producer, "ReduceMean"):
             reduce, scale = producer, 1.0
-        elif _is(producer, "Div") and _scalar(producer.inputs[1]) is not None:
+        elif is_op(producer, "Div") and _scalar(producer.inputs[1]) is not None:
             chain.append(producer)
             scale = 1.0 / _scalar(producer.inputs[1])
             reduce = producer.inputs[0].producer()
-            if _is(reduce, "Unsqueeze"):
+            if is_op(reduce, "Unsqueeze"):
                 axes = constant_ints(reduce.inputs[1]) if len(reduce.inputs) > 1 else None
                 if axes is None or [a % rank for a in axes] != [rank - 1]:
                     return None
                 chain.append(reduce)
                 reduce = reduce.inputs[0].producer()
-            if not _is(reduce, "ReduceSum"):
+            if not is_op(reduce, "ReduceSum"):
                 return None
-        elif _is(producer, "Mul") and _scalar(producer.inputs[1]) is not None:
+        elif is_op(producer, "Mul") and _scalar(producer.inputs[1]) is not None:
             chain.append(producer)
             scale = _scalar(producer.inputs[1])
             reduce = producer.inputs[0].producer()
-            if not _is(reduce, "ReduceSum"):
+            if not is_op(reduce, "ReduceSum"):
                 return None
         else:
             return None
@@ -112,14 +111,14 @@ class RmsNorms:
         if abs(scale * (n if reduce.op_type == "ReduceSum" else 1) - 1.0) > 1e-6:
             return None  # not the mean over the last axis
         square = reduce.inputs[0].producer()
-        if not (_is(square, "Mul") and square.inputs[0] is x and square.inputs[1] is x):
-            if not (_is(square, "Pow") and square.inputs[0] is x and _scalar(square.inputs[1]) == 2.0):
+        if not (is_op(square, "Mul") and square.inputs[0] is x and square.inputs[1] is x):
+            if not (is_op(square, "Pow") and square.inputs[0] is x and _scalar(square.inputs[1]) == 2.0):
                 return None
         chain.append(square)
         for later, earlier in zip(chain, chain[1:]):
-            if not _only_reader(earlier.outputs[0], later, graph):
+            if not only_reader(earlier.outputs[0], later, graph):
                 return None
-        if not _only_reader(sqrt.outputs[0], node if _is(node, "Div") else recip, graph):
+        if not only_reader(sqrt.outputs[0], node if is_op(node, "Div") else recip, graph):
             return None
         return x, eps, chain
 
@@ -134,7 +133,7 @@ class RmsNorms:
         users = out.uses()
         if len(users) == 1 and out not in graph.outputs:
             user = users[0][0]
-            w = _other(user, out) if _is(user, "Mul") else None
+            w = _other(user, out) if is_op(user, "Mul") else None
             t = constant_tensor(w)
             if t is not None and int(np.prod([int(d) for d in t.shape])) == n and all(int(d) == 1 for d in t.shape[:-1]) \
                     and len(t.shape) <= len(x.shape):
@@ -151,5 +150,5 @@ class RmsNorms:
         new.type, new.shape = out.type, out.shape if out.shape is not None else x.shape
         new.name = f"{out.name or 'rms'}_rmsnorm"
         graph.insert_before(out.producer(), norm)
-        _replace_value(graph, out, new)
+        replace_value(graph, out, new)
         return True

@@ -40,23 +40,10 @@ from functools import partial
 import onnx_ir as ir
 
 from ...ir.constants import constant_tensor
-from ..manager import all_graphs, rewrite_nodes
+from ..manager import all_graphs, const_vector, is_op, only_reader, replace_value, rewrite_nodes
 from .emit import taken_names
 
 MS = "com.microsoft"
-
-
-def _is(node: ir.Node | None, op: str) -> bool:
-    return node is not None and node.op_type == op and node.domain in ("", "ai.onnx")
-
-
-def _only_reader(v: ir.Value, node: ir.Node, graph) -> bool:
-    return v not in graph.outputs and all(user is node for user, _ in v.uses())
-
-
-def _const_vector(v: ir.Value | None, size) -> bool:
-    t = constant_tensor(v)
-    return t is not None and len(t.shape) == 1 and isinstance(size, int) and int(t.shape[0]) == size
 
 
 def _same_shape(a: ir.Value, b: ir.Value) -> bool:
@@ -76,7 +63,7 @@ def _biased_operand(m: ir.Value | None, summed: ir.Value) -> bool:
     if m.shape is not None:
         return _same_shape(m, summed)
     mm = m.producer()
-    w = constant_tensor(mm.inputs[1]) if _is(mm, "MatMul") else None
+    w = constant_tensor(mm.inputs[1]) if is_op(mm, "MatMul") else None
     return (w is not None and len(w.shape) == 2 and summed.shape is not None and len(summed.shape) > 0
             and int(w.shape[1]) == summed.shape[-1])
 
@@ -103,15 +90,6 @@ def _new_node(domain, op, inputs, attrs, outputs_like, names, n_outputs=1):
     return node
 
 
-def _replace_value(graph, old: ir.Value, new: ir.Value) -> None:
-    for i, v in enumerate(graph.outputs):
-        if v is old:
-            graph.outputs[i] = new
-            name, old.name = old.name, None
-            new.name = name
-    ir.convenience.replace_all_uses_with(old, new)
-
-
 class OnnxRuntimeContribOps:
     name = "onnxruntime"
 
@@ -134,35 +112,35 @@ class OnnxRuntimeContribOps:
         ``LayerNormalization(Sum(a, b))``: the same sum, in a form neither onnxruntime's session
         optimizer nor its transformer optimizer fuses into SkipLayerNormalization, whose CPU kernel
         measured 6-8x slower than Add + LayerNormalization (module docstring)."""
-        if not _is(ln, "LayerNormalization"):
+        if not is_op(ln, "LayerNormalization"):
             return False
         x = ln.inputs[0]
         add = x.producer() if x is not None else None
-        if not _is(add, "Add") or len(add.inputs) != 2 or x.dtype in (None, ir.DataType.BFLOAT16):
+        if not is_op(add, "Add") or len(add.inputs) != 2 or x.dtype in (None, ir.DataType.BFLOAT16):
             return False
         if any(v is None or constant_tensor(v) is not None for v in add.inputs):
             return False  # a constant operand is a bias: no residual, nothing the optimizers fuse
         node = _new_node("", "Sum", list(add.inputs), {}, [x], names)
         graph.insert_before(add, node)
-        _replace_value(graph, x, node.outputs[0])
+        replace_value(graph, x, node.outputs[0])
         return True
 
     @staticmethod
     def _bias_gelu(graph, gelu: ir.Node, names) -> bool:
-        if not _is(gelu, "Gelu"):
+        if not is_op(gelu, "Gelu"):
             return False
         x = gelu.inputs[0]
         add = x.producer()
-        if not _is(add, "Add") or not _only_reader(x, gelu, graph) or x.shape is None or len(x.shape) < 1:
+        if not is_op(add, "Add") or not only_reader(x, gelu, graph) or x.shape is None or len(x.shape) < 1:
             return False
         m, c = add.inputs
-        if not _const_vector(c, x.shape[-1]):
+        if not const_vector(c, x.shape[-1]):
             m, c = c, m
-        if not _const_vector(c, x.shape[-1]) or not _biased_operand(m, x):
+        if not const_vector(c, x.shape[-1]) or not _biased_operand(m, x):
             return False
         approx = gelu.attributes["approximate"].value if "approximate" in gelu.attributes else "none"
         op = "FastGelu" if approx == "tanh" else "BiasGelu"
         node = _new_node(MS, op, [m, c], {}, [gelu.outputs[0]], names)
         graph.insert_before(gelu, node)
-        _replace_value(graph, gelu.outputs[0], node.outputs[0])
+        replace_value(graph, gelu.outputs[0], node.outputs[0])
         return True

@@ -35,10 +35,9 @@ import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
-from ..manager import NONDETERMINISTIC_OPS, rewrite_nodes
+from ..manager import NONDETERMINISTIC_OPS, is_op, replace_value, rewrite_nodes
 from .emit import add_initializer
 from .evaluate import evaluate
-from .onnxruntime import _is, _replace_value
 
 
 def _scalar(v: ir.Value | None) -> float | None:
@@ -51,14 +50,14 @@ def _scalar(v: ir.Value | None) -> float | None:
 def _half(v: ir.Value | None, x: ir.Value, size: int) -> str | None:
     """"lo" or "hi" when ``v`` is the first or second half of x's last axis."""
     node = v.producer() if v is not None else None
-    if _is(node, "Split") and node.inputs[0] is x:
+    if is_op(node, "Split") and node.inputs[0] is x:
         axis = node.attributes.get("axis")
         axis = 0 if axis is None else int(axis.value)
         sizes = constant_ints(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] is not None else None
         if axis % 4 != 3 or len(node.outputs) != 2 or (sizes is not None and sizes != [size // 2] * 2):
             return None
         return "lo" if v is node.outputs[0] else "hi"
-    if not _is(node, "Slice") or node.inputs[0] is not x or len(node.inputs) < 3:
+    if not is_op(node, "Slice") or node.inputs[0] is not x or len(node.inputs) < 3:
         return None
     starts, ends = constant_ints(node.inputs[1]), constant_ints(node.inputs[2])
     axes = constant_ints(node.inputs[3]) if len(node.inputs) > 3 and node.inputs[3] is not None else [0, 1, 2, 3]
@@ -77,9 +76,9 @@ def _half(v: ir.Value | None, x: ir.Value, size: int) -> str | None:
 
 def _negated(v: ir.Value | None) -> ir.Value | None:
     node = v.producer() if v is not None else None
-    if _is(node, "Neg"):
+    if is_op(node, "Neg"):
         return node.inputs[0]
-    if _is(node, "Mul"):
+    if is_op(node, "Mul"):
         for i in (0, 1):
             if _scalar(node.inputs[1 - i]) == -1.0:
                 return node.inputs[i]
@@ -89,7 +88,7 @@ def _negated(v: ir.Value | None) -> ir.Value | None:
 def _rotated_half(v: ir.Value | None, x: ir.Value, size: int) -> bool:
     """``v = concat(-x[..., h:], x[..., :h])`` over the last axis."""
     node = v.producer() if v is not None else None
-    if not _is(node, "Concat") or len(node.inputs) != 2:
+    if not is_op(node, "Concat") or len(node.inputs) != 2:
         return False
     axis = node.attributes.get("axis")
     if axis is None or int(axis.value) % 4 != 3:
@@ -103,7 +102,7 @@ def _table_rows(v: ir.Value | None, size: int) -> tuple[np.ndarray, ir.Value] | 
     rows, positions folded at export, are :func:`_constant_rows`)."""
     node = v.producer() if v is not None else None
     part = None
-    if _is(node, "Split"):
+    if is_op(node, "Split"):
         axis = node.attributes.get("axis")
         sizes = constant_ints(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] is not None else None
         rows = node.inputs[0]
@@ -116,7 +115,7 @@ def _table_rows(v: ir.Value | None, size: int) -> tuple[np.ndarray, ir.Value] | 
         k = list(node.outputs).index(v)
         part = (sum(sizes[:k]), sum(sizes[:k + 1]))
         node = rows.producer()
-    if not _is(node, "Gather"):
+    if not is_op(node, "Gather"):
         return None
     axis = node.attributes.get("axis")
     if axis is not None and int(axis.value) != 0:
@@ -144,7 +143,7 @@ def _last_axis(node: ir.Node, rank: int) -> bool:
 def _feature_slice(v: ir.Value | None, size) -> tuple[ir.Value, int, int] | None:
     """(source, start, end) when ``v`` is ``source[..., start:end]`` (step 1) of a rank-4 source."""
     node = v.producer() if v is not None else None
-    if not _is(node, "Slice") or len(node.inputs) < 4 or not _last_axis(node, 4) or not isinstance(size, int):
+    if not is_op(node, "Slice") or len(node.inputs) < 4 or not _last_axis(node, 4) or not isinstance(size, int):
         return None
     steps = constant_ints(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] is not None else [1]
     starts, ends = constant_ints(node.inputs[1]), constant_ints(node.inputs[2])
@@ -161,12 +160,12 @@ def _every_other(v: ir.Value | None, x: ir.Value, size: int) -> int | None:
     node = v.producer() if v is not None else None
     if node is None or node.inputs[0] is not x:
         return None
-    if _is(node, "Slice") and len(node.inputs) > 4 and _last_axis(node, 4):
+    if is_op(node, "Slice") and len(node.inputs) > 4 and _last_axis(node, 4):
         starts, ends, steps = (constant_ints(node.inputs[i]) for i in (1, 2, 4))
         if starts in ([0], [1]) and steps == [2] and ends is not None and ends[0] >= size:
             return starts[0]
         return None
-    if _is(node, "Gather"):
+    if is_op(node, "Gather"):
         axis = node.attributes.get("axis")
         idx = constant_tensor(node.inputs[1])
         if axis is None or int(axis.value) % 4 != 3 or idx is None:
@@ -181,7 +180,7 @@ def _every_other(v: ir.Value | None, x: ir.Value, size: int) -> int | None:
 def _unsqueezed_last(v: ir.Value | None) -> ir.Value | None:
     """``u`` when ``v = u[..., None]`` (an Unsqueeze at the new last axis of a rank-4 ``u``)."""
     node = v.producer() if v is not None else None
-    if not _is(node, "Unsqueeze") or len(node.inputs) < 2 or constant_ints(node.inputs[1]) not in ([4], [-1]):
+    if not is_op(node, "Unsqueeze") or len(node.inputs) < 2 or constant_ints(node.inputs[1]) not in ([4], [-1]):
         return None
     return node.inputs[0]
 
@@ -190,12 +189,12 @@ def _rotated_pairs(v: ir.Value | None, x: ir.Value, size: int) -> bool:
     """``v = stack([-x[..., 1::2], x[..., ::2]], -1).reshape(x.shape)``: GPT-J's ``rotate_every_two``
     and RoFormer's rotation, each pair (x0, x1) turned into (-x1, x0)."""
     node = v.producer() if v is not None else None
-    if not _is(node, "Reshape") or v.shape is None or x.shape is None or len(v.shape) != 4:
+    if not is_op(node, "Reshape") or v.shape is None or x.shape is None or len(v.shape) != 4:
         return False
     if v.shape[3] != size or v.shape[1] != x.shape[1] or v.shape[2] != x.shape[2]:
         return False
     cat = node.inputs[0].producer() if node.inputs[0] is not None else None
-    if not _is(cat, "Concat") or len(cat.inputs) != 2:
+    if not is_op(cat, "Concat") or len(cat.inputs) != 2:
         return False
     axis = cat.attributes.get("axis")
     if axis is None or int(axis.value) % 5 != 4:
@@ -209,9 +208,9 @@ def _factor(v: ir.Value | None) -> list[tuple[ir.Value, ir.Value, str | None]]:
     Einsum that only broadcasts its second operand over the first (RoFormer: ``bslh,...sh->bslh``);
     the spec says where the table's axes sit among x's."""
     node = v.producer() if v is not None else None
-    if _is(node, "Mul"):
+    if is_op(node, "Mul"):
         return [(node.inputs[0], node.inputs[1], None), (node.inputs[1], node.inputs[0], None)]
-    if _is(node, "Einsum") and len(node.inputs) == 2:
+    if is_op(node, "Einsum") and len(node.inputs) == 2:
         eq = node.attributes.get("equation")
         if eq is None:
             return []
@@ -256,7 +255,7 @@ _MAX_CONE = 24  # nodes a broadcast table may take to build (GPT-J's: 10)
 
 def _batch_size_of(node: ir.Node | None) -> bool:
     """Whether ``node`` reads a value's batch size: ``Shape(v, start=0, end=1)``."""
-    if not _is(node, "Shape"):
+    if not is_op(node, "Shape"):
         return False
     start, end = node.attributes.get("start"), node.attributes.get("end")
     return start is not None and int(start.value) == 0 and end is not None and int(end.value) == 1
@@ -298,11 +297,11 @@ def _broadcast_rows(v: ir.Value | None, opset: int) -> np.ndarray | None:
         for user, index in size.uses():
             if id(user) not in seen:
                 continue
-            if _is(user, "Concat") and all(i is size or constant_tensor(i) is not None for i in user.inputs):
+            if is_op(user, "Concat") and all(i is size or constant_tensor(i) is not None for i in user.inputs):
                 targets = [u for u in user.outputs[0].uses() if id(u[0]) in seen]
             else:
                 targets = [(user, index)]
-            if not all(_is(t, "Expand") and i == 1 for t, i in targets) or not targets:
+            if not all(is_op(t, "Expand") and i == 1 for t, i in targets) or not targets:
                 return None
     one = ir.tensor(np.array([1], np.int64))  # the batch size, at batch 1
     got = evaluate(order, [v], opset, constants=lambda value: one if value in sizes else constant_tensor(value))
@@ -346,7 +345,7 @@ class RotaryEmbeddings:
         return rewrite_nodes([model.graph], self._rotary, counts, "rotary_embedding")
 
     def _rotary(self, graph: ir.Graph, add: ir.Node) -> bool:
-        if not _is(add, "Add"):
+        if not is_op(add, "Add"):
             return False
         for a, b in ((add.inputs[0], add.inputs[1]), (add.inputs[1], add.inputs[0])):
             found = self._terms(a, b, self.opset)
@@ -402,7 +401,7 @@ class RotaryEmbeddings:
         y4 = back.outputs[0]
         y4.name, y4.type, y4.shape = f"{out.name or stem}_rotary", out.type, out.shape
         graph.insert_before(out.producer(), [node, back])
-        _replace_value(graph, out, y4)
+        replace_value(graph, out, y4)
         return True
 
     @staticmethod
@@ -411,9 +410,9 @@ class RotaryEmbeddings:
         is the Reshape's output (the whole head rotates), or its first ``rotary_dim`` features whose
         rotation the Add's only reader concatenates with the rest (partial rotation, GPT-J/NeoX)."""
         producer = x.producer()
-        if _is(producer, "Reshape"):
+        if is_op(producer, "Reshape"):
             return (producer, add.outputs[0], x.shape[3]) if _heads_of_3d(producer, x) else None
-        x4 = producer.inputs[0] if _is(producer, "Slice") else None
+        x4 = producer.inputs[0] if is_op(producer, "Slice") else None
         if x4 is None or x4.shape is None or len(x4.shape) != 4 or not isinstance(x4.shape[3], int):
             return None
         head = x4.shape[3]
@@ -422,10 +421,10 @@ class RotaryEmbeddings:
         reshape = x4.producer()
         out = add.outputs[0]
         users = list(out.uses())
-        if not _is(reshape, "Reshape") or not _heads_of_3d(reshape, x4) or out in graph.outputs or len(users) != 1:
+        if not is_op(reshape, "Reshape") or not _heads_of_3d(reshape, x4) or out in graph.outputs or len(users) != 1:
             return None
         cat, index = users[0]
-        axis = cat.attributes.get("axis") if _is(cat, "Concat") else None
+        axis = cat.attributes.get("axis") if is_op(cat, "Concat") else None
         if axis is None or int(axis.value) % 4 != 3 or len(cat.inputs) != 2 or index != 0:
             return None
         rest = _feature_slice(cat.inputs[1], head)
