@@ -76,6 +76,7 @@ components = [
             _ort("solve_ort_vmap_shared_matrix", _vmap_solve_shared_matrix, [(4, 4), ("B", 4)]),
             _ort("solve_ort_nested_vmap", jax.vmap(jax.vmap(_solve)), [(2, "B", 3, 3), (2, "B", 3)]),
             _ort("solve_ort_int_rhs", _solve_int_rhs, [(4, 4), (4,)]),
+            _ort("solve_ort_symbolic_size", _solve, [("N", "N"), ("N", 2)], static_sizes={"N": 4}),
             Testcase("solve_generic", _solve, [("B", 4, 4), ("B", 4, 2)], input_generator=_well_conditioned,
                      forbidden_ops=["Inverse"]),
         ],
@@ -85,9 +86,11 @@ components = [
         onnx=["Inverse"],
         description='target="onnxruntime": com.microsoft.Inverse',
         testcases=[
-            _ort("inv_ort", _inv, [(5, 5)], max_nodes=1),
-            _ort("inv_ort_batched", _inv, [("B", 2, 4, 4)], max_nodes=1),
-            _ort("inv_ort_vmap", jax.vmap(_inv), [("B", 4, 4)], max_nodes=1),
+            _ort("inv_ort", _inv, [(5, 5)]),
+            _ort("inv_ort_batched", _inv, [("B", 2, 4, 4)]),
+            _ort("inv_ort_vmap", jax.vmap(_inv), [("B", 4, 4)]),
+            _ort("inv_ort_symbolic_size", _inv, [("B", "N", "N")], static_sizes={"N": 4}),
+
             Testcase("inv_generic", _inv, [("B", 4, 4)], input_generator=_well_conditioned, forbidden_ops=["Inverse"]),
         ],
     ),
