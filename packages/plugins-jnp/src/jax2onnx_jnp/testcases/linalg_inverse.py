@@ -52,6 +52,14 @@ def _scipy_solve_pos(a, b):
     return jsl.solve(spd, b, assume_a="pos")
 
 
+def _grad_of_solve(a, b):
+    return jax.grad(lambda m: jnp.sum(jnp.linalg.solve(m, b) ** 2))(a)
+
+
+def _grad_of_inv(a):
+    return jax.grad(lambda m: jnp.sum(jnp.sin(jnp.linalg.inv(m))))(a)
+
+
 def _vmap_solve_shared_matrix(a, b):
     return jax.vmap(_solve, in_axes=(None, 0))(a, b)
 
@@ -77,6 +85,9 @@ components = [
             _ort("solve_ort_nested_vmap", jax.vmap(jax.vmap(_solve)), [(2, "B", 3, 3), (2, "B", 3)]),
             _ort("solve_ort_int_rhs", _solve_int_rhs, [(4, 4), (4,)]),
             _ort("solve_ort_symbolic_size", _solve, [("N", "N"), ("N", 2)], static_sizes={"N": 4}),
+            # grad: the differentiated region is not the recorded call, its body (the LU) is lowered
+            Testcase("solve_ort_grad", _grad_of_solve, [(4, 4), (4,)], input_generator=_well_conditioned,
+                     target="onnxruntime"),
             Testcase("solve_generic", _solve, [("B", 4, 4), ("B", 4, 2)], input_generator=_well_conditioned,
                      forbidden_ops=["Inverse"]),
         ],
@@ -91,6 +102,7 @@ components = [
             _ort("inv_ort_vmap", jax.vmap(_inv), [("B", 4, 4)]),
             _ort("inv_ort_symbolic_size", _inv, [("B", "N", "N")], static_sizes={"N": 4}),
 
+            Testcase("inv_ort_grad", _grad_of_inv, [(4, 4)], input_generator=_well_conditioned, target="onnxruntime"),
             Testcase("inv_generic", _inv, [("B", 4, 4)], input_generator=_well_conditioned, forbidden_ops=["Inverse"]),
         ],
     ),
