@@ -27,7 +27,9 @@ Inside ``jax.vmap`` the region is built outside the vmap(s) on the batched opera
 (:func:`jax2onnx.fusion.call_in_vmaps`), its body the library function vmapped; the lowering
 knows how many leading axes the vmaps added (``vmapped``) and whether ``b`` is a vector per
 example (``vector``), and aligns the remaining batch axes as JAX's ``jnp.vectorize`` broadcasts
-them (right-aligned, size-1 axes inserted after the vmapped ones).
+them (right-aligned, size-1 axes inserted after the vmapped ones). A matrix from outside the vmaps
+shared by vmapped right-hand sides (``vmap(solve, in_axes=(None, 0))``) stays unbatched
+(``a_mapped=False``): one Inverse, and in the body one LU as in JAX's vmap, not one per example.
 
 Singular matrices: JAX (LAPACK getrf/getrs) and Inverse (Eigen's PartialPivLU) both divide by the
 zero pivot and return inf/NaN, without an error; the Inverse node's own entries are JAX's ``inv``
@@ -47,8 +49,10 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import numpy as np
 import onnx_ir as ir
+from jax2onnx import compat
 from jax2onnx.dtypes import HALF_FLOATS
 from jax2onnx.fusion import call_in_vmaps
 from jax2onnx.plugin import Lowerings, is_array
@@ -90,9 +94,21 @@ def _region(fn: Callable[..., Any], *arrays: Any, **_static: Any) -> Any:
 def _solve_call(original: Callable[..., Any], a: Any, b: Any) -> Any:
     """``original(a, b)`` as the ``linalg_solve`` region (built outside enclosing vmaps)."""
     vector = np.ndim(b) == 1  # per example: inside a vmap, b is the per-example value here
+    if compat.vmap_parts(a) is None and compat.vmap_parts(b) is not None:
+        # one matrix, vmapped right-hand sides: ``a`` stays unbatched (one Inverse, and one LU in
+        # the body rather than one per example, as JAX's own vmap of the solve)
+        def shared(xs: list[Any], k: int, vmapped: Callable[..., Any]) -> Any:
+            body = original
+            for _ in range(k):
+                body = jax.vmap(body, in_axes=(None, 0))
+            return mark("linalg_solve", functools.partial(_region, body), a, xs[0], vector=vector, vmapped=k,
+                        a_mapped=k == 0)
+
+        return call_in_vmaps(shared, [b], reads=[a])
 
     def build(xs: list[Any], k: int, vmapped: Callable[..., Any]) -> Any:
-        return mark("linalg_solve", functools.partial(_region, vmapped(original)), *xs, vector=vector, vmapped=k)
+        return mark("linalg_solve", functools.partial(_region, vmapped(original)), *xs, vector=vector, vmapped=k,
+                    a_mapped=True)
 
     return call_in_vmaps(build, [a, b])
 
@@ -141,16 +157,18 @@ def lower_solve(ctx: Any, a: ir.Value, b: ir.Value) -> ir.Value | None:
         return None
     params = ctx.marked.params
     k, vector = int(params["vmapped"]), bool(params["vector"])
+    k_a = k if params["a_mapped"] else 0  # a matrix shared by the vmapped right-hand sides has no vmapped axes
     a_aval, b_aval = ctx.avals_in
     a, b = ctx.cast(a, dtype), ctx.cast(b, dtype)
     if vector:
         b = ctx.op.Unsqueeze(b, ctx.i64([-1]))
     # jnp.vectorize broadcasts the batch axes of one example right-aligned; MatMul would align the
     # vmapped axes with them, so the shorter example's batch gets size-1 axes after the vmapped ones
-    a_batch = len(a_aval.shape) - k - 2
+    # (MatMul itself supplies the vmapped axes an unmapped matrix lacks: they are in front)
+    a_batch = len(a_aval.shape) - k_a - 2
     b_batch = len(b_aval.shape) - k - (1 if vector else 2)
     if a_batch < b_batch:
-        a = ctx.op.Unsqueeze(a, ctx.i64(range(k, k + b_batch - a_batch)))
+        a = ctx.op.Unsqueeze(a, ctx.i64(range(k_a, k_a + b_batch - a_batch)))
     elif b_batch < a_batch:
         b = ctx.op.Unsqueeze(b, ctx.i64(range(k, k + a_batch - b_batch)))
     a_inv = _inverse(ctx, a, dtype)

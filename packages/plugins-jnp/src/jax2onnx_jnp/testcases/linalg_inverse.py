@@ -82,6 +82,8 @@ components = [
             _ort("solve_ort_vmap", jax.vmap(_solve), [("B", 4, 4), ("B", 4)]),
             _ort("solve_ort_vmap_matrix_rhs", jax.vmap(_solve), [("B", 4, 4), ("B", 4, 2)]),
             _ort("solve_ort_vmap_shared_matrix", _vmap_solve_shared_matrix, [(4, 4), ("B", 4)]),
+            _ort("solve_ort_vmap_shared_batched_matrix", _vmap_solve_shared_matrix, [(2, 4, 4), ("B", 3, 1, 4, 2)]),
+            _ort("solve_ort_vmap_rhs_unmapped", jax.vmap(_solve, in_axes=(0, None)), [("B", 4, 4), (4,)]),
             _ort("solve_ort_nested_vmap", jax.vmap(jax.vmap(_solve)), [(2, "B", 3, 3), (2, "B", 3)]),
             _ort("solve_ort_int_rhs", _solve_int_rhs, [(4, 4), (4,)]),
             _ort("solve_ort_symbolic_size", _solve, [("N", "N"), ("N", 2)], static_sizes={"N": 4}),
