@@ -30,6 +30,8 @@ example (``vector``), and aligns the remaining batch axes as JAX's ``jnp.vectori
 them (right-aligned, size-1 axes inserted after the vmapped ones). A matrix from outside the vmaps
 shared by vmapped right-hand sides (``vmap(solve, in_axes=(None, 0))``) stays unbatched
 (``a_mapped=False``): one Inverse, and in the body one LU as in JAX's vmap, not one per example.
+Under nested vmaps such a shared matrix (a value from outside all of them) keeps the body: the
+fusion kit lifts a region only when its outside values belong to the innermost vmap's parent.
 
 Singular matrices: JAX (LAPACK getrf/getrs) and Inverse (Eigen's PartialPivLU) both divide by the
 zero pivot and return inf/NaN, without an error; the Inverse node's own entries are JAX's ``inv``
