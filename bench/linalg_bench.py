@@ -2,7 +2,12 @@
 
     python bench/linalg_bench.py [--sizes 8,64,256] [--dtypes float32,float64] [--runs 20] [--threads 0]
                                  [--funcs solve,inv,det,cholesky,qr,eigh,svd] [--save-models DIR]
+                                 [--target generic|onnxruntime]
     python bench/linalg_bench.py --ab DIR_BEFORE DIR_AFTER [--runs 20]
+
+``--target`` exports with ``to_onnx(..., target=...)``: under ``onnxruntime`` solve and inv are
+onnxruntime's ``com.microsoft.Inverse`` plus one refinement step (jax2onnx_jnp.linalg_inverse);
+the other functions are the same graphs on every target.
 
 ``--ab`` times the models two ``--save-models`` runs saved (say, one with an older jax2onnx-lax on
 ``PYTHONPATH``) against each other, interleaved call by call in one process, so that the load of a
@@ -120,6 +125,7 @@ def main() -> None:
     ap.add_argument("--funcs", default=",".join(FUNCS))
     ap.add_argument("--save-models", default=None, help="also save each exported model to this folder")
     ap.add_argument("--ab", nargs=2, default=None, metavar=("BEFORE", "AFTER"))
+    ap.add_argument("--target", default="generic", help="to_onnx's target (generic, onnxruntime, ...)")
     args = ap.parse_args()
     if args.ab:
         _ab(*args.ab, args.runs, args.threads)
@@ -130,7 +136,7 @@ def main() -> None:
 
     rng = np.random.default_rng(0)
     print(f"jax {jax.__version__}, onnxruntime {ort.__version__}, threads {args.threads or 'default'}; "
-          f"minimum of {args.runs} runs\n")
+          f"minimum of {args.runs} runs; target={args.target}; load average {os.getloadavg()[0]:.1f}\n")
     print("| function | n | dtype | nodes | ORT CPU ms | JAX-jit CPU ms | ratio | wall ms ORT / JAX "
           "| residual ours (random / ill) | residual JAX (random / ill) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -149,7 +155,7 @@ def main() -> None:
                         a = a.astype(dtype)
                         inputs_for.append([a, rng.standard_normal((n, 1)).astype(dtype)] if name == "solve" else [a])
                     specs = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in inputs_for[0]]
-                    model = to_onnx(fn, specs, enable_double_precision=x64)
+                    model = to_onnx(fn, specs, enable_double_precision=x64, target=args.target)
                     if args.save_models:
                         import onnx
 
@@ -177,6 +183,7 @@ def main() -> None:
                 print(f"| {name} | {n} | {dtype.name} | {len(model.graph.node)} | {ort_cpu:.3f} | {jax_cpu:.3f} | "
                       f"{ort_cpu / jax_cpu:.1f}x | {ort_wall:.3f} / {jax_wall:.3f} | "
                       f"{res_ours[0]:.1e} / {res_ours[1]:.1e} | {res_jax[0]:.1e} / {res_jax[1]:.1e} |", flush=True)
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
 
 
 def _ab(before: str, after: str, runs: int, threads: int) -> None:

@@ -109,3 +109,19 @@ def test_a_bfloat16_probe_runs_the_kernel():
     pytest.importorskip("onnxruntime")
     assert kernel_probe.probe_structured("ScatterND:add", "bfloat16", 21) is False
     assert kernel_probe.probe_structured("ScatterND", "bfloat16", 21) is True
+
+
+@pytest.mark.parametrize("version", ["1.31", "1.32"])
+def test_a_contrib_op_has_the_dtypes_its_kernel_was_measured_on(version):
+    """onnxruntime's own ops have no ONNX schema: the table's ``contrib`` is the one answer
+    (jax2onnx_jnp's solve/inv under target="onnxruntime" ask it for com.microsoft.Inverse)."""
+    rt = runtime.for_version(version)
+    floats = {np.dtype(t) for t in ("float16", "float32", "float64")}
+    assert rt.dtypes("com.microsoft.Inverse") == floats
+    assert rt.supports("com.microsoft.Inverse", np.float64) and not rt.supports("com.microsoft.Inverse", np.int32)
+    assert not rt.dtypes("com.microsoft.NoSuchOp")  # unmeasured: nothing runs it
+
+
+def test_the_contrib_probe_checks_the_answer():
+    pytest.importorskip("onnxruntime")
+    assert kernel_probe.measure_contrib()["com.microsoft.Inverse"] == ["float16", "float32", "float64"]

@@ -6,6 +6,7 @@ plugin = PackModules(
     "jax2onnx_jnp",
     [
         "linalg",
+        "linalg_inverse",
         "activations",
         "nn_misc",
         "reductions",

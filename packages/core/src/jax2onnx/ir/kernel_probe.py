@@ -1,6 +1,7 @@
 """Probe which (op, dtype) pairs the installed onnxruntime's CPU provider implements.
 
     python -m jax2onnx.ir.kernel_probe     # writes ir/ort_kernels/<onnxruntime major.minor>.json
+    python -m jax2onnx.ir.kernel_probe --contrib   # re-measures only its onnxruntime contrib ops
 
 :mod:`jax2onnx.ir.runtime` reads the table measured for the installed onnxruntime version, and runs
 :func:`measure_table` (then caches its result) for a version the package ships no table for.
@@ -13,7 +14,8 @@ Probed at opset 21 (the kernels ``to_onnx``'s default opset gets; an op newer th
 Attention, at its own opset) and, as differences from that table, at each older opset down to
 jax2onnx.ir.opsets.MIN_OPSET where the form exists (older op versions have older kernels).
 Beside what is missing, :func:`measure_inexact` records kernels that load but compute something
-else than the spec on a dtype (float16 Sign of NaN, float64 Attention's float32 accuracy).
+else than the spec on a dtype (float16 Sign of NaN, float64 Attention's float32 accuracy), and
+:func:`measure_contrib` the dtypes of the onnxruntime contrib ops lowerings emit (:data:`CONTRIB`).
 """
 
 from __future__ import annotations
@@ -472,6 +474,44 @@ def measure_inexact() -> dict[str, list[str]]:
     return table
 
 
+#: onnxruntime's own ops (no ONNX schema to read their types from): "domain.Op" -> (an input it
+#: computes a known answer for, the answer). Probed per float dtype; the table's ``contrib`` lists
+#: the dtypes each runs and gets right (the lowerings that emit one ask ``ctx.kernel_dtypes``).
+CONTRIB: dict[str, tuple[np.ndarray, np.ndarray]] = {
+    # batched [*, M, M] inverse (Eigen's partial-pivoting LU): jax2onnx_jnp's solve/inv regions
+    "com.microsoft.Inverse": (np.array([[[2.0, 1.0], [1.0, 1.0]], [[0.0, 2.0], [4.0, 0.0]]]),
+                              np.array([[[1.0, -1.0], [-1.0, 2.0]], [[0.0, 0.25], [0.5, 0.0]]])),
+}
+
+
+def measure_contrib() -> dict[str, list[str]]:
+    """``domain.Op`` of :data:`CONTRIB` -> the dtype names whose CPU kernel loads and computes the
+    known answer (an op's ``since_version`` is 1 in its domain)."""
+    import onnxruntime as ort
+
+    table: dict[str, list[str]] = {}
+    for key, (x, want) in CONTRIB.items():
+        domain, _, op = key.rpartition(".")
+        table[key] = []
+        for name in ("float16", "float32", "float64"):
+            elem = DTYPES[name]
+            node = helper.make_node(op, ["x"], ["y"], domain=domain)
+            graph = helper.make_graph([node], "probe", [helper.make_tensor_value_info("x", elem, None)],
+                                      [helper.make_tensor_value_info("y", elem, None)])
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(domain, 1)])
+            model.ir_version = 10
+            opts = ort.SessionOptions()
+            opts.log_severity_level = 4
+            try:
+                sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+                got = sess.run(None, {"x": x.astype(name)})[0]
+            except Exception:  # noqa: BLE001 - no kernel of this type
+                continue
+            if np.allclose(got.astype(np.float64), want, rtol=1e-3, atol=1e-3):
+                table[key].append(name)
+    return table
+
+
 def measure_table() -> dict[str, Any]:
     """The installed onnxruntime's table: what :class:`jax2onnx.ir.runtime.Runtime` reads."""
     import onnxruntime as ort
@@ -494,7 +534,7 @@ def measure_table() -> dict[str, Any]:
     # input of the rest, whatever their count (Einsum and Concat take any number)
     typed = {key: sorted(spec[0]) for key, spec in STRUCTURED.items() if key in keys and spec[1]}
     return {"onnxruntime": ort.__version__, "opset": opset, "missing": table, "by_opset": by_opset,
-            "typed_inputs": typed, "inexact": measure_inexact()}
+            "typed_inputs": typed, "inexact": measure_inexact(), "contrib": measure_contrib()}
 
 
 def write_table(doc: dict[str, Any], path: str) -> None:
@@ -508,9 +548,16 @@ def write_table(doc: dict[str, Any], path: str) -> None:
 
 
 def main() -> None:
-    doc = measure_table()
-    major_minor = ".".join(doc["onnxruntime"].split(".")[:2])
-    path = os.path.join(TABLES, f"{major_minor}.json")
+    import sys
+
+    import onnxruntime as ort
+
+    path = os.path.join(TABLES, ".".join(ort.__version__.split(".")[:2]) + ".json")
+    if "--contrib" in sys.argv[1:] and os.path.exists(path):  # the contrib entry only, the rest as measured before
+        with open(path, encoding="utf-8") as f:
+            doc = {**json.load(f), "contrib": measure_contrib()}
+    else:
+        doc = measure_table()
     write_table(doc, path)
     print(f"wrote {path}")
 

@@ -56,6 +56,11 @@ def _schema_dtypes(op: str, opset: int, position: int) -> frozenset[np.dtype]:
     return frozenset(d for d in ALL_DTYPES if d.name in names)
 
 
+def is_contrib(op: str) -> bool:
+    """Whether ``op`` names an onnxruntime contrib op, ``"<domain>.<Op>"`` (``com.microsoft.Inverse``)."""
+    return "." in op.split(":")[0]
+
+
 def _has_carrier(dtype: np.dtype, supported: frozenset[np.dtype]) -> bool:
     try:
         carrier(dtype, supported)
@@ -105,13 +110,19 @@ class Runtime:
         """Whether ``op`` (``ScatterND:max`` for a scatter's reduction) has a kernel for ``dtype``
         that computes what the spec says."""
         dtype = np.dtype(dtype)
+        if is_contrib(op):
+            return dtype in self.dtypes(op)
         return dtype not in self.missing(opset).get(op, frozenset()) and dtype not in self.inexact(op)
 
     def dtypes(self, op: str, opset: int | None = None, exact: bool = False) -> frozenset[np.dtype]:
         """The dtypes to run ``op`` on (the ``dtypes=`` facet of a lowering naming ``op``): its ONNX
         schema at ``opset`` takes them and onnxruntime has an exact kernel. A dtype whose kernel is
         inexact stays when no exact dtype holds it (nothing would run it better), unless ``exact``:
-        a lowering that can take another form (a fusion's decomposition) asks for exact kernels."""
+        a lowering that can take another form (a fusion's decomposition) asks for exact kernels.
+        An onnxruntime contrib op (``"com.microsoft.Inverse"``) has no ONNX schema: the dtypes its
+        kernel was measured to run and get right (the table's ``contrib``; none where unmeasured)."""
+        if is_contrib(op):
+            return frozenset(np.dtype(name) for name in self._table.get("contrib", {}).get(op, ()))
         missing = self.missing(opset).get(op, frozenset())
         first = (self.typed_inputs(op) or (1 if op.split(":")[0] == "Where" else 0,))[0]
         allowed = _schema_dtypes(op.split(":")[0], opset or self._table["opset"], first)

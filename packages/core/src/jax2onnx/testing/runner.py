@@ -182,7 +182,8 @@ def _export(variant: Variant, fn: Any, inputs: VariantInputs) -> onnx.ModelProto
     case = variant.case
     kwargs: dict[str, Any] = {} if variant.opset is None else {"opset": variant.opset}
     return to_onnx(fn, inputs.specs, input_params=dict(case.input_params) or None,
-                   enable_double_precision=variant.double, model_name=case.name, **kwargs)
+                   enable_double_precision=variant.double, model_name=case.name, target=case.target,
+                   **kwargs)
 
 
 def variant_inputs(variant: Variant, fn: Any) -> VariantInputs:

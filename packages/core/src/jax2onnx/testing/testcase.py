@@ -51,6 +51,8 @@ class Testcase:
             equivalent before it, e.g. a reduction whose axes are only known at run time before
             18). Variants at an older opset (``--jax2onnx-opset``) check that the export fails with
             an error naming the opset. ``None``: every supported opset.
+        target: ``to_onnx``'s ``target`` for the export (``"onnxruntime"``: a lowering that emits
+            a contrib op there, checked in the same onnxruntime run).
         since: version that introduced the case.
     """
 
@@ -78,6 +80,7 @@ class Testcase:
     skip_reason: str | None = None
     reference_jit: bool = True
     min_opset: int | None = None
+    target: str = "generic"
     since: str = ""
     description: str = ""
 
