@@ -71,3 +71,32 @@ def test_solve_with_a_singular_matrix_is_non_finite_where_jax_is(kind, dtype):
     ours, theirs = _export_run(lambda a, b: jnp.linalg.solve(a, b), [SINGULAR[kind], b], dtype)
     assert not np.isfinite(theirs).all()
     assert np.isnan(ours).all()
+
+
+def test_library_function_given_directly_as_first_export_fuses():
+    """``to_onnx(jnp.linalg.solve, ...)`` as a process's first export: the reference the user holds
+    was taken before the packs loaded (the original, not the dispatcher); the export traces the
+    dispatcher in its place, so the fusion fires as it does for a lambda."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import jax, jax.numpy as jnp, numpy as np, onnx, onnxruntime as ort
+        solve = jnp.linalg.solve  # held before any export loads the packs
+        from jax2onnx import to_onnx
+        a = np.random.default_rng(0).standard_normal((5, 5)).astype(np.float32) + 5 * np.eye(5, dtype=np.float32)
+        b = np.arange(5, dtype=np.float32)
+        model = to_onnx(solve, [jax.ShapeDtypeStruct((5, 5), np.float32), jax.ShapeDtypeStruct((5,), np.float32)],
+                        target="onnxruntime")
+        onnx.checker.check_model(model, full_check=True)
+        ops = [n.op_type for n in model.graph.node]
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        out = sess.run(None, dict(zip([i.name for i in sess.get_inputs()], (a, b))))[0]
+        np.testing.assert_allclose(out, np.asarray(jnp.linalg.solve(a, b)), rtol=1e-5, atol=1e-5)
+        assert jnp.linalg.solve is not solve  # the dispatcher went in; the user's reference is the original
+        print(ops.count("Inverse"))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-1] == "1"

@@ -17,7 +17,7 @@ import numpy as np
 from .. import compat
 from ..errors import Jax2OnnxError, UserFunctionError, explain_trace_error
 from ..lower import legacy_plugins
-from ..lower.patching import applied_patches
+from ..lower.patching import applied_patches, dispatcher_of
 from ..plugin import Patch, marks_active
 from . import api_compat, weights
 from .options import Export
@@ -79,6 +79,7 @@ def _make_jaxpr(fn: Callable[..., Any], parsed: ParsedInputs, patches: Sequence[
 
     specs = list(parsed.args) + list(parsed.params.values())
     with applied_patches(patches), compat.export_trace_context():
+        fn = dispatcher_of(fn)  # a library function given before its dispatcher went in
         try:
             closed, out_shape = compat.make_jaxpr(flat_fn, specs)
         except Jax2OnnxError:

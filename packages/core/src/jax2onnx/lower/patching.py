@@ -160,6 +160,20 @@ def installed_patches() -> list[str]:
         return out
 
 
+def dispatcher_of(fn: Any) -> Any:
+    """The dispatcher standing in for ``fn`` when ``fn`` is a patched library function itself, else
+    ``fn``. A reference taken before the packs loaded (``to_onnx(jnp.linalg.solve, ...)`` as a
+    process's first export) is the original: calling it would bypass the pack's fusion, so the
+    export traces the dispatcher in its place (same result outside an export by construction)."""
+    if not callable(fn) or isinstance(fn, _Dispatcher):
+        return fn
+    with _LOCK:
+        for record in _INSTALLED.values():
+            if record.original is fn:
+                return record.dispatcher
+    return fn
+
+
 class _DeferredInterrupts:
     """Hold back Ctrl-C (SIGINT in the main thread) while patch state changes.
 
