@@ -11,11 +11,16 @@ of ``N`` becomes the quantized op's bias, any other ``C`` an ``Add`` after it).
   ``block_size`` along K, symmetric or with zero points. The block quantizer is onnxruntime's
   (``onnxruntime.quantization``'s ``DefaultWeightOnlyQuantizer.qbits_block_quant``, called on one
   tensor: an optional dependency of this precision only).
-- embedding tables (``Gather`` on axis 0 of a 2-D float32 initializer), with ``embeddings="int8"``
-  (default): int8 rows and one scale per row, gathered together.
-- under int4, the LM head (a weight matmul writing a graph output, in a model with an embedding
-  table) is int8 (``lm_head="int8"``, default): each generated token is its argmax, and int8 keeps
-  its logits' order where int4 blocks of a wide head would flip near ties.
+- embedding tables (``Gather`` on axis 0 of a 2-D float32 initializer), with ``embeddings="auto"``
+  (default) in the precision's own width: under int4 ``com.microsoft.GatherBlockQuantized`` over
+  4-bit rows (blocks of ``block_size`` along each row; a table whose width is not a multiple of the
+  block is stored int8), under int8 int8 rows with one scale per row, gathered together.
+  ``embeddings="int8"`` keeps int8 tables under int4.
+- the LM head (a weight matmul writing a graph output, in a model with an embedding table) is
+  quantized like the other matmuls (``lm_head="int4"``, default); ``lm_head="int8"`` keeps it int8
+  under int4: each generated token is its argmax, and int8 keeps its logits' order closer to
+  float32 where int4 blocks of a wide head can flip near ties (a trained LM keeps its greedy tokens
+  either way: packages/core/tests/test_precision_trained_lm.py).
 - with ``conv="int8"`` (default): convolution kernels int8 with one scale per output channel, and
   large constants added to activations (a ViT's position embedding) int8 with one scale per
   last-axis entry, each widened by one ``DequantizeLinear`` (weight-only: the Conv/Add computes
@@ -381,7 +386,7 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
             m = _find(node, main)
             if m is not None:
                 sites.append((site, m))
-            elif p.embeddings is not None and _is_embedding(node, main):
+            elif p.embedding_kind() is not None and _is_embedding(node, main):
                 embeddings.append(site)
             elif p.conv == "int8" and _is_conv(node, main):
                 convs.append(site)
@@ -422,7 +427,7 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
             result.excluded.append(table.name)
             continue
         counter[0] += 1
-        if p.embeddings == "int4" and table.shape[1] % p.block_size == 0:
+        if p.embedding_kind() == "int4" and table.shape[1] % p.block_size == 0:
             _embedding_int4(site, table, p, counter[0])
             result.embeddings4.append(table.name)
         else:
@@ -581,7 +586,7 @@ def _embedding_int8(site: _Site, table: _Weight, k: int) -> None:
 
 
 def _embedding_int4(site: _Site, table: _Weight, p: Precision, k: int) -> None:
-    """``embeddings="int4"``: ``com.microsoft.GatherBlockQuantized`` over 4-bit rows, blocks of
+    """int4 tables: ``com.microsoft.GatherBlockQuantized`` over 4-bit rows, blocks of
     ``block_size`` along each row with a scale and a zero point each (the MatMulNBits layout of the
     transposed table: ``[V, D/2]`` bytes, ``[V, D/block]`` scales)."""
     node = site.node
