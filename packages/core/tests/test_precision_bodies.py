@@ -314,3 +314,68 @@ def test_fori_loop_running_sum_stays_float32_under_float16():
     assert floats == [F.FLOAT16, F.FLOAT]
     assert set(body_matmul_types(model)) == {(F.FLOAT16, F.FLOAT16, F.FLOAT16)}
     assert casts_feeding_casts(model) == []
+
+
+# -- stacked layer weights a Loop body indexes by the iteration number ---------------------------------
+
+
+def fori_stacked(select: str):
+    """lax.fori_loop over three stacked [128, 128] layer weights, iteration i reading layer i:
+    ``w[i]`` (dynamic_slice: Slice + Squeeze in the Loop body) or ``jnp.take(w, i, mode="clip")``
+    (Gather)."""
+    ws = jnp.asarray(np.asarray(jax.random.normal(jax.random.key(7), (3, 128, 128))) / np.sqrt(128))
+
+    def run(x):
+        def body(i, h):
+            w = ws[i] if select == "slice" else jnp.take(ws, i, axis=0, mode="clip")
+            return jnp.tanh(h @ w)
+
+        return jax.lax.fori_loop(0, 3, body, x)
+
+    return run
+
+
+def fori_layers():
+    """Four NNX layers, parameters stacked on axis 0, applied by fori_loop (layer i's state picked
+    by the iteration number): the kernel a Gemm with a bias reads."""
+
+    @nnx.vmap(in_axes=0, out_axes=0)
+    def stack(key):
+        return Layer(nnx.Rngs(key))
+
+    graphdef, state = nnx.split(stack(jax.random.split(jax.random.key(1), 4)))
+
+    def run(x):
+        def body(i, h):
+            return nnx.merge(graphdef, jax.tree.map(lambda a: a[i], state))(h)
+
+        return jax.lax.fori_loop(0, 4, body, x)
+
+    return run
+
+
+LOOP_INDEXED = {"slice": lambda: fori_stacked("slice"), "gather": lambda: fori_stacked("gather"), "nnx_layers": fori_layers}
+
+
+@pytest.mark.parametrize("precision", ["int8", "int4"])
+@pytest.mark.parametrize("name", list(LOOP_INDEXED))
+def test_loop_indexed_stacked_weights_are_quantized(name, precision):
+    fn = LOOP_INDEXED[name]()
+    model = _check(fn, [("B", 128)], precision)
+    reference = to_onnx(fn, [("B", 128)])
+    # no float32 stacked kernel is left: its codes are stacked per layer, picked in the body
+    assert not [t.name for t in model.graph.initializer if t.data_type == F.FLOAT and list(t.dims[1:]) == [128, 128]]
+    layers = 4 if name == "nnx_layers" else 3
+    codes = [t for t in model.graph.initializer if t.data_type in (F.INT8, F.UINT8) and t.dims[0] == layers
+             and int(np.prod(t.dims)) >= layers * 128 * 128 // 2]
+    assert len(codes) == 1
+    body = _body_nodes(model)
+    op = "DynamicQuantizeMatMul" if precision == "int8" else "MatMulNBits"
+    assert sum(n.op_type == op for n in body) == 1 and not any(n.op_type in ("MatMul", "Gemm") for n in body)
+    assert codes[0].name in {i for n in body for i in n.input}  # the body picks the layer's codes
+    ratio = weight_bytes(model) / weight_bytes(reference)
+    # the stacked kernels are the weights here (the NNX layers add float32 LayerNorm parameters and biases)
+    limit = {"int8": 0.27, "int4": 0.17} if name != "nnx_layers" else {"int8": 0.3, "int4": 0.2}
+    assert ratio <= limit[precision], f"{precision}: {ratio:.3f} of the float32 bytes"
+    detail = {p.key: p.value for p in model.metadata_props}["jax2onnx.precision.detail"]
+    assert "indexed per iteration" in detail
