@@ -9,6 +9,12 @@ counting language (packages/core/tests/trained_lm.py): file size, onnxruntime CP
     python bench/precision_bench.py --json bench/results/precision.json
     python bench/precision_bench.py --conv          # int8 conv kernels: DequantizeLinear vs ConvInteger
 
+Variants (``--variants``, comma-separated; float32 first): ``float32``, ``float16``, ``bfloat16``,
+``int8``, ``int8 MatMulInteger`` (standard-domain int8 ops), ``int4`` (the default: block 32 with
+zero points, float32 compute, the LM head and embedding tables int4 too), ``int4 acc4``
+(``accuracy_level=4``: int8 activations) and ``int4 int8-head`` (``Precision("int4",
+embeddings="int8", lm_head="int8")``: int4 with the int8 head and tables of the options).
+
 What is measured:
 
 - bytes: the model file and its external data, against the float32 export's.
@@ -63,9 +69,9 @@ def variants() -> dict[str, Any]:
         "bfloat16": "bfloat16",
         "int8": Precision("int8"),
         "int8 MatMulInteger": Precision("int8", int8_kernel="MatMulInteger"),
-        "int4": Precision("int4"),  # block 32, zero points, float32 compute, int8 head and embeddings
+        "int4": Precision("int4"),  # block 32, zero points, float32 compute; the head and tables int4 too
         "int4 acc4": Precision("int4", accuracy_level=4),
-        "int4 smallest": Precision("int4", embeddings="int4", lm_head="int4"),  # tables and head int4 too
+        "int4 int8-head": Precision("int4", embeddings="int8", lm_head="int8"),  # the int8 options: head and tables
     }
 
 
@@ -475,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
     parser.add_argument("--models", default="gpt,vit,tiny")
-    parser.add_argument("--variants", default="float32,float16,bfloat16,int8,int8 MatMulInteger,int4,int4 acc4,int4 smallest")
+    parser.add_argument("--variants", default="float32,float16,bfloat16,int8,int8 MatMulInteger,int4,int4 acc4,int4 int8-head")
     parser.add_argument("--budget", type=float, default=20.0, help="seconds of interleaved latency rounds per model and thread count")
     parser.add_argument("--min-runs", type=int, default=5)
     parser.add_argument("--json", default=None)

@@ -298,6 +298,8 @@ def test_float16_out_of_range_constant_stays_float32(mini_registry):
     ({"precision": Precision("int4", block_size=48)}, "block_size=48"),
     ({"precision": Precision("int8", keep_io_types=False)}, "keep_io_types=False"),
     ({"precision": Precision("int4", exclude="head")}, "list of name patterns"),
+    ({"precision": Precision("int4", embeddings="int2")}, "embeddings='int2'.*'auto'"),
+    ({"precision": Precision("int4", lm_head=None)}, "lm_head=None"),
     ({"precision": "float16", "enable_double_precision": True}, "drop enable_double_precision"),
 ])
 def test_bad_options_are_one_clear_line(mini_registry, kwargs, message):

@@ -2,7 +2,9 @@
 a Scan slices (lax.scan / nnx.scan over layers), outer weights a Loop body reads, Constants of
 @onnx_function bodies; and, for int8/int4, convolution kernels and large constants added to
 activations (a ViT's position embedding). Each export passes the full check, loads in onnxruntime,
-keeps float32 I/O and matches float32 JAX at the precision's cosine floor."""
+keeps float32 I/O and matches float32 JAX at the precision's cosine floor. float16 bodies compute
+in float16 (their matmuls read and write it), bfloat16 bodies on the float32 carrier, with no Cast
+feeding a Cast in any graph."""
 
 from __future__ import annotations
 
@@ -186,3 +188,194 @@ def test_a_mask_constant_stays_float32():
 
     model = _check(fn, [(128, 128)], "int8")
     assert any(t.data_type == F.FLOAT and list(t.dims) == [128, 128] for t in model.graph.initializer)
+
+
+# -- float16 / bfloat16 compute inside the bodies -----------------------------------------------------
+
+
+def cond_matmuls():
+    """lax.cond with a matmul in each branch: an If whose branches read outer weights."""
+    w1 = np.asarray(jax.random.normal(jax.random.key(4), (128, 128))) / np.sqrt(128)
+    w2 = np.asarray(jax.random.normal(jax.random.key(5), (128, 128))) / np.sqrt(128)
+
+    def run(x):
+        return jax.lax.cond(jnp.sum(x) > 0, lambda h: jnp.tanh(h @ w1), lambda h: h @ w2, x)
+
+    return run
+
+
+def looped_sum():
+    """fori_loop accumulating tanh(h @ w) into a running sum: the sum is a carried state the body
+    adds to, kept float32."""
+    w = np.asarray(jax.random.normal(jax.random.key(6), (128, 128))) / np.sqrt(128)
+
+    def run(x):
+        def body(i, carry):
+            h, total = carry
+            h = jnp.tanh(h @ w)
+            return h, total + h
+
+        return jax.lax.fori_loop(0, 4, body, (x, jnp.zeros_like(x)))[1]
+
+    return run
+
+
+def _scopes(model: onnx.ModelProto):
+    """(graph or function, value types, producers) of every graph, each seeing its outer scopes."""
+    def local(g, types, producers):
+        types, producers = dict(types), dict(producers)
+        for v in [*g.value_info, *(x for x in [*g.input, *g.output] if not isinstance(x, str))]:
+            types[v.name] = v.type.tensor_type.elem_type
+        for t in getattr(g, "initializer", []):
+            types[t.name] = t.data_type
+        for n in g.node:
+            for o in n.output:
+                producers[o] = n
+            if n.op_type == "Constant":
+                types[n.output[0]] = next(a.t.data_type for a in n.attribute if a.name == "value")
+            if n.op_type == "Cast":
+                types[n.output[0]] = next(a.i for a in n.attribute if a.name == "to")
+        return types, producers
+
+    out = []
+    stack = [(model.graph, {}, {}), *((f, {}, {}) for f in model.functions)]
+    while stack:
+        g, types, producers = stack.pop()
+        types, producers = local(g, types, producers)
+        out.append((g, types, producers))
+        for n in g.node:
+            for a in n.attribute:
+                for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                    stack.append((sub, types, producers))
+    return out
+
+
+def casts_feeding_casts(model: onnx.ModelProto) -> list[str]:
+    """Casts whose input another Cast writes, in every graph, body and function."""
+    return [n.name or n.output[0] for g, _, producers in _scopes(model) for n in g.node
+            if n.op_type == "Cast" and n.input[0] in producers and producers[n.input[0]].op_type == "Cast"]
+
+
+def body_matmul_types(model: onnx.ModelProto) -> list[tuple[int, int, int]]:
+    """(A, B, output) element types of every MatMul/Gemm of a control-flow or function body."""
+    found = []
+    for g, types, _ in _scopes(model):
+        if g is model.graph:
+            continue
+        found += [(types.get(n.input[0]), types.get(n.input[1]), types.get(n.output[0]))
+                  for n in g.node if n.op_type in ("MatMul", "Gemm")]
+    return found
+
+
+LOW_BODIES = {
+    "nnx_scan": (scanned_layers, "Scan"),
+    "fori_loop": (looped_matrix, "Loop"),
+    "cond": (cond_matmuls, "If"),
+    "onnx_function": (lambda: FunctionBlocks(nnx.Rngs(0)), None),
+}
+
+
+@pytest.mark.parametrize("precision", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", list(LOW_BODIES))
+def test_bodies_compute_in_the_low_type(name, precision):
+    """float16: a body's matmuls read and write float16 (weights and activations, no Cast between);
+    bfloat16: the float32 carrier, as in the main graph."""
+    make, op = LOW_BODIES[name]
+    model = _check(make(), [("B", 128)], precision)
+    assert casts_feeding_casts(model) == []
+    compute = F.FLOAT16 if precision == "float16" else F.FLOAT
+    types = body_matmul_types(model)
+    assert types and set(types) == {(compute, compute, compute)}, types
+    if op is not None and precision == "float16" and name != "nnx_scan":
+        # the control-flow node writes float16 (a Loop's carried state, an If's result), cast once after it
+        node = next(n for n in model.graph.node if n.op_type == op)
+        _, main_types, _ = _scopes(model)[0]
+        assert {main_types[o] for o in node.output if o in main_types and main_types[o] in (F.FLOAT, F.FLOAT16)} == {F.FLOAT16}
+
+
+def test_scanned_residual_stream_stays_float32_under_float16():
+    """nnx.scan over layers: each layer adds to the carried residual, a sum over the layers kept
+    float32 (the body's LayerNorm and Gemm compute float16 from it)."""
+    model = _check(scanned_layers(), [("B", 128)], "float16")
+    scan = next(n for n in model.graph.node if n.op_type == "Scan")
+    body = next(a.g for a in scan.attribute if a.name == "body")
+    assert body.input[0].type.tensor_type.elem_type == F.FLOAT and body.output[0].type.tensor_type.elem_type == F.FLOAT
+    assert [n.op_type for n in body.node].count("Cast") == 2  # the state into float16, the layer's result out
+    assert "loop-carried sum(s) kept float32" in {p.key: p.value for p in model.metadata_props}["jax2onnx.precision.detail"]
+
+
+def test_fori_loop_running_sum_stays_float32_under_float16():
+    model = _check(looped_sum(), [("B", 128)], "float16")
+    loop = next(n for n in model.graph.node if n.op_type == "Loop")
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    # carried: the loop counter, h (float16: tanh writes it) and the running sum (float32)
+    floats = [v.type.tensor_type.elem_type for v in body.input[2:]
+              if v.type.tensor_type.elem_type in (F.FLOAT, F.FLOAT16)]
+    assert floats == [F.FLOAT16, F.FLOAT]
+    assert set(body_matmul_types(model)) == {(F.FLOAT16, F.FLOAT16, F.FLOAT16)}
+    assert casts_feeding_casts(model) == []
+
+
+# -- stacked layer weights a Loop body indexes by the iteration number ---------------------------------
+
+
+def fori_stacked(select: str):
+    """lax.fori_loop over three stacked [128, 128] layer weights, iteration i reading layer i:
+    ``w[i]`` (dynamic_slice: Slice + Squeeze in the Loop body) or ``jnp.take(w, i, mode="clip")``
+    (Gather)."""
+    ws = jnp.asarray(np.asarray(jax.random.normal(jax.random.key(7), (3, 128, 128))) / np.sqrt(128))
+
+    def run(x):
+        def body(i, h):
+            w = ws[i] if select == "slice" else jnp.take(ws, i, axis=0, mode="clip")
+            return jnp.tanh(h @ w)
+
+        return jax.lax.fori_loop(0, 3, body, x)
+
+    return run
+
+
+def fori_layers():
+    """Four NNX layers, parameters stacked on axis 0, applied by fori_loop (layer i's state picked
+    by the iteration number): the kernel a Gemm with a bias reads."""
+
+    @nnx.vmap(in_axes=0, out_axes=0)
+    def stack(key):
+        return Layer(nnx.Rngs(key))
+
+    graphdef, state = nnx.split(stack(jax.random.split(jax.random.key(1), 4)))
+
+    def run(x):
+        def body(i, h):
+            return nnx.merge(graphdef, jax.tree.map(lambda a: a[i], state))(h)
+
+        return jax.lax.fori_loop(0, 4, body, x)
+
+    return run
+
+
+LOOP_INDEXED = {"slice": lambda: fori_stacked("slice"), "gather": lambda: fori_stacked("gather"), "nnx_layers": fori_layers}
+
+
+@pytest.mark.parametrize("precision", ["int8", "int4"])
+@pytest.mark.parametrize("name", list(LOOP_INDEXED))
+def test_loop_indexed_stacked_weights_are_quantized(name, precision):
+    fn = LOOP_INDEXED[name]()
+    model = _check(fn, [("B", 128)], precision)
+    reference = to_onnx(fn, [("B", 128)])
+    # no float32 stacked kernel is left: its codes are stacked per layer, picked in the body
+    assert not [t.name for t in model.graph.initializer if t.data_type == F.FLOAT and list(t.dims[1:]) == [128, 128]]
+    layers = 4 if name == "nnx_layers" else 3
+    codes = [t for t in model.graph.initializer if t.data_type in (F.INT8, F.UINT8) and t.dims[0] == layers
+             and int(np.prod(t.dims)) >= layers * 128 * 128 // 2]
+    assert len(codes) == 1
+    body = _body_nodes(model)
+    op = "DynamicQuantizeMatMul" if precision == "int8" else "MatMulNBits"
+    assert sum(n.op_type == op for n in body) == 1 and not any(n.op_type in ("MatMul", "Gemm") for n in body)
+    assert codes[0].name in {i for n in body for i in n.input}  # the body picks the layer's codes
+    ratio = weight_bytes(model) / weight_bytes(reference)
+    # the stacked kernels are the weights here (the NNX layers add float32 LayerNorm parameters and biases)
+    limit = {"int8": 0.27, "int4": 0.17} if name != "nnx_layers" else {"int8": 0.3, "int4": 0.2}
+    assert ratio <= limit[precision], f"{precision}: {ratio:.3f} of the float32 bytes"
+    detail = {p.key: p.value for p in model.metadata_props}["jax2onnx.precision.detail"]
+    assert "indexed per iteration" in detail

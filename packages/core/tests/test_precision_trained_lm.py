@@ -1,6 +1,7 @@
 """Greedy tokens of a trained tiny LM (tests/trained_lm.py) under each precision: int4's default
-(block 32 with zero points, float32 compute, int8 LM head and embeddings) keeps at least 90% of
-32 greedy tokens equal to float32 JAX's, and the quantized weights shrink."""
+(block 32 with zero points, float32 compute, the LM head and the embedding tables int4 too) keeps
+at least 90% of 32 greedy tokens equal to float32 JAX's, and so does int4 with the int8 head and
+tables of the options; the quantized weights shrink."""
 
 from __future__ import annotations
 
@@ -36,12 +37,12 @@ def test_the_tiny_lm_learned_its_language(trained):
     assert np.mean(np.asarray(reference) == np.asarray(truth)) >= 0.95
 
 
-#: the smallest int4: the embedding tables (GatherBlockQuantized) and the head int4 too
-SMALLEST_INT4 = Precision("int4", embeddings="int4", lm_head="int4")
+#: int4 with the options that keep the LM head and the embedding tables int8
+INT8_HEAD_INT4 = Precision("int4", embeddings="int8", lm_head="int8")
 
 
-@pytest.mark.parametrize("precision", ["int4", "int8", "float16", "bfloat16", SMALLEST_INT4],
-                         ids=lambda p: p if isinstance(p, str) else "int4-smallest")
+@pytest.mark.parametrize("precision", ["int4", "int8", "float16", "bfloat16", INT8_HEAD_INT4],
+                         ids=lambda p: p if isinstance(p, str) else "int4-int8-head")
 def test_greedy_tokens_agree_with_float32(trained, precision):
     model, _, reference = trained
     onnx_model = to_onnx(model, [lm.SPEC], precision=precision)
@@ -55,30 +56,51 @@ def test_greedy_tokens_agree_with_float32(trained, precision):
     assert cosine(np.asarray(model(ids)), session.run(None, {name: ids})[0]) >= MIN_COSINE[kind]
 
 
-def test_int4_default_keeps_the_head_and_embeddings_int8(trained):
+def _int8_tables(onnx_model: onnx.ModelProto) -> int:
+    """How many Gathers read an int8 initializer (an int8 embedding table)."""
+    int8 = {t.name for t in onnx_model.graph.initializer if t.data_type == onnx.TensorProto.INT8}
+    return sum(n.op_type == "Gather" and n.input[0] in int8 for n in onnx_model.graph.node)
+
+
+def test_int4_default_quantizes_the_head_and_embeddings_int4(trained):
     model, _, _ = trained
     onnx_model = to_onnx(model, [lm.SPEC], precision="int4")
     ops = [n.op_type for n in onnx_model.graph.node]
-    # q|k|v, out, fc1, fc2 of two blocks are int4; the head (it writes the logits) int8
-    assert ops.count("MatMulNBits") >= 8 and ops.count("DynamicQuantizeMatMul") == 1
+    # q|k|v, out, fc1, fc2 of two blocks and the head (it writes the logits): all int4
+    assert ops.count("MatMulNBits") >= 9 and ops.count("DynamicQuantizeMatMul") == 0
     nbits = [n for n in onnx_model.graph.node if n.op_type == "MatMulNBits"]
     assert all(len(n.input) > 3 and n.input[3] for n in nbits)  # zero points: asymmetric by default
     assert all({a.name: a.i for a in n.attribute}["accuracy_level"] == 1 for n in nbits)  # float32 compute
-    # the token embedding: gathered from int8 rows (the position table, indexed by a constant
-    # arange at this fixed length, is folded into a small constant addend)
-    int8 = {t.name for t in onnx_model.graph.initializer if t.data_type == onnx.TensorProto.INT8}
-    assert [n.input[0] in int8 for n in onnx_model.graph.node if n.op_type == "Gather"].count(True) == 1
-    head_int4 = to_onnx(model, [lm.SPEC], precision=Precision("int4", lm_head="int4"))
-    assert [n.op_type for n in head_int4.graph.node].count("DynamicQuantizeMatMul") == 0
+    # the token embedding: 4-bit rows gathered by GatherBlockQuantized (the position table, indexed
+    # by a constant arange at this fixed length, is folded into a small constant addend)
+    assert ops.count("GatherBlockQuantized") == 1 and _int8_tables(onnx_model) == 0
+    assert "int4 embeddings" in {p.key: p.value for p in onnx_model.metadata_props}["jax2onnx.precision.detail"]
 
 
-def test_int4_embeddings_shrink_the_tables(trained):
+def test_int8_options_keep_the_head_and_tables_int8(trained):
+    model, _, _ = trained
+    onnx_model = to_onnx(model, [lm.SPEC], precision=INT8_HEAD_INT4)
+    ops = [n.op_type for n in onnx_model.graph.node]
+    assert ops.count("MatMulNBits") >= 8 and ops.count("DynamicQuantizeMatMul") == 1  # the head
+    assert ops.count("GatherBlockQuantized") == 0 and _int8_tables(onnx_model) == 1
+    head_only = to_onnx(model, [lm.SPEC], precision=Precision("int4", lm_head="int8"))
+    ops = [n.op_type for n in head_only.graph.node]
+    assert ops.count("DynamicQuantizeMatMul") == 1 and ops.count("GatherBlockQuantized") == 1
+    tables_only = to_onnx(model, [lm.SPEC], precision=Precision("int4", embeddings="int8"))
+    ops = [n.op_type for n in tables_only.graph.node]
+    assert ops.count("DynamicQuantizeMatMul") == 0 and _int8_tables(tables_only) == 1
+    # int8 precision: tables int8 as ever ("auto" is the precision's own width)
+    int8 = to_onnx(model, [lm.SPEC], precision="int8")
+    assert _int8_tables(int8) == 1 and not any(n.op_type == "GatherBlockQuantized" for n in int8.graph.node)
+    floats = to_onnx(model, [lm.SPEC], precision=Precision("int4", embeddings=None))
+    assert _int8_tables(floats) == 0 and not any(n.op_type == "GatherBlockQuantized" for n in floats.graph.node)
+
+
+def test_int4_default_is_smaller_than_the_int8_head_option(trained):
     model, _, _ = trained
     default = to_onnx(model, [lm.SPEC], precision="int4")
-    smallest = to_onnx(model, [lm.SPEC], precision=SMALLEST_INT4)
-    assert sum(n.op_type == "GatherBlockQuantized" for n in smallest.graph.node) == 1
-    assert not any(n.op_type == "DynamicQuantizeMatMul" for n in smallest.graph.node)
-    assert weight_bytes(smallest) < weight_bytes(default)
+    int8_head = to_onnx(model, [lm.SPEC], precision=INT8_HEAD_INT4)
+    assert weight_bytes(default) < weight_bytes(int8_head)
 
 
 # -- the export report's greedy-token figure (verify(..., greedy=...)) -------------------------------

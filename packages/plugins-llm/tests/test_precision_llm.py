@@ -20,9 +20,10 @@ from llm_test_helpers import NEW_TOKENS, PROMPTS, check_folder, require_genai
 from test_spec import tiny_jax_decoder
 
 #: core's floors (jax2onnx.verification.precision.MIN_COSINE) hold for float16/bfloat16; int8 and
-#: int4 get this model's own (measured 0.9984 and 0.94): activations quantized per tensor over 32
-#: features, and int4 blocks as wide as the model
-MIN_COSINE = {"float16": 0.9999, "bfloat16": 0.999, "int8": 0.995, "int4": 0.9}
+#: int4 get this model's own (measured 0.9984 and 0.85): activations quantized per tensor over 32
+#: features, and int4 blocks as wide as the model, its embedding rows and LM head included (one
+#: 4-bit block per 32-wide table row: 0.91 with Precision("int4", embeddings="int8", lm_head="int8"))
+MIN_COSINE = {"float16": 0.9999, "bfloat16": 0.999, "int8": 0.995, "int4": 0.8}
 
 
 def _logits(folder, ids: np.ndarray) -> np.ndarray:

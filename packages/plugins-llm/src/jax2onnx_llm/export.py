@@ -76,8 +76,9 @@ def export_causal_lm(
         max_length: the most tokens (prompt + generated) a sequence may reach: the context length
             and, with ``cache="shared"``, the cache buffer's length.
         precision: passed to ``jax2onnx.to_onnx``: ``"float32"``, ``"float16"``, ``"bfloat16"``,
-            ``"int8"``, ``"int4"`` or a ``jax2onnx.Precision`` (say ``Precision("int4",
-            embeddings="int8")``); the graph's inputs and outputs (logits, KV cache) stay float32.
+            ``"int8"``, ``"int4"`` (the LM head and embedding tables int4 too) or a
+            ``jax2onnx.Precision`` (say ``Precision("int4", lm_head="int8", embeddings="int8")`` for
+            an int8 head and tables); the graph's inputs and outputs (logits, KV cache) stay float32.
         cache: ``"concat"`` (past and present grow each step) or ``"shared"`` (one static
             ``max_length`` buffer for past and present, ``past_present_share_buffer``).
         target: ``"onnxruntime"``: onnxruntime's fused LLM ops (``GroupQueryAttention``,

@@ -7,7 +7,7 @@ The pass plans a dtype for every float32 value of the main graph before it chang
   ``stash_type``), when onnxruntime's CPU provider has no kernel for the op in the low type (the
   kernel table of :mod:`jax2onnx.passes.kernel_coverage`), when the op's schema does not allow the
   low type, when an output's type is set by an attribute (``ConstantOfShape``, ``RandomNormal``)
-  or for a custom-domain node or a function call (their bodies keep float32). Normalizations with a
+  or for a custom-domain node. Normalizations with a
   ``stash_type`` (LayerNormalization, RMSNormalization, GroupNormalization) run in the low type with
   ``stash_type=1``: their statistics are float32 inside the op; ``Attention`` gets
   ``softmax_precision=1`` (float32 softmax);
@@ -25,12 +25,28 @@ The pass plans a dtype for every float32 value of the main graph before it chang
   is written, one tensor at a time. A float16 weight beyond float16's range (65504) is an error
   naming it (a constant closed over by the function stays float32 instead).
 
-Control-flow bodies (``If``/``Loop``/``Scan``) and function bodies (``@onnx_function``) compute in
-float32: a control-flow node reads float32 (converted outer weights, a ``Scan``'s stacked layer
-weights included, through one Cast each in the main graph), and the weights those bodies hold
-themselves (``Constant`` nodes of :data:`WEIGHT_ELEMENTS` or more) are stored in the low type and
-widened by one Cast inside the body. So the bytes shrink everywhere; onnxruntime folds those Casts
-of constants once when the session starts.
+Control-flow bodies (``If``/``Loop``/``Scan``) and function bodies (``@onnx_function``) are planned
+by the same rules, and the values that cross into and out of them take one type on both sides:
+
+- a ``Loop``/``Scan`` carried state, a scan output and an ``If`` output take the type the body
+  computes it in (the producer of the body output; an ``If`` output is low when either branch
+  computes it low); a scanned input and a state the body passes on unchanged take the type the
+  body reads it in. The node's input is cast (once, outside the loop) and its output read in that
+  type, so a body computing in float16 reads and writes float16 without a Cast per iteration;
+- a carried state the body accumulates into (``Add``/``Sub``/``Sum`` of the state and something
+  else: a running sum, a residual stream across stacked layers) stays float32, the rule that keeps
+  sum reductions in float32: each iteration adds one more rounding, over as many iterations as
+  the loop runs;
+- a function's inputs take the type its body reads them in, its outputs the type its body writes
+  them in; every call site reads and writes those (one body, so every call sees the same types);
+- a body reads outer values (weights included) directly; a Cast a body reader needs is put next to
+  the outer value's producer, so it runs once, not per iteration;
+- bfloat16 bodies compute on the float32 carrier like the main graph: their weights are stored
+  bfloat16 and widened by one Cast (in the body for a body's own ``Constant``; onnxruntime folds
+  those once when the session starts).
+
+Ops with graph attributes other than ``If``/``Loop``/``Scan`` (``SequenceMap``) compute in float32
+and their bodies are left as traced.
 """
 
 from __future__ import annotations
@@ -77,6 +93,7 @@ class LowFloatResult:
     float32_ops: dict[str, str] = dataclasses.field(default_factory=dict)  # op -> why it computes in float32
     kept_float32: list[str] = dataclasses.field(default_factory=list)  # constants out of the low type's range
     body_weights: int = 0  # Constant weights of function and control-flow bodies stored in the low type
+    float32_states: int = 0  # loop-carried states kept float32 (accumulated into)
 
     def describe(self) -> str:
         if self.compute == "float32":
@@ -85,14 +102,15 @@ class LowFloatResult:
                     f"compute kernels{' (here: ' + why + ')' if why else ''}") + self._bodies()
         text = f"{self.kind} weights and compute"
         if self.float32_ops:
-            text += "; float32 for " + ", ".join(sorted(self.float32_ops))
+            text += "; float32 for " + ", ".join(f"{op} ({why})" for op, why in sorted(self.float32_ops.items()))
         if self.kept_float32:
             text += f"; {len(self.kept_float32)} constant(s) beyond {self.kind}'s range kept float32"
+        if self.float32_states:
+            text += f"; {self.float32_states} loop-carried sum(s) kept float32"
         return text + self._bodies()
 
     def _bodies(self) -> str:
-        return (f"; {self.body_weights} weight(s) of function/control-flow bodies stored {self.kind}, "
-                "computed in float32" if self.body_weights else "")
+        return f"; {self.body_weights} weight(s) of function/control-flow bodies stored {self.kind}" if self.body_weights else ""
 
 
 @functools.cache
@@ -121,10 +139,12 @@ def _used(v: ir.Value, outputs: set[int]) -> bool:
 
 @dataclasses.dataclass
 class _Plan:
-    mode: str  # "low" | "f32" | "cast"
+    mode: str  # "low" | "f32" | "cast" | "linked" (control flow, function call: types per slot)
     inputs: frozenset[int] = frozenset()  # input slots that read the low type
     outputs: frozenset[int] = frozenset()  # output slots written in the low type
     why: str | None = None  # why a node computes in float32
+    in_types: dict[int, ir.DataType] = dataclasses.field(default_factory=dict)  # linked: float32 input slots
+    out_types: dict[int, ir.DataType] = dataclasses.field(default_factory=dict)  # linked: float32 output slots
 
 
 def _plan_node(node: ir.Node, kind: str, opset: int, missing: dict[str, frozenset[np.dtype]],
@@ -139,7 +159,7 @@ def _plan_node(node: ir.Node, kind: str, opset: int, missing: dict[str, frozense
     if node.domain not in ("", "ai.onnx"):
         return _Plan("f32", why="custom")
     if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
-        return _Plan("f32", why="control flow")  # its body computes in float32 (see the module's doc)
+        return _Plan("f32", why="control flow")  # not If/Loop/Scan: its body is left as traced
     if node.op_type in FLOAT32_OPS:
         return _Plan("f32", why="sensitive")
     if _NUMPY[kind] in missing.get(table_key(node), frozenset()):
@@ -200,213 +220,401 @@ def _cast_node(value: ir.Value, dtype: ir.DataType, name: str) -> ir.Node:
     return ir.Node("", "Cast", [value], [ir.AttrInt64("to", int(dtype))], outputs=[out], name=f"{name}_cast")
 
 
-def convert_low_float(model: ir.Model, kind: str, keep_io_types: bool = True) -> LowFloatResult:
-    """Rewrite ``model``'s float32 work into ``kind`` (``"float16"``/``"bfloat16"``) in place."""
-    low = LOW_TYPES[kind]
-    graph = model.graph
-    opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 23))
-    missing = missing_kernels(opset)
-    output_ids = {id(v) for v in graph.outputs}
-    result = LowFloatResult(kind, kind)
 
-    # A constant beyond float16's range is read by float32 work: a float16 reader would see inf.
-    out_of_range = {id(v) for v in graph.initializers.values()
-                    if _is_f32(v) and v.const_value is not None and not _fits(v.const_value, kind)}
-    plans: dict[int, _Plan] = {}
-    for node in graph:
-        plan = _plan_node(node, kind, opset, missing, output_ids)
-        if plan is None:
-            continue
-        if plan.mode == "low" and any(id(v) in out_of_range for v in node.inputs if v is not None):
-            plan = _Plan("f32", why="range")
-        plans[id(node)] = plan
-        if plan.why in ("sensitive", "kernel"):
-            result.float32_ops.setdefault(node.op_type, plan.why)
-    if kind == "bfloat16":
-        # onnxruntime's CPU provider implements bfloat16 for data movement and a few ops only (no
-        # MatMul, Gemm, Add, Mul; the kernel table lists what it measured, and ops it did not probe,
-        # such as Gemm, lack it too), and one bfloat16 island between float32 ops costs two Casts
-        # and gains nothing: the graph computes in float32 from bfloat16 weights.
-        result.compute = "float32"
-        for key, plan in plans.items():
-            if plan.mode == "low":
-                plans[key] = _Plan("f32", why="carrier")
+#: control-flow ops whose bodies are planned with the main graph (their I/O links are known)
+CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
+#: ops that accumulate: a carried state one of them writes from its own previous value stays float32
+ACCUMULATING_OPS = frozenset({"Add", "Sub", "Sum"})
 
-    def wanted(node: ir.Node, i: int, original: ir.DataType) -> ir.DataType | None:
+Owner = ir.Graph | ir.Function
+#: a reader of a value: a node and its input slot, or (None, k, owner): output k of a graph/function
+Use = tuple[ir.Node | None, int, Owner | None]
+
+
+@dataclasses.dataclass
+class _Group:
+    """Values a control-flow node links: they share one type (a carried state: the node's input,
+    the body's input and output, the node's output)."""
+
+    node_in: int | None
+    node_out: int | None
+    body_ins: list[ir.Value]
+    body_outs: list[tuple[ir.Graph, int]]
+
+
+def _is_control_flow(node: ir.Node) -> bool:
+    return node.domain in ("", "ai.onnx") and node.op_type in CONTROL_FLOW_OPS
+
+
+def _bodies(node: ir.Node) -> list[ir.Graph]:
+    return [a.value for a in node.attributes.values() if a.type == ir.AttributeType.GRAPH]
+
+
+def _groups(node: ir.Node) -> list[_Group]:
+    """The linked float32 slots of an If/Loop/Scan node."""
+    groups: list[_Group] = []
+    if node.op_type == "If":
+        branches = [node.attributes[b].value for b in ("then_branch", "else_branch") if b in node.attributes]
+        groups = [_Group(None, k, [], [(b, k) for b in branches]) for k in range(len(node.outputs))]
+    elif node.op_type == "Loop":
+        body = node.attributes["body"].value
+        n = len(node.inputs) - 2
+        groups = [_Group(2 + k, k, [body.inputs[2 + k]], [(body, 1 + k)]) for k in range(n)]
+        groups += [_Group(None, n + j, [], [(body, 1 + n + j)]) for j in range(len(body.outputs) - 1 - n)]
+    elif node.op_type == "Scan":
+        body = node.attributes["body"].value
+        n_scan = int(node.attributes["num_scan_inputs"].value)
+        n = len(node.inputs) - n_scan
+        groups = [_Group(k, k, [body.inputs[k]], [(body, k)]) for k in range(n)]
+        groups += [_Group(n + j, None, [body.inputs[n + j]], []) for j in range(n_scan)]
+        groups += [_Group(None, n + j, [], [(body, n + j)]) for j in range(len(body.outputs) - n)]
+
+    def f32(g: _Group) -> bool:
+        values = [node.inputs[g.node_in] if g.node_in is not None else None,
+                  node.outputs[g.node_out] if g.node_out is not None else None,
+                  *g.body_ins, *(b.outputs[k] for b, k in g.body_outs)]
+        return any(_is_f32(v) for v in values)
+
+    return [g for g in groups if f32(g)]
+
+
+def _inner(owner: Owner) -> ir.Graph:
+    return owner.graph if isinstance(owner, ir.Function) else owner
+
+
+class _LowFloat:
+    """One conversion: plan every graph reached from the main graph (bodies, functions), then
+    retype values and insert the Casts."""
+
+    def __init__(self, model: ir.Model, kind: str, keep_io_types: bool):
+        self.model, self.kind = model, kind
+        self.low = LOW_TYPES[kind]
+        self.opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 23))
+        self.missing = missing_kernels(self.opset)
+        self.io_type = F32 if keep_io_types else self.low
+        self.result = LowFloatResult(kind, kind)
+        self.names = FreshNames(model)
+        self.plans: dict[int, _Plan] = {}
+        self.fixed: dict[int, ir.DataType] = {}  # the type of a linked body input / function input
+        self.out_want: dict[tuple[int, int], ir.DataType] = {}  # (id(owner), k): a body's/function's output k
+        self.owners: list[Owner] = []  # every graph planned, in planning order
+        self.functions = {(f.domain, f.name, f.overload): f for f in model.functions.values()}
+        self.signatures: dict[int, tuple[dict[int, ir.DataType], dict[int, ir.DataType]] | None] = {}
+        self.output_ids: set[int] = set()
+        self.out_of_range: set[int] = set()
+
+    # -- planning -------------------------------------------------------------------------------
+
+    def plan(self) -> None:
+        for g in all_graphs(self.model):
+            self.output_ids.update(id(v) for v in g.outputs)
+            if isinstance(g, ir.Graph):
+                # A constant beyond float16's range is read by float32 work: a float16 reader would see inf.
+                self.out_of_range.update(id(v) for v in g.initializers.values()
+                                         if _is_f32(v) and v.const_value is not None and not _fits(v.const_value, self.kind))
+            for node in g:
+                if node.op_type == "Constant" and _is_f32(node.outputs[0]):
+                    attr = node.attributes.get("value")
+                    if attr is not None and attr.type == ir.AttributeType.TENSOR and not _fits(attr.value, self.kind):
+                        self.out_of_range.add(id(node.outputs[0]))
+        self._plan_owner(self.model.graph)
+        for f in self.model.functions.values():
+            self._signature(f)
+
+    def _plan_owner(self, owner: Owner) -> None:
+        self.owners.append(owner)
+        for node in owner:
+            if _is_control_flow(node):
+                self._plan_control_flow(node)
+                continue
+            callee = self.functions.get((node.domain, node.op_type, getattr(node, "overload", "")))
+            if callee is not None:
+                sig = self._signature(callee)
+                if sig is not None:
+                    ins, outs = sig
+                    self.plans[id(node)] = _Plan("linked", in_types={i: t for i, t in ins.items() if i < len(node.inputs)},
+                                                 out_types={j: t for j, t in outs.items() if j < len(node.outputs)})
+                    continue
+            plan = _plan_node(node, self.kind, self.opset, self.missing, self.output_ids)
+            if plan is None:
+                continue
+            if plan.mode == "low" and any(id(v) in self.out_of_range for v in node.inputs if v is not None):
+                plan = _Plan("f32", why="range")
+            if plan.mode == "low" and self.kind == "bfloat16":
+                # onnxruntime's CPU provider implements bfloat16 for data movement and a few ops only
+                # (no MatMul, Gemm, Add, Mul; the kernel table lists what it measured, and ops it did
+                # not probe, such as Gemm, lack it too), and one bfloat16 island between float32 ops
+                # costs two Casts and gains nothing: the graph computes in float32 from bfloat16 weights.
+                plan = _Plan("f32", why="carrier")
+            self.plans[id(node)] = plan
+            if plan.why in ("sensitive", "kernel"):
+                self.result.float32_ops.setdefault(node.op_type, plan.why)
+
+    def _signature(self, f: ir.Function) -> tuple[dict[int, ir.DataType], dict[int, ir.DataType]] | None:
+        """A function's float32 input and output types (its body planned first); None while it is
+        being planned (a recursive call, which ONNX does not allow anyway)."""
+        key = id(f)
+        if key in self.signatures:
+            return self.signatures[key]
+        self.signatures[key] = None
+        self._plan_owner(f)
+        ins = {i: (self.low if self._read_low(v) else F32) for i, v in enumerate(f.inputs) if _is_f32(v)}
+        for i, t in ins.items():
+            self.fixed[id(f.inputs[i])] = t
+        outs: dict[int, ir.DataType] = {}
+        for j, v in enumerate(f.outputs):
+            if _is_f32(v):
+                outs[j] = self._produced(v, f) or F32
+                self.out_want[(id(f), j)] = outs[j]
+        self.signatures[key] = (ins, outs)
+        return ins, outs
+
+    def _plan_control_flow(self, node: ir.Node) -> None:
+        for body in _bodies(node):
+            self._plan_owner(body)
+        plan = _Plan("linked")
+        for g in _groups(node):
+            if g.body_ins and g.body_outs:
+                self._keep_accumulator_float32(g)
+            t = self._group_type(g)
+            if g.node_in is not None and _is_f32(node.inputs[g.node_in]):
+                plan.in_types[g.node_in] = t
+            if g.node_out is not None:
+                plan.out_types[g.node_out] = t
+            for v in g.body_ins:
+                self.fixed[id(v)] = t
+            for b, k in g.body_outs:
+                self.out_want[(id(b), k)] = t
+        self.plans[id(node)] = plan
+
+    def _keep_accumulator_float32(self, g: _Group) -> None:
+        """A carried state the body adds to (its output an Add/Sub/Sum reading its input) stays
+        float32: the sum runs over every iteration, as a ReduceSum does over its axis."""
+        body, k = g.body_outs[0]
+        producer = body.outputs[k].producer()
+        plan = self.plans.get(id(producer)) if producer is not None else None
+        if (plan is not None and plan.mode == "low" and producer.op_type in ACCUMULATING_OPS
+                and any(v is g.body_ins[0] for v in producer.inputs)):
+            self.plans[id(producer)] = _Plan("f32", why="accumulation")
+            self.result.float32_states += 1
+
+    def _group_type(self, g: _Group) -> ir.DataType:
+        produced = [self._produced(b.outputs[k], b) for b, k in g.body_outs]
+        if self.low in produced:
+            return self.low
+        if F32 in produced:
+            return F32
+        # passed on unchanged, or only read (a scanned input): the type the body reads it in
+        return self.low if any(self._read_low(v) for v in g.body_ins) else F32
+
+    def _produced(self, v: ir.Value, owner: Owner) -> ir.DataType | None:
+        """The type ``owner``'s node writes ``v`` in (None: no preference: an input or constant of
+        the graph, a Cast, an outer value)."""
+        if not _is_f32(v):
+            return None
+        if id(v) in self.fixed:
+            return self.fixed[id(v)]
+        node = v.producer()
+        if node is None or node.graph is not _inner(owner) or node.op_type == "Constant":
+            return None
+        plan = self.plans.get(id(node))
+        if plan is None or plan.mode == "cast":
+            return None
+        j = list(node.outputs).index(v)
+        if plan.mode == "linked":
+            return plan.out_types.get(j, F32)
+        return self.low if plan.mode == "low" and j in plan.outputs else F32
+
+    def _read_low(self, v: ir.Value) -> bool:
+        return any(self._wanted(user, i) == self.low for user, i in v.uses())
+
+    def _wanted(self, node: ir.Node, i: int) -> ir.DataType | None:
         """The type ``node`` reads at input ``i`` (None: any, a Cast)."""
-        plan = plans.get(id(node)) if node.graph is graph else None
+        plan = self.plans.get(id(node))
         if plan is None:
-            return original
+            return F32
         if plan.mode == "cast":
             return None
-        return low if plan.mode == "low" and i in plan.inputs else original
+        if plan.mode == "linked":
+            return plan.in_types.get(i, F32)
+        return self.low if plan.mode == "low" and i in plan.inputs else F32
 
-    io_type = F32 if keep_io_types else low
-    name = FreshNames(model)
+    # -- rewriting ------------------------------------------------------------------------------
 
-    # 1. What each float32 value's readers want, read before anything changes.
-    def readers(v: ir.Value) -> dict[ir.DataType, list[tuple[ir.Node | None, int]]]:
-        by: dict[ir.DataType, list[tuple[ir.Node | None, int]]] = {}
+    def readers(self, v: ir.Value) -> dict[ir.DataType, list[Use]]:
+        """What each reader of the float32 value ``v`` wants, read before anything changes."""
+        by: dict[ir.DataType, list[Use]] = {}
         for user, i in v.uses():
-            w = wanted(user, i, F32)
+            w = self._wanted(user, i)
             if w is not None:
-                by.setdefault(w, []).append((user, i))
-        for k, o in enumerate(graph.outputs):
-            if o is v:
-                by.setdefault(io_type, []).append((None, k))
+                by.setdefault(w, []).append((user, i, None))
+        if id(v) in self.output_ids:
+            for owner in self.owners:
+                for k, o in enumerate(owner.outputs):
+                    if o is v:
+                        want = self.io_type if owner is self.model.graph else self.out_want.get((id(owner), k), F32)
+                        by.setdefault(want, []).append((None, k, owner))
         return by
 
-    # 2. New types of node outputs.
-    produced: dict[int, ir.DataType] = {}
-    for node in graph:
-        plan = plans.get(id(node))
-        if plan is not None and plan.mode == "low":
-            for j in plan.outputs:
-                produced[id(node.outputs[j])] = low
+    def run(self) -> LowFloatResult:
+        self.plan()
+        if self.kind == "bfloat16":
+            self.result.compute = "float32"
+        self.pending: list[tuple[ir.Value, ir.DataType, list[Use], ir.Node | None, Owner]] = []
+        for owner in self.owners:
+            self._rewrite(owner)
+        for value, dtype, uses, producer, owner in self.pending:
+            self._insert_cast(value, dtype, uses, producer, owner)
+        return self.result
 
-    pending: list[tuple[ir.Value, ir.DataType, list[tuple[ir.Node | None, int]], ir.Node | None]] = []
+    def _retype(self, v: ir.Value, new: ir.DataType, producer: ir.Node | None, owner: Owner) -> None:
+        by = self.readers(v)
+        v.type = ir.TensorType(new)
+        for dtype, uses in by.items():
+            if dtype != new:
+                self.pending.append((v, dtype, uses, producer, owner))
 
-    # Sources: graph inputs, initializers, Constant nodes.
-    for v in list(graph.inputs):
-        if _is_f32(v):
-            by = readers(v)
-            v.type = ir.TensorType(io_type)
-            for dtype, uses in by.items():
-                if dtype != io_type:
-                    pending.append((v, dtype, uses, None))
-    for init_name, v in list(graph.initializers.items()):
-        if not _is_f32(v) or v.const_value is None:
-            continue
-        by = readers(v)
-        if not by:
-            continue
-        tensor = v.const_value
-        big = int(np.prod([int(d) for d in tensor.shape])) >= WEIGHT_ELEMENTS
-        if not _fits(tensor, kind):
-            result.kept_float32.append(init_name)
-            for dtype, uses in by.items():
-                if dtype != F32:
-                    pending.append((v, dtype, uses, None))
-            continue
-        if big or set(by) == {low}:
-            v.const_value = _convert_tensor(tensor, kind, init_name)
-            v.type = ir.TensorType(low)
-            for dtype, uses in by.items():
-                if dtype != low:
-                    pending.append((v, dtype, uses, None))
-        elif low in by:  # a small constant read both ways: a low copy beside the float32 one
-            copy_name = name(f"{init_name}_{kind}")
-            copy = ir.Value(name=copy_name, type=ir.TensorType(low), shape=v.shape,
-                            const_value=_convert_tensor(tensor, kind, copy_name))
-            graph.register_initializer(copy)
-            for user, i in by[low]:
-                user.replace_input_with(i, copy)
+    def _rewrite(self, owner: Owner) -> None:
+        kind, low = self.kind, self.low
+        main = owner is self.model.graph
+        for v in list(owner.inputs):
+            if _is_f32(v):
+                self._retype(v, self.io_type if main else self.fixed.get(id(v), F32), None, owner)
+        if isinstance(owner, ir.Graph):
+            for init_name, v in list(owner.initializers.items()):
+                if not _is_f32(v) or v.const_value is None:
+                    continue
+                by = self.readers(v)
+                if not by:
+                    continue
+                tensor = v.const_value
+                if not _fits(tensor, kind):
+                    self.result.kept_float32.append(init_name)
+                    for dtype, uses in by.items():
+                        if dtype != F32:
+                            self.pending.append((v, dtype, uses, None, owner))
+                    continue
+                if _elements(tensor) >= WEIGHT_ELEMENTS or set(by) == {low}:
+                    v.const_value = _convert_tensor(tensor, kind, init_name)
+                    self._retype(v, low, None, owner)
+                elif low in by:  # a small constant read both ways: a low copy beside the float32 one
+                    copy_name = self.names(f"{init_name}_{kind}")
+                    copy = ir.Value(name=copy_name, type=ir.TensorType(low), shape=v.shape,
+                                    const_value=_convert_tensor(tensor, kind, copy_name))
+                    owner.register_initializer(copy)
+                    for user, i, _ in by[low]:
+                        if user is not None:
+                            user.replace_input_with(i, copy)
 
-    for node in list(graph):
-        plan = plans.get(id(node))
-        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and _is_f32(node.outputs[0]):
-            v = node.outputs[0]
-            by = readers(v)
-            attr = node.attributes.get("value")
-            if attr is None or not by:
+        for node in list(owner):
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and _is_f32(node.outputs[0]):
+                self._rewrite_constant(node, owner)
                 continue
-            tensor = attr.value
-            big = int(np.prod([int(d) for d in tensor.shape])) >= WEIGHT_ELEMENTS
-            if not _fits(tensor, kind) or not (big or set(by) == {low}):
-                if low in by:
-                    copy = ir.Value(name=name(f"{v.name}_{kind}"), type=ir.TensorType(low), shape=v.shape)
-                    const = ir.Node("", "Constant", [], [ir.AttrTensor("value", _convert_tensor(tensor, kind, copy.name))],
-                                    outputs=[copy], name=f"{copy.name}_node")
-                    graph.insert_after(node, const)
-                    for user, i in by[low]:
+            plan = self.plans.get(id(node))
+            if plan is None:
+                continue
+            if plan.mode == "cast":
+                self._rewrite_cast(node, owner)
+                continue
+            if plan.mode == "low":
+                if node.op_type in STASH_TYPE_OPS:
+                    node.attributes["stash_type"] = ir.AttrInt64("stash_type", 1)
+                if node.op_type == "Attention":
+                    node.attributes["softmax_precision"] = ir.AttrInt64("softmax_precision", int(F32))
+            for j, out in enumerate(node.outputs):
+                # a control-flow node's outputs match its body's, read or not
+                if not _is_f32(out) or (plan.mode != "linked" and not _used(out, self.output_ids)):
+                    continue
+                if plan.mode == "linked":
+                    new = plan.out_types.get(j, F32)
+                else:
+                    new = low if plan.mode == "low" and j in plan.outputs else F32
+                self._retype(out, new, node, owner)
+
+    def _rewrite_constant(self, node: ir.Node, owner: Owner) -> None:
+        kind, low = self.kind, self.low
+        v = node.outputs[0]
+        by = self.readers(v)
+        attr = node.attributes.get("value")
+        if attr is None or attr.type != ir.AttributeType.TENSOR or not by:
+            return
+        tensor = attr.value
+        big = _elements(tensor) >= WEIGHT_ELEMENTS
+        if not _fits(tensor, kind) or not (big or set(by) == {low}):
+            if low in by and _fits(tensor, kind):  # a small constant read both ways: a low copy beside it
+                copy = ir.Value(name=self.names(f"{v.name}_{kind}"), type=ir.TensorType(low), shape=v.shape)
+                const = ir.Node("", "Constant", [], [ir.AttrTensor("value", _convert_tensor(tensor, kind, copy.name))],
+                                outputs=[copy], name=f"{copy.name}_node")
+                owner.insert_after(node, const)
+                for user, i, _ in by[low]:
+                    if user is not None:
                         user.replace_input_with(i, copy)
-                continue
-            node.attributes["value"] = ir.AttrTensor("value", _convert_tensor(tensor, kind, v.name))
-            v.type = ir.TensorType(low)
-            for dtype, uses in by.items():
-                if dtype != low:
-                    pending.append((v, dtype, uses, node))
-            continue
-        if plan is None:
-            continue
-        if plan.mode == "cast":
-            out = node.outputs[0]
-            by = readers(out)
-            if set(by) == {low}:
-                node.attributes["to"] = ir.AttrInt64("to", int(low))
-                out.type = ir.TensorType(low)
-            elif low in by:  # readers of both types: a second Cast of the same input, never Cast -> Cast
-                twin = _cast_node(node.inputs[0], low, name(f"{out.name}_{kind}"))
-                graph.insert_after(node, twin)
-                for user, i in by[low]:
-                    if user is None:
-                        continue
+            return
+        node.attributes["value"] = ir.AttrTensor("value", _convert_tensor(tensor, kind, v.name))
+        if owner is not self.model.graph and big:
+            self.result.body_weights += 1
+        self._retype(v, low, node, owner)
+
+    def _rewrite_cast(self, node: ir.Node, owner: Owner) -> None:
+        """A Cast to float32 takes whatever type its readers want: a second Cast of the same input
+        when readers differ, never a Cast in front of or behind it."""
+        low = self.low
+        out = node.outputs[0]
+        by = self.readers(out)
+        if set(by) == {low}:
+            node.attributes["to"] = ir.AttrInt64("to", int(low))
+            out.type = ir.TensorType(low)
+        elif low in by:
+            twin = _cast_node(node.inputs[0], low, self.names(f"{out.name}_{self.kind}"))
+            owner.insert_after(node, twin)
+            for user, i, graph in by[low]:
+                if user is not None:
                     user.replace_input_with(i, twin.outputs[0])
-            continue
-        if plan.mode == "low":
-            if node.op_type in STASH_TYPE_OPS:
-                node.attributes["stash_type"] = ir.AttrInt64("stash_type", 1)
-            if node.op_type == "Attention":
-                node.attributes["softmax_precision"] = ir.AttrInt64("softmax_precision", int(F32))
-        for out in node.outputs:
-            if not _is_f32(out) or not _used(out, output_ids):
-                continue
-            by = readers(out)
-            new = produced.get(id(out), F32)
-            out.type = ir.TensorType(new)
-            for dtype, uses in by.items():
-                if dtype != new:
-                    pending.append((out, dtype, uses, node))
+                else:
+                    self._set_output(graph, i, out, twin.outputs[0])
 
-    result.body_weights = _convert_body_constants(model, kind, name)
+    def _set_output(self, owner: Owner, k: int, old: ir.Value, new: ir.Value) -> None:
+        """Output ``k`` of ``owner`` becomes ``new`` under ``old``'s name (the value it replaces is
+        renamed): the main graph's output names are the model's interface."""
+        name = old.name
+        old.name = self.names(f"{name}_{self.kind}")
+        new.name = name
+        owner.outputs[k] = new
 
-    # 3. One Cast per (value, type), right after its producer (sources: at the top of the graph).
-    for value, dtype, uses, producer in pending:
-        graph_uses = [(u, i) for u, i in uses if u is not None]
-        out_slots = [i for u, i in uses if u is None]
-        cast = _cast_node(value, dtype, name(f"{value.name}_{ir.DataType(dtype).name.lower()}"))
-        if producer is not None:
-            graph.insert_after(producer, cast)
-        elif len(graph):
-            graph.insert_before(next(iter(graph)), cast)
-        else:
-            graph.append(cast)
-        for user, i in graph_uses:
-            user.replace_input_with(i, cast.outputs[0])
-        for k in out_slots:  # a graph output keeps its name; the value before the Cast is renamed
-            out_name = value.name
-            value.name = name(f"{out_name}_{kind}")
-            cast.outputs[0].name = out_name
-            graph.outputs[k] = cast.outputs[0]
-    return result
+    def _insert_cast(self, value: ir.Value, dtype: ir.DataType, uses: list[Use], producer: ir.Node | None,
+                     owner: Owner) -> None:
+        """One Cast per (value, type) right after its producer (a source: at the top of its graph),
+        for its node readers, nested bodies' included, and the outputs of its own graph; a body
+        output reading an outer value gets its own Cast in that body."""
+        node_uses = [(u, i) for u, i, _ in uses if u is not None]
+        own = [k for u, k, g in uses if u is None and g is owner]
+        foreign = [(g, k) for u, k, g in uses if u is None and g is not owner]
+        if node_uses or own:
+            cast = _cast_node(value, dtype, self.names(f"{value.name}_{ir.DataType(dtype).name.lower()}"))
+            if producer is not None:
+                owner.insert_after(producer, cast)
+            elif len(owner):
+                owner.insert_before(next(iter(owner)), cast)
+            else:
+                owner.append(cast)
+            for user, i in node_uses:
+                user.replace_input_with(i, cast.outputs[0])
+            for k in own:
+                self._set_output(owner, k, value, cast.outputs[0])
+        for g, k in foreign:
+            cast = _cast_node(value, dtype, self.names(f"{value.name}_{ir.DataType(dtype).name.lower()}"))
+            g.append(cast)
+            g.outputs[k] = cast.outputs[0]
 
 
-def _convert_body_constants(model: ir.Model, kind: str, name: FreshNames) -> int:
-    """The weights function and control-flow bodies hold (``Constant`` nodes of
-    :data:`WEIGHT_ELEMENTS` float32 elements or more, within the low type's range): stored in the
-    low type, widened by one Cast in the body. Returns how many."""
-    low = LOW_TYPES[kind]
-    done = 0
-    for g in all_graphs(model):
-        if g is model.graph:
-            continue
-        for node in list(g):
-            if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or not _is_f32(node.outputs[0]):
-                continue
-            attr = node.attributes.get("value")
-            if attr is None or attr.type != ir.AttributeType.TENSOR:
-                continue
-            tensor = attr.value
-            if int(np.prod([int(d) for d in tensor.shape])) < WEIGHT_ELEMENTS or not _fits(tensor, kind):
-                continue
-            old = node.outputs[0]
-            stored = ir.Value(name=name(f"{old.name}_{kind}"), type=ir.TensorType(low), shape=old.shape)
-            const = ir.Node("", "Constant", [], [ir.AttrTensor("value", _convert_tensor(tensor, kind, stored.name))],
-                            outputs=[stored], name=f"{stored.name}_node")
-            cast = _cast_node(stored, F32, name(f"{old.name}_float32"))
-            ir.convenience.replace_nodes_and_values(g, node, [node], [const, cast], [old], [cast.outputs[0]])
-            done += 1
-    return done
+def _elements(tensor: ir.TensorProtocol) -> int:
+    return int(np.prod([int(d) for d in tensor.shape]))
+
+
+def convert_low_float(model: ir.Model, kind: str, keep_io_types: bool = True) -> LowFloatResult:
+    """Rewrite ``model``'s float32 work into ``kind`` (``"float16"``/``"bfloat16"``) in place: the
+    main graph, the bodies of its If/Loop/Scan nodes and its functions."""
+    return _LowFloat(model, kind, keep_io_types).run()
 
 
 __all__ = ["FLOAT32_OPS", "LOW_TYPES", "LowFloatResult", "STASH_TYPE_OPS", "convert_low_float"]

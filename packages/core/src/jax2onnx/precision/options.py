@@ -39,13 +39,17 @@ class Precision:
             is named by its initializer: the :class:`~jax2onnx.Weights` leaf path for streamed
             exports (``"lm_head.kernel"``), ``"const_<shape>"`` for weights closed over by the function.
         int8: name patterns of weights quantized to int8 instead of int4.
-        embeddings: ``"int8"`` (default): embedding tables (``Gather`` of a 2-D float32 weight)
-            stored as int8 with a scale per row (int8/int4); ``"int4"``: 4-bit blocks of ``block_size``
-            along each row with a scale and zero point each (``com.microsoft.GatherBlockQuantized``;
-            a table whose width is not a multiple of the block stays int8); ``None``: float32.
-        lm_head: ``"int8"`` (default, int4): the LM head (a weight matmul writing a graph output
-            of a model with an embedding table) int8, since every generated token is its argmax;
-            ``"int4"``: like the other matmuls.
+        embeddings: embedding tables (``Gather`` of a 2-D float32 weight), int8/int4 only.
+            ``"auto"`` (default): the precision's own width, int4 tables under ``"int4"`` and int8
+            under ``"int8"``; ``"int4"``: 4-bit blocks of ``block_size`` along each row with a
+            scale and zero point each (``com.microsoft.GatherBlockQuantized``; a table whose width
+            is not a multiple of the block is stored int8 instead); ``"int8"``: int8 with a scale
+            per row (the option for an int4 model whose tables should stay closer to float32);
+            ``None``: float32.
+        lm_head: under int4, the LM head (a weight matmul writing a graph output of a model with an
+            embedding table): ``"int4"`` (default) like the other matmuls; ``"int8"``: int8, which
+            keeps its logits' order closer to float32 where int4 blocks of a wide head would flip
+            near ties (every generated token is its argmax). int8 quantizes it int8 either way.
         conv: ``"int8"`` (default, int8/int4): convolution kernels (and large constants added to
             activations, such as position embeddings) stored as int8 with one scale per output
             channel, widened by a ``DequantizeLinear``; ``None``: left in float32.
@@ -64,11 +68,20 @@ class Precision:
     symmetric: bool = False
     exclude: Sequence[str] = ()
     int8: Sequence[str] = ()
-    embeddings: str | None = "int8"
-    lm_head: str = "int8"
+    embeddings: str | None = "auto"
+    lm_head: str = "int4"
     conv: str | None = "int8"
     int8_kernel: str = "DynamicQuantizeMatMul"
     accuracy_level: int | None = 1
+
+    def embedding_kind(self) -> str | None:
+        """How embedding tables are stored: ``"int8"``, ``"int4"`` or None (float32); ``"auto"``
+        resolved by the precision (int4 tables under int4, int8 under int8, None otherwise)."""
+        if self.kind not in QUANT_KINDS:
+            return None
+        if self.embeddings == "auto":
+            return self.kind
+        return self.embeddings
 
     def describe(self) -> str:
         """One line for the report and the model's metadata."""
@@ -86,8 +99,8 @@ class Precision:
                 parts.append("int8 for " + ", ".join(self.int8))
             if self.kind == "int4" and self.lm_head == "int8":
                 parts.append("int8 LM head")
-            if self.embeddings:
-                parts.append(f"{self.embeddings} embeddings")
+            if self.embedding_kind():
+                parts.append(f"{self.embedding_kind()} embeddings")
             if self.conv:
                 parts.append(f"{self.conv} convolutions and added constants")
             return "; ".join(parts)
@@ -121,11 +134,11 @@ def parse_precision(precision: Any, *, enable_double_precision: bool = False) ->
         patterns = getattr(p, field)
         if isinstance(patterns, str) or not all(isinstance(s, str) for s in patterns):
             raise PrecisionError(f"{field} takes a list of name patterns, got {patterns!r} (write [{patterns!r}] for one)")
-    if p.embeddings not in (None, "int8", "int4"):
-        raise PrecisionError(f"embeddings={p.embeddings!r}: use 'int8' (int8 table, one scale per row), 'int4' (4-bit "
-                             "blocks of block_size along each row) or None (float32)")
+    if p.embeddings not in ("auto", None, "int8", "int4"):
+        raise PrecisionError(f"embeddings={p.embeddings!r}: use 'auto' (the precision's own: int4 or int8), 'int8' (int8 "
+                             "table, one scale per row), 'int4' (4-bit blocks of block_size along each row) or None (float32)")
     if p.lm_head not in ("int8", "int4"):
-        raise PrecisionError(f"lm_head={p.lm_head!r}: use 'int8' (the LM head int8 under int4) or 'int4'")
+        raise PrecisionError(f"lm_head={p.lm_head!r}: use 'int4' (the default under int4) or 'int8' (the LM head int8)")
     if p.conv not in (None, "int8"):
         raise PrecisionError(f"conv={p.conv!r}: use 'int8' (int8 kernels, one scale per output channel) or None (float32)")
     if p.int8_kernel not in INT8_KERNELS:

@@ -11,11 +11,16 @@ of ``N`` becomes the quantized op's bias, any other ``C`` an ``Add`` after it).
   ``block_size`` along K, symmetric or with zero points. The block quantizer is onnxruntime's
   (``onnxruntime.quantization``'s ``DefaultWeightOnlyQuantizer.qbits_block_quant``, called on one
   tensor: an optional dependency of this precision only).
-- embedding tables (``Gather`` on axis 0 of a 2-D float32 initializer), with ``embeddings="int8"``
-  (default): int8 rows and one scale per row, gathered together.
-- under int4, the LM head (a weight matmul writing a graph output, in a model with an embedding
-  table) is int8 (``lm_head="int8"``, default): each generated token is its argmax, and int8 keeps
-  its logits' order where int4 blocks of a wide head would flip near ties.
+- embedding tables (``Gather`` on axis 0 of a 2-D float32 initializer), with ``embeddings="auto"``
+  (default) in the precision's own width: under int4 ``com.microsoft.GatherBlockQuantized`` over
+  4-bit rows (blocks of ``block_size`` along each row; a table whose width is not a multiple of the
+  block is stored int8), under int8 int8 rows with one scale per row, gathered together.
+  ``embeddings="int8"`` keeps int8 tables under int4.
+- the LM head (a weight matmul writing a graph output, in a model with an embedding table) is
+  quantized like the other matmuls (``lm_head="int4"``, default); ``lm_head="int8"`` keeps it int8
+  under int4: each generated token is its argmax, and int8 keeps its logits' order closer to
+  float32 where int4 blocks of a wide head can flip near ties (a trained LM keeps its greedy tokens
+  either way: packages/core/tests/test_precision_trained_lm.py).
 - with ``conv="int8"`` (default): convolution kernels int8 with one scale per output channel, and
   large constants added to activations (a ViT's position embedding) int8 with one scale per
   last-axis entry, each widened by one ``DequantizeLinear`` (weight-only: the Conv/Add computes
@@ -25,7 +30,10 @@ Where the weights are: the main graph's initializers (lazy ones stay lazy), ``Co
 function bodies (``@onnx_function``) and control-flow bodies (quantized in place, as Constants of
 that body), outer initializers a body reads, and weights a ``Scan`` slices per iteration (a
 ``lax.scan`` / ``nnx.scan`` over stacked layers: the stacked ``[L, K, N]`` weight becomes stacked
-codes and scales, scanned the same way, and the body's matmul reads the slices).
+codes and scales, scanned the same way, and the body's matmul reads the slices), and stacked weights a
+``Loop`` body picks one layer of by the iteration number (``w[i]`` in a ``lax.fori_loop``: a
+``Slice`` + ``Squeeze`` or a ``Gather`` on axis 0; the stacked codes and scales are picked the
+same way in the body, with the same index).
 
 The int8 scales are a few lines of numpy: onnxruntime's public helper quantizes per tensor, and its
 per-channel path lives inside its whole-model quantizer, which would hold the model in memory.
@@ -48,6 +56,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ..errors import RUNTIME_INSTALL_HINT
+from ..ir.constants import constant_ints
 from ..ir.graphs import FreshNames, all_graphs
 from .options import Precision, PrecisionError
 
@@ -66,6 +75,7 @@ class QuantizeResult:
     convs: list[str] = dataclasses.field(default_factory=list)
     addends: list[str] = dataclasses.field(default_factory=list)
     scanned: list[str] = dataclasses.field(default_factory=list)  # stacked weights a Scan slices
+    selected: list[str] = dataclasses.field(default_factory=list)  # stacked weights a body indexes (Loop)
 
     def describe(self) -> str:
         parts = []
@@ -75,6 +85,8 @@ class QuantizeResult:
             parts.append(f"{len(self.int8)} matmul weight(s) int8")
         if self.scanned:
             parts.append(f"{len(self.scanned)} scanned stacked weight(s): {', '.join(self.scanned)}")
+        if self.selected:
+            parts.append(f"{len(self.selected)} stacked weight(s) indexed per iteration: {', '.join(self.selected)}")
         if self.embeddings:
             parts.append(f"{len(self.embeddings)} embedding table(s) int8")
         if self.embeddings4:
@@ -375,13 +387,16 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
     convs: list[_Site] = []
     addends: list[tuple[_Site, int]] = []
     scans: list[_Site] = []
+    selected: list[tuple[_Site, _WeightMatmul, list[ir.Node]]] = []
     for g in graphs:
         for node in g:
             site = _Site(node, g, main, names)
             m = _find(node, main)
             if m is not None:
                 sites.append((site, m))
-            elif p.embeddings is not None and _is_embedding(node, main):
+            elif (chosen := _selected_weight(node, main)) is not None:
+                selected.append((site, *chosen))
+            elif p.embedding_kind() is not None and _is_embedding(node, main):
                 embeddings.append(site)
             elif p.conv == "int8" and _is_conv(node, main):
                 convs.append(site)
@@ -416,13 +431,19 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
         for label in _quantize_scanned_weights(site, p, counter):
             result.scanned.append(label)
             _use_domain(site.owner)
+    for site, m, chain in selected:
+        if any(_matches(n, p.exclude) for n in m.weight.sources):
+            result.excluded.append(m.weight.name)
+            continue
+        counter[0] += 1
+        result.selected.append(_quantize_selected_weight(site, m, chain, p, counter[0]))
     for site in embeddings:
         table = _weight(site.node.inputs[0], main)
         if any(_matches(n, p.exclude) for n in table.sources):
             result.excluded.append(table.name)
             continue
         counter[0] += 1
-        if p.embeddings == "int4" and table.shape[1] % p.block_size == 0:
+        if p.embedding_kind() == "int4" and table.shape[1] % p.block_size == 0:
             _embedding_int4(site, table, p, counter[0])
             result.embeddings4.append(table.name)
         else:
@@ -442,7 +463,8 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
             continue
         _dequantized_input(site, k, const, axis=len(const.shape) - 1)
         result.addends.append(const.name)
-    if not (result.int4 or result.int8 or result.embeddings or result.embeddings4 or result.convs or result.scanned):
+    if not (result.int4 or result.int8 or result.embeddings or result.embeddings4 or result.convs or result.scanned
+            or result.selected):
         if result.excluded:
             raise PrecisionError(f"precision={p.kind!r}: exclude={list(p.exclude)!r} excludes every weight matmul of this "
                                  "model, so nothing would be quantized; narrow the patterns")
@@ -456,7 +478,7 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
                "export it with precision='float16' or 'bfloat16' to make it smaller")
         raise PrecisionError(f"precision={p.kind!r} quantizes weight matmuls and convolutions (MatMul/Gemm/Conv with a "
                              f"constant float32 weight), and this model has none; {why}")
-    if result.int4 or result.int8 or result.embeddings or result.embeddings4 or result.scanned:
+    if result.int4 or result.int8 or result.embeddings or result.embeddings4 or result.scanned or result.selected:
         model.opset_imports.setdefault(MS_DOMAIN, 1)
     return result
 
@@ -581,7 +603,7 @@ def _embedding_int8(site: _Site, table: _Weight, k: int) -> None:
 
 
 def _embedding_int4(site: _Site, table: _Weight, p: Precision, k: int) -> None:
-    """``embeddings="int4"``: ``com.microsoft.GatherBlockQuantized`` over 4-bit rows, blocks of
+    """int4 tables: ``com.microsoft.GatherBlockQuantized`` over 4-bit rows, blocks of
     ``block_size`` along each row with a scale and a zero point each (the MatMulNBits layout of the
     transposed table: ``[V, D/2]`` bytes, ``[V, D/block]`` scales)."""
     node = site.node
@@ -689,22 +711,8 @@ def _quantize_scanned_weights(site: _Site, p: Precision, counter: list[int]) -> 
         if m is None:
             continue
         L = stacked.shape[0]
-        K, N = _kn(m)
         counter[0] += 1
-        bits = 8 if p.kind == "int8" or any(_matches(n, p.int8) for n in stacked.sources) else 4
-        if bits == 4:
-            specs = _int4_specs(K, N, p)
-            one = functools.partial(int4_blocks, block_size=p.block_size, symmetric=p.symmetric)
-        else:
-            specs = [("q8", ir.DataType.INT8, (K, N)), ("scales", F32, (N,))]
-            one = int8_per_column
-
-        def per_layer(w: np.ndarray, one: Callable = one, n: int = len(specs), t: bool = m.transposed) -> tuple[np.ndarray, ...]:
-            layers = [one(np.ascontiguousarray(w[layer].T if t else w[layer]))[:n] for layer in range(w.shape[0])]
-            return tuple(np.stack([parts[q] for parts in layers]) for q in range(n))
-
-        stacked_specs = [(suffix, dtype, (L, *shape)) for suffix, dtype, shape in specs]
-        parts = _part_values(site, stacked, per_layer, stacked_specs)
+        bits, specs, parts = _stacked_parts(site, stacked, m, p)
         slices = []
         for q, (suffix, dtype, shape) in enumerate(specs):
             if q == 0:  # the codes take the float32 weight's slot; its slice is retyped
@@ -720,14 +728,7 @@ def _quantize_scanned_weights(site: _Site, p: Precision, counter: list[int]) -> 
             directions.append(directions[j])
             slices.append(new)
         n_scan += len(specs) - 1
-        body_site = _Site(user, body, site.main, site.names)
-        if bits == 4:
-            node = _matmul_nbits(m.a, slices, m.bias, K, N, p, site.names(f"matmul_q4_{counter[0]}"))
-            nodes = [node]
-        else:
-            nodes = _dynamic_int8(body_site, m.a, slices[0], slices[1], m.bias, p, counter[0])
-        _replace(body_site, m, nodes, nodes[-1].outputs[0])
-        _use_domain(body)
+        _layer_matmul(_Site(user, body, site.main, site.names), m, slices, bits, p, counter[0])
         done.append(f"{stacked.name} (int{bits}, {L} layers)")
     if done:  # a new Scan node (onnx_ir before 0.1.13 cannot add inputs to a node), same body
         attrs = {**scan.attributes, "num_scan_inputs": ir.AttrInt64("num_scan_inputs", n_scan),
@@ -741,6 +742,38 @@ def _quantize_scanned_weights(site: _Site, p: Precision, counter: list[int]) -> 
     return done
 
 
+def _stacked_parts(site: _Site, stacked: _Weight, m: _WeightMatmul, p: Precision
+                   ) -> tuple[int, list[tuple[str, ir.DataType, tuple[int, ...]]], list[ir.Value]]:
+    """The quantized parts of a stacked ``[L, K, N]`` weight, each layer quantized on its own and
+    the parts stacked on axis 0: (bits, one layer's part specs, the stacked part values)."""
+    K, N = _kn(m)
+    bits = 8 if p.kind == "int8" or any(_matches(n, p.int8) for n in stacked.sources) else 4
+    if bits == 4:
+        specs = _int4_specs(K, N, p)
+        one = functools.partial(int4_blocks, block_size=p.block_size, symmetric=p.symmetric)
+    else:
+        specs = [("q8", ir.DataType.INT8, (K, N)), ("scales", F32, (N,))]
+        one = int8_per_column
+
+    def per_layer(w: np.ndarray, n: int = len(specs), t: bool = m.transposed) -> tuple[np.ndarray, ...]:
+        layers = [one(np.ascontiguousarray(w[layer].T if t else w[layer]))[:n] for layer in range(w.shape[0])]
+        return tuple(np.stack([parts[q] for parts in layers]) for q in range(n))
+
+    stacked_specs = [(suffix, dtype, (stacked.shape[0], *shape)) for suffix, dtype, shape in specs]
+    return bits, specs, _part_values(site, stacked, per_layer, stacked_specs)
+
+
+def _layer_matmul(body_site: _Site, m: _WeightMatmul, slices: list[ir.Value], bits: int, p: Precision, k: int) -> None:
+    """``m`` (in a body) replaced by the quantized matmul of one layer's parts ``slices``."""
+    K, N = _kn(m)
+    if bits == 4:
+        nodes = [_matmul_nbits(m.a, slices, m.bias, K, N, p, body_site.names(f"matmul_q4_{k}"))]
+    else:
+        nodes = _dynamic_int8(body_site, m.a, slices[0], slices[1], m.bias, p, k)
+    _replace(body_site, m, nodes, nodes[-1].outputs[0])
+    _use_domain(body_site.owner)
+
+
 def _scanned_matmul(node: ir.Node, i: int, stacked: _Weight) -> _WeightMatmul | None:
     """``node`` as a weight matmul whose weight (input ``i == 1``) is a slice of ``stacked``."""
     if i != 1 or node.domain not in ("", "ai.onnx") or node.op_type not in ("MatMul", "Gemm"):
@@ -749,6 +782,76 @@ def _scanned_matmul(node: ir.Node, i: int, stacked: _Weight) -> _WeightMatmul | 
     if a is None or a.type is None or a.dtype != F32 or (a.shape is not None and len(a.shape) < 2):
         return None
     return _matmul_view(node, a, stacked)
+
+
+# ---------------------------------------------------------------------------------------------
+# Weights a body selects by a run-time index (stacked layers read in a Loop / fori_loop body)
+
+
+def _selected_weight(node: ir.Node, main: ir.Graph) -> tuple[_WeightMatmul, list[ir.Node]] | None:
+    """``node`` (a MatMul/Gemm) whose weight is one layer of a stacked constant ``[L, K, N]``
+    picked at run time, typically by a Loop's iteration number: ``Squeeze(Slice(stacked, i, i + 1,
+    axes=[0]), [0])`` (``w[i]``, ``lax.dynamic_slice``) or ``Gather(stacked, i, axis=0)`` with a
+    scalar ``i``. Returns the weight matmul (its weight the stacked one) and the selecting nodes.
+    The stacked weight and the selected layer must have no other reader: a float32 copy kept for
+    another reader would make the model larger, not smaller."""
+    if node.domain not in ("", "ai.onnx") or node.op_type not in ("MatMul", "Gemm") or len(node.inputs) < 2:
+        return None
+    a, w = node.inputs[0], node.inputs[1]
+    if a is None or a.type is None or a.dtype != F32 or (a.shape is not None and len(a.shape) < 2):
+        return None
+    if w is None or w.shape is None or len(w.shape) != 2 or len(list(w.uses())) != 1:
+        return None
+    select = w.producer()
+    if select is None or select.domain not in ("", "ai.onnx"):
+        return None
+    if select.op_type == "Gather":
+        index = select.inputs[1]
+        if _attr(select, "axis", 0) != 0 or index is None or index.shape is None or len(index.shape) != 0:
+            return None
+        chain = [select]
+    elif select.op_type == "Squeeze" and len(select.inputs) > 1 and constant_ints(select.inputs[1]) == [0]:
+        layer = select.inputs[0]
+        slice_ = layer.producer() if layer is not None else None
+        if (slice_ is None or slice_.op_type != "Slice" or slice_.domain not in ("", "ai.onnx") or len(slice_.inputs) < 4
+                or constant_ints(slice_.inputs[3]) != [0] or len(list(layer.uses())) != 1
+                or layer.shape is None or layer.shape[0] != 1):
+            return None
+        if len(slice_.inputs) > 4 and slice_.inputs[4] is not None and constant_ints(slice_.inputs[4]) != [1]:
+            return None
+        chain = [slice_, select]
+    else:
+        return None
+    source = chain[0].inputs[0]
+    if source is None or len(list(source.uses())) != 1:
+        return None
+    stacked = _weight(source, main, ndim=3)
+    m = _matmul_view(node, a, stacked) if stacked is not None else None
+    return None if m is None else (m, chain)
+
+
+def _quantize_selected_weight(site: _Site, m: _WeightMatmul, chain: list[ir.Node], p: Precision, k: int) -> str:
+    """The stacked weight ``m`` reads one layer of becomes stacked codes and scales (and zero
+    points), each selected in the body the way the weight was (the same index values), and the
+    matmul reads the selected parts."""
+    bits, specs, parts = _stacked_parts(site, m.weight, m, p)
+    slices = []
+    for part, (suffix, dtype, shape) in zip(parts, specs):
+        name = site.names(f"{m.node.inputs[1].name}_{suffix}")
+        out = ir.Value(name=name, type=ir.TensorType(dtype), shape=ir.Shape(list(shape)))
+        if chain[0].op_type == "Gather":
+            nodes = [ir.Node("", "Gather", [part, chain[0].inputs[1]], [ir.AttrInt64("axis", 0)], outputs=[out],
+                             name=f"{name}_gather")]
+        else:
+            slice_, squeeze = chain
+            layer = ir.Value(name=site.names(f"{name}_layer"), type=ir.TensorType(dtype), shape=ir.Shape([1, *shape]))
+            nodes = [ir.Node("", "Slice", [part, *slice_.inputs[1:]], outputs=[layer], name=f"{layer.name}_slice"),
+                     ir.Node("", "Squeeze", [layer, squeeze.inputs[1]], outputs=[out], name=f"{name}_squeeze")]
+        for node in nodes:
+            site.owner.insert_before(site.node, node)
+        slices.append(out)
+    _layer_matmul(site, m, slices, bits, p, k)
+    return f"{m.weight.name} (int{bits}, {m.weight.shape[0]} layers)"
 
 
 __all__ = ["QuantizeResult", "int4_blocks", "int8_per_axis", "int8_per_column", "quantize_weight_matmuls"]
