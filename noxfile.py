@@ -344,6 +344,14 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def bench_rewrite_precheck(session: nox.Session) -> None:
+    """The rewrite stage's pre-check (no start op: no shape inference, no rules): export CPU time with it
+    and without it on a candidate-free MLP, a CNN as the control (bench/rewrite_precheck.py)."""
+    session.install(CORE, *PACKS["nnx"])
+    session.run("python", "bench/rewrite_precheck.py", *(session.posargs or ["--repeats", "15"]))
+
+
+@nox.session(python=PYTHON)
 def bench_targets(session: nox.Session) -> None:
     """Our exports per target= (generic, onnxruntime) against JAX-jit at 1 and 2 threads: the NNX stacks, the
     Hugging Face models (transformers), ViT-tiny, GPT-2 small, the BERT-base-sized encoder and the 300 M stack

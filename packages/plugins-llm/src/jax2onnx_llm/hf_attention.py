@@ -28,9 +28,9 @@ library's math either way.
 
 from __future__ import annotations
 
-import inspect
 import sys
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import jax
@@ -41,6 +41,7 @@ from jax2onnx.fusion import Operands, call_region, matmul_bias, path_name
 from jax2onnx.plugin import Lowerings, Patch, exporting
 
 from .fused import additive_bias, emit_attention, fused_kind, library_cache
+from .region_patch import region_patch
 
 HF_ATTENTION_MARK = "jax2onnx_llm.hf_attention"
 
@@ -115,26 +116,6 @@ def _rope_tables(module: Any, head_size: int) -> tuple[np.ndarray, np.ndarray] |
     return np.ascontiguousarray(cos[:, :half]), np.ascontiguousarray(sin[:, :half])
 
 
-def _hf_patch(style: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        signature = inspect.signature(original)
-
-        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-            bound = signature.bind(self, *args, **kwargs)
-            bound.apply_defaults()
-            named = dict(bound.arguments)
-            named.pop("self", None)
-            if _cached_self_attention(self, named):
-                out = _hf_region(self, original, named, style)
-                if out is not None:
-                    return out
-            return original(self, *args, **kwargs)
-
-        return __call__
-
-    return make
-
-
 def _hf_region(module: Any, original: Callable[..., Any], named: dict[str, Any], style: str) -> Any:
     config = module.config
     hidden, mask = named["hidden_states"], named["attention_mask"]
@@ -199,11 +180,13 @@ def jax2onnx_apply(fn: Callable[[Any], Any], unbound: Any, variables: dict[str, 
 
 
 _MODELS = "transformers.models"
+_ROPE = region_patch(_cached_self_attention, partial(_hf_region, style="rope"))
+_GPT2 = region_patch(_cached_self_attention, partial(_hf_region, style="gpt2"))
 patches = [
-    LoadedPatch(f"{_MODELS}.llama.modeling_flax_llama:FlaxLlamaAttention", "__call__", _hf_patch("rope")),
-    LoadedPatch(f"{_MODELS}.mistral.modeling_flax_mistral:FlaxMistralAttention", "__call__", _hf_patch("rope")),
-    LoadedPatch(f"{_MODELS}.gemma.modeling_flax_gemma:FlaxGemmaAttention", "__call__", _hf_patch("rope")),
-    LoadedPatch(f"{_MODELS}.gpt2.modeling_flax_gpt2:FlaxGPT2Attention", "__call__", _hf_patch("gpt2")),
+    LoadedPatch(f"{_MODELS}.llama.modeling_flax_llama:FlaxLlamaAttention", "__call__", _ROPE),
+    LoadedPatch(f"{_MODELS}.mistral.modeling_flax_mistral:FlaxMistralAttention", "__call__", _ROPE),
+    LoadedPatch(f"{_MODELS}.gemma.modeling_flax_gemma:FlaxGemmaAttention", "__call__", _ROPE),
+    LoadedPatch(f"{_MODELS}.gpt2.modeling_flax_gpt2:FlaxGPT2Attention", "__call__", _GPT2),
 ]
 
 

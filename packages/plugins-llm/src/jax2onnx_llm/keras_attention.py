@@ -14,9 +14,9 @@ cap, sliding window, scaled RoPE, quantized or LoRA weights, training) run their
 
 from __future__ import annotations
 
-import inspect
 import sys
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import jax.numpy as jnp
@@ -27,6 +27,7 @@ from jax2onnx.plugin import Lowerings, exporting
 
 from .fused import emit_attention, fused_kind, library_cache
 from .hf_attention import LoadedPatch
+from .region_patch import region_patch
 from .spec import rope_frequencies
 
 lowerings = Lowerings()
@@ -91,23 +92,9 @@ def _keras_plan(layer: Any, style: str) -> dict[str, Any] | None:
             "theta": theta}
 
 
-def _keras_patch(style: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        signature = inspect.signature(original)
-
-        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            bound = signature.bind(self, *args, **kwargs)
-            bound.apply_defaults()
-            named = dict(bound.arguments)
-            if exporting():
-                out = _keras_region(self, original, named, style)
-                if out is not None:
-                    return out
-            return original(self, *args, **kwargs)
-
-        return call
-
-    return make
+def _exporting(layer: Any, named: dict[str, Any]) -> bool:
+    """Every call inside an export may fuse; :func:`_keras_region` declines what it does not cover."""
+    return exporting()
 
 
 def _keras_region(layer: Any, original: Callable[..., Any], named: dict[str, Any], style: str) -> Any:
@@ -145,10 +132,12 @@ def _keras_region(layer: Any, original: Callable[..., Any], named: dict[str, Any
 
 _KH = "keras_hub.src"
 patches = [
-    KerasHubPatch(f"{_KH}.models.llama.llama_attention:LlamaAttention", "call", _keras_patch("llama")),
-    KerasHubPatch(f"{_KH}.models.gemma.gemma_attention:CachedGemmaAttention", "call", _keras_patch("gemma")),
+    KerasHubPatch(f"{_KH}.models.llama.llama_attention:LlamaAttention", "call",
+                  region_patch(_exporting, partial(_keras_region, style="llama"))),
+    KerasHubPatch(f"{_KH}.models.gemma.gemma_attention:CachedGemmaAttention", "call",
+                  region_patch(_exporting, partial(_keras_region, style="gemma"))),
     KerasHubPatch(f"{_KH}.layers.modeling.cached_multi_head_attention:CachedMultiHeadAttention", "call",
-                  _keras_patch("mha")),
+                  region_patch(_exporting, partial(_keras_region, style="mha"))),
 ]
 
 

@@ -4,6 +4,8 @@ and put the compact (or a runtime's fused) form in its place.
 One module per rule family; :class:`RewritePass` runs the families a target selects and records
 how often each rule fired (``model.metadata_props["jax2onnx:rewrites"]``, a JSON object, shown by
 the export report with the target, ``"jax2onnx:target"``).
+Each family names the op types its rules start from (``start_ops``); a model holding none of them
+skips the stage's shape inference and rules (:func:`could_fire`).
 
 Families:
 - :mod:`.elementwise`: functions of one value (exact/tanh GELU, normal CDF, erfc, SiLU, sigmoid),
@@ -36,6 +38,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import ShapeInferencePass
 
 from ..dead_code import DeadCodeEliminationPass
+from ..manager import all_graphs
 from .attention import Attentions
 from .bias_add import BiasAddChains
 from .broadcast import BroadcastConstants
@@ -75,21 +78,39 @@ class RewritePass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         counts: dict[str, int] = json.loads(model.metadata_props.get(REWRITES_KEY, "{}"))
         modified = False
+        families = self.families(model_opset(model))
+        if could_fire(model, families):
+            modified = self._run(model, families, counts)
+        model.metadata_props[REWRITES_KEY] = json.dumps(dict(sorted(counts.items())))
+        model.metadata_props[TARGET_KEY] = self.target
+        return ir.passes.PassResult(model, modified)
+
+    @staticmethod
+    def _run(model: ir.Model, families: list, counts: dict[str, int]) -> bool:
+        modified = False
         # the norm and attention rules read ranks, axis lengths and head counts off intermediate
         # values, which lowering leaves unset (they are otherwise filled at the end, for the file)
         try:
             ShapeInferencePass(check_type=False, strict_mode=False, data_prop=False)(model)
         except Exception:  # noqa: BLE001 - without shapes the rules only find fewer matches
             pass
-        for family in self.families(model_opset(model)):
+        for family in families:
             if family.apply(model, counts):
                 modified = True
                 # what a family replaced still reads its inputs until dead code goes; the next
                 # family's "read only by" conditions must not see those readers
                 DeadCodeEliminationPass()(model)
-        model.metadata_props[REWRITES_KEY] = json.dumps(dict(sorted(counts.items())))
-        model.metadata_props[TARGET_KEY] = self.target
-        return ir.passes.PassResult(model, modified)
+        return modified
+
+
+def could_fire(model: ir.Model, families: list) -> bool:
+    """Whether any rule of ``families`` may match: one of the op types some family starts from
+    (its ``start_ops``) occurs in the main graph, a subgraph or a function body. Without one, the
+    stage's shape inference (a round trip of the whole model through onnx's C++ inference) and
+    every rule are skipped; a family only writes ops when one of its own start ops is there, so
+    what a family writes for another one to start from cannot appear either."""
+    wanted = frozenset().union(*(family.start_ops for family in families))
+    return any(node.op_type in wanted for graph in all_graphs(model) for node in graph)
 
 
 def rewrites_applied(model) -> dict[str, int]:
@@ -102,4 +123,4 @@ def rewrites_applied(model) -> dict[str, int]:
     return {}
 
 
-__all__ = ["RewritePass", "rewrites_applied", "REWRITES_KEY", "TARGET_KEY"]
+__all__ = ["RewritePass", "could_fire", "rewrites_applied", "REWRITES_KEY", "TARGET_KEY"]

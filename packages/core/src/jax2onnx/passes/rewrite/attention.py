@@ -216,6 +216,8 @@ class _Operand:
 
 class Attentions:
     name = "attention"
+    #: the anchor: every match starts from a Softmax over the scores
+    start_ops = frozenset({"Softmax"})
 
     def __init__(self, opset: int) -> None:
         self.opset = opset

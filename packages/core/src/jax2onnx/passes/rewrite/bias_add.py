@@ -14,6 +14,8 @@ from ..manager import all_graphs, const_vector, is_op, only_reader, replace_valu
 
 class BiasAddChains:
     name = "bias_add"
+    #: the MatMul whose bias the Add adds
+    start_ops = frozenset({"MatMul"})
 
     def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
         return rewrite_nodes(all_graphs(model), self._matmul_bias_gemm, counts, "matmul_bias_gemm")

@@ -33,6 +33,8 @@ def _expanded_constant(v: ir.Value | None) -> tuple[ir.Value, ir.Value] | None:
 
 class BroadcastConstants:
     name = "broadcast"
+    #: the Expand of a constant an elementwise op reads
+    start_ops = frozenset({"Expand"})
 
     def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
         modified = False

@@ -181,6 +181,9 @@ class ElementwiseFunctions:
     """The rule family: one call rewrites every recognised function of every graph."""
 
     name = "elementwise"
+    #: every known function is transcendental: a region of arithmetic, comparisons, Abs, Sqrt, Relu,
+    #: ... alone is piecewise algebraic and cannot match one on the probe grid (Pow: ``e ** -x``)
+    start_ops = frozenset({"Erf", "Exp", "Tanh", "Sigmoid", "Softplus", "Pow", "Log", "Cos", "Sin"})
 
     def __init__(self, opset: int) -> None:
         self.opset = opset

@@ -186,6 +186,8 @@ def _single_reader(v: ir.Value, graph) -> ir.Node | None:
 
 class LayerNorms:
     name = "layer_norm"
+    #: the mean: a ReduceMean, or a ReduceSum divided by the axis length
+    start_ops = frozenset({"ReduceMean", "ReduceSum"})
 
     def __init__(self, opset: int) -> None:
         self.opset = opset

@@ -30,6 +30,7 @@ def _perm_of(node: ir.Node) -> tuple[int, ...] | None:
 
 class SinkTransposes:
     name = "layout"
+    start_ops = frozenset({"Transpose"})
 
     def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
         if not any(n.op_type == "Transpose" for g in all_graphs(model) for n in g):

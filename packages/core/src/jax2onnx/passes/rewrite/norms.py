@@ -35,6 +35,8 @@ def _other(node: ir.Node, v: ir.Value) -> ir.Value | None:
 
 class RmsNorms:
     name = "norms"
+    #: the mean of squares: a ReduceMean, or a ReduceSum scaled by the axis length
+    start_ops = frozenset({"ReduceMean", "ReduceSum"})
 
     def __init__(self, opset: int) -> None:
         self.opset = opset

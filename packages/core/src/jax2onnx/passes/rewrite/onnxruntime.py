@@ -92,6 +92,9 @@ def _new_node(domain, op, inputs, attrs, outputs_like, names, n_outputs=1):
 
 class OnnxRuntimeContribOps:
     name = "onnxruntime"
+    #: the residual sum's LayerNormalization and BiasGelu's Gelu (a lowering's, or one the
+    #: layer-norm and elementwise families wrote first in this pass)
+    start_ops = frozenset({"LayerNormalization", "Gelu"})
 
     def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
         modified = False

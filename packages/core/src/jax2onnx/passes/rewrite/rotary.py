@@ -332,6 +332,8 @@ def _heads_of_3d(reshape: ir.Node, x4: ir.Value) -> bool:
 
 class RotaryEmbeddings:
     name = "rotary"
+    #: both rotations (``rotate_half`` and the pairwise stack) end in a Concat
+    start_ops = frozenset({"Concat"})
 
     def __init__(self, opset: int) -> None:
         self.opset = opset

@@ -105,6 +105,8 @@ def _bool_reduction(graph, node: ir.Node) -> bool:
 
 class TensorRtForms:
     name = "tensorrt"
+    #: the ops each rule starts from (the narrow cast is read by ArgMax/ArgMin)
+    start_ops = frozenset({"Clip", "ArgMax", "ArgMin", "ReduceMax", "ReduceMin"})
 
     def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
         modified = False
