@@ -36,7 +36,8 @@ would lose the digits float64 users ask for), as does every other target.
 potrf's failure convention, as the standard lowering: a pivot that is not positive (or NaN)
 makes the whole factor NaN, and so does any inf/NaN in the assembled factor (a singular leading
 block ``A11`` -- the matrix is then not positive definite -- makes Inverse return inf/NaN, which
-the products spread). Zeros above the diagonal are exact (padding and concatenation, never
+the products spread). A NaN entry in the input makes the factor NaN throughout too, where LAPACK's
+potrf (not stopping at a NaN pivot) leaves JAX's leading columns finite. Zeros above the diagonal are exact (padding and concatenation, never
 arithmetic); only the lower triangle of the input is read, as potrf does.
 """
 
