@@ -90,8 +90,9 @@ def cholesky_by_halving(ctx: Any, a: ir.Value, n: int, rank: int) -> ir.Value:
     keep = [0] * nb
     size = 1 << (n - 1).bit_length()  # N: n padded up to a power of two
 
-    # potrf reads the lower triangle only
-    x = op.Where(ctx.const(np.tril(np.ones((n, n), dtype=bool))), a, mx.swap_last_axes(ctx, a, rank))
+    # potrf reads the lower triangle only: mirror it, unless the operand is symmetric already
+    x = a if _symmetrized(a, rank) else \
+        op.Where(ctx.const(np.tril(np.ones((n, n), dtype=bool))), a, mx.swap_last_axes(ctx, a, rank))
     x = ctx.cast(x, np.float64)
     if size > n:  # [[A, 0], [0, I]]: SPD iff A is, and its factor's leading block is A's factor
         pads = [0] * (2 * rank)
@@ -114,6 +115,30 @@ def cholesky_by_halving(ctx: Any, a: ir.Value, n: int, rank: int) -> ir.Value:
     if size > n:
         l_ = op.Slice(l_, ctx.i64([0, 0]), ctx.i64([n, n]), ctx.i64([-2, -1]))
     return ctx.cast(l_, out_dtype)
+
+
+def _symmetrized(a: ir.Value, rank: int) -> bool:
+    """Whether ``a`` is ``(x + x^T) / 2`` as ``lax.linalg.cholesky``'s ``symmetrize_input`` (so
+    ``jnp.linalg.cholesky`` and ``cho_factor``) writes it: then it is exactly symmetric (``x_ij +
+    x_ji`` is ``x_ji + x_ij`` bit for bit), and mirroring its lower triangle (a Transpose and a
+    Where: 0.08 ms of 0.7 at n = 256) would change nothing."""
+    div = a.producer()
+    if div is None or div.op_type != "Div" or div.domain not in ("", "ai.onnx"):
+        return False
+    two = div.inputs[1].const_value
+    if two is None or two.numpy().size != 1 or float(two.numpy().reshape(())) != 2.0:
+        return False
+    add = div.inputs[0].producer()
+    if add is None or add.op_type != "Add" or add.domain not in ("", "ai.onnx"):
+        return False
+    swap = [*range(rank - 2), rank - 1, rank - 2]
+    for x, y in (tuple(add.inputs), tuple(add.inputs)[::-1]):
+        transpose = y.producer() if y is not None else None
+        if transpose is not None and transpose.op_type == "Transpose" and transpose.inputs[0] is x and x is not None:
+            perm = transpose.attributes.get("perm")
+            if perm is not None and list(perm.as_ints()) == swap:
+                return True
+    return False
 
 
 def _panel_steps(ctx: Any, x: ir.Value, size: int, block: int) -> tuple[list[ir.Value], list[ir.Value]]:

@@ -34,6 +34,13 @@ def _lower_only(rng, shape, dtype):
     return np.tril(a) + np.triu(rng.standard_normal(shape) * 100.0, 1)
 
 
+def _nonsymmetric(rng, shape, dtype):
+    """SPD plus an antisymmetric part: jnp.linalg.cholesky factors the symmetric part
+    ``(x + x^T) / 2``, which the lowering recognises and does not mirror again."""
+    noise = rng.standard_normal(shape)
+    return _spd(rng, shape, dtype) + noise - np.swapaxes(noise, -1, -2)
+
+
 def _count(model: onnx.ModelProto, op_type: str) -> int:
     return sum(1 for n in model.graph.node if n.op_type == op_type)
 
@@ -101,6 +108,7 @@ components = [
             _ort("cholesky_ort_batched", _cholesky, [("B", 2, 5, 5)]),
             _ort("cholesky_ort_batched_panels", _cholesky, [("B", 40, 40)], static_sizes={"B": 2}),
             _ort("cholesky_ort_vmap", jax.vmap(_cholesky), [("B", 6, 6)]),
+            _ort("cholesky_ort_nonsymmetric_input", _cholesky, [("B", 12, 12)], generator=_nonsymmetric),
             _ort("cholesky_ort_lower_triangle_only", _lax_cholesky, [("B", 7, 7)], generator=_lower_only),
             _ort("cho_solve_ort", _cho_solve, [(6, 6), (6, 3)]),
             _ort("cho_solve_ort_upper", _cho_solve_upper, [("B", 5, 5), ("B", 5, 2)]),
