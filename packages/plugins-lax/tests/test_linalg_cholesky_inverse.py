@@ -111,13 +111,14 @@ def test_float16_matches_the_rounded_float64_factor(n):
     ours = _run(_export(lambda x: jnp.linalg.cholesky(x), n, np.float16), a)
     assert ours.dtype == np.float16
     reference = np.linalg.cholesky(a.astype(np.float64))
-    np.testing.assert_allclose(ours.astype(np.float64), reference, rtol=2.0**-10, atol=2.0**-14 * np.abs(reference).max())
+    np.testing.assert_allclose(ours.astype(np.float64), reference, rtol=2.0**-10,
+                               atol=2.0**-14 * np.abs(reference).max())
 
 
 def test_float64_and_other_targets_keep_the_standard_lowering():
     with jax.enable_x64(True):
-        f64 = to_onnx(lambda x: jnp.linalg.cholesky(x), [jax.ShapeDtypeStruct((8, 8), np.float64)], target="onnxruntime",
-                      enable_double_precision=True)
+        f64 = to_onnx(lambda x: jnp.linalg.cholesky(x), [jax.ShapeDtypeStruct((8, 8), np.float64)],
+                      target="onnxruntime", enable_double_precision=True)
     generic = to_onnx(lambda x: jnp.linalg.cholesky(x), [jax.ShapeDtypeStruct((8, 8), np.float32)])
     for model in (f64, generic):
         assert not any(node.op_type == "Inverse" for node in model.graph.node)

@@ -5,8 +5,9 @@ The standard-ONNX lowering (:func:`jax2onnx_lax.linalg_factor._cholesky_blocked`
 onnxruntime's per-node cost (~0.7-1 us a node whatever it computes at these sizes): n = 64 is
 ~400 nodes, 0.26 ms against JAX-jit's 0.012 ms. Here the matrix is padded to a power of two
 ``N`` with an identity block (still SPD; the factor's leading ``n x n`` block is the factor of
-the input) and halved ``log2 N`` times (above :data:`PANEL`, after a few panel steps: below). A level holds ``B`` SPD blocks of size ``h``,
-``[..., B, h, h]``; each is split into quarters and eliminated as one block LDL^T step,
+the input) and halved ``log2 N`` times (above :data:`PANEL`, after a few panel steps: below). A
+level holds ``B`` SPD blocks of size ``h``, ``[..., B, h, h]``; each is split into quarters and
+eliminated as one block LDL^T step,
 
     Lt21 = A21 inv(A11);   S = A22 - Lt21 A12,
 
@@ -21,14 +22,16 @@ A large leading block makes the first Inverse the dominant cost (Eigen's inverse
 per flop than a MatMul): above :data:`PANEL` the matrix is first reduced by right-looking block
 LDL^T steps of ``PANEL`` columns (one small Inverse each, ``Lt_j = T21 inv(D_j)``,
 ``T <- T22 - Lt_j T12``), and the halving then factors the ``N / PANEL`` pivot blocks ``D_j`` as one
-batch; panel j of L is ``[0; L_j; Lt_j L_j]``. n = 256: 164 nodes.
+batch; panel j of L is ``[0; L_j; Lt_j L_j]``. n = 256: 162 nodes (the standard lowering: 1597).
 
 Why float64 inside (the input is Cast once in, the factor once out): the block elimination goes
 through explicit inverses, whose error grows with the condition number of the diagonal blocks.
-In float32, block LDL^T with explicit inverses measured 3-100x JAX's residual
-``||L L^T - A|| / ||A||`` (3.5e-7 against 3.8e-8 at cond 1e4, blocks of 32). In float64 the
-inverse's error (~cond * 1e-16) lies far below float32 rounding, and the float32 result is the
-rounded float64 factor: residuals at or below JAX's float32 potrf (bench/results/linalg.md). So
+This algorithm with float32 arithmetic inside measured 2-540x JAX's residual
+``||L L^T - A|| / ||A||`` on ill-conditioned SPD input (n = 64, cond 1e4: 2.2e-6 against 6.0e-8;
+cond 1e6: 3.5e-5 against 6.5e-8; bench/cholesky_halving_precision.py). In float64 the inverse's
+error (~cond * 1e-16) lies far below float32 rounding, and the float32 result is the rounded
+float64 factor: residuals at or below JAX's float32 potrf (2.8e-8 against 6.0e-8 / 1.5e-7 at cond
+1e4, n = 64 / 256) and a forward error of float32's rounding (bench/results/linalg.md). So
 the form takes float32 and float16 input when onnxruntime's Inverse has a float64 kernel (the
 kernel table); float64 input keeps the standard lowering (a float64 factor by explicit inverses
 would lose the digits float64 users ask for), as does every other target.
@@ -37,8 +40,9 @@ potrf's failure convention, as the standard lowering: a pivot that is not positi
 makes the whole factor NaN, and so does any inf/NaN in the assembled factor (a singular leading
 block ``A11`` -- the matrix is then not positive definite -- makes Inverse return inf/NaN, which
 the products spread). A NaN entry in the input makes the factor NaN throughout too, where LAPACK's
-potrf (not stopping at a NaN pivot) leaves JAX's leading columns finite. Zeros above the diagonal are exact (padding and concatenation, never
-arithmetic); only the lower triangle of the input is read, as potrf does.
+potrf (not stopping at a NaN pivot) leaves JAX's leading columns finite. Zeros above the diagonal
+are exact (padding and concatenation, never arithmetic); only the lower triangle of the input is
+read, as potrf does.
 """
 
 from __future__ import annotations
