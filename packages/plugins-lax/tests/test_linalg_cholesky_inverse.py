@@ -39,6 +39,11 @@ NOT_PD = {
     "last_pivot_negative": lambda: _spd(5) - np.diag([0, 0, 0, 0, 1e3]),
     "zero_pivot": _zero_pivot,
     "zeros": lambda: np.zeros((4, 4)),
+    # the 2 x 2 leaves' closed form: a zero second pivot, a zero first pivot (c / sqrt(0))
+    "zero_second_pivot_2x2": lambda: np.ones((2, 2)),
+    "zero_second_pivot_in_a_leaf": lambda: np.block([[np.eye(2), np.zeros((2, 2))], [np.zeros((2, 2)), np.ones((2, 2))]]),
+    "zero_first_pivot_2x2": lambda: np.array([[0.0, 0.0], [0.0, 1.0]]),
+    "zero_first_pivot_coupled_2x2": lambda: np.array([[0.0, 1.0], [1.0, 5.0]]),
     "singular_leading_block": lambda: _singular_leading_block(8, 4),
     "singular_first_pivot_block": lambda: _singular_leading_block(3, 2),
     # n = 64 > PANEL: the first panel step's pivot block is singular

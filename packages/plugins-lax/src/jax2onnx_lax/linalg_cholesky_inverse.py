@@ -13,16 +13,16 @@ eliminated as one block LDL^T step,
 
 where ``inv(A11)`` is one ``Inverse`` node for all ``B`` blocks. The next level's batch is
 ``A11`` and ``S`` of each block, in that order (``[..., 2B, h/2, h/2]``: block ``i`` still covers
-rows/columns ``i h/2 ...``). After ``log2 N`` levels the blocks are 1 x 1: the pivots ``d`` of
-``A = Lt D Lt^T``. The factor is assembled bottom-up: a block's factor is
-``[[L1, 0], [Lt21 L1, L2]]`` from its two halves' factors, starting from ``sqrt(d)``. About 15
-nodes a level (nine down, six up), ~100 for n = 64.
+rows/columns ``i h/2 ...``). The 2 x 2 blocks left after ``log2 N - 1`` levels are factored in
+closed form (:func:`_factor_2x2`), and the factor is assembled bottom-up: a block's factor is
+``[[L1, 0], [Lt21 L1, L2]]`` from its two halves' factors. About 15 nodes a level (nine down, six
+up): 95 for n = 64 (the standard lowering: 403).
 
 A large leading block makes the first Inverse the dominant cost (Eigen's inverse is ~10x slower
 per flop than a MatMul): above :data:`PANEL` the matrix is first reduced by right-looking block
 LDL^T steps of ``PANEL`` columns (one small Inverse each, ``Lt_j = T21 inv(D_j)``,
 ``T <- T22 - Lt_j T12``), and the halving then factors the ``N / PANEL`` pivot blocks ``D_j`` as one
-batch; panel j of L is ``[0; L_j; Lt_j L_j]``. n = 256: 162 nodes (the standard lowering: 1597).
+batch; panel j of L is ``[0; L_j; Lt_j L_j]``. n = 256: 155 nodes (the standard lowering: 1597).
 
 Why float64 inside (the input is Cast once in, the factor once out): the block elimination goes
 through explicit inverses, whose error grows with the condition number of the diagonal blocks.
@@ -174,24 +174,26 @@ def _halving(ctx: Any, x: ir.Value, h: int, blocks: int, keep: list[int]) -> ir.
     top_blocks, size = blocks, h
     # down: halve every block, keep the unit-lower factors Lt21 of each level
     factors = []
-    while h > 1:
+    while h > 2:
         half = h // 2
         halves = ctx.i64([half, half])
         top, bottom = op.Split(x, halves, axis=-2, _outputs=2)
         a11, a12 = op.Split(top, halves, axis=-1, _outputs=2)
         a21, a22 = op.Split(bottom, halves, axis=-1, _outputs=2)
-        a11_inv = op.Reciprocal(a11) if half == 1 else _inverse(ctx, a11)
-        lt21 = op.MatMul(a21, a11_inv)
+        lt21 = op.MatMul(a21, _inverse(ctx, a11))
         schur = op.Sub(a22, op.MatMul(lt21, a12))
         factors.append(lt21)
         # [A11; S] as rows is [..., B, 2 * half, half]: the same memory as [..., 2B, half, half]
         blocks *= 2
         x = op.Reshape(op.Concat(a11, schur, axis=-2), ctx.i64([*keep, blocks, half, half]))
         h = half
-
-    # the 1 x 1 blocks are the pivots: sqrt where positive, NaN otherwise (Greater is False for NaN)
-    positive = op.Greater(x, _f64(ctx, 0.0))
-    l_ = op.Sqrt(op.Where(positive, x, _f64(ctx, np.nan)))
+    single = [] if blocks == 1 and top_blocks == 1 else [blocks]  # a single top block has no block axis
+    if h == 1:  # a 1 x 1 matrix: its pivot
+        l_ = _sqrt_pivots(ctx, x)
+    else:
+        l_ = _factor_2x2(ctx, x, [*keep, *single])
+        if not factors:  # no level above to reshape it
+            l_ = op.Reshape(l_, ctx.i64([*keep, *single, 2, 2]))
 
     # up: a block's factor is [[L1, 0], [Lt21 L1, L2]] from its halves' factors
     for level, lt21 in reversed(list(enumerate(factors))):
@@ -206,6 +208,28 @@ def _halving(ctx: Any, x: ir.Value, h: int, blocks: int, keep: list[int]) -> ir.
         bottom = op.Concat(op.MatMul(lt21, l1), l2, axis=-1)
         l_ = op.Concat(top, bottom, axis=-2)
     return l_
+
+
+def _sqrt_pivots(ctx: Any, d: ir.Value) -> ir.Value:
+    """``sqrt(d)`` where ``d > 0``, NaN otherwise (Greater is False for NaN): a zero pivot fails
+    potrf, and its square root 0 would not show as non-finite."""
+    op = ctx.op
+    return op.Sqrt(op.Where(op.Greater(d, _f64(ctx, 0.0)), d, _f64(ctx, np.nan)))
+
+
+def _factor_2x2(ctx: Any, x: ir.Value, lead: list[int]) -> ir.Value:
+    """The factors of 2 x 2 SPD blocks ``x`` ``[*lead, 2, 2]`` in closed form, ``[[sqrt(a), 0],
+    [c / sqrt(a), sqrt(d - c^2 / a)]]``: 11 nodes where one more halving level (9 down, 6 up) and
+    the 1 x 1 pivots (3) take 18. Returned flat, ``[*lead, 4]`` (row-major: the level above
+    reshapes it anyway). A first pivot ``a <= 0`` needs no
+    check: its square root is NaN, or 0 and then ``c / 0`` is inf/NaN, which the final check sees;
+    the second pivot is checked as the 1 x 1 ones are."""
+    op = ctx.op
+    a, _, c, d = op.Split(op.Reshape(x, ctx.i64([*lead, 4])), ctx.i64([1, 1, 1, 1]), axis=-1, _outputs=4)
+    l11 = op.Sqrt(a)
+    l21 = op.Div(c, l11)
+    l22 = _sqrt_pivots(ctx, op.Sub(d, op.Mul(l21, l21)))
+    return op.Concat(l11, op.Mul(l11, _f64(ctx, 0.0)), l21, l22, axis=-1)  # l11 * 0: exact 0 unless it failed
 
 
 def _assemble_panels(ctx: Any, factors: ir.Value, lts: list[ir.Value], size: int, block: int,
