@@ -62,7 +62,7 @@ INVERSE = "com.microsoft.Inverse"
 #: all at once. onnxruntime's Inverse (Eigen's LU inverse) runs at ~10 GFLOP/s in float64 where
 #: its MatMul (MLAS) runs at ~100: one 128 x 128 Inverse takes 0.38 ms, 0.09 ms for two 64 x 64,
 #: so a pure halving of n = 256 spends half its time in its first Inverse. Measured at n = 256
-#: (float32 input, one thread, load ~3): halving only 1.2 ms (134 nodes); panels of 64 1.1 ms,
+#: (float32 input, one thread, load ~3, before the 2 x 2 leaves): halving only 1.2 ms (134 nodes); 64: 1.1 ms,
 #: 32 0.7-0.87 ms (164 nodes), 16 0.7-0.74 ms (229), 8 0.9 ms (374); n = 64 is ~0.1 ms for 16-64.
 PANEL = 32
 
