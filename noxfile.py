@@ -393,11 +393,12 @@ def bench_stream(session: nox.Session) -> None:
 def bench_linalg(session: nox.Session) -> None:
     """Linear algebra in onnxruntime against JAX-jit, one thread each (bench/linalg_bench.py: latency
     and residuals; arguments go to it), then the accuracy over many matrices (bench/linalg_accuracy.py);
-    then solve/inv again under target="onnxruntime" (com.microsoft.Inverse, the jnp pack's regions)."""
+    then solve/inv/cholesky again under target="onnxruntime" (com.microsoft.Inverse: the jnp pack's
+    regions, the lax pack's float32 cholesky by halving)."""
     session.install(CORE + "[runtime]", "./packages/plugins-lax", "./packages/plugins-jnp")
     session.run("python", "bench/linalg_bench.py", *(session.posargs or ["--sizes", "64,256"]))
     session.run("python", "bench/linalg_accuracy.py")
-    ort_target = ["--sizes", "64,256", "--funcs", "solve,inv", "--target", "onnxruntime"]
+    ort_target = ["--sizes", "64,256", "--funcs", "solve,inv,cholesky", "--target", "onnxruntime"]
     session.run("python", "bench/linalg_bench.py", *ort_target, "--dtypes", "float32,float64")
     session.run("python", "bench/linalg_accuracy.py", *ort_target)
 

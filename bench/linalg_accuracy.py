@@ -2,7 +2,7 @@
 of bench/linalg_bench.py, whose residual columns see one matrix each.
 
     python bench/linalg_accuracy.py [--sizes 64,256] [--dtypes float32,float64] [--samples 10]
-                                    [--target generic|onnxruntime] [--funcs solve,inv,lu,det]
+                                    [--target generic|onnxruntime] [--funcs solve,inv,lu,det,cholesky]
 
 - ``solve``: ``||A x - b|| / (||A|| ||x||)``, median and max over the samples, ours and JAX's, on
   random Gaussian, ill-conditioned (cond 1e4 in f32, 1e8 in f64) and graded (rows and columns
@@ -11,13 +11,17 @@ of bench/linalg_bench.py, whose residual columns see one matrix each.
 - ``lu``: whether the pivots and the permutation are JAX's, and the backward error
   ``||P A - L U|| / ||A||`` (median, max) on random matrices; the growth of Wilkinson's matrix
   (2^(n-1) under partial pivoting) reported apart.
+- ``cholesky``: ``||L L^T - A|| / ||A||`` (median, max) on random (``G G^T + n I``), ill-conditioned
+  (cond 1e4 / 1e8) and graded SPD matrices, and in float32 the forward error
+  ``||L - L_64|| / ||L_64||`` against numpy's float64 factor of the same (rounded) input.
 - ``det``: ``|det - det_f64| / |det_f64|`` against a float64 determinant of the same input: median
   and geometric mean over ``4 x samples`` random matrices scaled to stay finite (a heavy-tailed
   statistic: it needs many samples); float32 only (a float64 input has no more precise reference
   here: np.linalg.det rounds as JAX's LAPACK does).
 
 ``--target`` exports with ``to_onnx(..., target=...)`` (``onnxruntime``: solve and inv become
-``com.microsoft.Inverse`` plus a refinement step; lu and det are the same graphs on every target).
+``com.microsoft.Inverse`` plus a refinement step, float32 cholesky recursive halving with
+Inverse in float64; lu and det are the same graphs on every target).
 Prints Markdown; asserts nothing.
 """
 
@@ -62,7 +66,7 @@ def main() -> None:
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument("--samples", type=int, default=10)
     ap.add_argument("--target", default="generic", help="to_onnx's target (generic, onnxruntime, ...)")
-    ap.add_argument("--funcs", default="solve,inv,lu,det")
+    ap.add_argument("--funcs", default="solve,inv,lu,det,cholesky")
     args = ap.parse_args()
     funcs = set(args.funcs.split(","))
     print(f"target={args.target}\n")
@@ -82,6 +86,8 @@ def main() -> None:
                     _lu_rows(rng, n, dtype, x64, mat, args)
                 if "det" in funcs and not x64:  # np.linalg.det in float64 is LAPACK's own float64 rounding: no reference
                     _det_rows(rng, n, dtype, x64, mat, args)
+                if "cholesky" in funcs:
+                    _cholesky_rows(rng, n, dtype, x64, mat, args)
 
 
 def _solve_rows(rng, n, dtype, x64, args):
@@ -123,6 +129,41 @@ def _inv_rows(rng, n, dtype, x64, args):
             theirs.append(residual(jinv(a)))
         print(f"| inv residual {kind} (median / max) | {n} | {dtype.name} | "
               f"{np.median(ours):.2e} / {max(ours):.2e} | {np.median(theirs):.2e} / {max(theirs):.2e} |")
+
+
+def _spd_matrix(rng, n, kind, x64):
+    """Symmetric positive definite: ``G G^T + n I`` (random), ``Q diag(s) Q^T`` with s from 1 down to
+    1e-4 / 1e-8 (ill), and the random one scaled symmetrically over 3 / 6 decades (graded)."""
+    if kind == "ill":
+        q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+        return (q * np.geomspace(1.0, 1e-8 if x64 else 1e-4, n)) @ q.T
+    g = rng.standard_normal((n, n))
+    a = g @ g.T + n * np.eye(n)
+    if kind == "graded":
+        d = np.geomspace(1.0, 1e-6 if x64 else 1e-3, n)
+        a = d[:, None] * a * d[None, :]
+    return a
+
+
+def _cholesky_rows(rng, n, dtype, x64, mat, args):
+    chol = _session(lambda a: jnp.linalg.cholesky(a), [mat], x64, args.target)
+    jchol = jax.jit(jnp.linalg.cholesky)
+    for kind in ("random", "ill", "graded"):
+        res, fwd = ([], []), ([], [])
+        for _ in range(args.samples):
+            a = _spd_matrix(rng, n, kind, x64).astype(dtype)
+            a64 = a.astype(np.float64)
+            ref = np.linalg.cholesky(a64)  # the float64 factor of the rounded input: float32's reference
+            for i, l_ in enumerate((chol(a)[0], jchol(a))):
+                l_ = np.asarray(l_, np.float64)
+                res[i].append(np.linalg.norm(l_ @ l_.T - a64) / np.linalg.norm(a64))
+                fwd[i].append(np.linalg.norm(l_ - ref) / np.linalg.norm(ref))
+        print(f"| cholesky residual {kind} (median / max) | {n} | {dtype.name} | "
+              f"{np.median(res[0]):.2e} / {max(res[0]):.2e} | {np.median(res[1]):.2e} / {max(res[1]):.2e} |")
+        if not x64:  # a float64 factor is its own reference's rounding: no forward error to measure
+            print(f"| cholesky forward error vs float64 {kind} (median / max) | {n} | {dtype.name} | "
+                  f"{np.median(fwd[0]):.2e} / {max(fwd[0]):.2e} | {np.median(fwd[1]):.2e} / {max(fwd[1]):.2e} |",
+                  flush=True)
 
 
 def _lu_rows(rng, n, dtype, x64, mat, args):

@@ -6,8 +6,9 @@
     python bench/linalg_bench.py --ab DIR_BEFORE DIR_AFTER [--runs 20]
 
 ``--target`` exports with ``to_onnx(..., target=...)``: under ``onnxruntime`` solve and inv are
-onnxruntime's ``com.microsoft.Inverse`` plus one refinement step (jax2onnx_jnp.linalg_inverse);
-the other functions are the same graphs on every target.
+onnxruntime's ``com.microsoft.Inverse`` plus one refinement step (jax2onnx_jnp.linalg_inverse),
+and a float32 cholesky is recursive halving with Inverse in float64
+(jax2onnx_lax.linalg_cholesky_inverse); the other functions are the same graphs on every target.
 
 ``--ab`` times the models two ``--save-models`` runs saved (say, one with an older jax2onnx-lax on
 ``PYTHONPATH``) against each other, interleaved call by call in one process, so that the load of a

@@ -31,6 +31,7 @@ from jax2onnx import compat
 from jax2onnx.plugin import Lowerings
 
 from . import _matrix as mx
+from . import linalg_cholesky_inverse
 
 lowerings = Lowerings()
 
@@ -271,6 +272,8 @@ def lower_cholesky(ctx, a):
     a_aval = ctx.avals_in[0]
     n, _ = mx.static_matrix_dims(ctx, a_aval, "the matrix")
     rank = len(a_aval.shape)
+    if n > 0 and linalg_cholesky_inverse.applies(ctx):  # target="onnxruntime": O(log n) levels
+        return linalg_cholesky_inverse.cholesky_by_halving(ctx, a, n, rank)
     if 0 < n <= UNROLL_MAX:
         return _cholesky_blocked(ctx, a, n, rank)
     l_ = _cholesky_loop(ctx, a, a_aval, n, rank)
