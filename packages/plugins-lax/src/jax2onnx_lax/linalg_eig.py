@@ -45,106 +45,122 @@ lowerings = Lowerings()
 _MAX_SWEEPS = {np.dtype(np.float32): 15, np.dtype(np.float64): 20}
 
 
-def _round_robin(n_even: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(P, Q)`` of shape ``[n_even - 1, n_even / 2]``: round r rotates pairs ``(P[r, i], Q[r, i])``
-    (``P < Q``); over the rounds every pair occurs exactly once."""
-    others = list(range(1, n_even))
-    ps, qs = [], []
-    for _ in range(n_even - 1):
-        players = [0, *others]
-        pairs = [(players[i], players[n_even - 1 - i]) for i in range(n_even // 2)]
-        ps.append([min(p) for p in pairs])
-        qs.append([max(p) for p in pairs])
-        others = others[-1:] + others[:-1]
-    return np.asarray(ps, dtype=np.int64), np.asarray(qs, dtype=np.int64)
+def _schedule(n_even: int) -> tuple[np.ndarray, np.ndarray]:
+    """The round-robin ("circle") ordering with every round's pairs at the positions ``(2i, 2i+1)``.
+
+    Instead of pairing different indices each round, the rotated matrix is permuted after each
+    round so that the next round's pairs are adjacent again: every round is the same computation
+    with the same constant tables, and after ``n_even - 1`` rounds (a sweep) the positions are back
+    in their original order. Slots of the circle (slot 0 fixed, the others shifted one step a round)
+    sit at positions ``2i`` (slot i) and ``2i + 1`` (slot ``n - 1 - i``).
+
+    Returns ``(src, sel)``: the element at position ``k`` after a round comes from position
+    ``src[k]`` of the rotated matrix, which is row ``src[k] % 2`` of its pair's rotation; ``gather``
+    ``[n, 2]`` holds that pair's two positions, and ``sel`` ``[2n, n]`` maps the pairs' ``(c, s)``
+    (flattened ``[n]``) to the two coefficients of each output position (``(c, -s)`` for the pair's
+    first row, ``(s, c)`` for its second: the rows of ``J^T``)."""
+    half = n_even // 2
+    pos_of_slot = np.empty(n_even, np.int64)
+    pos_of_slot[:half] = 2 * np.arange(half)
+    pos_of_slot[n_even - 1 - np.arange(half)] = 2 * np.arange(half) + 1
+    slot_of_pos = np.argsort(pos_of_slot)
+    # slot s >= 1 holds next round what slot s - 1 held (slot 1 what slot n - 1 held)
+    prev_slot = np.asarray([0] + [1 + (s - 2) % (n_even - 1) for s in range(1, n_even)], np.int64)
+    src = pos_of_slot[prev_slot[slot_of_pos]]
+    pair, role = src // 2, src % 2
+    gather = np.stack([2 * pair, 2 * pair + 1], axis=-1)
+    sel = np.zeros((2 * n_even, n_even))
+    for k in range(n_even):
+        if role[k] == 0:  # c * row_p - s * row_q
+            sel[2 * k, 2 * pair[k]], sel[2 * k + 1, 2 * pair[k] + 1] = 1.0, -1.0
+        else:  # s * row_p + c * row_q
+            sel[2 * k, 2 * pair[k] + 1], sel[2 * k + 1, 2 * pair[k]] = 1.0, 1.0
+    return gather, sel
 
 
-def _rotation(sub, a_pp, a_qq, a_pq):
-    """``(c, s)`` zeroing the pair's off-diagonal entry of ``[[a_pp, a_pq], [a_pq, a_qq]]``:
-    ``theta = (a_qq - a_pp) / (2 a_pq)``, ``t = sign(theta) / (|theta| + sqrt(1 + theta^2))``.
-    A zero ``a_pq`` (converged, or the padding index) is the identity, exactly."""
-    op = sub.op
-    zero = op.Equal(a_pq, 0.0)
-    theta = op.Div(op.Sub(a_qq, a_pp), op.Mul(op.Where(zero, 1.0, a_pq), 2.0))
-    t = op.Reciprocal(op.Add(op.Abs(theta), op.Sqrt(op.Add(op.Mul(theta, theta), 1.0))))
-    t = op.Where(zero, 0.0, op.Where(op.Less(theta, 0.0), op.Neg(t), t))  # sign(theta), with sign(0) = 1
-    c = op.Reciprocal(op.Sqrt(op.Add(op.Mul(t, t), 1.0)))
-    return c, op.Mul(t, c)
+class _Rounds:
+    """The constant tables of a round (:func:`_schedule`) and the round's pieces, for matrices
+    ``[..., n_even, width]`` whose rows rotate (the transposes are kept where columns rotate).
 
+    A round: the pairs' 2x2 problems ``(a_pp, a_qq, a_pq)`` -> ``(c, s)`` (:meth:`rotations`), then
+    ``Q^T = P^T J^T`` as a dense matrix (:meth:`transform`: its two nonzeros a row scattered into
+    zeros), applied to each matrix by one MatMul. Measured in onnxruntime at N = 64, one thread: a
+    64x64 MatMul takes ~2.6 us, applying the rows' pairs elementwise (two row Gathers, two Muls, an
+    Add) ~3.5 us, and a Gather of both rows of each pair with a Mul and a ReduceSum ~7 us; every
+    pass over a 64x64 matrix costs ~0.5 us, a node on a few values ~0.15 us. The MatMul's other
+    terms are products with exact zeros, so its result is that of the two-term rotation."""
 
-class _Round:
-    """One round's index tables, constants when the rounds are unrolled, gathered by the round number
-    inside a Loop otherwise.
+    def __init__(self, ctx, n_even, rank, dtype, batch):
+        gather, sel = _schedule(n_even)
+        self.n, self.rank, self.dtype = n_even, rank, np.dtype(dtype)
+        self.sel = ctx.const(sel.astype(dtype))
+        # ScatterElements along the last axis: row k of Q^T gets its two coefficients at the pair's
+        # two columns; the index and the zeros carry the batch dims (built once, outside the Loops)
+        self.columns = mx.expand_to(ctx, ctx.const(gather), [*batch, n_even, 2])
+        self.zeros = mx.expand_to(ctx, ctx.const(np.zeros((n_even, n_even), dtype)), [*batch, n_even, n_even])
+        # (a_pp, a_qq, a_pq) -> (a_qq - a_pp, 2 a_pq); a tiny offset on the first keeps the pair's
+        # vector nonzero when both are zero (the rotation is then the identity, exactly)
+        self.diff = ctx.const(np.asarray([[-1.0, 0.0], [1.0, 0.0], [0.0, 2.0]], dtype))
+        self.tiny = ctx.const(np.asarray([_TINY[self.dtype], 0.0], dtype))
+        self.sign_neg = ctx.const(np.asarray([-1.0, 0.0], dtype))
+        self.sign_pos = ctx.const(np.asarray([1.0, 0.0], dtype))
+        self.flat_shape = ctx.i64([0] * (rank - 2) + [n_even, 1])
+        self.coef_shape = ctx.i64([0] * (rank - 2) + [n_even, 2])
 
-    A round's J (``J[p,p] = J[q,q] = c``, ``J[p,q] = s``, ``J[q,p] = -s`` per pair) is applied without
-    a MatMul: ``J^T X = cvec * X + svec * X[partner, :]`` with ``cvec = c`` at p and q, ``svec = -s``
-    at p and ``s`` at q (columns [..., N, 1]): O(N^2) per round instead of O(N^3), and the same
-    products and sums a MatMul with J forms (its other terms are exact zeros). Only rows are
-    gathered (onnxruntime's Gather along the last axis copies element by element, ~30x slower), so
-    the algorithms keep the transposes of the matrices whose columns rotate."""
+    def rotations(self, sub, triples):
+        """``(c, s)`` [..., N/2, 2] of each pair from its ``(a_pp, a_qq, a_pq)`` [..., N/2, 3].
 
-    def __init__(self, partner, pair_of, sign, flat_idx, gram_idx):
-        self.partner, self.pair_of, self.sign = partner, pair_of, sign
-        self.flat_idx, self.gram_idx = flat_idx, gram_idx
-
-    def vectors(self, sub, c, s):
-        """``(cvec, svec)`` [..., N, 1] from the pairs' ``c``, ``s`` [..., N/2, 1]."""
+        The pair's rotation is the 2x2 problem's eigenvector ``(d + sign(d) r, e)`` normalised
+        (``d = a_qq - a_pp``, ``e = 2 a_pq``, ``r = hypot(d, e)``), which is Rutishauser's stable
+        ``(1, t)`` with ``t = sign(d) e / (|d| + r)`` (the smaller angle, no cancellation) up to a
+        common sign (``-J`` rotates as well as ``J``). ``e = 0`` gives ``(+-1, 0)``: the identity
+        up to an exact sign. Nodes: MatMul, Add, ReduceL2, Less, Where, Mul, Add, LpNormalization.
+        The operands are scaled to ``max |a| = 1`` beforehand, so ``r`` neither overflows nor
+        underflows and the offset is far below the rounding of any entry that matters."""
         op = sub.op
-        return op.Gather(c, self.pair_of, axis=-2), op.Mul(op.Gather(s, self.pair_of, axis=-2), self.sign)
+        y = op.Add(op.MatMul(triples, self.diff), self.tiny)  # [..., N/2, 2]: (d, e)
+        r = op.ReduceL2(y, sub.i64([-1]), keepdims=1)
+        sign = op.Where(op.Less(y, 0.0), self.sign_neg, self.sign_pos)  # (sign(d), 0), sign(0) = 1
+        return op.LpNormalization(op.Add(y, op.Mul(sign, r)), axis=-1, p=2)
 
-    def left_t(self, sub, x, cvec, svec):
-        """``J^T X``."""
+    def transform(self, sub, cs):
+        """``Q^T = P^T J^T`` [..., N, N] from the pairs' ``(c, s)``: ``Q^T X`` rotates X's row pairs
+        and moves the rows to the next round's positions."""
         op = sub.op
-        return op.Add(op.Mul(x, cvec), op.Mul(op.Gather(x, self.partner, axis=-2), svec))
+        coef = op.Reshape(op.MatMul(self.sel, op.Reshape(cs, self.flat_shape)), self.coef_shape)  # [..., N, 2]
+        return op.ScatterElements(self.zeros, self.columns, coef, axis=-1)
 
 
-def _round_tables(n_even, dtype):
-    """Per round r ([R, ...] stacks): the partner of every index, the pair each index belongs to,
-    the sign of s at each index (-1 at p, +1 at q), the flat indices of ``(a_pp, a_qq, a_pq)`` in an
-    ``N x N`` matrix and of ``(|g_p|^2, |g_q|^2, g_p . g_q)`` in ``[|g_j|^2 (N), g_j . g_partner(j) (N)]``."""
-    p_tab, q_tab = _round_robin(n_even)
-    rounds, half = p_tab.shape
-    partner = np.zeros((rounds, n_even), np.int64)
-    pair_of = np.zeros((rounds, n_even), np.int64)
-    sign = np.zeros((rounds, n_even), dtype)
-    for r in range(rounds):
-        partner[r, p_tab[r]], partner[r, q_tab[r]] = q_tab[r], p_tab[r]
-        pair_of[r, p_tab[r]] = pair_of[r, q_tab[r]] = np.arange(half)
-        sign[r, p_tab[r]], sign[r, q_tab[r]] = -1.0, 1.0
-    # [R, N/2, 3]: gathered along the last axis of a flattened [..., N*N] (or [..., 2N]), split into
-    # three [..., N/2, 1] columns
-    flat = np.stack([p_tab * (n_even + 1), q_tab * (n_even + 1), p_tab * n_even + q_tab], axis=-1)
-    gram = np.stack([p_tab, q_tab, p_tab + n_even], axis=-1)
-    return partner, pair_of, sign[:, :, None], flat, gram
+#: The offset keeping a pair's vector nonzero (:meth:`_Rounds.rotations`): its square is a
+#: normal number, and it is far below eps on operands scaled to ``max |a| = 1``.
+_TINY = {np.dtype(np.float32): 2.0 ** -60, np.dtype(np.float64): 2.0 ** -500}
 
-
-#: Rounds per sweep up to this are unrolled inside the sweep's Loop body (constant tables, no
-#: inner Loop). Measured, one float32 sweep, inner Loop -> unrolled: n = 8: 0.16 -> 0.14 ms,
-#: 16: 0.36 -> 0.33 ms, but 64: 2.6 -> 3.2 ms and 128: 9.6 -> 11.5 ms (onnxruntime runs a Loop
-#: body of thousands of nodes slower per node than a short one iterated).
+#: Rounds per sweep up to this are unrolled inside the sweep's Loop body, beyond that the rounds
+#: are an inner Loop (every round is the same computation, see :func:`_schedule`).
 _UNROLL_ROUNDS = 15
 
 
 def _sweeps(ctx, state, round_fn, converged_fn, n_even, dtype, name):
     """Loop of sweeps (each ``n_even - 1`` rounds, unrolled or an inner Loop) until ``converged_fn``.
-    ``round_fn(sub, rnd, *state) -> new state`` with ``rnd`` a :class:`_Round`."""
-    tables = _round_tables(n_even, dtype)
+    ``round_fn(sub, *state) -> new state``."""
     rounds = n_even - 1
 
     def sweep(sub, _k, *st):
         if rounds <= _UNROLL_ROUNDS:
-            for r in range(rounds):
-                st = round_fn(sub, _Round(*(sub.const(t[r]) for t in tables)), *st)
+            for _ in range(rounds):
+                st = round_fn(sub, *st)
             return st
-
-        def one_round(inner, r, *st_):
-            rnd = _Round(*(inner.op.Gather(inner.const(t), r, axis=0) for t in tables))
-            return round_fn(inner, rnd, *st_)
-
-        return mx.loop(sub, rounds, [(v, a) for v, (_, a) in zip(st, state, strict=True)], one_round,
-                       f"{name}_round")
+        return mx.loop(sub, rounds, [(v, a) for v, (_, a) in zip(st, state, strict=True)],
+                       lambda inner, _r, *st_: round_fn(inner, *st_), f"{name}_round")
 
     return mx.loop(ctx, _MAX_SWEEPS.get(np.dtype(dtype), 20), state, sweep, f"{name}_sweep", until=converged_fn)
+
+
+def _scaled(ctx, x, dtype):
+    """``x / max |x|`` per matrix (1 for a zero matrix): keeps the rotations' hypot in range."""
+    op = ctx.op
+    m = op.ReduceMax(op.Abs(x), ctx.i64([-2, -1]), keepdims=1)
+    return op.Div(x, op.Max(m, ctx.const(np.asarray(np.finfo(dtype).tiny, dtype))))
 
 
 def _sort_columns(ctx, values, vectors, largest, n):
@@ -200,40 +216,43 @@ def lower_eigh(ctx, a):
     tri = np.tril(np.ones((n, n), dtype=bool)) if ctx.params.get("lower", True) else np.triu(np.ones((n, n), dtype=bool))
     sym = ctx.op.Where(ctx.const(tri), a, mx.swap_last_axes(ctx, a, rank))
     n_even = n + n % 2
-    work = _pad_square(ctx, sym, rank, n_even - n, n_even - n)
-    work_aval = mx.aval([*batch, n_even, n_even], dtype)
-    v0 = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
-    eye_mask = np.eye(n_even, dtype=bool)
-    fro2 = ctx.op.ReduceSum(ctx.op.Mul(work, work), ctx.i64([-2, -1]), keepdims=0)
-    # Rounding keeps the off-diagonal norm at a floor of ~1-3 eps ||A|| (measured, n = 16..64), so a
-    # bound of eps ||A|| is never met and every matrix ran to the sweep cap; sqrt(n) eps ||A|| lies
-    # above the floor and one sweep below the last quadratic step (64x64: 7 sweeps instead of 15).
-    tol2 = ctx.op.Mul(fro2, float(np.sqrt(n_even) * np.finfo(dtype).eps) ** 2)
-
     if n_even < 2:  # 1x1 (padded to 2x2 it would still be diagonal): nothing to rotate
         w = ctx.op.ReduceSum(sym, ctx.i64([-1]), keepdims=0)
         return [mx.expand_to(ctx, ctx.const(np.eye(n, dtype=dtype)), [*batch, n, n]), w]
+    op = ctx.op
+    work = _pad_square(ctx, _scaled(ctx, sym, dtype), rank, n_even - n, n_even - n)
+    v0 = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
+    work_aval = mx.aval([*batch, n_even, n_even], dtype)
+    eye_mask = np.eye(n_even, dtype=bool)
+    fro2 = op.ReduceSum(op.Mul(work, work), ctx.i64([-2, -1]), keepdims=0)
+    # Rounding keeps the off-diagonal norm at a floor of ~1-3 eps ||A|| (measured, n = 16..64), so a
+    # bound of eps ||A|| is never met and every matrix ran to the sweep cap; sqrt(n) eps ||A|| lies
+    # above the floor and one sweep below the last quadratic step (64x64: 7 sweeps instead of 15).
+    tol2 = op.Mul(fro2, float(np.sqrt(n_even) * np.finfo(dtype).eps) ** 2)
+    rounds = _Rounds(ctx, n_even, rank, dtype, batch)
+    half = n_even // 2
+    diag = np.arange(half) * 2
+    triples = np.stack([np.stack([diag, diag], -1), np.stack([diag + 1, diag + 1], -1), np.stack([diag, diag + 1], -1)],
+                       axis=1)  # [N/2, 3, 2]: (p, p), (q, q), (p, q) of pair (p, q) = (2i, 2i + 1)
+    triples = ctx.const(triples.astype(np.int64))
+    if batch:
+        triples = mx.expand_to(ctx, triples, [*batch, half, 3, 2])
 
-    def round_fn(sub, rnd, w_, vt):
-        op = sub.op
-        flat = op.Reshape(w_, sub.i64([0] * (rank - 2) + [n_even * n_even]))
-        a_pp, a_qq, a_pq = op.Split(op.Gather(flat, rnd.flat_idx, axis=-1), sub.i64([1, 1, 1]), axis=-1,
-                                    _outputs=3)  # each [..., N/2, 1]
-        c, s = _rotation(sub, a_pp, a_qq, a_pq)
-        cvec, svec = rnd.vectors(sub, c, s)
-        # J^T (J^T W)^T = (J^T W J)^T: one transpose, rows gathered only; W stays symmetric to rounding
-        w_new = rnd.left_t(sub, mx.swap_last_axes(sub, rnd.left_t(sub, w_, cvec, svec), rank), cvec, svec)
-        return [w_new, rnd.left_t(sub, vt, cvec, svec)]  # V^T <- J^T V^T
+    def round_fn(sub, w_, vt):
+        o = sub.op
+        qt = rounds.transform(sub, rounds.rotations(sub, o.GatherND(w_, triples, batch_dims=rank - 2)))
+        # A <- Q^T A Q, V^T <- Q^T V^T (V <- V Q)
+        return [o.MatMul(o.MatMul(qt, w_), mx.swap_last_axes(sub, qt, rank)), o.MatMul(qt, vt)]
 
-    def converged(sub, w_, _v):
-        op = sub.op
-        off = op.Where(sub.const(eye_mask), 0.0, w_)
-        off2 = op.ReduceSum(op.Mul(off, off), sub.i64([-2, -1]), keepdims=0)
-        not_done = op.Greater(off2, tol2)
-        return op.Not(op.Cast(op.ReduceMax(op.Cast(not_done, to=6), keepdims=0), to=9))
+    def converged(sub, w_, _vt):
+        o = sub.op
+        off = o.Where(sub.const(eye_mask), 0.0, w_)
+        off2 = o.ReduceSum(o.Mul(off, off), sub.i64([-2, -1]), keepdims=0)
+        not_done = o.Greater(off2, tol2)
+        return o.Not(o.Cast(o.ReduceMax(o.Cast(not_done, to=6), keepdims=0), to=9))
 
-    w_mat, vt = _sweeps(ctx, [(work, work_aval), (v0, work_aval)], round_fn, converged, n_even, dtype, "jacobi")
-    del w_mat  # the eigenvalues are recomputed from the polished vectors below
+    _, vt = _sweeps(ctx, [(work, work_aval), (v0, work_aval)], round_fn, converged, n_even, dtype, "jacobi")
+    # the eigenvalues are recomputed from the polished vectors below, not read off the diagonal
     v = mx.swap_last_axes(ctx, vt, rank)
     if n_even != n:
         v = ctx.op.Slice(v, ctx.i64([0, 0]), ctx.i64([n, n]), ctx.i64([-2, -1]))
@@ -268,40 +287,39 @@ def lower_svd(ctx, a):
     x = mx.swap_last_axes(ctx, a, rank) if wide else a
     rows, cols = (n, m) if wide else (m, n)  # x is rows x cols, rows >= cols
     n_even = cols + cols % 2
-    g0 = mx.swap_last_axes(ctx, _pad_square(ctx, x, rank, 0, n_even - cols), rank)  # G^T: its rows rotate
-    g_aval = mx.aval([*batch, n_even, rows], dtype)
-    v_aval = mx.aval([*batch, n_even, n_even], dtype)
-    v0 = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
-    eye_mask = np.eye(n_even, dtype=bool)
     eps = float(np.finfo(dtype).eps)
-
-    def round_fn(sub, rnd, gt, vt):
-        op = sub.op
-        axis = sub.i64([-1])
-        norms = op.ReduceSum(op.Mul(gt, gt), axis, keepdims=0)  # [..., N]
-        flat = op.Concat(norms, op.ReduceSum(op.Mul(gt, op.Gather(gt, rnd.partner, axis=-2)), axis, keepdims=0),
-                         axis=-1)  # [..., 2N]: |g_j|^2, then g_j . g_partner(j)
-        alpha, beta, gamma = op.Split(op.Gather(flat, rnd.gram_idx, axis=-1), sub.i64([1, 1, 1]), axis=-1,
-                                      _outputs=3)  # each [..., N/2, 1]
-        c, s = _rotation(sub, alpha, beta, gamma)
-        cvec, svec = rnd.vectors(sub, c, s)
-        return [rnd.left_t(sub, gt, cvec, svec), rnd.left_t(sub, vt, cvec, svec)]  # (G J)^T, (V J)^T
-
-    def converged(sub, gt, _v):
-        """Every column pair orthogonal to ``eps``: ``|g_p . g_q| <= eps * |g_p| |g_q|``."""
-        op = sub.op
-        gram = op.MatMul(gt, mx.swap_last_axes(sub, gt, rank))
-        d = op.ReduceSum(op.Where(sub.const(eye_mask), gram, 0.0), sub.i64([-1]), keepdims=0)
-        scale = op.Mul(op.Unsqueeze(d, sub.i64([-1])), op.Unsqueeze(d, sub.i64([-2])))
-        off = op.Where(sub.const(eye_mask), 0.0, gram)
-        bad = op.Greater(op.Mul(off, off), op.Mul(scale, (eps * rows) ** 2))
-        return op.Not(op.Cast(op.ReduceMax(op.Cast(bad, to=6), keepdims=0), to=9))
-
+    eye_mask = np.eye(n_even, dtype=bool)
     if n_even >= 2:
-        _, vt = _sweeps(ctx, [(g0, g_aval), (v0, v_aval)], round_fn, converged, n_even, dtype, "svd_jacobi")
+        gt0 = mx.swap_last_axes(ctx, _pad_square(ctx, _scaled(ctx, x, dtype), rank, 0, n_even - cols), rank)
+        v0 = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
+        g_aval = mx.aval([*batch, n_even, rows], dtype)
+        v_aval = mx.aval([*batch, n_even, n_even], dtype)
+        rounds = _Rounds(ctx, n_even, rank, dtype, batch)
+        pair_shape = ctx.i64([0] * (rank - 2) + [n_even // 2, 2, rows])
+
+        def round_fn(sub, gt, vt):  # G^T and V^T: their rows rotate, G <- G Q, V <- V Q
+            o = sub.op
+            last = sub.i64([-1])
+            pairs = o.Reshape(gt, pair_shape)  # [..., N/2, 2, rows]: (g_p, g_q)
+            norms = o.ReduceSumSquare(pairs, last, keepdims=0)  # [..., N/2, 2]: |g_p|^2, |g_q|^2
+            dots = o.ReduceSum(o.ReduceProd(pairs, sub.i64([-2]), keepdims=0), last, keepdims=1)  # g_p . g_q
+            qt = rounds.transform(sub, rounds.rotations(sub, o.Concat(norms, dots, axis=-1)))
+            return [o.MatMul(qt, gt), o.MatMul(qt, vt)]
+
+        def converged(sub, gt, _vt):
+            """Every column pair orthogonal to ``eps``: ``|g_p . g_q| <= eps * |g_p| |g_q|``."""
+            o = sub.op
+            gram = o.MatMul(gt, mx.swap_last_axes(sub, gt, rank))
+            d = o.ReduceSum(o.Where(sub.const(eye_mask), gram, 0.0), sub.i64([-1]), keepdims=0)
+            scale = o.Mul(o.Unsqueeze(d, sub.i64([-1])), o.Unsqueeze(d, sub.i64([-2])))
+            off = o.Where(sub.const(eye_mask), 0.0, gram)
+            bad = o.Greater(o.Mul(off, off), o.Mul(scale, (eps * rows) ** 2))
+            return o.Not(o.Cast(o.ReduceMax(o.Cast(bad, to=6), keepdims=0), to=9))
+
+        _, vt = _sweeps(ctx, [(gt0, g_aval), (v0, v_aval)], round_fn, converged, n_even, dtype, "svd_jacobi")
         v = mx.swap_last_axes(ctx, vt, rank)
     else:
-        v = v0
+        v = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
     op = ctx.op
     if n_even != cols:
         v = op.Slice(v, ctx.i64([0, 0]), ctx.i64([cols, cols]), ctx.i64([-2, -1]))
