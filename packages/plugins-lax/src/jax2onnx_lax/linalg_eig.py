@@ -79,33 +79,73 @@ def _schedule(n_even: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Rounds:
-    """The constant tables of a round (:func:`_schedule`) and the round's pieces, for matrices
-    ``[..., n_even, width]`` whose rows rotate (the transposes are kept where columns rotate).
+    """The constant tables of the rounds (:func:`_schedule`) and a block of rounds as one transform.
 
-    A round: the pairs' 2x2 problems ``(a_pp, a_qq, a_pq)`` -> ``(c, s)`` (:meth:`rotations`), then
-    ``Q^T = P^T J^T`` as a dense matrix (:meth:`transform`: its two nonzeros a row scattered into
-    zeros), applied to each matrix by one MatMul. Measured in onnxruntime at N = 64, one thread: a
-    64x64 MatMul takes ~2.6 us, applying the rows' pairs elementwise (two row Gathers, two Muls, an
-    Add) ~3.5 us, and a Gather of both rows of each pair with a Mul and a ReduceSum ~7 us; every
-    pass over a 64x64 matrix costs ~0.5 us, a node on a few values ~0.15 us. The MatMul's other
-    terms are products with exact zeros, so its result is that of the two-term rotation."""
+    The matrices whose rows rotate are ``[..., N, width]`` (the transposes are kept where columns
+    rotate). A round's ``Q^T = P^T J^T`` has two nonzeros a row, at the columns ``gather[k]``;
+    the product ``T`` of ``k`` rounds' has ``2^k`` a row, at columns known in advance, with
+    coefficients that are products of the rounds' ``(c, s)``. A block of rounds therefore needs
+    the matrices themselves only once: each round's 2x2 problems are read from the block's first
+    matrix ``H`` through the transform so far (``(T H T^T)[k, l] = sum_uv T[k, u] T[l, v] H[u, v]``
+    over the few nonzeros, a GatherND and two Gathers), and ``T`` is then scattered into a dense
+    matrix and applied by one MatMul a matrix (:meth:`block`).
 
-    def __init__(self, ctx, n_even, rank, dtype, batch):
+    Measured in onnxruntime at N = 64, one thread: a 64x64 MatMul takes ~2.6 us; applying a
+    round's row pairs elementwise (two row Gathers, two Muls, an Add) ~3.5 us, and a Gather of both
+    rows of each pair with a Mul and a ReduceSum ~7 us; every pass over a 64x64 matrix costs
+    ~0.5 us, a node on a few hundred values ~0.15-0.3 us. So one round a MatMul (the transform of
+    a single round, applied densely: ``Q^T A Q`` and ``Q^T V^T``, three MatMuls a round) was 7.5 ms
+    for a 64x64 eigh; three rounds a block, one MatMul a round, is ~40% less (bench/results/linalg.md).
+    The MatMul's other terms are products with exact zeros, so its result is that of the rotations
+    applied one by one, rounded differently."""
+
+    def __init__(self, ctx, n_even, rank, dtype, batch, block):
         gather, sel = _schedule(n_even)
-        self.n, self.rank, self.dtype = n_even, rank, np.dtype(dtype)
-        self.sel = ctx.const(sel.astype(dtype))
-        # ScatterElements along the last axis: row k of Q^T gets its two coefficients at the pair's
-        # two columns; the index and the zeros carry the batch dims (built once, outside the Loops)
-        self.columns = mx.expand_to(ctx, ctx.const(gather), [*batch, n_even, 2])
-        self.zeros = mx.expand_to(ctx, ctx.const(np.zeros((n_even, n_even), dtype)), [*batch, n_even, n_even])
+        self.n, self.rank, self.dtype, self.batch = n_even, rank, np.dtype(dtype), list(batch)
+        self.sel_t = ctx.const(sel.T.astype(dtype))  # [N, 2N]: (c, s) row -> the rows' coefficients
         # (a_pp, a_qq, a_pq) -> (a_qq - a_pp, 2 a_pq); a tiny offset on the first keeps the pair's
         # vector nonzero when both are zero (the rotation is then the identity, exactly)
         self.diff = ctx.const(np.asarray([[-1.0, 0.0], [1.0, 0.0], [0.0, 2.0]], dtype))
         self.tiny = ctx.const(np.asarray([_TINY[self.dtype], 0.0], dtype))
         self.sign_neg = ctx.const(np.asarray([-1.0, 0.0], dtype))
         self.sign_pos = ctx.const(np.asarray([1.0, 0.0], dtype))
-        self.flat_shape = ctx.i64([0] * (rank - 2) + [n_even, 1])
-        self.coef_shape = ctx.i64([0] * (rank - 2) + [n_even, 2])
+        lead = [0] * (rank - 2)
+        self.row_shape = ctx.i64([*lead, 1, n_even])  # the pairs' (c, s), flattened
+        self.flat_shape = ctx.i64([*lead, 1, n_even * n_even])
+        self.zeros = mx.expand_to(ctx, ctx.const(np.zeros((n_even, n_even), dtype)), [*batch, n_even, n_even])
+        half = n_even // 2
+        kk = np.stack([2 * np.arange(half), 2 * np.arange(half) + 1, 2 * np.arange(half)], axis=-1)  # [N/2, 3]
+        ll = np.stack([2 * np.arange(half), 2 * np.arange(half) + 1, 2 * np.arange(half) + 1], axis=-1)
+        # Everything is indexed as flat rows [..., 1, L] and read by GatherElements (onnxruntime's
+        # GatherND and Gather copy element by element: 1536 values cost them 11 and 5 us, it 1.3).
+        # Per round j of a block, the transform so far has width w = 2^j (columns cols [N, w]); the
+        # tables reading that round's (a_pp, a_qq, a_pq) and extending the transform by the round.
+        self.read, self.extend, self.columns, self.widths, self.triple_shape = [], [], [], [], []
+        cols = np.arange(n_even, dtype=np.int64)[:, None]
+        for j in range(block):
+            w = cols.shape[1]
+            ck = cols[kk][:, :, :, None]  # [N/2, 3, w, 1]: the columns of row k's transform
+            cl = cols[ll][:, :, None, :]  # [N/2, 3, 1, w]
+            h_idx = ck * n_even + cl  # (T h T^T)[k, l] = sum_uv T[k, u] T[l, v] h[cols[k, u], cols[l, v]]
+            u = np.arange(w)
+            wk = np.broadcast_to(kk[:, :, None, None] * w + u[:, None], (half, 3, w, w))  # T[k, u], flattened T
+            wl = np.broadcast_to(ll[:, :, None, None] * w + u[None, :], (half, 3, w, w))
+            self.read.append((self._row_index(ctx, h_idx), self._row_index(ctx, wk) if j else None,
+                              self._row_index(ctx, wl) if j else None))
+            self.triple_shape.append(ctx.i64([*lead, half, 3, w * w]))
+            # row k of the extended transform: coefficient a of row k of this round times row
+            # gather[k, a] of the transform so far; flattened (k, a, u)
+            ka = np.broadcast_to(2 * np.arange(n_even)[:, None, None] + np.arange(2)[None, :, None], (n_even, 2, w))
+            wa = gather[:, :, None] * w + u[None, None, :]
+            self.extend.append((self._row_index(ctx, ka), self._row_index(ctx, wa)) if j else None)
+            cols = cols[gather].reshape(n_even, 2 * w)
+            self.columns.append(mx.expand_to(ctx, ctx.const(cols), [*batch, n_even, 2 * w]))
+            self.widths.append(2 * w)
+
+    def _row_index(self, ctx, idx):
+        """A GatherElements index over a flat row ``[..., 1, L]``: ``[*batch, 1, idx.size]``."""
+        c = ctx.const(np.ascontiguousarray(idx, dtype=np.int64).reshape(1, -1))
+        return mx.expand_to(ctx, c, [*self.batch, 1, idx.size]) if self.batch else c
 
     def rotations(self, sub, triples):
         """``(c, s)`` [..., N/2, 2] of each pair from its ``(a_pp, a_qq, a_pq)`` [..., N/2, 3].
@@ -123,12 +163,32 @@ class _Rounds:
         sign = op.Where(op.Less(y, 0.0), self.sign_neg, self.sign_pos)  # (sign(d), 0), sign(0) = 1
         return op.LpNormalization(op.Add(y, op.Mul(sign, r)), axis=-1, p=2)
 
-    def transform(self, sub, cs):
-        """``Q^T = P^T J^T`` [..., N, N] from the pairs' ``(c, s)``: ``Q^T X`` rotates X's row pairs
-        and moves the rows to the next round's positions."""
+    def block(self, sub, h, rounds):
+        """The transform ``T`` [..., N, N] of the next ``rounds`` (<= the block size) rounds for the
+        symmetric ``h`` [..., N, N] whose 2x2 problems drive them: ``T h T^T`` is ``h`` after
+        those rounds, and ``T X`` rotates (and moves) the rows of any X along with it."""
         op = sub.op
-        coef = op.Reshape(op.MatMul(self.sel, op.Reshape(cs, self.flat_shape)), self.coef_shape)  # [..., N, 2]
-        return op.ScatterElements(self.zeros, self.columns, coef, axis=-1)
+        last = sub.i64([-1])
+        h_flat = op.Reshape(h, self.flat_shape)
+        t = None  # the transform so far, flattened [..., 1, N * w]
+        for j in range(rounds):
+            h_idx, wk, wl = self.read[j]
+            terms = op.GatherElements(h_flat, h_idx, axis=-1)
+            if t is not None:
+                terms = op.Mul(op.Mul(op.GatherElements(t, wk, axis=-1), op.GatherElements(t, wl, axis=-1)), terms)
+            triples = op.Reshape(terms, self.triple_shape[j])  # [..., N/2, 3, w^2]
+            triples = op.ReduceSum(triples, last, keepdims=0) if t is not None else op.Squeeze(triples, last)
+            coef = op.MatMul(op.Reshape(self.rotations(sub, triples), self.row_shape), self.sel_t)  # [..., 1, 2N]
+            if t is None:
+                t = coef
+            else:
+                ka, wa = self.extend[j]
+                t = op.Mul(op.GatherElements(coef, ka, axis=-1), op.GatherElements(t, wa, axis=-1))
+        t = op.Reshape(t, sub.i64([0] * (self.rank - 2) + [self.n, self.widths[rounds - 1]]))
+        # columns repeat within a row from three rounds on (the circle brings an index back to a
+        # row it already reached): their coefficients add up
+        return op.ScatterElements(self.zeros, self.columns[rounds - 1], t, axis=-1,
+                                  **({"reduction": "add"} if rounds >= 3 else {}))
 
 
 #: The offset keeping a pair's vector nonzero (:meth:`_Rounds.rotations`): its square is a
@@ -136,22 +196,29 @@ class _Rounds:
 _TINY = {np.dtype(np.float32): 2.0 ** -60, np.dtype(np.float64): 2.0 ** -500}
 
 #: Rounds per sweep up to this are unrolled inside the sweep's Loop body, beyond that the rounds
-#: are an inner Loop (every round is the same computation, see :func:`_schedule`).
+#: are an inner Loop (every block of rounds is the same computation, see :func:`_schedule`).
 _UNROLL_ROUNDS = 15
 
+#: Rounds a transform combines (:class:`_Rounds`); the sweep's rounds left over form a last,
+#: shorter block.
+_BLOCK_ROUNDS = 3
 
-def _sweeps(ctx, state, round_fn, converged_fn, n_even, dtype, name):
-    """Loop of sweeps (each ``n_even - 1`` rounds, unrolled or an inner Loop) until ``converged_fn``.
-    ``round_fn(sub, *state) -> new state``."""
+
+def _sweeps(ctx, state, block_fn, converged_fn, n_even, dtype, name):
+    """Loop of sweeps (each ``n_even - 1`` rounds in blocks, unrolled or an inner Loop) until
+    ``converged_fn``. ``block_fn(sub, rounds, *state) -> new state`` applies a block of rounds."""
     rounds = n_even - 1
+    size = min(_BLOCK_ROUNDS, rounds)
+    full, rest = divmod(rounds, size)
 
     def sweep(sub, _k, *st):
         if rounds <= _UNROLL_ROUNDS:
-            for _ in range(rounds):
-                st = round_fn(sub, *st)
-            return st
-        return mx.loop(sub, rounds, [(v, a) for v, (_, a) in zip(st, state, strict=True)],
-                       lambda inner, _r, *st_: round_fn(inner, *st_), f"{name}_round")
+            for _ in range(full):
+                st = block_fn(sub, size, *st)
+        else:
+            st = mx.loop(sub, full, [(v, a) for v, (_, a) in zip(st, state, strict=True)],
+                         lambda inner, _r, *st_: block_fn(inner, size, *st_), f"{name}_round")
+        return block_fn(sub, rest, *st) if rest else st
 
     return mx.loop(ctx, _MAX_SWEEPS.get(np.dtype(dtype), 20), state, sweep, f"{name}_sweep", until=converged_fn)
 
@@ -229,20 +296,13 @@ def lower_eigh(ctx, a):
     # bound of eps ||A|| is never met and every matrix ran to the sweep cap; sqrt(n) eps ||A|| lies
     # above the floor and one sweep below the last quadratic step (64x64: 7 sweeps instead of 15).
     tol2 = op.Mul(fro2, float(np.sqrt(n_even) * np.finfo(dtype).eps) ** 2)
-    rounds = _Rounds(ctx, n_even, rank, dtype, batch)
-    half = n_even // 2
-    diag = np.arange(half) * 2
-    triples = np.stack([np.stack([diag, diag], -1), np.stack([diag + 1, diag + 1], -1), np.stack([diag, diag + 1], -1)],
-                       axis=1)  # [N/2, 3, 2]: (p, p), (q, q), (p, q) of pair (p, q) = (2i, 2i + 1)
-    triples = ctx.const(triples.astype(np.int64))
-    if batch:
-        triples = mx.expand_to(ctx, triples, [*batch, half, 3, 2])
+    rounds = _Rounds(ctx, n_even, rank, dtype, batch, min(_BLOCK_ROUNDS, n_even - 1))
 
-    def round_fn(sub, w_, vt):
+    def block_fn(sub, count, w_, vt):
         o = sub.op
-        qt = rounds.transform(sub, rounds.rotations(sub, o.GatherND(w_, triples, batch_dims=rank - 2)))
-        # A <- Q^T A Q, V^T <- Q^T V^T (V <- V Q)
-        return [o.MatMul(o.MatMul(qt, w_), mx.swap_last_axes(sub, qt, rank)), o.MatMul(qt, vt)]
+        t = rounds.block(sub, w_, count)
+        # A <- T A T^T, V^T <- T V^T (V <- V T^T)
+        return [o.MatMul(o.MatMul(t, w_), mx.swap_last_axes(sub, t, rank)), o.MatMul(t, vt)]
 
     def converged(sub, w_, _vt):
         o = sub.op
@@ -251,7 +311,7 @@ def lower_eigh(ctx, a):
         not_done = o.Greater(off2, tol2)
         return o.Not(o.Cast(o.ReduceMax(o.Cast(not_done, to=6), keepdims=0), to=9))
 
-    _, vt = _sweeps(ctx, [(work, work_aval), (v0, work_aval)], round_fn, converged, n_even, dtype, "jacobi")
+    _, vt = _sweeps(ctx, [(work, work_aval), (v0, work_aval)], block_fn, converged, n_even, dtype, "jacobi")
     # the eigenvalues are recomputed from the polished vectors below, not read off the diagonal
     v = mx.swap_last_axes(ctx, vt, rank)
     if n_even != n:
@@ -294,17 +354,14 @@ def lower_svd(ctx, a):
         v0 = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
         g_aval = mx.aval([*batch, n_even, rows], dtype)
         v_aval = mx.aval([*batch, n_even, n_even], dtype)
-        rounds = _Rounds(ctx, n_even, rank, dtype, batch)
-        pair_shape = ctx.i64([0] * (rank - 2) + [n_even // 2, 2, rows])
+        rounds = _Rounds(ctx, n_even, rank, dtype, batch, min(_BLOCK_ROUNDS, n_even - 1))
 
-        def round_fn(sub, gt, vt):  # G^T and V^T: their rows rotate, G <- G Q, V <- V Q
+        def block_fn(sub, count, gt, vt):  # G^T and V^T: their rows rotate, G <- G T^T, V <- V T^T
             o = sub.op
-            last = sub.i64([-1])
-            pairs = o.Reshape(gt, pair_shape)  # [..., N/2, 2, rows]: (g_p, g_q)
-            norms = o.ReduceSumSquare(pairs, last, keepdims=0)  # [..., N/2, 2]: |g_p|^2, |g_q|^2
-            dots = o.ReduceSum(o.ReduceProd(pairs, sub.i64([-2]), keepdims=0), last, keepdims=1)  # g_p . g_q
-            qt = rounds.transform(sub, rounds.rotations(sub, o.Concat(norms, dots, axis=-1)))
-            return [o.MatMul(qt, gt), o.MatMul(qt, vt)]
+            # the block's rotations are read off the columns' Gram matrix, computed afresh from the
+            # rotated columns each block (one-sided Jacobi: never the Gram matrix of the input)
+            t = rounds.block(sub, o.MatMul(gt, mx.swap_last_axes(sub, gt, rank)), count)
+            return [o.MatMul(t, gt), o.MatMul(t, vt)]
 
         def converged(sub, gt, _vt):
             """Every column pair orthogonal to ``eps``: ``|g_p . g_q| <= eps * |g_p| |g_q|``."""
@@ -316,7 +373,7 @@ def lower_svd(ctx, a):
             bad = o.Greater(o.Mul(off, off), o.Mul(scale, (eps * rows) ** 2))
             return o.Not(o.Cast(o.ReduceMax(o.Cast(bad, to=6), keepdims=0), to=9))
 
-        _, vt = _sweeps(ctx, [(gt0, g_aval), (v0, v_aval)], round_fn, converged, n_even, dtype, "svd_jacobi")
+        _, vt = _sweeps(ctx, [(gt0, g_aval), (v0, v_aval)], block_fn, converged, n_even, dtype, "svd_jacobi")
         v = mx.swap_last_axes(ctx, vt, rank)
     else:
         v = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
