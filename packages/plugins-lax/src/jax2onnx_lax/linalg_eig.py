@@ -103,9 +103,8 @@ class _Rounds:
         gather, sel = _schedule(n_even)
         self.n, self.rank, self.dtype, self.batch = n_even, rank, np.dtype(dtype), list(batch)
         self.sel_t = ctx.const(sel.T.astype(dtype))  # [N, 2N]: (c, s) row -> the rows' coefficients
-        # (a_pp, a_qq, a_pq) -> (a_qq - a_pp, 2 a_pq); a tiny offset on the first keeps the pair's
-        # vector nonzero when both are zero (the rotation is then the identity, exactly)
-        self.diff = ctx.const(np.asarray([[-1.0, 0.0], [1.0, 0.0], [0.0, 2.0]], dtype))
+        # a tiny offset on d keeps the pair's vector nonzero when d = e = 0 (the rotation is then
+        # the identity, exactly)
         self.tiny = ctx.const(np.asarray([_TINY[self.dtype], 0.0], dtype))
         self.sign_neg = ctx.const(np.asarray([-1.0, 0.0], dtype))
         self.sign_pos = ctx.const(np.asarray([1.0, 0.0], dtype))
@@ -120,7 +119,7 @@ class _Rounds:
         # GatherND and Gather copy element by element: 1536 values cost them 11 and 5 us, it 1.3).
         # Per round j of a block, the transform so far has width w = 2^j (columns cols [N, w]); the
         # tables reading that round's (a_pp, a_qq, a_pq) and extending the transform by the round.
-        self.read, self.extend, self.columns, self.widths, self.triple_shape = [], [], [], [], []
+        self.read, self.extend, self.columns, self.widths, self.triple_shape, self.diff = [], [], [], [], [], []
         cols = np.arange(n_even, dtype=np.int64)[:, None]
         for j in range(block):
             w = cols.shape[1]
@@ -132,7 +131,10 @@ class _Rounds:
             wl = np.broadcast_to(ll[:, :, None, None] * w + u[None, :], (half, 3, w, w))
             self.read.append((self._row_index(ctx, h_idx), self._row_index(ctx, wk) if j else None,
                               self._row_index(ctx, wl) if j else None))
-            self.triple_shape.append(ctx.i64([*lead, half, 3, w * w]))
+            self.triple_shape.append(ctx.i64([*lead, half, 3 * w * w]))
+            # the sum over (u, v) and (a_pp, a_qq, a_pq) -> (a_qq - a_pp, 2 a_pq) in one MatMul
+            diff = np.asarray([[-1.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
+            self.diff.append(ctx.const(np.repeat(diff, w * w, axis=0).astype(dtype)))
             # row k of the extended transform: coefficient a of row k of this round times row
             # gather[k, a] of the transform so far; flattened (k, a, u)
             ka = np.broadcast_to(2 * np.arange(n_even)[:, None, None] + np.arange(2)[None, :, None], (n_even, 2, w))
@@ -147,18 +149,19 @@ class _Rounds:
         c = ctx.const(np.ascontiguousarray(idx, dtype=np.int64).reshape(1, -1))
         return mx.expand_to(ctx, c, [*self.batch, 1, idx.size]) if self.batch else c
 
-    def rotations(self, sub, triples):
-        """``(c, s)`` [..., N/2, 2] of each pair from its ``(a_pp, a_qq, a_pq)`` [..., N/2, 3].
+    def rotations(self, sub, y):
+        """``(c, s)`` [..., N/2, 2] of each pair from ``y = (d, e)`` [..., N/2, 2] of its 2x2 problem
+        ``[[a_pp, a_pq], [a_pq, a_qq]]``: ``d = a_qq - a_pp``, ``e = 2 a_pq``.
 
         The pair's rotation is the 2x2 problem's eigenvector ``(d + sign(d) r, e)`` normalised
-        (``d = a_qq - a_pp``, ``e = 2 a_pq``, ``r = hypot(d, e)``), which is Rutishauser's stable
-        ``(1, t)`` with ``t = sign(d) e / (|d| + r)`` (the smaller angle, no cancellation) up to a
-        common sign (``-J`` rotates as well as ``J``). ``e = 0`` gives ``(+-1, 0)``: the identity
-        up to an exact sign. Nodes: MatMul, Add, ReduceL2, Less, Where, Mul, Add, LpNormalization.
-        The operands are scaled to ``max |a| = 1`` beforehand, so ``r`` neither overflows nor
+        (``r = hypot(d, e)``), which is Rutishauser's stable ``(1, t)`` with
+        ``t = sign(d) e / (|d| + r)`` (the smaller angle, no cancellation) up to a common sign
+        (``-J`` rotates as well as ``J``). ``e = 0`` gives ``(+-1, 0)``: the identity up to an exact
+        sign. Nodes: Add (the offset), ReduceL2, Less, Where, Mul, Add, LpNormalization. The
+        operands are scaled to ``max |a| = 1`` beforehand, so ``r`` neither overflows nor
         underflows and the offset is far below the rounding of any entry that matters."""
         op = sub.op
-        y = op.Add(op.MatMul(triples, self.diff), self.tiny)  # [..., N/2, 2]: (d, e)
+        y = op.Add(y, self.tiny)
         r = op.ReduceL2(y, sub.i64([-1]), keepdims=1)
         sign = op.Where(op.Less(y, 0.0), self.sign_neg, self.sign_pos)  # (sign(d), 0), sign(0) = 1
         return op.LpNormalization(op.Add(y, op.Mul(sign, r)), axis=-1, p=2)
@@ -168,7 +171,6 @@ class _Rounds:
         symmetric ``h`` [..., N, N] whose 2x2 problems drive them: ``T h T^T`` is ``h`` after
         those rounds, and ``T X`` rotates (and moves) the rows of any X along with it."""
         op = sub.op
-        last = sub.i64([-1])
         h_flat = op.Reshape(h, self.flat_shape)
         t = None  # the transform so far, flattened [..., 1, N * w]
         for j in range(rounds):
@@ -176,9 +178,8 @@ class _Rounds:
             terms = op.GatherElements(h_flat, h_idx, axis=-1)
             if t is not None:
                 terms = op.Mul(op.Mul(op.GatherElements(t, wk, axis=-1), op.GatherElements(t, wl, axis=-1)), terms)
-            triples = op.Reshape(terms, self.triple_shape[j])  # [..., N/2, 3, w^2]
-            triples = op.ReduceSum(triples, last, keepdims=0) if t is not None else op.Squeeze(triples, last)
-            coef = op.MatMul(op.Reshape(self.rotations(sub, triples), self.row_shape), self.sel_t)  # [..., 1, 2N]
+            y = op.MatMul(op.Reshape(terms, self.triple_shape[j]), self.diff[j])  # [..., N/2, 2]: (d, e)
+            coef = op.MatMul(op.Reshape(self.rotations(sub, y), self.row_shape), self.sel_t)  # [..., 1, 2N]
             if t is None:
                 t = coef
             else:
