@@ -36,6 +36,7 @@ import numpy as np
 import onnx_ir as ir
 from jax2onnx.plugin import Lowerings
 
+from . import _jacobi_rows as row_jacobi
 from . import _matrix as mx
 from .linalg_factor import _geqrf, _householder_product
 
@@ -205,12 +206,24 @@ _UNROLL_ROUNDS = 15
 _BLOCK_ROUNDS = 3
 
 
-def _sweeps(ctx, state, block_fn, converged_fn, n_even, dtype, name):
-    """Loop of sweeps (each ``n_even - 1`` rounds in blocks, unrolled or an inner Loop) until
-    ``converged_fn``. ``block_fn(sub, rounds, *state) -> new state`` applies a block of rounds."""
+#: Up to this (even) size the rounds are dense transforms of three rounds (:class:`_Rounds`), O(N^3)
+#: a block; beyond, rows rotated in place, O(N^2) a round (:mod:`._jacobi_rows`). Measured, float32,
+#: one thread, dense against rows: 64: eigh 5.6 / 10.2 ms, 128: 38 / 43 ms, 256: 410 / 288 ms.
+_DENSE_MAX = 128
+
+
+def _sweeps(ctx, state, make_block, rows_round, converged_fn, n_even, dtype, name):
+    """Loop of sweeps (each ``n_even - 1`` rounds) until ``converged_fn``. Up to :data:`_DENSE_MAX`,
+    ``make_block(rounds) -> block_fn`` with ``block_fn(sub, count, *state) -> new state`` applying
+    ``count`` rounds as one transform (blocks unrolled or an inner Loop); beyond,
+    ``rows_round(sub, rnd, *state)`` one round of :mod:`._jacobi_rows`."""
+    max_sweeps = _MAX_SWEEPS.get(np.dtype(dtype), 20)
+    if n_even > _DENSE_MAX:
+        return row_jacobi.sweeps(ctx, state, rows_round, converged_fn, n_even, dtype, name, max_sweeps)
     rounds = n_even - 1
     size = min(_BLOCK_ROUNDS, rounds)
     full, rest = divmod(rounds, size)
+    block_fn = make_block(_Rounds(ctx, n_even, len(state[0][1].shape), dtype, state[0][1].shape[:-2], size))
 
     def sweep(sub, _k, *st):
         if rounds <= _UNROLL_ROUNDS:
@@ -221,7 +234,7 @@ def _sweeps(ctx, state, block_fn, converged_fn, n_even, dtype, name):
                          lambda inner, _r, *st_: block_fn(inner, size, *st_), f"{name}_round")
         return block_fn(sub, rest, *st) if rest else st
 
-    return mx.loop(ctx, _MAX_SWEEPS.get(np.dtype(dtype), 20), state, sweep, f"{name}_sweep", until=converged_fn)
+    return mx.loop(ctx, max_sweeps, state, sweep, f"{name}_sweep", until=converged_fn)
 
 
 def _scaled(ctx, x, dtype):
@@ -297,13 +310,14 @@ def lower_eigh(ctx, a):
     # bound of eps ||A|| is never met and every matrix ran to the sweep cap; sqrt(n) eps ||A|| lies
     # above the floor and one sweep below the last quadratic step (64x64: 7 sweeps instead of 15).
     tol2 = op.Mul(fro2, float(np.sqrt(n_even) * np.finfo(dtype).eps) ** 2)
-    rounds = _Rounds(ctx, n_even, rank, dtype, batch, min(_BLOCK_ROUNDS, n_even - 1))
+    def make_block(rounds):
+        def block_fn(sub, count, w_, vt):
+            o = sub.op
+            t = rounds.block(sub, w_, count)
+            # A <- T A T^T, V^T <- T V^T (V <- V T^T)
+            return [o.MatMul(o.MatMul(t, w_), mx.swap_last_axes(sub, t, rank)), o.MatMul(t, vt)]
 
-    def block_fn(sub, count, w_, vt):
-        o = sub.op
-        t = rounds.block(sub, w_, count)
-        # A <- T A T^T, V^T <- T V^T (V <- V T^T)
-        return [o.MatMul(o.MatMul(t, w_), mx.swap_last_axes(sub, t, rank)), o.MatMul(t, vt)]
+        return block_fn
 
     def converged(sub, w_, _vt):
         o = sub.op
@@ -312,7 +326,8 @@ def lower_eigh(ctx, a):
         not_done = o.Greater(off2, tol2)
         return o.Not(o.Cast(o.ReduceMax(o.Cast(not_done, to=6), keepdims=0), to=9))
 
-    _, vt = _sweeps(ctx, [(work, work_aval), (v0, work_aval)], block_fn, converged, n_even, dtype, "jacobi")
+    _, vt = _sweeps(ctx, [(work, work_aval), (v0, work_aval)], make_block, row_jacobi.eigh_round(rank, n_even),
+                    converged, n_even, dtype, "jacobi")
     # the eigenvalues are recomputed from the polished vectors below, not read off the diagonal
     v = mx.swap_last_axes(ctx, vt, rank)
     if n_even != n:
@@ -355,14 +370,15 @@ def lower_svd(ctx, a):
         v0 = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
         g_aval = mx.aval([*batch, n_even, rows], dtype)
         v_aval = mx.aval([*batch, n_even, n_even], dtype)
-        rounds = _Rounds(ctx, n_even, rank, dtype, batch, min(_BLOCK_ROUNDS, n_even - 1))
+        def make_block(rounds):
+            def block_fn(sub, count, gt, vt):  # G^T and V^T: their rows rotate, G <- G T^T, V <- V T^T
+                o = sub.op
+                # the block's rotations are read off the columns' Gram matrix, computed afresh from
+                # the rotated columns each block (one-sided Jacobi: never the Gram matrix of the input)
+                t = rounds.block(sub, o.MatMul(gt, mx.swap_last_axes(sub, gt, rank)), count)
+                return [o.MatMul(t, gt), o.MatMul(t, vt)]
 
-        def block_fn(sub, count, gt, vt):  # G^T and V^T: their rows rotate, G <- G T^T, V <- V T^T
-            o = sub.op
-            # the block's rotations are read off the columns' Gram matrix, computed afresh from the
-            # rotated columns each block (one-sided Jacobi: never the Gram matrix of the input)
-            t = rounds.block(sub, o.MatMul(gt, mx.swap_last_axes(sub, gt, rank)), count)
-            return [o.MatMul(t, gt), o.MatMul(t, vt)]
+            return block_fn
 
         def converged(sub, gt, _vt):
             """Every column pair orthogonal to ``eps``: ``|g_p . g_q| <= eps * |g_p| |g_q|``."""
@@ -374,7 +390,8 @@ def lower_svd(ctx, a):
             bad = o.Greater(o.Mul(off, off), o.Mul(scale, (eps * rows) ** 2))
             return o.Not(o.Cast(o.ReduceMax(o.Cast(bad, to=6), keepdims=0), to=9))
 
-        _, vt = _sweeps(ctx, [(gt0, g_aval), (v0, v_aval)], block_fn, converged, n_even, dtype, "svd_jacobi")
+        _, vt = _sweeps(ctx, [(gt0, g_aval), (v0, v_aval)], make_block, row_jacobi.svd_round, converged, n_even, dtype,
+                        "svd_jacobi")
         v = mx.swap_last_axes(ctx, vt, rank)
     else:
         v = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
