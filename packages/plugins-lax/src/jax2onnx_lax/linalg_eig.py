@@ -2,10 +2,14 @@
 
 Both run sweeps of rotations in an ONNX ``Loop`` that stops once the matrix has converged (or after
 a cap of sweeps). A sweep is ``N - 1`` rounds of the round-robin ("circle") ordering: each round
-rotates ``N/2`` disjoint index pairs at once, applied as ``c * rows + s * partner rows`` (a row
-Gather and elementwise ops, O(N^2), see :class:`_Round`); the rounds of a sweep are unrolled in the
-sweep's body (constant index tables) up to 16x16, an inner Loop beyond. An odd ``n`` is padded with
-a zero row/column whose rotations are exactly the identity, and sliced off at the end.
+rotates ``N/2`` disjoint index pairs at once. Up to 128x128 the pairs are kept at the positions
+``(2i, 2i+1)`` by a constant permutation after each round (:func:`_schedule`), so every round is the
+same computation; three rounds are combined into one transform with eight nonzeros a row, which is
+scattered into a dense matrix and applied by one MatMul a matrix (:class:`_Rounds`). Larger
+matrices rotate rows in place, round by round (:mod:`._jacobi_rows`, O(N^2) a round). An odd ``n``
+is padded with a zero row/column whose rotations are exactly the identity (up to sign), and sliced
+off at the end. The operand is scaled to ``max |a| = 1`` first (the rotations' 2x2 problems use
+``hypot``).
 
 - ``eigh``: two-sided Jacobi ``A <- J^T A J``, ``V <- V J`` (the symmetric Schur 2x2 rotation of Golub
   and Van Loan) on the triangle JAX names (``lower``); stops when the off-diagonal Frobenius norm is
