@@ -158,18 +158,20 @@ class _Rounds:
         """``(c, s)`` [..., N/2, 2] of each pair from ``y = (d, e)`` [..., N/2, 2] of its 2x2 problem
         ``[[a_pp, a_pq], [a_pq, a_qq]]``: ``d = a_qq - a_pp``, ``e = 2 a_pq``.
 
-        The pair's rotation is the 2x2 problem's eigenvector ``(d + sign(d) r, e)`` normalised
-        (``r = hypot(d, e)``), which is Rutishauser's stable ``(1, t)`` with
-        ``t = sign(d) e / (|d| + r)`` (the smaller angle, no cancellation) up to a common sign
-        (``-J`` rotates as well as ``J``). ``e = 0`` gives ``(+-1, 0)``: the identity up to an exact
-        sign. Nodes: Add (the offset), ReduceL2, Less, Where, Mul, Add, LpNormalization. The
-        operands are scaled to ``max |a| = 1`` beforehand, so ``r`` neither overflows nor
-        underflows and the offset is far below the rounding of any entry that matters."""
+        ``(d, e) / hypot(d, e)`` is ``(cos 2t, sin 2t)`` of the rotation angle t that zeroes
+        ``a_pq``, and ``(cos 2t + 1, sin 2t)`` normalised is ``(cos t, sin t)`` (half-angle). Adding
+        ``sign(cos 2t)`` instead of 1 takes the other solution when ``d < 0``: the smaller angle
+        (``|t| <= pi/4``, Rutishauser's ``t = sign(d) e / (|d| + hypot(d, e))``) up to a common
+        sign of ``(c, s)`` (``-J`` rotates as well as ``J``), and no cancellation (the first
+        component is at least 1 in magnitude). ``e = 0`` gives ``(+-1, 0)``: the identity up to an
+        exact sign. Nodes: LpNormalization, Less, Where, Add, LpNormalization (the offset ``y``
+        carries keeps it nonzero: ``d = e = 0`` is the identity too). The operands are scaled to
+        ``max |a| = 1`` beforehand, so the norms neither overflow nor underflow and the offset is
+        far below the rounding of any entry that matters."""
         op = sub.op
-        y = op.Add(y, self.tiny)
-        r = op.ReduceL2(y, sub.i64([-1]), keepdims=1)
+        u = op.LpNormalization(y, axis=-1, p=2)  # (cos 2t, sin 2t)
         sign = op.Where(op.Less(y, 0.0), self.sign_neg, self.sign_pos)  # (sign(d), 0), sign(0) = 1
-        return op.LpNormalization(op.Add(y, op.Mul(sign, r)), axis=-1, p=2)
+        return op.LpNormalization(op.Add(u, sign), axis=-1, p=2)
 
     def block(self, sub, h, rounds):
         """The transform ``T`` [..., N, N] of the next ``rounds`` (<= the block size) rounds for the
@@ -183,7 +185,7 @@ class _Rounds:
             terms = op.GatherElements(h_flat, h_idx, axis=-1)
             if t is not None:
                 terms = op.Mul(op.Mul(op.GatherElements(t, wk, axis=-1), op.GatherElements(t, wl, axis=-1)), terms)
-            y = op.MatMul(op.Reshape(terms, self.triple_shape[j]), self.diff[j])  # [..., N/2, 2]: (d, e)
+            y = op.Add(op.MatMul(op.Reshape(terms, self.triple_shape[j]), self.diff[j]), self.tiny)  # (d, e)
             coef = op.MatMul(op.Reshape(self.rotations(sub, y), self.row_shape), self.sel_t)  # [..., 1, 2N]
             if t is None:
                 t = coef
