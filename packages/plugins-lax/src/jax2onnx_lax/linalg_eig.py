@@ -243,11 +243,16 @@ def _sweeps(ctx, state, make_block, rows_round, converged_fn, n_even, dtype, nam
     return mx.loop(ctx, max_sweeps, state, sweep, f"{name}_sweep", until=converged_fn)
 
 
-def _scaled(ctx, x, dtype):
-    """``x / max |x|`` per matrix (1 for a zero matrix): keeps the rotations' hypot in range."""
+def _scale_of(ctx, x, dtype):
+    """``max |x|`` per matrix [..., 1, 1] (the smallest normal number for a zero matrix)."""
     op = ctx.op
-    m = op.ReduceMax(op.Abs(x), ctx.i64([-2, -1]), keepdims=1)
-    return op.Div(x, op.Max(m, ctx.const(np.asarray(np.finfo(dtype).tiny, dtype))))
+    return op.Max(op.ReduceMax(op.Abs(x), ctx.i64([-2, -1]), keepdims=1), ctx.const(np.asarray(np.finfo(dtype).tiny, dtype)))
+
+
+def _scaled(ctx, x, dtype):
+    """``x / max |x|`` per matrix: keeps the rotations' norms and the convergence tests' sums of
+    squares in range (a 64x64 float32 eigh of entries ~1e30 or ~1e-30 ran to the sweep cap)."""
+    return ctx.op.Div(x, _scale_of(ctx, x, dtype))
 
 
 def _sort_columns(ctx, values, vectors, largest, n):
@@ -368,11 +373,16 @@ def lower_svd(ctx, a):
     wide = m < n
     x = mx.swap_last_axes(ctx, a, rank) if wide else a
     rows, cols = (n, m) if wide else (m, n)  # x is rows x cols, rows >= cols
+    # everything below on x / max |x| (the singular values are scaled back at the end): the
+    # column norms are sums of squares, which overflow (or underflow) in float32 for entries
+    # beyond ~1e19 (below ~1e-19)
+    scale = _scale_of(ctx, x, dtype)
+    x = ctx.op.Div(x, scale)
     n_even = cols + cols % 2
     eps = float(np.finfo(dtype).eps)
     eye_mask = np.eye(n_even, dtype=bool)
     if n_even >= 2:
-        gt0 = mx.swap_last_axes(ctx, _pad_square(ctx, _scaled(ctx, x, dtype), rank, 0, n_even - cols), rank)
+        gt0 = mx.swap_last_axes(ctx, _pad_square(ctx, x, rank, 0, n_even - cols), rank)
         v0 = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
         g_aval = mx.aval([*batch, n_even, rows], dtype)
         v_aval = mx.aval([*batch, n_even, n_even], dtype)
@@ -409,9 +419,10 @@ def lower_svd(ctx, a):
     v = _orthonormalize(ctx, v, rank, cols)
     g = op.MatMul(x, v)
     s = op.Sqrt(op.ReduceSum(op.Mul(g, g), ctx.i64([-2]), keepdims=0))  # [..., cols]
+    scale = op.Squeeze(scale, ctx.i64([-1]))  # [..., 1]: the singular values of the input
     if not p["compute_uv"]:
         s, _, _ = _sort_columns(ctx, s, None, largest=True, n=cols)
-        return [s]
+        return [op.Mul(s, scale)]
     s, v, idx = _sort_columns(ctx, s, v, largest=True, n=cols)
     idx_g = op.Expand(op.Unsqueeze(idx, ctx.i64([-2])), op.Shape(g))
     g = op.GatherElements(g, idx_g, axis=-1)
@@ -425,6 +436,7 @@ def lower_svd(ctx, a):
         q_thin = op.Slice(q, ctx.i64([0]), ctx.i64([cols]), ctx.i64([-1]))
         q_rest = op.Slice(q, ctx.i64([cols]), ctx.i64([rows]), ctx.i64([-1]))
         u = op.Concat(op.Where(positive, u, q_thin), q_rest, axis=-1)
+    s = op.Mul(s, scale)
     if wide:  # a^T = u s v^T  =>  a = v s u^T
         return [s, v, mx.swap_last_axes(ctx, u, rank)]
     return [s, u, mx.swap_last_axes(ctx, v, rank)]
