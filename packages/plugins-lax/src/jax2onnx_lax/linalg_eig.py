@@ -111,8 +111,10 @@ class _Rounds:
         # a tiny offset on d keeps the pair's vector nonzero when d = e = 0 (the rotation is then
         # the identity, exactly)
         self.tiny = ctx.const(np.asarray([_TINY[self.dtype], 0.0], dtype))
-        self.sign_neg = ctx.const(np.asarray([-1.0, 0.0], dtype))
-        self.sign_pos = ctx.const(np.asarray([1.0, 0.0], dtype))
+        self.first = ctx.const(np.asarray([1.0, 0.0], dtype))
+        # sign(cos 2t + nudge): never 0, and wrong only where |cos 2t| < nudge, where either
+        # half-angle is stable (|cos 2t +- 1| > 1 - nudge) and zeroes a_pq
+        self.nudge = ctx.const(np.asarray([2.0 ** -20, 0.0], dtype))
         lead = [0] * (rank - 2)
         self.row_shape = ctx.i64([*lead, 1, n_even])  # the pairs' (c, s), flattened
         self.flat_shape = ctx.i64([*lead, 1, n_even * n_even])
@@ -163,14 +165,16 @@ class _Rounds:
         ``sign(cos 2t)`` instead of 1 takes the other solution when ``d < 0``: the smaller angle
         (``|t| <= pi/4``, Rutishauser's ``t = sign(d) e / (|d| + hypot(d, e))``) up to a common
         sign of ``(c, s)`` (``-J`` rotates as well as ``J``), and no cancellation (the first
-        component is at least 1 in magnitude). ``e = 0`` gives ``(+-1, 0)``: the identity up to an
-        exact sign. Nodes: LpNormalization, Less, Where, Add, LpNormalization (the offset ``y``
-        carries keeps it nonzero: ``d = e = 0`` is the identity too). The operands are scaled to
+        component is at least ``1 - nudge`` in magnitude). ``e = 0`` gives ``(+-1, 0)``: the
+        identity up to an exact sign. Nodes: LpNormalization, Add, Sign, Mul, Add, LpNormalization
+        (the offset ``y`` carries keeps it nonzero: ``d = e = 0`` is the identity too). The operands are scaled to
         ``max |a| = 1`` beforehand, so the norms neither overflow nor underflow and the offset is
         far below the rounding of any entry that matters."""
         op = sub.op
         u = op.LpNormalization(y, axis=-1, p=2)  # (cos 2t, sin 2t)
-        sign = op.Where(op.Less(y, 0.0), self.sign_neg, self.sign_pos)  # (sign(d), 0), sign(0) = 1
+        # (sign(d), 0) by Sign rather than Less + Where: 6% faster for the whole eigh at 64 (an
+        # elementwise Where against broadcast constants is one of the body's slowest small nodes)
+        sign = op.Mul(op.Sign(op.Add(u, self.nudge)), self.first)
         return op.LpNormalization(op.Add(u, sign), axis=-1, p=2)
 
     def block(self, sub, h, rounds):
