@@ -110,11 +110,14 @@ class _Rounds:
         self.sel_t = ctx.const(sel.T.astype(dtype))  # [N, 2N]: (c, s) row -> the rows' coefficients
         # a tiny offset on d keeps the pair's vector nonzero when d = e = 0 (the rotation is then
         # the identity, exactly)
-        self.tiny = ctx.const(np.asarray([_TINY[self.dtype], 0.0], dtype))
-        self.first = ctx.const(np.asarray([1.0, 0.0], dtype))
+        # the constants the pairs' [..., N/2, 2] meet are full-size: onnxruntime's elementwise ops
+        # broadcasting a [2] over them made the whole eigh at 64 6-9% slower (measured)
+        half_pairs = (n_even // 2, 1)
+        self.tiny = ctx.const(np.tile(np.asarray([_TINY[self.dtype], 0.0], dtype), half_pairs))
+        self.first = ctx.const(np.tile(np.asarray([1.0, 0.0], dtype), half_pairs))
         # sign(cos 2t + nudge): never 0, and wrong only where |cos 2t| < nudge, where either
         # half-angle is stable (|cos 2t +- 1| > 1 - nudge) and zeroes a_pq
-        self.nudge = ctx.const(np.asarray([2.0 ** -20, 0.0], dtype))
+        self.nudge = ctx.const(np.tile(np.asarray([2.0 ** -20, 0.0], dtype), half_pairs))
         lead = [0] * (rank - 2)
         self.row_shape = ctx.i64([*lead, 1, n_even])  # the pairs' (c, s), flattened
         self.flat_shape = ctx.i64([*lead, 1, n_even * n_even])
