@@ -115,7 +115,7 @@ class _Rounds:
         # a tiny offset on d keeps the pair's vector nonzero when d = e = 0 (the rotation is then
         # the identity, exactly)
         self.tiny = ctx.const(np.tile(np.asarray([_TINY[self.dtype], 0.0], dtype), half_pairs))
-        self.first = ctx.const(np.tile(np.asarray([1.0, 0.0], dtype), half_pairs))
+        self.first = ctx.const(np.asarray([[1.0, 0.0], [0.0, 0.0]], dtype))  # (u0, u1) -> (u0, 0)
         # sign(cos 2t + nudge): never 0, and wrong only where |cos 2t| < nudge, where either
         # half-angle is stable (|cos 2t +- 1| > 1 - nudge) and zeroes a_pq
         self.nudge = ctx.const(np.tile(np.asarray([2.0 ** -20, 0.0], dtype), half_pairs))
@@ -170,7 +170,7 @@ class _Rounds:
         (``|t| <= pi/4``, Rutishauser's ``t = sign(d) e / (|d| + hypot(d, e))``) up to a common
         sign of ``(c, s)`` (``-J`` rotates as well as ``J``), and no cancellation (the first
         component is at least ``1 - nudge`` in magnitude). ``e = 0`` gives ``(+-1, 0)``: the
-        identity up to an exact sign. Nodes: LpNormalization, Add, Sign, Mul, Add, LpNormalization
+        identity up to an exact sign. Nodes: LpNormalization, MatMul + Add (a Gemm), Sign, Add, LpNormalization
         (the offset ``y`` carries keeps it nonzero: ``d = e = 0`` is the identity too). The operands are scaled to
         ``max |a| = 1`` beforehand, so the norms neither overflow nor underflow and the offset is
         far below the rounding of any entry that matters."""
@@ -178,7 +178,7 @@ class _Rounds:
         u = op.LpNormalization(y, axis=-1, p=2)  # (cos 2t, sin 2t)
         # (sign(d), 0) by Sign rather than Less + Where: 6% faster for the whole eigh at 64 (an
         # elementwise Where against broadcast constants is one of the body's slowest small nodes)
-        sign = op.Mul(op.Sign(op.Add(u, self.nudge)), self.first)
+        sign = op.Sign(op.Add(op.MatMul(u, self.first), self.nudge))  # (u0 + nudge, 0): one Gemm
         return op.LpNormalization(op.Add(u, sign), axis=-1, p=2)
 
     def block(self, sub, h, rounds):
