@@ -235,7 +235,9 @@ def _sweeps(ctx, state, make_block, rows_round, converged_fn, n_even, dtype, nam
     if n_even > _DENSE_MAX:
         return row_jacobi.sweeps(ctx, state, rows_round, converged_fn, n_even, dtype, name, max_sweeps)
     rounds = n_even - 1
-    size = min(_BLOCK_ROUNDS, rounds)
+    # three rounds repeat columns in a row, which their ScatterElements adds up (reduction="add",
+    # opset 16); before, blocks of two (distinct columns)
+    size = min(_BLOCK_ROUNDS if ctx.opset >= 16 else 2, rounds)
     full, rest = divmod(rounds, size)
     block_fn = make_block(_Rounds(ctx, n_even, len(state[0][1].shape), dtype, state[0][1].shape[:-2], size))
 
