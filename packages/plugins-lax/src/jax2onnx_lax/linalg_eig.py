@@ -2,10 +2,14 @@
 
 Both run sweeps of rotations in an ONNX ``Loop`` that stops once the matrix has converged (or after
 a cap of sweeps). A sweep is ``N - 1`` rounds of the round-robin ("circle") ordering: each round
-rotates ``N/2`` disjoint index pairs at once, applied as ``c * rows + s * partner rows`` (a row
-Gather and elementwise ops, O(N^2), see :class:`_Round`); the rounds of a sweep are unrolled in the
-sweep's body (constant index tables) up to 16x16, an inner Loop beyond. An odd ``n`` is padded with
-a zero row/column whose rotations are exactly the identity, and sliced off at the end.
+rotates ``N/2`` disjoint index pairs at once. Up to 128x128 the pairs are kept at the positions
+``(2i, 2i+1)`` by a constant permutation after each round (:func:`_schedule`), so every round is the
+same computation; three rounds are combined into one transform with eight nonzeros a row, which is
+scattered into a dense matrix and applied by one MatMul a matrix (:class:`_Rounds`). Larger
+matrices rotate rows in place, round by round (:mod:`._jacobi_rows`, O(N^2) a round). An odd ``n``
+is padded with a zero row/column whose rotations are exactly the identity (up to sign), and sliced
+off at the end. The operand is scaled to ``max |a| = 1`` first (the rotations' 2x2 problems use
+``hypot``).
 
 - ``eigh``: two-sided Jacobi ``A <- J^T A J``, ``V <- V J`` (the symmetric Schur 2x2 rotation of Golub
   and Van Loan) on the triangle JAX names (``lower``); stops when the off-diagonal Frobenius norm is
@@ -36,6 +40,7 @@ import numpy as np
 import onnx_ir as ir
 from jax2onnx.plugin import Lowerings
 
+from . import _jacobi_rows as row_jacobi
 from . import _matrix as mx
 from .linalg_factor import _geqrf, _householder_product
 
@@ -45,106 +50,220 @@ lowerings = Lowerings()
 _MAX_SWEEPS = {np.dtype(np.float32): 15, np.dtype(np.float64): 20}
 
 
-def _round_robin(n_even: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(P, Q)`` of shape ``[n_even - 1, n_even / 2]``: round r rotates pairs ``(P[r, i], Q[r, i])``
-    (``P < Q``); over the rounds every pair occurs exactly once."""
-    others = list(range(1, n_even))
-    ps, qs = [], []
-    for _ in range(n_even - 1):
-        players = [0, *others]
-        pairs = [(players[i], players[n_even - 1 - i]) for i in range(n_even // 2)]
-        ps.append([min(p) for p in pairs])
-        qs.append([max(p) for p in pairs])
-        others = others[-1:] + others[:-1]
-    return np.asarray(ps, dtype=np.int64), np.asarray(qs, dtype=np.int64)
+def _schedule(n_even: int) -> tuple[np.ndarray, np.ndarray]:
+    """The round-robin ("circle") ordering with every round's pairs at the positions ``(2i, 2i+1)``.
+
+    Instead of pairing different indices each round, the rotated matrix is permuted after each
+    round so that the next round's pairs are adjacent again: every round is the same computation
+    with the same constant tables, and after ``n_even - 1`` rounds (a sweep) the positions are back
+    in their original order. Slots of the circle (slot 0 fixed, the others shifted one step a round)
+    sit at positions ``2i`` (slot i) and ``2i + 1`` (slot ``n - 1 - i``).
+
+    Returns ``(gather, sel)``: the element at position ``k`` after a round comes from position
+    ``src[k]`` of the rotated matrix, which is row ``src[k] % 2`` of its pair's rotation; ``gather``
+    ``[n, 2]`` holds that pair's two positions, and ``sel`` ``[2n, n]`` maps the pairs' ``(c, s)``
+    (flattened ``[n]``) to the two coefficients of each output position (``(c, -s)`` for the pair's
+    first row, ``(s, c)`` for its second: the rows of ``J^T``)."""
+    half = n_even // 2
+    pos_of_slot = np.empty(n_even, np.int64)
+    pos_of_slot[:half] = 2 * np.arange(half)
+    pos_of_slot[n_even - 1 - np.arange(half)] = 2 * np.arange(half) + 1
+    slot_of_pos = np.argsort(pos_of_slot)
+    # slot s >= 1 holds next round what slot s - 1 held (slot 1 what slot n - 1 held)
+    prev_slot = np.asarray([0] + [1 + (s - 2) % (n_even - 1) for s in range(1, n_even)], np.int64)
+    src = pos_of_slot[prev_slot[slot_of_pos]]
+    pair, role = src // 2, src % 2
+    gather = np.stack([2 * pair, 2 * pair + 1], axis=-1)
+    sel = np.zeros((2 * n_even, n_even))
+    for k in range(n_even):
+        if role[k] == 0:  # c * row_p - s * row_q
+            sel[2 * k, 2 * pair[k]], sel[2 * k + 1, 2 * pair[k] + 1] = 1.0, -1.0
+        else:  # s * row_p + c * row_q
+            sel[2 * k, 2 * pair[k] + 1], sel[2 * k + 1, 2 * pair[k]] = 1.0, 1.0
+    return gather, sel
 
 
-def _rotation(sub, a_pp, a_qq, a_pq):
-    """``(c, s)`` zeroing the pair's off-diagonal entry of ``[[a_pp, a_pq], [a_pq, a_qq]]``:
-    ``theta = (a_qq - a_pp) / (2 a_pq)``, ``t = sign(theta) / (|theta| + sqrt(1 + theta^2))``.
-    A zero ``a_pq`` (converged, or the padding index) is the identity, exactly."""
-    op = sub.op
-    zero = op.Equal(a_pq, 0.0)
-    theta = op.Div(op.Sub(a_qq, a_pp), op.Mul(op.Where(zero, 1.0, a_pq), 2.0))
-    t = op.Reciprocal(op.Add(op.Abs(theta), op.Sqrt(op.Add(op.Mul(theta, theta), 1.0))))
-    t = op.Where(zero, 0.0, op.Where(op.Less(theta, 0.0), op.Neg(t), t))  # sign(theta), with sign(0) = 1
-    c = op.Reciprocal(op.Sqrt(op.Add(op.Mul(t, t), 1.0)))
-    return c, op.Mul(t, c)
+class _Rounds:
+    """The constant tables of the rounds (:func:`_schedule`) and a block of rounds as one transform.
 
+    The matrices whose rows rotate are ``[..., N, width]`` (the transposes are kept where columns
+    rotate). A round's ``Q^T = P^T J^T`` has two nonzeros a row, at the columns ``gather[k]``;
+    the product ``T`` of ``k`` rounds' has ``2^k`` a row, at columns known in advance, with
+    coefficients that are products of the rounds' ``(c, s)``. A block of rounds therefore needs
+    the matrices themselves only once: each round's 2x2 problems are read from the block's first
+    matrix ``H`` through the transform so far (``(T H T^T)[k, l] = sum_uv T[k, u] T[l, v] H[u, v]``
+    over the few nonzeros: three GatherElements), and ``T`` is then scattered into a dense matrix
+    and applied by one MatMul a matrix (:meth:`block`).
 
-class _Round:
-    """One round's index tables, constants when the rounds are unrolled, gathered by the round number
-    inside a Loop otherwise.
+    Measured in onnxruntime at N = 64, one thread: a 64x64 MatMul takes ~2.6 us; applying a
+    round's row pairs elementwise (two row Gathers, two Muls, an Add) ~3.5 us, and a Gather of both
+    rows of each pair with a Mul and a ReduceSum ~7 us; every pass over a 64x64 matrix costs
+    ~0.5 us, a node on a few hundred values ~0.15-0.3 us. So one round a MatMul (the transform of
+    a single round, applied densely: ``Q^T A Q`` and ``Q^T V^T``, three MatMuls a round) was 7.5 ms
+    for a 64x64 eigh; three rounds a block, one MatMul a round, ~25% less; with the rotation's
+    nodes cut, 4.4 ms, against 10.3 ms for the row-by-row rounds (bench/results/linalg.md).
+    The MatMul's other terms are products with exact zeros, so its result is that of the rotations
+    applied one by one, rounded differently."""
 
-    A round's J (``J[p,p] = J[q,q] = c``, ``J[p,q] = s``, ``J[q,p] = -s`` per pair) is applied without
-    a MatMul: ``J^T X = cvec * X + svec * X[partner, :]`` with ``cvec = c`` at p and q, ``svec = -s``
-    at p and ``s`` at q (columns [..., N, 1]): O(N^2) per round instead of O(N^3), and the same
-    products and sums a MatMul with J forms (its other terms are exact zeros). Only rows are
-    gathered (onnxruntime's Gather along the last axis copies element by element, ~30x slower), so
-    the algorithms keep the transposes of the matrices whose columns rotate."""
+    def __init__(self, ctx, n_even, rank, dtype, batch, block):
+        gather, sel = _schedule(n_even)
+        self.n, self.rank, self.dtype, self.batch = n_even, rank, np.dtype(dtype), list(batch)
+        self.sel_t = ctx.const(sel.T.astype(dtype))  # [N, 2N]: (c, s) row -> the rows' coefficients
+        # the constants the pairs' [..., N/2, 2] meet are full-size: onnxruntime's elementwise ops
+        # broadcasting a [2] over them made the whole eigh at 64 6-9% slower (measured)
+        half_pairs = (n_even // 2, 1)
+        # a tiny offset on d keeps the pair's vector nonzero when d = e = 0 (the rotation is then
+        # the identity, exactly)
+        self.tiny = ctx.const(np.tile(np.asarray([_TINY[self.dtype], 0.0], dtype), half_pairs))
+        self.first = ctx.const(np.asarray([[1.0, 0.0], [0.0, 0.0]], dtype))  # (u0, u1) -> (u0, 0)
+        # sign(cos 2t + nudge): never 0, and wrong only where |cos 2t| < nudge, where either
+        # half-angle is stable (|cos 2t +- 1| > 1 - nudge) and zeroes a_pq
+        self.nudge = ctx.const(np.tile(np.asarray([2.0 ** -20, 0.0], dtype), half_pairs))
+        lead = [0] * (rank - 2)
+        self.row_shape = ctx.i64([*lead, 1, n_even])  # the pairs' (c, s), flattened
+        self.flat_shape = ctx.i64([*lead, 1, n_even * n_even])
+        self.zeros = mx.expand_to(ctx, ctx.const(np.zeros((n_even, n_even), dtype)), [*batch, n_even, n_even])
+        half = n_even // 2
+        kk = np.stack([2 * np.arange(half), 2 * np.arange(half) + 1, 2 * np.arange(half)], axis=-1)  # [N/2, 3]
+        ll = np.stack([2 * np.arange(half), 2 * np.arange(half) + 1, 2 * np.arange(half) + 1], axis=-1)
+        # Everything is indexed as flat rows [..., 1, L] and read by GatherElements (onnxruntime's
+        # GatherND and Gather copy element by element: 1536 values cost them 11 and 5 us, it 1.3).
+        # Per round j of a block, the transform so far has width w = 2^j (columns cols [N, w]); the
+        # tables reading that round's (a_pp, a_qq, a_pq) and extending the transform by the round.
+        self.read, self.extend, self.columns, self.widths, self.triple_shape, self.diff = [], [], [], [], [], []
+        cols = np.arange(n_even, dtype=np.int64)[:, None]
+        for j in range(block):
+            w = cols.shape[1]
+            ck = cols[kk][:, :, :, None]  # [N/2, 3, w, 1]: the columns of row k's transform
+            cl = cols[ll][:, :, None, :]  # [N/2, 3, 1, w]
+            h_idx = ck * n_even + cl  # (T h T^T)[k, l] = sum_uv T[k, u] T[l, v] h[cols[k, u], cols[l, v]]
+            u = np.arange(w)
+            wk = np.broadcast_to(kk[:, :, None, None] * w + u[:, None], (half, 3, w, w))  # T[k, u], flattened T
+            wl = np.broadcast_to(ll[:, :, None, None] * w + u[None, :], (half, 3, w, w))
+            self.read.append((self._row_index(ctx, h_idx), self._row_index(ctx, wk) if j else None,
+                              self._row_index(ctx, wl) if j else None))
+            self.triple_shape.append(ctx.i64([*lead, half, 3 * w * w]))
+            # the sum over (u, v) and (a_pp, a_qq, a_pq) -> (a_qq - a_pp, 2 a_pq) in one MatMul
+            diff = np.asarray([[-1.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
+            self.diff.append(ctx.const(np.repeat(diff, w * w, axis=0).astype(dtype)))
+            # row k of the extended transform: coefficient a of row k of this round times row
+            # gather[k, a] of the transform so far; flattened (k, a, u)
+            ka = np.broadcast_to(2 * np.arange(n_even)[:, None, None] + np.arange(2)[None, :, None], (n_even, 2, w))
+            wa = gather[:, :, None] * w + u[None, None, :]
+            self.extend.append((self._row_index(ctx, ka), self._row_index(ctx, wa)) if j else None)
+            cols = cols[gather].reshape(n_even, 2 * w)
+            self.columns.append(mx.expand_to(ctx, ctx.const(cols), [*batch, n_even, 2 * w]))
+            self.widths.append(2 * w)
 
-    def __init__(self, partner, pair_of, sign, flat_idx, gram_idx):
-        self.partner, self.pair_of, self.sign = partner, pair_of, sign
-        self.flat_idx, self.gram_idx = flat_idx, gram_idx
+    def _row_index(self, ctx, idx):
+        """A GatherElements index over a flat row ``[..., 1, L]``: ``[*batch, 1, idx.size]``."""
+        c = ctx.const(np.ascontiguousarray(idx, dtype=np.int64).reshape(1, -1))
+        return mx.expand_to(ctx, c, [*self.batch, 1, idx.size]) if self.batch else c
 
-    def vectors(self, sub, c, s):
-        """``(cvec, svec)`` [..., N, 1] from the pairs' ``c``, ``s`` [..., N/2, 1]."""
+    def rotations(self, sub, y):
+        """``(c, s)`` [..., N/2, 2] of each pair from ``y = (d, e)`` [..., N/2, 2] of its 2x2 problem
+        ``[[a_pp, a_pq], [a_pq, a_qq]]``: ``d = a_qq - a_pp``, ``e = 2 a_pq``.
+
+        ``(d, e) / hypot(d, e)`` is ``(cos 2t, sin 2t)`` of the rotation angle t that zeroes
+        ``a_pq``, and ``(cos 2t + 1, sin 2t)`` normalised is ``(cos t, sin t)`` (half-angle). Adding
+        ``sign(cos 2t)`` instead of 1 takes the other solution when ``d < 0``: the smaller angle
+        (``|t| <= pi/4``, Rutishauser's ``t = sign(d) e / (|d| + hypot(d, e))``) up to a common
+        sign of ``(c, s)`` (``-J`` rotates as well as ``J``), and no cancellation (the first
+        component is at least ``1 - nudge`` in magnitude). ``e = 0`` gives ``(+-1, 0)``: the
+        identity up to an exact sign. Nodes: LpNormalization, MatMul + Add (a Gemm), Sign, Add, LpNormalization
+        (the offset ``y`` carries keeps it nonzero: ``d = e = 0`` is the identity too). The operands are scaled to
+        ``max |a| = 1`` beforehand, so the norms neither overflow nor underflow and the offset is
+        far below the rounding of any entry that matters."""
         op = sub.op
-        return op.Gather(c, self.pair_of, axis=-2), op.Mul(op.Gather(s, self.pair_of, axis=-2), self.sign)
+        u = op.LpNormalization(y, axis=-1, p=2)  # (cos 2t, sin 2t)
+        # (sign(d), 0) by Sign rather than Less + Where: 6% faster for the whole eigh at 64 (an
+        # elementwise Where against broadcast constants is one of the body's slowest small nodes)
+        sign = op.Sign(op.Add(op.MatMul(u, self.first), self.nudge))  # (u0 + nudge, 0): one Gemm
+        return op.LpNormalization(op.Add(u, sign), axis=-1, p=2)
 
-    def left_t(self, sub, x, cvec, svec):
-        """``J^T X``."""
+    def block(self, sub, h, rounds):
+        """The transform ``T`` [..., N, N] of the next ``rounds`` (<= the block size) rounds for the
+        symmetric ``h`` [..., N, N] whose 2x2 problems drive them: ``T h T^T`` is ``h`` after
+        those rounds, and ``T X`` rotates (and moves) the rows of any X along with it."""
         op = sub.op
-        return op.Add(op.Mul(x, cvec), op.Mul(op.Gather(x, self.partner, axis=-2), svec))
+        h_flat = op.Reshape(h, self.flat_shape)
+        t = None  # the transform so far, flattened [..., 1, N * w]
+        for j in range(rounds):
+            h_idx, wk, wl = self.read[j]
+            terms = op.GatherElements(h_flat, h_idx, axis=-1)
+            if t is not None:
+                terms = op.Mul(op.Mul(op.GatherElements(t, wk, axis=-1), op.GatherElements(t, wl, axis=-1)), terms)
+            y = op.Add(op.MatMul(op.Reshape(terms, self.triple_shape[j]), self.diff[j]), self.tiny)  # (d, e)
+            coef = op.MatMul(op.Reshape(self.rotations(sub, y), self.row_shape), self.sel_t)  # [..., 1, 2N]
+            if t is None:
+                t = coef
+            else:
+                ka, wa = self.extend[j]
+                t = op.Mul(op.GatherElements(coef, ka, axis=-1), op.GatherElements(t, wa, axis=-1))
+        t = op.Reshape(t, sub.i64([0] * (self.rank - 2) + [self.n, self.widths[rounds - 1]]))
+        # columns repeat within a row from three rounds on (the circle brings an index back to a
+        # row it already reached): their coefficients add up
+        return op.ScatterElements(self.zeros, self.columns[rounds - 1], t, axis=-1,
+                                  **({"reduction": "add"} if rounds >= 3 else {}))
 
 
-def _round_tables(n_even, dtype):
-    """Per round r ([R, ...] stacks): the partner of every index, the pair each index belongs to,
-    the sign of s at each index (-1 at p, +1 at q), the flat indices of ``(a_pp, a_qq, a_pq)`` in an
-    ``N x N`` matrix and of ``(|g_p|^2, |g_q|^2, g_p . g_q)`` in ``[|g_j|^2 (N), g_j . g_partner(j) (N)]``."""
-    p_tab, q_tab = _round_robin(n_even)
-    rounds, half = p_tab.shape
-    partner = np.zeros((rounds, n_even), np.int64)
-    pair_of = np.zeros((rounds, n_even), np.int64)
-    sign = np.zeros((rounds, n_even), dtype)
-    for r in range(rounds):
-        partner[r, p_tab[r]], partner[r, q_tab[r]] = q_tab[r], p_tab[r]
-        pair_of[r, p_tab[r]] = pair_of[r, q_tab[r]] = np.arange(half)
-        sign[r, p_tab[r]], sign[r, q_tab[r]] = -1.0, 1.0
-    # [R, N/2, 3]: gathered along the last axis of a flattened [..., N*N] (or [..., 2N]), split into
-    # three [..., N/2, 1] columns
-    flat = np.stack([p_tab * (n_even + 1), q_tab * (n_even + 1), p_tab * n_even + q_tab], axis=-1)
-    gram = np.stack([p_tab, q_tab, p_tab + n_even], axis=-1)
-    return partner, pair_of, sign[:, :, None], flat, gram
+#: The offset keeping a pair's vector nonzero (:meth:`_Rounds.rotations`): its square is a
+#: normal number, and it is far below eps on operands scaled to ``max |a| = 1``.
+_TINY = {np.dtype(np.float32): 2.0 ** -60, np.dtype(np.float64): 2.0 ** -500}
 
-
-#: Rounds per sweep up to this are unrolled inside the sweep's Loop body (constant tables, no
-#: inner Loop). Measured, one float32 sweep, inner Loop -> unrolled: n = 8: 0.16 -> 0.14 ms,
-#: 16: 0.36 -> 0.33 ms, but 64: 2.6 -> 3.2 ms and 128: 9.6 -> 11.5 ms (onnxruntime runs a Loop
-#: body of thousands of nodes slower per node than a short one iterated).
+#: Rounds per sweep up to this are unrolled inside the sweep's Loop body, beyond that the rounds
+#: are an inner Loop (every block of rounds is the same computation, see :func:`_schedule`).
 _UNROLL_ROUNDS = 15
 
+#: Rounds a transform combines (:class:`_Rounds`); the sweep's rounds left over form a last,
+#: shorter block.
+_BLOCK_ROUNDS = 3
 
-def _sweeps(ctx, state, round_fn, converged_fn, n_even, dtype, name):
-    """Loop of sweeps (each ``n_even - 1`` rounds, unrolled or an inner Loop) until ``converged_fn``.
-    ``round_fn(sub, rnd, *state) -> new state`` with ``rnd`` a :class:`_Round`."""
-    tables = _round_tables(n_even, dtype)
+
+#: Up to this (even) size the rounds are dense transforms of three rounds (:class:`_Rounds`), O(N^3)
+#: a block; beyond, rows rotated in place, O(N^2) a round (:mod:`._jacobi_rows`). Measured, float32,
+#: one thread, dense against rows: 64: eigh 5.6 / 10.2 ms, 128: 38 / 43 ms, 256: 410 / 288 ms.
+_DENSE_MAX = 128
+
+
+def _sweeps(ctx, state, make_block, rows_round, converged_fn, n_even, dtype, name):
+    """Loop of sweeps (each ``n_even - 1`` rounds) until ``converged_fn``. Up to :data:`_DENSE_MAX`,
+    ``make_block(rounds) -> block_fn`` with ``block_fn(sub, count, *state) -> new state`` applying
+    ``count`` rounds as one transform (blocks unrolled or an inner Loop); beyond,
+    ``rows_round(sub, rnd, *state)`` one round of :mod:`._jacobi_rows`."""
+    max_sweeps = _MAX_SWEEPS.get(np.dtype(dtype), 20)
+    if n_even > _DENSE_MAX:
+        return row_jacobi.sweeps(ctx, state, rows_round, converged_fn, n_even, dtype, name, max_sweeps)
     rounds = n_even - 1
+    # three rounds repeat columns in a row, which their ScatterElements adds up (reduction="add",
+    # opset 16); before, blocks of two (distinct columns)
+    size = min(_BLOCK_ROUNDS if ctx.opset >= 16 else 2, rounds)
+    full, rest = divmod(rounds, size)
+    block_fn = make_block(_Rounds(ctx, n_even, len(state[0][1].shape), dtype, state[0][1].shape[:-2], size))
 
     def sweep(sub, _k, *st):
         if rounds <= _UNROLL_ROUNDS:
-            for r in range(rounds):
-                st = round_fn(sub, _Round(*(sub.const(t[r]) for t in tables)), *st)
-            return st
+            for _ in range(full):
+                st = block_fn(sub, size, *st)
+        else:
+            st = mx.loop(sub, full, [(v, a) for v, (_, a) in zip(st, state, strict=True)],
+                         lambda inner, _r, *st_: block_fn(inner, size, *st_), f"{name}_round")
+        return block_fn(sub, rest, *st) if rest else st
 
-        def one_round(inner, r, *st_):
-            rnd = _Round(*(inner.op.Gather(inner.const(t), r, axis=0) for t in tables))
-            return round_fn(inner, rnd, *st_)
+    return mx.loop(ctx, max_sweeps, state, sweep, f"{name}_sweep", until=converged_fn)
 
-        return mx.loop(sub, rounds, [(v, a) for v, (_, a) in zip(st, state, strict=True)], one_round,
-                       f"{name}_round")
 
-    return mx.loop(ctx, _MAX_SWEEPS.get(np.dtype(dtype), 20), state, sweep, f"{name}_sweep", until=converged_fn)
+def _scale_of(ctx, x, dtype):
+    """``max |x|`` per matrix [..., 1, 1] (the smallest normal number for a zero matrix)."""
+    op = ctx.op
+    smallest = ctx.const(np.asarray(np.finfo(dtype).tiny, dtype))
+    return op.Max(op.ReduceMax(op.Abs(x), ctx.i64([-2, -1]), keepdims=1), smallest)
+
+
+def _scaled(ctx, x, dtype):
+    """``x / max |x|`` per matrix: keeps the rotations' norms and the convergence tests' sums of
+    squares in range (a 64x64 float32 eigh of entries ~1e30 or ~1e-30 ran to the sweep cap)."""
+    return ctx.op.Div(x, _scale_of(ctx, x, dtype))
 
 
 def _sort_columns(ctx, values, vectors, largest, n):
@@ -200,40 +319,38 @@ def lower_eigh(ctx, a):
     tri = np.tril(np.ones((n, n), dtype=bool)) if ctx.params.get("lower", True) else np.triu(np.ones((n, n), dtype=bool))
     sym = ctx.op.Where(ctx.const(tri), a, mx.swap_last_axes(ctx, a, rank))
     n_even = n + n % 2
-    work = _pad_square(ctx, sym, rank, n_even - n, n_even - n)
-    work_aval = mx.aval([*batch, n_even, n_even], dtype)
-    v0 = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
-    eye_mask = np.eye(n_even, dtype=bool)
-    fro2 = ctx.op.ReduceSum(ctx.op.Mul(work, work), ctx.i64([-2, -1]), keepdims=0)
-    # Rounding keeps the off-diagonal norm at a floor of ~1-3 eps ||A|| (measured, n = 16..64), so a
-    # bound of eps ||A|| is never met and every matrix ran to the sweep cap; sqrt(n) eps ||A|| lies
-    # above the floor and one sweep below the last quadratic step (64x64: 7 sweeps instead of 15).
-    tol2 = ctx.op.Mul(fro2, float(np.sqrt(n_even) * np.finfo(dtype).eps) ** 2)
-
     if n_even < 2:  # 1x1 (padded to 2x2 it would still be diagonal): nothing to rotate
         w = ctx.op.ReduceSum(sym, ctx.i64([-1]), keepdims=0)
         return [mx.expand_to(ctx, ctx.const(np.eye(n, dtype=dtype)), [*batch, n, n]), w]
+    op = ctx.op
+    work = _pad_square(ctx, _scaled(ctx, sym, dtype), rank, n_even - n, n_even - n)
+    v0 = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
+    work_aval = mx.aval([*batch, n_even, n_even], dtype)
+    eye_mask = np.eye(n_even, dtype=bool)
+    fro2 = op.ReduceSum(op.Mul(work, work), ctx.i64([-2, -1]), keepdims=0)
+    # Rounding keeps the off-diagonal norm at a floor of ~1-3 eps ||A|| (measured, n = 16..64), so a
+    # bound of eps ||A|| is never met and every matrix ran to the sweep cap; sqrt(n) eps ||A|| lies
+    # above the floor and one sweep below the last quadratic step (64x64: 7 sweeps instead of 15).
+    tol2 = op.Mul(fro2, float(np.sqrt(n_even) * np.finfo(dtype).eps) ** 2)
+    def make_block(rounds):
+        def block_fn(sub, count, w_, vt):
+            o = sub.op
+            t = rounds.block(sub, w_, count)
+            # A <- T A T^T, V^T <- T V^T (V <- V T^T)
+            return [o.MatMul(o.MatMul(t, w_), mx.swap_last_axes(sub, t, rank)), o.MatMul(t, vt)]
 
-    def round_fn(sub, rnd, w_, vt):
-        op = sub.op
-        flat = op.Reshape(w_, sub.i64([0] * (rank - 2) + [n_even * n_even]))
-        a_pp, a_qq, a_pq = op.Split(op.Gather(flat, rnd.flat_idx, axis=-1), sub.i64([1, 1, 1]), axis=-1,
-                                    _outputs=3)  # each [..., N/2, 1]
-        c, s = _rotation(sub, a_pp, a_qq, a_pq)
-        cvec, svec = rnd.vectors(sub, c, s)
-        # J^T (J^T W)^T = (J^T W J)^T: one transpose, rows gathered only; W stays symmetric to rounding
-        w_new = rnd.left_t(sub, mx.swap_last_axes(sub, rnd.left_t(sub, w_, cvec, svec), rank), cvec, svec)
-        return [w_new, rnd.left_t(sub, vt, cvec, svec)]  # V^T <- J^T V^T
+        return block_fn
 
-    def converged(sub, w_, _v):
-        op = sub.op
-        off = op.Where(sub.const(eye_mask), 0.0, w_)
-        off2 = op.ReduceSum(op.Mul(off, off), sub.i64([-2, -1]), keepdims=0)
-        not_done = op.Greater(off2, tol2)
-        return op.Not(op.Cast(op.ReduceMax(op.Cast(not_done, to=6), keepdims=0), to=9))
+    def converged(sub, w_, _vt):
+        o = sub.op
+        off = o.Where(sub.const(eye_mask), 0.0, w_)
+        off2 = o.ReduceSum(o.Mul(off, off), sub.i64([-2, -1]), keepdims=0)
+        not_done = o.Greater(off2, tol2)
+        return o.Not(o.Cast(o.ReduceMax(o.Cast(not_done, to=6), keepdims=0), to=9))
 
-    w_mat, vt = _sweeps(ctx, [(work, work_aval), (v0, work_aval)], round_fn, converged, n_even, dtype, "jacobi")
-    del w_mat  # the eigenvalues are recomputed from the polished vectors below
+    _, vt = _sweeps(ctx, [(work, work_aval), (v0, work_aval)], make_block, row_jacobi.eigh_round(rank, n_even),
+                    converged, n_even, dtype, "jacobi")
+    # the eigenvalues are recomputed from the polished vectors below, not read off the diagonal
     v = mx.swap_last_axes(ctx, vt, rank)
     if n_even != n:
         v = ctx.op.Slice(v, ctx.i64([0, 0]), ctx.i64([n, n]), ctx.i64([-2, -1]))
@@ -267,41 +384,44 @@ def lower_svd(ctx, a):
     wide = m < n
     x = mx.swap_last_axes(ctx, a, rank) if wide else a
     rows, cols = (n, m) if wide else (m, n)  # x is rows x cols, rows >= cols
+    # everything below on x / max |x| (the singular values are scaled back at the end): the
+    # column norms are sums of squares, which overflow (or underflow) in float32 for entries
+    # beyond ~1e19 (below ~1e-19)
+    scale = _scale_of(ctx, x, dtype)
+    x = ctx.op.Div(x, scale)
     n_even = cols + cols % 2
-    g0 = mx.swap_last_axes(ctx, _pad_square(ctx, x, rank, 0, n_even - cols), rank)  # G^T: its rows rotate
-    g_aval = mx.aval([*batch, n_even, rows], dtype)
-    v_aval = mx.aval([*batch, n_even, n_even], dtype)
-    v0 = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
-    eye_mask = np.eye(n_even, dtype=bool)
     eps = float(np.finfo(dtype).eps)
-
-    def round_fn(sub, rnd, gt, vt):
-        op = sub.op
-        axis = sub.i64([-1])
-        norms = op.ReduceSum(op.Mul(gt, gt), axis, keepdims=0)  # [..., N]
-        flat = op.Concat(norms, op.ReduceSum(op.Mul(gt, op.Gather(gt, rnd.partner, axis=-2)), axis, keepdims=0),
-                         axis=-1)  # [..., 2N]: |g_j|^2, then g_j . g_partner(j)
-        alpha, beta, gamma = op.Split(op.Gather(flat, rnd.gram_idx, axis=-1), sub.i64([1, 1, 1]), axis=-1,
-                                      _outputs=3)  # each [..., N/2, 1]
-        c, s = _rotation(sub, alpha, beta, gamma)
-        cvec, svec = rnd.vectors(sub, c, s)
-        return [rnd.left_t(sub, gt, cvec, svec), rnd.left_t(sub, vt, cvec, svec)]  # (G J)^T, (V J)^T
-
-    def converged(sub, gt, _v):
-        """Every column pair orthogonal to ``eps``: ``|g_p . g_q| <= eps * |g_p| |g_q|``."""
-        op = sub.op
-        gram = op.MatMul(gt, mx.swap_last_axes(sub, gt, rank))
-        d = op.ReduceSum(op.Where(sub.const(eye_mask), gram, 0.0), sub.i64([-1]), keepdims=0)
-        scale = op.Mul(op.Unsqueeze(d, sub.i64([-1])), op.Unsqueeze(d, sub.i64([-2])))
-        off = op.Where(sub.const(eye_mask), 0.0, gram)
-        bad = op.Greater(op.Mul(off, off), op.Mul(scale, (eps * rows) ** 2))
-        return op.Not(op.Cast(op.ReduceMax(op.Cast(bad, to=6), keepdims=0), to=9))
-
+    eye_mask = np.eye(n_even, dtype=bool)
     if n_even >= 2:
-        _, vt = _sweeps(ctx, [(g0, g_aval), (v0, v_aval)], round_fn, converged, n_even, dtype, "svd_jacobi")
+        gt0 = mx.swap_last_axes(ctx, _pad_square(ctx, x, rank, 0, n_even - cols), rank)
+        v0 = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
+        g_aval = mx.aval([*batch, n_even, rows], dtype)
+        v_aval = mx.aval([*batch, n_even, n_even], dtype)
+        def make_block(rounds):
+            def block_fn(sub, count, gt, vt):  # G^T and V^T: their rows rotate, G <- G T^T, V <- V T^T
+                o = sub.op
+                # the block's rotations are read off the columns' Gram matrix, computed afresh from
+                # the rotated columns each block (one-sided Jacobi: never the Gram matrix of the input)
+                t = rounds.block(sub, o.MatMul(gt, mx.swap_last_axes(sub, gt, rank)), count)
+                return [o.MatMul(t, gt), o.MatMul(t, vt)]
+
+            return block_fn
+
+        def converged(sub, gt, _vt):
+            """Every column pair orthogonal to ``eps``: ``|g_p . g_q| <= eps * |g_p| |g_q|``."""
+            o = sub.op
+            gram = o.MatMul(gt, mx.swap_last_axes(sub, gt, rank))
+            d = o.ReduceSum(o.Where(sub.const(eye_mask), gram, 0.0), sub.i64([-1]), keepdims=0)
+            scale = o.Mul(o.Unsqueeze(d, sub.i64([-1])), o.Unsqueeze(d, sub.i64([-2])))
+            off = o.Where(sub.const(eye_mask), 0.0, gram)
+            bad = o.Greater(o.Mul(off, off), o.Mul(scale, (eps * rows) ** 2))
+            return o.Not(o.Cast(o.ReduceMax(o.Cast(bad, to=6), keepdims=0), to=9))
+
+        _, vt = _sweeps(ctx, [(gt0, g_aval), (v0, v_aval)], make_block, row_jacobi.svd_round, converged, n_even, dtype,
+                        "svd_jacobi")
         v = mx.swap_last_axes(ctx, vt, rank)
     else:
-        v = v0
+        v = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
     op = ctx.op
     if n_even != cols:
         v = op.Slice(v, ctx.i64([0, 0]), ctx.i64([cols, cols]), ctx.i64([-2, -1]))
@@ -310,9 +430,10 @@ def lower_svd(ctx, a):
     v = _orthonormalize(ctx, v, rank, cols)
     g = op.MatMul(x, v)
     s = op.Sqrt(op.ReduceSum(op.Mul(g, g), ctx.i64([-2]), keepdims=0))  # [..., cols]
+    scale = op.Squeeze(scale, ctx.i64([-1]))  # [..., 1]: the singular values of the input
     if not p["compute_uv"]:
         s, _, _ = _sort_columns(ctx, s, None, largest=True, n=cols)
-        return [s]
+        return [op.Mul(s, scale)]
     s, v, idx = _sort_columns(ctx, s, v, largest=True, n=cols)
     idx_g = op.Expand(op.Unsqueeze(idx, ctx.i64([-2])), op.Shape(g))
     g = op.GatherElements(g, idx_g, axis=-1)
@@ -326,6 +447,7 @@ def lower_svd(ctx, a):
         q_thin = op.Slice(q, ctx.i64([0]), ctx.i64([cols]), ctx.i64([-1]))
         q_rest = op.Slice(q, ctx.i64([cols]), ctx.i64([rows]), ctx.i64([-1]))
         u = op.Concat(op.Where(positive, u, q_thin), q_rest, axis=-1)
+    s = op.Mul(s, scale)
     if wide:  # a^T = u s v^T  =>  a = v s u^T
         return [s, v, mx.swap_last_axes(ctx, u, rank)]
     return [s, u, mx.swap_last_axes(ctx, v, rank)]

@@ -23,6 +23,26 @@ def _eigh(x):
     return w, _fix_signs(v)
 
 
+def _eigh_scaled(factor):
+    """eigh of ``x * factor``, its eigenvalues scaled back: entries far from 1 (float32 sums of
+    their squares overflow or underflow), compared in the normal range."""
+
+    def fn(x):
+        w, v = jnp.linalg.eigh(x * jnp.asarray(factor, x.dtype))
+        return w * jnp.asarray(1.0 / factor, x.dtype), _fix_signs(v)
+
+    return fn
+
+
+def _svd_scaled(factor):
+    def fn(x):
+        u, s, vt = jnp.linalg.svd(x * jnp.asarray(factor, x.dtype), full_matrices=False)
+        flip = _column_signs(jnp.swapaxes(vt, -1, -2))
+        return s * jnp.asarray(1.0 / factor, x.dtype), u * flip, vt * jnp.swapaxes(flip, -1, -2)
+
+    return fn
+
+
 def _eigh_upper(x):
     w, v = jnp.linalg.eigh(x, UPLO="U", symmetrize_input=False)
     return w, _fix_signs(v)
@@ -57,25 +77,32 @@ def _sym(rng, shape, dtype):
     return a + np.swapaxes(a, -1, -2) if len(shape) >= 2 and shape[-1] == shape[-2] else a
 
 
+#: The ops of the Jacobi rounds up to 128x128 (larger matrices rotate rows: Gather, Mul, Add).
+_JACOBI_OPS = ["Loop", "GatherElements", "LpNormalization", "ScatterElements", "MatMul", "TopK"]
+
 _TOL = dict(rtol=2e-4, atol=2e-5, rtol_f64=1e-9, atol_f64=1e-10)
 
 
 components = [
-    Component("lax.linalg.eigh", onnx=["Loop", "Gather", "MatMul", "TopK"], since="v0.8.0", testcases=[
+    Component("lax.linalg.eigh", onnx=_JACOBI_OPS, since="v0.8.0", testcases=[
         Testcase("eigh", _eigh, [(4, 4)], input_generator=_sym, **_TOL),
         Testcase("eigh_odd_batched", _eigh, [("B", 5, 5)], input_generator=_sym, **_TOL),
         Testcase("eigh_upper_only", _eigh_upper, [(3, 3)], **_TOL),
         Testcase("eigh_reconstruct", _eigh_reconstruct, [(2, 6, 6)], input_generator=_sym, **_TOL),
         Testcase("eigvalsh", jnp.linalg.eigvalsh, [(6, 6)], input_generator=_sym, **_TOL),
+        Testcase("eigh_entries_1e30", _eigh_scaled(1e30), [(6, 6)], input_generator=_sym, **_TOL),
+        Testcase("eigh_entries_1e-30", _eigh_scaled(1e-30), [(6, 6)], input_generator=_sym, **_TOL),
         Testcase("eigh_repeated_eigenvalues", lambda x: jnp.linalg.eigvalsh(jnp.eye(4, dtype=x.dtype) * 2.0 + 0 * x),
                  [(4, 4)], **_TOL),
     ]),
-    Component("lax.linalg.svd", onnx=["Loop", "Gather", "MatMul", "TopK"], since="v0.8.0", testcases=[
+    Component("lax.linalg.svd", onnx=_JACOBI_OPS, since="v0.8.0", testcases=[
         Testcase("svd", _svd(False), [(4, 4)], **_TOL),
         Testcase("svd_tall_batched", _svd(False), [("B", 5, 3)], **_TOL),
         Testcase("svd_wide", _svd(False), [(3, 5)], **_TOL),
         Testcase("svd_full_tall", _svd(True), [(5, 3)], **_TOL),
         Testcase("svd_full_wide", _svd(True), [(2, 4)], **_TOL),
+        Testcase("svd_entries_1e30", _svd_scaled(1e30), [(5, 4)], **_TOL),
+        Testcase("svd_entries_1e-30", _svd_scaled(1e-30), [(5, 4)], **_TOL),
         Testcase("svdvals", jnp.linalg.svdvals, [("B", 4, 3)], **_TOL),
         Testcase("pinv", jnp.linalg.pinv, [(4, 3)], **_TOL),
         Testcase("lstsq", lambda a, b: jnp.linalg.lstsq(a, b)[0], [(5, 3), (5, 2)], **_TOL),
