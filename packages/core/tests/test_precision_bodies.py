@@ -31,15 +31,21 @@ class Layer(nnx.Module):
         return x + nnx.gelu(self.lin(self.ln(x)))
 
 
-def scanned_layers():
-    """Four layers, parameters stacked on axis 0, applied by lax.scan: a Scan whose body reads each
-    layer's kernel as a scanned input."""
+def _stacked_layers(seed):
+    """Four :class:`Layer` s with their parameters stacked on axis 0: ``(graphdef, state)``."""
 
     @nnx.vmap(in_axes=0, out_axes=0)
     def stack(key):
         return Layer(nnx.Rngs(key))
 
-    graphdef, state = nnx.split(stack(jax.random.split(jax.random.key(0), 4)))
+    return nnx.split(stack(jax.random.split(jax.random.key(seed), 4)))
+
+
+def scanned_layers():
+    """Four layers, parameters stacked on axis 0, applied by lax.scan: a Scan whose body reads each
+    layer's kernel as a scanned input."""
+
+    graphdef, state = _stacked_layers(0)
 
     def run(x):
         def step(h, layer_state):
@@ -339,11 +345,7 @@ def fori_layers():
     """Four NNX layers, parameters stacked on axis 0, applied by fori_loop (layer i's state picked
     by the iteration number): the kernel a Gemm with a bias reads."""
 
-    @nnx.vmap(in_axes=0, out_axes=0)
-    def stack(key):
-        return Layer(nnx.Rngs(key))
-
-    graphdef, state = nnx.split(stack(jax.random.split(jax.random.key(1), 4)))
+    graphdef, state = _stacked_layers(1)
 
     def run(x):
         def body(i, h):

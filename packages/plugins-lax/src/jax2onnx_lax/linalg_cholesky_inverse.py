@@ -150,21 +150,28 @@ def _panel_steps(ctx: Any, x: ir.Value, size: int, block: int) -> tuple[list[ir.
     inverts the trailing block's leading ``block x block`` pivot block ``D_j`` (one Inverse),
     takes ``Lt_j = T21 inv(D_j)`` and leaves ``T22 - Lt_j T12``. Returns the pivot blocks (their
     factors make the block diagonal of L) and the ``Lt_j`` (``[..., N - (j + 1) block, block]``)."""
-    op = ctx.op
     pivots, lts = [], []
     t = x
     for start in range(0, size - block, block):
         rest = size - start - block
-        split = ctx.i64([block, rest])
-        top, bottom = op.Split(t, split, axis=-2, _outputs=2)
-        d, t12 = op.Split(top, split, axis=-1, _outputs=2)
-        t21, t22 = op.Split(bottom, split, axis=-1, _outputs=2)
-        lt = op.MatMul(t21, _inverse(ctx, d))
-        t = op.Sub(t22, op.MatMul(lt, t12))
+        d, lt, t = _eliminate(ctx, t, block, rest)
         pivots.append(d)
         lts.append(lt)
     pivots.append(t)
     return pivots, lts
+
+
+def _eliminate(ctx: Any, x: ir.Value, lead: int, rest: int) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """One block step of LDL^T on ``x`` (``[..., lead + rest, lead + rest]``): its leading block
+    ``A11``, the unit-lower factor ``Lt21 = A21 inv(A11)`` (one Inverse) and the Schur complement
+    ``A22 - Lt21 A12``."""
+    op = ctx.op
+    split = ctx.i64([lead, rest])
+    top, bottom = op.Split(x, split, axis=-2, _outputs=2)
+    a11, a12 = op.Split(top, split, axis=-1, _outputs=2)
+    a21, a22 = op.Split(bottom, split, axis=-1, _outputs=2)
+    lt21 = op.MatMul(a21, _inverse(ctx, a11))
+    return a11, lt21, op.Sub(a22, op.MatMul(lt21, a12))
 
 
 def _halving(ctx: Any, x: ir.Value, h: int, blocks: int, keep: list[int]) -> ir.Value:
@@ -176,12 +183,7 @@ def _halving(ctx: Any, x: ir.Value, h: int, blocks: int, keep: list[int]) -> ir.
     factors = []
     while h > 2:
         half = h // 2
-        halves = ctx.i64([half, half])
-        top, bottom = op.Split(x, halves, axis=-2, _outputs=2)
-        a11, a12 = op.Split(top, halves, axis=-1, _outputs=2)
-        a21, a22 = op.Split(bottom, halves, axis=-1, _outputs=2)
-        lt21 = op.MatMul(a21, _inverse(ctx, a11))
-        schur = op.Sub(a22, op.MatMul(lt21, a12))
+        a11, lt21, schur = _eliminate(ctx, x, half, half)
         factors.append(lt21)
         # [A11; S] as rows is [..., B, 2 * half, half]: the same memory as [..., 2B, half, half]
         blocks *= 2
