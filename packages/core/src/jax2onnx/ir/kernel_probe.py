@@ -478,7 +478,7 @@ def measure_inexact() -> dict[str, list[str]]:
 #: computes a known answer for, the answer). Probed per float dtype; the table's ``contrib`` lists
 #: the dtypes each runs and gets right (the lowerings that emit one ask ``ctx.kernel_dtypes``).
 CONTRIB: dict[str, tuple[np.ndarray, np.ndarray]] = {
-    # batched [*, M, M] inverse (Eigen's partial-pivoting LU): jax2onnx_jnp's solve/inv regions
+    # batched [*, M, M] inverse (Eigen's partial-pivoting LU): the packs' solve/inv/cholesky lowerings under target='onnxruntime'
     "com.microsoft.Inverse": (np.array([[[2.0, 1.0], [1.0, 1.0]], [[0.0, 2.0], [4.0, 0.0]]]),
                               np.array([[[1.0, -1.0], [-1.0, 2.0]], [[0.0, 0.25], [0.5, 0.0]]])),
 }
