@@ -121,6 +121,14 @@ def test_an_op_is_available_from_the_first_opset_with_its_meaning():
     assert not op_available("NoSuchOp", max_opset())
 
 
+def test_an_attribute_value_newer_than_its_op_is_asked_with_it():
+    """ScatterElements is 11, its reduction="add" 16 and "max" 18 (legalized into older forms before)."""
+    assert op_available("ScatterElements", 13) and not op_available("ScatterElements", 15, reduction="add")
+    assert op_available("ScatterElements", 16, reduction="add")
+    assert not op_available("ScatterND", 17, reduction="max") and op_available("ScatterND", 18, reduction="max")
+    assert op_available("ScatterND", 13, reduction="none")  # a value the table does not list: the op's own opset
+
+
 def test_no_kernel_answers_for_an_op_before_its_meaning():
     rt = runtime.for_version("1.32")
     assert rt.dtypes("GroupNormalization", 20) == frozenset()  # the schema of -18 takes float32

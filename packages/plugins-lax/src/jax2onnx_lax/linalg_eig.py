@@ -236,8 +236,9 @@ def _sweeps(ctx, state, make_block, rows_round, converged_fn, n_even, dtype, nam
         return row_jacobi.sweeps(ctx, state, rows_round, converged_fn, n_even, dtype, name, max_sweeps)
     rounds = n_even - 1
     # three rounds repeat columns in a row, which their ScatterElements adds up (reduction="add",
-    # opset 16); before, blocks of two (distinct columns)
-    size = min(_BLOCK_ROUNDS if ctx.opset >= 16 else 2, rounds)
+    # opset 16; legalized before into a Loop of single updates); without it, blocks of two
+    # (distinct columns)
+    size = min(_BLOCK_ROUNDS if ctx.has_op("ScatterElements", reduction="add") else 2, rounds)
     full, rest = divmod(rounds, size)
     block_fn = make_block(_Rounds(ctx, n_even, len(state[0][1].shape), dtype, state[0][1].shape[:-2], size))
 

@@ -132,11 +132,24 @@ def op_since(op_type: str) -> int | None:
     return None
 
 
-def op_available(op_type: str, opset: int) -> bool:
+#: Attribute values newer than their op: ``(op, attribute) -> {value: first opset}``. Before it,
+#: legalization rebuilds the node from older ops (a Loop of single updates for a scatter's
+#: ``reduction="add"`` before 16), so a lowering with a cheaper form of its own asks first.
+ATTRIBUTE_SINCE: dict[tuple[str, str], dict[Any, int]] = {
+    ("ScatterElements", "reduction"): {"add": 16, "mul": 16, "min": 18, "max": 18},
+    ("ScatterND", "reduction"): {"add": 16, "mul": 16, "min": 18, "max": 18},
+}
+
+
+def op_available(op_type: str, opset: int, **attributes: Any) -> bool:
     """Whether ``opset`` has ``op_type`` with today's meaning, so a node of it can be written as is
-    (GroupNormalization from 21, Attention from 23). The one question lowerings and rewrites ask
-    before choosing an op over another form of the computation (``LoweringContext.has_op`` asks it
-    at the export's opset). False for a name that is no default-domain op, and before the op even
-    where legalization would form it from older ops (LayerNormalization before 17)."""
+    (GroupNormalization from 21, Attention from 23), and with the given attribute values where one
+    is newer than the op (:data:`ATTRIBUTE_SINCE`: ``ScatterElements`` with ``reduction="add"``
+    from 16). The one question lowerings and rewrites ask before choosing an op over another form
+    of the computation (``LoweringContext.has_op`` asks it at the export's opset). False for a name
+    that is no default-domain op, and before the op even where legalization would form it from
+    older ops (LayerNormalization before 17)."""
     since = op_since(op_type)
-    return since is not None and opset >= since
+    if since is None or opset < since:
+        return False
+    return all(opset >= ATTRIBUTE_SINCE.get((op_type, name), {}).get(value, 0) for name, value in attributes.items())

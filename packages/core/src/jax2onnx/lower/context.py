@@ -147,12 +147,12 @@ class LoweringContext(Emitter):
         """The onnxruntime the export targets (:mod:`jax2onnx.ir.runtime`)."""
         return self.interp.runtime
 
-    def has_op(self, op_type: str) -> bool:
-        """Whether the export's opset has ``op_type`` with today's meaning
-        (:func:`jax2onnx.ir.opsets.op_available`): ask it instead of comparing ``self.opset`` with
-        a number. A lowering that also needs a kernel for its dtype asks :meth:`kernel_dtypes`,
-        which answers nothing where this is False."""
-        return op_available(op_type, self.opset)
+    def has_op(self, op_type: str, **attributes: Any) -> bool:
+        """Whether the export's opset has ``op_type`` with today's meaning and, where one is newer
+        than the op, the given attribute values (:func:`jax2onnx.ir.opsets.op_available`): ask it
+        instead of comparing ``self.opset`` with a number. A lowering that also needs a kernel for
+        its dtype asks :meth:`kernel_dtypes`, which answers nothing where this is False."""
+        return op_available(op_type, self.opset, **attributes)
 
     def kernel_dtypes(self, op: str, without: Any = (), exact: bool = False) -> frozenset[np.dtype]:
         """The dtypes the target onnxruntime has ``op`` kernels for at the export's opset
