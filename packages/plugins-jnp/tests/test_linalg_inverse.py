@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import onnx
 import pytest
-from jax2onnx import to_onnx
+from jax2onnx import compat, to_onnx
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -22,7 +22,7 @@ SINGULAR = {
 
 def _export_run(fn, args, dtype):
     x64 = dtype == np.float64
-    with jax.enable_x64(x64):
+    with compat.x64_enabled(x64):
         model = to_onnx(fn, [jax.ShapeDtypeStruct(a.shape, dtype) for a in args], target="onnxruntime",
                         enable_double_precision=x64)
         onnx.checker.check_model(model, full_check=True)

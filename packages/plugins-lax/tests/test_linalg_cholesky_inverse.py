@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import onnx
 import pytest
-from jax2onnx import to_onnx
+from jax2onnx import compat, to_onnx
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -121,7 +121,7 @@ def test_float16_matches_the_rounded_float64_factor(n):
 
 
 def test_float64_and_other_targets_keep_the_standard_lowering():
-    with jax.enable_x64(True):
+    with compat.x64_enabled(True):
         f64 = to_onnx(lambda x: jnp.linalg.cholesky(x), [jax.ShapeDtypeStruct((8, 8), np.float64)],
                       target="onnxruntime", enable_double_precision=True)
     generic = to_onnx(lambda x: jnp.linalg.cholesky(x), [jax.ShapeDtypeStruct((8, 8), np.float32)])
