@@ -80,17 +80,7 @@ def _hf():
 
 
 def _hf_model(family: str, **overrides):
-    hf = _hf()
-    import transformers as tf
-
-    config_cls, model_cls = {
-        "llama": (tf.LlamaConfig, tf.FlaxLlamaForCausalLM),
-        "mistral": (tf.MistralConfig, tf.FlaxMistralForCausalLM),
-        "gemma": (tf.GemmaConfig, tf.FlaxGemmaForCausalLM),
-    }[family]
-    extra = {"head_dim": 8, "hidden_activation": "gelu_pytorch_tanh"} if family == "gemma" else {}
-    config = config_cls(**{**hf.SIZES, **extra, **overrides})
-    return hf._scaled(model_cls(config, seed=0), {"kernel": 3.0})
+    return _hf().make(family, **overrides)
 
 
 TARGETS_CACHES = [("onnxruntime", "concat"), ("onnxruntime", "shared"), ("onnx", "concat"), ("onnx", "shared")]

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from ..manager import replace_value
+
 #: Ops whose output is boolean whatever the inputs.
 _BOOL_OUT = frozenset({"Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Equal", "Not", "And", "Or", "IsNaN",
                        "IsInf"})
@@ -31,6 +33,17 @@ def add_initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
     value = ir.Value(name=name, const_value=ir.tensor(array, name=name))
     graph.register_initializer(value)
     return value
+
+
+def substitute(graph: ir.Graph, out: ir.Value, node: ir.Node, name: str) -> None:
+    """Put ``node`` (one op computing what ``out`` holds, e.g. a LayerNormalization for a hand-written
+    norm) in ``out``'s place: its output takes ``out``'s type, shape (else its first input's) and
+    ``name``, it goes in before ``out``'s producer, and every reader of ``out`` reads it instead."""
+    new = node.outputs[0]
+    new.type, new.shape = out.type, out.shape if out.shape is not None else node.inputs[0].shape
+    new.name = name
+    graph.insert_before(out.producer(), node)
+    replace_value(graph, out, new)
 
 
 class Emitter:

@@ -28,8 +28,8 @@ import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
-from ..manager import all_graphs, is_op, replace_value, rewrite_nodes
-from .emit import add_initializer
+from ..manager import all_graphs, is_op, rewrite_nodes
+from .emit import add_initializer, substitute
 
 
 def _scalar(v: ir.Value | None) -> float | None:
@@ -253,9 +253,5 @@ class LayerNorms:
             inputs.append(add_initializer(graph, f"{stem}_{name}", np.asarray(array, np.float32)))
         norm = ir.Node("", "LayerNormalization", inputs,
                        [ir.AttrInt64("axis", -1), ir.AttrFloat32("epsilon", float(eps))], name=f"{stem}_layernorm")
-        new = norm.outputs[0]
-        new.type, new.shape = out.type, out.shape if out.shape is not None else x.shape
-        new.name = f"{out.name or stem}_layernorm"
-        graph.insert_before(out.producer(), norm)
-        replace_value(graph, out, new)
+        substitute(graph, out, norm, f"{out.name or stem}_layernorm")
         return True

@@ -17,8 +17,8 @@ import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
-from ..manager import all_graphs, is_op, only_reader, replace_value, rewrite_nodes
-from .emit import add_initializer
+from ..manager import all_graphs, is_op, only_reader, rewrite_nodes
+from .emit import add_initializer, substitute
 
 
 def _scalar(v: ir.Value | None) -> float | None:
@@ -148,9 +148,5 @@ class RmsNorms:
         norm = ir.Node("", "RMSNormalization", [x, weight],
                        [ir.AttrInt64("axis", -1), ir.AttrFloat32("epsilon", float(eps))],
                        name=f"{node.name or 'rms'}_rmsnorm")
-        new = norm.outputs[0]
-        new.type, new.shape = out.type, out.shape if out.shape is not None else x.shape
-        new.name = f"{out.name or 'rms'}_rmsnorm"
-        graph.insert_before(out.producer(), norm)
-        replace_value(graph, out, new)
+        substitute(graph, out, norm, f"{out.name or 'rms'}_rmsnorm")
         return True
