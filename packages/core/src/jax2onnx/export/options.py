@@ -165,7 +165,7 @@ class ExportOptions:
         if verify:
             require_onnxruntime("to_onnx(..., verify=True)")  # before converting, not after it
         checked_precision = target.fit_precision(
-            parse_precision(precision, enable_double_precision=enable_double_precision))
+            parse_precision(precision, enable_double_precision=enable_double_precision), opset)
         if export == "web":
             if external_data:
                 raise InputSpecError("export_mode='web' writes one self-contained file; drop external_data=True")

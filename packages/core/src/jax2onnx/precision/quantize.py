@@ -225,7 +225,7 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
                "export it with precision='float16' or 'bfloat16' to make it smaller")
         raise PrecisionError(f"precision={p.kind!r} quantizes weight matmuls and convolutions (MatMul/Gemm/Conv with a "
                              f"constant float32 weight), and this model has none; {why}")
-    if result.int4 or result.int8 or result.embeddings or result.embeddings4 or result.scanned or result.selected:
+    if any(node.domain == MS_DOMAIN for g in all_graphs(model) for node in g):  # the contrib forms only
         model.opset_imports.setdefault(MS_DOMAIN, 1)
     return result
 

@@ -12,7 +12,7 @@ import numpy as np
 import onnx_ir as ir
 
 from .options import Precision, PrecisionError
-from .quantizers import int4_blocks, int8_per_axis, int8_per_column
+from .quantizers import int4_blocks, int4_dq_blocks, int8_per_axis, int8_per_column
 from .weight_sites import F32, Site, Weight, WeightMatmul, as_weight, attribute_value, part_values
 
 MS_DOMAIN = "com.microsoft"
@@ -68,11 +68,34 @@ def matmul_nbits(a: ir.Value, parts: list[ir.Value], bias: ir.Value | None, K: i
 
 def to_int4(site: Site, m: WeightMatmul, p: Precision, k: int) -> None:
     K, N = weight_kn(m)
+    if p.int4_kernel == "DequantizeLinear":
+        _to_int4_dequantized(site, m, p, k, K, N)
+        return
     specs = int4_specs(K, N, p)
     fn = oriented(m, functools.partial(int4_blocks, block_size=p.block_size, symmetric=p.symmetric))
     parts = part_values(site, m.weight, lambda w: fn(w)[: len(specs)], specs)
     node = matmul_nbits(m.a, parts, m.bias, K, N, p, site.names(f"matmul_q4_{k}"))
     replace_matmul(site, m, [node], node.outputs[0])
+
+
+def _to_int4_dequantized(site: Site, m: WeightMatmul, p: Precision, k: int, K: int, N: int) -> None:
+    """Standard ONNX int4: uint4 codes ``[K, N]`` widened by one blocked ``DequantizeLinear`` (opset
+    21, blocks of ``block_size`` along K), then the ``MatMul`` (+ bias). onnxruntime fuses the pair into
+    its MatMulNBits kernel when the session starts (the weight is a constant)."""
+    blocks = -(-K // p.block_size)
+    specs = [("q4", ir.DataType.UINT4, (K, N)), ("scales", F32, (blocks, N)), ("zero_points", ir.DataType.UINT4, (blocks, N))]
+    fn = oriented(m, functools.partial(int4_dq_blocks, block_size=p.block_size, symmetric=p.symmetric))
+    codes, scales, zero_points = part_values(site, m.weight, fn, specs)
+    name = site.names(f"matmul_q4_{k}")
+    weight = ir.Value(name=f"{name}_w", type=ir.TensorType(F32), shape=ir.Shape([K, N]))
+    widen = ir.Node("", "DequantizeLinear", [codes, scales, zero_points],
+                    [ir.AttrInt64("axis", 0), ir.AttrInt64("block_size", p.block_size)], outputs=[weight],
+                    name=f"{name}_dq")
+    nodes = [widen, ir.Node("", "MatMul", [m.a, weight], outputs=[ir.Value(name=name)], name=name)]
+    if m.bias is not None:
+        nodes.append(ir.Node("", "Add", [nodes[-1].outputs[0], m.bias], outputs=[ir.Value(name=f"{name}_b")],
+                             name=f"{name}_bias"))
+    replace_matmul(site, m, nodes, nodes[-1].outputs[0])
 
 
 def dynamic_int8(site: Site, a: ir.Value, codes: ir.Value, scales: ir.Value, bias: ir.Value | None, p: Precision,

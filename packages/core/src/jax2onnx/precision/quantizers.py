@@ -55,6 +55,24 @@ def int4_blocks(w: np.ndarray, block_size: int, symmetric: bool) -> tuple[np.nda
     return _block_quantizer(block_size, symmetric).qbits_block_quant(np.ascontiguousarray(w, dtype=np.float32))
 
 
+def int4_dq_blocks(w: np.ndarray, block_size: int, symmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The same blocks as :func:`int4_blocks` (the same codes, scales and zero points) in blocked
+    ``DequantizeLinear``'s layout: uint4 codes ``[K, N]``, scales ``[blocks, N]`` and uint4 zero points
+    ``[blocks, N]`` (8 for symmetric blocks: MatMulNBits' implied zero point)."""
+    import ml_dtypes  # a dependency of onnx_ir (its 4-bit tensors)
+
+    K, N = w.shape
+    packed, scales, zero_points = int4_blocks(w, block_size, symmetric)
+    blocks = scales.shape[1]
+    nibbles = np.stack([packed & 0x0F, packed >> 4], axis=-1).reshape(N, blocks * block_size)[:, :K]
+    if symmetric:
+        zp = np.full((N, blocks), 8, dtype=np.uint8)
+    else:
+        zp = np.stack([zero_points & 0x0F, zero_points >> 4], axis=-1).reshape(N, -1)[:, :blocks]
+    return (np.ascontiguousarray(nibbles.T).astype(ml_dtypes.uint4), np.ascontiguousarray(scales.reshape(N, blocks).T),
+            np.ascontiguousarray(zp.T).astype(ml_dtypes.uint4))
+
+
 def int8_per_axis(w: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric int8 codes and one float32 scale per entry of ``axis``."""
     w = np.asarray(w, dtype=np.float32)
@@ -64,4 +82,4 @@ def int8_per_axis(w: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(codes), scales
 
 
-__all__ = ["int4_blocks", "int8_per_axis", "int8_per_column"]
+__all__ = ["int4_blocks", "int4_dq_blocks", "int8_per_axis", "int8_per_column"]

@@ -89,7 +89,9 @@ def _stacked_parts(site: Site, stacked: Weight, m: WeightMatmul, p: Precision
     """The quantized parts of a stacked ``[L, K, N]`` weight, each layer quantized on its own and
     the parts stacked on axis 0: (bits, one layer's part specs, the stacked part values)."""
     K, N = weight_kn(m)
-    bits = 8 if p.kind == "int8" or any(matches_any(n, p.int8) for n in stacked.sources) else 4
+    # the standard int4 form's 4-bit codes cannot be sliced by onnxruntime's Scan/Gather: int8 there
+    bits = 8 if (p.kind == "int8" or p.int4_kernel == "DequantizeLinear"
+                 or any(matches_any(n, p.int8) for n in stacked.sources)) else 4
     if bits == 4:
         specs = int4_specs(K, N, p)
         one = functools.partial(int4_blocks, block_size=p.block_size, symmetric=p.symmetric)

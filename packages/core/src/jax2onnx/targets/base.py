@@ -26,8 +26,10 @@ STANDARD_DOMAINS = frozenset({"", "ai.onnx"})
 MS_DOMAIN = "com.microsoft"
 #: The precision kinds whose form differs per runtime (the float kinds take the same ops everywhere).
 QUANT_FORMS = ("int8", "int4")
-#: The domain each int8 matmul form writes its ops in.
-_INT8_KERNEL_DOMAINS = {"DynamicQuantizeMatMul": MS_DOMAIN, "MatMulInteger": ""}
+#: The domain each int8/int4 matmul form writes its ops in, and the opset its standard form needs.
+_KERNEL_DOMAINS = {"DynamicQuantizeMatMul": MS_DOMAIN, "MatMulInteger": "", "MatMulNBits": MS_DOMAIN,
+                   "DequantizeLinear": ""}
+_KERNEL_OPSETS = {"DequantizeLinear": 21}  # blocked DequantizeLinear and 4-bit tensors
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,8 +47,8 @@ class Target:
         rewrites: the rewrite families it adds to the common ones, as ``family(opset)`` factories.
         precision_forms: for ``int8`` and ``int4`` the form the weights take (``"int8"``:
             ``"DynamicQuantizeMatMul"`` (com.microsoft) or ``"MatMulInteger"`` (standard);
-            ``"int4"``: ``"MatMulNBits"`` (com.microsoft)); a kind missing here is refused before
-            tracing, naming the targets that take it.
+            ``"int4"``: ``"MatMulNBits"`` (com.microsoft) or ``"DequantizeLinear"`` (standard, opset
+            21)); a kind missing here is refused before tracing, naming the targets that take it.
         check_trace: refusals read off the traced program before lowering (``fn(closed_jaxpr)``,
             raising :class:`TargetUnsupportedError` at the user's line).
         check_graph: the final check of the finished graph (``fn(model) -> list of findings``,
@@ -97,19 +99,26 @@ class Target:
                 f"export it with target={' or '.join(map(repr, takers)) or 'None'}, or drop precision=")
         return form
 
-    def fit_precision(self, precision: Any) -> Any:
-        """``precision`` (a checked :class:`jax2onnx.Precision`) in this target's form: the int8
-        kernel it takes when none was named; refuses a kind it has no form for, or a kernel in a
-        domain it does not run, before tracing."""
+    def fit_precision(self, precision: Any, opset: int) -> Any:
+        """``precision`` (a checked :class:`jax2onnx.Precision`) in this target's form at ``opset``:
+        the int8/int4 kernels it takes where none was named; refuses a kind it has no form for, a
+        kernel in a domain it does not run, or a standard form the opset predates, before tracing."""
         form = self.precision_form(precision.kind)
-        if precision.kind != "int8":
+        if form is None:
             return precision
-        kernel = precision.int8_kernel or form
-        if not self.allows(kernel, _INT8_KERNEL_DOMAINS[kernel]):
+        field = f"{precision.kind}_kernel"
+        kernel = getattr(precision, field) or form
+        domain = _KERNEL_DOMAINS[kernel]
+        if not self.allows(kernel, domain):
             raise TargetUnsupportedError(
-                f"int8_kernel={kernel!r} writes {_INT8_KERNEL_DOMAINS[kernel]} ops, which target={self.name!r} "
-                f"does not run; drop int8_kernel= (this target's form is {form!r}) or export with target='onnxruntime'")
-        return dataclasses.replace(precision, int8_kernel=kernel)
+                f"{field}={kernel!r} writes {domain} ops, which target={self.name!r} does not run; drop {field}= "
+                f"(this target's form is {form!r}) or export with target='onnxruntime'")
+        if opset < _KERNEL_OPSETS.get(kernel, 0):
+            raise TargetUnsupportedError(
+                f"precision={precision.kind!r} under target={self.name!r} is {kernel} (blocked 4-bit weights), "
+                f"from opset {_KERNEL_OPSETS[kernel]}; got opset={opset}: raise the opset or export with "
+                "target='onnxruntime' (its MatMulNBits has no opset floor)")
+        return dataclasses.replace(precision, **{field: kernel})
 
     def rewrite_families(self, opset: int, common: Iterable[Any]) -> list[Any]:
         """The rewrite stage's families for a model at ``opset``: ``common`` then this target's."""
