@@ -100,25 +100,29 @@ class Target:
         return form
 
     def fit_precision(self, precision: Any, opset: int) -> Any:
-        """``precision`` (a checked :class:`jax2onnx.Precision`) in this target's form at ``opset``:
-        the int8/int4 kernels it takes where none was named; refuses a kind it has no form for, a
-        kernel in a domain it does not run, or a standard form the opset predates, before tracing."""
-        form = self.precision_form(precision.kind)
-        if form is None:
+        """``precision`` (a checked :class:`jax2onnx.Precision`) in this target's forms at ``opset``:
+        the int8 and int4 kernels it takes where none was named (an int4 export writes int8 matmuls
+        too: ``int8=`` patterns, ``lm_head="int8"``); refuses a kind it has no form for, a kernel in a
+        domain it does not run, or a standard form the opset predates, before tracing."""
+        if self.precision_form(precision.kind) is None:
             return precision
-        field = f"{precision.kind}_kernel"
-        kernel = getattr(precision, field) or form
-        domain = _KERNEL_DOMAINS[kernel]
-        if not self.allows(kernel, domain):
-            raise TargetUnsupportedError(
-                f"{field}={kernel!r} writes {domain} ops, which target={self.name!r} does not run; drop {field}= "
-                f"(this target's form is {form!r}) or export with target='onnxruntime'")
-        if opset < _KERNEL_OPSETS.get(kernel, 0):
-            raise TargetUnsupportedError(
-                f"precision={precision.kind!r} under target={self.name!r} is {kernel} (blocked 4-bit weights), "
-                f"from opset {_KERNEL_OPSETS[kernel]}; got opset={opset}: raise the opset or export with "
-                "target='onnxruntime' (its MatMulNBits has no opset floor)")
-        return dataclasses.replace(precision, **{field: kernel})
+        kinds = ("int8", "int4") if precision.kind == "int4" else ("int8",)
+        chosen = {}
+        for kind in kinds:
+            form, field = self.precision_form(kind), f"{kind}_kernel"
+            kernel = getattr(precision, field) or form
+            domain = _KERNEL_DOMAINS[kernel]
+            if not self.allows(kernel, domain):
+                raise TargetUnsupportedError(
+                    f"{field}={kernel!r} writes {domain} ops, which target={self.name!r} does not run; drop {field}= "
+                    f"(this target's form is {form!r}) or export with target='onnxruntime'")
+            if opset < _KERNEL_OPSETS.get(kernel, 0):
+                raise TargetUnsupportedError(
+                    f"precision={precision.kind!r} under target={self.name!r} is {kernel} (blocked 4-bit weights), "
+                    f"from opset {_KERNEL_OPSETS[kernel]}; got opset={opset}: raise the opset or export with "
+                    "target='onnxruntime' (its MatMulNBits has no opset floor)")
+            chosen[field] = kernel
+        return dataclasses.replace(precision, **chosen)
 
     def rewrite_families(self, opset: int, common: Iterable[Any]) -> list[Any]:
         """The rewrite stage's families for a model at ``opset``: ``common`` then this target's."""
