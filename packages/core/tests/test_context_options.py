@@ -24,16 +24,16 @@ def _lowerings() -> Lowerings:
     @lowerings.register_call("test.relu_by_target")
     def lower(ctx, x):
         # onnxruntime gets the one-op form; any other target declines (the body: Max)
-        return ctx.op.Relu(x) if ctx.options.target == "onnxruntime" else None
+        return ctx.op.Relu(x) if ctx.target.name == "onnxruntime" else None
 
     return lowerings
 
 
 def test_lowering_reads_the_target_of_its_export():
     with registry_in_use(("jax2onnx-optionstest", pack_of(mini_lowerings, _lowerings()))):
-        models = {t: to_onnx(_region, [(3, 4)], target=t) for t in ("onnxruntime", "generic")}
+        models = {t: to_onnx(_region, [(3, 4)], target=t) for t in ("onnxruntime", "onnx")}
         results: dict[int, onnx.ModelProto] = {}
-        targets = ["onnxruntime", "generic"] * 3
+        targets = ["onnxruntime", "onnx"] * 3
         start = threading.Barrier(len(targets))
 
         def export(i: int, target: str) -> None:
@@ -46,7 +46,7 @@ def test_lowering_reads_the_target_of_its_export():
         for t in threads:
             t.join()
     assert [n.op_type for n in models["onnxruntime"].graph.node] == ["Relu"]
-    assert [n.op_type for n in models["generic"].graph.node] == ["Max"]
+    assert [n.op_type for n in models["onnx"].graph.node] == ["Max"]
     for i, target in enumerate(targets):
         assert [n.op_type for n in results[i].graph.node] == [n.op_type for n in models[target].graph.node], (i, target)
     x = np.linspace(-2, 2, 12).astype(np.float32).reshape(3, 4)

@@ -1,4 +1,5 @@
-"""to_onnx(..., precision=...): each precision on an MLP, a CNN and an NNX transformer block loads in
+"""to_onnx(..., precision=...) in its onnxruntime forms (target="onnxruntime"; the standard forms:
+test_precision_targets.py): each precision on an MLP, a CNN and an NNX transformer block loads in
 onnxruntime, keeps float32 inputs and outputs, has no Cast feeding a Cast, matches the float32 JAX
 function at the precision's cosine floor, and shrinks the weights as documented."""
 
@@ -98,7 +99,7 @@ def io_types(model: onnx.ModelProto) -> set[int]:
 @pytest.mark.parametrize("name", list(MODELS))
 def test_precision_on_models(built, name, precision):
     fn, specs, reference = built(name)
-    model = to_onnx(fn, specs, precision=precision)
+    model = to_onnx(fn, specs, target="onnxruntime", precision=precision)
     onnx.checker.check_model(model, full_check=True)
     assert io_types(model) == {onnx.TensorProto.FLOAT}
     assert cast_feeding_cast(model) == []
@@ -160,7 +161,7 @@ def test_keep_io_types_false_gives_16_bit_inputs_and_outputs():
 @pytest.mark.parametrize("symmetric", [True, False])
 def test_int4_block_sizes_and_zero_points(built, block_size, symmetric):
     fn, specs, reference = built("mlp512")
-    model = to_onnx(fn, specs, precision=Precision("int4", block_size=block_size, symmetric=symmetric))
+    model = to_onnx(fn, specs, target="onnxruntime", precision=Precision("int4", block_size=block_size, symmetric=symmetric))
     nodes = [n for n in model.graph.node if n.op_type == "MatMulNBits"]
     assert len(nodes) == 3
     assert all((len(n.input) > 3 and n.input[3] != "") == (not symmetric) for n in nodes)  # zero points
@@ -176,7 +177,7 @@ def test_int8_kernels_agree(built):
     x = np.random.default_rng(0).standard_normal((2, 16, 256)).astype(np.float32)
     outs = {}
     for kernel in ("DynamicQuantizeMatMul", "MatMulInteger"):
-        model = to_onnx(fn, specs, precision=Precision("int8", int8_kernel=kernel))
+        model = to_onnx(fn, specs, target="onnxruntime", precision=Precision("int8", int8_kernel=kernel))
         assert any(n.op_type == kernel for n in model.graph.node)
         assert cast_feeding_cast(model) == []
         (outs[kernel],) = run_onnx(model, [x])
@@ -220,7 +221,7 @@ def test_streamed_weights_are_quantized_once_each_with_exclusions_and_int8_embed
     p = Precision("int4", exclude=["block.fc2.*"], int8=["head.*"], embeddings="int8")
     spec = jax.ShapeDtypeStruct((2, 8), jnp.int32)
     path = tmp_path / "lm.onnx"
-    to_onnx(forward, [Weights(state, source), spec], output_path=path, external_data=True, precision=p)
+    to_onnx(forward, [Weights(state, source), spec], output_path=path, external_data=True, target="onnxruntime", precision=p)
     # every matrix is read once, when it is quantized and written (small vectors are also read by
     # shape inference, which keeps tensors under 1 KiB attached)
     big = [n for n in reads if values[n].nbytes >= 4096]
@@ -272,7 +273,7 @@ def test_model_traced_in_bfloat16_exports_as_is():
 
     x = np.random.default_rng(0).standard_normal((2, 64)).astype(np.float32)
     for precision in ("float32", "bfloat16"):
-        model = to_onnx(fn, [(2, 64)], precision=precision)
+        model = to_onnx(fn, [(2, 64)], target="onnxruntime", precision=precision)
         assert {t.data_type for t in model.graph.initializer if len(t.dims) == 2} == {onnx.TensorProto.BFLOAT16}
         (got,) = run_onnx(model, [x])  # loads: ops without a bfloat16 kernel run on a float32 carrier
         assert cosine(np.asarray(fn(x)), got) >= 0.999
@@ -311,7 +312,7 @@ def test_bad_options_are_one_clear_line(mini_registry, kwargs, message):
 @pytest.mark.parametrize("precision", ["int8", "int4"])
 def test_quantizing_a_model_without_weight_matmuls_is_one_clear_line(mini_registry, precision):
     with pytest.raises(PrecisionError, match="has none") as info:
-        to_onnx(lambda x: jnp.sin(x) * 2.0, [("B", 8)], precision=precision)
+        to_onnx(lambda x: jnp.sin(x) * 2.0, [("B", 8)], target="onnxruntime", precision=precision)
     assert "\n" not in str(info.value)
 
 

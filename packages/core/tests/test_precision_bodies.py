@@ -102,7 +102,7 @@ def _constant_types(nodes: list[onnx.NodeProto]) -> set[int]:
 
 
 def _check(fn, specs, precision):
-    model = to_onnx(fn, specs, precision=precision)
+    model = to_onnx(fn, specs, target="onnxruntime", precision=precision)
     onnx.checker.check_model(model, full_check=True)
     assert io_types(model) == {F.FLOAT}
     assert cast_feeding_cast(model) == []
@@ -179,7 +179,7 @@ def test_conv_kernels_and_position_embedding_are_int8(precision):
     assert consumers == {"Conv", "Add"}
     big_float = [t.name for t in model.graph.initializer if t.data_type == F.FLOAT and int(np.prod(t.dims)) >= 4096]
     assert big_float == []
-    kept = to_onnx(fn, specs, precision=Precision(precision, conv=None))
+    kept = to_onnx(fn, specs, target="onnxruntime", precision=Precision(precision, conv=None))
     assert not any(n.op_type == "DequantizeLinear" for n in kept.graph.node)
     assert weight_bytes(model) < weight_bytes(kept)
 

@@ -45,7 +45,7 @@ INT8_HEAD_INT4 = Precision("int4", embeddings="int8", lm_head="int8")
                          ids=lambda p: p if isinstance(p, str) else "int4-int8-head")
 def test_greedy_tokens_agree_with_float32(trained, precision):
     model, _, reference = trained
-    onnx_model = to_onnx(model, [lm.SPEC], precision=precision)
+    onnx_model = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=precision)
     onnx.checker.check_model(onnx_model, full_check=True)
     session = _session(onnx_model)
     name = session.get_inputs()[0].name
@@ -64,7 +64,7 @@ def _int8_tables(onnx_model: onnx.ModelProto) -> int:
 
 def test_int4_default_quantizes_the_head_and_embeddings_int4(trained):
     model, _, _ = trained
-    onnx_model = to_onnx(model, [lm.SPEC], precision="int4")
+    onnx_model = to_onnx(model, [lm.SPEC], target="onnxruntime", precision="int4")
     ops = [n.op_type for n in onnx_model.graph.node]
     # q|k|v, out, fc1, fc2 of two blocks and the head (it writes the logits): all int4
     assert ops.count("MatMulNBits") >= 9 and ops.count("DynamicQuantizeMatMul") == 0
@@ -79,27 +79,27 @@ def test_int4_default_quantizes_the_head_and_embeddings_int4(trained):
 
 def test_int8_options_keep_the_head_and_tables_int8(trained):
     model, _, _ = trained
-    onnx_model = to_onnx(model, [lm.SPEC], precision=INT8_HEAD_INT4)
+    onnx_model = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=INT8_HEAD_INT4)
     ops = [n.op_type for n in onnx_model.graph.node]
     assert ops.count("MatMulNBits") >= 8 and ops.count("DynamicQuantizeMatMul") == 1  # the head
     assert ops.count("GatherBlockQuantized") == 0 and _int8_tables(onnx_model) == 1
-    head_only = to_onnx(model, [lm.SPEC], precision=Precision("int4", lm_head="int8"))
+    head_only = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=Precision("int4", lm_head="int8"))
     ops = [n.op_type for n in head_only.graph.node]
     assert ops.count("DynamicQuantizeMatMul") == 1 and ops.count("GatherBlockQuantized") == 1
-    tables_only = to_onnx(model, [lm.SPEC], precision=Precision("int4", embeddings="int8"))
+    tables_only = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=Precision("int4", embeddings="int8"))
     ops = [n.op_type for n in tables_only.graph.node]
     assert ops.count("DynamicQuantizeMatMul") == 0 and _int8_tables(tables_only) == 1
     # int8 precision: tables int8 as ever ("auto" is the precision's own width)
-    int8 = to_onnx(model, [lm.SPEC], precision="int8")
+    int8 = to_onnx(model, [lm.SPEC], target="onnxruntime", precision="int8")
     assert _int8_tables(int8) == 1 and not any(n.op_type == "GatherBlockQuantized" for n in int8.graph.node)
-    floats = to_onnx(model, [lm.SPEC], precision=Precision("int4", embeddings=None))
+    floats = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=Precision("int4", embeddings=None))
     assert _int8_tables(floats) == 0 and not any(n.op_type == "GatherBlockQuantized" for n in floats.graph.node)
 
 
 def test_int4_default_is_smaller_than_the_int8_head_option(trained):
     model, _, _ = trained
-    default = to_onnx(model, [lm.SPEC], precision="int4")
-    int8_head = to_onnx(model, [lm.SPEC], precision=INT8_HEAD_INT4)
+    default = to_onnx(model, [lm.SPEC], target="onnxruntime", precision="int4")
+    int8_head = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=INT8_HEAD_INT4)
     assert weight_bytes(default) < weight_bytes(int8_head)
 
 
@@ -113,7 +113,7 @@ PROMPTS = [list(lm.counting(s, k, lm.PROMPT)) for s, k in lm.PROMPTS]
 @pytest.mark.parametrize("precision", ["int4", "int8"])
 def test_report_shows_greedy_agreement(trained, precision):
     model, _, reference = trained
-    onnx_model = to_onnx(model, [lm.SPEC], precision=precision)
+    onnx_model = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=precision)
     report = verify(model, onnx_model, [lm.SPEC], greedy=GreedyCheck(prompts=PROMPTS))
     greedy = report.precision.greedy
     assert greedy.tokens == len(lm.PROMPTS) * lm.NEW_TOKENS
@@ -142,7 +142,7 @@ def _shifted_logits(onnx_model: onnx.ModelProto) -> onnx.ModelProto:
 
 def test_report_fails_when_greedy_tokens_differ(trained):
     model, _, _ = trained
-    broken = _shifted_logits(to_onnx(model, [lm.SPEC], precision="int8"))
+    broken = _shifted_logits(to_onnx(model, [lm.SPEC], target="onnxruntime", precision="int8"))
     report = verify(model, broken, [lm.SPEC], greedy=GreedyCheck(prompts=PROMPTS))
     greedy = report.precision.greedy
     assert greedy.agreement < 0.2 and not greedy.ok
@@ -168,9 +168,9 @@ def test_to_onnx_verify_takes_a_greedy_check(trained):
 
     model, _, _ = trained
     check = GreedyCheck(prompts=PROMPTS[:2], new_tokens=16)
-    to_onnx(model, [lm.SPEC], precision="int4", verify=check)  # passes: raises nothing
+    to_onnx(model, [lm.SPEC], target="onnxruntime", precision="int4", verify=check)  # passes: raises nothing
     with pytest.raises(VerificationError, match="greedy tokens equal the float32 function's") as info:
-        to_onnx(model, [lm.SPEC], precision="int4", verify=GreedyCheck(prompts=PROMPTS[:2], new_tokens=16,
+        to_onnx(model, [lm.SPEC], target="onnxruntime", precision="int4", verify=GreedyCheck(prompts=PROMPTS[:2], new_tokens=16,
                                                                        min_agreement=1.01))
     assert info.value.report.precision.greedy.agreement >= 0.9
     with pytest.raises(TypeError, match="GreedyCheck"):

@@ -8,7 +8,7 @@ import onnx
 import onnx_ir as ir
 import pytest
 from jax2onnx import to_onnx, verify
-from jax2onnx.export.targets import TargetUnsupportedError
+from jax2onnx.errors import TargetUnsupportedError
 from jax2onnx.ir.constants import constant_ints
 from jax2onnx.passes.rewrite import rewrites_applied
 from jax2onnx.passes.rewrite.tensorrt import check_tensorrt

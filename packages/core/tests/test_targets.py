@@ -9,7 +9,7 @@ import pytest
 from jax2onnx import to_onnx, verify
 from jax2onnx.cli.commands import main as cli
 from jax2onnx.errors import InputSpecError, Jax2OnnxError
-from jax2onnx.export.targets import TargetUnsupportedError
+from jax2onnx.errors import TargetUnsupportedError
 from jax2onnx.passes.rewrite.tensorrt import check_tensorrt, tensorrt_table
 from onnx import helper
 
@@ -56,7 +56,7 @@ def test_web_target_is_export_mode_web():
 
 
 def test_unknown_target_names_the_choices():
-    with pytest.raises(InputSpecError, match="'generic', 'onnxruntime', 'tensorrt', 'web'"):
+    with pytest.raises(InputSpecError, match="'onnx', 'onnxruntime', 'tensorrt', 'web'"):
         to_onnx(lambda x: x, [("B", 4)], target="tpu")
 
 

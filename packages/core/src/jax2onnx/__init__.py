@@ -19,13 +19,13 @@ from .errors import (
     UnsupportedPrimitiveError,
     UserFunctionError,
 )
+from .export.allclose_compat import allclose, allclose_onnxruntime_web
 from .export.conversion import to_onnx
 from .export.weights import Weights
 from .lower import legacy_plugins as _legacy_plugins
 from .lower.functions import onnx_function
 from .plugin import hookimpl
 from .precision import Precision, PrecisionError
-from .verification.allclose_compat import allclose, allclose_onnxruntime_web
 from .verification.greedy import GreedyCheck
 from .verification.report import ExportReport, VerificationError, verify
 

@@ -8,6 +8,7 @@ import onnx_ir as ir
 import onnxruntime as ort
 from jax2onnx.passes import DeadCodeEliminationPass, RewritePass
 from jax2onnx.passes.rewrite import rewrites_applied
+from jax2onnx.targets import get_target
 from onnx import helper
 
 F = onnx.TensorProto.FLOAT
@@ -29,7 +30,7 @@ def _rewritten(proto, target):
     # the rules read ranks and widths; an exported graph has them from the builder, a hand-written one
     # from shape inference
     model = ir.from_proto(onnx.shape_inference.infer_shapes(proto))
-    RewritePass(target)(model)
+    RewritePass(get_target(target))(model)
     DeadCodeEliminationPass()(model)
     return model, ir.to_proto(model)
 
@@ -50,7 +51,7 @@ def _model(nodes, inputs, outputs, inits, opset=23):
 def test_matmul_bias_on_matrices_is_one_gemm_and_higher_ranks_stay():
     proto = _model([N("MatMul", ["x", "w"], ["m"]), N("Add", ["m", "b"], ["y"])], [("x", ["B", 4])], [("y", ["B", 3])],
                    [_t("w", [4, 3]), _t("b", [3])])
-    model = _same(proto, "generic", {"x": RNG.standard_normal((5, 4)).astype(np.float32)})
+    model = _same(proto, "onnx", {"x": RNG.standard_normal((5, 4)).astype(np.float32)})
     assert [n.op_type for n in model.graph] == ["Gemm"] and rewrites_applied(model) == {"matmul_bias_gemm": 1}
     proto = _model([N("MatMul", ["x", "w"], ["m"]), N("Add", ["m", "b"], ["y"])], [("x", ["B", 2, 4])],
                    [("y", ["B", 2, 3])], [_t("w", [4, 3]), _t("b", [3])])
@@ -97,7 +98,7 @@ def test_residual_sum_keeps_onnxruntime_from_fusing_the_slower_skip_layer_norm(t
     proto = _model([N("Add", ["x", "b"], ["s"]), N("LayerNormalization", ["s", "g", "be"], ["y"], axis=-1)],
                    [("x", ["B", 3, 4])], [("y", ["B", 3, 4])], [_t("b", [4]), _t("g", [4]), _t("be", [4])])
     assert [n.op_type for n in _rewritten(proto, "onnxruntime")[0].graph] == ["Add", "LayerNormalization"]
-    assert "Sum" not in [n.op_type for n in _rewritten(_residual_block(False), "generic")[0].graph]
+    assert "Sum" not in [n.op_type for n in _rewritten(_residual_block(False), "onnx")[0].graph]
 
 
 def test_bias_gelu_and_fast_gelu():
@@ -120,7 +121,7 @@ def test_ops_on_constants_broadcast_to_the_batch_run_before_the_broadcast():
     inits = [causal, helper.make_tensor("zero", F, [], [0.0]), helper.make_tensor("neg", F, [], [-1e9]),
              helper.make_tensor("tail", onnx.TensorProto.INT64, [3], [1, 4, 4])]
     proto = _model(nodes, [("x", ["B", 1, 4, 4])], [("y", ["B", 1, 4, 4])], inits)
-    model = _same(proto, "generic", {"x": RNG.standard_normal((3, 1, 4, 4)).astype(np.float32)})
+    model = _same(proto, "onnx", {"x": RNG.standard_normal((3, 1, 4, 4)).astype(np.float32)})
     ops = [n.op_type for n in model.graph]
     assert "Equal" not in ops and "Where" not in ops and ops.count("Expand") == 1
     assert rewrites_applied(model)["expand_hoist"] == 2
@@ -133,9 +134,9 @@ def test_hand_written_rms_norm_with_reduce_mean_and_reciprocal():
     inits = [helper.make_tensor("axes", onnx.TensorProto.INT64, [1], [-1]), helper.make_tensor("eps", F, [], [1e-5]),
              _t("w", [8])]
     proto = _model(nodes, [("x", ["B", 3, 8])], [("y", ["B", 3, 8])], inits)
-    model = _same(proto, "generic", {"x": RNG.standard_normal((2, 3, 8)).astype(np.float32)})
+    model = _same(proto, "onnx", {"x": RNG.standard_normal((2, 3, 8)).astype(np.float32)})
     assert [n.op_type for n in model.graph] == ["RMSNormalization"]
     # the mean over another axis is not an RMSNorm over the last one
     inits[0] = helper.make_tensor("axes", onnx.TensorProto.INT64, [1], [1])
-    model, _ = _rewritten(_model(nodes, [("x", ["B", 3, 8])], [("y", ["B", 3, 8])], inits), "generic")
+    model, _ = _rewritten(_model(nodes, [("x", ["B", 3, 8])], [("y", ["B", 3, 8])], inits), "onnx")
     assert "RMSNormalization" not in [n.op_type for n in model.graph]

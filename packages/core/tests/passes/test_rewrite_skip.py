@@ -9,6 +9,7 @@ import pytest
 from jax2onnx.passes import RewritePass
 from jax2onnx.passes import rewrite as rewrite_stage
 from jax2onnx.passes.rewrite import REWRITES_KEY, TARGET_KEY, could_fire, rewrites_applied
+from jax2onnx.targets import get_target
 from onnx import TensorProto, helper, numpy_helper
 
 N = helper.make_node
@@ -50,11 +51,11 @@ def _gemm_relu_mlp(layers: int = 20, extra_nodes=(), extra_inits=(), functions=(
     return helper.make_model(graph, opset_imports=opsets, functions=list(functions))
 
 
-@pytest.mark.parametrize("target", ["generic", "onnxruntime", "tensorrt"])
+@pytest.mark.parametrize("target", ["onnx", "onnxruntime", "tensorrt"])
 def test_no_candidate_op_skips_inference_and_rules(inferences, target):
     proto = _gemm_relu_mlp()
     model = ir.from_proto(proto)
-    result = RewritePass(target)(model)
+    result = RewritePass(get_target(target))(model)
     assert inferences == []
     assert not result.modified
     # the stage still records its (empty) counts and the target, as the report reads them
@@ -92,6 +93,6 @@ def test_a_candidate_in_a_function_body_runs_the_rules(inferences):
 
 def test_every_family_names_its_start_ops():
     # could_fire is only as sound as these sets: each family of each target declares a non-empty one
-    for target in ("generic", "onnxruntime", "tensorrt", "web"):
-        for family in RewritePass(target).families(23):
+    for target in ("onnx", "onnxruntime", "tensorrt", "web"):
+        for family in RewritePass(get_target(target)).families(23):
             assert isinstance(family.start_ops, frozenset) and family.start_ops, type(family).__name__

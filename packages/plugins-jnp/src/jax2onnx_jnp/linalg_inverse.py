@@ -69,9 +69,10 @@ INVERSE = "com.microsoft.Inverse"
 
 def _fused_dtype(ctx: Any) -> np.dtype | None:
     """The dtype the Inverse form computes in for this export, or None to lower the library's body:
-    only ``target="onnxruntime"`` (read from the export's options, never a module switch), and
-    only the dtypes its Inverse kernel runs that JAX computes in themselves (not half floats)."""
-    if getattr(ctx.options, "target", None) != "onnxruntime":
+    only where the export's target runs onnxruntime's contrib ops (``target="onnxruntime"``, asked of
+    the export's target, never a module switch), and only the dtypes its Inverse kernel runs that JAX
+    computes in themselves (not half floats)."""
+    if not ctx.target.allows("Inverse", "com.microsoft"):
         return None
     dtype = np.dtype(ctx.avals_out[0].dtype)
     return dtype if dtype in ctx.kernel_dtypes(INVERSE, without=HALF_FLOATS) else None

@@ -71,10 +71,10 @@ _INPUT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
 
 
 def applies(ctx: Any) -> bool:
-    """Whether this export's cholesky takes the Inverse form: ``target="onnxruntime"`` (from the
-    export's options), a float32/float16 operand, and a float64 Inverse kernel in the target's
-    onnxruntime."""
-    if getattr(ctx.options, "target", None) != "onnxruntime":
+    """Whether this export's cholesky takes the Inverse form: a target that runs onnxruntime's
+    contrib ops (``target="onnxruntime"``), a float32/float16 operand, and a float64 Inverse kernel
+    in the target's onnxruntime."""
+    if not ctx.target.allows("Inverse", "com.microsoft"):
         return False
     if np.dtype(ctx.avals_in[0].dtype) not in _INPUT_DTYPES:
         return False

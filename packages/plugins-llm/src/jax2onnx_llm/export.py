@@ -33,12 +33,14 @@ import jax.numpy as jnp
 from jax2onnx.export.conversion import run
 from jax2onnx.export.options import Export, ExportOptions
 from jax2onnx.lower.registry import get_registry
+from jax2onnx.targets import MS_DOMAIN, get_target
 
 from . import families, genai_config, norm_fusion, tokenizers
 from . import weights as weights_mod
 from .errors import CacheLayoutError, MaxLengthError, OptionError
 from .spec import CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
 
+#: The targets onnxruntime-genai runs a folder of: its own (fused contrib ops) and standard ONNX.
 TARGETS = ("onnxruntime", "onnx")
 MODEL_FILE = "model.onnx"
 
@@ -132,7 +134,7 @@ def export_causal_lm(
 def _check_options(max_length: Any, precision: Any, cache: Any, target: Any) -> None:
     if cache not in CACHE_LAYOUTS:
         raise OptionError(f"cache={cache!r}: use 'concat' (growing past/present) or 'shared' (one max_length buffer)")
-    if target not in TARGETS:
+    if not isinstance(target, str) or get_target_or_none(target) not in [get_target(t) for t in TARGETS]:
         raise OptionError(f"target={target!r}: use 'onnxruntime' (fused contrib ops) or 'onnx' (standard ONNX only)")
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
         raise MaxLengthError(f"max_length={max_length!r}: give the most tokens a sequence may reach, an int >= 2")
@@ -244,10 +246,18 @@ def export_options(spec: DecoderSpec, inputs: list[Any], path: pathlib.Path, *, 
     return ExportOptions.check(
         inputs=inputs, model_name="causal_lm", opset=opset, input_names=in_names, output_names=out_names,
         return_mode="file", output_path=path, external_data=external_data, precision=precision,
-        target="onnxruntime" if target == "onnxruntime" else "generic",  # core's name for standard ONNX
-        rewrite_passes=(_norm_fusion,) if target == "onnxruntime" else (),
+        target=target,
+        # the RMS norms as onnxruntime's norm ops, where the target runs them
+        rewrite_passes=(_norm_fusion,) if get_target(target).allows(norm_fusion.NORM_OP, MS_DOMAIN) else (),
         external_data_file=f"{path.name}.data",
     )
+
+
+def get_target_or_none(name: str) -> Any:
+    try:
+        return get_target(name)
+    except ValueError:  # core's InputSpecError (a ValueError): not a registered target
+        return None
 
 
 def _norm_fusion(options: ExportOptions) -> norm_fusion.RmsNormFusionPass:

@@ -108,11 +108,11 @@ def _region(q: Any, k: Any, v: Any, past_k: Any, past_v: Any, bias: Any, positio
 
 def fused_kind(ctx: Any) -> str | None:
     """Which fused attention this export gets: ``"gqa"``, ``"attention"`` or None (decline)."""
-    options = ctx.options
-    target = getattr(options, "target", None)
-    if target == "onnxruntime":
+    if ctx.options is None:  # lowered outside an export: the body
+        return None
+    if ctx.target.allows("GroupQueryAttention", "com.microsoft"):
         return "gqa"
-    if target == "generic" and ctx.has_op("Attention") and ctx.has_op("RotaryEmbedding"):
+    if ctx.has_op("Attention") and ctx.has_op("RotaryEmbedding"):
         return "attention"
     return None
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 import onnx_ir as ir
 
 MS = "com.microsoft"
+#: the op the fusion writes (a target that runs it gets the fusion)
+NORM_OP = "SkipSimplifiedLayerNormalization"
 
 
 class RmsNormFusionPass(ir.passes.InPlacePass):
@@ -51,7 +53,7 @@ def fuse_rms_norms(model: ir.Model) -> int:
                 and rank == 3 and _same_shape(add.inputs[0], add.inputs[1], x) and x not in graph.outputs)
         if not skip:
             continue
-        fused = ir.Node(MS, "SkipSimplifiedLayerNormalization", [add.inputs[0], add.inputs[1], scale],
+        fused = ir.Node(MS, NORM_OP, [add.inputs[0], add.inputs[1], scale],
                         attributes=[ir.AttrFloat32("epsilon", epsilon)], num_outputs=4,
                         name=f"{node.name}_skip_simplified")
         graph.insert_before(add, fused)

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..lower.registry import get_registry
+from ..testing.results import ENVIRONMENT_KEY
 from ..testing.runner import variants_of
 
 PASSED, FAILED, NOT_RUN = "✅", "❌", "➖"
@@ -52,25 +53,6 @@ def load_results(results_path: str | os.PathLike[str] | None) -> dict[str, str]:
     A missing path gives no results (every testcase then renders as not run).
     """
     return _outcomes(_read_report(results_path))
-
-
-#: The report's entry naming the versions its outcomes were produced with (the tables print it).
-ENVIRONMENT_KEY = "__environment__"
-_VERSIONED = ("jax", "jaxlib", "flax", "equinox", "keras", "onnx", "onnx-ir", "onnxruntime", "numpy")
-
-
-def environment() -> dict[str, str]:
-    """Python's and the installed versions of what a test outcome depends on."""
-    import importlib.metadata as metadata
-    import platform
-
-    out = {"python": platform.python_version()}
-    for dist in _VERSIONED:
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
 
 
 def _environment_of(raw: Mapping[str, Any]) -> dict[str, str]:

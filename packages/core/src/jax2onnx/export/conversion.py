@@ -52,7 +52,7 @@ def to_onnx(
     external_data: bool | None = None,
     verify: bool | GreedyCheck = False,
     precision: str | Precision = "float32",
-    target: str = "generic",
+    target: Any = "onnx",
 ) -> onnx.ModelProto | ir.Model | str:
     """Convert a JAX callable to ONNX.
 
@@ -110,8 +110,9 @@ def to_onnx(
             :mod:`jax2onnx.precision`; ``verify=True`` then judges the outputs by the precision's
             cosine floor and reports bytes by dtype. ``verify=jax2onnx.GreedyCheck(...)``: a causal
             LM's report also holds its greedy-token agreement with float32 and fails under 90%.
-        target: the runtime the graph is tuned for (:mod:`jax2onnx.export.targets`): ``"generic"``
-            (standard ONNX), ``"onnxruntime"`` (also its com.microsoft contrib ops where not slower),
+        target: the runtime the graph is tuned for, a name or a :class:`jax2onnx.targets.Target`
+            (:mod:`jax2onnx.targets`): ``"onnx"`` (standard ONNX; ``"generic"`` is its older name),
+            ``"onnxruntime"`` (also its com.microsoft contrib ops where not slower),
             ``"tensorrt"`` (within TensorRT 10's ONNX parser: opset <= 20, no float64, no DFT; an
             export it cannot take fails naming the op), ``"web"`` (``export_mode="web"``). The
             rewrites applied are counted in the model's ``jax2onnx:rewrites`` metadata.

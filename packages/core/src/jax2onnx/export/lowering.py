@@ -20,7 +20,7 @@ from ..lower import legacy_plugins
 from ..lower.interpreter import Interpreter
 from ..lower.unsupported import all_unsupported
 from ..plugin import marks_active
-from . import api_compat, targets
+from . import api_compat
 from .options import Export
 from .trace import Traced
 
@@ -28,7 +28,8 @@ from .trace import Traced
 def lower(export: Export, traced: Traced) -> ir.Model:
     options, registry = export.options, export.registry
     closed, parsed, bound = traced.closed, traced.parsed, traced.bound
-    targets.check_jaxpr(closed, options.target)  # what the target cannot run, named at the user's line
+    if options.target.check_trace is not None:  # what the target cannot run, named at the user's line
+        options.target.check_trace(closed)
     # 0.17-style plugins registered through jax2onnx.plugins.plugin_system join (and win over) the packs'
     lowerings = api_compat.select_lowerings(legacy_plugins.lowerings_with_legacy(registry.lowerings()), options)
     installed = [p.name for p in registry.packs if p.error is None]

@@ -35,8 +35,9 @@ from ..errors import InputSpecError, Jax2OnnxError
 from ..ir import opsets
 from ..passes import default_passes
 from ..precision import Precision, apply_precision
+from ..targets import Target
 from ..verification.validate import ValidationPass
-from . import api_compat, targets
+from . import api_compat
 from .options import Export, ExportOptions, PassFactory
 
 
@@ -97,15 +98,15 @@ class PrecisionPass(ir.passes.InPlacePass):
 
 
 class TargetCheckPass(ir.passes.InPlacePass):
-    """The finished graph within the target's op set (``target="tensorrt"``: TensorRT's parser);
-    raises :class:`~jax2onnx.export.targets.TargetUnsupportedError` naming the op."""
+    """The finished graph within the target's domains and checks (``target="tensorrt"``: TensorRT's
+    parser); raises :class:`~jax2onnx.errors.TargetUnsupportedError` naming the op."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: Target) -> None:
         super().__init__()
         self.target = target
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        targets.check_model(model, self.target)
+        self.target.check_model(model)
         return ir.passes.PassResult(model, False)
 
 

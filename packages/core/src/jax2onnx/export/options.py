@@ -38,8 +38,8 @@ from ..ir.opsets import MIN_OPSET, max_opset
 from ..lower.registry import PluginRegistry
 from ..precision import Precision, parse_precision
 from ..verification.greedy import GreedyCheck
+from ..targets import Target, available_targets, get_target
 from .specs import check_output_path
-from .targets import resolve_target
 from .weights import Weights
 
 RETURN_MODES = ("proto", "ir", "file")
@@ -83,8 +83,8 @@ class ExportOptions:
     verify: bool | GreedyCheck = False
     #: float16/bfloat16/int8/int4: the precision stage (jax2onnx.precision) in optimize's rewrite slot
     precision: Precision = Precision()
-    #: the runtime the graph is tuned for (:mod:`jax2onnx.export.targets`)
-    target: str = "generic"
+    #: the runtime the graph is tuned for (:mod:`jax2onnx.targets`): every stage asks this object
+    target: Target = dataclasses.field(default_factory=lambda: get_target("onnx"))
     #: front-end only (FRONT_END_OPTIONS): extra rewrite passes, after precision=, before the I/O names
     rewrite_passes: tuple[PassFactory, ...] = ()
     #: front-end only: the external-data file's name beside output_path (None: <model file>.<hash>.data)
@@ -112,7 +112,7 @@ class ExportOptions:
         external_data: bool | None = None,
         verify: Any = False,
         precision: Any = "float32",
-        target: Any = "generic",
+        target: Any = "onnx",
         rewrite_passes: Any = (),
         external_data_file: Any = None,
     ) -> ExportOptions:
@@ -153,7 +153,7 @@ class ExportOptions:
                 raise OptionTypeError(f"record_primitive_calls_file must be a path, got {record_primitive_calls_file!r}")
             record = os.fspath(record_primitive_calls_file)
         export = _choice(export_mode, EXPORT_MODES, "export_mode")
-        target, export, opset = resolve_target(target, export, opset)  # "web" is export_mode="web"
+        target, export, opset = _resolve_target(target, export, opset)
         normalization = _choice(normalization_mode, NORMALIZATION_MODES, "normalization_mode")
         nchw_in = check_indices(inputs_as_nchw, "inputs_as_nchw", n_inputs)
         nchw_out = check_indices(outputs_as_nchw, "outputs_as_nchw", None)  # outputs are counted after tracing
@@ -164,7 +164,8 @@ class ExportOptions:
                                   f"got {type(verify).__name__} {verify!r}")
         if verify:
             require_onnxruntime("to_onnx(..., verify=True)")  # before converting, not after it
-        checked_precision = parse_precision(precision, enable_double_precision=enable_double_precision)
+        checked_precision = target.fit_precision(
+            parse_precision(precision, enable_double_precision=enable_double_precision), opset)
         if export == "web":
             if external_data:
                 raise InputSpecError("export_mode='web' writes one self-contained file; drop external_data=True")
@@ -193,6 +194,22 @@ class ExportOptions:
             rewrite_passes=factories,
             external_data_file=data_file,
         )
+
+
+def _resolve_target(target: Any, export_mode: str, opset: int) -> tuple[Target, str, int]:
+    """(target, export_mode, opset) after checking they agree: ``export_mode="web"`` is
+    ``target="web"`` (the default target then becomes it), a target's own export mode is taken, and
+    the opset is lowered to the target's ceiling (TensorRT's parser)."""
+    default = target in ("onnx", "generic")
+    resolved = get_target(target)
+    if export_mode != "standard" and resolved.export_mode != export_mode:
+        moded = [t for t in available_targets() if t.export_mode == export_mode]
+        if not default or not moded:
+            implied = moded[0].name if moded else export_mode
+            raise InputSpecError(f"export_mode={export_mode!r} is target={implied!r}; "
+                                 f"it cannot be combined with target={resolved.name!r}")
+        resolved = moded[0]
+    return resolved, resolved.export_mode or export_mode, resolved.resolve_opset(opset)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,7 +21,6 @@ bare subprocess).
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import hashlib
 import os
@@ -48,11 +47,6 @@ EXTERNAL_THRESHOLD_BYTES = 1024
 SAVE_STEPS = ("writing", "temp-written", "data-committed", "model-committed", "done")
 #: Called with each step name; tests set it to kill the process mid-save.
 _STEP_HOOK: Callable[[str], None] | None = None
-
-#: The last protos returned for external-data models, with the file they were read from, so that
-#: ``allclose(fn, proto)`` finds the weights (a ModelProto cannot carry its folder, nor be weakly
-#: referenced). Such protos hold no weights, so keeping a few alive costs little.
-_SAVED: collections.deque[tuple[onnx.ModelProto, str]] = collections.deque(maxlen=16)
 
 
 def _step(name: str) -> None:
@@ -293,9 +287,7 @@ def save_with_external_data(model: ir.Model, path: str | os.PathLike[str], data_
     finally:
         shutil.rmtree(temp_dir, ignore_errors=True)
     _step("done")
-    proto = onnx.load(path, load_external_data=False)
-    _SAVED.append((proto, path))
-    return proto
+    return onnx.load(path, load_external_data=False)
 
 
 def _create_temp(directory: str, suffix: str) -> tuple[int, str]:
@@ -338,16 +330,4 @@ def save_atomically(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> Non
         raise
 
 
-def saved_path(proto: onnx.ModelProto) -> str | None:
-    """The file ``proto`` was read from, if this process saved it with external data."""
-    for saved, path in reversed(_SAVED):
-        if saved is proto:
-            return path
-    return None
-
-
-def uses_external_data(proto: onnx.ModelProto) -> bool:
-    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer)
-
-
-__all__ = ["SAVE_STEPS", "clean_stale_temporaries", "save_atomically", "save_with_external_data", "saved_path"]
+__all__ = ["SAVE_STEPS", "clean_stale_temporaries", "save_atomically", "save_with_external_data"]

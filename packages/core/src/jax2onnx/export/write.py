@@ -16,6 +16,7 @@ import onnx
 import onnx_ir as ir
 
 from ..errors import InputSpecError
+from ..verification.compare import remember_saved
 from .options import Export
 from .saving import save_atomically, save_with_external_data
 
@@ -81,7 +82,9 @@ def write(export: Export, model: ir.Model) -> Artifact:
             why = ("external_data=True writes the weights into a file beside the model" if options.external_data else
                    f"the model's weights take {weight_bytes / 2**30:.2f} GiB, over protobuf's 2 GB limit for one message")
             raise InputSpecError(f"{why}: pass output_path=... so they can be written as external data beside the model")
-        return Artifact(model, save_with_external_data(model, output_path, options.external_data_file), output_path, True)
+        proto = save_with_external_data(model, output_path, options.external_data_file)
+        remember_saved(proto, output_path)  # a returned proto then runs with its weights (verify, allclose)
+        return Artifact(model, proto, output_path, True)
     proto = ir.to_proto(model)
     if output_path is not None:
         save_atomically(proto, output_path)

@@ -15,6 +15,7 @@ from ..ir.legalize import has_rule
 from ..ir.opsets import op_available, op_since
 from ..ir.runtime import Runtime
 from ..plugin import MarkedCall
+from ..targets import get_target
 
 
 class JaxprLowerer(Protocol):
@@ -141,6 +142,14 @@ class LoweringContext(Emitter):
         None when lowering outside an export. A lowering that depends on them reads them here, per
         export, never from a module global another thread's export could change."""
         return getattr(self.interp, "options", None)
+
+    @property
+    def target(self) -> Any:
+        """This export's :class:`jax2onnx.targets.Target` (the default, standard ONNX, outside an
+        export). Ask it what the runtime takes (``ctx.target.allows("Inverse", "com.microsoft")``)
+        instead of comparing its name."""
+        target = getattr(self.options, "target", None)
+        return get_target("onnx") if target is None else target
 
     @property
     def runtime(self) -> Runtime:

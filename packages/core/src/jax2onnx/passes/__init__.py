@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import onnx_ir as ir
 
 from .cast_cancel import CastCancelPass
@@ -18,12 +20,13 @@ from .squeeze_cancel import SqueezeCancelPass
 from .transpose_cancel import TransposeCancelPass
 
 
-def default_passes(target: str = "generic") -> ir.passes.PassManager:
+def default_passes(target: Any = None) -> ir.passes.PassManager:
     """Dead code first (less to fold), then folding; then renames and duplicates go, and dead code
     once more for what the others freed. Rolls read one Split per value and axis after duplicates are
     merged (each distinct roll counts once). Casts around (op, dtype) pairs onnxruntime lacks come last,
-    so the other passes see the graph as the lowerings wrote it. The rewrite stage (``target``'s rules,
-:mod:`.rewrite`) runs on the folded, deduplicated graph, and dead code removes what it replaced."""
+    so the other passes see the graph as the lowerings wrote it. The rewrite stage (the common rules and
+``target``'s, a :class:`jax2onnx.targets.Target`; None: the common ones, :mod:`.rewrite`) runs on the
+folded, deduplicated graph, and dead code removes what it replaced."""
     return ir.passes.PassManager(
         [
             DeadCodeEliminationPass(),

@@ -15,6 +15,9 @@ FLOAT_KINDS = ("float16", "bfloat16")
 QUANT_KINDS = ("int8", "int4")
 BLOCK_SIZES = (16, 32, 64, 128, 256)
 INT8_KERNELS = ("DynamicQuantizeMatMul", "MatMulInteger")
+#: the int4 weight matmul forms: onnxruntime's contrib op, or standard ONNX (opset 21's blocked
+#: int4 ``DequantizeLinear`` + ``MatMul``, which onnxruntime fuses back into MatMulNBits)
+INT4_KERNELS = ("MatMulNBits", "DequantizeLinear")
 
 
 class PrecisionError(InputSpecError):
@@ -53,9 +56,20 @@ class Precision:
         conv: ``"int8"`` (default, int8/int4): convolution kernels (and large constants added to
             activations, such as position embeddings) stored as int8 with one scale per output
             channel, widened by a ``DequantizeLinear``; ``None``: left in float32.
-        int8_kernel: the int8 matmul: ``"DynamicQuantizeMatMul"`` (com.microsoft, default: the
-            faster on onnxruntime's CPU, see bench/precision_bench.py) or ``"MatMulInteger"``
-            (standard ONNX: ``DynamicQuantizeLinear`` + ``MatMulInteger``).
+        int8_kernel: the int8 matmul: ``None`` (default) the export target's form
+            (:mod:`jax2onnx.targets`: ``"DynamicQuantizeMatMul"`` under ``target="onnxruntime"``, the
+            faster on its CPU, see bench/precision_bench.py; ``"MatMulInteger"`` elsewhere), or one
+            named: ``"DynamicQuantizeMatMul"`` (com.microsoft) or ``"MatMulInteger"`` (standard ONNX:
+            ``DynamicQuantizeLinear`` + ``MatMulInteger``).
+        int4_kernel: the int4 matmul: ``None`` (default) the export target's form
+            (:mod:`jax2onnx.targets`: ``"MatMulNBits"`` under ``target="onnxruntime"``,
+            ``"DequantizeLinear"`` under ``target="onnx"``), or one named: ``"MatMulNBits"``
+            (com.microsoft) or ``"DequantizeLinear"`` (standard ONNX from opset 21: 4-bit weights in
+            blocks of ``block_size`` along K widened by one blocked ``DequantizeLinear`` before the
+            ``MatMul``, which onnxruntime fuses into MatMulNBits when the session starts). Under the
+            standard form embedding tables (``"auto"``) and stacked layer weights a ``Scan``/``Loop``
+            slices are int8 (4-bit tables need GatherBlockQuantized; onnxruntime's Scan and Gather
+            take no 4-bit tensors).
         accuracy_level: MatMulNBits' ``accuracy_level``: 1 (default) computes in float32 from the
             int4 weights; 4 quantizes the activations to int8 per block, several times faster on
             onnxruntime's CPU at a small accuracy cost (bench/results/precision.md); ``None``
@@ -71,8 +85,9 @@ class Precision:
     embeddings: str | None = "auto"
     lm_head: str = "int4"
     conv: str | None = "int8"
-    int8_kernel: str = "DynamicQuantizeMatMul"
+    int8_kernel: str | None = None
     accuracy_level: int | None = 1
+    int4_kernel: str | None = None
 
     def embedding_kind(self) -> str | None:
         """How embedding tables are stored: ``"int8"``, ``"int4"`` or None (float32); ``"auto"``
@@ -80,7 +95,7 @@ class Precision:
         if self.kind not in QUANT_KINDS:
             return None
         if self.embeddings == "auto":
-            return self.kind
+            return "int8" if self.int4_kernel == "DequantizeLinear" else self.kind
         return self.embeddings
 
     def describe(self) -> str:
@@ -92,7 +107,7 @@ class Precision:
                 if self.accuracy_level is not None:
                     parts.append(f"accuracy_level {self.accuracy_level}")
             else:
-                parts.append(f"per-channel dynamic ({self.int8_kernel})")
+                parts.append(f"per-channel dynamic ({self.int8_kernel or 'the target form'})")
             if self.exclude:
                 parts.append("excluding " + ", ".join(self.exclude))
             if self.int8 and self.kind == "int4":
@@ -141,8 +156,13 @@ def parse_precision(precision: Any, *, enable_double_precision: bool = False) ->
         raise PrecisionError(f"lm_head={p.lm_head!r}: use 'int4' (the default under int4) or 'int8' (the LM head int8)")
     if p.conv not in (None, "int8"):
         raise PrecisionError(f"conv={p.conv!r}: use 'int8' (int8 kernels, one scale per output channel) or None (float32)")
-    if p.int8_kernel not in INT8_KERNELS:
+    if p.int8_kernel is not None and p.int8_kernel not in INT8_KERNELS:
         raise PrecisionError(f"int8_kernel={p.int8_kernel!r} is unknown; use one of {', '.join(map(repr, INT8_KERNELS))}")
+    if p.int4_kernel is not None and p.int4_kernel not in INT4_KERNELS:
+        raise PrecisionError(f"int4_kernel={p.int4_kernel!r} is unknown; use one of {', '.join(map(repr, INT4_KERNELS))}")
+    if p.int4_kernel == "DequantizeLinear" and p.embeddings == "int4":
+        raise PrecisionError("embeddings='int4' gathers 4-bit rows with com.microsoft.GatherBlockQuantized; under "
+                             "int4_kernel='DequantizeLinear' (standard ONNX) use embeddings='int8' or 'auto'")
     if p.accuracy_level not in (None, 0, 1, 2, 3, 4):
         raise PrecisionError(f"accuracy_level={p.accuracy_level!r}: MatMulNBits takes 0 to 4 (or None to leave it out)")
     if enable_double_precision and p.kind != "float32":

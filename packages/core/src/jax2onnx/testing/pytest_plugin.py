@@ -168,7 +168,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         except (OSError, ValueError):
             existing = {}
         existing.update(_RESULTS)
-        from ..cli.coverage import ENVIRONMENT_KEY, environment
+        from .results import ENVIRONMENT_KEY, environment
 
         existing[ENVIRONMENT_KEY] = environment()
         with open(path, "w", encoding="utf-8") as f:

@@ -80,7 +80,7 @@ class Testcase:
     skip_reason: str | None = None
     reference_jit: bool = True
     min_opset: int | None = None
-    target: str = "generic"
+    target: str = "onnx"
     since: str = ""
     description: str = ""
 

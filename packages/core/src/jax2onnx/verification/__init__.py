@@ -1,6 +1,8 @@
 """Stage 5, checking an export: run a model in onnxruntime and compare with JAX (compare), the
-``verify``/``ExportReport`` built on it (report), and 0.17's ``allclose`` /
-``allclose_onnxruntime_web`` (allclose_compat). The public names are ``jax2onnx.verify``,
-``jax2onnx.allclose``, ``jax2onnx.allclose_onnxruntime_web``, ``jax2onnx.ExportReport`` and
-``jax2onnx.VerificationError``.
+``verify``/``ExportReport`` built on it (report). The public names are ``jax2onnx.verify``,
+``jax2onnx.ExportReport`` and ``jax2onnx.VerificationError``; 0.17's ``allclose`` /
+``allclose_onnxruntime_web`` are export's (``export/allclose_compat.py``, beside the 0.17 option layer).
+
+This folder imports nothing of ``export/``: the export runs verification as its last stage, so
+verification sits below it and checks any model, however it was made.
 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -13,7 +14,29 @@ import onnx
 
 from .. import compat
 from ..errors import require_onnxruntime
-from ..export.saving import saved_path, uses_external_data
+
+#: The last protos returned for external-data models, with the file they were read from (the
+#: export's write stage tells, :func:`remember_saved`), so that ``allclose(fn, proto)`` and
+#: ``verify`` find the weights: a ModelProto cannot carry its folder, nor be weakly referenced.
+#: Such protos hold no weights, so keeping a few alive costs little.
+_SAVED: collections.deque[tuple[onnx.ModelProto, str]] = collections.deque(maxlen=16)
+
+
+def remember_saved(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> None:
+    """``proto`` was read from ``path`` (its external data lies beside it)."""
+    _SAVED.append((proto, os.path.abspath(os.fspath(path))))
+
+
+def saved_path(proto: onnx.ModelProto) -> str | None:
+    """The file ``proto`` was read from, if this process saved it with external data."""
+    for saved, path in reversed(_SAVED):
+        if saved is proto:
+            return path
+    return None
+
+
+def uses_external_data(proto: onnx.ModelProto) -> bool:
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer)
 
 
 @dataclasses.dataclass

@@ -33,6 +33,7 @@ Families:
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import onnx_ir as ir
 from onnx_ir.passes.common import ShapeInferencePass
@@ -46,9 +47,7 @@ from .elementwise import ElementwiseFunctions
 from .layer_norm import LayerNorms
 from .layout import SinkTransposes
 from .norms import RmsNorms
-from .onnxruntime import OnnxRuntimeContribOps
 from .rotary import RotaryEmbeddings
-from .tensorrt_forms import TensorRtForms
 
 REWRITES_KEY = "jax2onnx:rewrites"
 TARGET_KEY = "jax2onnx:target"
@@ -58,22 +57,24 @@ def model_opset(model: ir.Model) -> int:
     return int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1)))
 
 
-class RewritePass(ir.passes.InPlacePass):
-    """Run the rule families of ``target`` ("generic", "onnxruntime", "tensorrt", "web") on a model
-    and add their counts to its ``jax2onnx:rewrites`` metadata."""
+def common_families(opset: int) -> list:
+    """The families every target runs, in order (a target adds its own after them)."""
+    return [BroadcastConstants(), ElementwiseFunctions(opset), LayerNorms(opset), RmsNorms(opset),
+            RotaryEmbeddings(opset), Attentions(opset), BiasAddChains(), SinkTransposes()]
 
-    def __init__(self, target: str = "generic") -> None:
+
+class RewritePass(ir.passes.InPlacePass):
+    """Run the common rule families and those of ``target`` (a :class:`jax2onnx.targets.Target`;
+    None: the common ones alone) on a model and add their counts to its ``jax2onnx:rewrites``
+    metadata; the target's name goes to ``jax2onnx:target``."""
+
+    def __init__(self, target: Any = None) -> None:
         super().__init__()
         self.target = target
 
     def families(self, opset: int) -> list:
-        families: list = [BroadcastConstants(), ElementwiseFunctions(opset), LayerNorms(opset), RmsNorms(opset),
-                          RotaryEmbeddings(opset), Attentions(opset), BiasAddChains(), SinkTransposes()]
-        if self.target == "onnxruntime":
-            families.append(OnnxRuntimeContribOps())
-        if self.target == "tensorrt":
-            families.append(TensorRtForms())
-        return families
+        common = common_families(opset)
+        return common if self.target is None else self.target.rewrite_families(opset, common)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         counts: dict[str, int] = json.loads(model.metadata_props.get(REWRITES_KEY, "{}"))
@@ -82,7 +83,8 @@ class RewritePass(ir.passes.InPlacePass):
         if could_fire(model, families):
             modified = self._run(model, families, counts)
         model.metadata_props[REWRITES_KEY] = json.dumps(dict(sorted(counts.items())))
-        model.metadata_props[TARGET_KEY] = self.target
+        if self.target is not None:
+            model.metadata_props[TARGET_KEY] = self.target.name
         return ir.passes.PassResult(model, modified)
 
     @staticmethod

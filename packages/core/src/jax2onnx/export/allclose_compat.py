@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputSpecError
-from ..export import api_compat
-from ..export.options import ExportOptions, check_indices
-from . import trials
-from .compare import Comparison, compare, compare_outputs, run_onnx
+from ..verification import trials
+from ..verification.compare import Comparison, compare, compare_outputs, run_onnx
+from . import api_compat
+from .options import ExportOptions, check_indices
 
 #: The size a symbolic dim (a string in a shape tuple) is sampled at, as 0.17 did.
 SAMPLED_SYMBOLIC_DIM = 2

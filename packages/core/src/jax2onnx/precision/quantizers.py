@@ -1,0 +1,85 @@
+"""The quantizers, one tensor each: symmetric int8 codes with a scale per column or per axis entry, and
+int4 blocks in MatMulNBits' layout.
+
+The int8 scales are a few lines of numpy: onnxruntime's public helper quantizes per tensor, and its
+per-channel path lives inside its whole-model quantizer, which would hold the model in memory. The
+int4 block quantizer is onnxruntime's (``onnxruntime.quantization``'s
+``DefaultWeightOnlyQuantizer.qbits_block_quant``, called on one tensor: an optional dependency of
+``precision="int4"`` only).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from ..errors import RUNTIME_INSTALL_HINT
+from .options import PrecisionError
+
+
+def int8_per_column(w: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 codes and float32 scales, one scale per slice along ``axis`` reduced away
+    (``axis=0`` of ``[K, N]``: a scale per column)."""
+    w = np.asarray(w, dtype=np.float32)
+    amax = np.max(np.abs(w), axis=axis, keepdims=True)
+    scale = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
+    codes = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
+    return codes, np.squeeze(scale, axis=axis)
+
+
+@functools.cache
+def _block_quantizer(block_size: int, symmetric: bool) -> Any:
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        from onnxruntime.quantization.matmul_nbits_quantizer import (
+            DefaultWeightOnlyQuantConfig,
+            DefaultWeightOnlyQuantizer,
+        )
+    except ImportError as exc:
+        raise PrecisionError(f"precision='int4' quantizes with onnxruntime's block quantizer, which is not installed: "
+                             f"{RUNTIME_INSTALL_HINT}") from exc
+    finally:  # that module calls logging.basicConfig(level=INFO) on import: the user's logging is theirs
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    return DefaultWeightOnlyQuantizer(DefaultWeightOnlyQuantConfig(block_size=block_size, is_symmetric=symmetric, bits=4))
+
+
+def int4_blocks(w: np.ndarray, block_size: int, symmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """MatMulNBits' ``B`` (uint8 ``[N, blocks, block_size/2]``), ``scales`` (``[N, blocks]``) and
+    ``zero_points`` (uint8 ``[N, ceil(blocks/2)]``) of ``w`` ``[K, N]``."""
+    return _block_quantizer(block_size, symmetric).qbits_block_quant(np.ascontiguousarray(w, dtype=np.float32))
+
+
+def int4_dq_blocks(w: np.ndarray, block_size: int, symmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The same blocks as :func:`int4_blocks` (the same codes, scales and zero points) in blocked
+    ``DequantizeLinear``'s layout: uint4 codes ``[K, N]``, scales ``[blocks, N]`` and uint4 zero points
+    ``[blocks, N]`` (8 for symmetric blocks: MatMulNBits' implied zero point)."""
+    import ml_dtypes  # a dependency of onnx_ir (its 4-bit tensors)
+
+    K, N = w.shape
+    packed, scales, zero_points = int4_blocks(w, block_size, symmetric)
+    blocks = scales.shape[1]
+    nibbles = np.stack([packed & 0x0F, packed >> 4], axis=-1).reshape(N, blocks * block_size)[:, :K]
+    if symmetric:
+        zp = np.full((N, blocks), 8, dtype=np.uint8)
+    else:
+        zp = np.stack([zero_points & 0x0F, zero_points >> 4], axis=-1).reshape(N, -1)[:, :blocks]
+    return (np.ascontiguousarray(nibbles.T).astype(ml_dtypes.uint4), np.ascontiguousarray(scales.reshape(N, blocks).T),
+            np.ascontiguousarray(zp.T).astype(ml_dtypes.uint4))
+
+
+def int8_per_axis(w: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 codes and one float32 scale per entry of ``axis``."""
+    w = np.asarray(w, dtype=np.float32)
+    moved = np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)
+    codes, scales = int8_per_column(moved.T)  # [rest, entries]: a scale per entry
+    codes = np.moveaxis(codes.T.reshape(np.moveaxis(w, axis, 0).shape), 0, axis)
+    return np.ascontiguousarray(codes), scales
+
+
+__all__ = ["int4_blocks", "int4_dq_blocks", "int8_per_axis", "int8_per_column"]

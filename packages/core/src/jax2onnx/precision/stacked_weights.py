@@ -1,0 +1,195 @@
+"""Stacked layer weights ``[L, K, N]`` read one layer at a time: scanned by a ``Scan`` (``lax.scan`` /
+``nnx.scan`` over layers) or picked by a ``Loop`` body's run-time index (``w[i]`` in a
+``lax.fori_loop``). Each layer is quantized on its own, the parts stacked on axis 0 and read the
+way the float32 weight was, so no float32 copy stays."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import onnx_ir as ir
+
+from ..ir.constants import constant_ints
+from .options import Precision
+from .quantized_ops import dynamic_int8, int4_specs, matmul_nbits, replace_matmul, use_ms_domain, weight_kn
+from .quantizers import int4_blocks, int8_per_column
+from .weight_sites import (
+    F32,
+    Site,
+    Weight,
+    WeightMatmul,
+    as_weight,
+    attribute_value,
+    matches_any,
+    matmul_view,
+    part_values,
+)
+
+
+def quantize_scanned_weights(site: Site, p: Precision, counter: list[int]) -> list[str]:
+    """Each scanned input ``[L, K, N]`` of ``site.node`` (a Scan) whose slice the body reads only
+    as a weight matmul's weight becomes stacked codes (in its slot) and stacked scales (and zero
+    points), appended as scan inputs; the body's matmul reads the slices. Returns the weights done."""
+    scan = site.node
+    body = scan.attributes["body"].value
+    n_scan = attribute_value(scan, "num_scan_inputs", 0)
+    n_state = len(scan.inputs) - n_scan
+    axes = list(attribute_value(scan, "scan_input_axes", None) or [0] * n_scan)
+    directions = list(attribute_value(scan, "scan_input_directions", None) or [0] * n_scan)
+    done: list[str] = []
+    inputs = list(scan.inputs)  # the new Scan's: codes in the weights' slots, scales (zero points) appended
+    for j in range(n_scan):
+        slot = n_state + j
+        if axes[j] != 0 or slot >= len(body.inputs):
+            continue
+        stacked = as_weight(scan.inputs[slot], site.main, ndim=3)
+        slice_ = body.inputs[slot]
+        uses = list(slice_.uses())
+        if stacked is None or len(uses) != 1 or any(matches_any(n, p.exclude) for n in stacked.sources):
+            continue
+        user, i = uses[0]
+        m = _scanned_matmul(user, i, stacked)
+        if m is None:
+            continue
+        L = stacked.shape[0]
+        counter[0] += 1
+        bits, specs, parts = _stacked_parts(site, stacked, m, p)
+        slices = []
+        for q, (suffix, dtype, shape) in enumerate(specs):
+            if q == 0:  # the codes take the float32 weight's slot; its slice is retyped
+                inputs[slot] = parts[0]
+                slice_.type, slice_.shape = ir.TensorType(dtype), ir.Shape(list(shape))
+                slices.append(slice_)
+                continue
+            # a new scanned input: appended after the others, in the node and in the body
+            inputs.append(parts[q])
+            new = ir.Value(name=site.names(f"{slice_.name}_{suffix}"), type=ir.TensorType(dtype), shape=ir.Shape(list(shape)))
+            body.inputs.append(new)
+            axes.append(0)
+            directions.append(directions[j])
+            slices.append(new)
+        n_scan += len(specs) - 1
+        _layer_matmul(Site(user, body, site.main, site.names), m, slices, bits, p, counter[0])
+        done.append(f"{stacked.name} (int{bits}, {L} layers)")
+    if done:  # a new Scan node (onnx_ir before 0.1.13 cannot add inputs to a node), same body
+        attrs = {**scan.attributes, "num_scan_inputs": ir.AttrInt64("num_scan_inputs", n_scan),
+                 "scan_input_axes": ir.AttrInt64s("scan_input_axes", axes),
+                 "scan_input_directions": ir.AttrInt64s("scan_input_directions", directions)}
+        new = ir.Node(scan.domain, scan.op_type, inputs, list(attrs.values()), num_outputs=len(scan.outputs),
+                      name=scan.name)
+        for old_out, new_out in zip(scan.outputs, new.outputs):
+            new_out.type, new_out.shape = old_out.type, old_out.shape
+        ir.convenience.replace_nodes_and_values(site.owner, scan, [scan], [new], list(scan.outputs), list(new.outputs))
+    return done
+
+
+def _stacked_parts(site: Site, stacked: Weight, m: WeightMatmul, p: Precision
+                   ) -> tuple[int, list[tuple[str, ir.DataType, tuple[int, ...]]], list[ir.Value]]:
+    """The quantized parts of a stacked ``[L, K, N]`` weight, each layer quantized on its own and
+    the parts stacked on axis 0: (bits, one layer's part specs, the stacked part values)."""
+    K, N = weight_kn(m)
+    # the standard int4 form's 4-bit codes cannot be sliced by onnxruntime's Scan/Gather: int8 there
+    bits = 8 if (p.kind == "int8" or p.int4_kernel == "DequantizeLinear"
+                 or any(matches_any(n, p.int8) for n in stacked.sources)) else 4
+    if bits == 4:
+        specs = int4_specs(K, N, p)
+        one = functools.partial(int4_blocks, block_size=p.block_size, symmetric=p.symmetric)
+    else:
+        specs = [("q8", ir.DataType.INT8, (K, N)), ("scales", F32, (N,))]
+        one = int8_per_column
+
+    def per_layer(w: np.ndarray, n: int = len(specs), t: bool = m.transposed) -> tuple[np.ndarray, ...]:
+        layers = [one(np.ascontiguousarray(w[layer].T if t else w[layer]))[:n] for layer in range(w.shape[0])]
+        return tuple(np.stack([parts[q] for parts in layers]) for q in range(n))
+
+    stacked_specs = [(suffix, dtype, (stacked.shape[0], *shape)) for suffix, dtype, shape in specs]
+    return bits, specs, part_values(site, stacked, per_layer, stacked_specs)
+
+
+def _layer_matmul(body_site: Site, m: WeightMatmul, slices: list[ir.Value], bits: int, p: Precision, k: int) -> None:
+    """``m`` (in a body) replaced by the quantized matmul of one layer's parts ``slices``."""
+    K, N = weight_kn(m)
+    if bits == 4:
+        nodes = [matmul_nbits(m.a, slices, m.bias, K, N, p, body_site.names(f"matmul_q4_{k}"))]
+    else:
+        nodes = dynamic_int8(body_site, m.a, slices[0], slices[1], m.bias, p, k)
+    replace_matmul(body_site, m, nodes, nodes[-1].outputs[0])
+    use_ms_domain(body_site.owner)
+
+
+def _scanned_matmul(node: ir.Node, i: int, stacked: Weight) -> WeightMatmul | None:
+    """``node`` as a weight matmul whose weight (input ``i == 1``) is a slice of ``stacked``."""
+    if i != 1 or node.domain not in ("", "ai.onnx") or node.op_type not in ("MatMul", "Gemm"):
+        return None
+    a = node.inputs[0]
+    if a is None or a.type is None or a.dtype != F32 or (a.shape is not None and len(a.shape) < 2):
+        return None
+    return matmul_view(node, a, stacked)
+
+
+def selected_weight(node: ir.Node, main: ir.Graph) -> tuple[WeightMatmul, list[ir.Node]] | None:
+    """``node`` (a MatMul/Gemm) whose weight is one layer of a stacked constant ``[L, K, N]``
+    picked at run time, typically by a Loop's iteration number: ``Squeeze(Slice(stacked, i, i + 1,
+    axes=[0]), [0])`` (``w[i]``, ``lax.dynamic_slice``) or ``Gather(stacked, i, axis=0)`` with a
+    scalar ``i``. Returns the weight matmul (its weight the stacked one) and the selecting nodes.
+    The stacked weight and the selected layer must have no other reader: a float32 copy kept for
+    another reader would make the model larger, not smaller."""
+    if node.domain not in ("", "ai.onnx") or node.op_type not in ("MatMul", "Gemm") or len(node.inputs) < 2:
+        return None
+    a, w = node.inputs[0], node.inputs[1]
+    if a is None or a.type is None or a.dtype != F32 or (a.shape is not None and len(a.shape) < 2):
+        return None
+    if w is None or w.shape is None or len(w.shape) != 2 or len(list(w.uses())) != 1:
+        return None
+    select = w.producer()
+    if select is None or select.domain not in ("", "ai.onnx"):
+        return None
+    if select.op_type == "Gather":
+        index = select.inputs[1]
+        if attribute_value(select, "axis", 0) != 0 or index is None or index.shape is None or len(index.shape) != 0:
+            return None
+        chain = [select]
+    elif select.op_type == "Squeeze" and len(select.inputs) > 1 and constant_ints(select.inputs[1]) == [0]:
+        layer = select.inputs[0]
+        slice_ = layer.producer() if layer is not None else None
+        if (slice_ is None or slice_.op_type != "Slice" or slice_.domain not in ("", "ai.onnx") or len(slice_.inputs) < 4
+                or constant_ints(slice_.inputs[3]) != [0] or len(list(layer.uses())) != 1
+                or layer.shape is None or layer.shape[0] != 1):
+            return None
+        if len(slice_.inputs) > 4 and slice_.inputs[4] is not None and constant_ints(slice_.inputs[4]) != [1]:
+            return None
+        chain = [slice_, select]
+    else:
+        return None
+    source = chain[0].inputs[0]
+    if source is None or len(list(source.uses())) != 1:
+        return None
+    stacked = as_weight(source, main, ndim=3)
+    m = matmul_view(node, a, stacked) if stacked is not None else None
+    return None if m is None else (m, chain)
+
+
+def quantize_selected_weight(site: Site, m: WeightMatmul, chain: list[ir.Node], p: Precision, k: int) -> str:
+    """The stacked weight ``m`` reads one layer of becomes stacked codes and scales (and zero
+    points), each selected in the body the way the weight was (the same index values), and the
+    matmul reads the selected parts."""
+    bits, specs, parts = _stacked_parts(site, m.weight, m, p)
+    slices = []
+    for part, (suffix, dtype, shape) in zip(parts, specs):
+        name = site.names(f"{m.node.inputs[1].name}_{suffix}")
+        out = ir.Value(name=name, type=ir.TensorType(dtype), shape=ir.Shape(list(shape)))
+        if chain[0].op_type == "Gather":
+            nodes = [ir.Node("", "Gather", [part, chain[0].inputs[1]], [ir.AttrInt64("axis", 0)], outputs=[out],
+                             name=f"{name}_gather")]
+        else:
+            slice_, squeeze = chain
+            layer = ir.Value(name=site.names(f"{name}_layer"), type=ir.TensorType(dtype), shape=ir.Shape([1, *shape]))
+            nodes = [ir.Node("", "Slice", [part, *slice_.inputs[1:]], outputs=[layer], name=f"{layer.name}_slice"),
+                     ir.Node("", "Squeeze", [layer, squeeze.inputs[1]], outputs=[out], name=f"{name}_squeeze")]
+        for node in nodes:
+            site.owner.insert_before(site.node, node)
+        slices.append(out)
+    _layer_matmul(site, m, slices, bits, p, k)
+    return f"{m.weight.name} (int{bits}, {m.weight.shape[0]} layers)"
+

@@ -1,0 +1,120 @@
+"""``precision=`` reads the export's target (jax2onnx.targets): int8/int4 take the target's form, and a
+form the target does not run is refused before tracing, naming the fix.
+
+- ``target="onnx"`` (the default): standard ONNX only. int8 is ``DynamicQuantizeLinear`` +
+  ``MatMulInteger``; int4 is 4-bit codes widened by one blocked ``DequantizeLinear`` (opset 21) before
+  the ``MatMul``: the same blocks as onnxruntime's ``MatMulNBits``, so both forms compute the same
+  numbers; embedding tables and stacked layer weights are int8 under it.
+- ``target="onnxruntime"``: the com.microsoft forms (test_precision.py covers them in depth).
+- ``target="tensorrt"``: no dynamic int8/int4 form; refused before the function is traced.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from jax2onnx import Precision, to_onnx
+from jax2onnx.errors import TargetUnsupportedError
+from jax2onnx.precision import PrecisionError
+
+RNG = np.random.default_rng(0)
+W1 = RNG.standard_normal((128, 64)).astype(np.float32) / 8
+B1 = RNG.standard_normal((64,)).astype(np.float32)
+W2 = RNG.standard_normal((64, 16)).astype(np.float32) / 8
+TABLE = RNG.standard_normal((50, 128)).astype(np.float32)
+X = RNG.standard_normal((5, 128)).astype(np.float32)
+
+
+def _mlp(x):
+    return jax.nn.relu(x @ W1 + B1) @ W2
+
+
+def _lm(ids):
+    return jnp.take(TABLE, ids, axis=0) @ W1
+
+
+def _run(model: onnx.ModelProto, *inputs: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {i.name: v for i, v in zip(session.get_inputs(), inputs)})[0]
+
+
+def _domains(model: onnx.ModelProto) -> set[str]:
+    return {n.domain for n in model.graph.node}
+
+
+@pytest.mark.parametrize("kind", ["int8", "int4"])
+def test_standard_target_writes_standard_forms_with_the_contrib_forms_numbers(kind):
+    standard = to_onnx(_mlp, [("B", 128)], precision=kind)
+    contrib = to_onnx(_mlp, [("B", 128)], precision=kind, target="onnxruntime")
+    onnx.checker.check_model(standard, full_check=True)
+    assert _domains(standard) == {""}, [n.op_type for n in standard.graph.node]
+    assert "com.microsoft" not in {o.domain for o in standard.opset_import}
+    assert _domains(contrib) >= {"com.microsoft"}
+    ops = [n.op_type for n in standard.graph.node]
+    if kind == "int8":
+        assert ops.count("MatMulInteger") == 2 and ops.count("DynamicQuantizeLinear") == 2
+    else:
+        assert ops.count("DequantizeLinear") == 2 and ops.count("MatMul") == 2
+        codes = [i for i in standard.graph.initializer if i.data_type == onnx.TensorProto.UINT4]
+        # codes [K, N] and zero points [K / 32, N] of both weights
+        assert sorted(tuple(c.dims) for c in codes) == [(2, 16), (4, 64), (64, 16), (128, 64)]
+    reference = np.asarray(_mlp(X))
+    ours, theirs = _run(standard, X), _run(contrib, X)
+    cosine = float(np.sum(ours * reference) / np.linalg.norm(ours) / np.linalg.norm(reference))
+    assert cosine > (0.999 if kind == "int8" else 0.99), cosine
+    # the same blocks (int4) / the same int8 codes: the two forms agree far closer than either to float32
+    # (not exactly: onnxruntime fuses DequantizeLinear + MatMul into MatMulNBits at its own accuracy level)
+    apart, off = np.abs(ours - theirs).max(), np.abs(theirs - reference).max()
+    assert apart <= 0.25 * off, (apart, off)
+
+
+def test_int4_standard_form_is_smaller_than_float32_like_the_contrib_form():
+    float32 = to_onnx(_mlp, [("B", 128)]).ByteSize()
+    standard = to_onnx(_mlp, [("B", 128)], precision="int4").ByteSize()
+    contrib = to_onnx(_mlp, [("B", 128)], precision="int4", target="onnxruntime").ByteSize()
+    assert standard < float32 / 4 and abs(standard - contrib) < 0.1 * contrib, (float32, standard, contrib)
+
+
+def test_int4_embeddings_are_int8_rows_under_the_standard_form():
+    ids = np.array([[1, 7, 49]], dtype=np.int32)
+    model = to_onnx(_lm, [jax.ShapeDtypeStruct((1, 3), jnp.int32)], precision="int4")
+    onnx.checker.check_model(model, full_check=True)
+    assert _domains(model) == {""}
+    assert "GatherBlockQuantized" not in [n.op_type for n in model.graph.node]
+    int8_tables = [i for i in model.graph.initializer if i.data_type == onnx.TensorProto.INT8 and tuple(i.dims) == (50, 128)]
+    assert len(int8_tables) == 1
+    reference = np.asarray(_lm(ids))
+    ours = _run(model, ids)
+    assert np.abs(ours - reference).max() < 0.1 * np.abs(reference).max()
+
+
+def test_a_form_the_target_does_not_run_is_refused_before_tracing():
+    traced = []
+
+    def fn(x):
+        traced.append(1)
+        return x @ W1
+
+    with pytest.raises(TargetUnsupportedError, match="precision='int4' has no form target='tensorrt'.*target='onnx'"):
+        to_onnx(fn, [("B", 128)], precision="int4", target="tensorrt")
+    with pytest.raises(TargetUnsupportedError, match="int8_kernel='DynamicQuantizeMatMul' writes com.microsoft ops"):
+        to_onnx(fn, [("B", 128)], precision=Precision("int8", int8_kernel="DynamicQuantizeMatMul"))
+    with pytest.raises(TargetUnsupportedError, match="int4_kernel='MatMulNBits' writes com.microsoft ops"):
+        to_onnx(fn, [("B", 128)], precision=Precision("int4", int4_kernel="MatMulNBits"), target="web")
+    with pytest.raises(TargetUnsupportedError, match="from opset 21; got opset=20"):
+        to_onnx(fn, [("B", 128)], precision="int4", opset=20)
+    with pytest.raises(PrecisionError, match="embeddings='int4' gathers 4-bit rows"):
+        to_onnx(fn, [("B", 128)], precision=Precision("int4", embeddings="int4", int4_kernel="DequantizeLinear"))
+    assert traced == []  # every refusal came before the trace
+
+
+def test_the_standard_kernels_are_taken_by_the_onnxruntime_target_when_named():
+    model = to_onnx(_mlp, [("B", 128)], target="onnxruntime",
+                    precision=Precision("int4", int4_kernel="DequantizeLinear"))
+    assert _domains(model) == {""}
+    reference, ours = np.asarray(_mlp(X)), _run(model, X)
+    assert np.sum(ours * reference) / np.linalg.norm(ours) / np.linalg.norm(reference) > 0.99
