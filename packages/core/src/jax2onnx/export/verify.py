@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from .. import compat
-from ..verification.greedy import GreedyCheck
+from ..verification.options import as_verify
 from ..verification.report import ExportReport, VerificationError
 from ..verification.report import verify as run_verify
 from . import api_compat
@@ -34,14 +34,17 @@ def verify(export: Export, traced: Traced, artifact: Artifact) -> ExportReport:
         specs = list(bound.inputs[: bound.n_plain])
     reference = api_compat.with_layouts(reference, options)
     specs = [_as_nchw(s) if i in options.inputs_as_nchw else s for i, s in enumerate(specs)]
+    how = as_verify(options.verify)
+    assert how is not None  # the stage runs only with verify= set
     return run_verify(reference, artifact.runnable(), specs, options.input_params,
-                      enable_double_precision=options.enable_double_precision,
-                      greedy=options.verify if isinstance(options.verify, GreedyCheck) else None)
+                      enable_double_precision=options.enable_double_precision, greedy=how.greedy,
+                      reference=how.reference)
 
 
 def raise_if_failed(report: ExportReport, artifact: Artifact, traced: Traced | None = None) -> None:
     """:class:`VerificationError` naming each failing output (a written file is kept, for inspection),
-    and why: a trace that draws random numbers cannot match a new JAX call, whatever the lowerings do."""
+    and why: a trace that draws random numbers cannot match a new JAX call, whatever the lowerings do;
+    a mismatch that vanishes at highest matmul precision is the accelerator's precision, not a lowering."""
     if report:
         return
     where = f" (the model was written to {artifact.path} and is kept for inspection)" if artifact.path is not None else ""
@@ -51,8 +54,12 @@ def raise_if_failed(report: ExportReport, artifact: Artifact, traced: Traced | N
                "Dropout or an rng stream, so each call of it draws other numbers than the export traced. Export "
                "inference behaviour to compare it: model.eval() for Flax NNX, deterministic=True, or make the "
                "key an input of the function.")
+    elif report.recheck is not None and report.recheck.ok:
+        why = report.recheck.explanation()
     else:
         why = "A lowering computes something else than JAX here."
+    if report.reference is not None:
+        why = f"Reference: {report.reference}. {why}"
     raise VerificationError(
         f"to_onnx(..., verify=True): the exported model does not match the JAX function{where}:\n"
         f"{report.failures()}\ninputs tried: {report.inputs_tried()}. {why} "
