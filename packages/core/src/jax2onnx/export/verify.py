@@ -58,6 +58,8 @@ def raise_if_failed(report: ExportReport, artifact: Artifact, traced: Traced | N
         why = report.recheck.explanation()
     else:
         why = "A lowering computes something else than JAX here."
+        if report.recheck is not None:
+            why = f"{report.recheck.explanation()} {why}"
     if report.reference is not None:
         why = f"Reference: {report.reference}. {why}"
     raise VerificationError(
