@@ -128,7 +128,7 @@ def test_a_real_lowering_bug_is_still_blamed_on_the_lowering(wrong_registry_for_
     with pytest.raises(VerificationError) as caught:
         to_onnx(mlp, SPECS, verify=Verify(reference="accelerator-default"))
     message = str(caught.value)
-    assert "still differ, so this is not only precision" in message
+    assert "too, so this is not only precision" in message
     assert "A lowering computes something else than JAX here" in message
     with pytest.raises(VerificationError, match="Reference: JAX on .* matmul precision highest"):
         to_onnx(mlp, SPECS, verify=True)

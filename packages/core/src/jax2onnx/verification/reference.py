@@ -148,10 +148,10 @@ class PrecisionRecheck:
     def explanation(self) -> str:
         """What a failed comparison's message says about it."""
         if self.ok:
-            return ("This is a precision effect, not a lowering: against JAX at highest matmul precision "
-                    f"({self.reference}) the outputs match; the accelerator's default precision computes float32 "
-                    "matmuls with bfloat16 passes. Compare at highest precision (the default reference), or loosen rtol/atol.")
-        return f"At highest matmul precision ({self.reference}) the outputs still differ, so this is not only precision."
+            return (f"This is a precision effect, not a lowering: the outputs match {self.reference}; at the "
+                    "accelerator's default precision float32 matmuls run as bfloat16 passes. Compare at highest "
+                    "precision (the default reference), or loosen rtol/atol.")
+        return f"The outputs differ from {self.reference} too, so this is not only precision."
 
 
 __all__ = ["ACCELERATOR_DEFAULT", "ACCELERATOR_TOLERANCES", "HIGHEST", "REFERENCES", "PrecisionRecheck",
