@@ -212,3 +212,29 @@ def test_accelerator_tolerance_scales_with_the_output_and_leaves_other_dtypes():
     assert rtol == 2e-2 and atol == pytest.approx(5.0)
     assert references.tolerance("accelerator-default", "float64", (1e-7, 1e-9), big) == (1e-7, 1e-9)
     assert references.tolerance("highest", "float32", (1e-4, 1e-5), big) == (1e-4, 1e-5)
+
+
+def test_a_matmul_pinned_below_float32_is_named_when_the_reference_ran_on_an_accelerator(mini_registry):
+    """The highest-precision context reaches only matmuls that leave precision= unset: a mismatch of
+    a function that pins Precision.DEFAULT on a TPU is named as that, not only as a lowering."""
+    from types import SimpleNamespace
+
+    from jax2onnx.export.verify import pinned_matmul_precisions, raise_if_failed
+    from jax2onnx.verification.report import ExportReport, OutputCheck, Trial, summarize
+
+    def pinned(x):
+        return jnp.dot(jnp.sin(jnp.dot(x, W1, precision=jax.lax.Precision.DEFAULT)), W2, precision="highest")
+
+    x = np.ones((2, 30), np.float32)
+    closed = jax.make_jaxpr(jax.jit(pinned))(x)  # inside a nested jit body too
+    assert pinned_matmul_precisions(closed) == ["dot_general DEFAULT"]
+    assert pinned_matmul_precisions(jax.make_jaxpr(mlp)(x)) == []
+    summary = summarize(to_onnx(pinned, SPECS))
+    failing = [Trial({"x": [2, 30]}, [OutputCheck("output", [2, 10], "float32", 0.1, 0.1, 3, 20, 1e-4, 1e-5)])]
+    on_tpu = ExportReport(failing, summary, reference=references.ReferenceInfo("tpu", "TPU v5 lite", 1, "highest"))
+    with pytest.raises(VerificationError, match=r"pins a matmul precision itself \(dot_general DEFAULT\).* on tpu"):
+        raise_if_failed(on_tpu, SimpleNamespace(path=None), SimpleNamespace(closed=closed))
+    on_cpu = ExportReport(failing, summary, reference=references.ReferenceInfo("cpu", "cpu", 1, "highest"))
+    with pytest.raises(VerificationError) as caught:  # the CPU multiplies float32 in float32 whatever is pinned
+        raise_if_failed(on_cpu, SimpleNamespace(path=None), SimpleNamespace(closed=closed))
+    assert "pins" not in str(caught.value) and "A lowering computes something else" in str(caught.value)

@@ -60,6 +60,12 @@ def raise_if_failed(report: ExportReport, artifact: Artifact, traced: Traced | N
         why = "A lowering computes something else than JAX here."
         if report.recheck is not None:
             why = f"{report.recheck.explanation()} {why}"
+        pinned = pinned_matmul_precisions(traced.closed) if traced is not None else []
+        if pinned and report.reference is not None and report.reference.platform != "cpu":
+            why = (f"The function pins a matmul precision itself ({', '.join(pinned)}), which the highest-precision "
+                   f"reference keeps: on {report.reference.platform} that can be bfloat16 passes, a precision effect "
+                   "rather than a lowering. Drop precision= there (or use 'highest') to compare in float32, or "
+                   "verify=jax2onnx.Verify(reference='accelerator-default'). Else: " + why)
     if report.reference is not None:
         why = f"Reference: {report.reference}. {why}"
     raise VerificationError(
@@ -84,6 +90,31 @@ def random_primitives(closed: Any) -> list[str]:
         for eqn in (jaxpr.jaxpr if hasattr(jaxpr, "jaxpr") else jaxpr).eqns:
             if eqn.primitive.name in _RANDOM_PRIMITIVES:
                 found.add(eqn.primitive.name)
+            for sub in compat.sub_jaxprs(eqn):
+                walk(sub)
+
+    walk(closed)
+    return sorted(found)
+
+
+#: Primitives whose ``precision`` parameter sets the matmul precision, and the settings that are float32.
+_MATMUL_PRIMITIVES = frozenset({"dot_general", "conv_general_dilated"})
+_FLOAT32_PRECISIONS = frozenset({"HIGHEST", "F32_F32_F32", "F64_F64_F64"})
+
+
+def pinned_matmul_precisions(closed: Any) -> list[str]:
+    """``"<primitive> <precision>"`` for each matmul of ``closed`` (and nested bodies) whose code
+    asks for less than float32 (``precision=Precision.DEFAULT``, a bfloat16 algorithm): the
+    reference's ``default_matmul_precision("highest")`` reaches only matmuls that leave it unset."""
+    found: set[str] = set()
+
+    def walk(jaxpr: Any) -> None:
+        for eqn in (jaxpr.jaxpr if hasattr(jaxpr, "jaxpr") else jaxpr).eqns:
+            precision = eqn.params.get("precision") if eqn.primitive.name in _MATMUL_PRIMITIVES else None
+            if precision is not None:
+                names = [getattr(p, "name", str(p)) for p in (precision if isinstance(precision, tuple) else (precision,))]
+                if any(name not in _FLOAT32_PRECISIONS for name in names):
+                    found.add(f"{eqn.primitive.name} {'/'.join(dict.fromkeys(names))}")
             for sub in compat.sub_jaxprs(eqn):
                 walk(sub)
 
