@@ -5,7 +5,9 @@ step), in a fresh scratch folder, with line numbers pointing into the page. A bl
 a snippet include (``--8<-- "templates/plugin-pack/..."``, rendered by mkdocs) shows a file of the
 template pack, whose own tests run it; here the included file must exist. A page whose blocks use
 the template pack (``jax2onnx_mypack``) is skipped where that pack is not installed (only
-``nox -s tests`` installs it).
+``nox -s tests`` installs it). A block whose first line is ``# TPU only`` runs only where JAX's
+default backend is a TPU (the accelerators page: ``pytest tests/test_guide.py -k accelerators`` on
+a TPU host runs it); elsewhere it is left out, so later blocks must not need it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ ROOT = os.path.join(os.path.dirname(__file__), "..")
 GUIDE = os.path.join(ROOT, "docs", "guide")
 _BLOCK = re.compile(r"^```python[^\n]*\n(.*?)^```", flags=re.S | re.M)
 _SNIPPET = re.compile(r'^--8<-- "([^"]+)"$')
+#: The first line of a block that needs a TPU.
+TPU_ONLY = "# TPU only"
 
 
 def python_blocks(page: str) -> list[tuple[int, str]]:
@@ -52,6 +56,11 @@ def test_guide_page_runs(page, tmp_path, monkeypatch):
             code_blocks.append((line, code))
     if any("jax2onnx_mypack" in code for _, code in code_blocks) and importlib.util.find_spec("jax2onnx_mypack") is None:
         pytest.skip("the template pack (templates/plugin-pack) is not installed here; nox -s tests installs it")
+    if any(code.startswith(TPU_ONLY) for _, code in code_blocks):
+        import jax
+
+        if jax.default_backend() != "tpu":
+            code_blocks = [(line, code) for line, code in code_blocks if not code.startswith(TPU_ONLY)]
     monkeypatch.chdir(tmp_path)  # a fresh folder: files a block writes land here
     namespace: dict = {"__name__": "__guide__"}
     for line, code in code_blocks:

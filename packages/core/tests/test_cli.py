@@ -102,6 +102,15 @@ def test_verify_prints_the_report_and_writes_it(mini_registry, model_file, tmp_p
     assert "match" in text and "output_1" in text and ("MatMul" in text or "Einsum" in text)
     data = json.loads(report.read_text())
     assert data["ok"] and [t["inputs"]["x"][0] for t in data["trials"]] == [2, 5]
+    assert data["reference"]["matmul_precision"] == "highest"
+
+
+def test_verify_reference_option_reaches_the_report(mini_registry, model_file, tmp_path, capsys):
+    out, report = tmp_path / "m.onnx", tmp_path / "report.json"
+    code = main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(out), "--verify", "--reference",
+                 "accelerator-default", "--report", str(report), "-q"])
+    assert code == 0, capsys.readouterr()
+    assert json.loads(report.read_text())["reference"]["matmul_precision"] == "default"
 
 
 def test_verify_mismatch_exits_1(mini_registry, model_file, tmp_path, monkeypatch, capsys):

@@ -45,7 +45,7 @@ def test_export_options_are_checked_once_and_frozen():
     assert (options.opset, options.input_names, options.inputs_as_nchw) == (18, ("x",), ())
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.opset = 19  # type: ignore[misc]
-    with pytest.raises(OptionTypeError, match="verify must be True, False or a jax2onnx.GreedyCheck"):
+    with pytest.raises(OptionTypeError, match="verify must be True, False, a jax2onnx.Verify"):
         ExportOptions.check(inputs=[(2, 4)], verify="yes")
     # web: one self-contained file, decided here, not in the write stage
     assert ExportOptions.check(inputs=[(2, 4)], export_mode="web").external_data is False

@@ -81,8 +81,8 @@ def test_missing_onnxruntime_says_what_to_install_before_converting(core_only_re
     assert "verify=True" in str(info.value)
 
 
-def test_verify_must_be_a_bool_or_a_greedy_check(mini_registry):
-    with pytest.raises(InputSpecError, match="verify must be True, False or a jax2onnx.GreedyCheck"):
+def test_verify_must_be_a_bool_a_verify_or_a_greedy_check(mini_registry):
+    with pytest.raises(InputSpecError, match="verify must be True, False, a jax2onnx.Verify"):
         to_onnx(_fn, SPECS, verify="yes")
 
 

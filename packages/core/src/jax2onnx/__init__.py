@@ -27,6 +27,7 @@ from .lower.functions import onnx_function
 from .plugin import hookimpl
 from .precision import Precision, PrecisionError
 from .verification.greedy import GreedyCheck
+from .verification.options import Verify
 from .verification.report import ExportReport, VerificationError, verify
 
 _legacy_plugins.install()  # 0.17's plugin module paths (jax2onnx.plugins.plugin_system) onto the lowering API
@@ -46,6 +47,7 @@ __all__ = [
     "UnsupportedPrimitiveError",
     "UserFunctionError",
     "VerificationError",
+    "Verify",
     "Weights",
     "__version__",
     "allclose",

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jax2onnx.verification.greedy import MIN_AGREEMENT, NEW_TOKENS, GreedyAgreement
+from jax2onnx.verification.reference import HIGHEST, precision_scope
 
 from . import families
 from .errors import OptionError
@@ -38,7 +39,9 @@ def greedy_agreement(
     spec = families.decoder_spec(model)
     pad = spec.pad_token_id if spec.pad_token_id is not None else 0
     lists = [[int(t) for t in p] for p in prompts]
-    expected = greedy_generate(spec, *left_pad(lists, pad), new_tokens)
+    # float32 JAX on every host, as core's verify computes it: a TPU's default matmuls are bfloat16 passes
+    with precision_scope(HIGHEST):
+        expected = greedy_generate(spec, *left_pad(lists, pad), new_tokens)
     got = greedy(folder, lists, new_tokens, pad_token_id=pad)
     equal = 0
     for want_row, got_row in zip(expected, got):

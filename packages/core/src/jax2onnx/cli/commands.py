@@ -268,7 +268,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
     with progress.stage("verifying against JAX in onnxruntime"):
         report = verify(fn, output, inputs, params or None, rtol=args.rtol, atol=args.atol,
-                        enable_double_precision=args.double)
+                        enable_double_precision=args.double, reference=args.reference)
     report.print()
     if args.report:
         with open(args.report, "w", encoding="utf-8") as f:
@@ -402,6 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="compare with JAX in onnxruntime (two sizes per symbolic dim) and print the report")
     conv.add_argument("--rtol", type=float, default=None, help="--verify tolerance (default by dtype)")
     conv.add_argument("--atol", type=float, default=None, help="--verify tolerance (default by dtype)")
+    conv.add_argument("--reference", default="highest", choices=["highest", "accelerator-default"],
+                      help="--verify: JAX's float32 matmuls at highest precision (default), or at the accelerator's "
+                           "default (bfloat16 passes on a TPU) with looser tolerances")
     conv.add_argument("--report", help="with --verify: also write the report here (.json, or .md for markdown)")
     conv.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     # Also accepted after the subcommand; SUPPRESS keeps it from resetting a --debug given before it.

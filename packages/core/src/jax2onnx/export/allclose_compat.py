@@ -103,6 +103,7 @@ def allclose(
     base_dir: str | os.PathLike[str] | None = None,
     jit: bool = True,
     threads: int | None = None,
+    reference: str = "highest",
 ) -> AllcloseResult:
     """Run ``fn`` in JAX and the model in onnxruntime on the same inputs; ``(is_match, message)``.
 
@@ -113,12 +114,14 @@ def allclose(
     options; ``fn`` keeps taking and returning NHWC, the model is fed and read in NCHW.
     Floating outputs match within ``rtol``/``atol``; integer and bool outputs exactly. Float64
     inputs turn x64 on for the JAX side as ``enable_double_precision=True`` does.
-    Keyword-only extras: ``base_dir``, ``jit``, ``threads`` (see :func:`jax2onnx.verification.compare.compare`).
+    Keyword-only extras: ``base_dir``, ``jit``, ``threads``, ``reference`` (see
+    :func:`jax2onnx.verification.compare.compare`): JAX's side runs at highest matmul precision
+    unless ``reference="accelerator-default"``; the message names the device and precision it ran at.
     Needs onnxruntime (raises :class:`~jax2onnx.MissingDependencyError` naming the install).
     """
     _check_inputs(inputs)
     arrays = sample_inputs(inputs, double=enable_double_precision)
-    reference, model_inputs = fn, arrays
+    reference_fn, model_inputs = fn, arrays
     if inputs_as_nchw or outputs_as_nchw:
 
         options = ExportOptions(
@@ -126,12 +129,13 @@ def allclose(
             outputs_as_nchw=check_indices(outputs_as_nchw, "outputs_as_nchw", None),
         )
         # The model takes and returns NCHW; fn, wrapped to do the same, is compared with it as is.
-        reference = api_compat.with_layouts(fn, options)
+        reference_fn = api_compat.with_layouts(fn, options)
         model_inputs = [np.transpose(np.asarray(a), api_compat.NHWC_TO_NCHW) if i in options.inputs_as_nchw else a
                         for i, a in enumerate(arrays)]
     double = True if enable_double_precision else None  # None: on when an input is float64
-    result = compare(reference, onnx_model_path, model_inputs, input_params, rtol=rtol, atol=atol,
-                     enable_double_precision=double, base_dir=base_dir, jit=jit, threads=threads)
+    result = compare(reference_fn, onnx_model_path, model_inputs, input_params, rtol=rtol, atol=atol,
+                     enable_double_precision=double, base_dir=base_dir, jit=jit, threads=threads,
+                     reference=reference)
     return AllcloseResult(result.ok, str(result), result)
 
 

@@ -22,6 +22,7 @@ from ..errors import InputSpecError
 from ..lower.registry import get_registry
 from ..precision import Precision
 from ..verification.greedy import GreedyCheck
+from ..verification.options import Verify
 from .lowering import lower
 from .optimize import optimize as run_passes
 from .options import Export, ExportOptions
@@ -50,7 +51,7 @@ def to_onnx(
     normalization_mode: str = "auto",
     optimize: bool = True,
     external_data: bool | None = None,
-    verify: bool | GreedyCheck = False,
+    verify: bool | GreedyCheck | Verify = False,
     precision: str | Precision = "float32",
     target: Any = "onnx",
 ) -> onnx.ModelProto | ir.Model | str:
@@ -101,6 +102,10 @@ def to_onnx(
             figures (a written file is kept, for inspection). Needs onnxruntime
             (``pip install 'jax2onnx-core[runtime]'``), checked before converting. With
             :class:`~jax2onnx.Weights` inputs the JAX side reads every weight into memory.
+            JAX's side runs where the parameters live, at highest matmul precision, so float32 is
+            float32 on a TPU or GPU too; ``verify=jax2onnx.Verify(reference="accelerator-default")``
+            compares with the accelerator's default numbers instead (bfloat16 passes on a TPU),
+            within tolerances that fit them. The report names the device and precision JAX ran at.
 
         precision: ``"float32"`` (as traced), ``"float16"``, ``"bfloat16"`` (weights stored and
             computed in the 16-bit type, inputs/outputs float32, sensitive work float32), ``"int8"``

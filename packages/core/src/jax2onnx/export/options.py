@@ -39,6 +39,7 @@ from ..lower.registry import PluginRegistry
 from ..precision import Precision, parse_precision
 from ..verification.greedy import GreedyCheck
 from ..targets import Target, available_targets, get_target
+from ..verification.options import Verify, is_verify_option
 from .specs import check_output_path
 from .weights import Weights
 
@@ -79,8 +80,9 @@ class ExportOptions:
     #: None: decided by :func:`jax2onnx.export.write.write` from the weights' size; ``export_mode="web"``
     #: sets it to False here.
     external_data: bool | None = None
-    #: True, or a GreedyCheck: verify and also report an LM's greedy tokens (verification/greedy.py)
-    verify: bool | GreedyCheck = False
+    #: True, a Verify (the reference's matmul precision, verification/options.py), or a GreedyCheck:
+    #: verify and also report an LM's greedy tokens (verification/greedy.py)
+    verify: bool | GreedyCheck | Verify = False
     #: float16/bfloat16/int8/int4: the precision stage (jax2onnx.precision) in optimize's rewrite slot
     precision: Precision = Precision()
     #: the runtime the graph is tuned for (:mod:`jax2onnx.targets`): every stage asks this object
@@ -159,9 +161,9 @@ class ExportOptions:
         nchw_out = check_indices(outputs_as_nchw, "outputs_as_nchw", None)  # outputs are counted after tracing
         if path is not None:
             check_output_path(path)  # before minutes of tracing, not after them
-        if not isinstance(verify, (bool, GreedyCheck)):
-            raise OptionTypeError(f"verify must be True, False or a jax2onnx.GreedyCheck (an LM's greedy tokens too), "
-                                  f"got {type(verify).__name__} {verify!r}")
+        if not is_verify_option(verify):
+            raise OptionTypeError(f"verify must be True, False, a jax2onnx.Verify(reference=...) or a jax2onnx.GreedyCheck "
+                                  f"(an LM's greedy tokens too), got {type(verify).__name__} {verify!r}")
         if verify:
             require_onnxruntime("to_onnx(..., verify=True)")  # before converting, not after it
         checked_precision = target.fit_precision(

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from .. import compat
-from ..verification.greedy import GreedyCheck
+from ..verification.options import as_verify
 from ..verification.report import ExportReport, VerificationError
 from ..verification.report import verify as run_verify
 from . import api_compat
@@ -34,14 +34,17 @@ def verify(export: Export, traced: Traced, artifact: Artifact) -> ExportReport:
         specs = list(bound.inputs[: bound.n_plain])
     reference = api_compat.with_layouts(reference, options)
     specs = [_as_nchw(s) if i in options.inputs_as_nchw else s for i, s in enumerate(specs)]
+    how = as_verify(options.verify)
+    assert how is not None  # the stage runs only with verify= set
     return run_verify(reference, artifact.runnable(), specs, options.input_params,
-                      enable_double_precision=options.enable_double_precision,
-                      greedy=options.verify if isinstance(options.verify, GreedyCheck) else None)
+                      enable_double_precision=options.enable_double_precision, greedy=how.greedy,
+                      reference=how.reference)
 
 
 def raise_if_failed(report: ExportReport, artifact: Artifact, traced: Traced | None = None) -> None:
     """:class:`VerificationError` naming each failing output (a written file is kept, for inspection),
-    and why: a trace that draws random numbers cannot match a new JAX call, whatever the lowerings do."""
+    and why: a trace that draws random numbers cannot match a new JAX call, whatever the lowerings do;
+    a mismatch that vanishes at highest matmul precision is the accelerator's precision, not a lowering."""
     if report:
         return
     where = f" (the model was written to {artifact.path} and is kept for inspection)" if artifact.path is not None else ""
@@ -51,8 +54,20 @@ def raise_if_failed(report: ExportReport, artifact: Artifact, traced: Traced | N
                "Dropout or an rng stream, so each call of it draws other numbers than the export traced. Export "
                "inference behaviour to compare it: model.eval() for Flax NNX, deterministic=True, or make the "
                "key an input of the function.")
+    elif report.recheck is not None and report.recheck.ok:
+        why = report.recheck.explanation()
     else:
         why = "A lowering computes something else than JAX here."
+        if report.recheck is not None:
+            why = f"{report.recheck.explanation()} {why}"
+        pinned = pinned_matmul_precisions(traced.closed) if traced is not None else []
+        if pinned and report.reference is not None and report.reference.platform != "cpu":
+            why = (f"The function pins a matmul precision itself ({', '.join(pinned)}), which the highest-precision "
+                   f"reference keeps: on {report.reference.platform} that can be bfloat16 passes, a precision effect "
+                   "rather than a lowering. Drop precision= there (or use 'highest') to compare in float32, or "
+                   "verify=jax2onnx.Verify(reference='accelerator-default'). Else: " + why)
+    if report.reference is not None:
+        why = f"Reference: {report.reference}. {why}"
     raise VerificationError(
         f"to_onnx(..., verify=True): the exported model does not match the JAX function{where}:\n"
         f"{report.failures()}\ninputs tried: {report.inputs_tried()}. {why} "
@@ -75,6 +90,31 @@ def random_primitives(closed: Any) -> list[str]:
         for eqn in (jaxpr.jaxpr if hasattr(jaxpr, "jaxpr") else jaxpr).eqns:
             if eqn.primitive.name in _RANDOM_PRIMITIVES:
                 found.add(eqn.primitive.name)
+            for sub in compat.sub_jaxprs(eqn):
+                walk(sub)
+
+    walk(closed)
+    return sorted(found)
+
+
+#: Primitives whose ``precision`` parameter sets the matmul precision, and the settings that are float32.
+_MATMUL_PRIMITIVES = frozenset({"dot_general", "conv_general_dilated"})
+_FLOAT32_PRECISIONS = frozenset({"HIGHEST", "F32_F32_F32", "F64_F64_F64"})
+
+
+def pinned_matmul_precisions(closed: Any) -> list[str]:
+    """``"<primitive> <precision>"`` for each matmul of ``closed`` (and nested bodies) whose code
+    asks for less than float32 (``precision=Precision.DEFAULT``, a bfloat16 algorithm): the
+    reference's ``default_matmul_precision("highest")`` reaches only matmuls that leave it unset."""
+    found: set[str] = set()
+
+    def walk(jaxpr: Any) -> None:
+        for eqn in (jaxpr.jaxpr if hasattr(jaxpr, "jaxpr") else jaxpr).eqns:
+            precision = eqn.params.get("precision") if eqn.primitive.name in _MATMUL_PRIMITIVES else None
+            if precision is not None:
+                names = [getattr(p, "name", str(p)) for p in (precision if isinstance(precision, tuple) else (precision,))]
+                if any(name not in _FLOAT32_PRECISIONS for name in names):
+                    found.add(f"{eqn.primitive.name} {'/'.join(dict.fromkeys(names))}")
             for sub in compat.sub_jaxprs(eqn):
                 walk(sub)
 

@@ -37,6 +37,15 @@ def saved_path(proto: onnx.ModelProto) -> str | None:
 
 def uses_external_data(proto: onnx.ModelProto) -> bool:
     return any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer)
+from .reference import (
+    ACCELERATOR_DEFAULT,
+    HIGHEST,
+    PrecisionRecheck,
+    ReferenceInfo,
+    check_reference,
+    precision_scope,
+    reference_info,
+)
 
 
 @dataclasses.dataclass
@@ -46,6 +55,10 @@ class Comparison:
     ok: bool
     max_abs_diff: list[float]
     messages: list[str]
+    #: where and at which matmul precision the JAX side ran (None: compared without running JAX)
+    reference: ReferenceInfo | None = None
+    #: a mismatch against the accelerator's default numbers, rechecked at highest precision
+    recheck: PrecisionRecheck | None = None
 
     def __bool__(self) -> bool:
         return self.ok
@@ -53,7 +66,12 @@ class Comparison:
     def __str__(self) -> str:
         diffs = ", ".join(f"{d:.3g}" for d in self.max_abs_diff)
         status = "match" if self.ok else "MISMATCH"
-        return f"{status} (max abs diff per output: {diffs})" + ("" if self.ok else ": " + "; ".join(self.messages))
+        text = f"{status} (max abs diff per output: {diffs})" + ("" if self.ok else ": " + "; ".join(self.messages))
+        if self.reference is not None:
+            text += f"; reference: {self.reference}"
+        if self.recheck is not None:
+            text += f". {self.recheck.explanation()}"
+        return text
 
 
 def run_onnx(
@@ -150,21 +168,26 @@ def as_onnx_value(value: Any) -> np.ndarray:
 
 
 def jax_reference(fn: Callable[..., Any], arrays: Sequence[Any], params: Mapping[str, Any] | None = None, *,
-                  jit: bool = True) -> Any:
+                  jit: bool = True, reference: str = HIGHEST) -> Any:
     """``fn(*arrays, **params)`` as JAX computes it, jitted: one XLA compilation instead of one per
     op, which is most of the time a comparison takes. A function that cannot be jitted (Python
     control flow on a runtime flag, a module that updates its own state) runs eagerly instead, and
     so does every function with ``jit=False`` (XLA's fusions may skip the rounding of a 16-bit float
-    round trip that JAX's op-by-op semantics, and the exported graph, keep)."""
+    round trip that JAX's op-by-op semantics, and the exported graph, keep).
+
+    ``reference``: ``"highest"`` runs it at highest matmul precision (float32 matmuls in float32 on
+    a TPU or GPU too), ``"accelerator-default"`` as the device computes by default
+    (:mod:`jax2onnx.verification.reference`). It runs where its inputs and parameters live."""
     params = dict(params or {})
-    if not jit:
-        return fn(*arrays, **params)
-    # The params are closed over, as concrete values: a function branching on one in Python
-    # (``if deterministic:``) still compiles once instead of running op by op.
-    try:
-        return jax.jit(lambda *xs: fn(*xs, **params))(*arrays)
-    except Exception:  # noqa: BLE001 - any trace-time refusal means: not jittable as written
-        return fn(*arrays, **params)
+    with precision_scope(reference):
+        if not jit:
+            return fn(*arrays, **params)
+        # The params are closed over, as concrete values: a function branching on one in Python
+        # (``if deterministic:``) still compiles once instead of running op by op.
+        try:
+            return jax.jit(lambda *xs: fn(*xs, **params))(*arrays)
+        except Exception:  # noqa: BLE001 - any trace-time refusal means: not jittable as written
+            return fn(*arrays, **params)
 
 
 def compare(
@@ -179,6 +202,7 @@ def compare(
     base_dir: str | os.PathLike[str] | None = None,
     jit: bool = True,
     threads: int | None = None,
+    reference: str = HIGHEST,
 ) -> Comparison:
     """Run ``fn`` in JAX and ``model`` in onnxruntime on the same concrete ``inputs`` and compare.
 
@@ -188,15 +212,29 @@ def compare(
     ``threads``: see :func:`run_onnx`. Returns a :class:`Comparison` (truthy when all match).
     :func:`jax2onnx.allclose` is this with the published 0.17's signature and ``(bool, str)`` result.
     Floating outputs match within ``rtol``/``atol`` (NaN matches NaN); integer and bool outputs
-    match exactly.
+    match exactly. ``reference``: see :func:`jax_reference`; the result names where JAX ran and at
+    which precision, and a mismatch against ``"accelerator-default"`` is computed once more at
+    highest precision to tell a precision effect from a lowering (``Comparison.recheck``).
     """
+    reference = check_reference(reference)
     arrays = [np.asarray(x) for x in inputs]
     double = enable_double_precision if enable_double_precision is not None else any(a.dtype == np.float64 for a in arrays)
-    with compat.x64_enabled(double):
-        expected = jax.tree_util.tree_leaves(jax_reference(fn, arrays, input_params, jit=jit))
-        expected = [as_onnx_value(e) for e in expected]
+
+    def expected_at(kind: str) -> tuple[list[np.ndarray], ReferenceInfo]:
+        with compat.x64_enabled(double):
+            outputs = jax_reference(fn, arrays, input_params, jit=jit, reference=kind)
+            info = reference_info(outputs, kind)
+            return [as_onnx_value(e) for e in jax.tree_util.tree_leaves(outputs)], info
+
+    expected, info = expected_at(reference)
     got = run_onnx(model, arrays, input_params, base_dir=base_dir, threads=threads)
-    return compare_outputs(expected, got, rtol=rtol, atol=atol)
+    result = compare_outputs(expected, got, rtol=rtol, atol=atol)
+    result.reference = info
+    if not result.ok and reference == ACCELERATOR_DEFAULT:
+        again, highest = expected_at(HIGHEST)
+        exact = compare_outputs(again, got, rtol=rtol, atol=atol)
+        result.recheck = PrecisionRecheck(exact.ok, highest, {f"output {i}": d for i, d in enumerate(exact.max_abs_diff)})
+    return result
 
 
 def compare_outputs(expected: Sequence[Any], got: Sequence[Any], *, rtol: float, atol: float) -> Comparison:

@@ -31,6 +31,7 @@ from ..ir import proto_walk
 from ..passes.rewrite import REWRITES_KEY, TARGET_KEY
 from . import greedy as greedy_check
 from . import precision as precision_report
+from . import reference as references
 from .compare import as_onnx_value, jax_reference, onnx_runner, run_onnx
 from .trials import TRIAL_SIZES, random_value, spec_dtype, trial_inputs
 
@@ -215,6 +216,10 @@ class ExportReport:
     summary: ModelSummary
     #: float16/bfloat16/int8/int4 exports: bytes by dtype and the outputs' distance from float32
     precision: Any = None  # jax2onnx.verification.precision.PrecisionSection
+    #: where the JAX reference ran (platform, device kind) and its float32 matmul precision
+    reference: references.ReferenceInfo | None = None
+    #: a mismatch against the accelerator's default numbers, compared once more at highest precision
+    recheck: references.PrecisionRecheck | None = None
 
     @property
     def ok(self) -> bool:
@@ -243,6 +248,8 @@ class ExportReport:
             ],
             "summary": self.summary.to_dict(),
             **({"precision": self.precision.to_dict()} if self.precision is not None else {}),
+            **({"reference": self.reference.to_dict()} if self.reference is not None else {}),
+            **({"recheck": self.recheck.to_dict()} if self.recheck is not None else {}),
         }
 
     def _output_rows(self) -> list[list[str]]:
@@ -275,6 +282,10 @@ class ExportReport:
             rows.append(["file", size])
         if self.precision is not None:
             rows += self.precision.rows(_human_bytes)
+        if self.reference is not None:
+            rows.append(["reference", str(self.reference)])
+        if self.recheck is not None:
+            rows.append(["at highest precision", self.recheck.explanation()])
         return rows
 
     def inputs_tried(self) -> str:
@@ -379,12 +390,13 @@ def _human_bytes(n: int) -> str:
 # verify
 
 
-def _compare(name: str, expected: np.ndarray, got: np.ndarray, rtol: float | None, atol: float | None) -> OutputCheck:
+def _compare(name: str, expected: np.ndarray, got: np.ndarray, rtol: float | None, atol: float | None,
+             reference: str = references.HIGHEST) -> OutputCheck:
 
     e, g = as_onnx_value(expected), np.asarray(got)
     dtype_name = np.dtype(expected.dtype).name
     part = "float32" if dtype_name == "complex64" else "float64" if dtype_name == "complex128" else dtype_name
-    default = DEFAULT_TOLERANCES.get(part, (0.0, 0.0))
+    default = references.tolerance(reference, part, DEFAULT_TOLERANCES.get(part, (0.0, 0.0)), e)
     rt = default[0] if rtol is None else rtol
     at = default[1] if atol is None else atol
     check = OutputCheck(name, list(expected.shape), dtype_name, 0.0, 0.0, 0, int(e.size), rt, at)
@@ -447,6 +459,7 @@ def verify(
     seed: int = 0,
     path: str | os.PathLike[str] | None = None,
     greedy: bool | str | int | greedy_check.GreedyCheck | None = None,
+    reference: str = references.HIGHEST,
 ) -> ExportReport:
     """Run ``fn`` in JAX and ``model`` in onnxruntime side by side and report on the export.
 
@@ -460,10 +473,17 @@ def verify(
     ``[batch, sequence, vocabulary]``): decode greedily through both and put the share of equal
     tokens in the precision section, which fails under 90% (:mod:`jax2onnx.verification.greedy`;
     ``True``, the logits output's name or index, or a ``GreedyCheck``).
+
+    ``reference``: ``"highest"`` (default) computes the JAX side at highest matmul precision, so
+    float32 is float32 on a TPU or GPU too; ``"accelerator-default"`` compares with the device's
+    default numbers (bfloat16 passes on a TPU) within looser float32 tolerances
+    (:data:`jax2onnx.verification.reference.ACCELERATOR_TOLERANCES`) and, on a mismatch, computes
+    the reference once more at highest precision: ``report.recheck`` then says whether the
+    difference was only precision. ``report.reference`` names the device and precision JAX ran at.
     """
     import jax
 
-
+    reference = references.check_reference(reference)
     require_onnxruntime("verify")
     runnable: Any = model
     if not isinstance(model, onnx.ModelProto):
@@ -482,10 +502,16 @@ def verify(
         rtol, atol = precision_report.TOLERANCES[recorded[0]]
     distances: dict[str, Any] = {}
     trials: list[Trial] = []
+    ran: list[tuple[list[np.ndarray], list[Any]]] = []  # (inputs, ONNX outputs) per trial, for the recheck
+    info = None
     for arrays in trial_inputs(inputs, double=double, sizes=sizes, seed=seed):
         with compat.x64_enabled(double):
-            expected = [np.asarray(e) for e in jax.tree_util.tree_leaves(jax_reference(fn, arrays, input_params))]
+            outputs = jax_reference(fn, arrays, input_params, reference=reference)
+            info = info or references.reference_info(outputs, reference)
+            expected = [np.asarray(e) for e in jax.tree_util.tree_leaves(outputs)]
         got = run_onnx(runnable, arrays, input_params)
+        if reference == references.ACCELERATOR_DEFAULT:
+            ran.append((arrays, got))
         in_names = [i.name for i in model.graph.input]
         shown = {n: list(a.shape) for n, a in zip(in_names, arrays)}
         checks = []
@@ -493,7 +519,7 @@ def verify(
             checks.append(OutputCheck("(outputs)", [], "", float("inf"), float("inf"), 0, 0, 0.0, 0.0,
                                       problem=f"{len(got)} ONNX outputs where JAX returns {len(expected)}"))
         for i, (e, g) in enumerate(zip(expected, got)):
-            check = _compare(names[i] if i < len(names) else f"output {i}", e, g, rtol, atol)
+            check = _compare(names[i] if i < len(names) else f"output {i}", e, g, rtol, atol, reference)
             if recorded is not None and check.problem is None and np.dtype(e.dtype).kind == "f":
                 check.cosine = precision_report.cosine(e, g)
                 check.min_cosine = precision_report.MIN_COSINE[recorded[0]]
@@ -506,8 +532,33 @@ def verify(
         kind, detail = recorded if recorded is not None else ("float32", "float32")
         section = precision_report.PrecisionSection(kind, detail, bytes_by_dtype(model), list(distances.values()))
     if check is not None and section is not None:
-        with compat.x64_enabled(double):
+        with compat.x64_enabled(double), references.precision_scope(reference):
             section.greedy = greedy_check.agreement(check, model, inputs,
                                                     greedy_check.jitted_reference(fn, input_params),
                                                     onnx_runner(runnable, input_params), seed=seed)
-    return ExportReport(trials, summary, section)
+    report = ExportReport(trials, summary, section, reference=info)
+    if not report.ok and ran and recorded is None:
+        report.recheck = _recheck_at_highest(fn, ran, names, input_params, rtol, atol, double)
+    return report
+
+
+def _recheck_at_highest(fn: Callable[..., Any], ran: Sequence[tuple[list[np.ndarray], list[Any]]], names: Sequence[str],
+                        input_params: Mapping[str, Any] | None, rtol: float | None, atol: float | None,
+                        double: bool) -> references.PrecisionRecheck:
+    """The same ONNX outputs against JAX at highest precision, with float32's own tolerances:
+    matching there means the failed comparison measured the accelerator's matmul precision."""
+    import jax
+
+    ok, errors, info = True, {}, None
+    for arrays, got in ran:
+        with compat.x64_enabled(double):
+            outputs = jax_reference(fn, arrays, input_params, reference=references.HIGHEST)
+            info = info or references.reference_info(outputs, references.HIGHEST)
+            expected = [np.asarray(e) for e in jax.tree_util.tree_leaves(outputs)]
+        ok = ok and len(expected) == len(got)
+        for i, (e, g) in enumerate(zip(expected, got)):
+            check = _compare(names[i] if i < len(names) else f"output {i}", e, g, rtol, atol)
+            ok = ok and check.ok
+            errors[check.name] = max(errors.get(check.name, 0.0), check.max_abs_error)
+    assert info is not None  # ran holds at least one trial
+    return references.PrecisionRecheck(ok, info, errors)
