@@ -133,7 +133,7 @@ def test_external_data_file_names_the_weights_file(mini_registry, tmp_path):
 
 def test_only_front_doors_look_up_the_global_registry():
     root = pathlib.Path(jax2onnx.__file__).parent
-    front_doors = {"export/conversion.py", "lower/registry.py", "cli/commands.py", "cli/coverage.py",
+    front_doors = {"export/program.py", "lower/registry.py", "cli/commands.py", "cli/coverage.py",
                    "testing/pytest_plugin.py"}
     users = set()
     for path in root.rglob("*.py"):

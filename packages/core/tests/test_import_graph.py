@@ -95,7 +95,7 @@ def test_the_graph_is_read():
     graph = import_graph()
     # a few edges that exist for certain, so an empty or mis-parsed graph cannot pass
     assert "jax2onnx.compat" in graph["jax2onnx.plugin"]
-    assert "jax2onnx.export.trace" in graph["jax2onnx.export.conversion"]
+    assert "jax2onnx.export.trace" in graph["jax2onnx.export.program"]
     assert "jax2onnx.passes" in graph["jax2onnx.export.optimize"]  # the package: its __init__ runs
     assert "jax2onnx.ir.builder" in graph["jax2onnx.lower.interpreter"]
 

@@ -21,6 +21,7 @@ from .errors import (
 )
 from .export.allclose_compat import allclose, allclose_onnxruntime_web
 from .export.conversion import to_onnx
+from .export.program import ExportProgram, export_program
 from .export.weights import Weights
 from .lower import legacy_plugins as _legacy_plugins
 from .lower.functions import onnx_function
@@ -33,6 +34,7 @@ from .verification.report import ExportReport, VerificationError, verify
 _legacy_plugins.install()  # 0.17's plugin module paths (jax2onnx.plugins.plugin_system) onto the lowering API
 
 __all__ = [
+    "ExportProgram",
     "ExportReport",
     "GreedyCheck",
     "InputSpecError",
@@ -52,6 +54,7 @@ __all__ = [
     "__version__",
     "allclose",
     "allclose_onnxruntime_web",
+    "export_program",
     "hookimpl",
     "onnx_function",
     "to_onnx",

@@ -5,8 +5,8 @@ by its family adapter (``families/``); one export path then serves them all:
 
 1. a flat function ``(input_ids, attention_mask, *past) -> (logits, *present)`` around the spec's
    step, in onnxruntime-genai's names and layout, exported by core's stages (the ones ``to_onnx``
-   runs, :func:`jax2onnx.export.conversion.run`) with symbolic batch, sequence and past lengths
-   (prefill and decode are one graph); its options go through ``ExportOptions.check``, the RMS norm
+   runs, :class:`jax2onnx.ExportProgram`) with symbolic batch, sequence and past lengths
+   (prefill and decode are one graph); its options are checked by the ``ExportProgram``, the RMS norm
    fusion is a pass in the optimize stage's rewrite slot, and the write stage makes the
    external-data decision (``model.onnx.data``);
 2. ``genai_config.json`` from the spec's sizes and tokens;
@@ -30,9 +30,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax2onnx.export.conversion import run
-from jax2onnx.export.options import Export, ExportOptions
-from jax2onnx.lower.registry import get_registry
+from jax2onnx import ExportProgram
 from jax2onnx.targets import MS_DOMAIN, get_target
 
 from . import families, genai_config, norm_fusion, tokenizers
@@ -236,17 +234,17 @@ def input_specs(spec: DecoderSpec, cache: str, max_length: int) -> list[Any]:
     return [ids, mask, *([kv] * (2 * spec.num_layers))]
 
 
-def export_options(spec: DecoderSpec, inputs: list[Any], path: pathlib.Path, *, precision: Any, target: str,
-                   opset: int, external_data: bool | None) -> ExportOptions:
-    """The core export's options for the model file at ``path``, checked by ``ExportOptions.check``
-    like any ``to_onnx`` call's. Two front-end options: the RMS norm fusion as a rewrite pass
-    (``target="onnxruntime"``), and the weights file named ``model.onnx.data``, which
-    onnxruntime-genai folders conventionally hold (the staging folder's rename keeps it paired)."""
+def export_keywords(spec: DecoderSpec, path: pathlib.Path, *, precision: Any, target: str, opset: int,
+                    external_data: bool | None) -> dict[str, Any]:
+    """The core export's options for the model file at ``path`` (``to_onnx``'s keywords, checked by the
+    :class:`jax2onnx.ExportProgram` like any ``to_onnx`` call's). Two front-end options: the RMS norm
+    fusion as a rewrite-slot pass (where the target runs onnxruntime's norm ops), and the weights file
+    named ``model.onnx.data``, which onnxruntime-genai folders conventionally hold (the staging
+    folder's rename keeps it paired)."""
     in_names, out_names = io_names(spec.num_layers)
-    return ExportOptions.check(
-        inputs=inputs, model_name="causal_lm", opset=opset, input_names=in_names, output_names=out_names,
-        return_mode="file", output_path=path, external_data=external_data, precision=precision,
-        target=target,
+    return dict(
+        model_name="causal_lm", opset=opset, input_names=in_names, output_names=out_names,
+        return_mode="file", output_path=path, external_data=external_data, precision=precision, target=target,
         # the RMS norms as onnxruntime's norm ops, where the target runs them
         rewrite_passes=(_norm_fusion,) if get_target(target).allows(norm_fusion.NORM_OP, MS_DOMAIN) else (),
         external_data_file=f"{path.name}.data",
@@ -260,7 +258,7 @@ def get_target_or_none(name: str) -> Any:
         return None
 
 
-def _norm_fusion(options: ExportOptions) -> norm_fusion.RmsNormFusionPass:
+def _norm_fusion(options: Any) -> norm_fusion.RmsNormFusionPass:
     return norm_fusion.RmsNormFusionPass()
 
 
@@ -272,10 +270,10 @@ def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, prec
     fn = flat_step(spec, cache, max_length)
     if streamed is not None:
         inputs, fn = [streamed, *inputs], streamed_step(spec, cache, max_length)
-    options = export_options(spec, inputs, path, precision=precision, target=target, opset=opset,
-                             external_data=external_data)
-    # attend() regions read the target from these options when they are lowered (fused.py)
-    run(Export(options, get_registry()), fn, inputs)
+    keywords = export_keywords(spec, path, precision=precision, target=target, opset=opset,
+                               external_data=external_data)
+    # attend() regions read the target from the program's options when they are lowered (fused.py)
+    ExportProgram(fn, inputs, **keywords).write()
 
 
 @contextlib.contextmanager

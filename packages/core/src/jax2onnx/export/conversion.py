@@ -1,7 +1,8 @@
-"""``to_onnx``, the front door: check every argument once, then run the stages.
+"""``to_onnx``, the front door: check every argument once, then run the stages through an
+:class:`~jax2onnx.export.program.ExportProgram` (the public staged API front-ends use too).
 
     options = ExportOptions.check(...)                  export/options.py   (every argument)
-    export = Export(options, get_registry())            the only registry lookup
+    export = Export(options, get_registry())            the only registry lookup (program.py)
     traced = trace(export, fn, inputs)   -> Traced      export/trace.py     (ClosedJaxpr, specs)
     model = lower(export, traced)        -> ir.Model    export/lowering.py  (interpreter, builder)
     optimize(export, model)                             export/optimize.py  (one PassManager)
@@ -19,17 +20,11 @@ import onnx
 import onnx_ir as ir
 
 from ..errors import InputSpecError
-from ..lower.registry import get_registry
 from ..precision import Precision
 from ..verification.greedy import GreedyCheck
 from ..verification.options import Verify
-from .lowering import lower
-from .optimize import optimize as run_passes
-from .options import Export, ExportOptions
-from .trace import trace
-from .verify import raise_if_failed
-from .verify import verify as verify_export
-from .write import write
+from .options import ExportOptions
+from .program import ExportProgram
 
 
 def to_onnx(
@@ -138,18 +133,7 @@ def to_onnx(
         export_mode=export_mode, normalization_mode=normalization_mode, optimize=optimize,
         external_data=external_data, verify=verify, precision=precision, target=target,
     )
-    return run(Export(options, get_registry()), fn, inputs)
+    return ExportProgram.from_options(fn, inputs, options).result()
 
 
-def run(export: Export, fn: Callable[..., Any], inputs: Sequence[Any]) -> onnx.ModelProto | ir.Model | str:
-    """The stages of one export, in order; returns what ``to_onnx`` returns."""
-    traced = trace(export, fn, inputs)
-    model = lower(export, traced)
-    run_passes(export, model)
-    artifact = write(export, model)
-    if export.options.verify:
-        raise_if_failed(verify_export(export, traced, artifact), artifact, traced)
-    return artifact.result(export.options.return_mode)
-
-
-__all__ = ["Export", "ExportOptions", "run", "to_onnx"]
+__all__ = ["to_onnx"]

@@ -172,7 +172,7 @@ class ExportOptions:
             if external_data:
                 raise InputSpecError("export_mode='web' writes one self-contained file; drop external_data=True")
             external_data = False
-        factories = _pass_factories(rewrite_passes)
+        factories = pass_factories(rewrite_passes)
         data_file = _data_file_name(external_data_file, path)
         return cls(
             input_params=None if input_params is None else types.MappingProxyType(dict(input_params)),
@@ -252,7 +252,7 @@ def _names(names: Any, arg: str) -> tuple[str, ...] | None:
     return tuple(out)
 
 
-def _pass_factories(factories: Any) -> tuple[PassFactory, ...]:
+def pass_factories(factories: Any) -> tuple[PassFactory, ...]:
     if isinstance(factories, (str, bytes)) or not isinstance(factories, Sequence):
         raise OptionTypeError(f"rewrite_passes must be a list of pass factories (options -> onnx_ir pass), got {factories!r}")
     for i, factory in enumerate(factories):
