@@ -9,7 +9,8 @@
     jax2onnx coverage --results R --output docs/coverage.md
     jax2onnx --version
 
-Errors print one line (``--debug`` shows the traceback). Exit codes: see :data:`EXIT_CODES`.
+Errors print one line on stderr, the parser's too (``--debug`` shows the traceback), and write
+nothing. Exit codes: see :data:`EXIT_CODES`.
 """
 
 from __future__ import annotations
@@ -32,15 +33,17 @@ from .._version import __version__
 from ..errors import InputSpecError, Jax2OnnxError, MissingDependencyError, require_onnxruntime
 from ..export.conversion import to_onnx
 from ..export.options import check_opset
+from ..export.targets import TARGETS
 from ..lower.registry import get_registry
 from ..passes.rewrite.tensorrt import check_tensorrt, tensorrt_table
+from ..precision.options import KINDS as PRECISION_KINDS
 from ..verification.report import summarize, verify
 
 #: What each exit status means (also in ``jax2onnx --help``).
 EXIT_CODES = {
     0: "success (and, with --verify, the model matches JAX; check: nothing the target cannot take)",
     1: "--verify ran and the model does not match JAX within tolerance; check found what the target cannot take",
-    2: "bad command line: unknown option, malformed input spec, unsupported --opset, target not found, a model builder without --factory",
+    2: "bad command line: unknown option, malformed input spec, unsupported --opset, target not found, a model builder without --factory, a missing or unreadable input file",
     3: "the conversion failed (unsupported primitive, an error in the function or its module, inputs that do not fit it)",
     4: "a package the command needs is not installed (onnxruntime for --verify, a pack)",
     5: "an unexpected internal error (a bug: rerun with --debug and report the traceback)",
@@ -69,11 +72,15 @@ def parse_input_spec(text: str) -> Any:
     if bare[:1] in "([" and bare[-1:] in ")]" and bare:
         raise CliError(f"input spec {text!r}: write the dims without brackets, separated by commas: -i {bare[1:-1].replace(' ', '')}{sep}{dtype_text}")
     dims: list[Any] = []
-    for part in shape_text.split(","):
+    for index, part in enumerate(shape_text.split(",") if bare else []):  # "" (":float32"): a scalar
         part = part.strip()
-        if not part:
-            continue
+        if not part:  # "B,,4" or ",B,4": a dim left out, not a shape to guess
+            raise CliError(f"input spec {text!r}: dim {index} is empty; write one size, symbol or expression "
+                           "between each pair of commas, e.g. -i B,4")
         if part.lstrip("-").isdigit():
+            if int(part) < 0:
+                raise CliError(f"input spec {text!r}: dim {index} is {part}; sizes are >= 0 "
+                               "(a symbol such as B makes a dim dynamic)")
             dims.append(int(part))
         elif _DIM.match(part) and _is_dim_expression(part):
             dims.append(part)
@@ -115,6 +122,17 @@ def _parse_dtype(name: str, spec: str) -> Any:
         raise CliError(
             f"input spec {spec!r}: unknown dtype {name!r}; use a numpy/JAX dtype name such as float32, int32, bool, bfloat16"
         ) from None
+
+
+def _tolerance(text: str) -> float:
+    """--rtol/--atol: a number >= 0 (argparse turns the ArgumentTypeError into a usage error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
 
 
 def _parse_param(item: str) -> tuple[str, Any]:
@@ -233,6 +251,11 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         raise CliError(f"--opset {args.opset}: {exc}") from None
     inputs = [parse_input_spec(s) for s in args.input]
     params = dict(_parse_param(p) for p in args.param)
+    if args.input_name and len(args.input_name) != len(inputs):
+        raise CliError(f"{len(args.input_name)} --input-name for {len(inputs)} --input: give one name per --input, in order")
+    if args.report and not args.verify:
+        # the report is the verification's; written without it, it would look like a check that passed
+        raise CliError(f"--report {args.report}: the report is what --verify finds; add --verify")
     output = args.output or f"{args.callable.rpartition(':')[2].split('.')[-1]}.onnx"
     if args.verify:
 
@@ -257,6 +280,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             output_names=args.output_name or None,
             external_data=True if args.external_data else None,
             precision=args.precision,
+            target=args.target,
         )
 
     summary = summarize(output)
@@ -361,7 +385,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     if not os.path.isfile(args.model):
         raise CliError(f"{args.model}: no such file")
-    findings = check_tensorrt(onnx.load(args.model, load_external_data=False))
+    try:
+        model = onnx.load(args.model, load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and kin: the file is not an ONNX model
+        raise CliError(f"{args.model}: not an ONNX model (onnx cannot read it: {type(exc).__name__}); "
+                       "give the .onnx file an export wrote") from None
+    if not model.HasField("graph") or not model.opset_import:  # protobuf reads many files as an empty message
+        raise CliError(f"{args.model}: not an ONNX model (no graph or no opset); give the .onnx file an export wrote")
+    findings = check_tensorrt(model)
     trt = f"TensorRT {tensorrt_table()['tensorrt']}'s ONNX parser"
     for finding in findings:
         print(f"{args.model}: {finding}")
@@ -370,9 +401,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 1 if findings else 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with its errors as one line (the usage is what ``--help`` is for), so that
+    every error of the CLI, the parser's too, is one line on stderr. Subparsers (a pack's verb too)
+    are made of the parser's own class."""
+
+    def error(self, message: str) -> Any:  # noqa: D102 - argparse's hook
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     codes = "\n".join(f"  {k}  {v}" for k, v in EXIT_CODES.items())
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="jax2onnx",
         description="Convert JAX functions and Flax NNX models to ONNX.",
         epilog=f"exit codes:\n{codes}",
@@ -395,14 +435,19 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--opset", type=int, default=23, help="the ONNX opset to export (see docs/opsets.md)")
     conv.add_argument("--double", action="store_true", help="enable_double_precision: float64 end to end")
     conv.add_argument("--external-data", action="store_true", help="weights in OUTPUT.data beside the model")
-    conv.add_argument("--precision", default="float32", choices=["float32", "float16", "bfloat16", "int8", "int4"],
+    conv.add_argument("--precision", default="float32", choices=PRECISION_KINDS,
                       help="weights and compute in float16/bfloat16, or int8/int4 weight matmuls (see the guide's Precision page)")
+    conv.add_argument("--target", default="generic", choices=TARGETS,
+                      help="the runtime the graph is tuned for, as to_onnx(target=): generic (standard ONNX), "
+                           "onnxruntime (also its contrib ops), tensorrt (what TensorRT 10 parses; fails naming what "
+                           "it cannot take), web (one self-contained file)")
     conv.add_argument("--factory", action="store_true", help="call CALLABLE() to build the model first")
     conv.add_argument("--verify", action="store_true",
                       help="compare with JAX in onnxruntime (two sizes per symbolic dim) and print the report")
-    conv.add_argument("--rtol", type=float, default=None, help="--verify tolerance (default by dtype)")
-    conv.add_argument("--atol", type=float, default=None, help="--verify tolerance (default by dtype)")
-    conv.add_argument("--report", help="with --verify: also write the report here (.json, or .md for markdown)")
+    conv.add_argument("--rtol", type=_tolerance, default=None, help="--verify tolerance (default by dtype)")
+    conv.add_argument("--atol", type=_tolerance, default=None, help="--verify tolerance (default by dtype)")
+    conv.add_argument("--report", help="with --verify (refused without it): also write the report here "
+                                       "(.json, or .md for markdown)")
     conv.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     # Also accepted after the subcommand; SUPPRESS keeps it from resetting a --debug given before it.
     conv.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback on errors")
@@ -467,9 +512,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             code = 5
         text = str(exc) if code != 5 else f"internal error: {type(exc).__name__}: {exc}"
-        print(f"jax2onnx: error: {text}", file=sys.stderr)
-        if code in (3, 5):
-            print("jax2onnx: rerun with --debug for the traceback", file=sys.stderr)
+        hint = " (rerun with --debug for the traceback)" if code in (3, 5) else ""
+        print(f"jax2onnx: error: {text}{hint}", file=sys.stderr)  # one line, the hint on it
         return code
 
 
