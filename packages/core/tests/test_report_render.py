@@ -99,3 +99,12 @@ def test_parameters_are_weights_not_shape_constants(mini_registry):
 
     s = summarize(to_onnx(_fn, [("B", 7, 4)]))
     assert (s.parameter_count, s.parameter_bytes) == (W.size + B.size, 4 * (W.size + B.size))
+
+
+def test_quantized_weights_are_parameters(mini_registry):
+    w = np.linspace(-1.0, 1.0, 64 * 64, dtype=np.float32).reshape(64, 64)
+    model = to_onnx(lambda x: x @ w, [("B", 64)], precision="int8")
+    stored = {onnx.TensorProto.DataType.Name(t.data_type): int(np.prod(t.dims)) for t in model.graph.initializer}
+    assert stored.get("INT8") == w.size  # the weight, stored as int8
+    s = summarize(model)
+    assert s.parameter_count == sum(stored.values()) == w.size + 64  # the int8 weight and its float scales
