@@ -5,7 +5,8 @@ when the condition is false or the iterable empty (``for node in model.graph.nod
 
 The scanner reads every test file (``packages/*/tests``, ``tests/``) and lists test functions with
 a check but none that always runs. A check is an ``assert``, a call whose name says it checks
-(``assert*``, ``check*``, ``verify*``, ``expect*``, ``compare*``, ``*_assert*``/``*_check*``/...),
+(``assert*``, ``check*``, ``expect*``, ``compare*``, ``*_assert*``/``*_check*``/``*_compare*``; not ``verify``,
+which returns a report to assert on),
 ``pytest.raises``/``warns``/``fail``/``skip``/``importorskip``. Runs for sure: the function body, ``with``,
 ``try`` and ``finally`` bodies, ``while True``, and loops over a literal that is not empty
 (``for dtype in (np.float32, np.float16)``, ``range(3)``). A test with such a check, e.g. ``assert
@@ -36,11 +37,11 @@ ALLOWED: dict[str, str] = {
         "what follows checks the files a block wrote, where it writes any",
 }
 
-_CHECK_NAME = re.compile(r"^_*(assert|check|verify|expect|compare)|_(assert|check|verify|compare)", re.IGNORECASE)
+_CHECK_NAME = re.compile(r"^_*(assert|check|expect|compare)|_(assert|check|compare)", re.IGNORECASE)
 _PYTEST_CHECKS = {"raises", "warns", "fail", "skip", "importorskip", "xfail", "deprecated_call"}
 
 
-def test_files() -> list[str]:
+def suite_files() -> list[str]:
     patterns = ("packages/*/tests/**/test_*.py", "packages/*/tests/**/*_test.py", "tests/**/test_*.py")
     return sorted({p for pattern in patterns for p in glob.glob(os.path.join(ROOT, pattern), recursive=True)})
 
@@ -161,7 +162,7 @@ def _expr_checks(node: ast.AST, sure: bool, found: list[bool]) -> None:
 def candidates() -> list[str]:
     """``path::test_name`` of every test function with checks, none of which always runs."""
     out = []
-    for path in test_files():
+    for path in suite_files():
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), path)
         rel = os.path.relpath(path, ROOT)
