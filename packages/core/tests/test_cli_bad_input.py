@@ -5,6 +5,7 @@ path nor anything else in the working folder)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 
@@ -48,6 +49,11 @@ CASES = [
     (["convert", "{model}:fn", "-i", "B,4", "-o", "{out}", "--input-name", "a", "--input-name", "b"], 2,
      "2 --input-name for 1 --input"),
     (["convert", "{model}:fn", "-i", "B,4", "-o", "{out}", "--no-such-option"], 2, "unrecognized arguments: --no-such-option"),
+    (["convert", "{model}:fn", "-i", "B,4", "-o", "{out}", "--target", "web", "--external-data"], 2,
+     "--target web writes one self-contained file: drop --external-data"),
+    (["convert", "{model}:fn", "-i", "B,4", "-o", "."], 2, "-o .: is a folder"),
+    *([(["convert", "{model}:fn", "-i", "B,4", "-o", "/proc/jax2onnx_test/m.onnx"], 2, "cannot write in /proc")]
+      if os.path.isdir("/proc/self") else []),  # a folder nobody writes in, root included (Linux)
     # convert: the target
     (["convert", "no_such_module_xyz:fn", "-i", "B,4", "-o", "{out}"], 2, "cannot import 'no_such_module_xyz'"),
     (["convert", "/no/such/file.py:fn", "-i", "B,4", "-o", "{out}"], 2, "no such file"),

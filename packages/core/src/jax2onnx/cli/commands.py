@@ -24,6 +24,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -33,7 +34,7 @@ from .._version import __version__
 from ..errors import InputSpecError, Jax2OnnxError, MissingDependencyError, require_onnxruntime
 from ..export.conversion import to_onnx
 from ..export.options import check_opset
-from ..export.targets import TARGETS
+from ..export.targets import TARGETS, resolve_target
 from ..lower.registry import get_registry
 from ..passes.rewrite.tensorrt import check_tensorrt, tensorrt_table
 from ..precision.options import KINDS as PRECISION_KINDS
@@ -249,6 +250,12 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         check_opset(args.opset)  # a bad --opset is a bad command line, said before importing anything
     except InputSpecError as exc:
         raise CliError(f"--opset {args.opset}: {exc}") from None
+    try:
+        resolve_target(args.target, "standard", args.opset)  # e.g. an opset the target cannot parse
+    except InputSpecError as exc:
+        raise CliError(f"--target {args.target}: {exc}") from None
+    if args.target == "web" and args.external_data:
+        raise CliError("--target web writes one self-contained file: drop --external-data")
     inputs = [parse_input_spec(s) for s in args.input]
     params = dict(_parse_param(p) for p in args.param)
     if args.input_name and len(args.input_name) != len(inputs):
@@ -257,6 +264,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         # the report is the verification's; written without it, it would look like a check that passed
         raise CliError(f"--report {args.report}: the report is what --verify finds; add --verify")
     output = args.output or f"{args.callable.rpartition(':')[2].split('.')[-1]}.onnx"
+    _check_writable(output)
     if args.verify:
 
         require_onnxruntime("--verify")  # before the conversion, not after minutes of it
@@ -301,6 +309,26 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             else:
                 json.dump(report.to_dict(), f, indent=2)
     return 0 if report else 1
+
+
+def _check_writable(output: str) -> None:
+    """Before converting: the output path is a file name in a folder this user can write (or
+    create), so a typo in -o is a bad command line, not an error after minutes of converting."""
+    path = os.path.abspath(output)
+    if os.path.isdir(path):
+        raise CliError(f"-o {output}: is a folder; give the .onnx file to write, e.g. -o {os.path.join(output, 'model.onnx')}")
+    folder = os.path.dirname(path)
+    while not os.path.exists(folder):  # the export creates missing folders: the nearest existing one counts
+        folder = os.path.dirname(folder)
+    problem = None if os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK) else "permission denied"
+    if problem is None:
+        try:  # access() says yes to root everywhere: a file without a name (gone when closed) says for sure
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as exc:
+            problem = exc.strerror or type(exc).__name__
+    if problem is not None:
+        raise CliError(f"-o {output}: cannot write in {folder} ({problem}); choose a folder you can write to")
 
 
 def _check_not_a_factory(fn: Any, ref: str, n_inputs: int) -> None:
