@@ -44,7 +44,7 @@ from ..verification.report import summarize, verify
 EXIT_CODES = {
     0: "success (and, with --verify, the model matches JAX; check: nothing the target cannot take)",
     1: "--verify ran and the model does not match JAX within tolerance; check found what the target cannot take",
-    2: "bad command line: unknown option, malformed input spec, unsupported --opset, target not found, a model builder without --factory, a missing or unreadable input file",
+    2: "bad command line: unknown option, malformed input spec, unsupported --opset, target not found, a model builder without --factory, a missing or unreadable input file, an output path that cannot be written",
     3: "the conversion failed (unsupported primitive, an error in the function or its module, inputs that do not fit it)",
     4: "a package the command needs is not installed (onnxruntime for --verify, a pack)",
     5: "an unexpected internal error (a bug: rerun with --debug and report the traceback)",
@@ -391,6 +391,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         offered = ", ".join(sorted(demos)) or "none"
         raise CliError(f"no installed plugin pack offers the demo '{name}' (offered: {offered}); install the "
                        "pack that does (the examples pack offers 'quickstart')", code=4)
+    if args.output is not None:
+        _check_writable(args.output)
     return demos[name][1].run(args.output)
 
 
