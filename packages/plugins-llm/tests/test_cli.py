@@ -53,6 +53,8 @@ BAD_INPUT = [
     (["--cache", "nope"], "argument --cache: invalid choice: 'nope'"),
     (["--target", "tensorrt"], "argument --target: invalid choice: 'tensorrt'"),
     (["--tokenizer", "{tmp}/no_such_folder"], "--tokenizer {tmp}/no_such_folder: no such folder"),
+    *([(["-o", "/proc/jax2onnx_test/model"], "cannot write in /proc")]
+      if os.path.isdir("/proc/self") else []),  # a folder nobody writes in, root included (Linux)
 ]
 
 

@@ -48,12 +48,13 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from jax2onnx.cli.commands import CliError, load_target
+    from jax2onnx.cli.commands import CliError, check_writable, load_target
 
     from .export import export_causal_lm
 
     # everything the command line says is checked before the export, so a mistake writes nothing
     prompt = _prompt(args.generate, CliError) if args.generate is not None else None
+    check_writable(args.output, folder=True)
     if args.tokenizer is not None and not os.path.isdir(args.tokenizer):
         raise CliError(f"--tokenizer {args.tokenizer}: no such folder; give the folder holding tokenizer.json")
     if prompt is not None:

@@ -264,7 +264,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         # the report is the verification's; written without it, it would look like a check that passed
         raise CliError(f"--report {args.report}: the report is what --verify finds; add --verify")
     output = args.output or f"{args.callable.rpartition(':')[2].split('.')[-1]}.onnx"
-    _check_writable(output)
+    check_writable(output)
     if args.verify:
 
         require_onnxruntime("--verify")  # before the conversion, not after minutes of it
@@ -311,24 +311,25 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return 0 if report else 1
 
 
-def _check_writable(output: str) -> None:
-    """Before converting: the output path is a file name in a folder this user can write (or
-    create), so a typo in -o is a bad command line, not an error after minutes of converting."""
+def check_writable(output: str, *, folder: bool = False) -> None:
+    """Before converting: the output path is a file name (or with ``folder``, a folder to replace) in
+    a folder this user can write (or create), so a typo in -o is a bad command line, not an error
+    after minutes of converting. Packs' verbs call it too."""
     path = os.path.abspath(output)
-    if os.path.isdir(path):
+    if not folder and os.path.isdir(path):
         raise CliError(f"-o {output}: is a folder; give the .onnx file to write, e.g. -o {os.path.join(output, 'model.onnx')}")
-    folder = os.path.dirname(path)
-    while not os.path.exists(folder):  # the export creates missing folders: the nearest existing one counts
-        folder = os.path.dirname(folder)
-    problem = None if os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK) else "permission denied"
+    parent = os.path.dirname(path)
+    while not os.path.exists(parent):  # the export creates missing folders: the nearest existing one counts
+        parent = os.path.dirname(parent)
+    problem = None if os.path.isdir(parent) and os.access(parent, os.W_OK | os.X_OK) else "permission denied"
     if problem is None:
         try:  # access() says yes to root everywhere: a file without a name (gone when closed) says for sure
-            with tempfile.TemporaryFile(dir=folder):
+            with tempfile.TemporaryFile(dir=parent):
                 pass
         except OSError as exc:
             problem = exc.strerror or type(exc).__name__
     if problem is not None:
-        raise CliError(f"-o {output}: cannot write in {folder} ({problem}); choose a folder you can write to")
+        raise CliError(f"-o {output}: cannot write in {parent} ({problem}); choose a folder you can write to")
 
 
 def _check_not_a_factory(fn: Any, ref: str, n_inputs: int) -> None:
@@ -392,7 +393,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         raise CliError(f"no installed plugin pack offers the demo '{name}' (offered: {offered}); install the "
                        "pack that does (the examples pack offers 'quickstart')", code=4)
     if args.output is not None:
-        _check_writable(args.output)
+        check_writable(args.output)
     return demos[name][1].run(args.output)
 
 
