@@ -39,6 +39,7 @@ from ..lower.registry import get_registry
 from ..passes.rewrite.tensorrt import check_tensorrt, tensorrt_table
 from ..precision.options import KINDS as PRECISION_KINDS
 from ..verification.report import summarize, verify
+from .errors import CliError
 
 #: What each exit status means (also in ``jax2onnx --help``).
 EXIT_CODES = {
@@ -49,14 +50,6 @@ EXIT_CODES = {
     4: "a package the command needs is not installed (onnxruntime for --verify, a pack)",
     5: "an unexpected internal error (a bug: rerun with --debug and report the traceback)",
 }
-
-
-class CliError(Exception):
-    """A user mistake on the command line; printed as one line, exit status ``code``."""
-
-    def __init__(self, message: str, code: int = 2):
-        super().__init__(message)
-        self.code = code
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..lower.registry import get_registry
 from ..testing.runner import variants_of
+from .errors import CliError
 
 PASSED, FAILED, NOT_RUN = "✅", "❌", "➖"
 
@@ -172,8 +173,6 @@ def write_docs(results_path: str | os.PathLike[str] | None, out_path: str | os.P
 
 
 def _cmd_coverage(args: argparse.Namespace) -> int:
-    from .commands import CliError
-
     if args.results is not None:  # a named file that is missing or not a report is a mistake, not "nothing ran"
         if not os.path.isfile(args.results):
             raise CliError(f"--results {args.results}: no such file; give the JSON that pytest "

@@ -32,6 +32,7 @@ from ..passes.rewrite import REWRITES_KEY, TARGET_KEY
 from . import greedy as greedy_check
 from . import precision as precision_report
 from .compare import as_onnx_value, jax_reference, onnx_runner, run_onnx
+from .render import print_report
 from .trials import TRIAL_SIZES, random_value, spec_dtype, trial_inputs
 
 __all__ = ["TRIAL_SIZES", "ExportReport", "VerificationError", "random_value", "summarize", "trial_inputs", "verify"]
@@ -323,8 +324,6 @@ class ExportReport:
         """Print the report: rich tables in a terminal, wrapped only between words at any width;
         plain text (``str(report)``) when the output is piped or rich is not installed
         (:mod:`jax2onnx.verification.render`)."""
-        from .render import print_report
-
         print_report(self, console)
 
     def failures(self) -> str:
