@@ -64,12 +64,14 @@ CASES = [
     (["check", "--target", "tensorrt", "{out}"], 2, "no such file"),
     (["check", "--target", "tensorrt", "{not_onnx}"], 2, "not an ONNX model"),
     (["check", "--target", "tensorrt", "{empty}"], 2, "not an ONNX model"),
+    (["check", "--target", "tensorrt", "."], 2, ".: a folder, not a file"),
     (["check", "--target", "nope", "{not_onnx}"], 2, "argument --target: invalid choice: 'nope'"),
     (["check", "{not_onnx}"], 2, "the following arguments are required: --target"),
     # coverage
     (["coverage", "-r", "{out}.json", "-o", "{out}.md"], 2, "no such file"),
     (["coverage", "-r", "{not_json}", "-o", "{out}.md"], 2, "not a pytest --jax2onnx-report file"),
     (["coverage", "-r", "{list_json}", "-o", "{out}.md"], 2, "expected a JSON object"),
+    (["coverage", "-o", "."], 2, "-o .: is a folder"),
     # demo, quickstart, packs, the verb itself
     (["demo", "no_such_demo", "-o", "{out}"], 4, "no installed plugin pack offers the demo 'no_such_demo'"),
     (["quickstart", "-o", "{out}", "--no-such-option"], 2, "unrecognized arguments"),

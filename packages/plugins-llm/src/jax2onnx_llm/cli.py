@@ -48,7 +48,8 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from jax2onnx.cli.commands import CliError, check_writable, load_target
+    from jax2onnx.cli.commands import load_target
+    from jax2onnx.cli.usage import CliError, check_writable
 
     from .export import export_causal_lm
 

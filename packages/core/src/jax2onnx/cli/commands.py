@@ -24,7 +24,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -39,7 +38,7 @@ from ..lower.registry import get_registry
 from ..passes.rewrite.tensorrt import check_tensorrt, tensorrt_table
 from ..precision.options import KINDS as PRECISION_KINDS
 from ..verification.report import summarize, verify
-from .errors import CliError
+from .usage import CliError, check_writable
 
 #: What each exit status means (also in ``jax2onnx --help``).
 EXIT_CODES = {
@@ -304,27 +303,6 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return 0 if report else 1
 
 
-def check_writable(output: str, *, folder: bool = False) -> None:
-    """Before converting: the output path is a file name (or with ``folder``, a folder to replace) in
-    a folder this user can write (or create), so a typo in -o is a bad command line, not an error
-    after minutes of converting. Packs' verbs call it too."""
-    path = os.path.abspath(output)
-    if not folder and os.path.isdir(path):
-        raise CliError(f"-o {output}: is a folder; give the .onnx file to write, e.g. -o {os.path.join(output, 'model.onnx')}")
-    parent = os.path.dirname(path)
-    while not os.path.exists(parent):  # the export creates missing folders: the nearest existing one counts
-        parent = os.path.dirname(parent)
-    problem = None if os.path.isdir(parent) and os.access(parent, os.W_OK | os.X_OK) else "permission denied"
-    if problem is None:
-        try:  # access() says yes to root everywhere: a file without a name (gone when closed) says for sure
-            with tempfile.TemporaryFile(dir=parent):
-                pass
-        except OSError as exc:
-            problem = exc.strerror or type(exc).__name__
-    if problem is not None:
-        raise CliError(f"-o {output}: cannot write in {parent} ({problem}); choose a folder you can write to")
-
-
 def _check_not_a_factory(fn: Any, ref: str, n_inputs: int) -> None:
     """A class, or a function taking none of the given inputs, is most likely a model builder:
     say --factory instead of letting the arity check count parameters."""
@@ -408,7 +386,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
     if not os.path.isfile(args.model):
-        raise CliError(f"{args.model}: no such file")
+        raise CliError(f"{args.model}: {'a folder, not a file' if os.path.isdir(args.model) else 'no such file'}; "
+                       "give the .onnx file to check")
     try:
         model = onnx.load(args.model, load_external_data=False)
     except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and kin: the file is not an ONNX model

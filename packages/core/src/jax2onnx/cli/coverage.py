@@ -18,7 +18,7 @@ from typing import Any
 
 from ..lower.registry import get_registry
 from ..testing.runner import variants_of
-from .errors import CliError
+from .usage import CliError, check_writable
 
 PASSED, FAILED, NOT_RUN = "✅", "❌", "➖"
 
@@ -182,6 +182,7 @@ def _cmd_coverage(args: argparse.Namespace) -> int:
         except (ValueError, UnicodeDecodeError) as exc:  # json.JSONDecodeError is a ValueError
             raise CliError(f"--results {args.results}: not a pytest --jax2onnx-report file ({exc})") from None
     if args.output:
+        check_writable(args.output)
         write_docs(args.results, args.output)
         print(f"wrote {args.output}")
     else:
