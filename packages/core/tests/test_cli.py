@@ -249,3 +249,13 @@ def test_precision(mini_registry, model_file, tmp_path, capsys):
     graph = _graph(out)
     assert {t.data_type for t in graph.initializer if len(t.dims) == 2} == {onnx.TensorProto.FLOAT16}
     assert "cosine" in capsys.readouterr().out  # the report's precision section
+
+
+def test_convert_target_is_to_onnx_target(mini_registry, model_file, tmp_path, capsys):
+    out = tmp_path / "ort.onnx"
+    assert main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(out), "--target", "onnxruntime", "-q"]) == 0
+    assert {p.key: p.value for p in onnx.load(str(out)).metadata_props}["jax2onnx:target"] == "onnxruntime"
+    trt = tmp_path / "trt.onnx"  # float64 end to end: what TensorRT has no kernels for
+    assert main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(trt), "--target", "tensorrt", "--double", "-q"]) == 3
+    err = capsys.readouterr().err
+    assert "target='tensorrt'" in err and "float64" in err and not trt.exists()

@@ -32,8 +32,7 @@ from typing import Any
 from .._version import __version__
 from ..errors import InputSpecError, Jax2OnnxError, MissingDependencyError, require_onnxruntime
 from ..export.conversion import to_onnx
-from ..export.options import check_opset
-from ..export.targets import TARGETS, resolve_target
+from ..export.options import ExportOptions, check_opset
 from ..lower.registry import get_registry
 from ..passes.rewrite.tensorrt import check_tensorrt, tensorrt_table
 from ..precision.options import KINDS as PRECISION_KINDS
@@ -242,10 +241,6 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         check_opset(args.opset)  # a bad --opset is a bad command line, said before importing anything
     except InputSpecError as exc:
         raise CliError(f"--opset {args.opset}: {exc}") from None
-    try:
-        resolve_target(args.target, "standard", args.opset)  # e.g. an opset the target cannot parse
-    except InputSpecError as exc:
-        raise CliError(f"--target {args.target}: {exc}") from None
     if args.target == "web" and args.external_data:
         raise CliError("--target web writes one self-contained file: drop --external-data")
     inputs = [parse_input_spec(s) for s in args.input]
@@ -257,6 +252,16 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         raise CliError(f"--report {args.report}: the report is what --verify finds; add --verify")
     output = args.output or f"{args.callable.rpartition(':')[2].split('.')[-1]}.onnx"
     check_writable(output)
+    options: dict[str, Any] = dict(
+        input_params=params or None, model_name=args.model_name or "jax_model", opset=args.opset,
+        enable_double_precision=args.double, output_path=output, input_names=args.input_name or None,
+        output_names=args.output_name or None, external_data=True if args.external_data else None,
+        precision=args.precision, **({"target": args.target} if args.target is not None else {}),
+    )
+    try:  # what to_onnx checks before tracing (a target's name, its opsets, ...), before importing the model
+        ExportOptions.check(inputs=inputs, **options)
+    except InputSpecError as exc:
+        raise CliError(str(exc)) from None
     if args.verify:
 
         require_onnxruntime("--verify")  # before the conversion, not after minutes of it
@@ -268,20 +273,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             _check_not_a_factory(fn, args.callable, len(inputs))
 
     with progress.stage("converting (trace, lower, optimize, write)"):
-        to_onnx(
-            fn,
-            inputs,
-            input_params=params or None,
-            model_name=args.model_name or "jax_model",
-            opset=args.opset,
-            enable_double_precision=args.double,
-            output_path=output,
-            input_names=args.input_name or None,
-            output_names=args.output_name or None,
-            external_data=True if args.external_data else None,
-            precision=args.precision,
-            target=args.target,
-        )
+        to_onnx(fn, inputs, **options)
 
     summary = summarize(output)
     ops = ", ".join(f"{op} {n}" for op, n in list(summary.op_histogram.items())[:8])
@@ -440,10 +432,11 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--external-data", action="store_true", help="weights in OUTPUT.data beside the model")
     conv.add_argument("--precision", default="float32", choices=PRECISION_KINDS,
                       help="weights and compute in float16/bfloat16, or int8/int4 weight matmuls (see the guide's Precision page)")
-    conv.add_argument("--target", default="generic", choices=TARGETS,
-                      help="the runtime the graph is tuned for, as to_onnx(target=): generic (standard ONNX), "
-                           "onnxruntime (also its contrib ops), tensorrt (what TensorRT 10 parses; fails naming what "
-                           "it cannot take), web (one self-contained file)")
+    # no argparse choices: the names are to_onnx's (and a pack's registered targets), checked by it
+    conv.add_argument("--target", default=None,
+                      help="the runtime the graph is tuned for, as to_onnx(target=) (default: its default, standard "
+                           "ONNX): onnxruntime (also its contrib ops), tensorrt (what TensorRT 10 parses; fails naming "
+                           "what it cannot take), web (one self-contained file)")
     conv.add_argument("--factory", action="store_true", help="call CALLABLE() to build the model first")
     conv.add_argument("--verify", action="store_true",
                       help="compare with JAX in onnxruntime (two sizes per symbolic dim) and print the report")
