@@ -3,14 +3,15 @@ under an ``if``, a loop that may run zero times, or an ``except`` passes without
 when the condition is false or the iterable empty (``for node in model.graph.node: if node.op_type
 == "X": assert ...`` passes on a model without X).
 
-The scanner reads every test file (``packages/*/tests``, ``tests/``) and lists test functions with
-a check but none that always runs. A check is an ``assert``, a call whose name says it checks
-(``assert*``, ``check*``, ``expect*``, ``compare*``, ``*_assert*``/``*_check*``/``*_compare*``; not ``verify``,
-which returns a report to assert on),
-``pytest.raises``/``warns``/``fail``/``skip``/``importorskip``. Runs for sure: the function body, ``with``,
-``try`` and ``finally`` bodies, ``while True``, and loops over a literal that is not empty
-(``for dtype in (np.float32, np.float16)``, ``range(3)``). A test with such a check, e.g. ``assert
-found``, after its loop passes. Justified exceptions go in :data:`ALLOWED`, each with its reason.
+The scanner reads every test file (``packages/*/tests*``, ``tests/``, ``templates/*/tests``) and
+lists test functions with a check but none that always runs. A check is an ``assert``, a call
+whose name says it checks (``assert*``, ``check*``, ``expect*``, ``compare*``, ``*_assert*``,
+``*_check*``, ``*_compare*``; not ``verify``, which returns a report to assert on), or
+``pytest.raises``/``warns``/``fail``/``skip``/``importorskip``. Runs for sure: the function body,
+``with``, ``try`` and ``finally`` bodies, ``while True``, and loops over a literal that is not empty
+(``for dtype in (np.float32, np.float16)``, ``range(3)``, or a name bound once to such a literal).
+A test with such a check after its loop (``assert found``) passes. Justified exceptions go in
+:data:`ALLOWED`, each with its reason.
 
     python tests/test_suite_asserts.py      # lists the candidates
 """
@@ -42,7 +43,8 @@ _PYTEST_CHECKS = {"raises", "warns", "fail", "skip", "importorskip", "xfail", "d
 
 
 def suite_files() -> list[str]:
-    patterns = ("packages/*/tests/**/test_*.py", "packages/*/tests/**/*_test.py", "tests/**/test_*.py")
+    patterns = ("packages/*/tests*/**/test_*.py", "packages/*/tests*/**/*_test.py", "tests/**/test_*.py",
+                "templates/*/tests/**/test_*.py")
     return sorted({p for pattern in patterns for p in glob.glob(os.path.join(ROOT, pattern), recursive=True)})
 
 
