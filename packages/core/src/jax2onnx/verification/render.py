@@ -48,7 +48,7 @@ def column_widths(header: Sequence[str], rows: Sequence[Sequence[str]], room: in
     return widths
 
 
-#: a light table: a rule under the header, no boxes, one space between columns (narrow terminals
+#: a light table: a rule under the header, no boxes, two spaces between columns (narrow terminals
 #: keep more room for the cells)
 _STYLE = {"show_edge": False, "pad_edge": False, "collapse_padding": True}
 
