@@ -33,7 +33,7 @@ def column_widths(header: Sequence[str], rows: Sequence[Sequence[str]], room: in
     """Content widths for the columns, summing to at most ``room``: each at least its longest word
     (header included), at most its longest line; None when the longest words alone do not fit."""
     columns = list(zip(header, *rows))
-    least = [max(longest_word(cell) for cell in column) for column in columns]
+    least = [max(1, *(longest_word(cell) for cell in column)) for column in columns]  # rich needs 1
     most = [max(len(line) for cell in column for line in cell.splitlines() or [""]) for column in columns]
     spare = room - sum(least)
     if spare < 0:
