@@ -32,6 +32,7 @@ def test_readme_shows_every_pack():
 
     root = os.path.dirname(README)
     blocks = _python_blocks()
+    checked = []
     for path in glob.glob(os.path.join(root, "packages", "*", "pyproject.toml")):
         with open(path, "rb") as f:
             name = tomllib.load(f)["project"]["name"]
@@ -40,6 +41,8 @@ def test_readme_shows_every_pack():
         if name in ("jax2onnx-lax", "jax2onnx-jnp"):  # every example uses them (plain JAX functions)
             continue
         assert any(b.startswith(f"# {name}:") for b in blocks), f"the README has no example for {name}"
+        checked.append(name)
+    assert "jax2onnx-nnx" in checked, checked  # the glob found the packs: else this checked nothing
 
 
 def test_readme_commands_come_first():

@@ -187,31 +187,14 @@ def test_an_internal_error_exits_5_and_asks_for_the_traceback(mini_registry, mod
     assert "internal error: RuntimeError: summary exploded" in err and "--debug" in err and "Traceback" not in err
 
 
-def test_report_tables_wrap_instead_of_cutting_when_narrow(mini_registry, model_file, tmp_path):
-    import io
-
-    from jax2onnx import verify
-    from rich.console import Console
-
+def test_verify_report_piped_is_plain_text(mini_registry, model_file, tmp_path, capsys):
+    """stdout captured (as by a pipe): the report's plain lines, no table folded to a guessed width
+    (tables in a terminal: test_report_render.py)."""
     out = tmp_path / "m.onnx"
-    assert main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(out), "-q"]) == 0
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("wrapmod", model_file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    report = verify(module.fn, str(out), [("B", 16)])
-
-    def printed(width):
-        buffer = io.StringIO()
-        report.print(Console(file=buffer, width=width, force_terminal=False))  # what a pipe gets
-        return buffer.getvalue()
-
-    narrow, wide = printed(50), printed(400)
-    assert "…" not in narrow
-    # every figure is there, folded onto more lines: as many digits as the unconstrained table shows
-    assert sum(c.isdigit() for c in narrow) == sum(c.isdigit() for c in wide)
-    assert len(narrow.splitlines()) > len(wide.splitlines())
+    assert main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(out), "-q", "--verify"]) == 0
+    text = capsys.readouterr().out
+    assert "verification: match (inputs tried: x[2, 16]; x[5, 16])" in text
+    assert "\ninputs: x: float32[B, 16]\n" in text and not set("─│┃━…") & set(text)
 
 
 def test_debug_shows_the_traceback(mini_registry, model_file, tmp_path):
@@ -275,3 +258,13 @@ def test_precision(mini_registry, model_file, tmp_path, capsys):
     graph = _graph(out)
     assert {t.data_type for t in graph.initializer if len(t.dims) == 2} == {onnx.TensorProto.FLOAT16}
     assert "cosine" in capsys.readouterr().out  # the report's precision section
+
+
+def test_convert_target_is_to_onnx_target(mini_registry, model_file, tmp_path, capsys):
+    out = tmp_path / "ort.onnx"
+    assert main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(out), "--target", "onnxruntime", "-q"]) == 0
+    assert {p.key: p.value for p in onnx.load(str(out)).metadata_props}["jax2onnx:target"] == "onnxruntime"
+    trt = tmp_path / "trt.onnx"  # float64 end to end: what TensorRT has no kernels for
+    assert main(["convert", f"{model_file}:fn", "-i", "B,16", "-o", str(trt), "--target", "tensorrt", "--double", "-q"]) == 3
+    err = capsys.readouterr().err
+    assert "target='tensorrt'" in err and "float64" in err and not trt.exists()

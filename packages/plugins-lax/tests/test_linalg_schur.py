@@ -65,6 +65,7 @@ def test_residuals_within_10x_of_jax(dtype):
             ratio = ours[name] / np.maximum(ref[name], eps * eps)
             worst[(kind, name)] = float(ratio.max())
             assert np.all(ratio <= 10.0), (kind, name, ours[name], ref[name])
+    assert {kind for kind, _ in worst} == set(_inputs(dtype)), worst  # every input was checked
     print(dtype.__name__, {f"{k}/{n}": round(r, 2) for (k, n), r in worst.items()})
 
 

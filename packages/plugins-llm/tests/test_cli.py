@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from jax2onnx.cli import main
 from llm_test_helpers import require_genai
 
@@ -40,3 +41,36 @@ def test_llm_verb_bad_input_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 3 and "max_length <= 128" in err
     assert not (tmp_path / "m").exists()
+
+
+BAD_INPUT = [
+    (["--precision", "int3"], "argument --precision: invalid choice: 'int3'"),
+    (["--generate", "a,b"], "--generate 'a,b': give comma-separated token ids"),
+    (["--generate", "5,,7"], "--generate '5,,7'"),
+    (["--generate", ""], "--generate ''"),
+    (["--max-length", "0"], "argument --max-length: expected a whole number >= 1"),
+    (["--new-tokens", "-3", "--generate", "5"], "argument --new-tokens: expected a whole number >= 1"),
+    (["--cache", "nope"], "argument --cache: invalid choice: 'nope'"),
+    (["--target", "tensorrt"], "argument --target: invalid choice: 'tensorrt'"),
+    (["--tokenizer", "{tmp}/no_such_folder"], "--tokenizer {tmp}/no_such_folder: no such folder"),
+    *([(["-o", "/proc/jax2onnx_test/model"], "cannot write in /proc")]
+      if os.path.isdir("/proc/self") else []),  # a folder nobody writes in, root included (Linux)
+]
+
+
+@pytest.mark.parametrize(("extra", "fragment"), BAD_INPUT, ids=[" ".join(e) for e, _ in BAD_INPUT])
+def test_llm_verb_refuses_bad_input_before_exporting(tmp_path, capsys, extra, fragment):
+    """Exit status 2, one line on stderr, and no model folder: refused before any export."""
+    factory = tmp_path / "factory.py"
+    factory.write_text(FACTORY.format(tests=os.path.dirname(__file__)))
+    out = tmp_path / "model"
+    argv = ["llm", f"{factory}:make", "-o", str(out), "--max-length", "48"]
+    argv += [e.replace("{tmp}", str(tmp_path)) for e in extra]
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's refusals
+        code = exit_.code
+    assert code == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "error:" in lines[0] and fragment.replace("{tmp}", str(tmp_path)) in lines[0], lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["factory.py"]  # no model folder, no temp folder

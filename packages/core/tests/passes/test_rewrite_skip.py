@@ -94,5 +94,7 @@ def test_a_candidate_in_a_function_body_runs_the_rules(inferences):
 def test_every_family_names_its_start_ops():
     # could_fire is only as sound as these sets: each family of each target declares a non-empty one
     for target in ("onnx", "onnxruntime", "tensorrt", "web"):
-        for family in RewritePass(get_target(target)).families(23):
+        families = RewritePass(get_target(target)).families(23)
+        assert families, target  # else the loop below checks nothing
+        for family in families:
             assert isinstance(family.start_ops, frozenset) and family.start_ops, type(family).__name__

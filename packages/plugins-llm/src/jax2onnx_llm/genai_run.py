@@ -21,12 +21,18 @@ def left_pad(prompts: list[list[int]], pad_token_id: int) -> tuple[np.ndarray, n
     return ids, mask
 
 
-def greedy(folder: str | pathlib.Path, prompts: list[list[int]], max_new_tokens: int, *, pad_token_id: int) -> list[list[int]]:
-    """The tokens onnxruntime-genai generates after each prompt (greedy; at most ``max_new_tokens``)."""
+def require_genai() -> Any:
+    """Import and return ``onnxruntime_genai``, or raise :class:`MissingDependencyError` saying what to install."""
     try:
-        import onnxruntime_genai as og
+        import onnxruntime_genai
     except ImportError as exc:
         raise MissingDependencyError("running an exported folder needs onnxruntime-genai: pip install onnxruntime-genai") from exc
+    return onnxruntime_genai
+
+
+def greedy(folder: str | pathlib.Path, prompts: list[list[int]], max_new_tokens: int, *, pad_token_id: int) -> list[list[int]]:
+    """The tokens onnxruntime-genai generates after each prompt (greedy; at most ``max_new_tokens``)."""
+    og = require_genai()
     model = og.Model(str(folder))
     ids, _ = left_pad(prompts, pad_token_id)
     params = og.GeneratorParams(model)

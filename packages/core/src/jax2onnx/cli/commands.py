@@ -9,7 +9,8 @@
     jax2onnx coverage --results R --output docs/coverage.md
     jax2onnx --version
 
-Errors print one line (``--debug`` shows the traceback). Exit codes: see :data:`EXIT_CODES`.
+Errors print one line on stderr, the parser's too (``--debug`` shows the traceback), and write
+nothing. Exit codes: see :data:`EXIT_CODES`.
 """
 
 from __future__ import annotations
@@ -31,28 +32,22 @@ from typing import Any
 from .._version import __version__
 from ..errors import InputSpecError, Jax2OnnxError, MissingDependencyError, require_onnxruntime
 from ..export.conversion import to_onnx
-from ..export.options import check_opset
+from ..export.options import ExportOptions, check_opset
 from ..lower.registry import get_registry
-from ..passes.rewrite.tensorrt import check_tensorrt, tensorrt_table
+from ..precision.options import KINDS as PRECISION_KINDS
+from ..targets import get_target, target_names
 from ..verification.report import summarize, verify
+from .usage import CliError, check_writable
 
 #: What each exit status means (also in ``jax2onnx --help``).
 EXIT_CODES = {
     0: "success (and, with --verify, the model matches JAX; check: nothing the target cannot take)",
     1: "--verify ran and the model does not match JAX within tolerance; check found what the target cannot take",
-    2: "bad command line: unknown option, malformed input spec, unsupported --opset, target not found, a model builder without --factory",
+    2: "bad command line: unknown option, malformed input spec, unsupported --opset, target not found, a model builder without --factory, a missing or unreadable input file, an output path that cannot be written",
     3: "the conversion failed (unsupported primitive, an error in the function or its module, inputs that do not fit it)",
     4: "a package the command needs is not installed (onnxruntime for --verify, a pack)",
     5: "an unexpected internal error (a bug: rerun with --debug and report the traceback)",
 }
-
-
-class CliError(Exception):
-    """A user mistake on the command line; printed as one line, exit status ``code``."""
-
-    def __init__(self, message: str, code: int = 2):
-        super().__init__(message)
-        self.code = code
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,11 +64,15 @@ def parse_input_spec(text: str) -> Any:
     if bare[:1] in "([" and bare[-1:] in ")]" and bare:
         raise CliError(f"input spec {text!r}: write the dims without brackets, separated by commas: -i {bare[1:-1].replace(' ', '')}{sep}{dtype_text}")
     dims: list[Any] = []
-    for part in shape_text.split(","):
+    for index, part in enumerate(shape_text.split(",") if bare else []):  # "" (":float32"): a scalar
         part = part.strip()
-        if not part:
-            continue
+        if not part:  # "B,,4" or ",B,4": a dim left out, not a shape to guess
+            raise CliError(f"input spec {text!r}: dim {index} is empty; write one size, symbol or expression "
+                           "between each pair of commas, e.g. -i B,4")
         if part.lstrip("-").isdigit():
+            if int(part) < 0:
+                raise CliError(f"input spec {text!r}: dim {index} is {part}; sizes are >= 0 "
+                               "(a symbol such as B makes a dim dynamic)")
             dims.append(int(part))
         elif _DIM.match(part) and _is_dim_expression(part):
             dims.append(part)
@@ -115,6 +114,17 @@ def _parse_dtype(name: str, spec: str) -> Any:
         raise CliError(
             f"input spec {spec!r}: unknown dtype {name!r}; use a numpy/JAX dtype name such as float32, int32, bool, bfloat16"
         ) from None
+
+
+def _tolerance(text: str) -> float:
+    """--rtol/--atol: a number >= 0 (argparse turns the ArgumentTypeError into a usage error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
 
 
 def _parse_param(item: str) -> tuple[str, Any]:
@@ -231,9 +241,27 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         check_opset(args.opset)  # a bad --opset is a bad command line, said before importing anything
     except InputSpecError as exc:
         raise CliError(f"--opset {args.opset}: {exc}") from None
+    if args.target == "web" and args.external_data:
+        raise CliError("--target web writes one self-contained file: drop --external-data")
     inputs = [parse_input_spec(s) for s in args.input]
     params = dict(_parse_param(p) for p in args.param)
+    if args.input_name and len(args.input_name) != len(inputs):
+        raise CliError(f"{len(args.input_name)} --input-name for {len(inputs)} --input: give one name per --input, in order")
+    if args.report and not args.verify:
+        # the report is the verification's; written without it, it would look like a check that passed
+        raise CliError(f"--report {args.report}: the report is what --verify finds; add --verify")
     output = args.output or f"{args.callable.rpartition(':')[2].split('.')[-1]}.onnx"
+    check_writable(output)
+    options: dict[str, Any] = dict(
+        input_params=params or None, model_name=args.model_name or "jax_model", opset=args.opset,
+        enable_double_precision=args.double, output_path=output, input_names=args.input_name or None,
+        output_names=args.output_name or None, external_data=True if args.external_data else None,
+        precision=args.precision, **({"target": args.target} if args.target is not None else {}),
+    )
+    try:  # what to_onnx checks before tracing (a target's name, its opsets, ...), before importing the model
+        ExportOptions.check(inputs=inputs, **options)
+    except InputSpecError as exc:
+        raise CliError(str(exc)) from None
     if args.verify:
 
         require_onnxruntime("--verify")  # before the conversion, not after minutes of it
@@ -245,19 +273,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             _check_not_a_factory(fn, args.callable, len(inputs))
 
     with progress.stage("converting (trace, lower, optimize, write)"):
-        to_onnx(
-            fn,
-            inputs,
-            input_params=params or None,
-            model_name=args.model_name or "jax_model",
-            opset=args.opset,
-            enable_double_precision=args.double,
-            output_path=output,
-            input_names=args.input_name or None,
-            output_names=args.output_name or None,
-            external_data=True if args.external_data else None,
-            precision=args.precision,
-        )
+        to_onnx(fn, inputs, **options)
 
     summary = summarize(output)
     ops = ", ".join(f"{op} {n}" for op, n in list(summary.op_histogram.items())[:8])
@@ -339,6 +355,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         offered = ", ".join(sorted(demos)) or "none"
         raise CliError(f"no installed plugin pack offers the demo '{name}' (offered: {offered}); install the "
                        "pack that does (the examples pack offers 'quickstart')", code=4)
+    if args.output is not None:
+        check_writable(args.output)
     return demos[name][1].run(args.output)
 
 
@@ -360,19 +378,38 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
     if not os.path.isfile(args.model):
-        raise CliError(f"{args.model}: no such file")
-    findings = check_tensorrt(onnx.load(args.model, load_external_data=False))
-    trt = f"TensorRT {tensorrt_table()['tensorrt']}'s ONNX parser"
+        raise CliError(f"{args.model}: {'a folder, not a file' if os.path.isdir(args.model) else 'no such file'}; "
+                       "give the .onnx file to check")
+    try:
+        model = onnx.load(args.model, load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and kin: the file is not an ONNX model
+        raise CliError(f"{args.model}: not an ONNX model (onnx cannot read it: {type(exc).__name__}); "
+                       "give the .onnx file an export wrote") from None
+    if not model.HasField("graph") or not model.opset_import:  # protobuf reads many files as an empty message
+        raise CliError(f"{args.model}: not an ONNX model (no graph or no opset); give the .onnx file an export wrote")
+    import onnx_ir as ir
+
+    target = get_target(args.target)
+    findings = target.findings(ir.serde.deserialize_model(model))
     for finding in findings:
         print(f"{args.model}: {finding}")
     if not findings:
-        print(f"{args.model}: nothing that {trt} cannot take")
+        print(f"{args.model}: nothing that target={target.name!r} ({target.summary}) cannot take")
     return 1 if findings else 0
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with its errors as one line (the usage is what ``--help`` is for), so that
+    every error of the CLI, the parser's too, is one line on stderr. Subparsers (a pack's verb too)
+    are made of the parser's own class."""
+
+    def error(self, message: str) -> Any:  # noqa: D102 - argparse's hook
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     codes = "\n".join(f"  {k}  {v}" for k, v in EXIT_CODES.items())
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="jax2onnx",
         description="Convert JAX functions and Flax NNX models to ONNX.",
         epilog=f"exit codes:\n{codes}",
@@ -395,17 +432,23 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--opset", type=int, default=23, help="the ONNX opset to export (see docs/opsets.md)")
     conv.add_argument("--double", action="store_true", help="enable_double_precision: float64 end to end")
     conv.add_argument("--external-data", action="store_true", help="weights in OUTPUT.data beside the model")
-    conv.add_argument("--precision", default="float32", choices=["float32", "float16", "bfloat16", "int8", "int4"],
+    conv.add_argument("--precision", default="float32", choices=PRECISION_KINDS,
                       help="weights and compute in float16/bfloat16, or int8/int4 weight matmuls (see the guide's Precision page)")
+    # no argparse choices: the names are to_onnx's (and a pack's registered targets), checked by it
+    conv.add_argument("--target", default=None,
+                      help="the runtime the graph is tuned for, as to_onnx(target=) (default: its default, standard "
+                           "ONNX): onnxruntime (also its contrib ops), tensorrt (what TensorRT 10 parses; fails naming "
+                           "what it cannot take), web (one self-contained file)")
     conv.add_argument("--factory", action="store_true", help="call CALLABLE() to build the model first")
     conv.add_argument("--verify", action="store_true",
                       help="compare with JAX in onnxruntime (two sizes per symbolic dim) and print the report")
-    conv.add_argument("--rtol", type=float, default=None, help="--verify tolerance (default by dtype)")
-    conv.add_argument("--atol", type=float, default=None, help="--verify tolerance (default by dtype)")
+    conv.add_argument("--rtol", type=_tolerance, default=None, help="--verify tolerance (default by dtype)")
+    conv.add_argument("--atol", type=_tolerance, default=None, help="--verify tolerance (default by dtype)")
     conv.add_argument("--reference", default="highest", choices=["highest", "accelerator-default"],
                       help="--verify: JAX's float32 matmuls at highest precision (default), or at the accelerator's "
                            "default (bfloat16 passes on a TPU) with looser tolerances")
-    conv.add_argument("--report", help="with --verify: also write the report here (.json, or .md for markdown)")
+    conv.add_argument("--report", help="with --verify (refused without it): also write the report here "
+                                       "(.json, or .md for markdown)")
     conv.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     # Also accepted after the subcommand; SUPPRESS keeps it from resetting a --debug given before it.
     conv.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback on errors")
@@ -417,7 +460,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="list what an ONNX file uses that a target runtime cannot parse")
     check.add_argument("model", help="the .onnx file")
-    check.add_argument("--target", required=True, choices=["tensorrt"], help="the runtime to check against")
+    check.add_argument("--target", required=True, choices=target_names(),
+                       help="the runtime to check against (its op domains and opsets, and TensorRT's op table)")
     check.set_defaults(func=_cmd_check)
 
     quick = sub.add_parser("quickstart", help="convert and verify the quickstart MLP (needs the examples pack)")
@@ -470,9 +514,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             code = 5
         text = str(exc) if code != 5 else f"internal error: {type(exc).__name__}: {exc}"
-        print(f"jax2onnx: error: {text}", file=sys.stderr)
-        if code in (3, 5):
-            print("jax2onnx: rerun with --debug for the traceback", file=sys.stderr)
+        hint = " (rerun with --debug for the traceback)" if code in (3, 5) else ""
+        print(f"jax2onnx: error: {text}{hint}", file=sys.stderr)  # one line, the hint on it
         return code
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from ..lower.registry import get_registry
 from ..testing.results import ENVIRONMENT_KEY
 from ..testing.runner import variants_of
+from .usage import CliError, check_writable
 
 PASSED, FAILED, NOT_RUN = "✅", "❌", "➖"
 
@@ -154,9 +155,16 @@ def write_docs(results_path: str | os.PathLike[str] | None, out_path: str | os.P
 
 
 def _cmd_coverage(args: argparse.Namespace) -> int:
-    if args.results and not os.path.exists(args.results):
-        print(f"jax2onnx coverage: no results file {args.results!r}; every testcase is shown as not run")
+    if args.results is not None:  # a named file that is missing or not a report is a mistake, not "nothing ran"
+        if not os.path.isfile(args.results):
+            raise CliError(f"--results {args.results}: no such file; give the JSON that pytest "
+                           "--jax2onnx-report=PATH wrote (or leave --results out: every testcase shows as not run)")
+        try:
+            _read_report(args.results)
+        except (ValueError, UnicodeDecodeError) as exc:  # json.JSONDecodeError is a ValueError
+            raise CliError(f"--results {args.results}: not a pytest --jax2onnx-report file ({exc})") from None
     if args.output:
+        check_writable(args.output)
         write_docs(args.results, args.output)
         print(f"wrote {args.output}")
     else:
@@ -167,7 +175,8 @@ def _cmd_coverage(args: argparse.Namespace) -> int:
 def add_coverage_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``coverage`` to the ``jax2onnx`` CLI's subcommands."""
     parser = subparsers.add_parser("coverage", help="render the coverage tables from a test run's results")
-    parser.add_argument("--results", "-r", default=None, help="JSON written by pytest --jax2onnx-report=PATH")
+    parser.add_argument("--results", "-r", default=None,
+                        help="JSON written by pytest --jax2onnx-report=PATH (none: every testcase shows as not run)")
     parser.add_argument("--output", "-o", default=None, help="markdown file to write (default: print)")
     parser.set_defaults(func=_cmd_coverage)
     return parser

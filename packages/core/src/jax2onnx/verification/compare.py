@@ -90,7 +90,7 @@ def run_onnx(
     run once each, as a test suite runs them: starting the default thread pool costs several
     times the CPU such a model takes to run.
     """
-    ort = require_onnxruntime("running an exported model")
+    ort = require_onnxruntime("jax2onnx.verification.compare.run_onnx")
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     if threads is not None:
@@ -111,7 +111,7 @@ def onnx_runner(
 ) -> Callable[..., list[np.ndarray]]:
     """``run(*inputs) -> outputs`` over one onnxruntime session, for a caller that runs the model
     many times (greedy decoding): :func:`run_onnx` would start a session per call."""
-    ort = require_onnxruntime("running an exported model")
+    ort = require_onnxruntime("jax2onnx.verification.compare.onnx_runner")
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     sess = _session(ort, model, opts, None)

@@ -33,6 +33,7 @@ from . import greedy as greedy_check
 from . import precision as precision_report
 from . import reference as references
 from .compare import as_onnx_value, jax_reference, onnx_runner, run_onnx
+from .render import print_report
 from .trials import TRIAL_SIZES, random_value, spec_dtype, trial_inputs
 
 __all__ = ["TRIAL_SIZES", "ExportReport", "VerificationError", "random_value", "summarize", "trial_inputs", "verify"]
@@ -73,6 +74,10 @@ class ModelSummary:
     op_histogram: dict[str, int]
     node_count: int
     function_count: int
+    #: the model's weights: initializers of a floating type, or of the 8-and-fewer-bit integer
+    #: types quantized weights are stored in (jax2onnx.precision), with at least one axis. Not
+    #: parameters: int32/int64/bool initializers (shapes, axes, indices, masks) and scalars (a
+    #: literal such as the 2.0 of ``x * 2.0``); the file size counts them all.
     parameter_count: int
     parameter_bytes: int
     file_bytes: int | None = None
@@ -112,6 +117,18 @@ def _tensor_nbytes(t: onnx.TensorProto) -> int:
     return int(np.ceil(count * ir.DataType(t.data_type).itemsize))
 
 
+#: element types weights are stored in: floats, and the quantized (jax2onnx.precision) small ints
+_WEIGHT_TYPES = frozenset({
+    onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE,
+    onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT4, onnx.TensorProto.UINT4,
+})
+
+
+def is_parameter(t: onnx.TensorProto) -> bool:
+    """Whether an initializer counts as one of the model's parameters (:class:`ModelSummary`)."""
+    return t.data_type in _WEIGHT_TYPES and len(t.dims) > 0
+
+
 def bytes_by_dtype(model: onnx.ModelProto) -> dict[str, int]:
     """Initializer bytes per element type (``{"float16": 1048576, "uint8": ...}``), largest first."""
     out: collections.Counter[str] = collections.Counter()
@@ -129,13 +146,13 @@ def summarize(model: onnx.ModelProto | str | os.PathLike[str], path: str | os.Pa
     graph = model.graph
     nodes = list(proto_walk.nodes(model))
     histogram = collections.Counter(n.op_type if not n.domain else f"{n.domain}.{n.op_type}" for n in nodes)
-    params = [t for t in graph.initializer]
+    params = [t for t in graph.initializer if is_parameter(t)]
     file_bytes = ext_bytes = None
     if path is not None and os.path.exists(path):
         file_bytes = os.path.getsize(path)
         locations = {
             entry.value
-            for t in params
+            for t in graph.initializer
             if t.data_location == onnx.TensorProto.EXTERNAL
             for entry in t.external_data
             if entry.key == "location"
@@ -315,30 +332,10 @@ class ExportReport:
         return "\n".join(lines)
 
     def print(self, console: Any = None) -> None:
-        """Print as tables: with rich when it is installed (it comes with every Flax), plain text otherwise."""
-        try:
-            from rich.console import Console
-            from rich.table import Table
-        except ImportError:
-            print(str(self))
-            return
-        console = console or Console()
-        title = f"verification: {'[green]match[/green]' if self.ok else '[red]MISMATCH[/red]'}"
-        table = Table(title=title, caption=f"inputs tried: {self.inputs_tried()}")
-        # overflow="fold": a long cell wraps onto the next line instead of being cut to "…" (rich
-        # gives a piped stdout 80 columns; "0.0001/1e-05" has no space to wrap at).
-        for h in self._OUTPUT_HEADER:
-            table.add_column(h, justify="right" if "err" in h else "left", overflow="fold")
-        for r in self._output_rows():
-            table.add_row(*r)
-        console.print(table)
-        model = Table(title="model", show_header=False)
-        model.add_column("", style="bold", overflow="fold")
-        model.add_column("", overflow="fold")
-        for k, v in self._summary_rows():
-            model.add_row(k, v)
-        console.print(model)
-
+        """Print the report: rich tables in a terminal, wrapped only between words at any width;
+        plain text (``str(report)``) when the output is piped or rich is not installed
+        (:mod:`jax2onnx.verification.render`)."""
+        print_report(self, console)
 
     def failures(self) -> str:
         """One line per output that failed, with its error figures (empty when the report is ok)."""
