@@ -126,6 +126,16 @@ def as_onnx_value(value: Any) -> np.ndarray:
     return arr
 
 
+def jax_output_array(leaf: Any) -> np.ndarray:
+    """An output leaf of the JAX function as the array JAX makes of it: a Python scalar (a returned
+    ``3``, ``2.5``, ``True``) takes JAX's default dtype where it is called (int32 / float32, int64 /
+    float64 in x64 mode), as ``jnp.asarray`` gives it and the exported model returns it; numpy's
+    would be int64 / float64 always."""
+    if isinstance(leaf, (bool, int, float, complex)) and not isinstance(leaf, np.generic):
+        return np.asarray(leaf, dtype=jax.dtypes.canonicalize_dtype(np.asarray(leaf).dtype))
+    return np.asarray(leaf)
+
+
 def jax_reference(fn: Callable[..., Any], arrays: Sequence[Any], params: Mapping[str, Any] | None = None, *,
                   jit: bool = True) -> Any:
     """``fn(*arrays, **params)`` as JAX computes it, jitted: one XLA compilation instead of one per
@@ -171,7 +181,7 @@ def compare(
     double = enable_double_precision if enable_double_precision is not None else any(a.dtype == np.float64 for a in arrays)
     with compat.x64_enabled(double):
         expected = jax.tree_util.tree_leaves(jax_reference(fn, arrays, input_params, jit=jit))
-        expected = [as_onnx_value(e) for e in expected]
+        expected = [as_onnx_value(jax_output_array(e)) for e in expected]
     got = run_onnx(model, arrays, input_params, base_dir=base_dir, threads=threads)
     return compare_outputs(expected, got, rtol=rtol, atol=atol)
 

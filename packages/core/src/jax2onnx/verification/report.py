@@ -31,7 +31,7 @@ from ..ir import proto_walk
 from ..passes.rewrite import REWRITES_KEY, TARGET_KEY
 from . import greedy as greedy_check
 from . import precision as precision_report
-from .compare import as_onnx_value, jax_reference, onnx_runner, run_onnx
+from .compare import as_onnx_value, jax_output_array, jax_reference, onnx_runner, run_onnx
 from .trials import TRIAL_SIZES, random_value, spec_dtype, trial_inputs
 
 __all__ = ["TRIAL_SIZES", "ExportReport", "VerificationError", "random_value", "summarize", "trial_inputs", "verify"]
@@ -484,7 +484,7 @@ def verify(
     trials: list[Trial] = []
     for arrays in trial_inputs(inputs, double=double, sizes=sizes, seed=seed):
         with compat.x64_enabled(double):
-            expected = [np.asarray(e) for e in jax.tree_util.tree_leaves(jax_reference(fn, arrays, input_params))]
+            expected = [jax_output_array(e) for e in jax.tree_util.tree_leaves(jax_reference(fn, arrays, input_params))]
         got = run_onnx(runnable, arrays, input_params)
         in_names = [i.name for i in model.graph.input]
         shown = {n: list(a.shape) for n, a in zip(in_names, arrays)}
