@@ -14,6 +14,7 @@ import onnx
 from .. import compat
 from ..errors import require_onnxruntime
 from ..export.saving import saved_path, uses_external_data
+from ..ir import complex_io
 
 
 @dataclasses.dataclass
@@ -55,14 +56,11 @@ def run_onnx(
     if threads is not None:
         opts.intra_op_num_threads = threads
     sess = _session(ort, model, opts, base_dir)
-    feeds = {}
     graph_inputs = sess.get_inputs()
     values = list(inputs) + [np.asarray(v) for v in (params or {}).values()]
     if len(values) != len(graph_inputs):
         raise ValueError(f"model has {len(graph_inputs)} inputs, got {len(values)} values")
-    for gi, v in zip(graph_inputs, values):
-        feeds[gi.name] = as_onnx_value(v)
-    return sess.run(None, feeds)
+    return sess.run(None, _feeds(sess, values))
 
 
 def onnx_runner(
@@ -81,7 +79,7 @@ def onnx_runner(
         values = list(inputs) + extra
         if len(values) != len(names):
             raise ValueError(f"model has {len(names)} inputs, got {len(values)} values")
-        return sess.run(None, {n: as_onnx_value(v) for n, v in zip(names, values)})
+        return sess.run(None, _feeds(sess, values))
 
     return run
 
@@ -119,11 +117,53 @@ def _session(ort: Any, model: Any, opts: Any, base_dir: str | os.PathLike[str] |
 def as_onnx_value(value: Any) -> np.ndarray:
     """The array an exported graph takes for ``value``: complex numbers travel as (real, imag)
     pairs on a trailing axis of 2 (complex64 -> float32), the layout of ONNX's DFT."""
-    arr = np.asarray(value)
+    return complex_io.to_pairs(value)
+
+
+def _feeds(sess: Any, values: Sequence[Any]) -> dict[str, np.ndarray]:
+    """The session's feeds: complex arrays as (real, imag) pairs, each checked against its input
+    where complex numbers are involved, so a wrong one is named with the pair layout (onnxruntime
+    itself would say "Numpy_type 14 can't be converted" or "Invalid rank")."""
+    complex_inputs, _ = complex_io.read(sess.get_modelmeta().custom_metadata_map)
+    feeds = {}
+    for i, (gi, v) in enumerate(zip(sess.get_inputs(), values)):
+        arr = np.asarray(v)
+        takes = complex_inputs.get(i)
+        if arr.dtype.kind == "c" or takes is not None:
+            _check_complex_feed(gi, arr, takes)
+        feeds[gi.name] = as_onnx_value(arr)
+    return feeds
+
+
+#: onnxruntime's input type names of the real dtypes complex pairs are made of
+_ORT_REAL_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64}
+
+
+def _check_complex_feed(gi: Any, arr: np.ndarray, takes: str | None) -> None:
+    """``arr`` fits graph input ``gi`` (onnxruntime's NodeArg), which holds complex ``takes`` as
+    pairs (``None``: a real input): a complex array of the input's dtype and rank, or its pairs."""
+    shape = list(gi.shape)
+    dims = [d if isinstance(d, int) else str(d) for d in shape]
+    real_type = _ORT_REAL_TYPES.get(gi.type)
+    if takes is None and arr.dtype.kind == "c" and len(shape) == arr.ndim + 1 \
+            and (shape[-1] == 2 or not isinstance(shape[-1], int)):
+        # a trailing axis that can hold pairs, in a model without jax2onnx's marks (older, or another
+        # exporter's): the pairs of the matching float type are fed as they are
+        takes = {np.float32: "complex64", np.float64: "complex128"}.get(real_type)
+    if takes is None:
+        raise ValueError(
+            f"input {gi.name!r} takes {np.dtype(real_type).name if real_type else gi.type}{dims}, a real array; got "
+            f"{arr.dtype.name}{list(arr.shape)}. Complex values travel as (real, imag) pairs on a trailing axis of "
+            "2, and this input is not one: export the function with a complex input spec "
+            "(jax.ShapeDtypeStruct(shape, jnp.complex64)) to give it complex numbers")
+    want = complex_io.describe(takes, dims[:-1])
     if arr.dtype.kind == "c":
-        part = np.float32 if arr.dtype == np.complex64 else np.float64
-        return np.stack([arr.real, arr.imag], axis=-1).astype(part)
-    return arr
+        if arr.dtype != np.dtype(takes) or arr.ndim != len(shape) - 1:
+            raise ValueError(f"input {gi.name!r} takes {want}; got {arr.dtype.name}{list(arr.shape)}")
+    elif arr.ndim != len(shape) or arr.dtype != complex_io.part_dtype(takes) or arr.shape[-1:] != (2,):
+        raise ValueError(
+            f"input {gi.name!r} takes {want}; got {arr.dtype.name}{list(arr.shape)}: pass a {takes} array "
+            f"(converted to pairs for you) or its pairs, np.stack([z.real, z.imag], axis=-1)")
 
 
 def jax_output_array(leaf: Any) -> np.ndarray:

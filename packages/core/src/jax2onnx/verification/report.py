@@ -27,7 +27,7 @@ import onnx_ir as ir
 
 from .. import compat
 from ..errors import Jax2OnnxError, require_onnxruntime
-from ..ir import proto_walk
+from ..ir import complex_io, proto_walk
 from ..passes.rewrite import REWRITES_KEY, TARGET_KEY
 from . import greedy as greedy_check
 from . import precision as precision_report
@@ -55,8 +55,13 @@ class TensorInfo:
     name: str
     dtype: str
     shape: list[str | int]
+    #: the JAX dtype (complex64/complex128) of a value that travels as (real, imag) pairs on the
+    #: trailing axis of ``shape`` (``jax2onnx.ir.complex_io``); None for any other
+    complex: str | None = None
 
     def __str__(self) -> str:
+        if self.complex is not None:
+            return f"{self.name}: {complex_io.describe(self.complex, self.shape[:-1])}"
         return f"{self.name}: {self.dtype}[{', '.join(str(d) for d in self.shape)}]"
 
 
@@ -88,11 +93,11 @@ class ModelSummary:
         return out
 
 
-def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
+def _tensor_info(vi: onnx.ValueInfoProto, complex_dtype: str | None = None) -> TensorInfo:
     tt = vi.type.tensor_type
     dtype = _dtype_name(tt.elem_type) if tt.elem_type else "?"
     dims: list[str | int] = [d.dim_param if d.dim_param else (d.dim_value if d.HasField("dim_value") else "?") for d in tt.shape.dim]
-    return TensorInfo(vi.name, dtype, dims)
+    return TensorInfo(vi.name, dtype, dims, complex_dtype)
 
 
 def _dtype_name(elem_type: int) -> str:
@@ -148,12 +153,13 @@ def summarize(model: onnx.ModelProto | str | os.PathLike[str], path: str | os.Pa
         rewrites = {str(k): int(v) for k, v in json.loads(meta.get(REWRITES_KEY, "{}")).items()}
     except (ValueError, TypeError, AttributeError):  # metadata written by someone else: not ours to read
         rewrites = {}
+    complex_in, complex_out = complex_io.read(meta)
     return ModelSummary(
         graph_name=graph.name,
         opset=opset,
         ir_version=model.ir_version,
-        inputs=[_tensor_info(v) for v in graph.input],
-        outputs=[_tensor_info(v) for v in graph.output],
+        inputs=[_tensor_info(v, complex_in.get(i)) for i, v in enumerate(graph.input)],
+        outputs=[_tensor_info(v, complex_out.get(i)) for i, v in enumerate(graph.output)],
         op_histogram=dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))),
         node_count=len(nodes),
         function_count=len(model.functions),
