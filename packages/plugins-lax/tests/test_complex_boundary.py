@@ -19,7 +19,7 @@ import pytest
 from jax2onnx import allclose, compat, to_onnx, verify
 from jax2onnx.cli import main
 from jax2onnx.ir import complex_io
-from jax2onnx.verification.compare import run_onnx
+from jax2onnx.verification.compare import onnx_runner, run_onnx
 from jax2onnx.verification.report import summarize
 
 
@@ -103,6 +103,10 @@ def test_run_onnx_converts_complex_arrays_and_names_the_layout_of_a_misfit():
     np.testing.assert_allclose(complex_io.from_pairs(rot), np.asarray(_rotate(z, x)[0]), rtol=1e-5)
     rot_pairs, _ = run_onnx(model, [complex_io.to_pairs(z), x])  # or the pairs themselves
     np.testing.assert_array_equal(rot_pairs, rot)
+    run = onnx_runner(model)  # one session, many calls (greedy decoding's runner)
+    np.testing.assert_array_equal(run(z, x)[0], rot)
+    with pytest.raises(ValueError, match=r"input 'z' takes complex64\[5, 4\] as \(real, imag\) pairs"):
+        run(z.real, x)
     with pytest.raises(ValueError, match=r"input 'z' takes complex64\[5, 4\] as \(real, imag\) pairs float32\[5, 4, 2\]; "
                                          r"got float32\[5, 4\]: pass a complex64 array"):
         run_onnx(model, [z.real, x])

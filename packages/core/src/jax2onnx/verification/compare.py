@@ -60,7 +60,7 @@ def run_onnx(
     values = list(inputs) + [np.asarray(v) for v in (params or {}).values()]
     if len(values) != len(graph_inputs):
         raise ValueError(f"model has {len(graph_inputs)} inputs, got {len(values)} values")
-    return sess.run(None, _feeds(sess, values))
+    return sess.run(None, _feeds(sess, values, _complex_inputs(sess)))
 
 
 def onnx_runner(
@@ -74,12 +74,13 @@ def onnx_runner(
     sess = _session(ort, model, opts, None)
     names = [gi.name for gi in sess.get_inputs()]
     extra = [np.asarray(v) for v in (params or {}).values()]
+    complex_inputs = _complex_inputs(sess)
 
     def run(*inputs: Any) -> list[np.ndarray]:
         values = list(inputs) + extra
         if len(values) != len(names):
             raise ValueError(f"model has {len(names)} inputs, got {len(values)} values")
-        return sess.run(None, _feeds(sess, values))
+        return sess.run(None, _feeds(sess, values, complex_inputs))
 
     return run
 
@@ -120,11 +121,15 @@ def as_onnx_value(value: Any) -> np.ndarray:
     return complex_io.to_pairs(value)
 
 
-def _feeds(sess: Any, values: Sequence[Any]) -> dict[str, np.ndarray]:
+def _complex_inputs(sess: Any) -> dict[int, str]:
+    """The inputs the session's model marks as complex pairs (``{position: dtype name}``)."""
+    return complex_io.read(sess.get_modelmeta().custom_metadata_map)[0]
+
+
+def _feeds(sess: Any, values: Sequence[Any], complex_inputs: dict[int, str]) -> dict[str, np.ndarray]:
     """The session's feeds: complex arrays as (real, imag) pairs, each checked against its input
     where complex numbers are involved, so a wrong one is named with the pair layout (onnxruntime
     itself would say "Numpy_type 14 can't be converted" or "Invalid rank")."""
-    complex_inputs, _ = complex_io.read(sess.get_modelmeta().custom_metadata_map)
     feeds = {}
     for i, (gi, v) in enumerate(zip(sess.get_inputs(), values)):
         arr = np.asarray(v)
