@@ -24,12 +24,12 @@ gives LAPACK's (JAX's CPU) signs: a 1x1 matrix (eigenvector 1; ``u = sign(a)``, 
 diagonal eigh (``V`` a permutation of ``I``: a rotation with nothing to rotate is exactly the
 identity), and an svd of a single row or column (:func:`_vector_sign`). Otherwise it returns the
 vectors Jacobi produces (normalised, orthogonal); compare them with JAX after fixing each column's
-sign (for example so that its largest-magnitude entry is positive), as the testcases here do.
-A zero singular value's left
-vector is zero in the thin ``u`` (LAPACK fills in an orthonormal completion), which does not change
-``u @ diag(s) @ vt``, ``pinv`` or ``lstsq``; and ``u = A v / s`` is orthonormal to ``eps * s_max / s``
-(LAPACK's to ``eps``), so the columns of tiny singular values of an ill-conditioned matrix are less
-orthogonal than LAPACK's, while ``u s v^T`` reproduces A to a few eps.
+sign (for example so that its largest-magnitude entry is positive), as the testcases here do. A
+zero singular value's left vector is zero in the thin ``u`` (LAPACK fills in an orthonormal
+completion; for a single column, ``e_0`` as LAPACK's), which does not change ``u @ diag(s) @ vt``,
+``pinv`` or ``lstsq``; and ``u = A v / s`` is orthonormal to ``eps * s_max / s`` (LAPACK's to
+``eps``), so the columns of tiny singular values of an ill-conditioned matrix are less orthogonal
+than LAPACK's, while ``u s v^T`` reproduces A to a few eps.
 
 Accuracy: after the sweeps V is re-orthonormalised by one Newton-Schulz step and the eigenvalues
 (Rayleigh quotients with the input) or the columns ``A v`` are recomputed from the input, so the
