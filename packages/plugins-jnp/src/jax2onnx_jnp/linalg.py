@@ -53,21 +53,63 @@ def explicit_equation(subscripts: str) -> str:
     return eq + "->" + ("..." if "..." in eq else "") + "".join(once)
 
 
-def _align_ellipses(ctx, equation: str, xs: list) -> list:
+def _align_ellipses(ctx, equation: str, xs: list) -> tuple[list, list[list]]:
     """Give every operand's ellipsis the same rank. numpy broadcasts ellipsis dims right-aligned;
     ONNX's shape inference wants equal ellipsis ranks, so size-1 axes are inserted where the
-    shorter ellipsis starts."""
+    shorter ellipsis starts. Returns the operands and their shapes after that."""
     terms = equation.split("->")[0].split(",")
     ranks = []
     for term, aval in zip(terms, ctx.avals_in, strict=True):
         letters = len(term.replace("...", ""))
         ranks.append(len(aval.shape) - letters if "..." in term else None)
     widest = max((r for r in ranks if r is not None), default=0)
-    out = []
-    for term, x, r in zip(terms, xs, ranks, strict=True):
+    out, shapes = [], []
+    for term, x, r, aval in zip(terms, xs, ranks, ctx.avals_in, strict=True):
+        shape = list(aval.shape)
         if r is not None and r < widest:
             pos = term.index("...")
             x = ctx.op.Unsqueeze(x, ctx.i64(range(pos, pos + widest - r)))
+            shape[pos:pos] = [1] * (widest - r)
+        out.append(x)
+        shapes.append(shape)
+    return out, shapes
+
+
+def _broadcast_labels(ctx, equation: str, xs: list, shapes: list[list]) -> list:
+    """Expand a lettered axis of size 1 to the size the same letter has in another operand.
+
+    JAX's einsum broadcasts a size-1 axis against its letter's size elsewhere (``"...BTNH,
+    ...BSNH"`` with B = 1 in one operand and 2 in the other), as it does ellipsis dims; ONNX's
+    Einsum wants a letter's sizes equal (shape inference rejects the model), so the size-1 axes are
+    expanded first (an ``Expand`` to the other operand's size, from its ``Shape`` when symbolic)."""
+    terms = equation.split("->")[0].split(",")
+    axes_of = []  # per operand: letter -> its axes (ellipsis dims skipped)
+    for term, shape in zip(terms, shapes, strict=True):
+        head, _, tail = term.partition("...")
+        letters = dict.fromkeys(head + tail)
+        ellipsis = len(shape) - len(head) - len(tail) if "..." in term else 0
+        positions = [*range(len(head)), *range(len(head) + ellipsis, len(shape))]
+        axes = {c: [] for c in letters}
+        for c, axis in zip(head + tail, positions, strict=True):
+            axes[c].append(axis)
+        axes_of.append(axes)
+    size_of = {}
+    for axes, shape in zip(axes_of, shapes, strict=True):
+        for c, where in axes.items():
+            for axis in where:
+                if not (isinstance(shape[axis], int) and shape[axis] == 1):
+                    size_of.setdefault(c, shape[axis])
+    out = []
+    for x, axes, shape in zip(xs, axes_of, shapes, strict=True):
+        # Expand broadcasts: the axes that keep their size are 1 in its shape
+        target: list = [1] * len(shape)
+        expanded = False
+        for c, where in axes.items():
+            for axis in where:
+                if isinstance(shape[axis], int) and shape[axis] == 1 and c in size_of:
+                    target[axis], expanded = size_of[c], True
+        if expanded:
+            x = ctx.op.Expand(x, ctx.op.Concat(*[ctx.dim(d) for d in target], axis=0))
         out.append(x)
     return out
 
@@ -80,7 +122,8 @@ def lower_einsum(ctx, *xs):
     # ONNX's Einsum takes no bfloat16 either: float32 (exact products, one rounding at the end)
     compute = np.dtype(np.float32) if dtype == BF16 else dtype
     equation = explicit_equation(ctx.marked.params["subscripts"])
-    xs = _align_ellipses(ctx, equation, [ctx.cast(x, compute) for x in xs])
+    xs, shapes = _align_ellipses(ctx, equation, [ctx.cast(x, compute) for x in xs])
+    xs = _broadcast_labels(ctx, equation, xs, shapes)
     return ctx.cast(ctx.op.Einsum(*xs, equation=equation), dtype)
 
 

@@ -19,13 +19,17 @@ off at the end. The operand is scaled to ``max |a| = 1`` first (the rotations' 2
   descending. ``full_matrices`` completes the square factor with a Householder QR of the thin one.
 
 Signs: an eigenvector or a singular-vector pair is only defined up to sign, and LAPACK's choice is
-not reproducible by a different algorithm. The exported model returns the vectors Jacobi produces
-(normalised, orthogonal); compare them with JAX after fixing each column's sign (for example so that
-its largest-magnitude entry is positive), as the testcases here do. A zero singular value's left
-vector is zero in the thin ``u`` (LAPACK fills in an orthonormal completion), which does not change
-``u @ diag(s) @ vt``, ``pinv`` or ``lstsq``; and ``u = A v / s`` is orthonormal to ``eps * s_max / s``
-(LAPACK's to ``eps``), so the columns of tiny singular values of an ill-conditioned matrix are less
-orthogonal than LAPACK's, while ``u s v^T`` reproduces A to a few eps.
+in general not reproducible by a different algorithm. Where it is determined, the exported model
+gives LAPACK's (JAX's CPU) signs: a 1x1 matrix (eigenvector 1; ``u = sign(a)``, ``vt = 1``), a
+diagonal eigh (``V`` a permutation of ``I``: a rotation with nothing to rotate is exactly the
+identity), and an svd of a single row or column (:func:`_vector_sign`). Otherwise it returns the
+vectors Jacobi produces (normalised, orthogonal); compare them with JAX after fixing each column's
+sign (for example so that its largest-magnitude entry is positive), as the testcases here do. A
+zero singular value's left vector is zero in the thin ``u`` (LAPACK fills in an orthonormal
+completion; for a single column, ``e_0`` as LAPACK's), which does not change ``u @ diag(s) @ vt``,
+``pinv`` or ``lstsq``; and ``u = A v / s`` is orthonormal to ``eps * s_max / s`` (LAPACK's to
+``eps``), so the columns of tiny singular values of an ill-conditioned matrix are less orthogonal
+than LAPACK's, while ``u s v^T`` reproduces A to a few eps.
 
 Accuracy: after the sweeps V is re-orthonormalised by one Newton-Schulz step and the eigenvalues
 (Rayleigh quotients with the input) or the columns ``A v`` are recomputed from the input, so the
@@ -115,10 +119,11 @@ class _Rounds:
         # a tiny offset on d keeps the pair's vector nonzero when d = e = 0 (the rotation is then
         # the identity, exactly)
         self.tiny = ctx.const(np.tile(np.asarray([_TINY[self.dtype], 0.0], dtype), half_pairs))
-        self.first = ctx.const(np.asarray([[1.0, 0.0], [0.0, 0.0]], dtype))  # (u0, u1) -> (u0, 0)
+        self.first = ctx.const(np.asarray([[1.0, 1.0], [0.0, 0.0]], dtype))  # (u0, u1) -> (u0, u0)
         # sign(cos 2t + nudge): never 0, and wrong only where |cos 2t| < nudge, where either
         # half-angle is stable (|cos 2t +- 1| > 1 - nudge) and zeroes a_pq
-        self.nudge = ctx.const(np.tile(np.asarray([2.0 ** -20, 0.0], dtype), half_pairs))
+        self.nudge = ctx.const(np.tile(np.asarray([2.0 ** -20, 2.0 ** -20], dtype), half_pairs))
+        self.unit = ctx.const(np.tile(np.asarray([1.0, 0.0], dtype), half_pairs))
         lead = [0] * (rank - 2)
         self.row_shape = ctx.i64([*lead, 1, n_even])  # the pairs' (c, s), flattened
         self.flat_shape = ctx.i64([*lead, 1, n_even * n_even])
@@ -165,21 +170,24 @@ class _Rounds:
         ``[[a_pp, a_pq], [a_pq, a_qq]]``: ``d = a_qq - a_pp``, ``e = 2 a_pq``.
 
         ``(d, e) / hypot(d, e)`` is ``(cos 2t, sin 2t)`` of the rotation angle t that zeroes
-        ``a_pq``, and ``(cos 2t + 1, sin 2t)`` normalised is ``(cos t, sin t)`` (half-angle). Adding
-        ``sign(cos 2t)`` instead of 1 takes the other solution when ``d < 0``: the smaller angle
-        (``|t| <= pi/4``, Rutishauser's ``t = sign(d) e / (|d| + hypot(d, e))``) up to a common
-        sign of ``(c, s)`` (``-J`` rotates as well as ``J``), and no cancellation (the first
-        component is at least ``1 - nudge`` in magnitude). ``e = 0`` gives ``(+-1, 0)``: the
-        identity up to an exact sign. Nodes: LpNormalization, MatMul + Add (a Gemm), Sign, Add, LpNormalization
-        (the offset ``y`` carries keeps it nonzero: ``d = e = 0`` is the identity too). The operands are scaled to
+        ``a_pq``, and ``(cos 2t + 1, sin 2t)`` normalised is ``(cos t, sin t)`` (half-angle). Taking
+        ``sign(cos 2t) * (cos 2t, sin 2t)`` instead, i.e. ``(|cos 2t| + 1, sign(cos 2t) sin 2t)``,
+        takes the other solution when ``d < 0``: the smaller angle (``|t| <= pi/4``, Rutishauser's
+        ``t = sign(d) e / (|d| + hypot(d, e))``), with ``c > 0`` (of ``J`` and ``-J``, which both
+        rotate, the one that is the identity when there is nothing to rotate), and no cancellation
+        (the first component is at least ``1 - nudge``). ``e = 0`` gives ``(1, 0)``: exactly the
+        identity, so a diagonal (or padded 1x1) matrix keeps ``V = I`` with LAPACK's signs (an
+        earlier ``(-1, 0)`` for ``d < 0`` returned a 1x1 eigh's eigenvector as ``-1``). Nodes:
+        LpNormalization, MatMul + Add (a Gemm), Sign, Mul, Add, LpNormalization (the offset ``y``
+        carries keeps it nonzero: ``d = e = 0`` is the identity too). The operands are scaled to
         ``max |a| = 1`` beforehand, so the norms neither overflow nor underflow and the offset is
         far below the rounding of any entry that matters."""
         op = sub.op
         u = op.LpNormalization(y, axis=-1, p=2)  # (cos 2t, sin 2t)
-        # (sign(d), 0) by Sign rather than Less + Where: 6% faster for the whole eigh at 64 (an
+        # (sign(d), sign(d)) by Sign rather than Less + Where: 6% faster for the whole eigh at 64 (an
         # elementwise Where against broadcast constants is one of the body's slowest small nodes)
-        sign = op.Sign(op.Add(op.MatMul(u, self.first), self.nudge))  # (u0 + nudge, 0): one Gemm
-        return op.LpNormalization(op.Add(u, sign), axis=-1, p=2)
+        sign = op.Sign(op.Add(op.MatMul(u, self.first), self.nudge))  # (u0 + nudge, u0 + nudge): one Gemm
+        return op.LpNormalization(op.Add(op.Mul(u, sign), self.unit), axis=-1, p=2)
 
     def block(self, sub, h, rounds):
         """The transform ``T`` [..., N, N] of the next ``rounds`` (<= the block size) rounds for the
@@ -319,11 +327,11 @@ def lower_eigh(ctx, a):
     batch = mx.batch_shape(a_aval)
     tri = np.tril(np.ones((n, n), dtype=bool)) if ctx.params.get("lower", True) else np.triu(np.ones((n, n), dtype=bool))
     sym = ctx.op.Where(ctx.const(tri), a, mx.swap_last_axes(ctx, a, rank))
-    n_even = n + n % 2
-    if n_even < 2:  # 1x1 (padded to 2x2 it would still be diagonal): nothing to rotate
+    if n == 1:  # nothing to rotate: the eigenvector is 1, as LAPACK's
         w = ctx.op.ReduceSum(sym, ctx.i64([-1]), keepdims=0)
         return [mx.expand_to(ctx, ctx.const(np.eye(n, dtype=dtype)), [*batch, n, n]), w]
     op = ctx.op
+    n_even = n + n % 2
     work = _pad_square(ctx, _scaled(ctx, sym, dtype), rank, n_even - n, n_even - n)
     v0 = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
     work_aval = mx.aval([*batch, n_even, n_even], dtype)
@@ -370,6 +378,21 @@ def lower_eigh(ctx, a):
 # svd
 
 
+def _vector_sign(ctx, x, wide, batch, dtype):
+    """``V`` [..., 1, 1] of a single column ``x`` [..., rows, 1] (``A`` or, when ``wide``, ``A^T``),
+    with LAPACK's sign (gesdd factors a vector by a Householder QR, or LQ, first, and takes the 1x1
+    factor's singular vectors as ``(sign(r), 1)``): a column ``A`` [m, 1] gets ``vt = 1`` and
+    ``u = A / |A|``; a row ``A`` [1, n] (n >= 2) ``u = -sign(a_0)`` (``sign(0) = 1``, the reflector's
+    ``beta = -sign(a_0) |a|``) and ``vt = u A / |A|``, or ``u = 1`` when ``A`` is zero."""
+    if not wide:
+        return mx.expand_to(ctx, ctx.const(np.ones((1, 1), dtype)), [*batch, 1, 1])
+    op = ctx.op
+    first = op.Slice(x, ctx.i64([0]), ctx.i64([1]), ctx.i64([-2]))  # a_0, [..., 1, 1]
+    nonzero = op.Greater(op.ReduceMax(op.Abs(x), ctx.i64([-2]), keepdims=1), 0.0)
+    return op.Where(op.And(nonzero, op.GreaterOrEqual(first, 0.0)), ctx.const(np.asarray(-1.0, dtype)),
+                    ctx.const(np.asarray(1.0, dtype)))
+
+
 @lowerings.register("svd")
 def lower_svd(ctx, a):
     mx.require_real(ctx)
@@ -393,7 +416,9 @@ def lower_svd(ctx, a):
     n_even = cols + cols % 2
     eps = float(np.finfo(dtype).eps)
     eye_mask = np.eye(n_even, dtype=bool)
-    if n_even >= 2:
+    if cols == 1:
+        v = _vector_sign(ctx, x, wide, batch, dtype)
+    else:
         gt0 = mx.swap_last_axes(ctx, _pad_square(ctx, x, rank, 0, n_even - cols), rank)
         v0 = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
         g_aval = mx.aval([*batch, n_even, rows], dtype)
@@ -421,10 +446,8 @@ def lower_svd(ctx, a):
         _, vt = _sweeps(ctx, [(gt0, g_aval), (v0, v_aval)], make_block, row_jacobi.svd_round, converged, n_even, dtype,
                         "svd_jacobi")
         v = mx.swap_last_axes(ctx, vt, rank)
-    else:
-        v = mx.expand_to(ctx, ctx.const(np.eye(n_even, dtype=dtype)), [*batch, n_even, n_even])
     op = ctx.op
-    if n_even != cols:
+    if cols > 1 and n_even != cols:
         v = op.Slice(v, ctx.i64([0, 0]), ctx.i64([cols, cols]), ctx.i64([-2, -1]))
     # polish: V re-orthonormalised and the columns recomputed from the input (the rotated columns
     # carry the rounding of every round), so u s v^T reproduces A to a few eps
@@ -440,7 +463,10 @@ def lower_svd(ctx, a):
     g = op.GatherElements(g, idx_g, axis=-1)
     s_row = op.Unsqueeze(s, ctx.i64([-2]))
     positive = op.Greater(s_row, 0.0)
-    u = op.Where(positive, op.Div(g, op.Where(positive, s_row, 1.0)), 0.0)  # [..., rows, cols]
+    # a zero singular value's u column: 0, except for a single column, whose LAPACK value is e_0
+    # (the QR of a zero column is the identity)
+    fill = ctx.const(np.eye(rows, 1, dtype=dtype)) if cols == 1 else 0.0
+    u = op.Where(positive, op.Div(g, op.Where(positive, s_row, 1.0)), fill)  # [..., rows, cols]
     if p["full_matrices"] and rows > cols:
         u_aval = mx.aval([*batch, rows, cols], dtype)
         r, taus = _geqrf(ctx, u, u_aval)

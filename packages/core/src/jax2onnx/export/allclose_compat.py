@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import InputSpecError
 from ..verification import trials
-from ..verification.compare import Comparison, compare, compare_outputs, run_onnx
+from ..verification.compare import Comparison, as_onnx_value, compare, compare_outputs, run_onnx
 from . import api_compat
 from .options import ExportOptions, check_indices
 
@@ -192,7 +192,8 @@ def allclose_onnxruntime_web(
         return AllcloseResult(False, "allclose_onnxruntime_web reads the model from a file: pass its path "
                                      "(to_onnx(..., export_mode='web', output_path='model.onnx'))")
     path = os.path.abspath(os.fspath(onnx_model_path))
-    values = [*arrays, *(np.asarray(v) for v in params.values())]
+    # complex arrays travel as (real, imag) pairs, to both runtimes (run_onnx converts its own)
+    values = [as_onnx_value(v) for v in [*arrays, *params.values()]]
     bad = sorted({str(v.dtype) for v in values} - _WEB_DTYPES)
     if bad:
         return AllcloseResult(False, f"onnxruntime-web validation does not support input dtype(s) {bad}")

@@ -14,7 +14,7 @@ import onnx_ir as ir
 from .. import compat
 from .._version import __version__
 from ..errors import UnsupportedPrimitiveError
-from ..ir import opsets
+from ..ir import complex_io, opsets
 from ..ir.builder import ModelBuilder, set_aval
 from ..lower import legacy_plugins
 from ..lower.interpreter import Interpreter
@@ -48,7 +48,10 @@ def lower(export: Export, traced: Traced) -> ir.Model:
             failed = {p.name: p.error for p in registry.packs if p.error}  # "reinstall", not "pip install"
             raise (all_unsupported(closed, lowerings, installed, failed, registry.pack_hint) or exc) from None
         outs, avals = traced.scalars.merge(mb.main, outs, [v.aval for v in closed.jaxpr.outvars])
-        return _assemble(mb, outs, avals, options.model_name)
+        model = _assemble(mb, outs, avals, options.model_name)
+        # complex inputs/outputs are (real, imag) pairs: say which, for the report and the runners
+        complex_io.record(model, [*parsed.args, *parsed.params.values()], avals)
+        return model
 
 
 def _assemble(mb: ModelBuilder, outs: list[ir.Value], avals: list[Any], model_name: str) -> ir.Model:

@@ -37,8 +37,8 @@ from ..errors import InputSpecError, require_onnxruntime
 from ..ir.opsets import MIN_OPSET, max_opset
 from ..lower.registry import PluginRegistry
 from ..precision import Precision, parse_precision
-from ..verification.greedy import GreedyCheck
 from ..targets import Target, available_targets, get_target
+from ..verification.greedy import GreedyCheck
 from ..verification.options import Verify, is_verify_option
 from .specs import check_output_path
 from .weights import Weights

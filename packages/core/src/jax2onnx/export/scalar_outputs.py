@@ -1,11 +1,14 @@
 """Integer scalars a function returns: a Python ``int`` or a symbolic dimension (``x.shape[0]``,
-``2 * x.shape[0]``) becomes an int64 scalar output of the model, as in the published jax2onnx.
+``2 * x.shape[0]``) becomes a rank-0 integer output of the model with JAX's dtype for it: int32
+(JAX's default int, which a returned ``3`` becomes under JAX), int64 only in double precision
+(``enable_double_precision=True``, JAX's x64 mode). The published jax2onnx 0.17 gave int64 always.
 
-Left to JAX, an int output would be a weak int32 array (int64 only in double precision), and a
-``_DimExpr`` cannot be a JAX output at all. So the traced function hands JAX only its other
-outputs, and :class:`ScalarOutputs` remembers where each integer sat among the output leaves; when
-the model is assembled, a static int becomes an int64 constant and a symbolic dim is computed from
-the inputs' ``Shape`` (``Scope.dim``), both rank 0 and in their place among the outputs.
+Left to JAX, an int output would be a weak int32 array, and a ``_DimExpr`` cannot be a JAX output
+at all. So the traced function hands JAX only its other outputs, and :class:`ScalarOutputs`
+remembers where each integer sat among the output leaves (and JAX's int dtype at trace time); when
+the model is assembled, a static int becomes a constant and a symbolic dim is computed from the
+inputs' ``Shape`` (``Scope.dim``, cast to int32 where that is JAX's int), both rank 0 and in their
+place among the outputs.
 """
 
 from __future__ import annotations
@@ -33,9 +36,12 @@ class ScalarOutputs:
 
     n_leaves: int = 0
     scalars: dict[int, Any] = dataclasses.field(default_factory=dict)
+    #: JAX's dtype for a Python int where the function was traced: int32, int64 under x64
+    int_dtype: np.dtype = np.dtype(np.int32)
 
     def take(self, out: Any) -> list[Any]:
         """Record ``out``'s integer scalars and return its other leaves (what JAX traces)."""
+        self.int_dtype = np.dtype(jax.dtypes.canonicalize_dtype(np.int64))
         leaves = jax.tree_util.tree_leaves(out)
         self.n_leaves = len(leaves)
         self.scalars = {i: leaf for i, leaf in enumerate(leaves) if is_int_scalar(leaf)}
@@ -47,19 +53,26 @@ class ScalarOutputs:
             return outs, avals
         it = iter(zip(outs, avals))
         merged: list[tuple[ir.Value, Any]] = []
+        dtype = self.int_dtype
+        aval = jax.ShapeDtypeStruct((), dtype)
         for i in range(self.n_leaves):
             d = self.scalars.get(i)
             if d is None:
                 merged.append(next(it))
             elif compat.is_dim_expr(d):
-                merged.append((scope.op.Squeeze(scope.dim(d), scope.const(np.array([0], np.int64))), _INT64))
-            elif -(2**63) <= d < 2**63:
-                merged.append((scope.const(np.asarray(d, dtype=np.int64)), _INT64))
+                dim = scope.op.Squeeze(scope.dim(d), scope.const(np.array([0], np.int64)))  # int64
+                if dtype != np.int64:
+                    dim = scope.op.Cast(dim, to=ir.DataType.INT32)
+                merged.append((dim, aval))
+            elif np.iinfo(dtype).min <= d <= np.iinfo(dtype).max:
+                merged.append((scope.const(np.asarray(d, dtype=dtype)), aval))
             else:
-                raise UserFunctionError(f"output leaf {i} of the function is the Python int {d}, outside int64: return it as an array")
+                wider = (" (int64 needs enable_double_precision=True, JAX's x64 mode)"
+                         if dtype != np.int64 else "")
+                raise UserFunctionError(
+                    f"output leaf {i} of the function is the Python int {d}, outside {dtype.name} (JAX's int "
+                    f"dtype here, which JAX itself could not hold it in): return it as an array of a wider "
+                    f"dtype{wider}, or a float")
         return [v for v, _ in merged], [a for _, a in merged]
-
-
-_INT64 = jax.ShapeDtypeStruct((), np.dtype(np.int64))
 
 __all__ = ["ScalarOutputs", "is_int_scalar"]

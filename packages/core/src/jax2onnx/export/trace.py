@@ -36,7 +36,7 @@ class Traced:
     marks: Any  #: the mark registry of this trace's marked calls (``plugin.marks_active(resume=)``)
     fn: Callable[..., Any]  #: the user's function, as given (the verify stage's reference)
     inputs: tuple[Any, ...]  #: the user's input specs, as given
-    #: the Python ints / symbolic dims among the function's outputs, int64 scalar outputs at assembly
+    #: the Python ints / symbolic dims among the function's outputs, int32 (int64 in x64) scalar outputs at assembly
     scalars: ScalarOutputs = dataclasses.field(default_factory=ScalarOutputs)
 
     @property
@@ -66,7 +66,7 @@ def trace(export: Export, fn: Callable[..., Any], inputs: Sequence[Any]) -> Trac
 
 def _make_jaxpr(fn: Callable[..., Any], parsed: ParsedInputs, patches: Sequence[Patch]) -> tuple[Any, Any, ScalarOutputs]:
     """The function's ClosedJaxpr over its array outputs, and the integer scalars (Python ints,
-    symbolic dims) it returns beside them, which become int64 outputs (``scalar_outputs.py``)."""
+    symbolic dims) it returns beside them, which become int32 outputs, int64 in x64 (``scalar_outputs.py``)."""
     n_args = len(parsed.args)
     param_names = list(parsed.params)
     scalars = ScalarOutputs()

@@ -14,6 +14,16 @@ import onnx
 
 from .. import compat
 from ..errors import require_onnxruntime
+from ..ir import complex_io
+from .reference import (
+    ACCELERATOR_DEFAULT,
+    HIGHEST,
+    PrecisionRecheck,
+    ReferenceInfo,
+    check_reference,
+    precision_scope,
+    reference_info,
+)
 
 #: The last protos returned for external-data models, with the file they were read from (the
 #: export's write stage tells, :func:`remember_saved`), so that ``allclose(fn, proto)`` and
@@ -37,15 +47,6 @@ def saved_path(proto: onnx.ModelProto) -> str | None:
 
 def uses_external_data(proto: onnx.ModelProto) -> bool:
     return any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer)
-from .reference import (
-    ACCELERATOR_DEFAULT,
-    HIGHEST,
-    PrecisionRecheck,
-    ReferenceInfo,
-    check_reference,
-    precision_scope,
-    reference_info,
-)
 
 
 @dataclasses.dataclass
@@ -96,14 +97,11 @@ def run_onnx(
     if threads is not None:
         opts.intra_op_num_threads = threads
     sess = _session(ort, model, opts, base_dir)
-    feeds = {}
     graph_inputs = sess.get_inputs()
     values = list(inputs) + [np.asarray(v) for v in (params or {}).values()]
     if len(values) != len(graph_inputs):
         raise ValueError(f"model has {len(graph_inputs)} inputs, got {len(values)} values")
-    for gi, v in zip(graph_inputs, values):
-        feeds[gi.name] = as_onnx_value(v)
-    return sess.run(None, feeds)
+    return sess.run(None, _feeds(sess, values, _complex_inputs(sess)))
 
 
 def onnx_runner(
@@ -117,12 +115,13 @@ def onnx_runner(
     sess = _session(ort, model, opts, None)
     names = [gi.name for gi in sess.get_inputs()]
     extra = [np.asarray(v) for v in (params or {}).values()]
+    complex_inputs = _complex_inputs(sess)
 
     def run(*inputs: Any) -> list[np.ndarray]:
         values = list(inputs) + extra
         if len(values) != len(names):
             raise ValueError(f"model has {len(names)} inputs, got {len(values)} values")
-        return sess.run(None, {n: as_onnx_value(v) for n, v in zip(names, values)})
+        return sess.run(None, _feeds(sess, values, complex_inputs))
 
     return run
 
@@ -160,11 +159,67 @@ def _session(ort: Any, model: Any, opts: Any, base_dir: str | os.PathLike[str] |
 def as_onnx_value(value: Any) -> np.ndarray:
     """The array an exported graph takes for ``value``: complex numbers travel as (real, imag)
     pairs on a trailing axis of 2 (complex64 -> float32), the layout of ONNX's DFT."""
-    arr = np.asarray(value)
+    return complex_io.to_pairs(value)
+
+
+def _complex_inputs(sess: Any) -> dict[int, str]:
+    """The inputs the session's model marks as complex pairs (``{position: dtype name}``)."""
+    return complex_io.read(sess.get_modelmeta().custom_metadata_map)[0]
+
+
+def _feeds(sess: Any, values: Sequence[Any], complex_inputs: dict[int, str]) -> dict[str, np.ndarray]:
+    """The session's feeds: complex arrays as (real, imag) pairs, each checked against its input
+    where complex numbers are involved, so a wrong one is named with the pair layout (onnxruntime
+    itself would say "Numpy_type 14 can't be converted" or "Invalid rank")."""
+    feeds = {}
+    for i, (gi, v) in enumerate(zip(sess.get_inputs(), values)):
+        arr = np.asarray(v)
+        takes = complex_inputs.get(i)
+        if arr.dtype.kind == "c" or takes is not None:
+            _check_complex_feed(gi, arr, takes)
+        feeds[gi.name] = as_onnx_value(arr)
+    return feeds
+
+
+#: onnxruntime's input type names of the real dtypes complex pairs are made of
+_ORT_REAL_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64}
+
+
+def _check_complex_feed(gi: Any, arr: np.ndarray, takes: str | None) -> None:
+    """``arr`` fits graph input ``gi`` (onnxruntime's NodeArg), which holds complex ``takes`` as
+    pairs (``None``: a real input): a complex array of the input's dtype and rank, or its pairs."""
+    shape = list(gi.shape)
+    dims = [d if isinstance(d, int) else str(d) for d in shape]
+    real_type = _ORT_REAL_TYPES.get(gi.type)
+    if takes is None and arr.dtype.kind == "c" and len(shape) == arr.ndim + 1 \
+            and (shape[-1] == 2 or not isinstance(shape[-1], int)):
+        # a trailing axis that can hold pairs, in a model without jax2onnx's marks (older, or another
+        # exporter's): the pairs of the matching float type are fed as they are
+        takes = {np.float32: "complex64", np.float64: "complex128"}.get(real_type)
+    if takes is None:
+        raise ValueError(
+            f"input {gi.name!r} takes {np.dtype(real_type).name if real_type else gi.type}{dims}, a real array; got "
+            f"{arr.dtype.name}{list(arr.shape)}. Complex values travel as (real, imag) pairs on a trailing axis of "
+            "2, and this input is not one: export the function with a complex input spec "
+            "(jax.ShapeDtypeStruct(shape, jnp.complex64)) to give it complex numbers")
+    want = complex_io.describe(takes, dims[:-1])
     if arr.dtype.kind == "c":
-        part = np.float32 if arr.dtype == np.complex64 else np.float64
-        return np.stack([arr.real, arr.imag], axis=-1).astype(part)
-    return arr
+        if arr.dtype != np.dtype(takes) or arr.ndim != len(shape) - 1:
+            raise ValueError(f"input {gi.name!r} takes {want}; got {arr.dtype.name}{list(arr.shape)}")
+    elif arr.ndim != len(shape) or arr.dtype != complex_io.part_dtype(takes) or arr.shape[-1:] != (2,):
+        raise ValueError(
+            f"input {gi.name!r} takes {want}; got {arr.dtype.name}{list(arr.shape)}: pass a {takes} array "
+            f"(converted to pairs for you) or its pairs, np.stack([z.real, z.imag], axis=-1)")
+
+
+def jax_output_array(leaf: Any) -> np.ndarray:
+    """An output leaf of the JAX function as the array JAX makes of it: a Python scalar (a returned
+    ``3``, ``2.5``, ``True``) takes JAX's default dtype where it is called (int32 / float32, int64 /
+    float64 in x64 mode), as ``jnp.asarray`` gives it and the exported model returns it; numpy's
+    would be int64 / float64 always."""
+    if isinstance(leaf, (bool, int, float, complex)) and not isinstance(leaf, np.generic):
+        return np.asarray(leaf, dtype=jax.dtypes.canonicalize_dtype(np.asarray(leaf).dtype))
+    return np.asarray(leaf)
 
 
 def jax_reference(fn: Callable[..., Any], arrays: Sequence[Any], params: Mapping[str, Any] | None = None, *,
@@ -224,7 +279,7 @@ def compare(
         with compat.x64_enabled(double):
             outputs = jax_reference(fn, arrays, input_params, jit=jit, reference=kind)
             info = reference_info(outputs, kind)
-            return [as_onnx_value(e) for e in jax.tree_util.tree_leaves(outputs)], info
+            return [as_onnx_value(jax_output_array(e)) for e in jax.tree_util.tree_leaves(outputs)], info
 
     expected, info = expected_at(reference)
     got = run_onnx(model, arrays, input_params, base_dir=base_dir, threads=threads)

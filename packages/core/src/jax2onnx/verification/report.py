@@ -27,12 +27,12 @@ import onnx_ir as ir
 
 from .. import compat
 from ..errors import Jax2OnnxError, require_onnxruntime
-from ..ir import proto_walk
+from ..ir import complex_io, proto_walk
 from ..passes.rewrite import REWRITES_KEY, TARGET_KEY
 from . import greedy as greedy_check
 from . import precision as precision_report
 from . import reference as references
-from .compare import as_onnx_value, jax_reference, onnx_runner, run_onnx
+from .compare import as_onnx_value, jax_output_array, jax_reference, onnx_runner, run_onnx
 from .render import print_report
 from .trials import TRIAL_SIZES, random_value, spec_dtype, trial_inputs
 
@@ -57,8 +57,13 @@ class TensorInfo:
     name: str
     dtype: str
     shape: list[str | int]
+    #: the JAX dtype (complex64/complex128) of a value that travels as (real, imag) pairs on the
+    #: trailing axis of ``shape`` (``jax2onnx.ir.complex_io``); None for any other
+    complex: str | None = None
 
     def __str__(self) -> str:
+        if self.complex is not None:
+            return f"{self.name}: {complex_io.describe(self.complex, self.shape[:-1])}"
         return f"{self.name}: {self.dtype}[{', '.join(str(d) for d in self.shape)}]"
 
 
@@ -94,11 +99,11 @@ class ModelSummary:
         return out
 
 
-def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
+def _tensor_info(vi: onnx.ValueInfoProto, complex_dtype: str | None = None) -> TensorInfo:
     tt = vi.type.tensor_type
     dtype = _dtype_name(tt.elem_type) if tt.elem_type else "?"
     dims: list[str | int] = [d.dim_param if d.dim_param else (d.dim_value if d.HasField("dim_value") else "?") for d in tt.shape.dim]
-    return TensorInfo(vi.name, dtype, dims)
+    return TensorInfo(vi.name, dtype, dims, complex_dtype)
 
 
 def _dtype_name(elem_type: int) -> str:
@@ -166,12 +171,13 @@ def summarize(model: onnx.ModelProto | str | os.PathLike[str], path: str | os.Pa
         rewrites = {str(k): int(v) for k, v in json.loads(meta.get(REWRITES_KEY, "{}")).items()}
     except (ValueError, TypeError, AttributeError):  # metadata written by someone else: not ours to read
         rewrites = {}
+    complex_in, complex_out = complex_io.read(meta)
     return ModelSummary(
         graph_name=graph.name,
         opset=opset,
         ir_version=model.ir_version,
-        inputs=[_tensor_info(v) for v in graph.input],
-        outputs=[_tensor_info(v) for v in graph.output],
+        inputs=[_tensor_info(v, complex_in.get(i)) for i, v in enumerate(graph.input)],
+        outputs=[_tensor_info(v, complex_out.get(i)) for i, v in enumerate(graph.output)],
         op_histogram=dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))),
         node_count=len(nodes),
         function_count=len(model.functions),
@@ -505,7 +511,7 @@ def verify(
         with compat.x64_enabled(double):
             outputs = jax_reference(fn, arrays, input_params, reference=reference)
             info = info or references.reference_info(outputs, reference)
-            expected = [np.asarray(e) for e in jax.tree_util.tree_leaves(outputs)]
+            expected = [jax_output_array(e) for e in jax.tree_util.tree_leaves(outputs)]
         got = run_onnx(runnable, arrays, input_params)
         if reference == references.ACCELERATOR_DEFAULT:
             ran.append((arrays, got))

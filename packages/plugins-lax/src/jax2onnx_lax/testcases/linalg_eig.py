@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax2onnx.testing import Component, Testcase
@@ -83,6 +84,44 @@ _JACOBI_OPS = ["Loop", "GatherElements", "LpNormalization", "ScatterElements", "
 _TOL = dict(rtol=2e-4, atol=2e-5, rtol_f64=1e-9, atol_f64=1e-10)
 
 
+def _diagonal(rng, shape, dtype):
+    """Diagonal matrices with mixed signs and distinct magnitudes: nothing to rotate."""
+    d = rng.permutation(np.arange(1, shape[-1] + 1)) * rng.choice([-1.0, 1.0], shape[-1])
+    return np.broadcast_to(np.diag(d), shape).copy()
+
+
+def _with_zero_first(rng, shape, dtype):
+    """Random rows or columns with a zero first entry (LAPACK's reflector takes ``sign(0) = 1``)."""
+    a = rng.standard_normal(shape)
+    a[..., 0, 0] = 0.0
+    return a
+
+
+#: Where LAPACK's signs are determined, the vectors are compared as they come (no sign fixing):
+#: a 1x1 matrix (eigenvector 1; u = sign(a), vt = 1), a diagonal eigh (V a permutation of I), and
+#: a single row or column (gesdd's QR/LQ of the vector: see linalg_eig._vector_sign).
+_EXACT_SIGN_CASES = {
+    "eigh": [
+        Testcase("eigh_1x1_published", lambda x: jax.lax.linalg.eigh(x, lower=True, symmetrize_input=False),
+                 input_values=[np.asarray([[2.5]], np.float32)], run_f64=False),
+        Testcase("eigh_1x1_signs", jnp.linalg.eigh, [("B", 1, 1)], **_TOL),
+        Testcase("eigh_diagonal_signs", jnp.linalg.eigh, [(5, 5)], input_generator=_diagonal, **_TOL),
+    ],
+    "svd": [
+        Testcase("svd_1x1_published", jax.lax.linalg.svd, input_values=[np.asarray([[-2.0]], np.float32)],
+                 run_f64=False),
+        Testcase("svd_1x1_signs", jnp.linalg.svd, [("B", 1, 1)], **_TOL),
+        Testcase("svd_column_signs", lambda x: jnp.linalg.svd(x, full_matrices=False), [("B", 4, 1)], **_TOL),
+        Testcase("svd_row_signs", lambda x: jnp.linalg.svd(x, full_matrices=False), [("B", 1, 4)], **_TOL),
+        Testcase("svd_zero_vectors_signs", lambda a, b, c: (jnp.linalg.svd(a), jnp.linalg.svd(b, full_matrices=False),
+                                                              jnp.linalg.svd(c, full_matrices=False)),
+                 [(1, 1), (3, 1), (1, 3)], input_generator=lambda rng, shape, dtype: np.zeros(shape), **_TOL),
+        Testcase("svd_row_zero_first_signs", lambda x: jnp.linalg.svd(x, full_matrices=False), [(3, 1, 4)],
+                 input_generator=_with_zero_first, **_TOL),
+    ],
+}
+
+
 components = [
     Component("lax.linalg.eigh", onnx=_JACOBI_OPS, since="v0.8.0", testcases=[
         Testcase("eigh", _eigh, [(4, 4)], input_generator=_sym, **_TOL),
@@ -94,6 +133,7 @@ components = [
         Testcase("eigh_entries_1e-30", _eigh_scaled(1e-30), [(6, 6)], input_generator=_sym, **_TOL),
         Testcase("eigh_repeated_eigenvalues", lambda x: jnp.linalg.eigvalsh(jnp.eye(4, dtype=x.dtype) * 2.0 + 0 * x),
                  [(4, 4)], **_TOL),
+        *_EXACT_SIGN_CASES["eigh"],
     ]),
     Component("lax.linalg.svd", onnx=_JACOBI_OPS, since="v0.8.0", testcases=[
         Testcase("svd", _svd(False), [(4, 4)], **_TOL),
@@ -110,5 +150,6 @@ components = [
                  input_generator=lambda rng, shape, dt: rng.standard_normal((4, 2)) @ rng.standard_normal((2, 4))),
         Testcase("cond", jnp.linalg.cond, [(4, 4)], **_TOL),
         Testcase("norm_2", lambda x: jnp.linalg.norm(x, 2), [(3, 4)], **_TOL),
+        *_EXACT_SIGN_CASES["svd"],
     ]),
 ]

@@ -10,13 +10,15 @@ from jax2onnx.testing import Component, Testcase
 _I32 = jnp.int32
 
 
-def _int64_scalar_outputs(n):
-    """The model has ``n`` rank-0 int64 outputs."""
+def _int_scalar_outputs(n):
+    """The model has ``n`` rank-0 outputs of JAX's int dtype: int32, int64 in double precision
+    (x64 mode), as ``jnp.asarray`` of a returned Python int gives."""
 
-    def check(model, _variant):
-        found = [o for o in model.graph.output if o.type.tensor_type.elem_type == 7
+    def check(model, variant):
+        want = 7 if variant.double else 6  # TensorProto INT64 / INT32
+        found = [o for o in model.graph.output if o.type.tensor_type.elem_type == want
                  and len(o.type.tensor_type.shape.dim) == 0 and o.type.tensor_type.HasField("shape")]
-        assert len(found) == n, f"{len(found)} int64 scalar outputs, want {n}: {model.graph.output}"
+        assert len(found) == n, f"{len(found)} rank-0 outputs of elem_type {want}, want {n}: {model.graph.output}"
 
     return check
 
@@ -177,17 +179,20 @@ components = [
         name="core.int_scalar_outputs",
         onnx=["Shape", "Squeeze"],
         since="v0.1.0",
-        description="a returned symbolic dim or Python int is an int64 scalar output",
+        description="a returned symbolic dim or Python int is a scalar output of JAX's int dtype (int32; int64 in x64)",
         # reference_jit=False: the function itself returns the Python int (jax.jit would make it int32).
         testcases=[
-            Testcase("return_dim", lambda x: x.shape[0], [("B", 3)], check=_int64_scalar_outputs(1),
+            Testcase("return_dim", lambda x: x.shape[0], [("B", 3)], check=_int_scalar_outputs(1),
                      reference_jit=False),
             Testcase("return_dim_expr", lambda x: x.shape[0] * 2 + x.shape[1], [("B", "N")],
-                     check=_int64_scalar_outputs(1), reference_jit=False),
-            Testcase("return_python_int", lambda x: (jnp.sin(x), 7), [("B", 3)], check=_int64_scalar_outputs(1),
+                     check=_int_scalar_outputs(1), reference_jit=False),
+            Testcase("return_python_int", lambda x: (jnp.sin(x), 7), [("B", 3)], check=_int_scalar_outputs(1),
                      reference_jit=False),
             Testcase("return_dims_in_a_pytree", lambda x: {"y": x * 2.0, "n": x.shape[0], "size": x.shape[0] * 3},
-                     [("B", 3)], check=_int64_scalar_outputs(2), reference_jit=False),
+                     [("B", 3)], check=_int_scalar_outputs(2), reference_jit=False),
+            # float and bool Python scalars are JAX's own outputs (weak-typed float32 / float64, bool)
+            Testcase("return_python_float_and_bool", lambda x: (x, 2.5, True, 3), [("B", 3)],
+                     check=_int_scalar_outputs(1), reference_jit=False),
         ],
     ),
 ]
