@@ -332,13 +332,12 @@ class Scope:
         return out
 
     def device_const(self, array: Any) -> ir.Value:
-        """A constant from a device-resident ``jax.Array`` (:func:`jax2onnx.compat.is_device_resident`).
+        """A constant from a device-resident real, integer or bool ``jax.Array``
+        (:func:`jax2onnx.compat.is_device_resident`; complex ones and keys go through ``const``).
         From :data:`DEVICE_LAZY_BYTES` up, where the graph can hold initializers, it stays on its
         devices until the model is written (:meth:`ModelBuilder.device_initializer`); smaller ones
         (shapes, scales: what lowerings and folding read) are copied now."""
-        dtype = np.dtype(array.dtype)
-        if (array.nbytes >= DEVICE_LAZY_BYTES and dtype.kind in "fiub" and self.kind != "function"
-                and not self._inside_function()):
+        if array.nbytes >= DEVICE_LAZY_BYTES and self.kind != "function" and not self._inside_function():
             return self.model.device_initializer(array)
         return self.const(compat.host_copy(array))
 
