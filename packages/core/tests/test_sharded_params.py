@@ -30,12 +30,13 @@ import json, os
 import jax, jax.numpy as jnp, ml_dtypes, numpy as np, onnx, onnxruntime as ort
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from jax2onnx import to_onnx
+from jax2onnx.export.weights import is_lazy
 
 work = os.environ["WORK"]
 assert len(jax.devices()) == 8
 mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("a", "b"))
 rng = np.random.default_rng(0)
-d = 128  # 64 KiB float32 kernels: from jax2onnx.ir.builder.DEVICE_LAZY_BYTES up, written lazily
+d = 256  # 256 KiB float32, 128 KiB bfloat16 kernels: over jax2onnx.ir.builder.DEVICE_LAZY_BYTES (lazy)
 kernel_specs = [P("a", "b"), P("b", None), P(None, "a"), P(), P(None, None), P(("a", "b"), None), None]
 bias_specs = [P("a"), P(), P("b"), None, P(("a", "b")), P(), P("a")]
 host, placed = [], []
@@ -60,7 +61,8 @@ x = rng.standard_normal((4, d)).astype(np.float32)
 out = {"kinds": kinds}
 for name, params in (("sharded", placed), ("host", host)):
     path = os.path.join(work, name + ".onnx")
-    to_onnx(mlp(params), [(4, d)], output_path=path, external_data=True)
+    model = to_onnx(mlp(params), [(4, d)], output_path=path, external_data=True, return_mode="ir")
+    out[name + "_lazy"] = sum(is_lazy(v) for v in model.graph.initializers.values())
     onnx.checker.check_model(path, full_check=True)
     proto = onnx.load(path, load_external_data=False)
     out[name + "_external"] = sorted(t.name for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL)
@@ -78,7 +80,9 @@ print(json.dumps(out))
 def test_sharded_and_replicated_parameters_export_like_host_arrays(tmp_path):
     got = _run(SHARDED_MLP, tmp_path)
     assert got["kinds"] == [1, 2, 4, 8], "the kernels are whole (replicated, one device) and in 2, 4 and 8 blocks"
-    # every kernel (64 KiB; the bfloat16 one 32 KiB) went to the weights file, from its devices
+    # the 6 kernels on several devices stayed there until written (the one on a single CPU device is
+    # read in place, the small biases at once); all 7 went to the weights file
+    assert (got["sharded_lazy"], got["host_lazy"]) == (6, 0)
     assert len(got["sharded_external"]) >= 7, got["sharded_external"]
     # the same graph over the same values: onnxruntime computes bit-identical outputs
     assert got["sharded_bytes"] == got["host_bytes"]

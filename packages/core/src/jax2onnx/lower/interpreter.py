@@ -44,7 +44,7 @@ class Interpreter:
         consts = closed.consts if hasattr(closed, "consts") else ()
         env: dict[Any, ir.Value] = {}
         for var, c in zip(jaxpr.constvars, consts):
-            if compat.is_device_resident(c) and np.dtype(c.dtype) == _np_dtype(var.aval) and np.dtype(c.dtype).kind in "fiub":
+            if compat.is_device_resident(c) and np.dtype(c.dtype) == _np_dtype(var.aval) and np.dtype(c.dtype).kind != "c":
                 env[var] = scope.device_const(c)  # gathered when written, not held whole now
             else:
                 env[var] = scope.const(_to_numpy(c, var.aval))
