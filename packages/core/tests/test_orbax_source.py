@@ -54,7 +54,7 @@ def mlp(params, x):
 @pytest.fixture(scope="module")
 def sharded_checkpoint(tmp_path_factory):
     work = tmp_path_factory.mktemp("orbax")
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu",
+    env = {**os.environ, "XLA_FLAGS": os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu",
            "WORK": str(work)}
     done = subprocess.run([sys.executable, "-c", SAVE_SHARDED], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]

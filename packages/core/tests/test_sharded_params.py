@@ -18,7 +18,7 @@ pytest.importorskip("jax2onnx_lax", reason="the MLP needs dot_general, tanh and 
 
 
 def _run(script: str, tmp_path, timeout: int = 300) -> dict:
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu",
+    env = {**os.environ, "XLA_FLAGS": os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu",
            "WORK": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=timeout)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -124,8 +124,12 @@ def f(x):
         x = jnp.tanh(x @ w)
     return x
 
-with open("/proc/self/clear_refs", "w") as fh:
-    fh.write("5")  # resets VmHWM, the peak RSS, to the current RSS
+try:
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")  # resets VmHWM, the peak RSS, to the current RSS
+except OSError as exc:  # a sandbox without it: the peak cannot be measured from here
+    print(json.dumps({"unmeasurable": str(exc)}))
+    sys.exit(0)
 before = status("VmRSS")
 to_onnx(f, [(1, d)], output_path=os.path.join(work, "big.onnx"), external_data=True)
 peak = status("VmHWM")
@@ -138,6 +142,8 @@ print(json.dumps({"rise": peak - before, "largest": largest, "total": total,
 @pytest.mark.skipif(sys.platform != "linux", reason="resets the peak RSS through /proc/self/clear_refs (Linux)")
 def test_streamed_writing_gathers_one_tensor_at_a_time(tmp_path):
     got = _run(STREAMED_RSS, tmp_path)
+    if "unmeasurable" in got:
+        pytest.skip(f"this kernel cannot reset the peak RSS (/proc/self/clear_refs: {got['unmeasurable']})")
     assert got["data_bytes"] >= got["total"], "every kernel is in the weights file"
     print(f"peak RSS rise {got['rise'] / 2**20:.0f} MiB, weights {got['total'] / 2**20:.0f} MiB")
     bound = 2 * got["largest"] + 256 * 2**20

@@ -138,7 +138,7 @@ def test_streamed_from_an_orbax_checkpoint_of_a_sharded_run(tmp_path):
     from jax2onnx_llm.spec import KVCache, position_ids_from_mask
 
     ckpt = tmp_path / "ckpt"
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu",
+    env = {**os.environ, "XLA_FLAGS": os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu",
            "CKPT": str(ckpt)}
     done = subprocess.run([sys.executable, "-c", SAVE_SHARDED_LLAMA], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
