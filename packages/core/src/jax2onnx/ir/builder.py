@@ -332,9 +332,9 @@ class Scope:
         return out
 
     def device_const(self, array: Any) -> ir.Value:
-        """A constant from a device-resident ``jax.Array``, not complex (the interpreter pairs a
-        complex one's parts first) (:func:`jax2onnx.compat.is_device_resident`).
-        From :data:`DEVICE_LAZY_BYTES` up, where the graph can hold initializers, it stays on its
+        """A constant from a device-resident ``jax.Array`` (:func:`jax2onnx.compat.is_device_resident`;
+        real, integer or bool: a complex one goes to ``const`` as its (real, imag) pairs). From
+        :data:`DEVICE_LAZY_BYTES` up, where the graph can hold initializers, it stays on its
         devices until the model is written (:meth:`ModelBuilder.device_initializer`); smaller ones
         (shapes, scales: what lowerings and folding read) are copied now."""
         if array.nbytes >= DEVICE_LAZY_BYTES and self.kind != "function" and not self._inside_function():
