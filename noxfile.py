@@ -390,6 +390,15 @@ def bench_stream(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def bench_orbax(session: nox.Session) -> None:
+    """A >= 1 B-parameter Orbax checkpoint (random weights, written first) exported through
+    Weights(abstract, <folder>), read array by array: the exporting process's peak RSS (issue #34:
+    at most the largest tensor + 1 GiB) and every kernel checked against the saved one."""
+    session.install(CORE + "[runtime,orbax]", "./packages/plugins-lax")
+    session.run("python", "bench/orbax_stream.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def bench_linalg(session: nox.Session) -> None:
     """Linear algebra in onnxruntime against JAX-jit, one thread each (bench/linalg_bench.py: latency
     and residuals; arguments go to it), then the accuracy over many matrices (bench/linalg_accuracy.py);

@@ -83,3 +83,101 @@ def _padded(prompts, pad=CFG.pad_token_id):
     from jax2onnx_llm.genai_run import left_pad
 
     return left_pad(prompts, pad)
+
+
+# An 8-device run saves the Llama's nnx.state with its kernels sharded over a 2x4 mesh (replicated
+# where a dimension does not divide), as a training job would.
+SAVE_SHARDED_LLAMA = r"""
+import os
+import jax, numpy as np, orbax.checkpoint as ocp
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax2onnx_examples.llama import Llama, LlamaConfig
+
+assert len(jax.devices()) == 8
+mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("a", "b"))
+state = nnx.state(Llama(LlamaConfig(vocab_size=96, eos_token_id=95), rngs=nnx.Rngs(3)))
+
+def place(x):
+    axes = [name if d % size == 0 else None for d, (name, size) in zip(x.shape, (("a", 2), ("b", 4)))]
+    return jax.device_put(x, NamedSharding(mesh, P(*axes)))
+
+sharded = jax.tree_util.tree_map(place, state)
+checkpointer = ocp.StandardCheckpointer()
+checkpointer.save(os.environ["CKPT"], sharded)
+checkpointer.wait_until_finished()
+print(sum(len({str(s.index) for s in x.addressable_shards}) > 1 for x in jax.tree_util.tree_leaves(sharded)))
+"""
+
+
+def _prefill_logits(folder, ids: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
+    feeds = {}
+    for i in session.get_inputs():
+        if i.name == "input_ids":
+            feeds[i.name] = ids
+        elif i.name == "attention_mask":
+            feeds[i.name] = np.ones(ids.shape, np.int32)
+        else:  # an empty past: batch, kv heads, 0, head size
+            feeds[i.name] = np.zeros((ids.shape[0], i.shape[1], 0, i.shape[3]), np.float32)
+    return session.run(None, feeds)[0]
+
+
+def test_streamed_from_an_orbax_checkpoint_of_a_sharded_run(tmp_path):
+    """weights=<Orbax folder>: read array by array (no full restore, no mesh: this process has one
+    device); the prefill logits and the generated tokens are the restored model's."""
+    import os
+    import subprocess
+    import sys
+
+    import jax.numpy as jnp
+    ocp = pytest.importorskip("orbax.checkpoint", reason="orbax-checkpoint writes the checkpoint")
+    from jax2onnx_llm.families import decoder_spec
+    from jax2onnx_llm.spec import KVCache, position_ids_from_mask
+
+    ckpt = tmp_path / "ckpt"
+    env = {**os.environ, "XLA_FLAGS": os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu",
+           "CKPT": str(ckpt)}
+    done = subprocess.run([sys.executable, "-c", SAVE_SHARDED_LLAMA], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert int(done.stdout.strip().splitlines()[-1]) >= 7 * CFG.num_layers, "the kernels were saved sharded"
+
+    abstract = nnx.eval_shape(lambda: Llama(CFG, rngs=nnx.Rngs(0)))
+    graphdef, abstract_state = nnx.split(abstract)
+    # the reference: Orbax's own full restore (onto the host), merged into a model
+    restored_state = ocp.PyTreeCheckpointer().restore(str(ckpt), args=ocp.args.PyTreeRestore(
+        item=abstract_state,
+        restore_args=jax.tree_util.tree_map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), abstract_state)))
+    restored = nnx.merge(graphdef, jax.tree_util.tree_map(jnp.asarray, restored_state))
+
+    folder = export_causal_lm(abstract, tmp_path / "out", max_length=48, weights=ckpt, external_data=True)
+    check_folder(folder)
+    proto = onnx.load(str(folder / "model.onnx"), load_external_data=False)
+    external = {t.name for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
+    matrices = {name for name, leaf in weight_names(abstract).items() if len(leaf.shape) == 2}
+    assert matrices <= external
+
+    ids = np.array([[5, 6, 7, 8, 9, 10, 11]], np.int32)
+    spec = decoder_spec(restored)
+    mask = np.ones(ids.shape, np.int32)
+    empty = [jnp.zeros((1, spec.num_kv_heads, 0, spec.head_size))] * spec.num_layers
+    want, _ = spec.step(spec.params, jnp.asarray(ids), mask, position_ids_from_mask(jnp.asarray(mask), ids.shape[1]),
+                        KVCache(empty, empty, jnp.asarray(mask), "concat"))
+    np.testing.assert_allclose(_prefill_logits(folder, ids), np.asarray(want), rtol=1e-4, atol=1e-4)
+    assert_same_tokens(folder, lambda prompts: restored.generate(*_padded(prompts), 32), CFG.pad_token_id,
+                       CFG.eos_token_id)
+
+
+def test_orbax_checkpoint_of_another_model_is_refused_before_writing(tmp_path):
+    ocp = pytest.importorskip("orbax.checkpoint", reason="orbax-checkpoint writes the checkpoint")
+    other = Llama(LlamaConfig(vocab_size=128, eos_token_id=95), rngs=nnx.Rngs(0))  # another vocabulary
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(tmp_path / "ckpt", nnx.state(other))
+    checkpointer.wait_until_finished()
+    abstract = nnx.eval_shape(lambda: Llama(CFG, rngs=nnx.Rngs(0)))
+    with pytest.raises(WeightsError, match=r"'embed.embedding.value' is float32\[128, .*\] there but the model's is "
+                                           r"float32\[96, .*2 weights differ.*lm_head"):
+        export_causal_lm(abstract, tmp_path / "out", max_length=32, weights=tmp_path / "ckpt")
+    assert not (tmp_path / "out").exists()

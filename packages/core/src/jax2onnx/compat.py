@@ -16,7 +16,7 @@ import numpy as np
 from jax import export as jax_export
 from jax._src import config as jax_config
 
-from .errors import is_library_file
+from .errors import InputSpecError, is_library_file
 
 ClosedJaxpr = jex_core.ClosedJaxpr
 Jaxpr = jex_core.Jaxpr
@@ -293,6 +293,57 @@ def key_data_shape(dtype: Any) -> tuple[int, ...]:
 def key_data(value: Any) -> np.ndarray:
     """A concrete typed key array's uint32 key data (a closed-over key becomes this constant)."""
     return np.asarray(jax.random.key_data(value))
+
+
+def is_device_resident(value: Any) -> bool:
+    """A concrete ``jax.Array`` whose host value would be a copy: sharded or replicated over several
+    devices, or on an accelerator. (A single-device CPU array is read in place, no copy.)"""
+    if not isinstance(value, jax.Array) or is_tracer(value) or is_key_dtype(value.dtype):
+        return False
+    try:
+        devices = value.sharding.device_set
+    except (AttributeError, RuntimeError):  # a deleted or donated array: let np.asarray say so
+        return False
+    return len(devices) > 1 or any(d.platform != "cpu" for d in devices)
+
+
+def _shard_index(index: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
+    """A shard's index (slices, not hashable before Python 3.12) as a hashable, normalized key."""
+    return tuple(s.indices(n) if isinstance(s, slice) else (int(s), int(s) + 1, 1) for s, n in zip(index, shape))
+
+
+def _single_device_to_host(array: Any) -> np.ndarray:
+    """One device's buffer on the host. JAX's own converter, which does not keep the host copy on the
+    array (``np.asarray`` does, for the array's lifetime: a model's worth of memory after an export)."""
+    convert = getattr(array, "_single_device_array_to_np_array_did_copy", None)
+    if convert is not None:
+        return convert()[0]
+    return np.asarray(jax.device_get(array))
+
+
+def host_copy(value: Any) -> np.ndarray:
+    """A concrete ``jax.Array``'s value as a new numpy array, gathered from this process's shards:
+    each distinct shard is copied once (a replicated array: one copy, not one per device), one at a
+    time, and nothing stays cached on the array."""
+    shape = tuple(int(d) for d in value.shape)
+    out = np.empty(shape, value.dtype)
+    seen: set[tuple[tuple[int, int, int], ...]] = set()
+    covered = 0
+    for shard in value.addressable_shards:
+        key = _shard_index(shard.index, shape)
+        if key in seen:
+            continue
+        seen.add(key)
+        part = _single_device_to_host(shard.data)
+        out[shard.index] = part
+        covered += int(np.size(part))
+    if covered != out.size:
+        raise InputSpecError(
+            f"a {value.dtype}{list(shape)} array is sharded over devices of other processes too ({covered} of its "
+            f"{out.size} elements are on this process's devices); export from a process that holds the whole value "
+            "(jax.experimental.multihost_utils.process_allgather it first)"
+        )
+    return out
 
 
 def gamma_impl(key: Any, a: Any, *, log_space: bool) -> Any:

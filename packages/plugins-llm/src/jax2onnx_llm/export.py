@@ -97,7 +97,8 @@ def export_causal_lm(
             them (a KerasHub model without its preprocessor) or to override it. onnxruntime-genai
             needs an end token; the pad token marks a batch's left padding.
         weights: stream the weights from here instead of the model's arrays: a ``.safetensors``
-            path, a mapping or a callable ``name -> array``. The model then only gives their
+            path, an Orbax checkpoint folder (``nnx.state(model)`` saved by Orbax, also from a
+            sharded run), a mapping or a callable ``name -> array``. The model then only gives their
             structure (build it under ``nnx.eval_shape``: nothing is allocated), and each weight is
             read when ``model.onnx.data`` is written, one at a time, so a model larger than memory
             exports. Names: :func:`jax2onnx_llm.weights.weight_names` (``save_safetensors``

@@ -7,8 +7,10 @@ each weight's values come from ``source`` when ``model.onnx.data`` is written, o
 names ``Weights`` leaves (``blocks.0.q.kernel.value`` for the NNX Llama):
 :func:`weight_names` lists them, :func:`save_safetensors` writes a model's own weights under them.
 
-Sources: a ``.safetensors`` path, a mapping ``name -> array`` or a callable ``name -> array`` (a
-checkpoint with other names or layouts, an Orbax restore, is read through a callable).
+Sources: a ``.safetensors`` path, an Orbax checkpoint folder (``nnx.state(model)`` saved by
+``ocp.StandardCheckpointer``, also from a sharded run: read array by array, core's ``OrbaxSource``),
+a mapping ``name -> array`` or a callable ``name -> array`` (a checkpoint with other names or
+layouts is read through a callable).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 from jax2onnx import Weights
-from jax2onnx.export.weights import SafetensorsSource, as_source, leaf_name
+from jax2onnx.export.weights import as_source, leaf_name, source_problems
 
 from . import families
 from .errors import WeightsError
@@ -47,7 +49,7 @@ def check_has_values(spec: DecoderSpec) -> None:
     if any(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in leaves):
         raise WeightsError(
             f"this {spec.family} model has shapes but no weight values (built under eval_shape or with "
-            "_do_init=False); pass weights=<.safetensors file, mapping or callable name -> array>"
+            "_do_init=False); pass weights=<.safetensors file, Orbax checkpoint folder, mapping or callable name -> array>"
         )
 
 
@@ -59,34 +61,34 @@ def weight_names(model: Any) -> dict[str, jax.ShapeDtypeStruct]:
 
 
 def streamed_input(spec: DecoderSpec, source: Any) -> Weights:
-    """The ``Weights`` input spec of the export, checked against a safetensors source up front
-    (every name there, every shape and dtype as the model's), so a wrong file fails before the
-    trace rather than minutes later while writing."""
+    """The ``Weights`` input spec of the export, checked up front against a source that lists its
+    tensors (a safetensors file, an Orbax checkpoint: every name there, every shape and dtype as
+    the model's), so a wrong source fails before the trace rather than minutes later while writing."""
     try:
         resolved = as_source(source)
     except Exception as exc:  # core's InputSpecError: say which option it was
         raise WeightsError(f"weights={source!r}: {exc}") from exc
-    if isinstance(resolved, SafetensorsSource):
-        _check_safetensors(resolved, weight_names(spec))
+    _check_catalog(resolved, source, weight_names(spec))
     return Weights(abstract_params(spec), resolved)
 
 
-def _check_safetensors(source: SafetensorsSource, wanted: dict[str, jax.ShapeDtypeStruct]) -> None:
-    missing = [name for name in wanted if name not in source.entries]
+def _check_catalog(resolved: Any, given: Any, wanted: dict[str, jax.ShapeDtypeStruct]) -> None:
+    missing, wrong = source_problems(resolved, wanted)
+    where = f"weights={os.fspath(given)!r}" if isinstance(given, (str, os.PathLike)) else f"weights ({resolved.describe()})"
     if missing:
         raise WeightsError(
-            f"weights={source.path!r} lacks {len(missing)} of the model's {len(wanted)} weights (first: "
+            f"{where} lacks {len(missing)} of the model's {len(wanted)} weights (first: "
             f"{missing[0]!r}); write them under jax2onnx_llm.weights.weight_names(spec)'s names "
-            "(save_safetensors does), or pass a callable name -> array that maps the names"
+            "(save_safetensors does; Orbax does for nnx.state(model)), or pass a callable name -> array that maps the names"
         )
-    for name, leaf in wanted.items():
-        entry = source.entries[name]
-        dtype = source._dtype(entry["dtype"])
-        if tuple(entry["shape"]) != tuple(leaf.shape) or dtype != np.dtype(leaf.dtype):
-            raise WeightsError(
-                f"weights={source.path!r}: {name!r} is {entry['dtype']}{list(entry['shape'])} there but the model's is "
-                f"{np.dtype(leaf.dtype).name}{list(leaf.shape)}; write the model's shapes and dtypes"
-            )
+    if wrong:
+        name, found, want = wrong[0]
+        raise WeightsError(
+            f"{where}: {name!r} is {np.dtype(found.dtype).name}{list(found.shape)} there but the model's is "
+            f"{np.dtype(want.dtype).name}{list(want.shape)}"
+            + (f" ({len(wrong)} weights differ: {', '.join(n for n, _, _ in wrong[:8])})" if len(wrong) > 1 else "")
+            + "; write the model's shapes and dtypes"
+        )
 
 
 _CODES = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.float64): "F64",

@@ -15,8 +15,11 @@ is written, and writes them to external data one at a time, so memory holds one 
     to_onnx(forward, [Weights(state, "model.safetensors"), ("B", 512)], output_path="model.onnx")
 
 A parameter is named by its pytree path joined with dots (``layers.0.kernel``); the source is asked
-for that name. Sources: a ``.safetensors`` file (read tensor by tensor, no dependency), a mapping
-``name -> array``, or a callable ``name -> array``.
+for that name. Sources: a ``.safetensors`` file (read tensor by tensor, no dependency), an Orbax
+checkpoint folder (what ``ocp.StandardCheckpointer().save`` writes, also from a sharded run: read
+array by array, see :class:`OrbaxSource`), a mapping ``name -> array``, or a callable ``name -> array``.
+A file or checkpoint lists its tensors up front, so a missing tensor or one of another shape or
+dtype is refused before anything is traced or written.
 """
 
 from __future__ import annotations
@@ -57,6 +60,12 @@ class WeightSource:
 
     def describe(self) -> str:
         return type(self).__name__
+
+    def catalog(self) -> dict[str, jax.ShapeDtypeStruct] | None:
+        """Every tensor's name, shape and dtype when the source knows them without reading the
+        tensors (a file's header, a checkpoint's metadata): a wrong source is then refused before
+        anything is traced or written. None: known only when each tensor is loaded."""
+        return None
 
 
 class CallableSource(WeightSource):
@@ -115,8 +124,122 @@ class SafetensorsSource(WeightSource):
             os.close(fd)
         return np.frombuffer(data, dtype=self._dtype(entry["dtype"])).reshape(entry["shape"])
 
+    def catalog(self) -> dict[str, jax.ShapeDtypeStruct]:
+        return {name: jax.ShapeDtypeStruct(tuple(e["shape"]), self._dtype(e["dtype"])) for name, e in self.entries.items()}
+
     def describe(self) -> str:
         return self.path
+
+
+#: Files that mark a folder as one Orbax PyTree checkpoint (an item of a step).
+_ITEM_MARKERS = ("_METADATA", "manifest.ocdbt")
+
+
+def is_orbax_checkpoint(path: str) -> bool:
+    """``path`` is an Orbax checkpoint folder, a step folder holding one, or a manager's root."""
+    return os.path.isdir(path) and (_item_folder(path) is not None or bool(_steps(path)))
+
+
+def _is_item(path: str) -> bool:
+    return any(os.path.exists(os.path.join(path, m)) for m in _ITEM_MARKERS)
+
+
+def _subfolders(path: str) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n)) and not n.startswith("."))
+    except OSError:
+        return []
+
+
+def _steps(path: str) -> list[str]:
+    return sorted((n for n in _subfolders(path) if n.isdigit()), key=int)
+
+
+def _item_folder(path: str) -> str | None:
+    """The checkpoint folder itself, or the one item of a step folder (``<step>/default``)."""
+    if _is_item(path):
+        return path
+    items = [n for n in _subfolders(path) if _is_item(os.path.join(path, n))]
+    return os.path.join(path, items[0]) if len(items) == 1 else None
+
+
+def _orbax() -> Any:
+    try:
+        import orbax.checkpoint as ocp
+    except ImportError as exc:
+        raise InputSpecError(
+            "reading an Orbax checkpoint needs orbax-checkpoint: pip install 'jax2onnx-core[orbax]' "
+            "(or orbax-checkpoint)"
+        ) from exc
+    if not hasattr(ocp, "PLACEHOLDER"):
+        raise InputSpecError(
+            f"orbax-checkpoint {getattr(ocp, '__version__', '?')} cannot restore one array at a time "
+            "(it has no ocp.PLACEHOLDER); upgrade it: pip install -U orbax-checkpoint"
+        )
+    return ocp
+
+
+class OrbaxSource(WeightSource):
+    """An Orbax checkpoint, read one array at a time (no full restore): what a JAX training run
+    saves (``ocp.StandardCheckpointer().save(dir, state)``, or a ``CheckpointManager`` step folder
+    ``<root>/<step>``, whose one item is used). Its metadata lists every array's tree path, shape
+    and dtype without reading any; a weight is read by a restore in which every other leaf is
+    Orbax's ``PLACEHOLDER`` (not read), onto the host as numpy (``restore_type=np.ndarray``), so a
+    checkpoint saved from a sharded run is read without its mesh or devices. Names are the tree
+    paths joined with dots, as :class:`Weights` names its leaves (``nnx.state(model)`` saved by
+    Orbax matches ``Weights(nnx.state(abstract_model), dir)``). Needs ``orbax-checkpoint``
+    (``jax2onnx-core[orbax]``; Flax depends on it already)."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        given = os.fspath(path)
+        folder = _item_folder(given) if os.path.isdir(given) else None
+        if folder is None:
+            steps = _steps(given) if os.path.isdir(given) else []
+            hint = (f"; it holds the CheckpointManager steps {', '.join(steps[-5:])}: pass one step's folder, e.g. "
+                    f"{os.path.join(given, steps[-1])!r}" if steps else "")
+            raise InputSpecError(f"{given!r} is not an Orbax checkpoint folder (no _METADATA in it or in one item "
+                                 f"folder){hint}")
+        self.path = folder
+        self._ocp = _orbax()
+        self._checkpointer = self._ocp.PyTreeCheckpointer()
+        try:
+            metadata = self._checkpointer.metadata(folder)
+        except (OSError, ValueError, KeyError) as exc:
+            raise InputSpecError(f"cannot read the Orbax checkpoint metadata in {folder!r}: {exc}") from exc
+        tree = getattr(getattr(metadata, "item_metadata", metadata), "tree", None)
+        if tree is None:  # older orbax-checkpoint: the metadata is the tree itself
+            tree = getattr(metadata, "item_metadata", metadata)
+        flat, self._treedef = jax.tree_util.tree_flatten_with_path(tree)
+        #: name -> (leaf position, shape, dtype), from the metadata alone
+        self.entries: dict[str, tuple[int, tuple[int, ...], np.dtype]] = {}
+        for i, (keypath, meta) in enumerate(flat):
+            if getattr(meta, "shape", None) is not None and getattr(meta, "dtype", None) is not None:
+                self.entries[leaf_name(keypath)] = (i, tuple(int(d) for d in meta.shape), np.dtype(meta.dtype))
+        self._n_leaves = len(flat)
+
+    def catalog(self) -> dict[str, jax.ShapeDtypeStruct]:
+        return {name: jax.ShapeDtypeStruct(shape, dtype) for name, (_, shape, dtype) in self.entries.items()}
+
+    def load(self, name: str) -> np.ndarray:
+        entry = self.entries.get(name)
+        if entry is None:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(self.entries), n=1)
+            raise InputSpecError(f"the Orbax checkpoint {self.path} has no array {name!r}"
+                                 + (f"; did you mean {close[0]!r}?" if close else ""))
+        index, shape, dtype = entry
+        ocp = self._ocp
+        skip = ocp.PLACEHOLDER
+        item = jax.tree_util.tree_unflatten(
+            self._treedef, [jax.ShapeDtypeStruct(shape, dtype) if i == index else skip for i in range(self._n_leaves)])
+        restore_args = jax.tree_util.tree_unflatten(
+            self._treedef, [ocp.RestoreArgs(restore_type=np.ndarray) if i == index else skip for i in range(self._n_leaves)])
+        restored = self._checkpointer.restore(self.path, args=ocp.args.PyTreeRestore(item=item, restore_args=restore_args))
+        return np.asarray(self._treedef.flatten_up_to(restored)[index])
+
+    def describe(self) -> str:
+        return f"the Orbax checkpoint {self.path}"
 
 
 def as_source(source: Any) -> WeightSource:
@@ -124,17 +247,62 @@ def as_source(source: Any) -> WeightSource:
         return source
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
+        if os.path.isdir(path):
+            return OrbaxSource(path)
         if path.endswith(".safetensors") or os.path.isfile(path):
             return SafetensorsSource(path)
         raise InputSpecError(
-            f"weight source {path!r} is not a .safetensors file; pass a file, a mapping name -> array, or a "
-            "callable name -> array (an Orbax checkpoint can be read with orbax.checkpoint and passed as a callable)"
+            f"weight source {path!r} does not exist; pass a .safetensors file, an Orbax checkpoint folder, a mapping "
+            "name -> array, or a callable name -> array"
         )
     if isinstance(source, Mapping):
         return CallableSource(source.__getitem__, "mapping")
     if callable(source):
         return CallableSource(source)
-    raise InputSpecError(f"cannot use {type(source).__name__} as a weight source; pass a .safetensors path, a mapping or a callable")
+    raise InputSpecError(f"cannot use {type(source).__name__} as a weight source; pass a .safetensors path, an Orbax "
+                         "checkpoint folder, a mapping or a callable")
+
+
+def source_problems(source: WeightSource, wanted: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, Any, Any]]]:
+    """What ``source`` lacks of ``wanted`` (name -> shape/dtype): the missing names, and
+    ``(name, found, wanted)`` for each tensor of another shape or dtype; both empty when the
+    source's catalog is unknown (:meth:`WeightSource.catalog`: then each tensor is checked when
+    it is loaded)."""
+    have = source.catalog()
+    if have is None:
+        return [], []
+    missing = [name for name in wanted if name not in have]
+    wrong = [(name, have[name], spec) for name, spec in wanted.items() if name in have and
+             (tuple(have[name].shape) != tuple(spec.shape) or np.dtype(have[name].dtype) != np.dtype(spec.dtype))]
+    return missing, wrong
+
+
+def _describe(spec: Any) -> str:
+    return f"{np.dtype(spec.dtype).name}{list(spec.shape)}"
+
+
+def check_source(source: WeightSource, wanted: Mapping[str, Any]) -> None:
+    """Refuse, before anything is traced or written, a source whose catalog lacks a wanted tensor
+    or holds one of another shape or dtype, naming them all."""
+    missing, wrong = source_problems(source, wanted)
+    if not missing and not wrong:
+        return
+    lines = []
+    if missing:
+        import difflib
+
+        have = list(source.catalog() or ())
+        close = difflib.get_close_matches(missing[0], have, n=1)
+        lines.append(f"{source.describe()} has no tensor {missing[0]!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+                     + (f" ({len(missing)} of the {len(wanted)} weights are missing: {', '.join(missing[:8])}"
+                        f"{', ...' if len(missing) > 8 else ''})" if len(missing) > 1 else ""))
+    for name, found, spec in wrong[:8]:
+        lines.append(f"{name!r} is {_describe(found)} in {source.describe()}, the abstract parameter is {_describe(spec)}")
+    if len(wrong) > 8:
+        lines.append(f"... and {len(wrong) - 8} more of another shape or dtype")
+    raise InputSpecError("; ".join(lines) + "; nothing was written. Save the tensors under the Weights tree's names "
+                         "(pytree paths joined with dots) with its shapes and dtypes, or pass a callable name -> array "
+                         "that maps them")
 
 
 def leaf_name(path: Sequence[Any]) -> str:
@@ -186,6 +354,8 @@ def bind(fn: Callable[..., Any], inputs: Sequence[Any]) -> BoundWeights | None:
     names = [leaf.name for leaf in leaves]
     if len(set(names)) != len(names):
         raise InputSpecError("two Weights leaves have the same name; give each Weights tree distinct paths")
+    for i in slots:
+        check_source(inputs[i].source, {leaf.name: leaf.spec for leaf in leaves if leaf.source is inputs[i].source})
     n_plain = len(plain)
 
     def with_weights(*args: Any, **kwargs: Any) -> Any:
@@ -227,4 +397,5 @@ def is_lazy(value: ir.Value | None) -> bool:
     return value is not None and isinstance(value.const_value, ir.LazyTensor)
 
 
-__all__ = ["Weights", "WeightSource", "SafetensorsSource", "CallableSource", "bind", "is_lazy"]
+__all__ = ["Weights", "WeightSource", "SafetensorsSource", "OrbaxSource", "CallableSource", "bind", "check_source",
+           "is_lazy", "source_problems"]

@@ -79,6 +79,11 @@ class NameGenerator:
                 return cand
 
 
+#: Device-resident constants (sharded, replicated, on an accelerator) from this size up are copied to
+#: the host only when the model is written, one at a time; smaller ones right away.
+DEVICE_LAZY_BYTES = 64 * 1024
+
+
 class ModelBuilder:
     """Model-wide state: names, the initializer pool, ONNX functions, opset."""
 
@@ -89,6 +94,9 @@ class ModelBuilder:
         self._const_pool = ConstantPool()
         self.functions: dict[tuple[str, str], ir.Function] = {}
         self.function_fingerprints: dict[str, ir.Function] = {}
+        #: device-resident constants already stored, by the jax.Array's identity (the array is kept
+        #: alive with its value, so an id is never reused for another array during the export)
+        self._device_constants: dict[int, tuple[Any, ir.Value]] = {}
         self.main = Scope(self, kind="main")
 
     def initializer(self, array: np.ndarray, name: str | None = None) -> ir.Value:
@@ -105,6 +113,25 @@ class ModelBuilder:
         self._const_pool.add(array, value)
         return value
 
+
+    def device_initializer(self, array: Any, name: str | None = None) -> ir.Value:
+        """An initializer holding a device-resident ``jax.Array`` (sharded, replicated or on an
+        accelerator), copied to the host only when the model is written, one tensor at a time
+        (:func:`jax2onnx.compat.host_copy`): the export never holds the whole model on the host.
+        Like a ``Weights`` leaf it is lazy, so passes neither fold nor deduplicate it by value;
+        the same array seen twice (a tied embedding) is stored once."""
+        hit = self._device_constants.get(id(array))
+        if hit is not None:
+            return hit[1]
+        shape = [int(d) for d in array.shape]
+        vname = self.names.fresh(name or "const_" + "x".join(str(d) for d in shape))
+        dtype = to_ir_dtype(array.dtype)
+        tensor = ir.LazyTensor(lambda: as_tensor(compat.host_copy(array), vname), dtype=dtype, shape=ir.Shape(shape),
+                               name=vname)
+        value = ir.Value(name=vname, type=ir.TensorType(dtype), shape=ir.Shape(shape), const_value=tensor)
+        self.initializers[vname] = value
+        self._device_constants[id(array)] = (array, value)
+        return value
 
     def weight(self, leaf: Any, aval: Any) -> ir.Value:
         """An initializer read from a weight source when the model is written (see
@@ -303,6 +330,16 @@ class Scope:
         out.shape = ir.Shape(list(array.shape))
         self._local_consts.add(array, out)
         return out
+
+    def device_const(self, array: Any) -> ir.Value:
+        """A constant from a device-resident ``jax.Array`` (:func:`jax2onnx.compat.is_device_resident`;
+        real, integer or bool: a complex one goes to ``const`` as its (real, imag) pairs). From
+        :data:`DEVICE_LAZY_BYTES` up, where the graph can hold initializers, it stays on its
+        devices until the model is written (:meth:`ModelBuilder.device_initializer`); smaller ones
+        (shapes, scales: what lowerings and folding read) are copied now."""
+        if array.nbytes >= DEVICE_LAZY_BYTES and self.kind != "function" and not self._inside_function():
+            return self.model.device_initializer(array)
+        return self.const(compat.host_copy(array))
 
     def _inside_function(self) -> bool:
         s = self.parent

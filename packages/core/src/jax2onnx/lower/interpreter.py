@@ -44,7 +44,10 @@ class Interpreter:
         consts = closed.consts if hasattr(closed, "consts") else ()
         env: dict[Any, ir.Value] = {}
         for var, c in zip(jaxpr.constvars, consts):
-            env[var] = scope.const(_to_numpy(c, var.aval))
+            if compat.is_device_resident(c) and np.dtype(c.dtype) == _np_dtype(var.aval) and np.dtype(c.dtype).kind != "c":
+                env[var] = scope.device_const(c)  # gathered when written, not held whole now
+            else:
+                env[var] = scope.const(_to_numpy(c, var.aval))
         if len(jaxpr.invars) != len(inputs):
             raise LoweringError(f"jaxpr expects {len(jaxpr.invars)} inputs, got {len(inputs)}")
         for var, v in zip(jaxpr.invars, inputs):
@@ -236,7 +239,7 @@ def _to_numpy(value: Any, aval: Any) -> np.ndarray:
     dtype = getattr(aval, "dtype", None)
     if compat.is_key_dtype(dtype):  # a closed-over key: its uint32 key data
         return compat.key_data(value)
-    arr = np.asarray(value)
+    arr = compat.host_copy(value) if compat.is_device_resident(value) else np.asarray(value)
     if dtype is not None and arr.dtype != dtype:
         arr = arr.astype(dtype)
     if arr.dtype.kind == "c":  # complex constants as (real, imag) pairs, like every complex value
