@@ -107,3 +107,33 @@ def test_the_floor_session_deselects_nothing():
     assert "--deselect" not in noxfile and "deselect" not in re.sub(r"#.*", "", noxfile)
     ci = glob.glob(os.path.join(ROOT, ".ci", "**", "*"), recursive=True) + glob.glob(os.path.join(ROOT, ".github", "**", "*"), recursive=True)
     assert not [p for p in ci if os.path.isfile(p) and "--deselect" in _read(p)]
+
+
+#: core's stage folders: their modules are core's internals, which packs do not import
+CORE_STAGES = ("export", "lower", "passes", "precision", "verification")
+
+
+def _imported_modules(path: str) -> list[tuple[int, str]]:
+    """(line, module) of every import in ``path``, wherever the statement stands."""
+    found = []
+    for node in ast.walk(ast.parse(_read(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found += [(node.lineno, node.module)]
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
+    return found
+
+
+def test_packs_use_cores_public_modules_only():
+    """A pack's code (and the template users copy) imports core through its public modules
+    (``jax2onnx``, ``jax2onnx.frontend``, ``plugin``, ``fusion``, ``testing``, ``targets``, ...), never a
+    stage's internals: the staged API (``jax2onnx.ExportProgram``) is how a front-end runs an export."""
+    sources = [p for p in glob.glob(os.path.join(ROOT, "packages", "*", "src", "**", "*.py"), recursive=True)
+               if not p.startswith(CORE_SRC)]
+    sources += glob.glob(os.path.join(ROOT, "templates", "plugin-pack", "**", "*.py"), recursive=True)
+    assert len(sources) > 100, len(sources)
+    stage = re.compile(r"^jax2onnx\.(" + "|".join(CORE_STAGES) + r")(\.|$)")
+    found = [f"{os.path.relpath(path, ROOT)}:{line}: {module}" for path in sources
+             for line, module in _imported_modules(path) if stage.match(module)]
+    assert not found, "\n".join(found)

@@ -2,7 +2,7 @@
 
 import warnings
 
-from jax2onnx.lower.registry import PackLoadWarning, PluginRegistry
+from jax2onnx.testing import PackLoadWarning, PluginRegistry
 
 
 def test_the_pack_loads_cleanly_and_lowers_its_names():

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 from flax import nnx
 from jax2onnx import to_onnx
-from jax2onnx.verification.compare import compare
+from jax2onnx.frontend import compare
 
 # The README's quickstart model (Linear, Dropout, BatchNorm, gelu, Linear, from the Flax docs),
 # defined once: beside the nnx pack's testcases that pin its graph to 4 nodes.

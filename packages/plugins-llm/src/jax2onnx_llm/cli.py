@@ -24,7 +24,7 @@ def _positive_int(text: str) -> int:
 
 
 def register(sub: Any) -> None:
-    from jax2onnx.precision import KINDS  # light: core's CLI has imported jax2onnx already
+    from jax2onnx.frontend import PRECISION_KINDS as KINDS  # light: core's CLI has imported jax2onnx already
 
     p = sub.add_parser("llm", help="export a causal LM (Hugging Face Flax, KerasHub, NNX, DecoderSpec) as an "
                                    "onnxruntime-genai model folder")

@@ -14,8 +14,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from jax2onnx.verification.greedy import MIN_AGREEMENT, NEW_TOKENS, GreedyAgreement
-from jax2onnx.verification.reference import HIGHEST, precision_scope
+from jax2onnx.frontend import HIGHEST, MIN_AGREEMENT, NEW_TOKENS, GreedyAgreement, precision_scope
 
 from . import families
 from .errors import OptionError

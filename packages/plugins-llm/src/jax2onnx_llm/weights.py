@@ -24,7 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 from jax2onnx import Weights
-from jax2onnx.export.weights import as_source, leaf_name, source_problems
+from jax2onnx.frontend import as_source, leaf_name, source_problems
 
 from . import families
 from .errors import WeightsError

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 
 import onnx
-from jax2onnx.lower.functions import FUNCTION_DOMAIN
+from jax2onnx.frontend import FUNCTION_DOMAIN
 from jax2onnx.testing import Variant
 
 Check = Callable[[onnx.ModelProto, Variant], None]

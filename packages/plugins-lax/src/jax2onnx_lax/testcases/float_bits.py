@@ -25,8 +25,8 @@ def _check_bitcast_op_at_opset_26(fn, values):
 
     def check(_model, variant):
         from jax2onnx import to_onnx
+        from jax2onnx.frontend import compare
         from jax2onnx.testing.runner import op_types
-        from jax2onnx.verification.compare import compare
 
         double = variant.double
         inputs = [v.astype(np.float64) if double else v for v in values]

@@ -1,0 +1,44 @@
+"""What front-ends build on: a model family's exporter (an LLM folder writer, say), a
+pack's tools, a power user's script. Packs import core through this module, ``jax2onnx`` itself,
+``jax2onnx.plugin`` / ``fusion`` / ``testing`` / ``targets`` / ``compat`` / ``dtypes`` / ``ir`` and the
+CLI's extension point (``jax2onnx.cli``), never a stage's internals (``jax2onnx.export``, ``lower``,
+``passes``, ``precision``, ``verification``): tests/test_layout_rules.py enforces it.
+
+- the staged export: :class:`ExportProgram`, :func:`export_program` (trace, lower, optimize with the
+  rewrite slot's passes, write, verify);
+- weight sources for streamed exports (:class:`jax2onnx.Weights`): :func:`as_source` (a
+  ``.safetensors`` file, an Orbax checkpoint folder, a mapping, a callable), :func:`leaf_name`,
+  :func:`source_problems` (what a source that lists its tensors lacks or holds otherwise);
+- running and comparing: :func:`compare`, :func:`run_onnx`;
+- the JAX reference's precision (:data:`HIGHEST`, :func:`precision_scope`) and an LM's greedy-token
+  check (:class:`GreedyAgreement`, :data:`MIN_AGREEMENT`, :data:`NEW_TOKENS`);
+- :data:`PRECISION_KINDS` (the names ``precision=`` takes) and :data:`FUNCTION_DOMAIN` (the domain
+  of ``@onnx_function`` bodies).
+"""
+
+from __future__ import annotations
+
+from .export.program import ExportProgram, export_program
+from .export.weights import as_source, leaf_name, source_problems
+from .lower.functions import FUNCTION_DOMAIN
+from .precision.options import KINDS as PRECISION_KINDS
+from .verification.compare import compare, run_onnx
+from .verification.greedy import MIN_AGREEMENT, NEW_TOKENS, GreedyAgreement
+from .verification.reference import HIGHEST, precision_scope
+
+__all__ = [
+    "FUNCTION_DOMAIN",
+    "HIGHEST",
+    "MIN_AGREEMENT",
+    "NEW_TOKENS",
+    "PRECISION_KINDS",
+    "ExportProgram",
+    "GreedyAgreement",
+    "as_source",
+    "compare",
+    "export_program",
+    "leaf_name",
+    "precision_scope",
+    "run_onnx",
+    "source_problems",
+]
