@@ -96,6 +96,21 @@ def test_a_pack_built_for_another_core_is_a_version_mismatch(site):
     assert len(problems) == 2, problems  # lax and jnp, one line each
 
 
+def test_the_published_017_left_beside_core_is_reported(site):
+    # `pip install -U jax2onnx-core jax2onnx-nnx` over 0.17.1 keeps the 0.17.1 distribution installed
+    _healthy(site)
+    _dist(site, "jax2onnx", "0.17.1", "jax>=0.5", "flax>=0.10")
+    assert pack_catalog.problems([]) == [
+        "jax2onnx 0.17.1 (the published single package) is installed beside jax2onnx-core 0.18.0 and shares its "
+        "import folder: upgrade it (pip install -U jax2onnx) or remove it (pip uninstall jax2onnx)"]
+
+
+def test_the_meta_package_of_cores_line_is_no_problem(site):
+    _healthy(site)
+    _dist(site, "jax2onnx", "0.18.0", "jax2onnx-core>=0.18,<0.19", "jax2onnx-lax>=0.18,<0.19")
+    assert pack_catalog.problems([]) == []
+
+
 def test_a_pack_that_does_not_load_is_one_line_with_the_fix():
     class Info:
         name, version, error = "jax2onnx-foo", "0.18.0", "ImportError: no module named foo_dep"

@@ -93,6 +93,7 @@ def problems(packs: Iterable[Any]) -> list[str]:
             elif not req.specifier.contains(have.version, prereleases=True):
                 lines.append(f"{name} {dist.version} requires {req}, but {req.name} {have.version} is installed: "
                              f"install matching versions (pip install -U {name} {req.name})")
+    lines += _stale_meta_package(installed)
     for pack in catalog():
         if pack.distribution in installed or not (pack.needed_by_most_exports or pack.distribution in required_by):
             continue
@@ -104,6 +105,27 @@ def problems(packs: Iterable[Any]) -> list[str]:
         if all(p.distribution != missing for p in catalog()):
             lines.append(f"{missing} is not installed (required by {', '.join(dependents)}): pip install {missing}")
     return lines
+
+
+def _stale_meta_package(installed: dict[str, metadata.Distribution]) -> list[str]:
+    """The ``jax2onnx`` distribution of an older line beside this core: the published single
+    package (0.17) still installed, its files in the folder core owns. Every distribution shares
+    core's minor version (the version scheme), and 0.17 requires none of them to say so itself."""
+    meta, core = installed.get(PROJECT_PREFIX), installed.get(f"{PROJECT_PREFIX}-core")
+    if meta is None or core is None or _minor(meta.version) >= _minor(core.version):
+        return []
+    return [f"{PROJECT_PREFIX} {meta.version} (the published single package) is installed beside {PROJECT_PREFIX}-core "
+            f"{core.version} and shares its import folder: upgrade it (pip install -U {PROJECT_PREFIX}) or remove it "
+            f"(pip uninstall {PROJECT_PREFIX})"]
+
+
+def _minor(version: str) -> tuple[int, ...]:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version).release[:2]
+    except InvalidVersion:
+        return ()
 
 
 def not_installed() -> list[CatalogPack]:
