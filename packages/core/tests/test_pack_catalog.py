@@ -78,8 +78,8 @@ def test_a_missing_pack_everything_needs_is_one_line_naming_who_needs_it(site):
     _dist(site, "jax2onnx-nnx", "0.18.0", "jax2onnx-core>=0.18,<0.19", f"{needed}>=0.18,<0.19", "flax>=0.10.6",
           'jax2onnx-examples; extra == "demo"')
     problems = pack_catalog.problems([])
-    assert problems == [f"{needed} is not installed (required by jax2onnx-nnx 0.18.0; almost every export needs it "
-                        f"({next(p.what for p in pack_catalog.catalog() if p.distribution == needed)})): pip install {needed}"]
+    assert problems == [f"{needed} is not installed (required by jax2onnx-nnx 0.18.0; almost every export needs it: "
+                        f"{next(p.what for p in pack_catalog.catalog() if p.distribution == needed)}): pip install {needed}"]
 
 
 def test_core_alone_misses_the_pack_everything_needs(site):

@@ -99,7 +99,7 @@ def problems(packs: Iterable[Any]) -> list[str]:
             continue
         why = [f"required by {', '.join(required_by[pack.distribution])}"] if pack.distribution in required_by else []
         if pack.needed_by_most_exports:
-            why.append(f"almost every export needs it ({pack.what})")
+            why.append(f"almost every export needs it: {pack.what}")
         lines.append(f"{pack.distribution} is not installed ({'; '.join(why)}): pip install {pack.distribution}")
     for missing, dependents in sorted(required_by.items()):
         if all(p.distribution != missing for p in catalog()):
