@@ -195,10 +195,10 @@ def upgrade(wheelhouse: str) -> list[str]:
             problems += _versions_listed(tmp, expected)
             if named != [META]:
                 continue
-            packs = subprocess.run([os.path.join(tmp, "venv", "bin", "jax2onnx"), "packs"], capture_output=True, text=True)
-            if packs.returncode != 0:  # e.g. 0.17.1 left installed beside core, or a pack that does not load
-                problems.append(f"`jax2onnx packs` after `pip {' '.join(args)}` over {LAST_PUBLISHED}: rc {packs.returncode} "
-                                f"{(packs.stdout + packs.stderr).strip()[-400:]}")
+            report = subprocess.run([os.path.join(tmp, "venv", "bin", "jax2onnx"), "packs"], capture_output=True, text=True)
+            if report.returncode != 0:  # e.g. 0.17.1 left installed beside core, or a pack that does not load
+                problems.append(f"`jax2onnx packs` after `pip {' '.join(args)}` over {LAST_PUBLISHED}: rc {report.returncode} "
+                                f"{(report.stdout + report.stderr).strip()[-400:]}")
             _pip(python, "uninstall", "--quiet", "-y", META)
             done = _run(python, SMOKE, tmp)
             if done.returncode != 0:
