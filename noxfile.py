@@ -330,7 +330,7 @@ def docs(session: nox.Session) -> None:
     """The user guide (docs/, mkdocs.yml) built with `mkdocs build --strict` into site/ (gitignored):
     a broken link, a missing snippet file or a docstring the API reference cannot render fails it.
     The guide's code blocks are run by tests/test_guide.py in the default session. The API
-    reference reads core's source statically (mkdocstrings), so no package is installed here."""
+    reference reads core's and the LLM pack's source statically (mkdocstrings), so no package is installed here."""
     session.install(*DOCS_TOOLS)
     session.env["NO_MKDOCS_2_WARNING"] = "1"  # mkdocs-material's banner about its successor
     session.run("mkdocs", "build", "--strict", "--site-dir", os.path.join(ROOT, "site"))

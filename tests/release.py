@@ -3,8 +3,8 @@
     python tests/release.py check                   # versions, inter-package pins, CHANGELOG entries
     python tests/release.py readme WHEELHOUSE       # each README `pip install --find-links wheelhouse ...`
                                                     # command in a fresh venv, then a conversion
-    python tests/release.py upgrade WHEELHOUSE      # jax2onnx 0.17.1 from the index, upgraded from the
-                                                    # wheelhouse, import, convert, uninstall
+    python tests/release.py upgrade WHEELHOUSE      # each README wheelhouse command over jax2onnx 0.17.1
+                                                    # from the index: import, convert, versions, uninstall
 
 Each exits 1 naming every problem. ``check`` is also run by the default test session
 (tests/test_release.py), without building anything.
@@ -73,8 +73,16 @@ def check_metadata(dists: dict[str, dict] | None = None) -> tuple[list[str], lis
                 missing.append(f"{where}, but packages/ has no {req.name}")
             elif not req.specifier.contains(sibling["version"], prereleases=True):
                 problems.append(f"{where}, which excludes {req.name} {sibling['version']} from this repository")
-    if META in dists and _version_tuple(dists[META]["version"]) <= _version_tuple(LAST_PUBLISHED):
-        problems.append(f"{META} {dists[META]['version']} must be above the published {LAST_PUBLISHED} for `pip install -U jax2onnx`")
+    # The version scheme (packages/core/CHANGELOG.md): every distribution continues the published
+    # jax2onnx line (core's version is `jax2onnx.__version__`), and all share one minor version.
+    for name, info in dists.items():
+        if _version_tuple(info["version"]) <= _version_tuple(LAST_PUBLISHED):
+            why = "for `pip install -U jax2onnx`" if name == META else "(a 0.17 user reads it as a downgrade)"
+            problems.append(f"{name} {info['version']} must be above the published {META} {LAST_PUBLISHED} {why}")
+    lines = {name: _version_tuple(info["version"])[:2] for name, info in dists.items()}
+    if len(set(lines.values())) > 1:
+        shown = ", ".join(f"{name} {dists[name]['version']}" for name in sorted(lines))
+        problems.append(f"every distribution shares one minor version (the version scheme), but: {shown}")
     return problems, missing
 
 
@@ -85,7 +93,7 @@ def readme_commands() -> list[list[str]]:
     out = []
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
-        m = re.match(r"^(?:\S*python3? -m )?pip install (--find-links wheelhouse .+)$", line)
+        m = re.match(r"^(?:\S*python3? -m )?pip install ((?:-U |--upgrade )?--find-links wheelhouse .+)$", line)
         if m:
             out.append(["install", *shlex.split(m.group(1))])
     return out
@@ -99,6 +107,7 @@ from jax2onnx import allclose, to_onnx
 model = to_onnx(nnx.Linear(4, 2, rngs=nnx.Rngs(0)), [("B", 4)])
 onnx.checker.check_model(model, full_check=True)
 assert [n.op_type for n in model.graph.node] == ["Gemm"], model.graph.node
+assert tuple(int(p) for p in jax2onnx.__version__.split(".")[:2]) > (0, 17), jax2onnx.__version__
 print("converted with jax2onnx-core", jax2onnx.__version__, "from", jax2onnx.__file__)
 """
 
@@ -138,40 +147,74 @@ def readme(wheelhouse: str) -> list[str]:
     return problems
 
 
+def _install_published(tmp: str) -> tuple[str, str | None]:
+    """A fresh venv holding jax2onnx 0.17.1 from the index: (python, problem or None)."""
+    python = _venv(os.path.join(tmp, "venv"))
+    _pip(python, "install", "--quiet", f"jax2onnx=={LAST_PUBLISHED}")
+    old = _run(python, "import importlib.metadata as m, jax2onnx; print(m.version('jax2onnx')); jax2onnx.to_onnx", tmp)
+    if old.returncode != 0 or old.stdout.strip() != LAST_PUBLISHED:
+        return python, f"jax2onnx {LAST_PUBLISHED} did not install from the index: {old.stderr.strip()[-300:]}"
+    return python, None
+
+
+def _versions_listed(tmp: str, expected: dict[str, str]) -> list[str]:
+    """`jax2onnx --version` names core and each installed pack with the wheelhouse's versions."""
+    cli = subprocess.run([os.path.join(tmp, "venv", "bin", "jax2onnx"), "--version"], capture_output=True, text=True)
+    print(cli.stdout.strip())
+    missing = [f"{name} {version}" for name, version in expected.items() if f"{name} {version}" not in cli.stdout]
+    return [f"`jax2onnx --version` does not list {', '.join(missing)}: {(cli.stdout + cli.stderr).strip()[-300:]}"] if missing else []
+
+
 def upgrade(wheelhouse: str) -> list[str]:
-    """0.17.1 from the index -> `pip install -U jax2onnx` from the wheelhouse -> import, convert ->
+    """Each README ``pip install ... --find-links wheelhouse ...`` command run as written over an
+    installed jax2onnx 0.17.1 (so an upgrade, not a fresh install): import, convert, the version
+    above 0.17, `jax2onnx --version` listing what was installed. Then, after the `jax2onnx` one:
     `pip uninstall jax2onnx` (the converter stays: core owns the folder) -> uninstall the rest
     (jax2onnx cleanly absent). Then the other order: core installed beside 0.17.1, 0.17.1 removed."""
     problems = []
     wheelhouse = os.path.abspath(wheelhouse)
+    parent = os.path.dirname(wheelhouse)
+    versions = {name: info["version"] for name, info in distributions().items()}
     packs = ["jax2onnx-core", "jax2onnx-lax", "jax2onnx-jnp", "jax2onnx-nnx"]
-    with tempfile.TemporaryDirectory(prefix="jax2onnx-upgrade-") as tmp:
-        python = _venv(os.path.join(tmp, "venv"))
-        _pip(python, "install", "--quiet", f"jax2onnx=={LAST_PUBLISHED}")
-        old = _run(python, "import importlib.metadata as m, jax2onnx; print(m.version('jax2onnx')); jax2onnx.to_onnx", tmp)
-        if old.returncode != 0 or old.stdout.strip() != LAST_PUBLISHED:
-            return [f"jax2onnx {LAST_PUBLISHED} did not install from the index: {old.stderr.strip()[-300:]}"]
-        _pip(python, "install", "--quiet", "-U", "--find-links", wheelhouse, "jax2onnx")
-        done = _run(python, SMOKE, tmp)
-        print(done.stdout.strip())
-        if done.returncode != 0:
-            problems.append(f"after `pip install -U jax2onnx` over {LAST_PUBLISHED}: {done.stderr.strip()[-400:]}")
-        _pip(python, "uninstall", "--quiet", "-y", "jax2onnx")
-        done = _run(python, SMOKE, tmp)
-        if done.returncode != 0:
-            problems.append(f"after `pip uninstall jax2onnx` (core still installed): {done.stderr.strip()[-400:]}")
-        _pip(python, "uninstall", "--quiet", "-y", *packs)
-        gone = _run(python, "import jax2onnx", tmp)
-        if "ModuleNotFoundError: No module named 'jax2onnx'" not in gone.stderr:
-            problems.append(f"after uninstalling every jax2onnx distribution, `import jax2onnx` did not fail cleanly: "
-                            f"rc {gone.returncode} {gone.stderr.strip()[-300:]}")
-        # Core first, then 0.17.1 installed beside it and uninstalled (its RECORD lists jax2onnx/__init__.py).
-        _pip(python, "install", "--quiet", "--find-links", wheelhouse, *packs)
-        _pip(python, "install", "--quiet", "--no-deps", f"jax2onnx=={LAST_PUBLISHED}")
-        _pip(python, "uninstall", "--quiet", "-y", "jax2onnx")
-        done = _run(python, SMOKE, tmp)
-        if done.returncode != 0:
-            problems.append(f"core + {LAST_PUBLISHED} installed, {LAST_PUBLISHED} uninstalled: {done.stderr.strip()[-400:]}")
+    commands = readme_commands()
+    if ["install", "-U", "--find-links", "wheelhouse", META] not in commands:
+        problems.append(f"README.md shows no `pip install -U --find-links wheelhouse {META}` (the upgrade of a 0.17 install)")
+    for args in commands:
+        with tempfile.TemporaryDirectory(prefix="jax2onnx-upgrade-") as tmp:
+            python, problem = _install_published(tmp)
+            if problem:
+                return [*problems, problem]
+            _pip(python, *args, "--quiet", cwd=parent)  # as the README says it, relative `wheelhouse`
+            done = _run(python, SMOKE, tmp)
+            print(done.stdout.strip())
+            if done.returncode != 0:
+                problems.append(f"after `pip {' '.join(args)}` over {LAST_PUBLISHED}: {done.stderr.strip()[-400:]}")
+                continue
+            named = [a for a in args[1:] if not a.startswith("-") and a != "wheelhouse"]
+            expected = {d: versions[d] for d in packs if META in named or d in named or d == "jax2onnx-core"}
+            problems += _versions_listed(tmp, expected)
+            if named != [META]:
+                continue
+            report = subprocess.run([os.path.join(tmp, "venv", "bin", "jax2onnx"), "packs"], capture_output=True, text=True)
+            if report.returncode != 0:  # e.g. 0.17.1 left installed beside core, or a pack that does not load
+                problems.append(f"`jax2onnx packs` after `pip {' '.join(args)}` over {LAST_PUBLISHED}: rc {report.returncode} "
+                                f"{(report.stdout + report.stderr).strip()[-400:]}")
+            _pip(python, "uninstall", "--quiet", "-y", META)
+            done = _run(python, SMOKE, tmp)
+            if done.returncode != 0:
+                problems.append(f"after `pip uninstall jax2onnx` (core still installed): {done.stderr.strip()[-400:]}")
+            _pip(python, "uninstall", "--quiet", "-y", *packs)
+            gone = _run(python, "import jax2onnx", tmp)
+            if "ModuleNotFoundError: No module named 'jax2onnx'" not in gone.stderr:
+                problems.append(f"after uninstalling every jax2onnx distribution, `import jax2onnx` did not fail cleanly: "
+                                f"rc {gone.returncode} {gone.stderr.strip()[-300:]}")
+            # Core first, then 0.17.1 installed beside it and uninstalled (its RECORD lists jax2onnx/__init__.py).
+            _pip(python, "install", "--quiet", "--find-links", wheelhouse, *packs)
+            _pip(python, "install", "--quiet", "--no-deps", f"jax2onnx=={LAST_PUBLISHED}")
+            _pip(python, "uninstall", "--quiet", "-y", META)
+            done = _run(python, SMOKE, tmp)
+            if done.returncode != 0:
+                problems.append(f"core + {LAST_PUBLISHED} installed, {LAST_PUBLISHED} uninstalled: {done.stderr.strip()[-400:]}")
     return problems
 
 

@@ -23,9 +23,22 @@ def core() -> None:
 
     assert not _onnxruntime_present(), "jax2onnx-core must not pull onnxruntime (it is the [runtime] extra)"
     out = subprocess.run(["jax2onnx", "--version"], capture_output=True, text=True, check=True).stdout
-    assert out.startswith("jax2onnx-core "), out
+    assert out.startswith("jax2onnx-core ") and "packs: none installed" in out, out
     model = to_onnx(lambda x: x, [("B", 3)])  # no primitive: core alone converts it
     onnx.checker.check_model(model, full_check=True)
+    # Core alone names the pack to install (its catalog of the published packs), and `packs` says
+    # the install lacks it, with exit status 1.
+    import jax.numpy as jnp
+    from jax2onnx import UnsupportedPrimitiveError
+
+    try:
+        to_onnx(lambda x: jnp.sin(x), [("B", 3)])
+    except UnsupportedPrimitiveError as exc:
+        assert "(pip install jax2onnx-lax)" in str(exc), exc
+    else:
+        raise AssertionError("core alone has no lowering for sin")
+    packs = subprocess.run(["jax2onnx", "packs"], capture_output=True, text=True)
+    assert packs.returncode == 1 and "problem: jax2onnx-lax is not installed" in packs.stdout, packs
     try:
         allclose(lambda x: x, model, [np.ones((2, 3), np.float32)])
     except MissingDependencyError as exc:
@@ -94,7 +107,12 @@ def meta() -> None:
 
     packs = {p.name for p in get_registry().describe() if p.error is None}
     assert {"jax2onnx-lax", "jax2onnx-jnp", "jax2onnx-nnx"} <= packs, packs
-    assert int(importlib.metadata.version("jax2onnx").split(".")[0]) >= 1, "the meta package sorts above every published 0.x"
+    import jax2onnx
+
+    for version in (importlib.metadata.version("jax2onnx"), jax2onnx.__version__):
+        assert tuple(int(p) for p in version.split(".")[:2]) > (0, 17), f"{version} must sort above the published 0.17.1"
+    packs = subprocess.run(["jax2onnx", "packs"], capture_output=True, text=True)
+    assert packs.returncode == 0 and "problem:" not in packs.stdout, packs
     nnx_pack()
 
 

@@ -1,6 +1,7 @@
 """The release checks (tests/release.py, run on a built wheelhouse by `nox -s release`) hold for the
 repository as it is: sibling pins admit each other's versions, every CHANGELOG has its version's
-entry, the `jax2onnx` meta package sorts above 0.17, and the README documents the wheelhouse path."""
+entry, every distribution sorts above the published 0.17.1 on one minor version, and the README
+documents the wheelhouse path (with -U, so it upgrades a 0.17 install)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,27 @@ def test_the_checker_catches_a_pin_that_excludes_a_sibling():
     dists["jax2onnx"]["version"] = "0.17.0"
     problems, _ = release.check_metadata(dists)
     assert any("jax2onnx-nnx requires 'jax2onnx-core>=9'" in p for p in problems), problems
-    assert any("must be above the published 0.17.1" in p for p in problems), problems
+    assert any("jax2onnx 0.17.0 must be above the published jax2onnx 0.17.1" in p for p in problems), problems
+
+
+def test_every_distribution_continues_the_published_line_on_one_minor_version():
+    """core's version is `jax2onnx.__version__`: a 0.1 core reads as a downgrade from 0.17."""
+    dists = copy.deepcopy(release.distributions())
+    dists["jax2onnx-core"]["version"] = "0.1.0"
+    problems, _ = release.check_metadata(dists)
+    assert any("jax2onnx-core 0.1.0 must be above the published jax2onnx 0.17.1" in p for p in problems), problems
+    dists = copy.deepcopy(release.distributions())
+    dists["jax2onnx-lax"]["version"] = "0.19.0"
+    problems, _ = release.check_metadata(dists)
+    assert any("every distribution shares one minor version" in p and "jax2onnx-lax 0.19.0" in p for p in problems), problems
+
+
+def test_the_installed_core_is_the_repositorys_and_above_the_published_line():
+    import jax2onnx
+
+    core = release.distributions()["jax2onnx-core"]["version"]
+    assert jax2onnx.__version__ == core
+    assert release._version_tuple(jax2onnx.__version__) > release._version_tuple(release.LAST_PUBLISHED)
 
 
 def test_meta_package_depends_on_the_default_surface_with_extras():
@@ -41,5 +62,6 @@ def test_meta_package_depends_on_the_default_surface_with_extras():
 
 def test_readme_documents_the_wheelhouse_installs():
     commands = release.readme_commands()
-    assert ["install", "--find-links", "wheelhouse", "jax2onnx-core", "jax2onnx-nnx"] in commands
-    assert ["install", "--find-links", "wheelhouse", "jax2onnx"] in commands
+    # -U: over an installed jax2onnx 0.17 a plain install is a no-op ("already satisfied")
+    assert ["install", "-U", "--find-links", "wheelhouse", "jax2onnx-core", "jax2onnx-nnx"] in commands
+    assert ["install", "-U", "--find-links", "wheelhouse", "jax2onnx"] in commands

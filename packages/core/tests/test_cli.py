@@ -206,7 +206,11 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0
-    assert f"jax2onnx-core {importlib.metadata.version('jax2onnx-core')}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"jax2onnx-core {importlib.metadata.version('jax2onnx-core')}" in out
+    # then every installed pack with its version, read from entry points (none with core alone)
+    packs = sorted({(ep.dist.name, ep.dist.version) for ep in importlib.metadata.entry_points(group="jax2onnx")})
+    assert out.splitlines()[1] == "packs: " + (", ".join(f"{n} {v}" for n, v in packs) or "none installed"), out
 
 
 class _SinA:
@@ -224,16 +228,17 @@ class _SinB:
 def test_packs_survives_conflicting_and_broken_packs(capsys):
     broken = importlib.metadata.EntryPoint(name="broken", value="no_such_pack_module_xyz", group="jax2onnx")
     with registry_in_use(("pack-a", _SinA()), ("pack-b", _SinB()), entry_points=[broken]):
-        assert main(["packs"]) == 0
+        assert main(["packs"]) == 1  # a broken install: listed, and the exit status says so
     out = capsys.readouterr().out
     assert "pack-a" in out and "pack-b" in out
     assert "problem:" in out and "'sin'" in out  # the conflict, named
-    assert "no_such_pack_module_xyz" in out  # the broken pack, listed
+    broken_lines = [line for line in out.splitlines() if line.startswith("problem:") and "no_such_pack_module_xyz" in line]
+    assert len(broken_lines) == 1 and "does not load (ModuleNotFoundError" in broken_lines[0], out
 
 
 def test_packs_lists_conflicts_instead_of_crashing(capsys):
     with registry_in_use(("pack-a", _SinA()), ("pack-b", _SinB())):
-        assert main(["packs"]) == 0
+        assert main(["packs"]) == 1
     out = capsys.readouterr().out
     assert "Primitive 'sin' is claimed by two plugin packs: 'pack-a' and 'pack-b'" in out
 

@@ -9,13 +9,28 @@ import pytest
 from jax2onnx import InputSpecError, UnsupportedPrimitiveError, UserFunctionError, to_onnx
 
 
-def test_unsupported_primitive_names_it_the_line_and_where_the_packs_are_listed(core_only_registry):
-    # Core names no pack: with none installed, the message says where the packs are listed.
+def test_unsupported_primitive_names_it_the_line_and_the_pack_to_install(core_only_registry):
+    # Core's code names no pack, its catalog of the published packs (data) does: with core alone,
+    # the message names the pack that lowers sin.
     with pytest.raises(UnsupportedPrimitiveError) as err:
         to_onnx(lambda x: jnp.sin(x), [(3,)])
     msg = str(err.value)
-    assert "'sin'" in msg and "No installed plugin pack lowers it" in msg and "architecture.md#packages" in msg, msg
+    assert "'sin'" in msg and "lowered by the plugin pack 'jax2onnx-lax', which is not installed" in msg, msg
+    assert "(pip install jax2onnx-lax)" in msg and "Installed packs: jax2onnx-core." in msg, msg
     assert "test_errors.py:" in msg
+
+
+def test_a_primitive_no_published_pack_lowers_says_where_the_packs_are_listed(core_only_registry):
+    # A primitive of the user's own (no JAX module, in no catalog entry): no pack to name.
+    from jax.extend.core import Primitive
+
+    own = Primitive("my_own_op_for_test")
+    own.def_abstract_eval(lambda x: x)
+    with pytest.raises(UnsupportedPrimitiveError) as err:
+        to_onnx(lambda x: own.bind(x), [(3,)])
+    msg = str(err.value)
+    assert "'my_own_op_for_test'" in msg and "No installed plugin pack lowers it" in msg, msg
+    assert "architecture.md#packages" in msg, msg
 
 
 def test_unknown_primitive_is_hinted_to_the_loaded_pack_lowering_its_siblings(mini_registry):

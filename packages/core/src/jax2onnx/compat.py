@@ -33,14 +33,15 @@ CUSTOM_JVP_PRIMITIVES = frozenset({"custom_jvp_call", "custom_jvp_call_jaxpr"})
 CUSTOM_VJP_PRIMITIVES = frozenset({"custom_vjp_call", "custom_vjp_call_jaxpr"})
 
 
-def primitives_by_module() -> dict[str, set[str]]:
-    """For every loaded JAX module, the names of the primitives it defines at top level
-    (``jax._src.lax.lax`` → ``{"sin", "cos", ...}``); used only to suggest a pack in error messages."""
+def primitives_by_module(prefixes: tuple[str, ...] = ("jax.",)) -> dict[str, set[str]]:
+    """For every loaded module under ``prefixes`` (JAX's by default), the names of the primitives it
+    defines at top level (``jax._src.lax.lax`` → ``{"sin", "cos", ...}``); used only to suggest a
+    pack in error messages."""
     import sys
 
     found: dict[str, set[str]] = {}
     for mod_name, mod in list(sys.modules.items()):
-        if not mod_name.startswith("jax.") or mod is None:
+        if not mod_name.startswith(prefixes) or mod is None:
             continue
         names = {v.name for v in list(vars(mod).values()) if isinstance(v, jex_core.Primitive)}
         if names:

@@ -93,15 +93,15 @@ class UnsupportedPrimitiveError(Jax2OnnxError, NotImplementedError):
         )
 
     def _advice(self, pack: str | None) -> str:
-        """``pack``: the loaded pack that lowers primitives of the same JAX module (the plugin
-        registry's ``pack_hint``), else None; no pack's name is known here otherwise."""
+        """``pack``: the loaded pack that lowers primitives of the same JAX module, else the published
+        pack the catalog names (the plugin registry's ``pack_hint``), else None."""
         if pack and pack in self.failed:
             return (
                 f"The pack '{pack}' that lowers it is installed but failed to load ({self.failed[pack]}): "
                 f"reinstall it (pip install -U {pack})."
             )
         if pack and pack not in self.installed:
-            advice = f"It is lowered by the plugin pack '{pack}': pip install {pack}"
+            advice = f"It is lowered by the plugin pack '{pack}', which is not installed (pip install {pack})."
         elif pack:
             # The pack is there and loaded: the primitive is simply not converted (yet).
             advice = (

@@ -1,3 +1,3 @@
 """jax2onnx-examples plugin pack."""
 
-__version__ = "0.1.0"
+__version__ = "0.18.0"

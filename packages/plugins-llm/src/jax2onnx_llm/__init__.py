@@ -17,7 +17,7 @@ from .export import export_causal_lm
 from .greedy_check import greedy_agreement
 from .spec import DecoderSpec, KVCache, apply_rotary, attend, rotary_tables
 
-__version__ = "0.1.0"
+__version__ = "0.18.0"
 
 __all__ = [
     "CacheLayoutError",

@@ -93,9 +93,10 @@ def export_causal_lm(
         opset: the default-domain opset of the model.
         external_data: weights beside the model (``None``: when they exceed 2 GB).
         search: ``genai_config.json`` search options to override (``{"do_sample": True}``).
-        bos_token_id, eos_token_id, pad_token_id: the special tokens, where the model does not name
-            them (a KerasHub model without its preprocessor) or to override it. onnxruntime-genai
-            needs an end token; the pad token marks a batch's left padding.
+        bos_token_id: the start token, where the model does not name it (a KerasHub model without
+            its preprocessor) or to override it.
+        eos_token_id: the end token(s), likewise; onnxruntime-genai needs one.
+        pad_token_id: the pad token, likewise; it marks a batch's left padding.
         weights: stream the weights from here instead of the model's arrays: a ``.safetensors``
             path, an Orbax checkpoint folder (``nnx.state(model)`` saved by Orbax, also from a
             sharded run), a mapping or a callable ``name -> array``. The model then only gives their

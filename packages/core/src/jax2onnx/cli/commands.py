@@ -33,6 +33,7 @@ from .._version import __version__
 from ..errors import InputSpecError, Jax2OnnxError, MissingDependencyError, require_onnxruntime
 from ..export.conversion import to_onnx
 from ..export.options import ExportOptions, check_opset
+from ..lower import pack_catalog
 from ..lower.registry import get_registry
 from ..precision.options import KINDS as PRECISION_KINDS
 from ..targets import get_target, target_names
@@ -42,7 +43,7 @@ from .usage import CliError, check_writable
 #: What each exit status means (also in ``jax2onnx --help``).
 EXIT_CODES = {
     0: "success (and, with --verify, the model matches JAX; check: nothing the target cannot take)",
-    1: "--verify ran and the model does not match JAX within tolerance; check found what the target cannot take",
+    1: "--verify ran and the model does not match JAX within tolerance; check found what the target cannot take; packs found a broken install",
     2: "bad command line: unknown option, malformed input spec, unsupported --opset, target not found, a model builder without --factory, a missing or unreadable input file, an output path that cannot be written",
     3: "the conversion failed (unsupported primitive, an error in the function or its module, inputs that do not fit it)",
     4: "a package the command needs is not installed (onnxruntime for --verify, a pack)",
@@ -311,19 +312,22 @@ def _check_not_a_factory(fn: Any, ref: str, n_inputs: int) -> None:
 
 
 def _cmd_packs(args: argparse.Namespace) -> int:
-    """List packs; a broken or conflicting pack is reported, never a crash."""
+    """List packs; a broken install (a pack that does not load, a required or commonly needed pack
+    missing, versions that do not fit, two packs claiming one primitive) is one ``problem:`` line
+    each and exit 1, never a crash."""
 
-    registry = get_registry()
     problems: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        registry = get_registry()  # loading the packs warns about a broken one: caught, reported below
         try:
             infos = registry.describe()
         except Jax2OnnxError as exc:  # e.g. two packs claiming one primitive at the same priority
             problems.append(str(exc))
             infos = list(registry.packs)
-    for w in caught:
-        problems.append(str(w.message))
+    problems += pack_catalog.problems(infos)
+    # A pack that failed to load is reported above with its fix; other warnings (a misspelled hook) here.
+    problems += [str(w.message) for w in caught if not any(i.error and f"'{i.name}'" in str(w.message) for i in infos)]
     # A registry that records conflicts instead of raising (only conversions using the contested
     # primitive fail) exposes them as ``conflicts``: name -> message (or the competing lowerings).
     conflicts = getattr(registry, "conflicts", None) or {}
@@ -334,9 +338,12 @@ def _cmd_packs(args: argparse.Namespace) -> int:
         print(f"{info.name} {info.version} ({info.module}): {status}")
         if args.verbose and info.lowered:
             print("    " + ", ".join(info.lowered))
+    for pack in pack_catalog.not_installed():
+        if not any(pack.distribution in p for p in problems):
+            print(f"not installed: {pack.distribution} ({pack.what}): pip install {pack.distribution}")
     for p in dict.fromkeys(problems):
         print(f"problem: {p}")
-    return 0
+    return 1 if problems else 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -369,7 +376,8 @@ def _version_text() -> str:
         except metadata.PackageNotFoundError:
             if dist == "onnxruntime":
                 parts.append("onnxruntime not installed")
-    return f"jax2onnx-core {__version__} ({', '.join(parts)})"
+    packs = ", ".join(f"{name} {version}" for name, version in pack_catalog.installed_packs()) or "none installed"
+    return f"jax2onnx-core {__version__} ({', '.join(parts)})\npacks: {packs}"
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

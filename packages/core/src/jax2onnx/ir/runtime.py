@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import functools
 import glob
+import importlib.metadata as metadata
+import importlib.util
 import json
 import os
 from collections.abc import Mapping
@@ -167,11 +169,25 @@ def cache_dir() -> str:
     return os.path.join(base, "jax2onnx")
 
 
+#: Distributions that install the ``onnxruntime`` module (one at a time: the wheels clash).
+ONNXRUNTIME_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino",
+                             "onnxruntime-qnn", "onnxruntime-rocm", "onnxruntime-training")
+
+
 def _installed_version() -> str | None:
-    try:
-        import onnxruntime
-    except ImportError:
+    """The installed onnxruntime's version, read from its package metadata: importing onnxruntime
+    costs start-up time and makes it write files of its own (``~/.cache/Microsoft/...``,
+    ``$TMPDIR/.ses``), which a plain export must not cause. Only a module installed by none of
+    :data:`ONNXRUNTIME_DISTRIBUTIONS` (a source build) is imported to ask it."""
+    for dist in ONNXRUNTIME_DISTRIBUTIONS:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    if importlib.util.find_spec("onnxruntime") is None:
         return None
+    import onnxruntime
+
     return str(onnxruntime.__version__)
 
 

@@ -21,10 +21,10 @@ from .. import compat
 from .._version import __version__
 from ..errors import PluginConflictError, add_library_modules
 from ..plugin import Lowering, PackModules, Patch
-from . import builtin_plugin, hookspecs, plugin_api
+from . import builtin_plugin, hookspecs, pack_catalog, plugin_api
 from .patching import install_dispatchers
 
-ENTRY_POINT_GROUP = "jax2onnx"
+ENTRY_POINT_GROUP = pack_catalog.ENTRY_POINT_GROUP
 
 
 @dataclasses.dataclass
@@ -192,7 +192,8 @@ class PluginRegistry:
 
     def pack_hint(self, primitive: str) -> str | None:
         """The loaded pack that lowers other primitives of the JAX module defining ``primitive`` (for
-        error messages: it is the pack a lowering of ``primitive`` would belong in), else None."""
+        error messages: it is the pack a lowering of ``primitive`` would belong in), else the
+        published pack the catalog says lowers it (to install), else None."""
         if primitive.startswith("call:"):
             return None
         table = self.lowerings()
@@ -201,7 +202,7 @@ class PluginRegistry:
             packs = {table[n].pack for n in defined[module] if n in table and table[n].pack != _CONFLICT}
             if packs:
                 return sorted(packs)[0]
-        return None
+        return pack_catalog.pack_for(primitive)
 
     def components(self) -> list[tuple[str, Any]]:
         """``(pack, Component)`` pairs from every pack."""
