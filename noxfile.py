@@ -144,8 +144,9 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def tests_core(session: nox.Session) -> None:
-    """Core alone: no pack installed, its own tests use test-only packs."""
-    session.install(*TEST_TOOLS, CORE)
+    """Core alone: no pack installed, its own tests use test-only packs. rich: the report's tables
+    (an optional dependency of ``ExportReport.print``; flax brings it in the other sessions)."""
+    session.install(*TEST_TOOLS, "rich", CORE)
     _pytest(session, TEST_DIRS["core"])
 
 

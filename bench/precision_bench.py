@@ -1,6 +1,6 @@
 """Precision side by side: float32, float16, bfloat16, int8, int4 exports of a GPT-2-small-sized LM
 and a ViT-B-sized encoder (random weights, built from configs), plus a tiny LM trained on a
-counting language (packages/core/tests/trained_lm.py): file size, onnxruntime CPU latency at 1 and
+counting language (packages/examples/tests/trained_lm.py): file size, onnxruntime CPU latency at 1 and
 2 threads, accuracy against the float32 JAX model.
 
     python bench/precision_bench.py                 # the full sizes (GPT-2 small, ViT-B/16), ~30 min
@@ -323,7 +323,7 @@ def tiny_lm(names: list[str], table: dict[str, Any]) -> list[Row]:
     from jax2onnx import to_onnx
     from jax2onnx.verification.precision import cosine
 
-    sys.path.insert(0, os.path.join(ROOT, "packages", "core", "tests"))
+    sys.path.insert(0, os.path.join(ROOT, "packages", "examples", "tests"))
     import trained_lm as lm
 
     model, _ = lm.train()

@@ -22,7 +22,10 @@ site.addsitedir(os.environ["SITE"])            # processes jax2onnx_core_fallbac
 sys.path.extend(json.loads(os.environ["INHERITED"]))  # jax, onnx, ... after it, as in site-packages
 import numpy as np
 import jax2onnx, jax2onnx.export.conversion
-model = jax2onnx.to_onnx(lambda x: x * 2.0, [("B", 3)])
+sys.path.insert(0, os.environ["MINI_PACK_DIR"])
+from mini_pack import MiniPack, registry_in_use
+with registry_in_use(("jax2onnx-mini", MiniPack())):  # core lowers nothing itself: the test-only pack lowers `*`
+    model = jax2onnx.to_onnx(lambda x: x * 2.0, [("B", 3)])
 print(json.dumps({"init": jax2onnx.__file__, "conversion": jax2onnx.export.conversion.__file__,
                   "nodes": [n.op_type for n in model.graph.node], "all": sorted(jax2onnx.__all__)}))
 """
@@ -46,7 +49,8 @@ def _probe(site):
     # This interpreter's path entries come after the scratch site and its fallback, as packages
     # installed beside jax2onnx do; a jax2onnx among them (the checkout's, an install's) is never reached.
     inherited = [p for p in sys.path if p]
-    env = {**os.environ, "SITE": str(site), "INHERITED": json.dumps(inherited), "JAX_PLATFORMS": "cpu"}
+    env = {**os.environ, "SITE": str(site), "INHERITED": json.dumps(inherited), "JAX_PLATFORMS": "cpu",
+           "MINI_PACK_DIR": os.path.dirname(os.path.abspath(__file__))}
     env.pop("PYTHONPATH", None)
     done = subprocess.run([sys.executable, "-S", "-c", PROBE], capture_output=True, text=True, env=env, cwd=str(site.parent))
     assert done.returncode == 0, done.stderr[-2000:]

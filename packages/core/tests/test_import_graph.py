@@ -1,12 +1,18 @@
 """Core's modules import each other without a circle, counting every import: module level,
-function-local and ``TYPE_CHECKING``.
+function-local and ``TYPE_CHECKING``; and core's folders (its stages: ``export/``, ``lower/``,
+``passes/``, ``precision/``, ``verification/``, ...) import each other without a circle either.
 
 A circle held together by a function-local import still ties the modules into one knot (none can
 be understood, tested or moved without the others), so the graph must be a DAG. Importing
 ``jax2onnx.a.b`` also runs the package ``jax2onnx.a``'s ``__init__``, which counts as an edge, except
 from a module inside ``jax2onnx.a`` (that ``__init__`` ran before the module could) and for the
 root package ``jax2onnx`` (every module lives under it; its ``__init__`` only gathers the public
-names).
+names). A *name* a module takes from a package's ``__init__`` (``from . import helper`` where
+``helper`` is no submodule) is an edge to that ``__init__`` wherever the module lives: a package
+whose ``__init__`` imports its submodules while they import from it is a circle.
+
+The scan is written for any package (``import_graph(root, package)``): tests/test_layout_rules.py
+runs it over every pack's sources too.
 """
 
 from __future__ import annotations
@@ -20,31 +26,38 @@ ROOT = pathlib.Path(jax2onnx.__file__).parent
 PACKAGE = "jax2onnx"
 
 
-def module_name(path: pathlib.Path) -> str:
-    parts = [PACKAGE, *path.relative_to(ROOT).with_suffix("").parts]
+def module_name(path: pathlib.Path, root: pathlib.Path = ROOT, package: str = PACKAGE) -> str:
+    parts = [package, *path.relative_to(root).with_suffix("").parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def package_modules(root: pathlib.Path, package: str) -> dict[str, pathlib.Path]:
+    """Every module of the package whose folder is ``root``, by its dotted name."""
+    return {module_name(p, root, package): p for p in sorted(root.rglob("*.py"))}
+
+
 def core_modules() -> dict[str, pathlib.Path]:
-    return {module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+    return package_modules(ROOT, PACKAGE)
 
 
 def _with_packages(target: str, modules: dict[str, pathlib.Path]) -> set[str]:
-    """``target`` (if a core module) and the core packages above it whose ``__init__`` it runs."""
+    """``target`` (if a module of the scanned package) and the packages above it whose ``__init__``
+    it runs."""
     found = set()
     parts = target.split(".")
-    for end in range(2, len(parts) + 1):  # from jax2onnx.<x>: the root package does not count
+    for end in range(2, len(parts) + 1):  # from <package>.<x>: the root package does not count
         name = ".".join(parts[:end])
         if name in modules:
             found.add(name)
     return found
 
 
-def imports_of(name: str, path: pathlib.Path, modules: dict[str, pathlib.Path]) -> set[str]:
-    """Every core module ``name`` imports, wherever the import statement stands."""
+def imports_of(name: str, path: pathlib.Path, modules: dict[str, pathlib.Path], package: str = PACKAGE) -> set[str]:
+    """Every module of ``package`` that ``name`` imports, wherever the import statement stands."""
     is_package = path.name == "__init__.py"
     here = name.split(".") if is_package else name.split(".")[:-1]
     targets: set[str] = set()
+    names_from: set[str] = set()  # packages (or modules) a name defined in them is taken from
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -55,18 +68,41 @@ def imports_of(name: str, path: pathlib.Path, modules: dict[str, pathlib.Path]) 
                 source = ".".join(base + ([node.module] if node.module else []))
             else:
                 source = node.module or ""
-            if not (source == PACKAGE or source.startswith(PACKAGE + ".")):
+            if not (source == package or source.startswith(package + ".")):
                 continue
             targets |= _with_packages(source, modules)
-            for alias in node.names:  # ``from . import compat`` imports the module compat
-                targets |= {m for m in _with_packages(f"{source}.{alias.name}", modules) if m != source}
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                if submodule in modules:  # ``from . import compat`` imports the module compat
+                    targets |= {m for m in _with_packages(submodule, modules) if m != source}
+                elif source in modules:  # a name defined in ``source`` (its ``__init__`` for a package)
+                    names_from.add(source)
     own_packages = {".".join(name.split(".")[:end]) for end in range(1, name.count(".") + 2)}
-    return targets - own_packages
+    return (targets - own_packages) | (names_from - {name})
 
 
-def import_graph() -> dict[str, set[str]]:
-    modules = core_modules()
-    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+def import_graph(root: pathlib.Path = ROOT, package: str = PACKAGE) -> dict[str, set[str]]:
+    modules = package_modules(root, package)
+    return {name: imports_of(name, path, modules, package) for name, path in modules.items()}
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph collapsed onto the package's top level: each folder (``export``,
+    ``verification``, ...) or top-level module (``compat``, ``errors``, ...) is one node, with an edge
+    where any of its modules imports one of another's. The root package (its ``__init__`` gathers
+    the public names from all of them) is left out."""
+    def top(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 else None
+
+    folders: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        here = top(module)
+        if here is None:
+            continue
+        folders.setdefault(here, set())
+        folders[here] |= {t for t in map(top, targets) if t is not None and t != here}
+    return folders
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -108,6 +144,38 @@ def test_find_cycle_finds_one():
 def test_no_import_cycle_in_core():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle in core: " + " -> ".join(cycle or [])
+
+
+def test_a_name_from_an_own_package_init_is_an_edge(tmp_path):
+    """A submodule taking a helper from its package's ``__init__`` while that ``__init__`` imports
+    the submodule (even function-locally) is a circle; importing a sibling module is not."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("def helper():\n    pass\n\ndef run():\n    from . import adapter\n")
+    (pkg / "sub" / "adapter.py").write_text("from . import helper\nfrom . import sibling\n")
+    (pkg / "sub" / "sibling.py").write_text("import pkg.sub\n")  # runs the __init__: no name taken, no edge
+    graph = import_graph(pkg, "pkg")
+    assert graph["pkg.sub.adapter"] == {"pkg.sub", "pkg.sub.sibling"}
+    assert graph["pkg.sub.sibling"] == set()
+    assert find_cycle(graph) == ["pkg.sub", "pkg.sub.adapter", "pkg.sub"]
+
+
+def test_folder_graph_collapses_onto_the_top_level():
+    graph = {"p.a.x": {"p.b.y", "p.a.z"}, "p.a.z": set(), "p.b.y": {"p.c"}, "p.c": set(), "p": {"p.a.x"}}
+    assert folder_graph(graph) == {"a": {"b"}, "b": {"c"}, "c": set()}
+    assert find_cycle(folder_graph({**graph, "p.c": {"p.a.z"}})) == ["a", "b", "c", "a"]
+
+
+def test_no_folder_cycle_between_cores_stages():
+    """Each of core's folders and top-level modules depends on the others one way only: e.g. the
+    export (``to_onnx`` runs every stage, verification last) imports ``verification/``, which
+    imports nothing of ``export/``; the CLI imports ``testing/``, not the other way round."""
+    folders = folder_graph(import_graph())
+    assert {"export", "lower", "passes", "precision", "verification", "cli", "testing", "ir"} <= set(folders)
+    assert "verification" in folders["export"] and "testing" in folders["cli"]  # the scan sees these edges
+    cycle = find_cycle(folders)
+    assert cycle is None, "folder cycle in core: " + " -> ".join(cycle or [])
 
 
 #: Where a function-local import of a core module is the right thing, and why.

@@ -47,13 +47,7 @@ def _flat(params):
     return {f"layers.{i}.{k}": v for i, layer in enumerate(params["layers"]) for k, v in layer.items()}
 
 
-@pytest.fixture
-def lax_registry():
-    """The real packs (this test needs dot_general with a batch dim and broadcasting)."""
-    pytest.importorskip("jax2onnx_lax")
-
-
-def test_export_from_a_safetensors_file(tmp_path, lax_registry):
+def test_export_from_a_safetensors_file(tmp_path, mini_registry):
     rng = np.random.default_rng(0)
     params = _params(rng, [16, 32, 8])
     st = tmp_path / "model.safetensors"
@@ -67,7 +61,7 @@ def test_export_from_a_safetensors_file(tmp_path, lax_registry):
     assert allclose(lambda x: mlp(params, x), str(out), [x])
 
 
-def test_input_names_name_the_graph_inputs_not_the_weights(tmp_path, lax_registry):
+def test_input_names_name_the_graph_inputs_not_the_weights(tmp_path, mini_registry):
     """A Weights entry is initializers, so input_names lists only the other inputs (the LLM pack
     names genai's inputs this way)."""
     rng = np.random.default_rng(0)
@@ -81,7 +75,7 @@ def test_input_names_name_the_graph_inputs_not_the_weights(tmp_path, lax_registr
         to_onnx(mlp, [Weights(abstract, str(st)), ("B", 16)], input_names=["w", "tokens"])
 
 
-def test_weights_are_read_only_when_written(tmp_path, lax_registry):
+def test_weights_are_read_only_when_written(tmp_path, mini_registry):
     rng = np.random.default_rng(1)
     params = _params(rng, [32, 32])  # the 4 KiB kernel is over the size shape inference leaves out
     flat = _flat(params)
@@ -102,7 +96,7 @@ def test_weights_are_read_only_when_written(tmp_path, lax_registry):
     assert allclose(lambda x: mlp(params, x), model, [rng.standard_normal((2, 32)).astype(np.float32)])
 
 
-def test_a_missing_or_misshapen_weight_is_named(tmp_path, lax_registry):
+def test_a_missing_or_misshapen_weight_is_named(tmp_path, mini_registry):
     params = _params(np.random.default_rng(2), [4, 4])
     st = tmp_path / "w.safetensors"
     write_safetensors(st, {"layers.0.w": params["layers"][0]["w"], "layers.0.bias": params["layers"][0]["b"]})

@@ -4,7 +4,7 @@ onnxruntime-genai loads and generates from, and whose logits stay close to the f
 The tiny decoder is random (32 wide, 96 tokens): its top logits are often within 1e-3 of each
 other, so free-running greedy tokens part ways with float32 at the first near tie, whatever the
 precision; the logits' cosine on the float32 continuation (teacher-forced) is the accuracy figure.
-The wide-model figures are in packages/core/tests/test_precision.py and bench/precision_bench.py.
+The wide-model figures are in packages/plugins-nnx/tests/test_precision.py and bench/precision_bench.py.
 """
 
 from __future__ import annotations

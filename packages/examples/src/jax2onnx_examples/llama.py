@@ -5,6 +5,8 @@ It is the reference model of the LLM pack: ``__jax2onnx_decoder__`` hands the pa
 Attention goes through ``jax2onnx_llm.attend``, so the cache layout (growing or static buffer) and
 the target (standard ONNX or onnxruntime's ``GroupQueryAttention``) are the exporter's choice.
 ``generate`` is the model's own greedy generation (jitted, cached), for comparison and benchmarks.
+
+It needs the LLM pack: ``pip install 'jax2onnx-examples[llm]'`` (the pack's other examples do not).
 """
 
 from __future__ import annotations
@@ -14,6 +16,17 @@ from typing import Any
 
 import jax
 from flax import nnx
+
+try:
+    from jax2onnx_llm import DecoderSpec, attend, rotary_tables
+    from jax2onnx_llm.reference import greedy_generate
+except ModuleNotFoundError as exc:  # only the LLM pack's absence gets this message, not a missing dependency of it
+    if exc.name != "jax2onnx_llm":
+        raise
+    raise ModuleNotFoundError(
+        "jax2onnx_examples.llama builds on the LLM pack (attend, rotary_tables, DecoderSpec), which is not installed: "
+        "pip install 'jax2onnx-examples[llm]' (or jax2onnx-llm)", name=exc.name
+    ) from exc
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,8 +70,6 @@ class LlamaBlock(nnx.Module):
         self.down = nnx.Linear(cfg.intermediate_size, d, use_bias=False, kernel_init=init, rngs=rngs)
 
     def __call__(self, x: jax.Array, rotary: tuple[jax.Array, jax.Array], cache: Any, layer: int) -> jax.Array:
-        from jax2onnx_llm import attend
-
         cfg = self.cfg
         b, s, _ = x.shape
         h = self.attn_norm(x)
@@ -85,8 +96,6 @@ class Llama(nnx.Module):
         self.lm_head = nnx.Linear(cfg.hidden_size, cfg.vocab_size, use_bias=False, kernel_init=init, rngs=rngs)
 
     def step(self, input_ids: jax.Array, position_ids: jax.Array, cache: Any) -> jax.Array:
-        from jax2onnx_llm import rotary_tables
-
         cfg = self.cfg
         x = self.embed(input_ids)
         rotary = rotary_tables(position_ids, cfg.head_size, cfg.rope_theta)
@@ -95,8 +104,6 @@ class Llama(nnx.Module):
         return self.lm_head(self.norm(x))
 
     def __jax2onnx_decoder__(self) -> Any:
-        from jax2onnx_llm import DecoderSpec
-
         cfg = self.cfg
         graphdef, state = nnx.split(self)
 
@@ -113,6 +120,4 @@ class Llama(nnx.Module):
 
     def generate(self, input_ids: Any, attention_mask: Any, max_new_tokens: int) -> Any:
         """Greedy tokens ``(batch, max_new_tokens)`` after left-padded prompts, jitted with a KV cache."""
-        from jax2onnx_llm.reference import greedy_generate
-
         return greedy_generate(self.__jax2onnx_decoder__(), input_ids, attention_mask, max_new_tokens)

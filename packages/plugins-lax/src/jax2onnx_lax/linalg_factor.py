@@ -32,6 +32,7 @@ from jax2onnx.plugin import Lowerings
 
 from . import _matrix as mx
 from . import linalg_cholesky_inverse
+from ._substitution import substitute_unrolled
 
 lowerings = Lowerings()
 
@@ -148,8 +149,6 @@ def _lu_blocked(ctx, aug, m, n, batch):
     the finished L columns on the left and the columns on the right, as getrf's laswp does), the
     panel's U12 is a unit-lower triangular solve and the rows below take ``L21 U12`` as one MatMul.
     A column step thus touches ``rows x panel`` values instead of the whole trailing matrix."""
-    from .linalg_solve import _substitute_unrolled  # linalg_solve imports this module
-
     op = ctx.op
     k_steps = min(m, n)
     dtype = np.dtype(ctx.avals_in[0].dtype)
@@ -168,7 +167,7 @@ def _lu_blocked(ctx, aug, m, n, batch):
             a12_22 = op.Slice(rows, ctx.i64([start + b]), ctx.i64([n]), ctx.i64([-1]))
             top = a12_22 if r == b else op.Slice(a12_22, ctx.i64([0]), ctx.i64([b]), ctx.i64([-2]))
             l11 = op.Slice(lu_p, ctx.i64([0, 0]), ctx.i64([b, b]), ctx.i64([-2, -1]))
-            u12 = _substitute_unrolled(ctx, l11, top, b, lower=True, unit=True)
+            u12 = substitute_unrolled(ctx, l11, top, b, lower=True, unit=True)
             if r > b:
                 l21 = op.Slice(lu_p, ctx.i64([b, 0]), ctx.i64([r, b]), ctx.i64([-2, -1]))
                 a22 = op.Slice(a12_22, ctx.i64([b]), ctx.i64([r]), ctx.i64([-2]))

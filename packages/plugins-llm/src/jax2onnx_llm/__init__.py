@@ -4,6 +4,7 @@
     export_causal_lm(model, "out/tiny-llama", max_length=128)
 """
 
+from .attention import attend
 from .errors import (
     CacheLayoutError,
     LlmExportError,
@@ -15,7 +16,7 @@ from .errors import (
 )
 from .export import export_causal_lm
 from .greedy_check import greedy_agreement
-from .spec import DecoderSpec, KVCache, apply_rotary, attend, rotary_tables
+from .spec import DecoderSpec, KVCache, apply_rotary, rotary_tables
 
 __version__ = "0.18.0"
 

@@ -43,7 +43,6 @@ import onnx_ir as ir
 from jax2onnx.plugin import Lowerings, marked_call
 
 from .spec import (
-    ATTENTION_MARK,
     KVCache,
     RotaryTables,
     _attend_reference,
@@ -53,6 +52,9 @@ from .spec import (
 )
 
 lowerings = Lowerings()
+
+#: ``attend``'s region inside an export (:func:`attend_region`); its lowering picks the fused op by the export's target.
+ATTENTION_MARK = "jax2onnx_llm.attention"
 
 #: GroupQueryAttention's CPU kernel rotates (``do_rotary``) only head sizes that are multiples of 16.
 GQA_ROTARY_MULTIPLE = 16  # (onnxruntime 1.32; the NNX Llama, head size 16, rotates inside GQA)

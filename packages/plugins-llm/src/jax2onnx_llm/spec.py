@@ -32,13 +32,11 @@ is accepted by :func:`jax2onnx_llm.export_causal_lm` directly.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax2onnx.plugin import exporting
 
 CACHE_LAYOUTS = ("concat", "shared")
 
@@ -166,52 +164,6 @@ class KVCache:
         """``key_valid`` as an additive ``(batch, 1, sequence, capacity)`` bias (0 or the dtype's
         lowest finite value: a row with nothing to see stays finite, never NaN)."""
         return jnp.where(self.key_valid(query_length), jnp.zeros((), dtype), jnp.finfo(dtype).min)
-
-
-# ``attend``'s region inside an export; its lowering (fused.py) picks the fused op by the export's target.
-ATTENTION_MARK = "jax2onnx_llm.attention"
-
-
-def attend(
-    cache: KVCache,
-    layer: int,
-    q: Any,
-    k: Any,
-    v: Any,
-    *,
-    scale: float | None = None,
-    rotary: tuple[Any, Any] | None = None,
-) -> Any:
-    """Causal grouped-query attention of this step's tokens over the cache, writing the cache.
-
-    Args:
-        cache: the step's :class:`KVCache`.
-        layer: which layer's keys/values to write.
-        q: ``(batch, sequence, num_heads, head_size)`` queries.
-        k, v: ``(batch, sequence, kv_heads, head_size)`` this step's keys and values.
-        scale: the scores' scale (``1/sqrt(head_size)`` by default).
-        rotary: ``(cos, sin)``, each ``(batch, sequence, head_size // 2)`` for the new tokens'
-            positions: rotate ``q`` and ``k`` (the half-split "rotate_half" convention of Llama,
-            Mistral and Gemma) before caching ``k``. Tables from :func:`rotary_tables` also carry
-            their positions, and the export then rotates with a fused op (inside
-            ``GroupQueryAttention``, or ``RotaryEmbedding``).
-
-    Returns:
-        ``(batch, sequence, num_heads, head_size)``.
-    """
-    head_size = q.shape[-1]
-    scale = 1.0 / math.sqrt(head_size) if scale is None else scale
-    # Inside an export the attention is a marked region whose lowering emits the target's fused op
-    # (decided at lowering time from the export's options); its mask needs the cache's length from
-    # the mask's shape, which a jitted loop with an explicit length (reference.py) does not give.
-    if exporting() and cache.length is None:
-        from . import fused
-
-        return fused.attend_region(cache, layer, q, k, v, scale=scale, rotary=rotary)
-    if rotary is not None:
-        cos, sin = rotary
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-    return _attend_reference(cache, layer, q, k, v, scale)
 
 
 def _attend_reference(cache: KVCache, layer: int, q: Any, k: Any, v: Any, scale: float) -> Any:

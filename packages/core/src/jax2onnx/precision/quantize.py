@@ -20,7 +20,7 @@ of ``N`` becomes the quantized op's bias, any other ``C`` an ``Add`` after it).
   quantized like the other matmuls (``lm_head="int4"``, default); ``lm_head="int8"`` keeps it int8
   under int4: each generated token is its argmax, and int8 keeps its logits' order closer to
   float32 where int4 blocks of a wide head can flip near ties (a trained LM keeps its greedy tokens
-  either way: packages/core/tests/test_precision_trained_lm.py).
+  either way: packages/examples/tests/test_precision_trained_lm.py).
 - with ``conv="int8"`` (default): convolution kernels int8 with one scale per output channel, and
   large constants added to activations (a ViT's position embedding) int8 with one scale per
   last-axis entry, each widened by one ``DequantizeLinear`` (weight-only: the Conv/Add computes

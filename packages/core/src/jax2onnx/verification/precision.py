@@ -20,7 +20,7 @@ import onnx
 from ..precision import META_DETAIL, META_KIND
 
 #: The cosine floor per precision: a reduced-precision output below it fails verification.
-#: Measured on random MLPs, CNNs and transformer blocks (packages/core/tests/test_precision.py); int4 is block-32
+#: Measured on random MLPs, CNNs and transformer blocks (packages/plugins-nnx/tests/test_precision.py); int4 is block-32
 #: round-to-nearest (numpy RTN of the same random weights gives about 0.978).
 MIN_COSINE = {"float16": 0.9999, "bfloat16": 0.999, "int8": 0.999, "int4": 0.97}
 #: (rtol, atol) the element mismatch count uses for a reduced precision: shown, not judged.

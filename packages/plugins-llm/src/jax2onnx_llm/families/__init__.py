@@ -9,19 +9,7 @@ from typing import Any
 
 from ..errors import UnsupportedModelError
 from ..spec import DecoderSpec
-
-
-def supported_family(model: Any, families: dict[str, str], library: str) -> tuple[str, str]:
-    """``model``'s class name and its family in ``families`` (class name -> family), or a clear error
-    naming the classes ``library`` (as the message calls it) supports here."""
-    name = type(model).__name__
-    family = families.get(name)
-    if family is None:
-        raise UnsupportedModelError(
-            f"{library} {name} is not a supported causal LM: use one of {sorted(families)}, or wrap the decoder in a "
-            "jax2onnx_llm.DecoderSpec"
-        )
-    return name, family
+from . import keras_hub, transformers_flax
 
 
 def decoder_spec(model: Any) -> DecoderSpec:
@@ -37,12 +25,8 @@ def decoder_spec(model: Any) -> DecoderSpec:
         return spec
     module = type(model).__module__ or ""
     if module.startswith("transformers."):
-        from . import transformers_flax
-
         return transformers_flax.decoder_spec(model)
     if module.startswith("keras_hub."):
-        from . import keras_hub
-
         return keras_hub.decoder_spec(model)
     raise UnsupportedModelError(
         f"{type(model).__module__}.{type(model).__qualname__} is no causal LM this pack knows: pass a Hugging Face "

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 
 from ..errors import UnsupportedModelError
 from ..spec import DecoderSpec, KVCache
-from . import supported_family
+from .support import supported_family
 
 FAMILIES = {"GPT2CausalLM": "decoder", "GemmaCausalLM": "gemma", "LlamaCausalLM": "llama"}
 

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 
 from ..errors import UnsupportedModelError
 from ..spec import DecoderSpec, KVCache, extend_to
-from . import supported_family
+from .support import supported_family
 
 #: class name -> genai_config.json model.type
 FAMILIES = {

@@ -11,7 +11,6 @@ from jax2onnx import allclose, to_onnx
 from jax2onnx.ir import runtime
 from jax2onnx.passes import KernelCoveragePass
 
-pytest.importorskip("jax2onnx_lax")
 BF16 = jnp.bfloat16
 
 

@@ -16,7 +16,7 @@ import pytest
 from flax import nnx
 from jax2onnx import Precision, onnx_function, to_onnx, verify
 from jax2onnx.verification.precision import MIN_COSINE
-from test_precision import cast_feeding_cast, io_types, weight_bytes
+from precision_checks import cast_feeding_cast, io_types, weight_bytes
 
 PRECISIONS = ["float16", "bfloat16", "int8", "int4"]
 F = onnx.TensorProto

@@ -1,7 +1,10 @@
 """to_onnx(..., precision=...) in its onnxruntime forms (target="onnxruntime"; the standard forms:
 test_precision_targets.py): each precision on an MLP, a CNN and an NNX transformer block loads in
 onnxruntime, keeps float32 inputs and outputs, has no Cast feeding a Cast, matches the float32 JAX
-function at the precision's cosine floor, and shrinks the weights as documented."""
+function at the precision's cosine floor, and shrinks the weights as documented.
+
+Core's precision stage, tested here on NNX models (the lax, jnp and nnx packs lower them); its
+option checks and errors, which need no pack, are core's (packages/core/tests/test_precision_options.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +14,12 @@ import numpy as np
 import onnx
 import pytest
 from flax import nnx
-from jax2onnx import Precision, PrecisionError, Weights, to_onnx, verify
+from jax2onnx import Precision, Weights, to_onnx, verify
 from jax2onnx.export.weights import leaf_name
 from jax2onnx.verification.compare import run_onnx
 from jax2onnx.verification.precision import MIN_COSINE, cosine
 from jax2onnx_nnx.testcases.models import PreLNTransformerLayer, QuickstartMLP
+from precision_checks import cast_feeding_cast, io_types, weight_bytes
 
 PRECISIONS = ["float16", "bfloat16", "int8", "int4"]
 #: weights of float32 bytes at most, on models whose weights are mostly matmuls (the issue's targets)
@@ -77,22 +81,6 @@ def built():
         return cache[name]
 
     return get
-
-
-def weight_bytes(model: onnx.ModelProto) -> int:
-    from jax2onnx.verification.report import _tensor_nbytes
-
-    return sum(_tensor_nbytes(t) for t in model.graph.initializer)
-
-
-def cast_feeding_cast(model: onnx.ModelProto) -> list[str]:
-    producers = {o: n for n in model.graph.node for o in n.output}
-    return [n.name for n in model.graph.node if n.op_type == "Cast" and producers.get(n.input[0]) is not None
-            and producers[n.input[0]].op_type == "Cast"]
-
-
-def io_types(model: onnx.ModelProto) -> set[int]:
-    return {v.type.tensor_type.elem_type for v in [*model.graph.input, *model.graph.output]}
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -276,53 +264,3 @@ def test_model_traced_in_bfloat16_exports_as_is():
         assert {t.data_type for t in model.graph.initializer if len(t.dims) == 2} == {onnx.TensorProto.BFLOAT16}
         (got,) = run_onnx(model, [x])  # loads: ops without a bfloat16 kernel run on a float32 carrier
         assert cosine(np.asarray(fn(x)), got) >= 0.999
-
-
-def test_float16_out_of_range_constant_stays_float32(mini_registry):
-    """A weight beyond float16's range stays float32 and so does the matmul reading it."""
-    w = np.full((64, 64), 1e5, np.float32)
-
-    def f(x):
-        return x @ w
-
-    model = to_onnx(f, [(2, 64)], precision="float16")
-    assert {t.data_type for t in model.graph.initializer} == {onnx.TensorProto.FLOAT}
-    x = np.full((2, 64), 1e-4, np.float32)
-    (got,) = run_onnx(model, [x])
-    np.testing.assert_allclose(got, x @ w, rtol=1e-5)
-
-
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"precision": "int3"}, "precision='int3' is unknown"),
-    ({"precision": 16}, "precision must be a name"),
-    ({"precision": Precision("int4", block_size=48)}, "block_size=48"),
-    ({"precision": Precision("int8", keep_io_types=False)}, "keep_io_types=False"),
-    ({"precision": Precision("int4", exclude="head")}, "list of name patterns"),
-    ({"precision": Precision("int4", embeddings="int2")}, "embeddings='int2'.*'auto'"),
-    ({"precision": Precision("int4", lm_head=None)}, "lm_head=None"),
-    ({"precision": "float16", "enable_double_precision": True}, "drop enable_double_precision"),
-])
-def test_bad_options_are_one_clear_line(mini_registry, kwargs, message):
-    with pytest.raises(PrecisionError, match=message) as info:
-        to_onnx(lambda x: x + 1.0, [(2, 3)], **kwargs)
-    assert "\n" not in str(info.value)
-
-
-@pytest.mark.parametrize("precision", ["int8", "int4"])
-def test_quantizing_a_model_without_weight_matmuls_is_one_clear_line(mini_registry, precision):
-    with pytest.raises(PrecisionError, match="has none") as info:
-        to_onnx(lambda x: jnp.sin(x) * 2.0, [("B", 8)], target="onnxruntime", precision=precision)
-    assert "\n" not in str(info.value)
-
-
-def test_streamed_float16_weight_beyond_range_is_an_error_naming_it(tmp_path):
-    """A streamed weight is converted when written; one beyond float16's range stops the write."""
-    w = {"w": np.full((64, 64), 1e6, np.float32)}
-
-    def f(params, x):
-        return x @ params["w"]
-
-    spec = {"w": jax.ShapeDtypeStruct((64, 64), jnp.float32)}
-    with pytest.raises(PrecisionError, match="'w'.*beyond float16's range"):
-        to_onnx(f, [Weights(spec, w), (2, 64)], output_path=tmp_path / "m.onnx", external_data=True, precision="float16")
-    assert not (tmp_path / "m.onnx").exists()

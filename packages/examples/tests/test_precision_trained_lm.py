@@ -1,4 +1,4 @@
-"""Greedy tokens of a trained tiny LM (tests/trained_lm.py) under each precision: int4's default
+"""Greedy tokens of a trained tiny LM (trained_lm.py, beside this file) under each precision: int4's default
 (block 32 with zero points, float32 compute, the LM head and the embedding tables int4 too) keeps
 at least 90% of 32 greedy tokens equal to float32 JAX's, and so does int4 with the int8 head and
 tables of the options; the quantized weights shrink."""
@@ -14,7 +14,7 @@ import trained_lm as lm
 from jax2onnx import GreedyCheck, Precision, to_onnx, verify
 from jax2onnx.verification.greedy import GreedyCheckError
 from jax2onnx.verification.precision import MIN_COSINE, cosine
-from test_precision import weight_bytes
+from jax2onnx.verification.report import _tensor_nbytes
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +23,10 @@ def trained():
     fn = jax.jit(lambda ids: model(ids))
     reference = [lm.greedy(lambda ids: np.asarray(fn(ids)), s, k) for s, k in lm.PROMPTS]
     return model, loss, reference
+
+
+def weight_bytes(model: onnx.ModelProto) -> int:
+    return sum(_tensor_nbytes(t) for t in model.graph.initializer)
 
 
 def _session(model: onnx.ModelProto) -> ort.InferenceSession:

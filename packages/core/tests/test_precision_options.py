@@ -1,0 +1,67 @@
+"""precision= options and errors, with core alone and its test-only mini pack: a bad option is one
+clear line naming it, a model without weight matmuls is refused for int8/int4, a weight beyond
+float16's range stays float32 (or, streamed, stops the write with nothing left behind).
+
+The precisions on real models (NNX MLPs, CNNs, transformer blocks, scanned and looped layers) are
+tested where their lowerings are: packages/plugins-nnx/tests/test_precision.py and
+test_precision_bodies.py; greedy tokens of a trained LM in packages/examples/tests."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnx
+import pytest
+from jax2onnx import Precision, PrecisionError, Weights, to_onnx
+from jax2onnx.verification.compare import run_onnx
+
+
+def test_float16_out_of_range_constant_stays_float32(mini_registry):
+    """A weight beyond float16's range stays float32 and so does the matmul reading it."""
+    w = np.full((64, 64), 1e5, np.float32)
+
+    def f(x):
+        return x @ w
+
+    model = to_onnx(f, [(2, 64)], precision="float16")
+    assert {t.data_type for t in model.graph.initializer} == {onnx.TensorProto.FLOAT}
+    x = np.full((2, 64), 1e-4, np.float32)
+    (got,) = run_onnx(model, [x])
+    np.testing.assert_allclose(got, x @ w, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"precision": "int3"}, "precision='int3' is unknown"),
+    ({"precision": 16}, "precision must be a name"),
+    ({"precision": Precision("int4", block_size=48)}, "block_size=48"),
+    ({"precision": Precision("int8", keep_io_types=False)}, "keep_io_types=False"),
+    ({"precision": Precision("int4", exclude="head")}, "list of name patterns"),
+    ({"precision": Precision("int4", embeddings="int2")}, "embeddings='int2'.*'auto'"),
+    ({"precision": Precision("int4", lm_head=None)}, "lm_head=None"),
+    ({"precision": "float16", "enable_double_precision": True}, "drop enable_double_precision"),
+])
+def test_bad_options_are_one_clear_line(mini_registry, kwargs, message):
+    with pytest.raises(PrecisionError, match=message) as info:
+        to_onnx(lambda x: x + 1.0, [(2, 3)], **kwargs)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("precision", ["int8", "int4"])
+def test_quantizing_a_model_without_weight_matmuls_is_one_clear_line(mini_registry, precision):
+    with pytest.raises(PrecisionError, match="has none") as info:
+        to_onnx(lambda x: jnp.sin(x) * 2.0, [("B", 8)], precision=precision)
+    assert "\n" not in str(info.value)
+
+
+def test_streamed_float16_weight_beyond_range_is_an_error_naming_it(mini_registry, tmp_path):
+    """A streamed weight is converted when written; one beyond float16's range stops the write."""
+    w = {"w": np.full((64, 64), 1e6, np.float32)}
+
+    def f(params, x):
+        return x @ params["w"]
+
+    spec = {"w": jax.ShapeDtypeStruct((64, 64), jnp.float32)}
+    with pytest.raises(PrecisionError, match="'w'.*beyond float16's range"):
+        to_onnx(f, [Weights(spec, w), (2, 64)], output_path=tmp_path / "m.onnx", external_data=True, precision="float16")
+    assert not (tmp_path / "m.onnx").exists()
