@@ -3,6 +3,7 @@ prompts (left-padded to one length), as the tests, the guide and the bench read 
 
 from __future__ import annotations
 
+import json
 import pathlib
 from typing import Any
 
@@ -21,14 +22,21 @@ def left_pad(prompts: list[list[int]], pad_token_id: int) -> tuple[np.ndarray, n
     return ids, mask
 
 
-def greedy(folder: str | pathlib.Path, prompts: list[list[int]], max_new_tokens: int, *, pad_token_id: int) -> list[list[int]]:
-    """The tokens onnxruntime-genai generates after each prompt (greedy; at most ``max_new_tokens``)."""
+def folder_pad_token_id(folder: str | pathlib.Path) -> int:
+    """The pad id a folder's ``genai_config.json`` names: what its batches are left-padded with."""
+    return int(json.loads((pathlib.Path(folder) / "genai_config.json").read_text())["model"]["pad_token_id"])
+
+
+def greedy(folder: str | pathlib.Path, prompts: list[list[int]], max_new_tokens: int, *,
+           pad_token_id: int | None = None) -> list[list[int]]:
+    """The tokens onnxruntime-genai generates after each prompt (greedy; at most ``max_new_tokens``).
+    The batch is left-padded with ``pad_token_id`` (default: the folder's own, as genai's users pad)."""
     try:
         import onnxruntime_genai as og
     except ImportError as exc:
         raise MissingDependencyError("running an exported folder needs onnxruntime-genai: pip install onnxruntime-genai") from exc
     model = og.Model(str(folder))
-    ids, _ = left_pad(prompts, pad_token_id)
+    ids, _ = left_pad(prompts, folder_pad_token_id(folder) if pad_token_id is None else pad_token_id)
     params = og.GeneratorParams(model)
     params.set_search_options(do_sample=False, max_length=ids.shape[1] + max_new_tokens, batch_size=len(prompts))
     generator = og.Generator(model, params)
