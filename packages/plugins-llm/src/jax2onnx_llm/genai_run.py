@@ -55,3 +55,17 @@ def until_eos(tokens: Any, eos: Any) -> list[int]:
             break
         out.append(int(t))
     return out
+
+
+def check_folders_run(root: str | pathlib.Path) -> list[pathlib.Path]:
+    """Load every onnxruntime-genai folder under ``root`` (each holding ``genai_config.json``) in
+    onnxruntime-genai and generate a few tokens; raise if one does not load or generates ids outside
+    its vocabulary. The README and guide tests run it on what their blocks wrote: the ONNX checker
+    alone passes a folder genai refuses (a special token id outside the vocabulary). Returns the folders."""
+    folders = sorted(p.parent for p in pathlib.Path(root).rglob("genai_config.json"))
+    for folder in folders:
+        vocab = json.loads((folder / "genai_config.json").read_text())["model"]["vocab_size"]
+        tokens = greedy(folder, [[1, 2, 3]], 4)[0]
+        if len(tokens) > 4 or not all(0 <= t < vocab for t in tokens):
+            raise AssertionError(f"{folder}: onnxruntime-genai generated {tokens} (4 ids below {vocab} expected)")
+    return folders
