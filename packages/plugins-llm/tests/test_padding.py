@@ -17,6 +17,8 @@ import copy
 import dataclasses
 import functools
 import json
+import pathlib
+import tempfile
 
 import numpy as np
 import pytest
@@ -47,7 +49,7 @@ class Family:
     model: object  # names no pad token
     eos: int  # its end token (one it does not generate after PROMPTS)
     expected: np.ndarray  # the library's greedy tokens after PROMPTS, a left-padded batch
-    with_config_pad: object = None  # the same weights, the model naming a pad token itself
+    with_config_pad: object  # the same weights, the model naming a pad token itself
     config_pad: int = CONFIG_PAD
     needs_eos: bool = False  # a KerasHub model without a preprocessor names no end token
 
@@ -73,13 +75,21 @@ def family(name: str) -> Family:
         taken = set(expected.ravel()) | set(alone) | {CONFIG_PAD, TOKENIZER_PAD, ARGUMENT_PAD}
         eos = next(t for t in range(3, 128) if t not in taken)  # an end token these prompts never reach (3+: below
         # are the GPT2 tokenizer's merge symbols, 0 its pad id)
-        named = None
-        if kind == "gpt2":  # its preprocessor's GPT2Tokenizer names the tokens: pad 0 (KerasHub's), end `eos`
+        # the same backbone with a preprocessor whose tokenizer names the tokens: pad 0 (KerasHub's), end `eos`
+        if kind == "gpt2":
             names = ["a", "b", "ab", *(f"w{i}" for i in range(3, 128))]  # one merge: KerasHub wants at least one
             names[eos] = "<|endoftext|>"
             tokenizer = kh.keras_hub.models.GPT2Tokenizer(vocabulary={n: i for i, n in enumerate(names)}, merges=["a b"])
-            named = kh.keras_hub.models.GPT2CausalLM(
-                backbone=model.backbone, preprocessor=kh.keras_hub.models.GPT2CausalLMPreprocessor(tokenizer))
+        else:  # a SentencePiece model trained in the test (its special pieces below 128, the end at `eos`)
+            from test_tokenizer_strings import sentencepiece_model
+
+            ids = dict(pad_id=0, unk_id=1, bos_id=2, eos_id=eos) if kind == "gemma" else dict(unk_id=0, bos_id=2, eos_id=eos)
+            with tempfile.TemporaryDirectory() as tmp:
+                proto = pathlib.Path(sentencepiece_model(pathlib.Path(tmp), gemma=kind == "gemma", **ids)).read_bytes()
+            tokenizer = getattr(kh.keras_hub.models, f"{kind.capitalize()}Tokenizer")(proto=proto)
+        causal_lm = getattr(kh.keras_hub.models, f"{kind.upper() if kind == 'gpt2' else kind.capitalize()}CausalLM")
+        preprocessor = getattr(kh.keras_hub.models, f"{causal_lm.__name__}Preprocessor")(tokenizer)
+        named = causal_lm(backbone=model.backbone, preprocessor=preprocessor)
         return Family(model, eos, expected, named, config_pad=0, needs_eos=True)
     nnx = pytest.importorskip("flax.nnx")
     from jax2onnx_examples.llama import Llama, LlamaConfig
@@ -94,9 +104,6 @@ def _export_args(fam: Family, source: str) -> tuple[object, dict, int]:
     """(model, export_causal_lm keywords, the pad id the folder must name) for a pad source."""
     eos = {"eos_token_id": fam.eos} if fam.needs_eos else {}
     if source == "config":
-        if fam.with_config_pad is None:
-            pytest.skip("a KerasHub Gemma/Llama names its pad token only through a SentencePiece preprocessor; "
-                        "the config source is covered by KerasHub GPT2's")
         # the model names its end token too (KerasHub GPT2: its preprocessor); its own tokenizer is not written
         return fam.with_config_pad, {"tokenizer": False}, fam.config_pad
     if source == "tokenizer":  # the tokenizer names the end token too where the model does not

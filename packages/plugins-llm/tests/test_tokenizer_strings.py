@@ -61,13 +61,14 @@ def byte_level_bpe(split: str, nfc: bool, specials: list[str]):
     return tok
 
 
-def sentencepiece_model(tmp_path, gemma: bool) -> str:
+def sentencepiece_model(tmp_path, gemma: bool, **ids: int) -> str:
     """A byte-fallback SentencePiece BPE model file trained here: Gemma's conventions (``<pad> <eos>
-    <bos> <unk>``, no dummy prefix) or Llama 2's / Mistral's (``<unk> <s> </s>``, a dummy prefix)."""
+    <bos> <unk>``, no dummy prefix) or Llama 2's / Mistral's (``<unk> <s> </s>``, a dummy prefix);
+    ``ids`` move special pieces (``eos_id=...``)."""
     spm = pytest.importorskip("sentencepiece", reason="sentencepiece trains the test model")
     ids = (dict(pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>", eos_piece="<eos>", bos_piece="<bos>",
                 unk_piece="<unk>", add_dummy_prefix=False) if gemma else
-           dict(unk_id=0, bos_id=1, eos_id=2, pad_id=-1, add_dummy_prefix=True))
+           dict(unk_id=0, bos_id=1, eos_id=2, pad_id=-1, add_dummy_prefix=True)) | ids
     proto = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(CORPUS), model_writer=proto, vocab_size=500, model_type="bpe",
                                    byte_fallback=True, character_coverage=1.0, split_digits=True,
