@@ -66,6 +66,11 @@ def test_guide_page_runs(page, tmp_path, monkeypatch):
     for line, code in code_blocks:
         # Padding puts the block's lines at their line numbers in the page, for tracebacks.
         exec(compile("\n" * (line - 1) + code, f"docs/guide/{page}", "exec"), namespace)  # noqa: S102
+    if any(tmp_path.rglob("genai_config.json")):  # an LLM folder: onnxruntime-genai loads and runs it as written
+        pytest.importorskip("onnxruntime_genai", reason="onnxruntime-genai runs the LLM folders the page writes")
+        from jax2onnx_llm.genai_run import check_folders_run
+
+        check_folders_run(tmp_path)
 
 
 def test_every_guide_page_is_in_the_site_nav():

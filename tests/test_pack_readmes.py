@@ -57,3 +57,8 @@ def test_readme_runs_as_written(page, tmp_path, monkeypatch):
         exec(compile("\n" * (line - 1) + code, page, "exec"), namespace)  # noqa: S102
     for path in tmp_path.rglob("*.onnx"):
         onnx.checker.check_model(onnx.load(str(path)), full_check=True)
+    if any(tmp_path.rglob("genai_config.json")):  # an LLM folder: onnxruntime-genai loads and runs it as written
+        pytest.importorskip("onnxruntime_genai", reason="onnxruntime-genai runs the LLM folders the page writes")
+        from jax2onnx_llm.genai_run import check_folders_run
+
+        check_folders_run(tmp_path)

@@ -62,6 +62,11 @@ def test_readme_block_runs(index, tmp_path, monkeypatch):
     monkeypatch.setenv("KERAS_BACKEND", "jax")
     namespace: dict = {"__name__": "__readme__"}
     exec(compile(_python_blocks()[index], f"README.md[block {index}]", "exec"), namespace)  # noqa: S102
+    if any(tmp_path.rglob("genai_config.json")):  # an LLM folder: onnxruntime-genai loads and runs it as written
+        pytest.importorskip("onnxruntime_genai", reason="onnxruntime-genai runs the LLM folders the page writes")
+        from jax2onnx_llm.genai_run import check_folders_run
+
+        check_folders_run(tmp_path)
     written = [p for p in tmp_path.rglob("*.onnx")]
     if not written:
         return  # an API-only block

@@ -33,8 +33,9 @@ def _scaled(model, scales):
 def make(family: str, **overrides):
     """A tiny random model of ``family``; ``overrides`` change its config."""
     if family == "gpt2":
-        config = tf.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=128, n_positions=128, initializer_range=0.3,
-                               bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD, **overrides)
+        config = tf.GPT2Config(**{**dict(n_layer=2, n_embd=32, n_head=4, vocab_size=128, n_positions=128,
+                                         initializer_range=0.3, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD),
+                                  **overrides})
         return _scaled(tf.FlaxGPT2LMHeadModel(config, seed=0), {"wpe": 6.0, "kernel": 3.0})
     config_cls, model_cls = {
         "llama": (tf.LlamaConfig, tf.FlaxLlamaForCausalLM),

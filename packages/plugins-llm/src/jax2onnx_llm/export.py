@@ -33,7 +33,7 @@ import jax.numpy as jnp
 from jax2onnx import ExportProgram
 from jax2onnx.targets import MS_DOMAIN, get_target
 
-from . import families, genai_config, norm_fusion, tokenizers
+from . import families, genai_config, norm_fusion, special_tokens, tokenizers
 from . import weights as weights_mod
 from .errors import CacheLayoutError, MaxLengthError, OptionError
 from .spec import CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
@@ -94,9 +94,12 @@ def export_causal_lm(
         external_data: weights beside the model (``None``: when they exceed 2 GB).
         search: ``genai_config.json`` search options to override (``{"do_sample": True}``).
         bos_token_id: the start token, where the model does not name it (a KerasHub model without
-            its preprocessor) or to override it.
+            its preprocessor) or to override it. Each special token is taken from the argument,
+            else the model, else the tokenizer; ids outside the vocabulary are refused.
         eos_token_id: the end token(s), likewise; onnxruntime-genai needs one.
-        pad_token_id: the pad token, likewise; it marks a batch's left padding.
+        pad_token_id: the pad token, likewise; it falls back to the end token. It marks a batch's
+            left padding, for the graph and in ``genai_config.json`` alike (a prompt that itself
+            begins with it is read as padded: pick one prompts never begin with).
         weights: stream the weights from here instead of the model's arrays: a ``.safetensors``
             path, an Orbax checkpoint folder (``nnx.state(model)`` saved by Orbax, also from a
             sharded run), a mapping or a callable ``name -> array``. The model then only gives their
@@ -111,11 +114,12 @@ def export_causal_lm(
     out = pathlib.Path(out_dir)
     _check_options(max_length, precision, cache, target)
     spec = families.decoder_spec(model)
-    overrides = {k: v for k, v in (("bos_token_id", bos_token_id), ("eos_token_id", eos_token_id),
-                                   ("pad_token_id", pad_token_id)) if v is not None}
-    spec = dataclasses.replace(spec, **overrides) if overrides else spec
-    _check_spec(spec, max_length, cache)
     tokenizer = spec.tokenizer if tokenizer is None else tokenizer
+    given = {k: v for k, v in (("bos_token_id", bos_token_id), ("eos_token_id", eos_token_id),
+                               ("pad_token_id", pad_token_id)) if v is not None}
+    # one pad id for the graph's padding detection and genai_config.json (special_tokens.py)
+    spec = special_tokens.resolve(spec, tokenizer, given)
+    _check_spec(spec, max_length, cache)
     # resolved (checked, converted) before minutes of export; False: no tokenizer files at all
     tok_source = tokenizers.resolve(tokenizer) if tokenizer is not None and tokenizer is not False else None
     streamed = weights_mod.streamed_input(spec, weights) if weights is not None else None  # checked up front too
@@ -145,11 +149,6 @@ def _check_spec(spec: DecoderSpec, max_length: int, cache: str) -> None:
         raise CacheLayoutError(
             f"cache={cache!r}: this {spec.family} model can only run with cache={spec.cache_layouts[0]!r}; pass that"
         )
-    if spec.eos_token_id is None:
-        raise OptionError(
-            f"this {spec.family} model names no end-of-sequence token (onnxruntime-genai needs one): "
-            "pass eos_token_id=... (or a tokenizer/preprocessor that has one)"
-        )
     if spec.max_positions is not None and max_length > spec.max_positions:
         raise MaxLengthError(
             f"max_length={max_length} is beyond the {spec.max_positions} positions this {spec.family} model encodes; "
@@ -177,9 +176,13 @@ def flat_step(spec: DecoderSpec, cache: str, max_length: int | None = None) -> A
     layer 0 is written as NaN (a value no real key has). The step sees the combined mask and a cache
     with those slots zeroed, so it is the plain math; a runtime that does send a padding mask
     works the same. Padding tokens' own keys/values in the other layers are finite (computed from
-    the pad token), and masked.
+    the pad token), and masked. The pad id is the one ``genai_config.json`` names: ``spec``'s,
+    resolved by :func:`jax2onnx_llm.special_tokens.resolve`.
     """
     pad_id = spec.pad_token_id
+    if pad_id is None:
+        raise OptionError("flat_step needs the spec's pad_token_id (special_tokens.resolve sets it): "
+                          "give the DecoderSpec a pad_token_id")
 
     def run(input_ids: Any, attention_mask: Any, *past: Any) -> tuple[Any, ...]:
         seq = input_ids.shape[1]
@@ -188,12 +191,9 @@ def flat_step(spec: DecoderSpec, cache: str, max_length: int | None = None) -> A
         first_key = past[0]
         # (batch, past): padding slots so far (a gather: the shared buffer's length is static, past is not)
         past_pad = jnp.isnan(jnp.take(first_key[:, 0, :, 0], jnp.arange(total - seq), axis=1))
-        if pad_id is not None:
-            seen_real = jnp.any(~past_pad & (mask[:, : total - seq] > 0), axis=1, keepdims=True)
-            is_pad = input_ids == pad_id
-            leading_pad = (jnp.cumsum(~is_pad, axis=1) == 0) & ~seen_real
-        else:
-            leading_pad = jnp.zeros(input_ids.shape, bool)
+        seen_real = jnp.any(~past_pad & (mask[:, : total - seq] > 0), axis=1, keepdims=True)
+        is_pad = input_ids == pad_id
+        leading_pad = (jnp.cumsum(~is_pad, axis=1) == 0) & ~seen_real
         pad_slots = jnp.concatenate([past_pad, leading_pad], axis=1)  # (batch, total)
         mask = jnp.where(pad_slots, 0, mask)
         # Only layer 0's keys carry the marker: the other layers' past goes to the step untouched

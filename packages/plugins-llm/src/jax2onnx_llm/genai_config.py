@@ -17,10 +17,9 @@ FILE = "genai_config.json"
 
 def build(spec: DecoderSpec, *, filename: str, max_length: int, cache: str,
           search: dict[str, Any] | None = None) -> dict[str, Any]:
+    # ids resolved and checked by special_tokens.resolve: the pad id is the one the graph detects padding by
     eos = spec.eos_token_id
     pad = spec.pad_token_id
-    if pad is None:  # onnxruntime-genai needs one to find the padding of a batch; eos is the usual stand-in
-        pad = eos[0] if isinstance(eos, list) else eos
     config: dict[str, Any] = {
         "model": {
             "bos_token_id": spec.bos_token_id if spec.bos_token_id is not None else 0,
@@ -46,7 +45,7 @@ def build(spec: DecoderSpec, *, filename: str, max_length: int, cache: str,
                 "num_key_value_heads": spec.num_kv_heads,
             },
             "eos_token_id": eos,
-            "pad_token_id": pad if pad is not None else 0,
+            "pad_token_id": pad,
             "type": spec.model_type,
             "vocab_size": spec.vocab_size,
         },

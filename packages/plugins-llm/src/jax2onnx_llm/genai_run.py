@@ -3,6 +3,7 @@ prompts (left-padded to one length), as the tests, the guide and the bench read 
 
 from __future__ import annotations
 
+import json
 import pathlib
 from typing import Any
 
@@ -21,6 +22,11 @@ def left_pad(prompts: list[list[int]], pad_token_id: int) -> tuple[np.ndarray, n
     return ids, mask
 
 
+def folder_pad_token_id(folder: str | pathlib.Path) -> int:
+    """The pad id a folder's ``genai_config.json`` names: what its batches are left-padded with."""
+    return int(json.loads((pathlib.Path(folder) / "genai_config.json").read_text())["model"]["pad_token_id"])
+
+
 def require_genai() -> Any:
     """Import and return ``onnxruntime_genai``, or raise :class:`MissingDependencyError` saying what to install."""
     try:
@@ -30,11 +36,13 @@ def require_genai() -> Any:
     return onnxruntime_genai
 
 
-def greedy(folder: str | pathlib.Path, prompts: list[list[int]], max_new_tokens: int, *, pad_token_id: int) -> list[list[int]]:
-    """The tokens onnxruntime-genai generates after each prompt (greedy; at most ``max_new_tokens``)."""
+def greedy(folder: str | pathlib.Path, prompts: list[list[int]], max_new_tokens: int, *,
+           pad_token_id: int | None = None) -> list[list[int]]:
+    """The tokens onnxruntime-genai generates after each prompt (greedy; at most ``max_new_tokens``).
+    The batch is left-padded with ``pad_token_id`` (default: the folder's own, as genai's users pad)."""
     og = require_genai()
     model = og.Model(str(folder))
-    ids, _ = left_pad(prompts, pad_token_id)
+    ids, _ = left_pad(prompts, folder_pad_token_id(folder) if pad_token_id is None else pad_token_id)
     params = og.GeneratorParams(model)
     params.set_search_options(do_sample=False, max_length=ids.shape[1] + max_new_tokens, batch_size=len(prompts))
     generator = og.Generator(model, params)
@@ -53,3 +61,17 @@ def until_eos(tokens: Any, eos: Any) -> list[int]:
             break
         out.append(int(t))
     return out
+
+
+def check_folders_run(root: str | pathlib.Path) -> list[pathlib.Path]:
+    """Load every onnxruntime-genai folder under ``root`` (each holding ``genai_config.json``) in
+    onnxruntime-genai and generate a few tokens; raise if one does not load or generates ids outside
+    its vocabulary. The README and guide tests run it on what their blocks wrote: the ONNX checker
+    alone passes a folder genai refuses (a special token id outside the vocabulary). Returns the folders."""
+    folders = sorted(p.parent for p in pathlib.Path(root).rglob("genai_config.json"))
+    for folder in folders:
+        vocab = json.loads((folder / "genai_config.json").read_text())["model"]["vocab_size"]
+        tokens = greedy(folder, [[1, 2, 3]], 4)[0]
+        if len(tokens) > 4 or not all(0 <= t < vocab for t in tokens):
+            raise AssertionError(f"{folder}: onnxruntime-genai generated {tokens} (4 ids below {vocab} expected)")
+    return folders

@@ -18,7 +18,7 @@ from jax2onnx.frontend import HIGHEST, MIN_AGREEMENT, NEW_TOKENS, GreedyAgreemen
 
 from . import families
 from .errors import OptionError
-from .genai_run import greedy, left_pad, until_eos
+from .genai_run import folder_pad_token_id, greedy, left_pad, until_eos
 from .reference import greedy_generate
 
 
@@ -36,7 +36,7 @@ def greedy_agreement(
     if not prompts or any(len(p) == 0 for p in prompts):
         raise OptionError("greedy_agreement: give at least one prompt, each of at least one token id")
     spec = families.decoder_spec(model)
-    pad = spec.pad_token_id if spec.pad_token_id is not None else 0
+    pad = folder_pad_token_id(folder)  # the id the folder's graph reads as padding
     lists = [[int(t) for t in p] for p in prompts]
     # float32 JAX on every host, as core's verify computes it: a TPU's default matmuls are bfloat16 passes
     with precision_scope(HIGHEST):

@@ -82,12 +82,11 @@ def decoder_spec(model: Any) -> DecoderSpec:
         return backbone.token_embedding(x, reverse=True), cache
 
     tokenizer = getattr(getattr(model, "preprocessor", None), "tokenizer", None)
-    pad = _token_id(tokenizer, "pad_token_id")
     return DecoderSpec(
         step=step, params=None, num_layers=layers, num_heads=heads, num_kv_heads=kv_heads, head_size=head_size,
         hidden_size=backbone.hidden_dim, vocab_size=backbone.vocabulary_size, max_positions=positions,
         bos_token_id=_token_id(tokenizer, "start_token_id"), eos_token_id=_token_id(tokenizer, "end_token_id"),
-        pad_token_id=pad if pad is not None else 0, model_type=family, family=f"KerasHub {name}",
+        pad_token_id=_token_id(tokenizer, "pad_token_id"), model_type=family, family=f"KerasHub {name}",
         tokenizer=tokenizer,  # written beside the model (converted to tokenizer.json)
     )
 
