@@ -95,7 +95,7 @@ def int4_packed(codes: np.ndarray, scales: np.ndarray, zero_points: np.ndarray, 
     packed = (pairs[..., 0] | (pairs[..., 1] << 4)).astype(np.uint8)
     parts: tuple[np.ndarray, ...] = (np.ascontiguousarray(packed), np.ascontiguousarray(scales.T))
     if not symmetric:
-        zp = np.zeros((N, blocks + blocks % 2), dtype=np.uint8)
+        zp = np.full((N, blocks + blocks % 2), 8, dtype=np.uint8)  # the unread pad nibble: 8, as onnxruntime writes it
         zp[:, :blocks] = zero_points.T
         parts += (np.ascontiguousarray(zp[:, 0::2] | (zp[:, 1::2] << 4)),)
     return parts
