@@ -117,3 +117,26 @@ def test_calibration_defaults_to_gptq_and_is_not_compared():
     p = parse_precision(Precision("int4", calibration=[np.ones((2, 4), np.float32)]))
     assert p.int4_method() == "gptq" and p == Precision("int4") and "GPTQ calibrated on 1 batch" in p.describe()
     assert isinstance(p.calibration, tuple) and p.calibration[0][0].shape == (2, 4)
+
+
+def test_scanned_stacked_weights_stay_round_to_nearest_and_are_listed():
+    """A Scan's per-layer inputs are no graph value: its stacked weights keep RTN codes, said in the
+    detail, while the matmul before the scan is calibrated; the export still matches JAX."""
+    rng = np.random.default_rng(3)
+    first = (rng.normal(size=(64, 64)) / 8).astype(np.float32)
+    stacked = (rng.normal(size=(3, 64, 64)) / 8).astype(np.float32)
+
+    def f(x):
+        return jax.lax.scan(lambda h, w: (jnp.tanh(h @ w), None), x @ first, stacked)[0]
+
+    x = rng.normal(size=(16, 64)).astype(np.float32)
+    model = to_onnx(f, [jax.ShapeDtypeStruct(("B", 64), jnp.float32)], target="onnxruntime",
+                    precision=Precision("int4", calibration=[(x,)]))
+    onnx.checker.check_model(model, full_check=True)
+    detail = next(p.value for p in model.metadata_props if p.key.endswith("detail"))
+    assert "1 calibrated (GPTQ)" in detail
+    assert "round-to-nearest (not reachable for calibration): const_3x64x64 (int4, 3 layers)" in detail
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    y = session.run(None, {session.get_inputs()[0].name: x})[0]
+    reference = np.asarray(f(x))
+    assert np.linalg.norm(y - reference) / np.linalg.norm(reference) < 0.2  # int4 through four layers

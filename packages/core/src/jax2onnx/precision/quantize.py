@@ -83,8 +83,10 @@ class QuantizeResult:
     method: str = "rtn"
 
     def _uncalibrated(self) -> list[str]:
-        """int4 weights a calibrated export left round-to-nearest (not reachable per layer)."""
-        return [n for n in (*self.int4, *self.scanned, *self.selected) if n not in self.calibrated]
+        """int4 weights a calibrated export left round-to-nearest (not reachable per layer); the
+        stacked ones' labels say their width (a standard-form stacked weight is int8)."""
+        stacked = [label for label in (*self.scanned, *self.selected) if "(int4," in label]
+        return [n for n in self.int4 if n not in self.calibrated] + stacked
 
     def describe(self) -> str:
         parts = []
