@@ -57,7 +57,7 @@ def _feed(session, batch: tuple[np.ndarray, ...], i: int) -> dict[str, np.ndarra
     feed = {}
     for j, (arr, spec) in enumerate(zip(batch, inputs, strict=True)):
         want = [d if isinstance(d, int) else None for d in spec.shape]
-        shown = "[" + ", ".join(str(d) if d is not None else "?" for d in want) + "]"
+        shown = "[" + ", ".join(str(d) if d is not None else "?" for d in spec.shape) + "]"  # symbolic axes by name
         if arr.ndim != len(want):
             raise PrecisionError(f"calibration batch {i}, input {j} ({spec.name!r}) has shape {arr.shape}; the export's "
                                  f"input is {shown}: give arrays of rank {len(want)}")
