@@ -39,6 +39,10 @@ def _session(model: ir.Model, taps: Sequence[str]):
     import onnx
 
     proto = ir.serde.serialize_model(model)
+    if proto.ByteSize() >= 2**31:  # protobuf's limit; onnxruntime takes the model from memory here
+        raise PrecisionError(f"calibration runs the float32 model in onnxruntime from memory, and this one is "
+                             f"{proto.ByteSize() / 2**30:.1f} GiB, over protobuf's 2 GiB; calibrate a smaller model, "
+                             "or use plain int4 (method='rtn') for this one")
     present = {o.name for o in proto.graph.output}
     proto.graph.output.extend(onnx.ValueInfoProto(name=name) for name in taps if name not in present)
     options = ort.SessionOptions()
