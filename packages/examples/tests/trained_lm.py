@@ -89,6 +89,18 @@ def train(steps: int = 200, seed: int = 0) -> tuple[TinyLM, float]:
     return nnx.merge(graphdef, params, rest), float(loss)
 
 
+def perplexity(logits_of: Callable[[np.ndarray], np.ndarray], sequences: np.ndarray) -> float:
+    """exp of the mean next-token cross-entropy over ``sequences`` ``[n, CONTEXT]`` (one at a time,
+    shape ``(1, CONTEXT)``), from the third token on (two tokens give the step), as in training."""
+    nll = []
+    for seq in sequences:
+        logits = np.asarray(logits_of(seq[None, :]), np.float64)[0, 1:-1]
+        logits = logits - logits.max(-1, keepdims=True)
+        logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        nll.append(-logp[np.arange(len(seq) - 2), seq[2:]].mean())
+    return float(np.exp(np.mean(nll)))
+
+
 #: prompts of PROMPT tokens: (start, step) each
 PROMPTS = [(3, 1), (10, 2), (50, 3), (0, 1)]
 

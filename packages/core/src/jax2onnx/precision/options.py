@@ -18,6 +18,8 @@ INT8_KERNELS = ("DynamicQuantizeMatMul", "MatMulInteger")
 #: the int4 weight matmul forms: onnxruntime's contrib op, or standard ONNX (opset 21's blocked
 #: int4 ``DequantizeLinear`` + ``MatMul``, which onnxruntime fuses back into MatMulNBits)
 INT4_KERNELS = ("MatMulNBits", "DequantizeLinear")
+#: how int4 codes are chosen: round to nearest, or from calibration data (see .calibration)
+INT4_METHODS = ("rtn", "gptq", "awq")
 
 
 class PrecisionError(InputSpecError):
@@ -74,6 +76,14 @@ class Precision:
             int4 weights; 4 quantizes the activations to int8 per block, several times faster on
             onnxruntime's CPU at a small accuracy cost (bench/results/precision.md); ``None``
             leaves the attribute out (onnxruntime's choice).
+        calibration: int4 only: input batches to choose the codes from (each batch one array per
+            input of ``to_onnx``'s ``inputs``, in order, or one array for a one-input function),
+            run through the float32 export in onnxruntime to collect each weight matmul's inputs.
+            The graph is the same as plain int4's; only codes, scales and zero points differ.
+        method: int4 only: ``"rtn"`` (round to nearest, default without calibration),
+            ``"gptq"`` (default with calibration: error-compensating rounding with the Hessian of
+            each weight's inputs) or ``"awq"`` (activation-aware clipping of each block's range);
+            see :mod:`jax2onnx.precision.calibration`.
     """
 
     kind: str = "float32"
@@ -88,6 +98,13 @@ class Precision:
     int8_kernel: str | None = None
     accuracy_level: int | None = 1
     int4_kernel: str | None = None
+    #: batches of arrays: not compared or hashed (two Precisions differing only in data are alike)
+    calibration: Sequence[Any] = dataclasses.field(default=(), compare=False, repr=False)
+    method: str | None = None
+
+    def int4_method(self) -> str:
+        """The int4 rounding: ``method`` or, unset, ``"gptq"`` with calibration data, else ``"rtn"``."""
+        return self.method or ("gptq" if self.calibration else "rtn")
 
     def embedding_kind(self) -> str | None:
         """How embedding tables are stored: ``"int8"``, ``"int4"`` or None (float32); ``"auto"``
@@ -103,7 +120,10 @@ class Precision:
         if self.kind in QUANT_KINDS:
             parts = [self.kind]
             if self.kind == "int4":
-                parts.append(f"block {self.block_size} {'symmetric' if self.symmetric else 'asymmetric'} RTN")
+                method = self.int4_method().upper()
+                if self.calibration:
+                    method += f" calibrated on {len(self.calibration)} batch(es)"
+                parts.append(f"block {self.block_size} {'symmetric' if self.symmetric else 'asymmetric'} {method}")
                 if self.accuracy_level is not None:
                     parts.append(f"accuracy_level {self.accuracy_level}")
             else:
@@ -165,10 +185,55 @@ def parse_precision(precision: Any, *, enable_double_precision: bool = False) ->
                              "int4_kernel='DequantizeLinear' (standard ONNX) use embeddings='int8' or 'auto'")
     if p.accuracy_level not in (None, 0, 1, 2, 3, 4):
         raise PrecisionError(f"accuracy_level={p.accuracy_level!r}: MatMulNBits takes 0 to 4 (or None to leave it out)")
+    p = _checked_calibration(p)
     if enable_double_precision and p.kind != "float32":
         raise PrecisionError(f"precision={p.kind!r} converts a float32 export; drop enable_double_precision=True "
                              "(float64 weights have nothing to gain from it)")
     return p
+
+
+def _checked_calibration(p: Precision) -> Precision:
+    """``calibration``/``method`` checked, the batches stored as a tuple of tuples of float32 arrays."""
+    import numpy as np
+
+    if p.method is not None and p.method not in INT4_METHODS:
+        raise PrecisionError(f"method={p.method!r} is unknown; use one of {', '.join(map(repr, INT4_METHODS))}")
+    batches = p.calibration
+    if batches is None or (isinstance(batches, (list, tuple)) and not batches):
+        if p.method in ("gptq", "awq"):
+            raise PrecisionError(f"method={p.method!r} chooses int4 codes from calibration data; pass calibration=[batch, "
+                                 "...] (input batches like the export's inputs) or use method='rtn'")
+        return dataclasses.replace(p, calibration=())
+    if p.kind != "int4":
+        raise PrecisionError(f"calibration= chooses int4 codes; precision {p.kind!r} takes none (use Precision('int4', "
+                             "calibration=...) or drop calibration)")
+    if p.method == "rtn":
+        raise PrecisionError("method='rtn' rounds to nearest and reads no calibration data; drop calibration= or use "
+                             "method='gptq' or 'awq'")
+    if isinstance(batches, (str, bytes)) or not isinstance(batches, (list, tuple)) or hasattr(batches, "shape"):
+        raise PrecisionError(f"calibration takes a list of input batches (one array per input each), got "
+                             f"{type(batches).__name__}; write [batch] for one batch")
+    checked = []
+    for i, batch in enumerate(batches):
+        arrays = tuple(batch) if isinstance(batch, (list, tuple)) else (batch,)
+        try:
+            arrays = tuple(np.asarray(a) for a in arrays)
+        except Exception as exc:  # ragged lists, objects numpy cannot hold
+            raise PrecisionError(f"calibration batch {i} is not a list of arrays: {exc}") from exc
+        for j, a in enumerate(arrays):
+            if a.dtype.kind not in "fiub" or a.ndim == 0:
+                raise PrecisionError(f"calibration batch {i}, input {j}: expected a numeric array with a batch axis, "
+                                     f"got {a.dtype} of shape {a.shape}")
+        if checked and len(arrays) != len(checked[0]):
+            raise PrecisionError(f"calibration batch {i} has {len(arrays)} input(s), batch 0 has {len(checked[0])}; "
+                                 "every batch gives one array per input of the export")
+        if checked:
+            for j, (a, first) in enumerate(zip(arrays, checked[0], strict=True)):
+                if a.shape[1:] != first.shape[1:]:
+                    raise PrecisionError(f"calibration batch {i}, input {j} has shape {a.shape}; batch 0's is "
+                                         f"{first.shape}: batches may differ in their first (batch) axis only")
+        checked.append(arrays)
+    return dataclasses.replace(p, calibration=tuple(checked))
 
 
 __all__ = ["KINDS", "Precision", "PrecisionError", "parse_precision"]

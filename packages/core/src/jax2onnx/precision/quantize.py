@@ -48,6 +48,7 @@ import dataclasses
 import onnx_ir as ir
 
 from ..ir.graphs import FreshNames, all_graphs
+from .calibration import calibrated_blocks, input_hessians
 from .options import Precision, PrecisionError
 from .quantized_ops import (
     MS_DOMAIN,
@@ -60,6 +61,7 @@ from .quantized_ops import (
     to_int4,
     to_int8,
     use_ms_domain,
+    weight_kn,
 )
 from .stacked_weights import quantize_scanned_weights, quantize_selected_weight, selected_weight
 from .weight_sites import Site, WeightMatmul, as_weight, find_weight_matmul, matches_any
@@ -77,11 +79,23 @@ class QuantizeResult:
     addends: list[str] = dataclasses.field(default_factory=list)
     scanned: list[str] = dataclasses.field(default_factory=list)  # stacked weights a Scan slices
     selected: list[str] = dataclasses.field(default_factory=list)  # stacked weights a body indexes (Loop)
+    calibrated: list[str] = dataclasses.field(default_factory=list)  # int4 weights with calibrated codes
+    method: str = "rtn"
+
+    def _uncalibrated(self) -> list[str]:
+        """int4 weights a calibrated export left round-to-nearest (not reachable per layer); the
+        stacked ones' labels say their width (a standard-form stacked weight is int8)."""
+        stacked = [label for label in (*self.scanned, *self.selected) if "(int4," in label]
+        return [n for n in self.int4 if n not in self.calibrated] + stacked
 
     def describe(self) -> str:
         parts = []
         if self.int4:
             parts.append(f"{len(self.int4)} matmul weight(s) int4")
+        if self.calibrated:
+            parts.append(f"{len(self.calibrated)} calibrated ({self.method.upper()})")
+            if self._uncalibrated():
+                parts.append(f"round-to-nearest (not reachable for calibration): {', '.join(self._uncalibrated())}")
         if self.int8:
             parts.append(f"{len(self.int8)} matmul weight(s) int8")
         if self.scanned:
@@ -161,6 +175,9 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
             return 8
         return 4
 
+    chosen = _calibration(model, p, [(site, m) for site, m in sites if site.owner is main and bits_of(m) == 4
+                                     and not any(matches_any(n, p.exclude) for n in m.weight.sources)])
+    result.method = p.int4_method()
     for site, m in sites:
         name = m.weight.name
         if any(matches_any(n, p.exclude) for n in m.weight.sources):
@@ -168,8 +185,10 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
             continue
         counter[0] += 1
         if bits_of(m) == 4:
-            to_int4(site, m, p, counter[0])
+            to_int4(site, m, p, counter[0], chosen.get(id(m.node)))
             result.int4.append(name)
+            if id(m.node) in chosen:
+                result.calibrated.append(name)
         else:
             to_int8(site, m, p, counter[0])
             result.int8.append(name)
@@ -228,6 +247,21 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
     if any(node.domain == MS_DOMAIN for g in all_graphs(model) for node in g):  # the contrib forms only
         model.opset_imports.setdefault(MS_DOMAIN, 1)
     return result
+
+
+def _calibration(model: ir.Model, p: Precision, reachable: list[tuple[Site, WeightMatmul]]) -> dict:
+    """id(matmul node) → its calibrated block chooser, for the main-graph int4 matmuls (none
+    without calibration data): one onnxruntime run of the float32 model per batch, before any
+    weight is rewritten."""
+    if not p.calibration or not reachable:
+        return {}
+    taps: dict[str, int] = {}
+    for site, m in reachable:
+        if not m.a.name:
+            m.a.name = site.names("calibration_input")
+        taps[m.a.name] = weight_kn(m)[0]
+    hessians = input_hessians(model, taps, p.calibration)
+    return {id(m.node): calibrated_blocks(p, hessians[m.a.name]) for _, m in reachable}
 
 
 __all__ = ["QuantizeResult", "quantize_weight_matmuls"]

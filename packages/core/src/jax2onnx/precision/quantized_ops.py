@@ -12,7 +12,7 @@ import numpy as np
 import onnx_ir as ir
 
 from .options import Precision, PrecisionError
-from .quantizers import int4_blocks, int4_dq_blocks, int8_per_axis, int8_per_column
+from .quantizers import int4_blocks, int4_dq_blocks, int4_packed, int8_per_axis, int8_per_column
 from .weight_sites import F32, Site, Weight, WeightMatmul, as_weight, attribute_value, part_values
 
 MS_DOMAIN = "com.microsoft"
@@ -66,25 +66,33 @@ def matmul_nbits(a: ir.Value, parts: list[ir.Value], bias: ir.Value | None, K: i
     return ir.Node(MS_DOMAIN, "MatMulNBits", inputs, attrs, outputs=[ir.Value(name=name)], name=name)
 
 
-def to_int4(site: Site, m: WeightMatmul, p: Precision, k: int) -> None:
+def to_int4(site: Site, m: WeightMatmul, p: Precision, k: int,
+            chosen: Callable[[np.ndarray], tuple[np.ndarray, ...]] | None = None) -> None:
+    """``chosen``: a calibrated method's codes, scales and zero points of the ``[K, N]`` weight
+    (:mod:`.calibration`), written in the same layout; None: onnxruntime's round-to-nearest."""
     K, N = weight_kn(m)
+    if chosen is not None:
+        packed = functools.partial(int4_packed, block_size=p.block_size, symmetric=p.symmetric, kernel=p.int4_kernel)
+        calibrated = oriented(m, lambda w: packed(*chosen(w)))
     if p.int4_kernel == "DequantizeLinear":
-        _to_int4_dequantized(site, m, p, k, K, N)
+        _to_int4_dequantized(site, m, p, k, K, N, calibrated if chosen is not None else None)
         return
     specs = int4_specs(K, N, p)
-    fn = oriented(m, functools.partial(int4_blocks, block_size=p.block_size, symmetric=p.symmetric))
+    fn = calibrated if chosen is not None else oriented(
+        m, functools.partial(int4_blocks, block_size=p.block_size, symmetric=p.symmetric))
     parts = part_values(site, m.weight, lambda w: fn(w)[: len(specs)], specs)
     node = matmul_nbits(m.a, parts, m.bias, K, N, p, site.names(f"matmul_q4_{k}"))
     replace_matmul(site, m, [node], node.outputs[0])
 
 
-def _to_int4_dequantized(site: Site, m: WeightMatmul, p: Precision, k: int, K: int, N: int) -> None:
+def _to_int4_dequantized(site: Site, m: WeightMatmul, p: Precision, k: int, K: int, N: int,
+                         calibrated: Callable[[np.ndarray], tuple[np.ndarray, ...]] | None) -> None:
     """Standard ONNX int4: uint4 codes ``[K, N]`` widened by one blocked ``DequantizeLinear`` (opset
     21, blocks of ``block_size`` along K), then the ``MatMul`` (+ bias). onnxruntime fuses the pair into
     its MatMulNBits kernel when the session starts (the weight is a constant)."""
     blocks = -(-K // p.block_size)
     specs = [("q4", ir.DataType.UINT4, (K, N)), ("scales", F32, (blocks, N)), ("zero_points", ir.DataType.UINT4, (blocks, N))]
-    fn = oriented(m, functools.partial(int4_dq_blocks, block_size=p.block_size, symmetric=p.symmetric))
+    fn = calibrated or oriented(m, functools.partial(int4_dq_blocks, block_size=p.block_size, symmetric=p.symmetric))
     codes, scales, zero_points = part_values(site, m.weight, fn, specs)
     name = site.names(f"matmul_q4_{k}")
     weight = ir.Value(name=f"{name}_w", type=ir.TensorType(F32), shape=ir.Shape([K, N]))

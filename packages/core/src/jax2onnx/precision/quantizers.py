@@ -73,6 +73,34 @@ def int4_dq_blocks(w: np.ndarray, block_size: int, symmetric: bool) -> tuple[np.
             np.ascontiguousarray(zp.T).astype(ml_dtypes.uint4))
 
 
+def int4_packed(codes: np.ndarray, scales: np.ndarray, zero_points: np.ndarray, block_size: int, symmetric: bool,
+                kernel: str) -> tuple[np.ndarray, ...]:
+    """Chosen int4 blocks of a ``[K, N]`` weight (codes 0..15 ``[K, N]``, scales and zero points
+    ``[blocks, N]``; a calibrated method's) in ``kernel``'s layout: MatMulNBits' (as
+    :func:`int4_blocks`; no zero points when symmetric) or blocked ``DequantizeLinear``'s (as
+    :func:`int4_dq_blocks`)."""
+    import ml_dtypes
+
+    K, N = codes.shape
+    blocks = scales.shape[0]
+    codes = np.asarray(codes, dtype=np.uint8)
+    zero_points = np.asarray(zero_points, dtype=np.uint8)
+    scales = np.ascontiguousarray(scales, dtype=np.float32)
+    if kernel == "DequantizeLinear":
+        return (np.ascontiguousarray(codes).astype(ml_dtypes.uint4), scales,
+                np.ascontiguousarray(zero_points).astype(ml_dtypes.uint4))
+    padded = np.zeros((blocks * block_size, N), dtype=np.uint8)
+    padded[:K] = codes
+    pairs = padded.T.reshape(N, blocks, block_size // 2, 2)
+    packed = (pairs[..., 0] | (pairs[..., 1] << 4)).astype(np.uint8)
+    parts: tuple[np.ndarray, ...] = (np.ascontiguousarray(packed), np.ascontiguousarray(scales.T))
+    if not symmetric:
+        zp = np.full((N, blocks + blocks % 2), 8, dtype=np.uint8)  # the unread pad nibble: 8, as onnxruntime writes it
+        zp[:, :blocks] = zero_points.T
+        parts += (np.ascontiguousarray(zp[:, 0::2] | (zp[:, 1::2] << 4)),)
+    return parts
+
+
 def int8_per_axis(w: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric int8 codes and one float32 scale per entry of ``axis``."""
     w = np.asarray(w, dtype=np.float32)
@@ -82,4 +110,4 @@ def int8_per_axis(w: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(codes), scales
 
 
-__all__ = ["int4_blocks", "int4_dq_blocks", "int8_per_axis", "int8_per_column"]
+__all__ = ["int4_blocks", "int4_dq_blocks", "int4_packed", "int8_per_axis", "int8_per_column"]

@@ -1,0 +1,142 @@
+"""Calibrated int4 (issue #35): GPTQ / activation-aware clipping choose the codes, the graph stays
+plain int4's, and on an MLP with correlated inputs GPTQ at least halves round-to-nearest's held-out
+output error (measured in onnxruntime against JAX)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnx
+import pytest
+from jax2onnx import Precision, to_onnx
+from jax2onnx.precision import PrecisionError, parse_precision
+from jax2onnx.precision.gptq import dequantized, rtn_blocks
+from jax2onnx.precision.quantizers import int4_blocks, int4_dq_blocks, int4_packed
+
+ort = pytest.importorskip("onnxruntime")
+
+D, HIDDEN, RANK = 128, 256, 16
+
+
+def _mlp_and_data():
+    rng = np.random.default_rng(0)
+    mixing = rng.normal(size=(RANK, D)) / np.sqrt(RANK)
+
+    def data(n: int) -> np.ndarray:  # x = z @ M (+ a little noise): strongly correlated features
+        return (rng.normal(size=(n, RANK)) @ mixing + 0.05 * rng.normal(size=(n, D))).astype(np.float32)
+
+    w1 = (rng.normal(size=(D, HIDDEN)) / np.sqrt(D)).astype(np.float32)
+    w2 = (rng.normal(size=(HIDDEN, D)) / np.sqrt(HIDDEN)).astype(np.float32)
+
+    def mlp(x):
+        return jax.nn.gelu(x @ w1) @ w2
+
+    return mlp, [(data(256),), (data(256),)], data(512)
+
+
+@pytest.fixture(scope="module")
+def exports():
+    mlp, calibration, held_out = _mlp_and_data()
+    reference = np.asarray(mlp(held_out))
+    spec = [jax.ShapeDtypeStruct(("B", D), jnp.float32)]
+    out = {}
+    for target in ("onnx", "onnxruntime"):
+        for method in ("rtn", "gptq", "awq"):
+            precision = Precision("int4", method=method, calibration=calibration if method != "rtn" else ())
+            model = to_onnx(mlp, spec, precision=precision, target=target)
+            onnx.checker.check_model(model, full_check=True)
+            session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+            y = session.run(None, {session.get_inputs()[0].name: held_out})[0]
+            out[target, method] = (model, float(np.linalg.norm(y - reference) / np.linalg.norm(reference)))
+    return out
+
+
+@pytest.mark.parametrize("target", ["onnx", "onnxruntime"])
+def test_gptq_halves_the_held_out_error_of_rounding(exports, target):
+    rtn, gptq, awq = (exports[target, m][1] for m in ("rtn", "gptq", "awq"))
+    assert gptq <= 0.5 * rtn, (gptq, rtn)
+    assert awq < rtn, (awq, rtn)  # clipping helps less, but helps
+
+
+@pytest.mark.parametrize("target", ["onnx", "onnxruntime"])
+def test_calibrated_graph_is_plain_int4s(exports, target):
+    def form(model):
+        nodes = [(n.domain, n.op_type, tuple((a.name, onnx.helper.get_attribute_value(a)) for a in n.attribute))
+                 for n in model.graph.node]
+        inits = sorted((i.data_type, tuple(i.dims), len(i.raw_data)) for i in model.graph.initializer)
+        return nodes, inits
+
+    plain, calibrated = exports[target, "rtn"][0], exports[target, "gptq"][0]
+    assert form(calibrated) == form(plain)
+    assert {i.raw_data for i in calibrated.graph.initializer} != {i.raw_data for i in plain.graph.initializer}
+    detail = next(p.value for p in calibrated.metadata_props if p.key.endswith("detail"))
+    assert "2 calibrated (GPTQ)" in detail
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_block_grid_and_layouts_are_onnxruntimes(symmetric):
+    """The calibrated path's grid and packing, fed round-to-nearest codes, give onnxruntime's
+    quantizer's codes and zero points exactly and its scales to the last float32 bit or so
+    (K = 80: a partial last block)."""
+    w = np.random.default_rng(1).normal(size=(80, 24)).astype(np.float32)
+    chosen = rtn_blocks(w, 32, symmetric)
+    for ours, theirs in zip(int4_packed(*chosen, 32, symmetric, "MatMulNBits"), int4_blocks(w, 32, symmetric),
+                            strict=False):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=0)
+    for ours, theirs in zip(int4_packed(*chosen, 32, symmetric, "DequantizeLinear"), int4_dq_blocks(w, 32, symmetric),
+                            strict=True):
+        np.testing.assert_allclose(np.asarray(ours, np.float32), np.asarray(theirs, np.float32), rtol=1e-6, atol=0)
+    assert np.abs(dequantized(*chosen, 32) - w).max() < 0.5
+
+
+def test_wrong_width_batch_is_refused_naming_the_width():
+    mlp, calibration, _ = _mlp_and_data()
+    bad = [(np.zeros((4, D - 1), np.float32),)]
+    with pytest.raises(PrecisionError, match=rf"width \(last axis\) must be {D}, got {D - 1}"):
+        to_onnx(mlp, [jax.ShapeDtypeStruct(("B", D), jnp.float32)], precision=Precision("int4", calibration=bad))
+    with pytest.raises(PrecisionError, match="has 2 array"):
+        to_onnx(mlp, [jax.ShapeDtypeStruct(("B", D), jnp.float32)],
+                precision=Precision("int4", calibration=[(calibration[0][0], calibration[0][0])]))
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"kind": "int4", "method": "obq"}, "method='obq' is unknown"),
+    ({"kind": "int4", "method": "gptq"}, "pass calibration="),
+    ({"kind": "int8", "calibration": [np.zeros((2, 4), np.float32)]}, "precision 'int8' takes none"),
+    ({"kind": "int4", "method": "rtn", "calibration": [np.zeros((2, 4), np.float32)]}, "reads no calibration data"),
+    ({"kind": "int4", "calibration": np.zeros((2, 4), np.float32)}, "a list of input batches"),
+    ({"kind": "int4", "calibration": [np.zeros((2, 4)), np.zeros((2, 5))]}, "batch 0's is"),
+])
+def test_bad_calibration_options_are_refused(kwargs, message):
+    with pytest.raises(PrecisionError, match=message):
+        parse_precision(Precision(**kwargs))
+
+
+def test_calibration_defaults_to_gptq_and_is_not_compared():
+    p = parse_precision(Precision("int4", calibration=[np.ones((2, 4), np.float32)]))
+    assert p.int4_method() == "gptq" and p == Precision("int4") and "GPTQ calibrated on 1 batch" in p.describe()
+    assert isinstance(p.calibration, tuple) and p.calibration[0][0].shape == (2, 4)
+
+
+def test_scanned_stacked_weights_stay_round_to_nearest_and_are_listed():
+    """A Scan's per-layer inputs are no graph value: its stacked weights keep RTN codes, said in the
+    detail, while the matmul before the scan is calibrated; the export still matches JAX."""
+    rng = np.random.default_rng(3)
+    first = (rng.normal(size=(64, 64)) / 8).astype(np.float32)
+    stacked = (rng.normal(size=(3, 64, 64)) / 8).astype(np.float32)
+
+    def f(x):
+        return jax.lax.scan(lambda h, w: (jnp.tanh(h @ w), None), x @ first, stacked)[0]
+
+    x = rng.normal(size=(16, 64)).astype(np.float32)
+    model = to_onnx(f, [jax.ShapeDtypeStruct(("B", 64), jnp.float32)], target="onnxruntime",
+                    precision=Precision("int4", calibration=[(x,)]))
+    onnx.checker.check_model(model, full_check=True)
+    detail = next(p.value for p in model.metadata_props if p.key.endswith("detail"))
+    assert "1 calibrated (GPTQ)" in detail
+    assert "round-to-nearest (not reachable for calibration): const_3x64x64 (int4, 3 layers)" in detail
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    y = session.run(None, {session.get_inputs()[0].name: x})[0]
+    reference = np.asarray(f(x))
+    assert np.linalg.norm(y - reference) / np.linalg.norm(reference) < 0.2  # int4 through four layers
