@@ -3,7 +3,7 @@
 1. An MLP (128 → 256 → 128, GELU) whose inputs are correlated (``x = z @ M + noise``, ``z`` of
    rank 16): held-out relative output error of the exported model in onnxruntime against JAX, per
    method and per amount of calibration data, with the export time and the model's bytes.
-2. The tiny causal LM of packages/core/tests/trained_lm.py (trained here in JAX on its counting
+2. The tiny causal LM of packages/examples/tests/trained_lm.py (trained here in JAX on its counting
    language; nothing downloaded): perplexity on held-out sequences and its gap to float32, and
    greedy-token agreement with float32, per method.
 
@@ -24,7 +24,7 @@ import onnxruntime as ort
 from jax2onnx import Precision, to_onnx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "packages", "core", "tests"))
+sys.path.insert(0, os.path.join(HERE, "..", "packages", "examples", "tests"))
 import trained_lm as lm  # noqa: E402
 
 METHODS = ("rtn", "gptq", "awq")
@@ -136,7 +136,7 @@ def main() -> None:
         "",
         *mlp,
         "",
-        "## Tiny trained LM (packages/core/tests/trained_lm.py)",
+        "## Tiny trained LM (packages/examples/tests/trained_lm.py)",
         "",
         *lms,
         "",
