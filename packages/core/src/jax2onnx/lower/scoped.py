@@ -33,6 +33,8 @@ import types
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from .patching import _DeferredInterrupts
+
 #: The running export's replacements, ``(patched class, attribute) -> replacement``; None outside.
 _ACTIVE: contextvars.ContextVar[dict[tuple[type, str], Any] | None] = contextvars.ContextVar(
     "jax2onnx_scoped_overrides", default=None
@@ -197,9 +199,12 @@ def reachable(roots: Iterable[Any]) -> Iterator[Any]:
             continue
         seen.add(id(obj))
         yield obj
-        if hasattr(obj, "shape") and hasattr(obj, "dtype"):  # an array: nothing inside to find
+        try:
+            if hasattr(obj, "shape") and hasattr(obj, "dtype"):  # an array: nothing inside to find
+                continue
+            stack.extend(_children(obj))
+        except Exception:  # noqa: BLE001 - an object whose __getattr__ raises: nothing found in it
             continue
-        stack.extend(_children(obj))
 
 
 class scoped_overrides:
@@ -219,8 +224,6 @@ class scoped_overrides:
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> scoped_overrides:
-        from .patching import _DeferredInterrupts
-
         classes = [(p, p.resolve()) for p in self._patches]
         classes = [(p, c) for p, c in classes if c is not None and hasattr(c, p.attribute)]
         table: dict[tuple[type, str], Any] = {}
@@ -279,8 +282,6 @@ class scoped_overrides:
         self._held.append(key)
 
     def __exit__(self, *exc: Any) -> None:
-        from .patching import _DeferredInterrupts
-
         with _DeferredInterrupts() as guard:
             self._release()
         guard.deliver()
