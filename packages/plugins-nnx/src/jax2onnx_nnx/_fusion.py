@@ -54,7 +54,11 @@ def graphdef_node_types(obj: Any) -> list[tuple[Any, str]]:
     export and ``nnx.merge``d inside it (a functional training step, layers scanned with
     ``lax.scan``) is rebuilt from these, so they hold the export's overriding subclass while it
     runs (a :class:`jax2onnx.plugin.ModulePatch` ``holders`` function)."""
-    if not isinstance(obj, nnx.GraphDef):
+    try:
+        is_graphdef = isinstance(obj, nnx.GraphDef)
+    except TypeError:  # flax < 0.11: GraphDef is a Union alias of NodeDef / NodeRef
+        is_graphdef = type(obj).__name__ == "NodeDef"
+    if not is_graphdef:
         return []
     out: list[tuple[Any, str]] = []
     stack, seen = [obj], set()
