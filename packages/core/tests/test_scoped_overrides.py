@@ -135,3 +135,62 @@ def test_a_dotted_path_of_an_imported_module_resolves():
     with scoped_overrides([ModulePatch(f"{__name__}.Layer", "__call__", _tagged("p"))], roots=[layer]):
         assert layer(3) == ("p", ("own", "d", 3))
     assert type(layer) is Layer
+
+
+# A tiny library in Linen's style: modules are built during the call, and method calls pass
+# through a per-thread interceptor stack (``flax.linen.intercept_methods``).
+_STACK = threading.local()
+
+
+def _intercepted(fn):
+    @functools.wraps(fn)
+    def method(self, *args):
+        call = functools.partial(fn, self)
+        for interceptor in getattr(_STACK, "items", []):
+            call = functools.partial(interceptor, call, self, fn.__name__, fn)
+        return call(*args)
+
+    return method
+
+
+class Built:
+    @_intercepted
+    def __call__(self, x):
+        return ("built", x)
+
+
+class BuiltSub(Built):
+    @_intercepted
+    def __call__(self, x):
+        return ("sub", super().__call__(x))
+
+
+def _make_interceptor():
+    import contextlib
+
+    @contextlib.contextmanager
+    def scope(lookup):
+        def interceptor(next_call, module, name, function, *args):
+            replacement = lookup(module, name, function)
+            return next_call(*args) if replacement is None else replacement(*args)
+
+        _STACK.items = [*getattr(_STACK, "items", []), interceptor]
+        try:
+            yield
+        finally:
+            _STACK.items = _STACK.items[:-1]
+
+    return scope
+
+
+def test_interceptors_reach_modules_built_during_the_call_and_the_original_runs_once():
+    one, two = _make_interceptor(), _make_interceptor()  # two packs, one library: both in the stack
+    before = dict(vars(Built))
+    patches = [ModulePatch(Built, "__call__", _tagged("p"), interceptor=one),
+               ModulePatch(BuiltSub, "__call__", _tagged("q"), interceptor=two)]
+    with scoped_overrides(patches, roots=[]):
+        assert Built()(1) == ("p", ("built", 1))
+        # the subclass's own method is patched by the second pack; its super() call by the first
+        assert BuiltSub()(2) == ("q", ("sub", ("p", ("built", 2))))
+        assert dict(vars(Built)) == before
+    assert getattr(_STACK, "items", []) == [] and Built()(3) == ("built", 3)

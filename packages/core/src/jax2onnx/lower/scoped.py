@@ -41,7 +41,7 @@ _ACTIVE: contextvars.ContextVar[dict[tuple[type, str], Any] | None] = contextvar
 )
 
 #: The running export's replacements reached through a pack's interceptor (``ModulePatch.interceptor``).
-_INTERCEPTED: contextvars.ContextVar[dict[tuple[type, str], Any] | None] = contextvars.ContextVar(
+_INTERCEPTED: contextvars.ContextVar[dict[Any, dict[tuple[type, str], Any]] | None] = contextvars.ContextVar(
     "jax2onnx_intercepted", default=None
 )
 #: ``(id(module), method)`` whose next intercepted call is the module's own code: a replacement
@@ -93,15 +93,15 @@ def _bypassing(method: Any, attribute: str) -> Any:
     return original
 
 
-def _lookup(module: Any, method: str, function: Any = None) -> Any:
-    """What an interceptor runs for ``module.method(...)``: the export's replacement bound to the
-    module, or ``None`` for the module's own code. ``function``: the class-level function being
-    run, when the library says (Linen does): a subclass's ``super().__call__`` then reaches the
-    patched class's method, as it would reach a patched attribute."""
-    if _BYPASS.get() == (id(module), method):
-        _BYPASS.set(None)  # only this one call: the module's own code may call others
-        return None
-    table = _INTERCEPTED.get()
+def _lookup(interceptor: Any, module: Any, method: str, function: Any = None) -> Any:
+    """What ``interceptor`` runs for ``module.method(...)``: the export's replacement bound to the
+    module, or ``None`` for the module's own code. Each interceptor answers only for the patches
+    that name it (two packs may each install one for the same library; a call passes both).
+    ``function``: the class-level function being run, when the library says (Linen does): a
+    subclass's ``super().__call__`` then reaches the patched class's method, as it would reach a
+    patched attribute."""
+    tables = _INTERCEPTED.get()
+    table = None if tables is None else tables.get(interceptor)
     if not table:
         return None
     own = type(module)
@@ -113,8 +113,12 @@ def _lookup(module: Any, method: str, function: Any = None) -> Any:
             applies = function is defined or function is getattr(defined, "__wrapped__", None)
         else:
             applies = inspect.getattr_static(own, attribute, None) is defined
-        if applies:
-            return functools.partial(replacement, module)
+        if not applies:
+            continue
+        if _BYPASS.get() == (id(module), method):  # the replacement calling the module's own code
+            _BYPASS.set(None)  # only this one call: that code may call others
+            return None
+        return functools.partial(replacement, module)
     return None
 
 
@@ -227,20 +231,18 @@ class scoped_overrides:
         classes = [(p, p.resolve()) for p in self._patches]
         classes = [(p, c) for p, c in classes if c is not None and hasattr(c, p.attribute)]
         table: dict[tuple[type, str], Any] = {}
-        intercepted: dict[tuple[type, str], Any] = {}
-        interceptors: list[Any] = []
+        intercepted: dict[Any, dict[tuple[type, str], Any]] = {}  # per interceptor
         for patch, cls in classes:
             key = (cls, patch.attribute)
             if patch.interceptor is None:
                 base = table.get(key, getattr(cls, patch.attribute))  # a second patch wraps the first
                 table[key] = patch.replacement(base)
             else:
-                base = intercepted.get(key, _bypassing(getattr(cls, patch.attribute), patch.attribute))
-                intercepted[key] = patch.replacement(base)
-                if patch.interceptor not in interceptors:
-                    interceptors.append(patch.interceptor)
+                own = intercepted.setdefault(patch.interceptor, {})
+                base = own.get(key, _bypassing(getattr(cls, patch.attribute), patch.attribute))
+                own[key] = patch.replacement(base)
         if intercepted:
-            self._enter_interceptors(intercepted, interceptors)
+            self._enter_interceptors(intercepted)
         if not table:
             return self
         holders = list(dict.fromkeys(p.holders for p, _ in classes if p.holders is not None))
@@ -286,11 +288,11 @@ class scoped_overrides:
             self._release()
         guard.deliver()
 
-    def _enter_interceptors(self, intercepted: dict[tuple[type, str], Any], interceptors: list[Any]) -> None:
+    def _enter_interceptors(self, intercepted: dict[Any, dict[tuple[type, str], Any]]) -> None:
         self._intercept_token = _INTERCEPTED.set(intercepted)
         try:
-            for interceptor in interceptors:
-                self._stack.enter_context(interceptor(_lookup))
+            for interceptor in intercepted:
+                self._stack.enter_context(interceptor(functools.partial(_lookup, interceptor)))
         except BaseException:
             self._release()
             raise
