@@ -176,11 +176,8 @@ def test_no_import_cycle_in_any_pack():
 
 #: Max lines of a source file: a longer one holds more than one concern.
 MAX_SOURCE_LINES = 800
-#: Files allowed over the limit until their split lands, each with the issue tracking it.
-OVER_LIMIT_ALLOWED = {
-    # TODO(issue #33, outcome 5): fusion.py becomes a fusion/ package in a parallel branch; drop this entry then.
-    "packages/core/src/jax2onnx/fusion.py",
-}
+#: Files allowed over the limit until their split lands, each with the issue tracking it (none now).
+OVER_LIMIT_ALLOWED: set[str] = set()
 
 
 def test_no_source_file_over_800_lines():

@@ -4,7 +4,8 @@ Mixed jobs (an NNX MLP with fused Linear/LayerNorm/gelu, a jnp softmax-of-einsum
 float32 and float64) run from 8 threads while a watcher thread keeps using JAX and the same model
 eagerly. Checked: every concurrent export is byte-identical to the solo export of its job; the
 watcher never sees x64 switched on, float64 defaults, a patched behaviour, or a patched library
-attribute change identity (dispatchers are installed once, when the packs load, and stay).
+attribute change identity (module classes are never changed: their overrides are scoped to the
+exported instances; function dispatchers are installed once, when the packs load, and stay).
 
 ``JAX2ONNX_STRESS_ROUNDS`` (default 2) sets the exports per thread; ``nox -s stress`` runs 20.
 """
@@ -60,8 +61,11 @@ def _export(job):
 
 
 def _patch_targets():
-    """(target, attribute) of every patch whose library is importable here."""
-    return [(t, p.attribute) for p in get_registry().patches() if (t := p.resolve()) is not None]
+    """(target, attribute) of every patch whose library is importable here: the function patches'
+    modules and the classes of the instance-scoped ModulePatches (never changed at all)."""
+    registry = get_registry()
+    patches = [*registry.patches(), *registry.module_patches()]
+    return [(t, p.attribute) for p in patches if (t := p.resolve()) is not None]
 
 
 def _identities(targets):
@@ -125,3 +129,4 @@ def test_concurrent_exports_match_solo_exports_and_library_attributes_keep_their
     changed = [key for key in before if after.get(key) is not before[key]]
     assert not changed, f"{len(changed)} patched attributes changed identity"
     assert jax.config.read("jax_enable_x64") is False
+    assert type(model.l1) is nnx.Linear and type(model) is MLP  # the instances have their own class back

@@ -1,5 +1,5 @@
-"""The lowering API packs write against: :class:`Lowering`, :class:`Lowerings`, :class:`Patch`,
-:func:`marked_call`.
+"""The lowering API packs write against: :class:`Lowering`, :class:`Lowerings`, :class:`ModulePatch`,
+:class:`Patch`, :func:`marked_call`.
 
 A lowering is a plain function ``fn(ctx, *inputs) -> Value | Sequence[Value] | None``: ``ctx`` is a
 :class:`jax2onnx.lower.context.LoweringContext` (``ctx.op.Add(a, b)``, ``ctx.params``, ``ctx.avals_in``,
@@ -175,6 +175,57 @@ class Patch:
             if obj is None:
                 return None
         return obj
+
+
+@dataclasses.dataclass(frozen=True)
+class ModulePatch:
+    """Override ``attribute`` of the *instances* of class ``target`` that the exported callable
+    reaches, for the duration of that export only; ``replacement(original)`` builds the new method
+    (``original`` is the class's own function; the new one takes ``self`` first, as it does).
+
+    The class itself is never changed (:mod:`jax2onnx.lower.scoped`): each instance found gets a
+    cached subclass as its ``__class__`` while the export runs, and its own class back when it ends.
+    ``target`` is a class or a dotted path (``"flax.nnx.Linear"``); a path whose module is not
+    imported yet is skipped (no instance of it can exist), so packs can name optional libraries.
+
+    ``interceptor``: for a library that builds its module instances during the call (Linen's
+    ``setup``/``@compact`` submodules), where no instance exists to walk to beforehand: a function
+    ``interceptor(lookup) -> context manager`` that routes the library's own method calls, in the
+    exporting thread only (``flax.linen.intercept_methods``), to ``lookup(module, method_name,
+    function)`` (``function``: the class-level function being run, if the library tells; the
+    answer is the export's replacement bound to the module, or ``None`` for the module's own code).
+    """
+
+    target: Any
+    attribute: str
+    replacement: Callable[[Any], Any]
+    interceptor: Callable[[Callable[..., Any]], Any] | None = None
+    #: ``holders(obj) -> [(holder, slot), ...]``: places where an object reachable from the exported
+    #: callable records a class its copies are later built from (an NNX ``GraphDef``'s node types,
+    #: ``nnx.merge``d inside the trace); those slots hold the overriding subclass for the export.
+    holders: Callable[[Any], Iterable[tuple[Any, str]]] | None = None
+
+    def resolve(self) -> type | None:
+        """The class, found among modules already imported: a library nobody imported has no
+        instances to override, so an export never imports one for this (a pack may narrow it
+        further, e.g. to one Keras backend)."""
+        import sys
+
+        if isinstance(self.target, type):
+            return self.target
+        module_name, _, path = str(self.target).partition(":")
+        if not path:
+            parts = module_name.split(".")
+            for i in range(len(parts) - 1, 0, -1):
+                if ".".join(parts[:i]) in sys.modules:
+                    module_name, path = ".".join(parts[:i]), ".".join(parts[i:])
+                    break
+            else:
+                return None
+        obj = sys.modules.get(module_name)
+        for p in path.split("."):
+            obj = getattr(obj, p, None) if obj is not None else None
+        return obj if isinstance(obj, type) else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,7 +428,7 @@ class PackModules:
     models the command line offers.
 
     Each module (one lowering family) may define ``lowerings`` (a :class:`Lowerings`), ``patches``
-    (a list of :class:`Patch`) and ``callable_adapters`` (functions ``obj -> traceable | None``).
+    (a list of :class:`ModulePatch` / :class:`Patch`) and ``callable_adapters`` (functions ``obj -> traceable | None``).
     Modules are imported on the first hook call, once.
 
     Testcases live apart, in the pack's ``testcases`` subpackage (``jax2onnx_mypack.testcases``):
@@ -449,7 +500,7 @@ class PackModules:
         return self._gather("components") + own
 
     @hookimpl
-    def jax2onnx_patches(self) -> list[Patch]:
+    def jax2onnx_patches(self) -> list[Patch | ModulePatch]:
         return self._gather("patches")
 
     @hookimpl

@@ -28,7 +28,7 @@ from jax2onnx.fusion import (
     is_array,
     one_output_like,
 )
-from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.plugin import Lowerings, ModulePatch
 
 from ._fusion import call_module
 from .batching import fused_call
@@ -85,7 +85,7 @@ def _patch_multihead_attention(original):
     return __call__
 
 
-patches = [Patch("equinox.nn.MultiheadAttention", "__call__", _patch_multihead_attention)]
+patches = [ModulePatch("equinox.nn.MultiheadAttention", "__call__", _patch_multihead_attention)]
 
 
 @lowerings.register_call(MULTIHEAD_ATTENTION)

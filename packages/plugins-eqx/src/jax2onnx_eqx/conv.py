@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 from jax2onnx.fusion import Operands, conv_attrs, find_eqns, is_array, one_output_like, region_body
-from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.plugin import Lowerings, ModulePatch
 
 from ._fusion import call_module, from_onnx_batch, onnx_batch
 from .batching import patch_call
@@ -32,7 +32,7 @@ def fuse(module, x, *, body, batch: int):
     return call_module(CONV, module, body, {"x": x}, batch=batch)
 
 
-patches = [Patch("equinox.nn.Conv", "__call__", patch_call(fuse))]
+patches = [ModulePatch("equinox.nn.Conv", "__call__", patch_call(fuse))]
 
 
 def _body_conv(ctx):

@@ -10,7 +10,7 @@ turns into a MatMul and an Add. ``"scalar"`` features are left to equinox's code
 from __future__ import annotations
 
 from jax2onnx.fusion import Operands, is_array, one_output_like
-from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.plugin import Lowerings, ModulePatch
 
 from ._fusion import call_module
 from .batching import patch_call
@@ -28,7 +28,7 @@ def fuse(module, x, *, body, batch: int):
     return call_module(LINEAR, module, body, {"x": x}, batch=batch)
 
 
-patches = [Patch("equinox.nn.Linear", "__call__", patch_call(fuse))]
+patches = [ModulePatch("equinox.nn.Linear", "__call__", patch_call(fuse))]
 
 
 @lowerings.register_call(LINEAR)

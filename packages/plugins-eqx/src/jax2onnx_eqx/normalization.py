@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 from jax2onnx.fusion import Operands, is_array, norm_weight, one_output_like, stash_type
-from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.plugin import Lowerings, ModulePatch
 
 from ._fusion import call_module, from_onnx_batch, onnx_batch
 from .batching import patch_call
@@ -52,9 +52,9 @@ def fuse(mark: str, module, x, *, body, batch: int):
 
 
 patches = [
-    Patch("equinox.nn.LayerNorm", "__call__", patch_call(partial(fuse, LAYER_NORM))),
-    Patch("equinox.nn.RMSNorm", "__call__", patch_call(partial(fuse, RMS_NORM))),
-    Patch("equinox.nn.GroupNorm", "__call__", patch_call(partial(fuse, GROUP_NORM))),
+    ModulePatch("equinox.nn.LayerNorm", "__call__", patch_call(partial(fuse, LAYER_NORM))),
+    ModulePatch("equinox.nn.RMSNorm", "__call__", patch_call(partial(fuse, RMS_NORM))),
+    ModulePatch("equinox.nn.GroupNorm", "__call__", patch_call(partial(fuse, GROUP_NORM))),
 ]
 
 

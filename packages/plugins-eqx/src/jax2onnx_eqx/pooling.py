@@ -14,7 +14,7 @@ from functools import partial
 
 import numpy as np
 from jax2onnx.fusion import is_array, max_pool, max_pool_dtypes, one_output_like
-from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.plugin import Lowerings, ModulePatch
 
 from ._fusion import call_module, from_onnx_batch, onnx_batch
 from .batching import patch_call
@@ -42,8 +42,8 @@ def fuse(mark: str, module, x, *, body, batch: int):
     return call_module(mark, module, body, {"x": x}, batch=batch, window=window, strides=strides, pads=pads)
 
 
-patches = [Patch(f"equinox.nn.{name}", "__call__", patch_call(partial(fuse, MAX_POOL))) for name in MAX_CLASSES] + [
-    Patch(f"equinox.nn.{name}", "__call__", patch_call(partial(fuse, AVG_POOL))) for name in AVG_CLASSES]
+patches = [ModulePatch(f"equinox.nn.{name}", "__call__", patch_call(partial(fuse, MAX_POOL))) for name in MAX_CLASSES] + [
+    ModulePatch(f"equinox.nn.{name}", "__call__", patch_call(partial(fuse, AVG_POOL))) for name in AVG_CLASSES]
 
 
 def _lower(op: str, mark: str, **attrs):

@@ -20,19 +20,23 @@ who already imported Keras can be exporting a Keras layer (see :class:`KerasPatc
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from jax2onnx import fusion
-from jax2onnx.plugin import Patch
+from jax2onnx.plugin import ModulePatch
 
 MARK_PREFIX = "jax2onnx_keras."
 
 
-class KerasPatch(Patch):
-    """A patch of a Keras class, applied only when Keras is already imported with the JAX backend.
+@dataclasses.dataclass(frozen=True)
+class KerasPatch(ModulePatch):
+    """An override of a Keras layer class's ``call`` for the exported model's own layer instances
+    (:class:`jax2onnx.plugin.ModulePatch`; Keras's classes stay as they are), applied only when
+    Keras is already imported with the JAX backend.
 
     An export must not import Keras (seconds, and with another backend it may not even import):
     a program that never imported it cannot be calling a Keras layer.
@@ -51,7 +55,7 @@ class KerasPatch(Patch):
 
 
 def patch(module: str, cls: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> KerasPatch:
-    """Replace ``<module>.<cls>.call`` with ``make(original)`` during exports."""
+    """Override ``call`` of the exported model's ``<module>.<cls>`` layers with ``make(original)``."""
     return KerasPatch(f"{module}.{cls}", "call", make)
 
 

@@ -30,9 +30,9 @@ from jax2onnx.fusion import (
     lower_dot_product_attention,
     lower_multi_head_attention,
 )
-from jax2onnx.plugin import Lowerings, Patch, original_of
+from jax2onnx.plugin import Lowerings, ModulePatch, Patch, original_of
 
-from ._fusion import call_module, fusable
+from ._fusion import call_module, fusable, linen_calls
 
 lowerings = Lowerings()
 
@@ -107,7 +107,7 @@ def _patch_multi_head_attention(original):
 
 patches = [
     Patch("flax.linen", "dot_product_attention", _patch_dot_product_attention),
-    Patch("flax.linen.MultiHeadDotProductAttention", "__call__", _patch_multi_head_attention),
+    ModulePatch("flax.linen.MultiHeadDotProductAttention", "__call__", _patch_multi_head_attention, interceptor=linen_calls),
 ]
 
 

@@ -25,9 +25,9 @@ from jax2onnx.fusion import (
     lower_conv_channels_last,
     lower_conv_transpose_channels_last,
 )
-from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.plugin import Lowerings, ModulePatch
 
-from ._fusion import call_module, fusable
+from ._fusion import call_module, fusable, linen_calls
 
 lowerings = Lowerings()
 
@@ -76,8 +76,8 @@ def _patch_conv_transpose(original):
 
 
 patches = [
-    Patch("flax.linen.Conv", "__call__", _patch_conv),
-    Patch("flax.linen.ConvTranspose", "__call__", _patch_conv_transpose),
+    ModulePatch("flax.linen.Conv", "__call__", _patch_conv, interceptor=linen_calls),
+    ModulePatch("flax.linen.ConvTranspose", "__call__", _patch_conv_transpose, interceptor=linen_calls),
 ]
 
 

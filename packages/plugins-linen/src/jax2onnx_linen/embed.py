@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 from jax2onnx.fusion import is_array, lower_embedding_attend, lower_embedding_lookup
-from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.plugin import Lowerings, ModulePatch
 
-from ._fusion import call_module, fusable
+from ._fusion import call_module, fusable, linen_calls
 
 lowerings = Lowerings()
 
@@ -39,7 +39,7 @@ def _patch_attend(original):
 
 
 patches = [
-    Patch("flax.linen.Embed", "__call__", _patch_embed),
-    Patch("flax.linen.Embed", "attend", _patch_attend),
+    ModulePatch("flax.linen.Embed", "__call__", _patch_embed, interceptor=linen_calls),
+    ModulePatch("flax.linen.Embed", "attend", _patch_attend, interceptor=linen_calls),
 ]
 

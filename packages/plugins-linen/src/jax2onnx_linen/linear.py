@@ -19,9 +19,9 @@ from jax2onnx.fusion import (
     lower_dense_general,
     lower_einsum_bias,
 )
-from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.plugin import Lowerings, ModulePatch
 
-from ._fusion import call_module, fusable
+from ._fusion import call_module, fusable, linen_calls
 
 lowerings = Lowerings()
 
@@ -79,9 +79,9 @@ def _patch_einsum(original):
 
 
 patches = [
-    Patch("flax.linen.Dense", "__call__", _patch_dense),
-    Patch("flax.linen.DenseGeneral", "__call__", _patch_dense_general),
-    Patch("flax.linen.Einsum", "__call__", _patch_einsum),
+    ModulePatch("flax.linen.Dense", "__call__", _patch_dense, interceptor=linen_calls),
+    ModulePatch("flax.linen.DenseGeneral", "__call__", _patch_dense_general, interceptor=linen_calls),
+    ModulePatch("flax.linen.Einsum", "__call__", _patch_einsum, interceptor=linen_calls),
 ]
 
 

@@ -22,9 +22,9 @@ from jax2onnx.fusion import (
     norm_axes,
     static_bool,
 )
-from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.plugin import Lowerings, ModulePatch
 
-from ._fusion import call_module, fusable
+from ._fusion import call_module, fusable, linen_calls
 
 lowerings = Lowerings()
 
@@ -103,11 +103,11 @@ def _patch_instance_norm(original):
 
 
 patches = [
-    Patch("flax.linen.BatchNorm", "__call__", _patch_batch_norm),
-    Patch("flax.linen.LayerNorm", "__call__", _patch_trailing_norm(LAYER_NORM)),
-    Patch("flax.linen.RMSNorm", "__call__", _patch_trailing_norm(RMS_NORM)),
-    Patch("flax.linen.GroupNorm", "__call__", _patch_group_norm),
-    Patch("flax.linen.InstanceNorm", "__call__", _patch_instance_norm),
+    ModulePatch("flax.linen.BatchNorm", "__call__", _patch_batch_norm, interceptor=linen_calls),
+    ModulePatch("flax.linen.LayerNorm", "__call__", _patch_trailing_norm(LAYER_NORM), interceptor=linen_calls),
+    ModulePatch("flax.linen.RMSNorm", "__call__", _patch_trailing_norm(RMS_NORM), interceptor=linen_calls),
+    ModulePatch("flax.linen.GroupNorm", "__call__", _patch_group_norm, interceptor=linen_calls),
+    ModulePatch("flax.linen.InstanceNorm", "__call__", _patch_instance_norm, interceptor=linen_calls),
 ]
 
 

@@ -28,8 +28,9 @@ library's math either way.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
@@ -38,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 import onnx_ir as ir
 from jax2onnx.fusion import Operands, call_region, matmul_bias, path_name
-from jax2onnx.plugin import Lowerings, Patch, exporting
+from jax2onnx.plugin import Lowerings, ModulePatch, exporting
 
 from .fused import additive_bias, emit_attention, fused_kind, library_cache
 from .region_patch import region_patch
@@ -48,15 +49,31 @@ HF_ATTENTION_MARK = "jax2onnx_llm.hf_attention"
 lowerings = Lowerings()
 
 
-class LoadedPatch(Patch):
-    """A patch of a library module that only applies once the program imported it: an export
-    must not import transformers (seconds) to find out that nothing of it is being traced."""
+@contextlib.contextmanager
+def linen_calls(lookup: Callable[..., Any]) -> Iterator[None]:
+    """Route Linen method calls in this thread through ``lookup`` (a ``ModulePatch`` interceptor):
+    a Hugging Face Flax model builds its attention modules during the call, so there is no
+    instance to override beforehand; ``flax.linen.intercept_methods`` is Linen's own per-thread
+    way to reach them, and transformers' classes stay as they are."""
+    from flax import linen as nn
 
-    def resolve(self) -> Any | None:
-        module = str(self.target).partition(":")[0]
-        if module not in sys.modules:
-            return None
-        return super().resolve()
+    def interceptor(next_fun: Callable[..., Any], args: Any, kwargs: Any, context: Any) -> Any:
+        # the class-level function being run (context.orig_method is it bound by a partial)
+        function = getattr(context.orig_method, "func", None)
+        replacement = lookup(context.module, context.method_name, function)
+        if replacement is None:
+            return next_fun(*args, **kwargs)
+        return replacement(*args, **kwargs)
+
+    with nn.intercept_methods(interceptor):
+        yield
+
+
+def hf_patch(target: str, replacement: Callable[[Any], Any]) -> ModulePatch:
+    """``target.__call__`` of a transformers Flax attention class, for the calls of this export
+    (found only once the program imported transformers: an export must not import it, seconds,
+    to find out that nothing of it is being traced)."""
+    return ModulePatch(target, "__call__", replacement, interceptor=linen_calls)
 
 
 def _static_true(x: Any) -> bool:
@@ -183,10 +200,10 @@ _MODELS = "transformers.models"
 _ROPE = region_patch(_cached_self_attention, partial(_hf_region, style="rope"))
 _GPT2 = region_patch(_cached_self_attention, partial(_hf_region, style="gpt2"))
 patches = [
-    LoadedPatch(f"{_MODELS}.llama.modeling_flax_llama:FlaxLlamaAttention", "__call__", _ROPE),
-    LoadedPatch(f"{_MODELS}.mistral.modeling_flax_mistral:FlaxMistralAttention", "__call__", _ROPE),
-    LoadedPatch(f"{_MODELS}.gemma.modeling_flax_gemma:FlaxGemmaAttention", "__call__", _ROPE),
-    LoadedPatch(f"{_MODELS}.gpt2.modeling_flax_gpt2:FlaxGPT2Attention", "__call__", _GPT2),
+    hf_patch(f"{_MODELS}.llama.modeling_flax_llama:FlaxLlamaAttention", _ROPE),
+    hf_patch(f"{_MODELS}.mistral.modeling_flax_mistral:FlaxMistralAttention", _ROPE),
+    hf_patch(f"{_MODELS}.gemma.modeling_flax_gemma:FlaxGemmaAttention", _ROPE),
+    hf_patch(f"{_MODELS}.gpt2.modeling_flax_gpt2:FlaxGPT2Attention", _GPT2),
 ]
 
 

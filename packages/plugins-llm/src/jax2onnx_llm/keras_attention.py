@@ -14,6 +14,7 @@ cap, sliding window, scaled RoPE, quantized or LoRA weights, training) run their
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -23,10 +24,9 @@ import jax.numpy as jnp
 import numpy as np
 import onnx_ir as ir
 from jax2onnx.fusion import Operands, call_region, matmul_bias
-from jax2onnx.plugin import Lowerings, exporting
+from jax2onnx.plugin import Lowerings, ModulePatch, exporting
 
 from .fused import emit_attention, fused_kind, library_cache
-from .hf_attention import LoadedPatch
 from .region_patch import region_patch
 from .spec import rope_frequencies
 
@@ -35,8 +35,10 @@ lowerings = Lowerings()
 KERAS_ATTENTION_MARK = "jax2onnx_llm.keras_attention"
 
 
-class KerasHubPatch(LoadedPatch):
-    """A KerasHub layer's ``call``, only when keras_hub is imported and Keras runs on JAX."""
+@dataclasses.dataclass(frozen=True)
+class KerasHubPatch(ModulePatch):
+    """A KerasHub layer's ``call``, overridden on the exported model's own layer instances
+    (KerasHub's classes stay as they are), only when keras_hub is imported and Keras runs on JAX."""
 
     def resolve(self) -> Any | None:
         keras = sys.modules.get("keras")

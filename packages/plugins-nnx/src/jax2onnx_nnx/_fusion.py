@@ -46,3 +46,33 @@ def call_module(
         return body(nnx.merge(graphdef, jax.tree_util.tree_unflatten(treedef, leaves), rest), *xs)
 
     return call_region(mark, run, inputs, named, **static)
+
+
+def graphdef_node_types(obj: Any) -> list[tuple[Any, str]]:
+    """Where an NNX ``GraphDef`` reachable from the exported callable records its modules' classes
+    (``NodeDef.type``, and ``metadata`` where it is the same class): a model split before the
+    export and ``nnx.merge``d inside it (a functional training step, layers scanned with
+    ``lax.scan``) is rebuilt from these, so they hold the export's overriding subclass while it
+    runs (a :class:`jax2onnx.plugin.ModulePatch` ``holders`` function)."""
+    try:
+        is_graphdef = isinstance(obj, nnx.GraphDef)
+    except TypeError:  # flax < 0.11: GraphDef is a Union alias of NodeDef / NodeRef
+        is_graphdef = type(obj).__name__ == "NodeDef"
+    if not is_graphdef:
+        return []
+    out: list[tuple[Any, str]] = []
+    stack, seen = [obj], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        held = getattr(node, "type", None)
+        if isinstance(held, type) and hasattr(node, "index"):
+            out.append((node, "type"))
+            if getattr(node, "metadata", None) is held:
+                out.append((node, "metadata"))
+        stack.extend(getattr(node, "nodes", None) or ())  # flax >= 0.11: one flat list of defs
+        subgraphs = getattr(node, "subgraphs", None) or ()  # earlier flax: nested defs
+        stack.extend(v for _, v in (subgraphs.items() if isinstance(subgraphs, Mapping) else subgraphs))
+    return out

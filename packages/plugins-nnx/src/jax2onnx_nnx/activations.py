@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 from jax2onnx.fusion import Operands, one_output_like
-from jax2onnx.plugin import Lowerings, Patch, is_array
+from jax2onnx.plugin import Lowerings, ModulePatch, is_array
 
-from ._fusion import call_module
+from ._fusion import call_module, graphdef_node_types
 
 lowerings = Lowerings()
 
@@ -30,7 +30,7 @@ def _patch_prelu(original):
     return __call__
 
 
-patches = [Patch("flax.nnx.PReLU", "__call__", _patch_prelu)]  # skipped where flax has no PReLU
+patches = [ModulePatch("flax.nnx.PReLU", "__call__", _patch_prelu, holders=graphdef_node_types)]  # skipped where flax has no PReLU
 
 
 @lowerings.register_call(PRELU)

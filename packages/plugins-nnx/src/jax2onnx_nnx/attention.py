@@ -27,9 +27,9 @@ from jax2onnx.fusion import (
     lower_dot_product_attention,
     lower_multi_head_attention,
 )
-from jax2onnx.plugin import Lowerings, Patch, is_array, original_of
+from jax2onnx.plugin import Lowerings, ModulePatch, Patch, is_array, original_of
 
-from ._fusion import call_module
+from ._fusion import call_module, graphdef_node_types
 
 lowerings = Lowerings()
 
@@ -104,7 +104,7 @@ def _patch_multi_head_attention(original):
 
 patches = [
     Patch("flax.nnx", "dot_product_attention", _patch_dot_product_attention),
-    Patch("flax.nnx.MultiHeadAttention", "__call__", _patch_multi_head_attention),
+    ModulePatch("flax.nnx.MultiHeadAttention", "__call__", _patch_multi_head_attention, holders=graphdef_node_types),
 ]
 
 

@@ -21,9 +21,9 @@ from jax2onnx.fusion import (
     lower_conv_channels_last,
     lower_conv_transpose_channels_last,
 )
-from jax2onnx.plugin import Lowerings, Patch, is_array, original_of
+from jax2onnx.plugin import Lowerings, ModulePatch, is_array, original_of
 
-from ._fusion import call_module
+from ._fusion import call_module, graphdef_node_types
 
 lowerings = Lowerings()
 
@@ -72,8 +72,8 @@ def _patch_conv_transpose(original):
 
 
 patches = [
-    Patch("flax.nnx.Conv", "__call__", _patch_conv),
-    Patch("flax.nnx.ConvTranspose", "__call__", _patch_conv_transpose),
+    ModulePatch("flax.nnx.Conv", "__call__", _patch_conv, holders=graphdef_node_types),
+    ModulePatch("flax.nnx.ConvTranspose", "__call__", _patch_conv_transpose, holders=graphdef_node_types),
 ]
 
 

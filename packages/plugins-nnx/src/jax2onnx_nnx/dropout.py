@@ -23,7 +23,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from jax2onnx.fusion import static_bool
-from jax2onnx.plugin import Lowerings, Patch, exporting, is_array, marked_call
+from jax2onnx.plugin import Lowerings, ModulePatch, exporting, is_array, marked_call
+
+from ._fusion import graphdef_node_types
 
 lowerings = Lowerings()
 
@@ -62,7 +64,7 @@ def _patch_dropout(original):
     return __call__
 
 
-patches = [Patch("flax.nnx.Dropout", "__call__", _patch_dropout)]
+patches = [ModulePatch("flax.nnx.Dropout", "__call__", _patch_dropout, holders=graphdef_node_types)]
 
 
 @lowerings.register_call(DROPOUT)

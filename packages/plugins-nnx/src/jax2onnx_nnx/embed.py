@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 from jax2onnx.fusion import lower_embedding_attend, lower_embedding_lookup
-from jax2onnx.plugin import Lowerings, Patch, is_array
+from jax2onnx.plugin import Lowerings, ModulePatch, is_array
 
-from ._fusion import call_module
+from ._fusion import call_module, graphdef_node_types
 
 lowerings = Lowerings()
 
@@ -47,7 +47,7 @@ def _patch_attend(original):
 
 
 patches = [
-    Patch("flax.nnx.Embed", "__call__", _patch_embed),
-    Patch("flax.nnx.Embed", "attend", _patch_attend),
+    ModulePatch("flax.nnx.Embed", "__call__", _patch_embed, holders=graphdef_node_types),
+    ModulePatch("flax.nnx.Embed", "attend", _patch_attend, holders=graphdef_node_types),
 ]
 

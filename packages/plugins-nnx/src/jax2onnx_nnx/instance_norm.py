@@ -9,9 +9,9 @@ float64 is left to the lax decomposition.
 from __future__ import annotations
 
 from jax2onnx.fusion import lower_instance_norm, norm_axes
-from jax2onnx.plugin import Lowerings, Patch, is_array
+from jax2onnx.plugin import Lowerings, ModulePatch, is_array
 
-from ._fusion import call_module
+from ._fusion import call_module, graphdef_node_types
 from .normalization import _plain_call
 
 lowerings = Lowerings()
@@ -29,7 +29,7 @@ def _patch_instance_norm(original):
     return __call__
 
 
-patches = [Patch("flax.nnx.InstanceNorm", "__call__", _patch_instance_norm)]  # skipped where flax lacks it
+patches = [ModulePatch("flax.nnx.InstanceNorm", "__call__", _patch_instance_norm, holders=graphdef_node_types)]  # skipped where flax lacks it
 
 
 lowerings.add(f"call:{INSTANCE_NORM}", lower_instance_norm)

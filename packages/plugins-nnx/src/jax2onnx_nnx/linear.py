@@ -23,9 +23,9 @@ from jax2onnx.fusion import (
     matmul_bias,
     one_output_like,
 )
-from jax2onnx.plugin import Lowerings, Patch, is_array, original_of
+from jax2onnx.plugin import Lowerings, ModulePatch, is_array, original_of
 
-from ._fusion import call_module
+from ._fusion import call_module, graphdef_node_types
 
 lowerings = Lowerings()
 
@@ -109,11 +109,11 @@ def _patch_lora(original):
 
 
 patches = [
-    Patch("flax.nnx.Linear", "__call__", _patch_dense(LINEAR)),
-    Patch("flax.nnx.LinearGeneral", "__call__", _patch_linear_general),
-    Patch("flax.nnx.Einsum", "__call__", _patch_einsum),
-    Patch("flax.nnx.LoRA", "__call__", _patch_lora),
-    Patch("flax.nnx.LoRALinear", "__call__", _patch_dense(LORA_LINEAR)),
+    ModulePatch("flax.nnx.Linear", "__call__", _patch_dense(LINEAR), holders=graphdef_node_types),
+    ModulePatch("flax.nnx.LinearGeneral", "__call__", _patch_linear_general, holders=graphdef_node_types),
+    ModulePatch("flax.nnx.Einsum", "__call__", _patch_einsum, holders=graphdef_node_types),
+    ModulePatch("flax.nnx.LoRA", "__call__", _patch_lora, holders=graphdef_node_types),
+    ModulePatch("flax.nnx.LoRALinear", "__call__", _patch_dense(LORA_LINEAR), holders=graphdef_node_types),
 ]
 
 

@@ -16,9 +16,9 @@ from jax2onnx.fusion import (
     norm_axes,
     static_bool,
 )
-from jax2onnx.plugin import Lowerings, Patch, is_array
+from jax2onnx.plugin import Lowerings, ModulePatch, is_array
 
-from ._fusion import call_module
+from ._fusion import call_module, graphdef_node_types
 
 lowerings = Lowerings()
 
@@ -94,10 +94,10 @@ def _patch_group_norm(original):
 
 
 patches = [
-    Patch("flax.nnx.BatchNorm", "__call__", _patch_batch_norm),
-    Patch("flax.nnx.LayerNorm", "__call__", _patch_axes_norm(LAYER_NORM)),
-    Patch("flax.nnx.RMSNorm", "__call__", _patch_axes_norm(RMS_NORM)),
-    Patch("flax.nnx.GroupNorm", "__call__", _patch_group_norm),
+    ModulePatch("flax.nnx.BatchNorm", "__call__", _patch_batch_norm, holders=graphdef_node_types),
+    ModulePatch("flax.nnx.LayerNorm", "__call__", _patch_axes_norm(LAYER_NORM), holders=graphdef_node_types),
+    ModulePatch("flax.nnx.RMSNorm", "__call__", _patch_axes_norm(RMS_NORM), holders=graphdef_node_types),
+    ModulePatch("flax.nnx.GroupNorm", "__call__", _patch_group_norm, holders=graphdef_node_types),
 ]
 
 

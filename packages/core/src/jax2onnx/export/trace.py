@@ -18,6 +18,7 @@ from .. import compat
 from ..errors import Jax2OnnxError, UserFunctionError, explain_trace_error
 from ..lower import legacy_plugins
 from ..lower.patching import applied_patches, dispatcher_of
+from ..lower.scoped import scoped_overrides
 from ..plugin import Patch, marks_active
 from . import api_compat, weights
 from .options import Export
@@ -55,7 +56,11 @@ def trace(export: Export, fn: Callable[..., Any], inputs: Sequence[Any]) -> Trac
     with compat.x64_enabled(options.enable_double_precision):
         parsed = parse_inputs(fn, inputs, options.input_params, options.enable_double_precision)
         api_compat.check_input_layouts(options, parsed.args)
-        with marks_active(adapt=registry.adapt) as marks:
+        # Instance overrides go in before the pack adapters run: an NNX adapter splits the model, and
+        # its graph definition must record the overriding subclass for the copies built in the trace.
+        with marks_active(adapt=registry.adapt) as marks, scoped_overrides(
+            registry.module_patches(), roots=(user_fn, fn, user_inputs)
+        ):
             patches = [*registry.patches(), *legacy_plugins.legacy_patches()]  # 0.17 plugins' patch_info too
             closed, out_tree, scalars = _make_jaxpr(registry.adapt(fn) or fn, parsed, patches)
     api_compat.check_output_layouts(options, [v.aval for v in closed.jaxpr.outvars])

@@ -19,7 +19,7 @@ from typing import Any
 
 import pluggy
 
-from ..plugin import Lowering, Patch
+from ..plugin import Lowering, ModulePatch, Patch
 
 PROJECT = "jax2onnx"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -39,8 +39,12 @@ def jax2onnx_lowerings() -> Iterable[Lowering]:
 
 
 @hookspec
-def jax2onnx_patches() -> Iterable[Patch]:
+def jax2onnx_patches() -> Iterable[Patch | ModulePatch]:
     """Return the patches this pack applies while a function is traced.
+
+    A :class:`~jax2onnx.plugin.ModulePatch` (preferred) overrides a method of the module instances
+    the exported callable reaches, for that export only (:mod:`jax2onnx.lower.scoped`); the library's
+    class is never changed.
 
     A :class:`~jax2onnx.plugin.Patch` replaces an attribute (``flax.nnx.LayerNorm.__call__``) for
     the duration of tracing only; core undoes it afterwards, also on error. A patch must stay

@@ -1,7 +1,8 @@
 """Patches that only the exporting thread sees, on attributes whose identity never flips.
 
-A pack's :class:`jax2onnx.plugin.Patch` replaces e.g. ``flax.nnx.Linear.__call__`` so that an export
-records a fused op. Replacing the attribute for the duration of an export (set, trace, restore) is
+A pack's :class:`jax2onnx.plugin.Patch` replaces e.g. ``jax.nn.relu`` so that an export
+records a fused op (a layer's method is a :class:`jax2onnx.plugin.ModulePatch` instead, scoped to the exported
+instances by :mod:`jax2onnx.lower.scoped`, which changes no library attribute). Replacing the attribute for the duration of an export (set, trace, restore) is
 wrong as soon as two threads export at once, or one exports while another runs the model: each
 thread restores the value *it* saw, which may be the other's replacement, and a thread that merely
 calls the model traces through the export path.

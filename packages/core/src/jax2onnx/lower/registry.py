@@ -20,7 +20,7 @@ import pluggy
 from .. import compat
 from .._version import __version__
 from ..errors import PluginConflictError, add_library_modules
-from ..plugin import Lowering, PackModules, Patch
+from ..plugin import Lowering, ModulePatch, PackModules, Patch
 from . import builtin_plugin, hookspecs, pack_catalog, plugin_api
 from .patching import install_dispatchers
 
@@ -180,7 +180,12 @@ class PluginRegistry:
             return table
 
     def patches(self) -> list[Patch]:
-        return [p for _, p in self._collect("jax2onnx_patches")]
+        """The packs' attribute patches (dispatchers; :mod:`jax2onnx.lower.patching`)."""
+        return [p for _, p in self._collect("jax2onnx_patches") if not isinstance(p, ModulePatch)]
+
+    def module_patches(self) -> list[ModulePatch]:
+        """The packs' overrides scoped to exported instances (:mod:`jax2onnx.lower.scoped`)."""
+        return [p for _, p in self._collect("jax2onnx_patches") if isinstance(p, ModulePatch)]
 
     def adapt(self, fn: Any) -> Any | None:
         """The first pack adapter's traceable version of ``fn`` (e.g. a stateful NNX module), or None."""
