@@ -21,7 +21,12 @@ COMPLEX_PAIRS_KEY = "jax2onnx:complex_pairs"
 
 
 def is_complex(dtype: Any) -> bool:
-    return dtype is not None and np.dtype(dtype).kind == "c"
+    if dtype is None:
+        return False
+    try:
+        return np.dtype(dtype).kind == "c"
+    except TypeError:  # a typed PRNG key's dtype (key<fry>), which older JAX gives numpy no dtype for
+        return False
 
 
 def part_dtype(dtype: Any) -> np.dtype:
