@@ -17,13 +17,12 @@ ONNX graph; inside ``nn.scan`` they are the scanned slices.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
 from flax import linen as nn
-from jax2onnx.fusion import call_region, path_name
+from jax2onnx.fusion import call_region, linen_calls, path_name
 
 __all__ = ["call_module", "fusable", "linen_calls"]
 
@@ -74,20 +73,3 @@ def call_module(
     return call_region(mark, run, inputs, named, **static)
 
 
-@contextlib.contextmanager
-def linen_calls(lookup: Callable[..., Any]) -> Iterator[None]:
-    """Route Linen method calls in this thread through ``lookup`` (a
-    :class:`jax2onnx.plugin.ModulePatch` interceptor): Linen builds its submodules during the call,
-    so there is no instance to override beforehand, and ``nn.intercept_methods`` is Linen's own,
-    per-thread way to reach them; flax's classes stay as they are."""
-
-    def interceptor(next_fun: Callable[..., Any], args: Any, kwargs: Any, context: Any) -> Any:
-        # the class-level function being run (context.orig_method is it bound by a partial)
-        function = getattr(context.orig_method, "func", None)
-        replacement = lookup(context.module, context.method_name, function)
-        if replacement is None:
-            return next_fun(*args, **kwargs)
-        return replacement(*args, **kwargs)
-
-    with nn.intercept_methods(interceptor):
-        yield

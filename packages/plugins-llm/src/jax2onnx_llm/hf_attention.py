@@ -28,9 +28,8 @@ library's math either way.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -38,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import onnx_ir as ir
-from jax2onnx.fusion import Operands, call_region, matmul_bias, path_name
+from jax2onnx.fusion import Operands, call_region, linen_calls, matmul_bias, path_name
 from jax2onnx.plugin import Lowerings, ModulePatch, exporting
 
 from .fused import additive_bias, emit_attention, fused_kind, library_cache
@@ -47,26 +46,6 @@ from .region_patch import region_patch
 HF_ATTENTION_MARK = "jax2onnx_llm.hf_attention"
 
 lowerings = Lowerings()
-
-
-@contextlib.contextmanager
-def linen_calls(lookup: Callable[..., Any]) -> Iterator[None]:
-    """Route Linen method calls in this thread through ``lookup`` (a ``ModulePatch`` interceptor):
-    a Hugging Face Flax model builds its attention modules during the call, so there is no
-    instance to override beforehand; ``flax.linen.intercept_methods`` is Linen's own per-thread
-    way to reach them, and transformers' classes stay as they are."""
-    from flax import linen as nn
-
-    def interceptor(next_fun: Callable[..., Any], args: Any, kwargs: Any, context: Any) -> Any:
-        # the class-level function being run (context.orig_method is it bound by a partial)
-        function = getattr(context.orig_method, "func", None)
-        replacement = lookup(context.module, context.method_name, function)
-        if replacement is None:
-            return next_fun(*args, **kwargs)
-        return replacement(*args, **kwargs)
-
-    with nn.intercept_methods(interceptor):
-        yield
 
 
 def hf_patch(target: str, replacement: Callable[[Any], Any]) -> ModulePatch:

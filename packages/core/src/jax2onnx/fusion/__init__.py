@@ -59,6 +59,7 @@ from .dense import (
     lower_embedding_attend,
     lower_embedding_lookup,
 )
+from .interceptors import linen_calls
 from .norms import (
     lower_batch_norm,
     lower_group_norm,
@@ -117,6 +118,7 @@ __all__ = [
     "ints_per_axis",
     "is_array",
     "key_name",
+    "linen_calls",
     "lower_avg_pool_channels_last",
     "lower_batch_norm",
     "lower_conv_channels_last",
