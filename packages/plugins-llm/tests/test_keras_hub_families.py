@@ -11,15 +11,13 @@ import numpy as np
 import pytest
 from jax2onnx_llm import export_causal_lm
 from jax2onnx_llm.errors import UnsupportedModelError
-from llm_test_helpers import PROMPTS, assert_same_tokens, check_folder
+from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_same_tokens, check_folder
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 keras = pytest.importorskip("keras", reason="KerasHub models need keras")
 keras_hub = pytest.importorskip("keras_hub", reason="keras-hub provides the models")
 if keras.backend.backend() != "jax":  # pragma: no cover
     pytest.skip("KerasHub models export under the JAX backend only (KERAS_BACKEND=jax)", allow_module_level=True)
-
-from test_keras_hub import keras_reference  # noqa: E402
 
 M = keras_hub.models
 VOCAB = 128
@@ -44,8 +42,14 @@ def _builders():
             **GQA, max_sequence_length=256, pretraining_sequence_length=128, rope_scaling_type="su",
             rope_scaling_short_factor=[1.0, 1.5, 2.0, 3.0], rope_scaling_long_factor=[2.0, 3.0, 4.0, 8.0])),
         # text only (no vision encoder); sliding-window layers with a window of 6
-        "gemma3": lambda: M.Gemma3CausalLM(M.Gemma3Backbone(
+        "gemma3": lambda: M.Gemma3CausalLM(preprocessor=None, backbone=M.Gemma3Backbone(
             **GQA, head_dim=8, image_size=16, use_sliding_window_attention=True, sliding_window_size=6)),
+        # SmolLM3's NoPE layers: rotary in the first layer only
+        "smollm3": lambda: M.SmolLM3CausalLM(M.SmolLM3Backbone(
+            vocabulary_size=VOCAB, hidden_dim=32, intermediate_dim=64, num_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, attention_bias=False, attention_dropout=0.0, rope_layer_enabled_list=[True, False],
+            layer_types=["attention", "attention"], mlp_bias=False, layer_norm_epsilon=1e-6,
+            max_position_embeddings=128, rope_theta=10000.0, partial_rotary_factor=1.0)),
         "opt": lambda: M.OPTCausalLM(M.OPTBackbone(vocabulary_size=VOCAB, num_layers=2, num_heads=4, hidden_dim=32,
                                                   intermediate_dim=64, dropout=0.0, max_sequence_length=128)),
         "gpt_neox": lambda: M.GPTNeoXCausalLM(M.GPTNeoXBackbone(
@@ -60,7 +64,8 @@ def _builders():
         "qwen_moe": lambda: M.QwenMoeCausalLM(M.QwenMoeBackbone(
             **GQA, moe_intermediate_dim=16, shared_expert_intermediate_dim=32, num_experts=4, top_k=2)),
         "qwen3_moe": lambda: M.Qwen3MoeCausalLM(M.Qwen3MoeBackbone(
-            **GQA, head_dim=8, moe_intermediate_dim=16, num_experts=4, top_k=2, norm_top_k_prob=True)),
+            **GQA, head_dim=8, moe_intermediate_dim=16, num_experts=4, top_k=2, norm_top_k_prob=True,
+            tie_word_embeddings=True)),
         "gpt_oss": lambda: M.GptOssCausalLM(M.GptOssBackbone(**GQA, num_experts=4, top_k=2, sliding_window=6)),
     }
 
@@ -70,12 +75,32 @@ def make(family: str):
     model = _builders()[family]()
     model.preprocessor = None
     # Small random blocks leave the embedding in charge (one token forever): scale the
-    # kernels up so greedy sequences vary.
+    # kernels up so greedy sequences vary (more where q/k norms or tied embeddings damp them).
+    scale = 8.0 if family.startswith("qwen") else 3.0
+    scaled = ("kernel", "position_embedding", "experts/")  # Qwen 3 MoE's expert weights are no "kernel"
     for v in model.backbone.weights:
-        if "kernel" in v.path or "position_embedding" in v.path:
-            v.assign(v.numpy() * 3.0)
+        if any(part in v.path for part in scaled):
+            v.assign(v.numpy() * scale)
     model.compile(sampler="greedy")  # CausalLM's default sampler is top-k
     return model
+
+
+def keras_reference(model):
+    """KerasHub's own greedy generation: its ``generate_function`` (what ``generate`` runs per
+    batch; Gemma 3's ``generate`` also returns image entries, absent here) on the prompts
+    right-padded into a buffer the generated tokens fill."""
+    generate = model.make_generate_function()
+
+    def reference(prompts):
+        length = max(len(p) for p in prompts) + NEW_TOKENS
+        ids = np.zeros((len(prompts), length), np.int32)
+        mask = np.zeros((len(prompts), length), bool)
+        for row, p in enumerate(prompts):
+            ids[row, : len(p)], mask[row, : len(p)] = p, True
+        out = np.asarray(generate({"token_ids": ids, "padding_mask": mask}, stop_token_ids=None)["token_ids"])
+        return np.stack([out[row, len(p) : len(p) + NEW_TOKENS] for row, p in enumerate(prompts)])
+
+    return reference
 
 
 @pytest.mark.parametrize("family", list(_builders()))
@@ -87,3 +112,17 @@ def test_generates_the_library_tokens(tmp_path, family):
     folder = export_causal_lm(model, tmp_path / family, max_length=64, eos_token_id=eos, pad_token_id=0)
     check_folder(folder)
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
+
+
+def test_a_cache_beyond_keys_and_values_is_refused_in_one_line(tmp_path):
+    """Qwen 3.5 keeps convolution and recurrent state for its linear-attention layers: refused
+    before anything is written, naming the model class and its layer kinds."""
+    keras.utils.set_random_seed(0)
+    backbone = M.Qwen3_5Backbone(**GQA, head_dim=8, layer_types=["linear_attention", "full_attention"],
+                                 linear_num_key_heads=2, linear_num_value_heads=2, linear_key_head_dim=8,
+                                 linear_value_head_dim=8)
+    model = M.Qwen3_5CausalLM(backbone=backbone, preprocessor=None)
+    with pytest.raises(UnsupportedModelError, match=r"KerasHub Qwen3_5CausalLM is not supported: its decoder layers") as e:
+        export_causal_lm(model, tmp_path / "q35", max_length=64, eos_token_id=1)
+    assert "\n" not in str(e.value) and "only attention layers export" in str(e.value)
+    assert not (tmp_path / "q35").exists() and not list(tmp_path.iterdir())
