@@ -50,8 +50,9 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
     if not (callable(getattr(model, "call_with_cache", None)) and callable(getattr(model, "_build_cache", None))
             and decoders):
         raise UnsupportedModelError(
-            f"KerasHub {name} is not a supported causal LM: it has no call_with_cache/_build_cache/"
-            "backbone.transformer_layers (KerasHub's cached-generation protocol); wrap the decoder in a "
+            f"KerasHub's {name} is not a supported causal LM: it lacks call_with_cache, _build_cache or "
+            "backbone.transformer_layers, the cached-generation protocol KerasHub's decoder-only CausalLMs "
+            "(GPT2CausalLM, GemmaCausalLM, LlamaCausalLM, MistralCausalLM, ...) follow; wrap the decoder in a "
             "jax2onnx_llm.DecoderSpec"
         )
     layout, kv_heads, head_size = _cache_layout(model, name, decoders)
