@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from jax2onnx_llm import export_causal_lm
 from jax2onnx_llm.errors import UnsupportedModelError
-from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_same_tokens, check_folder
+from llm_test_helpers import MS, NEW_TOKENS, PROMPTS, assert_same_tokens, check_folder, op_counts
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 keras = pytest.importorskip("keras", reason="KerasHub models need keras")
@@ -103,14 +103,30 @@ def keras_reference(model):
     return reference
 
 
+@pytest.mark.parametrize("cache", ["concat", "shared"])
 @pytest.mark.parametrize("family", list(_builders()))
-def test_generates_the_library_tokens(tmp_path, family):
+def test_generates_the_library_tokens(tmp_path, family, cache):
     model = make(family)
     reference = keras_reference(model)
     seen = set(np.asarray(reference(PROMPTS)).ravel()) | set(np.asarray(reference(PROMPTS[:1])).ravel())
     eos = next(t for t in range(1, VOCAB) if t not in seen)
-    folder = export_causal_lm(model, tmp_path / family, max_length=64, eos_token_id=eos, pad_token_id=0)
+    folder = export_causal_lm(model, tmp_path / family, max_length=64, cache=cache, eos_token_id=eos,
+                              pad_token_id=0)
     check_folder(folder)
+    assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
+
+
+@pytest.mark.parametrize("family", ["llama3", "gemma3", "opt", "bloom", "qwen3_moe"])
+def test_standard_onnx_generates_the_library_tokens(tmp_path, family):
+    """target="onnx": the library's own layers in standard ONNX only (no contrib op), same tokens."""
+    model = make(family)
+    reference = keras_reference(model)
+    seen = set(np.asarray(reference(PROMPTS)).ravel()) | set(np.asarray(reference(PROMPTS[:1])).ravel())
+    eos = next(t for t in range(1, VOCAB) if t not in seen)
+    folder = export_causal_lm(model, tmp_path / family, max_length=64, cache="shared", target="onnx",
+                              eos_token_id=eos, pad_token_id=0)
+    check_folder(folder)
+    assert not any(domain == MS for domain, _ in op_counts(folder)), op_counts(folder)
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
 
 
