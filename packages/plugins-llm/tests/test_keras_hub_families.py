@@ -50,6 +50,9 @@ def _builders():
             num_key_value_heads=2, attention_bias=False, attention_dropout=0.0, rope_layer_enabled_list=[True, False],
             layer_types=["attention", "attention"], mlp_bias=False, layer_norm_epsilon=1e-6,
             max_position_embeddings=128, rope_theta=10000.0, partial_rotary_factor=1.0)),
+        # Gemma 4 (text only): sliding-window layers alternating with global ones
+        "gemma4": lambda: M.Gemma4CausalLM(preprocessor=None, backbone=M.Gemma4Backbone(
+            **GQA, head_dim=8, image_size=16, sliding_window_size=6, sliding_window_pattern=2)),
         "opt": lambda: M.OPTCausalLM(M.OPTBackbone(vocabulary_size=VOCAB, num_layers=2, num_heads=4, hidden_dim=32,
                                                   intermediate_dim=64, dropout=0.0, max_sequence_length=128)),
         "gpt_neox": lambda: M.GPTNeoXCausalLM(M.GPTNeoXBackbone(
