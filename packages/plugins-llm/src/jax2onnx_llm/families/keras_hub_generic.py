@@ -121,16 +121,14 @@ def _cache_layout(model: Any, name: str, decoders: list[Any]) -> tuple[str, int,
     def stand_in(token_ids: Any = None, cache: Any = None, *args: Any, **kwargs: Any) -> Any:
         raise _CacheProbe(cache)
 
-    model.call_with_cache = stand_in
-    try:
-        model._build_cache(ids, **arguments)
-        cache = None
-    except _CacheProbe as probe:
-        cache = probe.cache
-    except Exception:  # noqa: BLE001 - a _build_cache wanting more (images): refused below, by its cache
-        cache = None
-    finally:
-        del model.call_with_cache
+    cache = None
+    with _override(model, "call_with_cache", stand_in):
+        try:
+            model._build_cache(ids, **arguments)
+        except _CacheProbe as probe:
+            cache = probe.cache
+        except Exception:  # noqa: BLE001 - a _build_cache wanting more (images): refused below, by its cache
+            cache = None
     shape = tuple(getattr(cache, "shape", ()))
     if len(shape) == 6 and shape[1] == len(decoders) and shape[2] == 2 and shape[3] == 3:
         return "stacked", int(shape[4]), int(shape[5])
@@ -160,19 +158,29 @@ def _mask_hook(layer: Any, name: str) -> Any:
 
 
 @contextlib.contextmanager
-def _decoder_attention_mask(layer: Any, mask: Any) -> Iterator[None]:
-    """The layer's call with ``decoder_attention_mask=mask`` (the layer ANDs it with its causal
-    and sliding-window mask); an instance attribute, removed after."""
-    call = layer.call
-    layer.call = lambda *args, **kwargs: call(*args, **{**kwargs, "decoder_attention_mask": mask})
+def _override(obj: Any, name: str, value: Any) -> Iterator[None]:
+    """``obj.name = value`` for the block (an instance attribute over the class's method), then
+    exactly what was there before: the export leaves the model as it found it."""
+    missing = object()
+    before = obj.__dict__.get(name, missing)
+    setattr(obj, name, value)
     try:
         yield
     finally:
-        del layer.call
+        if before is missing:
+            delattr(obj, name)
+        else:
+            setattr(obj, name, before)
 
 
-@contextlib.contextmanager
-def _and_computed_mask(layer: Any, mask: Any) -> Iterator[None]:
+def _decoder_attention_mask(layer: Any, mask: Any) -> Any:
+    """The layer's call with ``decoder_attention_mask=mask`` (the layer ANDs it with its causal
+    and sliding-window mask)."""
+    call = layer.call
+    return _override(layer, "call", lambda *args, **kwargs: call(*args, **{**kwargs, "decoder_attention_mask": mask}))
+
+
+def _and_computed_mask(layer: Any, mask: Any) -> Any:
     """The layer's own mask (causality, bidirectional spans) ANDed with ``mask``."""
     compute = layer._compute_attention_mask
 
@@ -180,20 +188,11 @@ def _and_computed_mask(layer: Any, mask: Any) -> Iterator[None]:
         own = compute(*args, **kwargs)
         return jnp.logical_and(jnp.asarray(own).astype(bool), mask).astype(jnp.asarray(own).dtype)
 
-    layer._compute_attention_mask = masked
-    try:
-        yield
-    finally:
-        del layer._compute_attention_mask
+    return _override(layer, "_compute_attention_mask", masked)
 
 
-@contextlib.contextmanager
-def _positions(table: Any, position_ids: Any) -> Iterator[None]:
+def _positions(table: Any, position_ids: Any) -> Any:
     """A learned position table read at each row's own positions (KerasHub's ``positions=``), not
     at ``cache_update_index + i``, which a left-padded row does not start from."""
     call = table.call
-    table.call = lambda inputs, start_index=0, positions=None: call(inputs, positions=position_ids)
-    try:
-        yield
-    finally:
-        del table.call
+    return _override(table, "call", lambda inputs, start_index=0, positions=None: call(inputs, positions=position_ids))
