@@ -148,4 +148,5 @@ def test_a_cache_beyond_keys_and_values_is_refused_in_one_line(tmp_path):
     with pytest.raises(UnsupportedModelError, match=r"KerasHub Qwen3_5CausalLM is not supported: its decoder layers") as e:
         export_causal_lm(model, tmp_path / "q35", max_length=64, eos_token_id=1)
     assert "\n" not in str(e.value) and "only attention layers export" in str(e.value)
+    assert "linear_attention" in str(e.value)  # the layer kind that does not export
     assert not (tmp_path / "q35").exists() and not list(tmp_path.iterdir())

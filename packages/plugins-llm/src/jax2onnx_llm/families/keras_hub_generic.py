@@ -137,9 +137,12 @@ def _cache_layout(model: Any, name: str, decoders: list[Any]) -> tuple[str, int,
         k_shape = tuple(getattr(cache[0][0], "shape", ()))
         if len(k_shape) == 4 and k_shape[1] == 3:
             return "pairs", int(k_shape[2]), int(k_shape[3])
-    kinds = sorted({type(layer).__name__ for layer in decoders})
+    kinds = ", ".join(sorted({type(layer).__name__ for layer in decoders}))
+    layer_types = getattr(model.backbone, "layer_types", None)  # e.g. Qwen 3.5's "linear_attention"
+    if isinstance(layer_types, (list, tuple)) and layer_types:
+        kinds += f" of types {', '.join(sorted(set(map(str, layer_types))))}"
     raise UnsupportedModelError(
-        f"KerasHub {name} is not supported: its decoder layers ({', '.join(kinds)}) keep a cache that is not only "
+        f"KerasHub {name} is not supported: its decoder layers ({kinds}) keep a cache that is not only "
         "attention keys and values (recurrent or convolution state, or inputs beyond token ids); only attention "
         "layers export"
     )
