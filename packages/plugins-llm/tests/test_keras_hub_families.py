@@ -137,6 +137,31 @@ def test_standard_onnx_generates_the_library_tokens(tmp_path, family):
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
 
 
+def test_phi3_long_rope_factors(tmp_path):
+    """A prompt longer than the pretraining length (16): the long factors rotate every position,
+    in KerasHub and in the export. (KerasHub's ``generate`` prefills its whole buffer, so with a
+    shorter prompt its prompt keys take the long factors whenever the buffer passes the pretraining
+    length, where a runtime prefilling the prompt takes the short ones: see the guide.)"""
+    from jax2onnx_llm.genai_run import greedy, until_eos
+
+    keras.utils.set_random_seed(0)
+    model = M.Phi3CausalLM(M.Phi3Backbone(
+        **GQA, max_sequence_length=256, pretraining_sequence_length=16, rope_scaling_type="su",
+        rope_scaling_short_factor=[1.0, 1.5, 2.0, 3.0], rope_scaling_long_factor=[2.0, 3.0, 4.0, 8.0]))
+    model.preprocessor = None
+    for v in model.backbone.weights:
+        if "kernel" in v.path:
+            v.assign(v.numpy() * 2.0)  # (x3 cycles through only three tokens here)
+    model.compile(sampler="greedy")
+    prompt = [list(range(5, 25))]  # 20 tokens
+    expected = keras_reference(model)(prompt)[0]
+    eos = next(t for t in range(1, VOCAB) if t not in set(expected))
+    folder = export_causal_lm(model, tmp_path / "phi3", max_length=64, eos_token_id=eos, pad_token_id=0)
+    check_folder(folder)
+    got = until_eos(greedy(folder, prompt, NEW_TOKENS, pad_token_id=0)[0], eos)
+    assert got == list(expected) and len(set(got)) > 4, (got, expected)
+
+
 def test_a_cache_beyond_keys_and_values_is_refused_in_one_line(tmp_path):
     """Qwen 3.5 keeps convolution and recurrent state for its linear-attention layers: refused
     before anything is written, naming the model class and its layer kinds."""
