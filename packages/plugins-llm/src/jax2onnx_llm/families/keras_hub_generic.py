@@ -57,8 +57,10 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
         )
     layout, kv_heads, head_size = _cache_layout(model, name, decoders)
     masking = [_mask_hook(layer, name) for layer in decoders]
+    from keras_hub.layers import PositionEmbedding  # the learned position tables (GPT-2, OPT)
+
     tables = [layer for layer in backbone._flatten_layers(include_self=False, recursive=True)
-              if type(layer).__name__ == "PositionEmbedding"]
+              if isinstance(layer, PositionEmbedding)]
     heads = next((int(getattr(backbone, a)) for a in ("num_query_heads", "num_heads", "num_attention_heads")
                   if isinstance(getattr(backbone, a, None), int)), kv_heads)
     num_layers = len(decoders)
