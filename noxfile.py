@@ -48,7 +48,7 @@ PACKS = {
     # libraries (transformers' Flax classes, KerasHub, the examples pack's NNX Llama); each skips
     # with a reason when its library is absent.
     "llm": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-nnx", "./packages/examples",
-            "./packages/plugins-llm", "onnxruntime-genai>=0.18", "transformers>=4.57,<5", "keras-hub"],
+            "./packages/plugins-llm", "onnxruntime-genai>=0.18", "transformers>=4.57,<5", "keras-hub>=0.32"],
 }
 TEST_DIRS = {
     "core": ["packages/core/tests"],

@@ -33,13 +33,18 @@ FAMILIES = {"GPT2CausalLM": "decoder", "GemmaCausalLM": "gemma", "LlamaCausalLM"
 
 
 def decoder_spec(model: Any) -> DecoderSpec:
-    name, family = supported_family(model, FAMILIES, "KerasHub's")
     import keras
 
+    name = type(model).__name__
     if keras.backend.backend() != "jax":
         raise UnsupportedModelError(
             f"KerasHub {name} runs on the {keras.backend.backend()!r} backend; set KERAS_BACKEND=jax before importing keras"
         )
+    if name not in FAMILIES:  # every other CausalLM: KerasHub's cached-call protocol
+        from . import keras_hub_generic
+
+        return keras_hub_generic.decoder_spec(model, name)
+    name, family = supported_family(model, FAMILIES, "KerasHub's")
     backbone = model.backbone
     layers = backbone.num_layers
     if name == "GPT2CausalLM":

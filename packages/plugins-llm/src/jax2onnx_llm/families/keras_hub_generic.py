@@ -1,0 +1,203 @@
+"""Any KerasHub decoder-only ``CausalLM`` under the JAX backend, through the protocol the families
+share rather than per-family code.
+
+What a family needs to export here (KerasHub's own contract for ``generate``):
+
+- ``call_with_cache(token_ids, cache, cache_update_index) -> (logits, hidden_states, cache)``;
+- ``_build_cache(token_ids, ...)`` building the cache it reads: one array
+  ``(batch, layers, 2, length, kv_heads, head_size)`` (most families) or a tuple of per-layer
+  ``(key, value)`` pairs, each ``(batch, length, kv_heads, head_size)`` (Gemma 3);
+- ``backbone.transformer_layers``, each taking a ``decoder_attention_mask`` (ANDed by the layer
+  with its own causal / sliding-window mask) or computing its mask in ``_compute_attention_mask``.
+
+The step is the model's own ``call_with_cache``; the adapter adds only what that call cannot
+express for a left-padded batch: the padding mask (handed to each layer as above, for this call
+only) and, for learned position tables (``PositionEmbedding``: GPT-2, OPT), each row's positions
+counted over its real tokens. Rotary and ALiBi models need nothing: KerasHub positions a step at
+``cache_update_index + i`` in every row, and their scores depend only on position differences
+(a shared offset per row changes nothing). Phi-3's long-rope picks its factors from the last
+absolute position, which for a padded row includes its padding (see the guide).
+
+The cache moves in and out of KerasHub's form as in ``keras_hub.py``: the shared buffer is the
+cache (``cache_update_index = past``); the concat layout gets room for the step's tokens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import UnsupportedModelError
+from ..spec import DecoderSpec, KVCache
+
+
+class _CacheProbe(Exception):
+    """Raised by the stand-in ``call_with_cache`` to hand back the cache ``_build_cache`` made."""
+
+    def __init__(self, cache: Any):
+        super().__init__("cache probe")
+        self.cache = cache
+
+
+def decoder_spec(model: Any, name: str) -> DecoderSpec:
+    backbone = getattr(model, "backbone", None)
+    decoders = list(getattr(backbone, "transformer_layers", None) or [])
+    if not (callable(getattr(model, "call_with_cache", None)) and callable(getattr(model, "_build_cache", None))
+            and decoders):
+        raise UnsupportedModelError(
+            f"KerasHub's {name} is not a supported causal LM: it lacks call_with_cache, _build_cache or "
+            "backbone.transformer_layers, the cached-generation protocol KerasHub's decoder-only CausalLMs "
+            "(GPT2CausalLM, GemmaCausalLM, LlamaCausalLM, MistralCausalLM, ...) follow; wrap the decoder in a "
+            "jax2onnx_llm.DecoderSpec"
+        )
+    layout, kv_heads, head_size = _cache_layout(model, name, decoders)
+    masking = [_mask_hook(layer, name) for layer in decoders]
+    from keras_hub.layers import PositionEmbedding  # the learned position tables (GPT-2, OPT)
+
+    tables = [layer for layer in backbone._flatten_layers(include_self=False, recursive=True)
+              if isinstance(layer, PositionEmbedding)]
+    heads = next((int(getattr(backbone, a)) for a in ("num_query_heads", "num_heads", "num_attention_heads")
+                  if isinstance(getattr(backbone, a, None), int)), kv_heads)
+    num_layers = len(decoders)
+
+    def step(params: Any, input_ids: Any, attention_mask: Any, position_ids: Any, cache: KVCache) -> Any:
+        batch, seq = input_ids.shape
+        past = jnp.asarray(cache.past_length(seq), jnp.int32)
+        visible = cache.key_valid(seq)[:, 0]  # (batch, sequence, capacity): padding and causality
+        pairs = []
+        for i in range(num_layers):
+            k, v = cache.keys[i].transpose(0, 2, 1, 3), cache.values[i].transpose(0, 2, 1, 3)
+            if cache.layout == "concat":
+                room = jnp.zeros((batch, seq, kv_heads, head_size), k.dtype)
+                k, v = jnp.concatenate([k, room], axis=1), jnp.concatenate([v, room], axis=1)
+            pairs.append((k, v))
+        if layout == "stacked":
+            library_cache: Any = jnp.stack([jnp.stack(p, axis=1) for p in pairs], axis=1)
+        else:
+            library_cache = tuple(pairs)
+        with contextlib.ExitStack() as stack:
+            for layer, hook in zip(decoders, masking):
+                stack.enter_context(hook(layer, visible))
+            for table in tables:
+                stack.enter_context(_positions(table, position_ids))
+            logits, _, library_cache = model.call_with_cache(input_ids, library_cache, past)
+        for i in range(num_layers):
+            if layout == "stacked":
+                k, v = library_cache[:, i, 0], library_cache[:, i, 1]
+            else:
+                k, v = library_cache[i]
+            cache.keys[i], cache.values[i] = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
+        return logits, cache
+
+    tokenizer = getattr(getattr(model, "preprocessor", None), "tokenizer", None)
+    pad = _token_id(tokenizer, "pad_token_id")
+    return DecoderSpec(
+        step=step, params=None, num_layers=num_layers, num_heads=heads, num_kv_heads=kv_heads, head_size=head_size,
+        hidden_size=int(backbone.hidden_dim), vocab_size=int(backbone.vocabulary_size),
+        max_positions=min((int(t.sequence_length) for t in tables), default=None),
+        bos_token_id=_token_id(tokenizer, "start_token_id"), eos_token_id=_token_id(tokenizer, "end_token_id"),
+        pad_token_id=pad if pad is not None else 0, model_type="decoder", family=f"KerasHub {name}",
+        tokenizer=tokenizer,
+    )
+
+
+def _token_id(tokenizer: Any, attr: str) -> Any:
+    value = getattr(tokenizer, attr, None) if tokenizer is not None else None
+    return int(value) if value is not None else None
+
+
+def _cache_layout(model: Any, name: str, decoders: list[Any]) -> tuple[str, int, int]:
+    """``("stacked" | "pairs", kv_heads, head_size)`` of the cache ``_build_cache`` makes, read
+    from the cache it hands to ``call_with_cache`` (stood in for, so nothing is computed)."""
+    ids = np.zeros((1, 3), np.int32)
+    arguments: dict[str, Any] = {}
+    for param in list(inspect.signature(model._build_cache).parameters.values())[1:]:
+        if param.default is inspect.Parameter.empty:
+            arguments[param.name] = np.ones((1, 3), np.int32) if param.name == "padding_mask" else None
+
+    def stand_in(token_ids: Any = None, cache: Any = None, *args: Any, **kwargs: Any) -> Any:
+        raise _CacheProbe(cache)
+
+    cache = None
+    with _override(model, "call_with_cache", stand_in):
+        try:
+            model._build_cache(ids, **arguments)
+        except _CacheProbe as probe:
+            cache = probe.cache
+        except Exception:  # noqa: BLE001 - a _build_cache wanting more (images): refused below, by its cache
+            cache = None
+    shape = tuple(getattr(cache, "shape", ()))
+    if len(shape) == 6 and shape[1] == len(decoders) and shape[2] == 2 and shape[3] == 3:
+        return "stacked", int(shape[4]), int(shape[5])
+    if (isinstance(cache, tuple) and len(cache) == len(decoders)
+            and all(isinstance(p, tuple) and len(p) == 2 for p in cache)):
+        k_shape = tuple(getattr(cache[0][0], "shape", ()))
+        if len(k_shape) == 4 and k_shape[1] == 3:
+            return "pairs", int(k_shape[2]), int(k_shape[3])
+    kinds = ", ".join(sorted({type(layer).__name__ for layer in decoders}))
+    layer_types = getattr(model.backbone, "layer_types", None)  # e.g. Qwen 3.5's "linear_attention"
+    if isinstance(layer_types, (list, tuple)) and layer_types:
+        kinds += f" of types {', '.join(sorted(set(map(str, layer_types))))}"
+    raise UnsupportedModelError(
+        f"KerasHub {name} is not supported: its decoder layers ({kinds}) keep a cache that is not only "
+        "attention keys and values (recurrent or convolution state, or inputs beyond token ids); only attention "
+        "layers export"
+    )
+
+
+def _mask_hook(layer: Any, name: str) -> Any:
+    """How this decoder layer takes the padding mask: a context manager factory ``(layer, mask)``."""
+    if "decoder_attention_mask" in inspect.signature(layer.call).parameters:
+        return _decoder_attention_mask
+    if callable(getattr(layer, "_compute_attention_mask", None)):
+        return _and_computed_mask
+    raise UnsupportedModelError(
+        f"KerasHub {name} is not supported: its decoder layer {type(layer).__name__} takes no "
+        "decoder_attention_mask and has no _compute_attention_mask, so a padded batch cannot be masked"
+    )
+
+
+@contextlib.contextmanager
+def _override(obj: Any, name: str, value: Any) -> Iterator[None]:
+    """``obj.name = value`` for the block (an instance attribute over the class's method), then
+    exactly what was there before: the export leaves the model as it found it."""
+    missing = object()
+    before = obj.__dict__.get(name, missing)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        if before is missing:
+            delattr(obj, name)
+        else:
+            setattr(obj, name, before)
+
+
+def _decoder_attention_mask(layer: Any, mask: Any) -> Any:
+    """The layer's call with ``decoder_attention_mask=mask`` (the layer ANDs it with its causal
+    and sliding-window mask)."""
+    call = layer.call
+    return _override(layer, "call", lambda *args, **kwargs: call(*args, **{**kwargs, "decoder_attention_mask": mask}))
+
+
+def _and_computed_mask(layer: Any, mask: Any) -> Any:
+    """The layer's own mask (causality, bidirectional spans) ANDed with ``mask``."""
+    compute = layer._compute_attention_mask
+
+    def masked(*args: Any, **kwargs: Any) -> Any:
+        own = compute(*args, **kwargs)
+        return jnp.logical_and(jnp.asarray(own).astype(bool), mask).astype(jnp.asarray(own).dtype)
+
+    return _override(layer, "_compute_attention_mask", masked)
+
+
+def _positions(table: Any, position_ids: Any) -> Any:
+    """A learned position table read at each row's own positions (KerasHub's ``positions=``), not
+    at ``cache_update_index + i``, which a left-padded row does not start from."""
+    call = table.call
+    return _override(table, "call", lambda inputs, start_index=0, positions=None: call(inputs, positions=position_ids))

@@ -1,0 +1,177 @@
+"""Every decoder-only KerasHub CausalLM through KerasHub's cached-call protocol
+(``families/keras_hub_generic.py``): tiny random backbones built here (nothing downloaded),
+exported and generated in onnxruntime-genai, whose greedy tokens must equal KerasHub's own greedy
+``generate`` for one prompt and a left-padded batch of three."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from jax2onnx_llm import export_causal_lm
+from jax2onnx_llm.errors import UnsupportedModelError
+from llm_test_helpers import MS, NEW_TOKENS, PROMPTS, assert_same_tokens, check_folder, op_counts
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+keras = pytest.importorskip("keras", reason="KerasHub models need keras")
+keras_hub = pytest.importorskip("keras_hub", reason="keras-hub provides the models")
+if keras.backend.backend() != "jax":  # pragma: no cover
+    pytest.skip("KerasHub models export under the JAX backend only (KERAS_BACKEND=jax)", allow_module_level=True)
+
+M = keras_hub.models
+VOCAB = 128
+# Attention-only sizes shared by the families (4 query heads over 2 KV heads, head size 8).
+GQA = dict(vocabulary_size=VOCAB, num_layers=2, num_query_heads=4, num_key_value_heads=2, hidden_dim=32,
+           intermediate_dim=64)
+HALF = 4  # head_size // 2: the rotary factor lists' length
+
+
+def _builders():
+    return {
+        # the frequency adjustment with a short pretraining length, so it changes every band
+        "llama3": lambda: M.Llama3CausalLM(M.Llama3Backbone(
+            **GQA, rope_frequency_adjustment_factor=8.0, rope_low_freq_factor=1.0, rope_high_freq_factor=4.0,
+            rope_pretraining_sequence_length=16)),
+        # a window of 6 tokens: prompts and generation run far past it
+        "mistral": lambda: M.MistralCausalLM(M.MistralBackbone(**GQA, sliding_window=6)),
+        "qwen": lambda: M.QwenCausalLM(M.QwenBackbone(**GQA)),
+        "qwen3": lambda: M.Qwen3CausalLM(M.Qwen3Backbone(**GQA, head_dim=8)),
+        # long-rope ("su") scaling factors, the short ones in force below the pretraining length
+        "phi3": lambda: M.Phi3CausalLM(M.Phi3Backbone(
+            **GQA, max_sequence_length=256, pretraining_sequence_length=128, rope_scaling_type="su",
+            rope_scaling_short_factor=[1.0, 1.5, 2.0, 3.0], rope_scaling_long_factor=[2.0, 3.0, 4.0, 8.0])),
+        # text only (no vision encoder); sliding-window layers with a window of 6
+        "gemma3": lambda: M.Gemma3CausalLM(preprocessor=None, backbone=M.Gemma3Backbone(
+            **GQA, head_dim=8, image_size=16, use_sliding_window_attention=True, sliding_window_size=6)),
+        # SmolLM3's NoPE layers: rotary in the first layer only
+        "smollm3": lambda: M.SmolLM3CausalLM(M.SmolLM3Backbone(
+            vocabulary_size=VOCAB, hidden_dim=32, intermediate_dim=64, num_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, attention_bias=False, attention_dropout=0.0, rope_layer_enabled_list=[True, False],
+            layer_types=["attention", "attention"], mlp_bias=False, layer_norm_epsilon=1e-6,
+            max_position_embeddings=128, rope_theta=10000.0, partial_rotary_factor=1.0)),
+        # Gemma 4 (text only): sliding-window layers alternating with global ones
+        "gemma4": lambda: M.Gemma4CausalLM(preprocessor=None, backbone=M.Gemma4Backbone(
+            **GQA, head_dim=8, image_size=16, sliding_window_size=6, sliding_window_pattern=2)),
+        "opt": lambda: M.OPTCausalLM(M.OPTBackbone(vocabulary_size=VOCAB, num_layers=2, num_heads=4, hidden_dim=32,
+                                                  intermediate_dim=64, dropout=0.0, max_sequence_length=128)),
+        "gpt_neox": lambda: M.GPTNeoXCausalLM(M.GPTNeoXBackbone(
+            vocabulary_size=VOCAB, num_layers=2, num_heads=4, hidden_dim=32, intermediate_dim=64,
+            max_sequence_length=128)),
+        "bloom": lambda: M.BloomCausalLM(M.BloomBackbone(vocabulary_size=VOCAB, num_layers=2, num_heads=4,
+                                                         hidden_dim=32, intermediate_dim=64)),
+        "falcon": lambda: M.FalconCausalLM(M.FalconBackbone(vocabulary_size=VOCAB, num_layers=2,
+                                                            num_attention_heads=4, hidden_dim=32,
+                                                            intermediate_dim=64)),
+        "mixtral": lambda: M.MixtralCausalLM(M.MixtralBackbone(**GQA, num_experts=4, top_k=2, sliding_window=6)),
+        "qwen_moe": lambda: M.QwenMoeCausalLM(M.QwenMoeBackbone(
+            **GQA, moe_intermediate_dim=16, shared_expert_intermediate_dim=32, num_experts=4, top_k=2)),
+        "qwen3_moe": lambda: M.Qwen3MoeCausalLM(M.Qwen3MoeBackbone(
+            **GQA, head_dim=8, moe_intermediate_dim=16, num_experts=4, top_k=2, norm_top_k_prob=True,
+            tie_word_embeddings=True)),
+        "gpt_oss": lambda: M.GptOssCausalLM(M.GptOssBackbone(**GQA, num_experts=4, top_k=2, sliding_window=6)),
+    }
+
+
+def make(family: str):
+    keras.utils.set_random_seed(0)
+    model = _builders()[family]()
+    model.preprocessor = None
+    # Small random blocks leave the embedding in charge (one token forever): scale the
+    # kernels up so greedy sequences vary (more where q/k norms or tied embeddings damp them).
+    scale = 8.0 if family.startswith("qwen") else 3.0
+    scaled = ("kernel", "position_embedding", "experts/")  # Qwen 3 MoE's expert weights are no "kernel"
+    for v in model.backbone.weights:
+        if any(part in v.path for part in scaled):
+            v.assign(v.numpy() * scale)
+    model.compile(sampler="greedy")  # CausalLM's default sampler is top-k
+    return model
+
+
+def keras_reference(model):
+    """KerasHub's own greedy generation: its ``generate_function`` (what ``generate`` runs per
+    batch; Gemma 3's ``generate`` also returns image entries, absent here) on the prompts
+    right-padded into a buffer the generated tokens fill."""
+    generate = model.make_generate_function()
+
+    def reference(prompts):
+        length = max(len(p) for p in prompts) + NEW_TOKENS
+        ids = np.zeros((len(prompts), length), np.int32)
+        mask = np.zeros((len(prompts), length), bool)
+        for row, p in enumerate(prompts):
+            ids[row, : len(p)], mask[row, : len(p)] = p, True
+        out = np.asarray(generate({"token_ids": ids, "padding_mask": mask}, stop_token_ids=None)["token_ids"])
+        return np.stack([out[row, len(p) : len(p) + NEW_TOKENS] for row, p in enumerate(prompts)])
+
+    return reference
+
+
+@pytest.mark.parametrize("cache", ["concat", "shared"])
+@pytest.mark.parametrize("family", list(_builders()))
+def test_generates_the_library_tokens(tmp_path, family, cache):
+    model = make(family)
+    reference = keras_reference(model)
+    seen = set(np.asarray(reference(PROMPTS)).ravel()) | set(np.asarray(reference(PROMPTS[:1])).ravel())
+    eos = next(t for t in range(1, VOCAB) if t not in seen)
+    folder = export_causal_lm(model, tmp_path / family, max_length=64, cache=cache, eos_token_id=eos,
+                              pad_token_id=0)
+    check_folder(folder)
+    assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
+
+
+@pytest.mark.parametrize("family", ["llama3", "gemma3", "opt", "bloom", "qwen3_moe"])
+def test_standard_onnx_generates_the_library_tokens(tmp_path, family):
+    """target="onnx": the library's own layers in standard ONNX only (no contrib op), same tokens;
+    the model is left as it was."""
+    model = make(family)
+    reference = keras_reference(model)
+    seen = set(np.asarray(reference(PROMPTS)).ravel()) | set(np.asarray(reference(PROMPTS[:1])).ravel())
+    eos = next(t for t in range(1, VOCAB) if t not in seen)
+    folder = export_causal_lm(model, tmp_path / family, max_length=64, cache="shared", target="onnx",
+                              eos_token_id=eos, pad_token_id=0)
+    check_folder(folder)
+    assert not any(domain == MS for domain, _ in op_counts(folder)), op_counts(folder)
+    # the export's stand-ins (masks, positions, the cache probe) are gone from the model
+    touched = {"call", "call_with_cache", "_compute_attention_mask"}
+    assert not [o for o in [model, *model.backbone._flatten_layers()] if touched & set(vars(o))]
+    assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
+
+
+def test_phi3_long_rope_factors(tmp_path):
+    """A prompt longer than the pretraining length (16): the long factors rotate every position,
+    in KerasHub and in the export. (KerasHub's ``generate`` prefills its whole buffer, so with a
+    shorter prompt its prompt keys take the long factors whenever the buffer passes the pretraining
+    length, where a runtime prefilling the prompt takes the short ones: see the guide.)"""
+    from jax2onnx_llm.genai_run import greedy, until_eos
+
+    keras.utils.set_random_seed(0)
+    model = M.Phi3CausalLM(M.Phi3Backbone(
+        **GQA, max_sequence_length=256, pretraining_sequence_length=16, rope_scaling_type="su",
+        rope_scaling_short_factor=[1.0, 1.5, 2.0, 3.0], rope_scaling_long_factor=[2.0, 3.0, 4.0, 8.0]))
+    model.preprocessor = None
+    for v in model.backbone.weights:
+        if "kernel" in v.path:
+            v.assign(v.numpy() * 2.0)  # (x3 cycles through only three tokens here)
+    model.compile(sampler="greedy")
+    prompt = [list(range(5, 25))]  # 20 tokens
+    expected = keras_reference(model)(prompt)[0]
+    eos = next(t for t in range(1, VOCAB) if t not in set(expected))
+    folder = export_causal_lm(model, tmp_path / "phi3", max_length=64, eos_token_id=eos, pad_token_id=0)
+    check_folder(folder)
+    got = until_eos(greedy(folder, prompt, NEW_TOKENS, pad_token_id=0)[0], eos)
+    assert got == list(expected) and len(set(got)) > 4, (got, expected)
+
+
+def test_a_cache_beyond_keys_and_values_is_refused_in_one_line(tmp_path):
+    """Qwen 3.5 keeps convolution and recurrent state for its linear-attention layers: refused
+    before anything is written, naming the model class and its layer kinds."""
+    keras.utils.set_random_seed(0)
+    backbone = M.Qwen3_5Backbone(**GQA, head_dim=8, layer_types=["linear_attention", "full_attention"],
+                                 linear_num_key_heads=2, linear_num_value_heads=2, linear_key_head_dim=8,
+                                 linear_value_head_dim=8)
+    model = M.Qwen3_5CausalLM(backbone=backbone, preprocessor=None)
+    with pytest.raises(UnsupportedModelError, match=r"KerasHub Qwen3_5CausalLM is not supported: its decoder layers") as e:
+        export_causal_lm(model, tmp_path / "q35", max_length=64, eos_token_id=1)
+    assert "\n" not in str(e.value) and "only attention layers export" in str(e.value)
+    assert "linear_attention" in str(e.value)  # the layer kind that does not export
+    assert not (tmp_path / "q35").exists() and not list(tmp_path.iterdir())
