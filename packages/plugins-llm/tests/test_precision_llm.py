@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from jax2onnx.verification.precision import cosine
 from jax2onnx_llm import export_causal_lm
-from jax2onnx_llm.genai_run import greedy
+from jax2onnx_llm.genai_run import greedy, prefill_logits
 from llm_test_helpers import NEW_TOKENS, PROMPTS, check_folder, require_genai
 from test_spec import tiny_jax_decoder
 
@@ -24,19 +23,6 @@ from test_spec import tiny_jax_decoder
 #: features, and int4 blocks as wide as the model, its embedding rows and LM head included (one
 #: 4-bit block per 32-wide table row: 0.91 with Precision("int4", embeddings="int8", lm_head="int8"))
 MIN_COSINE = {"float16": 0.9999, "bfloat16": 0.999, "int8": 0.995, "int4": 0.8}
-
-
-def _logits(folder, ids: np.ndarray) -> np.ndarray:
-    session = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
-    feeds = {}
-    for i in session.get_inputs():
-        if i.name == "input_ids":
-            feeds[i.name] = ids
-        elif i.name == "attention_mask":
-            feeds[i.name] = np.ones(ids.shape, np.int32)
-        else:  # an empty past: batch, kv heads, 0, head size
-            feeds[i.name] = np.zeros((ids.shape[0], i.shape[1], 0, i.shape[3]), np.float32)
-    return session.run(None, feeds)[0]
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +46,8 @@ def test_tiny_lm_in_each_precision_generates_and_stays_close(float32_run, precis
     assert all(v.type.tensor_type.elem_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.INT32) for v in io)
     got = np.asarray(greedy(folder, PROMPTS, NEW_TOKENS, pad_token_id=0))  # onnxruntime-genai loads and runs it
     assert got.shape == (len(PROMPTS), NEW_TOKENS)
-    reference = _logits(f32_folder, ids)
-    logits = _logits(folder, ids)
+    reference = prefill_logits(f32_folder, ids)
+    logits = prefill_logits(folder, ids)
     assert cosine(reference, logits) >= MIN_COSINE[precision]
     assert (folder / "model.onnx").stat().st_size < (f32_folder / "model.onnx").stat().st_size
 

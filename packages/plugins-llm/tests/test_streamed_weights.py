@@ -11,6 +11,7 @@ import pytest
 from flax import nnx
 from jax2onnx_examples.llama import Llama, LlamaConfig
 from jax2onnx_llm import WeightsError, export_causal_lm
+from jax2onnx_llm.genai_run import prefill_logits
 from jax2onnx_llm.weights import save_safetensors, weight_names, write_safetensors
 from llm_test_helpers import assert_same_tokens, check_folder
 
@@ -110,21 +111,6 @@ print(sum(len({str(s.index) for s in x.addressable_shards}) > 1 for x in jax.tre
 """
 
 
-def _prefill_logits(folder, ids: np.ndarray) -> np.ndarray:
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
-    feeds = {}
-    for i in session.get_inputs():
-        if i.name == "input_ids":
-            feeds[i.name] = ids
-        elif i.name == "attention_mask":
-            feeds[i.name] = np.ones(ids.shape, np.int32)
-        else:  # an empty past: batch, kv heads, 0, head size
-            feeds[i.name] = np.zeros((ids.shape[0], i.shape[1], 0, i.shape[3]), np.float32)
-    return session.run(None, feeds)[0]
-
-
 def test_streamed_from_an_orbax_checkpoint_of_a_sharded_run(tmp_path):
     """weights=<Orbax folder>: read array by array (no full restore, no mesh: this process has one
     device); the prefill logits and the generated tokens are the restored model's."""
@@ -165,7 +151,7 @@ def test_streamed_from_an_orbax_checkpoint_of_a_sharded_run(tmp_path):
     empty = [jnp.zeros((1, spec.num_kv_heads, 0, spec.head_size))] * spec.num_layers
     want, _ = spec.step(spec.params, jnp.asarray(ids), mask, position_ids_from_mask(jnp.asarray(mask), ids.shape[1]),
                         KVCache(empty, empty, jnp.asarray(mask), "concat"))
-    np.testing.assert_allclose(_prefill_logits(folder, ids), np.asarray(want), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(prefill_logits(folder, ids), np.asarray(want), rtol=1e-4, atol=1e-4)
     assert_same_tokens(folder, lambda prompts: restored.generate(*_padded(prompts), 32), CFG.pad_token_id,
                        CFG.eos_token_id)
 

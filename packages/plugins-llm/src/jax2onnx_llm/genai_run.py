@@ -52,6 +52,23 @@ def greedy(folder: str | pathlib.Path, prompts: list[list[int]], max_new_tokens:
     return [[int(t) for t in np.asarray(generator.get_sequence(row))[ids.shape[1]:]] for row in range(len(prompts))]
 
 
+def prefill_logits(folder: str | pathlib.Path, ids: np.ndarray) -> np.ndarray:
+    """The folder's ``model.onnx`` run once in onnxruntime on ``ids`` (all of them attended to) with
+    an empty KV cache: the prefill logits, to compare with the library's forward pass."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(pathlib.Path(folder) / "model.onnx"), providers=["CPUExecutionProvider"])
+    feeds = {}
+    for i in session.get_inputs():
+        if i.name == "input_ids":
+            feeds[i.name] = ids
+        elif i.name == "attention_mask":
+            feeds[i.name] = np.ones(ids.shape, np.int32)
+        else:  # an empty past: batch, kv heads, 0, head size
+            feeds[i.name] = np.zeros((ids.shape[0], i.shape[1], 0, i.shape[3]), np.float32)
+    return session.run(None, feeds)[0]
+
+
 def until_eos(tokens: Any, eos: Any) -> list[int]:
     """The tokens before the first end-of-sequence token (onnxruntime-genai stops there and leaves it out)."""
     stops = set(eos if isinstance(eos, (list, tuple)) else [eos]) if eos is not None else set()
