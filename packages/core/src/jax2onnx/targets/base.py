@@ -133,16 +133,14 @@ class Target:
         local = {(domain, name) for domain, name, _ in model.functions}  # the model's own functions
         opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
         bounds = self.opset_range()
-        found = [f"opset: the model is opset {opset}; target={self.name!r} reads opsets {bounds[0]}-{bounds[1]}"
+        found = [f"opset: the model is opset {opset}; target={self.name!r} reads opsets {bounds[0]}-{bounds[1]}: "
+                 f"export with opset={min(max(opset, bounds[0]), bounds[1])}"
                  ] if bounds is not None and opset is not None and not bounds[0] <= opset <= bounds[1] else []
         found += [f"{node.domain}::{node.op_type} (domain {node.domain!r} is not one target={self.name!r} runs)"
                  for node in _all_nodes(model)
                  if (node.domain, node.op_type) not in local and not self.allows(node.op_type, node.domain)]
         if self.check_graph is not None:
-            own = self.check_graph(model)
-            if any(line.startswith("opset") for line in own):  # its own check words the opset finding
-                found = [line for line in found if not line.startswith("opset")]
-            found += own
+            found += self.check_graph(model)
         return found
 
     def check_model(self, model: Any) -> None:
