@@ -48,11 +48,15 @@ class ExportProgram:
         **options: ``to_onnx``'s keywords (``opset``, ``target``, ``precision``, ``output_path``,
             ``external_data``, ...), plus ``rewrite_passes`` and ``external_data_file``. Checked here;
             a bad one raises before tracing.
+        checked: instead of ``**options``, options a caller checked already (``ExportOptions.check``).
     """
 
-    def __init__(self, fn: Callable[..., Any], inputs: Sequence[Any], **options: Any) -> None:
+    def __init__(self, fn: Callable[..., Any], inputs: Sequence[Any], *, checked: ExportOptions | None = None,
+                 **options: Any) -> None:
+        if checked is not None and options:
+            raise TypeError(f"ExportProgram: give checked= or to_onnx's keywords, not both (got {sorted(options)})")
         self.fn, self.inputs = fn, inputs
-        self.options = ExportOptions.check(inputs=inputs, **options)
+        self.options = checked if checked is not None else ExportOptions.check(inputs=inputs, **options)
         self._export = Export(self.options, get_registry())
         self.traced: Traced | None = None
         self.model: ir.Model | None = None
@@ -62,11 +66,7 @@ class ExportProgram:
     @classmethod
     def from_options(cls, fn: Callable[..., Any], inputs: Sequence[Any], options: ExportOptions) -> ExportProgram:
         """A program with options a caller checked already (``ExportOptions.check``)."""
-        program = cls.__new__(cls)
-        program.fn, program.inputs, program.options = fn, inputs, options
-        program._export = Export(options, get_registry())
-        program.traced, program.model, program.artifact, program._optimized = None, None, None, False
-        return program
+        return cls(fn, inputs, checked=options)
 
     def add_rewrite_pass(self, factory: PassFactory) -> ExportProgram:
         """One more pass for the rewrite slot (before :meth:`optimize` runs)."""
