@@ -96,6 +96,17 @@ def normal(shape, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
+def assert_float32_close(got, want) -> None:
+    """``got`` (onnxruntime, float32 on the CPU) against ``want`` (JAX at highest precision where the
+    parameters live) with the tolerances ``verify=True`` uses for a reference on this platform: float32's
+    (1e-4, 1e-5), on a TPU :data:`jax2onnx.verification.reference.TPU_FLOAT32_TOLERANCES` (its float32
+    tanh/log are 8e-5/4e-4 relative off, measured on a v5e; matmuls at highest 1e-7)."""
+    from jax2onnx.verification.reference import HIGHEST, tolerance
+
+    rtol, atol = tolerance(HIGHEST, "float32", (1e-4, 1e-5), want, BACKEND)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
 def at_highest(fn, *args):
     """``fn(*args)`` jitted at highest matmul precision, where its parameters live, as numpy."""
     with jax.default_matmul_precision("highest"):

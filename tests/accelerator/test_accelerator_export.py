@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import onnx
 from accelerator_models import (
     BACKEND,
     TRANSFORMER_SPECS,
+    assert_float32_close,
     assert_on_the_accelerator,
     at_highest,
     normal,
@@ -32,7 +32,7 @@ def test_transformer_on_the_accelerator_exports_with_external_data_and_matches_j
     x = normal((3, 16, 64))
     want = at_highest(model, x)
     got = run_onnx(path, [x])[0]
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert_float32_close(got, want)
     assert_on_the_accelerator(model)  # the export left the parameters where they were
 
 
@@ -42,4 +42,4 @@ def test_a_jitted_function_closing_over_device_arrays():
     fn = jax.jit(lambda x: jnp.tanh(x @ w) @ w.T)
     model = to_onnx(fn, [("B", 8)], verify=True)
     x = normal((5, 8), seed=2)
-    np.testing.assert_allclose(run_onnx(model, [x])[0], at_highest(fn, x), rtol=1e-4, atol=1e-5)
+    assert_float32_close(run_onnx(model, [x])[0], at_highest(fn, x))

@@ -36,3 +36,24 @@ def test_a_deterministic_mismatch_still_blames_the_lowering(monkeypatch):
     monkeypatch.setattr(verify_stage, "run_verify", lambda fn, *a, **k: real(lambda x: fn(x) + 1.0, *a, **k))
     with pytest.raises(VerificationError, match="A lowering computes something else"):
         to_onnx(lambda x: jnp.sin(x), [("B", 3)], verify=True)
+
+
+def test_a_key_passed_in_is_not_blamed(monkeypatch):
+    """A key that is an input draws the same numbers in JAX and the graph: a mismatch there is the
+    lowering's (or the platform's), never "draws random numbers" (the TPU run of issue #34 said so
+    wrongly for ``jax.random.normal(key, ...)`` with the key an input)."""
+    import jax
+    import jax2onnx.export.verify as verify_stage
+
+    def noisy(key, x):
+        return x + jax.random.normal(jax.random.split(key)[0], x.shape)
+
+    assert verify_stage.random_primitives(jax.make_jaxpr(noisy)(jax.random.PRNGKey(0), jax.numpy.ones(3))) == []
+    own = jax.make_jaxpr(lambda x: x + jax.random.normal(jax.random.PRNGKey(1), x.shape))(jax.numpy.ones(3))
+    assert "random_bits" in verify_stage.random_primitives(own)
+
+    real = verify_stage.run_verify
+    monkeypatch.setattr(verify_stage, "run_verify", lambda fn, *a, **k: real(lambda *xs: fn(*xs) + 1.0, *a, **k))
+    with pytest.raises(VerificationError) as info:
+        to_onnx(noisy, [jax.ShapeDtypeStruct((2,), jax.numpy.uint32), (3,)], verify=True)
+    assert "draws random numbers" not in str(info.value) and "A lowering computes something else" in str(info.value)

@@ -48,7 +48,7 @@ def raise_if_failed(report: ExportReport, artifact: Artifact, traced: Traced | N
     if report:
         return
     where = f" (the model was written to {artifact.path} and is kept for inspection)" if artifact.path is not None else ""
-    randomness = random_primitives(traced.closed) if traced is not None else []
+    randomness = random_primitives(traced.closed, traced.n_plain) if traced is not None else []
     if randomness:
         why = (f"The function draws random numbers ({', '.join(randomness)}): training-mode randomness such as "
                "Dropout or an rng stream, so each call of it draws other numbers than the export traced. Export "
@@ -81,19 +81,32 @@ _RANDOM_PRIMITIVES = frozenset({"random_bits", "random_seed", "random_fold_in", 
                                 "rng_bit_generator", "rng_uniform"})
 
 
-def random_primitives(closed: Any) -> list[str]:
-    """The random-number primitives ``closed`` (and its nested bodies) uses, sorted."""
+def random_primitives(closed: Any, n_inputs: int | None = None) -> list[str]:
+    """The random-number primitives ``closed`` (and its nested bodies) uses with a key of its own,
+    sorted: those none of the function's inputs reaches. A key passed in as an input draws the same
+    numbers in JAX and in the graph (the key's bits are platform independent), so it is not a reason
+    for a mismatch; an rng stream or a key made inside the function draws new ones on each call.
+    ``n_inputs``: how many leading invars are the user's inputs (the rest are weight leaves, e.g. a
+    module's rng state, which the graph holds as a constant); all of them when None."""
 
     found: set[str] = set()
 
-    def walk(jaxpr: Any) -> None:
+    def walk(jaxpr: Any, reached: set[Any]) -> None:
         for eqn in (jaxpr.jaxpr if hasattr(jaxpr, "jaxpr") else jaxpr).eqns:
-            if eqn.primitive.name in _RANDOM_PRIMITIVES:
+            operands = [not compat.is_literal(v) and v in reached for v in eqn.invars]
+            if any(operands):
+                reached.update(eqn.outvars)
+            elif eqn.primitive.name in _RANDOM_PRIMITIVES:
                 found.add(eqn.primitive.name)
             for sub in compat.sub_jaxprs(eqn):
-                walk(sub)
+                invars = (sub.jaxpr if hasattr(sub, "jaxpr") else sub).invars
+                if len(invars) == len(operands):  # a call: its parameters are the operands, in order
+                    walk(sub, {v for v, fed in zip(invars, operands) if fed})
+                else:  # a loop/branch body with its own operand layout: all reached, or none
+                    walk(sub, set(invars) if any(operands) else set())
 
-    walk(closed)
+    body = closed.jaxpr if hasattr(closed, "jaxpr") else closed
+    walk(closed, set(body.invars[:n_inputs] if n_inputs is not None else body.invars))
     return sorted(found)
 
 

@@ -23,6 +23,7 @@ from .reference import (
     check_reference,
     precision_scope,
     reference_info,
+    tolerance,
 )
 
 #: The last protos returned for external-data models, with the file they were read from (the
@@ -251,8 +252,8 @@ def compare(
     inputs: Sequence[Any],
     input_params: Mapping[str, Any] | None = None,
     *,
-    rtol: float = 1e-5,
-    atol: float = 1e-5,
+    rtol: float | None = None,
+    atol: float | None = None,
     enable_double_precision: bool | None = None,
     base_dir: str | os.PathLike[str] | None = None,
     jit: bool = True,
@@ -283,11 +284,17 @@ def compare(
 
     expected, info = expected_at(reference)
     got = run_onnx(model, arrays, input_params, base_dir=base_dir, threads=threads)
-    result = compare_outputs(expected, got, rtol=rtol, atol=atol)
+    def tolerances(kind: str, outputs: Sequence[np.ndarray], platform: str) -> tuple[float, float]:
+        """The caller's rtol/atol, else 1e-5 both or what the reference's kind and platform allow."""
+        floats = [e for e in outputs if np.dtype(e.dtype).name in ("float32", "complex64")]
+        wide = [tolerance(kind, "float32", (1e-5, 1e-5), e, platform) for e in floats] or [(1e-5, 1e-5)]
+        return (max(t[0] for t in wide) if rtol is None else rtol, max(t[1] for t in wide) if atol is None else atol)
+
+    result = compare_outputs(expected, got, **dict(zip(("rtol", "atol"), tolerances(reference, expected, info.platform))))
     result.reference = info
     if not result.ok and reference == ACCELERATOR_DEFAULT:
         again, highest = expected_at(HIGHEST)
-        exact = compare_outputs(again, got, rtol=rtol, atol=atol)
+        exact = compare_outputs(again, got, **dict(zip(("rtol", "atol"), tolerances(HIGHEST, again, highest.platform))))
         result.recheck = PrecisionRecheck(exact.ok, highest, {f"output {i}": d for i, d in enumerate(exact.max_abs_diff)})
     return result
 

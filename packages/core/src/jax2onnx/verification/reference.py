@@ -15,6 +15,16 @@ is part of the jit cache key, so the user's own compiled functions are not affec
 It does not reach a matmul whose code pins ``precision=`` itself (``jnp.dot(..., precision=DEFAULT)``):
 there the function asked for reduced precision and the reference honours it.
 
+Matmul precision is not the whole story on a TPU: its float32 elementwise functions are
+approximations. Measured on a TPU v5e (JAX 0.10.2, ``.tpu/probe.py`` in the closing note of issue
+#34) against float64: matmuls at highest precision 1e-7 relative, but ``tanh`` 8.1e-5 (1360 ulps),
+``log`` 3.6e-4, ``log1p`` 2.6e-4, ``exp``/``logistic``/``gelu`` up to 6e-6. A correct export of
+``tanh(x @ w) @ w.T`` is then 8e-5 away from the TPU's own highest-precision numbers, outside
+float32's default (1e-4, 1e-5). So a reference that ran on a TPU judges float32 outputs with
+:data:`TPU_FLOAT32_TOLERANCES` (the report names the platform, hence the tolerances); a user's own
+``rtol``/``atol`` always win. Every other platform (CPU, GPU: float32 functions within a few ulps)
+keeps float32's tolerances.
+
 ``reference="accelerator-default"`` compares with the accelerator's own default numbers (what
 the user's jitted model returns there), judged by :data:`ACCELERATOR_TOLERANCES`; on a mismatch,
 the reference is computed once more at highest precision, and when that one matches, the report
@@ -44,6 +54,11 @@ REFERENCES = (HIGHEST, ACCELERATOR_DEFAULT)
 #: scales with the output so that an element near zero is not held to a relative bound it cannot
 #: meet, and a model with large outputs is not held to an absolute one.
 ACCELERATOR_TOLERANCES = {"float32": (2e-2, 5e-2), "complex64": (2e-2, 5e-2)}
+
+#: (rtol, atol as a fraction of the output's root mean square) for float32 outputs against a
+#: ``"highest"`` reference that ran on a TPU, whose float32 transcendental functions are accurate
+#: to about 4e-4 relative (``log``), not to float32's few ulps (see the module docstring).
+TPU_FLOAT32_TOLERANCES = {"float32": (1e-3, 1e-4), "complex64": (1e-3, 1e-4)}
 
 
 def check_reference(reference: Any, where: str = "reference") -> str:
@@ -117,19 +132,25 @@ def reference_info(outputs: Any, reference: str) -> ReferenceInfo:
                          matmul_precision(reference))
 
 
-def tolerance(reference: str, dtype_name: str, default: tuple[float, float], expected: Any) -> tuple[float, float]:
+def tolerance(reference: str, dtype_name: str, default: tuple[float, float], expected: Any,
+              platform: str | None = None) -> tuple[float, float]:
     """(rtol, atol) for an output of ``dtype_name`` against this reference kind: the default
-    tolerances, or for ``"accelerator-default"`` float32 :data:`ACCELERATOR_TOLERANCES` with the
-    absolute part scaled by the reference output's root mean square."""
-    if reference != ACCELERATOR_DEFAULT or dtype_name not in ACCELERATOR_TOLERANCES:
+    tolerances; for ``"accelerator-default"`` float32 :data:`ACCELERATOR_TOLERANCES`, for a
+    ``"highest"`` reference computed on a TPU (``platform``) :data:`TPU_FLOAT32_TOLERANCES`, each
+    with the absolute part scaled by the reference output's root mean square."""
+    if reference == ACCELERATOR_DEFAULT and dtype_name in ACCELERATOR_TOLERANCES:
+        table = ACCELERATOR_TOLERANCES
+    elif reference == HIGHEST and platform == "tpu" and dtype_name in TPU_FLOAT32_TOLERANCES:
+        table = TPU_FLOAT32_TOLERANCES
+    else:
         return default
     import numpy as np
 
-    rtol, atol_fraction = ACCELERATOR_TOLERANCES[dtype_name]
+    rtol, atol_fraction = table[dtype_name]
     values = np.abs(np.asarray(expected)).astype(np.float64)
     finite = values[np.isfinite(values)]
     rms = float(np.sqrt(np.mean(finite * finite))) if finite.size else 0.0
-    return rtol, max(default[1], atol_fraction * rms)
+    return max(rtol, default[0]), max(default[1], atol_fraction * rms)
 
 
 @dataclasses.dataclass(frozen=True)

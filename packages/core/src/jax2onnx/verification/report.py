@@ -394,12 +394,12 @@ def _human_bytes(n: int) -> str:
 
 
 def _compare(name: str, expected: np.ndarray, got: np.ndarray, rtol: float | None, atol: float | None,
-             reference: str = references.HIGHEST) -> OutputCheck:
+             reference: str = references.HIGHEST, platform: str | None = None) -> OutputCheck:
 
     e, g = as_onnx_value(expected), np.asarray(got)
     dtype_name = np.dtype(expected.dtype).name
     part = "float32" if dtype_name == "complex64" else "float64" if dtype_name == "complex128" else dtype_name
-    default = references.tolerance(reference, part, DEFAULT_TOLERANCES.get(part, (0.0, 0.0)), e)
+    default = references.tolerance(reference, part, DEFAULT_TOLERANCES.get(part, (0.0, 0.0)), e, platform)
     rt = default[0] if rtol is None else rtol
     at = default[1] if atol is None else atol
     check = OutputCheck(name, list(expected.shape), dtype_name, 0.0, 0.0, 0, int(e.size), rt, at)
@@ -522,7 +522,8 @@ def verify(
             checks.append(OutputCheck("(outputs)", [], "", float("inf"), float("inf"), 0, 0, 0.0, 0.0,
                                       problem=f"{len(got)} ONNX outputs where JAX returns {len(expected)}"))
         for i, (e, g) in enumerate(zip(expected, got)):
-            check = _compare(names[i] if i < len(names) else f"output {i}", e, g, rtol, atol, reference)
+            check = _compare(names[i] if i < len(names) else f"output {i}", e, g, rtol, atol, reference,
+                             info.platform if info is not None else None)
             if recorded is not None and check.problem is None and np.dtype(e.dtype).kind == "f":
                 check.cosine = precision_report.cosine(e, g)
                 check.min_cosine = precision_report.MIN_COSINE[recorded[0]]
@@ -560,7 +561,8 @@ def _recheck_at_highest(fn: Callable[..., Any], ran: Sequence[tuple[list[np.ndar
             expected = [np.asarray(e) for e in jax.tree_util.tree_leaves(outputs)]
         ok = ok and len(expected) == len(got)
         for i, (e, g) in enumerate(zip(expected, got)):
-            check = _compare(names[i] if i < len(names) else f"output {i}", e, g, rtol, atol)
+            check = _compare(names[i] if i < len(names) else f"output {i}", e, g, rtol, atol,
+                             platform=info.platform)
             ok = ok and check.ok
             errors[check.name] = max(errors.get(check.name, 0.0), check.max_abs_error)
     assert info is not None  # ran holds at least one trial
