@@ -28,6 +28,11 @@ def rewrite_nodes(graphs: Iterable[ir.Graph | ir.Function], rule: Callable[[ir.G
     return modified
 
 
+#: What a pass may declare it ``needs`` (:mod:`.pipeline` provides it before the pass runs): every
+#: intermediate value typed and shaped, and no node that nothing reads.
+SHAPES = "shapes"
+NO_DEAD_CODE = "no_dead_code"
+
 #: Ops whose outputs differ between two evaluations with the same inputs: never merged by common
 #: subexpression elimination, never evaluated at export time by constant folding.
 NONDETERMINISTIC_OPS = frozenset(
@@ -38,6 +43,9 @@ NONDETERMINISTIC_OPS = frozenset(
 class RewriteToFixedPoint(ir.passes.InPlacePass):
     """A pass made of local rewrites: ``rewrite_once(graph)`` applies one and says whether it did;
     it runs until none applies, on every graph (function and control-flow bodies included)."""
+
+    #: a rewrite reads the replaced node's inputs anew; the node is left to dead-code removal
+    produces_dead_code = True
 
     def rewrite_once(self, graph: ir.Graph | ir.Function) -> bool:
         raise NotImplementedError

@@ -37,7 +37,8 @@ import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
-from ..manager import all_graphs, is_op, only_reader, replace_value, rewrite_nodes
+from ..manager import is_op, only_reader, replace_value
+from ..rules import RuleFamily
 from .emit import add_initializer
 
 #: ``MatMul(a, b)`` on rank-4 values, as an einsum.
@@ -214,20 +215,25 @@ class _Operand:
         return flat
 
 
-class Attentions:
+class Attentions(RuleFamily):
     name = "attention"
     #: the anchor: every match starts from a Softmax over the scores
     start_ops = frozenset({"Softmax"})
 
     def __init__(self, opset: int) -> None:
-        self.opset = opset
+        super().__init__(opset)
         self._made = 0
         self._expanded: dict = {}  # (id of a mask, query length) -> the mask expanded to it; negated masks
 
-    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
+    def unavailable(self) -> str | None:
         if not op_available("Attention", self.opset):
+            return f"Attention is an opset-23 op; the model is opset {self.opset}"
+        return None
+
+    def run(self, model: ir.Model, counts: dict[str, int]) -> bool:
+        if self.unavailable() is not None:
             return False
-        return rewrite_nodes(all_graphs(model), self._attention, counts, "attention")
+        return self.run_fused("attention", self._attention, self.graphs_of(model), counts)
 
     @staticmethod
     def _scaled_product(graph, v: ir.Value | None, reader: ir.Node):

@@ -16,7 +16,7 @@ import onnx_ir as ir
 
 from ...ir.constants import constant_tensor
 from ..constant_folding import ConstantFoldingPass
-from ..manager import rewrite_nodes
+from ..rules import RuleFamily
 from .elementwise import ELEMENTWISE_OPS
 
 
@@ -31,20 +31,22 @@ def _expanded_constant(v: ir.Value | None) -> tuple[ir.Value, ir.Value] | None:
     return data, shape
 
 
-class BroadcastConstants:
+class BroadcastConstants(RuleFamily):
     name = "broadcast"
     #: the Expand of a constant an elementwise op reads
     start_ops = frozenset({"Expand"})
 
-    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
+    scope = "main"  # folding works on the main graph, where the batch-shaped masks are
+
+    def run(self, model: ir.Model, counts: dict[str, int]) -> bool:
         modified = False
         while True:
-            # folding works on the main graph, where the batch-shaped masks are
-            changed = rewrite_nodes([model.graph], self._hoist, counts, "expand_hoist")
+            changed = self.run_fused("expand_hoist", self._hoist, self.graphs_of(model), counts)
             if not changed:
                 return modified
             modified = True
-            ConstantFoldingPass()(model)  # evaluates the ops now on constants, for the next round
+            # the ops now on constants are evaluated (part of the rule: the next round hoists through them)
+            ConstantFoldingPass()(model)
 
     @staticmethod
     def _hoist(graph: ir.Graph, node: ir.Node) -> bool:

@@ -18,8 +18,9 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ...ir.constants import is_size_one_constant
-from ..dead_code import DeadCodeEliminationPass
-from ..manager import all_graphs, replace_value, rewrite_nodes
+from ..manager import all_graphs, replace_value
+from ..pipeline import PassPipeline
+from ..rules import RuleFamily
 from ..transpose_cancel import ELEMENTWISE, TransposeCancelPass
 
 
@@ -28,23 +29,24 @@ def _perm_of(node: ir.Node) -> tuple[int, ...] | None:
     return None if attr is None else tuple(attr.value)
 
 
-class SinkTransposes:
+class SinkTransposes(RuleFamily):
     name = "layout"
     start_ops = frozenset({"Transpose"})
 
-    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
+    def run(self, model: ir.Model, counts: dict[str, int]) -> bool:
         if not any(n.op_type == "Transpose" for g in all_graphs(model) for n in g):
             return False
         modified = False
-        while rewrite_nodes(all_graphs(model), self._sink, counts, "transpose_sink"):
+        while self.run_fused("transpose_sink", self._sink, all_graphs(model), counts):
             modified = True
             # a sunk Transpose meeting its inverse cancels; the value under them then has one
-            # reader fewer, which may let the next op's inputs sink in turn
-            TransposeCancelPass()(model)
-            DeadCodeEliminationPass()(model)
+            # reader fewer (once the cancelled pair is removed as dead code), which may let the
+            # next op's inputs sink in turn
+            PassPipeline([TransposeCancelPass()], finish_dead_code=True, dead_code=True)(model)
         return modified
 
-    def __init__(self) -> None:
+    def __init__(self, opset: int = 0) -> None:
+        super().__init__(opset)
         self._made = 0  # numbers the new nodes' names (the op's own name may be empty)
 
     def _sink(self, graph, node: ir.Node) -> bool:

@@ -35,7 +35,8 @@ import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
-from ..manager import NONDETERMINISTIC_OPS, is_op, replace_value, rewrite_nodes
+from ..manager import NONDETERMINISTIC_OPS, is_op, replace_value
+from ..rules import RuleFamily
 from .emit import add_initializer
 from .evaluate import evaluate
 
@@ -330,21 +331,28 @@ def _heads_of_3d(reshape: ir.Node, x4: ir.Value) -> bool:
         and x3.shape[2] == x4.shape[2] * x4.shape[3]
 
 
-class RotaryEmbeddings:
+class RotaryEmbeddings(RuleFamily):
     name = "rotary"
     #: both rotations (``rotate_half`` and the pairwise stack) end in a Concat
     start_ops = frozenset({"Concat"})
 
+    scope = "main"
+
     def __init__(self, opset: int) -> None:
-        self.opset = opset
+        super().__init__(opset)
         self._made = 0
         self._ids: dict[object, ir.Value] = {}  # position ids, as int64, once per value (or per batch, seq)
         self._caches: dict[tuple, ir.Value] = {}  # half tables by content
 
-    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
+    def unavailable(self) -> str | None:
         if not op_available("RotaryEmbedding", self.opset):
+            return f"RotaryEmbedding is an opset-23 op; the model is opset {self.opset}"
+        return None
+
+    def run(self, model: ir.Model, counts: dict[str, int]) -> bool:
+        if self.unavailable() is not None:
             return False
-        return rewrite_nodes([model.graph], self._rotary, counts, "rotary_embedding")
+        return self.run_fused("rotary_embedding", self._rotary, self.graphs_of(model), counts)
 
     def _rotary(self, graph: ir.Graph, add: ir.Node) -> bool:
         if not is_op(add, "Add"):
