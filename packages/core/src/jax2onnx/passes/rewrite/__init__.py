@@ -44,7 +44,7 @@ from typing import Any
 import onnx_ir as ir
 
 from ..manager import all_graphs
-from ..pipeline import PassPipeline
+from ..pipeline import PassPipeline, infer_shapes
 from ..rules import REWRITES_KEY, RuleFamily, RuleMiss, explain, read_counts, write_counts
 from .attention import Attentions
 from .bias_add import BiasAddChains
@@ -111,9 +111,10 @@ def explain_rewrites(model: Any, target: Any = None) -> list[RuleMiss]:
     """Why the rewrite rules for ``target`` (a :class:`jax2onnx.targets.Target`; None: the common
     rules) did not fire on ``model`` (an ``onnx.ModelProto`` or ``onnx_ir.Model``, usually an
     exported one): per rule whose pattern was found but a condition failed, the first such node and
-    the condition, in words. Changes nothing."""
-    if not isinstance(model, ir.Model):
-        model = ir.serde.deserialize_model(model)
+    the condition, in words. Changes nothing: the rules read a copy, with its shapes inferred as
+    the stage does."""
+    model = ir.serde.deserialize_model(model if not isinstance(model, ir.Model) else ir.to_proto(model))
+    infer_shapes(model)
     return explain(model, families_for(target, model_opset(model)))
 
 
