@@ -31,6 +31,7 @@ from .. import compat
 from ..errors import Jax2OnnxError, require_onnxruntime
 from ..ir import complex_io, proto_walk
 from ..passes.rewrite import REWRITES_KEY, TARGET_KEY, explain_rewrites
+from ..targets import get_target
 from . import greedy as greedy_check
 from . import precision as precision_report
 from . import reference as references
@@ -200,8 +201,6 @@ def summarize(model: onnx.ModelProto | str | os.PathLike[str], path: str | os.Pa
 
 def _rewrite_misses(model: onnx.ModelProto, target: str | None, path: str | os.PathLike[str] | None) -> list[str]:
     """The near misses of the rewrite rules of ``target`` (the one the model records) on ``model``."""
-    from ..targets import get_target
-
     try:
         if path is not None and any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
             # the rules read constants: the weights beside the file
