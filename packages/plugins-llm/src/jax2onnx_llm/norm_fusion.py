@@ -106,10 +106,11 @@ def _take_over(old: ir.Value, new: ir.Value) -> None:
 
 
 def _replace_uses(old: ir.Value, new: ir.Value) -> None:
-    ir.convenience.replace_all_uses_with(old, new)
-    # the graph-output slots too (onnx_ir's replace_graph_outputs=, which onnx-ir 0.1.10 lacks)
+    # the graph-output slots first (onnx_ir's replace_graph_outputs=, which onnx-ir 0.1.10 lacks):
+    # onnx_ir 1.x refuses to rewire the readers of a value that is still a graph output
     graph = old.graph
     if graph is not None:
         for i, out in enumerate(graph.outputs):
             if out is old:
                 graph.outputs[i] = new
+    ir.convenience.replace_all_uses_with(old, new)
