@@ -220,20 +220,6 @@ class RuleFamily(ir.passes.InPlacePass):
                     modified = True
         return modified
 
-    def run_fused(self, name: str, rewrite: Callable[[Any, ir.Node], bool], graphs: Iterable[ir.Graph | ir.Function],
-                  counts: dict[str, int]) -> bool:
-        """A rule not yet split into match and replacement: ``rewrite(graph, node)`` checks and
-        rewrites at once and says whether it did. Counted and recorded like a :class:`Rule`; it
-        cannot explain a miss."""
-        modified = False
-        for graph in list(graphs):
-            with self.recording(graph, name):
-                for node in list(graph):
-                    if node.graph is graph and rewrite(graph, node):
-                        counts[name] = counts.get(name, 0) + 1
-                        modified = True
-        return modified
-
     def recording(self, graph: ir.Graph | ir.Function, rule: str) -> _Recording:
         """A context in which the nodes inserted into ``graph`` (and those added to the list it
         yields) are recorded as written by ``rule``."""
