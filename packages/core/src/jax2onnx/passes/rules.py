@@ -233,8 +233,8 @@ class RuleFamily(ir.passes.InPlacePass):
             misses = fired = 0
             for graph in self.graphs_of(model):
                 for node in graph:
-                    if not _is_candidate(node, rule):
-                        continue
+                    if node.graph is not graph or not _is_candidate(node, rule):
+                        continue  # the nodes run_rule tries, no others
                     found = rule.match(graph, node)
                     if isinstance(found, Miss):
                         if not found.near:
