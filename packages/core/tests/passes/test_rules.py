@@ -265,3 +265,20 @@ def test_a_rule_family_built_from_data():
     assert json.loads(model.metadata_props["jax2onnx:rewrites"]) == {"double_neg": 1}
     assert {n.name: n.metadata_props.get(RULE_KEY) for n in model.graph if n.op_type == "Identity"} == {
         "n2_cancelled": "demo/double_neg"}
+
+
+def test_a_node_changed_in_place_records_its_rule_too():
+    # TensorRT's flag cast: a bool cast to uint8 for ArgMax becomes a cast to int32, the same node
+    nodes = [N("Cast", ["flags"], ["as_int"], name="flag_cast", to=TensorProto.UINT8),
+             N("ArgMax", ["as_int"], ["first"], name="first_true", axis=0, keepdims=0)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("flags", TensorProto.BOOL, [5])],
+                              [helper.make_tensor_value_info("first", TensorProto.INT64, [])],
+                              value_info=[helper.make_tensor_value_info("as_int", TensorProto.UINT8, [5])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model = ir.from_proto(proto)
+    RewritePass(get_target("tensorrt"))(model)
+    assert rewrites_applied(model) == {"flag_cast_int32": 1}
+    assert _rules_of(model) == {"Cast": "tensorrt/flag_cast_int32"}
+    flags = np.array([False, False, True, False, True])
+    (got,), (want,) = run_model(model, {"flags": flags}), run_model(ir.from_proto(proto), {"flags": flags})
+    assert got == want == 2

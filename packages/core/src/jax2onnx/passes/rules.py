@@ -146,8 +146,8 @@ class RuleFamily(ir.passes.InPlacePass):
     """Rules of one concern, a pass of the rewrite stage. A family lists its :meth:`rules` (run in
     order, each over every graph of its :attr:`scope`) and may say why none can run on a model
     (:meth:`unavailable`: the op it writes is newer than the model's opset). Families whose rules
-    are not per-node (elementwise: a search over regions) override :meth:`run` and record what they
-    write with :meth:`recording`.
+    are not per-node (elementwise: a search over regions) override :meth:`run` and mark what they
+    write with :func:`record`.
 
     Declared for the pass pipeline (:mod:`.pipeline`): the rules read ranks and axis lengths off
     intermediate values (``needs`` shapes), and what one replaced still reads its inputs until dead
@@ -208,21 +208,22 @@ class RuleFamily(ir.passes.InPlacePass):
         nodes), in graph order; every node it writes records it."""
         modified = False
         for graph in list(graphs):
-            with self.recording(graph, rule.name) as touched:
+            with self.recording(graph, rule.name) as recording:
                 for node in list(graph):
                     if node.graph is not graph or not _is_candidate(node, rule):
                         continue
                     found = rule.match(graph, node)
                     if isinstance(found, Miss) or not found:
                         continue
-                    touched.extend(rule.replace(graph, node, found) or ())
+                    recording.changing()
+                    recording.touched.extend(rule.replace(graph, node, found) or ())
                     counts[rule.name] = counts.get(rule.name, 0) + 1
                     modified = True
         return modified
 
     def recording(self, graph: ir.Graph | ir.Function, rule: str) -> _Recording:
-        """A context in which the nodes inserted into ``graph`` (and those added to the list it
-        yields) are recorded as written by ``rule``."""
+        """A context in which the nodes inserted into ``graph`` after its ``changing()`` (and those
+        added to its ``touched``) are recorded as written by ``rule``."""
         return _Recording(graph, self.label(rule))
 
     def explain(self, model: ir.Model) -> Iterator[RuleMiss]:
@@ -254,17 +255,27 @@ class RuleFamily(ir.passes.InPlacePass):
 
 
 class _Recording:
+    """On leaving, records ``label`` on the nodes inserted into ``graph`` after the first
+    :meth:`changing` call and on those in ``touched`` (changed in place)."""
+
     def __init__(self, graph: ir.Graph | ir.Function, label: str) -> None:
         self.graph, self.label = graph, label
         self.touched: list[ir.Node] = []
+        self.before: set[ir.Node] | None = None
 
-    def __enter__(self) -> list[ir.Node]:
-        self.before = set(self.graph)  # held, so no new node can take a freed node's id
-        return self.touched
+    def changing(self) -> None:
+        """Call before each change: the first takes the graph's nodes as they were (held, so no
+        new node can take a freed node's id); a graph nothing changes costs no snapshot."""
+        if self.before is None:
+            self.before = set(self.graph)
+
+    def __enter__(self) -> _Recording:
+        return self
 
     def __exit__(self, *exc: object) -> None:
         if exc[0] is None:
-            record([n for n in self.graph if n not in self.before], self.label)
+            if self.before is not None:
+                record([n for n in self.graph if n not in self.before], self.label)
             record(self.touched, self.label)
 
 
