@@ -25,7 +25,8 @@ spellings of one computation (a mean as ReduceMean or ReduceSum times 1/n, kept 
 axes, a scale inside or after the factor), follow reader counts, and one family (elementwise)
 recognises functions by evaluating a subgraph on probe points; written as onnxscript's fixed
 target graphs each spelling would be a pattern of its own, and its ``MatchResult`` reasons are
-not tied to our report or our per-node record. The rule type here is small and on onnx_ir alone.
+not tied to our report or our per-node record. The rule type here is small and on onnx_ir alone
+(onnxscript would install with our pins; see docs/architecture.md, "Where a rule goes").
 """
 
 from __future__ import annotations
