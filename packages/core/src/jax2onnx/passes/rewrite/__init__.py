@@ -78,12 +78,12 @@ class RewritePass(ir.passes.InPlacePass):
     None: the common ones alone) on a model and add their counts to its ``jax2onnx:rewrites``
     metadata; the target's name goes to ``jax2onnx:target``."""
 
+    #: what it leaves for the pass pipeline it runs in: the nodes its rules replaced
+    produces_dead_code = True
+
     def __init__(self, target: Any = None) -> None:
         super().__init__()
         self.target = target
-
-    #: what it leaves for the pass pipeline it runs in: the nodes its rules replaced
-    produces_dead_code = True
 
     def families(self, opset: int) -> list[RuleFamily]:
         return families_for(self.target, opset)
