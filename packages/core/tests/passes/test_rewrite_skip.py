@@ -7,7 +7,7 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 from jax2onnx.passes import RewritePass
-from jax2onnx.passes import rewrite as rewrite_stage
+from jax2onnx.passes import pipeline as pass_pipeline
 from jax2onnx.passes.rewrite import REWRITES_KEY, TARGET_KEY, could_fire, rewrites_applied
 from jax2onnx.targets import get_target
 from onnx import TensorProto, helper, numpy_helper
@@ -18,16 +18,16 @@ WIDTH = 8
 
 @pytest.fixture
 def inferences(monkeypatch):
-    """How often the stage ran its shape inference (the pass it constructs, counted per call)."""
+    """How often the stage's pipeline ran shape inference (the pass it constructs, counted per call)."""
     calls = []
-    real = rewrite_stage.ShapeInferencePass
+    real = pass_pipeline.ShapeInferencePass
 
     class Counted(real):
         def __call__(self, model):
             calls.append(model)
             return super().__call__(model)
 
-    monkeypatch.setattr(rewrite_stage, "ShapeInferencePass", Counted)
+    monkeypatch.setattr(pass_pipeline, "ShapeInferencePass", Counted)
     return calls
 
 

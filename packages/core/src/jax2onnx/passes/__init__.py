@@ -1,11 +1,11 @@
 """Graph passes on the ``onnx_ir`` model, on onnx_ir's pass framework: each is an
-``onnx_ir.passes.InPlacePass`` that keeps outputs identical and reports whether it changed the model."""
+``onnx_ir.passes.InPlacePass`` that keeps outputs identical and reports whether it changed the model,
+and declares what it needs (shapes inferred, no dead code) and leaves (dead code), which the
+:class:`~.pipeline.PassPipeline` provides and removes; rewrite rules are data (:mod:`.rules`)."""
 
 from __future__ import annotations
 
 from typing import Any
-
-import onnx_ir as ir
 
 from .cast_cancel import CastCancelPass
 from .common_subexpressions import CommonSubexpressionEliminationPass
@@ -13,39 +13,44 @@ from .constant_folding import ConstantFoldingPass
 from .dead_code import DeadCodeEliminationPass
 from .identity_elimination import IdentityEliminationPass
 from .kernel_coverage import KernelCoveragePass
-from .manager import NONDETERMINISTIC_OPS, all_graphs
+from .manager import NO_DEAD_CODE, NONDETERMINISTIC_OPS, SHAPES, all_graphs
+from .pipeline import PassPipeline
 from .rewrite import RewritePass
 from .roll_split import RollSplitPass
 from .squeeze_cancel import SqueezeCancelPass
 from .transpose_cancel import TransposeCancelPass
 
 
-def default_passes(target: Any = None) -> ir.passes.PassManager:
-    """Dead code first (less to fold), then folding; then renames and duplicates go, and dead code
-    once more for what the others freed. Rolls read one Split per value and axis after duplicates are
-    merged (each distinct roll counts once). Casts around (op, dtype) pairs onnxruntime lacks come last,
-    so the other passes see the graph as the lowerings wrote it. The rewrite stage (the common rules and
-``target``'s, a :class:`jax2onnx.targets.Target`; None: the common ones, :mod:`.rewrite`) runs on the
-folded, deduplicated graph, and dead code removes what it replaced."""
-    return ir.passes.PassManager(
+def default_passes(target: Any = None) -> PassPipeline:
+    """Folding first, on the lowered graph without its dead code (folding declares it needs none:
+    less to fold); then renames and duplicates go. The rewrite stage (the common rules and
+    ``target``'s, a :class:`jax2onnx.targets.Target`; None: the common ones, :mod:`.rewrite`) runs on
+    the folded, deduplicated graph. Rolls read one Split per value and axis after duplicates are
+    merged and what the others freed is gone (each distinct roll counts once; it needs no dead code).
+    Casts around (op, dtype) pairs onnxruntime lacks come last, so the other passes see the graph as
+    the lowerings wrote it; dead code goes at the end. Shape inference and dead-code removal run
+    where a pass declares it needs them (:mod:`.pipeline`), not in the passes."""
+    return PassPipeline(
         [
-            DeadCodeEliminationPass(),
             ConstantFoldingPass(),
             IdentityEliminationPass(),
             TransposeCancelPass(),
             SqueezeCancelPass(),
             CommonSubexpressionEliminationPass(),
             RewritePass(target),
-            DeadCodeEliminationPass(),
             RollSplitPass(),
             KernelCoveragePass(),
-            DeadCodeEliminationPass(),
-        ]
+        ],
+        dead_code=True,  # the lowered graph holds nodes nothing reads
+        finish_dead_code=True,
     )
 
 
 __all__ = [
+    "NO_DEAD_CODE",
+    "SHAPES",
     "CastCancelPass",
+    "PassPipeline",
     "CommonSubexpressionEliminationPass",
     "ConstantFoldingPass",
     "DeadCodeEliminationPass",

@@ -33,6 +33,8 @@ def _attr_key(attr: ir.Attr) -> object:
 
 
 class CommonSubexpressionEliminationPass(ir.passes.InPlacePass):
+    produces_dead_code = True  # a merged duplicate's producer is left to dead-code removal
+
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
         for graph in list(all_graphs(model)):

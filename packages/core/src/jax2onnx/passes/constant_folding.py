@@ -23,7 +23,7 @@ import onnx
 import onnx_ir as ir
 
 from ..ir.constants import constant_array
-from .manager import NONDETERMINISTIC_OPS
+from .manager import NO_DEAD_CODE, NONDETERMINISTIC_OPS
 
 _LAYOUT_OPS = {"Transpose", "Reshape", "Cast", "Squeeze", "Unsqueeze", "Identity", "Flatten", "Neg"}
 
@@ -51,6 +51,9 @@ def _static_shape(v: ir.Value) -> list[int] | None:
 
 
 class ConstantFoldingPass(ir.passes.InPlacePass):
+    needs = frozenset({NO_DEAD_CODE})  # less to fold
+    produces_dead_code = True  # a folded node's inputs' producers are left to dead-code removal
+
     def __init__(self, max_elements: int = 1 << 20, shared_max_elements: int = 1024):
         super().__init__()
         self.max_elements = max_elements

@@ -119,6 +119,8 @@ class KernelCoveragePass(ir.passes.InPlacePass):
     """``runtime``: the onnxruntime the model is for (default: the installed one, see
     :func:`jax2onnx.ir.runtime.installed`)."""
 
+    produces_dead_code = True
+
     def __init__(self, runtime: Runtime | None = None) -> None:
         super().__init__()
         self.runtime = runtime

@@ -1,32 +1,21 @@
-"""What the passes share: the graphs of a model, the ops no pass may merge or fold, the
-fixed-point loop of local rewrites, and the small node/value tests the matching rules use. Constants and ranks are read with :mod:`jax2onnx.ir.constants`.
+"""What the passes share: the graphs of a model, what a pass may declare it needs, the ops no pass
+may merge or fold, the fixed-point loop of local rewrites, and the small node/value tests the matching rules use. Constants and ranks are read with :mod:`jax2onnx.ir.constants`.
 
-The passes themselves are ``onnx_ir.passes`` passes (``InPlacePass`` subclasses) run by an
-``onnx_ir.passes.PassManager``; see :func:`jax2onnx.passes.default_passes`.
+The passes themselves are ``onnx_ir.passes`` passes (``InPlacePass`` subclasses) run by a
+:class:`~.pipeline.PassPipeline`; see :func:`jax2onnx.passes.default_passes`.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable, Iterable
 
 import onnx_ir as ir
 
 from ..ir.constants import constant_tensor
 from ..ir.graphs import all_graphs  # the passes' walk over every graph, kept here for pass authors
 
-
-def rewrite_nodes(graphs: Iterable[ir.Graph | ir.Function], rule: Callable[[ir.Graph | ir.Function, ir.Node], bool],
-                  counts: dict[str, int], key: str) -> bool:
-    """``rule(graph, node)`` on every node of ``graphs`` that is still in its graph when reached (a
-    rewrite removes nodes); each rewrite it reports is counted under ``key``. Whether any was made."""
-    modified = False
-    for graph in list(graphs):
-        for node in list(graph):
-            if node.graph is graph and rule(graph, node):
-                counts[key] = counts.get(key, 0) + 1
-                modified = True
-    return modified
-
+#: What a pass may declare it ``needs`` (:mod:`.pipeline` provides it before the pass runs): every
+#: intermediate value typed and shaped, and no node that nothing reads.
+SHAPES = "shapes"
+NO_DEAD_CODE = "no_dead_code"
 
 #: Ops whose outputs differ between two evaluations with the same inputs: never merged by common
 #: subexpression elimination, never evaluated at export time by constant folding.
@@ -38,6 +27,9 @@ NONDETERMINISTIC_OPS = frozenset(
 class RewriteToFixedPoint(ir.passes.InPlacePass):
     """A pass made of local rewrites: ``rewrite_once(graph)`` applies one and says whether it did;
     it runs until none applies, on every graph (function and control-flow bodies included)."""
+
+    #: a rewrite reads the replaced node's inputs anew; the node is left to dead-code removal
+    produces_dead_code = True
 
     def rewrite_once(self, graph: ir.Graph | ir.Function) -> bool:
         raise NotImplementedError

@@ -46,7 +46,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ..ir.constants import constant_ints
-from .manager import all_graphs
+from .manager import NO_DEAD_CODE, all_graphs
 
 
 def _slice_range(node: ir.Node | None, axis: int, rank: int) -> tuple[ir.Value, int, int] | None:
@@ -92,6 +92,10 @@ def _ints_node(values: list[int], name: str) -> ir.Node:
 
 
 class RollSplitPass(ir.passes.InPlacePass):
+    #: rolls of one value and axis share a Split once duplicates are merged and their leftovers gone
+    needs = frozenset({NO_DEAD_CODE})
+    produces_dead_code = True
+
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graphs = list(all_graphs(model))
         found = [(graph, rolls) for graph in graphs for rolls in self._groups(graph)]

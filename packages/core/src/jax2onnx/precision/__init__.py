@@ -17,7 +17,7 @@ import dataclasses
 
 import onnx_ir as ir
 
-from ..passes import CastCancelPass, DeadCodeEliminationPass
+from ..passes import CastCancelPass, PassPipeline
 from .low_float import convert_low_float
 from .options import KINDS, Precision, PrecisionError, parse_precision
 from .quantize import quantize_weight_matmuls
@@ -47,8 +47,8 @@ def apply_precision(model: ir.Model, precision: Precision) -> PrecisionResult:
     else:
 
         detail = quantize_weight_matmuls(model, precision).describe()
-    CastCancelPass()(model)
-    DeadCodeEliminationPass()(model)
+    # the rewrite left the nodes it replaced unread: the pipeline removes them after the casts cancel
+    PassPipeline([CastCancelPass()], dead_code=True, finish_dead_code=True)(model)
     model.metadata_props[META_KIND] = precision.kind
     model.metadata_props[META_DETAIL] = f"{precision.describe()}: {detail}"
     return PrecisionResult(precision, detail)

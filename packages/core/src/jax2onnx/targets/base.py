@@ -44,7 +44,8 @@ class Target:
         opsets: the (lowest, highest) default-domain opset its parser reads, or None for every
             opset ``to_onnx`` writes; an export above the highest is lowered to it.
         export_mode: the ``export_mode`` it implies (``"web"``: one self-contained file), or None.
-        rewrites: the rewrite families it adds to the common ones, as ``family(opset)`` factories.
+        rewrites: the rewrite families it adds to the common ones (run after them), as
+            ``family(opset)`` factories, usually the :class:`jax2onnx.passes.rules.RuleFamily` classes.
         precision_forms: for ``int8`` and ``int4`` the form the weights take (``"int8"``:
             ``"DynamicQuantizeMatMul"`` (com.microsoft) or ``"MatMulInteger"`` (standard);
             ``"int4"``: ``"MatMulNBits"`` (com.microsoft) or ``"DequantizeLinear"`` (standard, opset

@@ -11,6 +11,6 @@ ONNXRUNTIME = register_target(Target(
     name="onnxruntime",
     summary="onnxruntime, with its com.microsoft contrib ops",
     domains=STANDARD_DOMAINS | {MS_DOMAIN},
-    rewrites=(lambda opset: OnnxRuntimeContribOps(),),
+    rewrites=(OnnxRuntimeContribOps,),
     precision_forms={"int8": "DynamicQuantizeMatMul", "int4": "MatMulNBits"},
 ))

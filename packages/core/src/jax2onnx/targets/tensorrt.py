@@ -51,7 +51,7 @@ TENSORRT = register_target(Target(
     name="tensorrt",
     summary=f"TensorRT {tensorrt_table()['tensorrt']}'s ONNX parser",
     opsets=_opsets,
-    rewrites=(lambda opset: TensorRtForms(),),
+    rewrites=(TensorRtForms,),
     check_trace=_check_trace,
     check_graph=_check_graph,
 ))

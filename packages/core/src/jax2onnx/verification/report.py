@@ -9,7 +9,9 @@
 Per output (by graph output name): the largest absolute and relative error, how many elements are
 out of tolerance, and the tolerance used; per trial, the concrete input shapes. The model summary
 lists the op histogram, parameter count and bytes, file size, opset, inputs/outputs with shapes, and the
-export's target with the rewrites applied per rule.
+export's target with the rewrites applied per rule; with ``explain=True`` also, per rewrite rule whose
+pattern is in the model but a condition failed, the first such node and the condition in words
+(``jax2onnx.passes.rewrite.explain_rewrites``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ import onnx_ir as ir
 from .. import compat
 from ..errors import Jax2OnnxError, require_onnxruntime
 from ..ir import complex_io, proto_walk
-from ..passes.rewrite import REWRITES_KEY, TARGET_KEY
+from ..passes.rewrite import REWRITES_KEY, TARGET_KEY, explain_rewrites
+from ..targets import get_target
 from . import greedy as greedy_check
 from . import precision as precision_report
 from . import reference as references
@@ -91,6 +94,9 @@ class ModelSummary:
     #: read from the model's metadata; None/empty for a model from elsewhere
     target: str | None = None
     rewrites: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: ``explain=True``: per rewrite rule that did not fire where its pattern is, the first node
+    #: and the condition that failed, one line each; None when not asked
+    rewrite_misses: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -142,9 +148,11 @@ def bytes_by_dtype(model: onnx.ModelProto) -> dict[str, int]:
     return dict(out.most_common())
 
 
-def summarize(model: onnx.ModelProto | str | os.PathLike[str], path: str | os.PathLike[str] | None = None) -> ModelSummary:
+def summarize(model: onnx.ModelProto | str | os.PathLike[str], path: str | os.PathLike[str] | None = None, *,
+              explain: bool = False) -> ModelSummary:
     """The :class:`ModelSummary` of ``model`` (a ModelProto or a file path). ``path``: the file
-    the model was written to, for its size (and its ``.data`` file's)."""
+    the model was written to, for its size (and its ``.data`` file's). ``explain``: also why the
+    rewrite rules of the model's target did not fire where their pattern is (``rewrite_misses``)."""
     if not isinstance(model, onnx.ModelProto):
         path = path or model
         model = onnx.load(os.fspath(model), load_external_data=False)
@@ -187,7 +195,19 @@ def summarize(model: onnx.ModelProto | str | os.PathLike[str], path: str | os.Pa
         external_data_bytes=ext_bytes,
         target=meta.get(TARGET_KEY),
         rewrites=rewrites,
+        rewrite_misses=_rewrite_misses(model, meta.get(TARGET_KEY), path) if explain else None,
     )
+
+
+def _rewrite_misses(model: onnx.ModelProto, target: str | None, path: str | os.PathLike[str] | None) -> list[str]:
+    """The near misses of the rewrite rules of ``target`` (the one the model records) on ``model``."""
+    try:
+        if path is not None and any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+            # the rules read constants: the weights beside the file
+            model = onnx.load(os.fspath(path))
+        return [str(found) for found in explain_rewrites(model, get_target(target) if target else None)]
+    except Exception as exc:  # noqa: BLE001 - an explanation that cannot be made never fails the report
+        return [f"(could not explain: {type(exc).__name__}: {exc})"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,6 +318,8 @@ class ExportReport:
         if s.target is not None:
             rows.append(["target", s.target])
             rows.append(["rewrites", ", ".join(f"{rule} {n}" for rule, n in s.rewrites.items()) or "none"])
+        if s.rewrite_misses is not None:
+            rows.append(["rewrites missed", "; ".join(s.rewrite_misses) or "none"])
         if s.file_bytes is not None:
             size = _human_bytes(s.file_bytes)
             if s.external_data_bytes is not None:
@@ -463,6 +485,7 @@ def verify(
     path: str | os.PathLike[str] | None = None,
     greedy: bool | str | int | greedy_check.GreedyCheck | None = None,
     reference: str = references.HIGHEST,
+    explain: bool = False,
 ) -> ExportReport:
     """Run ``fn`` in JAX and ``model`` in onnxruntime side by side and report on the export.
 
@@ -483,6 +506,9 @@ def verify(
     (:data:`jax2onnx.verification.reference.ACCELERATOR_TOLERANCES`) and, on a mismatch, computes
     the reference once more at highest precision: ``report.recheck`` then says whether the
     difference was only precision. ``report.reference`` names the device and precision JAX ran at.
+
+    ``explain``: the summary also says why rewrite rules did not fire where their pattern is
+    (:func:`summarize`'s ``explain``).
     """
     import jax
 
@@ -493,7 +519,7 @@ def verify(
         path = path or model
         runnable = os.fspath(model)  # onnxruntime memory-maps external data found beside the file
         model = onnx.load(runnable, load_external_data=False)
-    summary = summarize(model, path)
+    summary = summarize(model, path, explain=explain)
     double = bool(enable_double_precision)
     if enable_double_precision is None:
         double = any(spec_dtype(s, False) == np.float64 for s in inputs if not isinstance(s, (tuple, list)))

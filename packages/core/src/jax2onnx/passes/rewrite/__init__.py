@@ -1,11 +1,17 @@
 """The pattern-rewrite stage: rules that recognise what a library computed, however it wrote it,
 and put the compact (or a runtime's fused) form in its place.
 
-One module per rule family; :class:`RewritePass` runs the families a target selects and records
-how often each rule fired (``model.metadata_props["jax2onnx:rewrites"]``, a JSON object, shown by
-the export report with the target, ``"jax2onnx:target"``).
-Each family names the op types its rules start from (``start_ops``); a model holding none of them
-skips the stage's shape inference and rules (:func:`could_fire`).
+One module per rule family (a :class:`~jax2onnx.passes.rules.RuleFamily`: rules that are each a
+pattern, a condition and a replacement, :mod:`jax2onnx.passes.rules`); :class:`RewritePass` runs the
+common families and those the target lists (:attr:`jax2onnx.targets.Target.rewrites`) as one
+:class:`~jax2onnx.passes.pipeline.PassPipeline`, which infers shapes once before the first and
+removes dead code between two families where the first changed the model (their declared needs).
+It records how often each rule fired (``model.metadata_props["jax2onnx:rewrites"]``, a JSON
+object, shown by the export report with the target, ``"jax2onnx:target"``); every node a rule
+writes names it (``node.metadata_props["jax2onnx:rule"]``), and :func:`explain_rewrites` says why
+a rule did not fire where its pattern was. Each family names the op types its rules start from
+(``start_ops``); a model holding none of them skips the stage's shape inference and rules
+(:func:`could_fire`).
 
 Families:
 - :mod:`.elementwise`: functions of one value (exact/tanh GELU, normal CDF, erfc, SiLU, sigmoid),
@@ -36,10 +42,10 @@ import json
 from typing import Any
 
 import onnx_ir as ir
-from onnx_ir.passes.common import ShapeInferencePass
 
-from ..dead_code import DeadCodeEliminationPass
 from ..manager import all_graphs
+from ..pipeline import PassPipeline, infer_shapes
+from ..rules import REWRITES_KEY, RuleFamily, RuleMiss, explain, read_counts, write_counts
 from .attention import Attentions
 from .bias_add import BiasAddChains
 from .broadcast import BroadcastConstants
@@ -49,7 +55,6 @@ from .layout import SinkTransposes
 from .norms import RmsNorms
 from .rotary import RotaryEmbeddings
 
-REWRITES_KEY = "jax2onnx:rewrites"
 TARGET_KEY = "jax2onnx:target"
 
 
@@ -57,10 +62,15 @@ def model_opset(model: ir.Model) -> int:
     return int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1)))
 
 
-def common_families(opset: int) -> list:
+#: The families every target runs, in order (a target adds its own after them); each is built
+#: for the model's opset.
+COMMON_FAMILIES = (BroadcastConstants, ElementwiseFunctions, LayerNorms, RmsNorms, RotaryEmbeddings, Attentions,
+                   BiasAddChains, SinkTransposes)
+
+
+def common_families(opset: int) -> list[RuleFamily]:
     """The families every target runs, in order (a target adds its own after them)."""
-    return [BroadcastConstants(), ElementwiseFunctions(opset), LayerNorms(opset), RmsNorms(opset),
-            RotaryEmbeddings(opset), Attentions(opset), BiasAddChains(), SinkTransposes()]
+    return [family(opset) for family in COMMON_FAMILIES]
 
 
 class RewritePass(ir.passes.InPlacePass):
@@ -68,41 +78,44 @@ class RewritePass(ir.passes.InPlacePass):
     None: the common ones alone) on a model and add their counts to its ``jax2onnx:rewrites``
     metadata; the target's name goes to ``jax2onnx:target``."""
 
+    #: what it leaves for the pass pipeline it runs in: the nodes its rules replaced
+    produces_dead_code = True
+
     def __init__(self, target: Any = None) -> None:
         super().__init__()
         self.target = target
 
-    def families(self, opset: int) -> list:
-        common = common_families(opset)
-        return common if self.target is None else self.target.rewrite_families(opset, common)
+    def families(self, opset: int) -> list[RuleFamily]:
+        return families_for(self.target, opset)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        counts: dict[str, int] = json.loads(model.metadata_props.get(REWRITES_KEY, "{}"))
         modified = False
         families = self.families(model_opset(model))
         if could_fire(model, families):
-            modified = self._run(model, families, counts)
-        model.metadata_props[REWRITES_KEY] = json.dumps(dict(sorted(counts.items())))
+            # each family declares what it needs (shapes, no dead readers): the pipeline provides it
+            modified = PassPipeline(families)(model).modified
+        write_counts(model, read_counts(model))
         if self.target is not None:
             model.metadata_props[TARGET_KEY] = self.target.name
         return ir.passes.PassResult(model, modified)
 
-    @staticmethod
-    def _run(model: ir.Model, families: list, counts: dict[str, int]) -> bool:
-        modified = False
-        # the norm and attention rules read ranks, axis lengths and head counts off intermediate
-        # values, which lowering leaves unset (they are otherwise filled at the end, for the file)
-        try:
-            ShapeInferencePass(check_type=False, strict_mode=False, data_prop=False)(model)
-        except Exception:  # noqa: BLE001 - without shapes the rules only find fewer matches
-            pass
-        for family in families:
-            if family.apply(model, counts):
-                modified = True
-                # what a family replaced still reads its inputs until dead code goes; the next
-                # family's "read only by" conditions must not see those readers
-                DeadCodeEliminationPass()(model)
-        return modified
+
+def families_for(target: Any, opset: int) -> list[RuleFamily]:
+    """The rewrite stage's families for ``target`` (a :class:`jax2onnx.targets.Target`, or None:
+    the common ones alone) at ``opset``."""
+    common = common_families(opset)
+    return common if target is None else target.rewrite_families(opset, common)
+
+
+def explain_rewrites(model: Any, target: Any = None) -> list[RuleMiss]:
+    """Why the rewrite rules for ``target`` (a :class:`jax2onnx.targets.Target`; None: the common
+    rules) did not fire on ``model`` (an ``onnx.ModelProto`` or ``onnx_ir.Model``, usually an
+    exported one): per rule whose pattern was found but a condition failed, the first such node and
+    the condition, in words. Changes nothing: the rules read a copy, with its shapes inferred as
+    the stage does."""
+    model = ir.serde.deserialize_model(model if not isinstance(model, ir.Model) else ir.to_proto(model))
+    infer_shapes(model)
+    return explain(model, families_for(target, model_opset(model)))
 
 
 def could_fire(model: ir.Model, families: list) -> bool:
@@ -125,4 +138,5 @@ def rewrites_applied(model) -> dict[str, int]:
     return {}
 
 
-__all__ = ["RewritePass", "could_fire", "rewrites_applied", "REWRITES_KEY", "TARGET_KEY"]
+__all__ = ["COMMON_FAMILIES", "REWRITES_KEY", "TARGET_KEY", "RewritePass", "could_fire", "explain_rewrites",
+           "families_for", "rewrites_applied"]

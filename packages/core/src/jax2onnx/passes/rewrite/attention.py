@@ -32,12 +32,15 @@ weights keeps the decomposed form).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
-from ..manager import all_graphs, is_op, only_reader, replace_value, rewrite_nodes
+from ..manager import is_op, only_reader, replace_value
+from ..rules import Miss, Rule, RuleFamily, miss, no_match, node_label, value_label
 from .emit import add_initializer
 
 #: ``MatMul(a, b)`` on rank-4 values, as an einsum.
@@ -139,6 +142,26 @@ def _mask_over_queries(graph, mask: ir.Value, queries, before: ir.Node, stem: st
     return out
 
 
+@dataclasses.dataclass
+class _Found:
+    """What the rule's match read: the operands, the product with v, the output and its layout,
+    the scale, the mask (additive, or a Where's (cond, fill); ``negate``: subtracted) and the heads."""
+
+    qop: _Operand
+    kop: _Operand
+    vop: _Operand
+    pv: ir.Node
+    y: ir.Value
+    out_perm: list[int]
+    scale: float
+    mask: ir.Value | None
+    where: tuple[ir.Value, ir.Value] | None
+    negate: bool
+    queries: object
+    heads: int
+    kv_heads: int
+
+
 class _Operand:
     """A value ``v`` such that ``Transpose(v, perm)`` is the operand in (batch, heads, seq, size)
     layout, times ``scale``; ``groups`` when a head-axis Gather repeated each of ``groups`` heads."""
@@ -214,20 +237,23 @@ class _Operand:
         return flat
 
 
-class Attentions:
+class Attentions(RuleFamily):
     name = "attention"
     #: the anchor: every match starts from a Softmax over the scores
     start_ops = frozenset({"Softmax"})
 
     def __init__(self, opset: int) -> None:
-        self.opset = opset
+        super().__init__(opset)
         self._made = 0
         self._expanded: dict = {}  # (id of a mask, query length) -> the mask expanded to it; negated masks
 
-    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
+    def unavailable(self) -> str | None:
         if not op_available("Attention", self.opset):
-            return False
-        return rewrite_nodes(all_graphs(model), self._attention, counts, "attention")
+            return f"Attention is an opset-23 op; the model is opset {self.opset}"
+        return None
+
+    def rules(self) -> list[Rule]:
+        return [Rule("attention", frozenset({"Softmax"}), self._match, self._attention)]
 
     @staticmethod
     def _scaled_product(graph, v: ir.Value | None, reader: ir.Node):
@@ -250,12 +276,16 @@ class Attentions:
                 return None
 
     def _scores(self, graph, softmax: ir.Node):
-        """(QK node, scale, mask value or None, a Where mask's (cond, fill) or None)."""
+        """(QK node, scale, mask value or None, a Where mask's (cond, fill) or None); else a Miss."""
         s = softmax.inputs[0]
-        if s is None or s.dtype != ir.DataType.FLOAT or s.shape is None or len(s.shape) != 4:
-            return None
-        if int(_attr(softmax, "axis", -1)) % 4 != 3 or not only_reader(s, softmax, graph):
-            return None
+        if s is None or s.shape is None or len(s.shape) != 4:
+            return no_match("the Softmax's scores are not rank 4 (batch, heads, queries, keys)")
+        if s.dtype != ir.DataType.FLOAT:
+            return miss(f"the scores {value_label(s)} are {s.dtype}, not float32")
+        if int(_attr(softmax, "axis", -1)) % 4 != 3:
+            return no_match("the Softmax is not over the last (key) axis")
+        if not only_reader(s, softmax, graph):
+            return miss(f"the scores {value_label(s)} are read outside the Softmax")
         node = s.producer()
         if is_op(node, "Add") or is_op(node, "Sub"):  # DistilBERT: scores - (1 - mask) * big
             for i in ((0, 1) if node.op_type == "Add" else (0,)):
@@ -271,30 +301,32 @@ class Attentions:
                 elif node.op_type == "Sub":
                     mask = (mask,)  # negated when the op is made
                 return (*found, mask, None)
-            return None
+            return no_match(f"the {node.op_type} {node_label(node)} before the Softmax is not scaled q·kᵀ (read by "
+                            "the chain alone) plus a float mask of at most rank 4 that keeps the scores' shape")
         if is_op(node, "Where"):
             cond, kept, fill = node.inputs
-            if _scalar(fill) is None or cond is None or cond.dtype != ir.DataType.BOOL or not isinstance(graph, ir.Graph):
-                return None  # (a function body holds no initializer for the mask's zero)
+            if not isinstance(graph, ir.Graph):
+                return miss("a Where mask in a function body (it holds no initializer for the mask's zero)")
+            if _scalar(fill) is None or cond is None or cond.dtype != ir.DataType.BOOL:
+                return miss(f"the Where {node_label(node)} does not fill a bool mask with a constant scalar")
             found = self._scaled_product(graph, kept, node)
             if found is None or kept.shape is None or kept.shape != s.shape:
-                return None
+                return no_match(f"the Where {node_label(node)} does not keep scaled q·kᵀ of the scores' shape")
             return (*found, None, (cond, fill))
         found = self._scaled_product(graph, s, softmax)
-        return None if found is None else (*found, None, None)
+        return no_match("the scores are not scaled q·kᵀ read by the chain alone") if found is None else (
+            *found, None, None)
 
-    def _attention(self, graph, softmax: ir.Node) -> bool:
-        if not is_op(softmax, "Softmax"):
-            return False
+    def _match(self, graph, softmax: ir.Node):
         found = self._scores(graph, softmax)
-        if found is None:
-            return False
+        if isinstance(found, Miss):
+            return found
         qk, scale, mask, where = found
         ea, eb, eo = _equation(qk)
         b, h, q, k = eo
         d = set(ea) & set(eb) - set(eo)
         if len(d) != 1 or set(ea) != {b, h, q, *d} or set(eb) != {b, h, k, *d}:
-            return False
+            return no_match(f"the product {node_label(qk)} does not contract q and k over one size axis")
         (d,) = d
         qop = _Operand(qk.inputs[0], [ea.index(c) for c in (b, h, q, d)]).peel(repeats=False)
         kop = _Operand(qk.inputs[1], [eb.index(c) for c in (b, h, k, d)]).peel(repeats=True)
@@ -303,33 +335,38 @@ class Attentions:
         while True:
             users = probs.uses()
             if len(users) != 1 or probs in graph.outputs:
-                return False
+                return miss(f"the probabilities {value_label(probs)} are read by more than the product with v "
+                            "(or returned)")
             pv, slot = users[0]
             if not _times_ones(pv, probs):
                 break
             probs = pv.outputs[0]  # HF's layer_head_mask of ones: einsum('...hqk,h->...hqk', p, ones)
         pv_eq = _equation(pv)
         if pv_eq is None:
-            return False
+            return no_match(f"the probabilities' reader {pv.op_type} {node_label(pv)} is not a product with v")
         ep, ev, out = (pv_eq[0], pv_eq[1], pv_eq[2]) if slot == 0 else (pv_eq[1], pv_eq[0], pv_eq[2])
         pb, ph, pq, pk = ep
         e = set(ev) - set(ep)
         if len(e) != 1 or set(ev) != {pb, ph, pk, *e} or set(out) != {pb, ph, pq, *e}:
-            return False
+            return no_match(f"the product {node_label(pv)} does not sum the probabilities' key axis against v")
         (e,) = e
         vop = _Operand(pv.inputs[1 - slot], [ev.index(c) for c in (pb, ph, pk, e)]).peel(repeats=True)
         out_perm = [(pb, ph, pq, e).index(c) for c in out]
         if any(o.value is None or o.value.shape is None or len(o.value.shape) != 4 for o in (qop, kop, vop)):
-            return False
-        if kop.groups != vop.groups or kop.repeated != vop.repeated or vop.scale != 1.0:
-            return False
+            return miss("q, k or v has no known rank-4 shape")
+        if kop.groups != vop.groups or kop.repeated != vop.repeated:
+            return miss("k and v repeat their heads differently")
+        if vop.scale != 1.0:
+            return miss(f"v is scaled (by {vop.scale:g}): Attention scales the scores only")
         heads, size = _heads_size(qop.value.shape, qop.perm)
         kv_heads, k_size = _heads_size(kop.value.shape, kop.perm)
         v_heads, _ = _heads_size(vop.value.shape, vop.perm)
-        if not isinstance(heads, int) or not isinstance(kv_heads, int) or kv_heads != v_heads or size != k_size:
-            return False
+        if not isinstance(heads, int) or not isinstance(kv_heads, int):
+            return miss("the head counts of q or k are not static")
+        if kv_heads != v_heads or size != k_size:
+            return miss(f"k and v differ in heads ({kv_heads}, {v_heads}) or q and k in head size ({size}, {k_size})")
         if kv_heads != (heads if kop.groups is None else kop.groups) or (kop.groups and kop.repeated != heads):
-            return False
+            return miss(f"{heads} query heads cannot share {kv_heads} key/value heads as repeated")
         scale *= qop.scale * kop.scale
         y = pv.outputs[0]
         while len(y.uses()) == 1 and y not in graph.outputs:  # DistilBERT: p @ v, then heads back by a Transpose
@@ -338,16 +375,22 @@ class Attentions:
             if p2 is None or len(p2) != 4:
                 break
             out_perm, y = [out_perm[int(i)] for i in p2], reader.outputs[0]
-
-        self._made += 1  # unique names even where the graph's nodes have none
-        stem = f"{pv.name or 'attention'}_{self._made}"
         queries = qop.value.shape[qop.perm[2]]
         negate = isinstance(mask, tuple)
         if negate:
             (mask,) = mask
         mask_shape = where[0].shape if where is not None else mask.shape if mask is not None else None
         if (mask is not None or where is not None) and not _mask_fits(mask_shape, queries, graph):
-            return False
+            return miss(f"the mask's shape {mask_shape} has no query axis onnxruntime's kernel takes "
+                        f"({queries} queries, or 1 with a static query length)")
+        return _Found(qop, kop, vop, pv, y, out_perm, scale, mask, where, negate, queries, heads, kv_heads)
+
+    def _attention(self, graph, softmax: ir.Node, found: _Found) -> None:
+        qop, kop, vop, pv, y, out_perm = found.qop, found.kop, found.vop, found.pv, found.y, found.out_perm
+        scale, mask, where, negate, queries = found.scale, found.mask, found.where, found.negate, found.queries
+        heads, kv_heads = found.heads, found.kv_heads
+        self._made += 1  # unique names even where the graph's nodes have none
+        stem = f"{pv.name or 'attention'}_{self._made}"
         if where is not None:  # Where(c, S, fill) -> the additive mask Where(c, 0, fill)
             cond, fill = where
             zero = add_initializer(graph, f"{stem}_mask_zero", np.zeros((), np.float32))
@@ -384,7 +427,7 @@ class Attentions:
             new.type, new.shape, new.name = old.type, old.shape, f"{old.name or stem}_attention"
             graph.insert_before(pv, node)
             replace_value(graph, old, new)
-            return True
+            return
         q4, k4, v4 = (o.as_4d(graph, pv, f"{stem}_{n}") for o, n in ((qop, "q"), (kop, "k"), (vop, "v")))
         node = ir.Node("", "Attention", [q4, k4, v4, *inputs_mask], attrs, name=f"{stem}_attention")
         new = node.outputs[0]
@@ -400,4 +443,3 @@ class Attentions:
             graph.insert_before(pv, t)
             new = t.outputs[0]
         replace_value(graph, y, new)
-        return True

@@ -16,7 +16,7 @@ import onnx_ir as ir
 
 from ...ir.constants import constant_tensor
 from ..constant_folding import ConstantFoldingPass
-from ..manager import rewrite_nodes
+from ..rules import Rule, RuleFamily, miss, no_match
 from .elementwise import ELEMENTWISE_OPS
 
 
@@ -31,25 +31,30 @@ def _expanded_constant(v: ir.Value | None) -> tuple[ir.Value, ir.Value] | None:
     return data, shape
 
 
-class BroadcastConstants:
+class BroadcastConstants(RuleFamily):
     name = "broadcast"
     #: the Expand of a constant an elementwise op reads
     start_ops = frozenset({"Expand"})
 
-    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
+    scope = "main"  # folding works on the main graph, where the batch-shaped masks are
+
+    def run(self, model: ir.Model, counts: dict[str, int]) -> bool:
         modified = False
         while True:
-            # folding works on the main graph, where the batch-shaped masks are
-            changed = rewrite_nodes([model.graph], self._hoist, counts, "expand_hoist")
+            changed = self.run_rule(self.rules()[0], self.graphs_of(model), counts)
             if not changed:
                 return modified
             modified = True
-            ConstantFoldingPass()(model)  # evaluates the ops now on constants, for the next round
+            # the ops now on constants are evaluated (part of the rule: the next round hoists through them)
+            ConstantFoldingPass()(model)
+
+    def rules(self) -> list[Rule]:
+        return [Rule("expand_hoist", ELEMENTWISE_OPS, self._match, self._hoist)]
 
     @staticmethod
-    def _hoist(graph: ir.Graph, node: ir.Node) -> bool:
-        if node.domain not in ("", "ai.onnx") or node.op_type not in ELEMENTWISE_OPS or len(node.outputs) != 1:
-            return False
+    def _match(graph: ir.Graph, node: ir.Node):
+        if len(node.outputs) != 1:
+            return no_match("not a one-output elementwise op")
         shape = None
         inputs = []
         for v in node.inputs:
@@ -57,12 +62,19 @@ class BroadcastConstants:
                 inputs.append(v)
                 continue
             found = _expanded_constant(v)
-            if found is None or (shape is not None and found[1] is not shape):
-                return False
+            if found is None:
+                return no_match("an input is neither a constant nor an Expand of one")
+            if shape is not None and found[1] is not shape:
+                return miss("its inputs are constants expanded to different shape values")
             inputs.append(found[0])
             shape = found[1]
         if shape is None:
-            return False  # all constants: constant folding's job
+            return no_match("all its inputs are constants: constant folding's job")
+        return inputs, shape
+
+    @staticmethod
+    def _hoist(graph: ir.Graph, node: ir.Node, found) -> None:
+        inputs, shape = found
         out = node.outputs[0]
         inner = ir.Node("", node.op_type, inputs, list(node.attributes.values()), name=f"{node.name or 'op'}_on_constants")
         inner.outputs[0].name = f"{out.name or 'v'}_on_constants"
@@ -78,4 +90,3 @@ class BroadcastConstants:
         ir.convenience.replace_all_uses_with(out, new)
         new.name = name
         graph.remove(node, safe=True)
-        return True

@@ -36,7 +36,7 @@ import onnx_ir as ir
 
 from ... import forms
 from ...ir.constants import constant_tensor
-from ..manager import all_graphs
+from ..rules import RuleFamily, record
 from .emit import Emitter, taken_names
 from .evaluate import evaluate
 
@@ -177,20 +177,18 @@ def _drop_unread(graph: ir.Graph | ir.Function, cone: list[ir.Node]) -> None:
             graph.remove(node, safe=True)
 
 
-class ElementwiseFunctions:
-    """The rule family: one call rewrites every recognised function of every graph."""
+class ElementwiseFunctions(RuleFamily):
+    """The rule family: one call rewrites every recognised function of every graph (a search over
+    regions, not per-node rules: it records what it writes, it does not explain misses)."""
 
     name = "elementwise"
     #: every known function is transcendental: a region of arithmetic, comparisons, Abs, Sqrt, Relu,
     #: ... alone is piecewise algebraic and cannot match one on the probe grid (Pow: ``e ** -x``)
     start_ops = frozenset({"Erf", "Exp", "Tanh", "Sigmoid", "Softplus", "Pow", "Log", "Cos", "Sin"})
 
-    def __init__(self, opset: int) -> None:
-        self.opset = opset
-
-    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
+    def run(self, model: ir.Model, counts: dict[str, int]) -> bool:
         modified = False
-        for graph in list(all_graphs(model)):
+        for graph in self.graphs_of(model):
             tried: set[int] = set()
             while self._rewrite_one(graph, tried, counts):
                 modified = True
@@ -215,19 +213,24 @@ class ElementwiseFunctions:
                 continue
             for y, got in sorted(zip(ys, values), key=lambda p: -len(cones[id(p[0])])):
                 for known in KNOWN:
-                    if matches(known.reference, got) and self._replace(graph, region.x, y, known, len(cones[id(y)])):
+                    written = (self._replace(graph, region.x, y, known, len(cones[id(y)]))
+                               if matches(known.reference, got) else None)
+                    if written is not None:
+                        record(written, self.label(known.name))
                         counts[known.name] = counts.get(known.name, 0) + 1
                         _drop_unread(graph, cones[id(y)])
                         return True
                 tried.add(id(y))  # matched nothing: its function does not change when others are replaced
         return False
 
-    def _replace(self, graph: ir.Graph | ir.Function, x: ir.Value, y: ir.Value, known: Known, cone_size: int) -> bool:
+    def _replace(self, graph: ir.Graph | ir.Function, x: ir.Value, y: ir.Value, known: Known,
+                 cone_size: int) -> list[ir.Node] | None:
+        """The nodes written in ``y``'s place; None when the form is not more compact."""
         # Count the form's nodes on a stand-in first: nodes made on x itself would be among x's uses.
         dry = Emitter(graph, ir.Value(type=x.type, shape=x.shape), "dry", set())
         known.form(dry, dry.like, self.opset)
         if sum(n.op_type != "Constant" for n in dry.nodes) >= cone_size:
-            return False  # already as compact
+            return None  # already as compact
         m = Emitter(graph, x, f"rewrite_{known.name}", taken_names(graph))
         new = known.form(m, x, self.opset)
         # A function body's nodes belong to its inner graph (node.graph is function.graph): without
@@ -242,4 +245,4 @@ class ElementwiseFunctions:
             name, y.name = y.name, m.fresh("replaced")
             new.name = name
         ir.convenience.replace_all_uses_with(y, new)
-        return True
+        return m.nodes

@@ -28,7 +28,8 @@ import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
-from ..manager import all_graphs, is_op, rewrite_nodes
+from ..manager import is_op
+from ..rules import Miss, Rule, RuleFamily, miss, no_match, value_label
 from .emit import add_initializer, substitute
 
 
@@ -136,8 +137,8 @@ def _variance_of(v: ir.Value | None, x: ir.Value) -> bool:
     return _square_of(_mean_last(second)) is x and _mean_last(_square_of(first)) is x
 
 
-def _eps_and_variance(v: ir.Value | None, x: ir.Value) -> float | None:
-    """eps when ``v = var(x) + eps``."""
+def _eps_and_variance(v: ir.Value | None, x: ir.Value) -> float | Miss | None:
+    """eps when ``v = var(x) + eps``; a Miss when ``v`` adds to var(x) something else."""
     node = _producer(v)
     if not is_op(node, "Add"):
         return None
@@ -145,11 +146,17 @@ def _eps_and_variance(v: ir.Value | None, x: ir.Value) -> float | None:
         eps = _scalar(node.inputs[1 - i])
         if eps is not None and eps >= 0 and _variance_of(node.inputs[i], x):
             return eps
+    for i in (0, 1):
+        if _variance_of(node.inputs[i], x):
+            other = node.inputs[1 - i]
+            eps = _scalar(other)
+            what = f"negative ({eps:g})" if eps is not None else "not a constant scalar"
+            return miss(f"the epsilon {value_label(other)} added to the variance is {what}")
     return None
 
 
-def _inverse_std(v: ir.Value | None, x: ir.Value) -> float | None:
-    """eps when ``v = 1 / sqrt(var(x) + eps)``."""
+def _inverse_std(v: ir.Value | None, x: ir.Value) -> float | Miss | None:
+    """eps when ``v = 1 / sqrt(var(x) + eps)`` (a Miss: :func:`_eps_and_variance`)."""
     node = _producer(v)
     if is_op(node, "Reciprocal"):
         root = _producer(node.inputs[0])
@@ -184,54 +191,66 @@ def _single_reader(v: ir.Value, graph) -> ir.Node | None:
     return users[0][0]
 
 
-class LayerNorms:
+class LayerNorms(RuleFamily):
     name = "layer_norm"
     #: the mean: a ReduceMean, or a ReduceSum divided by the axis length
     start_ops = frozenset({"ReduceMean", "ReduceSum"})
+    scope = "graphs"  # gamma/beta become initializers
 
     def __init__(self, opset: int) -> None:
-        self.opset = opset
+        super().__init__(opset)
         self._made = 0  # numbers the new initializers' names
 
-    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
+    def unavailable(self) -> str | None:
         if not op_available("LayerNormalization", self.opset):
-            return False
-        graphs = [g for g in all_graphs(model) if isinstance(g, ir.Graph)]  # gamma/beta become initializers
-        return rewrite_nodes(graphs, self._layer_norm, counts, "layer_norm")
+            return f"LayerNormalization is an opset-17 op; the model is opset {self.opset}"
+        return None
+
+    def rules(self) -> list[Rule]:
+        return [Rule("layer_norm", frozenset({"Sub"}), self._match, self._layer_norm)]
 
     @staticmethod
     def _normalized(centred: ir.Value, x: ir.Value, graph):
-        """(normalised value, eps, gamma or None) among the readers of ``centred``."""
+        """(normalised value, eps, gamma or None) among the readers of ``centred``; else a Miss
+        (the first reader whose epsilon is not one)."""
         rank, n = len(x.shape), x.shape[-1]
+        near = None
         for user, _ in centred.uses():
             if is_op(user, "Div") and user.inputs[0] is centred:
                 root = _producer(user.inputs[1])
                 eps = _eps_and_variance(root.inputs[0], x) if is_op(root, "Sqrt") else None
-                if eps is not None:
+                if isinstance(eps, float):
                     return user.outputs[0], eps, None
+                near = eps if near is None and isinstance(eps, Miss) else near
             elif is_op(user, "Mul"):
                 factor = _other(user, centred)
                 eps = _inverse_std(factor, x)
-                if eps is not None:
+                if isinstance(eps, float):
                     return user.outputs[0], eps, None
+                near = eps if near is None and isinstance(eps, Miss) else near
                 inner = _producer(factor)  # Flax: c * (rsqrt(var + eps) * gamma)
                 if is_op(inner, "Mul") and _single_reader(factor, graph) is user:
                     for i in (0, 1):
                         gamma = _vector(inner.inputs[1 - i], n, rank)
                         eps = _inverse_std(inner.inputs[i], x) if gamma is not None else None
-                        if eps is not None:
+                        if isinstance(eps, float):
                             return user.outputs[0], eps, gamma
-        return None
+                        near = eps if near is None and isinstance(eps, Miss) else near
+        return near if near is not None else no_match("no reader divides x - mean(x) by sqrt(var(x) + eps)")
 
-    def _layer_norm(self, graph, sub: ir.Node) -> bool:
-        if not is_op(sub, "Sub"):
-            return False
+    def _match(self, graph, sub: ir.Node):
         x = _centred(sub.outputs[0])
-        if x is None or x.dtype != ir.DataType.FLOAT or not isinstance(x.shape[-1], int):
-            return False
+        if x is None:
+            return no_match("not x - mean(x) over the last axis")
+        if x.dtype != ir.DataType.FLOAT:
+            return miss(f"the normalised value {value_label(x)} is {x.dtype}, not float32")
+        if not isinstance(x.shape[-1], int):
+            return miss(f"the normalised value {value_label(x)} has no static last axis")
         found = self._normalized(sub.outputs[0], x, graph)
-        if found is None:
-            return False
+        return found if isinstance(found, Miss) else (x, found)
+
+    def _layer_norm(self, graph, sub: ir.Node, matched) -> None:
+        x, found = matched
         out, eps, gamma = found
         n, rank = x.shape[-1], len(x.shape)
         beta = None
@@ -254,4 +273,3 @@ class LayerNorms:
         norm = ir.Node("", "LayerNormalization", inputs,
                        [ir.AttrInt64("axis", -1), ir.AttrFloat32("epsilon", float(eps))], name=f"{stem}_layernorm")
         substitute(graph, out, norm, f"{out.name or stem}_layernorm")
-        return True

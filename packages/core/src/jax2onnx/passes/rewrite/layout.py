@@ -18,8 +18,9 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ...ir.constants import is_size_one_constant
-from ..dead_code import DeadCodeEliminationPass
-from ..manager import all_graphs, replace_value, rewrite_nodes
+from ..manager import all_graphs, replace_value
+from ..pipeline import PassPipeline
+from ..rules import Rule, RuleFamily, miss, no_match, value_label
 from ..transpose_cancel import ELEMENTWISE, TransposeCancelPass
 
 
@@ -28,31 +29,37 @@ def _perm_of(node: ir.Node) -> tuple[int, ...] | None:
     return None if attr is None else tuple(attr.value)
 
 
-class SinkTransposes:
+class SinkTransposes(RuleFamily):
     name = "layout"
     start_ops = frozenset({"Transpose"})
 
-    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
+    def run(self, model: ir.Model, counts: dict[str, int]) -> bool:
         if not any(n.op_type == "Transpose" for g in all_graphs(model) for n in g):
             return False
         modified = False
-        while rewrite_nodes(all_graphs(model), self._sink, counts, "transpose_sink"):
+        (rule,) = self.rules()
+        while self.run_rule(rule, all_graphs(model), counts):
             modified = True
             # a sunk Transpose meeting its inverse cancels; the value under them then has one
-            # reader fewer, which may let the next op's inputs sink in turn
-            TransposeCancelPass()(model)
-            DeadCodeEliminationPass()(model)
+            # reader fewer (once the cancelled pair is removed as dead code), which may let the
+            # next op's inputs sink in turn
+            PassPipeline([TransposeCancelPass()], finish_dead_code=True, dead_code=True)(model)
         return modified
 
-    def __init__(self) -> None:
+    def __init__(self, opset: int = 0) -> None:
+        super().__init__(opset)
         self._made = 0  # numbers the new nodes' names (the op's own name may be empty)
 
-    def _sink(self, graph, node: ir.Node) -> bool:
-        if node.domain not in ("", "ai.onnx") or node.op_type not in ELEMENTWISE or len(node.outputs) != 1:
-            return False
+    def rules(self) -> list[Rule]:
+        return [Rule("transpose_sink", ELEMENTWISE, self._match, self._sink)]
+
+    @staticmethod
+    def _match(graph, node: ir.Node):
+        if len(node.outputs) != 1:
+            return no_match("not a one-output elementwise op")
         out = node.outputs[0]
         if out in graph.outputs:
-            return False
+            return no_match("its value is a graph output")
         perm, sources = None, []
         for v in node.inputs:
             if v is None or is_size_one_constant(v):
@@ -60,14 +67,21 @@ class SinkTransposes:
                 continue
             t = v.producer()
             if t is None or t.op_type != "Transpose" or t.domain not in ("", "ai.onnx") or v in graph.outputs:
-                return False
+                return no_match("an input is neither a Transpose nor a size-1 constant")
             p = _perm_of(t)
-            if p is None or (perm is not None and p != perm) or any(user is not node for user, _ in v.uses()):
-                return False
+            if p is None or (perm is not None and p != perm):
+                return miss("its inputs are Transposes of different permutations")
+            if any(user is not node for user, _ in v.uses()):
+                return miss(f"the Transpose {value_label(v)} has other readers")
             perm = p
             sources.append(t.inputs[0])
         if perm is None:
-            return False
+            return no_match("no input is a Transpose")
+        return perm, sources
+
+    def _sink(self, graph, node: ir.Node, found) -> None:
+        perm, sources = found
+        out = node.outputs[0]
         self._made += 1
         stem = f"{node.name or node.op_type}_sunk{self._made}"
         inner = ir.Node("", node.op_type, sources, list(node.attributes.values()), name=f"{stem}_untransposed")
@@ -80,4 +94,3 @@ class SinkTransposes:
         replace_value(graph, out, back.outputs[0])
         graph.remove(node, safe=True)
         back.outputs[0].name = name
-        return True

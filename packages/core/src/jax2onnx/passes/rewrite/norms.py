@@ -17,7 +17,8 @@ import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
-from ..manager import all_graphs, is_op, only_reader, rewrite_nodes
+from ..manager import is_op, only_reader
+from ..rules import Rule, RuleFamily, miss, no_match, node_label, value_label
 from .emit import add_initializer, substitute
 
 
@@ -33,27 +34,27 @@ def _other(node: ir.Node, v: ir.Value) -> ir.Value | None:
     return b if a is v else a if b is v else None
 
 
-class RmsNorms:
+class RmsNorms(RuleFamily):
     name = "norms"
     #: the mean of squares: a ReduceMean, or a ReduceSum scaled by the axis length
     start_ops = frozenset({"ReduceMean", "ReduceSum"})
+    scope = "graphs"  # a unit weight becomes an initializer
 
-    def __init__(self, opset: int) -> None:
-        self.opset = opset
-
-    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
+    def unavailable(self) -> str | None:
         if not op_available("RMSNormalization", self.opset):
-            return False
-        graphs = [g for g in all_graphs(model) if isinstance(g, ir.Graph)]
-        return rewrite_nodes(graphs, self._rms_norm, counts, "rms_norm")
+            return f"RMSNormalization is an opset-23 op; the model is opset {self.opset}"
+        return None
+
+    def rules(self) -> list[Rule]:
+        return [Rule("rms_norm", frozenset({"Div", "Mul"}), self._normalized, self._rms_norm)]
 
     @staticmethod
     def _normalized(graph, node: ir.Node):
-        """(x, eps, chain nodes) when ``node`` computes x / sqrt(mean(x*x, -1) + eps)."""
+        """(x, eps, chain nodes) when ``node`` computes x / sqrt(mean(x*x, -1) + eps); else a Miss."""
         if is_op(node, "Div"):
             x, root = node.inputs
             sqrt = root.producer() if root is not None else None
-        elif is_op(node, "Mul"):
+        else:
             for x, r in ((node.inputs[0], node.inputs[1]), (node.inputs[1], node.inputs[0])):  # noqa: B007 - x is the one the loop breaks on
                 recip = r.producer() if r is not None else None
                 if is_op(recip, "Reciprocal") and only_reader(r, node, graph):
@@ -61,25 +62,25 @@ class RmsNorms:
                     sqrt = root.producer()
                     break
             else:
-                return None
-        else:
-            return None
-        if x is None or not is_op(sqrt, "Sqrt") or x.shape is None or len(x.shape) == 0 or not isinstance(x.shape[-1], int):
-            return None
-        if x.dtype != ir.DataType.FLOAT:
-            return None  # onnxruntime's RMSNormalization kernels: float32 (float64 exports keep the arithmetic)
-        n = x.shape[-1]
-        rank = len(x.shape)
-        chain = [sqrt]
+                return no_match("no factor is a Reciprocal read by this Mul alone")
+        if x is None or not is_op(sqrt, "Sqrt"):
+            return no_match("the divisor is not a Sqrt")
         add = sqrt.inputs[0].producer()
         if not is_op(add, "Add"):
-            return None
-        chain.append(add)
+            return no_match("the Sqrt's input is not an Add")
+        if x.shape is None or len(x.shape) == 0 or not isinstance(x.shape[-1], int):
+            return miss(f"the normalised value {value_label(x)} has no static last axis")
+        if x.dtype != ir.DataType.FLOAT:
+            # onnxruntime's RMSNormalization kernels: float32 (float64 exports keep the arithmetic)
+            return miss(f"the normalised value is {x.dtype}, not float32")
+        n = x.shape[-1]
+        rank = len(x.shape)
+        chain = [sqrt, add]
         eps_v = add.inputs[1] if _scalar(add.inputs[1]) is not None else add.inputs[0]
         eps = _scalar(eps_v)
         mean = _other(add, eps_v)
         if eps is None or mean is None:
-            return None
+            return miss(f"neither input of the Add {node_label(add)} is a constant scalar epsilon")
         producer = mean.producer()
         if is_op(producer, "ReduceMean"):
             reduce, scale = producer, 1.0
@@ -90,44 +91,41 @@ class RmsNorms:
             if is_op(reduce, "Unsqueeze"):
                 axes = constant_ints(reduce.inputs[1]) if len(reduce.inputs) > 1 else None
                 if axes is None or [a % rank for a in axes] != [rank - 1]:
-                    return None
+                    return miss("the Unsqueeze after the sum does not restore the last axis")
                 chain.append(reduce)
                 reduce = reduce.inputs[0].producer()
             if not is_op(reduce, "ReduceSum"):
-                return None
+                return no_match("the mean is not a ReduceSum divided by a constant")
         elif is_op(producer, "Mul") and _scalar(producer.inputs[1]) is not None:
             chain.append(producer)
             scale = _scalar(producer.inputs[1])
             reduce = producer.inputs[0].producer()
             if not is_op(reduce, "ReduceSum"):
-                return None
+                return no_match("the mean is not a ReduceSum times a constant")
         else:
-            return None
+            return no_match("the Add's other input is not a mean (ReduceMean, or ReduceSum scaled)")
         chain.append(reduce)
         axes = constant_ints(reduce.inputs[1]) if len(reduce.inputs) > 1 else None
         if axes is None or [a % rank for a in axes] != [rank - 1]:
-            return None
+            return miss(f"the {reduce.op_type} {node_label(reduce)} is not over the last axis alone")
         keep = reduce.attributes["keepdims"].value if "keepdims" in reduce.attributes else 1
         if bool(keep) == (chain[-2].op_type == "Unsqueeze"):
-            return None  # the reduced axis must come back exactly once
+            return miss(f"the {reduce.op_type} {node_label(reduce)} does not keep the reduced axis exactly once")
         if abs(scale * (n if reduce.op_type == "ReduceSum" else 1) - 1.0) > 1e-6:
-            return None  # not the mean over the last axis
+            return miss(f"the sum is scaled by {scale:g}, not 1/{n}: not the mean over the last axis")
         square = reduce.inputs[0].producer()
         if not (is_op(square, "Mul") and square.inputs[0] is x and square.inputs[1] is x):
             if not (is_op(square, "Pow") and square.inputs[0] is x and _scalar(square.inputs[1]) == 2.0):
-                return None
+                return miss(f"the reduced value is not the square of the normalised value {value_label(x)}")
         chain.append(square)
         for later, earlier in zip(chain, chain[1:]):
             if not only_reader(earlier.outputs[0], later, graph):
-                return None
+                return miss(f"the value of {earlier.op_type} {node_label(earlier)} is read outside the norm")
         if not only_reader(sqrt.outputs[0], node if is_op(node, "Div") else recip, graph):
-            return None
+            return miss(f"the Sqrt {node_label(sqrt)} is read outside the norm")
         return x, eps, chain
 
-    def _rms_norm(self, graph, node: ir.Node) -> bool:
-        found = self._normalized(graph, node)
-        if found is None:
-            return False
+    def _rms_norm(self, graph, node: ir.Node, found) -> None:
         x, eps, _ = found
         out = node.outputs[0]
         n = x.shape[-1]
@@ -149,4 +147,3 @@ class RmsNorms:
                        [ir.AttrInt64("axis", -1), ir.AttrFloat32("epsilon", float(eps))],
                        name=f"{node.name or 'rms'}_rmsnorm")
         substitute(graph, out, norm, f"{out.name or 'rms'}_rmsnorm")
-        return True

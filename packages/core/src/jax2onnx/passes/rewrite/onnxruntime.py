@@ -35,12 +35,11 @@ process CPU time counts).
 
 from __future__ import annotations
 
-from functools import partial
-
 import onnx_ir as ir
 
 from ...ir.constants import constant_tensor
-from ..manager import all_graphs, const_vector, is_op, only_reader, replace_value, rewrite_nodes
+from ..manager import all_graphs, const_vector, is_op, only_reader, replace_value
+from ..rules import Rule, RuleFamily, miss, no_match, value_label
 from .emit import taken_names
 
 MS = "com.microsoft"
@@ -90,60 +89,80 @@ def _new_node(domain, op, inputs, attrs, outputs_like, names, n_outputs=1):
     return node
 
 
-class OnnxRuntimeContribOps:
+class OnnxRuntimeContribOps(RuleFamily):
     name = "onnxruntime"
     #: the residual sum's LayerNormalization and BiasGelu's Gelu (a lowering's, or one the
     #: layer-norm and elementwise families wrote first in this pass)
     start_ops = frozenset({"LayerNormalization", "Gelu"})
+    scope = "graphs"  # function bodies keep standard ops (their callers may be inlined elsewhere)
 
-    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
-        modified = False
-        for graph in list(all_graphs(model)):
-            if not isinstance(graph, ir.Graph):
-                continue  # function bodies keep standard ops (their callers may be inlined elsewhere)
-            names = _Names(graph)
-            for rule in (self._residual_sum, self._bias_gelu):
-                rewritten = rewrite_nodes([graph], partial(rule, names=names), counts, rule.__name__.lstrip("_"))
-                modified = rewritten or modified
+    def __init__(self, opset: int = 0) -> None:
+        super().__init__(opset)
+        self._names: dict[int, tuple[ir.Graph, _Names]] = {}
+
+    def rules(self) -> list[Rule]:
+        return [Rule("residual_sum", frozenset({"LayerNormalization"}), _residual_sum_match, self._residual_sum),
+                Rule("bias_gelu", frozenset({"Gelu"}), _bias_gelu_match, self._bias_gelu)]
+
+    def run(self, model: ir.Model, counts: dict[str, int]) -> bool:
+        modified = super().run(model, counts)
+        self._names.clear()
         if any(node.domain == MS for graph in all_graphs(model) for node in graph):
             model.opset_imports.setdefault(MS, 1)
         return modified
 
-    @staticmethod
-    def _residual_sum(graph, ln: ir.Node, names) -> bool:
+    def names(self, graph) -> _Names:
+        """The fresh names of ``graph``, kept across the rules of one run."""
+        held = self._names.get(id(graph))
+        if held is None:
+            held = self._names[id(graph)] = (graph, _Names(graph))
+        return held[1]
+
+    def _residual_sum(self, graph, ln: ir.Node, add: ir.Node) -> None:
         """``LayerNormalization(Add(a, b))``, a and b computed (a residual connection) →
         ``LayerNormalization(Sum(a, b))``: the same sum, in a form neither onnxruntime's session
         optimizer nor its transformer optimizer fuses into SkipLayerNormalization, whose CPU kernel
         measured 6-8x slower than Add + LayerNormalization (module docstring)."""
-        if not is_op(ln, "LayerNormalization"):
-            return False
         x = ln.inputs[0]
-        add = x.producer() if x is not None else None
-        if not is_op(add, "Add") or len(add.inputs) != 2 or x.dtype in (None, ir.DataType.BFLOAT16):
-            return False
-        if any(v is None or constant_tensor(v) is not None for v in add.inputs):
-            return False  # a constant operand is a bias: no residual, nothing the optimizers fuse
-        node = _new_node("", "Sum", list(add.inputs), {}, [x], names)
+        node = _new_node("", "Sum", list(add.inputs), {}, [x], self.names(graph))
         graph.insert_before(add, node)
         replace_value(graph, x, node.outputs[0])
-        return True
 
-    @staticmethod
-    def _bias_gelu(graph, gelu: ir.Node, names) -> bool:
-        if not is_op(gelu, "Gelu"):
-            return False
-        x = gelu.inputs[0]
-        add = x.producer()
-        if not is_op(add, "Add") or not only_reader(x, gelu, graph) or x.shape is None or len(x.shape) < 1:
-            return False
-        m, c = add.inputs
-        if not const_vector(c, x.shape[-1]):
-            m, c = c, m
-        if not const_vector(c, x.shape[-1]) or not _biased_operand(m, x):
-            return False
+    def _bias_gelu(self, graph, gelu: ir.Node, found) -> None:
+        m, c = found
         approx = gelu.attributes["approximate"].value if "approximate" in gelu.attributes else "none"
         op = "FastGelu" if approx == "tanh" else "BiasGelu"
-        node = _new_node(MS, op, [m, c], {}, [gelu.outputs[0]], names)
+        node = _new_node(MS, op, [m, c], {}, [gelu.outputs[0]], self.names(graph))
         graph.insert_before(gelu, node)
         replace_value(graph, gelu.outputs[0], node.outputs[0])
-        return True
+
+
+def _residual_sum_match(graph, ln: ir.Node):
+    x = ln.inputs[0]
+    add = x.producer() if x is not None else None
+    if not is_op(add, "Add") or len(add.inputs) != 2:
+        return no_match("the LayerNormalization's input is not an Add")
+    if x.dtype in (None, ir.DataType.BFLOAT16):
+        return miss(f"the sum is {x.dtype}: onnxruntime's optimizers do not fuse it")
+    if any(v is None or constant_tensor(v) is not None for v in add.inputs):
+        return miss("an operand of the Add is a constant: a bias, not a residual")
+    return add
+
+
+def _bias_gelu_match(graph, gelu: ir.Node):
+    x = gelu.inputs[0]
+    add = x.producer()
+    if not is_op(add, "Add"):
+        return no_match("the Gelu's input is not an Add")
+    if not only_reader(x, gelu, graph):
+        return miss(f"the sum {value_label(x)} is read outside the Gelu")
+    if x.shape is None or len(x.shape) < 1:
+        return miss(f"the sum {value_label(x)} has no known rank")
+    m, c = add.inputs
+    if not const_vector(c, x.shape[-1]):
+        m, c = c, m
+    if not const_vector(c, x.shape[-1]):
+        return miss(f"neither operand of the Add is a constant vector of the last axis ({x.shape[-1]})")
+    if not _biased_operand(m, x):
+        return miss(f"the biased operand {value_label(m)} is not a computed value of the sum's shape")
+    return m, c

@@ -35,7 +35,8 @@ import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
-from ..manager import NONDETERMINISTIC_OPS, is_op, replace_value, rewrite_nodes
+from ..manager import NONDETERMINISTIC_OPS, is_op, replace_value
+from ..rules import Rule, RuleFamily, miss, no_match, value_label
 from .emit import add_initializer
 from .evaluate import evaluate
 
@@ -330,53 +331,62 @@ def _heads_of_3d(reshape: ir.Node, x4: ir.Value) -> bool:
         and x3.shape[2] == x4.shape[2] * x4.shape[3]
 
 
-class RotaryEmbeddings:
+class RotaryEmbeddings(RuleFamily):
     name = "rotary"
     #: both rotations (``rotate_half`` and the pairwise stack) end in a Concat
     start_ops = frozenset({"Concat"})
 
+    scope = "main"
+
     def __init__(self, opset: int) -> None:
-        self.opset = opset
+        super().__init__(opset)
         self._made = 0
         self._ids: dict[object, ir.Value] = {}  # position ids, as int64, once per value (or per batch, seq)
         self._caches: dict[tuple, ir.Value] = {}  # half tables by content
 
-    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
+    def unavailable(self) -> str | None:
         if not op_available("RotaryEmbedding", self.opset):
-            return False
-        return rewrite_nodes([model.graph], self._rotary, counts, "rotary_embedding")
+            return f"RotaryEmbedding is an opset-23 op; the model is opset {self.opset}"
+        return None
 
-    def _rotary(self, graph: ir.Graph, add: ir.Node) -> bool:
-        if not is_op(add, "Add"):
-            return False
+    def rules(self) -> list[Rule]:
+        return [Rule("rotary_embedding", frozenset({"Add"}), self._match, self._rotary)]
+
+    def _match(self, graph: ir.Graph, add: ir.Node):
         for a, b in ((add.inputs[0], add.inputs[1]), (add.inputs[1], add.inputs[0])):
             found = self._terms(a, b, self.opset)
             if found is not None:
                 break
         else:
-            return False
+            return no_match("not x·cos + rotate(x)·sin with constant (or position-gathered) tables")
         x, cos, sin, ids, interleaved = found
         source = self._source(graph, add, x)
         if source is None:
-            return False
+            return miss(f"the rotated value {value_label(x)} is not a 3-D value split into heads (or the first "
+                        "features of one, concatenated back with the rest)")
         reshape, out, head = source
-        x3 = reshape.inputs[0]
-        heads, rot = x.shape[2], x.shape[3]
+        rot = x.shape[3]
         caches = [_cache(t, interleaved) for t in (cos, sin)]
         if caches[0] is None or caches[1] is None:
-            return False
+            return miss("the cos/sin tables do not repeat each frequency in the rotation's layout")
         batch, seq = x.shape[0], x.shape[1]
         if ids is None:  # constant rows: the op's 3-D caches, or 2-D ones read at positions 0..seq-1
             if not isinstance(seq, int) or cos.shape[1] != seq or sin.shape[1] != seq:
-                return False
+                return miss(f"constant tables of {cos.shape[1]} rows for a sequence of {seq}")
             if isinstance(batch, int):  # onnxruntime's kernel needs the batch and sequence axes in full
                 caches = [np.broadcast_to(c, (batch, seq, rot // 2)) for c in caches]
             elif cos.shape[0] == 1 and sin.shape[0] == 1:  # a symbolic batch: the same rows for each
                 caches = [c[0] for c in caches]
             else:
-                return False
+                return miss("per-row tables with a symbolic batch")
         elif ids.shape[0] != batch or ids.shape[1] != seq:
-            return False
+            return miss(f"position ids {value_label(ids)} are not (batch, sequence) of the rotated value")
+        return x, ids, interleaved, reshape, out, head, caches
+
+    def _rotary(self, graph: ir.Graph, add: ir.Node, found) -> None:
+        x, ids, interleaved, reshape, out, head, caches = found
+        x3 = reshape.inputs[0]
+        heads, rot, seq = x.shape[2], x.shape[3], x.shape[1]
         self._made += 1  # unique names even where the graph's nodes have none
         stem = f"{add.name or 'rotary'}_{self._made}"
         inputs = [x3]
@@ -404,7 +414,6 @@ class RotaryEmbeddings:
         y4.name, y4.type, y4.shape = f"{out.name or stem}_rotary", out.type, out.shape
         graph.insert_before(out.producer(), [node, back])
         replace_value(graph, out, y4)
-        return True
 
     @staticmethod
     def _source(graph: ir.Graph, add: ir.Node, x: ir.Value):

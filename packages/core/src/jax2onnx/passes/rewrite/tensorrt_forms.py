@@ -23,18 +23,24 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ..manager import all_graphs, rewrite_nodes
+from ..rules import Rule, RuleFamily, miss, no_match
 
 _INTEGERS = frozenset({ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64,
                        ir.DataType.UINT8, ir.DataType.UINT16, ir.DataType.UINT32, ir.DataType.UINT64})
 
 
-def _integer_clip(graph, clip: ir.Node) -> bool:
-    if clip.op_type != "Clip" or clip.domain not in ("", "ai.onnx") or not clip.inputs:
-        return False
+def _integer_clip_match(graph, clip: ir.Node):
+    if not clip.inputs:
+        return no_match("a Clip without inputs")
     x = clip.inputs[0]
     if x is None or x.dtype not in _INTEGERS:
-        return False
+        return no_match("the Clip's input is not an integer tensor (TensorRT's Clip takes floats)")
+    if all(bound is None for bound in clip.inputs[1:3]):
+        return miss("the Clip has no bounds: the identity, left to the identity passes")
+    return x
+
+
+def _integer_clip(graph, clip: ir.Node, x: ir.Value) -> None:
     out = clip.outputs[0]
     value = x
     nodes = []
@@ -46,8 +52,6 @@ def _integer_clip(graph, clip: ir.Node) -> bool:
         node.outputs[0].type, node.outputs[0].shape = out.type, out.shape
         nodes.append(node)
         value = node.outputs[0]
-    if not nodes:  # Clip without bounds is the identity; leave it to the identity passes
-        return False
     graph.insert_before(clip, nodes)
     name = out.name
     last = nodes[-1].outputs[0]
@@ -57,29 +61,36 @@ def _integer_clip(graph, clip: ir.Node) -> bool:
     ir.convenience.replace_all_uses_with(out, last)
     out.name = None
     last.name = name
-    return True
 
 
-def _flag_cast_int32(graph, cast: ir.Node) -> bool:
-    if cast.op_type != "Cast" or cast.domain not in ("", "ai.onnx") or cast.inputs[0] is None:
-        return False
+_NARROW = (ir.DataType.UINT8, ir.DataType.INT8, ir.DataType.INT16, ir.DataType.UINT16)
+
+
+def _flag_cast_match(graph, cast: ir.Node):
     out = cast.outputs[0]
-    narrow = (ir.DataType.UINT8, ir.DataType.INT8, ir.DataType.INT16, ir.DataType.UINT16)
-    if cast.inputs[0].dtype != ir.DataType.BOOL or out.dtype not in narrow or out in graph.outputs:
-        return False
+    if cast.inputs[0] is None or cast.inputs[0].dtype != ir.DataType.BOOL or out.dtype not in _NARROW:
+        return no_match("not a Cast of a bool to a narrow integer")
+    if out in graph.outputs:
+        return miss("the cast value is a graph output")
     if not out.uses() or any(user.op_type not in ("ArgMax", "ArgMin") for user, _ in out.uses()):
-        return False
+        return miss("the cast value is read by other ops than ArgMax/ArgMin")
+    return out
+
+
+def _flag_cast_int32(graph, cast: ir.Node, out: ir.Value) -> list[ir.Node]:
     cast.attributes["to"] = ir.AttrInt64("to", ir.DataType.INT32.value)
     out.dtype = ir.DataType.INT32
-    return True
+    return [cast]  # changed in place: it records the rule too
 
 
-def _bool_reduction(graph, node: ir.Node) -> bool:
-    if node.op_type not in ("ReduceMax", "ReduceMin") or node.domain not in ("", "ai.onnx"):
-        return False
+def _bool_reduction_match(graph, node: ir.Node):
     x = node.inputs[0]
     if x is None or x.dtype != ir.DataType.BOOL:
-        return False
+        return no_match("the reduction's input is not bool")
+    return x
+
+
+def _bool_reduction(graph, node: ir.Node, x: ir.Value) -> None:
     to_int = ir.Node("", "Cast", [x], [ir.AttrInt64("to", ir.DataType.INT32.value)], name=f"{node.name}_to_int32")
     to_int.outputs[0].name = f"{x.name}_int32"
     to_int.outputs[0].dtype, to_int.outputs[0].shape = ir.DataType.INT32, x.shape
@@ -100,19 +111,17 @@ def _bool_reduction(graph, node: ir.Node) -> bool:
     graph.insert_before(back, new_node)
     graph.remove(node, safe=True)
     back.outputs[0].name, back.outputs[0].dtype, back.outputs[0].shape = name, ir.DataType.BOOL, reduced.shape
-    return True
 
 
-class TensorRtForms:
+class TensorRtForms(RuleFamily):
     name = "tensorrt"
     #: the ops each rule starts from (the narrow cast is read by ArgMax/ArgMin)
     start_ops = frozenset({"Clip", "ArgMax", "ArgMin", "ReduceMax", "ReduceMin"})
 
-    def apply(self, model: ir.Model, counts: dict[str, int]) -> bool:
-        modified = False
-        for rule in (_integer_clip, _flag_cast_int32, _bool_reduction):
-            modified = rewrite_nodes(list(all_graphs(model)), rule, counts, rule.__name__.lstrip("_")) or modified
-        return modified
+    def rules(self) -> list[Rule]:
+        return [Rule("integer_clip", frozenset({"Clip"}), _integer_clip_match, _integer_clip),
+                Rule("flag_cast_int32", frozenset({"Cast"}), _flag_cast_match, _flag_cast_int32),
+                Rule("bool_reduction", frozenset({"ReduceMax", "ReduceMin"}), _bool_reduction_match, _bool_reduction)]
 
 
 __all__ = ["TensorRtForms"]

@@ -1,0 +1,34 @@
+"""Graph rewrite rules for packs and front-ends: the public face of core's rule type.
+
+A rule is a pattern, a condition and a replacement (:class:`Rule`): ``match(graph, node)`` returns
+what the replacement needs or a :class:`Miss` in words (:func:`no_match`: not the pattern;
+:func:`miss`: the pattern with a failed condition), ``replace(graph, node, found)`` writes the
+replacement. A :class:`RuleFamily` lists rules and is an onnx_ir pass that declares what it needs
+(:data:`SHAPES`, :data:`NO_DEAD_CODE`), records its rule on every node it writes
+(``jax2onnx:rule``) and counts what fired (``jax2onnx:rewrites``). A front-end hands one to an
+export as a pass factory (``ExportOptions.rewrite_passes``); :func:`explain_rewrites` and
+``verify(..., explain=True)`` say why a rule did not fire. See ``docs/architecture.md``, "Where a
+rule goes".
+"""
+
+from __future__ import annotations
+
+from .passes.manager import NO_DEAD_CODE, SHAPES, is_op, only_reader, replace_value
+from .passes.pipeline import PassPipeline
+from .passes.rewrite import explain_rewrites, rewrites_applied
+from .passes.rules import (
+           REWRITES_KEY,
+           RULE_KEY,
+           Miss,
+           Rule,
+           RuleFamily,
+           RuleMiss,
+           miss,
+           no_match,
+           node_label,
+           value_label,
+)
+
+__all__ = ["NO_DEAD_CODE", "REWRITES_KEY", "RULE_KEY", "SHAPES", "Miss", "PassPipeline", "Rule", "RuleFamily", "RuleMiss",
+           "explain_rewrites", "is_op", "miss", "no_match", "node_label", "only_reader", "replace_value",
+           "rewrites_applied", "value_label"]
