@@ -40,7 +40,7 @@ TEMP_PREFIX = ".jax2onnx-tmp-"
 _LEGACY_TEMP_PREFIX = ".jax2onnx-"
 #: Temp entries older than this are removed whoever made them (a crashed export on another host).
 STALE_SECONDS = 24 * 3600
-#: Tensors at least this large go to the external data file.
+#: Tensors larger than this go to the external data file (onnx_ir's size_threshold_bytes).
 EXTERNAL_THRESHOLD_BYTES = 1024
 
 #: The steps of :func:`save_with_external_data`, in order; a test hook can stop the process at each.

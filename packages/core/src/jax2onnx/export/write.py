@@ -106,7 +106,7 @@ def _save_external(model: ir.Model, path: str, data_file: str | None) -> onnx.Mo
     reporter = progress.current()
     total = sum(v.const_value.nbytes for g in all_graphs(model) if isinstance(g, ir.Graph)
                 for v in g.initializers.values()
-                if v.const_value is not None and v.const_value.nbytes >= EXTERNAL_THRESHOLD_BYTES)
+                if v.const_value is not None and v.const_value.nbytes > EXTERNAL_THRESHOLD_BYTES)
     started = [0]  # the bytes of the tensor being written: counted once the next one starts
 
     def on_tensor(index: int, count: int, nbytes: int) -> None:
