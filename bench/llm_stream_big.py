@@ -89,7 +89,6 @@ print(json.dumps({"params": sum(int(np.prod(s.shape)) for s in names.values()), 
 """
 
 EXPORT = COMMON + r"""
-import inspect
 import numpy as np
 sys.path.insert(0, sys.argv[6])  # bench/
 from peak_rss import measure
@@ -112,10 +111,8 @@ cfg, model = abstract_model(sys.argv[1])
 source = SafetensorsSource(sys.argv[2])
 if any(s.dtype != np.float32 for s in source.catalog().values()):
     source = Widened(source)
-options = dict(max_length=int(sys.argv[4]), cache="shared", precision=sys.argv[5], weights=source)
-if "progress" in inspect.signature(export_causal_lm).parameters:  # (packs before the progress bar)
-    options["progress"] = True
-print(json.dumps(measure(lambda: export_causal_lm(model, sys.argv[3], **options))))
+print(json.dumps(measure(lambda: export_causal_lm(model, sys.argv[3], max_length=int(sys.argv[4]), cache="shared",
+                                                 precision=sys.argv[5], weights=source, progress=True))))
 """
 
 GENERATE = r"""
