@@ -31,6 +31,8 @@ import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from .errors import InputSpecError
+
 #: with progress=None, a terminal shows the bar only once the export has run this long
 AUTO_DELAY_S = 2.0
 
@@ -190,8 +192,6 @@ def _has_rich() -> bool:
 def make(progress: bool | None, stream: TextIO | None = None) -> ExportProgress:
     """The reporter ``progress=`` asks for (see the module doc) on ``stream`` (stderr)."""
     if progress is not None and not isinstance(progress, bool):
-        from .errors import InputSpecError
-
         raise InputSpecError(f"progress= takes True (a bar on a terminal, plain lines otherwise), False (nothing) or "
                              f"None (a bar on a terminal for a long export), got {progress!r}")
     stream = stream if stream is not None else sys.stderr
