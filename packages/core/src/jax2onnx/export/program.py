@@ -15,6 +15,9 @@ whole export; ``export_program(fn, inputs, ...)`` is that, returned as the progr
 ``rewrite_passes`` (factories ``options -> onnx_ir pass``, run in the **rewrite slot**: after the
 target's rewrite rules and ``precision=``, before the I/O names, validation and the target's final
 check) and ``external_data_file`` (the weights file's fixed name beside ``output_path``).
+
+Each stage reports itself to the export's progress reporter (:mod:`jax2onnx.progress`): the one a
+front-end opened around its whole export, else the one ``write()`` opens from ``progress=``.
 """
 
 from __future__ import annotations
