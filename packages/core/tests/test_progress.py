@@ -133,3 +133,12 @@ def test_calibration_reports_its_batches(monkeypatch):
             progress=True)
     lines = log.getvalue().splitlines()
     assert "jax2onnx: calibrating batches" in lines and "jax2onnx:   3/3 batches" in lines, lines
+
+
+def test_without_rich_a_terminal_gets_plain_lines(tmp_path, mini_registry, monkeypatch):
+    """rich is optional for core: its absence costs the bar, not the report."""
+    monkeypatch.setattr(progress, "_has_rich", lambda: False)
+    term = FakeTerminal()
+    monkeypatch.setattr("sys.stderr", term)
+    _export(tmp_path, progress=True)
+    assert "\x1b[" not in term.getvalue() and f"jax2onnx:   {N_LAYERS}/{N_LAYERS} tensors" in term.getvalue()
