@@ -4,6 +4,7 @@
     python bench/llm_stream_big.py --size 250m                   # a ~250 M one (~1 GB)
     python bench/llm_stream_big.py --size 7b --precision int4    # Llama-2-7B's sizes, bfloat16 source (~13.5 GB)
     python bench/llm_stream_big.py --size smoke --precision int4 # a tiny one: checks the script runs
+    python bench/llm_stream_big.py --size 250m --inline          # external_data=False: what streaming avoids
     python bench/llm_stream_big.py --workdir /tmp/x --keep
 
 1. writes random weights for the examples pack's NNX Llama at the chosen size to
@@ -111,8 +112,10 @@ cfg, model = abstract_model(sys.argv[1])
 source = SafetensorsSource(sys.argv[2])
 if any(s.dtype != np.float32 for s in source.catalog().values()):
     source = Widened(source)
+external_data = {"auto": None, "inline": False}[sys.argv[7]]
 print(json.dumps(measure(lambda: export_causal_lm(model, sys.argv[3], max_length=int(sys.argv[4]), cache="shared",
-                                                 precision=sys.argv[5], weights=source, progress=True))))
+                                                 precision=sys.argv[5], weights=source, progress=True,
+                                                 external_data=external_data))))
 """
 
 GENERATE = r"""
@@ -169,7 +172,7 @@ def _row(r: dict) -> str:
     def f(x: object, fmt: str = "{:.0f}") -> str:
         return fmt.format(x) if isinstance(x, (int, float)) else "-"
 
-    cells = [r["size"], r["precision"], f(w.get("params", 0) / 1e9, "{:.2f}"), w.get("source_dtype", "float32"),
+    cells = [r["size"], r["precision"] + (" inline" if r.get("inline") else ""), f(w.get("params", 0) / 1e9, "{:.2f}"), w.get("source_dtype", "float32"),
              f(r.get("source_gb"), "{:.2f}"), f(r.get("folder_gb"), "{:.2f}"), f(w.get("largest_tensor_mib")),
              f(e.get("peak_rss_process_mib")), f(e.get("peak_rss_increase_mib")), f(r.get("target_peak_mib")),
              f(e.get("export_s")), f(e.get("export_cpu_s")), f(g.get("genai_load_s")),
@@ -190,7 +193,8 @@ def write_markdown(results: str) -> None:
             "random weights, in a fresh process; onnxruntime-genai then loads the folder and generates 8 tokens "
             "greedily. Peak RSS (MiB): the export process's `VmHWM`, over the whole process (imports included) and "
             "the increase during the export. Target: the largest tensor (float32) + 1 GiB, and 2.5 GiB for 7 B "
-            "in int4. Seconds, wall and CPU, on a 2-core machine shared with other work (load average before "
+            "in int4. An `inline` row is `external_data=False` (`--inline`): the weights gathered into one "
+            "`model.onnx`, what a streamed export under 1.8 GB did before it wrote `model.onnx.data` at every size. Seconds, wall and CPU, on a 2-core machine shared with other work (load average before "
             "the run in the last column). Re-run: `nox -s bench_llm_stream -- --size 250m` (`1b`, "
             "`--precision int4`); 7 B: `nox -s bench_7b`.\n\n"
             "| size | precision | params (B) | source dtype | source GB | folder GB | largest tensor MiB | peak RSS "
@@ -204,25 +208,29 @@ def main() -> None:
     ap.add_argument("--precision", default="float32", choices=["float32", "int4", "int8", "float16"])
     ap.add_argument("--source-dtype", default=None, choices=["float32", "bfloat16"],
                     help="the safetensors file's dtype (default: bfloat16 at 7b, else float32)")
+    ap.add_argument("--inline", action="store_true",
+                    help="external_data=False: the weights gathered into one model.onnx (the cost streaming avoids)")
     ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--new-tokens", type=int, default=8)
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--json", default=None, help="default: bench/results/llm_stream_big-<size>-<precision>.json")
     args = ap.parse_args()
-    args.json = args.json or os.path.join(HERE, "results", f"llm_stream_big-{args.size}-{args.precision}.json")
+    tag = f"{args.size}-{args.precision}" + ("-inline" if args.inline else "")
+    args.json = args.json or os.path.join(HERE, "results", f"llm_stream_big-{tag}.json")
     source_dtype = args.source_dtype or SOURCE_DTYPE.get(args.size, "float32")
     work = args.workdir or tempfile.mkdtemp(prefix="jax2onnx-llm-stream-")
     os.makedirs(work, exist_ok=True)
     source, folder = os.path.join(work, "weights.safetensors"), os.path.join(work, "model")
     size = json.dumps(SIZES[args.size])
-    result: dict = {"size": args.size, "precision": args.precision, "config": SIZES[args.size],
+    result: dict = {"size": args.size, "precision": args.precision, "inline": args.inline, "config": SIZES[args.size],
                     "max_length": args.max_length, "load_before": os.getloadavg()}
     try:
         result["write"] = child(WRITE, size, source, source_dtype)
         if "error" not in result["write"]:
             result["source_gb"] = os.path.getsize(source) / 1e9
-            result["export"] = child(EXPORT, size, source, folder, str(args.max_length), args.precision, HERE)
+            result["export"] = child(EXPORT, size, source, folder, str(args.max_length), args.precision, HERE,
+                                     "inline" if args.inline else "auto")
         if "error" not in result.get("export", {"error": 1}):
             result["folder_gb"] = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder)) / 1e9
             result["target_peak_mib"] = 2.5 * 1024 if args.size == "7b" else result["write"]["largest_tensor_mib"] + 1024
