@@ -38,11 +38,13 @@ AUTO_DELAY_S = 2.0
 
 
 def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+    if n < 1024:
+        return f"{n:.0f} B"
+    for unit in ("KiB", "MiB", "GiB"):
         n /= 1024
-    return f"{n:.1f} GiB"  # pragma: no cover - the loop returns
+        if n < 1024 or unit == "GiB":
+            break
+    return f"{n:.1f} {unit}"
 
 
 class ExportProgress:
@@ -58,7 +60,7 @@ class ExportProgress:
         self._stage_start = self._start
         self._stage: str | None = None
         self._total = self._done = 0  # units of the current counted step (bytes or steps)
-        self._what = ""
+        self._unit = ""  # what the counted step counts: "tensors" (their bytes too), "batches", ...
         self._count = self._count_total = 0
         self._next_line = 0.0  # plain lines: the fraction at which the next count line is written
 
@@ -99,7 +101,7 @@ class ExportProgress:
     # -- internals -------------------------------------------------------------------------------
 
     def _counted(self, what: str, unit: str, count: int, total: int) -> None:
-        self._what, self._unit, self._count_total = what, unit, count
+        self._unit, self._count_total = unit, count
         self._total, self._done, self._count, self._next_line = max(total, 1), 0, 0, 0.1
         if self._visible() and not self.live:
             self._line(what + (f" ({_size(total)})" if unit == "tensors" else ""))
