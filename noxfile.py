@@ -11,6 +11,7 @@
     nox -s opsets_oldest    # every testcase of every pack exported at the oldest opset (13)
     nox -s web              # quickstart MLP, a CNN and a transformer layer in onnxruntime-web (wasm) under Node
     nox -s lint demo bench bench_targets bench_linalg bench_hf_families coverage_docs
+    nox -s bench_7b         # a Llama-2-7B-shaped model streamed to an int4 genai folder (~30 min, 18 GB disk)
     nox -s docs             # the user guide (mkdocs build --strict) into site/
     nox -s fuzz stress      # long differential fuzzing; 8 threads x 20 rounds of concurrent exports
     nox -s build            # sdists + wheels, twine check, each wheel smoke-tested alone in a fresh venv;
@@ -441,9 +442,22 @@ def bench_llm_attention(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def bench_llm_stream(session: nox.Session) -> None:
     """A 1.1 B-parameter Llama-style model exported with weights streamed from a safetensors file
-    (the export's peak RSS), then generating in onnxruntime-genai (``-- --size smoke`` for a tiny one)."""
+    (the export's peak RSS), then generating in onnxruntime-genai (``-- --size 250m``, ``--precision
+    int4``; ``--size smoke`` for a tiny one). Results: bench/results/llm_stream_big-<size>-<precision>.json
+    and llm_stream_big.md."""
     session.install(CORE + "[runtime]", *PACKS["llm"][:5], "onnxruntime-genai>=0.18")
     session.run("python", "bench/llm_stream_big.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_7b(session: nox.Session) -> None:
+    """A Llama-2-7B-shaped model (6.7 B parameters, random bfloat16 weights written first: 13.5 GB
+    of disk, plus the 4 GB folder; both removed after) exported to an int4 onnxruntime-genai folder
+    with its weights streamed (issue #35: the export's peak RSS <= 2.5 GiB), then 8 tokens generated
+    in onnxruntime-genai: peak RSS, wall and CPU time, tokens/s into
+    bench/results/llm_stream_big-7b-int4.json and llm_stream_big.md. Tens of minutes; not in CI."""
+    session.install(CORE + "[runtime]", *PACKS["llm"][:5], "onnxruntime-genai>=0.18")
+    session.run("python", "bench/llm_stream_big.py", "--size", "7b", "--precision", "int4", *session.posargs)
 
 
 def _distributions() -> dict[str, str]:

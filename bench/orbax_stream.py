@@ -53,9 +53,8 @@ import json, sys, time
 import jax, jax.numpy as jnp
 from jax2onnx import Weights, to_onnx
 
-def status(key):
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) / 1024 for line in f if line.startswith(key))  # MiB
+sys.path.insert(0, sys.argv[5])  # bench/
+from peak_rss import measure
 
 path, out, n_layers, dim = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 abstract = {"layers": [{"w": jax.ShapeDtypeStruct((dim, dim), jnp.float32)} for _ in range(n_layers)]}
@@ -66,14 +65,8 @@ def forward(params, x):
     return x
 
 import orbax.checkpoint  # imported before the baseline: the reader's code is not the export's memory
-rss_before = status("VmRSS")
-with open("/proc/self/clear_refs", "w") as f:
-    f.write("5")  # restart VmHWM here: the peak below is the export's alone
-t, c = time.perf_counter(), time.process_time()
-to_onnx(forward, [Weights(abstract, path), ("B", dim)], output_path=out, external_data=True)
-print(json.dumps({"export_s": time.perf_counter() - t, "export_cpu_s": time.process_time() - c,
-                  "rss_before_export_mib": rss_before, "peak_rss_export_mib": status("VmHWM"),
-                  "peak_rss_increase_mib": status("VmHWM") - rss_before}))
+print(json.dumps(measure(lambda: to_onnx(forward, [Weights(abstract, path), ("B", dim)], output_path=out,
+                                          external_data=True))))
 """
 
 
@@ -114,7 +107,7 @@ def main() -> None:
         subprocess.run([sys.executable, "-c", SAVE, ckpt, str(n_layers), str(args.dim), HERE], check=True)
         result["save_checkpoint_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", EXPORT, ckpt, onnx_path, str(n_layers), str(args.dim)],
+        proc = subprocess.run([sys.executable, "-c", EXPORT, ckpt, onnx_path, str(n_layers), str(args.dim), HERE],
                               capture_output=True, text=True, check=False)
         result["export_process_s"] = time.perf_counter() - t
         if proc.returncode != 0:

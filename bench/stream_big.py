@@ -62,9 +62,8 @@ import jax, jax.numpy as jnp, numpy as np
 from jax2onnx import Weights, to_onnx
 from jax2onnx.export import saving
 
-def status(key):
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) / 1024 for line in f if line.startswith(key))  # MiB
+sys.path.insert(0, sys.argv[5])  # bench/
+from peak_rss import measure
 
 path, out, n_layers, dim = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 abstract = {"layers": [{"w": jax.ShapeDtypeStruct((dim, dim), jnp.float32), "b": jax.ShapeDtypeStruct((dim,), jnp.float32)}
@@ -85,17 +84,8 @@ def timed_digest(*args):  # how much of the export is naming the weights file af
         digest_s.append(time.perf_counter() - t)
 saving.weights_digest = timed_digest
 
-rss_before, peak_before = status("VmRSS"), status("VmHWM")  # (imports, abstract tree)
-with open("/proc/self/clear_refs", "w") as f:
-    f.write("5")  # restart VmHWM here: the peak below is the export's alone
-t, c = time.perf_counter(), time.process_time()
-to_onnx(forward, [Weights(abstract, path), ("B", dim)], output_path=out, external_data=True)
-print(json.dumps({"export_s": time.perf_counter() - t, "export_cpu_s": time.process_time() - c,
-                  "digest_s": sum(digest_s),
-                  "rss_before_export_mib": rss_before, "peak_rss_export_mib": status("VmHWM"),
-                  "peak_rss_increase_mib": status("VmHWM") - rss_before,
-                  # not ru_maxrss: it survives exec, so it would report the parent's peak (writing the source)
-                  "peak_rss_process_mib": max(peak_before, status("VmHWM"))}))
+figures = measure(lambda: to_onnx(forward, [Weights(abstract, path), ("B", dim)], output_path=out, external_data=True))
+print(json.dumps({**figures, "digest_s": sum(digest_s)}))
 """
 
 
@@ -119,7 +109,7 @@ def main() -> None:
         write_weights(st, n_layers, args.dim)
         result["write_source_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", EXPORT, st, onnx_path, str(n_layers), str(args.dim)],
+        proc = subprocess.run([sys.executable, "-c", EXPORT, st, onnx_path, str(n_layers), str(args.dim), HERE],
                               capture_output=True, text=True, check=False)
         result["export_process_s"] = time.perf_counter() - t
         if proc.returncode != 0:

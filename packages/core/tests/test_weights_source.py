@@ -96,6 +96,38 @@ def test_weights_are_read_only_when_written(tmp_path, mini_registry):
     assert allclose(lambda x: mlp(params, x), model, [rng.standard_normal((2, 32)).astype(np.float32)])
 
 
+def test_streamed_weights_are_written_one_at_a_time_at_any_size(tmp_path, mini_registry, monkeypatch):
+    """No external_data=: a small model streamed from a source still goes to the weights file, each
+    weight read just before it is written (not all read into one proto, then saved)."""
+    from jax2onnx.export import saving
+
+    rng = np.random.default_rng(3)
+    # every tensor over 1 KiB: all go to the weights file (and shape inference reads none of them early)
+    params = _params(rng, [32, 512, 1024])
+    flat = _flat(params)
+    events: list[str] = []
+
+    def source(name):
+        events.append("read")
+        return flat[name]
+
+    monkeypatch.setattr(saving, "_STEP_HOOK", lambda step: events.append(step) if step == "writing" else None)
+    abstract = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
+    out = tmp_path / "small.onnx"
+    to_onnx(mlp, [Weights(abstract, source), ("B", 32)], output_path=str(out))
+    assert events == ["writing", "read"] * len(flat), events  # read as each is written, one at a time
+    proto = onnx.load(str(out), load_external_data=False)
+    external = {t.name for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
+    assert external == set(flat)
+    assert allclose(lambda x: mlp(params, x), str(out), [rng.standard_normal((2, 32)).astype(np.float32)])
+    # asked for one self-contained file, or no file to write beside: inline, as before
+    inline = to_onnx(mlp, [Weights(abstract, flat), ("B", 32)], output_path=str(tmp_path / "one.onnx"),
+                     external_data=False)
+    assert not any(t.data_location == onnx.TensorProto.EXTERNAL for t in inline.graph.initializer)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("one.onnx")) == ["one.onnx"]
+    assert {t.name for t in to_onnx(mlp, [Weights(abstract, flat), ("B", 32)]).graph.initializer} >= set(flat)
+
+
 def test_a_missing_or_misshapen_weight_is_named(tmp_path, mini_registry):
     params = _params(np.random.default_rng(2), [4, 4])
     st = tmp_path / "w.safetensors"

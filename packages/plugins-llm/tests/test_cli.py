@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 
@@ -74,3 +75,25 @@ def test_llm_verb_refuses_bad_input_before_exporting(tmp_path, capsys, extra, fr
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(lines) == 1 and "error:" in lines[0] and fragment.replace("{tmp}", str(tmp_path)) in lines[0], lines
     assert sorted(p.name for p in tmp_path.iterdir()) == ["factory.py"]  # no model folder, no temp folder
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_llm_verb_shows_progress_on_a_terminal_and_quiet_silences_it(tmp_path, monkeypatch):
+    from jax2onnx import progress
+
+    factory = tmp_path / "factory.py"
+    factory.write_text(FACTORY.format(tests=os.path.dirname(__file__)))
+    monkeypatch.setattr(progress, "AUTO_DELAY_S", 0.0)  # the bar waits for a long export; this one is short
+    for quiet, out in ((True, "quiet"), (False, "shown")):
+        term = _Terminal()
+        monkeypatch.setattr("sys.stderr", term)
+        args = ["llm", f"{factory}:make", "-o", str(tmp_path / out), "--max-length", "32"]
+        assert main(args + (["--quiet"] if quiet else [])) == 0
+        if quiet:
+            assert term.getvalue() == ""
+        else:
+            assert "\x1b[" in term.getvalue() and "jax2onnx" in term.getvalue()

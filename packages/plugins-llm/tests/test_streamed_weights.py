@@ -23,16 +23,35 @@ def test_streamed_from_safetensors_generates_the_same_tokens(tmp_path):
     source = tmp_path / "weights.safetensors"
     save_safetensors(model, source)
     abstract = nnx.eval_shape(lambda: Llama(CFG, rngs=nnx.Rngs(0)))  # no arrays: shapes only
-    folder = export_causal_lm(abstract, tmp_path / "out", max_length=48, cache="shared", weights=source,
-                              external_data=True)
+    folder = export_causal_lm(abstract, tmp_path / "out", max_length=48, cache="shared", weights=source)
     check_folder(folder)
-    # every weight is in model.onnx.data, read from the file (the abstract model has no values)
+    # every weight is in model.onnx.data, read from the file (the abstract model has no values);
+    # external data at this small size too: streamed weights are written one at a time (issue #32)
     proto = onnx.load(str(folder / "model.onnx"), load_external_data=False)
     external = {t.name for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
     matrices = {name for name, leaf in weight_names(abstract).items() if len(leaf.shape) == 2}
     assert len(matrices) == 7 * CFG.num_layers + 2 and matrices <= external  # (norm scales: fused, renamed)
     assert_same_tokens(folder, lambda prompts: model.generate(*_padded(prompts), 32), CFG.pad_token_id,
                        CFG.eos_token_id)
+
+
+def test_streamed_export_logs_its_progress_when_asked_and_is_quiet_otherwise(tmp_path, capsys):
+    source = tmp_path / "weights.safetensors"
+    save_safetensors(Llama(CFG, rngs=nnx.Rngs(3)), source)
+    abstract = nnx.eval_shape(lambda: Llama(CFG, rngs=nnx.Rngs(0)))
+    export_causal_lm(abstract, tmp_path / "out", max_length=32, weights=source, precision="int4", progress=True)
+    lines = capsys.readouterr().err.splitlines()  # not a terminal: plain lines
+    stages = [line.removeprefix("jax2onnx: ").removesuffix(" ...") for line in lines if line.endswith(" ...")]
+    assert stages == ["check", "trace", "lower", "optimize", "write", "genai_config.json"], lines
+    writing = next(line for line in lines if line.startswith("jax2onnx: writing "))
+    count, total = int(writing.split()[2]), writing.split("(")[1].rstrip(")")  # "writing N tensors (size)"
+    proto = onnx.load(str(tmp_path / "out" / "model.onnx"), load_external_data=False)
+    assert count == sum(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer) > 0
+    assert f"jax2onnx:   {count}/{count} tensors, {total} of {total}" in lines, lines
+    assert lines[-1].startswith("jax2onnx: done in ")
+    export_causal_lm(abstract, tmp_path / "out", max_length=32, weights=source, precision="int4", progress=False)
+    export_causal_lm(abstract, tmp_path / "out", max_length=32, weights=source, precision="int4")  # None: a log, quiet
+    assert capsys.readouterr().err == ""
 
 
 def test_source_without_a_weight_is_one_clear_error(tmp_path):

@@ -43,6 +43,8 @@ def register(sub: Any) -> None:
     p.add_argument("--generate", default=None, metavar="IDS",
                    help="after exporting, generate greedily in onnxruntime-genai from these comma-separated token ids")
     p.add_argument("--new-tokens", type=_positive_int, default=16, help="how many tokens --generate adds (default 16)")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no progress bar on stderr (shown on a terminal for an export of more than a few seconds)")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback on errors")
     p.set_defaults(func=_run)
 
@@ -66,7 +68,7 @@ def _run(args: argparse.Namespace) -> int:
     model = target() if isinstance(target, type) or (callable(target) and not _is_model(target)) else target
     folder = export_causal_lm(model, args.output, max_length=args.max_length, cache=args.cache, target=args.target,
                               precision=args.precision, tokenizer=args.tokenizer, eos_token_id=args.eos_token_id,
-                              pad_token_id=args.pad_token_id)
+                              pad_token_id=args.pad_token_id, progress=False if args.quiet else None)
     print(f"wrote {folder}")
     if prompt is not None:
         import json

@@ -31,6 +31,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from jax2onnx import ExportProgram
+from jax2onnx import progress as progress_report
 from jax2onnx.targets import MS_DOMAIN, get_target
 
 from . import families, genai_config, norm_fusion, special_tokens, tokenizers
@@ -62,6 +63,7 @@ def export_causal_lm(
     eos_token_id: int | list[int] | None = None,
     pad_token_id: int | None = None,
     weights: Any = None,
+    progress: bool | None = None,
 ) -> pathlib.Path:
     """Export a causal LM as an onnxruntime-genai model folder and return its path.
 
@@ -111,12 +113,21 @@ def export_causal_lm(
     Returns:
         ``out_dir`` as a :class:`pathlib.Path`.
     """
-    out = pathlib.Path(out_dir)
+    with progress_report.reporting(progress) as reporter:
+        reporter.stage("check")
+        return _export(model, pathlib.Path(out_dir), max_length=max_length, precision=precision, cache=cache,
+                       target=target, tokenizer=tokenizer, opset=opset, external_data=external_data, search=search,
+                       given={k: v for k, v in (("bos_token_id", bos_token_id), ("eos_token_id", eos_token_id),
+                                                ("pad_token_id", pad_token_id)) if v is not None},
+                       weights=weights, reporter=reporter)
+
+
+def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, cache: str, target: str, tokenizer: Any,
+            opset: int, external_data: bool | None, search: dict[str, Any] | None, given: dict[str, Any], weights: Any,
+            reporter: Any) -> pathlib.Path:
     _check_options(max_length, precision, cache, target)
     spec = families.decoder_spec(model)
     tokenizer = spec.tokenizer if tokenizer is None else tokenizer
-    given = {k: v for k, v in (("bos_token_id", bos_token_id), ("eos_token_id", eos_token_id),
-                               ("pad_token_id", pad_token_id)) if v is not None}
     # one pad id for the graph's padding detection and genai_config.json (special_tokens.py)
     spec = special_tokens.resolve(spec, tokenizer, given)
     _check_spec(spec, max_length, cache)
@@ -128,9 +139,11 @@ def export_causal_lm(
     with _staging(out) as staging:
         _write_model(spec, staging / MODEL_FILE, max_length=max_length, precision=precision, cache=cache,
                      target=target, opset=opset, external_data=external_data, streamed=streamed)
+        reporter.stage(genai_config.FILE)
         config = genai_config.build(spec, filename=MODEL_FILE, max_length=max_length, cache=cache, search=search)
         (staging / genai_config.FILE).write_text(json.dumps(config, indent=4) + "\n")
         if tok_source is not None:
+            reporter.stage("tokenizer")
             tokenizers.write(tok_source, staging)
     return out
 

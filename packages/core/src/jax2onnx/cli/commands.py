@@ -258,6 +258,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         enable_double_precision=args.double, output_path=output, input_names=args.input_name or None,
         output_names=args.output_name or None, external_data=True if args.external_data else None,
         precision=args.precision, **({"target": args.target} if args.target is not None else {}),
+        progress=False if args.quiet else None,  # the bar on a terminal, for a long conversion
     )
     try:  # what to_onnx checks before tracing (a target's name, its opsets, ...), before importing the model
         ExportOptions.check(inputs=inputs, **options)
@@ -457,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "default (bfloat16 passes on a TPU) with looser tolerances")
     conv.add_argument("--report", help="with --verify (refused without it): also write the report here "
                                        "(.json, or .md for markdown)")
-    conv.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    conv.add_argument("--quiet", "-q", action="store_true", help="no progress lines or bar on stderr")
     # Also accepted after the subcommand; SUPPRESS keeps it from resetting a --debug given before it.
     conv.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback on errors")
     conv.set_defaults(func=_cmd_convert)

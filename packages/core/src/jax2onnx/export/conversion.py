@@ -49,6 +49,7 @@ def to_onnx(
     verify: bool | GreedyCheck | Verify = False,
     precision: str | Precision = "float32",
     target: Any = "onnx",
+    progress: bool | None = None,
 ) -> onnx.ModelProto | ir.Model | str:
     """Convert a JAX callable to ONNX.
 
@@ -89,7 +90,9 @@ def to_onnx(
         external_data: store weights in ``<output_path>.<hash>.data`` beside the model (streamed,
             never held twice; the model and its weights are replaced as a pair, so a crash leaves
             the old pair or the new one, see :mod:`jax2onnx.export.saving`). ``None``: automatically when
-            the weights exceed protobuf's 2 GB limit.
+            the weights exceed protobuf's 2 GB limit, and at any size for weights read only as
+            they are written (:class:`~jax2onnx.Weights`, arrays on accelerators or sharded), so
+            those are written one tensor at a time and never gathered into one proto.
         verify: after exporting (and writing ``output_path``), run :func:`jax2onnx.verify`: the
             function in JAX and the model in onnxruntime on random inputs, two sizes per symbolic
             dim, tolerances by output dtype. A mismatch raises
@@ -116,6 +119,10 @@ def to_onnx(
             ``"tensorrt"`` (within TensorRT 10's ONNX parser: opset <= 20, no float64, no DFT; an
             export it cannot take fails naming the op), ``"web"`` (``export_mode="web"``). The
             rewrites applied are counted in the model's ``jax2onnx:rewrites`` metadata.
+        progress: report the stages and the tensors and bytes written on stderr
+            (:mod:`jax2onnx.progress`): ``None`` (default) a bar on a terminal once the export has
+            run a couple of seconds, nothing otherwise; ``True`` a bar on a terminal, plain lines
+            otherwise (a log); ``False`` nothing.
 
     Returns:
         The ``onnx.ModelProto``, the ``onnx_ir.Model`` or the written path (``return_mode``).
@@ -131,7 +138,7 @@ def to_onnx(
         return_mode=return_mode, output_path=output_path, inputs_as_nchw=inputs_as_nchw,
         outputs_as_nchw=outputs_as_nchw, input_names=input_names, output_names=output_names,
         export_mode=export_mode, normalization_mode=normalization_mode, optimize=optimize,
-        external_data=external_data, verify=verify, precision=precision, target=target,
+        external_data=external_data, verify=verify, precision=precision, target=target, progress=progress,
     )
     return ExportProgram.from_options(fn, inputs, options).result()
 

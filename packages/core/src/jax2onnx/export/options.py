@@ -87,6 +87,9 @@ class ExportOptions:
     precision: Precision = Precision()
     #: the runtime the graph is tuned for (:mod:`jax2onnx.targets`): every stage asks this object
     target: Target = dataclasses.field(default_factory=lambda: get_target("onnx"))
+    #: None: a bar on a terminal for a long export; True: a bar, or plain lines when not a terminal;
+    #: False: nothing (:mod:`jax2onnx.progress`)
+    progress: bool | None = None
     #: front-end only (FRONT_END_OPTIONS): extra rewrite passes, after precision=, before the I/O names
     rewrite_passes: tuple[PassFactory, ...] = ()
     #: front-end only: the external-data file's name beside output_path (None: <model file>.<hash>.data)
@@ -115,6 +118,7 @@ class ExportOptions:
         verify: Any = False,
         precision: Any = "float32",
         target: Any = "onnx",
+        progress: Any = None,
         rewrite_passes: Any = (),
         external_data_file: Any = None,
     ) -> ExportOptions:
@@ -193,9 +197,17 @@ class ExportOptions:
             verify=verify,
             precision=checked_precision,
             target=target,
+            progress=_progress_option(progress),
             rewrite_passes=factories,
             external_data_file=data_file,
         )
+
+
+def _progress_option(progress: Any) -> bool | None:
+    if progress is not None and not isinstance(progress, bool):
+        raise OptionTypeError(f"progress must be True (a bar on a terminal, plain lines otherwise), False (nothing) or "
+                              f"None (a bar on a terminal for a long export), got {type(progress).__name__} {progress!r}")
+    return progress
 
 
 def _resolve_target(target: Any, export_mode: str, opset: int) -> tuple[Target, str, int]:

@@ -15,6 +15,9 @@ whole export; ``export_program(fn, inputs, ...)`` is that, returned as the progr
 ``rewrite_passes`` (factories ``options -> onnx_ir pass``, run in the **rewrite slot**: after the
 target's rewrite rules and ``precision=``, before the I/O names, validation and the target's final
 check) and ``external_data_file`` (the weights file's fixed name beside ``output_path``).
+
+Each stage reports itself to the export's progress reporter (:mod:`jax2onnx.progress`): the one a
+front-end opened around its whole export, else the one ``write()`` opens from ``progress=``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from .. import progress
 from ..lower.registry import get_registry
 from ..verification.report import ExportReport, ModelSummary, summarize
 from .lowering import lower
@@ -79,18 +83,21 @@ class ExportProgram:
 
     def trace(self) -> ExportProgram:
         if self.traced is None:
+            progress.current().stage("trace")
             self.traced = trace(self._export, self.fn, self.inputs)
         return self
 
     def lower(self) -> ExportProgram:
         if self.model is None:
             self.trace()
+            progress.current().stage("lower")
             self.model = lower(self._export, self.traced)
         return self
 
     def optimize(self) -> ExportProgram:
         if not self._optimized:
             self.lower()
+            progress.current().stage("optimize")
             optimize(self._export, self.model)
             self._optimized = True
         return self
@@ -99,10 +106,15 @@ class ExportProgram:
         """The optimized model as a proto, and as a file where ``output_path`` was given; with
         ``verify=`` in the options, verified too (raising :class:`~jax2onnx.VerificationError`)."""
         if self.artifact is None:
-            self.optimize()
-            self.artifact = write(self._export, self.model)
-            if self.options.verify:
-                raise_if_failed(verify_export(self._export, self.traced, self.artifact), self.artifact, self.traced)
+            # the options' progress= reports the stages still to run (an outer reporter, a
+            # front-end's around its whole export, stays the one that reports)
+            with progress.reporting(self.options.progress):
+                self.optimize()
+                progress.current().stage("write")
+                self.artifact = write(self._export, self.model)
+                if self.options.verify:
+                    progress.current().stage("verify")
+                    raise_if_failed(verify_export(self._export, self.traced, self.artifact), self.artifact, self.traced)
         return self
 
     def verify(self) -> ExportReport:

@@ -40,7 +40,7 @@ TEMP_PREFIX = ".jax2onnx-tmp-"
 _LEGACY_TEMP_PREFIX = ".jax2onnx-"
 #: Temp entries older than this are removed whoever made them (a crashed export on another host).
 STALE_SECONDS = 24 * 3600
-#: Tensors at least this large go to the external data file.
+#: Tensors larger than this go to the external data file (onnx_ir's size_threshold_bytes).
 EXTERNAL_THRESHOLD_BYTES = 1024
 
 #: The steps of :func:`save_with_external_data`, in order; a test hook can stop the process at each.
@@ -244,14 +244,18 @@ def _prepare(path: str | os.PathLike[str]) -> tuple[str, str, str]:
     return path, directory, model_file
 
 
-def save_with_external_data(model: ir.Model, path: str | os.PathLike[str], data_file: str | None = None) -> onnx.ModelProto:
+def save_with_external_data(model: ir.Model, path: str | os.PathLike[str], data_file: str | None = None,
+                            on_tensor: Callable[[int, int, int], None] | None = None) -> onnx.ModelProto:
     """Write ``path`` plus ``<path>.<hash>.data`` (tensors streamed from the IR, not copied into a
     proto) as one crash-consistent pair; returns the model proto without its weights.
 
     ``data_file``: a fixed name for the weights file instead (``ExportOptions.external_data_file``:
     a front-end writing a staging folder that it renames into place as a whole); the same steps
     run, but a crash between the two renames can pair an old model with new weights, which is why
-    only a folder that is itself replaced atomically should ask for it."""
+    only a folder that is itself replaced atomically should ask for it.
+
+    ``on_tensor(index, count, nbytes)``: called as each of the ``count`` external tensors is about
+    to be written (a progress bar's hook)."""
     path, directory, model_file = _prepare(path)
     temp_dir = os.path.join(directory, _temp_name())
     os.mkdir(temp_dir)
@@ -260,9 +264,15 @@ def save_with_external_data(model: ir.Model, path: str | os.PathLike[str], data_
         # Written under a provisional name, renamed after its content once that is known (each
         # weight is loaded once, for the write; see weights_digest).
         pending = f"{model_file}.pending.data"
+
+        def each_tensor(tensor: Any, info: Any) -> None:
+            _step("writing")
+            if on_tensor is not None:
+                on_tensor(info.index, info.total, tensor.nbytes)
+
         try:
             ir.save(model, temp_model, external_data=pending, size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES,
-                    callback=(lambda tensor, info: _step("writing")) if _STEP_HOOK is not None else None)
+                    callback=each_tensor if _STEP_HOOK is not None or on_tensor is not None else None)
         except ir.serde.SerdeError as exc:
             raise _serde_cause(exc) from None
         temp_pending = os.path.join(temp_dir, pending)

@@ -1,8 +1,11 @@
 """Stage ``write``: the optimized ``onnx_ir.Model`` → an :class:`Artifact` (proto, file, or both).
 
 The one place that decides about external data: ``external_data=None`` means "when the weights
-exceed protobuf's limit", ``export_mode="web"`` forbids it (one self-contained file), and a
-self-contained model over 2 GB is refused with the fix. Files are replaced atomically
+exceed protobuf's limit, or when any weight is read only as it is written" (a streamed
+:class:`~jax2onnx.Weights` leaf, a device-resident array, or a quantized part of one: those go to the
+weights file one tensor at a time at every model size, never gathered into one proto first),
+``export_mode="web"`` forbids it (one self-contained file), and a self-contained model over 2 GB is
+refused with the fix. Files are replaced atomically
 (:mod:`jax2onnx.export.saving`); the weights file is ``<model file>.<hash>.data``, or the fixed
 ``external_data_file`` a front-end names (the LLM folder's ``model.onnx.data``).
 """
@@ -15,10 +18,12 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from .. import progress
 from ..errors import InputSpecError
+from ..ir.graphs import all_graphs
 from ..verification.compare import remember_saved
 from .options import Export
-from .saving import save_atomically, save_with_external_data
+from .saving import EXTERNAL_THRESHOLD_BYTES, save_atomically, save_with_external_data
 
 #: Above this many bytes of weights, a model goes to external data automatically (protobuf caps one
 #: message at 2 GB, and the graph itself needs room too).
@@ -58,7 +63,11 @@ def write(export: Export, model: ir.Model) -> Artifact:
     output_path = options.output_path
     weight_bytes = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
     too_big = weight_bytes > EXTERNAL_DATA_AUTO_BYTES
-    external = too_big if options.external_data is None else options.external_data
+    # a streamed weight inlined would be loaded, with all the others, into one proto: streamed
+    # weights are written tensor by tensor wherever there is a file to write them beside
+    streamed = output_path is not None and any(isinstance(v.const_value, ir.LazyTensor)
+                                               for v in model.graph.initializers.values())
+    external = (too_big or streamed) if options.external_data is None else options.external_data
     if not external and too_big and options.export_mode == "web" and output_path is not None:
         raise InputSpecError(
             f"export_mode='web' needs one self-contained file, but the weights take {weight_bytes / 2**30:.2f} GiB, "
@@ -73,7 +82,7 @@ def write(export: Export, model: ir.Model) -> Artifact:
     if options.return_mode == "ir":  # the model itself is returned: serialize only to write the file
         if output_path is not None:
             if external:
-                save_with_external_data(model, output_path, options.external_data_file)
+                _save_external(model, output_path, options.external_data_file)
             else:
                 save_atomically(ir.to_proto(model), output_path)
         return Artifact(model, None, output_path, bool(external))
@@ -82,10 +91,32 @@ def write(export: Export, model: ir.Model) -> Artifact:
             why = ("external_data=True writes the weights into a file beside the model" if options.external_data else
                    f"the model's weights take {weight_bytes / 2**30:.2f} GiB, over protobuf's 2 GB limit for one message")
             raise InputSpecError(f"{why}: pass output_path=... so they can be written as external data beside the model")
-        proto = save_with_external_data(model, output_path, options.external_data_file)
+        proto = _save_external(model, output_path, options.external_data_file)
         remember_saved(proto, output_path)  # a returned proto then runs with its weights (verify, allclose)
         return Artifact(model, proto, output_path, True)
     proto = ir.to_proto(model)
     if output_path is not None:
         save_atomically(proto, output_path)
     return Artifact(model, proto, output_path, False)
+
+
+def _save_external(model: ir.Model, path: str, data_file: str | None) -> onnx.ModelProto:
+    """:func:`save_with_external_data`, each tensor counted by the export's progress reporter as it
+    is written (tensors and bytes)."""
+    reporter = progress.current()
+    total = sum(v.const_value.nbytes for g in all_graphs(model) if isinstance(g, ir.Graph)
+                for v in g.initializers.values()
+                if v.const_value is not None and v.const_value.nbytes > EXTERNAL_THRESHOLD_BYTES)
+    started = [0]  # the bytes of the tensor being written: counted once the next one starts
+
+    def on_tensor(index: int, count: int, nbytes: int) -> None:
+        if index == 0:
+            reporter.writing(count, total)
+        else:
+            reporter.wrote(started[0])
+        started[0] = nbytes
+
+    proto = save_with_external_data(model, path, data_file, on_tensor=on_tensor)
+    if started[0]:
+        reporter.wrote(started[0])
+    return proto

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx_ir as ir
 
+from .. import progress
 from ..errors import RUNTIME_INSTALL_HINT
 from .gptq import awq_clip_blocks, gptq_blocks
 from .options import Precision, PrecisionError
@@ -83,11 +84,14 @@ def input_hessians(model: ir.Model, taps: dict[str, int], batches: Sequence[tupl
     session = _session(model, list(taps))
     names = list(taps)
     sums = {name: jnp.zeros((k, k), jnp.float32) for name, k in taps.items()}
+    reporter = progress.current()
+    reporter.steps("calibrating batches", len(batches))
     for i, batch in enumerate(batches):
         outs = session.run(names, _feed(session, batch, i))
         for name, x in zip(names, outs, strict=True):
             rows = jnp.asarray(x, jnp.float32).reshape(-1, taps[name])
             sums[name] = sums[name] + rows.T @ rows
+        reporter.step()
     return {name: np.asarray(h) for name, h in sums.items()}
 
 
