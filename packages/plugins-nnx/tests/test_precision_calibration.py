@@ -119,24 +119,56 @@ def test_calibration_defaults_to_gptq_and_is_not_compared():
     assert isinstance(p.calibration, tuple) and p.calibration[0][0].shape == (2, 4)
 
 
-def test_scanned_stacked_weights_stay_round_to_nearest_and_are_listed():
-    """A Scan's per-layer inputs are no graph value: its stacked weights keep RTN codes, said in the
-    detail, while the matmul before the scan is calibrated; the export still matches JAX."""
+def _stacked_mlp(layers: int = 3):
+    """``lax.scan`` over stacked ``[L, D, D]`` weights (an ``nnx.scan`` over layers exports the
+    same Scan), fed correlated inputs, after one unstacked matmul."""
     rng = np.random.default_rng(3)
+    mixing = rng.normal(size=(RANK, 64)) / np.sqrt(RANK)
+
+    def data(n: int) -> np.ndarray:
+        return (rng.normal(size=(n, RANK)) @ mixing + 0.05 * rng.normal(size=(n, 64))).astype(np.float32)
+
     first = (rng.normal(size=(64, 64)) / 8).astype(np.float32)
-    stacked = (rng.normal(size=(3, 64, 64)) / 8).astype(np.float32)
+    stacked = (rng.normal(size=(layers, 64, 64)) / 8).astype(np.float32)
 
     def f(x):
-        return jax.lax.scan(lambda h, w: (jnp.tanh(h @ w), None), x @ first, stacked)[0]
+        return jax.lax.scan(lambda h, w: (h + jnp.tanh(h @ w), None), x @ first, stacked)[0]
 
-    x = rng.normal(size=(16, 64)).astype(np.float32)
-    model = to_onnx(f, [jax.ShapeDtypeStruct(("B", 64), jnp.float32)], target="onnxruntime",
-                    precision=Precision("int4", calibration=[(x,)]))
-    onnx.checker.check_model(model, full_check=True)
-    detail = next(p.value for p in model.metadata_props if p.key.endswith("detail"))
-    assert "1 calibrated (GPTQ)" in detail
-    assert "round-to-nearest (not reachable for calibration): const_3x64x64 (int4, 3 layers)" in detail
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    y = session.run(None, {session.get_inputs()[0].name: x})[0]
-    reference = np.asarray(f(x))
-    assert np.linalg.norm(y - reference) / np.linalg.norm(reference) < 0.2  # int4 through four layers
+    return f, [(data(256),), (data(256),)], data(512)
+
+
+def test_scanned_stacked_weights_are_calibrated_per_layer():
+    """A Scan's stacked weights get each layer's codes from that layer's inputs (an extra scan
+    output of the calibration copy): listed as calibrated, the same graph and bytes as plain int4,
+    and GPTQ at least halves round-to-nearest's held-out error through the scanned layers."""
+    f, calibration, held_out = _stacked_mlp()
+    reference = np.asarray(f(held_out))
+    spec = [jax.ShapeDtypeStruct(("B", 64), jnp.float32)]
+    errors, models = {}, {}
+    for method in ("rtn", "gptq"):
+        model = to_onnx(f, spec, target="onnxruntime",
+                        precision=Precision("int4", method=method, calibration=calibration if method != "rtn" else ()))
+        onnx.checker.check_model(model, full_check=True)
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        y = session.run(None, {session.get_inputs()[0].name: held_out})[0]
+        errors[method] = float(np.linalg.norm(y - reference) / np.linalg.norm(reference))
+        models[method] = model
+    detail = next(p.value for p in models["gptq"].metadata_props if p.key.endswith("detail"))
+    assert "2 calibrated (GPTQ)" in detail and "not reachable" not in detail, detail
+    assert "1 scanned stacked weight(s): const_3x64x64 (int4, 3 layers)" in detail
+    shapes = [sorted((i.data_type, tuple(i.dims)) for i in models[m].graph.initializer) for m in ("rtn", "gptq")]
+    assert shapes[0] == shapes[1]
+    assert errors["gptq"] <= 0.5 * errors["rtn"], errors
+
+
+def test_calibration_runs_layer_by_layer_and_reports_each_group():
+    """The progress hook is called once per group, in order: the first matmul, then the second
+    (whose inputs come through the first, already quantized), then the Scan's stacked layers."""
+    from jax2onnx.precision.calibration import reporting_layers
+
+    f, calibration, _ = _stacked_mlp(layers=2)
+    seen = []
+    with reporting_layers(lambda done, total, weights: seen.append((done, total, weights))):
+        to_onnx(f, [jax.ShapeDtypeStruct(("B", 64), jnp.float32)], target="onnxruntime",
+                precision=Precision("int4", calibration=calibration))
+    assert seen == [(1, 2, ["const_64x64"]), (2, 2, ["const_2x64x64"])], seen

@@ -48,7 +48,7 @@ import dataclasses
 import onnx_ir as ir
 
 from ..ir.graphs import FreshNames, all_graphs
-from .calibration import calibrated_blocks, input_hessians
+from .calibration import Calibrated, MatmulSite, StackedSite, calibrate
 from .options import Precision, PrecisionError
 from .quantized_ops import (
     MS_DOMAIN,
@@ -63,7 +63,13 @@ from .quantized_ops import (
     use_ms_domain,
     weight_kn,
 )
-from .stacked_weights import quantize_scanned_weights, quantize_selected_weight, selected_weight
+from .stacked_weights import (
+    quantize_scanned_weights,
+    quantize_selected_weight,
+    scanned_matmuls,
+    selected_weight,
+    stacked_bits,
+)
 from .weight_sites import Site, WeightMatmul, as_weight, find_weight_matmul, matches_any
 
 
@@ -85,7 +91,8 @@ class QuantizeResult:
     def _uncalibrated(self) -> list[str]:
         """int4 weights a calibrated export left round-to-nearest (not reachable per layer); the
         stacked ones' labels say their width (a standard-form stacked weight is int8)."""
-        stacked = [label for label in (*self.scanned, *self.selected) if "(int4," in label]
+        stacked = [label for label in (*self.scanned, *self.selected)
+                   if "(int4," in label and label.split(" (")[0] not in self.calibrated]
         return [n for n in self.int4 if n not in self.calibrated] + stacked
 
     def describe(self) -> str:
@@ -176,7 +183,8 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
         return 4
 
     chosen = _calibration(model, p, [(site, m) for site, m in sites if site.owner is main and bits_of(m) == 4
-                                     and not any(matches_any(n, p.exclude) for n in m.weight.sources)])
+                                     and not any(matches_any(n, p.exclude) for n in m.weight.sources)],
+                          [site for site in scans if site.owner is main])
     result.method = p.int4_method()
     for site, m in sites:
         name = m.weight.name
@@ -185,17 +193,21 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
             continue
         counter[0] += 1
         if bits_of(m) == 4:
-            to_int4(site, m, p, counter[0], chosen.get(id(m.node)))
+            blocks = chosen.matmuls.get(id(m.node))
+            to_int4(site, m, p, counter[0], None if blocks is None else (lambda w, blocks=blocks: blocks))
             result.int4.append(name)
-            if id(m.node) in chosen:
+            if blocks is not None:
                 result.calibrated.append(name)
         else:
             to_int8(site, m, p, counter[0])
             result.int8.append(name)
         use_ms_domain(site.owner)
     for site in scans:
-        for label in quantize_scanned_weights(site, p, counter):
+        layers = {slot: blocks for (scan, slot), blocks in chosen.stacked.items() if scan == id(site.node)}
+        for label in quantize_scanned_weights(site, p, counter, layers):
             result.scanned.append(label)
+            if label.split(" (")[0] in chosen.stacked_names:
+                result.calibrated.append(label.split(" (")[0])
             use_ms_domain(site.owner)
     for site, m, chain in selected:
         if any(matches_any(n, p.exclude) for n in m.weight.sources):
@@ -249,19 +261,27 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
     return result
 
 
-def _calibration(model: ir.Model, p: Precision, reachable: list[tuple[Site, WeightMatmul]]) -> dict:
-    """id(matmul node) → its calibrated block chooser, for the main-graph int4 matmuls (none
-    without calibration data): one onnxruntime run of the float32 model per batch, before any
-    weight is rewritten."""
-    if not p.calibration or not reachable:
-        return {}
-    taps: dict[str, int] = {}
+def _calibration(model: ir.Model, p: Precision, reachable: list[tuple[Site, WeightMatmul]],
+                 scans: list[Site]) -> Calibrated:
+    """The calibrated blocks of the main-graph int4 matmuls and the int4 stacked weights main-graph
+    Scans slice (none without calibration data), chosen layer by layer before any weight is
+    rewritten (:func:`.calibration.calibrate`)."""
+    if not p.calibration:
+        return Calibrated()
+    sites = []
     for site, m in reachable:
         if not m.a.name:
             m.a.name = site.names("calibration_input")
-        taps[m.a.name] = weight_kn(m)[0]
-    hessians = input_hessians(model, taps, p.calibration)
-    return {id(m.node): calibrated_blocks(p, hessians[m.a.name]) for _, m in reachable}
+        sites.append(MatmulSite(m.node, m.a, m.weight.name, m.weight.load, m.transposed, weight_kn(m)[0]))
+    stacks = []
+    for site in scans:
+        for _, slot, stacked, m in scanned_matmuls(site, p):
+            if stacked_bits(stacked, p) == 4:
+                if not m.a.name:
+                    m.a.name = site.names("calibration_input")
+                stacks.append(StackedSite(site.node, slot, m.a, stacked.name, stacked.load, m.transposed,
+                                          weight_kn(m)[0]))
+    return calibrate(model, p, sites, stacks)
 
 
 __all__ = ["QuantizeResult", "quantize_weight_matmuls"]
