@@ -106,7 +106,7 @@ def test_wrong_width_batch_is_refused_naming_the_width():
     ({"kind": "int8", "calibration": [np.zeros((2, 4), np.float32)]}, "precision 'int8' takes none"),
     ({"kind": "int4", "method": "rtn", "calibration": [np.zeros((2, 4), np.float32)]}, "reads no calibration data"),
     ({"kind": "int4", "calibration": np.zeros((2, 4), np.float32)}, "a list of input batches"),
-    ({"kind": "int4", "calibration": [np.zeros((2, 4)), np.zeros((2, 5))]}, "batch 0's is"),
+    ({"kind": "int4", "calibration": [np.zeros((2, 4)), np.zeros((2, 4, 1))]}, "batch 0's is"),
 ])
 def test_bad_calibration_options_are_refused(kwargs, message):
     with pytest.raises(PrecisionError, match=message):

@@ -229,9 +229,9 @@ def _checked_calibration(p: Precision) -> Precision:
                                  "every batch gives one array per input of the export")
         if checked:
             for j, (a, first) in enumerate(zip(arrays, checked[0], strict=True)):
-                if a.shape[1:] != first.shape[1:]:
+                if a.ndim != first.ndim:  # the fixed axes are checked against the export's inputs when it runs
                     raise PrecisionError(f"calibration batch {i}, input {j} has shape {a.shape}; batch 0's is "
-                                         f"{first.shape}: batches may differ in their first (batch) axis only")
+                                         f"{first.shape}: every batch gives each input with the same rank")
         checked.append(arrays)
     return dataclasses.replace(p, calibration=tuple(checked))
 
