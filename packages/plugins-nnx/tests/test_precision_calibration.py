@@ -161,6 +161,38 @@ def test_scanned_stacked_weights_are_calibrated_per_layer():
     assert errors["gptq"] <= 0.5 * errors["rtn"], errors
 
 
+@pytest.mark.parametrize("select", ["slice", "gather"])
+def test_loop_indexed_stacked_weights_are_calibrated_per_layer(select):
+    """``lax.fori_loop`` picking layer ``i`` of a stacked weight (a Loop body's Slice or Gather):
+    each layer's Hessian from the iterations that picked it (the body's matmul input and the index,
+    extra scan outputs of the calibration copy); GPTQ at least halves round-to-nearest's error."""
+    _, calibration, held_out = _stacked_mlp()
+    rng = np.random.default_rng(5)
+    first = (rng.normal(size=(64, 64)) / 8).astype(np.float32)
+    stacked = jnp.asarray((rng.normal(size=(3, 64, 64)) / 8).astype(np.float32))
+
+    def f(x):
+        def body(i, h):
+            w = stacked[i] if select == "slice" else jnp.take(stacked, i, axis=0, mode="clip")
+            return h + jnp.tanh(h @ w)
+
+        return jax.lax.fori_loop(0, 3, body, x @ first)
+
+    reference = np.asarray(f(held_out))
+    errors = {}
+    for method in ("rtn", "gptq"):
+        model = to_onnx(f, [jax.ShapeDtypeStruct(("B", 64), jnp.float32)], target="onnxruntime",
+                        precision=Precision("int4", method=method, calibration=calibration if method != "rtn" else ()))
+        onnx.checker.check_model(model, full_check=True)
+        assert any(n.op_type == "Loop" for n in model.graph.node)
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        y = session.run(None, {session.get_inputs()[0].name: held_out})[0]
+        errors[method] = float(np.linalg.norm(y - reference) / np.linalg.norm(reference))
+    detail = next(p.value for p in model.metadata_props if p.key.endswith("detail"))
+    assert "2 calibrated (GPTQ)" in detail and "indexed per iteration" in detail and "not reachable" not in detail, detail
+    assert errors["gptq"] <= 0.5 * errors["rtn"], errors
+
+
 def test_calibration_runs_layer_by_layer_and_reports_each_group():
     """The progress hook is called once per group, in order: the first matmul, then the second
     (whose inputs come through the first, already quantized), then the Scan's stacked layers."""

@@ -79,16 +79,22 @@ class MatmulSite:
 
 @dataclasses.dataclass
 class StackedSite:
-    """A stacked weight ``[L, K, N]`` a main-graph ``Scan`` slices (scan input ``slot``), read in
-    the body by a matmul whose input is ``body_a``."""
+    """A stacked weight ``[layers, K, N]`` read one layer per iteration by a body matmul whose input
+    is ``body_a``: scan input ``slot`` of a main-graph ``Scan`` (``reverse``: scanned from the last
+    layer), or (``slot`` None) the main-graph initializer ``name`` a main-graph ``Loop`` body picks
+    the layer ``index`` (a body value) of. ``key``: what :class:`Calibrated` files its blocks under."""
 
     scan: ir.Node
-    slot: int
+    slot: int | None
     body_a: ir.Value
     name: str
     load: Callable[[], np.ndarray]
     transposed: bool
     K: int
+    layers: int
+    key: object
+    reverse: bool = False
+    index: ir.Value | None = None
 
 
 def _session(proto):
@@ -150,7 +156,12 @@ def _graphs_of(node: ir.Node) -> list[ir.Graph]:
 
 def _reads(node: ir.Node) -> list[str]:
     """Names of the values ``node`` reads: its inputs and what its bodies read from outer scopes."""
-    names = [v.name for v in node.inputs if v is not None and v.name]
+    return [v.name for v in node.inputs if v is not None and v.name] + _outer_reads(node)
+
+
+def _outer_reads(node: ir.Node) -> list[str]:
+    """Names of the values the bodies of ``node`` (Scan, Loop, If) read from outer scopes."""
+    names: list[str] = []
     for g in _graphs_of(node):
         local = {v.name for v in g.inputs} | set(g.initializers)
         for inner in g:
@@ -176,6 +187,7 @@ class _Segments:
         self.done: set[int] = set()
         self.useful: set[int] = {id(n) for n in self.nodes}  # the nodes some tap needs; the rest never runs
         self.replaced: dict[tuple[int, int], np.ndarray] = {}
+        self.replaced_initializers: dict[str, np.ndarray] = {}  # by name, for every reader (a Loop body's)
         self.cache = [checked_feed(model.graph.inputs, tuple(batch), i) for i, batch in enumerate(batches)]
 
     def _segment(self, wanted: list[ir.Node], rerun: set[int]) -> list[ir.Node]:
@@ -189,7 +201,7 @@ class _Segments:
             for slot, v in enumerate(n.inputs):
                 if v is not None and (id(n), slot) not in self.replaced and v.name in self.producer:
                     stack.append(self.producer[v.name])
-            stack.extend(self.producer[name] for name in _reads(n)[len(n.inputs):] if name in self.producer)
+            stack.extend(self.producer[name] for name in _outer_reads(n) if name in self.producer)
         return sorted((self.nodes[self.index[k]] for k in seen), key=lambda n: self.index[id(n)])
 
     def run(self, taps: list[str], scan_taps: dict[int, list[tuple[str, str]]]) -> Iterator[dict[str, np.ndarray]]:
@@ -222,7 +234,7 @@ class _Segments:
 
     def _inputs(self, n: ir.Node) -> list[tuple[int, str]]:
         direct = [(slot, v.name) for slot, v in enumerate(n.inputs) if v is not None and (id(n), slot) not in self.replaced]
-        return direct + [(-1, name) for name in _reads(n)[len(n.inputs):]]
+        return direct + [(-1, name) for name in _outer_reads(n)]
 
     def _build(self, segment: list[ir.Node], produced: set[str], fetch: list[str],
                  scan_taps: dict[int, list[tuple[str, str]]]):
@@ -243,6 +255,9 @@ class _Segments:
             graph.node.append(proto)
             used.update(name for _, name in self._inputs(n) if name in inits and name not in produced)
         for name in sorted(used):
+            if name in self.replaced_initializers:
+                graph.initializer.append(onnx.numpy_helper.from_array(self.replaced_initializers[name], name))
+                continue
             graph.initializer.append(ir.serde.serialize_tensor(inits[name].const_value))
             graph.initializer[-1].name = name
         feed = self.cache[0]
@@ -296,7 +311,7 @@ def _oriented(w: np.ndarray, transposed: bool) -> np.ndarray:
 @dataclasses.dataclass
 class Calibrated:
     """The chosen blocks: ``matmuls[id(node)]`` of each calibrated main-graph matmul,
-    ``stacked[(id(scan), slot)]`` one per layer of each calibrated stacked weight."""
+    ``stacked[site.key]`` one per layer of each calibrated stacked weight."""
 
     matmuls: dict[int, Blocks] = dataclasses.field(default_factory=dict)
     stacked: dict[tuple[int, int], list[Blocks]] = dataclasses.field(default_factory=dict)
@@ -325,18 +340,34 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
         flat, stacked = groups[d]
         taps = {s.a.name: s.K for s in flat}
         scan_taps: dict[int, list[tuple[str, str]]] = {}
-        tap_of: dict[tuple[int, int], str] = {}
+        tap_of: dict[int, str] = {}
+        index_of: dict[str, tuple[str, int, bool]] = {}  # per-iteration tap → (its layer indices' tap, L, reverse)
         for s in stacked:
-            out = f"{s.body_a.name}__calibration_{runner.index[id(s.scan)]}_{s.slot}"
+            out = f"{s.body_a.name}__calibration_{runner.index[id(s.scan)]}_{len(tap_of)}"
             scan_taps.setdefault(id(s.scan), []).append((s.body_a.name, out))
-            tap_of[id(s.scan), s.slot] = out
+            tap_of[id(s)] = out
             taps[out] = s.K
+            index = None
+            if s.index is not None:  # a Loop: which layer each iteration picked, as a scan output too
+                index = f"{out}__layer"
+                scan_taps[id(s.scan)].append((s.index.name, index))
+            index_of[out] = (index, s.layers, s.reverse)
         sums: dict[str, jnp.ndarray] = {}
-        for outs in runner.run(list(taps), scan_taps):
+        for outs in runner.run(list(taps) + [v[0] for v in index_of.values() if v[0]], scan_taps):
             for name, x in outs.items():
+                if name not in taps:
+                    continue
                 x = jnp.asarray(x, jnp.float32)
-                rows = x.reshape(x.shape[0], -1, taps[name]) if name in tap_of.values() else x.reshape(-1, taps[name])
-                h = jnp.einsum("...rk,...rl->...kl", rows, rows)
+                if name in index_of:
+                    index, layers, reverse = index_of[name]
+                    rows = x.reshape(x.shape[0], -1, taps[name])
+                    picked = (np.asarray(outs[index]).reshape(-1).astype(np.int64) % layers if index is not None
+                              else np.arange(x.shape[0])[::-1 if reverse else 1])
+                    per_step = jnp.einsum("trk,trl->tkl", rows, rows)
+                    h = jnp.zeros((layers, taps[name], taps[name]), jnp.float32).at[picked].add(per_step)
+                else:
+                    rows = x.reshape(-1, taps[name])
+                    h = rows.T @ rows
                 sums[name] = sums[name] + h if name in sums else h
         for s in flat:
             w = s.load()
@@ -345,12 +376,15 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
             runner.replaced[id(s.node), 1] = _oriented(dequantized(*blocks, p.block_size), s.transposed)
         for s in stacked:
             w = s.load()
-            h = np.asarray(sums[tap_of[id(s.scan), s.slot]])
+            h = np.asarray(sums[tap_of[id(s)]])
             layers = [_choose(p, _oriented(w[layer], s.transposed), h[layer]) for layer in range(w.shape[0])]
-            result.stacked[id(s.scan), s.slot] = layers
+            result.stacked[s.key] = layers
             result.stacked_names.append(s.name)
-            runner.replaced[id(s.scan), s.slot] = np.stack(
-                [_oriented(dequantized(*b, p.block_size), s.transposed) for b in layers])
+            quantized = np.stack([_oriented(dequantized(*b, p.block_size), s.transposed) for b in layers])
+            if s.slot is None:
+                runner.replaced_initializers[s.name] = quantized
+            else:
+                runner.replaced[id(s.scan), s.slot] = quantized
         if callback is not None:
             callback(done, len(groups), [s.name for s in flat] + [s.name for s in stacked])
     return result

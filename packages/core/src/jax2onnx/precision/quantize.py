@@ -70,7 +70,7 @@ from .stacked_weights import (
     selected_weight,
     stacked_bits,
 )
-from .weight_sites import Site, WeightMatmul, as_weight, find_weight_matmul, matches_any
+from .weight_sites import Site, WeightMatmul, as_weight, attribute_value, find_weight_matmul, matches_any
 
 
 @dataclasses.dataclass
@@ -184,7 +184,7 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
 
     chosen = _calibration(model, p, [(site, m) for site, m in sites if site.owner is main and bits_of(m) == 4
                                      and not any(matches_any(n, p.exclude) for n in m.weight.sources)],
-                          [site for site in scans if site.owner is main])
+                          [site for site in scans if site.owner is main], selected)
     result.method = p.int4_method()
     for site, m in sites:
         name = m.weight.name
@@ -203,7 +203,8 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
             result.int8.append(name)
         use_ms_domain(site.owner)
     for site in scans:
-        layers = {slot: blocks for (scan, slot), blocks in chosen.stacked.items() if scan == id(site.node)}
+        layers = {key[1]: blocks for key, blocks in chosen.stacked.items()
+                  if isinstance(key, tuple) and key[0] == id(site.node)}
         for label in quantize_scanned_weights(site, p, counter, layers):
             result.scanned.append(label)
             if label.split(" (")[0] in chosen.stacked_names:
@@ -214,7 +215,9 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
             result.excluded.append(m.weight.name)
             continue
         counter[0] += 1
-        result.selected.append(quantize_selected_weight(site, m, chain, p, counter[0]))
+        result.selected.append(quantize_selected_weight(site, m, chain, p, counter[0], chosen.stacked.get(id(m.node))))
+        if id(m.node) in chosen.stacked:
+            result.calibrated.append(m.weight.name)
     for site in embeddings:
         table = as_weight(site.node.inputs[0], main)
         if any(matches_any(n, p.exclude) for n in table.sources):
@@ -262,12 +265,13 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
 
 
 def _calibration(model: ir.Model, p: Precision, reachable: list[tuple[Site, WeightMatmul]],
-                 scans: list[Site]) -> Calibrated:
-    """The calibrated blocks of the main-graph int4 matmuls and the int4 stacked weights main-graph
-    Scans slice (none without calibration data), chosen layer by layer before any weight is
-    rewritten (:func:`.calibration.calibrate`)."""
+                 scans: list[Site], selected: list[tuple[Site, WeightMatmul, list[ir.Node]]]) -> Calibrated:
+    """The calibrated blocks of the main-graph int4 matmuls and of the int4 stacked weights a
+    main-graph Scan slices or a main-graph Loop's body indexes (none without calibration data),
+    chosen layer by layer before any weight is rewritten (:func:`.calibration.calibrate`)."""
     if not p.calibration:
         return Calibrated()
+    main = model.graph
     sites = []
     for site, m in reachable:
         if not m.a.name:
@@ -275,12 +279,28 @@ def _calibration(model: ir.Model, p: Precision, reachable: list[tuple[Site, Weig
         sites.append(MatmulSite(m.node, m.a, m.weight.name, m.weight.load, m.transposed, weight_kn(m)[0]))
     stacks = []
     for site in scans:
-        for _, slot, stacked, m in scanned_matmuls(site, p):
+        n_scan = attribute_value(site.node, "num_scan_inputs", 0)
+        directions = list(attribute_value(site.node, "scan_input_directions", None) or [0] * n_scan)
+        for j, slot, stacked, m in scanned_matmuls(site, p):
             if stacked_bits(stacked, p) == 4:
                 if not m.a.name:
                     m.a.name = site.names("calibration_input")
                 stacks.append(StackedSite(site.node, slot, m.a, stacked.name, stacked.load, m.transposed,
-                                          weight_kn(m)[0]))
+                                          weight_kn(m)[0], stacked.shape[0], (id(site.node), slot),
+                                          reverse=bool(directions[j])))
+    loops = {id(node.attributes["body"].value): node for node in main
+             if node.op_type in ("Loop", "Scan") and node.domain in ("", "ai.onnx")}
+    for site, m, chain in selected:
+        loop = loops.get(id(site.owner))
+        w = m.weight
+        source = chain[0].inputs[0]
+        if (loop is None or stacked_bits(w, p) != 4 or any(matches_any(n, p.exclude) for n in w.sources)
+                or main.initializers.get(source.name) is not source):  # a main-graph initializer, read as it is
+            continue
+        if not m.a.name:
+            m.a.name = site.names("calibration_input")
+        stacks.append(StackedSite(loop, None, m.a, w.name, w.load, m.transposed, weight_kn(m)[0], w.shape[0],
+                                  id(m.node), index=chain[0].inputs[1]))
     return calibrate(model, p, sites, stacks)
 
 

@@ -197,11 +197,12 @@ def selected_weight(node: ir.Node, main: ir.Graph) -> tuple[WeightMatmul, list[i
     return None if m is None else (m, chain)
 
 
-def quantize_selected_weight(site: Site, m: WeightMatmul, chain: list[ir.Node], p: Precision, k: int) -> str:
+def quantize_selected_weight(site: Site, m: WeightMatmul, chain: list[ir.Node], p: Precision, k: int,
+                             calibrated: list[tuple[np.ndarray, ...]] | None = None) -> str:
     """The stacked weight ``m`` reads one layer of becomes stacked codes and scales (and zero
     points), each selected in the body the way the weight was (the same index values), and the
-    matmul reads the selected parts."""
-    bits, specs, parts = _stacked_parts(site, m.weight, m, p)
+    matmul reads the selected parts. ``calibrated``: each layer's chosen int4 blocks."""
+    bits, specs, parts = _stacked_parts(site, m.weight, m, p, calibrated)
     slices = []
     for part, (suffix, dtype, shape) in zip(parts, specs):
         name = site.names(f"{m.node.inputs[1].name}_{suffix}")
