@@ -180,10 +180,6 @@ class _Segments:
         self.nodes = list(model.graph)
         self.index = {id(n): k for k, n in enumerate(self.nodes)}
         self.producer = {v.name: n for n in self.nodes for v in n.outputs}
-        self.readers: dict[str, list[ir.Node]] = {}
-        for n in self.nodes:
-            for name in set(_reads(n)):
-                self.readers.setdefault(name, []).append(n)
         self.done: set[int] = set()
         self.useful: set[int] = {id(n) for n in self.nodes}  # the nodes some tap needs; the rest never runs
         self.replaced: dict[tuple[int, int], np.ndarray] = {}
@@ -212,9 +208,12 @@ class _Segments:
         segment = self._segment(wanted, set(scan_taps))
         produced = {v.name for n in segment for v in n.outputs}
         in_segment = {id(n) for n in segment}
-        later = [n for n in self.nodes if id(n) in self.useful and id(n) not in self.done and id(n) not in in_segment]
-        keep = sorted({v.name for n in segment if id(n) not in scan_taps for v in n.outputs if v.name in
-                       {r for m in later for r in _reads(m)} | {r for m in segment if id(m) in scan_taps for r in _reads(m)}})
+        # what later segments read: the nodes still to run, and the tapped Scans/Loops, which run again
+        # once their stacked weights are quantized (their own outputs here came from float32 layers)
+        later = [n for n in self.nodes if id(n) in self.useful and id(n) not in self.done
+                 and (id(n) not in in_segment or id(n) in scan_taps)]
+        read_later = {r for n in later for r in _reads(n)}
+        keep = sorted(v.name for n in segment if id(n) not in scan_taps for v in n.outputs if v.name in read_later)
         fetch = list(dict.fromkeys([*taps, *keep]))
         session = self._build(segment, produced, fetch, scan_taps) if segment else None
         for feed in self.cache:
@@ -237,7 +236,7 @@ class _Segments:
         return direct + [(-1, name) for name in _outer_reads(n)]
 
     def _build(self, segment: list[ir.Node], produced: set[str], fetch: list[str],
-                 scan_taps: dict[int, list[tuple[str, str]]]):
+               scan_taps: dict[int, list[tuple[str, str]]]):
         import onnx
 
         graph = onnx.GraphProto(name="calibration_segment")
