@@ -225,6 +225,11 @@ class _Segments:
         for feed in self.cache:
             for k in [k for k in feed if k not in still]:
                 del feed[k]
+        # a dequantized weight is a float32 copy: kept only while a node still to run reads it
+        for key in [key for key in self.replaced if key[0] in self.done]:
+            del self.replaced[key]
+        for name in [name for name in self.replaced_initializers if name not in still]:
+            del self.replaced_initializers[name]
 
     def _needs(self, segment: list[ir.Node], produced: set[str]) -> list[str]:
         inits = self.model.graph.initializers
