@@ -100,6 +100,18 @@ def test_wrong_width_batch_is_refused_naming_the_width():
                 precision=Precision("int4", calibration=[(calibration[0][0], calibration[0][0])]))
 
 
+def test_wrong_dtype_batch_is_refused_naming_the_dtype():
+    table = jnp.asarray(np.random.default_rng(0).normal(size=(32, 64)).astype(np.float32))
+    w = np.random.default_rng(1).normal(size=(64, 64)).astype(np.float32)
+
+    def f(ids):
+        return table[ids] @ w
+
+    with pytest.raises(PrecisionError, match=r"is float32; the export's input is int32 \[B, 8\]"):
+        to_onnx(f, [jax.ShapeDtypeStruct(("B", 8), jnp.int32)],
+                precision=Precision("int4", calibration=[np.zeros((2, 8), np.float32)]))
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"kind": "int4", "method": "obq"}, "method='obq' is unknown"),
     ({"kind": "int4", "method": "gptq"}, "pass calibration="),
