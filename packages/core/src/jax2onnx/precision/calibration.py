@@ -109,6 +109,7 @@ def _session(proto):
                              "model, or use plain int4 (method='rtn') for this one")
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    options.enable_cpu_mem_arena = False  # one session per segment: an arena would outlive its use in the heap
     return ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
