@@ -173,6 +173,39 @@ def test_scanned_stacked_weights_are_calibrated_per_layer():
     assert errors["gptq"] <= 0.5 * errors["rtn"], errors
 
 
+def test_nnx_scan_layers_are_calibrated_per_layer():
+    """Three NNX residual blocks (a Linear with bias each) created stacked by ``nnx.vmap`` and
+    scanned over: the stacked kernel is calibrated per layer."""
+    from flax import nnx
+
+    class Block(nnx.Module):
+        def __init__(self, rngs):
+            self.linear = nnx.Linear(64, 64, rngs=rngs)
+
+        def __call__(self, h):
+            return h + jnp.tanh(self.linear(h))
+
+    blocks = nnx.vmap(lambda key: Block(nnx.Rngs(key)), in_axes=0, out_axes=0)(jax.random.split(jax.random.key(0), 3))
+    graphdef, state = nnx.split(blocks)
+
+    def f(x):  # each layer's state a slice of the stacked state, as nnx.scan over layers passes it
+        return jax.lax.scan(lambda h, layer: (nnx.merge(graphdef, layer)(h), None), x, state)[0]
+
+    _, calibration, held_out = _stacked_mlp()
+    reference = np.asarray(f(held_out))
+    errors = {}
+    for method in ("rtn", "gptq"):
+        model = to_onnx(f, [jax.ShapeDtypeStruct(("B", 64), jnp.float32)], target="onnxruntime",
+                        precision=Precision("int4", method=method, calibration=calibration if method != "rtn" else ()))
+        onnx.checker.check_model(model, full_check=True)
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        y = session.run(None, {session.get_inputs()[0].name: held_out})[0]
+        errors[method] = float(np.linalg.norm(y - reference) / np.linalg.norm(reference))
+    detail = next(p.value for p in model.metadata_props if p.key.endswith("detail"))
+    assert "1 calibrated (GPTQ)" in detail and "3 layers" in detail and "not reachable" not in detail, detail
+    assert errors["gptq"] <= 0.5 * errors["rtn"], errors
+
+
 @pytest.mark.parametrize("select", ["slice", "gather"])
 def test_loop_indexed_stacked_weights_are_calibrated_per_layer(select):
     """``lax.fori_loop`` picking layer ``i`` of a stacked weight (a Loop body's Slice or Gather):
