@@ -221,9 +221,9 @@ def main() -> None:
         "",
         "Target onnxruntime; 4 batches of 512 correlated rows; each export in a fresh process (peak RSS: the "
         "process's, with jax, onnxruntime and the model's weights held once before the export starts). The rise "
-        "under calibration is mostly fixed (XLA compiling the method, the chosen codes, heap the segments' "
-        "sessions leave); the all-at-once core adds the float32 model serialized and loaded into onnxruntime "
-        "whole.",
+        "under calibration is mostly fixed (XLA compiling the method, the chosen codes, native heap growing "
+        "across the segments while the Python-level allocations stay flat); the all-at-once core adds the "
+        "float32 model serialized and loaded into onnxruntime whole.",
         "",
         *deep,
         "",
