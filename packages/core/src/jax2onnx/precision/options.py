@@ -78,8 +78,11 @@ class Precision:
             leaves the attribute out (onnxruntime's choice).
         calibration: int4 only: input batches to choose the codes from (each batch one array per
             input of ``to_onnx``'s ``inputs``, in order, or one array for a one-input function),
-            run through the float32 export in onnxruntime to collect each weight matmul's inputs.
-            The graph is the same as plain int4's; only codes, scales and zero points differ.
+            run through the export in onnxruntime layer by layer (each layer's inputs through the
+            already quantized layers before it) to collect each weight matmul's inputs; batches
+            may differ in the axes the export leaves symbolic. ``export_causal_lm`` takes token-id
+            arrays or texts here. The graph is the same as plain int4's; only codes, scales and
+            zero points differ.
         method: int4 only: ``"rtn"`` (round to nearest, default without calibration),
             ``"gptq"`` (default with calibration: error-compensating rounding with the Hessian of
             each weight's inputs) or ``"awq"`` (activation-aware clipping of each block's range);
