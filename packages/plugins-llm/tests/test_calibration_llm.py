@@ -82,3 +82,24 @@ def test_bad_calibration_items_are_refused_before_the_export(tmp_path, item, mes
         export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=64, tokenizer=False,
                          precision=Precision("int4", calibration=[item]), target="onnx")
     assert not (tmp_path / "m").exists()
+
+
+def test_streamed_weights_and_the_shared_cache_calibrate(tmp_path):
+    """Weights streamed from safetensors (lazy initializers, read per segment) and the shared cache
+    buffer (the prefill batches carry a zeroed max_length buffer): every matmul calibrated, and the
+    folder generates."""
+    require_genai()
+    from flax import nnx
+    from jax2onnx_examples.llama import Llama, LlamaConfig
+    from jax2onnx_llm.weights import save_safetensors
+
+    config = LlamaConfig(vocab_size=96, eos_token_id=95)
+    source = tmp_path / "weights.safetensors"
+    save_safetensors(Llama(config, rngs=nnx.Rngs(3)), source)
+    abstract = nnx.eval_shape(lambda: Llama(config, rngs=nnx.Rngs(0)))  # shapes only
+    folder = export_causal_lm(abstract, tmp_path / "m", max_length=48, cache="shared", weights=source,
+                              external_data=True, precision=Precision("int4", calibration=_token_batches(1, 2)),
+                              target="onnxruntime")
+    check_folder(folder)
+    assert "15 calibrated (GPTQ)" in _detail(folder) and "not reachable" not in _detail(folder)
+    assert np.asarray(greedy(folder, PROMPTS[:1], 4, pad_token_id=config.pad_token_id)).shape == (1, 4)
