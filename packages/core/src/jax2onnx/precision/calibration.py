@@ -331,8 +331,6 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
     if not p.calibration or not (sites or stacks):
         return result
     runner = _Segments(model, p.calibration)
-    heads = [runner.producer[s.a.name] for s in sites if s.a.name in runner.producer] + [s.scan for s in stacks]
-    runner.useful = {id(n) for n in runner._segment(heads, set())}
     depth = _depths(model, {id(s.node) for s in sites} | {id(s.scan) for s in stacks})
     groups: dict[int, tuple[list[MatmulSite], list[StackedSite]]] = {}
     for s in sites:
@@ -341,8 +339,13 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
         d = max((depth.get(name, 0) for name in _reads(s.scan)), default=0)
         groups.setdefault(d, ([], []))[1].append(s)
     callback = _LAYER_CALLBACK.get()
-    for done, d in enumerate(sorted(groups), start=1):
+    order = sorted(groups)
+    for done, d in enumerate(order, start=1):
         flat, stacked = groups[d]
+        # the nodes this group and the later ones still need: values only the rest would read are let go
+        heads = [runner.producer[s.a.name] for k in order[done - 1:] for s in groups[k][0] if s.a.name in runner.producer]
+        runner.useful = {id(n) for n in runner._segment(heads + [s.scan for k in order[done - 1:] for s in groups[k][1]],
+                                                         set())}
         taps = {s.a.name: s.K for s in flat}
         scan_taps: dict[int, list[tuple[str, str]]] = {}
         tap_of: dict[int, str] = {}
