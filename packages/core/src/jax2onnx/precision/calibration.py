@@ -19,13 +19,14 @@ Memory: one segment's weights and session, the values later segments read (one l
 activations per batch) and one ``[K, K]`` Hessian per distinct input of the group; the chosen
 codes (one byte per weight entry) stay until the weights are written.
 
-Stacked layer weights a ``Scan`` slices (``lax.scan`` / ``nnx.scan`` over layers) are calibrated
-per layer: in the calibration copy the body's matmul input becomes an extra scan output, so one
-run gives every layer's inputs ``[L, rows, K]`` and one Hessian per layer. The layers of one stack
-are calibrated together from that run (layer ``l``'s inputs come through float32 layers ``< l``
-of the same stack; earlier groups are quantized). Matmuls inside function bodies, other
-control-flow bodies and stacked weights a ``Loop`` indexes stay round-to-nearest; the precision's
-detail lists them.
+Stacked layer weights a ``Scan`` slices (``lax.scan`` / ``nnx.scan`` over layers) or a ``Loop``
+body picks one layer of (``w[i]`` in a ``lax.fori_loop``) are calibrated per layer: in the
+calibration copy the body's matmul input (and, in a ``Loop``, the index picking the layer)
+becomes an extra scan output, so one run gives every iteration's inputs and each goes to its
+layer's ``[K, K]`` Hessian. The layers of one stack are calibrated together from that run (layer
+``l``'s inputs come through float32 layers ``< l`` of the same stack; earlier groups are
+quantized). Matmuls inside function bodies and other control-flow bodies stay round-to-nearest;
+the precision's detail lists them.
 
 Progress: :func:`reporting_layers` installs a callback called once per calibrated group.
 """
@@ -319,14 +320,16 @@ class Calibrated:
     ``stacked[site.key]`` one per layer of each calibrated stacked weight."""
 
     matmuls: dict[int, Blocks] = dataclasses.field(default_factory=dict)
-    stacked: dict[tuple[int, int], list[Blocks]] = dataclasses.field(default_factory=dict)
+    stacked: dict[object, list[Blocks]] = dataclasses.field(default_factory=dict)
     stacked_names: list[str] = dataclasses.field(default_factory=list)
 
 
 def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: list[StackedSite]) -> Calibrated:
     """Codes for ``sites`` and ``stacks`` under ``p``'s method, group by group (see the module)."""
     import jax.numpy as jnp
+    from jax.lax import Precision as MatmulPrecision
 
+    HIGHEST = MatmulPrecision.HIGHEST  # sums of products in float32 on every device (a TPU defaults to bfloat16 passes)
     result = Calibrated()
     if not p.calibration or not (sites or stacks):
         return result
@@ -371,11 +374,11 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
                     rows = x.reshape(x.shape[0], -1, taps[name])
                     picked = (np.asarray(outs[index]).reshape(-1).astype(np.int64) % layers if index is not None
                               else np.arange(x.shape[0])[::-1 if reverse else 1])
-                    per_step = jnp.einsum("trk,trl->tkl", rows, rows)
+                    per_step = jnp.einsum("trk,trl->tkl", rows, rows, precision=HIGHEST)
                     h = jnp.zeros((layers, taps[name], taps[name]), jnp.float32).at[picked].add(per_step)
                 else:
                     rows = x.reshape(-1, taps[name])
-                    h = rows.T @ rows
+                    h = jnp.matmul(rows.T, rows, precision=HIGHEST)
                 sums[name] = sums[name] + h if name in sums else h
         for s in flat:
             w = s.load()
