@@ -36,6 +36,7 @@ from jax2onnx.targets import MS_DOMAIN, get_target
 
 from . import families, genai_config, norm_fusion, special_tokens, tokenizers
 from . import weights as weights_mod
+from .calibration import with_calibration_batches
 from .errors import CacheLayoutError, MaxLengthError, OptionError
 from .spec import CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
 
@@ -81,6 +82,8 @@ def export_causal_lm(
             ``"int8"``, ``"int4"`` (the LM head and embedding tables int4 too) or a
             ``jax2onnx.Precision`` (say ``Precision("int4", lm_head="int8", embeddings="int8")`` for
             an int8 head and tables); the graph's inputs and outputs (logits, KV cache) stay float32.
+            Calibrated int4: ``Precision("int4", calibration=[...])`` with token-id arrays
+            ``[batch, sequence]`` or texts (encoded with the tokenizer), run as prefills.
         cache: ``"concat"`` (past and present grow each step) or ``"shared"`` (one static
             ``max_length`` buffer for past and present, ``past_present_share_buffer``).
         target: ``"onnxruntime"``: onnxruntime's fused LLM ops (``GroupQueryAttention``,
@@ -136,6 +139,8 @@ def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, c
     streamed = weights_mod.streamed_input(spec, weights) if weights is not None else None  # checked up front too
     if streamed is None:
         weights_mod.check_has_values(spec)
+    # calibrated int4: token ids / text as prefill batches of the step's inputs, checked before the export
+    precision = with_calibration_batches(precision, spec, tokenizer, cache, max_length)
     with _staging(out) as staging:
         _write_model(spec, staging / MODEL_FILE, max_length=max_length, precision=precision, cache=cache,
                      target=target, opset=opset, external_data=external_data, streamed=streamed)

@@ -78,8 +78,11 @@ class Precision:
             leaves the attribute out (onnxruntime's choice).
         calibration: int4 only: input batches to choose the codes from (each batch one array per
             input of ``to_onnx``'s ``inputs``, in order, or one array for a one-input function),
-            run through the float32 export in onnxruntime to collect each weight matmul's inputs.
-            The graph is the same as plain int4's; only codes, scales and zero points differ.
+            run through the export in onnxruntime layer by layer (each layer's inputs through the
+            already quantized layers before it) to collect each weight matmul's inputs; batches
+            may differ in the axes the export leaves symbolic. ``export_causal_lm`` takes token-id
+            arrays or texts here. The graph is the same as plain int4's; only codes, scales and
+            zero points differ.
         method: int4 only: ``"rtn"`` (round to nearest, default without calibration),
             ``"gptq"`` (default with calibration: error-compensating rounding with the Hessian of
             each weight's inputs) or ``"awq"`` (activation-aware clipping of each block's range);
@@ -229,9 +232,9 @@ def _checked_calibration(p: Precision) -> Precision:
                                  "every batch gives one array per input of the export")
         if checked:
             for j, (a, first) in enumerate(zip(arrays, checked[0], strict=True)):
-                if a.shape[1:] != first.shape[1:]:
+                if a.ndim != first.ndim:  # the fixed axes are checked against the export's inputs when it runs
                     raise PrecisionError(f"calibration batch {i}, input {j} has shape {a.shape}; batch 0's is "
-                                         f"{first.shape}: batches may differ in their first (batch) axis only")
+                                         f"{first.shape}: every batch gives each input with the same rank")
         checked.append(arrays)
     return dataclasses.replace(p, calibration=tuple(checked))
 

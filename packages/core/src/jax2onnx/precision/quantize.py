@@ -48,7 +48,7 @@ import dataclasses
 import onnx_ir as ir
 
 from ..ir.graphs import FreshNames, all_graphs
-from .calibration import calibrated_blocks, input_hessians
+from .calibration import Calibrated, MatmulSite, StackedSite, calibrate
 from .options import Precision, PrecisionError
 from .quantized_ops import (
     MS_DOMAIN,
@@ -63,8 +63,14 @@ from .quantized_ops import (
     use_ms_domain,
     weight_kn,
 )
-from .stacked_weights import quantize_scanned_weights, quantize_selected_weight, selected_weight
-from .weight_sites import Site, WeightMatmul, as_weight, find_weight_matmul, matches_any
+from .stacked_weights import (
+    quantize_scanned_weights,
+    quantize_selected_weight,
+    scanned_matmuls,
+    selected_weight,
+    stacked_bits,
+)
+from .weight_sites import Site, WeightMatmul, as_weight, attribute_value, find_weight_matmul, matches_any
 
 
 @dataclasses.dataclass
@@ -85,7 +91,8 @@ class QuantizeResult:
     def _uncalibrated(self) -> list[str]:
         """int4 weights a calibrated export left round-to-nearest (not reachable per layer); the
         stacked ones' labels say their width (a standard-form stacked weight is int8)."""
-        stacked = [label for label in (*self.scanned, *self.selected) if "(int4," in label]
+        stacked = [label for label in (*self.scanned, *self.selected)
+                   if "(int4," in label and label.split(" (")[0] not in self.calibrated]
         return [n for n in self.int4 if n not in self.calibrated] + stacked
 
     def describe(self) -> str:
@@ -176,7 +183,8 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
         return 4
 
     chosen = _calibration(model, p, [(site, m) for site, m in sites if site.owner is main and bits_of(m) == 4
-                                     and not any(matches_any(n, p.exclude) for n in m.weight.sources)])
+                                     and not any(matches_any(n, p.exclude) for n in m.weight.sources)],
+                          [site for site in scans if site.owner is main], selected)
     result.method = p.int4_method()
     for site, m in sites:
         name = m.weight.name
@@ -185,24 +193,31 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
             continue
         counter[0] += 1
         if bits_of(m) == 4:
-            to_int4(site, m, p, counter[0], chosen.get(id(m.node)))
+            blocks = chosen.matmuls.get(id(m.node))
+            to_int4(site, m, p, counter[0], None if blocks is None else (lambda w, blocks=blocks: blocks))
             result.int4.append(name)
-            if id(m.node) in chosen:
+            if blocks is not None:
                 result.calibrated.append(name)
         else:
             to_int8(site, m, p, counter[0])
             result.int8.append(name)
         use_ms_domain(site.owner)
     for site in scans:
-        for label in quantize_scanned_weights(site, p, counter):
+        layers = {key[1]: blocks for key, blocks in chosen.stacked.items()
+                  if isinstance(key, tuple) and key[0] == id(site.node)}
+        for label in quantize_scanned_weights(site, p, counter, layers):
             result.scanned.append(label)
+            if label.split(" (")[0] in chosen.stacked_names:
+                result.calibrated.append(label.split(" (")[0])
             use_ms_domain(site.owner)
     for site, m, chain in selected:
         if any(matches_any(n, p.exclude) for n in m.weight.sources):
             result.excluded.append(m.weight.name)
             continue
         counter[0] += 1
-        result.selected.append(quantize_selected_weight(site, m, chain, p, counter[0]))
+        result.selected.append(quantize_selected_weight(site, m, chain, p, counter[0], chosen.stacked.get(id(m.node))))
+        if id(m.node) in chosen.stacked:
+            result.calibrated.append(m.weight.name)
     for site in embeddings:
         table = as_weight(site.node.inputs[0], main)
         if any(matches_any(n, p.exclude) for n in table.sources):
@@ -249,19 +264,44 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
     return result
 
 
-def _calibration(model: ir.Model, p: Precision, reachable: list[tuple[Site, WeightMatmul]]) -> dict:
-    """id(matmul node) → its calibrated block chooser, for the main-graph int4 matmuls (none
-    without calibration data): one onnxruntime run of the float32 model per batch, before any
-    weight is rewritten."""
-    if not p.calibration or not reachable:
-        return {}
-    taps: dict[str, int] = {}
+def _calibration(model: ir.Model, p: Precision, reachable: list[tuple[Site, WeightMatmul]],
+                 scans: list[Site], selected: list[tuple[Site, WeightMatmul, list[ir.Node]]]) -> Calibrated:
+    """The calibrated blocks of the main-graph int4 matmuls and of the int4 stacked weights a
+    main-graph Scan slices or a main-graph Loop's body indexes (none without calibration data),
+    chosen layer by layer before any weight is rewritten (:func:`.calibration.calibrate`)."""
+    if not p.calibration:
+        return Calibrated()
+    main = model.graph
+    sites = []
     for site, m in reachable:
         if not m.a.name:
             m.a.name = site.names("calibration_input")
-        taps[m.a.name] = weight_kn(m)[0]
-    hessians = input_hessians(model, taps, p.calibration)
-    return {id(m.node): calibrated_blocks(p, hessians[m.a.name]) for _, m in reachable}
+        sites.append(MatmulSite(m.node, m.a, m.weight.name, m.weight.load, m.transposed, weight_kn(m)[0]))
+    stacks = []
+    for site in scans:
+        n_scan = attribute_value(site.node, "num_scan_inputs", 0)
+        directions = list(attribute_value(site.node, "scan_input_directions", None) or [0] * n_scan)
+        for j, slot, stacked, m in scanned_matmuls(site, p):
+            if stacked_bits(stacked, p) == 4:
+                if not m.a.name:
+                    m.a.name = site.names("calibration_input")
+                stacks.append(StackedSite(site.node, slot, m.a, stacked.name, stacked.load, m.transposed,
+                                          weight_kn(m)[0], stacked.shape[0], (id(site.node), slot),
+                                          reverse=bool(directions[j])))
+    loops = {id(node.attributes["body"].value): node for node in main
+             if node.op_type in ("Loop", "Scan") and node.domain in ("", "ai.onnx")}
+    for site, m, chain in selected:
+        loop = loops.get(id(site.owner))
+        w = m.weight
+        source = chain[0].inputs[0]
+        if (loop is None or stacked_bits(w, p) != 4 or any(matches_any(n, p.exclude) for n in w.sources)
+                or main.initializers.get(source.name) is not source):  # a main-graph initializer, read as it is
+            continue
+        if not m.a.name:
+            m.a.name = site.names("calibration_input")
+        stacks.append(StackedSite(loop, None, m.a, w.name, w.load, m.transposed, weight_kn(m)[0], w.shape[0],
+                                  id(m.node), index=chain[0].inputs[1]))
+    return calibrate(model, p, sites, stacks)
 
 
 __all__ = ["QuantizeResult", "quantize_weight_matmuls"]

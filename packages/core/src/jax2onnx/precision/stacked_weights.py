@@ -13,7 +13,7 @@ import onnx_ir as ir
 from ..ir.constants import constant_ints
 from .options import Precision
 from .quantized_ops import dynamic_int8, int4_specs, matmul_nbits, replace_matmul, use_ms_domain, weight_kn
-from .quantizers import int4_blocks, int8_per_column
+from .quantizers import int4_blocks, int4_packed, int8_per_column
 from .weight_sites import (
     F32,
     Site,
@@ -27,34 +27,56 @@ from .weight_sites import (
 )
 
 
-def quantize_scanned_weights(site: Site, p: Precision, counter: list[int]) -> list[str]:
-    """Each scanned input ``[L, K, N]`` of ``site.node`` (a Scan) whose slice the body reads only
-    as a weight matmul's weight becomes stacked codes (in its slot) and stacked scales (and zero
-    points), appended as scan inputs; the body's matmul reads the slices. Returns the weights done."""
+def scanned_matmuls(site: Site, p: Precision) -> list[tuple[int, int, Weight, WeightMatmul]]:
+    """The scanned inputs ``[L, K, N]`` of ``site.node`` (a Scan) whose slice the body reads only
+    as a weight matmul's weight: (scan input index, node input slot, stacked weight, body matmul) each."""
     scan = site.node
     body = scan.attributes["body"].value
     n_scan = attribute_value(scan, "num_scan_inputs", 0)
     n_state = len(scan.inputs) - n_scan
     axes = list(attribute_value(scan, "scan_input_axes", None) or [0] * n_scan)
-    directions = list(attribute_value(scan, "scan_input_directions", None) or [0] * n_scan)
-    done: list[str] = []
-    inputs = list(scan.inputs)  # the new Scan's: codes in the weights' slots, scales (zero points) appended
+    found = []
     for j in range(n_scan):
         slot = n_state + j
         if axes[j] != 0 or slot >= len(body.inputs):
             continue
         stacked = as_weight(scan.inputs[slot], site.main, ndim=3)
-        slice_ = body.inputs[slot]
-        uses = list(slice_.uses())
+        uses = list(body.inputs[slot].uses())
         if stacked is None or len(uses) != 1 or any(matches_any(n, p.exclude) for n in stacked.sources):
             continue
-        user, i = uses[0]
-        m = _scanned_matmul(user, i, stacked)
-        if m is None:
-            continue
+        m = _scanned_matmul(*uses[0], stacked)
+        if m is not None:
+            found.append((j, slot, stacked, m))
+    return found
+
+
+def stacked_bits(stacked: Weight, p: Precision) -> int:
+    """4, or 8 where the stacked weight is stored int8: the standard int4 form's 4-bit codes
+    cannot be sliced by onnxruntime's Scan/Gather, and int8 patterns."""
+    if p.kind == "int8" or p.int4_kernel == "DequantizeLinear" or any(matches_any(n, p.int8) for n in stacked.sources):
+        return 8
+    return 4
+
+
+def quantize_scanned_weights(site: Site, p: Precision, counter: list[int],
+                             calibrated: dict[int, list[tuple[np.ndarray, ...]]] | None = None) -> list[str]:
+    """Each scanned input ``[L, K, N]`` of ``site.node`` (a Scan) whose slice the body reads only
+    as a weight matmul's weight becomes stacked codes (in its slot) and stacked scales (and zero
+    points), appended as scan inputs; the body's matmul reads the slices. ``calibrated``: input
+    slot → each layer's chosen int4 blocks (:mod:`.calibration`). Returns the weights done."""
+    scan = site.node
+    body = scan.attributes["body"].value
+    n_scan = attribute_value(scan, "num_scan_inputs", 0)
+    axes = list(attribute_value(scan, "scan_input_axes", None) or [0] * n_scan)
+    directions = list(attribute_value(scan, "scan_input_directions", None) or [0] * n_scan)
+    done: list[str] = []
+    inputs = list(scan.inputs)  # the new Scan's: codes in the weights' slots, scales (zero points) appended
+    for j, slot, stacked, m in scanned_matmuls(site, p):
+        slice_ = body.inputs[slot]
+        user = m.node
         L = stacked.shape[0]
         counter[0] += 1
-        bits, specs, parts = _stacked_parts(site, stacked, m, p)
+        bits, specs, parts = _stacked_parts(site, stacked, m, p, (calibrated or {}).get(slot))
         slices = []
         for q, (suffix, dtype, shape) in enumerate(specs):
             if q == 0:  # the codes take the float32 weight's slot; its slice is retyped
@@ -84,14 +106,14 @@ def quantize_scanned_weights(site: Site, p: Precision, counter: list[int]) -> li
     return done
 
 
-def _stacked_parts(site: Site, stacked: Weight, m: WeightMatmul, p: Precision
+def _stacked_parts(site: Site, stacked: Weight, m: WeightMatmul, p: Precision,
+                   calibrated: list[tuple[np.ndarray, ...]] | None = None
                    ) -> tuple[int, list[tuple[str, ir.DataType, tuple[int, ...]]], list[ir.Value]]:
-    """The quantized parts of a stacked ``[L, K, N]`` weight, each layer quantized on its own and
-    the parts stacked on axis 0: (bits, one layer's part specs, the stacked part values)."""
+    """The quantized parts of a stacked ``[L, K, N]`` weight, each layer quantized on its own (or
+    written from its ``calibrated`` blocks) and the parts stacked on axis 0: (bits, one layer's
+    part specs, the stacked part values)."""
     K, N = weight_kn(m)
-    # the standard int4 form's 4-bit codes cannot be sliced by onnxruntime's Scan/Gather: int8 there
-    bits = 8 if (p.kind == "int8" or p.int4_kernel == "DequantizeLinear"
-                 or any(matches_any(n, p.int8) for n in stacked.sources)) else 4
+    bits = stacked_bits(stacked, p)
     if bits == 4:
         specs = int4_specs(K, N, p)
         one = functools.partial(int4_blocks, block_size=p.block_size, symmetric=p.symmetric)
@@ -99,8 +121,13 @@ def _stacked_parts(site: Site, stacked: Weight, m: WeightMatmul, p: Precision
         specs = [("q8", ir.DataType.INT8, (K, N)), ("scales", F32, (N,))]
         one = int8_per_column
 
-    def per_layer(w: np.ndarray, n: int = len(specs), t: bool = m.transposed) -> tuple[np.ndarray, ...]:
-        layers = [one(np.ascontiguousarray(w[layer].T if t else w[layer]))[:n] for layer in range(w.shape[0])]
+    def layer_parts(w: np.ndarray, layer: int) -> tuple[np.ndarray, ...]:
+        if bits == 4 and calibrated is not None:
+            return int4_packed(*calibrated[layer], block_size=p.block_size, symmetric=p.symmetric, kernel=p.int4_kernel)
+        return one(np.ascontiguousarray(w[layer].T if m.transposed else w[layer]))
+
+    def per_layer(w: np.ndarray, n: int = len(specs)) -> tuple[np.ndarray, ...]:
+        layers = [layer_parts(w, layer)[:n] for layer in range(w.shape[0])]
         return tuple(np.stack([parts[q] for parts in layers]) for q in range(n))
 
     stacked_specs = [(suffix, dtype, (stacked.shape[0], *shape)) for suffix, dtype, shape in specs]
@@ -170,11 +197,12 @@ def selected_weight(node: ir.Node, main: ir.Graph) -> tuple[WeightMatmul, list[i
     return None if m is None else (m, chain)
 
 
-def quantize_selected_weight(site: Site, m: WeightMatmul, chain: list[ir.Node], p: Precision, k: int) -> str:
+def quantize_selected_weight(site: Site, m: WeightMatmul, chain: list[ir.Node], p: Precision, k: int,
+                             calibrated: list[tuple[np.ndarray, ...]] | None = None) -> str:
     """The stacked weight ``m`` reads one layer of becomes stacked codes and scales (and zero
     points), each selected in the body the way the weight was (the same index values), and the
-    matmul reads the selected parts."""
-    bits, specs, parts = _stacked_parts(site, m.weight, m, p)
+    matmul reads the selected parts. ``calibrated``: each layer's chosen int4 blocks."""
+    bits, specs, parts = _stacked_parts(site, m.weight, m, p, calibrated)
     slices = []
     for part, (suffix, dtype, shape) in zip(parts, specs):
         name = site.names(f"{m.node.inputs[1].name}_{suffix}")
