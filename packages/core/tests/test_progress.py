@@ -119,7 +119,7 @@ def test_cli_quiet_prints_no_progress(tmp_path, mini_registry, monkeypatch, caps
     assert "write" in term.getvalue() and "\x1b[" in term.getvalue(), "a terminal gets the bar"
 
 
-def test_calibration_reports_its_batches(monkeypatch):
+def test_calibration_reports_its_layers(monkeypatch):
     pytest.importorskip("onnxruntime", reason="calibration runs the float32 export in onnxruntime")
     pytest.importorskip("jax2onnx_lax", reason="the lax pack lowers x @ w to the MatMul int4 quantizes")
     from jax2onnx import Precision
@@ -129,10 +129,12 @@ def test_calibration_reports_its_batches(monkeypatch):
     batches = [(rng.standard_normal((8, 64)).astype(np.float32),) for _ in range(3)]
     log = io.StringIO()
     monkeypatch.setattr("sys.stderr", log)
-    to_onnx(lambda x: jnp.sin(x @ w), [("B", 64)], precision=Precision("int4", method="gptq", calibration=batches),
+    to_onnx(lambda x: jnp.sin(jnp.sin(x @ w) @ w.T), [("B", 64)],
+            precision=Precision("int4", method="gptq", calibration=batches),
             progress=True)
     lines = log.getvalue().splitlines()
-    assert "jax2onnx: calibrating batches" in lines and "jax2onnx:   3/3 batches" in lines, lines
+    # two matmuls in a row: two groups of weights, the second calibrated through the quantized first
+    assert "jax2onnx: calibrating layers" in lines and "jax2onnx:   2/2 layers" in lines, lines
 
 
 def test_without_rich_a_terminal_gets_plain_lines(tmp_path, mini_registry, monkeypatch):
