@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 import pytest
 from jax2onnx_llm import export_causal_lm
-from llm_test_helpers import assert_same_tokens, check_folder
+from llm_test_helpers import assert_fused_attention, assert_same_tokens, check_folder
 
 tf = pytest.importorskip("transformers", reason="transformers (4.x, with its Flax classes) provides the models")
 pytest.importorskip("flax", reason="transformers' Flax models need flax")
@@ -71,4 +71,7 @@ def test_generates_the_library_tokens(tmp_path, family, cache, target):
     config = check_folder(folder)
     assert config["model"]["type"] == "decoder"
     assert config["model"]["eos_token_id"] == EOS and config["model"]["pad_token_id"] == PAD
+    # each library attention layer became one fused attention (GPT-J: its partial interleaved rotary
+    # as a RotaryEmbedding on q and k; GPT-Neo's local window and Bloom's ALiBi in the op's bias)
+    assert_fused_attention(folder, target, 2, rotary="op" if family == "gptj" else None, cache=cache)
     assert_same_tokens(folder, hf_reference(model), pad_token_id=PAD, eos=EOS)
