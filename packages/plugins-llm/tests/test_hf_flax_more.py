@@ -75,3 +75,28 @@ def test_generates_the_library_tokens(tmp_path, family, cache, target):
     # as a RotaryEmbedding on q and k; GPT-Neo's local window and Bloom's ALiBi in the op's bias)
     assert_fused_attention(folder, target, 2, rotary="op" if family == "gptj" else None, cache=cache)
     assert_same_tokens(folder, hf_reference(model), pad_token_id=PAD, eos=EOS)
+
+
+@pytest.mark.parametrize("family", list(MODELS))
+def test_a_declined_region_is_the_library_code(tmp_path, family):
+    """Standard ONNX below opset 23 has no ``Attention``: each region lowers its body, the library's
+    own attention call (GPT-J's positions, Bloom's residual and ALiBi among its operands), and the
+    tokens stay the library's."""
+    onnx = pytest.importorskip("onnx")
+    model = make(family)
+    folder = export_causal_lm(model, tmp_path / family, max_length=64, cache="concat", target="onnx", opset=21)
+    check_folder(folder)
+    graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
+    kinds = {n.op_type for n in graph.node}
+    assert not kinds & {"Attention", "RotaryEmbedding", "GroupQueryAttention"}, kinds
+    assert_same_tokens(folder, hf_reference(model), pad_token_id=PAD, eos=EOS)
+
+
+def test_gpt_neo_local_window_matters():
+    """The tiny GPT-Neo's local window changes the library's own tokens, so the fused op's window
+    (its additive mask) is what ``test_generates_the_library_tokens`` checks, not a no-op."""
+    from llm_test_helpers import PROMPTS
+
+    windowed = hf_reference(make("gptneo"))(PROMPTS)
+    unwindowed = hf_reference(make("gptneo", window_size=256))(PROMPTS)
+    assert (windowed != unwindowed).any(), windowed
