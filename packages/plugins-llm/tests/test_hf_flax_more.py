@@ -100,3 +100,15 @@ def test_gpt_neo_local_window_matters():
     windowed = hf_reference(make("gptneo"))(PROMPTS)
     unwindowed = hf_reference(make("gptneo", window_size=256))(PROMPTS)
     assert (windowed != unwindowed).any(), windowed
+
+
+def test_gpt_j_without_rotary_dim_runs_the_library_attention(tmp_path):
+    """GPT-J without ``rotary_dim`` rotates by a table over the whole hidden size (the library runs it
+    with one head only): the region declines, the library's attention runs, the tokens are its own."""
+    from test_fallbacks_llm import assert_fused_layers
+
+    model = make("gptj", rotary_dim=None, n_head=1)
+    folder = export_causal_lm(model, tmp_path / "gptj", max_length=64, cache="shared", target="onnxruntime")
+    check_folder(folder)
+    assert_fused_layers(folder, "onnxruntime", 0)
+    assert_same_tokens(folder, hf_reference(model), pad_token_id=PAD, eos=EOS)
