@@ -10,9 +10,9 @@ or opset-23 ``Attention`` (standard ONNX) through ``fused.emit_attention``. What
 
 - GPT-Neo (``FlaxGPTNeoSelfAttention``): unscaled scores (the library multiplies q by
   ``sqrt(head_size)`` before the usual ``1/sqrt(head_size)``: scale 1); its local layers see the
-  ``window_size`` keys up to the query (slots ``q - window < k <= q``), expressed in the additive
-  bias the fused op reads (neither op has that window: GroupQueryAttention's ``local_window_size``
-  counts from the row's real length, not the buffer slot);
+  ``window_size`` keys up to the query (slots ``q - window < k <= q``, as the library's mask), expressed
+  in the additive bias the fused op reads (opset-23 ``Attention`` has no window of its own, and one
+  bias serves both targets);
 - GPT-J (``FlaxGPTJAttention``): the rotation of the first ``rotary_dim`` dims of each head, in
   the interleaved (``rotate_every_two``) convention, from the layer's own sin/cos table: a
   ``RotaryEmbedding`` (``interleaved=1``, ``rotary_embedding_dim``) on q and k before the

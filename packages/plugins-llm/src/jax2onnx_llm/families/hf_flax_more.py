@@ -11,7 +11,8 @@ and scaled embeddings. Their configs name their sizes under the common names
 and what differs is read here:
 
 - positions: each row's ``cumsum(mask) - 1``, as the library's ``prepare_inputs_for_generation``
-  computes them, except for Bloom, whose call takes none (its ALiBi is built from the mask);
+  computes them (padding gets 0 where the library has -1: its outputs are never read), except for
+  Bloom, whose call takes none (its ALiBi is built from the mask);
 - position tables: ``max_position_embeddings`` where the family has one (Bloom has none).
 
 genai_config.json names them ``decoder`` (onnxruntime-genai has no type of its own for them; a
