@@ -29,7 +29,8 @@ from llm_test_helpers import NEW_TOKENS, PROMPTS, check_folder, require_genai
 # the pad ids each source names; each occurs inside a prompt: 7 in the first, 13 in the second, 22 in the third
 CONFIG_PAD, TOKENIZER_PAD, ARGUMENT_PAD = 7, 13, 22
 SOURCES = ["config", "tokenizer", "argument", "none"]
-FAMILIES = ["hf-gpt2", "hf-llama", "hf-mistral", "hf-gemma", "keras-gpt2", "keras-gemma", "keras-llama", "nnx-llama"]
+FAMILIES = ["hf-gpt2", "hf-llama", "hf-mistral", "hf-gemma", "hf-gptneo", "hf-gptj", "hf-opt", "hf-bloom", "hf-xglm",
+            "keras-gpt2", "keras-gemma", "keras-llama", "nnx-llama"]
 
 
 def fast_tokenizer(vocab_size: int, eos: int):
@@ -58,9 +59,11 @@ class Family:
 def family(name: str) -> Family:
     library, kind = name.split("-")
     if library == "hf":
+        import test_hf_flax_more as more
         import test_transformers_flax as hf
 
-        model = hf.make(kind, pad_token_id=None)  # as GPT-2 and Llama checkpoints ship
+        make = more.make if kind in more.MODELS else hf.make
+        model = make(kind, pad_token_id=None)  # as GPT-2 and Llama checkpoints ship
         # the same module and weights, its config (a read-only property over _config) naming a pad token
         named = copy.copy(model)
         named._config, named.generation_config = copy.deepcopy(model.config), copy.deepcopy(model.generation_config)

@@ -69,7 +69,8 @@ def export_causal_lm(
     """Export a causal LM as an onnxruntime-genai model folder and return its path.
 
     Args:
-        model: a Hugging Face transformers Flax causal LM (GPT-2, Llama, Mistral, Gemma), a KerasHub
+        model: a Hugging Face transformers Flax causal LM (GPT-2, Llama, Mistral, Gemma, GPT-Neo,
+            GPT-J, OPT, Bloom, XGLM), a KerasHub
             ``CausalLM`` under the JAX backend, an object with ``__jax2onnx_decoder__()`` (the
             examples pack's NNX Llama), or a :class:`~jax2onnx_llm.DecoderSpec` (any decoder written
             as a JAX function).

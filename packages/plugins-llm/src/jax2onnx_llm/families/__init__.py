@@ -30,6 +30,6 @@ def decoder_spec(model: Any) -> DecoderSpec:
         return keras_hub.decoder_spec(model)
     raise UnsupportedModelError(
         f"{type(model).__module__}.{type(model).__qualname__} is no causal LM this pack knows: pass a Hugging Face "
-        "Flax causal LM (GPT-2, Llama, Mistral, Gemma), a KerasHub CausalLM, or wrap your decoder in a "
+        "Flax causal LM (GPT-2, Llama, Mistral, Gemma, GPT-Neo, GPT-J, OPT, Bloom, XGLM), a KerasHub CausalLM, or wrap your decoder in a "
         "jax2onnx_llm.DecoderSpec"
     )

@@ -1,4 +1,5 @@
-"""Hugging Face transformers Flax causal LMs (transformers 4.x): GPT-2, Llama, Mistral, Gemma.
+"""Hugging Face transformers Flax causal LMs (transformers 4.x): GPT-2, Llama, Mistral, Gemma, and
+GPT-Neo, GPT-J, OPT, Bloom, XGLM (``hf_flax_more.py``).
 
 The step runs the library's own Flax module (``model.module.apply``) with its own static cache:
 each attention layer keeps ``cached_key``/``cached_value`` ``(batch, length, kv_heads, head_size)``
@@ -23,6 +24,7 @@ import jax.numpy as jnp
 
 from ..errors import UnsupportedModelError
 from ..spec import DecoderSpec, KVCache, extend_to
+from . import hf_flax_more
 from .support import supported_family
 
 #: class name -> genai_config.json model.type
@@ -33,6 +35,7 @@ FAMILIES = {
     "FlaxLlamaForCausalLM": "llama",
     "FlaxMistralForCausalLM": "mistral",
     "FlaxGemmaForCausalLM": "gemma",
+    **hf_flax_more.FAMILIES,
 }
 
 
@@ -44,11 +47,12 @@ def decoder_spec(model: Any) -> DecoderSpec:
         kv_heads, head_size = heads, hidden // heads
     else:
         layers, heads, hidden = config.num_hidden_layers, config.num_attention_heads, config.hidden_size
-        positions = config.max_position_embeddings
+        positions = getattr(config, "max_position_embeddings", None)  # None: ALiBi (Bloom), no table
         kv_heads = getattr(config, "num_key_value_heads", None) or heads
         head_size = getattr(config, "head_dim", None) or hidden // heads
     module = model.module
     template = _cache_template(model)
+    takes_positions = hf_flax_more.takes_position_ids(module)  # Bloom's call has none (ALiBi from the mask)
 
     def step(params: Any, input_ids: Any, attention_mask: Any, position_ids: Any, cache: KVCache) -> Any:
         batch, seq = input_ids.shape
@@ -63,9 +67,10 @@ def decoder_spec(model: Any) -> DecoderSpec:
         hf_cache = _fill(template, layers_kv, past)
         # HF's mask spans its cache: the tokens so far, then (shared buffer) slots it masks itself.
         mask = attention_mask if cache.layout == "concat" else extend_to(attention_mask > 0, cache.capacity)
+        positions_arg = {"position_ids": position_ids} if takes_positions else {}
         out, mutated = module.apply(
-            {"params": params, "cache": hf_cache}, input_ids, mask.astype(jnp.int32), position_ids,
-            deterministic=True, init_cache=False, return_dict=True, mutable=["cache"],
+            {"params": params, "cache": hf_cache}, input_ids=input_ids, attention_mask=mask.astype(jnp.int32),
+            **positions_arg, deterministic=True, init_cache=False, return_dict=True, mutable=["cache"],
         )
         for i, (k, v) in enumerate(_read(mutated["cache"], layers)):
             cache.keys[i], cache.values[i] = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
