@@ -90,3 +90,17 @@ def assert_fused_attention(folder, target: str, layers: int, *, rotary: str | No
             assert all(len(n.input) >= 6 and n.input[4] and n.input[5] and len(n.output) >= 3 for n in attention)
         elif cache == "shared":
             assert all(len(n.input) == 4 for n in attention) and ops.get(("", "ScatterElements"), 0) == 2 * layers
+
+
+#: KerasHub's mixture-of-experts families (keras_moe.py): their sparse blocks' op per layer
+MOE_FAMILIES = ("mixtral", "qwen_moe", "qwen3_moe", "gpt_oss")
+
+
+def assert_moe_fused(folder, layers: int, op: str = "MoE") -> None:
+    """One ``com.microsoft`` ``op`` (``MoE``, or ``QMoE`` under int4) per decoder layer, and no
+    dense expert computation left beside it (the library's batched einsum over all experts would
+    show as a MatMul with a stacked ``[experts, in, out]`` weight)."""
+    ops = op_counts(folder)
+    assert ops.get((MS, op), 0) == layers, ops
+    assert ops.get((MS, "MoE" if op == "QMoE" else "QMoE"), 0) == 0, ops
+    assert ops.get(("", "Einsum"), 0) == 0, ops

@@ -44,11 +44,13 @@ weight's result at a time.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import onnx_ir as ir
 
 from ..ir.graphs import FreshNames, all_graphs
 from .calibration import calibrated_blocks, input_hessians
+from .expert_weights import is_moe, moe_weights, stacked_matmul_weight, to_int4_stacked, to_qmoe
 from .options import Precision, PrecisionError
 from .quantized_ops import (
     MS_DOMAIN,
@@ -80,6 +82,8 @@ class QuantizeResult:
     scanned: list[str] = dataclasses.field(default_factory=list)  # stacked weights a Scan slices
     selected: list[str] = dataclasses.field(default_factory=list)  # stacked weights a body indexes (Loop)
     calibrated: list[str] = dataclasses.field(default_factory=list)  # int4 weights with calibrated codes
+    experts: list[str] = dataclasses.field(default_factory=list)  # stacked expert weights, int4 per expert
+    float_experts: list[str] = dataclasses.field(default_factory=list)  # MoE ops no QMoE block fits (float32)
     method: str = "rtn"
 
     def _uncalibrated(self) -> list[str]:
@@ -102,6 +106,11 @@ class QuantizeResult:
             parts.append(f"{len(self.scanned)} scanned stacked weight(s): {', '.join(self.scanned)}")
         if self.selected:
             parts.append(f"{len(self.selected)} stacked weight(s) indexed per iteration: {', '.join(self.selected)}")
+        if self.experts:
+            parts.append(f"{len(self.experts)} stacked expert weight(s) int4 per expert: {', '.join(self.experts)}")
+        if self.float_experts:
+            parts.append(f"{len(self.float_experts)} MoE op(s) float32 (no int4 block of 16 or more divides their "
+                         f"sizes, which QMoE needs): {', '.join(self.float_experts)}")
         if self.embeddings:
             parts.append(f"{len(self.embeddings)} embedding table(s) int8")
         if self.embeddings4:
@@ -149,6 +158,7 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
     addends: list[tuple[Site, int]] = []
     scans: list[Site] = []
     selected: list[tuple[Site, WeightMatmul, list[ir.Node]]] = []
+    experts: list[tuple[Site, Any]] = []  # int4: MoE ops (→ QMoE) and MatMuls of stacked expert weights
     for g in graphs:
         for node in g:
             site = Site(node, g, main, names)
@@ -157,6 +167,10 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
                 sites.append((site, m))
             elif (chosen := selected_weight(node, main)) is not None:
                 selected.append((site, *chosen))
+            elif p.kind == "int4" and is_moe(node) and (pair := moe_weights(node, main)) is not None:
+                experts.append((site, pair))
+            elif p.kind == "int4" and (stacked := stacked_matmul_weight(node, main)) is not None:
+                experts.append((site, stacked))
             elif p.embedding_kind() is not None and is_embedding(node, main):
                 embeddings.append(site)
             elif p.conv == "int8" and is_conv(node, main):
@@ -203,6 +217,20 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
             continue
         counter[0] += 1
         result.selected.append(quantize_selected_weight(site, m, chain, p, counter[0]))
+    for site, found in experts:
+        sources = [n for w in (found if isinstance(found, tuple) else (found,)) for n in w.sources]
+        label = found[0].name if isinstance(found, tuple) else found.name
+        if any(matches_any(n, p.exclude) for n in sources):
+            result.excluded.append(label)
+            continue
+        counter[0] += 1
+        if not isinstance(found, tuple):
+            to_int4_stacked(site, found, p, counter[0])
+            result.experts.append(label)
+        elif to_qmoe(site, found, p, counter[0]):
+            result.experts.append(f"{label} (QMoE)")
+        else:
+            result.float_experts.append(site.node.name or label)
     for site in embeddings:
         table = as_weight(site.node.inputs[0], main)
         if any(matches_any(n, p.exclude) for n in table.sources):
@@ -230,7 +258,7 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
         dequantized_input(site, k, const, axis=len(const.shape) - 1)
         result.addends.append(const.name)
     if not (result.int4 or result.int8 or result.embeddings or result.embeddings4 or result.convs or result.scanned
-            or result.selected):
+            or result.selected or result.experts):
         if result.excluded:
             raise PrecisionError(f"precision={p.kind!r}: exclude={list(p.exclude)!r} excludes every weight matmul of this "
                                  "model, so nothing would be quantized; narrow the patterns")
