@@ -8,8 +8,8 @@ in its own blocks, as the two forms onnxruntime runs.
   needs the block to divide both K's (hidden and intermediate sizes): the precision's
   ``block_size`` or, for narrow experts, the largest power of two below it that does (16 at least);
   otherwise the op stays float32 and the result says so.
-- a ``MatMul`` reading a stacked float32 weight ``[E, K, N]`` (a library computing every expert
-  with one batched einsum, on the standard path) reads it through one blocked ``DequantizeLinear``
+- a ``MatMul`` or ``Einsum`` reading a stacked float32 weight ``[E, K, N]`` (a library computing
+  every expert with one batched einsum, on the standard path) reads it through one blocked ``DequantizeLinear``
   (opset 21: uint4 codes, scales and zero points ``[E, ceil(K/block), N]``, blocks along K), the
   same codes as the 2-D standard form (:func:`.quantizers.int4_dq_blocks`) per expert.
 """
@@ -24,7 +24,7 @@ import onnx_ir as ir
 from .options import Precision
 from .quantized_ops import MS_DOMAIN
 from .quantizers import int4_blocks, int4_dq_blocks
-from .weight_sites import F32, Site, Weight, as_weight, part_values
+from .weight_sites import F32, Site, Weight, as_weight, attribute_value, part_values
 
 #: QMoE's input slots (onnxruntime's contrib schema): the weights, scales, biases and zero points
 _FC1, _FC1_SCALES, _FC1_BIAS, _FC2, _FC2_SCALES, _FC2_BIAS, _FC1_ZP, _FC2_ZP = 2, 3, 4, 5, 6, 7, 11, 12
@@ -102,12 +102,24 @@ def to_qmoe(site: Site, weights: tuple[Weight, Weight], p: Precision, k: int) ->
 
 
 def stacked_matmul_weight(node: ir.Node, main: ir.Graph) -> Weight | None:
-    """The stacked ``[E, K, N]`` float32 weight a ``MatMul`` reads as its second operand, or None."""
-    if node.op_type != "MatMul" or node.domain not in ("", "ai.onnx") or len(node.inputs) != 2:
+    """The stacked ``[E, K, N]`` float32 weight a batched product reads as its second operand, or
+    None: a ``MatMul``, or an ``Einsum`` whose weight term keeps its first index (the expert) and
+    its last in the output and contracts its middle one (``th,ehm->etm``, ``eti,eih->eth``; not an
+    attention projection's ``[hidden, heads, head]`` kernel, whose first index is contracted)."""
+    if node.domain not in ("", "ai.onnx") or len(node.inputs) != 2 or node.op_type not in ("MatMul", "Einsum"):
         return None
     a = node.inputs[0]
     if a is None or a.type is None or a.dtype != F32:
         return None
+    if node.op_type == "Einsum":
+        equation = str(attribute_value(node, "equation", "")).replace(" ", "")
+        terms, _, out = equation.partition("->")
+        parts = terms.split(",")
+        if not out or len(parts) != 2 or len(parts[1]) != 3 or "." in equation:
+            return None
+        e, k, n = parts[1]
+        if len({e, k, n}) != 3 or e not in out or n not in out or k in out:
+            return None
     return as_weight(node.inputs[1], main, ndim=3)
 
 

@@ -262,6 +262,10 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
         if result.excluded:
             raise PrecisionError(f"precision={p.kind!r}: exclude={list(p.exclude)!r} excludes every weight matmul of this "
                                  "model, so nothing would be quantized; narrow the patterns")
+        if result.float_experts:
+            raise PrecisionError(f"precision={p.kind!r}: the only weights are MoE experts ({', '.join(result.float_experts)}) "
+                                 "whose sizes no int4 block of 16 or more divides, which QMoE needs; use hidden and "
+                                 "intermediate sizes that are multiples of 16, or precision='float16'")
         low = any(node.op_type in ("MatMul", "Gemm") and any(
             v is not None and v.type is not None and v.dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
             for v in (*node.inputs, *(x for i in node.inputs if i is not None and i.producer() is not None
