@@ -14,9 +14,12 @@ The model is ``MixtralCausalLM`` from a config (random weights, nothing download
   for every token, weighted by a routing that is zero outside the top k) and opset-23 ``Attention``;
 - ``onnxruntime-int4``: as ``onnxruntime`` with ``precision="int4"`` (``QMoE``, ``MatMulNBits``).
 
-JAX: KerasHub's ``generate_function`` (what ``CausalLM.generate`` runs: jitted, a prefill building
-the cache and a while-loop of cached one-token steps) on a buffer of prompt + n tokens; decode
-tokens/s = (n - 1) / (time for n tokens - time for 1 token). onnxruntime-genai: ``append_tokens``
+JAX, two figures: KerasHub's ``generate_function`` (what ``CausalLM.generate`` runs: jitted, a
+prefill building the cache over the whole prompt + n buffer and a while-loop of cached one-token
+steps), and the exported step itself (the model's ``call_with_cache`` in the adapter) jitted with a
+static cache (``jax2onnx_llm.reference.greedy_generate``: prefill + a scan of decode steps); decode
+tokens/s = (n - 1) / (time for n tokens - time for 1 token). Both compute every expert per token,
+as KerasHub's blocks do. onnxruntime-genai: ``append_tokens``
 (prefill and the first token), then the ``generate_next_token`` loop (n - 1 tokens), intra-op threads
 set in genai_config.json. Runs interleave the sides, the order alternating; medians of wall-clock and
 process CPU time (all threads: the fairer figure on a loaded machine), with the load average.
@@ -72,6 +75,8 @@ def run(args: argparse.Namespace, work: str) -> dict[str, Any]:
     import numpy as np
     import onnxruntime_genai as og
     from jax2onnx_llm import export_causal_lm
+    from jax2onnx_llm.families import decoder_spec
+    from jax2onnx_llm.reference import greedy_generate
 
     model = build(args.size)
     config = SIZES[args.size]
@@ -91,6 +96,11 @@ def run(args: argparse.Namespace, work: str) -> dict[str, Any]:
 
     keras_tokens = [int(t) for t in keras_generate(args.new_tokens)]  # compiles both lengths
     keras_generate(1)
+    # the exported step itself (the model's call_with_cache), jitted with a static cache
+    spec = decoder_spec(model)
+    ones = np.ones_like(prompt)
+    step_tokens = [int(t) for t in greedy_generate(spec, prompt, ones, args.new_tokens)[0]]
+    greedy_generate(spec, prompt, ones, 1)
     eos = next(t for t in range(1, config["vocabulary_size"]) if t not in keras_tokens)  # never ends early
 
     out: dict[str, Any] = {"size": args.size, **config, "params_millions": round(params / 1e6, 1),
@@ -123,13 +133,15 @@ def run(args: argparse.Namespace, work: str) -> dict[str, Any]:
         return timed(loop), [int(t) for t in np.asarray(gen.get_sequence(0))[args.prompt:]]
 
     tokens = {name: genai(name)[1] for name in models}  # warm-up
-    times: dict[str, list[tuple[float, float]]] = {k: [] for k in ("keras_n", "keras_1", *models)}
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in ("keras_n", "keras_1", "step_n", "step_1", *models)}
     for r in range(args.runs):
         sides = ["keras", *models] if r % 2 == 0 else [*models, "keras"]
         for side in sides:
             if side == "keras":
                 times["keras_n"].append(timed(lambda: keras_generate(args.new_tokens)))
                 times["keras_1"].append(timed(lambda: keras_generate(1)))
+                times["step_n"].append(timed(lambda: greedy_generate(spec, prompt, ones, args.new_tokens)))
+                times["step_1"].append(timed(lambda: greedy_generate(spec, prompt, ones, 1)))
             else:
                 times[side].append(genai(side)[0])
 
@@ -140,6 +152,9 @@ def run(args: argparse.Namespace, work: str) -> dict[str, Any]:
     for kind, i in (("", 0), ("cpu_", 1)):
         span = med("keras_n", i) - med("keras_1", i)  # noise can make it <= 0 on a loaded machine: no figure
         out[f"keras_jit_decode_{kind}tok_s"] = round(n1 / span, 1) if span > 0 else None
+        span = med("step_n", i) - med("step_1", i)
+        out[f"step_jit_decode_{kind}tok_s"] = round(n1 / span, 1) if span > 0 else None
+    out["step_jit_tokens_equal_to_keras"] = f"{sum(a == b for a, b in zip(step_tokens, keras_tokens))}/{len(keras_tokens)}"
     for name in models:
         same = sum(a == b for a, b in zip(tokens[name], keras_tokens))
         out["folders"][name] = {
@@ -173,6 +188,9 @@ def main() -> None:
     print(f"{out['size']}: {out['params_millions']} M params, {args.threads} thread(s), load {out['load_avg_1_5_15']}")
     print(f"  KerasHub generate (JAX jit): {out['keras_jit_decode_tok_s']} tok/s "
           f"({out['keras_jit_decode_cpu_tok_s']} per CPU-second)")
+    print(f"  the exported step, jitted (reference.greedy_generate): {out['step_jit_decode_tok_s']} tok/s "
+          f"({out['step_jit_decode_cpu_tok_s']} per CPU-second), tokens = KerasHub's: "
+          f"{out['step_jit_tokens_equal_to_keras']}")
     for name, row in out["folders"].items():
         print(f"  genai {name:<17} {row['decode_tok_s']:>7} tok/s ({row['decode_cpu_tok_s']} per CPU-second), "
               f"{row['model_mb']} MB, tokens = KerasHub's: {row['tokens_equal_to_keras']}")
