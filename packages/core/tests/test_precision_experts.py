@@ -141,3 +141,40 @@ def test_stacked_einsum_weight_reads_through_blocked_dequantize():
     got = _run(quantized, {"x": x})
     np.testing.assert_allclose(got, np.einsum("th,ehm->etm", x, decoded), rtol=1e-4, atol=1e-3)
     assert np.abs(decoded - w).max() <= np.abs(w).max() / 7
+
+
+def test_int8_moe_becomes_8_bit_qmoe_and_stacked_einsum_int8():
+    """Under int8 the experts are 8-bit: ``QMoE`` with ``expert_weight_bits=8`` (uint8 codes, one
+    scale per expert row, zero point 128) equal to ``MoE`` over the decoded weights, and a stacked
+    einsum weight int8 with one scale per expert and column."""
+    rng = np.random.default_rng(3)
+    fc1 = rng.standard_normal((E, 2 * INTER, H)).astype(np.float32) * 0.2
+    fc2 = rng.standard_normal((E, H, INTER)).astype(np.float32) * 0.2
+    node = helper.make_node("MoE", ["x", "r", "fc1", "", "fc2", ""], ["y"], domain=MS, k=K,
+                            activation_type="swiglu", swiglu_fusion=1, normalize_routing_weights=1)
+    inputs = [("x", [None, H]), ("r", [None, E])]
+    model = _model([node], inputs, [None, H], {"fc1": fc1, "fc2": fc2})
+    feeds = {"x": rng.standard_normal((T, H)).astype(np.float32), "r": rng.standard_normal((T, E)).astype(np.float32)}
+    quantized, result = _quantized(model, Precision("int8"))
+    assert "1 stacked expert weight(s) int8 per expert: fc1 (QMoE)" in result, result
+    qmoe = next(n for n in quantized.graph.node if n.op_type == "QMoE")
+    attributes = {a.name: helper.get_attribute_value(a) for a in qmoe.attribute}
+    assert attributes["expert_weight_bits"] == 8 and "block_size" not in attributes
+    decoded = [(_init(quantized, qmoe.input[w]).astype(np.float32) - 128) * _init(quantized, qmoe.input[s])[..., None]
+               for w, s in ((2, 3), (5, 6))]
+    assert _init(quantized, qmoe.input[2]).dtype == np.uint8 and np.abs(decoded[0] - fc1).max() <= np.abs(fc1).max() / 100
+    reference = _model([node], inputs, [None, H], {"fc1": decoded[0].astype(np.float32),
+                                                   "fc2": decoded[1].astype(np.float32)})
+    np.testing.assert_allclose(_run(quantized, feeds), _run(reference, feeds), rtol=1e-4, atol=1e-4)
+
+    w = rng.standard_normal((E, H, INTER)).astype(np.float32)
+    stacked = _model([helper.make_node("Einsum", ["x", "w"], ["y"], equation="th,ehm->etm")], [("x", [None, H])],
+                     [E, None, INTER], {"w": w})
+    quantized, result = _quantized(stacked, Precision("int8"))
+    assert "1 stacked expert weight(s) int8 per expert: w" in result, result
+    dq = next(n for n in quantized.graph.node if n.op_type == "DequantizeLinear")
+    codes, scales = _init(quantized, dq.input[0]), _init(quantized, dq.input[1])
+    assert codes.dtype == np.int8 and scales.shape == (E, 1, INTER)
+    x = feeds["x"]
+    np.testing.assert_allclose(_run(quantized, {"x": x}), np.einsum("th,ehm->etm", x, codes * scales),
+                               rtol=1e-4, atol=1e-3)

@@ -1,5 +1,5 @@
-"""int4 mixture-of-experts weights: stacked per-expert matrices ``[E, ...]``, each expert quantized
-in its own blocks, as the two forms onnxruntime runs.
+"""int4 / int8 mixture-of-experts weights: stacked per-expert matrices ``[E, ...]``, each expert
+quantized in its own blocks, as the two forms onnxruntime runs.
 
 - ``com.microsoft.MoE`` (a pack's fused experts) becomes ``com.microsoft.QMoE`` with
   ``expert_weight_bits=4``: fc1 ``[E, N, K]`` and fc2 as packed codes ``[E, N, K/2]``, scales
@@ -7,7 +7,8 @@ in its own blocks, as the two forms onnxruntime runs.
   exactly MatMulNBits' blocks of that expert's ``[K, N]`` matrix (onnxruntime's quantizer). QMoE
   needs the block to divide both K's (hidden and intermediate sizes): the precision's
   ``block_size`` or, for narrow experts, the largest power of two below it that does (16 at least);
-  otherwise the op stays float32 and the result says so.
+  otherwise the op stays float32 and the result says so. Under int8, ``expert_weight_bits=8``: uint8
+  codes ``[E, N, K]`` with one symmetric scale per output row ``[E, N]`` (zero point 128).
 - a ``MatMul`` or ``Einsum`` reading a stacked float32 weight ``[E, K, N]`` (a library computing
   every expert with one batched einsum, on the standard path) reads it through one blocked ``DequantizeLinear``
   (opset 21: uint4 codes, scales and zero points ``[E, ceil(K/block), N]``, blocks along K), the
@@ -17,6 +18,7 @@ in its own blocks, as the two forms onnxruntime runs.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir
@@ -69,31 +71,56 @@ def _qmoe_parts(w: np.ndarray, block: int, symmetric: bool) -> tuple[np.ndarray,
     return codes, scales, np.stack([z.reshape(n, -1) for _, _, z in per])
 
 
+def _q8_rows(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``[..., N, K]`` → uint8 codes (zero point 128, QMoE's 8-bit default) and one symmetric scale
+    per row (``max |w| / 127``: core's int8 weight scale) ``[..., N]``."""
+    scales = np.abs(w).max(axis=-1) / 127.0
+    scales = np.where(scales == 0, 1.0, scales).astype(np.float32)
+    codes = np.clip(np.round(w / scales[..., None]), -127, 127) + 128
+    return codes.astype(np.uint8), scales
+
+
 def to_qmoe(site: Site, weights: tuple[Weight, Weight], p: Precision, k: int) -> bool:
-    """Replace the ``MoE`` at ``site`` by a 4-bit ``QMoE`` (same attributes); False when no block fits."""
-    node = site.node
+    """Replace the ``MoE`` at ``site`` by a ``QMoE`` (same attributes): int4 blocks, or under int8
+    one scale per output row of each expert; False when no int4 block fits."""
     fc1, fc2 = weights
+    if p.kind == "int8":
+        return _replace_moe(site, weights, k, 8, None, [
+            [("q8", ir.DataType.UINT8, w.shape), ("scales", F32, w.shape[:2])] for w in weights], _q8_rows)
     block = qmoe_block(p, [fc1.shape[2], fc2.shape[2]])
     if block is None:
         return False
-    slots: list[ir.Value | None] = [None] * 13
-    slots[0], slots[1] = node.inputs[0], node.inputs[1]
-    for w, (w_slot, s_slot, z_slot), bias_slot in ((fc1, (_FC1, _FC1_SCALES, _FC1_ZP), _MOE_FC1_BIAS),
-                                                   (fc2, (_FC2, _FC2_SCALES, _FC2_ZP), _MOE_FC2_BIAS)):
+    specs = []
+    for w in weights:
         experts, n, kk = w.shape
         blocks = kk // block
-        specs = [("q4", ir.DataType.UINT8, (experts, n, kk // 2)), ("scales", F32, (experts, n, blocks))]
+        specs.append([("q4", ir.DataType.UINT8, (experts, n, kk // 2)), ("scales", F32, (experts, n, blocks))])
         if not p.symmetric:
-            specs.append(("zero_points", ir.DataType.UINT8, (experts, n, -(-blocks // 2))))
-        parts = part_values(site, w, functools.partial(_qmoe_parts, block=block, symmetric=p.symmetric), specs)
+            specs[-1].append(("zero_points", ir.DataType.UINT8, (experts, n, -(-blocks // 2))))
+    return _replace_moe(site, weights, k, 4, block, specs,
+                        functools.partial(_qmoe_parts, block=block, symmetric=p.symmetric))
+
+
+def _replace_moe(site: Site, weights: tuple[Weight, Weight], k: int, bits: int, block: int | None,
+                 specs: list[list[tuple[str, ir.DataType, tuple[int, ...]]]], fn: Any) -> bool:
+    node = site.node
+    fc1, _ = weights
+    slots: list[ir.Value | None] = [None] * 13
+    slots[0], slots[1] = node.inputs[0], node.inputs[1]
+    for w, w_specs, (w_slot, s_slot, z_slot), bias_slot in (
+            (fc1, specs[0], (_FC1, _FC1_SCALES, _FC1_ZP), _MOE_FC1_BIAS),
+            (weights[1], specs[1], (_FC2, _FC2_SCALES, _FC2_ZP), _MOE_FC2_BIAS)):
+        parts = part_values(site, w, fn, w_specs)
         slots[w_slot], slots[s_slot] = parts[0], parts[1]
-        if not p.symmetric:
+        if len(parts) > 2:
             slots[z_slot] = parts[2]
         slots[_FC1_BIAS if w is fc1 else _FC2_BIAS] = node.inputs[bias_slot] if len(node.inputs) > bias_slot else None
     while slots and slots[-1] is None:
         slots.pop()
     attrs = list(node.attributes.values())
-    attrs += [ir.AttrInt64("expert_weight_bits", 4), ir.AttrInt64("block_size", block)]
+    attrs.append(ir.AttrInt64("expert_weight_bits", bits))
+    if block is not None:
+        attrs.append(ir.AttrInt64("block_size", block))
     name = site.names(f"qmoe_{k}")
     out = ir.Value(name=name, type=node.outputs[0].type, shape=node.outputs[0].shape)
     qmoe = ir.Node(MS_DOMAIN, "QMoE", slots, attrs, outputs=[out], name=name)
@@ -128,20 +155,31 @@ def _dq_parts(w: np.ndarray, block: int, symmetric: bool) -> tuple[np.ndarray, .
     return tuple(np.stack([part[i] for part in per]) for i in range(3))
 
 
+def _dq8_parts(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``[E, K, N]`` → int8 codes and one symmetric scale per expert and column ``[E, 1, N]``."""
+    scales = np.abs(w).max(axis=1, keepdims=True) / 127.0
+    scales = np.where(scales == 0, 1.0, scales).astype(np.float32)
+    return np.clip(np.round(w / scales), -127, 127).astype(np.int8), scales
+
+
 def to_int4_stacked(site: Site, w: Weight, p: Precision, k: int) -> None:
     """``MatMul(a, W[E, K, N])`` → ``MatMul(a, DequantizeLinear(codes, scales, zero points))``, blocks
-    of ``block_size`` along K of each expert."""
+    of ``block_size`` along K of each expert (int8: one block of all K, a scale per expert and
+    column, weight-only as core's int8 convolution kernels)."""
     experts, kk, n = w.shape
-    blocks = -(-kk // p.block_size)
-    specs = [("q4", ir.DataType.UINT4, (experts, kk, n)), ("scales", F32, (experts, blocks, n)),
-             ("zero_points", ir.DataType.UINT4, (experts, blocks, n))]
-    codes, scales, zero_points = part_values(
-        site, w, functools.partial(_dq_parts, block=p.block_size, symmetric=p.symmetric), specs)
-    name = site.names(f"experts_q4_{k}")
+    if p.kind == "int8":
+        specs = [("q8", ir.DataType.INT8, (experts, kk, n)), ("scales", F32, (experts, 1, n))]
+        block, parts = kk, part_values(site, w, _dq8_parts, specs)
+    else:
+        blocks = -(-kk // p.block_size)
+        specs = [("q4", ir.DataType.UINT4, (experts, kk, n)), ("scales", F32, (experts, blocks, n)),
+                 ("zero_points", ir.DataType.UINT4, (experts, blocks, n))]
+        block = p.block_size
+        parts = part_values(site, w, functools.partial(_dq_parts, block=p.block_size, symmetric=p.symmetric), specs)
+    name = site.names(f"experts_q{'8' if p.kind == 'int8' else '4'}_{k}")
     weight = ir.Value(name=f"{name}_w", type=ir.TensorType(F32), shape=ir.Shape([experts, kk, n]))
-    widen = ir.Node("", "DequantizeLinear", [codes, scales, zero_points],
-                    [ir.AttrInt64("axis", 1), ir.AttrInt64("block_size", p.block_size)], outputs=[weight],
-                    name=f"{name}_dq")
+    widen = ir.Node("", "DequantizeLinear", parts, [ir.AttrInt64("axis", 1), ir.AttrInt64("block_size", block)],
+                    outputs=[weight], name=f"{name}_dq")
     site.owner.insert_before(site.node, widen)
     site.node.replace_input_with(1, weight)
 

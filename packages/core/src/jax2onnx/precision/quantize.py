@@ -107,7 +107,7 @@ class QuantizeResult:
         if self.selected:
             parts.append(f"{len(self.selected)} stacked weight(s) indexed per iteration: {', '.join(self.selected)}")
         if self.experts:
-            parts.append(f"{len(self.experts)} stacked expert weight(s) int4 per expert: {', '.join(self.experts)}")
+            parts.append(f"{len(self.experts)} stacked expert weight(s) {self.kind} per expert: {', '.join(self.experts)}")
         if self.float_experts:
             parts.append(f"{len(self.float_experts)} MoE op(s) float32 (no int4 block of 16 or more divides their "
                          f"sizes, which QMoE needs): {', '.join(self.float_experts)}")
@@ -158,7 +158,8 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
     addends: list[tuple[Site, int]] = []
     scans: list[Site] = []
     selected: list[tuple[Site, WeightMatmul, list[ir.Node]]] = []
-    experts: list[tuple[Site, Any]] = []  # int4: MoE ops (→ QMoE) and MatMuls of stacked expert weights
+    experts: list[tuple[Site, Any]] = []  # MoE ops (→ QMoE) and MatMuls/Einsums of stacked expert weights
+    blocked_dq = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 23)) >= 21  # the stacked weights' DequantizeLinear blocks
     for g in graphs:
         for node in g:
             site = Site(node, g, main, names)
@@ -167,9 +168,9 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
                 sites.append((site, m))
             elif (chosen := selected_weight(node, main)) is not None:
                 selected.append((site, *chosen))
-            elif p.kind == "int4" and is_moe(node) and (pair := moe_weights(node, main)) is not None:
+            elif is_moe(node) and (pair := moe_weights(node, main)) is not None:
                 experts.append((site, pair))
-            elif p.kind == "int4" and (stacked := stacked_matmul_weight(node, main)) is not None:
+            elif blocked_dq and (stacked := stacked_matmul_weight(node, main)) is not None:
                 experts.append((site, stacked))
             elif p.embedding_kind() is not None and is_embedding(node, main):
                 embeddings.append(site)
