@@ -1,4 +1,4 @@
-"""``precision="int4"`` on KerasHub's mixture-of-experts models quantizes the experts: on
+"""``precision="int4"`` (and ``"int8"``) on KerasHub's mixture-of-experts models quantizes the experts: on
 ``target="onnxruntime"`` the fused ``MoE`` of each layer becomes ``QMoE`` (4-bit blocks per
 expert), on ``target="onnx"`` the library's dense expert bank reads its stacked ``[E, in, out]``
 weights through one blocked ``DequantizeLinear`` each. The folders load and generate in
@@ -32,19 +32,19 @@ from test_keras_hub_families import make  # noqa: E402
 #: floors under the figures measured on these tiny random models (2 layers, 32 wide, 4 experts of
 #: 16-64 wide), where every weight matmul is int4 too (attention, router, the 32-wide embedding rows
 #: and LM head, one 4-bit block each: the bulk of the loss, as for test_precision_llm.py's 0.85):
-#: Mixtral 0.866 (0.914 with int8 embeddings and head), Qwen 3 MoE 0.976; int8: 0.9998
-MIN_COSINE = {"mixtral": 0.85, "qwen3_moe": 0.95}
+#: Mixtral 0.866 (0.914 with int8 embeddings and head), Qwen 3 MoE 0.976; int8 (8-bit QMoE): 0.9998
+MIN_COSINE = {("mixtral", "int4"): 0.85, ("qwen3_moe", "int4"): 0.95, ("mixtral", "int8"): 0.999}
 
-CASES = [("mixtral", "onnxruntime"), ("qwen3_moe", "onnx")]
+CASES = [("mixtral", "onnxruntime", "int4"), ("qwen3_moe", "onnx", "int4"), ("mixtral", "onnxruntime", "int8")]
 
 
-@pytest.mark.parametrize(("family", "target"), CASES)
-def test_int4_quantizes_the_experts(tmp_path, family, target):
+@pytest.mark.parametrize(("family", "target", "precision"), CASES)
+def test_low_precision_quantizes_the_experts(tmp_path, family, target, precision):
     require_genai()
     f32 = export_causal_lm(make(family), tmp_path / "f32", max_length=64, cache="concat", target=target,
                            eos_token_id=1, pad_token_id=0)
-    folder = export_causal_lm(make(family), tmp_path / "int4", max_length=64, cache="concat", target=target,
-                              precision="int4", eos_token_id=1, pad_token_id=0)
+    folder = export_causal_lm(make(family), tmp_path / precision, max_length=64, cache="concat", target=target,
+                              precision=precision, eos_token_id=1, pad_token_id=0)
     check_folder(folder)
     model = onnx.load(str(folder / "model.onnx"), load_external_data=False)
     detail = {p.key: p.value for p in model.metadata_props}["jax2onnx.precision.detail"]
@@ -52,8 +52,8 @@ def test_int4_quantizes_the_experts(tmp_path, family, target):
         assert_moe_fused(folder, layers=2, op="QMoE")
         qmoe = [n for n in model.graph.node if n.op_type == "QMoE"]
         bits = {a.i for n in qmoe for a in n.attribute if a.name == "expert_weight_bits"}
-        assert bits == {4}, bits
-        assert "2 stacked expert weight(s) int4 per expert" in detail, detail
+        assert bits == {int(precision[3:])}, bits
+        assert f"2 stacked expert weight(s) {precision} per expert" in detail, detail
     else:
         ops = op_counts(folder)
         assert not any(domain == MS for domain, _ in ops), ops
@@ -75,5 +75,5 @@ def test_int4_quantizes_the_experts(tmp_path, family, target):
     tokens = np.asarray(greedy(f32, PROMPTS[:1], NEW_TOKENS, pad_token_id=0))[0]
     ids = np.array([PROMPTS[0] + list(tokens)], np.int32)
     figure = cosine(prefill_logits(f32, ids), prefill_logits(folder, ids))
-    print(f"{family} int4 ({target}): logits cosine {figure:.4f} to float32")
-    assert figure >= MIN_COSINE[family]
+    print(f"{family} {precision} ({target}): logits cosine {figure:.4f} to float32")
+    assert figure >= MIN_COSINE[family, precision]
