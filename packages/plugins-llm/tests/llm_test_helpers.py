@@ -90,3 +90,42 @@ def assert_fused_attention(folder, target: str, layers: int, *, rotary: str | No
             assert all(len(n.input) >= 6 and n.input[4] and n.input[5] and len(n.output) >= 3 for n in attention)
         elif cache == "shared":
             assert all(len(n.input) == 4 for n in attention) and ops.get(("", "ScatterElements"), 0) == 2 * layers
+
+
+#: KerasHub's mixture-of-experts families (keras_moe.py): their sparse blocks' op per layer
+MOE_FAMILIES = ("mixtral", "qwen_moe", "qwen3_moe", "gpt_oss")
+
+
+def assert_moe_fused(folder, layers: int, experts: int = 4, op: str = "MoE") -> None:
+    """One ``com.microsoft`` ``op`` (``MoE``, or ``QMoE`` under int4) per decoder layer, and no
+    dense expert computation left beside it: every stacked float32 ``[experts, ...]`` weight is read
+    only by the op (through data movement), not by the library's batched einsum over all experts;
+    under ``QMoE`` none is left, the op reading uint8 codes."""
+    ops = op_counts(folder)
+    assert ops.get((MS, op), 0) == layers, ops
+    assert ops.get((MS, "MoE" if op == "QMoE" else "QMoE"), 0) == 0, ops
+    graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
+    readers: dict[str, list] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    moving = {"Transpose", "Reshape", "Concat", "Unsqueeze", "Squeeze", "Identity"}
+    stacked = [t.name for t in graph.initializer
+               if len(t.dims) == 3 and t.dims[0] == experts and t.data_type == onnx.TensorProto.FLOAT]
+    if op == "QMoE":
+        inits = {t.name: t for t in graph.initializer}
+        codes = [inits.get(n.input[i]) for n in graph.node if n.op_type == "QMoE" for i in (2, 5)]
+        assert all(c is not None and c.data_type == onnx.TensorProto.UINT8 for c in codes), "QMoE reads no int4 codes"
+        stacked = [name for name in stacked if not all(r.op_type == "QMoE" for r in readers.get(name, []))]
+        assert not stacked, f"float32 stacked weights left beside QMoE: {stacked}"
+        return
+    assert stacked, "no stacked expert weight found"
+    for name in stacked:
+        frontier, ends = [name], set()
+        while frontier:
+            for node in readers.get(frontier.pop(), []):
+                if node.op_type in moving:
+                    frontier.extend(node.output)
+                else:
+                    ends.add(node.op_type)
+        assert ends <= {op}, f"{name} is read by {ends}, not only by {op}"

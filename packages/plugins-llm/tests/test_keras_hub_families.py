@@ -11,7 +11,16 @@ import numpy as np
 import pytest
 from jax2onnx_llm import export_causal_lm
 from jax2onnx_llm.errors import UnsupportedModelError
-from llm_test_helpers import MS, NEW_TOKENS, PROMPTS, assert_same_tokens, check_folder, op_counts
+from llm_test_helpers import (
+    MOE_FAMILIES,
+    MS,
+    NEW_TOKENS,
+    PROMPTS,
+    assert_moe_fused,
+    assert_same_tokens,
+    check_folder,
+    op_counts,
+)
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 keras = pytest.importorskip("keras", reason="KerasHub models need keras")
@@ -116,6 +125,8 @@ def test_generates_the_library_tokens(tmp_path, family, cache):
     folder = export_causal_lm(model, tmp_path / family, max_length=64, cache=cache, eos_token_id=eos,
                               pad_token_id=0)
     check_folder(folder)
+    if family in MOE_FAMILIES:  # target="onnxruntime": onnxruntime's MoE op per layer (keras_moe.py)
+        assert_moe_fused(folder, layers=2)
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
 
 

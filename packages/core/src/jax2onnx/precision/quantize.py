@@ -44,11 +44,13 @@ weight's result at a time.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import onnx_ir as ir
 
 from ..ir.graphs import FreshNames, all_graphs
 from .calibration import Calibrated, MatmulSite, StackedSite, calibrate
+from .expert_weights import is_moe, moe_weights, stacked_matmul_weight, to_int4_stacked, to_qmoe
 from .options import Precision, PrecisionError
 from .quantized_ops import (
     MS_DOMAIN,
@@ -86,6 +88,8 @@ class QuantizeResult:
     scanned: list[str] = dataclasses.field(default_factory=list)  # stacked weights a Scan slices
     selected: list[str] = dataclasses.field(default_factory=list)  # stacked weights a body indexes (Loop)
     calibrated: list[str] = dataclasses.field(default_factory=list)  # int4 weights with calibrated codes
+    experts: list[str] = dataclasses.field(default_factory=list)  # stacked expert weights, int4 per expert
+    float_experts: list[str] = dataclasses.field(default_factory=list)  # MoE ops no QMoE block fits (float32)
     method: str = "rtn"
 
     def _uncalibrated(self) -> list[str]:
@@ -109,6 +113,11 @@ class QuantizeResult:
             parts.append(f"{len(self.scanned)} scanned stacked weight(s): {', '.join(self.scanned)}")
         if self.selected:
             parts.append(f"{len(self.selected)} stacked weight(s) indexed per iteration: {', '.join(self.selected)}")
+        if self.experts:
+            parts.append(f"{len(self.experts)} stacked expert weight(s) {self.kind} per expert: {', '.join(self.experts)}")
+        if self.float_experts:
+            parts.append(f"{len(self.float_experts)} MoE op(s) float32 (no int4 block of 16 or more divides their "
+                         f"sizes, which QMoE needs): {', '.join(self.float_experts)}")
         if self.embeddings:
             parts.append(f"{len(self.embeddings)} embedding table(s) int8")
         if self.embeddings4:
@@ -156,6 +165,8 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
     addends: list[tuple[Site, int]] = []
     scans: list[Site] = []
     selected: list[tuple[Site, WeightMatmul, list[ir.Node]]] = []
+    experts: list[tuple[Site, Any]] = []  # MoE ops (→ QMoE) and MatMuls/Einsums of stacked expert weights
+    blocked_dq = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 23)) >= 21  # the stacked weights' DequantizeLinear blocks
     for g in graphs:
         for node in g:
             site = Site(node, g, main, names)
@@ -164,6 +175,10 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
                 sites.append((site, m))
             elif (chosen := selected_weight(node, main)) is not None:
                 selected.append((site, *chosen))
+            elif is_moe(node) and (pair := moe_weights(node, main)) is not None:
+                experts.append((site, pair))
+            elif blocked_dq and (stacked := stacked_matmul_weight(node, main)) is not None:
+                experts.append((site, stacked))
             elif p.embedding_kind() is not None and is_embedding(node, main):
                 embeddings.append(site)
             elif p.conv == "int8" and is_conv(node, main):
@@ -218,6 +233,20 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
         result.selected.append(quantize_selected_weight(site, m, chain, p, counter[0], chosen.stacked.get(id(m.node))))
         if id(m.node) in chosen.stacked:
             result.calibrated.append(m.weight.name)
+    for site, found in experts:
+        sources = [n for w in (found if isinstance(found, tuple) else (found,)) for n in w.sources]
+        label = found[0].name if isinstance(found, tuple) else found.name
+        if any(matches_any(n, p.exclude) for n in sources):
+            result.excluded.append(label)
+            continue
+        counter[0] += 1
+        if not isinstance(found, tuple):
+            to_int4_stacked(site, found, p, counter[0])
+            result.experts.append(label)
+        elif to_qmoe(site, found, p, counter[0]):
+            result.experts.append(f"{label} (QMoE)")
+        else:
+            result.float_experts.append(site.node.name or label)
     for site in embeddings:
         table = as_weight(site.node.inputs[0], main)
         if any(matches_any(n, p.exclude) for n in table.sources):
@@ -245,10 +274,14 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
         dequantized_input(site, k, const, axis=len(const.shape) - 1)
         result.addends.append(const.name)
     if not (result.int4 or result.int8 or result.embeddings or result.embeddings4 or result.convs or result.scanned
-            or result.selected):
+            or result.selected or result.experts):
         if result.excluded:
             raise PrecisionError(f"precision={p.kind!r}: exclude={list(p.exclude)!r} excludes every weight matmul of this "
                                  "model, so nothing would be quantized; narrow the patterns")
+        if result.float_experts:
+            raise PrecisionError(f"precision={p.kind!r}: the only weights are MoE experts ({', '.join(result.float_experts)}) "
+                                 "whose sizes no int4 block of 16 or more divides, which QMoE needs; use hidden and "
+                                 "intermediate sizes that are multiples of 16, or precision='float16'")
         low = any(node.op_type in ("MatMul", "Gemm") and any(
             v is not None and v.type is not None and v.dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
             for v in (*node.inputs, *(x for i in node.inputs if i is not None and i.producer() is not None
