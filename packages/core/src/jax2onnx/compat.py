@@ -127,6 +127,33 @@ def vmapped(trace: Any, value: Any, batch_axis: int = 0) -> Any:
 
     return batching.BatchTracer(trace, value, batch_axis)
 
+
+def jit_src_info(eqn: JaxprEqn) -> str | None:
+    """``"name at file:line"`` of the function a jit equation traced (its body's debug info), or
+    None. JAX >= 0.6 keeps it on the body jaxpr's ``debug_info``."""
+    try:
+        body = call_body(eqn)
+    except KeyError:
+        return None
+    info = getattr(getattr(body, "jaxpr", body), "debug_info", None)
+    return getattr(info, "func_src_info", None)
+
+
+def traceback_frames(eqn: Any) -> list[tuple[str, str, int]]:
+    """``(file, function, line)`` of each Python frame that was running when ``eqn`` was traced,
+    innermost first (JAX keeps the whole traceback on the equation's source info; the function is
+    its ``__qualname__`` on JAX >= 0.7, its ``__name__`` before)."""
+    info = getattr(eqn, "source_info", None)
+    tb = getattr(info, "traceback", None)
+    if tb is None:
+        return []
+    return [(f.file_name, f.function_name, f.line_num) for f in tb.frames]
+
+
+def region_jaxpr(invars: list[Any], outvars: list[Any], eqns: list[JaxprEqn]) -> Jaxpr:
+    """A jaxpr made of some of another jaxpr's equations (to compare with a fresh trace by text)."""
+    return Jaxpr([], invars, outvars, eqns)
+
 # ---------------------------------------------------------------------------------------------
 # Source locations: which line of the *user's* code produced an equation.
 
