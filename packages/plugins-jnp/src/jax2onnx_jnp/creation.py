@@ -4,53 +4,61 @@ JAX, so it is a constant too (static bounds) or an iota-based computation (trace
 
 JAX cannot trace ``jnp.arange`` with array-valued (data-dependent) bounds: the result's length
 must be known while tracing. The seed's "concrete_input_val" cases therefore pass concrete values.
+
+``jnp.arange`` is plain Python: found in the trace with nothing patched (:mod:`._library`), its
+region is an ``iota`` of the symbolic length, times ``step``, plus ``start`` (literals). The length
+is all the trace keeps of ``stop``: the recognized ``stop`` is ``start + length * step``, which
+gives the same length (the verifying re-trace checks it) and so the same Range.
 """
 
 from __future__ import annotations
 
-import functools
-
+import numpy as np
 from jax2onnx.plugin import Lowerings, is_symbolic_dim
 
-from ._common import is_static_int, mark, mark_name, patches_for
+from ._library import one
 
 lowerings = Lowerings()
 
 
-def _arange_region(original, *, start, stop, step, dtype):
-    return original(start, stop, step, dtype=dtype)
+def _literal_operand(eqn, other):
+    """The literal operand of a binary ``eqn`` whose other operand is ``other``, as a Python number."""
+    if len(eqn.invars) != 2 or other not in eqn.invars:
+        return None
+    lit = eqn.invars[1 - eqn.invars.index(other)]
+    if not hasattr(lit, "val") or np.ndim(lit.val):
+        return None
+    return np.asarray(lit.val).item()
 
 
-def _make_arange(name, original):
-    region = functools.partial(_arange_region, original)
+def recognize_arange(site):
+    """``arange(start, stop, step, dtype)`` over a symbolic length: ``add(start, mul(step, iota))``."""
+    iota = one(site, "iota")
+    if iota is None or site.operands or len(site.avals_out) != 1 or len(iota.params["shape"]) != 1:
+        return None
+    size = iota.params["shape"][0]
+    if not is_symbolic_dim(size):
+        return None
+    value, step, start = iota.outvars[0], 1, 0
+    muls, adds = site.eqns("mul"), site.eqns("add")
+    if len(muls) > 1 or len(adds) > 1 or len(site.eqns()) != 1 + len(muls) + len(adds):
+        return None
+    if muls:
+        step = _literal_operand(muls[0], value)
+        value = muls[0].outvars[0]
+    if adds:
+        start = _literal_operand(adds[0], value)
+    if step is None or start is None or not step:
+        return None
+    if not float(step).is_integer() or not float(start).is_integer():
+        return None  # a fractional start/step over a symbolic length: left to the body
+    step, start = int(step), int(start)
+    return {"start": start, "stop": start + size * step, "step": step, "dtype": np.dtype(iota.params["dtype"])}
 
-    @functools.wraps(original)
-    def arange(start, stop=None, step=None, dtype=None, **kwargs):
-        bounds = (start, stop, step)
-        symbolic = any(is_symbolic_dim(b) for b in bounds)
-        if symbolic and not kwargs and all(b is None or is_static_int(b) or is_symbolic_dim(b) for b in bounds):
-            return mark("arange", region, start=start, stop=stop, step=step, dtype=dtype)
-        return original(start, stop, step, dtype=dtype, **kwargs)
 
-    return arange
-
-
-def _scalar(ctx, value, dtype):
-    if is_symbolic_dim(value):
-        return ctx.dim_scalar(value, dtype)
-    return ctx.const(value, dtype)
-
-
-@lowerings.register_call(mark_name("arange"))
+@lowerings.register_library("jax.numpy.arange", recognize=recognize_arange)
 def lower_arange(ctx):
     p = ctx.marked.params
     dtype = ctx.avals_out[0].dtype
-    start, stop, step = p["start"], p["stop"], p["step"]
-    if stop is None:  # arange(n) counts from 0
-        start, stop = 0, start
-    step = 1 if step is None else step
     # ONNX Range yields max(ceil((limit - start) / delta), 0) elements, numpy's count.
-    return ctx.op.Range(_scalar(ctx, start, dtype), _scalar(ctx, stop, dtype), _scalar(ctx, step, dtype))
-
-
-patches = patches_for("jax.numpy", ["arange"], _make_arange)
+    return ctx.op.Range(ctx.const(p["start"], dtype), ctx.dim_scalar(p["stop"], dtype), ctx.const(p["step"], dtype))
