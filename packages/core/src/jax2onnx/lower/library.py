@@ -294,7 +294,7 @@ class LibraryTable:
             return None
         frames = compat.traceback_frames(eqn)  # innermost first
         for i in range(len(frames) - 1, -1, -1):
-            file, fname, line = frames[i]
+            file, fname, line, _ = frames[i]
             for resolved, lowering in self.by_frame.get((file, fname), ()):
                 if not resolved.key[1] <= line <= resolved.last_line:
                     continue
