@@ -140,6 +140,7 @@ def test_arange_stop_is_the_length_read_back():
                        jax.ShapeDtypeStruct((B, 2), jnp.float32))
     params = creation.recognize_arange(site)
     assert (params["start"], params["step"], params["dtype"]) == (1, 3, np.dtype(np.int32))
+    assert str(params["stop"]) == "2*B"  # the simplest stop of that length: the user's own here
     retraced = jax.make_jaxpr(lambda: jnp.arange(1, params["stop"], 3, dtype=params["dtype"]))()
     assert str(retraced.jaxpr.eqns[0].params["shape"]) == str(site.eqns("iota")[0].params["shape"])
 

@@ -13,7 +13,11 @@ gives the same length (the verifying re-trace checks it) and so the same Range.
 
 from __future__ import annotations
 
+import re
+
+import jax
 import numpy as np
+from jax import export
 from jax2onnx.plugin import Lowerings, is_symbolic_dim
 
 from ._library import one
@@ -53,7 +57,32 @@ def recognize_arange(site):
     if not float(step).is_integer() or not float(start).is_integer():
         return None  # a fractional start/step over a symbolic length: left to the body
     step, start = int(step), int(start)
-    return {"start": start, "stop": start + size * step, "step": step, "dtype": np.dtype(iota.params["dtype"])}
+    dtype = np.dtype(iota.params["dtype"])
+    return {"start": start, "stop": _simplest_stop(size, start, step, dtype), "step": step, "dtype": dtype}
+
+
+#: Names in a printed symbolic dimension that are operations, not dimension variables.
+_DIM_OPERATIONS = frozenset({"floordiv", "mod", "max", "min", "non_negative"})
+
+
+def _simplest_stop(size, start, step, dtype):
+    """A ``stop`` giving ``arange(start, stop, step)`` the length ``size``: ``a * V + c`` for a
+    dimension variable ``V`` of it and small ``a``, ``c`` when one does (the user's ``2 * B``: a
+    cheap Range limit), else ``start + size * step`` (always right, costlier to compute)."""
+    names = sorted(set(re.findall(r"[A-Za-z_]\w*", str(size))) - _DIM_OPERATIONS)
+    scope = getattr(size, "scope", None)
+    if len(names) == 1 and scope is not None:
+        (var,) = export.symbolic_shape(names[0], scope=scope)
+        for a in range(1, 5):
+            for c in (0, -1, 1, -2, 2, -3, 3):
+                stop = a * var + c
+                try:
+                    length = jax.eval_shape(lambda s=stop: jax.numpy.arange(start, s, step, dtype=dtype)).shape[0]
+                except Exception:  # noqa: BLE001 - not a valid bound
+                    continue
+                if str(length) == str(size):
+                    return stop
+    return start + size * step
 
 
 @lowerings.register_library("jax.numpy.arange", recognize=recognize_arange)
