@@ -2,7 +2,9 @@
 constant indices (JAX's form is a broadcast and a reshape).
 
 ``jnp.tile`` and ``jnp.stack`` are the lax ``tile``/``stack`` primitives in JAX >= 0.7 (Tile;
-Unsqueeze + Concat, from the lax pack); on older JAX they are broadcasts and concatenations.
+Unsqueeze + Concat, from the lax pack); on older JAX ``stack`` is the same Unsqueeze + Concat from
+broadcasts and a concatenation, and ``tile`` a reshape-broadcast-reshape this module recognizes as
+one Tile.
 ``reshape``, ``squeeze``, ``transpose``, ``concatenate``, ``split``, ``flip`` and ``jnp.shape``
 map to single lax primitives (or static slices) already: they are documented and tested here and
 lowered by the lax pack (Reshape, Squeeze, Transpose, Concat, Split, Slice, Shape). ``roll`` has
@@ -22,6 +24,48 @@ from ._common import is_static_int
 from ._library import literal_value
 
 lowerings = Lowerings()
+
+
+# ---------------------------------------------------------------------------------------------
+# tile (JAX < 0.7: plain reshapes and a broadcast)
+
+
+def recognize_tile(site):
+    """``tile(A, reps)`` on JAX < 0.7, whose ``jnp.tile`` is a reshape, a broadcast and a reshape:
+    each repeat is the output's size over the input's along that axis (the input's shape padded
+    with leading 1s). Newer JAX traces the lax ``tile`` primitive, which the lax pack lowers."""
+    if site.eqns("tile") or len(site.operands) != 1 or literal_value(site, 0) is not None:
+        return None
+    if len(site.avals_out) != 1:
+        return None
+    shape, out = tuple(site.avals_in[0].shape), tuple(site.avals_out[0].shape)
+    if len(out) < len(shape):
+        return None
+    padded = (1,) * (len(out) - len(shape)) + shape
+    reps = []
+    for d, e in zip(padded, out, strict=True):
+        if is_static_int(d) and is_static_int(e):
+            if d == 0 or e % d:
+                return None
+            reps.append(int(e) // int(d))
+        else:
+            try:
+                r = e // d
+            except Exception:  # noqa: BLE001 - symbolic sizes that do not divide
+                return None
+            if str(r * d) != str(e):
+                return None
+            reps.append(r)
+    return {"reps": tuple(reps)}
+
+
+@lowerings.register_library("jax.numpy.tile", recognize=recognize_tile)
+def lower_tile(ctx, x):
+    reps = list(ctx.marked.params["reps"])
+    ndim = len(ctx.avals_in[0].shape)
+    if len(reps) > ndim:  # numpy: missing axes are new leading axes of size 1
+        x = ctx.op.Unsqueeze(x, ctx.i64(range(len(reps) - ndim)))
+    return ctx.op.Tile(x, ctx.shape_tensor(reps))
 
 
 # ---------------------------------------------------------------------------------------------
