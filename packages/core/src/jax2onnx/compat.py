@@ -127,6 +127,37 @@ def vmapped(trace: Any, value: Any, batch_axis: int = 0) -> Any:
 
     return batching.BatchTracer(trace, value, batch_axis)
 
+
+def jit_src_info(eqn: JaxprEqn) -> str | None:
+    """``"name at file:line"`` of the function a jit equation traced (its body's debug info), or
+    None. JAX >= 0.6 keeps it on the body jaxpr's ``debug_info``."""
+    try:
+        body = call_body(eqn)
+    except KeyError:
+        return None
+    info = getattr(getattr(body, "jaxpr", body), "debug_info", None)
+    return getattr(info, "func_src_info", None)
+
+
+def traceback_frames(eqn: Any) -> list[tuple[str, str, int, int]]:
+    """``(file, function, line, instruction)`` of each Python frame that was running when ``eqn``
+    was traced, innermost first (JAX keeps the whole traceback on the equation's source info; the
+    function is its ``__qualname__`` on JAX >= 0.7, its ``__name__`` before). The instruction
+    offset tells apart two calls on one line (``k, v = f(k), f(v)``); -1 where JAX has none."""
+    info = getattr(eqn, "source_info", None)
+    tb = getattr(info, "traceback", None)
+    if tb is None:
+        return []
+    frames = tb.frames
+    raw = tb.raw_frames() if hasattr(tb, "raw_frames") else None
+    lastis = list(raw[1]) if isinstance(raw, tuple) and len(raw) == 2 and len(raw[1]) == len(frames) else [-1] * len(frames)
+    return [(f.file_name, f.function_name, f.line_num, int(i)) for f, i in zip(frames, lastis)]
+
+
+def region_jaxpr(invars: list[Any], outvars: list[Any], eqns: list[JaxprEqn]) -> Jaxpr:
+    """A jaxpr made of some of another jaxpr's equations (to compare with a fresh trace by text)."""
+    return Jaxpr([], invars, outvars, eqns)
+
 # ---------------------------------------------------------------------------------------------
 # Source locations: which line of the *user's* code produced an equation.
 

@@ -1,5 +1,5 @@
-"""The lowering API packs write against: :class:`Lowering`, :class:`Lowerings`, :class:`ModulePatch`,
-:class:`Patch`, :func:`marked_call`.
+"""The lowering API packs write against: :class:`Lowering`, :class:`Lowerings` (``register``,
+``register_library``), :class:`ModulePatch`, :class:`Patch`, :func:`marked_call`.
 
 A lowering is a plain function ``fn(ctx, *inputs) -> Value | Sequence[Value] | None``: ``ctx`` is a
 :class:`jax2onnx.lower.context.LoweringContext` (``ctx.op.Add(a, b)``, ``ctx.params``, ``ctx.avals_in``,
@@ -31,6 +31,9 @@ LoweringFn = Callable[..., Any]
 
 #: Prefix of the ``jax.jit`` name that :func:`marked_call` gives a region.
 MARK_PREFIX = "jax2onnx:"
+
+#: Prefix of a library function's lowering in the dispatch table (``"library:jax.nn.relu"``).
+LIBRARY_PREFIX = "library:"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +84,11 @@ class Lowering:
     dtypes: frozenset[Any] | Kernels | None = None
     complex: LoweringFn | None = None
     keys: bool = False
+    #: a library function's lowering (:meth:`Lowerings.register_library`): ``recognize(site)``
+    #: reads its static parameters back from the traced region, ``library_call(original, arrays,
+    #: params)`` calls the function the way ``recognize``'s parameters mean (verifying retrace)
+    recognize: Callable[[Any], Any] | None = None
+    library_call: Callable[..., Any] | None = None
 
     def with_pack(self, pack: str) -> Lowering:
         return dataclasses.replace(self, pack=pack)
@@ -125,6 +133,38 @@ class Lowerings:
     def register_call(self, mark: str, *, priority: int = 0) -> Callable[[LoweringFn], LoweringFn]:
         """Register the lowering of a region marked with :func:`marked_call` (``mark``)."""
         return self.register(f"call:{mark}", priority=priority)
+
+    def register_library(
+        self,
+        path: str,
+        *,
+        recognize: Callable[[Any], Any],
+        call: Callable[..., Any] | None = None,
+        priority: int = 0,
+    ) -> Callable[[LoweringFn], LoweringFn]:
+        """Register the decorated lowering for the library function at ``path`` (``"jax.nn.relu"``,
+        or ``"module:attr"`` for a private one), recognized in the trace with no patch of the
+        library (:mod:`jax2onnx.lower.library`): a jitted function by its ``jit`` equation, a
+        plain one by the equations its call emits (their traceback passes through it).
+        ``flax.nnx.relu`` being the same object as ``jax.nn.relu``, one registration covers both.
+
+        ``recognize(site)`` gets a :class:`jax2onnx.lower.library.LibrarySite` (the region's
+        ``body``, ``operands``, ``avals_in``/``avals_out``, ``literal(i)``, ``eqns(*primitives)``)
+        and returns the static parameters as a dict (``{"axis": 1}``), ``(params, order)`` with
+        ``order`` the operand indices in argument order (a plain function's operands come in order
+        of first use), or None to leave the region to its equations. Core verifies the answer by
+        tracing ``call(original, arrays, params)`` (default ``original(*arrays, **params)``; the
+        arrays are the non-literal operands, in argument order) at the region's avals: only the
+        same jaxpr is accepted. The lowering then gets those arrays, ``ctx.avals_in`` theirs, and
+        ``ctx.marked.params`` the parameters; it may decline (return None) as a marked-call
+        lowering does."""
+
+        def deco(fn: LoweringFn) -> LoweringFn:
+            self._items.append(Lowering(f"{LIBRARY_PREFIX}{path}", fn, priority, recognize=recognize,
+                                        library_call=call))
+            return fn
+
+        return deco
 
     def add(self, name: str, fn: LoweringFn, priority: int = 0, *, dtypes: Iterable[Any] | str | Kernels | None = None,
             complex: LoweringFn | None = None) -> None:

@@ -4,22 +4,22 @@ JAX's out-of-bounds modes are kept exactly: ``"fill"`` (the default) wraps negat
 and fills what is still out of range with ``fill_value`` (NaN for floats, the dtype's extreme for
 integers); ``"clip"`` clamps; ``"wrap"`` (take only) takes indices modulo the axis size. ONNX's
 Gather would fail at runtime on an out-of-range index, so indices are made safe first.
+
+Found in the trace with nothing patched (:mod:`._library`): ``jnp.take`` calls the jitted
+``jax._src.numpy.indexing._take``, ``jnp.take_along_axis`` is jitted; axis, mode and fill value are
+read back from the body's ``gather``.
 """
 
 from __future__ import annotations
 
-import functools
-
 import jax.numpy as jnp
 import numpy as np
-from jax2onnx.plugin import Lowerings, is_array
+from jax2onnx.plugin import Lowerings
 
-from ._common import along_axis, is_static_int, is_static_number, mark, mark_name, patches_for
+from ._common import along_axis
+from ._library import literal_value, one
 
 lowerings = Lowerings()
-
-_MODES = (None, "fill", "clip", "wrap", "promise_in_bounds")
-
 
 def _default_fill(dtype):
     dtype = np.dtype(dtype)
@@ -58,35 +58,58 @@ def _fill(ctx, gathered, valid, fill_value):
 # take
 
 
-def _take_region(original, a, indices, **params):
-    return original(a, indices, **params)
+def _gather_mode(site, gather):
+    """The numpy-level ``mode`` a body's gather implements: ``"wrap"`` takes the indices modulo the
+    size first (a ``rem``), then gathers in bounds."""
+    mode = str(gather.params["mode"]).rpartition(".")[2].upper()
+    if mode in ("CLIP", "1"):
+        return "clip"
+    if mode in ("FILL_OR_DROP", "2"):
+        return "fill"
+    if mode in ("PROMISE_IN_BOUNDS", "3"):
+        return "wrap" if site.eqns("rem") else "promise_in_bounds"
+    return None
 
 
-def _make_take(name, original):
-    region = functools.partial(_take_region, original)
-
-    @functools.wraps(original)
-    def take(a, indices, axis=None, out=None, mode=None, **kwargs):
-        fill_value = kwargs.get("fill_value")
-        if (
-            is_array(a)
-            and is_array(indices)
-            and np.issubdtype(indices.dtype, np.integer)
-            and out is None
-            and mode in _MODES
-            and (axis is None or is_static_int(axis))
-            and set(kwargs) <= {"fill_value", "unique_indices", "indices_are_sorted"}
-            and (fill_value is None or is_static_number(fill_value))
-            and np.ndim(a) >= 1
-        ):
-            params = {"axis": None if axis is None else int(axis) % np.ndim(a), "mode": mode, **kwargs}
-            return mark("take", region, a, indices, **params)
-        return original(a, indices, axis, out, mode, **kwargs)
-
-    return take
+def _fill_param(gather, dtype):
+    """The gather's fill value as the caller's ``fill_value``: None where it is the dtype's default."""
+    value = gather.params.get("fill_value")
+    if value is None:
+        return None
+    default = _default_fill(dtype)
+    same = (np.isnan(value) and np.isnan(default)) if isinstance(default, float) else value == default
+    return None if same else value.item() if hasattr(value, "item") else value
 
 
-@lowerings.register_call(mark_name("take"))
+def _arrays(site, n):
+    return len(site.operands) == n and all(literal_value(site, i) is None for i in range(n))
+
+
+def recognize_take(site):
+    """``_take(a, indices, axis, mode, fill_value, ...)`` from its gather: the axis is the gathered
+    one (None, numpy's flattened array, when the body reshapes ``a`` to 1-D first)."""
+    gather = one(site, "gather")
+    if gather is None or not _arrays(site, 2) or not np.issubdtype(np.dtype(site.avals_in[1].dtype), np.integer):
+        return None
+    a = site.avals_in[0]
+    dims = gather.params["dimension_numbers"]
+    if not a.shape or len(dims.start_index_map) != 1 or getattr(dims, "operand_batching_dims", ()):
+        return None
+    mode = _gather_mode(site, gather)
+    if mode is None:
+        return None
+    first = (site.body.jaxpr if hasattr(site.body, "jaxpr") else site.body).invars[0]
+    flattened = len(a.shape) != 1 and any(e.invars[0] is first for e in site.eqns("reshape"))
+    return {
+        "axis": None if flattened else int(dims.start_index_map[0]),
+        "mode": None if mode == "fill" else mode,
+        "fill_value": _fill_param(gather, site.avals_out[0].dtype) if mode == "fill" else None,
+        "unique_indices": bool(gather.params["unique_indices"]),
+        "indices_are_sorted": bool(gather.params["indices_are_sorted"]),
+    }
+
+
+@lowerings.register_library("jax._src.numpy.indexing:_take", recognize=recognize_take)
 def lower_take(ctx, a, indices):
     p = ctx.marked.params
     a, size, axis = along_axis(ctx, a, p["axis"])  # axis=None: take from the flattened array
@@ -108,34 +131,31 @@ def lower_take(ctx, a, indices):
 # take_along_axis
 
 
-def _make_take_along_axis(name, original):
-    region = functools.partial(_take_region, original)
-
-    @functools.wraps(original)
-    def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, **kwargs):
-        ok = (
-            is_array(arr)
-            and is_array(indices)
-            and np.issubdtype(indices.dtype, np.integer)
-            and is_static_int(axis)
-            and mode in (None, "fill", "clip", "promise_in_bounds")
-            and (fill_value is None or is_static_number(fill_value))
-            and not kwargs
-            and np.ndim(arr) == np.ndim(indices) >= 1
-        )
-        if ok:
-            ax = int(axis) % np.ndim(arr)
-            # GatherElements needs the other axes equal (JAX would broadcast size-1 ones).
-            same = all(str(d) == str(e) for i, (d, e) in enumerate(zip(arr.shape, indices.shape, strict=True))
-                       if i != ax)
-            if same:
-                return mark("take_along_axis", region, arr, indices, axis=ax, mode=mode, fill_value=fill_value)
-        return original(arr, indices, axis, mode, fill_value, **kwargs)
-
-    return take_along_axis
+def recognize_take_along_axis(site):
+    """``take_along_axis(arr, indices, axis, mode, fill_value)`` from its gather, whose batching
+    dims are every axis but the taken one. GatherElements needs the other axes equal (JAX would
+    broadcast size-1 ones): other shapes decline."""
+    gather = one(site, "gather")
+    if gather is None or not _arrays(site, 2) or not np.issubdtype(np.dtype(site.avals_in[1].dtype), np.integer):
+        return None
+    arr, idx = site.avals_in
+    dims = gather.params["dimension_numbers"]
+    batching = tuple(getattr(dims, "operand_batching_dims", ()))
+    if len(arr.shape) != len(idx.shape) or not arr.shape or len(dims.start_index_map) != 1:
+        return None
+    axis = int(dims.start_index_map[0])
+    if sorted(batching) != [d for d in range(len(arr.shape)) if d != axis]:
+        return None
+    if any(str(d) != str(e) for i, (d, e) in enumerate(zip(arr.shape, idx.shape, strict=True)) if i != axis):
+        return None
+    mode = _gather_mode(site, gather)
+    if mode not in ("fill", "clip", "promise_in_bounds"):
+        return None
+    fill = _fill_param(gather, site.avals_out[0].dtype) if mode == "fill" else None
+    return {"axis": axis, "mode": None if mode == "fill" else mode, "fill_value": fill}
 
 
-@lowerings.register_call(mark_name("take_along_axis"))
+@lowerings.register_library("jax.numpy.take_along_axis", recognize=recognize_take_along_axis)
 def lower_take_along_axis(ctx, arr, indices):
     p = ctx.marked.params
     axis = p["axis"]
@@ -145,8 +165,3 @@ def lower_take_along_axis(ctx, arr, indices):
     safe, valid = _safe_indices(ctx, indices, size, mode, normalize_negative=mode != "promise_in_bounds")
     gathered = ctx.op.GatherElements(arr, safe, axis=axis)
     return gathered if valid is None else _fill(ctx, gathered, valid, p["fill_value"])
-
-
-patches = patches_for("jax.numpy", ["take"], _make_take) + patches_for(
-    "jax.numpy", ["take_along_axis"], _make_take_along_axis
-)

@@ -1,27 +1,50 @@
 """Reductions: ``mean``/``var``/``std`` → ReduceMean, ``logsumexp`` → ReduceLogSumExp,
 ``linalg.norm`` → ReduceL2 / ReduceL1, ``cumsum`` → CumSum, and ``sum``/``max``/``min``/``prod``
 with ``keepdims=True`` → one Reduce* with ``keepdims=1`` (without keepdims they are single lax
-reductions already, lowered by the lax pack)."""
+reductions already, lowered by the lax pack).
+
+Found in the trace with nothing patched (:mod:`._library`): ``jnp.linalg.norm`` and ``jnp.cumsum``
+are jitted, ``jnp.var``/``jnp.std`` call the jitted ``_var``/``_std`` of ``jax._src.numpy.reductions``
+(the ``ddof`` a literal operand); ``sum``/``max``/``min``/``prod``/``mean`` and ``logsumexp`` are
+plain Python, their region the equations one call emits (a reduction and its keepdims broadcast, the
+division by the count, logsumexp's max-shifted form). The axes come from the reduction's ``axes``,
+``keepdims`` from the ranks.
+"""
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
-from jax2onnx.dtypes import HALF_FLOATS, is_float
-from jax2onnx.plugin import Lowerings, is_array
+from jax2onnx.dtypes import HALF_FLOATS
+from jax2onnx.plugin import Lowerings
 
-from ._common import is_static_int, mark, mark_name, normalize_axes, patches_for
+from ._common import normalize_axes
+from ._library import is_float_array, literal_value, one, reduced_axes
 
 lowerings = Lowerings()
 
 
-def _call(original, x, **params):
-    return original(x, **params)
+def _axis_params(site):
+    """``{"axis": axes, "keepdims": bool}`` of a reduction region over a float array operand (the
+    first), or None. Every axis reduced without keepdims is numpy's ``axis=None``."""
+    if not site.avals_in or not is_float_array(site.avals_in[0]) or len(site.avals_out) != 1:
+        return None
+    axes = reduced_axes(site)
+    if not axes:
+        return None
+    rank = len(site.avals_in[0].shape)
+    keepdims = len(site.avals_out[0].shape) == rank
+    if not keepdims and len(site.avals_out[0].shape) != rank - len(axes):
+        return None
+    return {"axis": None if not keepdims and axes == tuple(range(rank)) else axes, "keepdims": keepdims}
 
 
-def _plain_float(x) -> bool:
-    return is_array(x) and is_float(x.dtype) and np.ndim(x) >= 1
+def _axes(ctx):
+    """The recognized ``axis`` as sorted non-negative ints (None: every axis)."""
+    return normalize_axes(ctx.marked.params["axis"], len(ctx.avals_in[0].shape))
+
+
+def _only_array(site):
+    return len(site.operands) == 1 and literal_value(site, 0) is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -31,18 +54,11 @@ def _plain_float(x) -> bool:
 _KEEPDIMS_OPS = {"sum": "ReduceSum", "max": "ReduceMax", "min": "ReduceMin", "prod": "ReduceProd"}
 
 
-def _make_keepdims_reduction(name, original):
-    region = functools.partial(_call, original)
-
-    @functools.wraps(original)
-    def reduction(a, axis=None, *args, **kwargs):
-        # Only the positional (a, axis) form plus keepdims=True; dtype/out/initial/where decline.
-        axes = normalize_axes(axis, np.ndim(a)) if _plain_float(a) and not args else None
-        if axes and set(kwargs) == {"keepdims"} and kwargs["keepdims"] is True:
-            return mark(f"{name}_keepdims", region, a, axis=axes, keepdims=True)
-        return original(a, axis, *args, **kwargs)
-
-    return reduction
+def recognize_keepdims_reduction(site):
+    """``f(a, axis, keepdims=True)``: a reduction and the broadcast that puts the reduced axes back
+    as size 1 (without keepdims the reduction alone is the lax pack's single Reduce*)."""
+    params = _axis_params(site) if _only_array(site) else None
+    return params if params is not None and params["keepdims"] else None
 
 
 def _keepdims_lowering(op_type):
@@ -54,31 +70,33 @@ def _keepdims_lowering(op_type):
 
 
 for _name, _op in _KEEPDIMS_OPS.items():
-    lowerings.register_call(mark_name(f"{_name}_keepdims"))(_keepdims_lowering(_op))
+    lowerings.register_library(f"jax.numpy.{_name}", recognize=recognize_keepdims_reduction)(_keepdims_lowering(_op))
 
 
 # ---------------------------------------------------------------------------------------------
 # mean / var / std
 
 
-def _make_moment(name, original):
-    region = functools.partial(_call, original)
+def recognize_mean(site):
+    return _axis_params(site) if _only_array(site) else None
 
-    @functools.wraps(original)
-    def moment(a, axis=None, *args, **kwargs):
-        axes = normalize_axes(axis, np.ndim(a)) if _plain_float(a) and not args else None
-        allowed = {"keepdims"} | ({"ddof"} if name != "mean" else set())
-        if not axes or not set(kwargs) <= allowed:
-            return original(a, axis, *args, **kwargs)
-        keepdims, ddof = kwargs.get("keepdims", False), kwargs.get("ddof", 0)
-        if not isinstance(keepdims, bool) or not is_static_int(ddof):
-            return original(a, axis, *args, **kwargs)
-        params = {"axis": axes, "keepdims": keepdims}
-        if name != "mean":
-            params["ddof"] = int(ddof)
-        return mark(name, region, a, **params)
 
-    return moment
+def recognize_moment(site):
+    """``_var``/``_std(a, axis=, correction=, keepdims=)``: ``correction`` (numpy's ``ddof``) is the
+    jit's literal operand; a traced one, ``where`` or ``a_mean`` decline."""
+    if len(site.operands) != 2 or literal_value(site, 0) is not None:
+        return None
+    correction = literal_value(site, 1)
+    if not isinstance(correction, (int, np.integer)) or isinstance(correction, (bool, np.bool_)):
+        return None
+    params = _axis_params(site)
+    if params is None:
+        return None
+    return {**params, "correction": int(correction)}
+
+
+def call_moment(original, arrays, params):
+    return original(*arrays, **params)
 
 
 def _count(ctx, axes):
@@ -93,29 +111,28 @@ def _count(ctx, axes):
 
 def _variance(ctx, x):
     p = ctx.marked.params
-    axes = ctx.i64(p["axis"])
+    axes = ctx.i64(_axes(ctx))
     keep = int(p["keepdims"])
     centered = ctx.op.Sub(x, ctx.op.ReduceMean(x, axes, keepdims=1))
     squares = ctx.op.Mul(centered, centered)
-    if p["ddof"] == 0:
+    if p["correction"] == 0:
         return ctx.op.ReduceMean(squares, axes, keepdims=keep)
     # JAX divides the sum of squares by (n - ddof).
-    n = ctx.op.Sub(_count(ctx, p["axis"]), int(p["ddof"]))
+    n = ctx.op.Sub(_count(ctx, _axes(ctx)), int(p["correction"]))
     return ctx.op.Div(ctx.op.ReduceSum(squares, axes, keepdims=keep), n)
 
 
-@lowerings.register_call(mark_name("mean"))
+@lowerings.register_library("jax.numpy.mean", recognize=recognize_mean)
 def lower_mean(ctx, x):
-    p = ctx.marked.params
-    return ctx.op.ReduceMean(x, ctx.i64(p["axis"]), keepdims=int(p["keepdims"]))
+    return ctx.op.ReduceMean(x, ctx.i64(_axes(ctx)), keepdims=int(ctx.marked.params["keepdims"]))
 
 
-@lowerings.register_call(mark_name("var"))
+@lowerings.register_library("jax._src.numpy.reductions:_var", recognize=recognize_moment, call=call_moment)
 def lower_var(ctx, x):
     return _variance(ctx, x)
 
 
-@lowerings.register_call(mark_name("std"))
+@lowerings.register_library("jax._src.numpy.reductions:_std", recognize=recognize_moment, call=call_moment)
 def lower_std(ctx, x):
     return ctx.op.Sqrt(_variance(ctx, x))
 
@@ -124,90 +141,68 @@ def lower_std(ctx, x):
 # logsumexp
 
 
-def _make_logsumexp(name, original):
-    region = functools.partial(_call, original)
-
-    @functools.wraps(original)
-    def logsumexp(a, axis=None, *args, **kwargs):
-        axes = normalize_axes(axis, np.ndim(a)) if _plain_float(a) and not args else None
-        keepdims = kwargs.get("keepdims", False)
-        if axes and set(kwargs) <= {"keepdims", "b", "return_sign", "where"} and isinstance(keepdims, bool) and all(
-            kwargs.get(k) in (None, False) for k in ("b", "return_sign", "where")
-        ):
-            return mark("logsumexp", region, a, axis=axes, keepdims=keepdims)
-        return original(a, axis, *args, **kwargs)
-
-    return logsumexp
+def recognize_logsumexp(site):
+    """``logsumexp(a, axis, keepdims)`` (no ``b``, ``where`` or ``return_sign``: those add operands
+    or results)."""
+    return _axis_params(site) if _only_array(site) else None
 
 
-@lowerings.register_call(mark_name("logsumexp"))
+@lowerings.register_library("jax.nn.logsumexp", recognize=recognize_logsumexp)
 def lower_logsumexp(ctx, x):
     # onnxruntime's ReduceLogSumExp subtracts the maximum first, and gives -inf/inf where JAX does.
-    p = ctx.marked.params
-    return ctx.op.ReduceLogSumExp(x, ctx.i64(p["axis"]), keepdims=int(p["keepdims"]))
+    return ctx.op.ReduceLogSumExp(x, ctx.i64(_axes(ctx)), keepdims=int(ctx.marked.params["keepdims"]))
 
 
 # ---------------------------------------------------------------------------------------------
 # linalg.norm
 
 
-def _norm_region(original, x, ord, axis, keepdims, _reduce):
-    # `_reduce` is recorded for the lowering only.
-    return original(x, ord, axis, keepdims)
+def recognize_norm(site):
+    """``norm(x, ord, axis, keepdims)`` for the forms that are one Reduce: the 2-norm (and
+    Frobenius; ``sqrt(sum(x * x))``) and the 1-norm of vectors (``sum(abs(x))``)."""
+    if not _only_array(site) or site.eqns("reduce_max", "reduce_min", "reduce_prod"):
+        return None
+    params = _axis_params(site)
+    if params is None:
+        return None
+    rank = len(site.avals_in[0].shape)
+    if site.eqns("sqrt") and site.eqns("mul"):
+        order = None
+    elif site.eqns("abs") and not site.eqns("sqrt") and len(params["axis"]) == 1:
+        order = 1
+    else:
+        return None
+    axis = params["axis"]
+    if axis is None and order is not None and rank != 1:
+        axis = tuple(range(rank))  # numpy's axis=None with an ord: a vector (1-D) norm only
+    return {"ord": order, "axis": axis, "keepdims": params["keepdims"]}
 
 
-def _make_norm(name, original):
-    region = functools.partial(_norm_region, original)
-
-    @functools.wraps(original)
-    def norm(x, ord=None, axis=None, keepdims=False):
-        if _plain_float(x) and isinstance(keepdims, bool) and (ord is None or isinstance(ord, (int, str))):
-            axes = normalize_axes(axis, np.ndim(x))
-            # axis=None: numpy flattens for ord=None, and treats 1-D as a vector, 2-D as a matrix.
-            vector = axes is not None and (len(axes) == 1 or (axis is None and ord is None))
-            matrix = axes is not None and len(axes) == 2 and (axis is not None or np.ndim(x) == 2)
-            reduce = None
-            if vector and (ord is None or ord == 2):
-                reduce = "ReduceL2"  # a flattened array with ord=None is also the 2-norm
-            elif vector and ord == 1 and len(axes) == 1:
-                reduce = "ReduceL1"
-            elif matrix and ord in (None, "fro"):
-                reduce = "ReduceL2"  # Frobenius
-            if reduce is not None:
-                return mark("linalg_norm", region, x, ord=ord, axis=axis, keepdims=keepdims, _reduce=reduce)
-        return original(x, ord, axis, keepdims)
-
-    return norm
-
-
-@lowerings.register_call(mark_name("linalg_norm"))
+@lowerings.register_library("jax.numpy.linalg.norm", recognize=recognize_norm)
 def lower_linalg_norm(ctx, x):
     p = ctx.marked.params
-    axes = normalize_axes(p["axis"], len(ctx.avals_in[0].shape))
-    return getattr(ctx.op, p["_reduce"])(x, ctx.i64(axes), keepdims=int(p["keepdims"]))
+    op = ctx.op.ReduceL1 if p["ord"] == 1 else ctx.op.ReduceL2
+    return op(x, ctx.i64(_axes(ctx)), keepdims=int(p["keepdims"]))
 
 
 # ---------------------------------------------------------------------------------------------
 # cumsum
 
 
-def _make_cumsum(name, original):
-    region = functools.partial(_call, original)
-
-    @functools.wraps(original)
-    def cumsum(a, axis=None, dtype=None, out=None):
-        if is_array(a) and np.ndim(a) >= 1 and dtype is None and out is None and a.dtype != np.bool_:
-            if axis is None:
-                return mark("cumsum", region, a, axis=None)
-            ax = normalize_axes(axis, np.ndim(a)) if is_static_int(axis) else None
-            if ax is not None:
-                return mark("cumsum", region, a, axis=ax[0])
-        return original(a, axis, dtype, out)
-
-    return cumsum
+def recognize_cumsum(site):
+    """``cumsum(a, axis)``: the ``cumsum`` primitive's axis, or None (numpy's flattened array) when
+    the body reshapes first; a ``dtype`` (a conversion in the body) or a bool operand declines."""
+    scan = one(site, "cumsum")
+    aval = site.avals_in[0] if site.avals_in else None
+    if scan is None or not _only_array(site) or not aval.shape or np.dtype(aval.dtype) == np.bool_:
+        return None
+    if site.eqns("convert_element_type") or scan.params.get("reverse"):
+        return None
+    flattened = bool(site.eqns("reshape")) and len(aval.shape) != 1
+    return {"axis": None if flattened else int(scan.params["axis"])}
 
 
-@lowerings.register_call(mark_name("cumsum"))
+@lowerings.register_library("jax.numpy.cumsum", recognize=recognize_cumsum)
 def lower_cumsum(ctx, x):
     if np.dtype(ctx.avals_in[0].dtype) not in ctx.kernel_dtypes("CumSum", without=HALF_FLOATS):
         return None  # no CumSum kernel for it (small and unsigned ints): the lax body uses a carrier
@@ -216,13 +211,3 @@ def lower_cumsum(ctx, x):
         x = ctx.op.Reshape(x, ctx.i64([-1]))
         axis = 0
     return ctx.op.CumSum(x, ctx.i64(axis))
-
-
-patches = (
-    patches_for("jax.numpy", list(_KEEPDIMS_OPS), _make_keepdims_reduction)
-    + patches_for("jax.numpy", ["mean", "var", "std"], _make_moment)
-    + patches_for("jax.nn", ["logsumexp"], _make_logsumexp)
-    + patches_for("jax.scipy.special", ["logsumexp"], _make_logsumexp, reexports=())
-    + patches_for("jax.numpy.linalg", ["norm"], _make_norm, reexports=())
-    + patches_for("jax.numpy", ["cumsum"], _make_cumsum)
-)

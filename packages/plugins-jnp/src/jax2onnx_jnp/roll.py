@@ -43,21 +43,27 @@ cost model. Along a symbolic axis the Gather's indices are computed on each run 
 about :data:`_RUNTIME_INDICES` more); JAX's body there is Shape, Mod, two Slices and a Concat.
 Whole runs of one roll along a symbolic axis 0 (B = 8 / 256 / 64 at run time): f64 (B, 32, 32)
 8.6 µs against 10.7 for the body, f32 (B, 256) 16.2 against 30.7, f32 (B, 16) 7.5 against 7.6.
-Declined to JAX's own function, which exports as it always did: ``axis=None`` (a roll of the
-flattened array: blocks of one element, so Gather loses except on tiny arrays), a shift that is
-a traced value, a symbolic rolled axis where Gather loses, and calls where Gather wins on no axis
-(the body is then exactly the Slice+Concat form, which ``RollSplitPass`` rewrites).
+Declined to JAX's own function, which exports as it always did: a shift that is a traced value
+(``_roll_dynamic``), a symbolic rolled axis where Gather loses (or whose pieces' lengths are
+symbolic), and calls where Gather wins on no axis (the body is then exactly the Slice+Concat form,
+which ``RollSplitPass`` rewrites). ``axis=None`` rolls the flattened array (JAX reshapes around a
+1-D ``_roll_static``): blocks of one element, so Gather wins on tiny arrays only.
+
+Found in the trace with nothing patched (:mod:`._library`): ``jnp.roll`` calls the jitted
+``jax._src.numpy.lax_numpy._roll_static``, its shifts and axes read back from the body's
+concatenations.
 """
 
 from __future__ import annotations
 
-import functools
 import math
+import re
 
 import numpy as np
-from jax2onnx.plugin import Lowerings, is_array
+from jax2onnx.plugin import Lowerings
 
-from ._common import is_static_int, mark, mark_name, patches_for
+from ._common import is_static_int
+from ._library import literal_value
 
 lowerings = Lowerings()
 
@@ -101,21 +107,48 @@ def _plan(shift, axis, ndim):
     return tuple(total), tuple(total.values())
 
 
-def _roll_region(original, a, *, axes, shifts):
-    return original(a, shifts, axes)
+def recognize_roll(site):
+    """``_roll_static(a, shift, axis)``: one Slice/Slice/Concatenate per rolled axis, in order; the
+    first piece's length along the axis is the shift modulo the axis size (JAX's concatenation of
+    ``a[n - s:]`` and ``a[:n - s]``)."""
+    if len(site.operands) != 1 or literal_value(site, 0) is not None or not site.avals_in[0].shape:
+        return None
+    shape = site.avals_in[0].shape
+    axes, shifts = [], []
+    for e in site.eqns("concatenate"):
+        axis = int(e.params["dimension"])
+        if len(e.invars) != 2:
+            return None
+        n, first, second = shape[axis], e.invars[0].aval.shape[axis], e.invars[1].aval.shape[axis]
+        if is_static_int(n) and is_static_int(first) and n:
+            shift = int(first) % int(n)
+        else:
+            shift = _symbolic_shift(second)
+            if shift is None:
+                return None
+        axes.append(axis)
+        shifts.append(shift)
+    if not axes:
+        return None
+    return {"shift": tuple(shifts), "axis": tuple(axes)}
 
 
-def _make_roll(name, original):
-    region = functools.partial(_roll_region, original)
+#: The length of the second piece along a symbolic axis ``N``: ``(-shift) mod N`` as JAX prints it.
+_SYMBOLIC_SECOND = re.compile(r"^mod\((-?) ?(\d+), [A-Za-z_]\w*\)$")
 
-    @functools.wraps(original)
-    def roll(a, shift, axis=None):
-        plan = _plan(shift, axis, np.ndim(a)) if is_array(a) and np.ndim(a) >= 1 and axis is not None else None
-        if plan is not None and plan[0]:
-            return mark("roll", region, a, axes=plan[0], shifts=plan[1])
-        return original(a, shift, axis)
 
-    return roll
+def _symbolic_shift(second):
+    """The shift of a roll along a symbolic axis, from its second piece's length ``mod(-shift, N)``
+    (the verifying re-trace checks the reading), or None."""
+    found = _SYMBOLIC_SECOND.match(str(second))
+    if found is None:
+        return None
+    value = int(found.group(2))
+    return value if found.group(1) else -value
+
+
+def call_roll(original, arrays, params):
+    return original(arrays[0], params["shift"], params["axis"])
 
 
 def _size(d) -> int:
@@ -144,13 +177,15 @@ def _indices(ctx, n, shift):
     return ctx.op.Mod(ctx.op.Range(ctx.i64(-shift), ctx.op.Sub(size, ctx.i64(shift)), ctx.i64(1)), size)
 
 
-@lowerings.register_call(mark_name("roll"))
+@lowerings.register_library("jax._src.numpy.lax_numpy:_roll_static", recognize=recognize_roll, call=call_roll)
 def lower_roll(ctx, x):
-    p = ctx.marked.params
     shape = tuple(ctx.avals_in[0].shape)
+    plan = _plan(ctx.marked.params["shift"], ctx.marked.params["axis"], len(shape))
+    if plan is None:
+        return None
     itemsize = np.dtype(ctx.avals_in[0].dtype).itemsize
     steps = []
-    for axis, shift in zip(p["axes"], p["shifts"], strict=True):
+    for axis, shift in zip(*plan, strict=True):
         n = shape[axis]
         if not is_static_int(n):
             if abs(shift) >= 2**62 or not _gather_is_faster(shape, axis, itemsize):
@@ -175,5 +210,3 @@ def lower_roll(ctx, x):
         ctx.set_aval(x, ctx.avals_in[0])
     return x if steps else ctx.op.Identity(x)
 
-
-patches = patches_for("jax.numpy", ["roll"], _make_roll)

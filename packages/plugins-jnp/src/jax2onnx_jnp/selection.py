@@ -2,86 +2,43 @@
 ``lax.add`` (documented and tested here, lowered by the lax pack).
 
 ONNX Where/Clip broadcast like numpy, so the broadcasts and dtype conversions JAX spells out
-around ``select_n``/``max``/``min`` disappear. Python scalars among the operands are recorded as
-static params and become constants of the result dtype.
+around ``select_n``/``max``/``min`` disappear. Python scalars among the operands reach the trace as
+literals; they are recorded as static params and become constants of the result dtype.
+
+Found in the trace with nothing patched (:mod:`._library`): ``jnp.clip`` is jitted, ``jnp.where``
+calls the jitted ``jax._src.numpy.util._where``, ``jnp.select`` is plain Python (its region is the
+equations its call emits: a stack of the conditions, an argmax, one ``select_n``).
 """
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
-from jax2onnx.plugin import Lowerings, is_array
+from jax2onnx.plugin import Lowerings
 
-from ._common import is_static_number, mark, mark_name, patches_for
+from ._library import arg_names, call_by_name, literal_value, operand_values, split_operands
 
 lowerings = Lowerings()
-
-
-def _split_operands(args):
-    """(arrays, consts): the array operands, and ``(position, value)`` for each static scalar.
-    None when an operand is neither."""
-    arrays, consts = [], []
-    for i, a in enumerate(args):
-        if is_array(a):
-            arrays.append(a)
-        elif is_static_number(a) or isinstance(a, bool):
-            consts.append((i, a))
-        else:
-            return None
-    return arrays, tuple(consts)
-
-
-def _merge_operands(arrays, consts, n):
-    out, it, fixed = [], iter(arrays), dict(consts)
-    for i in range(n):
-        out.append(fixed[i] if i in fixed else next(it))
-    return out
-
-
-def _operand_values(ctx, inputs, consts, n, dtypes):
-    """The lowering's view of the operands: graph values, constants for the static scalars, each
-    converted to ``dtypes[i]``."""
-    fixed = dict(consts)
-    it = iter(inputs)
-    out = []
-    for i in range(n):
-        if i in fixed:
-            out.append(ctx.const(fixed[i], dtypes[i]))
-        else:
-            out.append(ctx.cast(next(it), dtypes[i]))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
 # where
 
 
-def _where_region(original, *arrays, consts):
-    return original(*_merge_operands(arrays, consts, 3))
+def recognize_where(site):
+    """``_where(condition, x, y)``: which operands are arrays, the literal ones' values."""
+    names = arg_names(site)
+    if names != ("condition", "x", "y"):
+        return None
+    return split_operands(site, names)
 
 
-def _make_where(name, original):
-    region = functools.partial(_where_region, original)
-
-    @functools.wraps(original)
-    def where(condition, x=None, y=None, /, **kwargs):
-        split = _split_operands([condition, x, y]) if x is not None and y is not None and not kwargs else None
-        if split is not None and split[0]:
-            arrays, consts = split
-            return mark("where", region, *arrays, consts=consts)
-        if x is None and y is None:
-            return original(condition, **kwargs)
-        return original(condition, x, y, **kwargs)
-
-    return where
-
-
-@lowerings.register_call(mark_name("where"))
+@lowerings.register_library("jax._src.numpy.util:_where", recognize=recognize_where, call=call_by_name)
 def lower_where(ctx, *inputs):
     # JAX tests a non-bool condition with `!= 0`, which is what a Cast to bool does.
     out = ctx.avals_out[0].dtype
-    cond, x, y = _operand_values(ctx, inputs, ctx.marked.params["consts"], 3, [np.bool_, out, out])
+    cond, x, y = operand_values(ctx, inputs, ("condition", "x", "y"), (np.bool_, out, out))
+    if cond is None:
+        return None
     return ctx.op.Where(cond, x, y)
 
 
@@ -89,34 +46,58 @@ def lower_where(ctx, *inputs):
 # select: the first true condition picks its choice, else the default
 
 
-def _select_region(original, *arrays, n, consts):
-    ops = _merge_operands(arrays, consts, 2 * n + 1)
-    return original(ops[:n], ops[n : 2 * n], ops[2 * n])
+def _broadcast_literal(site, var):
+    """The literal a ``broadcast_in_dim`` of the region fills ``var`` with, else None."""
+    for e in site.eqns("broadcast_in_dim"):
+        if e.outvars[0] is var and len(e.invars) == 1 and hasattr(e.invars[0], "val"):
+            value = np.asarray(e.invars[0].val)
+            if value.ndim == 0:
+                return value.item() if getattr(e.invars[0].aval, "weak_type", False) else value[()]
+    return None
 
 
-def _make_select(name, original):
-    region = functools.partial(_select_region, original)
+def recognize_select(site):
+    """``select(condlist, choicelist, default)`` from its ``select_n``: case 0 is the default (an
+    operand, or a broadcast literal), cases 1.. the choices; the conditions are the region's bool
+    operands (first used by the stack the argmax picks from)."""
+    picks = site.eqns("select_n")
+    if len(picks) != 1:
+        return None
+    pick = picks[0]
+    index = {v: i for i, v in enumerate(site.operands)}
+    choices = pick.invars[2:]
+    conds = [i for i, a in enumerate(site.avals_in) if np.dtype(a.dtype) == np.bool_ and site.operands[i] not in choices]
+    if not choices or len(conds) != len(choices) or any(v not in index for v in choices):
+        return None
+    order = conds + [index[v] for v in choices]
+    params = {"n": len(choices)}
+    default = pick.invars[1]
+    if default in index:
+        order.append(index[default])
+    else:
+        value = _broadcast_literal(site, default)
+        if value is None:
+            return None
+        params["default"] = value
+    if sorted(order) != list(range(len(site.operands))):
+        return None
+    return params, order
 
-    @functools.wraps(original)
-    def select(condlist, choicelist, default=0):
-        if isinstance(condlist, (list, tuple)) and isinstance(choicelist, (list, tuple)) and condlist:
-            n = len(condlist)
-            split = _split_operands([*condlist, *choicelist, default]) if len(choicelist) == n else None
-            if split is not None and all(is_array(c) and c.dtype == np.bool_ for c in condlist):
-                arrays, consts = split
-                return mark("select", region, *arrays, n=n, consts=consts)
-        return original(condlist, choicelist, default)
 
-    return select
+def call_select(original, arrays, params):
+    n = params["n"]
+    default = arrays[2 * n] if len(arrays) > 2 * n else params["default"]
+    return original(list(arrays[:n]), list(arrays[n : 2 * n]), default)
 
 
-@lowerings.register_call(mark_name("select"))
+@lowerings.register_library("jax.numpy.select", recognize=recognize_select, call=call_select)
 def lower_select(ctx, *inputs):
     n = ctx.marked.params["n"]
     out = ctx.avals_out[0].dtype
-    ops = _operand_values(ctx, inputs, ctx.marked.params["consts"], 2 * n + 1, [np.bool_] * n + [out] * (n + 1))
-    result = ops[2 * n]
-    for cond, choice in reversed(list(zip(ops[:n], ops[n : 2 * n], strict=True))):
+    conds = [ctx.cast(c, np.bool_) for c in inputs[:n]]
+    choices = [ctx.cast(c, out) for c in inputs[n : 2 * n]]
+    result = ctx.cast(inputs[2 * n], out) if len(inputs) > 2 * n else ctx.const(ctx.marked.params["default"], out)
+    for cond, choice in reversed(list(zip(conds, choices, strict=True))):
         result = ctx.op.Where(cond, choice, result)
     return result
 
@@ -125,46 +106,21 @@ def lower_select(ctx, *inputs):
 # clip
 
 
-def _clip_region(original, *arrays, consts):
-    x, lo, hi = _merge_operands(arrays, consts, 3)
-    return original(x, lo, hi)
+def recognize_clip(site):
+    """``clip(arr, min, max)``: the bounds present (a bound left None is no operand), literal or
+    array. ONNX's Clip takes scalar bounds: array bounds of rank > 0 decline."""
+    names = arg_names(site)
+    if not names or names[0] != "arr" or literal_value(site, 0) is not None or not set(names[1:]) <= {"min", "max"}:
+        return None
+    if any(len(a.shape) for a in site.avals_in[1:]):
+        return None
+    return split_operands(site, names)
 
 
-def _make_clip(name, original):
-    region = functools.partial(_clip_region, original)
-
-    @functools.wraps(original)
-    def clip(arr=None, /, min=None, max=None, **kwargs):
-        # ONNX Clip takes scalar bounds; array bounds (and the deprecated a_min/a_max) decline.
-        bounds_ok = all(b is None or (np.ndim(b) == 0 and (is_array(b) or is_static_number(b))) for b in (min, max))
-        if is_array(arr) and bounds_ok and not kwargs:
-            consts = tuple((i, b) for i, b in ((1, min), (2, max)) if not is_array(b))
-            arrays = [a for a in (arr, min, max) if is_array(a)]
-            return mark("clip", region, *arrays, consts=consts)
-        return original(arr, min, max, **kwargs)
-
-    return clip
-
-
-@lowerings.register_call(mark_name("clip"))
+@lowerings.register_library("jax.numpy.clip", recognize=recognize_clip, call=call_by_name)
 def lower_clip(ctx, *inputs):
     dtype = ctx.avals_out[0].dtype
     if np.dtype(ctx.avals_in[0].dtype) != np.dtype(dtype):
         return None  # JAX promoted x (e.g. int x, float bounds): the body says how
-    consts = dict(ctx.marked.params["consts"])
-    it = iter(inputs)
-    x = next(it)
-    bounds = []
-    for i in (1, 2):
-        if i in consts:
-            bounds.append(None if consts[i] is None else ctx.const(consts[i], dtype))
-        else:
-            bounds.append(ctx.cast(next(it), dtype))
-    return ctx.op.Clip(x, *bounds)
-
-
-patches = (
-    patches_for("jax.numpy", ["where"], _make_where)
-    + patches_for("jax.numpy", ["select"], _make_select)
-    + patches_for("jax.numpy", ["clip"], _make_clip)
-)
+    x, lo, hi = operand_values(ctx, inputs, ("arr", "min", "max"), (dtype, dtype, dtype))
+    return ctx.op.Clip(x, lo, hi)

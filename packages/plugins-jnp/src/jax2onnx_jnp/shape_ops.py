@@ -1,147 +1,101 @@
-"""Shape functions. ``jnp.tile`` → Tile (repeats may be symbolic), ``jnp.stack`` → Unsqueeze +
-Concat, ``jnp.repeat`` with static repeats along a static axis → one Gather with constant indices.
+"""Shape functions. ``jnp.repeat`` with a static scalar count along a static axis → one Gather with
+constant indices (JAX's form is a broadcast and a reshape).
 
+``jnp.tile`` and ``jnp.stack`` are the lax ``tile``/``stack`` primitives in JAX >= 0.7 (Tile;
+Unsqueeze + Concat, from the lax pack); on older JAX ``stack`` is the same Unsqueeze + Concat from
+broadcasts and a concatenation, and ``tile`` a reshape-broadcast-reshape this module recognizes as
+one Tile.
 ``reshape``, ``squeeze``, ``transpose``, ``concatenate``, ``split``, ``flip`` and ``jnp.shape``
 map to single lax primitives (or static slices) already: they are documented and tested here and
 lowered by the lax pack (Reshape, Squeeze, Transpose, Concat, Split, Slice, Shape). ``roll`` has
 its own module (roll.py).
+
+``jnp.repeat`` is plain Python: found in the trace with nothing patched (:mod:`._library`), its
+region is the equations one call emits; the axis is the one whose size grew (numpy's ``axis=None``
+when the result is the flattened array), the count the growth.
 """
 
 from __future__ import annotations
 
-import functools
-
-import jax
 import numpy as np
-from jax2onnx.plugin import Lowerings, is_array, is_symbolic_dim
+from jax2onnx.plugin import Lowerings
 
-from ._common import is_static_int, mark, mark_name, patches_for
+from ._common import is_static_int
+from ._library import literal_value
 
 lowerings = Lowerings()
 
 
 # ---------------------------------------------------------------------------------------------
-# tile
+# tile (JAX < 0.7: plain reshapes and a broadcast)
 
 
-def _static_reps(reps):
-    """``reps`` as a tuple of non-negative ints / symbolic dims; None if it depends on data."""
-    if is_static_int(reps) or is_symbolic_dim(reps):
-        reps = (reps,)
-    elif isinstance(reps, (jax.Array, np.ndarray)):
-        try:
-            reps = tuple(int(r) for r in np.asarray(reps).reshape(-1))  # concrete (not traced) arrays
-        except Exception:  # noqa: BLE001 - a tracer: data-dependent repeats
-            return None
-    if not isinstance(reps, (tuple, list)):
+def recognize_tile(site):
+    """``tile(A, reps)`` on JAX < 0.7, whose ``jnp.tile`` is a reshape, a broadcast and a reshape:
+    each repeat is the output's size over the input's along that axis (the input's shape padded
+    with leading 1s). Newer JAX traces the lax ``tile`` primitive, which the lax pack lowers."""
+    if site.eqns("tile") or len(site.operands) != 1 or literal_value(site, 0) is not None:
         return None
-    out = []
-    for r in reps:
-        if is_static_int(r) and r >= 0:
-            out.append(int(r))
-        elif is_symbolic_dim(r):
-            out.append(r)
+    if len(site.avals_out) != 1:
+        return None
+    shape, out = tuple(site.avals_in[0].shape), tuple(site.avals_out[0].shape)
+    if len(out) < len(shape):
+        return None
+    padded = (1,) * (len(out) - len(shape)) + shape
+    reps = []
+    for d, e in zip(padded, out, strict=True):
+        if is_static_int(d) and is_static_int(e):
+            if d == 0 or e % d:
+                return None
+            reps.append(int(e) // int(d))
         else:
-            return None
-    return tuple(out)
+            try:
+                r = e // d
+            except Exception:  # noqa: BLE001 - symbolic sizes that do not divide
+                return None
+            if str(r * d) != str(e):
+                return None
+            reps.append(r)
+    return {"reps": tuple(reps)}
 
 
-def _tile_region(original, a, *, reps):
-    return original(a, reps)
-
-
-def _make_tile(name, original):
-    region = functools.partial(_tile_region, original)
-
-    @functools.wraps(original)
-    def tile(A, reps):
-        r = _static_reps(reps) if is_array(A) else None
-        if r is not None:
-            return mark("tile", region, A, reps=r)
-        return original(A, reps)
-
-    return tile
-
-
-@lowerings.register_call(mark_name("tile"))
+@lowerings.register_library("jax.numpy.tile", recognize=recognize_tile)
 def lower_tile(ctx, x):
     reps = list(ctx.marked.params["reps"])
     ndim = len(ctx.avals_in[0].shape)
-    if len(reps) < ndim:  # numpy: missing repeats are 1 for the leading axes
-        reps = [1] * (ndim - len(reps)) + reps
-    elif len(reps) > ndim:  # ... and missing axes are new leading axes of size 1
+    if len(reps) > ndim:  # numpy: missing axes are new leading axes of size 1
         x = ctx.op.Unsqueeze(x, ctx.i64(range(len(reps) - ndim)))
     return ctx.op.Tile(x, ctx.shape_tensor(reps))
-
-
-# ---------------------------------------------------------------------------------------------
-# stack
-
-
-def _stack_region(original, *arrays, axis):
-    return original(arrays, axis=axis)
-
-
-def _make_stack(name, original):
-    region = functools.partial(_stack_region, original)
-
-    @functools.wraps(original)
-    def stack(arrays, axis=0, out=None, dtype=None):
-        if (
-            isinstance(arrays, (list, tuple))
-            and arrays
-            and all(is_array(a) for a in arrays)
-            and is_static_int(axis)
-            and out is None
-            and dtype is None
-            and -np.ndim(arrays[0]) - 1 <= axis <= np.ndim(arrays[0])
-        ):
-            return mark("stack", region, *arrays, axis=int(axis) % (np.ndim(arrays[0]) + 1))
-        return original(arrays, axis, out, dtype)
-
-    return stack
-
-
-@lowerings.register_call(mark_name("stack"))
-def lower_stack(ctx, *xs):
-    axis = ctx.marked.params["axis"]
-    dtype = ctx.avals_out[0].dtype
-    parts = [ctx.op.Unsqueeze(ctx.cast(x, dtype), ctx.i64([axis])) for x in xs]
-    return ctx.op.Concat(*parts, axis=axis)
 
 
 # ---------------------------------------------------------------------------------------------
 # repeat
 
 
-def _repeat_region(original, a, *, repeats, axis):
-    return original(a, np.asarray(repeats) if isinstance(repeats, tuple) else repeats, axis=axis)
+def recognize_repeat(site):
+    """``repeat(a, repeats, axis)`` with a scalar count (per-element counts are a constant array
+    operand: declined to the body). Sizes must be static along the repeated axis."""
+    if len(site.operands) != 1 or literal_value(site, 0) is not None or len(site.avals_out) != 1:
+        return None
+    shape, out = tuple(site.avals_in[0].shape), tuple(site.avals_out[0].shape)
+    if not shape:
+        return None
+    if len(out) == 1 and len(shape) != 1:
+        axis, size, grown = None, (int(np.prod(shape)) if all(is_static_int(d) for d in shape) else None), out[0]
+    elif len(out) == len(shape):
+        changed = [i for i, (d, e) in enumerate(zip(shape, out, strict=True)) if str(d) != str(e)]
+        if len(changed) != 1:
+            return None
+        axis = changed[0]
+        size, grown = shape[axis], out[axis]
+    else:
+        return None
+    if not is_static_int(size) or not is_static_int(grown) or size == 0 or grown % size:
+        return None
+    return {"repeats": int(grown) // int(size), "axis": axis}
 
 
-def _make_repeat(name, original):
-    region = functools.partial(_repeat_region, original)
-
-    @functools.wraps(original)
-    def repeat(a, repeats, axis=None, **kwargs):
-        r = _static_reps(repeats)
-        if (
-            is_array(a)
-            and np.ndim(a) >= 1
-            and r is not None
-            and all(is_static_int(v) for v in r)
-            and (axis is None or is_static_int(axis))
-            and not kwargs
-        ):
-            ax = None if axis is None else int(axis) % np.ndim(a)
-            size = np.prod(np.shape(a)) if ax is None else np.shape(a)[ax]  # symbolic: not an int
-            if is_static_int(size) and len(r) in (1, int(size)):
-                return mark("repeat", region, a, repeats=r[0] if len(r) == 1 else r, axis=ax)
-        return original(a, repeats, axis, **kwargs)
-
-    return repeat
-
-
-@lowerings.register_call(mark_name("repeat"))
+@lowerings.register_library("jax.numpy.repeat", recognize=recognize_repeat)
 def lower_repeat(ctx, x):
     p = ctx.marked.params
     axis = p["axis"]
@@ -151,12 +105,5 @@ def lower_repeat(ctx, x):
         size, axis = int(np.prod(shape)), 0
     else:
         size = int(shape[axis])
-    indices = np.repeat(np.arange(size, dtype=np.int64), np.asarray(p["repeats"], dtype=np.int64))
+    indices = np.repeat(np.arange(size, dtype=np.int64), int(p["repeats"]))
     return ctx.op.Gather(x, ctx.const(indices), axis=axis)
-
-
-patches = (
-    patches_for("jax.numpy", ["tile"], _make_tile)
-    + patches_for("jax.numpy", ["stack"], _make_stack)
-    + patches_for("jax.numpy", ["repeat"], _make_repeat)
-)

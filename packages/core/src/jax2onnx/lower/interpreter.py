@@ -15,6 +15,7 @@ from ..errors import Jax2OnnxError, LoweringError, UnsupportedPrimitiveError
 from ..ir.builder import OpUnavailableError, Scope, set_aval, value_dtype
 from ..ir.runtime import Runtime, installed
 from ..plugin import Kernels, Lowering, body_matches, parse_mark, shapes_match
+from . import library
 from .context import LoweringContext
 from .origin import record_origin
 
@@ -38,6 +39,14 @@ class Interpreter:
         self.runtime = runtime or installed()
         #: the export's checked ``ExportOptions`` (None outside an export): ``ctx.options``
         self.options = options
+        self._library: library.LibraryTable | None = None
+
+    @property
+    def library(self) -> library.LibraryTable:
+        """The packs' library-function lowerings, resolved on first use (:mod:`.library`)."""
+        if self._library is None:
+            self._library = library.LibraryTable(self.lowerings)
+        return self._library
 
     def lower_jaxpr(self, scope: Scope, closed: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]:
         jaxpr = closed.jaxpr if hasattr(closed, "jaxpr") else closed
@@ -58,14 +67,51 @@ class Interpreter:
                 return scope.const(_to_numpy(a.val, a.aval))
             return env[a]
 
-        for eqn in jaxpr.eqns:
+        eqns = list(jaxpr.eqns)
+        regions = bool(self.library.by_frame)
+        last_use = _last_uses(jaxpr) if regions else {}
+        excluded: set[Any] = set()  # calls of plain library functions whose lowering declined
+        i = 0
+        while i < len(eqns):
+            found = self.library.frame_call(eqns[i], frozenset(excluded)) if regions else None
+            if found is not None:
+                end = i + 1
+                while end < len(eqns) and _same_call(self.library.frame_call(eqns[end], frozenset(excluded)), found):
+                    end += 1
+                live = {v for e in eqns[i:end] for v in e.outvars if last_use.get(v, -1) >= end}
+                first_new = len(scope.nodes)
+                lowered = self._lower_region(scope, found, eqns[i:end], live, read)
+                if lowered is None:
+                    excluded.add(found[0])  # its equations (and calls nested in it) go one by one
+                    continue
+                stand_in, outs = lowered
+                record_origin(scope.nodes[first_new:], stand_in, self.lowerings[stand_in.primitive.name].pack)
+                for var, val in zip(stand_in.outvars, self._finish_outputs(scope, stand_in, outs)):
+                    env[var] = val
+                i = end
+                continue
+            eqn = eqns[i]
             ins = [read(a) for a in eqn.invars]
             outs = self.lower_eqn(scope, eqn, ins)
             for var, val in zip(eqn.outvars, outs):
                 if compat.is_dropvar(var):
                     continue
                 env[var] = val
+            i += 1
         return [read(a) for a in jaxpr.outvars]
+
+    def _lower_region(self, scope: Scope, found: Any, eqns: list[Any], live: set[Any],
+                      read: Callable[[Any], ir.Value]) -> Any:
+        try:
+            return library.lower_region(self, self.library, scope, found, eqns, live, read)
+        except Jax2OnnxError:
+            raise
+        except Exception as exc:
+            where = compat.user_location(eqns[0])
+            raise LoweringError(
+                f"Lowering library call '{found[1].path}'{' at ' + where if where else ''} failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
 
     # ------------------------------------------------------------------------------------------
     def lower_eqn(self, scope: Scope, eqn: Any, ins: list[ir.Value]) -> list[ir.Value]:
@@ -112,6 +158,9 @@ class Interpreter:
                     outs = None  # the fused op is newer than the export's opset: the body decomposes it
                 if outs is not None:
                     return outs
+        outs = library.lower_jit_call(self, self.library, scope, eqn, ins) if self.library.by_key else None
+        if outs is not None:
+            return outs
         return self._inline(scope, eqn, ins)
 
     def _inline(self, scope: Scope, eqn: Any, ins: list[ir.Value]) -> list[ir.Value]:
@@ -200,6 +249,24 @@ class Interpreter:
                 set_aval(v, aval)
             fixed.append(v)
         return fixed
+
+
+def _last_uses(jaxpr: Any) -> dict[Any, int]:
+    """For each variable, the index of the last equation reading it (the jaxpr's results count as
+    read after the last equation)."""
+    out: dict[Any, int] = {}
+    for k, e in enumerate(jaxpr.eqns):
+        for v in e.invars:
+            if not compat.is_literal(v):
+                out[v] = k
+    for v in jaxpr.outvars:
+        if not compat.is_literal(v):
+            out[v] = len(jaxpr.eqns)
+    return out
+
+
+def _same_call(a: Any, b: Any) -> bool:
+    return a is not None and a[0] == b[0]
 
 
 def _np_dtype(aval: Any) -> np.dtype | None:

@@ -127,6 +127,8 @@ def _variance_of(v: ir.Value | None, x: ir.Value) -> bool:
             return False
     elif is_op(node, "Relu"):
         v = node.inputs[0]
+    elif is_op(node, "Clip") and len(node.inputs) == 2 and _scalar(node.inputs[1]) == 0.0:
+        v = node.inputs[0]  # jnp.clip(variance, 0), lowered as one Clip by the jnp pack
     squared = _mean_last(v)
     if squared is not None:  # mean(c * c)
         return _centred(_square_of(squared)) is x
