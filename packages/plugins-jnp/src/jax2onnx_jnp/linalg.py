@@ -2,12 +2,21 @@
 
 Without this pack both become ``dot_general`` (plus transposes/reshapes for einsum's contraction
 order); ONNX has an op that states the user's intent directly, with numpy's broadcasting rules.
+
+``einsum`` is found in the trace with nothing patched (:mod:`._library`). It calls an inline jit
+(``_einsum``), so no ``jit`` equation is left: it is recognized as a plain function, by the
+equations whose traceback passes through it. It names its
+inlined call after the subscripts (``named_call``), so the equations' name stack carries the
+equation as the user wrote it. The operands' order is the one whose trace is the region's
+(a region's inputs come in order of first use, ``dot_general b a`` for ``"ij,jk"`` sometimes).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 
+import jax
 import numpy as np
 from jax2onnx.dtypes import BF16
 from jax2onnx.plugin import Lowerings, is_array
@@ -16,30 +25,60 @@ from ._common import mark, mark_name, no_extra_kwargs, patches_for
 
 lowerings = Lowerings()
 
+#: how many operands a region may have for its argument order to be searched (n! traces)
+_MAX_PERMUTED = 4
+
+
+def _argument_order(site, call):
+    """The order ``(i, ...)`` in which the region's inputs are ``call``'s arguments: the one whose
+    trace is the region's jaxpr, or None. ``call(arrays)`` calls the library function."""
+    n = len(site.operands)
+    if n == 0 or any(site.literal(i) is not None for i in range(n)):
+        return None
+    specs = [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=bool(getattr(a, "weak_type", False)))
+             for a in site.avals_in]
+    want = str(site.body.jaxpr)
+    orders = itertools.permutations(range(n)) if n <= _MAX_PERMUTED else [tuple(range(n))]
+    for order in orders:
+        try:
+            got = jax.make_jaxpr(lambda *xs, order=order: call([xs[i] for i in order]))(*specs)
+        except Exception:  # noqa: BLE001 - these operands do not fit in this order
+            continue
+        if not got.consts and str(got.jaxpr) == want:
+            return order
+    return None
+
 
 # ---------------------------------------------------------------------------------------------
 # einsum
 
 
-def _einsum_region(original, *operands, subscripts):
-    return original(subscripts, *operands)
+#: the characters of an einsum equation (a name-stack entry made of others is not one)
+_EQUATION_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ,.-> ")
 
 
-def _make_einsum(name, original):
-    region = functools.partial(_einsum_region, original)
+def _subscripts(site) -> str | None:
+    """The equation ``jnp.einsum`` named its inlined call after: the last name-stack entry of every
+    equation of the region (the same for all of them), or None."""
+    names = {str(e.source_info.name_stack).rpartition("/")[2] for e in site.body.jaxpr.eqns}
+    if len(names) != 1:
+        return None
+    (name,) = names
+    return name if name and set(name) <= _EQUATION_CHARS else None
 
-    @functools.wraps(original)
-    def einsum(subscripts, *operands, **kwargs):
-        if (
-            isinstance(subscripts, str)
-            and operands
-            and all(is_array(o) for o in operands)
-            and no_extra_kwargs(kwargs, out=None, precision=None, preferred_element_type=None)
-        ):
-            return mark("einsum", region, *operands, subscripts=subscripts)
-        return original(subscripts, *operands, **kwargs)
 
-    return einsum
+def _call_einsum(original, arrays, params):
+    return original(params["subscripts"], *arrays)
+
+
+def recognize_einsum(site):
+    """``jnp.einsum(subscripts, *operands)``: the subscripts from the name stack, the operands'
+    order from the one trace of ``einsum`` with them that is the region."""
+    subscripts = _subscripts(site)
+    if subscripts is None or len(site.avals_out) != 1:
+        return None
+    order = _argument_order(site, lambda xs: jax.numpy.einsum(subscripts, *xs))
+    return None if order is None else ({"subscripts": subscripts}, order)
 
 
 def explicit_equation(subscripts: str) -> str:
@@ -114,7 +153,7 @@ def _broadcast_labels(ctx, equation: str, xs: list, shapes: list[list]) -> list:
     return out
 
 
-@lowerings.register_call(mark_name("einsum"))
+@lowerings.register_library("jax.numpy.einsum", recognize=recognize_einsum, call=_call_einsum)
 def lower_einsum(ctx, *xs):
     dtype = np.dtype(ctx.avals_out[0].dtype)
     if dtype == np.bool_:
@@ -162,4 +201,7 @@ def lower_matmul(ctx, a, b):
     return ctx.op.MatMul(ctx.cast(a, dtype), ctx.cast(b, dtype))
 
 
-patches = patches_for("jax.numpy", ["einsum"], _make_einsum) + patches_for("jax.numpy", ["matmul"], _make_matmul)
+#: ``jnp.matmul`` is ``jit(matmul, inline=True)``: its inlined equations are re-bound where the jit
+#: is called, their traceback does not pass through ``matmul`` (nor does a jit equation remain), so
+#: it cannot be found in the trace; it is still patched (issue #33).
+patches = patches_for("jax.numpy", ["matmul"], _make_matmul)
