@@ -12,7 +12,18 @@ import pytest
 from jax import export
 from jax2onnx import compat, to_onnx
 from jax2onnx.lower import library
-from jax2onnx_jnp import creation, indexing, linalg_inverse, pad, reductions, roll, selection, shape_ops, sorting
+from jax2onnx_jnp import (
+    creation,
+    indexing,
+    linalg,
+    linalg_inverse,
+    pad,
+    reductions,
+    roll,
+    selection,
+    shape_ops,
+    sorting,
+)
 from jax2onnx_jnp._library import ARRAYS, OPERANDS
 
 X = jax.ShapeDtypeStruct((3, 4), jnp.float32)
@@ -135,6 +146,36 @@ def test_select_orders_conditions_choices_and_default():
     assert [site.operands[i] for i in order] == [site.operands[0], site.operands[2], site.operands[1]]
 
 
+@pytest.mark.parametrize(("subscripts", "shapes"), [
+    ("ij,jk->ik", [(2, 3), (3, 4)]),
+    ("bij,bjk->bki", [(5, 2, 3), (5, 3, 4)]),  # the body reads b first: dot_general b a
+    ("...ij,jk,k", [(5, 2, 3), (3, 4), (4,)]),  # three operands, used in the order k, jk, ...ij
+    ("ij,ij", [(3, 3), (3, 3)]),  # the same avals: only the order whose trace is the body fits
+])
+def test_einsum_subscripts_and_operand_order_are_read_back(subscripts, shapes):
+    closed = jax.make_jaxpr(lambda *xs: jnp.einsum(subscripts, *xs))(*[jax.ShapeDtypeStruct(s, jnp.float32)
+                                                                          for s in shapes])
+    eqns = list(closed.jaxpr.eqns)
+    inputs = library.region_inputs(eqns)  # in order of first use
+    body = compat.ClosedJaxpr(compat.region_jaxpr(inputs, list(closed.jaxpr.outvars), eqns), ())
+    site = library.LibrarySite("jax.numpy.einsum", body, inputs, [v.aval for v in inputs],
+                               [v.aval for v in closed.jaxpr.outvars], jitted=False)
+    params, order = linalg.recognize_einsum(site)
+    assert params == {"subscripts": subscripts}
+    # the region's inputs in that order are the call's arguments
+    assert [inputs[i] for i in order] == list(closed.jaxpr.invars)
+
+
+def test_einsum_declines_a_region_named_otherwise():
+    spec = jax.ShapeDtypeStruct((2, 3), jnp.float32)
+
+    def fn(a, b):
+        with jax.named_scope("dense"):
+            return a @ b.T
+
+    assert linalg.recognize_einsum(_plain_site("jax.numpy.einsum", fn, spec, spec)) is None
+
+
 def test_arange_stop_is_the_length_read_back():
     site = _plain_site("jax.numpy.arange", lambda x: jnp.arange(1, x.shape[0] * 2, 3),
                        jax.ShapeDtypeStruct((B, 2), jnp.float32))
@@ -172,7 +213,8 @@ def test_scipy_solve_pos_is_not_the_lu_solve():
 
 _LIBRARY_NAMES = {
     jnp: ["clip", "where", "select", "sum", "mean", "max", "min", "prod", "var", "std", "take", "take_along_axis",
-          "pad", "tile", "repeat", "roll", "sort", "argsort", "cumsum", "stack", "arange"],
+          "pad", "tile", "repeat", "roll", "sort", "argsort", "cumsum", "stack", "arange",
+          "einsum"],
     jnp.linalg: ["solve", "inv", "norm"],
     jax.scipy.linalg: ["solve"],
     jax.nn: ["logsumexp"],
@@ -185,6 +227,7 @@ def test_an_export_replaces_no_library_attribute():
     def model(x, idx):
         y = jnp.clip(jnp.where(x > 0, x, 0.5), -1.0, 1.0) + jnp.mean(x, axis=1, keepdims=True)
         y = y + jnp.take_along_axis(jnp.sort(x, axis=1), idx, axis=1) + jnp.roll(x, 1, axis=1)
+        y = y + jnp.einsum("ij,j->ij", x, x[0])
         return jnp.pad(y, 1, mode="edge"), jax.nn.logsumexp(x, axis=1), jnp.linalg.norm(x, axis=1)
 
     to_onnx(model, [X, jax.ShapeDtypeStruct((3, 4), jnp.int32)])
