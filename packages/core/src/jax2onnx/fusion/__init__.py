@@ -18,7 +18,7 @@ the kit does the rest.
   :func:`lower_dense_general`, :func:`lower_einsum_bias`), channels-last ↔ ONNX's channels-first layout
   (:func:`to_nchw`, :func:`to_nhwc`, :func:`channels_first`), convolutions read from the body's ``conv_general_dilated``
   (:func:`lower_conv_channels_last`, :func:`lower_conv_transpose_channels_last`), ``lax.reduce_window``
-  pooling (:func:`pool_patches`, :func:`pool_region`, :func:`lower_max_pool_channels_last`,
+  pooling (:func:`pool_lowerings`, :func:`lower_max_pool_channels_last`,
   :func:`lower_avg_pool_channels_last`), the normalizations (:func:`lower_layer_norm`,
   :func:`lower_rms_norm`, :func:`lower_batch_norm`, :func:`lower_group_norm`,
   :func:`lower_instance_norm`) and attention (:func:`lower_dot_product_attention`,
@@ -88,8 +88,7 @@ from .pooling import (
     max_pool,
     max_pool_dtypes,
     pool_attrs,
-    pool_patches,
-    pool_region,
+    pool_lowerings,
     same_pads,
 )
 from .region import (
@@ -144,8 +143,7 @@ __all__ = [
     "one_output_like",
     "path_name",
     "pool_attrs",
-    "pool_patches",
-    "pool_region",
+    "pool_lowerings",
     "region_body",
     "reshape_const",
     "same_pads",
