@@ -22,7 +22,8 @@ the kit does the rest.
   :func:`lower_avg_pool_channels_last`), the normalizations (:func:`lower_layer_norm`,
   :func:`lower_rms_norm`, :func:`lower_batch_norm`, :func:`lower_group_norm`,
   :func:`lower_instance_norm`) and attention (:func:`lower_dot_product_attention`,
-  :func:`lower_multi_head_attention`, :func:`attention_inputs`, :func:`additive_mask`).
+  :func:`flax_attention_lowering`, :func:`lower_multi_head_attention`, :func:`attention_inputs`,
+  :func:`additive_mask`).
 
 The normalization and channels-last lowerings read a region by convention: the input operand is
 ``"x"``, weights are ``"scale"``, ``"bias"``, ``"mean"``, ``"var"``, ``"kernel"``, and the static
@@ -36,7 +37,7 @@ from ..plugin import is_array
 from .attention import (
     additive_mask,
     attention_inputs,
-    dot_product_attention_region,
+    flax_attention_lowering,
     lower_dot_product_attention,
     lower_multi_head_attention,
 )
@@ -111,7 +112,7 @@ __all__ = [
     "conv_attrs",
     "conv_padding_mode",
     "conv_pads",
-    "dot_product_attention_region",
+    "flax_attention_lowering",
     "const_array",
     "find_eqns",
     "ints_per_axis",
