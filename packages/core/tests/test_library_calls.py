@@ -21,7 +21,7 @@ def _literal(v):
     return v.val if hasattr(v, "val") and not hasattr(v, "count") else None
 
 
-def _lowerings(seen: list, *, wrong_axis: bool = False) -> Lowerings:
+def _lowerings(seen: list, *, wrong_axis: bool = False, elementwise: bool = True) -> Lowerings:
     lowerings = Lowerings()
 
     def recognize_sum_of_squares(site):
@@ -54,6 +54,14 @@ def _lowerings(seen: list, *, wrong_axis: bool = False) -> Lowerings:
         seen.append(("shifted_relu", dict(ctx.marked.params)))
         return ctx.op.Relu(ctx.op.Sub(x, ctx.const_like(ctx.marked.params["shift"], ctx.avals_in[0])))
 
+    @lowerings.register_library("toy_library.capped", recognize=lambda site: {}, elementwise=elementwise)
+    def lower_capped(ctx, x):
+        seen.append(("capped", dict(ctx.marked.params)))
+        return ctx.op.Min(x, ctx.const_like(1.0, ctx.avals_in[0]))
+
+    # what capped's own equations need when it is not fused (mini_pack has neither)
+    lowerings.add("gt", lambda ctx, a, b: ctx.op.Greater(a, b))
+    lowerings.add("select_n", lambda ctx, pred, if_false, if_true: ctx.op.Where(pred, if_true, if_false))
     return lowerings
 
 
@@ -118,6 +126,21 @@ def test_under_vmap_the_batched_call_is_verified_again():
     xb = np.stack([X, -X])
     assert allclose(fn, model, [xb])
     assert ("sum_of_squares", {"axis": 1}) in seen
+
+
+def test_an_elementwise_call_under_vmap_is_recognized_as_the_vmapped_function():
+    # Under vmap JAX batches capped's inner jnp.where into other equations than a fresh trace at
+    # the batched shape: only a lowering registered elementwise is tried as the vmapped function.
+    fn = jax.vmap(jax.vmap(toy.capped))
+    xb = np.stack([X, -X])
+    fused: list = []
+    model = _export(fn, [(2, 3, 4)], fused)
+    assert fused == [("capped", {})] and _ops(model) == ["Min"]
+    assert allclose(fn, model, [xb])
+    plain: list = []
+    model = _export(fn, [(2, 3, 4)], plain, elementwise=False)
+    assert plain == [] and "Min" not in _ops(model)
+    assert allclose(fn, model, [xb])
 
 
 def test_under_grad_the_backward_pass_keeps_its_equations():

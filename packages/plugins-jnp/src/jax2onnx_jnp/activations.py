@@ -125,4 +125,4 @@ for _name, _spec in ACTIVATIONS.items():
     if _name in ("swish", "hard_swish", "sigmoid") or not hasattr(jax.nn, _name):
         continue
     _recognizer = _recognize_gelu if _name == "gelu" else _recognize(_name, _spec)
-    lowerings.register_library(f"jax.nn.{_name}", recognize=_recognizer)(_lowering(_name, _spec))
+    lowerings.register_library(f"jax.nn.{_name}", recognize=_recognizer, elementwise=True)(_lowering(_name, _spec))

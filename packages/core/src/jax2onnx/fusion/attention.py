@@ -47,9 +47,11 @@ def recognize_flax_attention(site: Any, *, causal: bool = True) -> tuple[dict[st
     if len(set(roles.values())) != 3 or any(len(x.aval.shape) != 4 for x in roles.values()):
         return None
     rest = [x for x in inputs if x not in roles.values()]
-    # the mask selects (a float 0/1 mask too, as flax's make_causal_mask gives), the bias is added
-    first_use = {x: next(e for e in site.body.jaxpr.eqns if x in e.invars) for x in rest}
-    masks = [x for x in rest if np.dtype(x.aval.dtype) == np.bool_ or first_use[x].primitive.name != "add"]
+    # the mask is what selects (the condition of a select / jnp.where; a float 0/1 mask too, as
+    # flax's make_causal_mask gives); the bias is what else there is (it is added to the logits)
+    selecting = frozenset().union(*(origin.get(e.invars[0], frozenset()) for e in site.body.jaxpr.eqns
+                                    if e.invars and (e.primitive.name == "select_n" or e.params.get("name") == "_where")))
+    masks = [x for x in rest if np.dtype(x.aval.dtype) == np.bool_ or x in selecting]
     biases = [x for x in rest if x not in masks]
     if len(masks) > 1 or len(biases) > 1:
         return None
