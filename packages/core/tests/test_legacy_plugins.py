@@ -68,7 +68,8 @@ def legacy_plugin():
 
 def test_a_0_17_plugin_converts_through_the_adapter(mini_registry, legacy_plugin, tmp_path):
     path = str(tmp_path / "legacy.onnx")
-    to_onnx(_user_fn, [("B", 5)], return_mode="file", output_path=path)
+    with pytest.warns(legacy_plugins.LegacyPatchWarning):  # its patch_info, named
+        to_onnx(_user_fn, [("B", 5)], return_mode="file", output_path=path)
     model = onnx.load(path)
     onnx.checker.check_model(model, full_check=True)
     assert [n.op_type for n in model.graph.node] == ["Sin", "Add", "Add"]
@@ -76,6 +77,27 @@ def test_a_0_17_plugin_converts_through_the_adapter(mini_registry, legacy_plugin
     is_match, msg = allclose(_user_fn, path, [x])
     assert is_match, msg
     assert library.twice_sin(np.float32(1.0)) == pytest.approx(2 * np.sin(1.0))  # the patch was undone
+
+
+def test_a_0_17_patch_holds_for_the_trace_only_and_is_named(mini_registry, legacy_plugin):
+    before = library.twice_sin
+    seen = []
+
+    def user_fn(x):
+        seen.append(library.twice_sin)  # what the trace calls: the plugin's replacement
+        return library.twice_sin(x) + 1.0
+
+    with pytest.warns(legacy_plugins.LegacyPatchWarning, match=r"TwiceSinPlugin replaces .*twice_sin"):
+        to_onnx(user_fn, [(3, 5)])
+    assert seen and seen[0] is not before and library.twice_sin is before
+
+    def failing(x):
+        library.twice_sin(x)
+        raise RuntimeError("the user's function fails")
+
+    with pytest.warns(legacy_plugins.LegacyPatchWarning), pytest.raises(Exception, match="fails"):
+        to_onnx(failing, [(3, 5)])
+    assert library.twice_sin is before  # restored however the trace ended
 
 
 def test_plugin_module_path_and_attribute_access():

@@ -21,7 +21,7 @@ def _literal(v):
     return v.val if hasattr(v, "val") and not hasattr(v, "count") else None
 
 
-def _lowerings(seen: list, *, wrong_axis: bool = False) -> Lowerings:
+def _lowerings(seen: list, *, wrong_axis: bool = False, elementwise: bool = True) -> Lowerings:
     lowerings = Lowerings()
 
     def recognize_sum_of_squares(site):
@@ -47,13 +47,21 @@ def _lowerings(seen: list, *, wrong_axis: bool = False) -> Lowerings:
     def recognize_shifted_relu(site):
         (sub,) = site.eqns("sub")
         shift = _literal(sub.invars[1])
-        return None if shift is None else {"shift": float(shift)}
+        return None if shift is None else {"shift": float(shift) + (1.0 if wrong_axis else 0.0)}
 
     @lowerings.register_library("toy_library.shifted_relu", recognize=recognize_shifted_relu)
     def lower_shifted_relu(ctx, x):
         seen.append(("shifted_relu", dict(ctx.marked.params)))
         return ctx.op.Relu(ctx.op.Sub(x, ctx.const_like(ctx.marked.params["shift"], ctx.avals_in[0])))
 
+    @lowerings.register_library("toy_library.capped", recognize=lambda site: {}, elementwise=elementwise)
+    def lower_capped(ctx, x):
+        seen.append(("capped", dict(ctx.marked.params)))
+        return ctx.op.Min(x, ctx.const_like(1.0, ctx.avals_in[0]))
+
+    # what capped's own equations need when it is not fused (mini_pack has neither)
+    lowerings.add("gt", lambda ctx, a, b: ctx.op.Greater(a, b))
+    lowerings.add("select_n", lambda ctx, pred, if_false, if_true: ctx.op.Where(pred, if_true, if_false))
     return lowerings
 
 
@@ -92,11 +100,16 @@ def test_the_library_is_never_replaced():
 
 
 def test_a_wrong_guess_declines_to_the_body():
+    def fn(x):
+        return toy.sum_of_squares(x, axis=0) + toy.shifted_relu(x, 2.0)
+
     seen: list = []
-    model = _export(lambda x: toy.sum_of_squares(x, axis=0), [(3, 4)], seen, wrong_axis=True)
-    assert seen == []  # axis 1 does not retrace to the body summing axis 0: never lowered as such
-    assert "ReduceSumSquare" not in _ops(model) and "ReduceSum" in _ops(model)
-    assert allclose(lambda x: toy.sum_of_squares(x, axis=0), model, [X])
+    model = _export(fn, [(3, 4)], seen, wrong_axis=True)
+    # axis 1 does not retrace to the body summing axis 0, shift 3 not to the equations subtracting
+    # 2: neither is lowered as such, both keep their equations
+    assert seen == []
+    assert not {"ReduceSumSquare", "Relu"} & set(_ops(model)) and {"ReduceSum", "Max"} <= set(_ops(model))
+    assert allclose(fn, model, [X])
 
 
 def test_a_traced_parameter_declines():
@@ -118,6 +131,21 @@ def test_under_vmap_the_batched_call_is_verified_again():
     xb = np.stack([X, -X])
     assert allclose(fn, model, [xb])
     assert ("sum_of_squares", {"axis": 1}) in seen
+
+
+def test_an_elementwise_call_under_vmap_is_recognized_as_the_vmapped_function():
+    # Under vmap JAX batches capped's inner jnp.where into other equations than a fresh trace at
+    # the batched shape: only a lowering registered elementwise is tried as the vmapped function.
+    fn = jax.vmap(jax.vmap(toy.capped))
+    xb = np.stack([X, -X])
+    fused: list = []
+    model = _export(fn, [(2, 3, 4)], fused)
+    assert fused == [("capped", {})] and _ops(model) == ["Min"]
+    assert allclose(fn, model, [xb])
+    plain: list = []
+    model = _export(fn, [(2, 3, 4)], plain, elementwise=False)
+    assert plain == [] and "Min" not in _ops(model)
+    assert allclose(fn, model, [xb])
 
 
 def test_under_grad_the_backward_pass_keeps_its_equations():

@@ -41,7 +41,7 @@ def test_a_runtime_check_is_dropped_with_a_warning_and_the_graph_returns_the_unc
     assert [n.op_type for n in model.graph.node] == ["Mul"]
     x = np.array([[-1.0, 2.0, 3.0]], dtype=np.float32)  # would fail the check in JAX
     np.testing.assert_array_equal(_run(model, x)[0], x * 2.0)
-    # JAX itself still checks (the patch is only active while exporting).
+    # JAX itself still checks (the export replaces nothing of equinox).
     with pytest.raises(Exception, match="negative input"):
         eqx.filter_jit(f)(jnp.asarray(x))
 

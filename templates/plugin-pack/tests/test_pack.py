@@ -12,7 +12,7 @@ def test_the_pack_loads_cleanly_and_lowers_its_names():
         packs = {p.name: p for p in registry.describe()}
     pack = packs["jax2onnx-mypack"]
     assert pack.error is None, pack.error
-    assert pack.lowered == ["call:mypack.mish", "mypack_softclip"]
+    assert pack.lowered == ["library:jax2onnx_mypack.example_library.mish", "mypack_softclip"]
 
 
 def test_the_readme_example_runs(tmp_path, monkeypatch):

@@ -89,6 +89,8 @@ class Lowering:
     #: params)`` calls the function the way ``recognize``'s parameters mean (verifying retrace)
     recognize: Callable[[Any], Any] | None = None
     library_call: Callable[..., Any] | None = None
+    #: the library function acts on each element alone (see :meth:`Lowerings.register_library`)
+    elementwise: bool = False
 
     def with_pack(self, pack: str) -> Lowering:
         return dataclasses.replace(self, pack=pack)
@@ -141,6 +143,7 @@ class Lowerings:
         recognize: Callable[[Any], Any],
         call: Callable[..., Any] | None = None,
         priority: int = 0,
+        elementwise: bool = False,
     ) -> Callable[[LoweringFn], LoweringFn]:
         """Register the decorated lowering for the library function at ``path`` (``"jax.nn.relu"``,
         or ``"module:attr"`` for a private one), recognized in the trace with no patch of the
@@ -157,11 +160,16 @@ class Lowerings:
         arrays are the non-literal operands, in argument order) at the region's avals: only the
         same jaxpr is accepted. The lowering then gets those arrays, ``ctx.avals_in`` theirs, and
         ``ctx.marked.params`` the parameters; it may decline (return None) as a marked-call
-        lowering does."""
+        lowering does.
+
+        ``elementwise=True``: the function acts on each element alone (an activation), so the
+        lowering applied to batched operands is the function under ``jax.vmap``. A jitted call
+        inside ``jax.vmap`` (whose batched body JAX writes differently from a fresh trace at the
+        batched shape) is then also accepted when it retraces as the vmapped function."""
 
         def deco(fn: LoweringFn) -> LoweringFn:
             self._items.append(Lowering(f"{LIBRARY_PREFIX}{path}", fn, priority, recognize=recognize,
-                                        library_call=call))
+                                        library_call=call, elementwise=elementwise))
             return fn
 
         return deco

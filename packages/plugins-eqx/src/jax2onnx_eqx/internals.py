@@ -27,14 +27,11 @@ where equinox's ``pure_callback`` error raising lives) follow ``EQX_ON_ERROR`` (
   where JAX would raise. A check whose predicate is known while tracing to be true fails the
   export (JAX would raise on every call).
 
-Two routes lead there. Usually the export's patch of ``branched_error_if_impl_jit`` sees the check
-while tracing; core traces apart from JAX's cache of the user's own traces
-(``compat.export_trace_context``), so a ``jit`` the user ran before the export is traced again
-under the patch. A jaxpr made outside the export and replayed inside it (``jaxpr_as_fun``, a JAX
-whose cache key lacks that setting) holds equinox's own ``cond(pred, <pure_callback that raises>,
-x)``: such a ``cond`` is lowered as its passing branch (:func:`lower_cond_dropping_checks`), the
-same dropped check with the same warning; a ``nan``-mode check made that way is a plain ``cond``
-of NaN and goes, like any other ``cond``, to the lax pack's lowering.
+Nothing of equinox is replaced: a traced check is equinox's own ``cond(pred, <pure_callbacks
+that raise>, x)`` (inside its ``filter_jit``), which :func:`lower_cond_dropping_checks` lowers as
+its passing branch, with the warning; a ``nan``-mode check is equinox's plain ``cond`` of NaN and
+goes, like any other ``cond``, to the lax pack's lowering (equinox builds its NaN with
+``np.broadcast_to``, so ``nan`` mode traces with static shapes only, in JAX as in an export).
 """
 
 from __future__ import annotations
@@ -43,10 +40,8 @@ import warnings
 import weakref
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jax2onnx import compat
-from jax2onnx.plugin import Lowerings, Patch
+from jax2onnx.plugin import Lowerings
 from jax2onnx_lax.control_flow import lower_cond
 
 lowerings = Lowerings()
@@ -116,81 +111,6 @@ def lower_by_impl(ctx, *ins):
     return ctx.lower_jaxpr(closed, ins)
 
 
-def _on_error(kwargs) -> str:
-    """The mode equinox would use for this call: its own ``on_error=``, else ``EQX_ON_ERROR`` (read
-    by equinox once, at import, into ``equinox._errors``)."""
-    import equinox._errors as errors
-
-    mode = kwargs.get("on_error", "default")
-    return errors.EQX_ON_ERROR if mode == "default" else mode
-
-
-def _nan_like(a):
-    """What equinox's ``nan`` mode puts in place of ``a``: NaN, an integer's maximum, True (written
-    with ``jnp`` so a symbolic shape traces; equinox's own uses ``np.broadcast_to``)."""
-    dtype = np.dtype(a.dtype)
-    if np.issubdtype(dtype, np.inexact):
-        return jnp.full_like(a, np.nan)
-    if np.issubdtype(dtype, np.integer):
-        return jnp.full_like(a, np.iinfo(dtype).max)
-    if dtype == np.bool_:
-        return jnp.full_like(a, True)
-    return a
-
-
-@jax.custom_jvp
-def _nan_if(dynamic, pred):
-    return jax.lax.cond(pred, lambda d: jax.tree_util.tree_map(_nan_like, d), lambda d: d, dynamic)
-
-
-@_nan_if.defjvp
-def _nan_if_jvp(primals, tangents):
-    # As equinox's check: outside differentiation, the tangent passes through unchanged.
-    return _nan_if(*primals), tangents[0]
-
-
-def _nan_check(x, pred):
-    """``EQX_ON_ERROR=nan``: the array leaves of ``x``, NaN-like where ``pred`` holds for any element
-    (any batch member under ``vmap``, as equinox's ``unvmap_any``), else unchanged: an ``If``."""
-    import equinox as eqx
-    from equinox.internal import unvmap_any
-
-    dynamic, static = eqx.partition(x, eqx.is_array)
-    if not any(compat.is_tracer(leaf) for leaf in jax.tree_util.tree_leaves(pred)):
-        if not bool(np.any(np.asarray(pred))):
-            return x
-        warnings.warn("an equinox check fails for every input and EQX_ON_ERROR=nan: the model returns NaN "
-                      "(as JAX does)", stacklevel=4)
-        return eqx.combine(jax.tree_util.tree_map(_nan_like, dynamic), static)
-    return eqx.combine(_nan_if(dynamic, unvmap_any(jnp.asarray(pred))), static)
-
-
-def _patch_error_if(original):
-    """``equinox._errors.branched_error_if_impl_jit``, through which every error check runs. Built
-    once per export, so ``seen`` makes the warning once per check and export."""
-    seen: set = set()
-
-    def branched_error_if_impl_jit(x, pred, index, msgs, *args, **kwargs):
-        mode = _on_error(kwargs)
-        if mode == "off":
-            return x  # equinox checks nothing either
-        if mode == "nan":
-            return _nan_check(x, pred)
-        traced = any(compat.is_tracer(leaf) for leaf in jax.tree_util.tree_leaves((pred, index)))
-        if not traced and bool(np.any(np.asarray(pred))):
-            # Known while tracing to fail for every input: JAX would raise on every call, so
-            # the export fails now rather than produce a model that silently never checks.
-            which = int(np.max(np.asarray(index)))
-            raise ValueError(f"an equinox check fails for every input: {msgs[which]}")
-        if traced:
-            _warn_dropped(msgs, mode, seen)
-        return x  # passes for every input, or a runtime check: dropped (see the module docstring)
-
-    return branched_error_if_impl_jit
-
-
-patches = [Patch("equinox._errors", "branched_error_if_impl_jit", _patch_error_if)]
-
 #: The callbacks equinox's ``_error`` binds in the failing branch of its check (``raise`` mode:
 #: ``raises`` then ``tpu_msg``; ``breakpoint`` mode: ``display_msg`` then ``to_nan``).
 _ERROR_CALLBACKS = {"raises", "tpu_msg", "display_msg", "to_nan"}
@@ -223,9 +143,9 @@ _WARNED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 @lowerings.register("cond", priority=1)  # outranks the lax pack's cond, which it calls for every other cond
 def lower_cond_dropping_checks(ctx, index, *operands):
-    """``cond(pred, <equinox's error callbacks>, x)`` from a jaxpr traced before the export: the
-    passing branch, i.e. the check dropped as the patch drops it, with the same warning (branch 0
-    is ``lax.cond``'s false branch, the one that returns ``x``)."""
+    """``cond(pred, <equinox's error callbacks>, x)``, equinox's runtime check: the passing branch,
+    i.e. the check dropped, with the warning (branch 0 is ``lax.cond``'s false branch, the one that
+    returns ``x``)."""
     branches = ctx.params["branches"]
     if len(branches) == 2 and not _error_callbacks(branches[0]):
         callbacks = _error_callbacks(branches[1])

@@ -1,7 +1,9 @@
 """``jax.nn`` activation functions → the ONNX activation op of the same name.
 
-One table: each entry says which ONNX op expresses the JAX function exactly and which static
-keyword parameters become attributes. Where the target onnxruntime has no exact
+One table: each entry says which ONNX op expresses the JAX function exactly and which keyword
+parameters become attributes. The calls are found in the trace (``Lowerings.register_library``):
+the jitted functions by their ``jit`` equation, ``gelu`` (a plain function) by its equations'
+traceback; no ``jax.nn`` attribute is ever replaced. Where the target onnxruntime has no exact
 kernel of the op for the dtype at the export's opset (jax2onnx.ir.runtime: none before the op's
 opset, Elu, Selu, Softplus, Mish, ... have no float64
 kernel, Gelu's float64 one computes in float32), the region declines and the lax decomposition is
@@ -11,17 +13,13 @@ lowered instead, so the graph still runs and matches JAX.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import numpy as np
 from jax2onnx.dtypes import HALF_FLOATS, is_float
-from jax2onnx.fusion import call_in_vmaps
-from jax2onnx.plugin import Lowerings, is_array
-
-from ._common import is_static_number, mark, mark_name, patches_for
+from jax2onnx.plugin import Lowerings
 
 lowerings = Lowerings()
 
@@ -72,31 +70,35 @@ ACTIVATIONS: dict[str, Activation] = {
 }
 
 
-def _call_original(original, x, **params):
-    return original(x, **params)
-
-
-def _make_activation(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-    spec = ACTIVATIONS[name]
+def _recognize(name: str, spec: Activation) -> Callable[[Any], Any]:
+    """The parameters of a call of ``jax.nn.<name>`` (a jit equation): a parameter the caller
+    passed is an operand after ``x`` (a literal when it is a constant; a computed one declines),
+    one left at its default is not passed at all."""
     names = [p for p, _ in spec.params]
-    region = functools.partial(_call_original, original)
 
-    @functools.wraps(original)
-    def activation(x, *args, **kwargs):
-        params = dict(spec.params)
-        ok = is_array(x) and is_float(x.dtype) and len(args) <= len(names) and set(kwargs) <= set(names)
-        if ok:
-            params.update(zip(names, args, strict=False))
-            params.update(kwargs)
-            ok = all(isinstance(v, bool) or is_static_number(v) for v in params.values())
-        if ok:
-            # Inside jax.vmap (an Equinox model applied to a batch) the region is made outside the
-            # vmap on the batched x: the function is elementwise, so that is the vmap's result too,
-            # and the fused op survives instead of JAX batching the region into its body.
-            return call_in_vmaps(lambda xs, _k, _vmapped: mark(name, region, xs[0], **params), [x])
-        return original(x, *args, **kwargs)
+    def recognize(site):
+        if not is_float(site.avals_in[0].dtype) or len(site.operands) > 1 + len(names):
+            return None
+        params = {}
+        for i, pname in enumerate(names[: len(site.operands) - 1], start=1):
+            value = site.literal(i)
+            if value is None:
+                return None
+            params[pname] = float(value)
+        return params
 
-    return activation
+    return recognize
+
+
+def _recognize_gelu(site):
+    """``jax.nn.gelu`` is a plain function (its region: the equations of the call): the tanh form
+    computes ``tanh``, the exact one ``erf``/``erfc``."""
+    if len(site.operands) != 1 or not is_float(site.avals_in[0].dtype):
+        return None
+    ops = {e.primitive.name for e in site.eqns()}
+    if "tanh" in ops:
+        return {"approximate": True}
+    return {"approximate": False} if ops & {"erf", "erfc"} else None
 
 
 def _lowering(name: str, spec: Activation) -> Callable[..., Any]:
@@ -105,17 +107,22 @@ def _lowering(name: str, spec: Activation) -> Callable[..., Any]:
         # float16/bfloat16 keep the lax decomposition: XLA computes their math in float32
         if np.dtype(dtype) not in ctx.kernel_dtypes(spec.op, without=HALF_FLOATS):
             return None
+        params = {**dict(spec.params), **ctx.marked.params}  # a default is not in the call
         if np.dtype(dtype) == np.float64:
-            values = [ctx.marked.params.get(n) for n in spec.attributes] + list(spec.constants)
+            values = [params.get(n) for n in spec.attributes] + list(spec.constants)
             if any(v is not None and float(np.float32(v)) != float(v) for v in values):
                 return None
-        return spec.emit(ctx, x, dtype, **ctx.marked.params)
+        return spec.emit(ctx, x, dtype, **params)
 
     lower.__name__ = f"lower_{name}"
     return lower
 
 
+# One registration per function object: ``jax.nn.swish`` is ``silu``, ``hard_swish`` is ``hard_silu``,
+# and ``flax.nnx``/``flax.linen`` re-export these very objects, so each key covers every name.
+# ``sigmoid`` is an inlined jit (a single ``logistic``, lowered to Sigmoid by the lax pack).
 for _name, _spec in ACTIVATIONS.items():
-    lowerings.register_call(mark_name(_name))(_lowering(_name, _spec))
-
-patches = patches_for("jax.nn", [n for n in ACTIVATIONS if hasattr(jax.nn, n)], _make_activation)
+    if _name in ("swish", "hard_swish", "sigmoid") or not hasattr(jax.nn, _name):
+        continue
+    _recognizer = _recognize_gelu if _name == "gelu" else _recognize(_name, _spec)
+    lowerings.register_library(f"jax.nn.{_name}", recognize=_recognizer, elementwise=True)(_lowering(_name, _spec))

@@ -15,16 +15,18 @@ expanded there. ``is_causal`` is the op's attribute (top-left aligned, as ``jnp.
 The chain is used where Attention does not fit: float64 (JAX computes the softmax in float32; the
 chain casts around its Softmax to match, the op would not), opset < 23, symbolic head counts or
 sizes. Sequence-length and local-window masks, other dtypes and implementations decline.
+
+``jax.nn.dot_product_attention`` is a plain Python function: its calls are found by the equations
+they emit (their traceback passes through it, ``Lowerings.register_library``); the parameters are
+read back from them and verified by core's retrace. No ``jax.nn`` attribute is replaced.
 """
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
-from jax2onnx.plugin import Lowerings, is_array
+from jax2onnx.plugin import Lowerings
 
-from ._common import is_static_int, is_static_number, mark, mark_name, patches_for
+from ._common import is_static_int
 
 lowerings = Lowerings()
 
@@ -32,40 +34,61 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _OPTIONAL = {"query_seq_lengths", "key_value_seq_lengths", "local_window_size", "implementation", "return_residual"}
 
 
-def _region(original, *arrays, has_bias, has_mask, scale, is_causal):
+def _call(original, arrays, params):
+    """How the verifying retrace calls ``jax.nn.dot_product_attention`` with the recognized params."""
     q, k, v, *rest = arrays
-    bias = rest.pop(0) if has_bias else None
-    mask = rest.pop(0) if has_mask else None
-    return original(q, k, v, bias, mask, scale=scale, is_causal=is_causal)
+    bias = rest.pop(0) if params["has_bias"] else None
+    mask = rest.pop(0) if params["has_mask"] else None
+    return original(q, k, v, bias, mask, scale=params["scale"], is_causal=params["is_causal"])
 
 
-def _make_dot_product_attention(name, original):
-    region = functools.partial(_region, original)
+_PASS_THROUGH = {"reshape", "broadcast_in_dim", "convert_element_type", "transpose", "squeeze", "expand_dims"}
 
-    @functools.wraps(original)
-    def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None, is_causal=False, **kwargs):
-        qkv = (query, key, value)
-        ok = (
-            all(is_array(t) for t in qkv)
-            and all(np.dtype(t.dtype) in _FLOATS and t.dtype == query.dtype for t in qkv)
-            and np.ndim(query) in (3, 4)
-            and np.ndim(key) == np.ndim(value) == np.ndim(query)
-            and (bias is None or (is_array(bias) and np.ndim(bias) <= 4))
-            and (mask is None or (is_array(mask) and mask.dtype == np.bool_ and np.ndim(mask) <= 4))
-            and (scale is None or is_static_number(scale))
-            and isinstance(is_causal, bool)
-            and set(kwargs) <= _OPTIONAL
-            and all(kwargs.get(k) is None for k in ("query_seq_lengths", "key_value_seq_lengths", "local_window_size"))
-            and kwargs.get("implementation") in (None, "xla")
-            and kwargs.get("return_residual", False) is False
-        )
-        if ok:
-            arrays = [*qkv, *(t for t in (bias, mask) if t is not None)]
-            return mark(name, region, *arrays, has_bias=bias is not None, has_mask=mask is not None, scale=scale,
-                        is_causal=is_causal)
-        return original(query, key, value, bias, mask, scale=scale, is_causal=is_causal, **kwargs)
 
-    return dot_product_attention
+def _source(v, producers, inputs):
+    """The region input ``v`` comes from through shape-only equations (``_ensure_4d``'s reshape,
+    the head-grouping reshape), or None."""
+    for _ in range(8):
+        if v in inputs:
+            return v
+        eqn = producers.get(v)
+        if eqn is None or eqn.primitive.name not in _PASS_THROUGH or not eqn.invars:
+            return None
+        v = eqn.invars[0]
+    return None
+
+
+def recognize_attention(site):
+    """``dot_product_attention(q, k, v, bias, mask, scale=, is_causal=)`` (the XLA form, no sequence
+    lengths or local window): a plain function, so its region's operands come in order of first
+    use. Query and key are the first ``dot_general``'s operands, value the second's; the boolean
+    operand is the mask, the remaining float one the bias. ``scale`` is the literal the logits
+    are multiplied by; ``is_causal`` adds an ``iota`` comparison."""
+    inputs = list(site.operands)
+    eqns = site.eqns()
+    dots = [e for e in site.body.jaxpr.eqns if e.primitive.name == "dot_general"]
+    if len(dots) != 2 or not 3 <= len(inputs) <= 5:
+        return None
+    producers = {v: e for e in site.body.jaxpr.eqns for v in e.outvars}
+    q, k = (_source(x, producers, inputs) for x in dots[0].invars)
+    v = next((s for s in (_source(x, producers, inputs) for x in dots[1].invars) if s is not None), None)
+    if q is None or k is None or v is None or len({q, k, v}) != 3:
+        return None
+    if any(np.dtype(x.aval.dtype) not in _FLOATS or x.aval.dtype != q.aval.dtype for x in (q, k, v)):
+        return None
+    rest = [x for x in inputs if x not in (q, k, v)]
+    masks = [x for x in rest if np.dtype(x.aval.dtype) == np.bool_]
+    biases = [x for x in rest if x not in masks]
+    if len(masks) > 1 or len(biases) > 1:
+        return None
+    scaled = next((e for e in site.body.jaxpr.eqns if e.primitive.name == "mul" and dots[0].outvars[0] in e.invars), None)
+    scale = next((float(x.val) for x in scaled.invars if hasattr(x, "val")), None) if scaled is not None else None
+    if scale is None:
+        return None
+    params = {"has_bias": bool(biases), "has_mask": bool(masks), "scale": scale,
+              "is_causal": any(e.primitive.name == "iota" for e in eqns)}
+    order = [inputs.index(x) for x in (q, k, v, *biases, *masks)]
+    return params, order
 
 
 def _large_negative(dtype):
@@ -77,7 +100,7 @@ def _to_4d(ctx, x, rank):
     return x if rank == 4 else ctx.op.Unsqueeze(x, ctx.i64(range(4 - rank)))
 
 
-@lowerings.register_call(mark_name("dot_product_attention"))
+@lowerings.register_library("jax.nn.dot_product_attention", recognize=recognize_attention, call=_call)
 def lower_dot_product_attention(ctx, q, k, v, *rest):
     p = ctx.marked.params
     avals = ctx.avals_in
@@ -150,5 +173,3 @@ def _matmul_chain(ctx, q, k, v, bias, mask, T, S, N, K, scale, is_causal, dtype)
     out = ctx.op.MatMul(probs, ctx.op.Transpose(v, perm=[0, 2, 1, 3]))
     return ctx.op.Transpose(out, perm=[0, 2, 1, 3])
 
-
-patches = patches_for("jax.nn", ["dot_product_attention"], _make_dot_product_attention, reexports=())

@@ -1,5 +1,10 @@
 """``jax.nn.softmax`` → Softmax, ``log_softmax`` → LogSoftmax, ``one_hot`` → OneHot,
-``standardize`` → the ReduceMean chain JAX computes."""
+``standardize`` → the ReduceMean chain JAX computes.
+
+Found in the trace (``Lowerings.register_library``), no ``jax.nn`` attribute replaced: ``log_softmax``
+and ``standardize`` by their ``jit`` equation, ``one_hot`` by the jit of its inner ``_one_hot``,
+``softmax`` (a plain function) by the equations its call emits. The parameters are read back from
+the body (the reduction's axes, the iota's dimension, literal operands) and verified by core."""
 
 from __future__ import annotations
 
@@ -9,41 +14,28 @@ import inspect
 import jax
 import numpy as np
 from jax2onnx.dtypes import is_float
-from jax2onnx.plugin import Lowerings, is_array
+from jax2onnx.plugin import Lowerings
 
-from ._common import is_static_int, is_static_number, mark, mark_name, normalize_axes, patches_for
+from ._common import is_static_int
 
 lowerings = Lowerings()
 
 
-def _call(original, x, **params):
-    return original(x, **params)
+def _one_axis(site):
+    """``{"axis": a}`` for a softmax-like body reducing over one axis (its ``reduce_max``)."""
+    if len(site.operands) != 1 or not is_float(site.avals_in[0].dtype):
+        return None
+    maxes = site.eqns("reduce_max")
+    axes = tuple(int(a) for a in maxes[0].params["axes"]) if maxes else ()
+    return {"axis": axes[0]} if len(axes) == 1 else None  # several axes: no single ONNX op
 
 
-# ---------------------------------------------------------------------------------------------
-# softmax / log_softmax: one axis, no `where`
-
-
-def _make_softmax(name, original):
-    region = functools.partial(_call, original)
-
-    @functools.wraps(original)
-    def softmax(x, axis=-1, where=None, **kwargs):
-        if is_array(x) and is_float(x.dtype) and is_static_int(axis) and where is None and not kwargs:
-            ax = normalize_axes(axis, np.ndim(x))
-            if ax is not None and len(ax) == 1:
-                return mark(name, region, x, axis=ax[0])
-        return original(x, axis=axis, where=where, **kwargs)
-
-    return softmax
-
-
-@lowerings.register_call(mark_name("softmax"))
+@lowerings.register_library("jax.nn.softmax", recognize=_one_axis)
 def lower_softmax(ctx, x):
     return ctx.op.Softmax(x, axis=ctx.marked.params["axis"])
 
 
-@lowerings.register_call(mark_name("log_softmax"))
+@lowerings.register_library("jax.nn.log_softmax", recognize=_one_axis)
 def lower_log_softmax(ctx, x):
     return ctx.op.LogSoftmax(x, axis=ctx.marked.params["axis"])
 
@@ -52,32 +44,18 @@ def lower_log_softmax(ctx, x):
 # one_hot
 
 
-def _make_one_hot(name, original):
-    region = functools.partial(_call, original)
-
-    @functools.wraps(original)
-    def one_hot(x, num_classes, *args, **kwargs):
-        if (
-            not args
-            and is_array(x)
-            and np.issubdtype(x.dtype, np.integer)
-            and is_static_int(num_classes)
-            and set(kwargs) <= {"dtype", "axis"}
-            and is_static_int(kwargs.get("axis", -1))
-        ):
-            ndim = np.ndim(x) + 1
-            axis = int(kwargs.get("axis", -1))
-            if -ndim <= axis < ndim:
-                params = {"num_classes": int(num_classes), "axis": axis % ndim}
-                if kwargs.get("dtype") is not None:
-                    params["dtype"] = kwargs["dtype"]
-                return mark(name, region, x, **params)
-        return original(x, num_classes, *args, **kwargs)
-
-    return one_hot
+def recognize_one_hot(site):
+    """``_one_hot(x, num_classes, dtype=, axis=)``: the classes run along the iota's dimension."""
+    (iota,) = site.eqns("iota")
+    out = site.avals_out[0]
+    axis = int(iota.params["dimension"])
+    if len(site.operands) != 1 or not np.issubdtype(site.avals_in[0].dtype, np.integer) or not is_static_int(out.shape[axis]):
+        return None
+    return {"num_classes": int(out.shape[axis]), "axis": axis, "dtype": np.dtype(out.dtype)}
 
 
-@lowerings.register_call(mark_name("one_hot"))
+# jax.nn.one_hot is a plain function checking its arguments around this jitted one
+@lowerings.register_library("jax._src.nn.functions:_one_hot", recognize=recognize_one_hot)
 def lower_one_hot(ctx, x):
     p = ctx.marked.params
     depth = np.asarray(p["num_classes"], dtype=np.int64)
@@ -96,35 +74,31 @@ def lower_one_hot(ctx, x):
 # standardize
 
 
-def _make_standardize(name, original):
-    region = functools.partial(_call, original)
-
-    @functools.wraps(original)
-    def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None, **kwargs):
-        algorithm = kwargs.get("algorithm", "fast")
-        axes = normalize_axes(axis, np.ndim(x)) if is_array(x) else None
-        if (
-            axes
-            and is_float(x.dtype)
-            and mean is None
-            and variance is None
-            and where is None
-            and is_static_number(epsilon)
-            and set(kwargs) <= {"algorithm"}
-            and algorithm in ("fast", "stable")
-        ):
-            params = {"axis": axes, "epsilon": float(epsilon)}
-            if "algorithm" in kwargs:
-                params["algorithm"] = algorithm
-            return mark(name, region, x, **params)
-        return original(x, axis, mean, variance, epsilon, where, **kwargs)
-
-    return standardize
+_STANDARDIZE = inspect.signature(jax.nn.standardize).parameters
 
 
-@lowerings.register_call(mark_name("standardize"))
+def recognize_standardize(site):
+    """``standardize(x, axis, epsilon=, algorithm=)`` without ``mean``/``variance``/``where``: the axes
+    are the first reduction's; ``epsilon`` is an operand when the caller gave one; the "fast"
+    algorithm squares the input itself, the "stable" one its deviation from the mean."""
+    x = site.body.jaxpr.invars[0]
+    if not 1 <= len(site.operands) <= 2 or not is_float(site.avals_in[0].dtype):
+        return None
+    params = {"axis": tuple(int(a) for a in site.eqns("reduce_sum")[0].params["axes"])}
+    if len(site.operands) == 2:
+        epsilon = site.literal(1)
+        if epsilon is None:
+            return None
+        params["epsilon"] = float(epsilon)
+    if "algorithm" in _STANDARDIZE:
+        fast = any(e.invars[0] is x for e in site.eqns("square", "integer_pow"))
+        params["algorithm"] = "fast" if fast else "stable"
+    return params
+
+
+@lowerings.register_library("jax.nn.standardize", recognize=recognize_standardize)
 def lower_standardize(ctx, x):
-    p = ctx.marked.params
+    p = {"epsilon": _STANDARDIZE["epsilon"].default, **ctx.marked.params}  # a default is no operand
     axes = ctx.i64(p["axis"])
     mean = ctx.op.ReduceMean(x, axes, keepdims=1)
     centered = ctx.op.Sub(x, mean)
@@ -143,13 +117,4 @@ def lower_standardize(ctx, x):
 def _jax_clips_fast_variance() -> bool:
     # JAX added the clip of the "fast" variance (mean(x^2) - mean(x)^2 can come out slightly
     # negative) together with the `algorithm` parameter ("stable" = two-pass).
-    return "algorithm" in inspect.signature(_ORIGINAL_STANDARDIZE).parameters
-
-
-_ORIGINAL_STANDARDIZE = jax.nn.standardize
-
-patches = (
-    patches_for("jax.nn", ["softmax", "log_softmax"], _make_softmax)
-    + patches_for("jax.nn", ["one_hot"], _make_one_hot)
-    + patches_for("jax.nn", ["standardize"], _make_standardize)
-)
+    return "algorithm" in _STANDARDIZE

@@ -25,48 +25,23 @@ from typing import Any
 from flax.linen import attention as _flax_attention
 from jax2onnx.fusion import (
     attention_inputs,
-    dot_product_attention_region,
+    flax_attention_lowering,
     is_array,
-    lower_dot_product_attention,
     lower_multi_head_attention,
 )
-from jax2onnx.plugin import Lowerings, ModulePatch, Patch, original_of
+from jax2onnx.plugin import Lowerings, ModulePatch, original_of
 
 from ._fusion import call_module, fusable, linen_calls
 
 lowerings = Lowerings()
 
-DOT_PRODUCT_ATTENTION = "jax2onnx_linen.dot_product_attention"
 MULTI_HEAD_ATTENTION = "jax2onnx_linen.multi_head_attention"
 
-#: flax's own attention function, taken before any patch: the module fuses only with it.
+#: flax's own attention function: the module fuses only with it.
 FLAX_DOT_PRODUCT_ATTENTION = _flax_attention.dot_product_attention
-
-#: Keyword arguments of ``dot_product_attention`` that leave it plain attention when None/False.
-_NEUTRAL = ("dropout_rng", "dtype", "precision", "module", "einsum_dot_general", "qk_attn_weights_einsum",
-            "attn_weights_value_einsum")
-
 
 def _no_dropout(rate: Any, deterministic: Any) -> bool:
     return float(rate) == 0.0 or deterministic is True
-
-
-def _patch_dot_product_attention(original):
-    def dot_product_attention(query, key, value, bias=None, mask=None, **kwargs):
-        plain = (
-            all(k in (*_NEUTRAL, "broadcast_dropout", "dropout_rate", "deterministic", "force_fp32_for_softmax")
-                for k in kwargs)
-            and all(kwargs.get(k) is None for k in _NEUTRAL if k != "dropout_rng")
-            and not kwargs.get("force_fp32_for_softmax", False)
-            and _no_dropout(kwargs.get("dropout_rate", 0.0), kwargs.get("deterministic", False))
-            and all(is_array(a) and a.ndim == 4 for a in (query, key, value))
-            and all(a is None or is_array(a) for a in (bias, mask))
-        )
-        if not plain:
-            return original(query, key, value, bias, mask, **kwargs)
-        return dot_product_attention_region(DOT_PRODUCT_ATTENTION, original, query, key, value, bias, mask, kwargs)
-
-    return dot_product_attention
 
 
 def _patch_multi_head_attention(original):
@@ -81,7 +56,7 @@ def _patch_multi_head_attention(original):
             or sow_weights
             or self.normalize_qk
             or not _no_dropout(self.dropout_rate, det)
-            or original_of(self.attention_fn) is not FLAX_DOT_PRODUCT_ATTENTION  # passed after the packs loaded: the dispatcher
+            or original_of(self.attention_fn) is not FLAX_DOT_PRODUCT_ATTENTION
             or any(getattr(self, a, None) is not None for a in (
                 "qkv_dot_general", "out_dot_general", "qkv_dot_general_cls", "out_dot_general_cls",
                 "qk_attn_weights_einsum_cls", "attn_weights_value_einsum_cls"))
@@ -106,7 +81,6 @@ def _patch_multi_head_attention(original):
 
 
 patches = [
-    Patch("flax.linen", "dot_product_attention", _patch_dot_product_attention),
     ModulePatch("flax.linen.MultiHeadDotProductAttention", "__call__", _patch_multi_head_attention, interceptor=linen_calls),
 ]
 
@@ -116,5 +90,6 @@ patches = [
 # exact: a dtype whose Attention kernel the runtime table records as inexact (float64, which
 # onnxruntime computes float32-accurate) keeps flax's decomposition.
 
-lowerings.add(f"call:{DOT_PRODUCT_ATTENTION}", partial(lower_dot_product_attention, exact=True))
+# nn.dot_product_attention is a plain function: its calls are found by the equations they emit
+flax_attention_lowering(lowerings, "flax.linen.dot_product_attention", causal=False, exact=True)
 lowerings.add(f"call:{MULTI_HEAD_ATTENTION}", partial(lower_multi_head_attention, exact=True))

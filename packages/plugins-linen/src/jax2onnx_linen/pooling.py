@@ -11,16 +11,10 @@ A window holding a NaN is NaN, as in JAX (``jax2onnx.fusion.max_pool``: onnxrunt
 
 from __future__ import annotations
 
-from jax2onnx.fusion import lower_avg_pool_channels_last, lower_max_pool_channels_last, pool_patches
+from jax2onnx.fusion import pool_lowerings
 from jax2onnx.plugin import Lowerings
 
 lowerings = Lowerings()
 
-AVG_POOL = "jax2onnx_linen.avg_pool"
-MAX_POOL = "jax2onnx_linen.max_pool"
-
-
-patches = pool_patches("flax.linen", AVG_POOL, MAX_POOL)
-
-lowerings.add(f"call:{AVG_POOL}", lower_avg_pool_channels_last)
-lowerings.add(f"call:{MAX_POOL}", lower_max_pool_channels_last)
+# flax.linen's pools are plain functions: each call is found by the equations it emits (no patch)
+pool_lowerings(lowerings, "flax.linen")

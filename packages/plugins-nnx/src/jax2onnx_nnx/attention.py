@@ -23,47 +23,22 @@ from typing import Any
 from flax.nnx.nn import attention as _flax_attention
 from jax2onnx.fusion import (
     attention_inputs,
-    dot_product_attention_region,
-    lower_dot_product_attention,
+    flax_attention_lowering,
     lower_multi_head_attention,
 )
-from jax2onnx.plugin import Lowerings, ModulePatch, Patch, is_array, original_of
+from jax2onnx.plugin import Lowerings, ModulePatch, is_array, original_of
 
 from ._fusion import call_module, graphdef_node_types
 
 lowerings = Lowerings()
 
-DOT_PRODUCT_ATTENTION = "jax2onnx_nnx.dot_product_attention"
 MULTI_HEAD_ATTENTION = "jax2onnx_nnx.multi_head_attention"
 
-#: flax's own attention function, taken before any patch: MultiHeadAttention fuses only with it.
+#: flax's own attention function: MultiHeadAttention fuses only with it.
 FLAX_DOT_PRODUCT_ATTENTION = _flax_attention.dot_product_attention
-
-#: Keyword arguments of ``dot_product_attention`` under which it is plain attention.
-_DPA_NEUTRAL = {"broadcast_dropout": None, "dropout_rng": None, "dtype": None, "precision": None, "module": None}
-
 
 def _no_dropout(rate: Any, deterministic: Any) -> bool:
     return float(rate) == 0.0 or deterministic is True
-
-
-def _patch_dot_product_attention(original):
-    def dot_product_attention(query, key, value, bias=None, mask=None, **kwargs):
-        extra = {k: v for k, v in kwargs.items() if k not in ("dropout_rate", "deterministic", "is_causal")}
-        is_causal = kwargs.get("is_causal", False)
-        if (
-            any(k not in _DPA_NEUTRAL or (v is not None and k not in ("broadcast_dropout", "dropout_rng"))
-                for k, v in extra.items())
-            or not _no_dropout(kwargs.get("dropout_rate", 0.0), kwargs.get("deterministic", False))
-            or not all(is_array(a) for a in (query, key, value))
-            or any(a is not None and not is_array(a) for a in (bias, mask))
-            or not isinstance(is_causal, bool)
-        ):
-            return original(query, key, value, bias, mask, **kwargs)
-        return dot_product_attention_region(DOT_PRODUCT_ATTENTION, original, query, key, value, bias, mask, kwargs,
-                                            is_causal=is_causal)
-
-    return dot_product_attention
 
 
 def _patch_multi_head_attention(original):
@@ -77,7 +52,7 @@ def _patch_multi_head_attention(original):
             or sow_weights
             or getattr(self, "normalize_qk", False)
             or not _no_dropout(self.dropout_rate, det)
-            or original_of(self.attention_fn) is not FLAX_DOT_PRODUCT_ATTENTION  # passed after the packs loaded: the dispatcher
+            or original_of(self.attention_fn) is not FLAX_DOT_PRODUCT_ATTENTION
             or any(v is not None for v in kwargs.values())  # shardings
             or not isinstance(is_causal, bool)
             or not is_array(inputs_q)
@@ -103,7 +78,6 @@ def _patch_multi_head_attention(original):
 
 
 patches = [
-    Patch("flax.nnx", "dot_product_attention", _patch_dot_product_attention),
     ModulePatch("flax.nnx.MultiHeadAttention", "__call__", _patch_multi_head_attention, holders=graphdef_node_types),
 ]
 
@@ -111,5 +85,6 @@ patches = [
 # ---------------------------------------------------------------------------------------------
 # Lowerings: the kit's (operands q/k/v/mask/bias and query/key/value/out kernels, as flax names them)
 
-lowerings.add(f"call:{DOT_PRODUCT_ATTENTION}", lower_dot_product_attention)
+# nnx.dot_product_attention is a plain function: its calls are found by the equations they emit
+flax_attention_lowering(lowerings, "flax.nnx.dot_product_attention")
 lowerings.add(f"call:{MULTI_HEAD_ATTENTION}", lower_multi_head_attention)

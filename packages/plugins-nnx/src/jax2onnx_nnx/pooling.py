@@ -11,16 +11,10 @@ flax's code and the lax pack. A window holding a NaN is NaN, as in JAX (``jax2on
 
 from __future__ import annotations
 
-from jax2onnx.fusion import lower_avg_pool_channels_last, lower_max_pool_channels_last, pool_patches
+from jax2onnx.fusion import pool_lowerings
 from jax2onnx.plugin import Lowerings
 
 lowerings = Lowerings()
 
-AVG_POOL = "jax2onnx_nnx.avg_pool"
-MAX_POOL = "jax2onnx_nnx.max_pool"
-
-
-patches = pool_patches("flax.nnx", AVG_POOL, MAX_POOL)
-
-lowerings.add(f"call:{AVG_POOL}", lower_avg_pool_channels_last)
-lowerings.add(f"call:{MAX_POOL}", lower_max_pool_channels_last)
+# flax.nnx's pools are plain functions: each call is found by the equations it emits (no patch)
+pool_lowerings(lowerings, "flax.nnx")

@@ -61,8 +61,8 @@ def trace(export: Export, fn: Callable[..., Any], inputs: Sequence[Any]) -> Trac
         with marks_active(adapt=registry.adapt) as marks, scoped_overrides(
             registry.module_patches(), roots=(user_fn, fn, user_inputs)
         ):
-            patches = [*registry.patches(), *legacy_plugins.legacy_patches()]  # 0.17 plugins' patch_info too
-            closed, out_tree, scalars = _make_jaxpr(registry.adapt(fn) or fn, parsed, patches)
+            with legacy_plugins.legacy_patched():  # 0.17 plugins' patch_info: for the trace's duration only
+                closed, out_tree, scalars = _make_jaxpr(registry.adapt(fn) or fn, parsed, registry.patches())
     api_compat.check_output_layouts(options, [v.aval for v in closed.jaxpr.outvars])
     if options.record_primitive_calls_file is not None:
         api_compat.record_primitive_calls(closed, options.record_primitive_calls_file)

@@ -18,11 +18,12 @@ the kit does the rest.
   :func:`lower_dense_general`, :func:`lower_einsum_bias`), channels-last ↔ ONNX's channels-first layout
   (:func:`to_nchw`, :func:`to_nhwc`, :func:`channels_first`), convolutions read from the body's ``conv_general_dilated``
   (:func:`lower_conv_channels_last`, :func:`lower_conv_transpose_channels_last`), ``lax.reduce_window``
-  pooling (:func:`pool_patches`, :func:`pool_region`, :func:`lower_max_pool_channels_last`,
+  pooling (:func:`pool_lowerings`, :func:`lower_max_pool_channels_last`,
   :func:`lower_avg_pool_channels_last`), the normalizations (:func:`lower_layer_norm`,
   :func:`lower_rms_norm`, :func:`lower_batch_norm`, :func:`lower_group_norm`,
   :func:`lower_instance_norm`) and attention (:func:`lower_dot_product_attention`,
-  :func:`lower_multi_head_attention`, :func:`attention_inputs`, :func:`additive_mask`).
+  :func:`flax_attention_lowering`, :func:`lower_multi_head_attention`, :func:`attention_inputs`,
+  :func:`additive_mask`).
 
 The normalization and channels-last lowerings read a region by convention: the input operand is
 ``"x"``, weights are ``"scale"``, ``"bias"``, ``"mean"``, ``"var"``, ``"kernel"``, and the static
@@ -36,7 +37,7 @@ from ..plugin import is_array
 from .attention import (
     additive_mask,
     attention_inputs,
-    dot_product_attention_region,
+    flax_attention_lowering,
     lower_dot_product_attention,
     lower_multi_head_attention,
 )
@@ -88,8 +89,7 @@ from .pooling import (
     max_pool,
     max_pool_dtypes,
     pool_attrs,
-    pool_patches,
-    pool_region,
+    pool_lowerings,
     same_pads,
 )
 from .region import (
@@ -112,7 +112,7 @@ __all__ = [
     "conv_attrs",
     "conv_padding_mode",
     "conv_pads",
-    "dot_product_attention_region",
+    "flax_attention_lowering",
     "const_array",
     "find_eqns",
     "ints_per_axis",
@@ -144,8 +144,7 @@ __all__ = [
     "one_output_like",
     "path_name",
     "pool_attrs",
-    "pool_patches",
-    "pool_region",
+    "pool_lowerings",
     "region_body",
     "reshape_const",
     "same_pads",

@@ -3,34 +3,83 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
 import onnx_ir as ir
 
-from ..plugin import marked_call
 from .operands import Operands, concat_weights, one_output_like, reshape_const
 
 # ---------------------------------------------------------------------------------------------
 # Attention
 
 
-def dot_product_attention_region(mark: str, original: Callable[..., Any], query: Any, key: Any, value: Any,
-                                 bias: Any, mask: Any, kwargs: Mapping[str, Any], **static: Any) -> Any:
-    """The region ``mark`` around a flax ``dot_product_attention(query, key, value, bias, mask, **kwargs)``
-    call (``original``): operands ``q``, ``k``, ``v`` and the given ``bias``/``mask``, static params
-    ``static``; the body is ``original`` itself."""
-    operands = {"q": query, "k": key, "v": value}
-    if bias is not None:
-        operands["bias"] = bias
-    if mask is not None:
-        operands["mask"] = mask
+def _origins(site: Any) -> dict[Any, frozenset[Any]]:
+    """For each variable of a library region's body, the region operands it is computed from."""
+    inputs = list(site.body.jaxpr.invars)
+    origin: dict[Any, frozenset[Any]] = {v: frozenset([v]) for v in inputs}
+    for e in site.body.jaxpr.eqns:
+        found = frozenset().union(*(origin.get(v, frozenset()) for v in e.invars if not hasattr(v, "val")))
+        for v in e.outvars:
+            origin[v] = found
+    return origin
 
-    def body(*arrays: Any, operands: tuple[str, ...], **_static: Any) -> Any:
-        named = dict(zip(operands, arrays, strict=True))
-        return original(named["q"], named["k"], named["v"], named.get("bias"), named.get("mask"), **kwargs)
 
-    return marked_call(mark, body, *operands.values(), operands=tuple(operands), **static)
+def recognize_flax_attention(site: Any, *, causal: bool = True) -> tuple[dict[str, Any], list[int]] | None:
+    """The operands of a flax-style ``dot_product_attention(query, key, value, bias, mask, ...)``
+    call found in the trace (a plain function: its operands come in order of first use): query and
+    key are what the first ``dot_general`` contracts, value the second one's operand computed from
+    one operand alone; the operand that selects (boolean, or flax's float 0/1 mask) is the mask, one
+    that is added the bias. ``is_causal``
+    (``causal``: the function has the keyword) shows as an ``iota`` comparison. Returns
+    ``({"operands": names, "is_causal": ...}, argument order)`` for :func:`lower_dot_product_attention`."""
+    inputs = list(site.body.jaxpr.invars)
+    dots = [e for e in site.body.jaxpr.eqns if e.primitive.name == "dot_general"]
+    if len(dots) != 2 or not 3 <= len(inputs) <= 5:
+        return None
+    origin = _origins(site)
+    q, k = (origin.get(x, frozenset()) for x in dots[0].invars)
+    v = [origin[x] for x in dots[1].invars if len(origin.get(x, ())) == 1]
+    if len(q) != 1 or len(k) != 1 or len(v) != 1:
+        return None
+    roles = {"q": next(iter(q)), "k": next(iter(k)), "v": next(iter(v[0]))}
+    if len(set(roles.values())) != 3 or any(len(x.aval.shape) != 4 for x in roles.values()):
+        return None
+    rest = [x for x in inputs if x not in roles.values()]
+    # the mask is what selects (the condition of a select / jnp.where; a float 0/1 mask too, as
+    # flax's make_causal_mask gives); the bias is what else there is (it is added to the logits)
+    selecting = frozenset().union(*(origin.get(e.invars[0], frozenset()) for e in site.body.jaxpr.eqns
+                                    if e.invars and (e.primitive.name == "select_n" or e.params.get("name") == "_where")))
+    masks = [x for x in rest if np.dtype(x.aval.dtype) == np.bool_ or x in selecting]
+    biases = [x for x in rest if x not in masks]
+    if len(masks) > 1 or len(biases) > 1:
+        return None
+    if biases:
+        roles["bias"] = biases[0]
+    if masks:
+        roles["mask"] = masks[0]
+    params: dict[str, Any] = {"operands": tuple(roles)}
+    if causal:
+        params["is_causal"] = any(e.primitive.name == "iota" for e in site.eqns())
+    return params, [inputs.index(x) for x in roles.values()]
+
+
+def call_flax_attention(original: Callable[..., Any], arrays: Any, params: Mapping[str, Any]) -> Any:
+    """How core's verifying retrace calls a flax ``dot_product_attention`` with recognized params."""
+    named = dict(zip(params["operands"], arrays, strict=True))
+    extra = {"is_causal": True} if params.get("is_causal") else {}
+    return original(named["q"], named["k"], named["v"], named.get("bias"), named.get("mask"), **extra)
+
+
+def flax_attention_lowering(lowerings: Any, path: str, *, causal: bool = True, exact: bool = False) -> None:
+    """Register :func:`lower_dot_product_attention` for the flax-style attention function at ``path``
+    (``"flax.nnx.dot_product_attention"``), found in the trace by the equations its call emits
+    (:meth:`jax2onnx.plugin.Lowerings.register_library`; nothing of the library is replaced).
+    Dropout, ``module`` and other keywords change the equations: core's retrace then declines.
+    ``exact`` as in :func:`lower_dot_product_attention`."""
+    lowerings.register_library(path, recognize=partial(recognize_flax_attention, causal=causal),
+                               call=call_flax_attention)(partial(lower_dot_product_attention, exact=exact))
 
 
 def attention_inputs(query: Any, key: Any, value: Any, mask: Any = None) -> tuple[dict[str, Any], Callable[..., tuple]]:

@@ -9,7 +9,6 @@ import numpy as np
 import onnx_ir as ir
 
 from ..dtypes import is_float
-from ..plugin import Patch, is_array, marked_call
 from .conv import channels_first
 from .operands import static_ints
 
@@ -24,40 +23,77 @@ def max_pool_dtypes(ctx: Any) -> frozenset[np.dtype]:
 
 
 
-def _static_padding(padding: Any) -> Any | None:
-    """The padding as a hashable static value, or None when it is not one ONNX can express."""
-    if isinstance(padding, str):
-        return padding if padding in ("SAME", "VALID") else None
+def _padding_of(pairs: Sequence[Any], spatial: Sequence[Any], window: tuple[int, ...], steps: tuple[int, ...]) -> Any:
+    """The padding a pool was called with, as ONNX can take it: ``"VALID"``, ``"SAME"`` (what JAX
+    turns it into, symbolic sizes included) or static (low, high) pairs; None otherwise."""
+    import jax
+
+    if all(str(lo) == "0" and str(hi) == "0" for lo, hi in pairs):
+        return "VALID"
     try:
-        pairs = tuple((int(lo), int(hi)) for lo, hi in padding)
+        same = jax.lax.padtype_to_pads(tuple(spatial), window, steps, "SAME")
+    except Exception:  # noqa: BLE001 - a size JAX cannot pad symbolically: not the SAME form
+        same = None
+    if same is not None and [(str(lo), str(hi)) for lo, hi in same] == [(str(lo), str(hi)) for lo, hi in pairs]:
+        return "SAME"
+    try:
+        static = tuple((int(lo), int(hi)) for lo, hi in pairs)
     except (TypeError, ValueError):
         return None
-    return pairs if all(lo >= 0 and hi >= 0 for lo, hi in pairs) else None
+    return static if all(lo >= 0 and hi >= 0 for lo, hi in static) else None
 
 
-def pool_region(mark: str, original: Callable[..., Any], inputs: Any, window_shape: Any, strides: Any,
-                padding: Any, *extra: Any, **static: Any) -> Any:
-    """``original(inputs, window_shape, strides, padding, *extra)`` (a channels-last pooling
-    function such as flax's ``max_pool``) as the region ``mark`` when its window, strides and
-    padding are static and ONNX can express them; else the original call. ``static`` names the
-    ``extra`` arguments for the lowering (``count_include_pad=True``)."""
-    try:
-        window = tuple(int(w) for w in window_shape)
-        steps = tuple(int(s) for s in strides) if strides is not None else (1,) * len(window)
-    except (TypeError, ValueError):
-        return original(inputs, window_shape, strides, padding, *extra)
-    pad = _static_padding(padding)
-    if not is_array(inputs) or inputs.ndim != len(window) + 2 or pad is None or len(steps) != len(window):
-        return original(inputs, window_shape, strides, padding, *extra)
+def _recognize_pool(reduction: str, average: bool) -> Callable[[Any], Any]:
+    """The recognizer of a flax-style pool's call (:func:`pool_lowerings`): window, strides and
+    padding from its ``reduce_window_*`` equation over (batch, *spatial, features); an average pool
+    that divides by a second window sum (over ones) excludes the padding from the count."""
 
-    def body(x: Any, **_: Any) -> Any:
-        return original(x, window, steps, pad, *extra)
+    def recognize(site: Any) -> dict[str, Any] | None:
+        windows = site.eqns(reduction)
+        if len(site.operands) != 1 or not windows or len(windows) > (2 if average else 1):
+            return None
+        p = windows[0].params
+        shape = tuple(site.avals_in[0].shape)
+        dims, steps_all = tuple(p["window_dimensions"]), tuple(p["window_strides"])
+        if len(dims) != len(shape) or len(shape) < 3 or dims[0] != 1 or dims[-1] != 1 or steps_all[0] != 1 or steps_all[-1] != 1:
+            return None  # one batch axis in front, features last, as the ONNX pools after a transpose
+        if any(d != 1 for d in (*p.get("base_dilation", ()), *p.get("window_dilation", ()))):
+            return None
+        window, steps = tuple(int(d) for d in dims[1:-1]), tuple(int(s) for s in steps_all[1:-1])
+        padding = _padding_of(tuple(p["padding"])[1:-1], shape[1:-1], window, steps)
+        if padding is None:
+            return None
+        params: dict[str, Any] = {"window_shape": window, "strides": steps, "padding": padding}
+        if average:
+            params["count_include_pad"] = len(windows) == 1
+        return params
 
-    return marked_call(mark, body, inputs, window_shape=window, strides=steps, padding=pad, **static)
+    return recognize
+
+
+def _call_avg_pool(original: Callable[..., Any], arrays: Sequence[Any], p: dict[str, Any]) -> Any:
+    return original(arrays[0], p["window_shape"], p["strides"], p["padding"], p["count_include_pad"])
+
+
+def _call_max_pool(original: Callable[..., Any], arrays: Sequence[Any], p: dict[str, Any]) -> Any:
+    return original(arrays[0], p["window_shape"], p["strides"], p["padding"])
+
+
+def pool_lowerings(lowerings: Any, module: str) -> None:
+    """Register the AveragePool/MaxPool lowerings of ``<module>.avg_pool`` and ``<module>.max_pool``,
+    functions with flax's signature ``(inputs, window_shape, strides=None, padding="VALID"[,
+    count_include_pad=True])`` over channels-last inputs. They are plain Python functions, so a
+    call is found by the equations it emits (their traceback passes through the function,
+    :meth:`jax2onnx.plugin.Lowerings.register_library`); nothing of the library is replaced.
+    ``flax.nnx`` re-exports ``flax.linen``'s pools: registering both names is one key."""
+    lowerings.register_library(f"{module}.avg_pool", recognize=_recognize_pool("reduce_window_sum", True),
+                               call=_call_avg_pool)(lower_avg_pool_channels_last)
+    lowerings.register_library(f"{module}.max_pool", recognize=_recognize_pool("reduce_window_max", False),
+                               call=_call_max_pool)(lower_max_pool_channels_last)
 
 
 def pool_attrs(ctx: Any) -> dict[str, Any] | None:
-    """kernel_shape/strides and pads (or auto_pad) for a :func:`pool_region`, None to decline."""
+    """kernel_shape/strides and pads (or auto_pad) for a recognized pool, None to decline."""
     p = ctx.marked.params
     shape = tuple(ctx.avals_in[0].shape)
     if len(ctx.avals_out) != 1 or len(ctx.avals_out[0].shape) != len(shape):
@@ -87,35 +123,9 @@ def same_pads(spatial: Sequence[Any], window: Sequence[int], strides: Sequence[i
     return [int(lo) for lo, _ in pairs] + [int(hi) for _, hi in pairs]
 
 
-def pool_patches(module: str, avg_mark: str, max_mark: str) -> list[Any]:
-    """Patches of ``<module>.avg_pool`` and ``<module>.max_pool``, functions with flax's signature
-    ``(inputs, window_shape, strides=None, padding="VALID"[, count_include_pad=True])`` over
-    channels-last inputs, making each call the region ``avg_mark``/``max_mark`` (see
-    :func:`pool_region`; lowered by :func:`lower_avg_pool_channels_last` and
-    :func:`lower_max_pool_channels_last`)."""
-
-    def patch_avg_pool(original: Callable[..., Any]) -> Callable[..., Any]:
-        def avg_pool(inputs: Any, window_shape: Any, strides: Any = None, padding: Any = "VALID",
-                     count_include_pad: Any = True) -> Any:
-            if not isinstance(count_include_pad, (bool, np.bool_)):
-                return original(inputs, window_shape, strides, padding, count_include_pad)
-            include = bool(count_include_pad)
-            return pool_region(avg_mark, original, inputs, window_shape, strides, padding, include,
-                               count_include_pad=include)
-
-        return avg_pool
-
-    def patch_max_pool(original: Callable[..., Any]) -> Callable[..., Any]:
-        def max_pool(inputs: Any, window_shape: Any, strides: Any = None, padding: Any = "VALID") -> Any:
-            return pool_region(max_mark, original, inputs, window_shape, strides, padding)
-
-        return max_pool
-
-    return [Patch(module, "avg_pool", patch_avg_pool), Patch(module, "max_pool", patch_max_pool)]
-
-
 def lower_avg_pool_channels_last(ctx: Any, x: ir.Value) -> ir.Value | None:
-    """A channels-last average-pool region (param ``count_include_pad``) → AveragePool."""
+    """A channels-last average pool (params ``window_shape``, ``strides``, ``padding``,
+    ``count_include_pad``) → AveragePool."""
     attrs = pool_attrs(ctx) if np.dtype(ctx.avals_out[0].dtype) in ctx.kernel_dtypes("AveragePool") else None
     if attrs is None:
         return None
@@ -165,7 +175,8 @@ def max_pool(ctx: Any, x: ir.Value, dtype: Any, **attrs: Any) -> ir.Value:
 
 
 def lower_max_pool_channels_last(ctx: Any, x: ir.Value) -> ir.Value | None:
-    """A channels-last max-pool region → MaxPool (NaN-propagating: :func:`max_pool`)."""
+    """A channels-last max pool (params as for :func:`lower_avg_pool_channels_last`) → MaxPool
+    (NaN-propagating: :func:`max_pool`)."""
     dtype = np.dtype(ctx.avals_out[0].dtype)
     attrs = pool_attrs(ctx) if dtype in max_pool_dtypes(ctx) else None
     if attrs is None:

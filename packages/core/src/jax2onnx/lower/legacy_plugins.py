@@ -14,8 +14,8 @@ A plugin written for the published jax2onnx 0.17::
 
 keeps working: ``register_primitive`` turns it into a :class:`~jax2onnx.plugin.Lowering` for its
 primitive (it wins over a pack's lowering of the same primitive, as a registered 0.17 plugin
-replaced the built-in one), its ``patch_info`` into a :class:`~jax2onnx.plugin.Patch`, and binds
-its ``_PRIM``'s ``abstract_eval``. ``lower`` gets a context with the calls 0.17 plugins used:
+replaced the built-in one), its ``patch_info`` into a monkey patch for the export's trace only
+(:func:`legacy_patched`, with a warning naming the plugin), and binds its ``_PRIM``'s ``abstract_eval``. ``lower`` gets a context with the calls 0.17 plugins used:
 ``get_value_for_var``, ``bind_value_for_var``, ``fresh_name`` and ``builder.<Op>(..., _outputs=[...])``;
 anything else of 0.17's context raises :class:`LegacyPluginError` naming the new API. New code
 writes a lowering directly (``Lowerings().register("my_prim")``, docs/guide/plugin-pack.md).
@@ -28,16 +28,18 @@ line naming the new API and the migration guide.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import itertools
 import sys
 import threading
 import types
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..errors import Jax2OnnxError
-from ..plugin import Lowering, Patch
+from ..plugin import Lowering
 
 #: Where a 0.17 plugin's author reads what replaced the API.
 GUIDE = "docs/guide/migrating-from-0.17.md (plugins: docs/guide/plugin-pack.md)"
@@ -126,11 +128,56 @@ def lowerings_with_legacy(lowerings: Mapping[str, Lowering]) -> Mapping[str, Low
     return table
 
 
-def legacy_patches() -> list[Patch]:
-    """The registered 0.17 plugins' ``patch_info`` as patches applied while tracing."""
+class LegacyPatchWarning(UserWarning):
+    """A 0.17 plugin's ``patch_info`` replaced a library attribute while an export traced."""
+
+
+#: One export at a time applies 0.17 monkey patches: each restores what it found, as 0.17 did.
+_PATCH_LOCK = threading.RLock()
+
+
+def _owner_name(target: Any) -> str:
+    module = getattr(target, "__module__", None) if isinstance(target, type) else None
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+    return f"{module}.{name}" if module and module != name else name
+
+
+@contextlib.contextmanager
+def legacy_patched() -> Iterator[None]:
+    """The registered 0.17 plugins' ``patch_info`` applied while the block runs (the export's trace):
+    each attribute set to ``patch_function(original)`` and restored when the block ends, however
+    it ends. This is the one place an export replaces a library attribute (docs/architecture.md):
+    0.17's plugins are monkey patches by design, so for the block's duration every thread sees
+    the replacement; each one is named in a :class:`LegacyPatchWarning`. A lowering registered with
+    ``Lowerings.register_library`` fuses the same call with nothing replaced."""
     with _lock:
         plugins = list(_plugins.values())
-    return [Patch(target, attr, fn) for p in plugins for target, attr, fn in p.get_patch_params()]
+    params = [(type(p).__name__, target, attr, make) for p in plugins for target, attr, make in p.get_patch_params()]
+    if not params:
+        yield
+        return
+    with _PATCH_LOCK:
+        undo: list[tuple[Any, str, Any]] = []
+        try:
+            for plugin, target, attr, make in params:
+                warnings.warn(
+                    f"0.17 plugin {plugin} replaces {_owner_name(target)}.{attr} while this export traces "
+                    "(its patch_info; every thread sees the replacement until the export's trace ends). "
+                    f"Port it to a lowering: {NEW_API}, Lowerings.register_library for a library "
+                    f"function ({GUIDE}).", LegacyPatchWarning, stacklevel=4)
+                own = vars(target) if hasattr(target, "__dict__") else {}
+                undo.append((target, attr, own.get(attr, _ABSENT)))
+                setattr(target, attr, make(getattr(target, attr)))
+            yield
+        finally:
+            for target, attr, before in reversed(undo):
+                if before is _ABSENT:
+                    delattr(target, attr)  # it was inherited (a class attribute): inherited again
+                else:
+                    setattr(target, attr, before)
+
+
+_ABSENT = object()
 
 
 def _adapter(plugin: PrimitiveLeafPlugin) -> Callable[..., Any]:

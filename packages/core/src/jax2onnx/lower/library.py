@@ -206,13 +206,20 @@ def _spec(aval: Any) -> Any:
     return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=bool(getattr(aval, "weak_type", False)))
 
 
-def retrace(resolved: _Resolved, lowering: Lowering, avals: Sequence[Any], params: Mapping[str, Any]) -> Any | None:
-    """The ClosedJaxpr of the original function called on ``avals`` with ``params`` (None when that
-    call fails: the guess does not fit the function)."""
-
+def retrace(resolved: _Resolved, lowering: Lowering, avals: Sequence[Any], params: Mapping[str, Any],
+            vmaps: int = 0) -> Any | None:
+    """The ClosedJaxpr of the original function called on ``avals`` with ``params``, under
+    ``vmaps`` nested ``jax.vmap`` over the leading axes (None when that call fails: the guess does
+    not fit the function)."""
     call = lowering.library_call or default_call
+
+    def fn(*xs: Any) -> Any:
+        return call(resolved.original, xs, params)
+
+    for _ in range(vmaps):
+        fn = jax.vmap(fn)
     try:
-        return jax.make_jaxpr(lambda *xs: call(resolved.original, xs, params))(*[_spec(a) for a in avals])
+        return jax.make_jaxpr(fn)(*[_spec(a) for a in avals])
     except Exception:  # noqa: BLE001 - any failure means "not this call": the region is lowered as is
         return None
 
@@ -278,10 +285,11 @@ class LibraryTable:
         self.retraced: dict[str, Any] = {}
 
     def retrace_cached(self, resolved: _Resolved, lowering: Lowering, avals: Sequence[Any],
-                       params: Mapping[str, Any]) -> Any | None:
-        cache_key = f"{resolved.path}|{params!r}|{[(str(a.shape), str(a.dtype), getattr(a, 'weak_type', False)) for a in avals]}"
+                       params: Mapping[str, Any], vmaps: int = 0) -> Any | None:
+        shapes = [(str(a.shape), str(a.dtype), getattr(a, "weak_type", False)) for a in avals]
+        cache_key = f"{resolved.path}|{params!r}|{shapes}|{vmaps}"
         if cache_key not in self.retraced:
-            self.retraced[cache_key] = retrace(resolved, lowering, avals, params)
+            self.retraced[cache_key] = retrace(resolved, lowering, avals, params, vmaps)
         return self.retraced[cache_key]
 
     # -- plain functions: regions of consecutive equations -----------------------------------------
@@ -337,6 +345,10 @@ def _run(interp: Any, lowering: Lowering, scope: Any, eqn: Any, call: MarkedCall
         return None  # the fused op is newer than the export's opset: the equations decompose it
 
 
+#: How many nested ``jax.vmap`` an elementwise function's call is tried under.
+_MAX_VMAPS = 2
+
+
 def lower_jit_call(interp: Any, table: LibraryTable, scope: Any, eqn: Any, ins: Sequence[Any]) -> list[Any] | None:
     """The pack's lowering of a jit equation that is a registered library function's call, or None
     (not one, not recognized, not verified, or declined: the body is lowered instead)."""
@@ -356,9 +368,15 @@ def lower_jit_call(interp: Any, table: LibraryTable, scope: Any, eqn: Any, ins: 
     params, order = parsed
     picked = [i for i in order if not compat.is_literal(eqn.invars[i])]
     arrays = [eqn.invars[i] for i in picked]
-    retraced = table.retrace_cached(resolved, lowering, [a.aval for a in arrays], params)
-    found = find_jit(retraced, resolved.key) if retraced is not None else None
-    if found is None or not same_jit_call(found, eqn):
+    # An elementwise function's call inside jax.vmap: JAX batches its body into other equations
+    # than a fresh trace at the batched shape writes, so it is also tried as the vmapped function.
+    rank = min((len(a.aval.shape) for a in arrays), default=0)
+    for vmaps in range(min(rank, _MAX_VMAPS) + 1 if lowering.elementwise else 1):
+        retraced = table.retrace_cached(resolved, lowering, [a.aval for a in arrays], params, vmaps)
+        found = find_jit(retraced, resolved.key) if retraced is not None else None
+        if found is not None and same_jit_call(found, eqn):
+            break
+    else:
         return None
     call = MarkedCall(resolved.path, params, tuple(tuple(a.aval.shape) for a in arrays), body)
     return _run(interp, lowering, scope, eqn, call, arrays, [ins[i] for i in picked])

@@ -15,7 +15,7 @@ from .helpers import fused_in_float32, grad_of_sum, positive_and_negative
 
 
 def _nn(name: str, **kw: Any) -> Callable[..., Any]:
-    """``jax.nn.<name>`` looked up when called (a reference taken now would bypass the patch)."""
+    """``jax.nn.<name>`` called with ``kw``."""
 
     def call(x):
         return getattr(jax.nn, name)(x, **kw)
@@ -54,7 +54,7 @@ components = [
         Testcase("gelu_exact", _nn("gelu", approximate=False), [("B", 5)], **fused_in_float32("Gelu"),
                  input_generator=positive_and_negative),
         Testcase("gelu_flax_nnx", factory=_flax_nnx_gelu, input_shapes=[("B", 5)], **fused_in_float32("Gelu"),
-                 description="flax.nnx.gelu is jax.nn.gelu re-exported: the same patch covers it"),
+                 description="flax.nnx.gelu is jax.nn.gelu re-exported: the same library lowering covers it"),
     ]),
     _cases("softplus", ACTIVATIONS["softplus"], "v0.7.0", [
         Testcase("softplus_large", _nn("softplus"), input_values=[np.array([-1e4, -50.0, -1.0, 0.0, 1.0, 50.0, 1e4],
