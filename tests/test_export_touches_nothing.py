@@ -3,11 +3,9 @@ and their classes' own attributes (``__call__``, ``call``, ...) before any expor
 thread while NNX, Linen, Equinox, Keras and jnp exports run (one of them failing, one interrupted
 with KeyboardInterrupt), and after them, and compares identities.
 
-The module classes' part holds today (the packs' ModulePatch overrides are scoped to the exported
-instances, see ``jax2onnx.lower.scoped``). The library functions' part (``jnp.clip``,
-``jax.nn.relu``, ``flax.nnx.max_pool`` ...) does not yet: the jnp pack and the packs' function-level
-patches still install dispatchers when the packs load (issue #33). It is a strict xfail, so it
-turns into a failure, to be made a plain test, the day those dispatchers are gone.
+Both parts hold: the packs' ModulePatch overrides are scoped to the exported instances
+(``jax2onnx.lower.scoped``), and library functions are found in the trace, never replaced
+(``jax2onnx.lower.library``: jit equations, traceback frames, graph rules; issue #33).
 """
 
 from __future__ import annotations
@@ -159,6 +157,5 @@ def test_no_library_class_attribute_changes_before_during_or_after_exports(obser
     assert observed["classes"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="the jnp pack and function-level patches still install dispatchers (#33)")
 def test_no_library_function_changes_before_during_or_after_exports(observed):
     assert observed["functions"] == []

@@ -1,4 +1,4 @@
-"""``jnp.einsum`` → Einsum and ``jnp.matmul`` / ``@`` → MatMul.
+"""``jnp.einsum`` → Einsum (``jnp.matmul`` / ``@``: the lax body's MatMul, see the end of this module).
 
 Without this pack both become ``dot_general`` (plus transposes/reshapes for einsum's contraction
 order); ONNX has an op that states the user's intent directly, with numpy's broadcasting rules.
@@ -13,15 +13,12 @@ equation as the user wrote it. The operands' order is the one whose trace is the
 
 from __future__ import annotations
 
-import functools
 import itertools
 
 import jax
 import numpy as np
 from jax2onnx.dtypes import BF16
-from jax2onnx.plugin import Lowerings, is_array
-
-from ._common import mark, mark_name, no_extra_kwargs, patches_for
+from jax2onnx.plugin import Lowerings
 
 lowerings = Lowerings()
 
@@ -170,38 +167,9 @@ def lower_einsum(ctx, *xs):
 # matmul
 
 
-#: result dtypes ONNX's MatMul schema does not take
-_NO_MATMUL = frozenset(np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.uint8, np.uint16))
+# ``jnp.matmul`` is ``jit(matmul, inline=True)``: its inlined equations are re-bound where the jit is
+# called (no jit equation, no frame through ``matmul``), so nothing in the trace names it and no
+# library lowering can key on it. Its lax body lowers to MatMul wherever dot_general maps onto one;
+# batch axes that broadcast against each other (a squeeze, a dot_general, a transpose) are put back
+# into one MatMul by the rewrite stage (``jax2onnx.passes.rewrite.matmul_broadcast``). No patch.
 
-
-def _make_matmul(name, original):
-    @functools.wraps(original)
-    def matmul(a, b, *args, **kwargs):
-        if (
-            not args
-            and is_array(a)
-            and is_array(b)
-            and np.ndim(a) >= 1
-            and np.ndim(b) >= 1
-            and no_extra_kwargs(kwargs, precision=None, preferred_element_type=None)
-        ):
-            return mark("matmul", original, a, b)
-        return original(a, b, *args, **kwargs)
-
-    return matmul
-
-
-@lowerings.register_call(mark_name("matmul"))
-def lower_matmul(ctx, a, b):
-    # ONNX MatMul has numpy.matmul's semantics (1-D promotion, batch broadcasting); JAX promotes
-    # mixed operand dtypes first, so casting to the result dtype is the same computation.
-    dtype = ctx.avals_out[0].dtype
-    if np.dtype(dtype) in _NO_MATMUL:
-        return None  # ONNX's MatMul takes no bool or 8/16-bit ints: the lax body computes in int32
-    return ctx.op.MatMul(ctx.cast(a, dtype), ctx.cast(b, dtype))
-
-
-#: ``jnp.matmul`` is ``jit(matmul, inline=True)``: its inlined equations are re-bound where the jit
-#: is called, their traceback does not pass through ``matmul`` (nor does a jit equation remain), so
-#: it cannot be found in the trace; it is still patched (issue #33).
-patches = patches_for("jax.numpy", ["matmul"], _make_matmul)

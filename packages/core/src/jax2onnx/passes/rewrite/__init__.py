@@ -22,6 +22,7 @@ Families:
   (opset 17); before :mod:`.norms`, whose RMS chain is a centred LayerNorm's tail.
 - :mod:`.norms`: RMSNorm written by hand → RMSNormalization (opset 23).
 - :mod:`.bias_add`: MatMul + bias on matrices → Gemm.
+- :mod:`.matmul_broadcast`: Transpose(Einsum) that is numpy's batch-broadcasting matmul → MatMul.
 - :mod:`.rotary`: rotary embeddings (half-split or interleaved, whole or partial) →
   ``RotaryEmbedding`` (opset 23); before :mod:`.attention`, whose 3-D form then reads its output.
 - :mod:`.attention`: scaled dot-product attention however written (einsum or MatMul, scale,
@@ -52,6 +53,7 @@ from .broadcast import BroadcastConstants
 from .elementwise import ElementwiseFunctions
 from .layer_norm import LayerNorms
 from .layout import SinkTransposes
+from .matmul_broadcast import BroadcastMatmuls
 from .norms import RmsNorms
 from .rotary import RotaryEmbeddings
 
@@ -65,7 +67,7 @@ def model_opset(model: ir.Model) -> int:
 #: The families every target runs, in order (a target adds its own after them); each is built
 #: for the model's opset.
 COMMON_FAMILIES = (BroadcastConstants, ElementwiseFunctions, LayerNorms, RmsNorms, RotaryEmbeddings, Attentions,
-                   BiasAddChains, SinkTransposes)
+                   BiasAddChains, BroadcastMatmuls, SinkTransposes)
 
 
 def common_families(opset: int) -> list[RuleFamily]:
