@@ -54,7 +54,7 @@ _SCRIPT = textwrap.dedent(
     before = snapshot()
     import jax2onnx
     from jax2onnx.lower.registry import get_registry
-    get_registry()  # the packs load (today: the function dispatchers go in here)
+    get_registry()  # the packs load (before issue #33 the function dispatchers went in here)
 
     class Net(nnx.Module):
         def __init__(self, rngs):

@@ -3,9 +3,9 @@
 Mixed jobs (an NNX MLP with fused Linear/LayerNorm/gelu, a jnp softmax-of-einsum function, each in
 float32 and float64) run from 8 threads while a watcher thread keeps using JAX and the same model
 eagerly. Checked: every concurrent export is byte-identical to the solo export of its job; the
-watcher never sees x64 switched on, float64 defaults, a patched behaviour, or a patched library
+watcher never sees x64 switched on, float64 defaults, a patched behaviour, or an overridden class
 attribute change identity (module classes are never changed: their overrides are scoped to the
-exported instances; function dispatchers are installed once, when the packs load, and stay).
+exported instances; library functions are never replaced, see test_export_touches_nothing.py).
 
 ``JAX2ONNX_STRESS_ROUNDS`` (default 2) sets the exports per thread; ``nox -s stress`` runs 20.
 """
@@ -61,10 +61,10 @@ def _export(job):
 
 
 def _patch_targets():
-    """(target, attribute) of every patch whose library is importable here: the function patches'
-    modules and the classes of the instance-scoped ModulePatches (never changed at all)."""
+    """(class, attribute) of every instance-scoped ModulePatch whose library is importable here (the
+    classes are never changed at all; library functions have no patches since issue #33)."""
     registry = get_registry()
-    patches = [*registry.patches(), *registry.module_patches()]
+    patches = registry.module_patches()
     return [(t, p.attribute) for p in patches if (t := p.resolve()) is not None]
 
 

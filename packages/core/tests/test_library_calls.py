@@ -165,3 +165,13 @@ def test_keys_are_the_function_code():
     assert plain is not None and not plain.jitted
     assert library.resolve("toy_library.no_such_function") is None
     assert library.resolve("a_library_nobody_imported.fn") is None
+
+
+def test_a_function_patch_is_refused_naming_the_replacements():
+    """``jax2onnx.plugin.Patch`` (the earlier API that replaced a library attribute while exporting) is
+    gone: building one says what to use instead, so a pack written for it fails to load with the fix."""
+    import pytest
+    from jax2onnx.plugin import Patch
+
+    with pytest.raises(TypeError, match=r"register_library.*ModulePatch"):
+        Patch("jax.nn", "relu", lambda original: original)

@@ -218,7 +218,7 @@ def test_pack_modules_read_testcases_only_when_components_are_asked_for(tmp_path
     registry = PluginRegistry(entry_points=[], extra_plugins=[("casepack", plugin)])
 
     assert "sin" in registry.lowerings()
-    registry.patches()
+    registry.module_patches()
     registry.adapt(object())
     assert not [m for m in sys.modules if m.startswith("casepack.testcases")]
 

@@ -1,5 +1,5 @@
 """The lowering API packs write against: :class:`Lowering`, :class:`Lowerings` (``register``,
-``register_library``), :class:`ModulePatch`, :class:`Patch`, :func:`marked_call`.
+``register_library``), :class:`ModulePatch`, :func:`marked_call`.
 
 A lowering is a plain function ``fn(ctx, *inputs) -> Value | Sequence[Value] | None``: ``ctx`` is a
 :class:`jax2onnx.lower.context.LoweringContext` (``ctx.op.Add(a, b)``, ``ctx.params``, ``ctx.avals_in``,
@@ -185,44 +185,20 @@ class Lowerings:
         return len(self._items)
 
 
-@dataclasses.dataclass(frozen=True)
 class Patch:
-    """Replace ``target.attribute`` while tracing; ``replacement(original)`` builds the new value.
+    """Gone since 0.18 (issue #33): an export replaces no library function, not even while it runs.
 
-    ``target`` is an object or a dotted import path (``"flax.nnx.LayerNorm"``); a path whose module
-    is not installed is skipped, so packs can patch optional dependencies.
-    """
+    Constructing one raises a ``TypeError`` that names the replacements, so a pack written against the
+    earlier API fails to load with the fix in its message (``jax2onnx packs`` shows it):
+    :meth:`Lowerings.register_library` for a library *function* (found in the trace, nothing
+    replaced), :class:`ModulePatch` for a method of the *instances* being exported."""
 
-    target: Any
-    attribute: str
-    replacement: Callable[[Any], Any]
-
-    def resolve(self) -> Any | None:
-        if not isinstance(self.target, str):
-            return self.target
-        module_name, _, attr_path = self.target.partition(":")
-        if not attr_path:
-            parts = self.target.split(".")
-            for i in range(len(parts), 0, -1):
-                try:
-                    obj = importlib.import_module(".".join(parts[:i]))
-                except ImportError:
-                    continue
-                for p in parts[i:]:
-                    obj = getattr(obj, p, None)
-                    if obj is None:
-                        return None
-                return obj
-            return None
-        try:
-            obj = importlib.import_module(module_name)
-        except ImportError:
-            return None
-        for p in attr_path.split("."):
-            obj = getattr(obj, p, None)
-            if obj is None:
-                return None
-        return obj
+    def __init__(self, target: Any = None, attribute: str = "", *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            f"jax2onnx.plugin.Patch({target!r}, {attribute!r}): jax2onnx no longer replaces library attributes "
+            "(an export changes nothing outside itself). For a library function register a lowering that finds it "
+            "in the trace: lowerings.register_library('module.function', recognize=...); for a layer's method use "
+            "ModulePatch, which overrides the exported instances only. See docs/guide/plugin-pack.md.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -292,17 +268,6 @@ def is_symbolic_dim(d: Any) -> bool:
     """A shape-polymorphic dimension (``B``, ``2*B``) as found in traced shapes and avals. Any other
     value (a float, an array, None) is not one, so a replacement may test its arguments with it."""
     return compat.is_dim_expr(d)
-
-
-def original_of(obj: Any) -> Any:
-    """What a patched library attribute held before its dispatcher went in (``obj`` itself when it
-    is no dispatcher; :mod:`jax2onnx.lower.patching`). A reference taken after the packs loaded is
-    the dispatcher: a replacement that recognises a library's own function by identity (a layer
-    whose ``attention_fn`` is flax's ``dot_product_attention``) compares ``original_of(fn)``, and
-    code that must stay out of a pack's fusion inside an export (a test of the plain lowering)
-    calls it."""
-    # the dispatcher keeps its original in its own __dict__ (a function's never has the key)
-    return getattr(obj, "__dict__", {}).get("_jax2onnx_original", obj)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -476,7 +441,7 @@ class PackModules:
     models the command line offers.
 
     Each module (one lowering family) may define ``lowerings`` (a :class:`Lowerings`), ``patches``
-    (a list of :class:`ModulePatch` / :class:`Patch`) and ``callable_adapters`` (functions ``obj -> traceable | None``).
+    (a list of :class:`ModulePatch`) and ``callable_adapters`` (functions ``obj -> traceable | None``).
     Modules are imported on the first hook call, once.
 
     Testcases live apart, in the pack's ``testcases`` subpackage (``jax2onnx_mypack.testcases``):
@@ -548,7 +513,7 @@ class PackModules:
         return self._gather("components") + own
 
     @hookimpl
-    def jax2onnx_patches(self) -> list[Patch | ModulePatch]:
+    def jax2onnx_patches(self) -> list[ModulePatch]:
         return self._gather("patches")
 
     @hookimpl

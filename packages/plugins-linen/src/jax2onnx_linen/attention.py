@@ -29,7 +29,7 @@ from jax2onnx.fusion import (
     is_array,
     lower_multi_head_attention,
 )
-from jax2onnx.plugin import Lowerings, ModulePatch, original_of
+from jax2onnx.plugin import Lowerings, ModulePatch
 
 from ._fusion import call_module, fusable, linen_calls
 
@@ -56,7 +56,7 @@ def _patch_multi_head_attention(original):
             or sow_weights
             or self.normalize_qk
             or not _no_dropout(self.dropout_rate, det)
-            or original_of(self.attention_fn) is not FLAX_DOT_PRODUCT_ATTENTION
+            or self.attention_fn is not FLAX_DOT_PRODUCT_ATTENTION
             or any(getattr(self, a, None) is not None for a in (
                 "qkv_dot_general", "out_dot_general", "qkv_dot_general_cls", "out_dot_general_cls",
                 "qk_attn_weights_einsum_cls", "attn_weights_value_einsum_cls"))

@@ -26,7 +26,7 @@ from jax2onnx.fusion import (
     flax_attention_lowering,
     lower_multi_head_attention,
 )
-from jax2onnx.plugin import Lowerings, ModulePatch, is_array, original_of
+from jax2onnx.plugin import Lowerings, ModulePatch, is_array
 
 from ._fusion import call_module, graphdef_node_types
 
@@ -52,7 +52,7 @@ def _patch_multi_head_attention(original):
             or sow_weights
             or getattr(self, "normalize_qk", False)
             or not _no_dropout(self.dropout_rate, det)
-            or original_of(self.attention_fn) is not FLAX_DOT_PRODUCT_ATTENTION
+            or self.attention_fn is not FLAX_DOT_PRODUCT_ATTENTION
             or any(v is not None for v in kwargs.values())  # shardings
             or not isinstance(is_causal, bool)
             or not is_array(inputs_q)

@@ -21,7 +21,7 @@ from jax2onnx.fusion import (
     lower_conv_channels_last,
     lower_conv_transpose_channels_last,
 )
-from jax2onnx.plugin import Lowerings, ModulePatch, is_array, original_of
+from jax2onnx.plugin import Lowerings, ModulePatch, is_array
 
 from ._fusion import call_module, graphdef_node_types
 
@@ -50,8 +50,8 @@ def _patch_conv(original):
             or mode is None
             or getattr(self, "mask", None) is not None
             or any(d != 1 for d in ints_per_axis(self.input_dilation, n))
-            or original_of(getattr(self, "conv_general_dilated", jax.lax.conv_general_dilated))
-            is not original_of(jax.lax.conv_general_dilated)
+            or getattr(self, "conv_general_dilated", jax.lax.conv_general_dilated)
+            is not jax.lax.conv_general_dilated
         ):
             return original(self, x, *args, **kwargs)
         return call_module(CONV, self, lambda m, x: original(m, x), {"x": x}, padding_mode=mode)

@@ -17,9 +17,8 @@ import numpy as np
 from .. import compat
 from ..errors import Jax2OnnxError, UserFunctionError, explain_trace_error
 from ..lower import legacy_plugins
-from ..lower.patching import applied_patches, dispatcher_of
 from ..lower.scoped import scoped_overrides
-from ..plugin import Patch, marks_active
+from ..plugin import marks_active
 from . import api_compat, weights
 from .options import Export
 from .scalar_outputs import ScalarOutputs, is_int_scalar
@@ -62,14 +61,14 @@ def trace(export: Export, fn: Callable[..., Any], inputs: Sequence[Any]) -> Trac
             registry.module_patches(), roots=(user_fn, fn, user_inputs)
         ):
             with legacy_plugins.legacy_patched():  # 0.17 plugins' patch_info: for the trace's duration only
-                closed, out_tree, scalars = _make_jaxpr(registry.adapt(fn) or fn, parsed, registry.patches())
+                closed, out_tree, scalars = _make_jaxpr(registry.adapt(fn) or fn, parsed)
     api_compat.check_output_layouts(options, [v.aval for v in closed.jaxpr.outvars])
     if options.record_primitive_calls_file is not None:
         api_compat.record_primitive_calls(closed, options.record_primitive_calls_file)
     return Traced(closed, out_tree, parsed, bound, marks, user_fn, user_inputs, scalars)
 
 
-def _make_jaxpr(fn: Callable[..., Any], parsed: ParsedInputs, patches: Sequence[Patch]) -> tuple[Any, Any, ScalarOutputs]:
+def _make_jaxpr(fn: Callable[..., Any], parsed: ParsedInputs) -> tuple[Any, Any, ScalarOutputs]:
     """The function's ClosedJaxpr over its array outputs, and the integer scalars (Python ints,
     symbolic dims) it returns beside them, which become int32 outputs, int64 in x64 (``scalar_outputs.py``)."""
     n_args = len(parsed.args)
@@ -83,8 +82,7 @@ def _make_jaxpr(fn: Callable[..., Any], parsed: ParsedInputs, patches: Sequence[
         return scalars.take(out)
 
     specs = list(parsed.args) + list(parsed.params.values())
-    with applied_patches(patches), compat.export_trace_context():
-        fn = dispatcher_of(fn)  # a library function given before its dispatcher went in
+    with compat.export_trace_context():
         try:
             closed, out_shape = compat.make_jaxpr(flat_fn, specs)
         except Jax2OnnxError:

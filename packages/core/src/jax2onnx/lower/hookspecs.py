@@ -19,7 +19,7 @@ from typing import Any
 
 import pluggy
 
-from ..plugin import Lowering, ModulePatch, Patch
+from ..plugin import Lowering, ModulePatch
 
 PROJECT = "jax2onnx"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -39,17 +39,13 @@ def jax2onnx_lowerings() -> Iterable[Lowering]:
 
 
 @hookspec
-def jax2onnx_patches() -> Iterable[Patch | ModulePatch]:
-    """Return the patches this pack applies while a function is traced.
+def jax2onnx_patches() -> Iterable[ModulePatch]:
+    """Return the overrides this pack applies while a function is traced.
 
-    A :class:`~jax2onnx.plugin.ModulePatch` (preferred) overrides a method of the module instances
-    the exported callable reaches, for that export only (:mod:`jax2onnx.lower.scoped`); the library's
-    class is never changed.
-
-    A :class:`~jax2onnx.plugin.Patch` replaces an attribute (``flax.nnx.LayerNorm.__call__``) for
-    the duration of tracing only; core undoes it afterwards, also on error. A patch must stay
-    transparent to ``jax.vmap``/``jax.grad``/``jax.jit``: mark a region with
-    :func:`~jax2onnx.plugin.marked_call` (a named ``jax.jit``) rather than a new primitive.
+    A :class:`~jax2onnx.plugin.ModulePatch` overrides a method of the module instances the exported
+    callable reaches, for that export only (:mod:`jax2onnx.lower.scoped`); the library's class is
+    never changed. Library *functions* are never replaced: register a lowering that finds them in the
+    trace (:meth:`~jax2onnx.plugin.Lowerings.register_library`).
     """
 
 

@@ -20,9 +20,8 @@ import pluggy
 from .. import compat
 from .._version import __version__
 from ..errors import PluginConflictError, add_library_modules
-from ..plugin import Lowering, ModulePatch, PackModules, Patch
+from ..plugin import Lowering, ModulePatch, PackModules
 from . import builtin_plugin, hookspecs, pack_catalog, plugin_api
-from .patching import install_dispatchers
 
 ENTRY_POINT_GROUP = pack_catalog.ENTRY_POINT_GROUP
 
@@ -179,13 +178,16 @@ class PluginRegistry:
             self._lowerings = table
             return table
 
-    def patches(self) -> list[Patch]:
-        """The packs' attribute patches (dispatchers; :mod:`jax2onnx.lower.patching`)."""
-        return [p for _, p in self._collect("jax2onnx_patches") if not isinstance(p, ModulePatch)]
-
     def module_patches(self) -> list[ModulePatch]:
-        """The packs' overrides scoped to exported instances (:mod:`jax2onnx.lower.scoped`)."""
-        return [p for _, p in self._collect("jax2onnx_patches") if isinstance(p, ModulePatch)]
+        """The packs' overrides scoped to exported instances (:mod:`jax2onnx.lower.scoped`); anything
+        else a pack returns is refused naming the pack (library functions are never replaced)."""
+        found = self._collect("jax2onnx_patches")
+        for pack, p in found:
+            if not isinstance(p, ModulePatch):
+                raise TypeError(f"the pack {pack!r} returned {p!r} from jax2onnx_patches: only ModulePatch "
+                                "(an override of the exported instances) is applied; a library function is found in "
+                                "the trace instead (Lowerings.register_library)")
+        return [p for _, p in found]
 
     def adapt(self, fn: Any) -> Any | None:
         """The first pack adapter's traceable version of ``fn`` (e.g. a stateful NNX module), or None."""
@@ -235,15 +237,12 @@ _REGISTRY_LOCK = threading.Lock()
 
 
 def get_registry() -> PluginRegistry:
-    """The process-wide registry of installed packs (created on first use). Creating it loads the
-    packs and installs their patches' dispatchers (:func:`jax2onnx.lower.patching.install_dispatchers`),
-    once: from then on a patched library attribute is one object for the rest of the process."""
+    """The process-wide registry of installed packs (created on first use). Creating it changes
+    nothing outside jax2onnx: no library attribute is replaced, then or at any export."""
     global _REGISTRY
     with _REGISTRY_LOCK:
         if _REGISTRY is None:
-            registry = PluginRegistry()
-            install_dispatchers(registry.patches())
-            _REGISTRY = registry
+            _REGISTRY = PluginRegistry()
         return _REGISTRY
 
 

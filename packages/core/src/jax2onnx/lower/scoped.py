@@ -28,12 +28,12 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import signal
 import threading
 import types
 from collections.abc import Iterable, Iterator, Sequence
+from types import FrameType
 from typing import Any
-
-from .patching import _DeferredInterrupts
 
 #: The running export's replacements, ``(patched class, attribute) -> replacement``; None outside.
 _ACTIVE: contextvars.ContextVar[dict[tuple[type, str], Any] | None] = contextvars.ContextVar(
@@ -59,6 +59,41 @@ _SUBCLASSES: dict[tuple[type, tuple[tuple[str, type], ...]], type] = {}
 _LIBRARY_PREFIXES = ("jax", "jaxlib", "numpy", "flax", "equinox", "keras", "keras_hub", "transformers",
                      "optax", "jax2onnx", "onnx", "onnxruntime", "builtins", "typing", "functools")
 _WALK_LIMIT = 200_000  # objects visited at most (a model graph is far smaller)
+
+
+class _DeferredInterrupts:
+    """Hold back Ctrl-C (SIGINT in the main thread) while the exported instances' classes change.
+
+    A ``KeyboardInterrupt`` landing between two steps of swapping or restoring would otherwise
+    leave some instances overridden. Outside the main thread no signal handler runs, so there is
+    nothing to defer.
+    """
+
+    def __init__(self) -> None:
+        self.pending: FrameType | None | bool = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _DeferredInterrupts:
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGINT)
+            if callable(previous):
+                self._previous = previous
+                signal.signal(signal.SIGINT, self._note)
+        return self
+
+    def _note(self, signum: int, frame: FrameType | None) -> None:
+        self.pending = frame if frame is not None else True
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def deliver(self) -> None:
+        """Run the held-back handler now (the default one raises ``KeyboardInterrupt``)."""
+        if self.pending is not False and self._previous is not None:
+            frame = self.pending if isinstance(self.pending, FrameType) else None
+            self.pending = False
+            self._previous(signal.SIGINT, frame)
 
 
 def _dispatching(patched: type, attribute: str, raw: Any) -> Any:

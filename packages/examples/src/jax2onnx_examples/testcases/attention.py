@@ -51,7 +51,7 @@ components = [
             # attention kernel: jax.nn.dot_product_attention
             Testcase("multihead_attention_nn", factory=_mha(jax_nn_attention), input_shapes=[("B", 4, 16)], **F64_TOL),
             # attention kernel: Flax's own nnx.dot_product_attention (the module's default), passed
-            # after the packs loaded (the jax2onnx dispatcher): the layer still fuses whole
+            # explicitly: the layer still fuses whole
             Testcase("multihead_attention_nnx", factory=_mha(nnx.dot_product_attention), input_shapes=[("B", 4, 16)],
                      expected_ops=["Attention"], forbidden_ops=["Softmax"], max_nodes=6, **F64_TOL),
         ],
