@@ -3,4 +3,4 @@ KerasHub attention layers' patches and lowerings)."""
 
 from jax2onnx.plugin import PackModules
 
-plugin = PackModules("jax2onnx_llm", ["fused", "hf_attention", "keras_attention"])
+plugin = PackModules("jax2onnx_llm", ["fused", "hf_attention", "keras_attention", "keras_core_attention"])

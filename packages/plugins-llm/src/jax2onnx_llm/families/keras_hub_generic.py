@@ -32,6 +32,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from .. import attention_report, keras_core_attention
 from ..errors import UnsupportedModelError
 from ..spec import DecoderSpec, KVCache
 
@@ -80,9 +81,17 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
             library_cache: Any = jnp.stack([jnp.stack(p, axis=1) for p in pairs], axis=1)
         else:
             library_cache = tuple(pairs)
+        attention_report.register(decoders)
         with contextlib.ExitStack() as stack:
             for layer, hook in zip(decoders, masking):
                 stack.enter_context(hook(layer, visible))
+            for i, decoder in enumerate(decoders):  # each layer's softmax core as the target's fused op
+                cores = keras_core_attention.core_layers(decoder)
+                if not cores:
+                    attention_report.decline(i, keras_core_attention.no_core_reason(decoder))
+                for core in cores:
+                    stack.enter_context(_override(core, "_compute_attention", keras_core_attention.core_attention(
+                        core, core._compute_attention, past)))
             for table in tables:
                 stack.enter_context(_positions(table, position_ids))
             logits, _, library_cache = model.call_with_cache(input_ids, library_cache, past)

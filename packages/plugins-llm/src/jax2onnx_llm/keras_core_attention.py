@@ -1,0 +1,256 @@
+"""The softmax core every KerasHub attention layer shares, ``_compute_attention``, as one fused op.
+
+KerasHub's attention layers differ in their projections, norms and rotary variants (Llama 3's
+frequency adjustment, Phi-3's long rope, Qwen 3's q/k norms, GPT-NeoX's partial rotary, SmolLM3's
+no-rope layers), but all of them end the same way: after writing this step's keys and values into
+the cache at ``cache_update_index``, they call ``self._compute_attention(query, key, value,
+attention_mask, ...)`` with the rotated queries ``(batch, seq, heads, head)``, the whole cache
+buffer ``(batch, T, heads or kv_heads, head)`` and the mask ``(batch, seq, T)``. That call is what
+is fused here, so a family built from those layers fuses without code of its own; everything before
+it stays the library's own code (the rotation "beside" the fused op).
+
+For the running export the family adapter overrides ``_compute_attention`` on the exported model's
+own attention layers (an instance attribute, removed after; :func:`core_attention`). The override
+builds a marked region whose body is the library's own ``_compute_attention`` (so a declined region
+computes exactly what KerasHub does) and whose lowering emits:
+
+- ``target="onnxruntime"``: ``com.microsoft.GroupQueryAttention`` over the buffer (the step's keys
+  sliced back out of it at ``cache_update_index``; writing them again is a no-op), the mask as its
+  ``attention_bias``;
+- ``target="onnx"`` (opset >= 23): ``Attention`` over the whole buffer with the mask as its bias.
+
+Keys repeated to the query heads before the call (``ops.repeat(key, groups, axis=2)``, most
+families) are taken back to the key-value heads by a strided slice, so the fused op groups them.
+
+What may fuse is decided per layer (:func:`core_plan`), each refusal with its reason for the
+export's report (``attention_report.py``): layers configured beyond the op (attention sinks, a
+logit soft cap, non-float32 compute) run their own code. Sliding windows applied inside the call
+(Gemma 3, Qwen) are the layer's own ``_mask_sliding_window``, applied to the fused op's mask.
+Before a layer fuses, a probe runs its ``_compute_attention`` on small random inputs (a padded
+row, the step at a nonzero index, 64 keys) and compares it with what the fused op computes, so a
+layer whose core does something else (a window or bias the plan does not know) is declined, not
+exported wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnx_ir as ir
+from jax2onnx.plugin import Lowerings, marked_call
+
+from . import attention_report
+from .fused import fused_kind
+
+lowerings = Lowerings()
+
+KERAS_CORE_MARK = "jax2onnx_llm.keras_core_attention"
+#: the probe's key length (windows shorter than this are seen by the probe)
+PROBE_KEYS = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class CorePlan:
+    scale: float
+    #: the layer narrows the mask with its own ``_mask_sliding_window(mask, cache_update_index=...)``
+    windowed: bool
+
+
+def core_plan(layer: Any) -> CorePlan | str:
+    """What the fused op needs of ``layer``, or the reason it cannot express the layer."""
+    if not callable(getattr(layer, "_compute_attention", None)):
+        return "no separable attention core (_compute_attention)"
+    if getattr(layer, "sinks", None) is not None:
+        return "attention sinks (an extra per-head logit in the softmax)"
+    if getattr(layer, "logit_soft_cap", None):
+        return "attention logit soft cap"
+    if getattr(layer, "quantization_mode", None) or getattr(layer, "lora_enabled", False):
+        return "quantized or LoRA attention weights"
+    if getattr(layer, "compute_dtype", "float32") != "float32":
+        return f"attention computed in {layer.compute_dtype} (fused only in float32)"
+    scale = getattr(layer, "_inv_norm_factor", None)
+    if scale is None and hasattr(layer, "query_head_dim_normalize"):  # Gemma's blocks
+        heads = getattr(layer, "num_query_heads", None)
+        if layer.query_head_dim_normalize:
+            scale = 1 / np.sqrt(layer.head_dim)
+        elif heads:
+            scale = 1 / np.sqrt(layer.hidden_dim // heads)
+    if scale is None:
+        return "the layer's score scale is not known (no _inv_norm_factor)"
+    windowed = bool(getattr(layer, "use_sliding_window_attention", False))
+    if windowed and not callable(getattr(layer, "_mask_sliding_window", None)):
+        return "a sliding window without _mask_sliding_window"
+    return CorePlan(scale=float(scale), windowed=windowed)
+
+
+def _kv_heads(layer: Any) -> int | None:
+    for attr in ("num_key_value_heads", "_num_key_value_heads", "num_kv_heads"):
+        value = getattr(layer, attr, None)
+        if isinstance(value, (int, np.integer)):
+            return int(value)
+    return None
+
+
+def core_attention(layer: Any, original: Callable[..., Any], index: Any) -> Callable[..., Any]:
+    """The stand-in for ``layer._compute_attention`` (``original``: the layer's bound method) during
+    the export: a fused region where the layer may fuse, else ``original`` as called. ``index``: the
+    step's ``cache_update_index`` (where this step's keys are in the buffer)."""
+    signature = inspect.signature(original)
+    names = list(signature.parameters)
+    layer_at = attention_report.layer_index(layer)
+    plan = core_plan(layer)
+    verdicts: dict[tuple[Any, ...], str | None] = {}  # probe outcome per operand shapes
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if isinstance(plan, str):
+            attention_report.decline(layer_at, plan)
+            return original(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
+        q, k, v = (bound.arguments.get(n) for n in names[:3])
+        mask = bound.arguments.get(names[3]) if len(names) > 3 else None
+        if mask is None or getattr(mask, "ndim", 0) != 3 or getattr(q, "ndim", 0) != 4:
+            attention_report.decline(layer_at, "called without a (batch, query, key) mask")
+            return original(*args, **kwargs)
+        if any(np.dtype(t.dtype) != np.float32 for t in (q, k, v)):
+            attention_report.decline(layer_at, "attention inputs not float32")
+            return original(*args, **kwargs)
+        heads, kv_in = int(q.shape[2]), int(k.shape[2])
+        declared = _kv_heads(layer) if kv_in == heads else kv_in
+        if declared is None or heads % declared or kv_in not in (heads, declared):
+            attention_report.decline(layer_at, "key-value head count not known")
+            return original(*args, **kwargs)
+        kv_heads = declared
+        stride = heads // kv_heads if kv_in == heads else 1  # keys repeated to the query heads: every stride-th
+        # other array arguments (the layer's cache_update_index / start_index) travel as operands
+        extra = [n for n in names[4:] if isinstance(bound.arguments.get(n), (jax.Array, jax.core.Tracer))]
+        static = {n: bound.arguments[n] for n in names[4:] if n in bound.arguments and n not in extra}
+        shapes = (tuple(q.shape[2:]), tuple(k.shape[2:]), str(mask.dtype))
+        if shapes not in verdicts:
+            verdicts[shapes] = _probe(original, plan, heads, kv_heads, stride, int(q.shape[3]),
+                                      mask.dtype, extra, static)
+        reason = verdicts[shapes]
+        if reason is not None:
+            attention_report.decline(layer_at, reason)
+            return original(*args, **kwargs)
+        fused_mask = layer._mask_sliding_window(mask, cache_update_index=index) if plan.windowed else mask
+
+        def body(q: Any, k: Any, v: Any, mask: Any, fused_mask: Any, index: Any, *extras: Any, **_: Any) -> Any:
+            # the library's own core on the region's operands (fused_mask and index: the lowering's)
+            return original(q, k, v, mask, **static, **dict(zip(extra, extras)))
+
+        return marked_call(
+            KERAS_CORE_MARK, body, q, k, v, mask, fused_mask, jnp.asarray(index, jnp.int32),
+            *[bound.arguments[n] for n in extra], scale=plan.scale, kv_heads=kv_heads, stride=stride,
+            layer=layer_at,
+        )
+
+    return call
+
+
+def _probe(original: Callable[..., Any], plan: CorePlan, heads: int, kv_heads: int, stride: int, head_size: int,
+           mask_dtype: Any, extra: list[str], static: dict[str, Any]) -> str | None:
+    """None when the layer's core equals the fused op's attention on random inputs, else the reason."""
+    rng = np.random.default_rng(0)
+    batch, seq, total = 2, 3, PROBE_KEYS
+    index = total - seq
+    q = rng.standard_normal((batch, seq, heads, head_size)).astype(np.float32)
+    k = rng.standard_normal((batch, total, kv_heads, head_size)).astype(np.float32)
+    v = rng.standard_normal((batch, total, kv_heads, head_size)).astype(np.float32)
+    if stride > 1:  # as the layer hands them over: repeated to the query heads
+        k, v = np.repeat(k, stride, axis=2), np.repeat(v, stride, axis=2)
+    positions = index + np.arange(seq)
+    visible = np.arange(total)[None, :] <= positions[:, None]
+    mask = np.broadcast_to(visible, (batch, seq, total)).copy()
+    mask[1, :, :5] = False  # a left-padded row
+    mask = mask.astype(np.dtype(mask_dtype))
+    try:
+        with jax.ensure_compile_time_eval():
+            extras = {n: jnp.asarray(index, jnp.int32) for n in extra}
+            got = np.asarray(original(jnp.asarray(q), jnp.asarray(k), jnp.asarray(v), jnp.asarray(mask),
+                                      **static, **extras))
+            fused_mask = np.asarray(mask).astype(bool)
+            if plan.windowed:
+                fused_mask = np.asarray(original.__self__._mask_sliding_window(
+                    jnp.asarray(mask), cache_update_index=jnp.asarray(index, jnp.int32))).astype(bool)
+    except Exception as e:  # noqa: BLE001 - a core that does not run on plain arrays is not fused
+        return f"its _compute_attention did not run on probe inputs ({type(e).__name__})"
+    want = _reference(q, k[:, :, ::stride], v[:, :, ::stride], fused_mask, plan.scale)
+    if got.shape != want.shape:
+        return f"its _compute_attention returns {got.shape}, not (batch, query, heads, head)"
+    if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
+        return ("its _compute_attention is not softmax(scale q.k + mask) v on a probe "
+                f"(largest difference {float(np.max(np.abs(got - want))):.3g})")
+    return None
+
+
+def _reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float) -> np.ndarray:
+    """What GroupQueryAttention / Attention compute: grouped heads, additive mask, softmax."""
+    groups = q.shape[2] // k.shape[2]
+    k, v = np.repeat(k, groups, axis=2), np.repeat(v, groups, axis=2)
+    scores = np.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    scores = np.where(mask[:, None], scores, np.finfo(np.float32).min)
+    scores = np.exp(scores - scores.max(-1, keepdims=True))
+    weights = scores / scores.sum(-1, keepdims=True)
+    return np.einsum("bhqk,bkhd->bqhd", weights, v).astype(np.float32)
+
+
+@lowerings.register(f"call:{KERAS_CORE_MARK}")
+def lower_keras_core(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, mask: ir.Value, fused_mask: ir.Value,
+                     index: ir.Value, *extras: ir.Value) -> Any:
+    kind = fused_kind(ctx)
+    if kind is None:
+        return None
+    p = ctx.marked.params
+    q_aval = ctx.avals_in[0]
+    _, _, heads, head_size = q_aval.shape
+    heads, head_size, kv_heads, stride = int(heads), int(head_size), int(p["kv_heads"]), int(p["stride"])
+    dtype = q_aval.dtype
+    if stride > 1:  # the library's repeat of the key-value heads, undone
+        big = ctx.i64([np.iinfo(np.int64).max])
+        k = ctx.op.Slice(k, ctx.i64([0]), big, ctx.i64([2]), ctx.i64([stride]))
+        v = ctx.op.Slice(v, ctx.i64([0]), big, ctx.i64([2]), ctx.i64([stride]))
+    lowest = ctx.const(np.asarray(np.finfo(np.dtype(dtype)).min, dtype=dtype))
+    zero = ctx.const(np.asarray(0, dtype=dtype))
+    keep = fused_mask if ctx.avals_in[4].dtype == np.bool_ else ctx.op.Cast(fused_mask, to=ir.DataType.BOOL)
+    bias = ctx.op.Unsqueeze(ctx.op.Where(keep, zero, lowest), ctx.i64([1]))  # (batch, 1, seq, T)
+    perm = [0, 2, 1, 3]
+    k4, v4 = ctx.op.Transpose(k, perm=perm), ctx.op.Transpose(v, perm=perm)  # (batch, kv_heads, T, head)
+    if kind == "attention":
+        y = ctx.op.Attention(ctx.op.Transpose(q, perm=perm), k4, v4, bias, scale=float(p["scale"]))
+        attention_report.tag(y, p["layer"])
+        return ctx.op.Transpose(y, perm=perm)
+    from .fused import group_query_attention
+
+    start = ctx.op.Unsqueeze(ctx.cast(index, np.int64), ctx.i64([0]))
+    total = ctx.op.Add(start, ctx.op.Shape(q, start=1, end=2))
+    # the step's keys/values, already written into the buffer by the layer: GQA writes them again
+    k_new = ctx.op.Slice(k, start, total, ctx.i64([1]))
+    v_new = ctx.op.Slice(v, start, total, ctx.i64([1]))
+    out, _, _ = group_query_attention(
+        ctx, q, k_new, v_new, k4, v4, bias, total, num_heads=heads, kv_heads=kv_heads, head_size=head_size,
+        scale=float(p["scale"]), rotary=None, dtypes=(dtype, ctx.avals_in[1].dtype), bias_columns="buffer")
+    attention_report.tag(out, p["layer"])
+    return out
+
+
+def core_layers(decoder: Any) -> list[Any]:
+    """The decoder layer's attention layers: its sublayers with a ``_compute_attention``."""
+    return [layer for layer in decoder._flatten_layers(include_self=False, recursive=True)
+            if callable(getattr(layer, "_compute_attention", None))]
+
+
+def no_core_reason(decoder: Any) -> str:
+    """Why a decoder layer without a ``_compute_attention`` sublayer runs its own attention."""
+    layers = decoder._flatten_layers(include_self=True, recursive=True)
+    alibi = any("alibi" in type(layer).__name__.lower()
+                or "alibi" in inspect.signature(layer.call).parameters for layer in layers)
+    if alibi:
+        return ("ALiBi bias: added to the scores inside the layer's own call (no separable softmax core; "
+                "GroupQueryAttention has no ALiBi input)")
+    return "no separable attention core (_compute_attention) in the layer"
