@@ -11,7 +11,17 @@ import numpy as np
 import pytest
 from jax2onnx_llm import export_causal_lm
 from jax2onnx_llm.errors import UnsupportedModelError
-from llm_test_helpers import MS, NEW_TOKENS, PROMPTS, assert_same_tokens, check_folder, op_counts
+from llm_test_helpers import (
+    ATTENTION_OP,
+    GQA_OP,
+    MS,
+    NEW_TOKENS,
+    PROMPTS,
+    assert_layer_fusions,
+    assert_same_tokens,
+    check_folder,
+    op_counts,
+)
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 keras = pytest.importorskip("keras", reason="KerasHub models need keras")
@@ -73,6 +83,18 @@ def _builders():
     }
 
 
+#: What each family's attention layers become, per target (every layer alike in these models):
+#: the fused op, or a piece of the reason the export's report gives for the library's own code.
+ALIBI = "ALiBi bias"
+SINKS = "attention sinks"
+FUSED = {family: {"onnxruntime": GQA_OP, "onnx": ATTENTION_OP} for family in _builders()}
+FUSED.update({
+    "bloom": {"onnxruntime": ALIBI, "onnx": ALIBI},
+    "falcon": {"onnxruntime": ALIBI, "onnx": ALIBI},
+    "gpt_oss": {"onnxruntime": SINKS, "onnx": SINKS},
+})
+
+
 def make(family: str):
     keras.utils.set_random_seed(0)
     model = _builders()[family]()
@@ -109,6 +131,8 @@ def keras_reference(model):
 @pytest.mark.parametrize("cache", ["concat", "shared"])
 @pytest.mark.parametrize("family", list(_builders()))
 def test_generates_the_library_tokens(tmp_path, family, cache):
+    """target="onnxruntime": GroupQueryAttention in every layer whose attention it expresses (the
+    library's own code, for the reason the report names, in the others), KerasHub's tokens."""
     model = make(family)
     reference = keras_reference(model)
     seen = set(np.asarray(reference(PROMPTS)).ravel()) | set(np.asarray(reference(PROMPTS[:1])).ravel())
@@ -116,13 +140,14 @@ def test_generates_the_library_tokens(tmp_path, family, cache):
     folder = export_causal_lm(model, tmp_path / family, max_length=64, cache=cache, eos_token_id=eos,
                               pad_token_id=0)
     check_folder(folder)
+    assert_layer_fusions(folder, [FUSED[family]["onnxruntime"]] * len(model.backbone.transformer_layers))
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
 
 
-@pytest.mark.parametrize("family", ["llama3", "gemma3", "opt", "bloom", "qwen3_moe"])
+@pytest.mark.parametrize("family", list(_builders()))
 def test_standard_onnx_generates_the_library_tokens(tmp_path, family):
-    """target="onnx": the library's own layers in standard ONNX only (no contrib op), same tokens;
-    the model is left as it was."""
+    """target="onnx": opset-23 Attention where it expresses the layer, standard ONNX only (no
+    contrib op), same tokens; the model is left as it was."""
     model = make(family)
     reference = keras_reference(model)
     seen = set(np.asarray(reference(PROMPTS)).ravel()) | set(np.asarray(reference(PROMPTS[:1])).ravel())
@@ -131,6 +156,7 @@ def test_standard_onnx_generates_the_library_tokens(tmp_path, family):
                               eos_token_id=eos, pad_token_id=0)
     check_folder(folder)
     assert not any(domain == MS for domain, _ in op_counts(folder)), op_counts(folder)
+    assert_layer_fusions(folder, [FUSED[family]["onnx"]] * len(model.backbone.transformer_layers))
     # the export's stand-ins (masks, positions, the cache probe) are gone from the model
     touched = {"call", "call_with_cache", "_compute_attention_mask"}
     assert not [o for o in [model, *model.backbone._flatten_layers()] if touched & set(vars(o))]

@@ -113,11 +113,20 @@ class AttentionReportPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         fused: dict[int, str] = {}
+        untagged: list[str] = []
         for node in ir.traversal.RecursiveGraphIterator(model.graph):
             name = FUSED_OPS.get((node.domain or "", node.op_type))
             index = node.metadata_props.get(TAG)
-            if name is not None and index is not None:
-                fused.setdefault(int(index), name)
+            if name is not None:
+                if index is not None:
+                    fused.setdefault(int(index), name)
+                else:
+                    untagged.append(name)
+        # fused regions that do not know their layer (the Hugging Face layers'): one per layer, in
+        # graph order, when they are exactly one per untagged layer
+        rest = [i for i in range(self.record.num_layers) if i not in fused]
+        if untagged and len(untagged) == len(rest):
+            fused.update(zip(rest, untagged))
         layers = []
         for i in range(max(self.record.num_layers, max(fused, default=-1) + 1)):
             if i in fused:

@@ -277,6 +277,7 @@ def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, prec
     # attend() regions read the target from the program's options when they are lowered (fused.py);
     # the regions and adapters note per decoder layer what fused, and the report pass writes it down
     with attention_report.recording() as record:
+        record.num_layers = spec.num_layers
         keywords["rewrite_passes"] = (*keywords["rewrite_passes"],
                                       lambda options: attention_report.AttentionReportPass(record))
         ExportProgram(fn, inputs, **keywords).write()

@@ -60,16 +60,19 @@ class CorePlan:
     scale: float
     #: the layer narrows the mask with its own ``_mask_sliding_window(mask, cache_update_index=...)``
     windowed: bool
+    #: ``cap * tanh(scores / cap)`` before the mask (Gemma's attention logit soft cap)
+    softcap: float | None
+    #: a per-head logit that joins each softmax and is dropped after (GPT-OSS's attention sinks)
+    sinks: Any
+    #: a window the core applies itself to the keys (key slot >= query slot - window; GPT-OSS):
+    #: a candidate read from ``sliding_window``, kept only when the probe shows the core applies it
+    window: int | None = None
 
 
 def core_plan(layer: Any) -> CorePlan | str:
     """What the fused op needs of ``layer``, or the reason it cannot express the layer."""
     if not callable(getattr(layer, "_compute_attention", None)):
         return "no separable attention core (_compute_attention)"
-    if getattr(layer, "sinks", None) is not None:
-        return "attention sinks (an extra per-head logit in the softmax)"
-    if getattr(layer, "logit_soft_cap", None):
-        return "attention logit soft cap"
     if getattr(layer, "quantization_mode", None) or getattr(layer, "lora_enabled", False):
         return "quantized or LoRA attention weights"
     if getattr(layer, "compute_dtype", "float32") != "float32":
@@ -86,7 +89,26 @@ def core_plan(layer: Any) -> CorePlan | str:
     windowed = bool(getattr(layer, "use_sliding_window_attention", False))
     if windowed and not callable(getattr(layer, "_mask_sliding_window", None)):
         return "a sliding window without _mask_sliding_window"
-    return CorePlan(scale=float(scale), windowed=windowed)
+    softcap = getattr(layer, "logit_soft_cap", None)
+    return CorePlan(scale=float(scale), windowed=windowed, softcap=float(softcap) if softcap else None,
+                    sinks=getattr(layer, "sinks", None))
+
+
+def _window_candidate(layer: Any) -> int | None:
+    window = getattr(layer, "sliding_window", None)
+    return int(window) if isinstance(window, (int, np.integer)) and not isinstance(window, bool) and window > 0 \
+        else None
+
+
+def _fused_mask(layer: Any, plan: CorePlan, mask: Any, index: Any) -> Any:
+    """The mask the fused op applies: the layer's mask, narrowed by the windows its core applies."""
+    if plan.windowed:
+        mask = layer._mask_sliding_window(mask, cache_update_index=index)
+    if plan.window is not None:
+        seq, total = mask.shape[1], mask.shape[2]
+        queries = index + jnp.arange(seq)[:, None]
+        mask = jnp.logical_and(jnp.asarray(mask).astype(bool), jnp.arange(total)[None, :] >= queries - plan.window)
+    return mask
 
 
 def _kv_heads(layer: Any) -> int | None:
@@ -105,7 +127,7 @@ def core_attention(layer: Any, original: Callable[..., Any], index: Any) -> Call
     names = list(signature.parameters)
     layer_at = attention_report.layer_index(layer)
     plan = core_plan(layer)
-    verdicts: dict[tuple[Any, ...], str | None] = {}  # probe outcome per operand shapes
+    verdicts: dict[tuple[Any, ...], CorePlan | str] = {}  # the probed plan (or reason) per operand shapes
 
     def call(*args: Any, **kwargs: Any) -> Any:
         if isinstance(plan, str):
@@ -132,29 +154,43 @@ def core_attention(layer: Any, original: Callable[..., Any], index: Any) -> Call
         static = {n: bound.arguments[n] for n in names[4:] if n in bound.arguments and n not in extra}
         shapes = (tuple(q.shape[2:]), tuple(k.shape[2:]), str(mask.dtype))
         if shapes not in verdicts:
-            verdicts[shapes] = _probe(original, plan, heads, kv_heads, stride, int(q.shape[3]),
-                                      mask.dtype, extra, static)
-        reason = verdicts[shapes]
-        if reason is not None:
-            attention_report.decline(layer_at, reason)
+            verdicts[shapes] = _verified(layer, original, plan, heads, kv_heads, stride, int(q.shape[3]),
+                                         mask.dtype, extra, static)
+        verdict = verdicts[shapes]
+        if isinstance(verdict, str):
+            attention_report.decline(layer_at, verdict)
             return original(*args, **kwargs)
-        fused_mask = layer._mask_sliding_window(mask, cache_update_index=index) if plan.windowed else mask
+        fused_mask = _fused_mask(layer, verdict, mask, jnp.asarray(index, jnp.int32))
+        sinks = () if verdict.sinks is None else (jnp.asarray(getattr(verdict.sinks, "value", verdict.sinks), jnp.float32),)
 
-        def body(q: Any, k: Any, v: Any, mask: Any, fused_mask: Any, index: Any, *extras: Any, **_: Any) -> Any:
-            # the library's own core on the region's operands (fused_mask and index: the lowering's)
-            return original(q, k, v, mask, **static, **dict(zip(extra, extras)))
+        def body(q: Any, k: Any, v: Any, mask: Any, fused_mask: Any, index: Any, *rest: Any, **_: Any) -> Any:
+            # the library's own core on the region's operands (fused_mask, index, sinks: the lowering's)
+            return original(q, k, v, mask, **static, **dict(zip(extra, rest[len(sinks):])))
 
         return marked_call(
-            KERAS_CORE_MARK, body, q, k, v, mask, fused_mask, jnp.asarray(index, jnp.int32),
-            *[bound.arguments[n] for n in extra], scale=plan.scale, kv_heads=kv_heads, stride=stride,
-            layer=layer_at,
+            KERAS_CORE_MARK, body, q, k, v, mask, fused_mask, jnp.asarray(index, jnp.int32), *sinks,
+            *[bound.arguments[n] for n in extra], scale=verdict.scale, kv_heads=kv_heads, stride=stride,
+            softcap=verdict.softcap, sinks=bool(sinks), layer=layer_at,
         )
 
     return call
 
 
-def _probe(original: Callable[..., Any], plan: CorePlan, heads: int, kv_heads: int, stride: int, head_size: int,
-           mask_dtype: Any, extra: list[str], static: dict[str, Any]) -> str | None:
+def _verified(layer: Any, original: Callable[..., Any], plan: CorePlan, heads: int, kv_heads: int, stride: int,
+              head_size: int, mask_dtype: Any, extra: list[str], static: dict[str, Any]) -> CorePlan | str:
+    """``plan`` (or it with the window the core applies itself) when the probe shows the layer's
+    core computing exactly that, else the reason it does not."""
+    reason = _probe(layer, original, plan, heads, kv_heads, stride, head_size, mask_dtype, extra, static)
+    window = _window_candidate(layer)
+    if reason is not None and window is not None and window < PROBE_KEYS - 3:
+        windowed = dataclasses.replace(plan, window=window)
+        if _probe(layer, original, windowed, heads, kv_heads, stride, head_size, mask_dtype, extra, static) is None:
+            return windowed
+    return plan if reason is None else reason
+
+
+def _probe(layer: Any, original: Callable[..., Any], plan: CorePlan, heads: int, kv_heads: int, stride: int,
+           head_size: int, mask_dtype: Any, extra: list[str], static: dict[str, Any]) -> str | None:
     """None when the layer's core equals the fused op's attention on random inputs, else the reason."""
     rng = np.random.default_rng(0)
     batch, seq, total = 2, 3, PROBE_KEYS
@@ -172,15 +208,16 @@ def _probe(original: Callable[..., Any], plan: CorePlan, heads: int, kv_heads: i
     try:
         with jax.ensure_compile_time_eval():
             extras = {n: jnp.asarray(index, jnp.int32) for n in extra}
-            got = np.asarray(original(jnp.asarray(q), jnp.asarray(k), jnp.asarray(v), jnp.asarray(mask),
-                                      **static, **extras))
-            fused_mask = np.asarray(mask).astype(bool)
-            if plan.windowed:
-                fused_mask = np.asarray(original.__self__._mask_sliding_window(
-                    jnp.asarray(mask), cache_update_index=jnp.asarray(index, jnp.int32))).astype(bool)
+            got = original(jnp.asarray(q), jnp.asarray(k), jnp.asarray(v), jnp.asarray(mask), **static, **extras)
+            if not hasattr(got, "shape"):  # (outputs, scores) of Keras' MultiHeadAttention
+                return "its _compute_attention returns more than the attention output"
+            got = np.asarray(got)
+            fused_mask = np.asarray(_fused_mask(layer, plan, jnp.asarray(mask), jnp.asarray(index, jnp.int32)))
+            sinks = None if plan.sinks is None else np.asarray(getattr(plan.sinks, "value", plan.sinks), np.float32)
     except Exception as e:  # noqa: BLE001 - a core that does not run on plain arrays is not fused
         return f"its _compute_attention did not run on probe inputs ({type(e).__name__})"
-    want = _reference(q, k[:, :, ::stride], v[:, :, ::stride], fused_mask, plan.scale)
+    want = _reference(q, k[:, :, ::stride], v[:, :, ::stride], fused_mask.astype(bool), plan.scale, plan.softcap,
+                      sinks)
     if got.shape != want.shape:
         return f"its _compute_attention returns {got.shape}, not (batch, query, heads, head)"
     if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
@@ -189,24 +226,37 @@ def _probe(original: Callable[..., Any], plan: CorePlan, heads: int, kv_heads: i
     return None
 
 
-def _reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float) -> np.ndarray:
-    """What GroupQueryAttention / Attention compute: grouped heads, additive mask, softmax."""
+def _reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap: float | None,
+               sinks: np.ndarray | None) -> np.ndarray:
+    """What GroupQueryAttention / Attention compute: grouped heads, soft cap, additive mask,
+    softmax (with the sink logits in its denominator)."""
     groups = q.shape[2] // k.shape[2]
     k, v = np.repeat(k, groups, axis=2), np.repeat(v, groups, axis=2)
     scores = np.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    if softcap:
+        scores = softcap * np.tanh(scores / softcap)
     scores = np.where(mask[:, None], scores, np.finfo(np.float32).min)
-    scores = np.exp(scores - scores.max(-1, keepdims=True))
-    weights = scores / scores.sum(-1, keepdims=True)
-    return np.einsum("bhqk,bkhd->bqhd", weights, v).astype(np.float32)
+    top = scores.max(-1, keepdims=True)
+    if sinks is not None:
+        top = np.maximum(top, sinks[None, :, None, None])
+    weights = np.exp(scores - top)
+    total = weights.sum(-1, keepdims=True)
+    if sinks is not None:
+        total = total + np.exp(sinks[None, :, None, None] - top)
+    return np.einsum("bhqk,bkhd->bqhd", weights / total, v).astype(np.float32)
 
 
 @lowerings.register(f"call:{KERAS_CORE_MARK}")
 def lower_keras_core(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, mask: ir.Value, fused_mask: ir.Value,
-                     index: ir.Value, *extras: ir.Value) -> Any:
+                     index: ir.Value, *rest: ir.Value) -> Any:
     kind = fused_kind(ctx)
     if kind is None:
         return None
     p = ctx.marked.params
+    sinks = rest[0] if p["sinks"] else None
+    if sinks is not None and kind == "attention":
+        attention_report.decline(p["layer"], "attention sinks: opset-23 Attention has no sink input")
+        return None
     q_aval = ctx.avals_in[0]
     _, _, heads, head_size = q_aval.shape
     heads, head_size, kv_heads, stride = int(heads), int(head_size), int(p["kv_heads"]), int(p["stride"])
@@ -222,7 +272,8 @@ def lower_keras_core(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, mask: ir.V
     perm = [0, 2, 1, 3]
     k4, v4 = ctx.op.Transpose(k, perm=perm), ctx.op.Transpose(v, perm=perm)  # (batch, kv_heads, T, head)
     if kind == "attention":
-        y = ctx.op.Attention(ctx.op.Transpose(q, perm=perm), k4, v4, bias, scale=float(p["scale"]))
+        y = ctx.op.Attention(ctx.op.Transpose(q, perm=perm), k4, v4, bias, scale=float(p["scale"]),
+                             softcap=float(p["softcap"] or 0.0))
         attention_report.tag(y, p["layer"])
         return ctx.op.Transpose(y, perm=perm)
     from .fused import group_query_attention
@@ -234,7 +285,8 @@ def lower_keras_core(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, mask: ir.V
     v_new = ctx.op.Slice(v, start, total, ctx.i64([1]))
     out, _, _ = group_query_attention(
         ctx, q, k_new, v_new, k4, v4, bias, total, num_heads=heads, kv_heads=kv_heads, head_size=head_size,
-        scale=float(p["scale"]), rotary=None, dtypes=(dtype, ctx.avals_in[1].dtype), bias_columns="buffer")
+        scale=float(p["scale"]), rotary=None, dtypes=(dtype, ctx.avals_in[1].dtype), bias_columns="buffer",
+        softcap=float(p["softcap"] or 0.0), head_sink=sinks)
     attention_report.tag(out, p["layer"])
     return out
 

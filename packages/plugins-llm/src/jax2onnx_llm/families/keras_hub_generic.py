@@ -81,17 +81,10 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
             library_cache: Any = jnp.stack([jnp.stack(p, axis=1) for p in pairs], axis=1)
         else:
             library_cache = tuple(pairs)
-        attention_report.register(decoders)
         with contextlib.ExitStack() as stack:
             for layer, hook in zip(decoders, masking):
                 stack.enter_context(hook(layer, visible))
-            for i, decoder in enumerate(decoders):  # each layer's softmax core as the target's fused op
-                cores = keras_core_attention.core_layers(decoder)
-                if not cores:
-                    attention_report.decline(i, keras_core_attention.no_core_reason(decoder))
-                for core in cores:
-                    stack.enter_context(_override(core, "_compute_attention", keras_core_attention.core_attention(
-                        core, core._compute_attention, past)))
+            stack.enter_context(attention_cores(decoders, past))
             for table in tables:
                 stack.enter_context(_positions(table, position_ids))
             logits, _, library_cache = model.call_with_cache(input_ids, library_cache, past)
@@ -113,6 +106,22 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
         pad_token_id=pad if pad is not None else 0, model_type="decoder", family=f"KerasHub {name}",
         tokenizer=tokenizer,
     )
+
+
+@contextlib.contextmanager
+def attention_cores(decoders: list[Any], past: Any) -> Iterator[None]:
+    """For this call, each decoder layer's softmax core (``_compute_attention``) as the export
+    target's fused op (``keras_core_attention.py``), and the layers noted for the export's report."""
+    attention_report.register(decoders)
+    with contextlib.ExitStack() as stack:
+        for i, decoder in enumerate(decoders):
+            cores = keras_core_attention.core_layers(decoder)
+            if not cores:
+                attention_report.decline(i, keras_core_attention.no_core_reason(decoder))
+            for core in cores:
+                stack.enter_context(_override(core, "_compute_attention", keras_core_attention.core_attention(
+                    core, core._compute_attention, past)))
+        yield
 
 
 def _token_id(tokenizer: Any, attr: str) -> Any:
