@@ -51,9 +51,11 @@ def _builders():
         "phi3": lambda: M.Phi3CausalLM(M.Phi3Backbone(
             **GQA, max_sequence_length=256, pretraining_sequence_length=128, rope_scaling_type="su",
             rope_scaling_short_factor=[1.0, 1.5, 2.0, 3.0], rope_scaling_long_factor=[2.0, 3.0, 4.0, 8.0])),
-        # text only (no vision encoder); sliding-window layers with a window of 6
+        # text only (no vision encoder); sliding-window layers with a window of 6, and an attention
+        # logit soft cap low enough to change scores of this size
         "gemma3": lambda: M.Gemma3CausalLM(preprocessor=None, backbone=M.Gemma3Backbone(
-            **GQA, head_dim=8, image_size=16, use_sliding_window_attention=True, sliding_window_size=6)),
+            **GQA, head_dim=8, image_size=16, use_sliding_window_attention=True, sliding_window_size=6,
+            attention_logit_soft_cap=5.0)),
         # SmolLM3's NoPE layers: rotary in the first layer only
         "smollm3": lambda: M.SmolLM3CausalLM(M.SmolLM3Backbone(
             vocabulary_size=VOCAB, hidden_dim=32, intermediate_dim=64, num_layers=2, num_attention_heads=4,
@@ -86,12 +88,12 @@ def _builders():
 #: What each family's attention layers become, per target (every layer alike in these models):
 #: the fused op, or a piece of the reason the export's report gives for the library's own code.
 ALIBI = "ALiBi bias"
-SINKS = "attention sinks"
+SINKS = "attention sinks: opset-23 Attention has no sink input"
 FUSED = {family: {"onnxruntime": GQA_OP, "onnx": ATTENTION_OP} for family in _builders()}
 FUSED.update({
     "bloom": {"onnxruntime": ALIBI, "onnx": ALIBI},
     "falcon": {"onnxruntime": ALIBI, "onnx": ALIBI},
-    "gpt_oss": {"onnxruntime": SINKS, "onnx": SINKS},
+    "gpt_oss": {"onnxruntime": GQA_OP, "onnx": SINKS},  # GroupQueryAttention's head_sink input
 })
 
 

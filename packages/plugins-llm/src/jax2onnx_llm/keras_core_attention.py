@@ -77,21 +77,26 @@ def core_plan(layer: Any) -> CorePlan | str:
         return "quantized or LoRA attention weights"
     if getattr(layer, "compute_dtype", "float32") != "float32":
         return f"attention computed in {layer.compute_dtype} (fused only in float32)"
-    scale = getattr(layer, "_inv_norm_factor", None)
-    if scale is None and hasattr(layer, "query_head_dim_normalize"):  # Gemma's blocks
-        heads = getattr(layer, "num_query_heads", None)
-        if layer.query_head_dim_normalize:
-            scale = 1 / np.sqrt(layer.head_dim)
-        elif heads:
-            scale = 1 / np.sqrt(layer.hidden_dim // heads)
-    if scale is None:
-        return "the layer's score scale is not known (no _inv_norm_factor)"
     windowed = bool(getattr(layer, "use_sliding_window_attention", False))
     if windowed and not callable(getattr(layer, "_mask_sliding_window", None)):
         return "a sliding window without _mask_sliding_window"
     softcap = getattr(layer, "logit_soft_cap", None)
-    return CorePlan(scale=float(scale), windowed=windowed, softcap=float(softcap) if softcap else None,
-                    sinks=getattr(layer, "sinks", None))
+    # the scale: the layer's own, or the probe's pick among the conventional ones (_verified)
+    scale = getattr(layer, "_inv_norm_factor", None)
+    return CorePlan(scale=float(scale) if scale is not None else 0.0, windowed=windowed,
+                    softcap=float(softcap) if softcap else None, sinks=getattr(layer, "sinks", None))
+
+
+def _scale_candidates(layer: Any, plan: CorePlan, head_size: int, heads: int) -> list[float]:
+    """The layer's ``_inv_norm_factor``, else the scales KerasHub's cores use: Gemma's
+    ``query_head_dim_normalize`` choice, ``1/sqrt(head size)``, and 1 (q/k-normed Gemma 4)."""
+    if plan.scale:
+        return [plan.scale]
+    found = []
+    if hasattr(layer, "query_head_dim_normalize") and hasattr(layer, "hidden_dim"):
+        found.append(1 / np.sqrt(head_size if layer.query_head_dim_normalize else layer.hidden_dim // heads))
+    found += [1 / np.sqrt(head_size), 1.0]
+    return [float(x) for x in dict.fromkeys(found)]
 
 
 def _window_candidate(layer: Any) -> int | None:
@@ -143,8 +148,10 @@ def core_attention(layer: Any, original: Callable[..., Any], index: Any) -> Call
             attention_report.decline(layer_at, "attention inputs not float32")
             return original(*args, **kwargs)
         heads, kv_in = int(q.shape[2]), int(k.shape[2])
-        declared = _kv_heads(layer) if kv_in == heads else kv_in
-        if declared is None or heads % declared or kv_in not in (heads, declared):
+        # keys with the query heads' count: repeated from the layer's key-value heads, or plain
+        # multi-head attention (a layer naming no key-value head count)
+        declared = (_kv_heads(layer) or heads) if kv_in == heads else kv_in
+        if heads % declared or kv_in not in (heads, declared):
             attention_report.decline(layer_at, "key-value head count not known")
             return original(*args, **kwargs)
         kv_heads = declared
@@ -178,15 +185,19 @@ def core_attention(layer: Any, original: Callable[..., Any], index: Any) -> Call
 
 def _verified(layer: Any, original: Callable[..., Any], plan: CorePlan, heads: int, kv_heads: int, stride: int,
               head_size: int, mask_dtype: Any, extra: list[str], static: dict[str, Any]) -> CorePlan | str:
-    """``plan`` (or it with the window the core applies itself) when the probe shows the layer's
-    core computing exactly that, else the reason it does not."""
-    reason = _probe(layer, original, plan, heads, kv_heads, stride, head_size, mask_dtype, extra, static)
+    """``plan`` with its scale (and the window the core applies itself, if any) for which the probe
+    shows the layer's core computing exactly what the fused op does, else the reason it does not."""
     window = _window_candidate(layer)
-    if reason is not None and window is not None and window < PROBE_KEYS - 3:
-        windowed = dataclasses.replace(plan, window=window)
-        if _probe(layer, original, windowed, heads, kv_heads, stride, head_size, mask_dtype, extra, static) is None:
-            return windowed
-    return plan if reason is None else reason
+    windows = [None] + ([window] if window is not None and window < PROBE_KEYS - 3 else [])
+    first = None
+    for scale in _scale_candidates(layer, plan, head_size, heads):
+        for w in windows:
+            candidate = dataclasses.replace(plan, scale=scale, window=w)
+            reason = _probe(layer, original, candidate, heads, kv_heads, stride, head_size, mask_dtype, extra, static)
+            if reason is None:
+                return candidate
+            first = first or reason
+    return first or "no probe ran"
 
 
 def _probe(layer: Any, original: Callable[..., Any], plan: CorePlan, heads: int, kv_heads: int, stride: int,
@@ -303,6 +314,6 @@ def no_core_reason(decoder: Any) -> str:
     alibi = any("alibi" in type(layer).__name__.lower()
                 or "alibi" in inspect.signature(layer.call).parameters for layer in layers)
     if alibi:
-        return ("ALiBi bias: added to the scores inside the layer's own call (no separable softmax core; "
-                "GroupQueryAttention has no ALiBi input)")
+        return ("ALiBi bias: added to the scores inside the layer's own call, with no separable softmax core "
+                "to hand a fused op")
     return "no separable attention core (_compute_attention) in the layer"
