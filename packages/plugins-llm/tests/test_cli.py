@@ -30,7 +30,7 @@ def test_llm_verb_exports_and_generates(tmp_path, capsys):
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == f"wrote {out}"
     # the export's per-layer attention report: the decoder's attend() fused as opset-23 Attention
-    assert [line for line in printed[1:-1]] == ["  attention layer 0: Attention"], printed
+    assert printed[1:-1] == ["  attention layers 0-1: Attention"], printed
     assert len(printed[-1].split()) == 8
     config = json.loads((out / "genai_config.json").read_text())
     assert config["search"]["past_present_share_buffer"] is True and config["model"]["context_length"] == 48
