@@ -74,3 +74,28 @@ def test_a_soft_cap_is_part_of_the_plan():
 def test_a_core_computing_something_else_is_refused_with_the_reason(extra):
     reason = verdict(Layer(scale=0.3, extra=extra))
     assert isinstance(reason, str) and "is not softmax(scale q.k + mask) v on a probe" in reason, reason
+
+
+class FlaggedLayer(Layer):
+    """``use_sliding_window_attention`` with a ``_mask_sliding_window`` (window 5) that the core
+    applies (``windows=True``, Gemma 3) or leaves to the decoder block's mask (Gemma 4)."""
+
+    def __init__(self, windows: bool):
+        super().__init__(scale=0.3)
+        self.use_sliding_window_attention = True
+        self.windows = windows
+
+    def _mask_sliding_window(self, attention_mask, cache_update_index=0):
+        q_pos = cache_update_index + jnp.arange(attention_mask.shape[1])[:, None]
+        return attention_mask.astype(bool) & (jnp.arange(attention_mask.shape[2])[None, :] > q_pos - 5)[None]
+
+    def _compute_attention(self, query, key, value, attention_mask=None, start_index=0):
+        if self.windows:
+            attention_mask = self._mask_sliding_window(attention_mask, cache_update_index=start_index)
+        return super()._compute_attention(query, key, value, attention_mask, start_index)
+
+
+@pytest.mark.parametrize("windows", [True, False])
+def test_a_window_flag_counts_only_where_the_core_applies_it(windows):
+    plan = verdict(FlaggedLayer(windows))
+    assert isinstance(plan, core.CorePlan) and plan.windowed is windows and plan.window is None

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -58,7 +59,8 @@ PROBE_KEYS = 64
 @dataclasses.dataclass(frozen=True)
 class CorePlan:
     scale: float
-    #: the layer narrows the mask with its own ``_mask_sliding_window(mask, cache_update_index=...)``
+    #: the core narrows the mask with the layer's own ``_mask_sliding_window(mask, cache_update_index=...)``
+    #: (a candidate from ``use_sliding_window_attention``, kept only where the probe shows it)
     windowed: bool
     #: ``cap * tanh(scores / cap)`` before the mask (Gemma's attention logit soft cap)
     softcap: float | None
@@ -189,10 +191,13 @@ def _verified(layer: Any, original: Callable[..., Any], plan: CorePlan, heads: i
     shows the layer's core computing exactly what the fused op does, else the reason it does not."""
     window = _window_candidate(layer)
     windows = [None] + ([window] if window is not None and window < PROBE_KEYS - 3 else [])
+    # a layer flagged use_sliding_window_attention may window in its core (Gemma 3, Qwen) or have its
+    # decoder block window the mask it is handed (Gemma 4): the probe tells
+    narrowed = [True, False] if plan.windowed else [False]
     first = None
     for scale in _scale_candidates(layer, plan, head_size, heads):
-        for w in windows:
-            candidate = dataclasses.replace(plan, scale=scale, window=w)
+        for w, own in itertools.product(windows, narrowed):
+            candidate = dataclasses.replace(plan, scale=scale, window=w, windowed=own)
             reason = _probe(layer, original, candidate, heads, kv_heads, stride, head_size, mask_dtype, extra, static)
             if reason is None:
                 return candidate
