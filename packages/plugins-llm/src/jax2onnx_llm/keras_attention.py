@@ -28,6 +28,7 @@ from jax2onnx.plugin import Lowerings, ModulePatch, exporting
 
 from . import attention_report
 from .fused import emit_attention, fused_kind, library_cache
+from .keras_core_attention import library_core
 from .region_patch import region_patch
 from .spec import rope_frequencies
 
@@ -124,7 +125,9 @@ def _keras_region(layer: Any, original: Callable[..., Any], named: dict[str, Any
 
     def run(leaves: list[Any], x: Any, mask: Any, cache: Any, index: Any, bias: Any) -> Any:
         # The layer's own call (unpatched) on these operands; bias is the lowering's, unused here.
-        with keras.StatelessScope(state_mapping=list(zip(variables, leaves))):
+        # (inside this region's body the layer's softmax core is plain library code, not a region of
+        # its own: a nested region would make each trace of the body differ)
+        with keras.StatelessScope(state_mapping=list(zip(variables, leaves))), library_core():
             if style == "mha":
                 return original(layer, query=x, value=x, attention_mask=mask, cache=cache, cache_update_index=index)
             return original(layer, x, attention_mask=mask, cache=cache, cache_update_index=index)

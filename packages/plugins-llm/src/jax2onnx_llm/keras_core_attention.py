@@ -34,10 +34,12 @@ exported wrong.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import inspect
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -118,6 +120,21 @@ def _fused_mask(layer: Any, plan: CorePlan, mask: Any, index: Any) -> Any:
     return mask
 
 
+#: set while a whole-layer region's body runs (``keras_attention.py``): the core stays library code
+_IN_LAYER_REGION: contextvars.ContextVar[bool] = contextvars.ContextVar("jax2onnx_llm_in_layer_region",
+                                                                       default=False)
+
+
+@contextlib.contextmanager
+def library_core() -> Iterator[None]:
+    """The attention cores called in this block run as the library's code, not as regions."""
+    token = _IN_LAYER_REGION.set(True)
+    try:
+        yield
+    finally:
+        _IN_LAYER_REGION.reset(token)
+
+
 def _kv_heads(layer: Any) -> int | None:
     for attr in ("num_key_value_heads", "_num_key_value_heads", "num_kv_heads"):
         value = getattr(layer, attr, None)
@@ -137,6 +154,8 @@ def core_attention(layer: Any, original: Callable[..., Any], index: Any) -> Call
     verdicts: dict[tuple[Any, ...], CorePlan | str] = {}  # the probed plan (or reason) per operand shapes
 
     def call(*args: Any, **kwargs: Any) -> Any:
+        if _IN_LAYER_REGION.get():  # the body of a whole-layer region, which is what fuses
+            return original(*args, **kwargs)
         if isinstance(plan, str):
             attention_report.decline(layer_at, plan)
             return original(*args, **kwargs)
