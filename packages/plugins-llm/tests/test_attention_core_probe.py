@@ -1,7 +1,9 @@
 """The probe that decides whether a KerasHub-style attention core (``_compute_attention``) may
 become a fused op (``keras_core_attention._verified``): it must accept a core that computes what
 GroupQueryAttention / Attention compute, find the scale and a window the core applies itself, and
-refuse, with the reason, a core that computes anything else. Plain JAX stand-ins for the layers."""
+refuse, with the reason, a core that computes anything else. Plain JAX stand-ins for the layers.
+And the export's per-layer report (``attention_report.py``) for each target, including a layer the
+opset leaves unfused."""
 
 from __future__ import annotations
 
@@ -99,3 +101,24 @@ class FlaggedLayer(Layer):
 def test_a_window_flag_counts_only_where_the_core_applies_it(windows):
     plan = verdict(FlaggedLayer(windows))
     assert isinstance(plan, core.CorePlan) and plan.windowed is windows and plan.window is None
+
+
+@pytest.mark.parametrize(("target", "opset", "expected"), [
+    ("onnxruntime", 23, "com.microsoft.GroupQueryAttention"),
+    ("onnx", 23, "Attention"),
+    ("onnx", 21, None),  # no Attention before opset 23: the decomposed attention, and the report says so
+])
+def test_the_export_reports_each_layer(tmp_path, target, opset, expected):
+    """The model's per-layer attention list, for a decoder written with ``attend`` (numbered by the code)."""
+    from jax2onnx_llm import export_causal_lm
+    from jax2onnx_llm.attention_report import NO_FUSED_OP, attention_fusions
+    from llm_test_helpers import op_counts
+    from test_spec import LAYERS, tiny_jax_decoder
+
+    folder = export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32, target=target, opset=opset)
+    report = attention_fusions(folder)
+    if expected is None:
+        assert report == [{"layer": i, "fused": None, "reason": NO_FUSED_OP} for i in range(LAYERS)]
+        assert not {op for _, op in op_counts(folder)} & {"Attention", "GroupQueryAttention"}
+    else:
+        assert report == [{"layer": i, "fused": expected} for i in range(LAYERS)]
