@@ -23,13 +23,17 @@ Keys repeated to the query heads before the call (``ops.repeat(key, groups, axis
 families) are taken back to the key-value heads by a strided slice, so the fused op groups them.
 
 What may fuse is decided per layer (:func:`core_plan`), each refusal with its reason for the
-export's report (``attention_report.py``): layers configured beyond the op (attention sinks, a
-logit soft cap, non-float32 compute) run their own code. Sliding windows applied inside the call
-(Gemma 3, Qwen) are the layer's own ``_mask_sliding_window``, applied to the fused op's mask.
-Before a layer fuses, a probe runs its ``_compute_attention`` on small random inputs (a padded
-row, the step at a nonzero index, 64 keys) and compares it with what the fused op computes, so a
-layer whose core does something else (a window or bias the plan does not know) is declined, not
-exported wrong.
+export's report (``attention_report.py``): a logit soft cap is the ops' ``softcap``; attention
+sinks are GroupQueryAttention's ``head_sink`` (standard ``Attention`` has none: declined there);
+layers computing in another dtype than float32, quantized or with LoRA run their own code.
+Sliding windows applied inside the call (Gemma 3, Qwen) are the layer's own
+``_mask_sliding_window``, a window the core computes itself (GPT-OSS) is rebuilt from the layer's
+``sliding_window``; both go into the fused op's mask. Before a layer fuses, a probe runs its
+``_compute_attention`` on small random inputs (a padded row, the step at a nonzero index, 64 keys)
+and compares it with what the fused op computes, picking the scale and windows it agrees with
+(:func:`_verified`), so a layer whose core does something else (a bias the plan does not know, a
+window the probe's 64 keys cannot see is the limit) is declined, not exported wrong. Inside a
+whole-layer region's body (``keras_attention.py``) the core stays library code.
 """
 
 from __future__ import annotations
