@@ -31,8 +31,8 @@ Sliding windows applied inside the call (Gemma 3, Qwen) are the layer's own
 ``sliding_window``; both go into the fused op's mask. Before a layer fuses, a probe runs its
 ``_compute_attention`` on small random inputs (a padded row, the step at a nonzero index, 64 keys)
 and compares it with what the fused op computes, picking the scale and windows it agrees with
-(:func:`_verified`), so a layer whose core does something else (a bias the plan does not know, a
-window the probe's 64 keys cannot see is the limit) is declined, not exported wrong. Inside a
+(:func:`_verified`), so a layer whose core does something else (a bias the plan does not know) is
+declined, not exported wrong. Its limit: a window wider than its 64 keys goes unseen. Inside a
 whole-layer region's body (``keras_attention.py``) the core stays library code.
 """
 
