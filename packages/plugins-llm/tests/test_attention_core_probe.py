@@ -122,3 +122,17 @@ def test_the_export_reports_each_layer(tmp_path, target, opset, expected):
         assert not {op for _, op in op_counts(folder)} & {"Attention", "GroupQueryAttention"}
     else:
         assert report == [{"layer": i, "fused": expected} for i in range(LAYERS)]
+
+
+def test_the_probe_covers_the_export_context():
+    """A window of 100 keys the core applies unannounced: beyond a 64-key probe, so a folder of
+    max_length 64 (where it changes nothing) fuses, and one of 256 does not."""
+    def window(scores):
+        return jnp.where(jnp.arange(scores.shape[-1]) < scores.shape[-1] - 100, -1e9, scores)
+
+    layer = Layer(scale=0.3, extra=window)
+    plan = core.core_plan(layer)
+    args = (layer, layer._compute_attention, plan, HEADS, KV_HEADS, HEADS // KV_HEADS, HEAD, np.dtype(bool),
+            ["start_index"], {})
+    assert isinstance(core._verified(*args, total=64), core.CorePlan)
+    assert "is not softmax" in core._verified(*args, total=256)

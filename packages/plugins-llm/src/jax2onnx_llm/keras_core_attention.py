@@ -32,7 +32,8 @@ Sliding windows applied inside the call (Gemma 3, Qwen) are the layer's own
 ``_compute_attention`` on small random inputs (a padded row, the step at a nonzero index, 64 keys)
 and compares it with what the fused op computes, picking the scale and windows it agrees with
 (:func:`_verified`), so a layer whose core does something else (a bias the plan does not know) is
-declined, not exported wrong. Its limit: a window wider than its 64 keys goes unseen. Inside a
+declined, not exported wrong. It runs over the export's whole context (``max_length`` keys, at
+least 64, at most 16384), so a window it does not see changes no token the folder can generate. Inside a
 whole-layer region's body (``keras_attention.py``) the core stays library code.
 """
 
@@ -58,8 +59,10 @@ from .fused import fused_kind
 lowerings = Lowerings()
 
 KERAS_CORE_MARK = "jax2onnx_llm.keras_core_attention"
-#: the probe's key length (windows shorter than this are seen by the probe)
+#: the probe's key length: at least this, and the export's context length up to MAX_PROBE_KEYS, so a
+#: window the core applies unannounced is seen wherever it could change a token of the folder
 PROBE_KEYS = 64
+MAX_PROBE_KEYS = 16384
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,10 +150,13 @@ def _kv_heads(layer: Any) -> int | None:
     return None
 
 
-def core_attention(layer: Any, original: Callable[..., Any], index: Any) -> Callable[..., Any]:
+def core_attention(layer: Any, original: Callable[..., Any], index: Any,
+                   context: int | None = None) -> Callable[..., Any]:
     """The stand-in for ``layer._compute_attention`` (``original``: the layer's bound method) during
     the export: a fused region where the layer may fuse, else ``original`` as called. ``index``: the
-    step's ``cache_update_index`` (where this step's keys are in the buffer)."""
+    step's ``cache_update_index`` (where this step's keys are in the buffer); ``context``: the
+    export's ``max_length`` (the probe's key length, within ``PROBE_KEYS .. MAX_PROBE_KEYS``)."""
+    probe_keys = min(max(PROBE_KEYS, int(context or 0)), MAX_PROBE_KEYS)
     signature = inspect.signature(original)
     names = list(signature.parameters)
     layer_at = attention_report.layer_index(layer)
@@ -187,7 +193,7 @@ def core_attention(layer: Any, original: Callable[..., Any], index: Any) -> Call
         shapes = (tuple(q.shape[2:]), tuple(k.shape[2:]), str(mask.dtype))
         if shapes not in verdicts:
             verdicts[shapes] = _verified(layer, original, plan, heads, kv_heads, stride, int(q.shape[3]),
-                                         mask.dtype, extra, static)
+                                         mask.dtype, extra, static, total=probe_keys)
         verdict = verdicts[shapes]
         if isinstance(verdict, str):
             attention_report.decline(layer_at, verdict)
@@ -209,11 +215,12 @@ def core_attention(layer: Any, original: Callable[..., Any], index: Any) -> Call
 
 
 def _verified(layer: Any, original: Callable[..., Any], plan: CorePlan, heads: int, kv_heads: int, stride: int,
-              head_size: int, mask_dtype: Any, extra: list[str], static: dict[str, Any]) -> CorePlan | str:
+              head_size: int, mask_dtype: Any, extra: list[str], static: dict[str, Any],
+              total: int = PROBE_KEYS) -> CorePlan | str:
     """``plan`` with its scale (and the window the core applies itself, if any) for which the probe
     shows the layer's core computing exactly what the fused op does, else the reason it does not."""
     window = _window_candidate(layer)
-    windows = [None] + ([window] if window is not None and window < PROBE_KEYS - 3 else [])
+    windows = [None] + ([window] if window is not None and window < total - 3 else [])
     # a layer flagged use_sliding_window_attention may window in its core (Gemma 3, Qwen) or have its
     # decoder block window the mask it is handed (Gemma 4): the probe tells
     narrowed = [True, False] if plan.windowed else [False]
@@ -221,7 +228,8 @@ def _verified(layer: Any, original: Callable[..., Any], plan: CorePlan, heads: i
     for scale in _scale_candidates(layer, plan, head_size, heads):
         for w, own in itertools.product(windows, narrowed):
             candidate = dataclasses.replace(plan, scale=scale, window=w, windowed=own)
-            reason = _probe(layer, original, candidate, heads, kv_heads, stride, head_size, mask_dtype, extra, static)
+            reason = _probe(layer, original, candidate, heads, kv_heads, stride, head_size, mask_dtype, extra, static,
+                            total)
             if reason is None:
                 return candidate
             first = first or reason
@@ -229,10 +237,11 @@ def _verified(layer: Any, original: Callable[..., Any], plan: CorePlan, heads: i
 
 
 def _probe(layer: Any, original: Callable[..., Any], plan: CorePlan, heads: int, kv_heads: int, stride: int,
-           head_size: int, mask_dtype: Any, extra: list[str], static: dict[str, Any]) -> str | None:
-    """None when the layer's core equals the fused op's attention on random inputs, else the reason."""
+           head_size: int, mask_dtype: Any, extra: list[str], static: dict[str, Any], total: int) -> str | None:
+    """None when the layer's core equals the fused op's attention on random inputs (``total`` keys,
+    the last 3 the step's), else the reason."""
     rng = np.random.default_rng(0)
-    batch, seq, total = 2, 3, PROBE_KEYS
+    batch, seq = 2, 3
     index = total - seq
     q = rng.standard_normal((batch, seq, heads, head_size)).astype(np.float32)
     k = rng.standard_normal((batch, total, kv_heads, head_size)).astype(np.float32)

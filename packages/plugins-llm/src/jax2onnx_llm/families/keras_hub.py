@@ -71,7 +71,7 @@ def decoder_spec(model: Any) -> DecoderSpec:
         elif name == "GemmaCausalLM":
             x = x * jnp.sqrt(jnp.asarray(backbone.hidden_dim, x.dtype))
         # what the whole-layer regions (keras_attention.py) decline: the softmax core fused
-        with attention_cores(backbone.transformer_layers, past):
+        with attention_cores(backbone.transformer_layers, past, cache.max_length):
             for i, layer in enumerate(backbone.transformer_layers):
                 k, v = cache.keys[i].transpose(0, 2, 1, 3), cache.values[i].transpose(0, 2, 1, 3)
                 if cache.layout == "concat":

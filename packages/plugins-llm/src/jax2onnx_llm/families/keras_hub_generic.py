@@ -84,7 +84,7 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
         with contextlib.ExitStack() as stack:
             for layer, hook in zip(decoders, masking):
                 stack.enter_context(hook(layer, visible))
-            stack.enter_context(attention_cores(decoders, past))
+            stack.enter_context(attention_cores(decoders, past, cache.max_length))
             for table in tables:
                 stack.enter_context(_positions(table, position_ids))
             logits, _, library_cache = model.call_with_cache(input_ids, library_cache, past)
@@ -109,9 +109,10 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
 
 
 @contextlib.contextmanager
-def attention_cores(decoders: list[Any], past: Any) -> Iterator[None]:
+def attention_cores(decoders: list[Any], past: Any, context: int | None) -> Iterator[None]:
     """For this call, each decoder layer's softmax core (``_compute_attention``) as the export
-    target's fused op (``keras_core_attention.py``), and the layers noted for the export's report."""
+    target's fused op (``keras_core_attention.py``; ``context``: the export's ``max_length``), and
+    the layers noted for the export's report."""
     attention_report.register(decoders)
     with contextlib.ExitStack() as stack:
         for i, decoder in enumerate(decoders):
@@ -120,7 +121,7 @@ def attention_cores(decoders: list[Any], past: Any) -> Iterator[None]:
                 attention_report.decline(i, keras_core_attention.no_core_reason(decoder))
             for core in cores:
                 stack.enter_context(_override(core, "_compute_attention", keras_core_attention.core_attention(
-                    core, core._compute_attention, past)))
+                    core, core._compute_attention, past, context)))
         yield
 
 
