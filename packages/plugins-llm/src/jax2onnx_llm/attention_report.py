@@ -1,12 +1,14 @@
 """Which attention layers of an export fused, and why the others did not.
 
-During an export the family adapter opens a :func:`recording` of its decoder layers; the regions
-that fuse (``keras_attention.py``, ``keras_core_attention.py``, ``attend``) tag the fused node with
-its decoder layer's index (:func:`tag`), and code that declines a layer says why (:func:`decline`).
+During an export a :func:`recording` is open (``export._write_model``); the KerasHub adapters
+register their decoder layers (:func:`register`), the regions that fuse (``keras_attention.py``,
+``keras_core_attention.py``, ``attend``) tag the fused node with its decoder layer's index
+(:func:`tag`), and code that declines a layer says why (:func:`decline`).
 :class:`AttentionReportPass`, in the rewrite slot, reads the tags off the graph (so a region that was
-declined at lowering, or removed, is reported as it ended) and writes one JSON list to the model's
-metadata, ``jax2onnx_llm:attention``: per decoder layer, the fused op or the reason. The folder's
-report reads it back (:func:`attention_fusions`); ``jax2onnx llm`` prints it.
+declined at lowering, or removed, is reported as it ended; fused nodes that know no layer, the
+Hugging Face layers', count in graph order when there is one per remaining layer) and writes one JSON
+list to the model's metadata, ``jax2onnx_llm:attention``: per decoder layer, the fused op or the
+reason. :func:`attention_fusions` reads it back; ``jax2onnx llm`` prints it.
 
 The record is a ``contextvars`` value of the running export, so two threads exporting at once
 each fill their own.
@@ -69,13 +71,6 @@ def register(decoders: Iterable[Any]) -> None:
         for layer in [decoder, *(flatten(include_self=False, recursive=True) if callable(flatten) else [])]:
             record.index.setdefault(id(layer), i)
             record.layers.append(layer)
-
-
-def register_count(num_layers: int) -> None:
-    """The running export's decoder layer count, where layers are numbered by the code (``attend``)."""
-    record = _RECORD.get()
-    if record is not None:
-        record.num_layers = max(record.num_layers, num_layers)
 
 
 def layer_index(layer: Any) -> int:
@@ -171,4 +166,4 @@ def describe(layers: list[dict[str, Any]]) -> list[str]:
 
 
 __all__ = ["KEY", "AttentionReportPass", "attention_fusions", "decline", "describe", "layer_index", "recording",
-           "register", "register_count", "tag"]
+           "register", "tag"]
