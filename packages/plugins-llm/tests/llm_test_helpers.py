@@ -129,3 +129,32 @@ def assert_moe_fused(folder, layers: int, experts: int = 4, op: str = "MoE") -> 
                 else:
                     ends.add(node.op_type)
         assert ends <= {op}, f"{name} is read by {ends}, not only by {op}"
+
+
+GQA_OP, ATTENTION_OP = f"{MS}.GroupQueryAttention", "Attention"
+
+
+def assert_layer_fusions(folder, expected: list[str]) -> None:
+    """Per decoder layer, what its attention became: ``expected[i]`` is the fused op's name (one
+    node of it tagged with layer ``i`` in the graph, and the export's report saying so) or a piece
+    of the reason the report gives for running the library's own attention (no fused node)."""
+    from jax2onnx_llm.attention_report import FUSED_OPS, TAG, attention_fusions
+
+    graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
+    per_layer: dict[int, list[str]] = {}
+    for node in graph.node:
+        name = FUSED_OPS.get((node.domain if node.domain != "ai.onnx" else "", node.op_type))
+        if name is not None:
+            tags = {p.key: p.value for p in node.metadata_props}
+            per_layer.setdefault(int(tags.get(TAG, -1)), []).append(name)
+    report = attention_fusions(folder)
+    assert [entry["layer"] for entry in report] == list(range(len(expected))), report
+    for i, want in enumerate(expected):
+        entry = report[i]
+        if want in FUSED_OPS.values():
+            assert per_layer.get(i) == [want], f"layer {i}: fused nodes {per_layer.get(i)}, want one {want}"
+            assert entry["fused"] == want, entry
+        else:
+            assert i not in per_layer, f"layer {i}: {per_layer[i]} fused, but expected not fused ({want})"
+            assert entry["fused"] is None and want in entry["reason"], (i, entry)
+    assert -1 not in per_layer, f"fused attention nodes without a layer: {per_layer[-1]}"

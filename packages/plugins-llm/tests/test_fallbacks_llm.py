@@ -1,5 +1,6 @@
 """The attention fusion's edges: configurations the fused lowering does not cover run the library's own
-attention code and still generate exactly (no fused op written where it falls back), and the ones it
+attention code and still generate exactly (no fused op written where it falls back; a KerasHub layer
+the whole-layer region declines still fuses its softmax core, its rotation the library's), and the ones it
 covers beyond the main tests' shapes (GroupQueryAttention's own rotation on Mistral and Gemma, a
 RoPE scaling the library ignores) are fused and exact. Same harness as the family tests:
 onnxruntime-genai's greedy tokens == the library's own greedy ``generate`` over NEW_TOKENS new tokens,
@@ -14,10 +15,13 @@ import onnx
 import pytest
 from jax2onnx_llm import export_causal_lm
 from llm_test_helpers import (
+    ATTENTION_OP,
+    GQA_OP,
     MS,
     NEW_TOKENS,
     PROMPTS,
     assert_fused_attention,
+    assert_layer_fusions,
     assert_same_tokens,
     check_folder,
     op_counts,
@@ -169,24 +173,34 @@ def _keras_export_and_compare(tmp_path, model, cache: str, target: str):
     return folder, reference, eos
 
 
+def assert_core_fused(folder, target: str, whole_layers: int, layers: int = 2) -> None:
+    """Every layer's attention fused (the export's per-layer report and one tagged node each):
+    ``whole_layers`` of them as the whole-layer region (with the pack's rotary op), the others as
+    the softmax core only (``keras_core_attention.py``), KerasHub's own rotation beside it."""
+    assert_layer_fusions(folder, [GQA_OP if target == "onnxruntime" else ATTENTION_OP] * layers)
+    rotary = (MS, "RotaryEmbedding") if target == "onnxruntime" else ("", "RotaryEmbedding")
+    assert op_counts(folder).get(rotary, 0) == 2 * whole_layers, op_counts(folder)
+    assert_fused_layers(folder, target, whole_layers if target == "onnx" else layers)
+
+
 @pytest.mark.parametrize(("target", "cache"), TARGETS_CACHES)
 def test_keras_gemma_logit_soft_cap_falls_back(tmp_path, target, cache):
-    """Gemma 2's attention logit soft cap (tanh on the scores, which no fused op applies): every
-    layer runs KerasHub's own attention (and the final logits' soft cap, Gemma 2's other one, is
-    the backbone's own code in any case)."""
+    """Gemma 2's attention logit soft cap (tanh on the scores): the whole-layer region declines,
+    each layer's softmax core fuses with the op's soft cap (and the final logits' soft cap, Gemma
+    2's other one, is the backbone's own code in any case)."""
     model = _keras_model("gemma", attention_logit_soft_cap=5.0, final_logit_soft_cap=30.0)
     folder, reference, eos = _keras_export_and_compare(tmp_path, model, cache, target)
-    assert_fused_layers(folder, target, 0)
+    assert_core_fused(folder, target, whole_layers=0)
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
 
 
 @pytest.mark.parametrize(("target", "cache"), TARGETS_CACHES)
 def test_keras_gemma_sliding_window_falls_back(tmp_path, target, cache):
-    """Gemma 2's sliding window (on every other layer, KerasHub's choice): the windowed layer runs
-    KerasHub's own attention, the global one is fused."""
+    """Gemma 2's sliding window (on every other layer, KerasHub's choice): the global layer is
+    fused whole, the windowed one's softmax core with KerasHub's windowed mask."""
     model = _keras_model("gemma", use_sliding_window_attention=True, sliding_window_size=6)
     folder, reference, eos = _keras_export_and_compare(tmp_path, model, cache, target)
-    assert_fused_layers(folder, target, 1)
+    assert_core_fused(folder, target, whole_layers=1)
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
 
 
@@ -205,10 +219,10 @@ SCALED_ROPE = {
 @pytest.mark.parametrize(("target", "cache"), TARGETS_CACHES)
 @pytest.mark.parametrize("rope", sorted(SCALED_ROPE))
 def test_keras_llama_scaled_rope_falls_back(tmp_path, rope, target, cache):
-    """A scaled RoPE: KerasHub's own rotation runs, no fused op."""
+    """A scaled RoPE: KerasHub's own rotation runs, its softmax core fused."""
     model = _keras_model("llama", **SCALED_ROPE[rope])
     folder, reference, eos = _keras_export_and_compare(tmp_path, model, cache, target)
-    assert_fused_layers(folder, target, 0)
+    assert_core_fused(folder, target, whole_layers=0)
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
 
 

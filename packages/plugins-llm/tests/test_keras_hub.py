@@ -8,7 +8,16 @@ import os
 import numpy as np
 import pytest
 from jax2onnx_llm import export_causal_lm
-from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_fused_attention, assert_same_tokens, check_folder
+from llm_test_helpers import (
+    ATTENTION_OP,
+    GQA_OP,
+    NEW_TOKENS,
+    PROMPTS,
+    assert_fused_attention,
+    assert_layer_fusions,
+    assert_same_tokens,
+    check_folder,
+)
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 keras = pytest.importorskip("keras", reason="KerasHub models need keras")
@@ -74,6 +83,8 @@ def test_generates_the_library_tokens(tmp_path, family, cache, target):
     # each decoder layer's attention became one fused attention (head size 8: RoPE by a
     # RotaryEmbedding op on q and k; GPT-2 has none)
     assert_fused_attention(folder, target, 2, rotary=None if family == "gpt2" else "op", cache=cache)
+    # ... and the export's report names it per layer (the whole-layer region tagged its node)
+    assert_layer_fusions(folder, [GQA_OP if target == "onnxruntime" else ATTENTION_OP] * 2)
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
 
 

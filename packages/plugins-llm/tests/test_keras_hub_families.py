@@ -12,10 +12,13 @@ import pytest
 from jax2onnx_llm import export_causal_lm
 from jax2onnx_llm.errors import UnsupportedModelError
 from llm_test_helpers import (
+    ATTENTION_OP,
+    GQA_OP,
     MOE_FAMILIES,
     MS,
     NEW_TOKENS,
     PROMPTS,
+    assert_layer_fusions,
     assert_moe_fused,
     assert_same_tokens,
     check_folder,
@@ -50,9 +53,11 @@ def _builders():
         "phi3": lambda: M.Phi3CausalLM(M.Phi3Backbone(
             **GQA, max_sequence_length=256, pretraining_sequence_length=128, rope_scaling_type="su",
             rope_scaling_short_factor=[1.0, 1.5, 2.0, 3.0], rope_scaling_long_factor=[2.0, 3.0, 4.0, 8.0])),
-        # text only (no vision encoder); sliding-window layers with a window of 6
+        # text only (no vision encoder); sliding-window layers with a window of 6, and an attention
+        # logit soft cap low enough to change scores of this size
         "gemma3": lambda: M.Gemma3CausalLM(preprocessor=None, backbone=M.Gemma3Backbone(
-            **GQA, head_dim=8, image_size=16, use_sliding_window_attention=True, sliding_window_size=6)),
+            **GQA, head_dim=8, image_size=16, use_sliding_window_attention=True, sliding_window_size=6,
+            attention_logit_soft_cap=5.0)),
         # SmolLM3's NoPE layers: rotary in the first layer only
         "smollm3": lambda: M.SmolLM3CausalLM(M.SmolLM3Backbone(
             vocabulary_size=VOCAB, hidden_dim=32, intermediate_dim=64, num_layers=2, num_attention_heads=4,
@@ -80,6 +85,18 @@ def _builders():
             tie_word_embeddings=True)),
         "gpt_oss": lambda: M.GptOssCausalLM(M.GptOssBackbone(**GQA, num_experts=4, top_k=2, sliding_window=6)),
     }
+
+
+#: What each family's attention layers become, per target (every layer alike in these models):
+#: the fused op, or a piece of the reason the export's report gives for the library's own code.
+ALIBI = "ALiBi bias"
+SINKS = "attention sinks: opset-23 Attention has no sink input"
+FUSED = {family: {"onnxruntime": GQA_OP, "onnx": ATTENTION_OP} for family in _builders()}
+FUSED.update({
+    "bloom": {"onnxruntime": ALIBI, "onnx": ALIBI},
+    "falcon": {"onnxruntime": ALIBI, "onnx": ALIBI},
+    "gpt_oss": {"onnxruntime": GQA_OP, "onnx": SINKS},  # GroupQueryAttention's head_sink input
+})
 
 
 def make(family: str):
@@ -118,6 +135,8 @@ def keras_reference(model):
 @pytest.mark.parametrize("cache", ["concat", "shared"])
 @pytest.mark.parametrize("family", list(_builders()))
 def test_generates_the_library_tokens(tmp_path, family, cache):
+    """target="onnxruntime": GroupQueryAttention in every layer whose attention it expresses (the
+    library's own code, for the reason the report names, in the others), KerasHub's tokens."""
     model = make(family)
     reference = keras_reference(model)
     seen = set(np.asarray(reference(PROMPTS)).ravel()) | set(np.asarray(reference(PROMPTS[:1])).ravel())
@@ -127,23 +146,27 @@ def test_generates_the_library_tokens(tmp_path, family, cache):
     check_folder(folder)
     if family in MOE_FAMILIES:  # target="onnxruntime": onnxruntime's MoE op per layer (keras_moe.py)
         assert_moe_fused(folder, layers=2)
+    assert_layer_fusions(folder, [FUSED[family]["onnxruntime"]] * len(model.backbone.transformer_layers))
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
 
 
-@pytest.mark.parametrize("family", ["llama3", "gemma3", "opt", "bloom", "qwen3_moe"])
+@pytest.mark.parametrize("family", list(_builders()))
 def test_standard_onnx_generates_the_library_tokens(tmp_path, family):
-    """target="onnx": the library's own layers in standard ONNX only (no contrib op), same tokens;
-    the model is left as it was."""
+    """target="onnx": opset-23 Attention where it expresses the layer, standard ONNX only (no
+    contrib op), same tokens; the model is left as it was."""
     model = make(family)
     reference = keras_reference(model)
     seen = set(np.asarray(reference(PROMPTS)).ravel()) | set(np.asarray(reference(PROMPTS[:1])).ravel())
     eos = next(t for t in range(1, VOCAB) if t not in seen)
-    folder = export_causal_lm(model, tmp_path / family, max_length=64, cache="shared", target="onnx",
+    # the growing cache for some (Attention over the past plus the step's room), the shared buffer for the rest
+    cache = "concat" if family in ("mistral", "gemma3", "gpt_neox") else "shared"
+    folder = export_causal_lm(model, tmp_path / family, max_length=64, cache=cache, target="onnx",
                               eos_token_id=eos, pad_token_id=0)
     check_folder(folder)
     assert not any(domain == MS for domain, _ in op_counts(folder)), op_counts(folder)
-    # the export's stand-ins (masks, positions, the cache probe) are gone from the model
-    touched = {"call", "call_with_cache", "_compute_attention_mask"}
+    assert_layer_fusions(folder, [FUSED[family]["onnx"]] * len(model.backbone.transformer_layers))
+    # the export's stand-ins (masks, positions, attention cores, the cache probe) are gone from the model
+    touched = {"call", "call_with_cache", "_compute_attention_mask", "_compute_attention"}
     assert not [o for o in [model, *model.backbone._flatten_layers()] if touched & set(vars(o))]
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
 

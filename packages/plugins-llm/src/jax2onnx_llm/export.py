@@ -34,7 +34,7 @@ from jax2onnx import ExportProgram
 from jax2onnx import progress as progress_report
 from jax2onnx.targets import MS_DOMAIN, get_target
 
-from . import families, genai_config, norm_fusion, special_tokens, tokenizers
+from . import attention_report, families, genai_config, norm_fusion, special_tokens, tokenizers
 from . import weights as weights_mod
 from .calibration import with_calibration_batches
 from .errors import CacheLayoutError, MaxLengthError, OptionError
@@ -293,8 +293,13 @@ def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, prec
         inputs, fn = [streamed, *inputs], streamed_step(spec, cache, max_length)
     keywords = export_keywords(spec, path, precision=precision, target=target, opset=opset,
                                external_data=external_data)
-    # attend() regions read the target from the program's options when they are lowered (fused.py)
-    ExportProgram(fn, inputs, **keywords).write()
+    # attend() regions read the target from the program's options when they are lowered (fused.py);
+    # the regions and adapters note per decoder layer what fused, and the report pass writes it down
+    with attention_report.recording() as record:
+        record.num_layers = spec.num_layers
+        keywords["rewrite_passes"] = (*keywords["rewrite_passes"],
+                                      lambda options: attention_report.AttentionReportPass(record))
+        ExportProgram(fn, inputs, **keywords).write()
 
 
 @contextlib.contextmanager

@@ -42,6 +42,7 @@ import numpy as np
 import onnx_ir as ir
 from jax2onnx.plugin import Lowerings, marked_call
 
+from . import attention_report
 from .spec import (
     KVCache,
     RotaryTables,
@@ -81,6 +82,7 @@ def attend_region(cache: KVCache, layer: int, q: Any, k: Any, v: Any, *, scale: 
         out, new_k, new_v = marked_call(
             ATTENTION_MARK, _region, q, k, v, cache.keys[layer], cache.values[layer], bias, positions,
             layout=cache.layout, scale=float(scale), theta=float(rotary.theta), max_length=int(cache.max_length),
+            layer=layer,
         )
     else:
         if rotary is not None:  # tables of unknown origin: rotated in the graph before the region
@@ -88,14 +90,14 @@ def attend_region(cache: KVCache, layer: int, q: Any, k: Any, v: Any, *, scale: 
             q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         out, new_k, new_v = marked_call(
             ATTENTION_MARK, _region, q, k, v, cache.keys[layer], cache.values[layer], bias,
-            layout=cache.layout, scale=float(scale), theta=None, max_length=None,
+            layout=cache.layout, scale=float(scale), theta=None, max_length=None, layer=layer,
         )
     cache.keys[layer], cache.values[layer] = new_k, new_v
     return out
 
 
 def _region(q: Any, k: Any, v: Any, past_k: Any, past_v: Any, bias: Any, positions: Any = None, *, layout: str,
-            scale: float, theta: float | None, max_length: int | None) -> Any:
+            scale: float, theta: float | None, max_length: int | None, layer: int = -1) -> Any:
     """The region's body: (the rotation, then) the reference attention, its mask rebuilt from the
     bias's valid entries."""
     if positions is not None:
@@ -133,11 +135,13 @@ def lower_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_k: ir.
         angles = np.arange(params["max_length"], dtype=np.float32)[:, None] * np.asarray(
             rope_frequencies(int(head_size), params["theta"]))
         rotary = (positions, np.cos(angles), np.sin(angles))  # as rotary_tables computes them
-    return emit_attention(
+    outs = emit_attention(
         ctx, kind, q, k, v, past_k, past_v, bias, ctx.op.Shape(bias, start=3, end=4), layout=params["layout"],
         num_heads=int(num_heads), kv_heads=int(k_aval.shape[2]), head_size=int(head_size),
         scale=float(params["scale"]), rotary=rotary, dtypes=(q_aval.dtype, pk_aval.dtype),
     )
+    attention_report.tag(outs[0], params.get("layer", -1))
+    return outs
 
 
 #: (positions (batch, seq), cos, sin (rows, head_size // 2): numpy tables or values computed in the graph)
@@ -181,7 +185,10 @@ def _columns(ctx: Any, bias: ir.Value, length: ir.Value) -> ir.Value:
 def group_query_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_k: ir.Value, past_v: ir.Value,
                           bias: ir.Value, total: ir.Value, *, num_heads: int, kv_heads: int, head_size: int,
                           scale: float, rotary: Rotary | None, dtypes: tuple[Any, Any],
-                          bias_columns: str = "total") -> tuple[ir.Value, ...]:
+                          bias_columns: str = "total", softcap: float = 0.0,
+                          head_sink: ir.Value | None = None) -> tuple[ir.Value, ...]:
+    """``softcap``: ``softcap * tanh(scores / softcap)`` before the bias (0: none); ``head_sink``:
+    a logit per query head that joins each softmax's denominator (GPT-OSS's sinks)."""
     q_dtype, cache_dtype = dtypes
     flat = ctx.i64([0, 0, -1])
     q3, k3, v3 = ctx.op.Reshape(q, flat), ctx.op.Reshape(k, flat), ctx.op.Reshape(v, flat)
@@ -209,8 +216,9 @@ def group_query_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_
                                                _domain="com.microsoft"), q_dtype)
     out, present_k, present_v = ctx.op.GroupQueryAttention(
         q3, k3, v3, past_k, past_v, seqlens_k, total_len, cos_cache, sin_cache, None, bias,
+        *([head_sink] if head_sink is not None else []),
         num_heads=num_heads, kv_num_heads=kv_heads, scale=float(scale), do_rotary=do_rotary, rotary_interleaved=0,
-        _domain="com.microsoft", _outputs=3, _name="gqa",
+        **({"softcap": float(softcap)} if softcap else {}), _domain="com.microsoft", _outputs=3, _name="gqa",
     )
     _typed(out, q_dtype), _typed(present_k, cache_dtype), _typed(present_v, cache_dtype)
     out4 = ctx.op.Reshape(out, ctx.op.Concat(ctx.op.Shape(q, start=0, end=2), ctx.i64([num_heads, head_size]), axis=0))

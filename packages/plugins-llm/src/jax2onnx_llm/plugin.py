@@ -3,4 +3,5 @@ KerasHub attention layers' patches and lowerings, KerasHub's mixture-of-experts 
 
 from jax2onnx.plugin import PackModules
 
-plugin = PackModules("jax2onnx_llm", ["fused", "hf_attention", "hf_attention_more", "keras_attention", "keras_moe"])
+plugin = PackModules("jax2onnx_llm", ["fused", "hf_attention", "hf_attention_more", "keras_attention", "keras_core_attention",
+                                         "keras_moe"])

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 
 from ..errors import UnsupportedModelError
 from ..spec import DecoderSpec, KVCache
+from .keras_hub_generic import attention_cores
 from .support import supported_family
 
 FAMILIES = {"GPT2CausalLM": "decoder", "GemmaCausalLM": "gemma", "LlamaCausalLM": "llama"}
@@ -69,20 +70,22 @@ def decoder_spec(model: Any) -> DecoderSpec:
             x = backbone.embeddings_add((x, jnp.take(jnp.asarray(table), position_ids, axis=0).astype(x.dtype)))
         elif name == "GemmaCausalLM":
             x = x * jnp.sqrt(jnp.asarray(backbone.hidden_dim, x.dtype))
-        for i, layer in enumerate(backbone.transformer_layers):
-            k, v = cache.keys[i].transpose(0, 2, 1, 3), cache.values[i].transpose(0, 2, 1, 3)
-            if cache.layout == "concat":
-                room = jnp.zeros((batch, seq, kv_heads, head_size), k.dtype)
-                k, v = jnp.concatenate([k, room], axis=1), jnp.concatenate([v, room], axis=1)
-            layer_cache = jnp.stack([k, v], axis=1)  # (batch, 2, capacity, kv_heads, head_size)
-            if name == "GemmaCausalLM":
-                with _attention_mask(layer, visible):
-                    x, layer_cache = layer(x, cache=layer_cache, cache_update_index=past)
-            else:
-                x, layer_cache = layer(x, decoder_attention_mask=visible, self_attention_cache=layer_cache,
-                                       self_attention_cache_update_index=past)
-            cache.keys[i] = layer_cache[:, 0].transpose(0, 2, 1, 3)
-            cache.values[i] = layer_cache[:, 1].transpose(0, 2, 1, 3)
+        # what the whole-layer regions (keras_attention.py) decline: the softmax core fused
+        with attention_cores(backbone.transformer_layers, past, cache.max_length):
+            for i, layer in enumerate(backbone.transformer_layers):
+                k, v = cache.keys[i].transpose(0, 2, 1, 3), cache.values[i].transpose(0, 2, 1, 3)
+                if cache.layout == "concat":
+                    room = jnp.zeros((batch, seq, kv_heads, head_size), k.dtype)
+                    k, v = jnp.concatenate([k, room], axis=1), jnp.concatenate([v, room], axis=1)
+                layer_cache = jnp.stack([k, v], axis=1)  # (batch, 2, capacity, kv_heads, head_size)
+                if name == "GemmaCausalLM":
+                    with _attention_mask(layer, visible):
+                        x, layer_cache = layer(x, cache=layer_cache, cache_update_index=past)
+                else:
+                    x, layer_cache = layer(x, decoder_attention_mask=visible, self_attention_cache=layer_cache,
+                                           self_attention_cache_update_index=past)
+                cache.keys[i] = layer_cache[:, 0].transpose(0, 2, 1, 3)
+                cache.values[i] = layer_cache[:, 1].transpose(0, 2, 1, 3)
         x = backbone.layer_norm(x)
         return backbone.token_embedding(x, reverse=True), cache
 

@@ -32,6 +32,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from .. import attention_report, keras_core_attention
 from ..errors import UnsupportedModelError
 from ..spec import DecoderSpec, KVCache
 
@@ -83,6 +84,7 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
         with contextlib.ExitStack() as stack:
             for layer, hook in zip(decoders, masking):
                 stack.enter_context(hook(layer, visible))
+            stack.enter_context(attention_cores(decoders, past, cache.max_length))
             for table in tables:
                 stack.enter_context(_positions(table, position_ids))
             logits, _, library_cache = model.call_with_cache(input_ids, library_cache, past)
@@ -104,6 +106,23 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
         pad_token_id=pad if pad is not None else 0, model_type="decoder", family=f"KerasHub {name}",
         tokenizer=tokenizer,
     )
+
+
+@contextlib.contextmanager
+def attention_cores(decoders: list[Any], past: Any, context: int | None) -> Iterator[None]:
+    """For this call, each decoder layer's softmax core (``_compute_attention``) as the export
+    target's fused op (``keras_core_attention.py``; ``context``: the export's ``max_length``), and
+    the layers noted for the export's report."""
+    attention_report.register(decoders)
+    with contextlib.ExitStack() as stack:
+        for i, decoder in enumerate(decoders):
+            cores = keras_core_attention.core_layers(decoder)
+            if not cores:
+                attention_report.decline(i, keras_core_attention.no_core_reason(decoder))
+            for core in cores:
+                stack.enter_context(_override(core, "_compute_attention", keras_core_attention.core_attention(
+                    core, core._compute_attention, past, context)))
+        yield
 
 
 def _token_id(tokenizer: Any, attr: str) -> Any:
