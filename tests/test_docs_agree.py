@@ -204,3 +204,31 @@ def test_the_readmes_verify_batch_sizes_are_what_the_quickstart_prints(tmp_path,
     (printed,) = re.findall(r"verification against JAX in onnxruntime \(batch ([\d, ]+)\): OK", capsys.readouterr().out)
     sizes = [int(s) for s in printed.split(",")]
     assert len(sizes) == _NUMBERS[said] == len(TRIAL_SIZES)
+
+
+#: Which install names a top-level module the LLM guide's blocks import: the LLM pack's own extras or
+#: another distribution (modules every one of these brings along — jax, numpy, flax via the examples
+#: pack, the standard library — need no word of their own).
+_LLM_GUIDE_INSTALLS = {
+    "onnxruntime_genai": "jax2onnx-llm[genai",
+    "transformers": "transformers",  # the extra's name, jax2onnx-llm[...,transformers]
+    "jax2onnx_examples": "jax2onnx-examples[llm]",
+    "keras_hub": "[keras-hub]",
+}
+
+
+def test_the_llm_guides_install_line_installs_what_its_blocks_import():
+    """Issue #32: the guide's first install line brings every library its runnable blocks import."""
+    text = _read("docs", "guide", "llm.md")
+    line = next(p for p in text.split("\n\n") if "pip install" in p)  # the first paragraph that installs
+    imported: set[str] = set()
+    for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module.split(".")[0])
+    needed = {m: word for m, word in _LLM_GUIDE_INSTALLS.items() if m in imported}
+    assert "onnxruntime_genai" in needed and "jax2onnx_examples" in needed, imported  # the table still fits the page
+    missing = {m: word for m, word in needed.items() if word not in line}
+    assert not missing, f"the install line {line!r} does not install {missing}"
