@@ -135,21 +135,37 @@ def _hf_region(module: Any, original: Callable[..., Any], named: dict[str, Any],
     # (slots past cache_index + sequence fall out through causality).
     seq = hidden.shape[1]
     inputs["bias"] = additive_bias(mask, cache["cache_index"], seq, capacity, hidden.dtype)
+    keys = tuple(k for k in named if k not in ("hidden_states", "attention_mask", "position_ids"))
+    out = cached_attention_region(
+        module, original, HF_ATTENTION_MARK, inputs, ("position_ids",) if style == "rope" else (),
+        {k: named[k] for k in keys}, style=style, num_heads=num_heads, kv_heads=int(kv_heads),
+        head_size=int(head_size), scale=float(1.0 / np.sqrt(int(head_size))), **static,
+    )
+    return (out,)
+
+
+def cached_attention_region(module: Any, original: Callable[..., Any], mark: str, inputs: dict[str, Any],
+                            keywords: tuple[str, ...], call_static: dict[str, Any], **static: Any) -> Any:
+    """A Hugging Face Flax attention layer's call as the marked region ``mark``, its cache written
+    back: the region's body is the library's own ``__call__`` (``original``) on its operands.
+
+    ``inputs``: ``x`` (hidden states), ``mask``, then the arrays the library call takes as the
+    keyword arguments ``keywords`` (in that order), then the lowering's own operands (the bias),
+    which the body does not read; ``call_static``: the call's other arguments; ``static``: what
+    the lowering reads from ``ctx.marked.params`` (``n_params``, the layer's parameter count, is added).
+    Returns the layer's output."""
+    cache = module.variables["cache"]
     params = [(path_name(p), v) for p, v in jax.tree_util.tree_flatten_with_path(module.variables["params"])[0]]
     cache_names = ("cached_key", "cached_value", "cache_index")
     weights = params + [(name, cache[name]) for name in cache_names]
     n_params = len(params)
     params_def = jax.tree_util.tree_structure(module.variables["params"])
     unbound = module.clone(parent=None)
-    keys = tuple(k for k in named if k not in ("hidden_states", "attention_mask", "position_ids"))
-    call_static = {k: named[k] for k in keys}
 
     def run(leaves: list[Any], x: Any, attention_mask: Any, *rest: Any) -> Any:
-        # The body is the library's own __call__ (unpatched) on these operands; bias is the
-        # lowering's, unused here.
         variables = {"params": jax.tree_util.tree_unflatten(params_def, leaves[:n_params]),
                      "cache": dict(zip(cache_names, leaves[n_params:]))}
-        extra = {"position_ids": rest[0]} if style == "rope" else {}
+        extra = dict(zip(keywords, rest))  # the trailing lowering operands have no keyword
 
         def apply(m: Any) -> Any:
             return original(m, hidden_states=x, attention_mask=attention_mask, **extra, **call_static)
@@ -158,14 +174,11 @@ def _hf_region(module: Any, original: Callable[..., Any], named: dict[str, Any],
         new = mutated["cache"]
         return outputs[0], new["cached_key"], new["cached_value"], new["cache_index"]
 
-    out, new_k, new_v, new_index = call_region(
-        HF_ATTENTION_MARK, run, inputs, weights, style=style, num_heads=num_heads, kv_heads=int(kv_heads),
-        head_size=int(head_size), scale=float(1.0 / np.sqrt(int(head_size))), n_params=n_params, **static,
-    )
+    out, new_k, new_v, new_index = call_region(mark, run, inputs, weights, n_params=n_params, **static)
     module.put_variable("cache", "cached_key", new_k)
     module.put_variable("cache", "cached_value", new_v)
     module.put_variable("cache", "cache_index", new_index)
-    return (out,)
+    return out
 
 
 def jax2onnx_apply(fn: Callable[[Any], Any], unbound: Any, variables: dict[str, Any]) -> tuple[Any, Any]:

@@ -37,11 +37,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import onnx_ir as ir
-from jax2onnx.fusion import Operands, call_region, matmul_bias, path_name
+from jax2onnx.fusion import Operands, matmul_bias
 from jax2onnx.plugin import Lowerings
 
 from .fused import _typed, additive_bias, emit_attention, fused_kind, library_cache
-from .hf_attention import _cached_self_attention, hf_patch, jax2onnx_apply
+from .hf_attention import _cached_self_attention, cached_attention_region, hf_patch
 from .region_patch import region_patch
 
 HF_MORE_ATTENTION_MARK = "jax2onnx_llm.hf_attention_more"
@@ -108,34 +108,10 @@ def _region(module: Any, original: Callable[..., Any], named: dict[str, Any], fa
     arrays = [k for k in named if k not in _CALL_ARGS and isinstance(named[k], jax.Array)]
     call_static = {k: v for k, v in named.items() if k not in _CALL_ARGS and k not in arrays}
     inputs: dict[str, Any] = {"x": hidden, "mask": mask, **{k: named[k] for k in arrays}, "bias": bias}
-    params = [(path_name(p), v) for p, v in jax.tree_util.tree_flatten_with_path(module.variables["params"])[0]]
-    cache_names = ("cached_key", "cached_value", "cache_index")
-    weights = params + [(name, cache[name]) for name in cache_names]
-    n_params = len(params)
-    params_def = jax.tree_util.tree_structure(module.variables["params"])
-    unbound = module.clone(parent=None)
-
-    def run(leaves: list[Any], x: Any, attention_mask: Any, *rest: Any) -> Any:
-        # The body is the library's own __call__ (unpatched) on these operands; the bias (the last
-        # operand) is the lowering's, unused here.
-        variables = {"params": jax.tree_util.tree_unflatten(params_def, leaves[:n_params]),
-                     "cache": dict(zip(cache_names, leaves[n_params:]))}
-        extra = dict(zip(arrays, rest))
-
-        def apply(m: Any) -> Any:
-            return original(m, hidden_states=x, attention_mask=attention_mask, **extra, **call_static)
-
-        outputs, mutated = jax2onnx_apply(apply, unbound, variables)
-        new = mutated["cache"]
-        return outputs[0], new["cached_key"], new["cached_value"], new["cache_index"]
-
-    out, new_k, new_v, new_index = call_region(
-        HF_MORE_ATTENTION_MARK, run, inputs, weights, family=family, num_heads=num_heads, kv_heads=int(kv_heads),
-        head_size=int(head_size), scale=scale, **static,
+    out = cached_attention_region(
+        module, original, HF_MORE_ATTENTION_MARK, inputs, tuple(arrays), call_static, family=family,
+        num_heads=num_heads, kv_heads=int(kv_heads), head_size=int(head_size), scale=scale, **static,
     )
-    module.put_variable("cache", "cached_key", new_k)
-    module.put_variable("cache", "cached_value", new_v)
-    module.put_variable("cache", "cache_index", new_index)
     return (out, None) if family in _RETURNS_WEIGHTS else (out,)
 
 
