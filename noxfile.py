@@ -70,6 +70,10 @@ TEST_DIRS = {
 ALL_PACKAGES = [CORE, *PACKS["examples"], "./packages/plugins-keras", "./packages/plugins-linen", *PACKS["eqx"][2:],
                 *PACKS["llm"][4:]]
 ALL_TESTS = [d for dirs in TEST_DIRS.values() for d in dirs] + ["tests"]
+#: The default session's tests: all but the LLM pack's, which export and generate tiny models of every
+#: family in onnxruntime-genai (~4 of the default session's 14 minutes on the 2-core machine once
+#: every KerasHub family ran on both targets) and run in `tests_llm`; CI (.ci/run) runs both.
+DEFAULT_TESTS = [d for d in ALL_TESTS if d not in TEST_DIRS["llm"]]
 #: onnxruntime is an optional extra of core (jax2onnx-core[runtime]); every test session verifies with it.
 #: sympy: onnxruntime.transformers' optimizer (the target="onnxruntime" tests) imports it; onnxruntime 1.31 does not install it.
 TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.31", "hypothesis>=6.100", "sympy"]
@@ -134,13 +138,23 @@ def _pytest(session: nox.Session, paths: list[str], *extra: str) -> None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Every pack's tests in one environment with the newest JAX/Flax; writes the coverage results."""
+    """Every pack's tests but the LLM pack's (``tests_llm``) in one environment with the newest JAX/Flax;
+    writes the coverage results."""
     session.install(*TEST_TOOLS, *ALL_PACKAGES)
     _install_template(session)
     session.env["KERAS_BACKEND"] = "jax"
     if os.path.exists(REPORT):
         os.remove(REPORT)
-    _pytest(session, [*ALL_TESTS, TEMPLATE_TESTS], f"--jax2onnx-report={REPORT}")
+    _pytest(session, [*DEFAULT_TESTS, TEMPLATE_TESTS], f"--jax2onnx-report={REPORT}")
+
+
+@nox.session(python=PYTHON)
+def tests_llm(session: nox.Session) -> None:
+    """The LLM pack's tests in the default session's environment (every pack installed): each family's
+    tiny model exported and generated in onnxruntime-genai against the library's own tokens."""
+    session.install(*TEST_TOOLS, *ALL_PACKAGES)
+    session.env["KERAS_BACKEND"] = "jax"
+    _pytest(session, TEST_DIRS["llm"])
 
 
 @nox.session(python=PYTHON)
