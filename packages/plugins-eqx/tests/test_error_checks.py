@@ -88,12 +88,23 @@ def test_a_jit_the_user_ran_before_is_traced_again_with_the_check_seen():
     assert "If" not in {n.op_type for n in model.graph.node}
 
 
+def _skip_unless_jax_traces(f, shape, mode):
+    """The floor cell pairs equinox's and JAX's oldest versions, some of which cannot trace a mode at
+    all (breakpoint mode's jax.pure_callback(vectorized=...) on JAX >= 0.6): nothing to export then."""
+    try:
+        jax.make_jaxpr(f)(jnp.ones(shape, jnp.float32))
+    except Exception as exc:  # noqa: BLE001 - any refusal of JAX itself
+        pytest.skip(f"equinox {eqx.__version__} with JAX {jax.__version__} cannot trace EQX_ON_ERROR={mode} "
+                    f"itself: {type(exc).__name__}: {str(exc)[:120]}")
+
+
 def test_breakpoint_mode_is_dropped_with_a_warning(monkeypatch):
     monkeypatch.setattr("equinox._errors.EQX_ON_ERROR", "breakpoint")
 
     def f(x):
         return eqx.error_if(x - 1.0, x < 0, "negative in breakpoint mode")
 
+    _skip_unless_jax_traces(f, (4,), "breakpoint")
     with pytest.warns(DroppedCheckWarning, match="negative in breakpoint mode.*open a debugger"):
         model = to_onnx(f, [(4,)])
     assert [n.op_type for n in model.graph.node] == ["Sub"]
@@ -105,6 +116,7 @@ def test_off_mode_leaves_no_check_and_no_warning(monkeypatch):
     def f(x):
         return eqx.error_if(x * 2.0, x < 0, "switched off")
 
+    _skip_unless_jax_traces(f, (2, 3), "off")
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         model = to_onnx(f, [("B", 3)])
