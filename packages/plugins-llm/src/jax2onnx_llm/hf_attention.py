@@ -223,21 +223,34 @@ def lower_hf_attention(ctx: Any, *ins: ir.Value) -> Any:
     q = ctx.op.Reshape(q, ctx.i64([0, 0, heads, head_size]))
     k = ctx.op.Reshape(k, ctx.i64([0, 0, kv_heads, head_size]))
     v = ctx.op.Reshape(v, ctx.i64([0, 0, kv_heads, head_size]))
+    rotary = (ops["positions"], p["cos"], p["sin"]) if "positions" in ops else None
+    out, present_k, present_v, new_index = attend_over_library_cache(
+        ctx, kind, ops, q, k, v, heads=heads, kv_heads=kv_heads, head_size=head_size, scale=p["scale"], rotary=rotary)
+    out = _dense(ctx, ops, out, "c_proj" if p["style"] == "gpt2" else "o_proj")
+    return out, present_k, present_v, new_index
+
+
+def attend_over_library_cache(ctx: Any, kind: str, ops: Operands, q: ir.Value, k: ir.Value, v: ir.Value, *,
+                              heads: int, kv_heads: int, head_size: int, scale: float,
+                              rotary: Any) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
+    """The fused op over a Hugging Face Flax layer's own cache operands (``cached_key``/``cached_value``
+    ``(batch, length, kv_heads, head)``, ``cache_index``) for projected ``q``/``k``/``v``
+    ``(batch, seq, heads, head)`` and the additive mask operand ``bias``: the attention output
+    ``(batch, seq, heads * head)`` before the output projection, the written caches in the library's
+    layout, and the cache index moved past this call."""
     perm = [0, 2, 1, 3]  # the library's (batch, length, kv_heads, head) cache as (batch, kv_heads, length, head)
     past_k, past_v = ctx.op.Transpose(ops["cached_key"], perm=perm), ctx.op.Transpose(ops["cached_value"], perm=perm)
     index = ops["cache_index"]
-    seq = ctx.op.Shape(x, start=1, end=2)
+    seq = ctx.op.Shape(ops["x"], start=1, end=2)
     past = ctx.op.Unsqueeze(ctx.cast(index, np.int64), ctx.i64([0]))
     total = ctx.op.Add(past, seq)
-    rotary = (ops["positions"], p["cos"], p["sin"]) if "positions" in ops else None
     x_dtype, cache_dtype = ops.aval("x").dtype, ops.aval("cached_key").dtype
     grows = not isinstance(ops.shape("cached_key")[1], (int, np.integer))  # past + room (cache="concat")
     past_k, past_v, layout = library_cache(ctx, kind, past_k, past_v, past, grows)
     out, present_k, present_v = emit_attention(
         ctx, kind, q, k, v, past_k, past_v, ops["bias"], total, layout=layout, num_heads=heads, kv_heads=kv_heads,
-        head_size=head_size, scale=p["scale"], rotary=rotary, dtypes=(x_dtype, cache_dtype), bias_columns="buffer",
+        head_size=head_size, scale=scale, rotary=rotary, dtypes=(x_dtype, cache_dtype), bias_columns="buffer",
     )
     out = ctx.op.Reshape(out, ctx.i64([0, 0, heads * head_size]))
-    out = _dense(ctx, ops, out, "c_proj" if p["style"] == "gpt2" else "o_proj")
     new_index = ctx.op.Add(index, ctx.cast(ctx.op.Squeeze(seq, ctx.i64([0])), ops.aval("cache_index").dtype))
     return out, ctx.op.Transpose(present_k, perm=perm), ctx.op.Transpose(present_v, perm=perm), new_index

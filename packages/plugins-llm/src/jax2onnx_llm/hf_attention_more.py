@@ -40,8 +40,8 @@ import onnx_ir as ir
 from jax2onnx.fusion import Operands, matmul_bias
 from jax2onnx.plugin import Lowerings
 
-from .fused import _typed, additive_bias, emit_attention, fused_kind, library_cache
-from .hf_attention import _cached_self_attention, cached_attention_region, hf_patch
+from .fused import _typed, additive_bias, fused_kind
+from .hf_attention import _cached_self_attention, attend_over_library_cache, cached_attention_region, hf_patch
 from .region_patch import region_patch
 
 HF_MORE_ATTENTION_MARK = "jax2onnx_llm.hf_attention_more"
@@ -157,7 +157,7 @@ def lower_hf_more_attention(ctx: Any, *ins: ir.Value) -> Any:
     family, heads, kv_heads, head_size = p["family"], p["num_heads"], p["kv_heads"], p["head_size"]
     q_name, k_name, v_name, out_name = _PROJECTIONS[family]
     x = ops["x"]
-    x_dtype, cache_dtype = ops.aval("x").dtype, ops.aval("cached_key").dtype
+    x_dtype = ops.aval("x").dtype
     if family == "bloom":  # per head [q | k | v]
         qkv = ctx.op.Reshape(_dense(ctx, ops, x, q_name), ctx.i64([0, 0, heads, 3 * head_size]))
         q, k, v = ctx.op.Split(qkv, ctx.i64([head_size] * 3), axis=3, _outputs=3)
@@ -170,20 +170,9 @@ def lower_hf_more_attention(ctx: Any, *ins: ir.Value) -> Any:
         q = ctx.op.Reshape(q, ctx.i64([0, 0, heads, head_size]))
         k = ctx.op.Reshape(k, ctx.i64([0, 0, kv_heads, head_size]))
         v = ctx.op.Reshape(v, ctx.i64([0, 0, kv_heads, head_size]))
-    perm = [0, 2, 1, 3]  # the library's (batch, length, kv_heads, head) cache as (batch, kv_heads, length, head)
-    past_k, past_v = ctx.op.Transpose(ops["cached_key"], perm=perm), ctx.op.Transpose(ops["cached_value"], perm=perm)
-    index = ops["cache_index"]
-    seq = ctx.op.Shape(x, start=1, end=2)
-    past = ctx.op.Unsqueeze(ctx.cast(index, np.int64), ctx.i64([0]))
-    total = ctx.op.Add(past, seq)
-    grows = not isinstance(ops.shape("cached_key")[1], (int, np.integer))  # past + room (cache="concat")
-    past_k, past_v, layout = library_cache(ctx, kind, past_k, past_v, past, grows)
-    out, present_k, present_v = emit_attention(
-        ctx, kind, q, k, v, past_k, past_v, ops["bias"], total, layout=layout, num_heads=heads, kv_heads=kv_heads,
-        head_size=head_size, scale=p["scale"], rotary=None, dtypes=(x_dtype, cache_dtype), bias_columns="buffer",
-    )
-    out = _dense(ctx, ops, ctx.op.Reshape(out, ctx.i64([0, 0, heads * head_size])), out_name)
+    out, present_k, present_v, new_index = attend_over_library_cache(
+        ctx, kind, ops, q, k, v, heads=heads, kv_heads=kv_heads, head_size=head_size, scale=p["scale"], rotary=None)
+    out = _dense(ctx, ops, out, out_name)
     if family == "bloom":
         out = ctx.op.Add(out, ops["residual"])
-    new_index = ctx.op.Add(index, ctx.cast(ctx.op.Squeeze(seq, ctx.i64([0])), ops.aval("cache_index").dtype))
-    return out, ctx.op.Transpose(present_k, perm=perm), ctx.op.Transpose(present_v, perm=perm), new_index
+    return out, present_k, present_v, new_index
