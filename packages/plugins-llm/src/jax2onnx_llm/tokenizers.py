@@ -2,20 +2,22 @@
 ``tokenizer_config.json`` and ``special_tokens_map.json`` when present) from the model folder.
 
 Sources: a folder holding ``tokenizer.json``, a Hugging Face fast tokenizer (saved with
-``save_pretrained``), or a KerasHub tokenizer (a ``CausalLM``'s preprocessor carries one), converted
-by KerasHub's own Hugging Face exporter (vocabulary, merges, special tokens) and transformers' fast
-tokenizer, which writes ``tokenizer.json``.
+``save_pretrained``), or a KerasHub tokenizer (a ``CausalLM``'s preprocessor carries one; converted in
+``tokenizers_keras_hub.py``). Whatever the source, the written ``tokenizer.json`` is then put in the form
+onnxruntime-genai splits as the library does (``tokenizer_genai.py``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import shutil
-import tempfile
 from typing import Any
 
 from .errors import TokenizerError
+from .tokenizer_genai import for_genai
+from .tokenizers_keras_hub import from_keras_hub
 
 REQUIRED = "tokenizer.json"
 COMPANIONS = ("tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model")
@@ -47,71 +49,30 @@ def resolve(tokenizer: Any) -> Any:
     )
 
 
-def write(source: Any, folder: pathlib.Path) -> None:
+def write(source: Any, folder: pathlib.Path) -> list[str]:
+    """The tokenizer's files in ``folder``, its ``tokenizer.json`` in the form onnxruntime-genai splits as
+    the library does; returns what was rewritten for that (one line each)."""
     if isinstance(source, pathlib.Path):
         for name in (REQUIRED, *COMPANIONS):
             if (source / name).is_file():
                 shutil.copy2(source / name, folder / name)
-        return
-    source.save_pretrained(str(folder))
-    if not (folder / REQUIRED).is_file():
-        raise TokenizerError(f"the tokenizer saved no {REQUIRED}; pass a fast tokenizer (use_fast=True)")
+    else:
+        source.save_pretrained(str(folder))
+        if not (folder / REQUIRED).is_file():
+            raise TokenizerError(f"the tokenizer saved no {REQUIRED}; pass a fast tokenizer (use_fast=True)")
+    return _rewrite_for_genai(folder)
 
 
-# KerasHub tokenizer class -> the transformers fast tokenizer that reads what KerasHub's exporter writes
-# (vocab.json + merges.txt for byte-level BPE, tokenizer.model for SentencePiece); a tokenizer.json the
-# exporter writes itself (Llama 3) is read as it is. Tested: GPT2Tokenizer.
-_KERAS_HUB_FAST = {
-    "GPT2Tokenizer": "GPT2TokenizerFast",
-    "QwenTokenizer": "Qwen2TokenizerFast",
-    "GemmaTokenizer": "GemmaTokenizerFast",
-    "MistralTokenizer": "LlamaTokenizerFast",
-}
-
-
-def from_keras_hub(tokenizer: Any) -> Any:
-    """A KerasHub tokenizer as a transformers fast tokenizer (what :func:`write` saves)."""
-    name = type(tokenizer).__name__
-    export = getattr(tokenizer, "export_to_transformers", None)
+def _rewrite_for_genai(folder: pathlib.Path) -> list[str]:
+    path = folder / REQUIRED
+    tokenizer_json = json.loads(path.read_text(encoding="utf-8"))
     try:
-        from keras_hub.src.utils.transformers.export.hf_exporter import MODEL_TOKENIZER_CONFIGS
-    except ImportError:  # an older KerasHub without the exporter
-        MODEL_TOKENIZER_CONFIGS = {}
-    if export is None or name not in MODEL_TOKENIZER_CONFIGS:
-        raise TokenizerError(
-            f"KerasHub {name} cannot be written as {REQUIRED} (KerasHub exports only "
-            f"{sorted(MODEL_TOKENIZER_CONFIGS) or 'newer versions'} to Hugging Face); pass tokenizer=<a folder with "
-            f"{REQUIRED}>, or tokenizer=False to export without one"
-        )
-    try:
-        import transformers
-    except ImportError as exc:
-        raise TokenizerError(
-            f"writing KerasHub {name} as {REQUIRED} needs transformers (its fast tokenizer writes the file): "
-            "pip install transformers, or pass tokenizer=<a folder with tokenizer.json>"
-        ) from exc
-    with tempfile.TemporaryDirectory(prefix="jax2onnx-keras-tokenizer-") as tmp:
-        export(tmp)
-        _add_merges_header(os.path.join(tmp, "merges.txt"))
-        if os.path.isfile(os.path.join(tmp, REQUIRED)):
-            return transformers.PreTrainedTokenizerFast.from_pretrained(tmp)
-        fast = getattr(transformers, _KERAS_HUB_FAST.get(name, ""), None)
-        if fast is None:
-            raise TokenizerError(
-                f"KerasHub {name}: no transformers fast tokenizer reads its files here; pass tokenizer=<a folder "
-                f"with {REQUIRED}>, or tokenizer=False"
-            )
-        return fast.from_pretrained(tmp)
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    rewritten, notes = for_genai(tokenizer_json, str(config.get("tokenizer_class") or ""))
+    if notes:
+        path.write_text(json.dumps(rewritten, ensure_ascii=False, indent=2), encoding="utf-8")
+    return notes
 
 
-def _add_merges_header(path: str) -> None:
-    """transformers' BPE readers skip the first line of ``merges.txt`` (GPT-2's ``#version`` header);
-    KerasHub writes the merges without one, so its first merge would be lost and words tokenized
-    differently. Put the header in where it is missing."""
-    if not os.path.isfile(path):
-        return
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    if not text.startswith("#version"):
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("#version: 0.2\n" + text)
