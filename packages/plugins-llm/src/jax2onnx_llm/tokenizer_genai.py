@@ -18,7 +18,11 @@ split text otherwise than the library, and each has an equivalent form (the same
   given), with ``Metaspace``'s space replacement and dummy prefix moved into the normalizer. Gemma is left
   as it is: onnxruntime-extensions runs BPE over the whole text for it whatever the file says.
 
-What cannot be written: onnxruntime-genai strips a dummy prefix's space when decoding only after a special
+``Metaspace(prepend_scheme="first")`` adds no prefix to text that already starts with a space, which
+onnxruntime-genai cannot express (it prefixes always or never): written as a prefix always, so that only
+text starting with a space encodes otherwise (in onnxruntime-genai, and in the written file).
+
+What cannot be written either: onnxruntime-genai strips a dummy prefix's space when decoding only after a special
 token, so ids that do not start with one (no BOS) decode with a leading space that the library strips.
 """
 
