@@ -169,17 +169,23 @@ def test_genai_does_not_apply_nfc(tmp_path):
 def keras_tokenizer(kind: str, tmp_path):
     """KerasHub's tokenizers over the same trained models (its SentencePiece tokenizers on a proto, its
     byte-pair tokenizers on a BPE's vocabulary and merges), including classes KerasHub's own Hugging Face
-    exporter does not know (LlamaTokenizer, GPTNeoXTokenizer)."""
+    exporter does not know (Llama, Phi-3, GPT-NeoX, Bloom)."""
     os.environ.setdefault("KERAS_BACKEND", "jax")
     keras_hub = pytest.importorskip("keras_hub", reason="keras-hub provides the tokenizers")
     if kind in ("gemma", "mistral", "llama"):
         proto = open(sentencepiece_model(tmp_path, gemma=kind == "gemma"), "rb").read()
         return getattr(keras_hub.models, f"{kind.capitalize()}Tokenizer")(proto=proto)
+    if kind == "phi3":  # Llama 2's SentencePiece with Phi-3's chat pieces as user-defined symbols
+        chat = ["<|endoftext|>", "<|assistant|>", "<|system|>", "<|user|>", "<|end|>", "<|placeholder1|>"]
+        proto = open(sentencepiece_model(tmp_path, gemma=False, user_defined_symbols=chat), "rb").read()
+        return keras_hub.models.Phi3Tokenizer(proto=proto)
     if kind == "llama3":
         specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
         bpe, cls = byte_level_bpe(LLAMA3_SPLIT, False, specials), keras_hub.models.Llama3Tokenizer
-    elif kind == "gpt_neox":
-        bpe, cls = byte_level_bpe(LLAMA3_SPLIT, False, ["<|endoftext|>"]), keras_hub.models.GPTNeoXTokenizer
+    elif kind in ("gpt_neox", "bloom"):
+        specials = ["<|endoftext|>"] if kind == "gpt_neox" else ["<s>", "</s>", "<pad>"]
+        cls = keras_hub.models.GPTNeoXTokenizer if kind == "gpt_neox" else keras_hub.models.BloomTokenizer
+        bpe = byte_level_bpe(LLAMA3_SPLIT, False, specials)
     else:
         bpe, cls = byte_level_bpe(QWEN2_SPLIT, True, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]), keras_hub.models.QwenTokenizer
     model = json.loads(bpe.to_str())["model"]
@@ -189,7 +195,7 @@ def keras_tokenizer(kind: str, tmp_path):
 
 #: SentencePiece tokenizers with a dummy prefix: KerasHub strips its space when decoding; onnxruntime-genai
 #: strips it only after a special token, so these are decoded as a generated sequence is, after BOS
-DUMMY_PREFIX = {"mistral", "llama"}
+DUMMY_PREFIX = {"mistral", "llama", "phi3"}
 
 
 def keras_ids(library, s):
@@ -200,7 +206,7 @@ def keras_text(library, ids):
     return str(library.detokenize(np.asarray(ids, np.int32)))
 
 
-@pytest.mark.parametrize("kind", ["gemma", "mistral", "llama", "llama3", "qwen2", "gpt_neox"])
+@pytest.mark.parametrize("kind", ["gemma", "mistral", "llama", "phi3", "llama3", "qwen2", "gpt_neox", "bloom"])
 def test_genai_encodes_and_decodes_like_the_keras_hub_tokenizer(tmp_path, kind):
     og = require_genai()
     library = keras_tokenizer(kind, tmp_path)
