@@ -112,3 +112,24 @@ def test_gpt_j_without_rotary_dim_runs_the_library_attention(tmp_path):
     check_folder(folder)
     assert_fused_layers(folder, "onnxruntime", 0)
     assert_same_tokens(folder, hf_reference(model), pad_token_id=PAD, eos=EOS)
+
+
+@pytest.mark.parametrize("family", list(MODELS))
+def test_float16_and_int4(tmp_path, family):
+    """The families at reduced precision on ``target="onnxruntime"``: float16 generates the library's
+    own tokens; int4 quantizes every weight matmul (``MatMulNBits``; OPT's post-LN ``project_out`` feeds
+    the tied head directly, two weight matmuls in a row) and generates in onnxruntime-genai."""
+    from jax2onnx_llm.genai_run import greedy
+    from llm_test_helpers import NEW_TOKENS, PROMPTS, op_counts
+
+    model = make(family)
+    half = export_causal_lm(model, tmp_path / "f16", max_length=64, precision="float16", target="onnxruntime")
+    check_folder(half)
+    assert_same_tokens(half, hf_reference(model), pad_token_id=PAD, eos=EOS)
+    int4 = export_causal_lm(model, tmp_path / "int4", max_length=64, precision="int4", target="onnxruntime")
+    check_folder(int4)
+    counts = op_counts(int4)
+    assert counts.get(("com.microsoft", "MatMulNBits"), 0) >= 2 * 4, counts  # q/k/v/out or fused qkv, MLP, per layer
+    assert ("", "MatMul") not in counts, counts
+    got = greedy(int4, PROMPTS, NEW_TOKENS)
+    assert [len(row) for row in got] == [NEW_TOKENS] * len(PROMPTS)

@@ -118,3 +118,21 @@ def test_the_standard_kernels_are_taken_by_the_onnxruntime_target_when_named():
     assert _domains(model) == {""}
     reference, ours = np.asarray(_mlp(X)), _run(model, X)
     assert np.sum(ours * reference) / np.linalg.norm(ours) / np.linalg.norm(reference) > 0.99
+
+
+def _low_rank(x):
+    """Two weight matmuls in a row, nothing between (a low-rank factorization; OPT-350m's project_out
+    before its tied head): quantizing the first replaces the value the second reads."""
+    return (x @ W1) @ W2
+
+
+@pytest.mark.parametrize("target", ["onnx", "onnxruntime"])
+@pytest.mark.parametrize("kind", ["int8", "int4"])
+def test_weight_matmuls_in_a_row_are_each_quantized(kind, target):
+    model = to_onnx(_low_rank, [("B", 128)], precision=kind, target=target)
+    onnx.checker.check_model(model, full_check=True)
+    ops = [n.op_type for n in model.graph.node]
+    assert "MatMul" not in ops or kind == "int4" and target == "onnx", ops  # standard int4: DequantizeLinear + MatMul
+    want = np.asarray(_low_rank(X))
+    got = _run(model, X)
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < (0.05 if kind == "int8" else 0.2)

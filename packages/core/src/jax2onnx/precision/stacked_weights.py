@@ -152,7 +152,7 @@ def _scanned_matmul(node: ir.Node, i: int, stacked: Weight) -> WeightMatmul | No
     a = node.inputs[0]
     if a is None or a.type is None or a.dtype != F32 or (a.shape is not None and len(a.shape) < 2):
         return None
-    return matmul_view(node, a, stacked)
+    return matmul_view(node, stacked)
 
 
 def selected_weight(node: ir.Node, main: ir.Graph) -> tuple[WeightMatmul, list[ir.Node]] | None:
@@ -193,7 +193,7 @@ def selected_weight(node: ir.Node, main: ir.Graph) -> tuple[WeightMatmul, list[i
     if source is None or len(list(source.uses())) != 1:
         return None
     stacked = as_weight(source, main, ndim=3)
-    m = matmul_view(node, a, stacked) if stacked is not None else None
+    m = matmul_view(node, stacked) if stacked is not None else None
     return None if m is None else (m, chain)
 
 

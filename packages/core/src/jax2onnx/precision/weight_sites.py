@@ -184,11 +184,17 @@ def as_weight(v: ir.Value | None, main: ir.Graph | None = None, ndim: int | None
 @dataclasses.dataclass
 class WeightMatmul:
     node: ir.Node
-    a: ir.Value
     weight: Weight
     transposed: bool  # the weight is [N, K] (Gemm transB)
     bias: ir.Value | None  # a 1-D [N] addend (Gemm C)
     addend: ir.Value | None  # any other Gemm C, added after
+
+    @property
+    def a(self) -> ir.Value:
+        """The activation input as the graph has it now: quantizing the matmul that computes it replaces
+        that value (two weight matmuls in a row: OPT's project_out before its tied head), so a value
+        kept from when the sites were found would name a node no longer in the graph."""
+        return self.node.inputs[0]
 
 
 def attribute_value(node: ir.Node, name: str, default: Any) -> Any:
@@ -205,13 +211,13 @@ def find_weight_matmul(node: ir.Node, main: ir.Graph) -> WeightMatmul | None:
     if a.shape is not None and len(a.shape) < 2:
         return None  # a vector times a matrix: MatMulNBits wants rows
     w = as_weight(node.inputs[1], main)
-    return None if w is None else matmul_view(node, a, w)
+    return None if w is None else matmul_view(node, w)
 
 
-def matmul_view(node: ir.Node, a: ir.Value, w: Weight) -> WeightMatmul | None:
-    """``node`` (MatMul/Gemm of ``a`` by ``w``; a stacked ``w`` is ``[L, K, N]``) as a weight matmul."""
+def matmul_view(node: ir.Node, w: Weight) -> WeightMatmul | None:
+    """``node`` (MatMul/Gemm of its first input by ``w``; a stacked ``w`` is ``[L, K, N]``) as a weight matmul."""
     if node.op_type == "MatMul":
-        return WeightMatmul(node, a, w, False, None, None)
+        return WeightMatmul(node, w, False, None, None)
     if attribute_value(node, "transA", 0) or attribute_value(node, "alpha", 1.0) != 1.0:
         return None
     c = node.inputs[2] if len(node.inputs) > 2 else None
@@ -220,8 +226,8 @@ def matmul_view(node: ir.Node, a: ir.Value, w: Weight) -> WeightMatmul | None:
     transposed = bool(attribute_value(node, "transB", 0))
     n = w.shape[-2 if transposed else -1]
     if c is not None and c.shape is not None and len(c.shape) == 1 and c.shape[0] == n and c.dtype == F32:
-        return WeightMatmul(node, a, w, transposed, c, None)
-    return WeightMatmul(node, a, w, transposed, None, c)
+        return WeightMatmul(node, w, transposed, c, None)
+    return WeightMatmul(node, w, transposed, None, c)
 
 
 def matches_any(name: str, patterns: Any) -> bool:
