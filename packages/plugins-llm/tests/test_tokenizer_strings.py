@@ -94,15 +94,20 @@ def hf_tokenizer(kind: str, tmp_path):
     return tf.LlamaTokenizerFast(vocab_file=sentencepiece_model(tmp_path, gemma=False))  # Llama 2, Mistral
 
 
+def in_genai(library, tmp_path):
+    """The folder written with ``library`` and onnxruntime-genai's tokenizer over it."""
+    og = require_genai()
+    folder = export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32, tokenizer=library, target="onnx")
+    return folder, og.Tokenizer(og.Model(str(folder)))
+
+
 KINDS = ["llama3", "qwen2", "gemma", "llama2"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_genai_encodes_and_decodes_like_the_hugging_face_tokenizer(tmp_path, kind):
-    og = require_genai()
     library = hf_tokenizer(kind, tmp_path)
-    folder = export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32, tokenizer=library, target="onnx")
-    genai = og.Tokenizer(og.Model(str(folder)))
+    folder, genai = in_genai(library, tmp_path)
     strings = test_strings()
     encoded = [[int(i) for i in library(s, add_special_tokens=False)["input_ids"]] for s in strings]
     assert len({i for ids in encoded for i in ids}) > 60  # the strings reach much of the vocabulary
@@ -134,10 +139,8 @@ def metaspace_first(tmp_path):
         "['▁a'], genai ['▁', '▁a']; written with the prefix, so that all other text encodes alike"))),
 ])
 def test_genai_encodes_like_a_metaspace_first_tokenizer(tmp_path, leading_space):
-    og = require_genai()
     library = metaspace_first(tmp_path)
-    folder = export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32, tokenizer=library, target="onnx")
-    genai = og.Tokenizer(og.Model(str(folder)))
+    folder, genai = in_genai(library, tmp_path)
     strings = [s for s in test_strings() if s.startswith(" ") == leading_space]
     assert len(strings) > 100
     want = [library(s, add_special_tokens=False)["input_ids"] for s in strings]
@@ -158,10 +161,8 @@ NFD = ["cafe\u0301", "nai\u0308ve", "Gru\u0308\u00dfe", "K\u00f6ln Ko\u0308ln"] 
     "onnxruntime-genai 0.18's tokenizer (onnxruntime-extensions) runs no normalizer: Qwen 2's NFC is not "
     "applied, so decomposed accents encode otherwise than in transformers"))
 def test_genai_does_not_apply_nfc(tmp_path):
-    og = require_genai()
     library = hf_tokenizer("qwen2", tmp_path)
-    folder = export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32, tokenizer=library, target="onnx")
-    genai = og.Tokenizer(og.Model(str(folder)))
+    folder, genai = in_genai(library, tmp_path)
     wrong = [s for s in NFD if [int(i) for i in genai.encode(s)] != library(s, add_special_tokens=False)["input_ids"]]
     assert not wrong, f"{len(wrong)} of {len(NFD)} decomposed strings encode otherwise, e.g. {wrong[0]!r}"
 
@@ -208,10 +209,8 @@ def keras_text(library, ids):
 
 @pytest.mark.parametrize("kind", ["gemma", "mistral", "llama", "phi3", "llama3", "qwen2", "gpt_neox", "bloom"])
 def test_genai_encodes_and_decodes_like_the_keras_hub_tokenizer(tmp_path, kind):
-    og = require_genai()
     library = keras_tokenizer(kind, tmp_path)
-    folder = export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32, tokenizer=library, target="onnx")
-    genai = og.Tokenizer(og.Model(str(folder)))
+    folder, genai = in_genai(library, tmp_path)
     strings = test_strings() + NFD
     encoded = [keras_ids(library, s) for s in strings]
     assert len({i for ids in encoded for i in ids}) > 60
@@ -230,10 +229,8 @@ def test_genai_encodes_and_decodes_like_the_keras_hub_tokenizer(tmp_path, kind):
     "space only after a special token, and nothing in tokenizer.json changes that: ids without BOS decode as "
     "' café' where KerasHub (and transformers' Strip decoder) give 'café'"))
 def test_genai_strips_the_dummy_prefix_without_bos(tmp_path):
-    og = require_genai()
     library = keras_tokenizer("mistral", tmp_path)
-    folder = export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32, tokenizer=library, target="onnx")
-    genai = og.Tokenizer(og.Model(str(folder)))
+    folder, genai = in_genai(library, tmp_path)
     strings = test_strings()
     wrong = [s for s in strings if genai.decode(ids := keras_ids(library, s)) != keras_text(library, ids)]
     assert not wrong, f"{len(wrong)} of {len(strings)} strings decode otherwise without BOS, e.g. {wrong[0]!r}"
