@@ -89,12 +89,10 @@ def _builders():
 
 #: What each family's attention layers become, per target (every layer alike in these models):
 #: the fused op, or a piece of the reason the export's report gives for the library's own code.
-ALIBI = "ALiBi bias"
+#: (Bloom and Falcon: their ALiBi in the fused op's per-head bias, keras_alibi_attention.py)
 SINKS = "attention sinks: opset-23 Attention has no sink input"
 FUSED = {family: {"onnxruntime": GQA_OP, "onnx": ATTENTION_OP} for family in _builders()}
 FUSED.update({
-    "bloom": {"onnxruntime": ALIBI, "onnx": ALIBI},
-    "falcon": {"onnxruntime": ALIBI, "onnx": ALIBI},
     "gpt_oss": {"onnxruntime": GQA_OP, "onnx": SINKS},  # GroupQueryAttention's head_sink input
 })
 

@@ -32,7 +32,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from .. import attention_report, keras_core_attention
+from .. import attention_report, keras_alibi_attention, keras_core_attention
 from ..errors import UnsupportedModelError
 from ..spec import DecoderSpec, KVCache
 
@@ -117,11 +117,16 @@ def attention_cores(decoders: list[Any], past: Any, context: int | None) -> Iter
     with contextlib.ExitStack() as stack:
         for i, decoder in enumerate(decoders):
             cores = keras_core_attention.core_layers(decoder)
-            if not cores:
+            # no softmax core: an ALiBi layer's whole call (keras_alibi_attention.py)
+            alibi = [] if cores else keras_alibi_attention.alibi_layers(decoder)
+            if not cores and not alibi:
                 attention_report.decline(i, keras_core_attention.no_core_reason(decoder))
             for core in cores:
                 stack.enter_context(_override(core, "_compute_attention", keras_core_attention.core_attention(
                     core, core._compute_attention, past, context)))
+            for layer in alibi:
+                stack.enter_context(_override(layer, "call", keras_alibi_attention.alibi_attention(
+                    layer, layer.call, context)))
         yield
 
 
