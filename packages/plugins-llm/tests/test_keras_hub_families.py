@@ -156,8 +156,9 @@ def test_standard_onnx_generates_the_library_tokens(tmp_path, family):
     reference = keras_reference(model)
     seen = set(np.asarray(reference(PROMPTS)).ravel()) | set(np.asarray(reference(PROMPTS[:1])).ravel())
     eos = next(t for t in range(1, VOCAB) if t not in seen)
-    # the growing cache for some (Attention over the past plus the step's room), the shared buffer for the rest
-    cache = "concat" if family in ("mistral", "gemma3", "gpt_neox") else "shared"
+    # the growing cache for some (Attention over the past plus the step's room; Bloom: its ALiBi over a
+    # length that grows each step), the shared buffer for the rest
+    cache = "concat" if family in ("mistral", "gemma3", "gpt_neox", "bloom") else "shared"
     folder = export_causal_lm(model, tmp_path / family, max_length=64, cache=cache, target="onnx",
                               eos_token_id=eos, pad_token_id=0)
     check_folder(folder)
