@@ -111,8 +111,9 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
 @contextlib.contextmanager
 def attention_cores(decoders: list[Any], past: Any, context: int | None) -> Iterator[None]:
     """For this call, each decoder layer's softmax core (``_compute_attention``) as the export
-    target's fused op (``keras_core_attention.py``; ``context``: the export's ``max_length``), and
-    the layers noted for the export's report."""
+    target's fused op (``keras_core_attention.py``; ``context``: the export's ``max_length``), or,
+    in a layer without one, its ALiBi attention layer's whole call (``keras_alibi_attention.py``),
+    and the layers noted for the export's report."""
     attention_report.register(decoders)
     with contextlib.ExitStack() as stack:
         for i, decoder in enumerate(decoders):
