@@ -11,7 +11,15 @@ import os
 
 import numpy as np
 import pytest
-from llm_test_helpers import PROMPTS, assert_layer_fusions, assert_same_tokens, check_folder, op_counts
+from llm_test_helpers import (
+    ATTENTION_OP,
+    GQA_OP,
+    PROMPTS,
+    assert_layer_fusions,
+    assert_same_tokens,
+    check_folder,
+    op_counts,
+)
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 keras = pytest.importorskip("keras", reason="KerasHub models need keras")
@@ -122,4 +130,30 @@ def test_a_layer_the_probe_refuses_runs_its_own_call(tmp_path):
     folder, reference, eos = _export(tmp_path, model, target="onnxruntime", cache="shared")
     assert_layer_fusions(folder, ["is not softmax(scale q.k + ALiBi + mask) v"] * 2)
     assert not {op for _, op in op_counts(folder)} & {"Attention", "GroupQueryAttention"}, op_counts(folder)
+    assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
+
+
+def _six_heads(family):
+    """A tiny backbone with 6 heads (head size 8): ALiBi slopes for a head count that is no power of
+    two, which KerasHub interleaves from two geometric sequences."""
+    keras.utils.set_random_seed(0)
+    M = keras_hub.models
+    if family == "bloom":
+        model = M.BloomCausalLM(M.BloomBackbone(vocabulary_size=VOCAB, num_layers=2, num_heads=6, hidden_dim=48,
+                                                intermediate_dim=64), preprocessor=None)
+    else:
+        model = M.FalconCausalLM(M.FalconBackbone(vocabulary_size=VOCAB, num_layers=2, num_attention_heads=6,
+                                                  hidden_dim=48, intermediate_dim=64), preprocessor=None)
+    for v in model.backbone.weights:  # as make(): larger kernels, so greedy sequences vary
+        if "kernel" in v.path:
+            v.assign(v.numpy() * 3.0)
+    model.compile(sampler="greedy")
+    return model
+
+
+@pytest.mark.parametrize(("family", "target"), [("bloom", "onnx"), ("falcon", "onnxruntime")])
+def test_six_heads_fuse_with_the_library_s_slopes(tmp_path, family, target):
+    model = _six_heads(family)
+    folder, reference, eos = _export(tmp_path, model, target=target, cache="shared")
+    assert_layer_fusions(folder, [GQA_OP if target == "onnxruntime" else ATTENTION_OP] * 2)
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
