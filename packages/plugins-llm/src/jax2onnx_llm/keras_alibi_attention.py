@@ -150,6 +150,10 @@ def alibi_attention(layer: Any, original: Callable[..., Any], context: int | Non
         if plan.argument and getattr(alibi, "ndim", 0) != 4:
             attention_report.decline(layer_at, "called without a (batch, heads, 1, key) ALiBi bias")
             return original(*args, **kwargs)
+        if tuple(cache.shape[3:]) != (plan.heads, plan.head_size):
+            attention_report.decline(layer_at, f"a cache of {tuple(cache.shape[3:])} heads and head size, not the "
+                                               f"projections' {(plan.heads, plan.head_size)}")
+            return original(*args, **kwargs)
         if any(np.dtype(t.dtype) != np.float32 for t in (x, cache)):
             attention_report.decline(layer_at, "attention inputs not float32")
             return original(*args, **kwargs)
