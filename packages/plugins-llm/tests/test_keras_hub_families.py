@@ -89,12 +89,10 @@ def _builders():
 
 #: What each family's attention layers become, per target (every layer alike in these models):
 #: the fused op, or a piece of the reason the export's report gives for the library's own code.
-ALIBI = "ALiBi bias"
+#: (Bloom and Falcon: their ALiBi in the fused op's per-head bias, keras_alibi_attention.py)
 SINKS = "attention sinks: opset-23 Attention has no sink input"
 FUSED = {family: {"onnxruntime": GQA_OP, "onnx": ATTENTION_OP} for family in _builders()}
 FUSED.update({
-    "bloom": {"onnxruntime": ALIBI, "onnx": ALIBI},
-    "falcon": {"onnxruntime": ALIBI, "onnx": ALIBI},
     "gpt_oss": {"onnxruntime": GQA_OP, "onnx": SINKS},  # GroupQueryAttention's head_sink input
 })
 
@@ -158,8 +156,9 @@ def test_standard_onnx_generates_the_library_tokens(tmp_path, family):
     reference = keras_reference(model)
     seen = set(np.asarray(reference(PROMPTS)).ravel()) | set(np.asarray(reference(PROMPTS[:1])).ravel())
     eos = next(t for t in range(1, VOCAB) if t not in seen)
-    # the growing cache for some (Attention over the past plus the step's room), the shared buffer for the rest
-    cache = "concat" if family in ("mistral", "gemma3", "gpt_neox") else "shared"
+    # the growing cache for some (Attention over the past plus the step's room; Bloom: its ALiBi over a
+    # length that grows each step), the shared buffer for the rest
+    cache = "concat" if family in ("mistral", "gemma3", "gpt_neox", "bloom") else "shared"
     folder = export_causal_lm(model, tmp_path / family, max_length=64, cache=cache, target="onnx",
                               eos_token_id=eos, pad_token_id=0)
     check_folder(folder)

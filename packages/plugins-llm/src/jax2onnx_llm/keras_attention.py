@@ -180,7 +180,8 @@ def lower_keras_attention(ctx: Any, *ins: ir.Value) -> Any:
     ops = Operands(ctx, ins)
     p = ctx.marked.params
     style, heads, kv_heads, head_size = p["style"], p["num_heads"], p["kv_heads"], p["head_size"]
-    names = ("query", "key", "value", "attention_output")  # the EinsumDense names of all three layers
+    # the projections' names: those of all three layers here, or the ALiBi layers' (keras_alibi_attention.py)
+    names = p.get("projections") or ("query", "key", "value", "attention_output")
     x = ops["x"]
     q, k, v = (_keras_dense(ctx, ops, x, n, style == "gemma") for n in names[:3])
     q = ctx.op.Reshape(q, ctx.i64([0, 0, heads, head_size]))

@@ -352,5 +352,5 @@ def no_core_reason(decoder: Any) -> str:
                 or "alibi" in inspect.signature(layer.call).parameters for layer in layers)
     if alibi:
         return ("ALiBi bias: added to the scores inside the layer's own call, with no separable softmax core "
-                "to hand a fused op")
+                "and no call(hidden, [alibi,] attention_mask, cache, cache_update_index) the ALiBi fusion reads")
     return "no separable attention core (_compute_attention) in the layer"

@@ -32,7 +32,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from .. import attention_report, keras_core_attention
+from .. import attention_report, keras_alibi_attention, keras_core_attention
 from ..errors import UnsupportedModelError
 from ..spec import DecoderSpec, KVCache
 
@@ -111,17 +111,23 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
 @contextlib.contextmanager
 def attention_cores(decoders: list[Any], past: Any, context: int | None) -> Iterator[None]:
     """For this call, each decoder layer's softmax core (``_compute_attention``) as the export
-    target's fused op (``keras_core_attention.py``; ``context``: the export's ``max_length``), and
-    the layers noted for the export's report."""
+    target's fused op (``keras_core_attention.py``; ``context``: the export's ``max_length``), or,
+    in a layer without one, its ALiBi attention layer's whole call (``keras_alibi_attention.py``),
+    and the layers noted for the export's report."""
     attention_report.register(decoders)
     with contextlib.ExitStack() as stack:
         for i, decoder in enumerate(decoders):
             cores = keras_core_attention.core_layers(decoder)
-            if not cores:
+            # no softmax core: an ALiBi layer's whole call (keras_alibi_attention.py)
+            alibi = [] if cores else keras_alibi_attention.alibi_layers(decoder)
+            if not cores and not alibi:
                 attention_report.decline(i, keras_core_attention.no_core_reason(decoder))
             for core in cores:
                 stack.enter_context(_override(core, "_compute_attention", keras_core_attention.core_attention(
                     core, core._compute_attention, past, context)))
+            for layer in alibi:
+                stack.enter_context(_override(layer, "call", keras_alibi_attention.alibi_attention(
+                    layer, layer.call, context)))
         yield
 
 
