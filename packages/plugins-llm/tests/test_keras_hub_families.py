@@ -67,6 +67,9 @@ def _builders():
         # Gemma 4 (text only): sliding-window layers alternating with global ones
         "gemma4": lambda: M.Gemma4CausalLM(preprocessor=None, backbone=M.Gemma4Backbone(
             **GQA, head_dim=8, image_size=16, sliding_window_size=6, sliding_window_pattern=2)),
+        # Qwen 3.5 with full-attention layers only: its cache's convolution / recurrent state is carried unread
+        "qwen3_5": lambda: M.Qwen3_5CausalLM(preprocessor=None, backbone=M.Qwen3_5Backbone(
+            **GQA, head_dim=8, layer_types=["full_attention", "full_attention"])),
         "opt": lambda: M.OPTCausalLM(M.OPTBackbone(vocabulary_size=VOCAB, num_layers=2, num_heads=4, hidden_dim=32,
                                                   intermediate_dim=64, dropout=0.0, max_sequence_length=128)),
         "gpt_neox": lambda: M.GPTNeoXCausalLM(M.GPTNeoXBackbone(

@@ -6,7 +6,10 @@ What a family needs to export here (KerasHub's own contract for ``generate``):
 - ``call_with_cache(token_ids, cache, cache_update_index) -> (logits, hidden_states, cache)``;
 - ``_build_cache(token_ids, ...)`` building the cache it reads: one array
   ``(batch, layers, 2, length, kv_heads, head_size)`` (most families) or a tuple of per-layer
-  ``(key, value)`` pairs, each ``(batch, length, kv_heads, head_size)`` (Gemma 3);
+  ``(key, value)`` pairs, each ``(batch, length, kv_heads, head_size)`` (Gemma 3); or a tuple whose
+  first entry is that one array and whose others hold state for layers that are no attention layers
+  (Qwen 3.5's convolution and recurrent state): a model all of whose layers are attention layers
+  exports (the state is zeros that no layer reads), one with other layers is refused, naming them;
 - ``backbone.transformer_layers``, each taking a ``decoder_attention_mask`` (ANDed by the layer
   with its own causal / sliding-window mask) or computing its mask in ``_compute_attention_mask``.
 
@@ -56,7 +59,7 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
             "(GPT2CausalLM, GemmaCausalLM, LlamaCausalLM, MistralCausalLM, ...) follow; wrap the decoder in a "
             "jax2onnx_llm.DecoderSpec"
         )
-    layout, kv_heads, head_size = _cache_layout(model, name, decoders)
+    layout, kv_heads, head_size, unused_state = _cache_layout(model, name, decoders)
     masking = [_mask_hook(layer, name) for layer in decoders]
     from keras_hub.layers import PositionEmbedding  # the learned position tables (GPT-2, OPT)
 
@@ -79,6 +82,8 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
             pairs.append((k, v))
         if layout == "stacked":
             library_cache: Any = jnp.stack([jnp.stack(p, axis=1) for p in pairs], axis=1)
+            if unused_state:  # no attention layer reads or writes it: zeros in, dropped after
+                library_cache = (library_cache, *(jnp.zeros((batch, *shape), dtype) for shape, dtype in unused_state))
         else:
             library_cache = tuple(pairs)
         with contextlib.ExitStack() as stack:
@@ -88,6 +93,8 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
             for table in tables:
                 stack.enter_context(_positions(table, position_ids))
             logits, _, library_cache = model.call_with_cache(input_ids, library_cache, past)
+        if unused_state:
+            library_cache = library_cache[0]
         for i in range(num_layers):
             if layout == "stacked":
                 k, v = library_cache[:, i, 0], library_cache[:, i, 1]
@@ -136,9 +143,11 @@ def _token_id(tokenizer: Any, attr: str) -> Any:
     return int(value) if value is not None else None
 
 
-def _cache_layout(model: Any, name: str, decoders: list[Any]) -> tuple[str, int, int]:
-    """``("stacked" | "pairs", kv_heads, head_size)`` of the cache ``_build_cache`` makes, read
-    from the cache it hands to ``call_with_cache`` (stood in for, so nothing is computed)."""
+def _cache_layout(model: Any, name: str, decoders: list[Any]) -> tuple[str, int, int, list[tuple[Any, Any]]]:
+    """``("stacked" | "pairs", kv_heads, head_size, unused_state)`` of the cache ``_build_cache`` makes,
+    read from the cache it hands to ``call_with_cache`` (stood in for, so nothing is computed);
+    ``unused_state``: the (per-row shape, dtype) of the state beside the keys and values that a model of
+    attention layers only carries unread."""
     ids = np.zeros((1, 3), np.int32)
     arguments: dict[str, Any] = {}
     for param in list(inspect.signature(model._build_cache).parameters.values())[1:]:
@@ -156,18 +165,23 @@ def _cache_layout(model: Any, name: str, decoders: list[Any]) -> tuple[str, int,
             cache = probe.cache
         except Exception:  # noqa: BLE001 - a _build_cache wanting more (images): refused below, by its cache
             cache = None
+    layer_types = [str(t) for t in getattr(model.backbone, "layer_types", None) or []]  # Qwen 3.5's kinds
+    only_attention = all("attention" in t and "linear" not in t for t in layer_types)
+    state: list[tuple[Any, Any]] = []
+    if isinstance(cache, tuple) and cache and len(getattr(cache[0], "shape", ())) == 6 and only_attention:
+        state = [(tuple(int(d) for d in s.shape[1:]), s.dtype) for s in cache[1:]]
+        cache = cache[0]
     shape = tuple(getattr(cache, "shape", ()))
     if len(shape) == 6 and shape[1] == len(decoders) and shape[2] == 2 and shape[3] == 3:
-        return "stacked", int(shape[4]), int(shape[5])
+        return "stacked", int(shape[4]), int(shape[5]), state
     if (isinstance(cache, tuple) and len(cache) == len(decoders)
             and all(isinstance(p, tuple) and len(p) == 2 for p in cache)):
         k_shape = tuple(getattr(cache[0][0], "shape", ()))
         if len(k_shape) == 4 and k_shape[1] == 3:
-            return "pairs", int(k_shape[2]), int(k_shape[3])
+            return "pairs", int(k_shape[2]), int(k_shape[3]), []
     kinds = ", ".join(sorted({type(layer).__name__ for layer in decoders}))
-    layer_types = getattr(model.backbone, "layer_types", None)  # e.g. Qwen 3.5's "linear_attention"
-    if isinstance(layer_types, (list, tuple)) and layer_types:
-        kinds += f" of types {', '.join(sorted(set(map(str, layer_types))))}"
+    if layer_types:
+        kinds += f" of types {', '.join(sorted(set(layer_types)))}"
     raise UnsupportedModelError(
         f"KerasHub {name} is not supported: its decoder layers ({kinds}) keep a cache that is not only "
         "attention keys and values (recurrent or convolution state, or inputs beyond token ids); only attention "
