@@ -60,6 +60,8 @@ class DecoderSpec:
             support only one).
         dtype: the cache and logits dtype (float32).
         tokenizer: where the tokenizer files live, when the model carries one.
+        prompts_start_with_bos: the library puts ``bos_token_id`` first in every prompt (a KerasHub
+            preprocessor's ``add_start_token``): a pad id equal to it would take that token for padding.
     """
 
     step: Callable[..., Any]
@@ -79,6 +81,7 @@ class DecoderSpec:
     family: str = "jax function"
     dtype: Any = jnp.float32
     tokenizer: Any = None
+    prompts_start_with_bos: bool = False
 
 
 @jax.tree_util.register_pytree_node_class

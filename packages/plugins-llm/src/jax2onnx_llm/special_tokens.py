@@ -11,6 +11,12 @@ Each id is taken from the first of: the ``export_causal_lm`` argument, the model
 generation config or preprocessor), the tokenizer written into the folder; the pad id falls back to
 the (first) end token, as Hugging Face checkpoints without one are padded. Every id must be inside
 the model's vocabulary: onnxruntime-genai refuses a folder naming one outside it when it loads it.
+
+A pad id that is also the start token of models whose prompts start with it (KerasHub's GPT-NeoX:
+start = end = pad = 0; KerasHub's fixed pad id 0 over a vocabulary whose id 0 is the start token) would
+make the graph take every prompt's leading start token for padding, so unless ``pad_token_id=`` was
+given, the folder pads with the first end token that is not the start token, else the last vocabulary
+id that is not: any id serves for padding as long as no prompt starts with it.
 """
 
 from __future__ import annotations
@@ -55,9 +61,13 @@ def resolve(spec: DecoderSpec, tokenizer: Any, given: dict[str, Any]) -> Decoder
     for field, value in ids.items():
         _check_in_vocabulary(field, value, sources[field], spec.vocab_size)
     resolved: dict[str, Any] = {k: [int(t) for t in v] if isinstance(v, (list, tuple)) else int(v) for k, v in ids.items()}
+    eos_ids = resolved["eos_token_id"] if isinstance(resolved["eos_token_id"], list) else [resolved["eos_token_id"]]
     if "pad_token_id" not in resolved:
-        eos = resolved["eos_token_id"]
-        resolved["pad_token_id"] = eos[0] if isinstance(eos, list) else eos
+        resolved["pad_token_id"] = eos_ids[0]
+    bos = resolved.get("bos_token_id")
+    starts_with_bos = spec.prompts_start_with_bos or tokenizer_adds_bos(tokenizer)
+    if resolved["pad_token_id"] == bos and starts_with_bos and "pad_token_id" not in given:
+        resolved["pad_token_id"] = next(t for t in [*eos_ids, spec.vocab_size - 1, spec.vocab_size - 2] if t != bos)
     return dataclasses.replace(spec, **resolved)
 
 
@@ -88,6 +98,19 @@ def tokenizer_ids(tokenizer: Any) -> dict[str, int]:
         if value is not None:
             found[field] = int(value)
     return found
+
+
+def tokenizer_adds_bos(tokenizer: Any) -> bool:
+    """Whether the tokenizer puts its start token first when it encodes a prompt (transformers'
+    ``add_bos_token``: Llama-style tokenizers; a folder's ``tokenizer_config.json``)."""
+    if isinstance(tokenizer, (str, os.PathLike)):
+        path = pathlib.Path(tokenizer)
+        folder = path.parent if path.name == "tokenizer.json" else path
+        try:
+            return json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("add_bos_token") is True
+        except (OSError, ValueError):
+            return False
+    return getattr(tokenizer, "add_bos_token", False) is True
 
 
 def _folder_ids(path: pathlib.Path) -> dict[str, int]:

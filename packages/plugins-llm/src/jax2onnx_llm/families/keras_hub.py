@@ -89,13 +89,15 @@ def decoder_spec(model: Any) -> DecoderSpec:
         x = backbone.layer_norm(x)
         return backbone.token_embedding(x, reverse=True), cache
 
-    tokenizer = getattr(getattr(model, "preprocessor", None), "tokenizer", None)
+    preprocessor = getattr(model, "preprocessor", None)
+    tokenizer = getattr(preprocessor, "tokenizer", None)
     return DecoderSpec(
         step=step, params=None, num_layers=layers, num_heads=heads, num_kv_heads=kv_heads, head_size=head_size,
         hidden_size=backbone.hidden_dim, vocab_size=backbone.vocabulary_size, max_positions=positions,
         bos_token_id=_token_id(tokenizer, "start_token_id"), eos_token_id=_token_id(tokenizer, "end_token_id"),
         pad_token_id=_token_id(tokenizer, "pad_token_id"), model_type=family, family=f"KerasHub {name}",
         tokenizer=tokenizer,  # written beside the model (converted to tokenizer.json)
+        prompts_start_with_bos=bool(getattr(preprocessor, "add_start_token", False)),
     )
 
 

@@ -103,7 +103,8 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
             cache.keys[i], cache.values[i] = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
         return logits, cache
 
-    tokenizer = getattr(getattr(model, "preprocessor", None), "tokenizer", None)
+    preprocessor = getattr(model, "preprocessor", None)
+    tokenizer = getattr(preprocessor, "tokenizer", None)
     pad = _token_id(tokenizer, "pad_token_id")
     return DecoderSpec(
         step=step, params=None, num_layers=num_layers, num_heads=heads, num_kv_heads=kv_heads, head_size=head_size,
@@ -111,7 +112,7 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
         max_positions=min((int(t.sequence_length) for t in tables), default=None),
         bos_token_id=_token_id(tokenizer, "start_token_id"), eos_token_id=_token_id(tokenizer, "end_token_id"),
         pad_token_id=pad if pad is not None else 0, model_type="decoder", family=f"KerasHub {name}",
-        tokenizer=tokenizer,
+        tokenizer=tokenizer, prompts_start_with_bos=bool(getattr(preprocessor, "add_start_token", False)),
     )
 
 
