@@ -76,6 +76,9 @@ def _moe_plan(layer: Any, style: str) -> dict[str, Any] | None:
                     inter=int(experts.intermediate_dim))
         return plan
     experts = layer.expert_bank
+    if style == "qwen3_5_moe":  # SiLU and the renormalised top-k are written into its call, not configured
+        plan.update(normalize=1, alpha=1.0, beta=0.0, limit=None, inter=int(experts.intermediate_dim))
+        return plan
     if not _silu(experts.activation):
         return None
     plan.update(normalize=1 if style == "mixtral" or layer.norm_top_k_prob else 0, alpha=1.0, beta=0.0, limit=None,
@@ -122,7 +125,15 @@ patches = [
                   region_patch(_exporting, partial(_moe_region, style="qwen3_moe"))),
     KerasHubPatch(f"{_KH}.gpt_oss.gpt_oss_decoder:GptOssSparseMoeBlock", "call",
                   region_patch(_exporting, partial(_moe_region, style="gpt_oss"))),
+    KerasHubPatch(f"{_KH}.qwen3_5_moe.qwen3_5_moe_decoder:Qwen3_5MoeSparseMoeBlock", "call",
+                  region_patch(_exporting, partial(_moe_region, style="qwen3_5_moe"))),
 ]
+
+#: the router's kernel among each block's variables (Mixtral's and the Qwen blocks' unless named here)
+_ROUTER = {"gpt_oss": "router/router_dense/kernel", "qwen3_5_moe": "router_gate/kernel"}
+#: the shared expert's dense layers (``<prefix>{gate,intermediate,output}_dense/kernel``) and its gate's kernel
+_SHARED = {"qwen_moe": ("shared_expert_dense/feedforward_", "shared_expert_gate_dense/kernel"),
+           "qwen3_5_moe": ("shared_expert/feedforward_", "shared_expert_gate/kernel")}
 
 
 def _interleaved(ctx: Any, gate: ir.Value, up: ir.Value, e: int, h: int, i: int) -> ir.Value:
@@ -142,7 +153,7 @@ def _expert_weights(ctx: Any, ops: Operands, p: dict[str, Any]) -> tuple[ir.Valu
     if p["style"] == "mixtral":
         gate, up = ops["experts/expert_feedforward_gate_dense"], ops["experts/expert_feedforward_intermediate_dense"]
         fc1 = _interleaved(ctx, gate, up, e, h, i)
-    else:  # Qwen: one [E, H, 2I] kernel, gate = first half, up = second half
+    else:  # the Qwen blocks: one [E, H, 2I] kernel split in two, gate = first half, up = second half
         halves = ctx.op.Reshape(ops["experts/expert_feedforward_gate_dense"], ctx.i64([e, h, 2, i]))
         fc1 = ctx.op.Transpose(ctx.op.Reshape(ctx.op.Transpose(halves, perm=[0, 1, 3, 2]), ctx.i64([e, h, 2 * i])),
                                perm=[0, 2, 1])
@@ -150,14 +161,14 @@ def _expert_weights(ctx: Any, ops: Operands, p: dict[str, Any]) -> tuple[ir.Valu
     return fc1, None, fc2, None
 
 
-def _shared_expert(ctx: Any, ops: Operands, x: ir.Value) -> ir.Value:
-    """Qwen MoE's shared expert: ``(silu(x Wg) * (x Wi)) Wo * sigmoid(x Ws)``."""
-    base = "shared_expert_dense/feedforward_"
+def _shared_expert(ctx: Any, ops: Operands, x: ir.Value, style: str) -> ir.Value:
+    """Qwen MoE's and Qwen 3.5 MoE's shared expert: ``(silu(x Wg) * (x Wi)) Wo * sigmoid(x Ws)``."""
+    base, shared_gate = _SHARED[style]
     gate = ctx.op.MatMul(x, ops[f"{base}gate_dense/kernel"])
     gate = ctx.op.Mul(gate, ctx.op.Sigmoid(gate))
     hidden = ctx.op.Mul(ctx.op.MatMul(x, ops[f"{base}intermediate_dense/kernel"]), gate)
     out = ctx.op.MatMul(hidden, ops[f"{base}output_dense/kernel"])
-    return ctx.op.Mul(out, ctx.op.Sigmoid(ctx.op.MatMul(x, ops["shared_expert_gate_dense/kernel"])))
+    return ctx.op.Mul(out, ctx.op.Sigmoid(ctx.op.MatMul(x, ops[shared_gate])))
 
 
 def _typed(value: ir.Value) -> ir.Value:
@@ -172,10 +183,9 @@ def lower_keras_moe(ctx: Any, *ins: ir.Value) -> Any:
     ops = Operands(ctx, ins)
     p = ctx.marked.params
     x = ctx.op.Reshape(ops["x"], ctx.i64([-1, p["hidden"]]))  # (tokens, hidden), as the library flattens
+    logits = ctx.op.MatMul(x, ops[_ROUTER.get(p["style"], "sparse_feedforward_gate_dense/kernel")])
     if p["style"] == "gpt_oss":
-        logits = ctx.op.Add(ctx.op.MatMul(x, ops["router/router_dense/kernel"]), ops["router/router_dense/bias"])
-    else:
-        logits = ctx.op.MatMul(x, ops["sparse_feedforward_gate_dense/kernel"])
+        logits = ctx.op.Add(logits, ops["router/router_dense/bias"])
     fc1, b1, fc2, b2 = _expert_weights(ctx, ops, p)
     attrs: dict[str, Any] = dict(k=p["k"], activation_type="swiglu", swiglu_fusion=1,
                                  normalize_routing_weights=p["normalize"], activation_alpha=p["alpha"],
@@ -183,8 +193,8 @@ def lower_keras_moe(ctx: Any, *ins: ir.Value) -> Any:
     if p["limit"] is not None:
         attrs["swiglu_limit"] = p["limit"]
     out = _typed(ctx.op.MoE(x, logits, fc1, b1, fc2, b2, _domain=MS, _name="moe", **attrs))
-    if p["style"] == "qwen_moe":
-        out = ctx.op.Add(out, _shared_expert(ctx, ops, x))
+    if p["style"] in _SHARED:
+        out = ctx.op.Add(out, _shared_expert(ctx, ops, x, p["style"]))
     out = ctx.op.Reshape(out, ctx.op.Shape(ops["x"]))
     if p["style"] == "gpt_oss":  # the block's second output: the top-k softmax scattered over all experts
         values, indices = ctx.op.TopK(logits, ctx.i64([p["k"]]), axis=-1, _outputs=2)
