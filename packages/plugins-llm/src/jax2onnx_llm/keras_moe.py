@@ -62,11 +62,21 @@ def _silu(activation: Any) -> bool:
     return activation is keras.activations.silu or getattr(activation, "__name__", None) == "silu"
 
 
+def _plain_float32(layer: Any) -> bool:
+    """The block and every layer in it float32, unquantized, without LoRA: the lowering reads the
+    variables as the op's float32 weights. (Keras' ``quantize`` reaches the block's inner Dense
+    layers, the router's among them, and leaves the block's own ``quantization_mode`` unset.)"""
+    for sub in layer._flatten_layers():  # the block itself included
+        if getattr(sub, "quantization_mode", None) or getattr(sub, "lora_enabled", False):
+            return False
+    if layer.compute_dtype != "float32" or layer.variable_dtype != "float32":
+        return False
+    return all(np.dtype(v.dtype) == np.float32 for v in layer.variables)
+
+
 def _moe_plan(layer: Any, style: str) -> dict[str, Any] | None:
     """The static facts the lowering needs, or None when the block is configured beyond it."""
-    if getattr(layer, "quantization_mode", None) or getattr(layer, "lora_enabled", False):
-        return None
-    if layer.compute_dtype != "float32" or layer.variable_dtype != "float32":
+    if not _plain_float32(layer):
         return None
     plan: dict[str, Any] = {"style": style, "k": int(layer.top_k), "experts": int(layer.num_experts),
                             "hidden": int(layer.hidden_dim)}
