@@ -1,7 +1,7 @@
 """KerasHub's sparse mixture-of-experts blocks as onnxruntime's ``com.microsoft.MoE``.
 
-Mixtral, Qwen MoE, Qwen 3 MoE and GPT-OSS compute every expert for every token (a batched
-``einsum`` over the stacked ``[experts, in, out]`` weights) and weight the outputs by a routing
+Mixtral, Qwen MoE, Qwen 3 MoE, GPT-OSS and Qwen 3.5 MoE compute every expert for every token (a
+batched ``einsum`` over the stacked ``[experts, in, out]`` weights) and weight the outputs by a routing
 that is zero outside each token's top-k. Inside an export, each block's call (the exported model's
 own instances, :class:`~.keras_attention.KerasHubPatch`) is a marked region whose body is that
 call; where the target runs contrib ops, its lowering emits the router's MatMul and one ``MoE``,
@@ -14,6 +14,7 @@ router *logits*, softmaxes them over all experts in float32, keeps the top k and
 
 - Mixtral: softmax, top-k, renormalised: ``normalize_routing_weights=1``;
 - Qwen MoE / Qwen 3 MoE: the same, renormalised only when ``norm_top_k_prob``;
+- Qwen 3.5 MoE: softmax, top-k, always renormalised (written into its call): ``= 1``;
 - GPT-OSS: top-k of the logits, then a softmax over those k: the softmax's order is the logits'
   and a softmax over k of them equals their renormalised full softmax, so also ``= 1``.
 
@@ -22,16 +23,19 @@ kernel runs): ``G = min(g, limit)``, ``L = clip(l, -limit, limit)``, ``G * sigmo
 (L + beta)``. Mixtral and Qwen's ``silu(gate) * up`` is ``alpha=1, beta=0`` without a limit;
 GPT-OSS's clamped GLU (``(up + 1) * gate * sigmoid(1.702 gate)``, gate clipped above and up both
 ways at 7, per-expert biases) is ``alpha=1.702, beta=1, limit=7`` with the op's fc1/fc2 biases.
-Qwen MoE's shared expert (a gated dense MLP beside the routed ones) is emitted as standard ops and
-added. The op's weights are views of the library's (gate and up columns interleaved, each expert
-``[out, in]``): ``Transpose``/``Reshape``/``Concat`` of the initializers, which
-``precision="int4"`` quantizes into ``QMoE`` (core's precision stage).
+The Qwen blocks keep gate and up in one ``[E, H, 2I]`` kernel that their call splits in halves
+(gate first). Qwen MoE's and Qwen 3.5 MoE's shared expert (a SwiGLU MLP beside the routed ones,
+times the sigmoid of a one-column dense) is emitted as standard ops and added. The op's weights
+are views of the library's (gate and up columns interleaved, each expert ``[out, in]``):
+``Transpose``/``Reshape``/``Concat`` of the initializers, which ``precision="int4"`` quantizes
+into ``QMoE`` (core's precision stage).
 
-Declined (the library's code runs): float16/bfloat16 or quantized layers (the router's dtype
-would change: the op routes in float32 from logits of its input's type), activations other than
-SiLU, training calls. Equal routing probabilities are the one place the two can differ: the op
-breaks a tie toward the higher expert index, ``top_k`` toward the lower (a measure-zero event for
-real-valued logits).
+Declined (the library's code runs): float16/bfloat16 layers (the router's dtype would change:
+the op routes in float32 from logits of its input's type), a block with any layer quantized or
+given LoRA (Keras' ``quantize`` reaches the inner Dense layers, the router's among them, not the
+block), activations other than SiLU, training calls. Equal routing probabilities are the one
+place the two can differ: the op breaks a tie toward the higher expert index, ``top_k`` toward
+the lower (a measure-zero event for real-valued logits).
 """
 
 from __future__ import annotations
