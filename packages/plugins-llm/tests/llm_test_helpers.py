@@ -93,7 +93,7 @@ def assert_fused_attention(folder, target: str, layers: int, *, rotary: str | No
 
 
 #: KerasHub's mixture-of-experts families (keras_moe.py): their sparse blocks' op per layer
-MOE_FAMILIES = ("mixtral", "qwen_moe", "qwen3_moe", "gpt_oss")
+MOE_FAMILIES = ("mixtral", "qwen_moe", "qwen3_moe", "gpt_oss", "qwen3_5_moe")
 
 
 def assert_moe_fused(folder, layers: int, experts: int = 4, op: str = "MoE") -> None:

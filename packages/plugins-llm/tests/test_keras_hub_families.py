@@ -87,6 +87,11 @@ def _builders():
             **GQA, head_dim=8, moe_intermediate_dim=16, num_experts=4, top_k=2, norm_top_k_prob=True,
             tie_word_embeddings=True)),
         "gpt_oss": lambda: M.GptOssCausalLM(M.GptOssBackbone(**GQA, num_experts=4, top_k=2, sliding_window=6)),
+        # Qwen 3.5 MoE with full-attention layers only: fused gate|up experts and a sigmoid-gated shared expert
+        "qwen3_5_moe": lambda: M.Qwen3_5MoeCausalLM(preprocessor=None, backbone=M.Qwen3_5MoeBackbone(
+            vocabulary_size=VOCAB, num_layers=2, num_query_heads=4, num_key_value_heads=2, head_dim=8, hidden_dim=32,
+            moe_intermediate_dim=16, shared_expert_intermediate_size=32, num_experts=4, top_k=2,
+            layer_types=["full_attention", "full_attention"])),
     }
 
 

@@ -17,7 +17,16 @@ import numpy as np
 import onnx
 import pytest
 from jax2onnx.verification.precision import cosine
-from llm_test_helpers import MS, NEW_TOKENS, PROMPTS, assert_moe_fused, check_folder, op_counts, require_genai
+from llm_test_helpers import (
+    MS,
+    NEW_TOKENS,
+    PROMPTS,
+    assert_moe_fused,
+    assert_same_tokens,
+    check_folder,
+    op_counts,
+    require_genai,
+)
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 keras = pytest.importorskip("keras", reason="KerasHub models need keras")
@@ -32,10 +41,13 @@ from test_keras_hub_families import make  # noqa: E402
 #: floors under the figures measured on these tiny random models (2 layers, 32 wide, 4 experts of
 #: 16-64 wide), where every weight matmul is int4 too (attention, router, the 32-wide embedding rows
 #: and LM head, one 4-bit block each: the bulk of the loss, as for test_precision_llm.py's 0.85):
-#: Mixtral 0.866 (0.914 with int8 embeddings and head), Qwen 3 MoE 0.976; int8 (8-bit QMoE): 0.9998
-MIN_COSINE = {("mixtral", "int4"): 0.85, ("qwen3_moe", "int4"): 0.95, ("mixtral", "int8"): 0.999}
+#: Mixtral 0.866 (0.914 with int8 embeddings and head), Qwen 3 MoE 0.976, Qwen 3.5 MoE 0.911 (QMoE and its
+#: shared expert in MatMulNBits; 0.941 on target onnx); int8 (8-bit QMoE): 0.9998
+MIN_COSINE = {("mixtral", "int4"): 0.85, ("qwen3_moe", "int4"): 0.95, ("mixtral", "int8"): 0.999,
+              ("qwen3_5_moe", "int4"): 0.90}
 
-CASES = [("mixtral", "onnxruntime", "int4"), ("qwen3_moe", "onnx", "int4"), ("mixtral", "onnxruntime", "int8")]
+CASES = [("mixtral", "onnxruntime", "int4"), ("qwen3_moe", "onnx", "int4"), ("mixtral", "onnxruntime", "int8"),
+         ("qwen3_5_moe", "onnxruntime", "int4"), ("qwen3_5_moe", "onnx", "int4")]
 
 
 @pytest.mark.parametrize(("family", "target", "precision"), CASES)
@@ -77,3 +89,46 @@ def test_low_precision_quantizes_the_experts(tmp_path, family, target, precision
     figure = cosine(prefill_logits(f32, ids), prefill_logits(folder, ids))
     print(f"{family} {precision} ({target}): logits cosine {figure:.4f} to float32")
     assert figure >= MIN_COSINE[family, precision]
+
+
+
+def test_keras_int8_blocks_run_the_library_code(tmp_path):
+    """Keras' own int8 quantization reaches the block's router and shared-expert Dense layers (not
+    the block itself, whose ``quantization_mode`` stays unset; was an invalid graph, the int8
+    router kernel read as the op's float32 one): declined on target onnxruntime, no MoE op, the
+    library's code, KerasHub's tokens."""
+    from test_keras_hub_families import keras_reference
+
+    require_genai()
+    model = make("qwen3_5_moe")
+    model.quantize("int8")
+    reference = keras_reference(model)
+    seen = set(np.asarray(reference(PROMPTS)).ravel()) | set(np.asarray(reference(PROMPTS[:1])).ravel())
+    eos = next(t for t in range(1, 128) if t not in seen)
+    folder = export_causal_lm(model, tmp_path / "int8", max_length=64, cache="concat", eos_token_id=eos,
+                              pad_token_id=0)
+    check_folder(folder)
+    ops = op_counts(folder)
+    assert (MS, "MoE") not in ops and (MS, "QMoE") not in ops, ops
+    assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
+
+
+def test_float16_blocks_run_the_library_code(tmp_path):
+    """float16 layers are declined (the op would route in float32 from float16 logits): no MoE op,
+    the block's stacked expert weights read by the library's batched einsum. (Tokens are not
+    compared: KerasHub's float16 generation does not run on JAX's CPU backend.)"""
+    model = make("qwen3_5_moe")
+    backbone = type(model.backbone).from_config({**model.backbone.get_config(), "dtype": "float16"})
+    backbone.set_weights(model.backbone.get_weights())
+    half = type(model)(backbone=backbone, preprocessor=None)
+    assert half.backbone.transformer_layers[0].mlp.compute_dtype == "float16"
+    folder = export_causal_lm(half, tmp_path / "f16", max_length=64, cache="concat", eos_token_id=1, pad_token_id=0)
+    check_folder(folder)
+    ops = op_counts(folder)
+    assert (MS, "MoE") not in ops and (MS, "QMoE") not in ops, ops
+    graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
+    # per layer gate|up [4 experts, 32, 2 x 16] and down [4, 16, 32]
+    stacked = {t.name for t in graph.initializer if list(t.dims) in ([4, 32, 32], [4, 16, 32])
+               and t.data_type == onnx.TensorProto.FLOAT16}
+    read_by = {n.op_type for n in graph.node for name in n.input if name in stacked}
+    assert len(stacked) == 4 and read_by == {"Einsum"}, (stacked, read_by)
