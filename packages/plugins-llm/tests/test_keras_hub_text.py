@@ -74,9 +74,11 @@ def test_text_prompts_generate_keras_hubs_tokens(tmp_path, kind):
     prompts = [[tokenizer.start_token_id, *(int(t) for t in genai_tokenizer.encode(text))] for text in TEXTS]
     assert prompts == keras_prompts
     assert len({t for row in want for t in row}) > 4 and sum(map(len, want)) > 2 * NEW, want  # varied, not ended at once
-    alone = [greedy(folder, [p], NEW)[0] for p in prompts]
+    eos = tokenizer.end_token_id
+    alone = [until_eos(greedy(folder, [p], NEW)[0], eos) for p in prompts]
     assert alone == want
-    assert greedy(folder, prompts, NEW) == want  # left-padded with the folder's pad id
+    # left-padded with the folder's pad id (a row that ended is filled with the end token, then pads)
+    assert [until_eos(row, eos) for row in greedy(folder, prompts, NEW)] == want
 
 
 def test_a_given_pad_id_is_kept_even_if_it_is_the_start_token(tmp_path):

@@ -87,3 +87,25 @@ def test_group_query_attention_rotates_itself(tmp_path, cache):
     check_folder(folder)
     assert_fused_attention(folder, "onnxruntime", 2, rotary="gqa")
     assert_same_tokens(folder, hf_reference(model), pad_token_id=PAD, eos=EOS)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_half_precision_model_exports_in_its_own_dtype(tmp_path, dtype):
+    """A Flax model computing in half precision (``from_pretrained(..., dtype=jnp.bfloat16)``): the cache
+    and logits in that dtype, the library's attention (the fused lowering is float32-only; it produced
+    float32 where the model has bfloat16 before), and the library's own greedy tokens until half
+    precision's rounding flips a near tie (its generate and the folder sum in other orders)."""
+    import jax.numpy as jnp
+    from jax2onnx_llm.genai_run import greedy, until_eos
+    from llm_test_helpers import PROMPTS
+
+    model = make("llama")
+    model = tf.FlaxLlamaForCausalLM(model.config, seed=0, dtype=getattr(jnp, dtype), _do_init=True)
+    model.params = make("llama").params
+    folder = export_causal_lm(model, tmp_path / dtype, max_length=64)
+    check_folder(folder)
+    got = [until_eos(row, EOS) for row in greedy(folder, PROMPTS, NEW_TOKENS)]
+    assert [until_eos(greedy(folder, [p], NEW_TOKENS)[0], EOS) for p in PROMPTS] == got
+    want = [until_eos(row, EOS) for row in np.asarray(hf_reference(model)(PROMPTS)).tolist()]
+    assert [row[:6] for row in got] == [row[:6] for row in want]  # bfloat16 here: the 7th of a row differs
+    assert len({t for row in want for t in row[:6]}) > 4, want

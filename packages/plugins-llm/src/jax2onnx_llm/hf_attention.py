@@ -85,6 +85,9 @@ def _cached_self_attention(module: Any, args: dict[str, Any]) -> bool:
         and mask is not None
         and getattr(mask, "ndim", 0) == 2
         and jnp.issubdtype(args["hidden_states"].dtype, jnp.floating)
+        # float32 only: a model computing in half precision (dtype=bfloat16/float16; its RMS norm may
+        # still hand the layer float32) runs the library's attention
+        and jnp.dtype(getattr(module, "dtype", jnp.float32)) == jnp.float32
     )
 
 

@@ -96,6 +96,7 @@ def decoder_spec(model: Any) -> DecoderSpec:
         hidden_size=backbone.hidden_dim, vocab_size=backbone.vocabulary_size, max_positions=positions,
         bos_token_id=_token_id(tokenizer, "start_token_id"), eos_token_id=_token_id(tokenizer, "end_token_id"),
         pad_token_id=_token_id(tokenizer, "pad_token_id"), model_type=family, family=f"KerasHub {name}",
+        dtype=jnp.dtype(model.compute_dtype),  # the cache _build_cache makes, and logits alike (genai wants one type)
         tokenizer=tokenizer,  # written beside the model (converted to tokenizer.json)
         prompts_start_with_bos=bool(getattr(preprocessor, "add_start_token", False)),
     )

@@ -65,6 +65,7 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
 
     tables = [layer for layer in backbone._flatten_layers(include_self=False, recursive=True)
               if isinstance(layer, PositionEmbedding)]
+    rotaries = _row_rotaries(backbone)
     heads = next((int(getattr(backbone, a)) for a in ("num_query_heads", "num_heads", "num_attention_heads")
                   if isinstance(getattr(backbone, a, None), int)), kv_heads)
     num_layers = len(decoders)
@@ -92,6 +93,9 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
             stack.enter_context(attention_cores(decoders, past, cache.max_length))
             for table in tables:
                 stack.enter_context(_positions(table, position_ids))
+            first_real = jnp.argmax(attention_mask > 0, axis=1).astype(jnp.int32)  # each row's left padding
+            for rotary in rotaries:
+                stack.enter_context(_row_rotary(rotary, first_real))
             logits, _, library_cache = model.call_with_cache(input_ids, library_cache, past)
         if unused_state:
             library_cache = library_cache[0]
@@ -112,6 +116,7 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
         max_positions=min((int(t.sequence_length) for t in tables), default=None),
         bos_token_id=_token_id(tokenizer, "start_token_id"), eos_token_id=_token_id(tokenizer, "end_token_id"),
         pad_token_id=pad if pad is not None else 0, model_type="decoder", family=f"KerasHub {name}",
+        dtype=jnp.dtype(model.compute_dtype),  # the cache _build_cache makes, and logits alike (genai wants one type)
         tokenizer=tokenizer, prompts_start_with_bos=bool(getattr(preprocessor, "add_start_token", False)),
     )
 
@@ -234,6 +239,35 @@ def _and_computed_mask(layer: Any, mask: Any) -> Any:
         return jnp.logical_and(jnp.asarray(own).astype(bool), mask).astype(jnp.asarray(own).dtype)
 
     return _override(layer, "_compute_attention_mask", masked)
+
+
+def _row_rotaries(backbone: Any) -> list[Any]:
+    """The backbone's rotary layers that take per-row positions (KerasHub's ``RotaryEmbedding`` and the
+    subclasses that keep its cos/sin code; Phi-3's long-rope computes them for one row of positions)."""
+    from keras_hub.layers import RotaryEmbedding
+
+    base = RotaryEmbedding._compute_cos_sin_embedding
+    return [layer for layer in backbone._flatten_layers(include_self=False, recursive=True)
+            if isinstance(layer, RotaryEmbedding) and type(layer)._compute_cos_sin_embedding is base]
+
+
+def _row_rotary(layer: Any, first_real: Any) -> Any:
+    """A rotary layer rotating each row as that row alone would be: a position ``p`` the library uses
+    (``start_index + i``, a slot of the cache buffer) at or after the row's first real token is taken
+    as ``p - first_real``. Most families rotate queries and keys at their own slots, where only the
+    differences matter; GPT-NeoX rotates the whole cache buffer by slot and a decode step's query at 0,
+    so its scores would depend on how much left padding a row has."""
+    call = layer.call
+
+    def shifted(inputs: Any, start_index: Any = 0, positions: Any = None) -> Any:
+        if positions is not None:
+            return call(inputs, positions=positions)
+        seq = inputs.shape[layer.sequence_axis]
+        slots = jnp.arange(seq, dtype=jnp.int32)[None, :] + jnp.asarray(start_index, jnp.int32)
+        first = first_real[:, None]
+        return call(inputs, positions=jnp.where(slots >= first, slots - first, slots))
+
+    return _override(layer, "call", shifted)
 
 
 def _positions(table: Any, position_ids: Any) -> Any:

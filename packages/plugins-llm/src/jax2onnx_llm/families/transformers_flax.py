@@ -84,7 +84,8 @@ def decoder_spec(model: Any) -> DecoderSpec:
         step=step, params=_params(model), num_layers=layers, num_heads=heads, num_kv_heads=kv_heads,
         head_size=head_size, hidden_size=hidden, vocab_size=config.vocab_size, max_positions=positions,
         bos_token_id=bos, eos_token_id=eos, pad_token_id=pad, model_type=family, family=f"transformers {name}",
-        dtype=jnp.float32,
+        # the computation dtype (``from_pretrained(..., dtype=jnp.bfloat16)``): its cache, and logits alike
+        dtype=jnp.dtype(getattr(model, "dtype", jnp.float32)),
     )
 
 
