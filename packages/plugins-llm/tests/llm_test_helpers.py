@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import onnx
@@ -158,3 +159,14 @@ def assert_layer_fusions(folder, expected: list[str]) -> None:
             assert i not in per_layer, f"layer {i}: {per_layer[i]} fused, but expected not fused ({want})"
             assert entry["fused"] is None and want in entry["reason"], (i, entry)
     assert -1 not in per_layer, f"fused attention nodes without a layer: {per_layer[-1]}"
+
+
+def keras_hub_under_jax():
+    """``(keras, keras_hub)`` for a test module, or the module skipped with the reason: KerasHub models
+    export under the JAX backend only."""
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    keras = pytest.importorskip("keras", reason="KerasHub models need keras")
+    keras_hub = pytest.importorskip("keras_hub", reason="keras-hub provides the models")
+    if keras.backend.backend() != "jax":  # pragma: no cover
+        pytest.skip("KerasHub models export under the JAX backend only (KERAS_BACKEND=jax)", allow_module_level=True)
+    return keras, keras_hub

@@ -7,8 +7,6 @@ themselves are ``test_keras_hub_families.py``'s (op per layer, tokens, both targ
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from llm_test_helpers import (
@@ -18,14 +16,11 @@ from llm_test_helpers import (
     assert_layer_fusions,
     assert_same_tokens,
     check_folder,
+    keras_hub_under_jax,
     op_counts,
 )
 
-os.environ.setdefault("KERAS_BACKEND", "jax")
-keras = pytest.importorskip("keras", reason="KerasHub models need keras")
-keras_hub = pytest.importorskip("keras_hub", reason="keras-hub provides the models")
-if keras.backend.backend() != "jax":  # pragma: no cover
-    pytest.skip("KerasHub models export under the JAX backend only (KERAS_BACKEND=jax)", allow_module_level=True)
+keras, keras_hub = keras_hub_under_jax()
 
 from jax2onnx_llm import export_causal_lm  # noqa: E402
 from jax2onnx_llm import keras_alibi_attention as alibi  # noqa: E402

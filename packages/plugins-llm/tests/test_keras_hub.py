@@ -3,8 +3,6 @@ onnxruntime-genai's greedy tokens equal KerasHub's own greedy ``generate``."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from jax2onnx_llm import export_causal_lm
@@ -17,13 +15,10 @@ from llm_test_helpers import (
     assert_layer_fusions,
     assert_same_tokens,
     check_folder,
+    keras_hub_under_jax,
 )
 
-os.environ.setdefault("KERAS_BACKEND", "jax")
-keras = pytest.importorskip("keras", reason="KerasHub models need keras")
-keras_hub = pytest.importorskip("keras_hub", reason="keras-hub provides the models")
-if keras.backend.backend() != "jax":  # pragma: no cover
-    pytest.skip("KerasHub models export under the JAX backend only (KERAS_BACKEND=jax)", allow_module_level=True)
+keras, keras_hub = keras_hub_under_jax()
 
 
 def make(family: str):

@@ -5,8 +5,6 @@ exported and generated in onnxruntime-genai, whose greedy tokens must equal Kera
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from jax2onnx_llm import export_causal_lm
@@ -22,14 +20,11 @@ from llm_test_helpers import (
     assert_moe_fused,
     assert_same_tokens,
     check_folder,
+    keras_hub_under_jax,
     op_counts,
 )
 
-os.environ.setdefault("KERAS_BACKEND", "jax")
-keras = pytest.importorskip("keras", reason="KerasHub models need keras")
-keras_hub = pytest.importorskip("keras_hub", reason="keras-hub provides the models")
-if keras.backend.backend() != "jax":  # pragma: no cover
-    pytest.skip("KerasHub models export under the JAX backend only (KERAS_BACKEND=jax)", allow_module_level=True)
+keras, keras_hub = keras_hub_under_jax()
 
 M = keras_hub.models
 VOCAB = 128

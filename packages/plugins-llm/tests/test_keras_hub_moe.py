@@ -11,8 +11,6 @@ equal KerasHub's own greedy generation: test_keras_hub_families.py."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import onnx
 import pytest
@@ -24,15 +22,12 @@ from llm_test_helpers import (
     assert_moe_fused,
     assert_same_tokens,
     check_folder,
+    keras_hub_under_jax,
     op_counts,
     require_genai,
 )
 
-os.environ.setdefault("KERAS_BACKEND", "jax")
-keras = pytest.importorskip("keras", reason="KerasHub models need keras")
-pytest.importorskip("keras_hub", reason="keras-hub provides the models")
-if keras.backend.backend() != "jax":  # pragma: no cover
-    pytest.skip("KerasHub models export under the JAX backend only (KERAS_BACKEND=jax)", allow_module_level=True)
+keras, _ = keras_hub_under_jax()
 
 from jax2onnx_llm import export_causal_lm  # noqa: E402
 from jax2onnx_llm.genai_run import greedy, prefill_logits  # noqa: E402

@@ -9,20 +9,14 @@ the graph takes every prompt's leading start token for padding (issue #32, outco
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from jax2onnx_llm import export_causal_lm
 from jax2onnx_llm.genai_run import folder_pad_token_id, greedy, until_eos
-from llm_test_helpers import require_genai
+from llm_test_helpers import keras_hub_under_jax, require_genai
 from test_tokenizer_strings import keras_tokenizer
 
-os.environ.setdefault("KERAS_BACKEND", "jax")
-keras = pytest.importorskip("keras", reason="KerasHub models need keras")
-keras_hub = pytest.importorskip("keras_hub", reason="keras-hub provides the models")
-if keras.backend.backend() != "jax":  # pragma: no cover
-    pytest.skip("KerasHub models export under the JAX backend only (KERAS_BACKEND=jax)", allow_module_level=True)
+keras, keras_hub = keras_hub_under_jax()
 
 M = keras_hub.models
 TEXTS = ["the quick brown fox", "Grüße aus Köln 😀", "hello  world 2026, don't"]
