@@ -64,8 +64,9 @@ def prefill_logits(folder: str | pathlib.Path, ids: np.ndarray) -> np.ndarray:
             feeds[i.name] = ids
         elif i.name == "attention_mask":
             feeds[i.name] = np.ones(ids.shape, np.int32)
-        else:  # an empty past: batch, kv heads, 0, head size
-            feeds[i.name] = np.zeros((ids.shape[0], i.shape[1], 0, i.shape[3]), np.float32)
+        else:  # an empty past (batch, kv heads, 0, head size) in the cache's dtype
+            dtype = np.float16 if i.type == "tensor(float16)" else np.float32
+            feeds[i.name] = np.zeros((ids.shape[0], i.shape[1], 0, i.shape[3]), dtype)
     return session.run(None, feeds)[0]
 
 
