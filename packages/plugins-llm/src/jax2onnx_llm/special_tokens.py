@@ -104,17 +104,21 @@ def tokenizer_adds_bos(tokenizer: Any) -> bool:
     """Whether the tokenizer puts its start token first when it encodes a prompt (transformers'
     ``add_bos_token``: Llama-style tokenizers; a folder's ``tokenizer_config.json``)."""
     if isinstance(tokenizer, (str, os.PathLike)):
-        path = pathlib.Path(tokenizer)
-        folder = path.parent if path.name == "tokenizer.json" else path
         try:
-            return json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("add_bos_token") is True
+            config = json.loads((_folder(pathlib.Path(tokenizer)) / "tokenizer_config.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return False
+        return config.get("add_bos_token") is True
     return getattr(tokenizer, "add_bos_token", False) is True
 
 
+def _folder(path: pathlib.Path) -> pathlib.Path:
+    """The folder a ``tokenizer=`` path names (the folder itself, or its ``tokenizer.json``)."""
+    return path.parent if path.name == "tokenizer.json" else path
+
+
 def _folder_ids(path: pathlib.Path) -> dict[str, int]:
-    folder = path.parent if path.name == "tokenizer.json" else path
+    folder = _folder(path)
     try:
         config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
         tokenizer = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))

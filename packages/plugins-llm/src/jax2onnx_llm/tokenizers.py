@@ -17,9 +17,8 @@ from typing import Any
 
 from .errors import TokenizerError
 from .tokenizer_genai import for_genai
-from .tokenizers_keras_hub import from_keras_hub
+from .tokenizers_keras_hub import REQUIRED, from_keras_hub
 
-REQUIRED = "tokenizer.json"
 COMPANIONS = ("tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model")
 
 
@@ -49,9 +48,9 @@ def resolve(tokenizer: Any) -> Any:
     )
 
 
-def write(source: Any, folder: pathlib.Path) -> list[str]:
+def write(source: Any, folder: pathlib.Path) -> None:
     """The tokenizer's files in ``folder``, its ``tokenizer.json`` in the form onnxruntime-genai splits as
-    the library does; returns what was rewritten for that (one line each)."""
+    the library does."""
     if isinstance(source, pathlib.Path):
         for name in (REQUIRED, *COMPANIONS):
             if (source / name).is_file():
@@ -60,10 +59,10 @@ def write(source: Any, folder: pathlib.Path) -> list[str]:
         source.save_pretrained(str(folder))
         if not (folder / REQUIRED).is_file():
             raise TokenizerError(f"the tokenizer saved no {REQUIRED}; pass a fast tokenizer (use_fast=True)")
-    return _rewrite_for_genai(folder)
+    _rewrite_for_genai(folder)
 
 
-def _rewrite_for_genai(folder: pathlib.Path) -> list[str]:
+def _rewrite_for_genai(folder: pathlib.Path) -> None:
     path = folder / REQUIRED
     tokenizer_json = json.loads(path.read_text(encoding="utf-8"))
     try:
@@ -71,8 +70,7 @@ def _rewrite_for_genai(folder: pathlib.Path) -> list[str]:
     except (OSError, ValueError):
         config = {}
     rewritten, notes = for_genai(tokenizer_json, str(config.get("tokenizer_class") or ""))
-    if notes:
+    if notes:  # only a file that needed it is rewritten
         path.write_text(json.dumps(rewritten, ensure_ascii=False, indent=2), encoding="utf-8")
-    return notes
 
 

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 
 from ..errors import UnsupportedModelError
 from ..spec import DecoderSpec, KVCache
-from .keras_hub_generic import attention_cores
+from .keras_hub_generic import attention_cores, library_facts
 from .support import supported_family
 
 FAMILIES = {"GPT2CausalLM": "decoder", "GemmaCausalLM": "gemma", "LlamaCausalLM": "llama"}
@@ -89,22 +89,12 @@ def decoder_spec(model: Any) -> DecoderSpec:
         x = backbone.layer_norm(x)
         return backbone.token_embedding(x, reverse=True), cache
 
-    preprocessor = getattr(model, "preprocessor", None)
-    tokenizer = getattr(preprocessor, "tokenizer", None)
     return DecoderSpec(
         step=step, params=None, num_layers=layers, num_heads=heads, num_kv_heads=kv_heads, head_size=head_size,
         hidden_size=backbone.hidden_dim, vocab_size=backbone.vocabulary_size, max_positions=positions,
-        bos_token_id=_token_id(tokenizer, "start_token_id"), eos_token_id=_token_id(tokenizer, "end_token_id"),
-        pad_token_id=_token_id(tokenizer, "pad_token_id"), model_type=family, family=f"KerasHub {name}",
-        dtype=jnp.dtype(model.compute_dtype),  # the cache _build_cache makes, and logits alike (genai wants one type)
-        tokenizer=tokenizer,  # written beside the model (converted to tokenizer.json)
-        prompts_start_with_bos=bool(getattr(preprocessor, "add_start_token", False)),
+        model_type=family, family=f"KerasHub {name}", **library_facts(model),
     )
 
-
-def _token_id(tokenizer: Any, attr: str) -> Any:
-    value = getattr(tokenizer, attr, None) if tokenizer is not None else None
-    return int(value) if value is not None else None
 
 
 @contextlib.contextmanager

@@ -107,17 +107,14 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
             cache.keys[i], cache.values[i] = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
         return logits, cache
 
-    preprocessor = getattr(model, "preprocessor", None)
-    tokenizer = getattr(preprocessor, "tokenizer", None)
-    pad = _token_id(tokenizer, "pad_token_id")
+    facts = library_facts(model)
+    if facts["pad_token_id"] is None:
+        facts["pad_token_id"] = 0
     return DecoderSpec(
         step=step, params=None, num_layers=num_layers, num_heads=heads, num_kv_heads=kv_heads, head_size=head_size,
         hidden_size=int(backbone.hidden_dim), vocab_size=int(backbone.vocabulary_size),
         max_positions=min((int(t.sequence_length) for t in tables), default=None),
-        bos_token_id=_token_id(tokenizer, "start_token_id"), eos_token_id=_token_id(tokenizer, "end_token_id"),
-        pad_token_id=pad if pad is not None else 0, model_type="decoder", family=f"KerasHub {name}",
-        dtype=jnp.dtype(model.compute_dtype),  # the cache _build_cache makes, and logits alike (genai wants one type)
-        tokenizer=tokenizer, prompts_start_with_bos=bool(getattr(preprocessor, "add_start_token", False)),
+        model_type="decoder", family=f"KerasHub {name}", **facts,
     )
 
 
@@ -144,9 +141,20 @@ def attention_cores(decoders: list[Any], past: Any, context: int | None) -> Iter
         yield
 
 
-def _token_id(tokenizer: Any, attr: str) -> Any:
-    value = getattr(tokenizer, attr, None) if tokenizer is not None else None
-    return int(value) if value is not None else None
+def library_facts(model: Any) -> dict[str, Any]:
+    """The ``DecoderSpec`` fields a KerasHub ``CausalLM`` names itself: its preprocessor's tokenizer
+    (written beside the model) and special ids, whether that preprocessor puts the start token first,
+    and the dtype its cache and logits are computed in (genai wants one type for both)."""
+    preprocessor = getattr(model, "preprocessor", None)
+    tokenizer = getattr(preprocessor, "tokenizer", None)
+
+    def token_id(attr: str) -> int | None:
+        value = getattr(tokenizer, attr, None) if tokenizer is not None else None
+        return int(value) if value is not None else None
+
+    return dict(bos_token_id=token_id("start_token_id"), eos_token_id=token_id("end_token_id"),
+                pad_token_id=token_id("pad_token_id"), tokenizer=tokenizer, dtype=jnp.dtype(model.compute_dtype),
+                prompts_start_with_bos=bool(getattr(preprocessor, "add_start_token", False)))
 
 
 def _cache_layout(model: Any, name: str, decoders: list[Any]) -> tuple[str, int, int, list[tuple[Any, Any]]]:
