@@ -1,6 +1,6 @@
 """Test matrix across packs and JAX/Flax versions.
 
-    nox -s tests            # default: every pack's tests, newest JAX/Flax (what CI runs)
+    nox -s tests            # default: every pack's tests, newest JAX/Flax, testcases at opsets 23, 17, 13 (CI runs it)
     nox -s tests_core       # core alone (no pack installed), plus the minimal-install checks
     nox -s tests_lax tests_jnp tests_nnx tests_examples tests_linen tests_eqx
     nox -s keras            # the Keras pack and Keras 3's model.export(format="onnx") (JAX backend)
@@ -82,6 +82,10 @@ TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.31", "hypothesis>=
 #: where legalize_opset13 rewrites the forms of 14-17.
 FLOOR_OPSET = 17
 OLDEST_OPSET = 13
+#: `tests` exports every testcase variant at the default opset, 17 and 13, as adjacent items that one
+#: xdist worker runs (loadgroup): JAX's side of the comparison, most of a variant's time, is
+#: computed once for the three (testing/pytest_plugin.py). `opsets`/`opsets_oldest` run one opset alone.
+EVERY_OPSET = (f"--jax2onnx-opset=default,{FLOOR_OPSET},{OLDEST_OPSET}", "--dist", "loadgroup")
 #: Every pack's testcase file (the variant tests the --jax2onnx-opset option re-targets).
 TESTCASE_FILES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "packages", "*", "tests", "test_testcases.py")))
 #: The components whose testcases the floor cell runs in CI: every pack, and the version-sensitive
@@ -138,14 +142,15 @@ def _pytest(session: nox.Session, paths: list[str], *extra: str) -> None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Every pack's tests but the LLM pack's (``tests_llm``) in one environment with the newest JAX/Flax;
-    writes the coverage results."""
+    """Every pack's tests but the LLM pack's (``tests_llm``) in one environment with the newest JAX/Flax,
+    every testcase at the default opset, 17 and 13 (what ``opsets`` and ``opsets_oldest`` run alone);
+    writes the coverage results (default opset)."""
     session.install(*TEST_TOOLS, *ALL_PACKAGES)
     _install_template(session)
     session.env["KERAS_BACKEND"] = "jax"
     if os.path.exists(REPORT):
         os.remove(REPORT)
-    _pytest(session, [*DEFAULT_TESTS, TEMPLATE_TESTS], f"--jax2onnx-report={REPORT}")
+    _pytest(session, [*DEFAULT_TESTS, TEMPLATE_TESTS], f"--jax2onnx-report={REPORT}", *EVERY_OPSET)
 
 
 @nox.session(python=PYTHON)

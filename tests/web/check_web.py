@@ -30,7 +30,7 @@ from jax2onnx.verification.compare import jax_reference
 from jax2onnx_nnx.testcases.models import PreLNTransformerLayer, QuickstartMLP, SmallCNN
 
 #: The older opset the web session checks beside the default: 17, as docs/opsets.md states (the
-#: opsets below it, 13-16, are checked in onnxruntime by `nox -s opsets_oldest`).
+#: opsets below it, 13-16, are checked in onnxruntime by `nox -s tests`).
 WEB_OLD_OPSET = 17
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -8,9 +8,12 @@ A test module opts in by naming the packs it covers and using the ``jax2onnx_var
         run_variant(jax2onnx_variant)
 
 Options: ``--jax2onnx-report=PATH`` writes ``{test id: "passed"|"failed"|"skipped"}`` as JSON
-(the coverage tables read it); ``--jax2onnx-opset=N`` exports every variant at opset N instead of
-the default (``nox -s opsets`` runs the floor, 17; ids and report keys get ``_opsetN``);
-``-k`` selects by testcase name as usual.
+(the coverage tables read it; only variants at the default opset are recorded);
+``--jax2onnx-opset=N`` exports every variant at opset N instead of the default (ids get ``_opsetN``),
+and a comma list (``default,17,13``) runs every variant at each of them: the opsets of one variant
+are adjacent items in one xdist group (``-p xdist --dist loadgroup``), so the worker that runs them
+computes JAX's side of the comparison once (:mod:`jax2onnx.testing.runner`'s reference memo) instead
+of once per opset -- most of a testcase's time; ``-k`` selects by testcase name as usual.
 
 Ini option ``jax2onnx_xla_flags``: XLA flags added to ``XLA_FLAGS`` before any conftest or test
 module is imported, so before JAX's first compilation (XLA reads the variable once, then). A
@@ -21,6 +24,7 @@ pyproject.toml does); a flag already named in ``XLA_FLAGS`` keeps the value give
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from typing import Any
@@ -38,8 +42,9 @@ _RESULTS: dict[str, dict[str, Any]] = {}
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("jax2onnx")
     group.addoption("--jax2onnx-report", default=None, help="write testcase outcomes as JSON to this path")
-    group.addoption("--jax2onnx-opset", default=None, type=_opset_option,
-                    help="export every testcase variant at this opset (default: to_onnx's default)")
+    group.addoption("--jax2onnx-opset", default=None, type=_opsets_option,
+                    help="export every testcase variant at this opset, or at each of a comma list "
+                         "('default' is to_onnx's default; e.g. default,17,13)")
     parser.addini("jax2onnx_xla_flags", type="args", default=[],
                   help="XLA flags added to XLA_FLAGS before JAX first compiles (those XLA_FLAGS names already win)")
 
@@ -66,36 +71,50 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return None
 
 
-def _opset_option(text: str) -> int:
+def _opsets_option(text: str) -> tuple[int | None, ...]:
+    """``"17"`` -> (17,); ``"default,17,13"`` -> (None, 17, 13): None is to_onnx's default opset."""
     import argparse
 
     from jax2onnx.ir.opsets import MIN_OPSET, max_opset
 
-    try:
-        opset = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"an opset number from {MIN_OPSET} to {max_opset()}, got {text!r}") from None
-    if not MIN_OPSET <= opset <= max_opset():
-        raise argparse.ArgumentTypeError(f"opset {opset} is outside the supported {MIN_OPSET}..{max_opset()}")
-    return opset
+    out: list[int | None] = []
+    for token in (t.strip() for t in text.split(",")):
+        if token == "default":
+            opset = None
+        else:
+            try:
+                opset = int(token)
+            except ValueError:
+                raise argparse.ArgumentTypeError(
+                    f"an opset number from {MIN_OPSET} to {max_opset()} or 'default' (comma-separated), got {token!r}") from None
+            if not MIN_OPSET <= opset <= max_opset():
+                raise argparse.ArgumentTypeError(f"opset {opset} is outside the supported {MIN_OPSET}..{max_opset()}")
+        if opset in out:
+            raise argparse.ArgumentTypeError(f"opset {token} is named twice in {text!r}")
+        out.append(opset)
+    return tuple(out)
 
 
-def collect_variants(packs: list[str] | None, opset: int | None = None) -> list[Any]:
+def collect_variants(packs: list[str] | None, opset: int | None | tuple[int | None, ...] = None) -> list[Any]:
+    """Every variant of the installed packs' testcases (``packs``: only these), at ``opset`` or at
+    each of a tuple of opsets; a variant's opsets are adjacent in the list."""
     from jax2onnx.lower.registry import get_registry
     from jax2onnx.testing.runner import variants_of
 
+    opsets = opset if isinstance(opset, tuple) else (opset,)
     out = []
     seen: set[str] = set()
     for pack, comp in get_registry().components():
         if packs is not None and pack not in packs:
             continue
         for case in comp.testcases:
-            for v in variants_of(case, pack, comp.name, opset):
-                key = f"{comp.name}::{v.id}"
-                if key in seen:
-                    continue
-                seen.add(key)
-                out.append(v)
+            for base in variants_of(case, pack, comp.name):
+                for v in (dataclasses.replace(base, opset=o) for o in opsets):
+                    key = f"{comp.name}::{v.id}"
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    out.append(v)
     return out
 
 
@@ -120,12 +139,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "jax2onnx_variant" not in metafunc.fixturenames:
         return
     packs = getattr(metafunc.module, "JAX2ONNX_PACKS", None)
-    opset = metafunc.config.getoption("--jax2onnx-opset", default=None)
-    variants = collect_variants(list(packs) if packs is not None else None, opset)
-    params = [
-        pytest.param(v, id=f"{v.component}::{v.id}", marks=[pytest.mark.skip(reason=v.case.skip_reason)] if v.case.skip_reason else [])
-        for v in variants
-    ]
+    opsets = metafunc.config.getoption("--jax2onnx-opset", default=None)
+    variants = collect_variants(list(packs) if packs is not None else None, opsets)
+    several = isinstance(opsets, tuple) and len(opsets) > 1
+
+    def marks(v: Any) -> list[Any]:
+        out = [pytest.mark.skip(reason=v.case.skip_reason)] if v.case.skip_reason else []
+        if several:  # one worker for a variant's opsets: JAX's reference is computed once for them
+            out.append(pytest.mark.xdist_group(f"{v.component}::{v.case.name}"))
+        return out
+
+    params = [pytest.param(v, id=f"{v.component}::{v.id}", marks=marks(v)) for v in variants]
     metafunc.parametrize("jax2onnx_variant", params)
 
 
@@ -139,6 +163,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
     variant = getattr(item, "callspec", None) and item.callspec.params.get("jax2onnx_variant")
     if variant is None:
         return
+    if variant.opset is not None and item.config.getoption("--jax2onnx-opset", default=None) != (variant.opset,):
+        return  # a run over several opsets reports the default one's outcomes (the coverage tables' keys)
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
         # Carried on the report, so under pytest-xdist it reaches the controller, which alone
         # writes the file (workers writing it concurrently would lose each other's results).

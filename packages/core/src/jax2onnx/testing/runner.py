@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -18,7 +20,7 @@ from ..ir.legalize import decomposed_ops
 from ..ir.opsets import op_since
 from ..ir.proto_walk import nodes
 from ..verification import trials
-from ..verification.compare import compare
+from ..verification.compare import compare, jax_expected
 from .testcase import Testcase
 
 DEFAULT_STATIC_SIZE = 3
@@ -248,13 +250,42 @@ def compare_with_jax(variant: Variant, fn: Any, model: onnx.ModelProto, inputs: 
     rtol, atol = (case.rtol_f64, case.atol_f64) if variant.double else (case.rtol, case.atol)
     diffs: list[float] = []
     for vals in inputs.runs:
+        expected = _reference(variant, fn, vals, inputs.params)
         # One onnxruntime thread: a testcase's model is tiny and run once, and the default pool
         # (one spinning thread per core) cost more CPU to start than the run itself.
         cmp = compare(fn, model, vals, inputs.params or None, rtol=rtol, atol=atol, enable_double_precision=variant.double,
-                       jit=case.reference_jit, threads=1)
+                       jit=case.reference_jit, threads=1, expected=expected)
         assert cmp.ok, f"{variant.id} with input shapes {[v.shape for v in vals]}: {cmp}"
         diffs = [max(a, b) for a, b in zip(diffs, cmp.max_abs_diff)] if diffs else list(cmp.max_abs_diff)
     return diffs
+
+
+#: JAX's outputs for the last few (variant without its opset, inputs): the same variant exported at
+#: several opsets (``--jax2onnx-opset=default,17,13``, adjacent items on one worker) is compared
+#: with one reference -- JAX's jit of the testcase was most of a variant's time. Keyed on the input
+#: and parameter bytes too, so a reference is reused only for the very arrays it was computed on;
+#: the testcase's function is rebuilt for every item, from the same seeds.
+_REFERENCES: collections.OrderedDict[tuple[Any, ...], Any] = collections.OrderedDict()
+_REFERENCES_KEPT = 8
+
+
+def _reference(variant: Variant, fn: Any, vals: Sequence[np.ndarray], params: dict[str, Any]) -> Any:
+    digest = hashlib.sha256()
+    for a in [*vals, *(np.asarray(params[k]) for k in sorted(params))]:
+        a = np.ascontiguousarray(a)
+        digest.update(f"{a.dtype.str}{a.shape}".encode())
+        digest.update(a.tobytes())
+    case = variant.case
+    key = (variant.pack, variant.component, case.name, variant.symbolic, variant.double, case.reference_jit,
+           tuple(sorted(params)), digest.hexdigest())
+    if key in _REFERENCES:
+        _REFERENCES.move_to_end(key)
+        return _REFERENCES[key]
+    expected = jax_expected(fn, [np.asarray(v) for v in vals], params or None, double=variant.double, jit=case.reference_jit)
+    _REFERENCES[key] = expected
+    while len(_REFERENCES) > _REFERENCES_KEPT:
+        _REFERENCES.popitem(last=False)
+    return expected
 
 
 def _param_value(v: Any, double: bool) -> Any:

@@ -246,6 +246,16 @@ def jax_reference(fn: Callable[..., Any], arrays: Sequence[Any], params: Mapping
             return fn(*arrays, **params)
 
 
+def jax_expected(fn: Callable[..., Any], arrays: Sequence[np.ndarray], input_params: Mapping[str, Any] | None = None, *,
+                 double: bool, jit: bool = True, reference: str = HIGHEST) -> tuple[list[np.ndarray], ReferenceInfo]:
+    """JAX's outputs of ``fn`` on ``arrays`` as :func:`compare` compares them (flattened, each as
+    the ONNX value it should equal), and where and at which precision they were computed."""
+    with compat.x64_enabled(double):
+        outputs = jax_reference(fn, arrays, input_params, jit=jit, reference=reference)
+        info = reference_info(outputs, reference)
+        return [as_onnx_value(jax_output_array(e)) for e in jax.tree_util.tree_leaves(outputs)], info
+
+
 def compare(
     fn: Callable[..., Any],
     model: onnx.ModelProto | str | os.PathLike[str],
@@ -259,6 +269,7 @@ def compare(
     jit: bool = True,
     threads: int | None = None,
     reference: str = HIGHEST,
+    expected: tuple[list[np.ndarray], ReferenceInfo] | None = None,
 ) -> Comparison:
     """Run ``fn`` in JAX and ``model`` in onnxruntime on the same concrete ``inputs`` and compare.
 
@@ -271,18 +282,17 @@ def compare(
     match exactly. ``reference``: see :func:`jax_reference`; the result names where JAX ran and at
     which precision, and a mismatch against ``"accelerator-default"`` is computed once more at
     highest precision to tell a precision effect from a lowering (``Comparison.recheck``).
+    ``expected``: JAX's side as :func:`jax_expected` computed it for these inputs, reused (the test
+    runner compares one function's exports at several opsets with one reference).
     """
     reference = check_reference(reference)
     arrays = [np.asarray(x) for x in inputs]
     double = enable_double_precision if enable_double_precision is not None else any(a.dtype == np.float64 for a in arrays)
 
     def expected_at(kind: str) -> tuple[list[np.ndarray], ReferenceInfo]:
-        with compat.x64_enabled(double):
-            outputs = jax_reference(fn, arrays, input_params, jit=jit, reference=kind)
-            info = reference_info(outputs, kind)
-            return [as_onnx_value(jax_output_array(e)) for e in jax.tree_util.tree_leaves(outputs)], info
+        return jax_expected(fn, arrays, input_params, double=double, jit=jit, reference=kind)
 
-    expected, info = expected_at(reference)
+    expected, info = expected if expected is not None else expected_at(reference)
     got = run_onnx(model, arrays, input_params, base_dir=base_dir, threads=threads)
     def tolerances(kind: str, outputs: Sequence[np.ndarray], platform: str) -> tuple[float, float]:
         """The caller's rtol/atol, else 1e-5 both or what the reference's kind and platform allow."""
