@@ -159,3 +159,14 @@ def test_pytest_plugin_report_feeds_the_tables(tmp_path):
     report = tmp_path / "report.json"
     legend = next(line for line in render(str(report), registry=_registry()).splitlines() if "Produced with" in line)
     assert f"jax {jax.__version__}" in legend and f"python {environment['python']}" in legend, legend
+
+
+def test_a_run_over_several_opsets_reports_the_default_opsets_outcomes(tmp_path):
+    """`--jax2onnx-opset=default,17,13` (what `nox -s tests` runs) keeps the report's keys those of
+    the default opset, the ones the coverage tables read; each opset still runs."""
+    import importlib.util
+
+    extra = ["-n", "2", "--dist", "loadgroup"] if importlib.util.find_spec("xdist") else []
+    results = _run_pytest_with_report(tmp_path, *extra, "--jax2onnx-opset=default,17,13", "-rA")
+    results.pop(ENVIRONMENT_KEY)
+    assert {k: v["outcome"] for k, v in results.items()} == _expected_outcomes()

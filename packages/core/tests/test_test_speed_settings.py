@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import jax
+import pytest
 import onnxruntime
 from jax2onnx.testing import Testcase, run_variant, variants_of
 from jax2onnx.testing.pytest_plugin import with_xla_flags
@@ -75,3 +76,56 @@ def test_the_runner_compares_with_onnxruntime_on_one_thread(mini_registry, monke
     for variant in variants_of(case):
         run_variant(variant)
     assert threads == [1, 1, 1]  # static at one size, symbolic at two
+
+
+def test_the_opsets_of_a_variant_share_one_jax_reference(mini_registry, monkeypatch):
+    """`--jax2onnx-opset=default,17,13` runs a variant three times; JAX's side, the most expensive
+    part of a variant, is computed once for the three, and again for other inputs."""
+    import dataclasses
+
+    from jax2onnx.testing import runner
+
+    computed = []
+    real = runner.jax_expected
+
+    def counting(fn, arrays, *args, **kwargs):
+        computed.append([a.shape for a in arrays])
+        return real(fn, arrays, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "jax_expected", counting)
+    monkeypatch.setattr(runner, "_REFERENCES", type(runner._REFERENCES)())
+    case = Testcase("cos_shared", lambda x: jax.numpy.cos(x), [("B", 3)], run_f64=False)
+    (static, symbolic) = variants_of(case)
+    for opset in (None, 17, 13):
+        result = runner.run_variant(dataclasses.replace(static, opset=opset))
+        assert result.max_abs_diff[0] < 1e-6
+    assert len(computed) == 1
+    for opset in (None, 17, 13):
+        runner.run_variant(dataclasses.replace(symbolic, opset=opset))
+    assert len(computed) == 3  # the symbolic variant's two sizes, once each
+
+
+def test_a_reference_is_reused_only_for_the_same_input_bytes(mini_registry, monkeypatch):
+    import numpy as np
+
+    from jax2onnx.testing import runner
+
+    monkeypatch.setattr(runner, "_REFERENCES", type(runner._REFERENCES)())
+    (variant, _) = variants_of(Testcase("exp_shared", lambda x: jax.numpy.exp(x), [("B", 3)], run_f64=False))
+    x = np.ones((3, 3), np.float32)
+    first = runner._reference(variant, jax.numpy.exp, [x], {})
+    assert runner._reference(variant, jax.numpy.exp, [x.copy()], {}) is first
+    other = runner._reference(variant, jax.numpy.exp, [x * 2], {})
+    assert other is not first and np.allclose(other[0][0], np.exp(2.0))
+
+
+def test_the_opset_option_takes_a_comma_list():
+    import argparse
+
+    from jax2onnx.testing.pytest_plugin import _opsets_option
+
+    assert _opsets_option("17") == (17,)
+    assert _opsets_option("default,17,13") == (None, 17, 13)
+    for bad, says in (("12", "outside"), ("17,17", "twice"), ("newest", "'default'")):
+        with pytest.raises(argparse.ArgumentTypeError, match=says):
+            _opsets_option(bad)
