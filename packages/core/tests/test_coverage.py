@@ -167,6 +167,15 @@ def test_a_run_over_several_opsets_reports_the_default_opsets_outcomes(tmp_path)
     import importlib.util
 
     extra = ["-n", "2", "--dist", "loadgroup"] if importlib.util.find_spec("xdist") else []
-    results = _run_pytest_with_report(tmp_path, *extra, "--jax2onnx-opset=default,17,13", "-rA")
+    results = _run_pytest_with_report(tmp_path, *extra, "--jax2onnx-opset=default,17,13")
     results.pop(ENVIRONMENT_KEY)
     assert {k: v["outcome"] for k, v in results.items()} == _expected_outcomes()
+    import subprocess
+    import sys
+
+    listed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
+                             "--jax2onnx-opset=default,17,13", str(tmp_path)], cwd=tmp_path, capture_output=True,
+                            text=True, check=False).stdout
+    ids = [line.split("[", 1)[1].rstrip("]") for line in listed.splitlines() if "test_variant[" in line]
+    assert ids[:3] == ["fake.op::good", "fake.op::good_opset17", "fake.op::good_opset13"], ids  # adjacent
+    assert len(ids) == 3 * len(_expected_outcomes())
