@@ -23,8 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax2onnx.export import saving
-from jax2onnx_llm import TokenizerError, WeightsError, export_causal_lm
-from jax2onnx_llm import staging
+from jax2onnx_llm import TokenizerError, WeightsError, export_causal_lm, staging
 from jax2onnx_llm.genai_run import prefill_logits
 from jax2onnx_llm.spec import KVCache, position_ids_from_mask
 from jax2onnx_llm.weights import save_safetensors

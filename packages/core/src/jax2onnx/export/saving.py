@@ -3,8 +3,9 @@
 Readers only ever see complete files, and a model with external data is committed as a pair:
 
 1. everything is written into a temp folder beside the target
-   (``.jax2onnx-tmp-<host>-<pid>.<start>-<random>``: the owning process, by id and, on Linux, its
-   start time, so a later process given the same id is not mistaken for it);
+   (``.jax2onnx-tmp-<host>-<pid>.<start>-<random>``: the owning process, by host (and pid
+   namespace) and id and, on Linux, its start time, so a later process given the same id is not
+   mistaken for it);
 2. the weights file is named after its content (``<model file>.<16 hex>.data``) and moved into
    place first: a name the current model does not reference (or, for the same hash, the same
    bytes), so the old pair stays intact;
@@ -61,7 +62,14 @@ def _step(name: str) -> None:
 
 
 def _host_tag() -> str:
-    return re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:24] or "host"
+    """The host, and on Linux its pid namespace: containers sharing a hostname (``--network host``)
+    and a folder have their own pids, so one must not judge another's temp entries by pid."""
+    host = re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:24] or "host"
+    try:
+        namespace = re.sub(r"[^0-9]", "", os.readlink("/proc/self/ns/pid"))
+    except OSError:
+        return host
+    return f"{host}ns{namespace}" if namespace else host
 
 
 def _process_stat(pid: int) -> tuple[str, str] | None:

@@ -82,8 +82,9 @@ class CallableSource(WeightSource):
 
 class SafetensorsSource(WeightSource):
     """A ``.safetensors`` file: an 8-byte header length, a JSON header (name → dtype, shape, byte
-    range), then the raw little-endian bytes. Each tensor is read with one positioned read, so only
-    the tensor being written is in memory."""
+    range), then the raw little-endian bytes. Each tensor is read with positioned reads, so only
+    the tensor being written is in memory. The header is checked against the file when it is
+    opened: a file cut short or a damaged header is refused then, naming the file."""
 
     _DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
                "I16": np.int16, "I8": np.int8, "U8": np.uint8, "U16": np.uint16, "U32": np.uint32,
