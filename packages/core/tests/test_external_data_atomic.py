@@ -90,23 +90,46 @@ def test_stale_temporaries_are_recognised_and_removed(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(dead.stdout)
     host = saving._host_tag()
-    entries = {
-        f"{saving.TEMP_PREFIX}{host}-{dead_pid}-abc": "dead process",
-        f"{saving.TEMP_PREFIX}{host}-{os.getpid()}-abc": "this process: a save running in another thread",
-        f"{saving.TEMP_PREFIX}otherhost-{dead_pid}-abc": "another host, recent",
-        f"{saving.TEMP_PREFIX}otherhost-1-old": "another host, a day old",
-        ".jax2onnx-abcdef.onnx.tmp": "an earlier version's temp file, a day old",
-        "notes.txt": "not ours",
-    }
-    for name in entries:
-        (tmp_path / name).mkdir() if "abc" in name else (tmp_path / name).write_text("x")
-    day_ago = time.time() - saving.STALE_SECONDS - 60
-    for name in (f"{saving.TEMP_PREFIX}otherhost-1-old", ".jax2onnx-abcdef.onnx.tmp"):
-        os.utime(tmp_path / name, (day_ago, day_ago))
-    removed = saving.clean_stale_temporaries(tmp_path)
-    assert sorted(removed) == sorted([f"{saving.TEMP_PREFIX}{host}-{dead_pid}-abc", f"{saving.TEMP_PREFIX}otherhost-1-old",
-                                      ".jax2onnx-abcdef.onnx.tmp"])
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(set(entries) - set(removed))
+    with saving.claim_temp_token() as claimed:
+        entries = {
+            f"{saving.TEMP_PREFIX}{host}-{dead_pid}-abc": True,  # a process that ended
+            f"{saving.TEMP_PREFIX}{claimed}": False,  # this process: a save running in another thread
+            # this pid, but no save of this process claims it: an earlier process given the same pid
+            # (a container runs each command as the same pid) was killed mid-save
+            f"{saving.TEMP_PREFIX}{host}-{os.getpid()}-abc": True,
+            f"{saving.TEMP_PREFIX}otherhost-{dead_pid}-abc": False,  # another host, recent: cannot be checked
+            f"{saving.TEMP_PREFIX}otherhost-1-old": True,  # another host, a day old
+            ".jax2onnx-abcdef.onnx.tmp": True,  # an earlier version's temp file, a day old
+            "notes.txt": False,  # not ours
+        }
+        parent = os.getppid()
+        stat = saving._process_stat(parent)
+        if stat is not None:  # Linux: a live pid is told apart from a later process given the same pid
+            entries[f"{saving.TEMP_PREFIX}{host}-{parent}.{stat[1]}-abc"] = False  # alive, the process that made it
+            entries[f"{saving.TEMP_PREFIX}{host}-{parent}.{int(stat[1]) + 1}-abc"] = True  # the pid is another's now
+        for name in entries:
+            (tmp_path / name).mkdir() if "abc" in name or claimed in name else (tmp_path / name).write_text("x")
+        day_ago = time.time() - saving.STALE_SECONDS - 60
+        for name in (f"{saving.TEMP_PREFIX}otherhost-1-old", ".jax2onnx-abcdef.onnx.tmp"):
+            os.utime(tmp_path / name, (day_ago, day_ago))
+        removed = saving.clean_stale_temporaries(tmp_path)
+        assert sorted(removed) == sorted(name for name, stale in entries.items() if stale)
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(name for name, stale in entries.items() if not stale)
+    # the save that claimed it has ended: now its entry is stale too
+    assert saving.clean_stale_temporaries(tmp_path) == [f"{saving.TEMP_PREFIX}{claimed}"]
+
+
+@pytest.mark.skipif(not hasattr(os, "waitid") or saving._process_stat(os.getpid()) is None,
+                    reason="needs /proc and waitid (Linux) to leave a child exited but not reaped")
+def test_the_temp_entry_of_an_exited_but_unreaped_process_is_stale(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, left a zombie: its pid still answers kill(0)
+        name = f"{saving.TEMP_PREFIX}{saving._host_tag()}-{child.pid}-abc"
+        (tmp_path / name).mkdir()
+        assert saving.clean_stale_temporaries(tmp_path) == [name]
+    finally:
+        child.wait()
 
 
 _CRASH_HELPER = textwrap.dedent("""

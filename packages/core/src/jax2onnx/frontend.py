@@ -10,6 +10,10 @@ CLI's extension point (``jax2onnx.cli``), never a stage's internals (``jax2onnx.
   ``.safetensors`` file, an Orbax checkpoint folder, a mapping, a callable), :func:`leaf_name`,
   :func:`source_problems` (what a source that lists its tensors lacks or holds otherwise);
 - running and comparing: :func:`compare`, :func:`run_onnx`;
+- files written whole, as ``to_onnx`` writes them (a front-end's own folder, say): temp names
+  carrying their owning process (:func:`claim_temp_token`), whether a temp entry's owner is gone
+  (:func:`is_abandoned`), :func:`remove_entry`, one writer at a time in a folder
+  (:func:`folder_lock`), and the clear error of a full disk (:func:`disk_full_error`);
 - the JAX reference's precision (:data:`HIGHEST`, :func:`precision_scope`) and an LM's greedy-token
   check (:class:`GreedyAgreement`, :data:`MIN_AGREEMENT`, :data:`NEW_TOKENS`);
 - :data:`PRECISION_KINDS` (the names ``precision=`` takes) and :data:`FUNCTION_DOMAIN` (the domain
@@ -19,6 +23,7 @@ CLI's extension point (``jax2onnx.cli``), never a stage's internals (``jax2onnx.
 from __future__ import annotations
 
 from .export.program import ExportProgram, export_program
+from .export.saving import claim_temp_token, disk_full_error, folder_lock, is_abandoned, remove_entry
 from .export.weights import as_source, leaf_name, source_problems
 from .lower.functions import FUNCTION_DOMAIN
 from .precision.options import KINDS as PRECISION_KINDS
@@ -35,10 +40,15 @@ __all__ = [
     "ExportProgram",
     "GreedyAgreement",
     "as_source",
+    "claim_temp_token",
     "compare",
+    "disk_full_error",
     "export_program",
+    "folder_lock",
+    "is_abandoned",
     "leaf_name",
     "precision_scope",
+    "remove_entry",
     "run_onnx",
     "source_problems",
 ]

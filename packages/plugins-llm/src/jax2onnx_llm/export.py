@@ -13,19 +13,15 @@ by its family adapter (``families/``); one export path then serves them all:
 3. the tokenizer's files, when given or carried by the model;
 
 all written into a temp folder beside ``out_dir`` and renamed into place at the end, so a failed
-export leaves ``out_dir`` as it was.
+or interrupted export leaves ``out_dir`` as it was (``staging.py``: also what a killed one left).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
 import pathlib
-import shutil
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -39,6 +35,7 @@ from . import weights as weights_mod
 from .calibration import with_calibration_batches
 from .errors import CacheLayoutError, MaxLengthError, OptionError
 from .spec import CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
+from .staging import staging as staging_folder
 
 #: The targets onnxruntime-genai runs a folder of: its own (fused contrib ops) and standard ONNX.
 TARGETS = ("onnxruntime", "onnx")
@@ -132,17 +129,18 @@ def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, c
     _check_options(max_length, precision, cache, target)
     spec = families.decoder_spec(model)
     tokenizer = spec.tokenizer if tokenizer is None else tokenizer
+    # resolved (checked, its files parsed, converted) before minutes of export, and before its
+    # special tokens are read from it; False: no tokenizer files at all
+    tok_source = tokenizers.resolve(tokenizer) if tokenizer is not None and tokenizer is not False else None
     # one pad id for the graph's padding detection and genai_config.json (special_tokens.py)
     spec = special_tokens.resolve(spec, tokenizer, given)
     _check_spec(spec, max_length, cache)
-    # resolved (checked, converted) before minutes of export; False: no tokenizer files at all
-    tok_source = tokenizers.resolve(tokenizer) if tokenizer is not None and tokenizer is not False else None
     streamed = weights_mod.streamed_input(spec, weights) if weights is not None else None  # checked up front too
     if streamed is None:
         weights_mod.check_has_values(spec)
     # calibrated int4: token ids / text as prefill batches of the step's inputs, checked before the export
     precision = with_calibration_batches(precision, spec, tokenizer, cache, max_length)
-    with _staging(out) as staging:
+    with staging_folder(out) as staging:
         _write_model(spec, staging / MODEL_FILE, max_length=max_length, precision=precision, cache=cache,
                      target=target, opset=opset, external_data=external_data, streamed=streamed)
         reporter.stage(genai_config.FILE)
@@ -300,29 +298,3 @@ def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, prec
         keywords["rewrite_passes"] = (*keywords["rewrite_passes"],
                                       lambda options: attention_report.AttentionReportPass(record))
         ExportProgram(fn, inputs, **keywords).write()
-
-
-@contextlib.contextmanager
-def _staging(out: pathlib.Path) -> Iterator[pathlib.Path]:
-    """A temp folder beside ``out`` that replaces it when the body succeeds and vanishes when not."""
-    if out.exists() and not out.is_dir():
-        raise OptionError(f"out_dir {str(out)!r} is a file; give a folder path")
-    if out.is_dir() and any(out.iterdir()) and not (out / genai_config.FILE).exists():
-        raise OptionError(
-            f"out_dir {str(out)!r} holds files but no {genai_config.FILE}: it is not an earlier export, so it is "
-            "not replaced; give an empty or new folder"
-        )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tag = uuid.uuid4().hex[:12]
-    staging = out.parent / f".{out.name}.jax2onnx-tmp-{tag}"
-    staging.mkdir()
-    try:
-        yield staging
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    old = out.parent / f".{out.name}.jax2onnx-old-{tag}"
-    if out.exists():
-        out.rename(old)
-    staging.rename(out)
-    shutil.rmtree(old, ignore_errors=True)

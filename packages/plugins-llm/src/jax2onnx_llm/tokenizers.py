@@ -33,6 +33,7 @@ def resolve(tokenizer: Any) -> Any:
                 f"tokenizer={str(tokenizer)!r}: no {REQUIRED} there; onnxruntime-genai needs a Hugging Face fast "
                 f"tokenizer's {REQUIRED} (save one with tokenizer.save_pretrained(folder))"
             )
+        _check_files(folder)
         return folder
     if type(tokenizer).__module__.startswith("keras_hub."):
         return from_keras_hub(tokenizer)
@@ -46,6 +47,42 @@ def resolve(tokenizer: Any) -> Any:
     raise TokenizerError(
         f"tokenizer of type {type(tokenizer).__name__}: pass a Hugging Face fast tokenizer, a KerasHub tokenizer or a folder holding {REQUIRED}"
     )
+
+
+#: The companions that are JSON (read by onnxruntime-genai, or by the export for special tokens).
+JSON_COMPANIONS = ("tokenizer_config.json", "special_tokens_map.json", "vocab.json")
+
+
+def _check_files(folder: pathlib.Path) -> None:
+    """The folder's files parse: its ``tokenizer.json`` as a tokenizer (with the ``tokenizers``
+    library where installed, else as JSON holding a ``model``), its JSON companions as JSON; a
+    damaged or cut-short file is refused naming it, before anything is written."""
+    fix = "the file is damaged or cut short: save the tokenizer there again (tokenizer.save_pretrained(folder))"
+    for name in (REQUIRED, *JSON_COMPANIONS):
+        path = folder / name
+        if name != REQUIRED and not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+            parsed = json.loads(text)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise TokenizerError(f"tokenizer file {str(path)!r} does not parse as JSON ({exc}); {fix}") from exc
+        if name == REQUIRED:
+            if not isinstance(parsed, dict) or not isinstance(parsed.get("model"), dict):
+                raise TokenizerError(f"tokenizer file {str(path)!r} is JSON but not a Hugging Face tokenizer.json (it "
+                                     f"has no \"model\" object); {fix}")
+            _check_with_library(path, text, fix)
+
+
+def _check_with_library(path: pathlib.Path, text: str, fix: str) -> None:
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:  # optional: the JSON check above is what runs without it
+        return
+    try:
+        Tokenizer.from_str(text)
+    except Exception as exc:  # the library's own parse error (a Rust panic's message, a ValueError)
+        raise TokenizerError(f"tokenizer file {str(path)!r} does not load as a tokenizer ({exc}); {fix}") from exc
 
 
 def write(source: Any, folder: pathlib.Path) -> None:

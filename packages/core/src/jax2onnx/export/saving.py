@@ -3,7 +3,9 @@
 Readers only ever see complete files, and a model with external data is committed as a pair:
 
 1. everything is written into a temp folder beside the target
-   (``.jax2onnx-tmp-<host>-<pid>-<random>``);
+   (``.jax2onnx-tmp-<host>-<pid>.<start>-<random>``: the owning process, by host (and pid
+   namespace) and id and, on Linux, its start time, so a later process given the same id is not
+   mistaken for it);
 2. the weights file is named after its content (``<model file>.<16 hex>.data``) and moved into
    place first: a name the current model does not reference (or, for the same hash, the same
    bytes), so the old pair stays intact;
@@ -11,9 +13,12 @@ Readers only ever see complete files, and a model with external data is committe
 4. weights files of earlier exports of this model are removed.
 
 Killed at any point, the folder holds the old pair or the new pair, plus leftovers (temp folders,
-an unreferenced weights file) that the next save into the folder removes: temp entries of
-processes that are no longer running (or older than a day, whatever their origin), and weights
-files of this model's name that its model file does not reference.
+an unreferenced weights file) that the next save into the folder removes: temp entries whose owner
+provably ended (:func:`is_abandoned`: a process of this host no longer running, or running with
+another start time; this process's own entries that no save of it holds, :func:`claim_temp_token`),
+entries whose owner cannot be checked (another host) once a day old, and weights files of this
+model's name that its model file does not reference. A disk that fills up mid-save is one clear
+error naming the folder, with the partial files removed (:func:`disk_full_error`).
 
 This module needs only the standard library, ``onnx`` and ``onnx_ir`` (a crash test runs it in a
 bare subprocess).
@@ -22,14 +27,16 @@ bare subprocess).
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
 import shutil
 import socket
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import onnx
@@ -38,7 +45,7 @@ import onnx_ir as ir
 #: Every temp entry this module creates starts with this (older versions used ``.jax2onnx-``).
 TEMP_PREFIX = ".jax2onnx-tmp-"
 _LEGACY_TEMP_PREFIX = ".jax2onnx-"
-#: Temp entries older than this are removed whoever made them (a crashed export on another host).
+#: Temp entries older than this are removed when their owner cannot be checked (another host).
 STALE_SECONDS = 24 * 3600
 #: Tensors larger than this go to the external data file (onnx_ir's size_threshold_bytes).
 EXTERNAL_THRESHOLD_BYTES = 1024
@@ -55,11 +62,56 @@ def _step(name: str) -> None:
 
 
 def _host_tag() -> str:
-    return re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:24] or "host"
+    """The host, and on Linux its pid namespace: containers sharing a hostname (``--network host``)
+    and a folder have their own pids, so one must not judge another's temp entries by pid."""
+    host = re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:24] or "host"
+    try:
+        namespace = re.sub(r"[^0-9]", "", os.readlink("/proc/self/ns/pid"))
+    except OSError:
+        return host
+    return f"{host}ns{namespace}" if namespace else host
 
 
-def _temp_name() -> str:
-    return f"{TEMP_PREFIX}{_host_tag()}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+def _process_stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time in clock ticks after boot) of a running process, from Linux's ``/proc``;
+    None where there is no ``/proc`` or no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()  # after "pid (command)": the command may hold spaces
+        return fields[0].decode(), fields[19].decode()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+
+
+def _owner() -> str:
+    """This process as temp names record it: host, pid and (Linux) start time; read per call, as a
+    forked child is another process."""
+    pid = os.getpid()
+    stat = _process_stat(pid)
+    return f"{_host_tag()}-{pid}" + (f".{stat[1]}" if stat else "")
+
+
+#: The owner part of a temp name: host, pid, optional start time, then the random token.
+_OWNER = re.compile(r"(?P<host>[A-Za-z0-9]+)-(?P<pid>[0-9]+)(?:\.(?P<start>[0-9]+))?-(?P<token>[0-9a-f]+)")
+#: Tokens of temp entries a save of this process is using (threads export concurrently).
+_CLAIMED: set[str] = set()
+_CLAIMS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def claim_temp_token() -> Iterator[str]:
+    """A fresh ``<host>-<pid>[.<start>]-<random>`` for naming temp entries (``TEMP_PREFIX + token``;
+    a front-end's own prefixes work too), claimed while the block runs: a cleanup in this process
+    (another thread's save) leaves entries with it alone, and once the block is left or the process
+    ends, :func:`is_abandoned` calls them stale. Leave the block only after removing them."""
+    token = f"{_owner()}-{uuid.uuid4().hex[:12]}"
+    with _CLAIMS_LOCK:
+        _CLAIMED.add(token)
+    try:
+        yield token
+    finally:
+        with _CLAIMS_LOCK:
+            _CLAIMED.discard(token)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -74,21 +126,99 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _is_stale(directory: str, name: str, now: float) -> bool:
-    path = os.path.join(directory, name)
+def _owner_ended(token: str) -> bool | None:
+    """Whether the process that made a temp entry named with ``token`` (what follows its prefix)
+    has ended: True or False where that can be proven, None where not (another host, an
+    unparsable name, a live pid whose start time is unknown)."""
+    m = _OWNER.match(token)
+    if m is None or m["host"] != _host_tag():
+        return None
+    pid, start = int(m["pid"]), m["start"]
+    if pid == os.getpid():
+        own = _process_stat(pid)
+        if start is not None and own is not None and own[1] != start:
+            return True  # an earlier process with this pid (a container runs each command as the same pid)
+        with _CLAIMS_LOCK:
+            return m.group(0) not in _CLAIMED  # this process's own entry: live while a save claims it
+    if not _pid_alive(pid):
+        return True
+    stat = _process_stat(pid)
+    if stat is None:
+        return None  # alive, or no /proc to tell (macOS, Windows): the age rule decides
+    if stat[0] in ("Z", "X"):  # exited, not yet reaped by its parent
+        return True
+    if start is not None:
+        return stat[1] != start  # another process now has the pid
+    return None
+
+
+def is_abandoned(path: str | os.PathLike[str], token: str, now: float | None = None) -> bool:
+    """A temp entry at ``path`` named with ``token`` (the text after its prefix) is stale: its
+    owner provably ended, or cannot be checked and the entry is older than :data:`STALE_SECONDS`.
+    Never true of an entry a running save (of any process on this host) is using."""
+    ended = _owner_ended(token)
+    if ended is not None:
+        return ended
     try:
-        age = now - os.lstat(path).st_mtime
+        age = (time.time() if now is None else now) - os.lstat(path).st_mtime
     except OSError:
         return False
-    if age > STALE_SECONDS:
-        return True
+    return age > STALE_SECONDS
+
+
+def _is_stale(directory: str, name: str, now: float) -> bool:
+    path = os.path.join(directory, name)
     if name.startswith(TEMP_PREFIX):
-        host, _, rest = name[len(TEMP_PREFIX) :].partition("-")
-        pid_text = rest.partition("-")[0]
-        if host == _host_tag() and pid_text.isdigit():
-            pid = int(pid_text)
-            return pid != os.getpid() and not _pid_alive(pid)
-    return False
+        return is_abandoned(path, name[len(TEMP_PREFIX) :], now)
+    try:  # an earlier version's temp entry: by age alone
+        return now - os.lstat(path).st_mtime > STALE_SECONDS
+    except OSError:
+        return False
+
+
+def remove_entry(path: str) -> bool:
+    """Remove a file or folder tree (a link as itself); False when it was not there to remove
+    (another process cleaning the same folder got there first)."""
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    except OSError:
+        return False
+    return True
+
+
+#: errno values of a write that found no room: a full disk, an exhausted quota.
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
+#: numpy's ``tofile`` (onnx_ir writes the weights with it) reports a full disk as a short write, with no errno.
+_SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
+
+
+def disk_full_error(exc: BaseException, directory: str | os.PathLike[str], what: str) -> OSError | None:
+    """For a write that ran out of space while writing ``what`` into ``directory`` (``ENOSPC``,
+    ``EDQUOT``, or numpy's short write): an ``OSError`` (errno ``ENOSPC`` unless the quota's)
+    saying so, where, and the fix; call it after the partial files are removed, as it reports the
+    space then free. None for any other error."""
+    if not isinstance(exc, OSError):
+        return None
+    if exc.errno in DISK_FULL_ERRNOS:
+        code = exc.errno
+        reason = "the disk is full" if code == errno.ENOSPC else "the disk quota is exhausted"
+        detail = os.strerror(code)
+    elif exc.errno is None and _SHORT_WRITE.fullmatch(str(exc)):
+        code, reason = errno.ENOSPC, "the disk is full (or a quota or file-size limit was reached)"
+        detail = f"a write stopped short: {exc}"
+    else:
+        return None
+    directory = os.fspath(directory)
+    try:
+        free = f"{shutil.disk_usage(directory).free / 2**20:.1f} MiB are free there now"
+    except OSError:
+        free = "its free space could not be read"
+    return OSError(code, f"{reason}: writing {what} into {directory} failed ({detail}); the partial files were "
+                         f"removed and {free}. Free space on that disk (or raise the quota), or write to a folder on "
+                         "another disk")
 
 
 def clean_stale_temporaries(directory: str | os.PathLike[str]) -> list[str]:
@@ -101,17 +231,9 @@ def clean_stale_temporaries(directory: str | os.PathLike[str]) -> list[str]:
     except OSError:
         return removed
     for name in names:
-        if not name.startswith(_LEGACY_TEMP_PREFIX) or not _is_stale(directory, name, now):
-            continue
-        path = os.path.join(directory, name)
-        try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            else:
-                os.unlink(path)
-        except OSError:
-            continue  # another process cleaning the same folder got there first
-        removed.append(name)
+        if name.startswith(_LEGACY_TEMP_PREFIX) and _is_stale(directory, name, now) and \
+                remove_entry(os.path.join(directory, name)):
+            removed.append(name)
     return removed
 
 
@@ -130,7 +252,7 @@ def _remove_orphaned_data(directory: str, model_file: str, keep: str | None) -> 
 
 
 @contextlib.contextmanager
-def _folder_lock(directory: str) -> Any:
+def folder_lock(directory: str | os.PathLike[str]) -> Any:
     """Serialise the commit step of saves into one folder (across processes, where ``flock``
     exists): one save's cleanup must not delete the weights another save just moved in."""
     try:
@@ -140,7 +262,7 @@ def _folder_lock(directory: str) -> Any:
         return
     fd = None
     try:
-        fd = os.open(directory, os.O_RDONLY)
+        fd = os.open(os.fspath(directory), os.O_RDONLY)
         fcntl.flock(fd, fcntl.LOCK_EX)
     except OSError:  # a filesystem without flock: same as above
         if fd is not None:
@@ -257,59 +379,70 @@ def save_with_external_data(model: ir.Model, path: str | os.PathLike[str], data_
     ``on_tensor(index, count, nbytes)``: called as each of the ``count`` external tensors is about
     to be written (a progress bar's hook)."""
     path, directory, model_file = _prepare(path)
-    temp_dir = os.path.join(directory, _temp_name())
-    os.mkdir(temp_dir)
     try:
-        temp_model = os.path.join(temp_dir, model_file)
-        # Written under a provisional name, renamed after its content once that is known (each
-        # weight is loaded once, for the write; see weights_digest).
-        pending = f"{model_file}.pending.data"
-
-        def each_tensor(tensor: Any, info: Any) -> None:
-            _step("writing")
-            if on_tensor is not None:
-                on_tensor(info.index, info.total, tensor.nbytes)
-
-        try:
-            ir.save(model, temp_model, external_data=pending, size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES,
-                    callback=each_tensor if _STEP_HOOK is not None or on_tensor is not None else None)
-        except ir.serde.SerdeError as exc:
-            raise _serde_cause(exc) from None
-        temp_pending = os.path.join(temp_dir, pending)
-        if not os.path.exists(temp_pending):  # every weight under the threshold: still a valid pair
-            open(temp_pending, "wb").close()
-        if data_file is None:
-            data_file = f"{model_file}.{weights_digest(model, temp_pending)}.data"
-        temp_data = os.path.join(temp_dir, data_file)
-        os.replace(temp_pending, temp_data)
-        _relocate(temp_model, pending, data_file)
-        _fsync_file(temp_data)
-        _fsync_file(temp_model)
-        _step("temp-written")
-        with _folder_lock(directory):
-            os.replace(temp_data, os.path.join(directory, data_file))
-            _fsync_dir(directory)
-            _step("data-committed")
-            os.replace(temp_model, path)
-            _fsync_dir(directory)
-            _step("model-committed")
-            _remove_orphaned_data(directory, model_file, keep=data_file)
-    finally:
-        shutil.rmtree(temp_dir, ignore_errors=True)
+        with claim_temp_token() as token:
+            temp_dir = os.path.join(directory, TEMP_PREFIX + token)
+            os.mkdir(temp_dir)
+            try:
+                data_file = _write_pair(model, temp_dir, path, data_file, on_tensor)
+            finally:
+                shutil.rmtree(temp_dir, ignore_errors=True)
+    except OSError as exc:
+        full = disk_full_error(exc, directory, f"{model_file} and its weights")
+        if full is None:
+            raise
+        raise full from exc
     _step("done")
     return onnx.load(path, load_external_data=False)
 
 
-def _create_temp(directory: str, suffix: str) -> tuple[int, str]:
+def _write_pair(model: ir.Model, temp_dir: str, path: str, data_file: str | None,
+                on_tensor: Callable[[int, int, int], None] | None) -> str:
+    """The steps of :func:`save_with_external_data` after the temp folder is made; returns the
+    weights file's name."""
+    directory, model_file = os.path.split(path)
+    temp_model = os.path.join(temp_dir, model_file)
+    # Written under a provisional name, renamed after its content once that is known (each
+    # weight is loaded once, for the write; see weights_digest).
+    pending = f"{model_file}.pending.data"
+
+    def each_tensor(tensor: Any, info: Any) -> None:
+        _step("writing")
+        if on_tensor is not None:
+            on_tensor(info.index, info.total, tensor.nbytes)
+
+    try:
+        ir.save(model, temp_model, external_data=pending, size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES,
+                callback=each_tensor if _STEP_HOOK is not None or on_tensor is not None else None)
+    except ir.serde.SerdeError as exc:
+        raise _serde_cause(exc) from None
+    temp_pending = os.path.join(temp_dir, pending)
+    if not os.path.exists(temp_pending):  # every weight under the threshold: still a valid pair
+        open(temp_pending, "wb").close()
+    if data_file is None:
+        data_file = f"{model_file}.{weights_digest(model, temp_pending)}.data"
+    temp_data = os.path.join(temp_dir, data_file)
+    os.replace(temp_pending, temp_data)
+    _relocate(temp_model, pending, data_file)
+    _fsync_file(temp_data)
+    _fsync_file(temp_model)
+    _step("temp-written")
+    with folder_lock(directory):
+        os.replace(temp_data, os.path.join(directory, data_file))
+        _fsync_dir(directory)
+        _step("data-committed")
+        os.replace(temp_model, path)
+        _fsync_dir(directory)
+        _step("model-committed")
+        _remove_orphaned_data(directory, model_file, keep=data_file)
+    return data_file
+
+
+def _create_temp(directory: str, token: str, suffix: str) -> tuple[int, str]:
     """A new temp file like ``mkstemp``'s, but created with mode 0666 so the umask applies and the
     renamed model gets the mode any new file gets (mkstemp's 0600 survived the rename)."""
-    for _ in range(100):
-        tmp = os.path.join(directory, f"{_temp_name()}{suffix}")  # unique: host, pid, random
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"could not create a temp file in {directory}")
+    tmp = os.path.join(directory, f"{TEMP_PREFIX}{token}{suffix}")  # unique: host, pid, random
+    return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
 
 
 def save_atomically(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> None:
@@ -324,20 +457,29 @@ def save_atomically(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> Non
             f"the model is too large for one ONNX file ({exc}); export with external_data=True so the "
             "weights are written beside it"
         ) from exc
-    fd, tmp = _create_temp(directory, suffix=".onnx")
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        with _folder_lock(directory):
-            os.replace(tmp, path)
-            _fsync_dir(directory)
-            _remove_orphaned_data(directory, model_file, keep=None)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+        with claim_temp_token() as token:
+            fd, tmp = _create_temp(directory, token, suffix=".onnx")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(payload)
+                    f.flush()
+                    os.fsync(f.fileno())
+                _step("temp-written")
+                with folder_lock(directory):
+                    os.replace(tmp, path)
+                    _fsync_dir(directory)
+                    _remove_orphaned_data(directory, model_file, keep=None)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+    except OSError as exc:
+        full = disk_full_error(exc, directory, model_file)
+        if full is None:
+            raise
+        raise full from exc
 
 
-__all__ = ["SAVE_STEPS", "clean_stale_temporaries", "save_atomically", "save_with_external_data"]
+__all__ = ["SAVE_STEPS", "TEMP_PREFIX", "claim_temp_token", "clean_stale_temporaries", "disk_full_error", "folder_lock",
+           "is_abandoned", "remove_entry", "save_atomically", "save_with_external_data"]

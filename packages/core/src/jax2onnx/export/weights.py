@@ -82,8 +82,9 @@ class CallableSource(WeightSource):
 
 class SafetensorsSource(WeightSource):
     """A ``.safetensors`` file: an 8-byte header length, a JSON header (name → dtype, shape, byte
-    range), then the raw little-endian bytes. Each tensor is read with one positioned read, so only
-    the tensor being written is in memory."""
+    range), then the raw little-endian bytes. Each tensor is read with positioned reads, so only
+    the tensor being written is in memory. The header is checked against the file when it is
+    opened: a file cut short or a damaged header is refused then, naming the file."""
 
     _DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
                "I16": np.int16, "I8": np.int8, "U8": np.uint8, "U16": np.uint16, "U32": np.uint32,
@@ -91,14 +92,51 @@ class SafetensorsSource(WeightSource):
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = os.fspath(path)
+        fix = "write or download it again"
         try:
+            size = os.path.getsize(self.path)
             with open(self.path, "rb") as f:
-                (n,) = struct.unpack("<Q", f.read(8))
+                head = f.read(8)
+                if len(head) < 8:
+                    raise InputSpecError(f"{self.path!r} is not a safetensors file: it holds {size} bytes, fewer than "
+                                         f"the 8 of the header's length; {fix}")
+                (n,) = struct.unpack("<Q", head)
+                if n > size - 8:
+                    raise InputSpecError(f"the safetensors file {self.path!r} is cut short or not a safetensors file: "
+                                         f"its first 8 bytes give a {n}-byte header, the file holds {size} bytes; {fix}")
                 header = json.loads(f.read(n))
         except (OSError, ValueError, struct.error) as exc:
-            raise InputSpecError(f"cannot read the safetensors file {self.path!r}: {exc}") from exc
+            if isinstance(exc, InputSpecError):
+                raise
+            raise InputSpecError(f"cannot read the safetensors file {self.path!r} ({exc}); {fix}") from exc
+        if not isinstance(header, dict):
+            raise InputSpecError(f"the safetensors file {self.path!r} has a header that is not a JSON object; {fix}")
         self._offset = 8 + n
         self.entries = {k: v for k, v in header.items() if k != "__metadata__"}
+        self._check_layout(size - self._offset, fix)
+
+    def _check_layout(self, data_bytes: int, fix: str) -> None:
+        """Every entry's byte range fits its shape and dtype and lies in the file: a file cut short
+        (an interrupted download or copy) or a damaged header is refused now, naming the file,
+        rather than failing as a reshape when the tensor is read mid-export."""
+        end_of_data = 0
+        for name, entry in self.entries.items():
+            try:
+                start, end = (int(v) for v in entry["data_offsets"])
+                count = int(np.prod([int(d) for d in entry["shape"]], dtype=np.int64))
+                code = entry["dtype"]
+            except (KeyError, TypeError, ValueError) as exc:
+                raise InputSpecError(f"the safetensors file {self.path!r}: the header entry of {name!r} is malformed "
+                                     f"({exc!r}: it needs dtype, shape and data_offsets); {fix}") from exc
+            want = count * self._dtype(code).itemsize
+            if not 0 <= start <= end or end - start != want:
+                raise InputSpecError(f"the safetensors file {self.path!r}: tensor {name!r} ({code}{list(entry['shape'])}, "
+                                     f"{want} bytes) has the byte range {start}..{end}; the header is damaged; {fix}")
+            end_of_data = max(end_of_data, end)
+        if end_of_data > data_bytes:
+            raise InputSpecError(f"the safetensors file {self.path!r} is cut short: its header places tensors up to byte "
+                                 f"{end_of_data} of the data, which holds {data_bytes} bytes (an interrupted download or "
+                                 f"copy?); {fix}")
 
     def _dtype(self, code: str) -> np.dtype:
         if code == "BF16":
@@ -117,15 +155,30 @@ class SafetensorsSource(WeightSource):
             close = difflib.get_close_matches(name, list(self.entries), n=1)
             raise InputSpecError(f"{self.path} has no tensor {name!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
         start, end = entry["data_offsets"]
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            data = os.pread(fd, end - start, self._offset + start)
-        finally:
-            os.close(fd)
+        data = self._read(self._offset + start, end - start)
+        if len(data) != end - start:  # it was complete when opened: changed since
+            raise InputSpecError(f"the safetensors file {self.path!r} ended at tensor {name!r}: {len(data)} of its "
+                                 f"{end - start} bytes are there (the file was cut short or replaced during the export); "
+                                 "write it again and export again")
         return np.frombuffer(data, dtype=self._dtype(entry["dtype"])).reshape(entry["shape"])
 
     def catalog(self) -> dict[str, jax.ShapeDtypeStruct]:
         return {name: jax.ShapeDtypeStruct(tuple(e["shape"]), self._dtype(e["dtype"])) for name, e in self.entries.items()}
+
+    def _read(self, offset: int, size: int) -> bytes | bytearray:
+        """``size`` bytes at ``offset``, fewer only at the end of the file (one ``pread`` returns at
+        most about 2 GiB on Linux: a larger tensor takes several)."""
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            data = os.pread(fd, size, offset)
+            if len(data) == size or not data:
+                return data
+            buffer = bytearray(data)
+            while len(buffer) < size and (more := os.pread(fd, size - len(buffer), offset + len(buffer))):
+                buffer += more
+            return buffer
+        finally:
+            os.close(fd)
 
     def describe(self) -> str:
         return self.path
@@ -192,7 +245,8 @@ class OrbaxSource(WeightSource):
 
     def __init__(self, path: str | os.PathLike[str]):
         given = os.fspath(path)
-        folder = _item_folder(given) if os.path.isdir(given) else None
+        # absolute: orbax-checkpoint reads no metadata from a relative path (it then lists no arrays)
+        folder = _item_folder(os.path.abspath(given)) if os.path.isdir(given) else None
         if folder is None:
             steps = _steps(given) if os.path.isdir(given) else []
             hint = (f"; it holds the CheckpointManager steps {', '.join(steps[-5:])}: pass one step's folder, e.g. "
@@ -216,6 +270,10 @@ class OrbaxSource(WeightSource):
             if getattr(meta, "shape", None) is not None and getattr(meta, "dtype", None) is not None:
                 self.entries[leaf_name(keypath)] = (i, tuple(int(d) for d in meta.shape), np.dtype(meta.dtype))
         self._n_leaves = len(flat)
+        if not self.entries:
+            raise InputSpecError(f"the Orbax checkpoint {folder!r} lists no arrays: its metadata (_METADATA) is missing "
+                                 "or unreadable, so the checkpoint is incomplete (an interrupted save or copy?); save "
+                                 "or copy it again")
 
     def catalog(self) -> dict[str, jax.ShapeDtypeStruct]:
         return {name: jax.ShapeDtypeStruct(shape, dtype) for name, (_, shape, dtype) in self.entries.items()}
@@ -235,7 +293,13 @@ class OrbaxSource(WeightSource):
             self._treedef, [jax.ShapeDtypeStruct(shape, dtype) if i == index else skip for i in range(self._n_leaves)])
         restore_args = jax.tree_util.tree_unflatten(
             self._treedef, [ocp.RestoreArgs(restore_type=np.ndarray) if i == index else skip for i in range(self._n_leaves)])
-        restored = self._checkpointer.restore(self.path, args=ocp.args.PyTreeRestore(item=item, restore_args=restore_args))
+        try:
+            restored = self._checkpointer.restore(self.path, args=ocp.args.PyTreeRestore(item=item, restore_args=restore_args))
+        except Exception as exc:  # tensorstore's and orbax's errors: a file under the folder missing or cut short
+            problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputSpecError(f"cannot read the array {name!r} of the Orbax checkpoint {self.path!r}: {problem}. A "
+                                 "file of the checkpoint is missing or damaged (an interrupted save or copy?); save or "
+                                 "copy the checkpoint again") from exc
         return np.asarray(self._treedef.flatten_up_to(restored)[index])
 
     def describe(self) -> str:
