@@ -193,3 +193,23 @@ def test_every_option_reaches_export_causal_lm(tmp_path, monkeypatch):
                         tokenizer=str(tmp_path / "tok"), bos_token_id=1, eos_token_id=[2, 3], pad_token_id=0,
                         weights=str(tmp_path / "w.safetensors"), opset=21, external_data=False,
                         search={"do_sample": True, "top_k": 7, "temperature": 0.5, "max_length": 30}, progress=True)
+
+
+def test_a_single_file_folder_reports_its_stages_tensors_and_bytes(tmp_path, monkeypatch):
+    """Issue #46: an export whose model.onnx holds its weights (no model.onnx.data) counts them as
+    they are written, as a streamed one does, besides its stages (was: nothing between the write
+    stage and its end). Plain lines (--progress outside a terminal) show each."""
+    factory = tmp_path / "factory.py"
+    factory.write_text(FACTORY.format(tests=os.path.dirname(__file__)))
+    log = io.StringIO()
+    monkeypatch.setattr("sys.stderr", log)
+    out = tmp_path / "single"
+    assert main(["llm", f"{factory}:make", "-o", str(out), "--max-length", "32", "--progress"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["genai_config.json", "model.onnx"]
+    lines = log.getvalue().splitlines()
+    started = [line.removeprefix("jax2onnx: ").removesuffix(" ...") for line in lines if line.endswith(" ...")]
+    assert started == ["check", "trace", "lower", "optimize", "write", "genai_config.json"], started
+    (writing,) = [line for line in lines if line.startswith("jax2onnx: writing ")]
+    count = int(writing.split()[2])
+    assert count >= 10, writing  # the embedding, the head and each layer's matrices
+    assert any(line.startswith(f"jax2onnx:   {count}/{count} tensors, ") for line in lines), lines
