@@ -319,8 +319,9 @@ def save_model_file(model: ir.Model, path: str | os.PathLike[str],
     path are removed once the new model is in place.
 
     The file is written tensor by tensor (:func:`_model_pieces`), never as one serialized message:
-    protobuf's ``SerializeToString`` of a 1.6 GB model held the GIL for seconds (a progress bar froze)
-    and needed the whole proto and its bytes in memory. ``on_tensor(index, count, nbytes)`` is called
+    protobuf's ``SerializeToString`` holds the GIL throughout (192 MiB: 2 s with no other thread
+    running; a progress bar froze for 26 s on a 1.5 GB model, ``bench/results/progress_gaps.md``)
+    and needs the whole proto and its bytes in memory. ``on_tensor(index, count, nbytes)`` is called
     as each of the ``count`` large tensors is about to be written (a progress bar's hook)."""
     path, directory, model_file = _prepare(path)
     pieces, length = _model_pieces(model)
