@@ -83,10 +83,9 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from jax2onnx import InputSpecError
     from jax2onnx.cli.commands import load_target
     from jax2onnx.cli.usage import CliError, check_writable
-
-    from jax2onnx import InputSpecError
     from jax2onnx.frontend import check_opset
 
     from . import attention_report, genai_config
