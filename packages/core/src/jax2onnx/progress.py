@@ -125,11 +125,8 @@ class ExportProgress:
             self._unit, self._count_total = unit, count
             self._total, self._done, self._count, self._next_line = max(total, 1), 0, 0, 0.1
             if self._visible() and not self.live:
-                self._line(self._counted_line(what))
+                self._line(what + (f" ({_size(total)})" if unit == "tensors" else ""))
             self._refresh(description=f"{self._stage or ''}: {what}".strip(": "), total=self._total, completed=0)
-
-    def _counted_line(self, what: str) -> str:
-        return what + (f" ({_size(self._total)})" if self._unit == "tensors" else "")
 
     def _advance(self, n: int) -> None:
         with self._lock:
