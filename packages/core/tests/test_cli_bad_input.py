@@ -151,3 +151,14 @@ def _fill(arg, fill):
     for key, value in fill.items():
         arg = arg.replace(key, value)
     return arg
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink") or os.name == "nt", reason="POSIX symlinks")
+def test_an_output_under_a_link_to_nothing_says_so(tmp_path):
+    """Issue #46: the path error names what is wrong, not the system's "No such file or directory"."""
+    from jax2onnx.cli.usage import CliError, check_writable
+
+    (tmp_path / "gone").symlink_to(tmp_path / "no_such_target")
+    with pytest.raises(CliError, match=r"gone is a link to nothing, so nothing can be written under it") as exc:
+        check_writable(str(tmp_path / "gone" / "m.onnx"))
+    assert exc.value.code == 2 and "No such file" not in str(exc.value)

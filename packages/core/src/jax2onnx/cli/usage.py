@@ -28,9 +28,9 @@ def check_writable(output: str, *, folder: bool = False, flag: str = "-o") -> No
     parent = os.path.dirname(path)
     while not os.path.lexists(parent):  # the export creates missing folders: the nearest existing one counts
         parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):  # a file (or a dangling link) where the path needs a folder
-        raise CliError(f"{flag} {output}: {parent} is a file, not a folder, so nothing can be written under it; "
-                       "choose another path")
+    if not os.path.isdir(parent):  # a file (or a link to nothing) where the path needs a folder
+        what = "a link to nothing" if os.path.islink(parent) and not os.path.exists(parent) else "a file, not a folder"
+        raise CliError(f"{flag} {output}: {parent} is {what}, so nothing can be written under it; choose another path")
     problem = None if os.access(parent, os.W_OK | os.X_OK) else errno.EACCES
     if problem is None:
         try:  # access() says yes to root everywhere: a file without a name (gone when closed) says for sure
