@@ -45,6 +45,52 @@ def test_readme_shows_every_pack():
     assert "jax2onnx-nnx" in checked, checked  # the glob found the packs: else this checked nothing
 
 
+#: The distribution each top-level module of the README's LLM example comes from.
+_LLM_EXAMPLE_DISTRIBUTIONS = {"jax2onnx_llm": "jax2onnx-llm", "onnxruntime_genai": "onnxruntime-genai",
+                              "transformers": "transformers"}
+
+
+def _extra_closure(name: str, extras: set[str], projects: dict[str, dict]) -> set[str]:
+    """Every distribution ``name[extras]`` installs, following the repository's own packages' extras
+    (third-party ones are leaves)."""
+    from packaging.requirements import Requirement
+
+    found = {name}
+    project = projects.get(name)
+    if project is None:
+        return found
+    reqs = list(project.get("dependencies", []))
+    reqs += [r for extra in extras for r in project.get("optional-dependencies", {}).get(extra, [])]
+    for text in reqs:
+        req = Requirement(text)
+        found |= _extra_closure(req.name, set(req.extras), projects) if req.name != name else set()
+    return found
+
+
+def test_readme_installs_the_llm_path_its_example_imports():
+    """Issue #46: the README's install lines include the LLM path, and ``jax2onnx[llm]`` installs every
+    library the README's LLM example imports (onnxruntime-genai and transformers too, not only the pack)."""
+    import ast
+    import glob
+    import tomllib
+
+    with open(README, encoding="utf-8") as f:
+        install = f.read().split("## Install", 1)[1].split("\n## ", 1)[0]
+    assert "pip install 'jax2onnx[llm]'" in install
+    projects = {}
+    for path in glob.glob(os.path.join(os.path.dirname(README), "packages", "*", "pyproject.toml")):
+        with open(path, "rb") as f:
+            project = tomllib.load(f)["project"]
+        projects[project["name"]] = project
+    installed = _extra_closure("jax2onnx", {"llm"}, projects)
+    (block,) = [b for b in _python_blocks() if b.startswith("# jax2onnx-llm:")]
+    modules = {a.name.split(".")[0] for node in ast.walk(ast.parse(block)) if isinstance(node, ast.Import) for a in node.names}
+    modules |= {node.module.split(".")[0] for node in ast.walk(ast.parse(block)) if isinstance(node, ast.ImportFrom)}
+    assert modules == set(_LLM_EXAMPLE_DISTRIBUTIONS), modules  # the table still fits the example
+    missing = {m: d for m, d in _LLM_EXAMPLE_DISTRIBUTIONS.items() if d not in installed}
+    assert not missing, f"pip install 'jax2onnx[llm]' installs {sorted(installed)}, not {missing}"
+
+
 def test_readme_commands_come_first():
     with open(README, encoding="utf-8") as f:
         head = f.read().split("---")[0]

@@ -28,7 +28,8 @@ MODEL = """
 
 #: (argv, exit status, a fragment of the one error line). ``{model}``: the model file;
 #: ``{out}``: an output path in the watched folder; ``{not_onnx}``/``{empty}``/``{list_json}``/
-#: ``{not_json}``: input files of the wrong kind (made outside the watched folder).
+#: ``{not_json}``: input files of the wrong kind (made outside the watched folder); ``{model_folder}``:
+#: the folder holding them. The fragment is filled in too.
 CASES = [
     # convert: input specs
     (["convert", "{model}:fn", "-i", "B,,4", "-o", "{out}"], 2, "dim 1 is empty"),
@@ -52,11 +53,16 @@ CASES = [
     (["convert", "{model}:fn", "-i", "B,4", "-o", "{out}", "--target", "web", "--external-data"], 2,
      "--target web writes one self-contained file: drop --external-data"),
     (["convert", "{model}:fn", "-i", "B,4", "-o", "."], 2, "-o .: is a folder"),
-    *([(["convert", "{model}:fn", "-i", "B,4", "-o", "/proc/jax2onnx_test/m.onnx"], 2, "cannot write in /proc")]
+    *([(["convert", "{model}:fn", "-i", "B,4", "-o", "/proc/jax2onnx_test/m.onnx"], 2,
+        "cannot write in /proc (the folder takes no new files: a virtual or special file system")]
       if os.path.isdir("/proc/self") else []),  # a folder nobody writes in, root included (Linux)
+    (["convert", "{model}:fn", "-i", "B,4", "-o", "{not_onnx}/sub/m.onnx"], 2, "not_onnx.onnx is a file, not a folder"),
+    (["convert", "{model}:fn", "-i", "B,4", "-o", "{out}", "--verify", "--report", "{not_onnx}/r.json"], 2,
+     "--report {not_onnx}/r.json: {not_onnx} is a file, not a folder"),
     # convert: the target
     (["convert", "no_such_module_xyz:fn", "-i", "B,4", "-o", "{out}"], 2, "cannot import 'no_such_module_xyz'"),
     (["convert", "/no/such/file.py:fn", "-i", "B,4", "-o", "{out}"], 2, "no such file"),
+    (["convert", "{model_folder}/:fn", "-i", "B,4", "-o", "{out}"], 2, "a folder, not a file; give the .py file"),
     (["convert", "{model}:nope", "-i", "B,4", "-o", "{out}"], 2, "no attribute 'nope'"),
     (["convert", "{model}:Net", "-i", "B,4", "-o", "{out}"], 2, "Net is a class: add --factory"),
     (["convert", "{model}", "-i", "B,4", "-o", "{out}"], 2, "expected MODULE:CALLABLE"),
@@ -108,8 +114,9 @@ def test_bad_input_exit_status_one_line_nothing_written(mini_registry, tmp_path,
     monkeypatch.chdir(work)  # a default output or a stray file would land here
     fill = {"{model}": str(model), "{out}": str(work / "out"), "{not_onnx}": str(inputs / "not_onnx.onnx"),
             "{empty}": str(inputs / "empty.onnx"), "{list_json}": str(inputs / "list.json"),
-            "{not_json}": str(inputs / "not_json.json")}
+            "{not_json}": str(inputs / "not_json.json"), "{model_folder}": str(inputs)}
     argv = [_fill(a, fill) for a in argv]
+    fragment = _fill(fragment, fill)
     if argv and argv[0] == "convert":
         argv.append("-q")  # no progress lines: stderr holds the error alone
 
@@ -144,3 +151,14 @@ def _fill(arg, fill):
     for key, value in fill.items():
         arg = arg.replace(key, value)
     return arg
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink") or os.name == "nt", reason="POSIX symlinks")
+def test_an_output_under_a_link_to_nothing_says_so(tmp_path):
+    """Issue #46: the path error names what is wrong, not the system's "No such file or directory"."""
+    from jax2onnx.cli.usage import CliError, check_writable
+
+    (tmp_path / "gone").symlink_to(tmp_path / "no_such_target")
+    with pytest.raises(CliError, match=r"gone is a link to nothing, so nothing can be written under it") as exc:
+        check_writable(str(tmp_path / "gone" / "m.onnx"))
+    assert exc.value.code == 2 and "No such file" not in str(exc.value)

@@ -144,3 +144,61 @@ def test_without_rich_a_terminal_gets_plain_lines(tmp_path, mini_registry, monke
     monkeypatch.setattr("sys.stderr", term)
     _export(tmp_path, progress=True)
     assert "\x1b[" not in term.getvalue() and f"jax2onnx:   {N_LAYERS}/{N_LAYERS} tensors" in term.getvalue()
+
+
+def test_the_bar_appears_when_the_delay_is_over_not_at_the_next_stage(mini_registry, tmp_path, monkeypatch):
+    """Issue #46: with the default delay, a stage running past it (a long trace) shows the bar then,
+    while it runs (was: nothing until the next stage began). The traced function waits, up to a
+    bound, for the bar to appear: it appears during the trace, naming it."""
+    import time
+
+    term = FakeTerminal()
+    monkeypatch.setattr("sys.stderr", term)
+    monkeypatch.setattr(progress, "AUTO_DELAY_S", 0.2)
+    seen_during_trace = []
+
+    def slow_to_trace(x):
+        deadline = time.monotonic() + 30  # a bound for a stalled machine, not a timing claim
+        while "trace" not in term.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen_during_trace.append(term.getvalue())
+        return jnp.sin(x)
+
+    to_onnx(slow_to_trace, [("B", 4)])
+    assert "trace" in seen_during_trace[0] and "\x1b[" in seen_during_trace[0], seen_during_trace
+
+
+def test_without_rich_the_delayed_stage_line_is_written_when_the_delay_is_over(mini_registry, monkeypatch):
+    """The plain lines' form of the same: the running stage's line once the delay is over."""
+    import time
+
+    monkeypatch.setattr(progress, "_has_rich", lambda: False)
+    monkeypatch.setattr(progress, "AUTO_DELAY_S", 0.2)
+    term = FakeTerminal()
+    monkeypatch.setattr("sys.stderr", term)
+    seen_during_trace = []
+
+    def slow_to_trace(x):
+        deadline = time.monotonic() + 30
+        while "trace ..." not in term.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen_during_trace.append(term.getvalue())
+        return jnp.sin(x)
+
+    to_onnx(slow_to_trace, [("B", 4)])
+    assert seen_during_trace == ["jax2onnx: trace ...\n"]
+    assert term.getvalue().splitlines()[-1].startswith("jax2onnx: done in ")
+
+
+def test_a_quick_export_stops_the_timer(mini_registry, monkeypatch):
+    """Closed before the delay is over: nothing is drawn later by the timer."""
+    import time
+
+    term = FakeTerminal()
+    monkeypatch.setattr("sys.stderr", term)
+    monkeypatch.setattr(progress, "AUTO_DELAY_S", 0.3)
+    reporter = progress.make(None)
+    reporter.stage("trace")
+    reporter.close()
+    time.sleep(0.6)
+    assert term.getvalue() == "" and not reporter._timer.is_alive()

@@ -113,3 +113,22 @@ def test_out_dir_with_foreign_files_is_not_replaced(tmp_path):
     assert "genai_config.json" in _one_line(exc)
     assert (tmp_path / "m" / "notes.txt").read_text() == "mine"
 
+
+
+@pytest.mark.parametrize(("search", "fragment"), [
+    ({"no_such_option": 1}, "search options ['no_such_option'] are not genai_config.json search fields"),
+    ({"do_sample": "yes"}, "do_sample='yes': give True or False"),
+    ({"top_k": 2.5}, "top_k=2.5: give an int"),
+    ({"top_k": True}, "top_k=True: give an int"),
+    ({"temperature": "hot"}, "temperature='hot': give a number"),
+    ({"max_length": 64}, "max_length=64: the generation length is at most the export's max_length (32)"),
+    ({"past_present_share_buffer": True}, "follows the graph's cache layout; pass cache="),
+    ([("do_sample", True)], "give a dict of genai_config.json search options"),
+])
+def test_bad_search_options_are_refused_before_the_export(tmp_path, search, fragment):
+    """Said before minutes of tracing and writing (genai_config.json is written last), not by
+    onnxruntime-genai when it loads the folder."""
+    with pytest.raises(OptionError) as exc:
+        export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=32, search=search)
+    assert fragment in _one_line(exc)
+    assert sorted(os.listdir(tmp_path)) == []

@@ -42,7 +42,8 @@ def test_llm_verb_bad_input_is_one_line(tmp_path, capsys):
     factory.write_text(FACTORY.format(tests=os.path.dirname(__file__)))
     code = main(["llm", f"{factory}:make", "-o", str(tmp_path / "m"), "--max-length", "4096"])
     err = capsys.readouterr().err
-    assert code == 3 and "max_length <= 128" in err
+    # a value the model cannot take is a bad command line (2), not a failed conversion (3)
+    assert code == 2 and "max_length <= 128" in err
     assert not (tmp_path / "m").exists()
 
 
@@ -56,8 +57,23 @@ BAD_INPUT = [
     (["--cache", "nope"], "argument --cache: invalid choice: 'nope'"),
     (["--target", "tensorrt"], "argument --target: invalid choice: 'tensorrt'"),
     (["--tokenizer", "{tmp}/no_such_folder"], "--tokenizer {tmp}/no_such_folder: no such folder"),
-    *([(["-o", "/proc/jax2onnx_test/model"], "cannot write in /proc")]
+    *([(["-o", "/proc/jax2onnx_test/model"], "cannot write in /proc (the folder takes no new files")]
       if os.path.isdir("/proc/self") else []),  # a folder nobody writes in, root included (Linux)
+    (["--bos-token-id", "x"], "argument --bos-token-id: expected a token id"),
+    (["--eos-token-id", "2,b"], "argument --eos-token-id: expected a token id"),
+    (["--pad-token-id", "-1"], "argument --pad-token-id: expected a token id"),
+    (["--opset", "5"], "--opset 5: opset=5 is not supported"),
+    (["--weights", "{tmp}/no_such.safetensors"], "--weights {tmp}/no_such.safetensors: no such file or folder"),
+    (["--search", "top_k"], "--search 'top_k': give NAME=VALUE with NAME one of"),
+    (["--search", "no_such=1"], "--search 'no_such=1': give NAME=VALUE"),
+    (["--search", "top_k=many"], "--search 'top_k=many': top_k takes a whole number"),
+    (["--search", "do_sample=yes"], "--search 'do_sample=yes': do_sample takes true or false"),
+    (["--search", "max_length=64"], "the generation length is at most the export's max_length (48)"),
+    (["--quiet", "--progress"], "argument --progress: not allowed with argument --quiet/-q"),
+    # values the model refuses, found once it is loaded (before anything is traced or written)
+    (["--bos-token-id", "96"], "bos_token_id (96, from the bos_token_id= argument) must be in range [0, 96)"),
+    (["--eos-token-id", "3,200"], "eos_token_id (200, from the eos_token_id= argument) must be in range [0, 96)"),
+    (["--max-length", "1"], "max_length=1: give the most tokens a sequence may reach, an int >= 2"),
 ]
 
 
@@ -99,3 +115,101 @@ def test_llm_verb_shows_progress_on_a_terminal_and_quiet_silences_it(tmp_path, m
             assert term.getvalue() == ""
         else:
             assert "\x1b[" in term.getvalue() and "jax2onnx" in term.getvalue()
+
+
+def test_bos_out_of_range_names_the_flag_that_fixes_it(tmp_path, capsys):
+    """The special-token advice names the command line's option, not only export_causal_lm's keyword."""
+    factory = tmp_path / "factory.py"
+    factory.write_text(FACTORY.format(tests=os.path.dirname(__file__)))
+    code = main(["llm", f"{factory}:make", "-o", str(tmp_path / "m"), "--max-length", "48", "--bos-token-id", "500"])
+    assert code == 2
+    assert "--bos-token-id <id>" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_output_paths_that_cannot_be_folders_say_why(tmp_path, capsys, where):
+    factory = tmp_path / "factory.py"
+    factory.write_text(FACTORY.format(tests=os.path.dirname(__file__)))
+    taken = tmp_path / "taken.txt"
+    taken.write_text("not a folder\n")
+    out = taken if where == "a file" else taken / "sub" / "model"
+    assert main(["llm", f"{factory}:make", "-o", str(out), "--max-length", "48"]) == 2
+    err = capsys.readouterr().err
+    assert ("is a file; give the path of the folder" if where == "a file" else f"{taken} is a file, not a folder") in err
+    assert "No such file or directory" not in err and taken.read_text() == "not a folder\n"
+
+
+def test_every_export_keyword_that_takes_a_value_has_an_option_with_its_default():
+    """CLI = API: each keyword-only parameter of export_causal_lm is an option of ``jax2onnx llm``
+    (its argparse dest is the keyword's name) whose default is the keyword's default; progress=
+    is --quiet (False) / --progress (True)."""
+    import argparse
+    import inspect
+
+    from jax2onnx_llm import export_causal_lm
+    from jax2onnx_llm.cli import register
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    register(sub)
+    llm = sub.choices["llm"]
+    required = ["pkg.mod:make", "-o", "out", "--max-length", "8"]
+    parsed = vars(llm.parse_args(required))
+    keywords = {name: p.default for name, p in inspect.signature(export_causal_lm).parameters.items()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert {"bos_token_id", "weights", "opset", "external_data", "search", "progress"} <= set(keywords), keywords
+    missing = sorted(set(keywords) - set(parsed))
+    assert not missing, f"export_causal_lm keywords without a `jax2onnx llm` option: {missing}"
+    defaults = {name: parsed[name] for name in keywords if keywords[name] is not inspect.Parameter.empty}
+    assert defaults == {name: d for name, d in keywords.items() if d is not inspect.Parameter.empty}
+    assert vars(llm.parse_args([*required, "--quiet"]))["progress"] is False
+    assert vars(llm.parse_args([*required, "--progress"]))["progress"] is True
+
+
+def test_every_option_reaches_export_causal_lm(tmp_path, monkeypatch):
+    """Each value given on the command line is the keyword export_causal_lm gets."""
+    import jax2onnx_llm.export
+
+    factory = tmp_path / "factory.py"
+    factory.write_text(FACTORY.format(tests=os.path.dirname(__file__)))
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "w.safetensors").write_bytes(b"")
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def record(model, out_dir, **keywords):
+        seen.update(keywords, out_dir=out_dir)
+        raise Stop  # what the export would do is the API tests'; this test is the command line's
+
+    monkeypatch.setattr(jax2onnx_llm.export, "export_causal_lm", record)
+    argv = ["llm", f"{factory}:make", "-o", str(tmp_path / "m"), "--max-length", "40", "--cache", "shared",
+            "--target", "onnx", "--precision", "int8", "--tokenizer", str(tmp_path / "tok"), "--bos-token-id", "1",
+            "--eos-token-id", "2,3", "--pad-token-id", "0", "--weights", str(tmp_path / "w.safetensors"),
+            "--opset", "21", "--no-external-data", "--search", "do_sample=true", "--search", "top_k=7",
+            "--search", "temperature=0.5", "--search", "max_length=30", "--progress"]
+    assert main(argv) == 5  # Stop: an unexpected error, as any would be
+    assert seen == dict(out_dir=str(tmp_path / "m"), max_length=40, cache="shared", target="onnx", precision="int8",
+                        tokenizer=str(tmp_path / "tok"), bos_token_id=1, eos_token_id=[2, 3], pad_token_id=0,
+                        weights=str(tmp_path / "w.safetensors"), opset=21, external_data=False,
+                        search={"do_sample": True, "top_k": 7, "temperature": 0.5, "max_length": 30}, progress=True)
+
+
+def test_a_single_file_folder_reports_its_stages_tensors_and_bytes(tmp_path, monkeypatch):
+    """Issue #46: an export whose model.onnx holds its weights (no model.onnx.data) counts them as
+    they are written, as a streamed one does, besides its stages (was: nothing between the write
+    stage and its end). Plain lines (--progress outside a terminal) show each."""
+    factory = tmp_path / "factory.py"
+    factory.write_text(FACTORY.format(tests=os.path.dirname(__file__)))
+    log = io.StringIO()
+    monkeypatch.setattr("sys.stderr", log)
+    out = tmp_path / "single"
+    assert main(["llm", f"{factory}:make", "-o", str(out), "--max-length", "32", "--progress"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["genai_config.json", "model.onnx"]
+    lines = log.getvalue().splitlines()
+    started = [line.removeprefix("jax2onnx: ").removesuffix(" ...") for line in lines if line.endswith(" ...")]
+    assert started == ["check", "trace", "lower", "optimize", "write", "genai_config.json"], started
+    (writing,) = [line for line in lines if line.startswith("jax2onnx: writing ")]
+    count = int(writing.split()[2])
+    assert count >= 10, writing  # the embedding, the head and each layer's matrices
+    assert any(line.startswith(f"jax2onnx:   {count}/{count} tensors, ") for line in lines), lines

@@ -16,12 +16,14 @@ CLI's extension point (``jax2onnx.cli``), never a stage's internals (``jax2onnx.
   (:func:`folder_lock`), and the clear error of a full disk (:func:`disk_full_error`);
 - the JAX reference's precision (:data:`HIGHEST`, :func:`precision_scope`) and an LM's greedy-token
   check (:class:`GreedyAgreement`, :data:`MIN_AGREEMENT`, :data:`NEW_TOKENS`);
-- :data:`PRECISION_KINDS` (the names ``precision=`` takes) and :data:`FUNCTION_DOMAIN` (the domain
-  of ``@onnx_function`` bodies).
+- :data:`PRECISION_KINDS` (the names ``precision=`` takes), :func:`check_opset` (an ``opset=`` in the
+  range the installed ``onnx`` exports, checked before a front-end's long work) and
+  :data:`FUNCTION_DOMAIN` (the domain of ``@onnx_function`` bodies).
 """
 
 from __future__ import annotations
 
+from .export.options import check_opset
 from .export.program import ExportProgram, export_program
 from .export.saving import claim_temp_token, disk_full_error, folder_lock, is_abandoned, remove_entry
 from .export.weights import as_source, leaf_name, source_problems
@@ -40,6 +42,7 @@ __all__ = [
     "ExportProgram",
     "GreedyAgreement",
     "as_source",
+    "check_opset",
     "claim_temp_token",
     "compare",
     "disk_full_error",

@@ -13,13 +13,17 @@ The stages call :func:`current` (a silent reporter when none is set): ``stage("t
 ``progress=`` everywhere means:
 
 - ``None`` (default): a live bar on a terminal (stderr is a tty) once the export has run for
-  :data:`AUTO_DELAY_S` seconds (a quick export shows nothing); nothing when not a terminal;
+  :data:`AUTO_DELAY_S` seconds (a quick export shows nothing), drawn then by a timer whatever stage
+  is running (not at the next stage: a long trace would show nothing until it ends); nothing when
+  not a terminal;
 - ``True``: a live bar on a terminal, plain lines (one per stage, a line every tenth of the weights
   written) otherwise, e.g. in a log;
 - ``False``: nothing.
 
 The bar is ``rich``'s; without ``rich`` installed (it is optional for core) the plain lines are
-written instead.
+written instead. Its elapsed time is redrawn by ``rich``'s own thread, so it moves as long as the
+export does not hold the GIL for long in one call: the writers report each tensor (the weights
+file's, and a single file's, written tensor by tensor by ``export/saving.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any, TextIO
@@ -55,28 +60,39 @@ class ExportProgress:
         self.stream, self.live, self.delay, self.prefix = stream, live, delay, prefix
         self._start = time.perf_counter()
         self._shown = False
+        self._closed = False
         self._bar: Any = None
         self._task: Any = None
+        self._fields: dict[str, Any] = {"description": "", "total": None, "completed": 0}  # what the bar shows
         self._stage_start = self._start
         self._stage: str | None = None
         self._total = self._done = 0  # units of the current counted step (bytes or steps)
         self._unit = ""  # what the counted step counts: "tensors" (their bytes too), "batches", ...
         self._count = self._count_total = 0
         self._next_line = 0.0  # plain lines: the fraction at which the next count line is written
+        # the export's thread reports, the timer's shows the bar once the delay is over: one at a time
+        self._lock = threading.RLock()
+        self._timer: threading.Timer | None = None
+        if 0 < delay < threading.TIMEOUT_MAX:
+            self._timer = threading.Timer(delay, self._show_when_due)
+            self._timer.daemon = True  # never keeps a finished program alive
+            self._timer.start()
 
     # -- what the stages call ------------------------------------------------------------------
 
     def stage(self, name: str) -> None:
         """A stage begins (``trace``, ``lower``, ``optimize``, ``write``, ...)."""
-        self._end_stage()
-        self._stage, self._stage_start = name, time.perf_counter()
-        self._total = 0
-        if self._visible() and not self.live:
-            self._line(f"{name} ...")
-        self._refresh(description=name, total=None, completed=0)
+        with self._lock:
+            self._end_stage()
+            self._stage, self._stage_start = name, time.perf_counter()
+            self._total = 0
+            if self._visible() and not self.live:
+                self._line(f"{name} ...")
+            self._refresh(description=name, total=None, completed=0)
 
     def writing(self, tensors: int, nbytes: int) -> None:
-        """The weights file is about to get ``tensors`` tensors, ``nbytes`` bytes in all."""
+        """A file is about to get ``tensors`` tensors, ``nbytes`` bytes in all (the weights file, or
+        a single model file's weights)."""
         self._counted(f"writing {tensors} tensors", "tensors", tensors, nbytes)
 
     def wrote(self, nbytes: int) -> None:
@@ -91,30 +107,46 @@ class ExportProgress:
         self._advance(n)
 
     def close(self) -> None:
-        self._end_stage()
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
-        if self._visible() and not self.live:
-            self._line(f"done in {time.perf_counter() - self._start:.1f} s")
+        if self._timer is not None:
+            self._timer.cancel()
+        with self._lock:
+            self._closed = True
+            self._end_stage()
+            if self._bar is not None:
+                self._bar.stop()
+                self._bar = None
+            if self._visible() and not self.live:
+                self._line(f"done in {time.perf_counter() - self._start:.1f} s")
 
     # -- internals -------------------------------------------------------------------------------
 
     def _counted(self, what: str, unit: str, count: int, total: int) -> None:
-        self._unit, self._count_total = unit, count
-        self._total, self._done, self._count, self._next_line = max(total, 1), 0, 0, 0.1
-        if self._visible() and not self.live:
-            self._line(what + (f" ({_size(total)})" if unit == "tensors" else ""))
-        self._refresh(description=f"{self._stage or ''}: {what}".strip(": "), total=self._total, completed=0)
+        with self._lock:
+            self._unit, self._count_total = unit, count
+            self._total, self._done, self._count, self._next_line = max(total, 1), 0, 0, 0.1
+            if self._visible() and not self.live:
+                self._line(what + (f" ({_size(total)})" if unit == "tensors" else ""))
+            self._refresh(description=f"{self._stage or ''}: {what}".strip(": "), total=self._total, completed=0)
 
     def _advance(self, n: int) -> None:
-        self._done += n
-        self._count += 1
-        if self._visible() and not self.live and self._done / self._total >= self._next_line:
-            self._next_line = (int(self._done / self._total * 10) + 1) / 10
-            sizes = f", {_size(self._done)} of {_size(self._total)}" if self._unit == "tensors" else ""
-            self._line(f"  {self._count}/{self._count_total} {self._unit}{sizes}")
-        self._refresh(completed=self._done)
+        with self._lock:
+            self._done += n
+            self._count += 1
+            if self._visible() and not self.live and self._done / self._total >= self._next_line:
+                self._next_line = (int(self._done / self._total * 10) + 1) / 10
+                sizes = f", {_size(self._done)} of {_size(self._total)}" if self._unit == "tensors" else ""
+                self._line(f"  {self._count}/{self._count_total} {self._unit}{sizes}")
+            self._refresh(completed=self._done)
+
+    def _show_when_due(self) -> None:
+        """The timer's: the delay is over, so show what runs now (a long trace, say) at once."""
+        with self._lock:
+            if self._closed or not self._visible():
+                return
+            if self.live:
+                self._draw()
+            elif self._stage is not None:  # the plain line its start did not print
+                self._line(f"{self._stage} ...")
 
     def _end_stage(self) -> None:
         if self._stage is not None and self._visible() and not self.live:
@@ -130,8 +162,11 @@ class ExportProgress:
         print(f"{self.prefix}: {text}", file=self.stream, flush=True)
 
     def _refresh(self, **fields: Any) -> None:
-        if not self.live or not self._visible():
-            return
+        self._fields.update(fields)
+        if self.live and self._visible():
+            self._draw()
+
+    def _draw(self) -> None:
         if self._bar is None:
             from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -146,7 +181,7 @@ class ExportProgress:
             count = f"{self._count}/{self._count_total} {self._unit}"
             if self._unit == "tensors":
                 count += f", {_size(self._done)} of {_size(self._total)}"
-        self._bar.update(self._task, count=count, **fields)
+        self._bar.update(self._task, count=count, **self._fields)
 
 
 class _Silent(ExportProgress):

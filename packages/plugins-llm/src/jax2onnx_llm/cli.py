@@ -3,6 +3,10 @@ through the ``jax2onnx.cli`` entry-point group; nothing heavy is imported until 
 
     jax2onnx llm my_pkg.models:make_model -o out/tiny --max-length 128 --cache shared
     jax2onnx llm my_pkg.models:make_model -o out/tiny --max-length 128 --generate 5,6,7 --new-tokens 16
+    jax2onnx llm my_pkg.models:make_abstract -o out/big --max-length 2048 --weights big.safetensors --precision int4
+
+Every keyword of ``export_causal_lm`` that takes a value has its option here (tests/test_cli.py
+compares the two), and a value it refuses is a bad command line (exit status 2).
 """
 
 from __future__ import annotations
@@ -23,6 +27,21 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _token_ids(text: str) -> int | list[int]:
+    """--eos-token-id: one id, or several comma-separated (``2,32000``); each a whole number >= 0."""
+    parts = [t.strip() for t in text.split(",")]
+    if not all(t.isdigit() for t in parts):
+        raise argparse.ArgumentTypeError(f"expected a token id (a whole number >= 0), or several comma-separated, got {text!r}")
+    return int(parts[0]) if len(parts) == 1 else [int(t) for t in parts]
+
+
+def _token_id(text: str) -> int:
+    """--bos-token-id/--pad-token-id: one whole number >= 0."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a token id (a whole number >= 0), got {text!r}")
+    return int(text)
+
+
 def register(sub: Any) -> None:
     from jax2onnx.frontend import PRECISION_KINDS as KINDS  # light: core's CLI has imported jax2onnx already
 
@@ -37,39 +56,75 @@ def register(sub: Any) -> None:
                    help="onnxruntime: fused contrib ops; onnx: standard ONNX only")
     p.add_argument("--precision", default="float32", choices=KINDS,
                    help="weights and compute as jax2onnx.to_onnx's precision= (default float32)")
-    p.add_argument("--tokenizer", default=None, help="a folder holding tokenizer.json to copy into the model folder")
-    p.add_argument("--eos-token-id", type=int, default=None, help="the end token, where the model names none")
-    p.add_argument("--pad-token-id", type=int, default=None, help="the padding token, where the model names none")
+    p.add_argument("--tokenizer", default=None,
+                   help="a folder holding tokenizer.json (or that file) to copy into the model folder")
+    p.add_argument("--bos-token-id", type=_token_id, default=None, help="the start token, where the model names none")
+    p.add_argument("--eos-token-id", type=_token_ids, default=None,
+                   help="the end token, where the model names none (several: comma-separated)")
+    p.add_argument("--pad-token-id", type=_token_id, default=None, help="the padding token, where the model names none")
+    p.add_argument("--weights", default=None, metavar="PATH",
+                   help="read the weights from a .safetensors file or an Orbax checkpoint folder while writing, one at "
+                        "a time (the factory then only gives their structure, e.g. built under nnx.eval_shape)")
+    p.add_argument("--opset", type=int, default=23, help="the default-domain opset (default 23)")
+    p.add_argument("--external-data", action=argparse.BooleanOptionalAction, default=None,
+                   help="weights in model.onnx.data beside the model (default: when they exceed 2 GB)")
+    p.add_argument("--search", action="append", default=None, metavar="NAME=VALUE",
+                   help="a genai_config.json search option to set, e.g. --search do_sample=true --search top_k=40")
     p.add_argument("--generate", default=None, metavar="IDS",
                    help="after exporting, generate greedily in onnxruntime-genai from these comma-separated token ids")
     p.add_argument("--new-tokens", type=_positive_int, default=16, help="how many tokens --generate adds (default 16)")
-    p.add_argument("--quiet", "-q", action="store_true",
-                   help="no progress bar on stderr (shown on a terminal for an export of more than a few seconds)")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--quiet", "-q", dest="progress", action="store_const", const=False, default=None,
+                       help="no progress on stderr (by default a bar on a terminal for an export of more than a few seconds)")
+    shown.add_argument("--progress", dest="progress", action="store_const", const=True,
+                       help="progress on stderr from the start: a bar on a terminal, plain lines otherwise (a log)")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback on errors")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    from jax2onnx import InputSpecError
     from jax2onnx.cli.commands import load_target
     from jax2onnx.cli.usage import CliError, check_writable
+    from jax2onnx.frontend import check_opset
 
-    from . import attention_report
+    from . import attention_report, genai_config
+    from .errors import CacheLayoutError, MaxLengthError, TokenizerError
     from .export import export_causal_lm
 
     # everything the command line says is checked before the export, so a mistake writes nothing
     prompt = _prompt(args.generate, CliError) if args.generate is not None else None
     check_writable(args.output, folder=True)
-    if args.tokenizer is not None and not os.path.isdir(args.tokenizer):
+    if args.tokenizer is not None and not os.path.exists(args.tokenizer):
         raise CliError(f"--tokenizer {args.tokenizer}: no such folder; give the folder holding tokenizer.json")
+    if args.weights is not None and not os.path.exists(args.weights):
+        raise CliError(f"--weights {args.weights}: no such file or folder; give a .safetensors file or an Orbax "
+                       "checkpoint folder")
+    search = _search(args.search, CliError, genai_config.SEARCH_FIELDS) if args.search is not None else None
+    try:
+        check_opset(args.opset)
+    except InputSpecError as exc:
+        raise CliError(f"--opset {args.opset}: {exc}") from None
+    try:
+        genai_config.check_search(search, max_length=args.max_length)
+    except InputSpecError as exc:
+        raise CliError(f"--search: {exc}") from None
     if prompt is not None:
         from .genai_run import require_genai
 
         require_genai()  # --generate needs onnxruntime-genai: said before minutes of exporting
     target = load_target(args.factory)
     model = target() if isinstance(target, type) or (callable(target) and not _is_model(target)) else target
-    folder = export_causal_lm(model, args.output, max_length=args.max_length, cache=args.cache, target=args.target,
-                              precision=args.precision, tokenizer=args.tokenizer, eos_token_id=args.eos_token_id,
-                              pad_token_id=args.pad_token_id, progress=False if args.quiet else None)
+    try:
+        folder = export_causal_lm(
+            model, args.output, max_length=args.max_length, precision=args.precision, cache=args.cache,
+            target=args.target, tokenizer=args.tokenizer, opset=args.opset, external_data=args.external_data,
+            search=search, bos_token_id=args.bos_token_id, eos_token_id=args.eos_token_id,
+            pad_token_id=args.pad_token_id, weights=args.weights, progress=args.progress)
+    except (InputSpecError, MaxLengthError, CacheLayoutError, TokenizerError) as exc:
+        # a value the export refuses (out of the model's vocabulary or positions, a layout it cannot
+        # run, weights or a tokenizer that do not fit it) is a bad command line, not a failed conversion
+        raise CliError(str(exc)) from exc
     print(f"wrote {folder}")
     for line in attention_report.describe(attention_report.attention_fusions(folder)):
         print(f"  attention {line}")
@@ -91,6 +146,28 @@ def _prompt(text: str, error: type[Exception]) -> list[int]:
     if not all(t.isdigit() for t in parts):
         raise error(f"--generate {text!r}: give comma-separated token ids (whole numbers >= 0), e.g. 5,6,7")
     return [int(t) for t in parts]
+
+
+def _search(items: list[str], error: type[Exception], fields: dict[str, type]) -> dict[str, Any]:
+    """--search's ``NAME=VALUE`` items, each value read as its field's type (true/false, a whole
+    number, a number)."""
+    search: dict[str, Any] = {}
+    for item in items:
+        name, eq, text = (part.strip() for part in item.partition("="))
+        if not eq or name not in fields:
+            raise error(f"--search {item!r}: give NAME=VALUE with NAME one of {', '.join(sorted(fields))}")
+        kind = fields[name]
+        try:
+            if kind is bool:
+                if text.lower() not in ("true", "false"):
+                    raise ValueError(text)
+                search[name] = text.lower() == "true"
+            else:
+                search[name] = kind(text)
+        except ValueError:
+            want = "true or false" if kind is bool else "a whole number" if kind is int else "a number"
+            raise error(f"--search {item!r}: {name} takes {want}") from None
+    return search
 
 
 def _is_model(obj: Any) -> bool:

@@ -95,7 +95,9 @@ def export_causal_lm(
             preprocessor's), if any; ``False``: none (onnxruntime-genai then runs on token ids).
         opset: the default-domain opset of the model.
         external_data: weights beside the model (``None``: when they exceed 2 GB).
-        search: ``genai_config.json`` search options to override (``{"do_sample": True}``).
+        search: ``genai_config.json`` search options to override (``{"do_sample": True}``; each
+            field's type as :data:`jax2onnx_llm.genai_config.SEARCH_DEFAULTS`'s, ``max_length`` at most
+            the export's; ``past_present_share_buffer`` follows ``cache=``).
         bos_token_id: the start token, where the model does not name it (a KerasHub model without
             its preprocessor) or to override it. Each special token is taken from the argument,
             else the model, else the tokenizer; ids outside the vocabulary are refused.
@@ -127,6 +129,7 @@ def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, c
             opset: int, external_data: bool | None, search: dict[str, Any] | None, given: dict[str, Any], weights: Any,
             reporter: Any) -> pathlib.Path:
     _check_options(max_length, precision, cache, target)
+    genai_config.check_search(search, max_length=max_length)  # before the export, not after it
     spec = families.decoder_spec(model)
     tokenizer = spec.tokenizer if tokenizer is None else tokenizer
     # resolved (checked, its files parsed, converted) before minutes of export, and before its

@@ -56,7 +56,7 @@ def resolve(spec: DecoderSpec, tokenizer: Any, given: dict[str, Any]) -> Decoder
     if eos is None or (isinstance(eos, (list, tuple)) and not eos):
         raise OptionError(
             f"this {spec.family} model names no end-of-sequence token (onnxruntime-genai needs one): "
-            "pass eos_token_id=... (or a tokenizer/preprocessor that has one)"
+            "pass eos_token_id=... (jax2onnx llm: --eos-token-id; or a tokenizer/preprocessor that has one)"
         )
     for field, value in ids.items():
         _check_in_vocabulary(field, value, sources[field], spec.vocab_size)
@@ -79,7 +79,7 @@ def _check_in_vocabulary(field: str, value: Any, source: str, vocab_size: int) -
             raise OptionError(
                 f"{field} ({int(token)}, from {source}) must be in range [0, {vocab_size}) of the model's vocabulary, "
                 f"or onnxruntime-genai refuses the folder: pass {field}=<an id below {vocab_size}> to export_causal_lm "
-                "(or set one in the model's config)"
+                f"(jax2onnx llm: --{field.replace('_', '-')} <id>; or set one in the model's config)"
             )
 
 

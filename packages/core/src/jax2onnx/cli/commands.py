@@ -44,7 +44,7 @@ from .usage import CliError, check_writable
 EXIT_CODES = {
     0: "success (and, with --verify, the model matches JAX; check: nothing the target cannot take)",
     1: "--verify ran and the model does not match JAX within tolerance; check found what the target cannot take; packs found a broken install",
-    2: "bad command line: unknown option, malformed input spec, unsupported --opset, target not found, a model builder without --factory, a missing or unreadable input file, an output path that cannot be written",
+    2: "bad command line: unknown option, malformed input spec, unsupported --opset, target not found, a model builder without --factory, a missing or unreadable input file, an output path that cannot be written, a value the model cannot take (a verb's option)",
     3: "the conversion failed (unsupported primitive, an error in the function or its module, inputs that do not fit it)",
     4: "a package the command needs is not installed (onnxruntime for --verify, a pack)",
     5: "an unexpected internal error (a bug: rerun with --debug and report the traceback)",
@@ -184,7 +184,8 @@ def load_target(ref: str) -> Any:
 def _import_file(path: str) -> Any:
     path = os.path.abspath(path)
     if not os.path.isfile(path):
-        raise CliError(f"no such file: {path}")
+        raise CliError(f"{path}: a folder, not a file; give the .py file that defines the callable"
+                       if os.path.isdir(path) else f"no such file: {path}")
     folder = os.path.dirname(path)
     if folder not in sys.path:
         sys.path.insert(0, folder)  # the file's own imports of its neighbours work as with `python file.py`
@@ -253,6 +254,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         raise CliError(f"--report {args.report}: the report is what --verify finds; add --verify")
     output = args.output or f"{args.callable.rpartition(':')[2].split('.')[-1]}.onnx"
     check_writable(output)
+    if args.report:  # said now, not after minutes of converting and verifying
+        check_writable(args.report, flag="--report")
     options: dict[str, Any] = dict(
         input_params=params or None, model_name=args.model_name or "jax_model", opset=args.opset,
         enable_double_precision=args.double, output_path=output, input_names=args.input_name or None,
@@ -289,6 +292,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
                         enable_double_precision=args.double, reference=args.reference)
     report.print()
     if args.report:
+        os.makedirs(os.path.dirname(os.path.abspath(args.report)), exist_ok=True)  # as -o's missing folders are made
         with open(args.report, "w", encoding="utf-8") as f:
             if args.report.endswith(".md"):
                 f.write(report.to_markdown())

@@ -445,15 +445,22 @@ def _create_temp(directory: str, token: str, suffix: str) -> tuple[int, str]:
     return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
 
 
-def save_atomically(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> None:
+def save_model_file(model: ir.Model, path: str | os.PathLike[str],
+                    on_tensor: Callable[[int, int, int], None] | None = None) -> None:
     """Write one self-contained model file: temp file beside ``path``, then an atomic rename, so
     readers never see a partial model. Weights files of an earlier external-data export of this
-    path are removed once the new model is in place."""
+    path are removed once the new model is in place.
+
+    The file is written tensor by tensor (:func:`_model_pieces`), never as one serialized message:
+    protobuf's ``SerializeToString`` holds the GIL throughout (192 MiB: 2 s with no other thread
+    running; a progress bar froze for 26 s on a 1.5 GB model, ``bench/results/progress_gaps.md``)
+    and needs the whole proto and its bytes in memory. ``on_tensor(index, count, nbytes)`` is called
+    as each of the ``count`` large tensors is about to be written (a progress bar's hook)."""
     path, directory, model_file = _prepare(path)
-    try:
-        payload = proto.SerializeToString()
-    except ValueError as exc:  # protobuf refuses messages over 2 GB
+    pieces, length = _model_pieces(model)
+    if length >= 2**31:  # what protobuf refuses to read (and SerializeToString to write)
         raise ValueError(
+<<<<<<< HEAD
             f"the model is too large for one ONNX file ({exc}); export with external_data=True so the "
             "weights are written beside it"
         ) from exc
@@ -483,3 +490,130 @@ def save_atomically(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> Non
 
 __all__ = ["SAVE_STEPS", "TEMP_PREFIX", "claim_temp_token", "clean_stale_temporaries", "disk_full_error", "folder_lock",
            "is_abandoned", "remove_entry", "save_atomically", "save_with_external_data"]
+=======
+            f"the model is too large for one ONNX file ({length / 2**30:.2f} GiB, protobuf reads at most 2 GB); "
+            "export with external_data=True so the weights are written beside it"
+        )
+    count = sum(1 for piece in pieces if not isinstance(piece, bytes))
+    fd, tmp = _create_temp(directory, suffix=".onnx")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            index = 0
+            for piece in pieces:
+                if isinstance(piece, bytes):
+                    f.write(piece)
+                    continue
+                tensor, nbytes = piece
+                if on_tensor is not None:
+                    on_tensor(index, count, nbytes)
+                index += 1
+                data = tensor.tobytes()
+                if len(data) != nbytes:  # the framing written already promised nbytes: never a corrupt file
+                    raise RuntimeError(f"internal error: the tensor {tensor.name!r} gave {len(data)} bytes for "
+                                       f"its {nbytes} (dtype {tensor.dtype}, shape {tensor.shape})")
+                f.write(data)
+                del data
+            f.flush()
+            os.fsync(f.fileno())
+        with _folder_lock(directory):
+            os.replace(tmp, path)
+            _fsync_dir(directory)
+            _remove_orphaned_data(directory, model_file, keep=None)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+# Protobuf wire format (https://protobuf.dev/programming-guides/encoding/): a length-delimited field
+# is its tag (field number << 3 | 2) and its length as varints, then its bytes; fields may come in
+# any order. The numbers are read from onnx's descriptors, not written down here.
+_GRAPH_FIELD = onnx.ModelProto.DESCRIPTOR.fields_by_name["graph"].number
+_INITIALIZER_FIELD = onnx.GraphProto.DESCRIPTOR.fields_by_name["initializer"].number
+_RAW_DATA_FIELD = onnx.TensorProto.DESCRIPTOR.fields_by_name["raw_data"].number
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | 0x80 if n else low)
+        if not n:
+            return bytes(out)
+
+
+def _framing(field: int, length: int) -> bytes:
+    return _varint(field << 3 | 2) + _varint(length)
+
+
+class _Header:
+    """Stands in for a large initializer while the model around it is serialized: what onnx_ir
+    writes of a tensor (name, type, dims, doc string, metadata; ``serialize_tensor_into``'s generic
+    path) without its bytes, which :func:`save_model_file` writes itself."""
+
+    def __init__(self, tensor: Any) -> None:
+        self.name, self.doc_string, self.metadata_props = tensor.name, tensor.doc_string, tensor.metadata_props
+        self.dtype, self.shape = tensor.dtype, tensor.shape
+
+    def tobytes(self) -> bytes:
+        return b""
+
+
+def _streamed(tensor: Any) -> bool:
+    """Whether a tensor's bytes are written by :func:`save_model_file` (in memory, lazy or on a
+    device: anything but strings, references to external files and tensors still in proto form)."""
+    kept = (ir.ExternalTensor, ir.StringTensor, ir.TensorProtoTensor)
+    return tensor is not None and not isinstance(tensor, kept) and tensor.nbytes > EXTERNAL_THRESHOLD_BYTES
+
+
+def streamed_bytes(model: ir.Model) -> int:
+    """The bytes :func:`save_model_file` writes tensor by tensor (what its ``on_tensor`` counts)."""
+    return sum(v.const_value.nbytes for v in model.graph.initializers.values() if _streamed(v.const_value))
+
+
+def _model_pieces(model: ir.Model) -> tuple[list[bytes | tuple[Any, int]], int]:
+    """The model file in pieces, in order: bytes, and ``(tensor, nbytes)`` where a large initializer
+    of the main graph has its bytes; and the file's length. The same message as
+    ``ir.to_proto(model)`` (fields in another order), which ``onnx.load`` reads back equal to it.
+
+    The model is serialized once with each large initializer's tensor replaced by a
+    :class:`_Header` (restored after, whatever happens), so the graph's value infos and its
+    initializers' order are onnx_ir's own."""
+    graph = model.graph
+    swapped = [(value, value.const_value) for value in graph.initializers.values() if _streamed(value.const_value)]
+    try:
+        for value, tensor in swapped:
+            value.const_value = _Header(tensor)
+        proto = ir.serde.serialize_model(model)
+    finally:
+        for value, tensor in swapped:
+            value.const_value = tensor
+    by_name = {value.name: tensor for value, tensor in swapped}
+    initializers: list[tuple[bytes, Any, int]] = []  # (its bytes before the data, tensor or None, data size)
+    for init in proto.graph.initializer:
+        tensor = by_name.get(init.name)
+        if tensor is None:
+            initializers.append((init.SerializeToString(), None, 0))
+        else:
+            init.ClearField("raw_data")  # the stand-in's empty bytes; the tensor's follow the header
+            initializers.append((init.SerializeToString() + _framing(_RAW_DATA_FIELD, tensor.nbytes), tensor, tensor.nbytes))
+    del proto.graph.initializer[:]
+    graph_rest = proto.graph.SerializeToString()
+    proto.ClearField("graph")
+    graph_length = len(graph_rest) + sum(len(_framing(_INITIALIZER_FIELD, len(b) + n)) + len(b) + n
+                                         for b, _, n in initializers)
+    pieces: list[bytes | tuple[Any, int]] = [proto.SerializeToString() + _framing(_GRAPH_FIELD, graph_length) + graph_rest]
+    for before, tensor, nbytes in initializers:
+        framed = _framing(_INITIALIZER_FIELD, len(before) + nbytes) + before
+        if isinstance(pieces[-1], bytes):
+            pieces[-1] += framed
+        else:
+            pieces.append(framed)
+        if tensor is not None:
+            pieces.append((tensor, nbytes))
+    length = sum(len(p) if isinstance(p, bytes) else p[1] for p in pieces)
+    return pieces, length
+
+
+__all__ = ["SAVE_STEPS", "clean_stale_temporaries", "save_model_file", "save_with_external_data", "streamed_bytes"]
+>>>>>>> cli46

@@ -12,7 +12,9 @@ refused with the fix. Files are replaced atomically
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import onnx
@@ -23,7 +25,7 @@ from ..errors import InputSpecError
 from ..ir.graphs import all_graphs
 from ..verification.compare import remember_saved
 from .options import Export
-from .saving import EXTERNAL_THRESHOLD_BYTES, save_atomically, save_with_external_data
+from .saving import EXTERNAL_THRESHOLD_BYTES, save_model_file, save_with_external_data, streamed_bytes
 
 #: Above this many bytes of weights, a model goes to external data automatically (protobuf caps one
 #: message at 2 GB, and the graph itself needs room too).
@@ -84,7 +86,7 @@ def write(export: Export, model: ir.Model) -> Artifact:
             if external:
                 _save_external(model, output_path, options.external_data_file)
             else:
-                save_atomically(ir.to_proto(model), output_path)
+                _save_single(model, output_path)
         return Artifact(model, None, output_path, bool(external))
     if external:
         if output_path is None:
@@ -94,19 +96,34 @@ def write(export: Export, model: ir.Model) -> Artifact:
         proto = _save_external(model, output_path, options.external_data_file)
         remember_saved(proto, output_path)  # a returned proto then runs with its weights (verify, allclose)
         return Artifact(model, proto, output_path, True)
-    proto = ir.to_proto(model)
     if output_path is not None:
-        save_atomically(proto, output_path)
+        _save_single(model, output_path)
+    # written tensor by tensor, never as one proto: one is built only where one is returned
+    proto = ir.to_proto(model) if options.return_mode == "proto" else None
     return Artifact(model, proto, output_path, False)
 
 
 def _save_external(model: ir.Model, path: str, data_file: str | None) -> onnx.ModelProto:
     """:func:`save_with_external_data`, each tensor counted by the export's progress reporter as it
     is written (tensors and bytes)."""
-    reporter = progress.current()
     total = sum(v.const_value.nbytes for g in all_graphs(model) if isinstance(g, ir.Graph)
                 for v in g.initializers.values()
                 if v.const_value is not None and v.const_value.nbytes > EXTERNAL_THRESHOLD_BYTES)
+    with _counting(total) as on_tensor:
+        return save_with_external_data(model, path, data_file, on_tensor=on_tensor)
+
+
+def _save_single(model: ir.Model, path: str) -> None:
+    """:func:`save_model_file` (one self-contained file), its large tensors counted likewise."""
+    with _counting(streamed_bytes(model)) as on_tensor:
+        save_model_file(model, path, on_tensor=on_tensor)
+
+
+@contextlib.contextmanager
+def _counting(total: int) -> Iterator[Callable[[int, int, int], None]]:
+    """A writer's ``on_tensor(index, count, nbytes)`` hook reporting to the export's progress
+    reporter: ``writing(count, total)`` at the first tensor, ``wrote(nbytes)`` as each is done."""
+    reporter = progress.current()
     started = [0]  # the bytes of the tensor being written: counted once the next one starts
 
     def on_tensor(index: int, count: int, nbytes: int) -> None:
@@ -116,7 +133,6 @@ def _save_external(model: ir.Model, path: str, data_file: str | None) -> onnx.Mo
             reporter.wrote(started[0])
         started[0] = nbytes
 
-    proto = save_with_external_data(model, path, data_file, on_tensor=on_tensor)
+    yield on_tensor
     if started[0]:
         reporter.wrote(started[0])
-    return proto
