@@ -34,12 +34,12 @@ def _fn(w):
 # SIGKILLed once the temp file is written, before the rename.
 _KILLED_SAVE = textwrap.dedent("""
     import importlib.util, os, signal, sys
-    import onnx
+    import onnx, onnx_ir
     spec = importlib.util.spec_from_file_location("standalone_saving", sys.argv[1])
     saving = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(saving)
     saving._STEP_HOOK = lambda step: step == "temp-written" and os.kill(os.getpid(), signal.SIGKILL)
-    saving.save_atomically(onnx.load(sys.argv[2]), sys.argv[3])
+    saving.save_model_file(onnx_ir.from_proto(onnx.load(sys.argv[2])), sys.argv[3])
 """)
 
 

@@ -460,16 +460,30 @@ def save_model_file(model: ir.Model, path: str | os.PathLike[str],
     pieces, length = _model_pieces(model)
     if length >= 2**31:  # what protobuf refuses to read (and SerializeToString to write)
         raise ValueError(
-<<<<<<< HEAD
-            f"the model is too large for one ONNX file ({exc}); export with external_data=True so the "
-            "weights are written beside it"
-        ) from exc
+            f"the model is too large for one ONNX file ({length / 2**30:.2f} GiB, protobuf reads at most 2 GB); "
+            "export with external_data=True so the weights are written beside it"
+        )
+    count = sum(1 for piece in pieces if not isinstance(piece, bytes))
     try:
         with claim_temp_token() as token:
             fd, tmp = _create_temp(directory, token, suffix=".onnx")
             try:
                 with os.fdopen(fd, "wb") as f:
-                    f.write(payload)
+                    index = 0
+                    for piece in pieces:
+                        if isinstance(piece, bytes):
+                            f.write(piece)
+                            continue
+                        tensor, nbytes = piece
+                        if on_tensor is not None:
+                            on_tensor(index, count, nbytes)
+                        index += 1
+                        data = tensor.tobytes()
+                        if len(data) != nbytes:  # the framing written already promised nbytes: never a corrupt file
+                            raise RuntimeError(f"internal error: the tensor {tensor.name!r} gave {len(data)} bytes for "
+                                               f"its {nbytes} (dtype {tensor.dtype}, shape {tensor.shape})")
+                        f.write(data)
+                        del data
                     f.flush()
                     os.fsync(f.fileno())
                 _step("temp-written")
@@ -486,43 +500,6 @@ def save_model_file(model: ir.Model, path: str | os.PathLike[str],
         if full is None:
             raise
         raise full from exc
-
-
-__all__ = ["SAVE_STEPS", "TEMP_PREFIX", "claim_temp_token", "clean_stale_temporaries", "disk_full_error", "folder_lock",
-           "is_abandoned", "remove_entry", "save_atomically", "save_with_external_data"]
-=======
-            f"the model is too large for one ONNX file ({length / 2**30:.2f} GiB, protobuf reads at most 2 GB); "
-            "export with external_data=True so the weights are written beside it"
-        )
-    count = sum(1 for piece in pieces if not isinstance(piece, bytes))
-    fd, tmp = _create_temp(directory, suffix=".onnx")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            index = 0
-            for piece in pieces:
-                if isinstance(piece, bytes):
-                    f.write(piece)
-                    continue
-                tensor, nbytes = piece
-                if on_tensor is not None:
-                    on_tensor(index, count, nbytes)
-                index += 1
-                data = tensor.tobytes()
-                if len(data) != nbytes:  # the framing written already promised nbytes: never a corrupt file
-                    raise RuntimeError(f"internal error: the tensor {tensor.name!r} gave {len(data)} bytes for "
-                                       f"its {nbytes} (dtype {tensor.dtype}, shape {tensor.shape})")
-                f.write(data)
-                del data
-            f.flush()
-            os.fsync(f.fileno())
-        with _folder_lock(directory):
-            os.replace(tmp, path)
-            _fsync_dir(directory)
-            _remove_orphaned_data(directory, model_file, keep=None)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 # Protobuf wire format (https://protobuf.dev/programming-guides/encoding/): a length-delimited field
@@ -615,5 +592,5 @@ def _model_pieces(model: ir.Model) -> tuple[list[bytes | tuple[Any, int]], int]:
     return pieces, length
 
 
-__all__ = ["SAVE_STEPS", "clean_stale_temporaries", "save_model_file", "save_with_external_data", "streamed_bytes"]
->>>>>>> cli46
+__all__ = ["SAVE_STEPS", "TEMP_PREFIX", "claim_temp_token", "clean_stale_temporaries", "disk_full_error", "folder_lock",
+           "is_abandoned", "remove_entry", "save_model_file", "save_with_external_data", "streamed_bytes"]
