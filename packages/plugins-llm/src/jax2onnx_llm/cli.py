@@ -50,8 +50,7 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from jax2onnx.cli.commands import load_target
-    from jax2onnx.cli.usage import CliError, check_writable
+    from jax2onnx.cli import CliError, check_writable, load_target
 
     from . import attention_report
     from .export import export_causal_lm
