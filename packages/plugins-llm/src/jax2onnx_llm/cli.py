@@ -52,7 +52,7 @@ def register(sub: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     from jax2onnx.cli import CliError, check_writable, load_target
 
-    from . import attention_report
+    from .attention_report import attention_fusions, describe
     from .export import export_causal_lm
 
     # everything the command line says is checked before the export, so a mistake writes nothing
@@ -70,7 +70,7 @@ def _run(args: argparse.Namespace) -> int:
                               precision=args.precision, tokenizer=args.tokenizer, eos_token_id=args.eos_token_id,
                               pad_token_id=args.pad_token_id, progress=False if args.quiet else None)
     print(f"wrote {folder}")
-    for line in attention_report.describe(attention_report.attention_fusions(folder)):
+    for line in describe(attention_fusions(folder)):
         print(f"  attention {line}")
     if prompt is not None:
         import json
