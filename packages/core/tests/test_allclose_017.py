@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from jax2onnx import allclose, allclose_onnxruntime_web, to_onnx
 from jax2onnx.errors import InputSpecError
-from jax2onnx.export.allclose_compat import AllcloseResult, sample_inputs
+from jax2onnx.export.allclose_compat import WEB_RUNNER, AllcloseResult, sample_inputs
 from jax2onnx.verification.compare import Comparison
 
 #: Read from the published 0.17.1 wheel (jax2onnx/user_interface.py): (name, kind, default).
@@ -132,6 +132,14 @@ def test_web_says_what_is_missing(sin_model, tmp_path):
 
 
 WEB_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "web")
+
+
+def test_the_web_runner_is_where_allclose_runs_it():
+    """The Node.js script allclose_onnxruntime_web starts is a file core ships (checked whether or
+    not onnxruntime-web is installed: a moved script fails here, not only where npm ran)."""
+    assert os.path.isfile(WEB_RUNNER), WEB_RUNNER
+    with open(WEB_RUNNER, encoding="utf-8") as f:
+        assert "onnxruntime-web" in f.read()
 
 
 @pytest.mark.skipif(shutil.which("node") is None or not os.path.isdir(os.path.join(WEB_DIR, "node_modules", "onnxruntime-web")),

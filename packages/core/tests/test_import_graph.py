@@ -11,6 +11,13 @@ names). A *name* a module takes from a package's ``__init__`` (``from . import h
 ``helper`` is no submodule) is an edge to that ``__init__`` wherever the module lives: a package
 whose ``__init__`` imports its submodules while they import from it is a circle.
 
+An import statement that names the module's own package (or a package above it) is an edge to that
+package too, whatever it takes: ``from . import sibling`` and ``import pkg.sub`` (in ``pkg.sub.x``)
+consult the package module, which is only part-run while its ``__init__`` imports ``x``; so a module
+imports its siblings by their own names (``from .sibling import f``). Core's root package is spared
+this (``own_root=False``): its modules take the shared top-level modules as ``from .. import
+compat``, and ``jax2onnx/__init__`` gathers the public names of every stage.
+
 The scan is written for any package (``import_graph(root, package)``): tests/test_layout_rules.py
 runs it over every pack's sources too.
 """
@@ -52,16 +59,21 @@ def _with_packages(target: str, modules: dict[str, pathlib.Path]) -> set[str]:
     return found
 
 
-def imports_of(name: str, path: pathlib.Path, modules: dict[str, pathlib.Path], package: str = PACKAGE) -> set[str]:
-    """Every module of ``package`` that ``name`` imports, wherever the import statement stands."""
+def imports_of(name: str, path: pathlib.Path, modules: dict[str, pathlib.Path], package: str = PACKAGE,
+               own_root: bool = True) -> set[str]:
+    """Every module of ``package`` that ``name`` imports, wherever the import statement stands
+    (``own_root``: whether a statement naming the root package, ``from . import x`` in a top-level
+    module, is an edge to it)."""
     is_package = path.name == "__init__.py"
     here = name.split(".") if is_package else name.split(".")[:-1]
     targets: set[str] = set()
     names_from: set[str] = set()  # packages (or modules) a name defined in them is taken from
+    own_named: set[str] = set()  # modules an import statement names itself (``from . import x`` names ``.``)
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 targets |= _with_packages(alias.name, modules)
+                own_named.add(alias.name)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = here[: len(here) - (node.level - 1)]
@@ -71,19 +83,26 @@ def imports_of(name: str, path: pathlib.Path, modules: dict[str, pathlib.Path], 
             if not (source == package or source.startswith(package + ".")):
                 continue
             targets |= _with_packages(source, modules)
+            own_named.add(source)
             for alias in node.names:
                 submodule = f"{source}.{alias.name}"
                 if submodule in modules:  # ``from . import compat`` imports the module compat
                     targets |= {m for m in _with_packages(submodule, modules) if m != source}
                 elif source in modules:  # a name defined in ``source`` (its ``__init__`` for a package)
                     names_from.add(source)
-    own_packages = {".".join(name.split(".")[:end]) for end in range(1, name.count(".") + 2)}
-    return (targets - own_packages) | (names_from - {name})
+    own_packages = {".".join(name.split(".")[:end]) for end in range(1, name.count(".") + 1)}
+    named_back = own_named & (own_packages if own_root else own_packages - {package})
+    return ((targets - own_packages) | names_from | named_back) - {name}
 
 
-def import_graph(root: pathlib.Path = ROOT, package: str = PACKAGE) -> dict[str, set[str]]:
+def import_graph(root: pathlib.Path = ROOT, package: str = PACKAGE, own_root: bool = True) -> dict[str, set[str]]:
     modules = package_modules(root, package)
-    return {name: imports_of(name, path, modules, package) for name, path in modules.items()}
+    return {name: imports_of(name, path, modules, package, own_root) for name, path in modules.items()}
+
+
+def core_graph() -> dict[str, set[str]]:
+    """Core's import graph (its root package spared the own-package rule, as the docstring says)."""
+    return import_graph(ROOT, PACKAGE, own_root=False)
 
 
 def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
@@ -128,7 +147,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_the_graph_is_read():
-    graph = import_graph()
+    graph = core_graph()
     # a few edges that exist for certain, so an empty or mis-parsed graph cannot pass
     assert "jax2onnx.compat" in graph["jax2onnx.plugin"]
     assert "jax2onnx.export.trace" in graph["jax2onnx.export.program"]
@@ -142,23 +161,48 @@ def test_find_cycle_finds_one():
 
 
 def test_no_import_cycle_in_core():
-    cycle = find_cycle(import_graph())
+    cycle = find_cycle(core_graph())
     assert cycle is None, "import cycle in core: " + " -> ".join(cycle or [])
 
 
 def test_a_name_from_an_own_package_init_is_an_edge(tmp_path):
     """A submodule taking a helper from its package's ``__init__`` while that ``__init__`` imports
-    the submodule (even function-locally) is a circle; importing a sibling module is not."""
+    the submodule (even function-locally) is a circle; importing a sibling module by its own name
+    is not."""
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "sub" / "__init__.py").write_text("def helper():\n    pass\n\ndef run():\n    from . import adapter\n")
-    (pkg / "sub" / "adapter.py").write_text("from . import helper\nfrom . import sibling\n")
-    (pkg / "sub" / "sibling.py").write_text("import pkg.sub\n")  # runs the __init__: no name taken, no edge
+    (pkg / "sub" / "adapter.py").write_text("from . import helper\nfrom .sibling import f\n")
+    (pkg / "sub" / "sibling.py").write_text("import pkg.sub.other\n\ndef f():\n    pass\n")
+    (pkg / "sub" / "other.py").write_text("")
     graph = import_graph(pkg, "pkg")
     assert graph["pkg.sub.adapter"] == {"pkg.sub", "pkg.sub.sibling"}
-    assert graph["pkg.sub.sibling"] == set()
+    assert graph["pkg.sub.sibling"] == {"pkg.sub.other"}
     assert find_cycle(graph) == ["pkg.sub", "pkg.sub.adapter", "pkg.sub"]
+
+
+def test_naming_the_own_package_is_an_edge(tmp_path):
+    """``from . import sibling`` (or ``from .. import x``, ``import pkg.sub``) names the module's own
+    package: while that package's ``__init__`` imports the module, a circle. The root package
+    counts unless spared (``own_root=False``, core's)."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from .top import g\n")
+    (pkg / "top.py").write_text("from . import helpers\n\ndef g():\n    pass\n")
+    (pkg / "helpers.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from . import a, b\n")
+    (pkg / "sub" / "a.py").write_text("from . import b\n")
+    (pkg / "sub" / "b.py").write_text("import pkg.sub\nfrom .. import helpers\n")
+    graph = import_graph(pkg, "pkg")
+    assert graph["pkg.top"] == {"pkg", "pkg.helpers"}
+    assert graph["pkg.sub"] == {"pkg.sub.a", "pkg.sub.b"}  # an __init__ naming itself is no edge
+    assert graph["pkg.sub.a"] == {"pkg.sub", "pkg.sub.b"}
+    assert graph["pkg.sub.b"] == {"pkg.sub", "pkg", "pkg.helpers"}
+    assert find_cycle(graph) == ["pkg", "pkg.top", "pkg"]
+    spared = import_graph(pkg, "pkg", own_root=False)
+    assert spared["pkg.top"] == {"pkg.helpers"} and spared["pkg.sub.b"] == {"pkg.sub", "pkg.helpers"}
+    assert find_cycle(spared) == ["pkg.sub", "pkg.sub.a", "pkg.sub"]
 
 
 def test_folder_graph_collapses_onto_the_top_level():
@@ -171,7 +215,7 @@ def test_no_folder_cycle_between_cores_stages():
     """Each of core's folders and top-level modules depends on the others one way only: e.g. the
     export (``to_onnx`` runs every stage, verification last) imports ``verification/``, which
     imports nothing of ``export/``; the CLI imports ``testing/``, not the other way round."""
-    folders = folder_graph(import_graph())
+    folders = folder_graph(core_graph())
     assert {"export", "lower", "passes", "precision", "verification", "cli", "testing", "ir"} <= set(folders)
     assert "verification" in folders["export"] and "testing" in folders["cli"]  # the scan sees these edges
     cycle = find_cycle(folders)

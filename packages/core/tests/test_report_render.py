@@ -13,7 +13,6 @@ import pytest
 from jax2onnx import to_onnx, verify
 from jax2onnx.verification.render import column_widths, compact_shapes
 from jax2onnx.verification.report import summarize
-from rich.console import Console
 
 W = np.linspace(-1.0, 1.0, 4 * 3, dtype=np.float32).reshape(4, 3)
 B = np.arange(3, dtype=np.float32)
@@ -34,9 +33,15 @@ def report(tmp_path_factory):
         return verify(_fn, str(path), [("B", 7, 4)])
 
 
+def _console(**settings):
+    """A rich console; rich is optional for core, so the tests of what it prints skip without it."""
+    console = pytest.importorskip("rich.console", reason="rich is optional for core (plain text without it)")
+    return console.Console(**settings)
+
+
 def _terminal(report, width):
     buffer = io.StringIO()
-    report.print(Console(file=buffer, width=width, force_terminal=True, color_system=None))
+    report.print(_console(file=buffer, width=width, force_terminal=True, color_system=None))
     return re.sub(r"\x1b\[[0-9;]*m", "", buffer.getvalue())
 
 
@@ -76,7 +81,7 @@ def test_too_narrow_for_the_longest_word_prints_plain_lines(report):
 
 def test_piped_output_is_plain_text(report):
     buffer = io.StringIO()
-    report.print(Console(file=buffer, width=80, force_terminal=False))  # what a pipe or a file gets
+    report.print(_console(file=buffer, width=80, force_terminal=False))  # what a pipe or a file gets
     text = buffer.getvalue()
     assert text == str(report) + "\n"
     assert "float32[2, 7, 3]" in text and not set("─│┃━") & set(text)

@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 import jax
-import pytest
 import onnxruntime
+import pytest
 from jax2onnx.testing import Testcase, run_variant, variants_of
 from jax2onnx.testing.pytest_plugin import with_xla_flags
 
@@ -107,7 +107,6 @@ def test_the_opsets_of_a_variant_share_one_jax_reference(mini_registry, monkeypa
 
 def test_a_reference_is_reused_only_for_the_same_input_bytes(mini_registry, monkeypatch):
     import numpy as np
-
     from jax2onnx.testing import runner
 
     monkeypatch.setattr(runner, "_REFERENCES", type(runner._REFERENCES)())

@@ -12,7 +12,7 @@ from typing import Any
 
 from jax2onnx.plugin import exporting
 
-from . import fused
+from .fused import attend_region
 from .spec import KVCache, _attend_reference, apply_rotary
 
 
@@ -49,7 +49,7 @@ def attend(
     # (decided at lowering time from the export's options); its mask needs the cache's length from
     # the mask's shape, which a jitted loop with an explicit length (reference.py) does not give.
     if exporting() and cache.length is None:
-        return fused.attend_region(cache, layer, q, k, v, scale=scale, rotary=rotary)
+        return attend_region(cache, layer, q, k, v, scale=scale, rotary=rotary)
     if rotary is not None:
         cos, sin = rotary
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)

@@ -84,13 +84,13 @@ def register(sub: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from jax2onnx import InputSpecError
-    from jax2onnx.cli.commands import load_target
-    from jax2onnx.cli.usage import CliError, check_writable
+    from jax2onnx.cli import CliError, check_writable, load_target
     from jax2onnx.frontend import check_opset
 
-    from . import attention_report, genai_config
+    from .attention_report import attention_fusions, describe
     from .errors import CacheLayoutError, MaxLengthError, TokenizerError
     from .export import export_causal_lm
+    from .genai_config import SEARCH_FIELDS, check_search
 
     # everything the command line says is checked before the export, so a mistake writes nothing
     prompt = _prompt(args.generate, CliError) if args.generate is not None else None
@@ -100,13 +100,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.weights is not None and not os.path.exists(args.weights):
         raise CliError(f"--weights {args.weights}: no such file or folder; give a .safetensors file or an Orbax "
                        "checkpoint folder")
-    search = _search(args.search, CliError, genai_config.SEARCH_FIELDS) if args.search is not None else None
+    search = _search(args.search, CliError, SEARCH_FIELDS) if args.search is not None else None
     try:
         check_opset(args.opset)
     except InputSpecError as exc:
         raise CliError(f"--opset {args.opset}: {exc}") from None
     try:
-        genai_config.check_search(search, max_length=args.max_length)
+        check_search(search, max_length=args.max_length)
     except InputSpecError as exc:
         raise CliError(f"--search: {exc}") from None
     if prompt is not None:
@@ -126,7 +126,7 @@ def _run(args: argparse.Namespace) -> int:
         # run, weights or a tokenizer that do not fit it) is a bad command line, not a failed conversion
         raise CliError(str(exc)) from exc
     print(f"wrote {folder}")
-    for line in attention_report.describe(attention_report.attention_fusions(folder)):
+    for line in describe(attention_fusions(folder)):
         print(f"  attention {line}")
     if prompt is not None:
         import json

@@ -30,12 +30,20 @@ from jax2onnx import ExportProgram
 from jax2onnx import progress as progress_report
 from jax2onnx.targets import MS_DOMAIN, get_target
 
-from . import attention_report, families, genai_config, norm_fusion, special_tokens, tokenizers
-from . import weights as weights_mod
+from .attention_report import AttentionReportPass, recording
 from .calibration import with_calibration_batches
 from .errors import CacheLayoutError, MaxLengthError, OptionError
+from .families import decoder_spec
+from .genai_config import FILE as GENAI_CONFIG_FILE
+from .genai_config import build as build_genai_config
+from .genai_config import check_search
+from .norm_fusion import NORM_OP, RmsNormFusionPass
 from .spec import CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
+from .special_tokens import resolve as resolve_special_tokens
 from .staging import staging as staging_folder
+from .tokenizers import resolve as resolve_tokenizer
+from .tokenizers import write as write_tokenizer
+from .weights import check_has_values, streamed_input
 
 #: The targets onnxruntime-genai runs a folder of: its own (fused contrib ops) and standard ONNX.
 TARGETS = ("onnxruntime", "onnx")
@@ -129,29 +137,29 @@ def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, c
             opset: int, external_data: bool | None, search: dict[str, Any] | None, given: dict[str, Any], weights: Any,
             reporter: Any) -> pathlib.Path:
     _check_options(max_length, precision, cache, target)
-    genai_config.check_search(search, max_length=max_length)  # before the export, not after it
-    spec = families.decoder_spec(model)
+    check_search(search, max_length=max_length)  # before the export, not after it
+    spec = decoder_spec(model)
     tokenizer = spec.tokenizer if tokenizer is None else tokenizer
     # resolved (checked, its files parsed, converted) before minutes of export, and before its
     # special tokens are read from it; False: no tokenizer files at all
-    tok_source = tokenizers.resolve(tokenizer) if tokenizer is not None and tokenizer is not False else None
+    tok_source = resolve_tokenizer(tokenizer) if tokenizer is not None and tokenizer is not False else None
     # one pad id for the graph's padding detection and genai_config.json (special_tokens.py)
-    spec = special_tokens.resolve(spec, tokenizer, given)
+    spec = resolve_special_tokens(spec, tokenizer, given)
     _check_spec(spec, max_length, cache)
-    streamed = weights_mod.streamed_input(spec, weights) if weights is not None else None  # checked up front too
+    streamed = streamed_input(spec, weights) if weights is not None else None  # checked up front too
     if streamed is None:
-        weights_mod.check_has_values(spec)
+        check_has_values(spec)
     # calibrated int4: token ids / text as prefill batches of the step's inputs, checked before the export
     precision = with_calibration_batches(precision, spec, tokenizer, cache, max_length)
     with staging_folder(out) as staging:
         _write_model(spec, staging / MODEL_FILE, max_length=max_length, precision=precision, cache=cache,
                      target=target, opset=opset, external_data=external_data, streamed=streamed)
-        reporter.stage(genai_config.FILE)
-        config = genai_config.build(spec, filename=MODEL_FILE, max_length=max_length, cache=cache, search=search)
-        (staging / genai_config.FILE).write_text(json.dumps(config, indent=4) + "\n")
+        reporter.stage(GENAI_CONFIG_FILE)
+        config = build_genai_config(spec, filename=MODEL_FILE, max_length=max_length, cache=cache, search=search)
+        (staging / GENAI_CONFIG_FILE).write_text(json.dumps(config, indent=4) + "\n")
         if tok_source is not None:
             reporter.stage("tokenizer")
-            tokenizers.write(tok_source, staging)
+            write_tokenizer(tok_source, staging)
     return out
 
 
@@ -268,7 +276,7 @@ def export_keywords(spec: DecoderSpec, path: pathlib.Path, *, precision: Any, ta
         model_name="causal_lm", opset=opset, input_names=in_names, output_names=out_names,
         return_mode="file", output_path=path, external_data=external_data, precision=precision, target=target,
         # the RMS norms as onnxruntime's norm ops, where the target runs them
-        rewrite_passes=(_norm_fusion,) if get_target(target).allows(norm_fusion.NORM_OP, MS_DOMAIN) else (),
+        rewrite_passes=(_norm_fusion,) if get_target(target).allows(NORM_OP, MS_DOMAIN) else (),
         external_data_file=f"{path.name}.data",
     )
 
@@ -280,8 +288,8 @@ def get_target_or_none(name: str) -> Any:
         return None
 
 
-def _norm_fusion(options: Any) -> norm_fusion.RmsNormFusionPass:
-    return norm_fusion.RmsNormFusionPass()
+def _norm_fusion(options: Any) -> RmsNormFusionPass:
+    return RmsNormFusionPass()
 
 
 def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, precision: Any, cache: str, target: str,
@@ -296,8 +304,8 @@ def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, prec
                                external_data=external_data)
     # attend() regions read the target from the program's options when they are lowered (fused.py);
     # the regions and adapters note per decoder layer what fused, and the report pass writes it down
-    with attention_report.recording() as record:
+    with recording() as record:
         record.num_layers = spec.num_layers
         keywords["rewrite_passes"] = (*keywords["rewrite_passes"],
-                                      lambda options: attention_report.AttentionReportPass(record))
+                                      lambda options: AttentionReportPass(record))
         ExportProgram(fn, inputs, **keywords).write()

@@ -42,7 +42,7 @@ import numpy as np
 import onnx_ir as ir
 from jax2onnx.plugin import Lowerings, marked_call
 
-from . import attention_report
+from .attention_report import tag
 from .spec import (
     KVCache,
     RotaryTables,
@@ -140,7 +140,7 @@ def lower_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_k: ir.
         num_heads=int(num_heads), kv_heads=int(k_aval.shape[2]), head_size=int(head_size),
         scale=float(params["scale"]), rotary=rotary, dtypes=(q_aval.dtype, pk_aval.dtype),
     )
-    attention_report.tag(outs[0], params.get("layer", -1))
+    tag(outs[0], params.get("layer", -1))
     return outs
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from jax2onnx.frontend import HIGHEST, MIN_AGREEMENT, NEW_TOKENS, GreedyAgreement, precision_scope
 
-from . import families
 from .errors import OptionError
+from .families import decoder_spec
 from .genai_run import folder_pad_token_id, greedy, left_pad, until_eos
 from .reference import greedy_generate
 
@@ -35,7 +35,7 @@ def greedy_agreement(
     ending early (its end token) counts its missing positions as unequal."""
     if not prompts or any(len(p) == 0 for p in prompts):
         raise OptionError("greedy_agreement: give at least one prompt, each of at least one token id")
-    spec = families.decoder_spec(model)
+    spec = decoder_spec(model)
     pad = folder_pad_token_id(folder)  # the id the folder's graph reads as padding
     lists = [[int(t) for t in p] for p in prompts]
     # float32 JAX on every host, as core's verify computes it: a TPU's default matmuls are bfloat16 passes

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax2onnx.fusion import call_region
 
-from . import attention_report
+from .attention_report import decline, layer_index
 from .keras_attention import KERAS_ATTENTION_MARK
 from .keras_core_attention import MAX_PROBE_KEYS, PROBE_KEYS, library_core
 
@@ -131,13 +131,13 @@ def alibi_attention(layer: Any, original: Callable[..., Any], context: int | Non
     probe_keys = min(max(PROBE_KEYS, int(context or 0)), MAX_PROBE_KEYS)
     signature = inspect.signature(original)
     hidden_name = next(iter(signature.parameters))
-    layer_at = attention_report.layer_index(layer)
+    layer_at = layer_index(layer)
     plan = alibi_plan(layer)
     verdicts: dict[tuple[Any, ...], AlibiPlan | str] = {}
 
     def call(*args: Any, **kwargs: Any) -> Any:
         if isinstance(plan, str):
-            attention_report.decline(layer_at, plan)
+            decline(layer_at, plan)
             return original(*args, **kwargs)
         bound = signature.bind(*args, **kwargs)
         named = dict(bound.arguments)
@@ -145,24 +145,24 @@ def alibi_attention(layer: Any, original: Callable[..., Any], context: int | Non
         alibi = named.get("alibi")
         others = [n for n in named if n != hidden_name and n not in _COVERED and named[n] is not None]
         if cache is None or index is None or getattr(mask, "ndim", 0) != 3 or getattr(cache, "ndim", 0) != 5 or others:
-            attention_report.decline(layer_at, "called without a cache, its index and a (batch, query, key) mask")
+            decline(layer_at, "called without a cache, its index and a (batch, query, key) mask")
             return original(*args, **kwargs)
         if plan.argument and getattr(alibi, "ndim", 0) != 4:
-            attention_report.decline(layer_at, "called without a (batch, heads, 1, key) ALiBi bias")
+            decline(layer_at, "called without a (batch, heads, 1, key) ALiBi bias")
             return original(*args, **kwargs)
         if tuple(cache.shape[3:]) != (plan.heads, plan.head_size):
-            attention_report.decline(layer_at, f"a cache of {tuple(cache.shape[3:])} heads and head size, not the "
+            decline(layer_at, f"a cache of {tuple(cache.shape[3:])} heads and head size, not the "
                                                f"projections' {(plan.heads, plan.head_size)}")
             return original(*args, **kwargs)
         if any(np.dtype(t.dtype) != np.float32 for t in (x, cache)):
-            attention_report.decline(layer_at, "attention inputs not float32")
+            decline(layer_at, "attention inputs not float32")
             return original(*args, **kwargs)
         shapes = (tuple(x.shape[2:]), tuple(cache.shape[3:]), str(mask.dtype))
         if shapes not in verdicts:
             verdicts[shapes] = _verified(layer, original, plan, hidden_name, int(x.shape[-1]), mask.dtype, probe_keys)
         verdict = verdicts[shapes]
         if isinstance(verdict, str):
-            attention_report.decline(layer_at, verdict)
+            decline(layer_at, verdict)
             return original(*args, **kwargs)
         return _region(layer, original, verdict, hidden_name, x, mask, cache, index, alibi, layer_at)
 

@@ -26,7 +26,7 @@ import onnx_ir as ir
 from jax2onnx.fusion import Operands, call_region, matmul_bias
 from jax2onnx.plugin import Lowerings, ModulePatch, exporting
 
-from . import attention_report
+from .attention_report import layer_index, tag
 from .fused import emit_attention, fused_kind, library_cache
 from .keras_core_attention import library_core
 from .region_patch import region_patch
@@ -133,7 +133,7 @@ def _keras_region(layer: Any, original: Callable[..., Any], named: dict[str, Any
             return original(layer, x, attention_mask=mask, cache=cache, cache_update_index=index)
 
     return call_region(KERAS_ATTENTION_MARK, run, inputs, [(n, v.value) for n, v in zip(names, variables)],
-                       style=style, layer=attention_report.layer_index(layer), **plan)
+                       style=style, layer=layer_index(layer), **plan)
 
 
 _KH = "keras_hub.src"
@@ -209,7 +209,7 @@ def lower_keras_attention(ctx: Any, *ins: ir.Value) -> Any:
         ctx, kind, q, k, v, past_k, past_v, ops["bias"], total, layout=layout, num_heads=heads, kv_heads=kv_heads,
         head_size=head_size, scale=p["scale"], rotary=rotary, dtypes=(x_dtype, cache_dtype), bias_columns="buffer",
     )
-    attention_report.tag(out, p["layer"])
+    tag(out, p["layer"])
     out = ctx.op.Reshape(out, ctx.i64([0, 0, heads * head_size]))
     o_kernel = ctx.op.Reshape(ops[f"{names[3]}/kernel"], ctx.i64([heads * head_size, -1]))
     out = matmul_bias(ctx, out, o_kernel, ops.get(f"{names[3]}/bias"), 3)

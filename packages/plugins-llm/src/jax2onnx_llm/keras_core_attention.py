@@ -53,7 +53,7 @@ import numpy as np
 import onnx_ir as ir
 from jax2onnx.plugin import Lowerings, marked_call
 
-from . import attention_report
+from .attention_report import decline, layer_index, tag
 from .fused import fused_kind
 
 lowerings = Lowerings()
@@ -159,7 +159,7 @@ def core_attention(layer: Any, original: Callable[..., Any], index: Any,
     probe_keys = min(max(PROBE_KEYS, int(context or 0)), MAX_PROBE_KEYS)
     signature = inspect.signature(original)
     names = list(signature.parameters)
-    layer_at = attention_report.layer_index(layer)
+    layer_at = layer_index(layer)
     plan = core_plan(layer)
     verdicts: dict[tuple[Any, ...], CorePlan | str] = {}  # the probed plan (or reason) per operand shapes
 
@@ -167,23 +167,23 @@ def core_attention(layer: Any, original: Callable[..., Any], index: Any,
         if _IN_LAYER_REGION.get():  # the body of a whole-layer region, which is what fuses
             return original(*args, **kwargs)
         if isinstance(plan, str):
-            attention_report.decline(layer_at, plan)
+            decline(layer_at, plan)
             return original(*args, **kwargs)
         bound = signature.bind(*args, **kwargs)
         q, k, v = (bound.arguments.get(n) for n in names[:3])
         mask = bound.arguments.get(names[3]) if len(names) > 3 else None
         if mask is None or getattr(mask, "ndim", 0) != 3 or getattr(q, "ndim", 0) != 4:
-            attention_report.decline(layer_at, "called without a (batch, query, key) mask")
+            decline(layer_at, "called without a (batch, query, key) mask")
             return original(*args, **kwargs)
         if any(np.dtype(t.dtype) != np.float32 for t in (q, k, v)):
-            attention_report.decline(layer_at, "attention inputs not float32")
+            decline(layer_at, "attention inputs not float32")
             return original(*args, **kwargs)
         heads, kv_in = int(q.shape[2]), int(k.shape[2])
         # keys with the query heads' count: repeated from the layer's key-value heads, or plain
         # multi-head attention (a layer naming no key-value head count)
         declared = (_kv_heads(layer) or heads) if kv_in == heads else kv_in
         if heads % declared or kv_in not in (heads, declared):
-            attention_report.decline(layer_at, "key-value head count not known")
+            decline(layer_at, "key-value head count not known")
             return original(*args, **kwargs)
         kv_heads = declared
         stride = heads // kv_heads if kv_in == heads else 1  # keys repeated to the query heads: every stride-th
@@ -196,7 +196,7 @@ def core_attention(layer: Any, original: Callable[..., Any], index: Any,
                                          mask.dtype, extra, static, total=probe_keys)
         verdict = verdicts[shapes]
         if isinstance(verdict, str):
-            attention_report.decline(layer_at, verdict)
+            decline(layer_at, verdict)
             return original(*args, **kwargs)
         fused_mask = _fused_mask(layer, verdict, mask, jnp.asarray(index, jnp.int32))
         sinks = () if verdict.sinks is None else (jnp.asarray(getattr(verdict.sinks, "value", verdict.sinks), jnp.float32),)
@@ -303,7 +303,7 @@ def lower_keras_core(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, mask: ir.V
     p = ctx.marked.params
     sinks = rest[0] if p["sinks"] else None
     if sinks is not None and kind == "attention":
-        attention_report.decline(p["layer"], "attention sinks: opset-23 Attention has no sink input")
+        decline(p["layer"], "attention sinks: opset-23 Attention has no sink input")
         return None
     q_aval = ctx.avals_in[0]
     _, _, heads, head_size = q_aval.shape
@@ -322,7 +322,7 @@ def lower_keras_core(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, mask: ir.V
     if kind == "attention":
         y = ctx.op.Attention(ctx.op.Transpose(q, perm=perm), k4, v4, bias, scale=float(p["scale"]),
                              softcap=float(p["softcap"] or 0.0))
-        attention_report.tag(y, p["layer"])
+        tag(y, p["layer"])
         return ctx.op.Transpose(y, perm=perm)
     from .fused import group_query_attention
 
@@ -335,7 +335,7 @@ def lower_keras_core(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, mask: ir.V
         ctx, q, k_new, v_new, k4, v4, bias, total, num_heads=heads, kv_heads=kv_heads, head_size=head_size,
         scale=float(p["scale"]), rotary=None, dtypes=(dtype, ctx.avals_in[1].dtype), bias_columns="buffer",
         softcap=float(p["softcap"] or 0.0), head_sink=sinks)
-    attention_report.tag(out, p["layer"])
+    tag(out, p["layer"])
     return out
 
 

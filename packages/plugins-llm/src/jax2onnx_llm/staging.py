@@ -21,8 +21,8 @@ from collections.abc import Iterator
 
 from jax2onnx.frontend import claim_temp_token, disk_full_error, folder_lock, is_abandoned, remove_entry
 
-from . import genai_config
 from .errors import OptionError
+from .genai_config import FILE as GENAI_CONFIG_FILE
 
 TEMP, ASIDE = "jax2onnx-tmp-", "jax2onnx-old-"
 
@@ -36,9 +36,9 @@ def staging(out: pathlib.Path) -> Iterator[pathlib.Path]:
     with claim_temp_token() as token:
         with folder_lock(out.parent):
             clean_stale(out)
-        if out.is_dir() and any(out.iterdir()) and not (out / genai_config.FILE).exists():
+        if out.is_dir() and any(out.iterdir()) and not (out / GENAI_CONFIG_FILE).exists():
             raise OptionError(
-                f"out_dir {str(out)!r} holds files but no {genai_config.FILE}: it is not an earlier export, so it is "
+                f"out_dir {str(out)!r} holds files but no {GENAI_CONFIG_FILE}: it is not an earlier export, so it is "
                 "not replaced; give an empty or new folder"
             )
         temp = out.parent / f".{out.name}.{TEMP}{token}"

@@ -26,8 +26,8 @@ import numpy as np
 from jax2onnx import Weights
 from jax2onnx.frontend import as_source, leaf_name, source_problems
 
-from . import families
 from .errors import WeightsError
+from .families import decoder_spec
 from .spec import DecoderSpec
 
 
@@ -56,7 +56,7 @@ def check_has_values(spec: DecoderSpec) -> None:
 def weight_names(model: Any) -> dict[str, jax.ShapeDtypeStruct]:
     """``name -> shape/dtype`` of every weight of ``model`` (anything ``export_causal_lm`` takes), in
     the names ``weights=`` sources are asked for."""
-    flat, _ = jax.tree_util.tree_flatten_with_path(abstract_params(families.decoder_spec(model)))
+    flat, _ = jax.tree_util.tree_flatten_with_path(abstract_params(decoder_spec(model)))
     return {leaf_name(path): leaf for path, leaf in flat}
 
 
@@ -127,7 +127,7 @@ def write_safetensors(path: str | os.PathLike[str], tensors: Iterable[tuple[str,
 
 def save_safetensors(model: Any, path: str | os.PathLike[str]) -> None:
     """Write ``model``'s own (in-memory) weights under the names ``weights=`` reads."""
-    spec = families.decoder_spec(model)
+    spec = decoder_spec(model)
     abstract_params(spec)  # the clear error for a model without a params tree
     flat, _ = jax.tree_util.tree_flatten_with_path(spec.params)
     write_safetensors(path, [(leaf_name(p), tuple(x.shape), np.dtype(x.dtype), (lambda x=x: np.asarray(x)))

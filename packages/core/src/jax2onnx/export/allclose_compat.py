@@ -146,7 +146,10 @@ def allclose(
 #: Where the node runner looks for the ``onnxruntime-web`` npm package when ``node_modules`` is not
 #: given: this environment variable, else the current folder (``npm install onnxruntime-web`` there).
 ORT_WEB_DIR_ENV = "JAX2ONNX_ORT_WEB_DIR"
-_RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "web", "run_ort_web.mjs")
+#: The Node.js script that runs a model in onnxruntime-web: core ships it beside the verification
+#: stage (tests/web/check_web.py runs it too).
+WEB_RUNNER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "verification", "web",
+                          "run_ort_web.mjs")
 #: numpy dtype -> onnxruntime-web tensor type the runner builds (its typed arrays).
 _WEB_DTYPES = {"float32", "float64", "int32", "int64", "uint8", "int8", "bool"}
 
@@ -208,7 +211,7 @@ def allclose_onnxruntime_web(
         job = os.path.join(tmp, "job.json")
         with open(job, "w", encoding="utf-8") as f:
             json.dump([{"model": path, "inputs": feeds, "out": out}], f)
-        done = subprocess.run([exe, _RUNNER, job], capture_output=True, text=True, check=False,
+        done = subprocess.run([exe, WEB_RUNNER, job], capture_output=True, text=True, check=False,
                               env={**os.environ, ORT_WEB_DIR_ENV: os.path.abspath(folder)})
         if done.returncode != 0:
             details = (done.stderr or done.stdout).strip().splitlines()

@@ -42,9 +42,9 @@ def decoder_spec(model: Any) -> DecoderSpec:
             f"KerasHub {name} runs on the {keras.backend.backend()!r} backend; set KERAS_BACKEND=jax before importing keras"
         )
     if name not in FAMILIES:  # every other CausalLM: KerasHub's cached-call protocol
-        from . import keras_hub_generic
+        from .keras_hub_generic import decoder_spec as generic_decoder_spec
 
-        return keras_hub_generic.decoder_spec(model, name)
+        return generic_decoder_spec(model, name)
     name, family = supported_family(model, FAMILIES, "KerasHub's")
     backbone = model.backbone
     layers = backbone.num_layers

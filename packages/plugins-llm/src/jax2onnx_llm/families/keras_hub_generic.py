@@ -35,8 +35,10 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from .. import attention_report, keras_alibi_attention, keras_core_attention
+from ..attention_report import decline, register
 from ..errors import UnsupportedModelError
+from ..keras_alibi_attention import alibi_attention, alibi_layers
+from ..keras_core_attention import core_attention, core_layers, no_core_reason
 from ..spec import DecoderSpec, KVCache
 
 
@@ -124,19 +126,19 @@ def attention_cores(decoders: list[Any], past: Any, context: int | None) -> Iter
     target's fused op (``keras_core_attention.py``; ``context``: the export's ``max_length``), or,
     in a layer without one, its ALiBi attention layer's whole call (``keras_alibi_attention.py``),
     and the layers noted for the export's report."""
-    attention_report.register(decoders)
+    register(decoders)
     with contextlib.ExitStack() as stack:
         for i, decoder in enumerate(decoders):
-            cores = keras_core_attention.core_layers(decoder)
+            cores = core_layers(decoder)
             # no softmax core: an ALiBi layer's whole call (keras_alibi_attention.py)
-            alibi = [] if cores else keras_alibi_attention.alibi_layers(decoder)
+            alibi = [] if cores else alibi_layers(decoder)
             if not cores and not alibi:
-                attention_report.decline(i, keras_core_attention.no_core_reason(decoder))
+                decline(i, no_core_reason(decoder))
             for core in cores:
-                stack.enter_context(_override(core, "_compute_attention", keras_core_attention.core_attention(
+                stack.enter_context(_override(core, "_compute_attention", core_attention(
                     core, core._compute_attention, past, context)))
             for layer in alibi:
-                stack.enter_context(_override(layer, "call", keras_alibi_attention.alibi_attention(
+                stack.enter_context(_override(layer, "call", alibi_attention(
                     layer, layer.call, context)))
         yield
 

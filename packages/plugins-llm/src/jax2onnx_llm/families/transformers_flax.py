@@ -24,7 +24,8 @@ import jax.numpy as jnp
 
 from ..errors import UnsupportedModelError
 from ..spec import DecoderSpec, KVCache, extend_to
-from . import hf_flax_more
+from .hf_flax_more import FAMILIES as MORE_FAMILIES
+from .hf_flax_more import takes_position_ids
 from .support import supported_family
 
 #: class name -> genai_config.json model.type
@@ -35,7 +36,7 @@ FAMILIES = {
     "FlaxLlamaForCausalLM": "llama",
     "FlaxMistralForCausalLM": "mistral",
     "FlaxGemmaForCausalLM": "gemma",
-    **hf_flax_more.FAMILIES,
+    **MORE_FAMILIES,
 }
 
 
@@ -52,7 +53,7 @@ def decoder_spec(model: Any) -> DecoderSpec:
         head_size = getattr(config, "head_dim", None) or hidden // heads
     module = model.module
     template = _cache_template(model)
-    takes_positions = hf_flax_more.takes_position_ids(module)  # Bloom's call has none (ALiBi from the mask)
+    takes_positions = takes_position_ids(module)  # Bloom's call has none (ALiBi from the mask)
 
     def step(params: Any, input_ids: Any, attention_mask: Any, position_ids: Any, cache: KVCache) -> Any:
         batch, seq = input_ids.shape
