@@ -164,9 +164,9 @@ def tests_llm(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def tests_core(session: nox.Session) -> None:
-    """Core alone: no pack installed, its own tests use test-only packs. rich: the report's tables
-    (an optional dependency of ``ExportReport.print``; flax brings it in the other sessions)."""
-    session.install(*TEST_TOOLS, "rich", CORE)
+    """Core alone: no pack installed, its own tests use test-only packs; no rich either (optional for
+    core: the tests of what it prints skip without it and run in ``tests``, where flax brings it)."""
+    session.install(*TEST_TOOLS, CORE)
     _pytest(session, TEST_DIRS["core"])
 
 
