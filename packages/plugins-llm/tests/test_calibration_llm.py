@@ -53,7 +53,7 @@ def test_calibrated_int4_folder_generates_and_is_closer_to_float32(tmp_path, tar
         errors[name] = float(np.linalg.norm(logits - reference) / np.linalg.norm(reference))
     detail = _detail(tmp_path / "gptq")
     # q, k, v, o, gate, up, down of two layers and the head: 15 matmuls, every one calibrated
-    assert "15 calibrated (GPTQ)" in detail and "not reachable" not in detail, detail
+    assert "15 calibrated (GPTQ kept for" in detail and "not reachable" not in detail, detail
     print(f"{target}: held-out logits error, plain int4 {errors['rtn']:.4f}, calibrated {errors['gptq']:.4f}")
     assert errors["gptq"] < 0.8 * errors["rtn"], errors
 
@@ -66,7 +66,7 @@ def test_text_is_encoded_with_the_tokenizer(tmp_path):
     folder = export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=64, tokenizer=tiny_tokenizer(),
                               precision=Precision("int4", calibration=texts), target="onnx")
     check_folder(folder)
-    assert "calibrated on 3 batch(es)" in _detail(folder) and "15 calibrated (GPTQ)" in _detail(folder)
+    assert "calibrated on 3 batch(es)" in _detail(folder) and "15 calibrated (GPTQ kept for" in _detail(folder)
     assert np.asarray(greedy(folder, PROMPTS[:1], 4, pad_token_id=0)).shape == (1, 4)
 
 
@@ -101,5 +101,5 @@ def test_streamed_weights_and_the_shared_cache_calibrate(tmp_path):
                               external_data=True, precision=Precision("int4", calibration=_token_batches(1, 2)),
                               target="onnxruntime")
     check_folder(folder)
-    assert "15 calibrated (GPTQ)" in _detail(folder) and "not reachable" not in _detail(folder)
+    assert "15 calibrated (GPTQ kept for" in _detail(folder) and "not reachable" not in _detail(folder)
     assert np.asarray(greedy(folder, PROMPTS[:1], 4, pad_token_id=config.pad_token_id)).shape == (1, 4)
