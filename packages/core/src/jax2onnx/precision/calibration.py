@@ -32,12 +32,15 @@ Held-out rows: every :data:`HOLDOUT_EVERY`-th row of each matmul's input (counte
 batches in order; one row per position, a token of an LM) is held out of ``X^T X``. The method
 chooses codes from the other rows, and each weight (each layer of a stacked one) keeps them only
 where their output error on the held-out rows, ``||X_held (W - W_q)||``, is below
-round-to-nearest's; elsewhere it is rounded (a flat weight then gets plain int4's codes). Few rows
-let GPTQ fit their noise and end up worse than rounding; this keeps a calibrated export from being
-worse than plain int4 matmul by matmul. The choices and the held-out errors are in the precision's
-detail. Under :data:`MIN_ROWS_PER_INPUT` rows per input feature (``K``) a warning names the rows to
-give. The held-out rows are drawn from the calibration data, so they cannot tell how far deployed
-inputs differ from it.
+round-to-nearest's; elsewhere it is rounded (a flat weight then gets plain int4's codes). A weight
+with fewer held-out rows than inputs ``K`` is rounded without a method: so few rows leave
+directions of its input unmeasured, and per-weight wins measured on them did not hold on fresh
+data (the LLM pack's tiny decoder on 48 random tokens: two such wins made the logits 9% worse than
+plain int4's). So the minimum is :data:`HOLDOUT_EVERY` rows per input feature, and under it a
+warning names the rows to give. Few rows let GPTQ fit their noise and end up worse than rounding;
+this keeps a calibrated export from being worse than plain int4 matmul by matmul. The choices and
+the held-out errors are in the precision's detail. The held-out rows are drawn from the
+calibration data, so they cannot tell how far deployed inputs differ from it.
 
 Progress: :func:`reporting_layers` installs a callback called once per calibrated group.
 """
@@ -60,10 +63,10 @@ from .options import Precision, PrecisionError
 
 Blocks = tuple[np.ndarray, np.ndarray, np.ndarray]
 
-#: every this-many-th row of a matmul's calibration inputs is held out to judge the method's codes
+#: every this-many-th row of a matmul's calibration inputs is held out to judge the method's codes;
+#: a weight needs as many held-out rows as it has inputs ``K`` (``HOLDOUT_EVERY * K`` rows in all),
+#: else it is rounded and the export warns
 HOLDOUT_EVERY = 4
-#: rows of calibration inputs per input feature ``K`` below which an export warns
-MIN_ROWS_PER_INPUT = 4
 
 #: ``callback(done, total, weights)`` after each calibrated group: ``done`` groups of ``total``
 #: finished, ``weights`` the names of the weights that group chose codes for
@@ -338,21 +341,26 @@ class Choice:
     errors ``||X_held (W - W_q)||^2`` on the held-out rows behind the choice."""
 
     name: str
-    kept: str  # the method ("gptq", "awq"), or "rtn" where it did not beat rounding
-    method_error: float
+    kept: str  # the method ("gptq", "awq"), or "rtn" where it did not beat rounding or was not tried
+    method_error: float | None  # None: too few held-out rows to judge the method by, so it was not run
     rounded_error: float
     reference: float  # ||X_held W||^2: what the errors are relative to
 
 
-def _chosen(p: Precision, name: str, w: np.ndarray, fit: np.ndarray, held: np.ndarray) -> tuple[Blocks, Choice]:
+def _chosen(p: Precision, name: str, w: np.ndarray, fit: np.ndarray, held: np.ndarray,
+            held_rows: int) -> tuple[Blocks, Choice]:
     """The method's codes from ``fit`` (``X^T X`` of the rows it may see) or round-to-nearest's,
-    whichever has the smaller output error on the held-out rows (``held``); a tie rounds."""
-    method = _choose(p, w, fit)
+    whichever has the smaller output error on the held-out rows (``held``, ``held_rows`` of them);
+    a tie rounds, and so do fewer held-out rows than inputs (the method is not run)."""
     rounded = rtn_blocks(w, p.block_size, p.symmetric)
-    errors = [output_error(w, held, b, p.block_size) for b in (method, rounded)]
-    kept = p.int4_method() if errors[0] < errors[1] else "rtn"
-    choice = Choice(name, kept, *errors, output_error(w, held, None, p.block_size))
-    return (method if kept != "rtn" else rounded), choice
+    rounded_error = output_error(w, held, rounded, p.block_size)
+    reference = output_error(w, held, None, p.block_size)
+    if held_rows < w.shape[0]:
+        return rounded, Choice(name, "rtn", None, rounded_error, reference)
+    method = _choose(p, w, fit)
+    method_error = output_error(w, held, method, p.block_size)
+    kept = p.int4_method() if method_error < rounded_error else "rtn"
+    return (method if kept != "rtn" else rounded), Choice(name, kept, method_error, rounded_error, reference)
 
 
 @dataclasses.dataclass
@@ -374,12 +382,24 @@ def _held_out(start: int, n: int) -> np.ndarray:
 
 
 def _warn_few_rows(name: str, rows: int, K: int, widest: int) -> None:
-    need = MIN_ROWS_PER_INPUT * widest
     warnings.warn(f"int4 calibration gave {name} {rows} rows of inputs (one per position of the batches: a token of an "
-                  f"LM), under {MIN_ROWS_PER_INPUT} per input feature (it has {K}): from so few, the codes can fit noise "
-                  f"and each weight is judged on few held-out rows (weights whose calibrated codes do not beat "
-                  f"round-to-nearest there are rounded); give at least {need} rows ({MIN_ROWS_PER_INPUT} x {widest}, "
-                  "the widest calibrated input): more or longer batches", UserWarning, stacklevel=2)
+                  f"LM), under {HOLDOUT_EVERY} per input feature (it has {K}): every {HOLDOUT_EVERY}th row is held out "
+                  "to judge the calibrated codes by, and fewer held-out rows than inputs cannot, so weights short of "
+                  f"them are rounded (plain int4); give at least {HOLDOUT_EVERY * widest} rows ({HOLDOUT_EVERY} x "
+                  f"{widest}, the widest calibrated input): more or longer batches", UserWarning, stacklevel=_user_level())
+
+
+def _user_level() -> int:
+    """``stacklevel`` of the frame that called into jax2onnx (a pack's or the core's outermost),
+    so a warning names the user's export line rather than this module."""
+    import sys
+
+    frame, level, outermost = sys._getframe(2), 2, 1
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").startswith("jax2onnx"):
+            outermost = level
+        frame, level = frame.f_back, level + 1
+    return outermost + 1
 
 
 def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: list[StackedSite]) -> Calibrated:
@@ -429,6 +449,7 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
         held: dict[str, jnp.ndarray] = {}  # ... of the held-out rows
         seen: dict[str, int] = {}  # rows per tap so far (per iteration of a stacked one): where the hold-out count is
         rows_of: dict[str, np.ndarray] = {}  # rows each weight (each layer) met
+        held_of: dict[str, np.ndarray] = {}  # ... of them held out
         for outs in runner.run(list(taps) + [v[0] for v in index_of.values() if v[0]], scan_taps):
             for name, x in outs.items():
                 if name not in taps:
@@ -441,7 +462,8 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
                               else np.arange(x.shape[0])[::-1 if reverse else 1])
                     mask = _held_out(seen.get(name, 0), rows.shape[1])
                     seen[name] = seen.get(name, 0) + rows.shape[1]
-                    count = np.bincount(picked, minlength=layers) * rows.shape[1]
+                    per_layer = np.bincount(picked, minlength=layers)
+                    count, held_count = per_layer * rows.shape[1], per_layer * int(mask.sum())
 
                     def hessian(part, picked=picked, layers=layers, K=taps[name]):
                         part = jnp.asarray(part)
@@ -453,22 +475,23 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
                     rows = x.reshape(-1, taps[name])
                     mask = _held_out(seen.get(name, 0), rows.shape[0])
                     seen[name] = seen.get(name, 0) + rows.shape[0]
-                    count = np.asarray(rows.shape[0])
+                    count, held_count = np.asarray(rows.shape[0]), np.asarray(mask.sum())
                     pair = tuple(jnp.matmul(part.T, part, precision=HIGHEST)
                                  for part in (jnp.asarray(rows[~mask]), jnp.asarray(rows[mask])))
                 for sums, h in zip((fit, held), pair, strict=True):
                     sums[name] = sums[name] + h if name in sums else h
                 rows_of[name] = rows_of[name] + count if name in rows_of else count
+                held_of[name] = held_of[name] + held_count if name in held_of else held_count
         if not warned:
             short = [(s.name, int(np.min(rows_of[n])), s.K) for s, n in [*((s, s.a.name) for s in flat),
                                                                           *((s, tap_of[id(s)]) for s in stacked)]
-                     if np.min(rows_of[n]) < MIN_ROWS_PER_INPUT * s.K]
+                     if np.min(held_of[n]) < s.K]
             if short:
                 _warn_few_rows(*short[0], widest)
                 warned = True
         for s in flat:
             blocks, choice = _chosen(p, s.name, _oriented(s.load(), s.transposed), np.asarray(fit[s.a.name]),
-                                     np.asarray(held[s.a.name]))
+                                     np.asarray(held[s.a.name]), int(held_of[s.a.name]))
             result.choices.append(choice)
             if choice.kept == "rtn":
                 result.rounded.add(id(s.node))  # plain int4's codes (onnxruntime's quantizer) are written
@@ -477,11 +500,12 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
             runner.replaced[id(s.node), 1] = _oriented(dequantized(*blocks, p.block_size), s.transposed)
         for s in stacked:
             w = s.load()
-            h_fit, h_held = np.asarray(fit[tap_of[id(s)]]), np.asarray(held[tap_of[id(s)]])
+            tap = tap_of[id(s)]
+            h_fit, h_held = np.asarray(fit[tap]), np.asarray(held[tap])
             layers = []
             for layer in range(w.shape[0]):
                 blocks, choice = _chosen(p, f"{s.name}[{layer}]", _oriented(w[layer], s.transposed), h_fit[layer],
-                                         h_held[layer])
+                                         h_held[layer], int(held_of[tap][layer]))
                 layers.append(blocks)
                 result.choices.append(choice)
             result.stacked[s.key] = layers
@@ -497,5 +521,5 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
     return result
 
 
-__all__ = ["HOLDOUT_EVERY", "MIN_ROWS_PER_INPUT", "Calibrated", "Choice", "MatmulSite", "StackedSite", "calibrate",
+__all__ = ["HOLDOUT_EVERY", "Calibrated", "Choice", "MatmulSite", "StackedSite", "calibrate",
            "checked_feed", "reporting_layers"]

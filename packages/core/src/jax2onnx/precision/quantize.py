@@ -104,19 +104,27 @@ class QuantizeResult:
         """Which codes the calibrated weights kept, and their output errors on the held-out rows
         (relative to the output's norm, over every calibrated weight)."""
         method = self.method.upper()
-        rounded = [c.name for c in self.choices if c.kept == "rtn"]
-        text = f"{method} kept for {len(self.choices) - len(rounded)} of {len(self.choices)}"
-        if rounded:
-            shown = ", ".join(rounded[:12]) + (f" and {len(rounded) - 12} more" if len(rounded) > 12 else "")
-            text += f", round-to-nearest where {method} was no better on the held-out rows: {shown}"
-        reference = sum(c.reference for c in self.choices)
+        judged = [c for c in self.choices if c.method_error is not None]
+        worse = [c.name for c in judged if c.kept == "rtn"]
+        unjudged = [c.name for c in self.choices if c.method_error is None]
+
+        def names(found: list[str]) -> str:
+            return ", ".join(found[:12]) + (f" and {len(found) - 12} more" if len(found) > 12 else "")
+
+        text = f"{method} kept for {len(judged) - len(worse)} of {len(self.choices)}"
+        if worse:
+            text += f", round-to-nearest where {method} was no better on the held-out rows: {names(worse)}"
+        if unjudged:
+            text += f", round-to-nearest with fewer held-out rows than inputs: {names(unjudged)}"
+        reference = sum(c.reference for c in judged)
         if reference > 0:
             def relative(errors):
                 return (sum(errors) / reference) ** 0.5
 
-            text += (f"; held-out output error {method} {relative(c.method_error for c in self.choices):.3g}, "
-                     f"round-to-nearest {relative(c.rounded_error for c in self.choices):.3g}, kept "
-                     f"{relative(min(c.method_error, c.rounded_error) for c in self.choices):.3g}")
+            text += (f"; held-out output error {method} {relative(c.method_error for c in judged):.3g}, "
+                     f"round-to-nearest {relative(c.rounded_error for c in judged):.3g}, kept "
+                     f"{relative(min(c.method_error, c.rounded_error) for c in judged):.3g}"
+                     + (f" (over the {len(judged)} judged)" if unjudged else ""))
         return text
 
     def describe(self) -> str:
