@@ -1,6 +1,7 @@
-"""Calibrated int4 (issue #35): GPTQ / activation-aware clipping choose the codes, the graph stays
+"""Calibrated int4 (issues #35, #46): GPTQ / activation-aware clipping choose the codes, the graph stays
 plain int4's, and on an MLP with correlated inputs GPTQ at least halves round-to-nearest's held-out
-output error (measured in onnxruntime against JAX)."""
+output error (measured in onnxruntime against JAX); a weight keeps calibrated codes only where
+they beat rounding on held-out rows, so calibration never makes int4 worse than rounding."""
 
 from __future__ import annotations
 
@@ -77,6 +78,8 @@ def test_enough_rows_keep_gptq_and_the_detail_says_so(exports, target):
     assert "2 calibrated (GPTQ kept for 2 of 2;" in detail, detail
     gptq, rounded, kept = _held_out_figures(detail)
     assert kept == gptq and gptq < 0.7 * rounded, detail
+    detail = next(p.value for p in exports[target, "awq"][0].metadata_props if p.key.endswith("detail"))
+    assert "2 calibrated (AWQ kept for" in detail and "held-out output error AWQ" in detail, detail
 
 
 def _isotropic_mlp():
@@ -132,6 +135,35 @@ def test_calibration_never_makes_int4_worse_than_rounding(rows):
         gptq, rounded, kept = _held_out_figures(detail)
         assert kept < min(gptq, rounded), detail
         assert errors["calibrated"] < 0.95 * errors["plain"], errors
+        # the export report's precision row shows the choice (read from the model's metadata)
+        from jax2onnx import verify
+
+        report = verify(mlp, calibrated, spec)
+        assert "round-to-nearest where GPTQ was no better on the held-out rows: const_128x256" in report.precision.detail
+        assert any("held-out output error GPTQ" in value for _, value in report.precision.rows(str))
+
+
+def test_stacked_layers_short_of_rows_are_rounded_and_listed():
+    """A Scan's stacked weight with 64 rows (16 held out, under its 64 inputs): each layer is
+    rounded, listed as ``name[layer]``, and the export equals plain int4's on held-out data."""
+    f, _, held_out = _stacked_mlp()
+    calibration = [(held_out[:64] * 0.9,)]
+    spec = [jax.ShapeDtypeStruct(("B", 64), jnp.float32)]
+    with pytest.warns(UserWarning, match="give at least 256 rows"):
+        calibrated = to_onnx(f, spec, target="onnxruntime", precision=Precision("int4", calibration=calibration))
+    plain = to_onnx(f, spec, target="onnxruntime", precision="int4")
+    onnx.checker.check_model(calibrated, full_check=True)
+    detail = next(p.value for p in calibrated.metadata_props if p.key.endswith("detail"))
+    assert ("GPTQ kept for 0 of 4, round-to-nearest with fewer held-out rows than inputs: const_64x64, "
+            "const_3x64x64[0], const_3x64x64[1], const_3x64x64[2]") in detail, detail
+    reference = np.asarray(f(held_out))
+    errors = []
+    for model in (calibrated, plain):
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        y = session.run(None, {session.get_inputs()[0].name: held_out})[0]
+        errors.append(float(np.linalg.norm(y - reference) / np.linalg.norm(reference)))
+    # the stacked layers' round-to-nearest codes are computed on the calibrated path (same grid)
+    assert errors[0] <= errors[1] * (1 + 1e-4), errors
 
 
 @pytest.mark.parametrize("target", ["onnx", "onnxruntime"])
