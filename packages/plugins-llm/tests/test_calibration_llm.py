@@ -83,7 +83,7 @@ def test_few_tokens_warn_and_never_make_int4_worse(tmp_path):
         errors[name] = float(np.linalg.norm(logits - reference) / np.linalg.norm(reference))
     assert "48 rows of inputs" in said[0] and "give at least 256 rows (4 x 64" in said[0], said
     detail = _detail(tmp_path / "gptq")
-    assert "15 calibrated (GPTQ kept for 0 of 15, round-to-nearest with fewer held-out rows than inputs" in detail, detail
+    assert "15 calibrated (GPTQ kept for 0 of 15, round-to-nearest with too few held-out rows to judge by" in detail, detail
     print(f"48 random tokens: held-out logits error, plain int4 {errors['rtn']:.4f}, calibrated {errors['gptq']:.4f}")
     assert errors["gptq"] <= errors["rtn"], errors
 

@@ -33,11 +33,13 @@ batches in order; one row per position, a token of an LM) is held out of ``X^T X
 chooses codes from the other rows, and each weight (each layer of a stacked one) keeps them only
 where their output error on the held-out rows, ``||X_held (W - W_q)||``, is below
 round-to-nearest's; elsewhere it is rounded (a flat weight then gets plain int4's codes). A weight
-with fewer held-out rows than inputs ``K`` is rounded without a method: so few rows leave
-directions of its input unmeasured, and per-weight wins measured on them did not hold on fresh
-data (the LLM pack's tiny decoder on 48 random tokens: two such wins made the logits 9% worse than
-plain int4's). So the minimum is :data:`HOLDOUT_EVERY` rows per input feature, and under it a
-warning names the rows to give. Few rows let GPTQ fit their noise and end up worse than rounding;
+with fewer held-out rows than both its inputs ``K`` and the directions its fitted rows span
+(eigenvalues of their ``X^T X`` above 1% of the largest) is rounded without a method: so few rows
+leave directions of its input unmeasured, and per-weight wins measured on them did not hold on
+fresh data (the LLM pack's tiny decoder on 48 random tokens: two such wins made the logits 9% worse
+than plain int4's). Inputs spanning few directions (correlated features) are judged from fewer
+rows; :data:`HOLDOUT_EVERY` rows per input feature always suffice, and a warning names that many
+(for the widest input) when a weight was rounded for want of rows. Few rows let GPTQ fit their noise and end up worse than rounding;
 this keeps a calibrated export from being worse than plain int4 matmul by matmul. The choices and
 the held-out errors are in the precision's detail. The held-out rows are drawn from the
 calibration data, so they cannot tell how far deployed inputs differ from it.
@@ -64,8 +66,8 @@ from .options import Precision, PrecisionError
 Blocks = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 #: every this-many-th row of a matmul's calibration inputs is held out to judge the method's codes;
-#: a weight needs as many held-out rows as it has inputs ``K`` (``HOLDOUT_EVERY * K`` rows in all),
-#: else it is rounded and the export warns
+#: a weight needs as many held-out rows as its inputs span directions (at most ``K``, so
+#: ``HOLDOUT_EVERY * K`` rows in all always do), else it is rounded and the export warns
 HOLDOUT_EVERY = 4
 
 #: ``callback(done, total, weights)`` after each calibrated group: ``done`` groups of ``total``
@@ -347,15 +349,24 @@ class Choice:
     reference: float  # ||X_held W||^2: what the errors are relative to
 
 
+def _directions(h: np.ndarray) -> int:
+    """How many directions inputs with ``h = X^T X`` span: eigenvalues above 1% of the largest."""
+    import jax.numpy as jnp
+
+    eigenvalues = np.asarray(jnp.linalg.eigvalsh(jnp.asarray(h, jnp.float32)))
+    return int(np.sum(eigenvalues > 0.01 * eigenvalues.max())) if eigenvalues.max() > 0 else 0
+
+
 def _chosen(p: Precision, name: str, w: np.ndarray, fit: np.ndarray, held: np.ndarray,
             held_rows: int) -> tuple[Blocks, Choice]:
     """The method's codes from ``fit`` (``X^T X`` of the rows it may see) or round-to-nearest's,
     whichever has the smaller output error on the held-out rows (``held``, ``held_rows`` of them);
-    a tie rounds, and so do fewer held-out rows than inputs (the method is not run)."""
+    a tie rounds, and so do held-out rows fewer than both the inputs and the directions the fitted
+    rows span (the method is not run: so few rows leave directions unjudged)."""
     rounded = rtn_blocks(w, p.block_size, p.symmetric)
     rounded_error = output_error(w, held, rounded, p.block_size)
     reference = output_error(w, held, None, p.block_size)
-    if held_rows < w.shape[0]:
+    if held_rows < w.shape[0] and held_rows < _directions(fit):
         return rounded, Choice(name, "rtn", None, rounded_error, reference)
     method = _choose(p, w, fit)
     method_error = output_error(w, held, method, p.block_size)
@@ -384,9 +395,10 @@ def _held_out(start: int, n: int) -> np.ndarray:
 def _warn_few_rows(name: str, rows: int, K: int, widest: int) -> None:
     warnings.warn(f"int4 calibration gave {name} {rows} rows of inputs (one per position of the batches: a token of an "
                   f"LM), under {HOLDOUT_EVERY} per input feature (it has {K}): every {HOLDOUT_EVERY}th row is held out "
-                  "to judge the calibrated codes by, and fewer held-out rows than inputs cannot, so weights short of "
-                  f"them are rounded (plain int4); give at least {HOLDOUT_EVERY * widest} rows ({HOLDOUT_EVERY} x "
-                  f"{widest}, the widest calibrated input): more or longer batches", UserWarning, stacklevel=_user_level())
+                  "to judge the calibrated codes by, and here too few were, fewer than the directions the inputs span, "
+                  f"so weights short of them are rounded (plain int4); give at least {HOLDOUT_EVERY * widest} rows "
+                  f"({HOLDOUT_EVERY} x {widest}, the widest calibrated input): more or longer batches", UserWarning,
+                  stacklevel=_user_level())
 
 
 def _user_level() -> int:
@@ -482,17 +494,13 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
                     sums[name] = sums[name] + h if name in sums else h
                 rows_of[name] = rows_of[name] + count if name in rows_of else count
                 held_of[name] = held_of[name] + held_count if name in held_of else held_count
-        if not warned:
-            short = [(s.name, int(np.min(rows_of[n])), s.K) for s, n in [*((s, s.a.name) for s in flat),
-                                                                          *((s, tap_of[id(s)]) for s in stacked)]
-                     if np.min(held_of[n]) < s.K]
-            if short:
-                _warn_few_rows(*short[0], widest)
-                warned = True
+        short: list[tuple[str, int, int]] = []  # weights rounded for want of held-out rows: (name, rows, K)
         for s in flat:
             blocks, choice = _chosen(p, s.name, _oriented(s.load(), s.transposed), np.asarray(fit[s.a.name]),
                                      np.asarray(held[s.a.name]), int(held_of[s.a.name]))
             result.choices.append(choice)
+            if choice.method_error is None:
+                short.append((s.name, int(rows_of[s.a.name]), s.K))
             if choice.kept == "rtn":
                 result.rounded.add(id(s.node))  # plain int4's codes (onnxruntime's quantizer) are written
             else:
@@ -508,6 +516,8 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
                                          h_held[layer], int(held_of[tap][layer]))
                 layers.append(blocks)
                 result.choices.append(choice)
+                if choice.method_error is None:
+                    short.append((choice.name, int(rows_of[tap][layer]), s.K))
             result.stacked[s.key] = layers
             result.stacked_names.append(s.name)
             quantized = np.stack([_oriented(dequantized(*b, p.block_size), s.transposed) for b in layers])
@@ -515,6 +525,9 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
                 runner.replaced_initializers[s.name] = quantized
             else:
                 runner.replaced[id(s.scan), s.slot] = quantized
+        if short and not warned:
+            _warn_few_rows(*short[0], widest)
+            warned = True
         reporter.step()
         if callback is not None:
             callback(done, len(groups), [s.name for s in flat] + [s.name for s in stacked])

@@ -115,7 +115,7 @@ class QuantizeResult:
         if worse:
             text += f", round-to-nearest where {method} was no better on the held-out rows: {names(worse)}"
         if unjudged:
-            text += f", round-to-nearest with fewer held-out rows than inputs: {names(unjudged)}"
+            text += f", round-to-nearest with too few held-out rows to judge by: {names(unjudged)}"
         reference = sum(c.reference for c in judged)
         if reference > 0:
             def relative(errors):
