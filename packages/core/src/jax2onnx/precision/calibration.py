@@ -39,10 +39,11 @@ leave directions of its input unmeasured, and per-weight wins measured on them d
 fresh data (the LLM pack's tiny decoder on 48 random tokens: two such wins made the logits 9% worse
 than plain int4's). Inputs spanning few directions (correlated features) are judged from fewer
 rows; :data:`HOLDOUT_EVERY` rows per input feature always suffice, and a warning names that many
-(for the widest input) when a weight was rounded for want of rows. Few rows let GPTQ fit their noise and end up worse than rounding;
-this keeps a calibrated export from being worse than plain int4 matmul by matmul. The choices and
-the held-out errors are in the precision's detail. The held-out rows are drawn from the
-calibration data, so they cannot tell how far deployed inputs differ from it.
+(for the widest input) when a weight was rounded for want of rows. Few rows let GPTQ fit their
+noise and end up worse than rounding; this keeps a calibrated export from being worse than plain
+int4 matmul by matmul. The choices and the held-out errors are in the precision's detail. The
+held-out rows are drawn from the calibration data, so they cannot tell how far deployed inputs
+differ from it.
 
 Progress: :func:`reporting_layers` installs a callback called once per calibrated group.
 """
@@ -357,16 +358,17 @@ def _directions(h: np.ndarray) -> int:
     return int(np.sum(eigenvalues > 0.01 * eigenvalues.max())) if eigenvalues.max() > 0 else 0
 
 
-def _chosen(p: Precision, name: str, w: np.ndarray, fit: np.ndarray, held: np.ndarray,
-            held_rows: int) -> tuple[Blocks, Choice]:
+def _chosen(p: Precision, name: str, w: np.ndarray, fit: np.ndarray, held: np.ndarray, held_rows: int,
+            spanned: Callable[[], int]) -> tuple[Blocks, Choice]:
     """The method's codes from ``fit`` (``X^T X`` of the rows it may see) or round-to-nearest's,
     whichever has the smaller output error on the held-out rows (``held``, ``held_rows`` of them);
     a tie rounds, and so do held-out rows fewer than both the inputs and the directions the fitted
-    rows span (the method is not run: so few rows leave directions unjudged)."""
+    rows span (``spanned()``, :func:`_directions` of ``fit``; the method is not run: so few rows
+    leave directions unjudged)."""
     rounded = rtn_blocks(w, p.block_size, p.symmetric)
     rounded_error = output_error(w, held, rounded, p.block_size)
     reference = output_error(w, held, None, p.block_size)
-    if held_rows < w.shape[0] and held_rows < _directions(fit):
+    if held_rows < w.shape[0] and held_rows < spanned():
         return rounded, Choice(name, "rtn", None, rounded_error, reference)
     method = _choose(p, w, fit)
     method_error = output_error(w, held, method, p.block_size)
@@ -495,9 +497,14 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
                 rows_of[name] = rows_of[name] + count if name in rows_of else count
                 held_of[name] = held_of[name] + held_count if name in held_of else held_count
         short: list[tuple[str, int, int]] = []  # weights rounded for want of held-out rows: (name, rows, K)
+        spans: dict[tuple[str, int], int] = {}  # (tap, layer) → _directions: one eigendecomposition per input
+
+        def spanned(tap: str, h: np.ndarray, layer: int = 0) -> Callable[[], int]:
+            return lambda: spans[tap, layer] if (tap, layer) in spans else spans.setdefault((tap, layer), _directions(h))
+
         for s in flat:
             blocks, choice = _chosen(p, s.name, _oriented(s.load(), s.transposed), np.asarray(fit[s.a.name]),
-                                     np.asarray(held[s.a.name]), int(held_of[s.a.name]))
+                                     np.asarray(held[s.a.name]), int(held_of[s.a.name]), spanned(s.a.name, fit[s.a.name]))
             result.choices.append(choice)
             if choice.method_error is None:
                 short.append((s.name, int(rows_of[s.a.name]), s.K))
@@ -513,7 +520,7 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
             layers = []
             for layer in range(w.shape[0]):
                 blocks, choice = _chosen(p, f"{s.name}[{layer}]", _oriented(w[layer], s.transposed), h_fit[layer],
-                                         h_held[layer], int(held_of[tap][layer]))
+                                         h_held[layer], int(held_of[tap][layer]), spanned(tap, h_fit[layer], layer))
                 layers.append(blocks)
                 result.choices.append(choice)
                 if choice.method_error is None:
