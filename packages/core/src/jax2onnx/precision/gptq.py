@@ -20,6 +20,9 @@ with codes 0..15, as onnxruntime's round-to-nearest quantizer writes them (asymm
   against the block's scale, so it is not applied. For each block and column, the range is shrunk
   by the ratio in ``ratios`` that minimises ``e^T H_b e`` (``e`` the block's rounding error,
   ``H_b`` the block's diagonal part of ``H``: the error of that block's share of the output).
+
+:func:`output_error` measures codes against held-out inputs (``H`` of rows neither method saw):
+the calibration keeps a method's codes only where they beat round-to-nearest's there.
 """
 
 from __future__ import annotations
@@ -153,7 +156,8 @@ def awq_clip_blocks(w: np.ndarray, h: np.ndarray, block_size: int, symmetric: bo
 
 
 def rtn_blocks(w: np.ndarray, block_size: int, symmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Round-to-nearest on the same grid (the reference the tests compare against)."""
+    """Round-to-nearest on the same grid (what a calibrated weight keeps where its method's codes
+    do not beat these on the held-out rows)."""
     K, N = w.shape
     wp, _ = _padded(w, np.zeros((K, K), np.float32), block_size)
     wb = wp.reshape(-1, block_size, N)
@@ -163,6 +167,20 @@ def rtn_blocks(w: np.ndarray, block_size: int, symmetric: bool) -> tuple[np.ndar
             np.asarray(zp, dtype=np.uint8))
 
 
+@jax.jit
+def _output_error(w: jax.Array, h: jax.Array, approx: jax.Array) -> jax.Array:
+    d = w - approx
+    return jnp.sum(d * jnp.matmul(h, d, precision=jax.lax.Precision.HIGHEST))
+
+
+def output_error(w: np.ndarray, h: np.ndarray, blocks: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+                 block_size: int) -> float:
+    """``||X (W - W_q)||^2`` for inputs with ``h = X^T X``, ``W_q`` the weight ``blocks`` stand
+    for (``None``: zero, which gives ``||X W||^2``, the scale to read the error against)."""
+    approx = np.zeros_like(w) if blocks is None else dequantized(*blocks, block_size)
+    return float(_output_error(jnp.asarray(w, jnp.float32), jnp.asarray(h, jnp.float32), jnp.asarray(approx)))
+
+
 def dequantized(codes: np.ndarray, scales: np.ndarray, zero_points: np.ndarray, block_size: int) -> np.ndarray:
     """The ``[K, N]`` float32 weight the blocks stand for."""
     K = codes.shape[0]
@@ -170,4 +188,4 @@ def dequantized(codes: np.ndarray, scales: np.ndarray, zero_points: np.ndarray, 
     return (codes.astype(np.float32) - rep(zero_points)) * rep(scales)
 
 
-__all__ = ["CLIP_RATIOS", "awq_clip_blocks", "dequantized", "gptq_blocks", "rtn_blocks"]
+__all__ = ["CLIP_RATIOS", "awq_clip_blocks", "dequantized", "gptq_blocks", "output_error", "rtn_blocks"]

@@ -49,7 +49,7 @@ from typing import Any
 import onnx_ir as ir
 
 from ..ir.graphs import FreshNames, all_graphs
-from .calibration import Calibrated, MatmulSite, StackedSite, calibrate
+from .calibration import Calibrated, Choice, MatmulSite, StackedSite, calibrate
 from .expert_weights import is_moe, moe_weights, stacked_matmul_weight, to_int4_stacked, to_qmoe
 from .options import Precision, PrecisionError
 from .quantized_ops import (
@@ -91,6 +91,7 @@ class QuantizeResult:
     experts: list[str] = dataclasses.field(default_factory=list)  # stacked expert weights, int4 per expert
     float_experts: list[str] = dataclasses.field(default_factory=list)  # MoE ops no QMoE block fits (float32)
     method: str = "rtn"
+    choices: list[Choice] = dataclasses.field(default_factory=list)  # each calibrated weight's (layer's) codes
 
     def _uncalibrated(self) -> list[str]:
         """int4 weights a calibrated export left round-to-nearest (not reachable per layer); the
@@ -99,12 +100,39 @@ class QuantizeResult:
                    if "(int4," in label and label.split(" (")[0] not in self.calibrated]
         return [n for n in self.int4 if n not in self.calibrated] + stacked
 
+    def _choices(self) -> str:
+        """Which codes the calibrated weights kept, and their output errors on the held-out rows
+        (relative to the output's norm, over every calibrated weight)."""
+        method = self.method.upper()
+        judged = [c for c in self.choices if c.method_error is not None]
+        worse = [c.name for c in judged if c.kept == "rtn"]
+        unjudged = [c.name for c in self.choices if c.method_error is None]
+
+        def names(found: list[str]) -> str:
+            return ", ".join(found[:12]) + (f" and {len(found) - 12} more" if len(found) > 12 else "")
+
+        text = f"{method} kept for {len(judged) - len(worse)} of {len(self.choices)}"
+        if worse:
+            text += f", round-to-nearest where {method} was no better on the held-out rows: {names(worse)}"
+        if unjudged:
+            text += f", round-to-nearest with too few held-out rows to judge by: {names(unjudged)}"
+        reference = sum(c.reference for c in judged)
+        if reference > 0:
+            def relative(errors):
+                return (sum(errors) / reference) ** 0.5
+
+            text += (f"; held-out output error {method} {relative(c.method_error for c in judged):.3g}, "
+                     f"round-to-nearest {relative(c.rounded_error for c in judged):.3g}, kept "
+                     f"{relative(min(c.method_error, c.rounded_error) for c in judged):.3g}"
+                     + (f" (over the {len(judged)} judged)" if unjudged else ""))
+        return text
+
     def describe(self) -> str:
         parts = []
         if self.int4:
             parts.append(f"{len(self.int4)} matmul weight(s) int4")
         if self.calibrated:
-            parts.append(f"{len(self.calibrated)} calibrated ({self.method.upper()})")
+            parts.append(f"{len(self.calibrated)} calibrated ({self._choices()})")
             if self._uncalibrated():
                 parts.append(f"round-to-nearest (not reachable for calibration): {', '.join(self._uncalibrated())}")
         if self.int8:
@@ -201,6 +229,7 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
                                      and not any(matches_any(n, p.exclude) for n in m.weight.sources)],
                           [site for site in scans if site.owner is main], selected)
     result.method = p.int4_method()
+    result.choices = chosen.choices
     for site, m in sites:
         name = m.weight.name
         if any(matches_any(n, p.exclude) for n in m.weight.sources):
@@ -211,7 +240,7 @@ def quantize_weight_matmuls(model: ir.Model, p: Precision) -> QuantizeResult:
             blocks = chosen.matmuls.get(id(m.node))
             to_int4(site, m, p, counter[0], None if blocks is None else (lambda w, blocks=blocks: blocks))
             result.int4.append(name)
-            if blocks is not None:
+            if blocks is not None or id(m.node) in chosen.rounded:
                 result.calibrated.append(name)
         else:
             to_int8(site, m, p, counter[0])
