@@ -94,6 +94,21 @@ def to_int4(site: Site, m: WeightMatmul, p: Precision, k: int,
     replace_matmul(site, m, [node], node.outputs[0])
 
 
+def outside_bodies(site: Site, widen: ir.Node) -> list[ir.Node]:
+    """``widen`` (the ``DequantizeLinear`` of a weight's parts) placed where onnxruntime can run it:
+    a control-flow body reading main-graph initializers gets their float32 weight from the main
+    graph (onnxruntime 1.32 fuses a body's DequantizeLinear + MatMul into MatMulNBits and then fails
+    the session on the outer-scope weight: "Missing required weight"); returns the nodes to place
+    before the MatMul (none when moved)."""
+    main = site.main
+    if site.owner is main or isinstance(site.owner, ir.Function):
+        return [widen]
+    if not all(v is None or main.initializers.get(v.name) is v for v in widen.inputs):
+        return [widen]  # a body's own constants (or slices of them): fused in place
+    main.insert_before(next(iter(main)), widen)
+    return []
+
+
 def _to_int4_dequantized(site: Site, m: WeightMatmul, p: Precision, k: int, K: int, N: int,
                          calibrated: Callable[[np.ndarray], tuple[np.ndarray, ...]] | None) -> None:
     """Standard ONNX int4: uint4 codes ``[K, N]`` widened by one blocked ``DequantizeLinear`` (opset
@@ -108,7 +123,7 @@ def _to_int4_dequantized(site: Site, m: WeightMatmul, p: Precision, k: int, K: i
     widen = ir.Node("", "DequantizeLinear", [codes, scales, zero_points],
                     [ir.AttrInt64("axis", 0), ir.AttrInt64("block_size", p.block_size)], outputs=[weight],
                     name=f"{name}_dq")
-    nodes = [widen, ir.Node("", "MatMul", [m.a, weight], outputs=[ir.Value(name=name)], name=name)]
+    nodes = [*outside_bodies(site, widen), ir.Node("", "MatMul", [m.a, weight], outputs=[ir.Value(name=name)], name=name)]
     if m.bias is not None:
         nodes.append(ir.Node("", "Add", [nodes[-1].outputs[0], m.bias], outputs=[ir.Value(name=f"{name}_b")],
                              name=f"{name}_bias"))
@@ -155,9 +170,8 @@ def int8_matmul(site: Site, a: ir.Value, parts: list[ir.Value], bias: ir.Value |
     if p.int8_kernel != "DequantizeLinear":
         return _dynamic_int8(site, a, codes, scales, bias, p, k)
     weight = ir.Value(name=f"{name}_w", type=ir.TensorType(F32), shape=ir.Shape([K, N]))
-    nodes = [ir.Node("", "DequantizeLinear", [codes, scales], [ir.AttrInt64("axis", 1)], outputs=[weight],
-                     name=f"{name}_dq"),
-             ir.Node("", "MatMul", [a, weight], outputs=[ir.Value(name=name)], name=name)]
+    widen = ir.Node("", "DequantizeLinear", [codes, scales], [ir.AttrInt64("axis", 1)], outputs=[weight], name=f"{name}_dq")
+    nodes = [*outside_bodies(site, widen), ir.Node("", "MatMul", [a, weight], outputs=[ir.Value(name=name)], name=name)]
     if bias is not None:
         nodes.append(ir.Node("", "Add", [nodes[-1].outputs[0], bias], outputs=[ir.Value(name=f"{name}_b")],
                              name=f"{name}_bias"))

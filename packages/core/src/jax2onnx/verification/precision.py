@@ -20,9 +20,12 @@ import onnx
 from ..precision import META_ACTIVATIONS, META_DETAIL, META_KIND
 
 #: The cosine floor per precision: a reduced-precision output below it fails verification.
-#: Measured on random MLPs, CNNs and transformer blocks (packages/plugins-nnx/tests/test_precision.py); int4 is block-32
-#: round-to-nearest (numpy RTN of the same random weights gives about 0.978).
-MIN_COSINE = {"float16": 0.9999, "bfloat16": 0.999, "int8": 0.9999, "int8 dynamic": 0.997, "int4": 0.97}
+#: Measured on random MLPs, CNNs and transformer blocks (packages/plugins-nnx/tests/test_precision.py and
+#: test_precision_bodies.py); int4 is block-32 round-to-nearest (numpy RTN of the same random weights gives
+#: about 0.978). int8 (weight-only) measured 0.99986 at worst (one weight applied three times in a loop;
+#: 0.99996 on a transformer block); ``"int8 dynamic"`` (``activations="dynamic"``, per-tensor) 0.9914 at
+#: worst (a 30-wide MLP; 0.9978 on a transformer block).
+MIN_COSINE = {"float16": 0.9999, "bfloat16": 0.999, "int8": 0.9998, "int8 dynamic": 0.99, "int4": 0.97}
 #: (rtol, atol) the element mismatch count uses for a reduced precision: shown, not judged.
 TOLERANCES = {"float16": (1e-2, 1e-2), "bfloat16": (5e-2, 5e-2), "int8": (5e-2, 5e-2), "int8 dynamic": (5e-2, 5e-2),
               "int4": (0.2, 0.2)}
