@@ -156,6 +156,20 @@ def test_loop_body_reads_converted_outer_weight(precision):
         assert _nbits(_body_nodes(model)) == [int(precision[3:])]
 
 
+@pytest.mark.parametrize("precision", ["int8", "int4"])
+def test_standard_form_of_a_loop_bodys_outer_weight_runs(precision):
+    """Under target="onnx" the outer weight's DequantizeLinear is in the main graph, the body reads its
+    float32 result: onnxruntime fuses a body's DequantizeLinear + MatMul into MatMulNBits and then
+    fails the session on the outer-scope codes ("Missing required weight")."""
+    fn = looped_matrix()
+    model = to_onnx(fn, [("B", 128)], precision=precision)
+    onnx.checker.check_model(model, full_check=True)
+    assert [n.op_type for n in model.graph.node] == ["DequantizeLinear", "Loop"]
+    assert "DequantizeLinear" not in {n.op_type for n in _body_nodes(model)}
+    report = verify(fn, model, [("B", 128)])
+    assert report, report.failures()
+
+
 class PatchEncoder(nnx.Module):
     """A ViT's front: conv patches plus a position embedding (a constant added to activations)."""
 
