@@ -62,6 +62,21 @@ def test_int8_activations_are_checked_once_and_frozen():
     assert parse_precision(Precision("int4", activations="dynamic")).activations == "dynamic"  # its int8 matmuls
 
 
+def test_the_targets_int8_forms_are_the_precisions_kernels():
+    """Every kernel Precision takes has a domain in the targets' table, and each target's int8 form
+    is weight-only while its "int8 dynamic" form quantizes the activations."""
+    from jax2onnx.precision.options import INT4_KERNELS, INT8_DYNAMIC_KERNELS, INT8_KERNELS
+    from jax2onnx.targets import available_targets
+    from jax2onnx.targets.base import _KERNEL_DOMAINS
+
+    assert set(INT8_KERNELS) | set(INT4_KERNELS) == set(_KERNEL_DOMAINS)
+    for target in available_targets():
+        forms = target.precision_forms
+        if "int8" in forms:
+            assert forms["int8"] in INT8_KERNELS and forms["int8"] not in INT8_DYNAMIC_KERNELS, target
+            assert forms["int8 dynamic"] in INT8_DYNAMIC_KERNELS, target
+
+
 @pytest.mark.parametrize("precision", ["int8", "int4"])
 def test_quantizing_a_model_without_weight_matmuls_is_one_clear_line(mini_registry, precision):
     with pytest.raises(PrecisionError, match="has none") as info:

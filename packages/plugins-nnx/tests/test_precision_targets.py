@@ -17,11 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import numpy_helper
 import pytest
 from jax2onnx import Precision, to_onnx
 from jax2onnx.errors import TargetUnsupportedError
 from jax2onnx.precision import PrecisionError
+from onnx import numpy_helper
 
 RNG = np.random.default_rng(0)
 W1 = RNG.standard_normal((128, 64)).astype(np.float32) / 8

@@ -40,7 +40,7 @@ class Precision:
         kind: ``"float32"`` (as traced), ``"float16"``, ``"bfloat16"`` (weights stored and
             computed in the 16-bit type; normalization statistics, softmax, sum reductions, exp/log
             stay float32), ``"int8"`` (weight-only: int8 weights with a scale per column or per
-            block, the matmul computes in float32; ``activations="dynamic"`` for int8 activations
+            block, float32 activations in the graph; ``activations="dynamic"`` quantizes them
             too), ``"int4"`` (weight-only ``com.microsoft.MatMulNBits``, block-wise RTN).
         keep_io_types: graph inputs and outputs stay float32 (default); ``False``: the 16-bit type
             (float16/bfloat16 only).
@@ -70,9 +70,12 @@ class Precision:
             ``"DequantizeLinear"`` elsewhere; with ``activations="dynamic"``:
             ``"DynamicQuantizeMatMul"`` under ``target="onnxruntime"``, ``"MatMulInteger"``
             elsewhere), or one named: ``"MatMulNBits"`` (com.microsoft, ``bits=8``: int8 codes in
-            blocks of up to 128 along K with a scale each), ``"DequantizeLinear"`` (standard ONNX:
-            int8 codes with a scale per column widened by ``DequantizeLinear`` before the
-            ``MatMul``, which onnxruntime fuses into its 8-bit MatMulNBits when the session starts),
+            blocks of up to 128 along K with a scale each, ``accuracy_level=4``: onnxruntime's CPU
+            kernel rounds the activations to int8 per block inside, as it does for the fused
+            standard form; its float32-compute path is 16-32x slower for one token),
+            ``"DequantizeLinear"`` (standard ONNX: int8 codes with a scale per column widened by
+            ``DequantizeLinear`` before the ``MatMul``, which onnxruntime fuses into its 8-bit
+            MatMulNBits when the session starts),
             ``"DynamicQuantizeMatMul"`` (com.microsoft) or ``"MatMulInteger"`` (standard ONNX:
             ``DynamicQuantizeLinear`` + ``MatMulInteger``); the last two quantize the activations
             too, so naming one implies ``activations="dynamic"``.
