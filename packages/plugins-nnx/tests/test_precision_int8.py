@@ -123,3 +123,14 @@ def test_a_dynamic_kernel_named_implies_dynamic_activations(block):
     assert "jax2onnx.precision.activations" not in {p.key for p in standard.metadata_props}
     report = verify(fn, standard, SPECS)
     assert report and [o.min_cosine for o in report.precision.outputs] == [MIN_COSINE["int8"]], report.failures()
+
+
+def test_int4_takes_the_activation_option_for_its_int8_matmuls(block):
+    """Under int4, ``activations=`` applies to the weights ``int8=`` patterns keep int8."""
+    fn, _, expected = block
+    weight_only = _export(fn, "onnxruntime", Precision("int4", int8=["*"]))
+    assert sorted({_attrs(n)["bits"] for n in weight_only.graph.node if n.op_type == "MatMulNBits"}) == [8]
+    dynamic = _export(fn, "onnxruntime", Precision("int4", int8=["*"], activations="dynamic"))
+    ops = [n.op_type for n in dynamic.graph.node]
+    assert ops.count("DynamicQuantizeMatMul") == MATMULS and "MatMulNBits" not in ops
+    assert min(_cosines(dynamic, expected)) >= MIN_COSINE["int8 dynamic"]
