@@ -26,7 +26,7 @@ INT8_BLOCK_SIZE = 128
 #: 8-bit MatMulNBits' accuracy_level: 4, the one onnxruntime (1.32) gives the standard form it fuses
 #: (DequantizeLinear + MatMul) and the only fast one on its CPU: the activations are rounded to int8
 #: inside the kernel per block of K (1 computes in float32 but dequantizes the weight on every call,
-#: 16-30x slower than float32 for one token; bench/results/precision.md)
+#: 16-32x slower than float32 for one token; bench/results/precision.md)
 INT8_ACCURACY_LEVEL = 4
 
 
