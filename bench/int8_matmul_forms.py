@@ -42,7 +42,8 @@ def forms(K: int, N: int, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
         graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, ["M", K])],
                                   [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["M", N])],
                                   [numpy_helper.from_array(v, k) for k, v in inits.items()])
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+        return helper.make_model(graph, ir_version=10,  # onnxruntime 1.31 reads IR 13 at most
+                                 opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
 
     w = (rng.standard_normal((K, N)) * 0.05).astype(np.float32)
     codes, scales = int8_per_column(w)
