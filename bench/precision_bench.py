@@ -10,7 +10,10 @@ counting language (packages/examples/tests/trained_lm.py): file size, onnxruntim
     python bench/precision_bench.py --conv          # int8 conv kernels: DequantizeLinear vs ConvInteger
 
 Variants (``--variants``, comma-separated; float32 first): ``float32``, ``float16``, ``bfloat16``,
-``int8``, ``int8 MatMulInteger`` (standard-domain int8 ops), ``int4`` (the default: block 32 with
+``int8`` (weight-only, the standard ``DequantizeLinear`` + ``MatMul``), ``int8 MatMulNBits`` (weight-only,
+``target="onnxruntime"``: 8-bit ``MatMulNBits``), ``int8 dynamic`` (``activations="dynamic"`` under
+``target="onnxruntime"``: ``DynamicQuantizeMatMul``), ``int8 MatMulInteger`` (the same, standard
+``DynamicQuantizeLinear`` + ``MatMulInteger``), ``int4`` (the default: block 32 with
 zero points, float32 compute, the LM head and embedding tables int4 too), ``int4 acc4``
 (``accuracy_level=4``: int8 activations) and ``int4 int8-head`` (``Precision("int4",
 embeddings="int8", lm_head="int8")``: int4 with the int8 head and tables of the options).
@@ -67,12 +70,20 @@ def variants() -> dict[str, Any]:
         "float32": "float32",
         "float16": "float16",
         "bfloat16": "bfloat16",
-        "int8": Precision("int8"),
-        "int8 MatMulInteger": Precision("int8", int8_kernel="MatMulInteger"),
+        "int8": Precision("int8"),  # weight-only: DequantizeLinear + MatMul (onnxruntime fuses it into 8-bit MatMulNBits)
+        "int8 MatMulNBits": (Precision("int8"), "onnxruntime"),  # weight-only, 8-bit MatMulNBits in the file
+        "int8 dynamic": (Precision("int8", activations="dynamic"), "onnxruntime"),  # DynamicQuantizeMatMul
+        "int8 MatMulInteger": Precision("int8", activations="dynamic"),  # DynamicQuantizeLinear + MatMulInteger
         "int4": Precision("int4"),  # block 32, zero points, float32 compute; the head and tables int4 too
         "int4 acc4": Precision("int4", accuracy_level=4),
         "int4 int8-head": Precision("int4", embeddings="int8", lm_head="int8"),  # the int8 options: head and tables
     }
+
+
+def export_options(variant: Any) -> dict[str, Any]:
+    """``to_onnx`` keywords of a variant: a precision, or (precision, target)."""
+    precision, target = variant if isinstance(variant, tuple) else (variant, "onnx")
+    return {"precision": precision, "target": target}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,8 +273,8 @@ def export_gpt(cfg, folder: str, names: list[str], table: dict[str, Any]) -> lis
     for name in names:
         stem = os.path.join(folder, f"gpt-{name.replace(' ', '_')}")
         t = time.perf_counter()
-        to_onnx(model, [forward_spec], output_path=f"{stem}.onnx", external_data=True, precision=table[name])
-        to_onnx(model.step, step_specs, output_path=f"{stem}-step.onnx", external_data=True, precision=table[name])
+        to_onnx(model, [forward_spec], output_path=f"{stem}.onnx", external_data=True, **export_options(table[name]))
+        to_onnx(model.step, step_specs, output_path=f"{stem}-step.onnx", external_data=True, **export_options(table[name]))
         export_s = time.perf_counter() - t
         size = _size(f"{stem}.onnx")
         base = base or size
@@ -301,7 +312,7 @@ def export_vit(cfg, folder: str, names: list[str], table: dict[str, Any]) -> lis
     for name in names:
         path = os.path.join(folder, f"vit-{name.replace(' ', '_')}.onnx")
         t = time.perf_counter()
-        to_onnx(model, [spec], output_path=path, external_data=True, precision=table[name])
+        to_onnx(model, [spec], output_path=path, external_data=True, **export_options(table[name]))
         export_s = time.perf_counter() - t
         size = _size(path)
         base = base or size
@@ -332,7 +343,7 @@ def tiny_lm(names: list[str], table: dict[str, Any]) -> list[Row]:
     ids = lm.counting(5, 2, lm.CONTEXT)[None]
     rows, base = [], None
     for name in names:
-        proto = to_onnx(model, [lm.SPEC], precision=table[name])
+        proto = to_onnx(model, [lm.SPEC], **export_options(table[name]))
         data = proto.SerializeToString()
         base = base or len(data)
         sess = _session(data)
@@ -481,7 +492,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
     parser.add_argument("--models", default="gpt,vit,tiny")
-    parser.add_argument("--variants", default="float32,float16,bfloat16,int8,int8 MatMulInteger,int4,int4 acc4,int4 int8-head")
+    parser.add_argument("--variants", default="float32,float16,bfloat16,int8,int8 MatMulNBits,int8 dynamic,int8 MatMulInteger,int4,"
+                                                  "int4 acc4,int4 int8-head")
     parser.add_argument("--budget", type=float, default=20.0, help="seconds of interleaved latency rounds per model and thread count")
     parser.add_argument("--min-runs", type=int, default=5)
     parser.add_argument("--json", default=None)

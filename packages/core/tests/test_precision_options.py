@@ -40,11 +40,41 @@ def test_float16_out_of_range_constant_stays_float32(mini_registry):
     ({"precision": Precision("int4", embeddings="int2")}, "embeddings='int2'.*'auto'"),
     ({"precision": Precision("int4", lm_head=None)}, "lm_head=None"),
     ({"precision": "float16", "enable_double_precision": True}, "drop enable_double_precision"),
+    ({"precision": Precision("int8", activations="static")}, "activations='static': use None.*or 'dynamic'"),
+    ({"precision": Precision("float16", activations="dynamic")}, "precision 'float16' has none"),
+    ({"precision": Precision("int8", activations="dynamic", int8_kernel="MatMulNBits")},
+     "int8_kernel='MatMulNBits' is weight-only"),
 ])
 def test_bad_options_are_one_clear_line(mini_registry, kwargs, message):
     with pytest.raises(PrecisionError, match=message) as info:
         to_onnx(lambda x: x + 1.0, [(2, 3)], **kwargs)
     assert "\n" not in str(info.value)
+
+
+def test_int8_activations_are_checked_once_and_frozen():
+    """Weight-only unless asked; a dynamic kernel named alone implies dynamic activations."""
+    from jax2onnx.precision import parse_precision
+
+    assert parse_precision("int8").activations is None
+    assert "weight-only" in parse_precision("int8").describe()
+    dynamic = parse_precision(Precision("int8", int8_kernel="DynamicQuantizeMatMul"))
+    assert dynamic.activations == "dynamic" and "dynamic activations" in dynamic.describe()
+    assert parse_precision(Precision("int4", activations="dynamic")).activations == "dynamic"  # its int8 matmuls
+
+
+def test_the_targets_int8_forms_are_the_precisions_kernels():
+    """Every kernel Precision takes has a domain in the targets' table, and each target's int8 form
+    is weight-only while its "int8 dynamic" form quantizes the activations."""
+    from jax2onnx.precision.options import INT4_KERNELS, INT8_DYNAMIC_KERNELS, INT8_KERNELS
+    from jax2onnx.targets import available_targets
+    from jax2onnx.targets.base import _KERNEL_DOMAINS
+
+    assert set(INT8_KERNELS) | set(INT4_KERNELS) == set(_KERNEL_DOMAINS)
+    for target in available_targets():
+        forms = target.precision_forms
+        if "int8" in forms:
+            assert forms["int8"] in INT8_KERNELS and forms["int8"] not in INT8_DYNAMIC_KERNELS, target
+            assert forms["int8 dynamic"] in INT8_DYNAMIC_KERNELS, target
 
 
 @pytest.mark.parametrize("precision", ["int8", "int4"])

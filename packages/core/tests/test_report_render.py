@@ -112,6 +112,6 @@ def test_quantized_weights_are_parameters():
     w = np.linspace(-1.0, 1.0, 64 * 64, dtype=np.float32).reshape(64, 64)
     model = to_onnx(lambda x: x @ w, [("B", 64)], precision="int8", target="onnxruntime")  # its int8 form
     stored = {onnx.TensorProto.DataType.Name(t.data_type): int(np.prod(t.dims)) for t in model.graph.initializer}
-    assert stored.get("INT8") == w.size  # the weight, stored as int8
+    assert stored.get("UINT8") == w.size  # the weight, 8-bit MatMulNBits' codes (int8 + 128)
     s = summarize(model)
-    assert s.parameter_count == sum(stored.values()) == w.size + 64  # the int8 weight and its float scales
+    assert s.parameter_count == sum(stored.values()) == w.size + 64  # the codes and a float scale per column (K = 64: one block)

@@ -88,12 +88,17 @@ def _int8_tables(onnx_model: onnx.ModelProto) -> int:
     return sum(n.op_type == "Gather" and n.input[0] in int8 for n in onnx_model.graph.node)
 
 
+def _nbits(onnx_model: onnx.ModelProto) -> list[int]:
+    """The ``bits`` of each MatMulNBits (int8 weight matmuls are 8-bit ones under target="onnxruntime")."""
+    return [next(a.i for a in n.attribute if a.name == "bits") for n in onnx_model.graph.node if n.op_type == "MatMulNBits"]
+
+
 def test_int4_default_quantizes_the_head_and_embeddings_int4(trained):
     model, _, _ = trained
     onnx_model = to_onnx(model, [lm.SPEC], target="onnxruntime", precision="int4")
     ops = [n.op_type for n in onnx_model.graph.node]
     # q|k|v, out, fc1, fc2 of two blocks and the head (it writes the logits): all int4
-    assert ops.count("MatMulNBits") >= 9 and ops.count("DynamicQuantizeMatMul") == 0
+    assert _nbits(onnx_model).count(4) >= 9 and 8 not in _nbits(onnx_model)
     nbits = [n for n in onnx_model.graph.node if n.op_type == "MatMulNBits"]
     assert all(len(n.input) > 3 and n.input[3] for n in nbits)  # zero points: asymmetric by default
     assert all({a.name: a.i for a in n.attribute}["accuracy_level"] == 1 for n in nbits)  # float32 compute
@@ -107,14 +112,13 @@ def test_int8_options_keep_the_head_and_tables_int8(trained):
     model, _, _ = trained
     onnx_model = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=INT8_HEAD_INT4)
     ops = [n.op_type for n in onnx_model.graph.node]
-    assert ops.count("MatMulNBits") >= 8 and ops.count("DynamicQuantizeMatMul") == 1  # the head
+    assert _nbits(onnx_model).count(4) >= 8 and _nbits(onnx_model).count(8) == 1  # the head
     assert ops.count("GatherBlockQuantized") == 0 and _int8_tables(onnx_model) == 1
     head_only = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=Precision("int4", lm_head="int8"))
     ops = [n.op_type for n in head_only.graph.node]
-    assert ops.count("DynamicQuantizeMatMul") == 1 and ops.count("GatherBlockQuantized") == 1
+    assert _nbits(head_only).count(8) == 1 and ops.count("GatherBlockQuantized") == 1
     tables_only = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=Precision("int4", embeddings="int8"))
-    ops = [n.op_type for n in tables_only.graph.node]
-    assert ops.count("DynamicQuantizeMatMul") == 0 and _int8_tables(tables_only) == 1
+    assert 8 not in _nbits(tables_only) and _int8_tables(tables_only) == 1
     # int8 precision: tables int8 as ever ("auto" is the precision's own width)
     int8 = to_onnx(model, [lm.SPEC], target="onnxruntime", precision="int8")
     assert _int8_tables(int8) == 1 and not any(n.op_type == "GatherBlockQuantized" for n in int8.graph.node)

@@ -101,6 +101,12 @@ def _constant_types(nodes: list[onnx.NodeProto]) -> set[int]:
             if a.name == "value" and int(np.prod(a.t.dims)) >= 64}
 
 
+def _nbits(nodes: list[onnx.NodeProto]) -> list[int]:
+    """The ``bits`` of each MatMulNBits among ``nodes`` (target="onnxruntime" writes int8 and int4
+    weight matmuls as MatMulNBits of 8 and 4 bits)."""
+    return [next(a.i for a in n.attribute if a.name == "bits") for n in nodes if n.op_type == "MatMulNBits"]
+
+
 def _check(fn, specs, precision):
     model = to_onnx(fn, specs, target="onnxruntime", precision=precision)
     onnx.checker.check_model(model, full_check=True)
@@ -119,13 +125,10 @@ def test_scanned_layer_weights(precision):
     reference = to_onnx(fn, [("B", 128)])
     # the stacked [4, 128, 128] kernel: its codes (int4: [4, 128, 4 blocks, 16 bytes]), no float32 copy
     stacked = [t for t in model.graph.initializer if len(t.dims) >= 3 and int(np.prod(t.dims)) >= 4 * 128 * 128 // 2]
-    assert [t.data_type for t in stacked] == [{"float16": F.FLOAT16, "bfloat16": F.BFLOAT16, "int8": F.INT8,
+    assert [t.data_type for t in stacked] == [{"float16": F.FLOAT16, "bfloat16": F.BFLOAT16, "int8": F.UINT8,
                                                 "int4": F.UINT8}[precision]]
-    body_ops = {n.op_type for n in _body_nodes(model)}
-    if precision == "int8":
-        assert "DynamicQuantizeMatMul" in body_ops
-    if precision == "int4":
-        assert "MatMulNBits" in body_ops
+    if precision in ("int8", "int4"):
+        assert _nbits(_body_nodes(model)) == [int(precision[3:])]
     assert weight_bytes(model) / weight_bytes(reference) <= {"float16": 0.51, "bfloat16": 0.51, "int8": 0.3, "int4": 0.2}[precision]
 
 
@@ -138,8 +141,7 @@ def test_onnx_function_weights(precision):
     if precision in ("float16", "bfloat16"):
         assert _constant_types(nodes) == {F.FLOAT16 if precision == "float16" else F.BFLOAT16}
     else:
-        op = "DynamicQuantizeMatMul" if precision == "int8" else "MatMulNBits"
-        assert sum(n.op_type == op for n in nodes) == 2
+        assert _nbits(nodes) == [int(precision[3:])] * 2
         assert F.FLOAT not in {a.t.data_type for n in nodes if n.op_type == "Constant" for a in n.attribute
                                if list(a.t.dims) == [128, 128]}  # the kernels (int4 scales are [128, 4] float32)
         assert all("com.microsoft" in {o.domain for o in f.opset_import} for f in model.functions)
@@ -151,8 +153,21 @@ def test_loop_body_reads_converted_outer_weight(precision):
     model = _check(fn, [("B", 128)], precision)
     assert F.FLOAT not in {t.data_type for t in model.graph.initializer if list(t.dims) == [128, 128]}
     if precision in ("int8", "int4"):
-        op = "DynamicQuantizeMatMul" if precision == "int8" else "MatMulNBits"
-        assert op in {n.op_type for n in _body_nodes(model)}
+        assert _nbits(_body_nodes(model)) == [int(precision[3:])]
+
+
+@pytest.mark.parametrize("precision", ["int8", "int4"])
+def test_standard_form_of_a_loop_bodys_outer_weight_runs(precision):
+    """Under target="onnx" the outer weight's DequantizeLinear is in the main graph, the body reads its
+    float32 result: onnxruntime fuses a body's DequantizeLinear + MatMul into MatMulNBits and then
+    fails the session on the outer-scope codes ("Missing required weight")."""
+    fn = looped_matrix()
+    model = to_onnx(fn, [("B", 128)], precision=precision)
+    onnx.checker.check_model(model, full_check=True)
+    assert [n.op_type for n in model.graph.node] == ["DequantizeLinear", "Loop"]
+    assert "DequantizeLinear" not in {n.op_type for n in _body_nodes(model)}
+    report = verify(fn, model, [("B", 128)])
+    assert report, report.failures()
 
 
 class PatchEncoder(nnx.Module):
@@ -372,8 +387,7 @@ def test_loop_indexed_stacked_weights_are_quantized(name, precision):
              and int(np.prod(t.dims)) >= layers * 128 * 128 // 2]
     assert len(codes) == 1
     body = _body_nodes(model)
-    op = "DynamicQuantizeMatMul" if precision == "int8" else "MatMulNBits"
-    assert sum(n.op_type == op for n in body) == 1 and not any(n.op_type in ("MatMul", "Gemm") for n in body)
+    assert _nbits(body) == [int(precision[3:])] and not any(n.op_type in ("MatMul", "Gemm") for n in body)
     assert codes[0].name in {i for n in body for i in n.input}  # the body picks the layer's codes
     ratio = weight_bytes(model) / weight_bytes(reference)
     # the stacked kernels are the weights here (the NNX layers add float32 LayerNorm parameters and biases)

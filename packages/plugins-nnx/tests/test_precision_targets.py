@@ -1,8 +1,9 @@
 """``precision=`` reads the export's target (jax2onnx.targets): int8/int4 take the target's form, and a
 form the target does not run is refused before tracing, naming the fix.
 
-- ``target="onnx"`` (the default): standard ONNX only. int8 is ``DynamicQuantizeLinear`` +
-  ``MatMulInteger``; int4 is 4-bit codes widened by one blocked ``DequantizeLinear`` (opset 21) before
+- ``target="onnx"`` (the default): standard ONNX only. int8 is int8 codes with a scale per column
+  widened by ``DequantizeLinear`` before the ``MatMul`` (weight-only; ``activations="dynamic"``:
+  ``DynamicQuantizeLinear`` + ``MatMulInteger``); int4 is 4-bit codes widened by one blocked ``DequantizeLinear`` (opset 21) before
   the ``MatMul``: the same blocks as onnxruntime's ``MatMulNBits``, so both forms compute the same
   numbers; embedding tables and stacked layer weights are int8 under it.
 - ``target="onnxruntime"``: the com.microsoft forms (test_precision.py covers them in depth).
@@ -20,6 +21,7 @@ import pytest
 from jax2onnx import Precision, to_onnx
 from jax2onnx.errors import TargetUnsupportedError
 from jax2onnx.precision import PrecisionError
+from onnx import numpy_helper
 
 RNG = np.random.default_rng(0)
 W1 = RNG.standard_normal((128, 64)).astype(np.float32) / 8
@@ -56,7 +58,18 @@ def test_standard_target_writes_standard_forms_with_the_contrib_forms_numbers(ki
     assert _domains(contrib) >= {"com.microsoft"}
     ops = [n.op_type for n in standard.graph.node]
     if kind == "int8":
-        assert ops.count("MatMulInteger") == 2 and ops.count("DynamicQuantizeLinear") == 2
+        assert ops.count("DequantizeLinear") == 2 and ops.count("MatMul") == 2
+        codes = [i for i in standard.graph.initializer if i.data_type == onnx.TensorProto.INT8]
+        assert sorted(tuple(c.dims) for c in codes) == [(64, 16), (128, 64)]
+        assert [{a.name: a.i for a in n.attribute}["bits"] for n in contrib.graph.node if n.op_type == "MatMulNBits"] == [8, 8]
+        # K <= 128: 8-bit MatMulNBits takes one block of K per column: the standard form's codes + 128
+        # (onnxruntime computes either with int8 activations per block, blocks of its own: numbers checked above)
+        ours8 = sorted((numpy_helper.to_array(c) for c in codes), key=np.shape)
+        theirs8 = sorted((numpy_helper.to_array(i) for i in contrib.graph.initializer if i.data_type == onnx.TensorProto.UINT8),
+                         key=lambda q: q.shape[::-1])
+        assert [q.shape for q in theirs8] == [(16, 1, 64), (64, 1, 128)]
+        for q8, packed in zip(ours8, theirs8):
+            np.testing.assert_array_equal(q8.astype(np.int16) + 128, packed[:, 0, :].T)
     else:
         assert ops.count("DequantizeLinear") == 2 and ops.count("MatMul") == 2
         codes = [i for i in standard.graph.initializer if i.data_type == onnx.TensorProto.UINT4]
@@ -65,11 +78,14 @@ def test_standard_target_writes_standard_forms_with_the_contrib_forms_numbers(ki
     reference = np.asarray(_mlp(X))
     ours, theirs = _run(standard, X), _run(contrib, X)
     cosine = float(np.sum(ours * reference) / np.linalg.norm(ours) / np.linalg.norm(reference))
-    assert cosine > (0.999 if kind == "int8" else 0.99), cosine
-    # the same blocks (int4) / the same int8 codes: the two forms agree far closer than either to float32
-    # (not exactly: onnxruntime fuses DequantizeLinear + MatMul into MatMulNBits at its own accuracy level)
-    apart, off = np.abs(ours - theirs).max(), np.abs(theirs - reference).max()
-    assert apart <= 0.25 * off, (apart, off)
+    for got in (ours, theirs):
+        cosine = float(np.sum(got * reference) / np.linalg.norm(got) / np.linalg.norm(reference))
+        assert cosine > (0.9999 if kind == "int8" else 0.99), cosine
+    if kind == "int4":
+        # the same blocks: the two forms agree far closer than either to float32 (not exactly:
+        # onnxruntime fuses DequantizeLinear + MatMul into MatMulNBits at its own accuracy level)
+        apart, off = np.abs(ours - theirs).max(), np.abs(theirs - reference).max()
+        assert apart <= 0.25 * off, (apart, off)
 
 
 def test_int4_standard_form_is_smaller_than_float32_like_the_contrib_form():
@@ -103,6 +119,8 @@ def test_a_form_the_target_does_not_run_is_refused_before_tracing():
         to_onnx(fn, [("B", 128)], precision="int4", target="tensorrt")
     with pytest.raises(TargetUnsupportedError, match="int8_kernel='DynamicQuantizeMatMul' writes com.microsoft ops"):
         to_onnx(fn, [("B", 128)], precision=Precision("int8", int8_kernel="DynamicQuantizeMatMul"))
+    with pytest.raises(TargetUnsupportedError, match="int8_kernel='MatMulNBits' writes com.microsoft ops"):
+        to_onnx(fn, [("B", 128)], precision=Precision("int8", int8_kernel="MatMulNBits"))
     with pytest.raises(TargetUnsupportedError, match="int4_kernel='MatMulNBits' writes com.microsoft ops"):
         to_onnx(fn, [("B", 128)], precision=Precision("int4", int4_kernel="MatMulNBits"), target="web")
     with pytest.raises(TargetUnsupportedError, match="from opset 21; got opset=20"):
@@ -132,7 +150,7 @@ def test_weight_matmuls_in_a_row_are_each_quantized(kind, target):
     model = to_onnx(_low_rank, [("B", 128)], precision=kind, target=target)
     onnx.checker.check_model(model, full_check=True)
     ops = [n.op_type for n in model.graph.node]
-    assert "MatMul" not in ops or kind == "int4" and target == "onnx", ops  # standard int4: DequantizeLinear + MatMul
+    assert "MatMul" not in ops or target == "onnx", ops  # the standard forms: DequantizeLinear + MatMul
     want = np.asarray(_low_rank(X))
     got = _run(model, X)
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < (0.05 if kind == "int8" else 0.2)

@@ -25,6 +25,8 @@ from .quantize import quantize_weight_matmuls
 #: metadata_props keys of an exported model
 META_KIND = "jax2onnx.precision"
 META_DETAIL = "jax2onnx.precision.detail"
+#: written as "dynamic" where int8 matmuls quantize their activations at run time (its own cosine floor)
+META_ACTIVATIONS = "jax2onnx.precision.activations"
 
 
 @dataclasses.dataclass
@@ -51,8 +53,10 @@ def apply_precision(model: ir.Model, precision: Precision) -> PrecisionResult:
     PassPipeline([CastCancelPass()], dead_code=True, finish_dead_code=True)(model)
     model.metadata_props[META_KIND] = precision.kind
     model.metadata_props[META_DETAIL] = f"{precision.describe()}: {detail}"
+    if precision.activations is not None:
+        model.metadata_props[META_ACTIVATIONS] = precision.activations
     return PrecisionResult(precision, detail)
 
 
-__all__ = ["KINDS", "META_DETAIL", "META_KIND", "Precision", "PrecisionError", "PrecisionResult", "apply_precision",
+__all__ = ["KINDS", "META_ACTIVATIONS", "META_DETAIL", "META_KIND", "Precision", "PrecisionError", "PrecisionResult", "apply_precision",
            "parse_precision"]

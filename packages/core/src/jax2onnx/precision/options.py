@@ -14,7 +14,13 @@ KINDS = ("float32", "float16", "bfloat16", "int8", "int4")
 FLOAT_KINDS = ("float16", "bfloat16")
 QUANT_KINDS = ("int8", "int4")
 BLOCK_SIZES = (16, 32, 64, 128, 256)
-INT8_KERNELS = ("DynamicQuantizeMatMul", "MatMulInteger")
+#: the int8 weight matmul forms: weight-only (onnxruntime's 8-bit ``MatMulNBits``, or standard
+#: ONNX's per-channel ``DequantizeLinear`` + ``MatMul``), then those that quantize the activations
+#: at run time, per tensor (``activations="dynamic"``)
+INT8_KERNELS = ("MatMulNBits", "DequantizeLinear", "DynamicQuantizeMatMul", "MatMulInteger")
+INT8_DYNAMIC_KERNELS = ("DynamicQuantizeMatMul", "MatMulInteger")
+#: what ``activations=`` takes: None (weight-only int8 matmuls) or "dynamic"
+ACTIVATIONS = (None, "dynamic")
 #: the int4 weight matmul forms: onnxruntime's contrib op, or standard ONNX (opset 21's blocked
 #: int4 ``DequantizeLinear`` + ``MatMul``, which onnxruntime fuses back into MatMulNBits)
 INT4_KERNELS = ("MatMulNBits", "DequantizeLinear")
@@ -33,8 +39,9 @@ class Precision:
     Args:
         kind: ``"float32"`` (as traced), ``"float16"``, ``"bfloat16"`` (weights stored and
             computed in the 16-bit type; normalization statistics, softmax, sum reductions, exp/log
-            stay float32), ``"int8"`` (weight matmuls dynamically quantized, per-channel int8
-            weights), ``"int4"`` (weight-only ``com.microsoft.MatMulNBits``, block-wise RTN).
+            stay float32), ``"int8"`` (weight-only: int8 weights with a scale per column or per
+            block, float32 activations in the graph; ``activations="dynamic"`` quantizes them
+            too), ``"int4"`` (weight-only ``com.microsoft.MatMulNBits``, block-wise RTN).
         keep_io_types: graph inputs and outputs stay float32 (default); ``False``: the 16-bit type
             (float16/bfloat16 only).
         block_size: int4 quantization block along K (16..256, a power of two; 32 by default).
@@ -59,10 +66,19 @@ class Precision:
             activations, such as position embeddings) stored as int8 with one scale per output
             channel, widened by a ``DequantizeLinear``; ``None``: left in float32.
         int8_kernel: the int8 matmul: ``None`` (default) the export target's form
-            (:mod:`jax2onnx.targets`: ``"DynamicQuantizeMatMul"`` under ``target="onnxruntime"``, the
-            faster on its CPU, see bench/precision_bench.py; ``"MatMulInteger"`` elsewhere), or one
-            named: ``"DynamicQuantizeMatMul"`` (com.microsoft) or ``"MatMulInteger"`` (standard ONNX:
-            ``DynamicQuantizeLinear`` + ``MatMulInteger``).
+            (:mod:`jax2onnx.targets`; weight-only: ``"MatMulNBits"`` under ``target="onnxruntime"``,
+            ``"DequantizeLinear"`` elsewhere; with ``activations="dynamic"``:
+            ``"DynamicQuantizeMatMul"`` under ``target="onnxruntime"``, ``"MatMulInteger"``
+            elsewhere), or one named: ``"MatMulNBits"`` (com.microsoft, ``bits=8``: int8 codes in
+            blocks of up to 128 along K with a scale each, ``accuracy_level=4``: onnxruntime's CPU
+            kernel rounds the activations to int8 per block inside, as it does for the fused
+            standard form; its float32-compute path is 16-32x slower for one token),
+            ``"DequantizeLinear"`` (standard ONNX: int8 codes with a scale per column widened by
+            ``DequantizeLinear`` before the ``MatMul``, which onnxruntime fuses into its 8-bit
+            MatMulNBits when the session starts),
+            ``"DynamicQuantizeMatMul"`` (com.microsoft) or ``"MatMulInteger"`` (standard ONNX:
+            ``DynamicQuantizeLinear`` + ``MatMulInteger``); the last two quantize the activations
+            too, so naming one implies ``activations="dynamic"``.
         int4_kernel: the int4 matmul: ``None`` (default) the export target's form
             (:mod:`jax2onnx.targets`: ``"MatMulNBits"`` under ``target="onnxruntime"``,
             ``"DequantizeLinear"`` under ``target="onnx"``), or one named: ``"MatMulNBits"``
@@ -87,6 +103,11 @@ class Precision:
             ``"gptq"`` (default with calibration: error-compensating rounding with the Hessian of
             each weight's inputs) or ``"awq"`` (activation-aware clipping of each block's range);
             see :mod:`jax2onnx.precision.calibration`.
+        activations: the int8 weight matmuls' activations (every matmul under int8; ``int8=``
+            patterns and ``lm_head="int8"`` under int4): ``None`` (default) float32, weight-only;
+            ``"dynamic"``: quantized to 8 bits at run time with one scale per tensor
+            (``DynamicQuantizeMatMul`` / ``DynamicQuantizeLinear`` + ``MatMulInteger``), faster at
+            many tokens on onnxruntime's CPU but further from float32 (bench/results/precision.md).
     """
 
     kind: str = "float32"
@@ -104,6 +125,7 @@ class Precision:
     #: batches of arrays: not compared or hashed (two Precisions differing only in data are alike)
     calibration: Sequence[Any] = dataclasses.field(default=(), compare=False, repr=False)
     method: str | None = None
+    activations: str | None = None
 
     def int4_method(self) -> str:
         """The int4 rounding: ``method`` or, unset, ``"gptq"`` with calibration data, else ``"rtn"``."""
@@ -130,7 +152,8 @@ class Precision:
                 if self.accuracy_level is not None:
                     parts.append(f"accuracy_level {self.accuracy_level}")
             else:
-                parts.append(f"per-channel dynamic ({self.int8_kernel or 'the target form'})")
+                form = "dynamic activations" if self.activations == "dynamic" else "weight-only"
+                parts.append(f"{form} ({self.int8_kernel or 'the target form'})")
             if self.exclude:
                 parts.append("excluding " + ", ".join(self.exclude))
             if self.int8 and self.kind == "int4":
@@ -188,10 +211,29 @@ def parse_precision(precision: Any, *, enable_double_precision: bool = False) ->
                              "int4_kernel='DequantizeLinear' (standard ONNX) use embeddings='int8' or 'auto'")
     if p.accuracy_level not in (None, 0, 1, 2, 3, 4):
         raise PrecisionError(f"accuracy_level={p.accuracy_level!r}: MatMulNBits takes 0 to 4 (or None to leave it out)")
+    p = _checked_activations(p)
     p = _checked_calibration(p)
     if enable_double_precision and p.kind != "float32":
         raise PrecisionError(f"precision={p.kind!r} converts a float32 export; drop enable_double_precision=True "
                              "(float64 weights have nothing to gain from it)")
+    return p
+
+
+def _checked_activations(p: Precision) -> Precision:
+    """``activations`` checked against the kind and a named ``int8_kernel``; a dynamic kernel named
+    alone implies ``activations="dynamic"`` (it quantizes them whatever the field says)."""
+    if p.activations not in ACTIVATIONS:
+        raise PrecisionError(f"activations={p.activations!r}: use None (default: weight-only int8 matmuls, float32 "
+                             "activations) or 'dynamic' (activations quantized to 8 bits at run time, per tensor)")
+    if p.activations is not None and p.kind not in QUANT_KINDS:
+        raise PrecisionError(f"activations={p.activations!r} quantizes the inputs of int8 weight matmuls; precision "
+                             f"{p.kind!r} has none (use Precision('int8', activations=...) or drop activations)")
+    if p.int8_kernel in INT8_DYNAMIC_KERNELS:
+        return dataclasses.replace(p, activations="dynamic")
+    if p.int8_kernel is not None and p.activations == "dynamic":
+        raise PrecisionError(f"int8_kernel={p.int8_kernel!r} is weight-only and activations='dynamic' quantizes the "
+                             f"activations; name one of {', '.join(map(repr, INT8_DYNAMIC_KERNELS))} or drop int8_kernel "
+                             "(the target's dynamic form)")
     return p
 
 
@@ -239,4 +281,4 @@ def _checked_calibration(p: Precision) -> Precision:
     return dataclasses.replace(p, calibration=tuple(checked))
 
 
-__all__ = ["KINDS", "Precision", "PrecisionError", "parse_precision"]
+__all__ = ["ACTIVATIONS", "KINDS", "Precision", "PrecisionError", "parse_precision"]

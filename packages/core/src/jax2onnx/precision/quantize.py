@@ -4,9 +4,13 @@ A *weight matmul* is a ``MatMul`` whose second operand is a 2-D float32 initiali
 a ``Gemm`` with such a ``B`` (``transB`` allowed, ``alpha = beta = 1``, no ``transA``; a 1-D ``C``
 of ``N`` becomes the quantized op's bias, any other ``C`` an ``Add`` after it).
 
-- **int8** (dynamic): weights int8 with one scale per output column (symmetric, max |w| / 127);
-  activations are quantized at run time, per tensor. ``com.microsoft.DynamicQuantizeMatMul``
-  by default, or standard ``DynamicQuantizeLinear`` + ``MatMulInteger`` (``int8_kernel=``).
+- **int8** (weight-only by default): symmetric int8 weights (max |w| / 127), the activations stay
+  float32. Under ``target="onnxruntime"`` ``com.microsoft.MatMulNBits`` with ``bits=8`` (a scale
+  per block of up to 128 along K); under the standard target int8 codes with one scale per output
+  column widened by ``DequantizeLinear`` before the ``MatMul`` (onnxruntime fuses the pair into its
+  8-bit MatMulNBits when the session starts). ``activations="dynamic"``: the activations are
+  quantized at run time, per tensor, with a scale per column of the weights:
+  ``com.microsoft.DynamicQuantizeMatMul`` or standard ``DynamicQuantizeLinear`` + ``MatMulInteger``.
 - **int4** (weight-only): ``com.microsoft.MatMulNBits`` with round-to-nearest blocks of
   ``block_size`` along K, symmetric or with zero points. The block quantizer is onnxruntime's
   (``onnxruntime.quantization``'s ``DefaultWeightOnlyQuantizer.qbits_block_quant``, called on one

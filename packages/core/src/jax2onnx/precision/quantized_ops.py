@@ -1,5 +1,6 @@
-"""The nodes that replace a weight's float32 work: the int4 ``MatMulNBits`` and the int8 dynamic
-matmuls (``com.microsoft.DynamicQuantizeMatMul`` or ``DynamicQuantizeLinear`` + ``MatMulInteger``),
+"""The nodes that replace a weight's float32 work: the int4 ``MatMulNBits``, the weight-only int8
+matmuls (8-bit ``com.microsoft.MatMulNBits`` or ``DequantizeLinear`` + ``MatMul``) and the dynamic
+ones (``com.microsoft.DynamicQuantizeMatMul`` or ``DynamicQuantizeLinear`` + ``MatMulInteger``),
 int8/int4 embedding gathers, and int8 storage widened by one ``DequantizeLinear`` (convolution
 kernels, large addends)."""
 
@@ -12,13 +13,21 @@ import numpy as np
 import onnx_ir as ir
 
 from .options import Precision, PrecisionError
-from .quantizers import int4_blocks, int4_dq_blocks, int4_packed, int8_per_axis, int8_per_column
+from .quantizers import int4_blocks, int4_dq_blocks, int4_packed, int8_blocks, int8_per_axis, int8_per_column
 from .weight_sites import F32, Site, Weight, WeightMatmul, as_weight, attribute_value, part_values
 
 MS_DOMAIN = "com.microsoft"
 #: a constant added to activations is quantized (``conv="int8"``) from this many elements: below
 #: it (biases, LayerNorm parameters) the bytes saved are noise
 ADDEND_ELEMENTS = 16384
+#: 8-bit MatMulNBits' block along K: a float32 scale per 128 codes keeps an int8 model near 0.26x
+#: float32's bytes (blocks of 32 would make it 0.28x); a narrower weight is one block
+INT8_BLOCK_SIZE = 128
+#: 8-bit MatMulNBits' accuracy_level: 4, the one onnxruntime (1.32) gives the standard form it fuses
+#: (DequantizeLinear + MatMul) and the only fast one on its CPU: the activations are rounded to int8
+#: inside the kernel per block of K (1 computes in float32 but dequantizes the weight on every call,
+#: 16-32x slower than float32 for one token; bench/results/precision.md)
+INT8_ACCURACY_LEVEL = 4
 
 
 def use_ms_domain(owner: ir.Graph | ir.Function) -> None:
@@ -85,6 +94,21 @@ def to_int4(site: Site, m: WeightMatmul, p: Precision, k: int,
     replace_matmul(site, m, [node], node.outputs[0])
 
 
+def outside_bodies(site: Site, widen: ir.Node) -> list[ir.Node]:
+    """``widen`` (the ``DequantizeLinear`` of a weight's parts) placed where onnxruntime can run it:
+    a control-flow body reading main-graph initializers gets their float32 weight from the main
+    graph (onnxruntime 1.32 fuses a body's DequantizeLinear + MatMul into MatMulNBits and then fails
+    the session on the outer-scope weight: "Missing required weight"); returns the nodes to place
+    before the MatMul (none when moved)."""
+    main = site.main
+    if site.owner is main or isinstance(site.owner, ir.Function):
+        return [widen]
+    if not all(v is None or main.initializers.get(v.name) is v for v in widen.inputs):
+        return [widen]  # a body's own constants (or slices of them): fused in place
+    main.insert_before(next(iter(main)), widen)
+    return []
+
+
 def _to_int4_dequantized(site: Site, m: WeightMatmul, p: Precision, k: int, K: int, N: int,
                          calibrated: Callable[[np.ndarray], tuple[np.ndarray, ...]] | None) -> None:
     """Standard ONNX int4: uint4 codes ``[K, N]`` widened by one blocked ``DequantizeLinear`` (opset
@@ -99,16 +123,64 @@ def _to_int4_dequantized(site: Site, m: WeightMatmul, p: Precision, k: int, K: i
     widen = ir.Node("", "DequantizeLinear", [codes, scales, zero_points],
                     [ir.AttrInt64("axis", 0), ir.AttrInt64("block_size", p.block_size)], outputs=[weight],
                     name=f"{name}_dq")
-    nodes = [widen, ir.Node("", "MatMul", [m.a, weight], outputs=[ir.Value(name=name)], name=name)]
+    nodes = [*outside_bodies(site, widen), ir.Node("", "MatMul", [m.a, weight], outputs=[ir.Value(name=name)], name=name)]
     if m.bias is not None:
         nodes.append(ir.Node("", "Add", [nodes[-1].outputs[0], m.bias], outputs=[ir.Value(name=f"{name}_b")],
                              name=f"{name}_bias"))
     replace_matmul(site, m, nodes, nodes[-1].outputs[0])
 
 
-def dynamic_int8(site: Site, a: ir.Value, codes: ir.Value, scales: ir.Value, bias: ir.Value | None, p: Precision,
+def int8_block_size(K: int) -> int:
+    """8-bit MatMulNBits' block for a ``K``-long contraction: :data:`INT8_BLOCK_SIZE`, or for a
+    narrower weight ``K`` rounded up to a power of two (16 at least, MatMulNBits' smallest)."""
+    return min(INT8_BLOCK_SIZE, max(16, 1 << (K - 1).bit_length()))
+
+
+def int8_specs(K: int, N: int, p: Precision) -> list[tuple[str, ir.DataType, tuple[int, ...]]]:
+    """The parts of an int8 ``[K, N]`` weight in ``p.int8_kernel``'s layout: 8-bit MatMulNBits'
+    blocks (uint8 ``[N, blocks, block]``, scales ``[N, blocks]``) or int8 codes ``[K, N]`` with a
+    scale per column."""
+    if p.int8_kernel == "MatMulNBits":
+        block = int8_block_size(K)
+        blocks = -(-K // block)
+        return [("q8", ir.DataType.UINT8, (N, blocks, block)), ("scales", F32, (N, blocks))]
+    return [("q8", ir.DataType.INT8, (K, N)), ("scales", F32, (N,))]
+
+
+def int8_quantizer(K: int, p: Precision) -> Callable[[np.ndarray], tuple[np.ndarray, ...]]:
+    """The quantizer of a ``[K, N]`` weight into :func:`int8_specs`' parts."""
+    if p.int8_kernel == "MatMulNBits":
+        return functools.partial(int8_blocks, block_size=int8_block_size(K))
+    return int8_per_column
+
+
+def int8_matmul(site: Site, a: ir.Value, parts: list[ir.Value], bias: ir.Value | None, K: int, N: int,
+                p: Precision, k: int) -> list[ir.Node]:
+    """The int8 matmul of ``a`` and the weight ``parts`` (:func:`int8_specs`) (+ ``bias``) in
+    ``p.int8_kernel``'s form: the nodes, the last writes it."""
+    name = site.names(f"matmul_q8_{k}")
+    if p.int8_kernel == "MatMulNBits":
+        inputs: list[ir.Value | None] = [a, *parts]
+        if bias is not None:
+            inputs += [None] * (5 - len(inputs)) + [bias]
+        attrs = [ir.AttrInt64("K", K), ir.AttrInt64("N", N), ir.AttrInt64("bits", 8),
+                 ir.AttrInt64("block_size", int8_block_size(K)), ir.AttrInt64("accuracy_level", INT8_ACCURACY_LEVEL)]
+        return [ir.Node(MS_DOMAIN, "MatMulNBits", inputs, attrs, outputs=[ir.Value(name=name)], name=name)]
+    codes, scales = parts
+    if p.int8_kernel != "DequantizeLinear":
+        return _dynamic_int8(site, a, codes, scales, bias, p, k)
+    weight = ir.Value(name=f"{name}_w", type=ir.TensorType(F32), shape=ir.Shape([K, N]))
+    widen = ir.Node("", "DequantizeLinear", [codes, scales], [ir.AttrInt64("axis", 1)], outputs=[weight], name=f"{name}_dq")
+    nodes = [*outside_bodies(site, widen), ir.Node("", "MatMul", [a, weight], outputs=[ir.Value(name=name)], name=name)]
+    if bias is not None:
+        nodes.append(ir.Node("", "Add", [nodes[-1].outputs[0], bias], outputs=[ir.Value(name=f"{name}_b")],
+                             name=f"{name}_bias"))
+    return nodes
+
+
+def _dynamic_int8(site: Site, a: ir.Value, codes: ir.Value, scales: ir.Value, bias: ir.Value | None, p: Precision,
                   k: int) -> list[ir.Node]:
-    """The int8 matmul of ``a`` and ``codes * scales`` (+ ``bias``): the nodes, the last writes it."""
+    """The int8 matmul of ``a``, quantized per tensor at run time, and ``codes * scales`` (+ ``bias``)."""
     if p.int8_kernel == "DynamicQuantizeMatMul":
         inputs: list[ir.Value | None] = [a, codes, scales]
         if bias is not None:
@@ -135,9 +207,8 @@ def dynamic_int8(site: Site, a: ir.Value, codes: ir.Value, scales: ir.Value, bia
 
 def to_int8(site: Site, m: WeightMatmul, p: Precision, k: int) -> None:
     K, N = weight_kn(m)
-    codes, scales = part_values(site, m.weight, oriented(m, int8_per_column),
-                                 [("q8", ir.DataType.INT8, (K, N)), ("scales", F32, (N,))])
-    nodes = dynamic_int8(site, m.a, codes, scales, m.bias, p, k)
+    parts = part_values(site, m.weight, oriented(m, int8_quantizer(K, p)), int8_specs(K, N, p))
+    nodes = int8_matmul(site, m.a, parts, m.bias, K, N, p, k)
     replace_matmul(site, m, nodes, nodes[-1].outputs[0])
 
 

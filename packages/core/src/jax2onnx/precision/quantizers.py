@@ -1,5 +1,5 @@
-"""The quantizers, one tensor each: symmetric int8 codes with a scale per column or per axis entry, and
-int4 blocks in MatMulNBits' layout.
+"""The quantizers, one tensor each: symmetric int8 codes with a scale per column or per axis entry,
+symmetric int8 blocks in 8-bit MatMulNBits' layout, and int4 blocks in MatMulNBits' layout.
 
 The int8 scales are a few lines of numpy: onnxruntime's public helper quantizes per tensor, and its
 per-channel path lives inside its whole-model quantizer, which would hold the model in memory. The
@@ -27,6 +27,19 @@ def int8_per_column(w: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarra
     scale = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
     codes = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
     return codes, np.squeeze(scale, axis=axis)
+
+
+def int8_blocks(w: np.ndarray, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """8-bit MatMulNBits' ``B`` (uint8 ``[N, blocks, block_size]``: symmetric codes -127..127 stored
+    as ``code + 128``, its implied zero point) and ``scales`` (``[N, blocks]``, ``max |w| / 127`` per
+    block) of ``w`` ``[K, N]``, blocks of ``block_size`` along K (the last padded with zeros)."""
+    w = np.asarray(w, dtype=np.float32)
+    K, N = w.shape
+    blocks = -(-K // block_size)
+    padded = np.zeros((blocks * block_size, N), dtype=np.float32)
+    padded[:K] = w
+    codes, scales = int8_per_column(padded.T.reshape(N, blocks, block_size), axis=2)
+    return (codes.astype(np.int16) + 128).astype(np.uint8), scales
 
 
 @functools.cache
@@ -110,4 +123,4 @@ def int8_per_axis(w: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(codes), scales
 
 
-__all__ = ["int4_blocks", "int4_dq_blocks", "int4_packed", "int8_per_axis", "int8_per_column"]
+__all__ = ["int4_blocks", "int4_dq_blocks", "int4_packed", "int8_blocks", "int8_per_axis", "int8_per_column"]

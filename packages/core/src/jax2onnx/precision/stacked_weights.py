@@ -12,8 +12,17 @@ import onnx_ir as ir
 
 from ..ir.constants import constant_ints
 from .options import Precision
-from .quantized_ops import dynamic_int8, int4_specs, matmul_nbits, replace_matmul, use_ms_domain, weight_kn
-from .quantizers import int4_blocks, int4_packed, int8_per_column
+from .quantized_ops import (
+    int4_specs,
+    int8_matmul,
+    int8_quantizer,
+    int8_specs,
+    matmul_nbits,
+    replace_matmul,
+    use_ms_domain,
+    weight_kn,
+)
+from .quantizers import int4_blocks, int4_packed
 from .weight_sites import (
     F32,
     Site,
@@ -118,8 +127,8 @@ def _stacked_parts(site: Site, stacked: Weight, m: WeightMatmul, p: Precision,
         specs = int4_specs(K, N, p)
         one = functools.partial(int4_blocks, block_size=p.block_size, symmetric=p.symmetric)
     else:
-        specs = [("q8", ir.DataType.INT8, (K, N)), ("scales", F32, (N,))]
-        one = int8_per_column
+        specs = int8_specs(K, N, p)
+        one = int8_quantizer(K, p)
 
     def layer_parts(w: np.ndarray, layer: int) -> tuple[np.ndarray, ...]:
         if bits == 4 and calibrated is not None:
@@ -140,7 +149,7 @@ def _layer_matmul(body_site: Site, m: WeightMatmul, slices: list[ir.Value], bits
     if bits == 4:
         nodes = [matmul_nbits(m.a, slices, m.bias, K, N, p, body_site.names(f"matmul_q4_{k}"))]
     else:
-        nodes = dynamic_int8(body_site, m.a, slices[0], slices[1], m.bias, p, k)
+        nodes = int8_matmul(body_site, m.a, slices, m.bias, K, N, p, k)
     replace_matmul(body_site, m, nodes, nodes[-1].outputs[0])
     use_ms_domain(body_site.owner)
 

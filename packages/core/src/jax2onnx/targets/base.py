@@ -29,7 +29,7 @@ QUANT_FORMS = ("int8", "int4")
 #: The domain each int8/int4 matmul form writes its ops in, and the opset its standard form needs.
 _KERNEL_DOMAINS = {"DynamicQuantizeMatMul": MS_DOMAIN, "MatMulInteger": "", "MatMulNBits": MS_DOMAIN,
                    "DequantizeLinear": ""}
-_KERNEL_OPSETS = {"DequantizeLinear": 21}  # blocked DequantizeLinear and 4-bit tensors
+_KERNEL_OPSETS = {("int4", "DequantizeLinear"): 21}  # blocked DequantizeLinear and 4-bit tensors
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +46,9 @@ class Target:
         export_mode: the ``export_mode`` it implies (``"web"``: one self-contained file), or None.
         rewrites: the rewrite families it adds to the common ones (run after them), as
             ``family(opset)`` factories, usually the :class:`jax2onnx.passes.rules.RuleFamily` classes.
-        precision_forms: for ``int8`` and ``int4`` the form the weights take (``"int8"``:
+        precision_forms: for ``int8`` and ``int4`` the form the weights take (``"int8"``,
+            weight-only: ``"MatMulNBits"`` (com.microsoft, 8-bit) or ``"DequantizeLinear"``
+            (standard); ``"int8 dynamic"``, the int8 matmuls of ``activations="dynamic"``:
             ``"DynamicQuantizeMatMul"`` (com.microsoft) or ``"MatMulInteger"`` (standard);
             ``"int4"``: ``"MatMulNBits"`` (com.microsoft) or ``"DequantizeLinear"`` (standard, opset
             21)); a kind missing here is refused before tracing, naming the targets that take it.
@@ -110,17 +112,24 @@ class Target:
         kinds = ("int8", "int4") if precision.kind == "int4" else ("int8",)
         chosen = {}
         for kind in kinds:
-            form, field = self.precision_form(kind), f"{kind}_kernel"
+            field = f"{kind}_kernel"
+            dynamic = kind == "int8" and precision.activations == "dynamic"
+            form = self.precision_form(kind)
+            if dynamic:
+                form = self.precision_forms.get("int8 dynamic")
+                if form is None:
+                    raise TargetUnsupportedError(f"activations='dynamic' has no int8 form target={self.name!r} runs "
+                                                 f"({self.summary}); drop activations= (weight-only int8)")
             kernel = getattr(precision, field) or form
             domain = _KERNEL_DOMAINS[kernel]
             if not self.allows(kernel, domain):
                 raise TargetUnsupportedError(
                     f"{field}={kernel!r} writes {domain} ops, which target={self.name!r} does not run; drop {field}= "
                     f"(this target's form is {form!r}) or export with target='onnxruntime'")
-            if opset < _KERNEL_OPSETS.get(kernel, 0):
+            if opset < _KERNEL_OPSETS.get((kind, kernel), 0):
                 raise TargetUnsupportedError(
                     f"precision={precision.kind!r} under target={self.name!r} is {kernel} (blocked 4-bit weights), "
-                    f"from opset {_KERNEL_OPSETS[kernel]}; got opset={opset}: raise the opset or export with "
+                    f"from opset {_KERNEL_OPSETS[kind, kernel]}; got opset={opset}: raise the opset or export with "
                     "target='onnxruntime' (its MatMulNBits has no opset floor)")
             chosen[field] = kernel
         return dataclasses.replace(precision, **chosen)

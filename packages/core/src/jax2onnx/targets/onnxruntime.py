@@ -12,5 +12,5 @@ ONNXRUNTIME = register_target(Target(
     summary="onnxruntime, with its com.microsoft contrib ops",
     domains=STANDARD_DOMAINS | {MS_DOMAIN},
     rewrites=(OnnxRuntimeContribOps,),
-    precision_forms={"int8": "DynamicQuantizeMatMul", "int4": "MatMulNBits"},
+    precision_forms={"int8": "MatMulNBits", "int8 dynamic": "DynamicQuantizeMatMul", "int4": "MatMulNBits"},
 ))

@@ -9,5 +9,5 @@ STANDARD = register_target(Target(
     name="onnx",
     summary="standard ONNX only, for any runtime",
     aliases=("generic",),
-    precision_forms={"int8": "MatMulInteger", "int4": "DequantizeLinear"},
+    precision_forms={"int8": "DequantizeLinear", "int8 dynamic": "MatMulInteger", "int4": "DequantizeLinear"},
 ))

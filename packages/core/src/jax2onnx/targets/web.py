@@ -9,5 +9,5 @@ WEB = register_target(Target(
     name="web",
     summary="onnxruntime-web: one self-contained file, standard ONNX",
     export_mode="web",
-    precision_forms={"int8": "MatMulInteger", "int4": "DequantizeLinear"},
+    precision_forms={"int8": "DequantizeLinear", "int8 dynamic": "MatMulInteger", "int4": "DequantizeLinear"},
 ))

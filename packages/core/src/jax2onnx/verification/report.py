@@ -527,8 +527,9 @@ def verify(
     input_params = _typed_params(model, len(inputs), input_params)
 
     recorded = precision_report.recorded_precision(model)
-    if recorded is not None and rtol is None and atol is None:
-        rtol, atol = precision_report.TOLERANCES[recorded[0]]
+    judged = precision_report.judged_as(model, recorded[0]) if recorded is not None else None
+    if judged is not None and rtol is None and atol is None:
+        rtol, atol = precision_report.TOLERANCES[judged]
     distances: dict[str, Any] = {}
     trials: list[Trial] = []
     ran: list[tuple[list[np.ndarray], list[Any]]] = []  # (inputs, ONNX outputs) per trial, for the recheck
@@ -552,8 +553,8 @@ def verify(
                              info.platform if info is not None else None)
             if recorded is not None and check.problem is None and np.dtype(e.dtype).kind == "f":
                 check.cosine = precision_report.cosine(e, g)
-                check.min_cosine = precision_report.MIN_COSINE[recorded[0]]
-                precision_report.merge(distances, check.name, e, g, recorded[0])
+                check.min_cosine = precision_report.MIN_COSINE[judged]
+                precision_report.merge(distances, check.name, e, g, judged)
             checks.append(check)
         trials.append(Trial(shown, checks))
     section = None
