@@ -96,7 +96,10 @@ def test_int4_default_quantizes_the_head_and_embeddings_int4(trained):
     assert ops.count("MatMulNBits") >= 9 and ops.count("DynamicQuantizeMatMul") == 0
     nbits = [n for n in onnx_model.graph.node if n.op_type == "MatMulNBits"]
     assert all(len(n.input) > 3 and n.input[3] for n in nbits)  # zero points: asymmetric by default
-    assert all({a.name: a.i for a in n.attribute}["accuracy_level"] == 1 for n in nbits)  # float32 compute
+    # accuracy_level "auto" (the default): 4 (int8 activations) or, where the check keeps it, 1 (float32 compute)
+    assert all({a.name: a.i for a in n.attribute}["accuracy_level"] in (1, 4) for n in nbits)
+    assert "accuracy_level auto on the probe set" in {p.key: p.value for p in onnx_model.metadata_props}[
+        "jax2onnx.precision.detail"]
     # the token embedding: 4-bit rows gathered by GatherBlockQuantized (the position table, indexed
     # by a constant arange at this fixed length, is folded into a small constant addend)
     assert ops.count("GatherBlockQuantized") == 1 and _int8_tables(onnx_model) == 0

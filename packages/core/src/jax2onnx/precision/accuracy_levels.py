@@ -47,7 +47,7 @@ MAX_LEVEL4_ERROR = 0.01
 MAX_ROWS = 256
 #: the probe set: this many batches of one example (each symbolic leading axis 1), each other
 #: symbolic axis this long
-PROBE_BATCHES = 8
+PROBE_BATCHES = 16
 PROBE_AXIS = 8
 
 #: ops between a head and the graph output it writes
@@ -192,7 +192,7 @@ class LevelChoice:
             parts.append(f"{len(self.kept)} kept at level 1 (level-4 error over {MAX_LEVEL4_ERROR:g}): {listed}")
         if self.argmax_kept:
             parts.append(f"{len(self.argmax_kept)} kept at level 1 by the head check (with them at level 4 the argmax of "
-                         f"{', '.join(self.heads)} changed on the {self.data}): {', '.join(self.argmax_kept)}")
+                         f"{', '.join(self.heads)} could change on the {self.data}): {', '.join(self.argmax_kept)}")
         if self.heads_skipped:
             parts.append(f"head check not run ({self.heads_skipped})")
         if self.unchecked:
@@ -244,7 +244,7 @@ def choose_accuracy_levels(model: ir.Model, batches: Sequence[tuple[np.ndarray, 
         return choice
     heads = head_outputs(model.graph) if lm else []
     try:
-        reference = _argmax(model, batches, heads) if heads else None  # every MatMulNBits at level 1 still
+        reference = _head_rows(model, batches, heads) if heads else None  # every MatMulNBits at level 1 still
     except PrecisionError as exc:  # a model over protobuf's 2 GiB does not run whole from memory
         reference, choice.heads_skipped = None, str(exc).split(";")[0]
     reporter = progress.current()
@@ -259,13 +259,12 @@ def choose_accuracy_levels(model: ir.Model, batches: Sequence[tuple[np.ndarray, 
         else:
             choice.kept[name] = error
         reporter.step()
-    # the head check: level 1 back on the largest-error half of the rest while an output's argmax moves
+    # the head check: level 1 back on the largest-error half of the rest while an output's argmax may move
     passed.sort(key=lambda n: choice.errors[weight_name(n)])
     while passed:
         for node in passed:
             _set_level(node, 4)
-        if reference is None or all(np.array_equal(a, b) for a, b in zip(_argmax(model, batches, heads), reference,
-                                                                           strict=True)):
+        if reference is None or not at_risk(reference, _head_rows(model, batches, heads)):
             break
         for node in passed[len(passed) // 2:]:
             _set_level(node, 1)
@@ -297,9 +296,21 @@ def head_outputs(graph: ir.Graph) -> list[str]:
     return names
 
 
-def _argmax(model: ir.Model, batches: Sequence[tuple[np.ndarray, ...]], names: list[str]) -> list[np.ndarray]:
-    """The argmax over the last axis of each output in ``names``, per batch, as the model stands."""
-    return [np.argmax(outs[name], axis=-1) for outs in _Segments(model, batches).run(names, {}) for name in names]
+def _head_rows(model: ir.Model, batches: Sequence[tuple[np.ndarray, ...]], names: list[str]) -> list[np.ndarray]:
+    """The outputs in ``names`` as rows ``[R, last axis]``, per batch, computed as the model stands."""
+    return [np.asarray(outs[name], np.float32).reshape(-1, outs[name].shape[-1])
+            for outs in _Segments(model, batches).run(names, {}) for name in names]
+
+
+def at_risk(reference: list[np.ndarray], got: list[np.ndarray]) -> int:
+    """How many rows could change their argmax: a row whose top two entries (at level 1) are at
+    most twice the largest change level 4 made to any of its entries apart (a change that
+    large can swap them; an argmax that moved is one of these)."""
+    count = 0
+    for ref, new in zip(reference, got, strict=True):
+        top = np.partition(ref, -2, axis=-1)[:, -2:]
+        count += int(np.count_nonzero(top[:, 1] - top[:, 0] <= 2 * np.max(np.abs(new - ref), axis=-1)))
+    return count
 
 
 def _input_rows(model: ir.Model, nodes: list[ir.Node], batches: Sequence[tuple[np.ndarray, ...]]) -> dict[int, np.ndarray]:
