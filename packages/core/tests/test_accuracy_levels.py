@@ -15,7 +15,8 @@ import onnx_ir as ir
 import pytest
 from jax2onnx import Precision, PrecisionError
 from jax2onnx.precision import accuracy_levels, apply_precision, parse_precision
-from jax2onnx.precision.accuracy_levels import MAX_LEVEL4_ERROR, probe_batches
+from jax2onnx.precision.accuracy_levels import MAX_LEVEL4_ERROR, at_risk, probe_batches
+from jax2onnx.verification.precision import recorded_precision
 
 pytest.importorskip("onnxruntime", reason="int4 quantizes with onnxruntime and the check runs in it")
 
@@ -83,6 +84,8 @@ def test_outlier_layer_keeps_level_1_and_plain_layer_goes_to_4(data):
     where = "probe set" if data == "probe" else "1 calibration batch(es)"
     assert f"accuracy_level auto on the {where}: 1 MatMulNBits at level 4" in text
     assert f"1 kept at level 1 (level-4 error over {MAX_LEVEL4_ERROR:g}): {outlier} (" in text
+    # the report's precision row reads it from the metadata
+    assert recorded_precision(model) == ("int4", text) and "head check" not in text  # no embedding: no LM head
 
     # the whole model in onnxruntime: level 4 everywhere moves the outlier output past the bound
     x = np.random.default_rng(1).normal(size=(32, 128)).astype(np.float32)
@@ -142,3 +145,13 @@ def test_sample_rows_keeps_the_worst_rounded_rows():
     rows = accuracy_levels.sample_rows(x)
     assert len(rows) == accuracy_levels.MAX_ROWS
     assert sum(np.any(np.all(rows == x[k], axis=1)) for k in (7, 500)) == 2
+
+
+def test_a_row_is_at_risk_when_level_4_moves_it_by_half_its_margin():
+    """The head check's rule: a row whose top two logits are at most twice level 4's largest change
+    apart could swap them (a swapped row is always one)."""
+    reference = [np.array([[3.0, 1.0, 0.0], [2.0, 1.9, 0.0], [0.0, 5.0, 4.0]], np.float32)]
+    # margins 2, 0.1, 1; largest changes 1 (no swap, but one that large could), 0.04 (safe), 0.6 (swapped)
+    shift = np.array([[-1.0, 0.5, 0.0], [0.04, 0.0, 0.0], [0.0, -0.6, 0.6]], np.float32)
+    assert at_risk(reference, [reference[0] + shift]) == 2
+    assert at_risk(reference, [reference[0]]) == 0

@@ -17,11 +17,19 @@ keeps level 1 only where it is large:
 3. each ``MatMulNBits`` runs alone in onnxruntime on its rows at level 1 and at level 4 (the same
    weights); its error is the largest relative error of one row, ``|y4 - y1| / |y1|``. At most
    :data:`MAX_LEVEL4_ERROR`: level 4; above it: level 1, and the precision's detail (the model's
-   metadata, the report) lists the layer with its error.
+   metadata, the report) lists the layer with its error;
+4. for an LM (a model with an embedding table) the *head check*: the graph outputs a
+   ``MatMulNBits`` writes (the logits) are computed on the same data with every layer at level 1
+   and with the chosen ones at 4; while some row's top two entries are no more than twice the
+   largest change level 4 made to that row apart (:func:`at_risk`: level 4 could swap them), the
+   half of the chosen layers with the largest errors goes back to level 1 (listed as kept by the
+   head check). Per-layer errors alone do not bound token flips: a random-weight model's logits
+   are near ties everywhere, and level 4 in any one layer moves its greedy tokens.
 
 ``MatMulNBits`` inside function or control-flow bodies (stacked layer weights a ``Scan`` slices)
 are not reached by the runner and keep level 1; the detail lists them too. Cost: one run of the
-model per batch (a segment at a time, as calibration) and two small sessions per layer.
+model per batch (a segment at a time, as calibration), two small sessions per layer, and for an LM
+one run of the whole int4 model per head-check round (at most about log2 of the layers).
 """
 
 from __future__ import annotations
