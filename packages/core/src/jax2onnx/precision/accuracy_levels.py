@@ -29,7 +29,9 @@ keeps level 1 only where it is large:
 ``MatMulNBits`` inside function or control-flow bodies (stacked layer weights a ``Scan`` slices)
 are not reached by the runner and keep level 1; the detail lists them too. Cost: one run of the
 model per batch (a segment at a time, as calibration), two small sessions per layer, and for an LM
-one run of the whole int4 model per head-check round (at most about log2 of the layers).
+one run of the whole int4 model per head-check round (at most about log2 of the layers). Streamed
+weights (:class:`~jax2onnx.Weights`) those runs use are read from their source once per run, as
+calibration reads them, besides the read that writes them.
 """
 
 from __future__ import annotations
@@ -252,7 +254,7 @@ def choose_accuracy_levels(model: ir.Model, batches: Sequence[tuple[np.ndarray, 
         return choice
     heads = head_outputs(model.graph) if lm else []
     try:
-        reference = _head_rows(model, batches, heads) if heads else None  # every MatMulNBits at level 1 still
+        reference = _head_rows(model, batches, heads, checked) if heads else None  # every layer at level 1 still
     except PrecisionError as exc:  # a model over protobuf's 2 GiB does not run whole from memory
         reference, choice.heads_skipped = None, str(exc).split(";")[0]
     reporter = progress.current()
@@ -272,7 +274,7 @@ def choose_accuracy_levels(model: ir.Model, batches: Sequence[tuple[np.ndarray, 
     while passed:
         for node in passed:
             _set_level(node, 4)
-        if reference is None or not at_risk(reference, _head_rows(model, batches, heads)):
+        if reference is None or not at_risk(reference, _head_rows(model, batches, heads, checked)):
             break
         for node in passed[len(passed) // 2:]:
             _set_level(node, 1)
@@ -304,10 +306,28 @@ def head_outputs(graph: ir.Graph) -> list[str]:
     return names
 
 
-def _head_rows(model: ir.Model, batches: Sequence[tuple[np.ndarray, ...]], names: list[str]) -> list[np.ndarray]:
-    """The outputs in ``names`` as rows ``[R, last axis]``, per batch, computed as the model stands."""
+def _head_rows(model: ir.Model, batches: Sequence[tuple[np.ndarray, ...]], names: list[str],
+               nodes: list[ir.Node]) -> list[np.ndarray]:
+    """The outputs in ``names`` as rows ``[R, last axis]``, per batch, computed as the model stands,
+    a segment at a time (up to each depth of ``nodes`` in turn, as :func:`_input_rows` runs it)."""
+    runner = _Segments(model, batches)
+    for group in _stages(model, nodes):
+        for _ in runner.run(list(dict.fromkeys(n.inputs[0].name for n in group)), {}):
+            pass
     return [np.asarray(outs[name], np.float32).reshape(-1, outs[name].shape[-1])
-            for outs in _Segments(model, batches).run(names, {}) for name in names]
+            for outs in runner.run(names, {}) for name in names]
+
+
+def _stages(model: ir.Model, nodes: list[ir.Node]) -> list[list[ir.Node]]:
+    """``nodes`` grouped by depth (the most of them on a path from the inputs to one's input), in order."""
+    for k, node in enumerate(nodes):
+        if not node.inputs[0].name:
+            node.inputs[0].name = f"accuracy_level_input_{k}"
+    depth = _depths(model, {id(n) for n in nodes})
+    groups: dict[int, list[ir.Node]] = {}
+    for node in nodes:
+        groups.setdefault(depth.get(node.inputs[0].name, 0), []).append(node)
+    return [groups[d] for d in sorted(groups)]
 
 
 def at_risk(reference: list[np.ndarray], got: list[np.ndarray]) -> int:
@@ -324,28 +344,22 @@ def at_risk(reference: list[np.ndarray], got: list[np.ndarray]) -> int:
 def _input_rows(model: ir.Model, nodes: list[ir.Node], batches: Sequence[tuple[np.ndarray, ...]]) -> dict[int, np.ndarray]:
     """id(node) → up to :data:`MAX_ROWS` rows ``[R, K]`` of its input over every batch, the main
     graph run a segment at a time, depth by depth (as calibration runs it)."""
-    for k, node in enumerate(nodes):
-        if not node.inputs[0].name:
-            node.inputs[0].name = f"accuracy_level_input_{k}"
     runner = _Segments(model, batches)
-    depth = _depths(model, {id(n) for n in nodes})
-    groups: dict[int, list[ir.Node]] = {}
-    for node in nodes:
-        groups.setdefault(depth.get(node.inputs[0].name, 0), []).append(node)
-    order = sorted(groups)
+    stages = _stages(model, nodes)
     rows: dict[int, np.ndarray] = {}
-    for done, d in enumerate(order):
-        heads = [runner.producer[n.inputs[0].name] for k in order[done:] for n in groups[k]
+    for done, group in enumerate(stages):
+        # the values only later stages read are let go (as calibration does)
+        heads = [runner.producer[n.inputs[0].name] for later in stages[done:] for n in later
                  if n.inputs[0].name in runner.producer]
         runner.useful = {id(n) for n in runner._segment(heads, set())}
-        taps = list(dict.fromkeys(n.inputs[0].name for n in groups[d]))
+        taps = list(dict.fromkeys(n.inputs[0].name for n in group))
         gathered: dict[str, list[np.ndarray]] = {t: [] for t in taps}
         for outs in runner.run(taps, {}):
             for t in taps:
                 x = np.asarray(outs[t], dtype=np.float32)
                 gathered[t].append(x.reshape(-1, x.shape[-1]))
         sampled = {t: sample_rows(np.concatenate(parts)) for t, parts in gathered.items()}
-        for n in groups[d]:
+        for n in group:
             rows[id(n)] = sampled[n.inputs[0].name]
     return rows
 
