@@ -20,10 +20,11 @@ keeps level 1 only where it is large:
    metadata, the report) lists the layer with its error;
 4. for an LM (a model with an embedding table) the *head check*: the graph outputs a
    ``MatMulNBits`` writes (the logits) are computed on the same data with every layer at level 1
-   and with the chosen ones at 4; while some row's top two entries are no more than twice the
-   largest change level 4 made to that row apart (:func:`at_risk`: level 4 could swap them), the
-   half of the chosen layers with the largest errors goes back to level 1 (listed as kept by the
-   head check). Per-layer errors alone do not bound token flips: a random-weight model's logits
+   and with the chosen ones at 4; while some row's argmax moved, or more than
+   :data:`MAX_AT_RISK_SHARE` of the rows have their top two entries no more than twice the largest
+   change level 4 made to that row apart (:func:`at_risk`: level 4 could swap them), the half of
+   the chosen layers with the largest errors goes back to level 1 (listed as kept by the head
+   check). Per-layer errors alone do not bound token flips: a random-weight model's logits
    are near ties everywhere, and level 4 in any one layer moves its greedy tokens.
 
 ``MatMulNBits`` inside function or control-flow bodies (stacked layer weights a ``Scan`` slices)
@@ -54,6 +55,11 @@ from .quantized_ops import MS_DOMAIN
 #: channel 100x the others 0.012-0.015 at block 32 (packages/core/tests/test_accuracy_levels.py
 #: checks a layer of each kind on either side of it in onnxruntime).
 MAX_LEVEL4_ERROR = 0.01
+#: the head check's tolerance: the share of rows (logits) whose top two entries may lie within
+#: twice level 4's change (none may swap). A tiny LM trained on a counting language measured 1 of
+#: 640 on its own language with every layer at 4 (its greedy tokens all kept), 4.5% on random
+#: tokens; the random-weight test models 28-32%.
+MAX_AT_RISK_SHARE = 0.01
 #: the rows per layer the check runs (the worst-rounded half and a random half)
 MAX_ROWS = 256
 #: the probe set: this many batches of one example (each symbolic leading axis 1), each other
@@ -275,7 +281,7 @@ def choose_accuracy_levels(model: ir.Model, batches: Sequence[tuple[np.ndarray, 
     while passed:
         for node in passed:
             _set_level(node, 4)
-        if reference is None or not at_risk(reference, _head_rows(model, batches, heads, checked)):
+        if reference is None or head_check_passes(reference, _head_rows(model, batches, heads, checked)):
             break
         for node in passed[len(passed) // 2:]:
             _set_level(node, 1)
@@ -329,6 +335,13 @@ def _stages(model: ir.Model, nodes: list[ir.Node]) -> list[list[ir.Node]]:
     for node in nodes:
         groups.setdefault(depth.get(node.inputs[0].name, 0), []).append(node)
     return [groups[d] for d in sorted(groups)]
+
+
+def head_check_passes(reference: list[np.ndarray], got: list[np.ndarray]) -> bool:
+    """No row's argmax moved, and at most :data:`MAX_AT_RISK_SHARE` of the rows are at risk."""
+    rows = sum(len(r) for r in reference)
+    moved = sum(int(np.count_nonzero(np.argmax(r, -1) != np.argmax(g, -1))) for r, g in zip(reference, got, strict=True))
+    return moved == 0 and at_risk(reference, got) <= MAX_AT_RISK_SHARE * rows
 
 
 def at_risk(reference: list[np.ndarray], got: list[np.ndarray]) -> int:

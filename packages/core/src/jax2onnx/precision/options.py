@@ -132,7 +132,7 @@ class Precision:
                 if self.calibration:
                     method += f" calibrated on {len(self.calibration)} batch(es)"
                 parts.append(f"block {self.block_size} {'symmetric' if self.symmetric else 'asymmetric'} {method}")
-                if self.accuracy_level is not None:
+                if self.accuracy_level is not None and self.int4_kernel != "DequantizeLinear":  # MatMulNBits' attribute
                     parts.append(f"accuracy_level {self.accuracy_level}")
             else:
                 parts.append(f"per-channel dynamic ({self.int8_kernel or 'the target form'})")
