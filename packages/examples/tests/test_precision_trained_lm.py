@@ -82,6 +82,35 @@ def test_gptq_halves_int4s_perplexity_gap(trained):
     assert 0 < gaps["rtn"] and gaps["gptq"] <= 0.5 * gaps["rtn"], gaps
 
 
+def test_auto_accuracy_level_on_the_language_goes_to_4_and_keeps_the_tokens(trained):
+    """accuracy_level="auto" checked on 16 sequences of the language (calibration=): most layers
+    go to level 4 (int8 activations), and the greedy tokens are level 1's (the same codes with
+    every MatMulNBits at level 1). On the random-token probe the same model keeps every layer at
+    1: its logits there are near ties (docs/guide/precision.md)."""
+    model, _, reference = trained
+    rng = np.random.default_rng(1)
+    calibration = [(lm._batch(rng, 1),) for _ in range(16)]
+    onnx_model = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=Precision("int4", calibration=calibration))
+    onnx.checker.check_model(onnx_model, full_check=True)
+    nbits = [n for n in onnx_model.graph.node if n.op_type == "MatMulNBits"]
+    levels = [{a.name: a.i for a in n.attribute}["accuracy_level"] for n in nbits]
+    assert levels.count(4) > len(levels) // 2, levels
+    assert "16 calibration batch(es)" in {p.key: p.value for p in onnx_model.metadata_props}["jax2onnx.precision.detail"]
+    level_1 = onnx.ModelProto()
+    level_1.CopyFrom(onnx_model)
+    for n in level_1.graph.node:
+        for a in n.attribute:
+            if n.op_type == "MatMulNBits" and a.name == "accuracy_level":
+                a.i = 1
+    tokens = []
+    for m in (onnx_model, level_1):
+        session = _session(m)
+        name = session.get_inputs()[0].name
+        tokens.append([lm.greedy(lambda ids, s=session, n=name: s.run(None, {n: ids})[0], s0, k) for s0, k in lm.PROMPTS])
+    assert np.array_equal(np.asarray(tokens[0]), np.asarray(tokens[1]))
+    assert np.mean(np.asarray(tokens[0]) == np.asarray(reference)) >= 0.9  # and float32's, as plain int4 does
+
+
 def _int8_tables(onnx_model: onnx.ModelProto) -> int:
     """How many Gathers read an int8 initializer (an int8 embedding table)."""
     int8 = {t.name for t in onnx_model.graph.initializer if t.data_type == onnx.TensorProto.INT8}
@@ -101,7 +130,10 @@ def test_int4_default_quantizes_the_head_and_embeddings_int4(trained):
     assert _nbits(onnx_model).count(4) >= 9 and 8 not in _nbits(onnx_model)
     nbits = [n for n in onnx_model.graph.node if n.op_type == "MatMulNBits"]
     assert all(len(n.input) > 3 and n.input[3] for n in nbits)  # zero points: asymmetric by default
-    assert all({a.name: a.i for a in n.attribute}["accuracy_level"] == 1 for n in nbits)  # float32 compute
+    # accuracy_level "auto" (the default): 4 (int8 activations) or, where the check keeps it, 1 (float32 compute)
+    assert all({a.name: a.i for a in n.attribute}["accuracy_level"] in (1, 4) for n in nbits)
+    assert "accuracy_level auto on the probe set" in {p.key: p.value for p in onnx_model.metadata_props}[
+        "jax2onnx.precision.detail"]
     # the token embedding: 4-bit rows gathered by GatherBlockQuantized (the position table, indexed
     # by a constant arange at this fixed length, is folded into a small constant addend)
     assert ops.count("GatherBlockQuantized") == 1 and _int8_tables(onnx_model) == 0

@@ -9,6 +9,8 @@ The wide-model figures are in packages/plugins-nnx/tests/test_precision.py and b
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -73,3 +75,99 @@ def test_greedy_agreement_of_an_exported_folder(float32_run, tmp_path):
     low = greedy_agreement(tiny_jax_decoder(), folder, PROMPTS)
     print(f"random tiny decoder, int4: {low.agreement:.1%} of {low.tokens} greedy tokens equal float32's")
     assert low.agreement < 0.9 and not low.ok
+
+
+# -- int4's accuracy level, chosen per layer (Precision(accuracy_level="auto"), the default) -------
+
+AUTO_TOKENS = 64
+
+
+def _nnx_llama():
+    from flax import nnx
+    from jax2onnx_examples.llama import Llama, LlamaConfig
+
+    return Llama(LlamaConfig(), rngs=nnx.Rngs(0))
+
+
+def _keras_llama3():
+    import test_keras_hub_families as keras_families
+
+    return keras_families.make("llama3")
+
+
+def _hf_llama():
+    import test_transformers_flax as hf_families
+
+    return hf_families.make("llama")
+
+
+def _levels(folder) -> tuple[list[tuple[str, int]], str]:
+    """((weight, accuracy_level) of each MatMulNBits, the precision's detail) of a folder's model."""
+    model = onnx.load(str(folder / "model.onnx"), load_external_data=False)
+    levels = [(re.sub(r"_q4(_\d+)?$", "", n.input[1]), {a.name: a.i for a in n.attribute}["accuracy_level"])
+              for n in model.graph.node if n.op_type == "MatMulNBits"]
+    return levels, {p.key: p.value for p in model.metadata_props}["jax2onnx.precision.detail"]
+
+
+def _listed_at_level_1(detail: str) -> list[str]:
+    """The weights the detail lists at level 1: after each "kept at level 1 ...: " / "at level 1
+    unchecked ...: ", names separated by ", " (a measured error in parentheses after each)."""
+    names = []
+    for part in detail.split("; "):
+        if "at level 1" in part and "): " in part:
+            names += [re.sub(r" \([^)]*\)$", "", item) for item in part.split("): ", 1)[1].split(", ")]
+    return sorted(names)
+
+
+@pytest.mark.parametrize("family", ["nnx-llama", "keras-llama3", "hf-llama"])
+def test_auto_accuracy_level_keeps_level_1s_greedy_tokens(family, tmp_path):
+    """64 greedy tokens per prompt in onnxruntime-genai: int4 with accuracy_level="auto" (the
+    default) generates level 1's. These tiny random models have near-tied logits, so level 4 in
+    any one layer moves their tokens (level 4 everywhere is shown to): the check keeps level 1
+    where its head check saw the argmax move on the probe set, and the detail names each layer
+    it kept; the test prints them."""
+    require_genai()
+    model = {"nnx-llama": _nnx_llama, "keras-llama3": _keras_llama3, "hf-llama": _hf_llama}[family]()
+    tokens, levels = {}, {}
+    for name, precision in (("level 1", Precision("int4", accuracy_level=1)), ("level 4", Precision("int4", accuracy_level=4)),
+                            ("auto", "int4")):
+        folder = export_causal_lm(model, tmp_path / name.replace(" ", ""), max_length=80, precision=precision,
+                                  pad_token_id=0, eos_token_id=127)
+        check_folder(folder)
+        tokens[name] = greedy(folder, PROMPTS, AUTO_TOKENS)
+        levels[name] = _levels(folder)
+    assert all(len(row) == AUTO_TOKENS for row in tokens["level 1"])
+    assert tokens["auto"] == tokens["level 1"]
+    moved = sum(a != b for x, y in zip(tokens["level 4"], tokens["level 1"]) for a, b in zip(x, y))
+    chosen, detail = levels["auto"]
+    assert {level for _, level in levels["level 1"][0]} == {1} and len(chosen) == len(levels["level 1"][0])
+    # the detail lists each layer the check kept at level 1, and no other
+    kept = sorted(name for name, level in chosen if level == 1)
+    assert kept == _listed_at_level_1(detail), detail
+    print(f"{family}: level 4 everywhere changed {moved} of {3 * AUTO_TOKENS} tokens; auto kept {len(kept)} of "
+          f"{len(chosen)} MatMulNBits at level 1: {detail.split('accuracy_level auto on ')[-1]}")
+
+
+@pytest.mark.parametrize("lm_head", ["int4", "int8"])
+def test_lm_head_option_runs_in_genai_with_auto_levels(lm_head, tmp_path):
+    """Precision("int4", lm_head=...) under the default accuracy_level="auto": the head is a
+    MatMulNBits (int4) or a DynamicQuantizeMatMul (int8), the embedding a 4-bit
+    GatherBlockQuantized; onnxruntime-genai generates from the folder and its prefill logits
+    stay close to float32's."""
+    require_genai()
+    from llm_test_helpers import op_counts
+
+    model = _nnx_llama()
+    ref = export_causal_lm(model, tmp_path / "f32", max_length=80)
+    folder = export_causal_lm(model, tmp_path / lm_head, max_length=80, precision=Precision("int4", lm_head=lm_head))
+    check_folder(folder)
+    ops = op_counts(folder)
+    assert ops.get(("com.microsoft", "GatherBlockQuantized")) == 1
+    assert ops.get(("com.microsoft", "DynamicQuantizeMatMul"), 0) == (lm_head == "int8")
+    levels, detail = _levels(folder)
+    assert len(levels) == (15 if lm_head == "int4" else 14) and "accuracy_level auto on the probe set" in detail
+    assert sorted(name for name, level in levels if level == 1) == _listed_at_level_1(detail)
+    got = greedy(folder, PROMPTS, NEW_TOKENS)
+    assert [len(row) for row in got] == [NEW_TOKENS] * len(PROMPTS)
+    ids = np.array([PROMPTS[0] + got[0]], np.int32)
+    assert cosine(prefill_logits(ref, ids), prefill_logits(folder, ids)) >= MIN_COSINE["int4"]

@@ -8,6 +8,9 @@ option checks and errors, which need no pack, are core's (packages/core/tests/te
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -210,7 +213,9 @@ def test_streamed_weights_are_quantized_once_each_with_exclusions_and_int8_embed
     def forward(params, ids):
         return nnx.merge(graphdef, params)(ids)
 
-    p = Precision("int4", exclude=["block.fc2.*"], int8=["head.*"], embeddings="int8")
+    # a fixed accuracy level: "auto" (the default) runs the quantized layers to choose it, reading the
+    # int4 weights once more per run (below)
+    p = Precision("int4", exclude=["block.fc2.*"], int8=["head.*"], embeddings="int8", accuracy_level=1)
     spec = jax.ShapeDtypeStruct((2, 8), jnp.int32)
     path = tmp_path / "lm.onnx"
     to_onnx(forward, [Weights(state, source), spec], output_path=path, external_data=True, target="onnxruntime", precision=p)
@@ -218,6 +223,15 @@ def test_streamed_weights_are_quantized_once_each_with_exclusions_and_int8_embed
     # shape inference, which keeps tensors under 1 KiB attached)
     big = [n for n in reads if values[n].nbytes >= 4096]
     assert big and sorted(big) == sorted(set(big)), "a weight was read from its source twice"
+    reads.clear()
+    auto = dataclasses.replace(p, accuracy_level="auto")
+    to_onnx(forward, [Weights(state, source), spec], output_path=tmp_path / "auto.onnx", external_data=True,
+            target="onnxruntime", precision=auto)
+    counts = collections.Counter(n for n in reads if values[n].nbytes >= 4096)
+    # the check runs the int4 layers and what feeds them (the embedding): those weights are read again
+    rerun = [n for n in counts if n.startswith(("embed", "block.attn", "block.fc1"))]
+    assert len(rerun) == 6 and all(counts[n] > 1 for n in rerun), counts
+    assert all(counts[n] == 1 for n in counts if n not in rerun), counts  # the int8 head, the float32 fc2
     model = onnx.load(path, load_external_data=False)
     ops = [n.op_type for n in model.graph.node]
     # q|k|v (a Concat of Reshapes of three streamed kernels), out, fc1: int4; head int8 (8-bit MatMulNBits); fc2 excluded

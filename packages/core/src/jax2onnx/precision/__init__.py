@@ -18,6 +18,7 @@ import dataclasses
 import onnx_ir as ir
 
 from ..passes import CastCancelPass, PassPipeline
+from . import accuracy_levels
 from .low_float import convert_low_float
 from .options import KINDS, Precision, PrecisionError, parse_precision
 from .quantize import quantize_weight_matmuls
@@ -43,14 +44,18 @@ def apply_precision(model: ir.Model, precision: Precision) -> PrecisionResult:
     if precision.kind == "float32":
         return PrecisionResult(precision, "float32")
 
+    levels_on = None
     if precision.kind in ("float16", "bfloat16"):
 
         detail = convert_low_float(model, precision.kind, precision.keep_io_types).describe()
     else:
-
+        # accuracy_level="auto": the data each MatMulNBits is checked on, drawn before the tables are quantized
+        levels_on = accuracy_levels.plan(model, precision)
         detail = quantize_weight_matmuls(model, precision).describe()
     # the rewrite left the nodes it replaced unread: the pipeline removes them after the casts cancel
     PassPipeline([CastCancelPass()], dead_code=True, finish_dead_code=True)(model)
+    if levels_on is not None:
+        detail = f"{detail}; {levels_on.choose(model).describe()}"
     model.metadata_props[META_KIND] = precision.kind
     model.metadata_props[META_DETAIL] = f"{precision.describe()}: {detail}"
     if precision.activations is not None:

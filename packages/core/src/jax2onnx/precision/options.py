@@ -88,10 +88,15 @@ class Precision:
             standard form embedding tables (``"auto"``) and stacked layer weights a ``Scan``/``Loop``
             slices are int8 (4-bit tables need GatherBlockQuantized; onnxruntime's Scan and Gather
             take no 4-bit tensors).
-        accuracy_level: MatMulNBits' ``accuracy_level``: 1 (default) computes in float32 from the
-            int4 weights; 4 quantizes the activations to int8 per block, several times faster on
-            onnxruntime's CPU at a small accuracy cost (bench/results/precision.md); ``None``
-            leaves the attribute out (onnxruntime's choice).
+        accuracy_level: MatMulNBits' ``accuracy_level``: ``"auto"`` (default) 4 where a check
+            allows it, else 1: each layer runs alone in onnxruntime at both levels on its real
+            inputs (from the calibration data, or a probe set the export draws) and keeps 1 where
+            level 4's error exceeds a bound (:mod:`jax2onnx.precision.accuracy_levels`; the
+            precision's detail lists the layers kept); 1 computes in float32 from the int4
+            weights; 4 quantizes the activations to int8 per block, several times faster on
+            onnxruntime's CPU at a small accuracy cost that outlier activations make large;
+            ``None`` leaves the attribute out (onnxruntime's choice). Read by the MatMulNBits
+            form only.
         calibration: int4 only: input batches to choose the codes from (each batch one array per
             input of ``to_onnx``'s ``inputs``, in order, or one array for a one-input function),
             run through the export in onnxruntime layer by layer (each layer's inputs through the
@@ -120,7 +125,7 @@ class Precision:
     lm_head: str = "int4"
     conv: str | None = "int8"
     int8_kernel: str | None = None
-    accuracy_level: int | None = 1
+    accuracy_level: int | str | None = "auto"
     int4_kernel: str | None = None
     #: batches of arrays: not compared or hashed (two Precisions differing only in data are alike)
     calibration: Sequence[Any] = dataclasses.field(default=(), compare=False, repr=False)
@@ -149,7 +154,7 @@ class Precision:
                 if self.calibration:
                     method += f" calibrated on {len(self.calibration)} batch(es)"
                 parts.append(f"block {self.block_size} {'symmetric' if self.symmetric else 'asymmetric'} {method}")
-                if self.accuracy_level is not None:
+                if self.accuracy_level is not None and self.int4_kernel != "DequantizeLinear":  # MatMulNBits' attribute
                     parts.append(f"accuracy_level {self.accuracy_level}")
             else:
                 form = "dynamic activations" if self.activations == "dynamic" else "weight-only"
@@ -209,8 +214,9 @@ def parse_precision(precision: Any, *, enable_double_precision: bool = False) ->
     if p.int4_kernel == "DequantizeLinear" and p.embeddings == "int4":
         raise PrecisionError("embeddings='int4' gathers 4-bit rows with com.microsoft.GatherBlockQuantized; under "
                              "int4_kernel='DequantizeLinear' (standard ONNX) use embeddings='int8' or 'auto'")
-    if p.accuracy_level not in (None, 0, 1, 2, 3, 4):
-        raise PrecisionError(f"accuracy_level={p.accuracy_level!r}: MatMulNBits takes 0 to 4 (or None to leave it out)")
+    if isinstance(p.accuracy_level, bool) or p.accuracy_level not in (None, "auto", 0, 1, 2, 3, 4):
+        raise PrecisionError(f"accuracy_level={p.accuracy_level!r}: MatMulNBits takes 0 to 4, 'auto' (4 where a check "
+                             "of each layer's error allows it, else 1) or None (leave it out)")
     p = _checked_activations(p)
     p = _checked_calibration(p)
     if enable_double_precision and p.kind != "float32":

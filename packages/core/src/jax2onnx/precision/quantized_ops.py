@@ -70,8 +70,8 @@ def matmul_nbits(a: ir.Value, parts: list[ir.Value], bias: ir.Value | None, K: i
     if bias is not None:
         inputs += [None] * (5 - len(inputs)) + [bias]
     attrs = [ir.AttrInt64("K", K), ir.AttrInt64("N", N), ir.AttrInt64("bits", 4), ir.AttrInt64("block_size", p.block_size)]
-    if p.accuracy_level is not None:
-        attrs.append(ir.AttrInt64("accuracy_level", p.accuracy_level))
+    if p.accuracy_level is not None:  # "auto": 1 until .accuracy_levels measures each node
+        attrs.append(ir.AttrInt64("accuracy_level", 1 if p.accuracy_level == "auto" else p.accuracy_level))
     return ir.Node(MS_DOMAIN, "MatMulNBits", inputs, attrs, outputs=[ir.Value(name=name)], name=name)
 
 
