@@ -451,6 +451,15 @@ def bench_llm(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def bench_int4_levels(session: nox.Session) -> None:
+    """int4 decode tok/s by MatMulNBits accuracy level (float32, int4 at 1, "auto", 4) on the NNX Llama
+    at GPT-2-small size in onnxruntime-genai, 1 and 4 threads (``-- --size smoke`` for a tiny one;
+    bench/int4_levels.py, results in bench/results/int4_levels.json). Not in CI."""
+    session.install(CORE + "[runtime]", *PACKS["llm"][:5], "onnxruntime-genai>=0.18")
+    session.run("python", "bench/int4_levels.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def bench_llm_attention(session: nox.Session) -> None:
     """One decode step in onnxruntime (1 thread): the LLM pack's Attention-23 and GroupQueryAttention
     against the decomposed attention, same decoder (``-- --past 1024`` for a longer cache)."""
