@@ -37,6 +37,8 @@ _KEEP_NAN_FREE = frozenset({
 })
 
 _MAX_DEPTH = 64
+#: the most elements of a constant scanned for NaN (64 MiB of float32)
+_MAX_SCANNED = 1 << 24
 
 
 def _has_float_nan(dtype: ir.DataType | None) -> bool:
@@ -50,6 +52,11 @@ def _has_float_nan(dtype: ir.DataType | None) -> bool:
 
 
 def _constant_nan_free(tensor: Any) -> bool:
+    """A constant without NaN. Weights read only as they are written (lazy, external) and very
+    large ones are not read here (an export streams them once, and scanning them per pool would
+    cost more than it saves): they may hold NaN."""
+    if isinstance(tensor, (ir.LazyTensor, ir.ExternalTensor)) or getattr(tensor, "size", _MAX_SCANNED + 1) > _MAX_SCANNED:
+        return False
     try:
         array = tensor.numpy()
     except Exception:  # noqa: BLE001 - a tensor not readable here (external, lazy): may hold NaN
