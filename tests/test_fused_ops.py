@@ -34,7 +34,7 @@ def i32(*shape):
 
 X, IMG, QKV = f32(3, 4), f32(2, 6, 6, 3), f32(2, 5, 2, 4)
 ORT = {"target": "onnxruntime"}  # com.microsoft.Inverse for the solves
-MAX_POOL = ["Transpose", "MaxPool", "ReduceSum", "IsNaN", "If", "Transpose"]  # NaN guard: the input is a graph input
+MAX_POOL = ["Transpose", "MaxPool", "Transpose", "ReduceSum", "IsNaN", "If"]  # NaN guard, past the layout Transposes
 ATTENTION = ["Reshape", "Reshape", "Reshape", "Attention", "Reshape"]
 #: the NaN check of a fused max/min (onnxruntime's ReduceMax/ReduceMin drop NaN)
 NAN_CHECKED = ["IsNaN", "ReduceMax", "Where"]

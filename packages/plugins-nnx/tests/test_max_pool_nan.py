@@ -15,7 +15,7 @@ from jax2onnx.fusion import MAX_POOL_OPS
 from jax2onnx.testing import channels_last_with_nan
 
 SHAPE = (2, 4, 4, 2)
-GUARDED = ["Transpose", "MaxPool", "ReduceSum", "IsNaN", "If", "Transpose"]
+GUARDED = ["Transpose", "MaxPool", "Transpose", "ReduceSum", "IsNaN", "If"]  # the guard past the Transposes
 BARE = ["Transpose", "MaxPool", "Transpose"]
 
 
@@ -107,3 +107,24 @@ def test_arithmetic_on_nan_free_values_keeps_the_guard():
     assert np.isnan(np.asarray(fn(pixels))).any()
     ok, report = allclose(fn, model, [pixels])
     assert ok, report
+
+
+def test_the_guard_of_a_lone_pool_reads_the_channels_last_input():
+    """Before a flatten the pool's Transposes stay: the guard moves past them (passes/max_pool_guard.py),
+    so Transpose → MaxPool → Transpose is one unbroken chain (onnxruntime's channels-last kernel)
+    and the check sums the graph input itself."""
+    w = np.random.default_rng(1).standard_normal((2 * 2 * 2, 3)).astype(np.float32)
+
+    def fn(x):
+        return pool(x).reshape(x.shape[0], -1) @ w
+
+    model = _export(fn, [jax.ShapeDtypeStruct(("B", 4, 4, 2), jnp.float32)])
+    by_output = {o: n for n in model.graph.node for o in n.output}
+    (max_pool,) = [n for n in model.graph.node if n.op_type == "MaxPool"]
+    assert by_output[max_pool.input[0]].op_type == "Transpose"
+    assert [n.op_type for n in model.graph.node if max_pool.output[0] in n.input] == ["Transpose"]
+    (total,) = [n for n in model.graph.node if n.op_type == "ReduceSum"]
+    assert total.input[0] == model.graph.input[0].name
+    for x in (channels_last_with_nan((3, 4, 4, 2)), np.random.default_rng(2).standard_normal((1, 4, 4, 2)).astype(np.float32)):
+        ok, report = allclose(fn, model, [x])
+        assert ok, report
