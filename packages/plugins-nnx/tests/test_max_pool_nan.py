@@ -128,3 +128,37 @@ def test_the_guard_of_a_lone_pool_reads_the_channels_last_input():
     for x in (channels_last_with_nan((3, 4, 4, 2)), np.random.default_rng(2).standard_normal((1, 4, 4, 2)).astype(np.float32)):
         ok, report = allclose(fn, model, [x])
         assert ok, report
+
+
+class _PixelNet(nnx.Module):
+    """Integer pixels scaled, then Conv, BatchNorm, relu and a max pool: every value bounded."""
+
+    def __init__(self, scale: float):
+        self.scale = scale
+        self.conv = nnx.Conv(2, 4, (3, 3), rngs=nnx.Rngs(0))
+        self.norm = nnx.BatchNorm(4, use_running_average=True, rngs=nnx.Rngs(1))
+
+    def __call__(self, pixels):
+        x = pixels.astype(jnp.float32) * self.scale
+        return pool(jax.nn.relu(self.norm(self.conv(x)) - self.norm(self.conv(x)) * 0.5))
+
+
+def test_bounded_arithmetic_on_integer_pixels_needs_no_guard():
+    net = _PixelNet(1 / 255)
+    model = _export(net, [jax.ShapeDtypeStruct(("B", 6, 6, 2), jnp.uint8)])
+    assert "If" not in _ops(model) and "MaxPool" in _ops(model)
+    pixels = np.random.default_rng(0).integers(0, 256, (2, 6, 6, 2)).astype(np.uint8)
+    ok, report = allclose(net, model, [pixels])
+    assert ok, report
+
+
+def test_arithmetic_that_may_overflow_keeps_the_guard():
+    net = _PixelNet(1e37)  # 255 * 1e37 is inf in float32, and inf - inf is NaN
+    model = _export(net, [jax.ShapeDtypeStruct(("B", 6, 6, 2), jnp.uint8)])
+    assert "If" in _ops(model)
+    pixels = np.full((1, 6, 6, 2), 255, np.uint8)
+    pixels[0, :3] = 0
+    expected = np.asarray(net(pixels))
+    assert np.isnan(expected).any() and not np.isnan(expected).all()
+    ok, report = allclose(net, model, [pixels])
+    assert ok, report
