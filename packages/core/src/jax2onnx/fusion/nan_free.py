@@ -5,9 +5,9 @@ A value is NaN-free when its type has no NaN (integers, bool), when it is a cons
 or when the node producing it cannot make a NaN out of inputs that hold none and those inputs are
 NaN-free. That last kind is the list below: ops that move, pick or compare values (Transpose,
 Gather, Where, Max, Relu, Clip, MaxPool, ...) and the unary maps defined at ±inf (Exp, Tanh,
-Sigmoid, Abs, Neg, Floor, ...). Arithmetic that can (Add/Sub: inf - inf, Mul: 0 * inf, Div,
-MatMul, Conv, ReduceSum, AveragePool) is not in it, so neither is anything downstream of a graph's
-float input through them: the analysis answers "may hold NaN" there, and the guard stays.
+Sigmoid, Abs, Neg, Floor, ...). Arithmetic can make NaN out of NaN-free values (Add/Sub:
+inf - inf, Mul: 0 * inf, Div, MatMul, Conv), so it is not in that list; downstream of a graph's
+float input through it the analysis answers "may hold NaN", and the guard stays.
 
 Arithmetic is followed where it is bounded (:func:`_bound`): a value whose magnitude is provably
 below its float type's largest finite number is finite, hence NaN-free, and sums, products,
