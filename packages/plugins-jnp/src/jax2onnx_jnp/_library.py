@@ -40,11 +40,19 @@ def arg_names(site: Any) -> tuple[str, ...] | None:
 
 def literal_value(site: Any, i: int) -> Any:
     """Operand ``i`` as the caller passed it when it is a literal: a Python scalar when JAX typed it
-    weakly (``0.5``), else a numpy scalar of its dtype. None when the operand is an array."""
+    weakly (``0.5``), else a numpy scalar of its dtype. None when the operand is an array.
+
+    A weak literal JAX keeps as the Python number the caller wrote (JAX >= 0.8's ``TypedFloat``
+    holds ``0.7``, not its float32 rounding) is returned as that number: the verifying re-trace
+    passes it back, and its jaxpr prints ``0.7`` only if the call did."""
     value = site.literal(i)
     if value is None:
         return None
     aval = site.avals_in[i]
+    if getattr(aval, "weak_type", False) and not isinstance(value, bool):
+        for number in (int, float, complex):
+            if isinstance(value, number):
+                return number(value)
     value = np.asarray(value, dtype=aval.dtype)
     if value.ndim:
         return None

@@ -1,7 +1,8 @@
 """Reductions: ``mean``/``var``/``std`` → ReduceMean, ``logsumexp`` → ReduceLogSumExp,
 ``linalg.norm`` → ReduceL2 / ReduceL1, ``cumsum`` → CumSum, and ``sum``/``max``/``min``/``prod``
-with ``keepdims=True`` → one Reduce* with ``keepdims=1`` (without keepdims they are single lax
-reductions already, lowered by the lax pack).
+with ``keepdims=True`` → one Reduce* with ``keepdims=1`` (max/min with the NaN check the lax
+pack's reduce_max/reduce_min have; without keepdims they are single lax reductions already,
+lowered by the lax pack).
 
 Found in the trace with nothing patched (:mod:`._library`): ``jnp.linalg.norm`` and ``jnp.cumsum``
 are jitted, ``jnp.var``/``jnp.std`` call the jitted ``_var``/``_std`` of ``jax._src.numpy.reductions``
@@ -63,7 +64,13 @@ def recognize_keepdims_reduction(site):
 
 def _keepdims_lowering(op_type):
     def lower(ctx, x):
-        return getattr(ctx.op, op_type)(x, ctx.i64(ctx.marked.params["axis"]), keepdims=1)
+        axes = ctx.i64(ctx.marked.params["axis"])
+        y = getattr(ctx.op, op_type)(x, axes, keepdims=1)
+        if op_type in ("ReduceMax", "ReduceMin"):
+            # XLA's max/min propagate NaN, onnxruntime's ReduceMax/ReduceMin drop it (the lax pack's
+            # reduce_max/reduce_min check the same way)
+            y = ctx.op.Where(ctx.op.ReduceMax(ctx.op.IsNaN(x), axes, keepdims=1), np.nan, y)
+        return y
 
     lower.__name__ = f"lower_{op_type.lower()}_keepdims"
     return lower

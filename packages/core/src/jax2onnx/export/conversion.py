@@ -50,6 +50,7 @@ def to_onnx(
     precision: str | Precision = "float32",
     target: Any = "onnx",
     progress: bool | None = None,
+    max_pool_nan_guard: bool = True,
 ) -> onnx.ModelProto | ir.Model | str:
     """Convert a JAX callable to ONNX.
 
@@ -123,6 +124,11 @@ def to_onnx(
             (:mod:`jax2onnx.progress`): ``None`` (default) a bar on a terminal once the export has
             run a couple of seconds, nothing otherwise; ``True`` a bar on a terminal, plain lines
             otherwise (a log); ``False`` nothing.
+        max_pool_nan_guard: ``True`` (default): a float max pool whose input may hold NaN pools a
+            window holding NaN to NaN, as JAX does, through an ``If`` on ``IsNaN(ReduceSum(x))``
+            (onnxruntime's MaxPool drops NaN); its cost is one read of the pool's input. ``False``:
+            the bare ``MaxPool``, with the runtime's NaN handling. Inputs that cannot hold NaN
+            (integers, an integer input cast to float, an embedding's rows) get the bare op either way.
 
     Returns:
         The ``onnx.ModelProto``, the ``onnx_ir.Model`` or the written path (``return_mode``).
@@ -139,6 +145,7 @@ def to_onnx(
         outputs_as_nchw=outputs_as_nchw, input_names=input_names, output_names=output_names,
         export_mode=export_mode, normalization_mode=normalization_mode, optimize=optimize,
         external_data=external_data, verify=verify, precision=precision, target=target, progress=progress,
+        max_pool_nan_guard=max_pool_nan_guard,
     )
     return ExportProgram.from_options(fn, inputs, options).result()
 

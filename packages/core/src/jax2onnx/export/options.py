@@ -90,6 +90,10 @@ class ExportOptions:
     #: None: a bar on a terminal for a long export; True: a bar, or plain lines when not a terminal;
     #: False: nothing (:mod:`jax2onnx.progress`)
     progress: bool | None = None
+    #: True: a float max pool whose input may hold NaN keeps XLA's NaN (a window holding one is NaN)
+    #: through a check of its input (jax2onnx.fusion.max_pool); False: the bare MaxPool, whose NaN
+    #: handling is the runtime kernel's
+    max_pool_nan_guard: bool = True
     #: front-end only (FRONT_END_OPTIONS): extra rewrite passes, after precision=, before the I/O names
     rewrite_passes: tuple[PassFactory, ...] = ()
     #: front-end only: the external-data file's name beside output_path (None: <model file>.<hash>.data)
@@ -119,6 +123,7 @@ class ExportOptions:
         precision: Any = "float32",
         target: Any = "onnx",
         progress: Any = None,
+        max_pool_nan_guard: Any = True,
         rewrite_passes: Any = (),
         external_data_file: Any = None,
     ) -> ExportOptions:
@@ -198,6 +203,7 @@ class ExportOptions:
             precision=checked_precision,
             target=target,
             progress=_progress_option(progress),
+            max_pool_nan_guard=_max_pool_nan_guard_option(max_pool_nan_guard),
             rewrite_passes=factories,
             external_data_file=data_file,
         )
@@ -208,6 +214,13 @@ def _progress_option(progress: Any) -> bool | None:
         raise OptionTypeError(f"progress must be True (a bar on a terminal, plain lines otherwise), False (nothing) or "
                               f"None (a bar on a terminal for a long export), got {type(progress).__name__} {progress!r}")
     return progress
+
+
+def _max_pool_nan_guard_option(guard: Any) -> bool:
+    if not isinstance(guard, bool):
+        raise OptionTypeError(f"max_pool_nan_guard must be True (a window holding NaN pools to NaN, as in JAX) or False "
+                              f"(the bare MaxPool: the runtime's NaN handling), got {type(guard).__name__} {guard!r}")
+    return guard
 
 
 def _resolve_target(target: Any, export_mode: str, opset: int) -> tuple[Target, str, int]:

@@ -30,7 +30,8 @@ The normalization and channels-last lowerings read a region by convention: the i
 params are named as each function says. A pack whose names differ uses the smaller helpers.
 
 The kit is one module per concern (:mod:`.region`, :mod:`.operands`, :mod:`.dense`, :mod:`.conv`,
-:mod:`.pooling`, :mod:`.norms`, :mod:`.attention`); import from ``jax2onnx.fusion`` itself.
+:mod:`.pooling`, :mod:`.norms`, :mod:`.attention`, :mod:`.nan_free`: which values can hold no NaN);
+import from ``jax2onnx.fusion`` itself.
 """
 
 from ..plugin import is_array

@@ -10,6 +10,7 @@ import onnx_ir as ir
 
 from ..dtypes import is_float
 from .conv import channels_first
+from .nan_free import is_nan_free
 from .operands import static_ints
 
 # ---------------------------------------------------------------------------------------------
@@ -134,37 +135,45 @@ def lower_avg_pool_channels_last(ctx: Any, x: ir.Value) -> ir.Value | None:
                            lambda v: ctx.op.AveragePool(v, count_include_pad=include, **attrs))
 
 
-#: The ops a float max pool exports as (:func:`max_pool`): what pack testcases expect.
+#: The ops a float max pool whose input may hold NaN exports as (:func:`max_pool`): what pack
+#: testcases expect.
 MAX_POOL_OPS = ("MaxPool", "ReduceSum", "IsNaN", "If")
 
 
+def nan_guard_wanted(ctx: Any, x: ir.Value, dtype: Any) -> bool:
+    """Whether :func:`max_pool` guards ``x`` against NaN: a float ``x`` that may hold one
+    (:func:`jax2onnx.fusion.nan_free.is_nan_free`), unless the export turned the guard off
+    (``to_onnx(..., max_pool_nan_guard=False)``)."""
+    if not is_float(dtype) or not getattr(ctx.options, "max_pool_nan_guard", True):
+        return False
+    return not is_nan_free(x)
+
+
 def max_pool(ctx: Any, x: ir.Value, dtype: Any, **attrs: Any) -> ir.Value:
-    """``MaxPool(x, **attrs)`` in which a window holding a NaN is NaN, as XLA's max is
-    (onnxruntime's MaxPool skips NaN: a window [nan, -inf] gives -inf). Every fused or lax max
-    pool goes through here; ``dtype`` is ``x``'s (integers have no NaN: the bare MaxPool).
+    """``MaxPool(x, **attrs)`` in which a window holding a NaN is NaN, as XLA's max is. Every fused
+    or lax max pool goes through here; ``dtype`` is ``x``'s.
+
+    onnxruntime's MaxPool (MLAS, x86) does not propagate NaN: which window keeps it depends on
+    where the NaN sits and on the kernel (2×2 windows [1, nan, 1, 1] give NaN, [nan, 1, 1, 1] and
+    [1, 1, nan, 1] give 1; a 3×3 window of NaN and -inf gives -3.4e38). Its ReduceMax drops NaN
+    too, so no other single op pools exactly. The bare MaxPool is exported where no NaN can reach
+    it (an integer ``x``, or one :func:`~jax2onnx.fusion.nan_free.is_nan_free` proves NaN-free) or
+    where the export asked for it (``max_pool_nan_guard=False``); otherwise:
 
     A NaN in the input makes ``ReduceSum(x)`` NaN, so ``IsNaN(ReduceSum(x))`` picks, in an ``If``,
     the exact form (the NaN mask pooled with the same attributes, then ``Where``) or the plain
     pool's result. The sum is also NaN when +inf and -inf both occur (or its partial sums overflow
-    both ways); such inputs take the exact form too, so the result never depends on it.
-
-    Measured in onnxruntime 1.32 on one core, NCHW (8, 64, 56, 56) float32 (the layout inside a
-    conv net, where the pool's Transposes cancel), median of 30 runs:
-
-    =================  ==========  ======================  =============================
-    pool               plain       mask + Where (always)   ReduceSum check + If (this)
-    =================  ==========  ======================  =============================
-    2×2 stride 2       0.35 ms     1.96 ms                 0.51 ms (2.05 ms with a NaN)
-    3×3 stride 2 SAME  0.40 ms     2.37 ms                 0.54 ms (2.44 ms with a NaN)
-    =================  ==========  ======================  =============================
-
-    (an ``IsNaN`` → ``ReduceMax`` check instead of the sum: 1.15 / 1.33 ms, an elementwise pass
-    more). NaN-free inputs, the normal case, pay one reduction over the input. A lone NHWC pool
-    whose Transposes meet no Conv costs more: onnxruntime folds Transpose → MaxPool → Transpose
-    into its NHWC kernel (0.4 ms) but not across the ``If``, 1.7 ms (mask + Where: 2.4 ms).
+    both ways); such inputs take the exact form too, so the result never depends on it. The check
+    reads the whole input once: ``bench/max_pool_nan_guard.py`` measures what it costs next to
+    the pool (docs/guide/troubleshooting.md, "Max pooling and NaN"). Where the pool's layout
+    Transposes do not cancel, :mod:`jax2onnx.passes.max_pool_guard` moves the guard past them. The
+    other exact forms cost
+    more (onnxruntime 1.32, one core, NCHW (8, 64, 56, 56), 2×2 stride 2, medians of 30: the plain
+    pool 0.35 ms, this form 0.51 ms, the exact form on every run 1.96 ms, an ``IsNaN`` →
+    ``ReduceMax`` check instead of the sum 1.15 ms).
     """
     y = ctx.op.MaxPool(x, **attrs)
-    if not is_float(dtype):
+    if not nan_guard_wanted(ctx, x, dtype):
         return y
     exact = ctx.subgraph("max_pool_nan")
     mask = exact.op.MaxPool(exact.cast(exact.op.IsNaN(x), dtype), **attrs)

@@ -14,6 +14,7 @@ from .dead_code import DeadCodeEliminationPass
 from .identity_elimination import IdentityEliminationPass
 from .kernel_coverage import KernelCoveragePass
 from .manager import NO_DEAD_CODE, NONDETERMINISTIC_OPS, SHAPES, all_graphs
+from .max_pool_guard import MaxPoolGuardLayoutPass
 from .pipeline import PassPipeline
 from .rewrite import RewritePass
 from .roll_split import RollSplitPass
@@ -25,7 +26,8 @@ def default_passes(target: Any = None) -> PassPipeline:
     """Folding first, on the lowered graph without its dead code (folding declares it needs none:
     less to fold); then renames and duplicates go. The rewrite stage (the common rules and
     ``target``'s, a :class:`jax2onnx.targets.Target`; None: the common ones, :mod:`.rewrite`) runs on
-    the folded, deduplicated graph. Rolls read one Split per value and axis after duplicates are
+    the folded, deduplicated graph. A max pool's NaN guard moves past the layout Transposes that
+stayed (:mod:`.max_pool_guard`). Rolls read one Split per value and axis after duplicates are
     merged and what the others freed is gone (each distinct roll counts once; it needs no dead code).
     Casts around (op, dtype) pairs onnxruntime lacks come last, so the other passes see the graph as
     the lowerings wrote it; dead code goes at the end. Shape inference and dead-code removal run
@@ -35,6 +37,7 @@ def default_passes(target: Any = None) -> PassPipeline:
             ConstantFoldingPass(),
             IdentityEliminationPass(),
             TransposeCancelPass(),
+            MaxPoolGuardLayoutPass(),
             SqueezeCancelPass(),
             CommonSubexpressionEliminationPass(),
             RewritePass(target),
@@ -56,6 +59,7 @@ __all__ = [
     "DeadCodeEliminationPass",
     "IdentityEliminationPass",
     "KernelCoveragePass",
+    "MaxPoolGuardLayoutPass",
     "NONDETERMINISTIC_OPS",
     "RewritePass",
     "RollSplitPass",

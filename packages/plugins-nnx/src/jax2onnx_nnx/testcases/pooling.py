@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from jax2onnx.fusion import MAX_POOL_OPS
@@ -61,6 +62,11 @@ components = [
             # float16: onnxruntime has MaxPool, ReduceSum and IsNaN for it
             Testcase("max_pool_nan_float16", lambda x: nnx.max_pool(x, (2, 2), (2, 2)),
                      input_values=[channels_last_with_nan((2, 4, 4, 2)).astype(np.float16)], expected_ops=MAX_POOL_OPS, max_nodes=6),
+            # an integer input cast to float holds no NaN: the bare MaxPool (Cast, Transpose, MaxPool,
+            # Transpose); JAX's default float (float64 in the double-precision variant)
+            Testcase("max_pool_of_integer_pixels", lambda x: nnx.max_pool(x.astype(jnp.result_type(float)), (2, 2), (2, 2)),
+                     input_values=[np.arange(2 * 6 * 6 * 3, dtype=np.int32).reshape(2, 6, 6, 3) % 251],
+                     expected_ops=["MaxPool"], forbidden_ops=["If", "ReduceSum"], max_nodes=4),
         ],
     ),
 ]
