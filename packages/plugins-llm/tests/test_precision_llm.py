@@ -151,7 +151,7 @@ def test_auto_accuracy_level_keeps_level_1s_greedy_tokens(family, tmp_path):
 @pytest.mark.parametrize("lm_head", ["int4", "int8"])
 def test_lm_head_option_runs_in_genai_with_auto_levels(lm_head, tmp_path):
     """Precision("int4", lm_head=...) under the default accuracy_level="auto": the head is a
-    MatMulNBits (int4) or a DynamicQuantizeMatMul (int8), the embedding a 4-bit
+    4-bit MatMulNBits (int4) or an 8-bit one (int8, weight-only), the embedding a 4-bit
     GatherBlockQuantized; onnxruntime-genai generates from the folder and its prefill logits
     stay close to float32's."""
     require_genai()
@@ -163,8 +163,13 @@ def test_lm_head_option_runs_in_genai_with_auto_levels(lm_head, tmp_path):
     check_folder(folder)
     ops = op_counts(folder)
     assert ops.get(("com.microsoft", "GatherBlockQuantized")) == 1
-    assert ops.get(("com.microsoft", "DynamicQuantizeMatMul"), 0) == (lm_head == "int8")
+    assert ops.get(("com.microsoft", "DynamicQuantizeMatMul"), 0) == 0  # int8 is weight-only
     levels, detail = _levels(folder)
+    model = onnx.load(str(folder / "model.onnx"), load_external_data=False)
+    bits = sorted({a.name: a.i for a in n.attribute}["bits"] for n in model.graph.node if n.op_type == "MatMulNBits")
+    assert bits.count(8) == (lm_head == "int8")  # the int8 head: an 8-bit MatMulNBits at its own fixed level
+    levels = [(name, level) for (name, level), b in zip(levels, [
+        {a.name: a.i for a in n.attribute}["bits"] for n in model.graph.node if n.op_type == "MatMulNBits"]) if b == 4]
     assert len(levels) == (15 if lm_head == "int4" else 14) and "accuracy_level auto on the probe set" in detail
     assert sorted(name for name, level in levels if level == 1) == _listed_at_level_1(detail)
     got = greedy(folder, PROMPTS, NEW_TOKENS)

@@ -224,7 +224,12 @@ def weight_name(node: ir.Node) -> str:
 
 
 def _is_nbits(node: ir.Node) -> bool:
-    return node.op_type == "MatMulNBits" and node.domain == MS_DOMAIN
+    """A 4-bit MatMulNBits: the 8-bit ones (int8 weights, an int8 LM head) keep the level the int8
+    form fixes (quantized_ops.INT8_ACCURACY_LEVEL: at 1 their kernel widens the weight every call)."""
+    if node.op_type != "MatMulNBits" or node.domain != MS_DOMAIN:
+        return False
+    bits = node.attributes.get("bits")
+    return bits is None or bits.as_int() == 4
 
 
 def _set_level(node: ir.Node, level: int) -> None:
