@@ -10,7 +10,7 @@ keeps level 1 only where it is large:
 1. the data: the calibration batches when given, else :func:`probe_batches` (a few random
    batches drawn as the graph's inputs allow);
 2. after the weights are quantized (each ``MatMulNBits`` written at level 1), the main graph runs
-   in onnxruntime a segment at a time (the calibration runner, :class:`.calibration._Segments`),
+   in onnxruntime a segment at a time (the calibration runner, :class:`.calibration.SegmentRunner`),
    depth by depth, giving each main-graph ``MatMulNBits``' input rows as the int4 model computes
    them; at most :data:`MAX_ROWS` rows per layer are kept: half those whose largest entry stands
    furthest above their RMS (the rows level 4 rounds worst), half drawn at random (seed 0);
@@ -46,7 +46,7 @@ import numpy as np
 import onnx_ir as ir
 
 from .. import progress
-from .calibration import _depths, _Segments, _session
+from .calibration import SegmentRunner, cpu_session, segment_depths
 from .options import PrecisionError
 from .quantized_ops import MS_DOMAIN
 
@@ -322,7 +322,7 @@ def _head_rows(model: ir.Model, batches: Sequence[tuple[np.ndarray, ...]], names
                nodes: list[ir.Node]) -> list[np.ndarray]:
     """The outputs in ``names`` as rows ``[R, last axis]``, per batch, computed as the model stands,
     a segment at a time (up to each depth of ``nodes`` in turn, as :func:`_input_rows` runs it)."""
-    runner = _Segments(model, batches)
+    runner = SegmentRunner(model, batches)
     for group in _stages(model, nodes):
         for _ in runner.run(list(dict.fromkeys(n.inputs[0].name for n in group)), {}):
             pass
@@ -335,7 +335,7 @@ def _stages(model: ir.Model, nodes: list[ir.Node]) -> list[list[ir.Node]]:
     for k, node in enumerate(nodes):
         if not node.inputs[0].name:
             node.inputs[0].name = f"accuracy_level_input_{k}"
-    depth = _depths(model, {id(n) for n in nodes})
+    depth = segment_depths(model, {id(n) for n in nodes})
     groups: dict[int, list[ir.Node]] = {}
     for node in nodes:
         groups.setdefault(depth.get(node.inputs[0].name, 0), []).append(node)
@@ -363,7 +363,7 @@ def at_risk(reference: list[np.ndarray], got: list[np.ndarray]) -> int:
 def _input_rows(model: ir.Model, nodes: list[ir.Node], batches: Sequence[tuple[np.ndarray, ...]]) -> dict[int, np.ndarray]:
     """id(node) → up to :data:`MAX_ROWS` rows ``[R, K]`` of its input over every batch, the main
     graph run a segment at a time, depth by depth (as calibration runs it)."""
-    runner = _Segments(model, batches)
+    runner = SegmentRunner(model, batches)
     stages = _stages(model, nodes)
     rows: dict[int, np.ndarray] = {}
     for done, group in enumerate(stages):
@@ -420,7 +420,7 @@ def level4_error(node: ir.Node, rows: np.ndarray) -> float:
                                [onnx.helper.make_tensor_value_info(f"y{level}", onnx.TensorProto.FLOAT, [None, N])
                                 for level in (1, 4)], initializers),
         opset_imports=[onnx.helper.make_opsetid("", 21), onnx.helper.make_opsetid(MS_DOMAIN, 1)])
-    y1, y4 = _session(proto).run(None, {"rows": np.ascontiguousarray(rows, dtype=np.float32)})
+    y1, y4 = cpu_session(proto).run(None, {"rows": np.ascontiguousarray(rows, dtype=np.float32)})
     norm = np.linalg.norm(y1, axis=1)
     error = np.linalg.norm(y4 - y1, axis=1) / np.maximum(norm, 1e-30)
     return float(np.max(np.where(norm > 0, error, 0.0)))

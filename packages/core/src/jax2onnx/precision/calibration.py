@@ -122,7 +122,9 @@ class StackedSite:
     index: ir.Value | None = None
 
 
-def _session(proto):
+def cpu_session(proto):
+    """A CPU onnxruntime session of ``proto`` from memory (the calibration runner's and the accuracy
+    level check's)."""
     try:
         import onnxruntime as ort
     except ImportError as exc:
@@ -196,7 +198,7 @@ def _outer_reads(node: ir.Node) -> list[str]:
     return names
 
 
-class _Segments:
+class SegmentRunner:
     """Runs the main graph a segment at a time on every batch, keeping only the values a segment
     not run yet reads. ``replaced[(id(node), slot)]``: an array that segment copies of ``node``
     read in input ``slot`` (a weight already quantized, dequantized)."""
@@ -299,7 +301,7 @@ class _Segments:
         opsets = [onnx.helper.make_opsetid(d, v) for d, v in self.model.opset_imports.items()]
         proto = onnx.helper.make_model(graph, opset_imports=opsets, ir_version=self.model.ir_version)
         proto.functions.extend(ir.serde.serialize_function(f) for f in self.model.functions.values())
-        return _session(proto)
+        return cpu_session(proto)
 
 
 def _tap_scan(proto, taps: list[tuple[str, str]]) -> None:
@@ -318,7 +320,7 @@ def _tap_scan(proto, taps: list[tuple[str, str]]) -> None:
             attr.ints.extend([0] * len(taps))
 
 
-def _depths(model: ir.Model, calibrated: set[int]) -> dict[str, int]:
+def segment_depths(model: ir.Model, calibrated: set[int]) -> dict[str, int]:
     """Value name → the largest number of ``calibrated`` nodes on any path from the inputs to it."""
     depth: dict[str, int] = {}
     for n in model.graph:
@@ -425,8 +427,8 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
     result = Calibrated()
     if not p.calibration or not (sites or stacks):
         return result
-    runner = _Segments(model, p.calibration)
-    depth = _depths(model, {id(s.node) for s in sites} | {id(s.scan) for s in stacks})
+    runner = SegmentRunner(model, p.calibration)
+    depth = segment_depths(model, {id(s.node) for s in sites} | {id(s.scan) for s in stacks})
     groups: dict[int, tuple[list[MatmulSite], list[StackedSite]]] = {}
     for s in sites:
         groups.setdefault(depth.get(s.a.name, 0), ([], []))[0].append(s)
@@ -541,5 +543,5 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
     return result
 
 
-__all__ = ["HOLDOUT_EVERY", "Calibrated", "Choice", "MatmulSite", "StackedSite", "calibrate",
-           "checked_feed", "reporting_layers"]
+__all__ = ["HOLDOUT_EVERY", "Calibrated", "Choice", "MatmulSite", "SegmentRunner", "StackedSite", "calibrate",
+           "checked_feed", "cpu_session", "reporting_layers", "segment_depths"]
