@@ -30,7 +30,9 @@ Time stage, one fresh process per thread count, pinned to that many cores (both 
 - memory bandwidth: numpy copies of 256 MiB per thread on that many threads at once, (read +
   written bytes) / s, best of 5;
 - every genai folder (intra-op threads set by a config overlay) and every GGUF
-  (``llama_cpp.Llama(n_threads=N)``) loaded; then ``--runs`` interleaved rounds, the order
+  (``llama_cpp.Llama(n_threads=N)`` with a persistent ggml thread pool attached, as llama.cpp's own
+  programs do: llama-cpp-python attaches none, and a build without OpenMP then starts its threads
+  anew for every token) loaded; then ``--runs`` interleaved rounds, the order
   alternating: the same ``--prompt`` random ids, prefill, then ``--new-tokens`` greedy tokens, the
   end-of-sequence token masked on both sides (genai: ``min_length``) so both always make as many.
   decode tok/s = (new tokens - 1) / (time after the prefill's first token), median of the rounds;
@@ -51,6 +53,7 @@ import glob
 import json
 import math
 import os
+import platform
 import shutil
 import statistics
 import subprocess
@@ -61,13 +64,15 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from llm_bench import LLAMA_SIZES, op_profile_events  # noqa: E402
-from llm_stream_big import EXPORT, SIZES as STREAM_SIZES, SOURCE_DTYPE, WRITE, child  # noqa: E402
+from llm_stream_big import EXPORT, SOURCE_DTYPE, WRITE, child  # noqa: E402
+from llm_stream_big import SIZES as STREAM_SIZES  # noqa: E402
 
 SIZES = {"smoke": STREAM_SIZES["smoke"], "125m": LLAMA_SIZES["gpt2-small"], "1.1b": STREAM_SIZES["1b"],
          "7b": STREAM_SIZES["7b"]}
-DEFAULT_VARIANTS = "float32,int4,int4:accuracy_level=4,int8"
+DEFAULT_VARIANTS = {"7b": "int4,int4:accuracy_level=4"}  # a float32 7 B folder would be 27 GB
+ALL_VARIANTS = "float32,int4,int4:accuracy_level=4,int8"
 #: an F32 GGUF where it is cheap: its tokens against our float32 export's check the GGUF's weights
-DEFAULT_GGUF = {"smoke": "Q4_0,Q8_0,F32", "125m": "Q4_0,Q8_0,F32"}
+DEFAULT_GGUF = {"smoke": "Q4_0,Q8_0,F32", "125m": "Q4_0,Q8_0,F32", "1.1b": "Q4_0,Q8_0", "7b": "Q4_0"}
 #: which GGUF type each variant is compared with (same bits per weight, roughly)
 PAIRS = {"float32": "F32", "int8": "Q8_0", "int4": "Q4_0"}
 ROPE_THETA, RMS_EPS, EOS = 10000.0, 1e-6, 2  # the examples pack's LlamaConfig defaults
@@ -284,11 +289,47 @@ def copy_bandwidth(threads: int, mib: int, repeats: int = 5) -> float:
     return 2 * n * 8 * threads / best
 
 
+def llama_thread_pool(llm: Any, threads: int) -> tuple[Any, Any]:
+    """A persistent ggml thread pool attached to ``llm``'s context, as llama.cpp's own programs
+    (llama-cli, llama-bench) attach one; llama-cpp-python attaches none, and a build without
+    OpenMP then starts and joins its threads for every token (decode stopped scaling past 1 thread
+    on the 13-core host). Returns (pause, resume): idle pools are paused while the other side runs."""
+    import ctypes
+    import pathlib
+
+    import llama_cpp
+
+    lib = pathlib.Path(llama_cpp.__file__).parent / "lib"
+    base = ctypes.CDLL(str(next(iter(sorted(lib.glob("libggml-base.so*"))))))
+    cpu = ctypes.CDLL(str(next(iter(sorted(lib.glob("libggml-cpu.so*"))))))
+
+    class Params(ctypes.Structure):  # ggml.h's ggml_threadpool_params (GGML_MAX_N_THREADS = 512)
+        _fields_ = [("cpumask", ctypes.c_bool * 512), ("n_threads", ctypes.c_int), ("prio", ctypes.c_int),
+                    ("poll", ctypes.c_uint32), ("strict_cpu", ctypes.c_bool), ("paused", ctypes.c_bool)]
+
+    base.ggml_threadpool_params_default.restype = Params
+    base.ggml_threadpool_params_default.argtypes = [ctypes.c_int]
+    cpu.ggml_threadpool_new.restype = ctypes.c_void_p
+    cpu.ggml_threadpool_new.argtypes = [ctypes.POINTER(Params)]
+    for name in ("ggml_threadpool_pause", "ggml_threadpool_resume"):
+        getattr(cpu, name).argtypes = [ctypes.c_void_p]
+    params = base.ggml_threadpool_params_default(threads)
+    pool = cpu.ggml_threadpool_new(ctypes.byref(params))
+    attach = llama_cpp.llama_cpp._lib.llama_attach_threadpool
+    attach.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    attach(llm.ctx, pool, pool)
+    llm._bench_pool = pool  # freed with the process
+    return (lambda: cpu.ggml_threadpool_pause(pool)), (lambda: cpu.ggml_threadpool_resume(pool))
+
+
 def worker(args: argparse.Namespace) -> dict[str, Any]:
     threads = int(args.threads)
     allowed = sorted(os.sched_getaffinity(0))
     pinned = allowed[:threads] if len(allowed) >= threads else allowed
-    os.sched_setaffinity(0, pinned)
+    try:
+        os.sched_setaffinity(0, pinned)
+    except OSError:  # a sandbox without it: the thread counts alone then bound both runtimes
+        pinned = []
     import numpy as np
     import onnxruntime_genai as og
 
@@ -321,8 +362,11 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         t2 = time.perf_counter()
         return t1 - t0, t2 - t1, [int(x) for x in np.asarray(gen.get_sequence(0))[prompt_n:]]
 
-    def llama_run(llm: Any) -> tuple[float, float, list[int]]:
+    def llama_run(handle: Any) -> tuple[float, float, list[int]]:
         import llama_cpp
+
+        llm, (pause, resume) = handle
+        resume()
 
         def next_token() -> int:
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits(llm.ctx), shape=(vocab,)).copy()
@@ -338,19 +382,21 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
             llm.eval([tokens[-1]])
             tokens.append(next_token())
         t2 = time.perf_counter()
+        pause()
         return t1 - t0, t2 - t1, tokens
 
     if args.profile:
         return genai_profile(args, genai_model, genai_run)
     sides: list[tuple[str, Any, Any]] = []
-    for tag in args.variant_tags.split(","):
+    for tag in filter(None, args.variant_tags.split(",")):
         sides.append((f"genai {tag}", genai_run, genai_model(os.path.join(args.workdir, f"genai-{tag}"))))
     for qtype in filter(None, args.gguf.split(",")):
         import llama_cpp
 
         llm = llama_cpp.Llama(os.path.join(args.workdir, f"model-{qtype}.gguf"), n_ctx=max_length, n_batch=prompt_n,
                               n_ubatch=prompt_n, n_threads=threads, n_threads_batch=threads, verbose=False)
-        sides.append((f"llama.cpp {qtype}", llama_run, llm))
+        pool = llama_thread_pool(llm, threads) if not args.no_thread_pool else (lambda: None, lambda: None)
+        sides.append((f"llama.cpp {qtype}", llama_run, (llm, pool)))
     times: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in sides}
     tokens: dict[str, list[int]] = {}
     for name, run, handle in sides:  # warm-up
@@ -417,7 +463,8 @@ def write_markdown(out_dir: str) -> None:
     lines = ["# onnxruntime-genai (our export) vs llama.cpp decode (bench/llamacpp_bench.py)", "",
              "The examples pack's NNX Llama with random weights, exported streamed to genai folders; the same weights "
              "as GGUF files (rotary rows reordered to llama.cpp's convention, every matrix in the one type) run by "
-             "llama-cpp-python. Batch 1, greedy, end-of-sequence masked on both sides, interleaved rounds, each "
+             "llama-cpp-python, its context given a persistent ggml thread pool as llama.cpp's own programs attach "
+             "(llama-cpp-python attaches none; `--no-thread-pool` times it so). Batch 1, greedy, end-of-sequence masked on both sides, interleaved rounds, each "
              "thread count in its own process pinned to that many cores. Bound = copy bandwidth (numpy, read + "
              "written bytes/s on that many threads) / weight bytes read per token. `same` = how many first greedy "
              "tokens agree with the paired GGUF (F32's should all agree: a check of the GGUF's weights).", ""]
@@ -433,12 +480,13 @@ def write_markdown(out_dir: str) -> None:
                 versus = f"{ratio['decode']:.2f}x" if ratio else "-"
                 same = ratio["same_first_tokens"] if ratio else "-"
                 lines.append(f"| {row['threads']} | {name} | {side['decode_tok_s']:.1f} | {side['prefill_ms']:.0f} | "
-                             f"{r['weight_bytes'][name]['per_token'] / 1e6:.0f} | {row['copy_bandwidth_gb_s']:.1f} | "
+                             f"{r['weight_bytes'][name]['per_token'] / 1e6:.1f} | {row['copy_bandwidth_gb_s']:.1f} | "
                              f"{side.get('bound_tok_s', 0):.1f} | {side.get('fraction_of_bound', 0):.0%} | {versus} | {same} |")
         if r.get("profile", {}).get("share"):
             p = r["profile"]
             lines += ["", f"Profile ({p['variant']}, 1 thread, onnxruntime's profiler): {p['kernel_ms_per_run']} ms of "
-                      "kernels per decode step; " + ", ".join(f"{op} {s:.0%}" for op, s in p["share"].items()) + "."]
+                      "kernels per decode step; " + ", ".join(f"{op} {p['ms_per_run'][op]:.3f} ms ({s:.0%})"
+                                                                for op, s in p["share"].items()) + "."]
         lines.append("")
     with open(os.path.join(out_dir, "llamacpp.md"), "w") as fh:
         fh.write("\n".join(lines))
@@ -459,10 +507,11 @@ def versions() -> dict[str, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", default="125m", choices=list(SIZES))
-    ap.add_argument("--variants", default=DEFAULT_VARIANTS,
+    ap.add_argument("--variants", default=None,
                     help="our precisions: names or kind:field=value,... (jax2onnx.Precision's fields), comma-separated "
-                         f"(default {DEFAULT_VARIANTS}; write several as e.g. 'int4,int4:accuracy_level=4')")
-    ap.add_argument("--gguf", default=None, help="GGUF types: Q4_0, Q8_0, F32 (default Q4_0,Q8_0, plus F32 up to 125m)")
+                         f"(default {ALL_VARIANTS}; at 7b {DEFAULT_VARIANTS['7b']})")
+    ap.add_argument("--gguf", default=None, help="GGUF types: Q4_0, Q8_0, F32 (default Q4_0,Q8_0, plus F32 up to 125m; "
+                                                 "Q4_0 at 7b)")
     ap.add_argument("--threads", default="1,4")
     ap.add_argument("--prompt", type=int, default=32)
     ap.add_argument("--new-tokens", type=int, default=64)
@@ -474,6 +523,8 @@ def main() -> None:
     ap.add_argument("--source-dtype", default=None, choices=["float32", "bfloat16"])
     ap.add_argument("--bandwidth-mib", type=int, default=256, help="MiB copied per thread to measure bandwidth")
     ap.add_argument("--gguf-workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--no-thread-pool", action="store_true",
+                    help="llama.cpp as llama-cpp-python leaves it: no persistent thread pool attached")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--variant-tags", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -485,20 +536,23 @@ def main() -> None:
     # a variant's fields may hold commas: "int4:accuracy_level=4,lm_head=int8" is one variant, so
     # commas before a "field=" belong to the variant before them
     merged: list[str] = []
-    for piece in args.variants.split(","):
+    chosen = args.variants if args.variants is not None else DEFAULT_VARIANTS.get(args.size, ALL_VARIANTS)
+    for piece in chosen.split(","):  # "" times llama.cpp alone
         if "=" in piece and ":" not in piece and merged:
             merged[-1] += "," + piece
         elif piece.strip():
             merged.append(piece)
     variants = [parse_variant(v) for v in merged]
-    ggufs = [g for g in (args.gguf or DEFAULT_GGUF.get(args.size, "Q4_0,Q8_0")).split(",") if g]
+    ggufs = [g for g in (args.gguf if args.gguf is not None else DEFAULT_GGUF[args.size]).split(",") if g]
     temporary = args.workdir is None
     args.workdir = args.workdir or os.path.join(os.environ.get("TMPDIR", "/tmp"), f"jax2onnx-llamacpp-{args.size}-{os.getpid()}")
     os.makedirs(args.workdir, exist_ok=True)
     try:
         result: dict[str, Any] = {"size": args.size, "config": cfg, "variants": dict(variants), "gguf": ggufs,
+                                  "llama_thread_pool": not args.no_thread_pool,
                                   "prompt": args.prompt, "new_tokens": args.new_tokens, "runs": args.runs,
-                                  "host": {"cpus": os.cpu_count(), "load_avg": os.getloadavg()}, "versions": versions()}
+                                  "host": {"cpus": os.cpu_count(), "load_avg": os.getloadavg(), "platform": platform.platform()},
+                                  "versions": versions()}
         if args.stage in ("all", "build"):
             t = time.perf_counter()
             result["build"] = build(args, cfg, variants, ggufs)
@@ -513,7 +567,8 @@ def main() -> None:
         result["params"] = sum(math.prod(s.shape) for s in _catalog(os.path.join(args.workdir, "weights.safetensors")).values())
         common = [sys.executable, __file__, "--worker", "--size", args.size, "--workdir", args.workdir, "--prompt",
                   str(args.prompt), "--new-tokens", str(args.new_tokens), "--runs", str(args.runs), "--variant-tags",
-                  ",".join(tags), "--gguf", ",".join(ggufs), "--bandwidth-mib", str(args.bandwidth_mib)]
+                  ",".join(tags), "--gguf", ",".join(ggufs), "--bandwidth-mib", str(args.bandwidth_mib),
+                  *(["--no-thread-pool"] if args.no_thread_pool else [])]
         result["rows"] = []
         for threads in [int(t) for t in args.threads.split(",")]:
             result["rows"].append(_run_worker(common + ["--threads", str(threads)]))

@@ -8,7 +8,8 @@
 # .whl-tpu/ (carried to the host): llama_cpp_python (built from source for x86-64 with AVX2/FMA/F16C,
 # no -march=native), onnxruntime-genai and the onnxruntime it needs, onnx-ir, jinja2, markupsafe,
 # diskcache. flax, gguf, onnx and safetensors come from the host's own index (/opt/pypi). Our
-# packages run from the repository's sources (PYTHONPATH). Installs once per machine into /tmp; the
+# packages run from the repository's sources (PYTHONPATH; bench/source_dist_info.py gives them
+# the entry points an install would). Installs once per machine into /tmp; the
 # built models stay in /tmp/llamacpp-<size> (WORKDIR), so a size cut off by the 10-minute limit of a
 # call resumes in the next call on the same (still warm) machine. Results: $OUT (or bench/results).
 set -euo pipefail
@@ -26,11 +27,12 @@ if [ ! -e "$site/.installed" ]; then
   touch "$site/.installed"
 fi
 src=$PWD/packages
+python3 bench/source_dist_info.py "$site"  # core finds its packs through entry points
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$src/core/src:$src/plugins-lax/src:$src/plugins-jnp/src:$src/plugins-nnx/src:$src/examples/src:$src/plugins-llm/src:$site:/tmp/site-index
 export JAX_PLATFORMS=cpu PYTHONUNBUFFERED=1
 python3 -c 'import os, platform; print("host:", platform.platform(), os.cpu_count(), "cpus, load", os.getloadavg())'
 for size in $sizes; do
   stage=(--stage "${STAGE:-all}")
   python3 bench/llamacpp_bench.py --size "$size" --workdir "${WORKDIR:-/tmp/llamacpp-$size}" --out "$out" "${stage[@]}" "$@" \
-    2>&1 | sed "/^jax2onnx:  /d" | tee -a "$out/llamacpp-host.log"
+    2>&1 | sed "/^jax2onnx:  /d; /Transparent hugepages are not enabled/d; /^  warnings.warn(\$/d" | tee -a "$out/llamacpp-host.log"
 done
