@@ -41,7 +41,7 @@ Time stage, one fresh process per thread count, pinned to that many cores (both 
 - ``--profile``: onnxruntime's profiler in genai's session of the first int4 variant at 1 thread,
   kernel time per decode step by op type (the prefill run left out).
 
-Writes ``<out>/llamacpp-<size>.json`` and rebuilds ``<out>/llamacpp.md`` from every such file
+Writes ``<out>/llamacpp-<size>-t<threads>.json`` and rebuilds ``<out>/llamacpp.md`` from every such file
 (``--out``, default bench/results). Needs ``llama-cpp-python`` and ``gguf`` beside the LLM pack and
 onnxruntime-genai. Not a test: nothing here asserts.
 """
@@ -51,7 +51,6 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import math
 import os
 import platform
 import shutil
@@ -227,6 +226,12 @@ def onnx_weight_bytes(folder: str) -> dict[str, int]:
     return {"all": sum(sizes.values()), "per_token": sum(v for k, v in sizes.items() if k not in gathered)}
 
 
+def gguf_params(path: str) -> int:
+    import gguf
+
+    return sum(int(t.n_elements) for t in gguf.GGUFReader(path).tensors)
+
+
 def gguf_weight_bytes(path: str) -> dict[str, int]:
     import gguf
 
@@ -241,30 +246,33 @@ def build(args: argparse.Namespace, cfg: dict[str, int], variants: list[tuple[st
           ggufs: list[str]) -> dict[str, Any]:
     work, info = args.workdir, {}
     source = os.path.join(work, "weights.safetensors")
-    if not os.path.exists(source):
+    folders = {tag: os.path.join(work, f"genai-{tag}") for tag, _ in variants}
+    files = {qtype: os.path.join(work, f"model-{qtype}.gguf") for qtype in ggufs}
+    missing_folders = [tag for tag, folder in folders.items() if not os.path.exists(os.path.join(folder, "genai_config.json"))]
+    missing_files = [qtype for qtype, path in files.items() if not os.path.exists(path)]
+    if (missing_folders or missing_files) and not os.path.exists(source):
         dtype = args.source_dtype or SOURCE_DTYPE.get({"1.1b": "1b"}.get(args.size, args.size), "float32")
         info["write"] = child(WRITE, json.dumps(cfg), source + ".tmp", dtype)
         if "error" in info["write"]:
             raise SystemExit(f"writing the weights failed:\n{info['write']['error']}")
         os.replace(source + ".tmp", source)
-    max_length = args.prompt + args.new_tokens
-    for tag, fields in variants:
-        folder = os.path.join(work, f"genai-{tag}")
-        if os.path.exists(os.path.join(folder, "genai_config.json")):
-            continue
+    max_length = args.prompt + args.new_tokens  # the folders' context: give the time stage the same lengths
+    fields = dict(variants)
+    for tag in missing_folders:
+        folder = folders[tag]
         shutil.rmtree(folder + ".tmp", ignore_errors=True)
-        out = child(EXPORT, json.dumps(cfg), source, folder + ".tmp", str(max_length), json.dumps(fields), HERE, "auto")
+        out = child(EXPORT, json.dumps(cfg), source, folder + ".tmp", str(max_length), json.dumps(fields[tag]), HERE, "auto")
         if "error" in out:
             raise SystemExit(f"exporting {tag} failed:\n{out['error']}")
         shutil.rmtree(folder, ignore_errors=True)
         os.replace(folder + ".tmp", folder)
         info[f"export {tag}"] = out
-    for qtype in ggufs:
-        path = os.path.join(work, f"model-{qtype}.gguf")
-        if not os.path.exists(path):
-            t = time.perf_counter()
-            write_gguf(path, source, cfg, qtype, args.gguf_workers)
-            info[f"gguf {qtype}_s"] = round(time.perf_counter() - t, 1)
+    for qtype in missing_files:
+        t = time.perf_counter()
+        write_gguf(files[qtype], source, cfg, qtype, args.gguf_workers)
+        info[f"gguf {qtype}_s"] = round(time.perf_counter() - t, 1)
+    if not args.keep_source and os.path.exists(source):  # all built; 13.5 GB at 7 B (memory, where /tmp is)
+        os.remove(source)
     return info
 
 
@@ -470,7 +478,7 @@ def write_markdown(out_dir: str) -> None:
              "tokens agree with the paired GGUF (F32's should all agree: a check of the GGUF's weights).", ""]
     for path in sorted(glob.glob(os.path.join(out_dir, "llamacpp-*.json"))):
         r = json.load(open(path))
-        lines += [f"## {r['size']} ({r['params'] / 1e6:.0f} M parameters; prompt {r['prompt']}, {r['new_tokens']} new "
+        lines += [f"## {r['size']} ({(r['params'] or 0) / 1e6:.0f} M parameters; prompt {r['prompt']}, {r['new_tokens']} new "
                   f"tokens, {r['runs']} rounds; {r['host']['cpus']} CPUs, load {r['host']['load_avg'][0]:.1f})", "",
                   "| threads | side | decode tok/s | prefill ms | weight MB/token | bandwidth GB/s | bound tok/s "
                   "| of bound | vs llama.cpp | same |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -521,6 +529,9 @@ def main() -> None:
     ap.add_argument("--workdir", default=None, help="where artifacts are built and reused (default: a temporary one, removed)")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--source-dtype", default=None, choices=["float32", "bfloat16"])
+    ap.add_argument("--keep-source", action="store_true",
+                    help="keep weights.safetensors in --workdir after the build (another variant can then be added "
+                         "without writing it again)")
     ap.add_argument("--bandwidth-mib", type=int, default=256, help="MiB copied per thread to measure bandwidth")
     ap.add_argument("--gguf-workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--no-thread-pool", action="store_true",
@@ -564,7 +575,7 @@ def main() -> None:
         result["weight_bytes"] = {f"genai {t}": onnx_weight_bytes(os.path.join(args.workdir, f"genai-{t}")) for t in tags}
         result["weight_bytes"].update({f"llama.cpp {q}": gguf_weight_bytes(os.path.join(args.workdir, f"model-{q}.gguf"))
                                        for q in ggufs})
-        result["params"] = sum(math.prod(s.shape) for s in _catalog(os.path.join(args.workdir, "weights.safetensors")).values())
+        result["params"] = gguf_params(os.path.join(args.workdir, f"model-{ggufs[0]}.gguf")) if ggufs else None
         common = [sys.executable, __file__, "--worker", "--size", args.size, "--workdir", args.workdir, "--prompt",
                   str(args.prompt), "--new-tokens", str(args.new_tokens), "--runs", str(args.runs), "--variant-tags",
                   ",".join(tags), "--gguf", ",".join(ggufs), "--bandwidth-mib", str(args.bandwidth_mib),
@@ -577,19 +588,15 @@ def main() -> None:
             result["profile"] = _run_worker(common + ["--threads", "1", "--profile"])
         summarize(result)
         os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, f"llamacpp-{args.size}.json"), "w") as fh:
+        # named by size and thread counts: a 7 B run split over calls (--threads 1, then 4,12) keeps both
+        name = f"llamacpp-{args.size}-t{args.threads.replace(',', '_')}.json"
+        with open(os.path.join(args.out, name), "w") as fh:
             json.dump(result, fh, indent=1)
         write_markdown(args.out)
         print(open(os.path.join(args.out, "llamacpp.md")).read())
     finally:
         if temporary:
             shutil.rmtree(args.workdir, ignore_errors=True)
-
-
-def _catalog(path: str) -> dict[str, Any]:
-    from jax2onnx.export.weights import SafetensorsSource
-
-    return SafetensorsSource(path).catalog()
 
 
 def _run_worker(cmd: list[str]) -> dict[str, Any]:
