@@ -7,8 +7,10 @@ weights, at the same thread counts, with the memory-bandwidth bound of each (iss
     python bench/llamacpp_bench.py --size 7b --variants int4 --gguf Q4_0 --threads 1,4,12
     python bench/llamacpp_bench.py --variants "int4,int4:accuracy_level=4,int4:lm_head=int8" --profile
 
-Sizes: the examples pack's NNX Llama at ``smoke``, ``125m`` (bench/llm_bench.py's ``gpt2-small``),
-``1.1b`` (TinyLlama's shape) and ``7b`` (Llama-2-7B's), the latter three bench/llm_stream_big.py's.
+Sizes: the examples pack's NNX Llama at ``125m`` (bench/llm_bench.py's ``gpt2-small``) and at
+bench/llm_stream_big.py's ``smoke``, ``1.1b`` (its ``1b``, TinyLlama's shape) and ``7b`` (Llama-2-7B's).
+``--prompt`` and ``--new-tokens`` set the folders' context length at the build: give the time stage
+the same (or smaller) ones.
 
 Build stage (each artifact is reused when its file exists in ``--workdir``, written under a
 temporary name and renamed, so a stage cut off by a time limit resumes where it stopped):
