@@ -11,6 +11,7 @@
     nox -s opsets_oldest    # every testcase of every pack exported at the oldest opset (13)
     nox -s web              # quickstart MLP, a CNN and a transformer layer in onnxruntime-web (wasm) under Node
     nox -s lint demo bench bench_targets bench_linalg bench_hf_families coverage_docs
+    nox -s bench_llamacpp bench_int4_levels   # int4/int8 decode vs llama.cpp; by MatMulNBits accuracy level
     nox -s bench_7b         # a Llama-2-7B-shaped model streamed to an int4 genai folder (~30 min, 18 GB disk)
     nox -s docs             # the user guide (mkdocs build --strict) into site/
     nox -s fuzz stress      # long differential fuzzing; 8 threads x 20 rounds of concurrent exports
@@ -457,6 +458,19 @@ def bench_int4_levels(session: nox.Session) -> None:
     bench/int4_levels.py, results in bench/results/int4_levels.json). Not in CI."""
     session.install(CORE + "[runtime]", *PACKS["llm"][:5], "onnxruntime-genai>=0.18")
     session.run("python", "bench/int4_levels.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_llamacpp(session: nox.Session) -> None:
+    """Decode tokens/s of our genai folders (float32, int8, int4 at accuracy level 1 and 4; any Precision
+    fields via ``--variants``) against llama.cpp running Q4_0 / Q8_0 / F32 GGUFs of the same random
+    weights, interleaved, at 1 and 4 threads, with the measured copy bandwidth and each side's fraction
+    of the bandwidth bound (bench/llamacpp_bench.py; ``-- --size 1.1b``, ``--profile``; results in
+    bench/results/llamacpp.md). llama-cpp-python compiles from source on install (minutes). Not in CI;
+    on the offline accelerator host: bench/tpu_host_decode.sh."""
+    session.install(CORE + "[runtime]", *PACKS["llm"][:5], "onnxruntime-genai>=0.18", "gguf>=0.19",
+                    "llama-cpp-python>=0.3.36")
+    session.run("python", "bench/llamacpp_bench.py", *(session.posargs or ["--size", "125m"]))
 
 
 @nox.session(python=PYTHON)

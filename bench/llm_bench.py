@@ -77,19 +77,28 @@ def build(args: argparse.Namespace) -> tuple[Any, Any, int]:
 
 def op_profile(path: str, top: int = 12) -> dict[str, Any]:
     """onnxruntime's profile (a chrome trace) summed by op type: where the session's time goes."""
-    events = json.load(open(path))
+    return op_profile_events(json.load(open(path)), top)
+
+
+def op_profile_events(events: list[dict[str, Any]], top: int = 12, skip_runs: int = 0) -> dict[str, Any]:
+    """A profile's events summed by op type; ``skip_runs``: the first runs left out (a generation's
+    prefill, to see a decode step's time alone)."""
+    model_runs = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                        if e.get("cat") == "Session" and e.get("name") == "model_run")
+    skipped = model_runs[:skip_runs]
     by_op: dict[str, float] = {}
-    runs = 0
+    runs = len(model_runs) - len(skipped)
     for e in events:
         if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+            if any(start <= e["ts"] <= end for start, end in skipped):
+                continue
             op = e.get("args", {}).get("op_name", "?")
             by_op[op] = by_op.get(op, 0.0) + e["dur"]
-        elif e.get("cat") == "Session" and e.get("name") == "model_run":
-            runs += 1
     total = sum(by_op.values()) or 1.0
     ranked = sorted(by_op.items(), key=lambda kv: -kv[1])[:top]
     return {"runs": runs, "kernel_ms_per_run": round(total / 1e3 / max(runs, 1), 3),
-            "share": {op: round(t / total, 3) for op, t in ranked}}
+            "share": {op: round(t / total, 3) for op, t in ranked},
+            "ms_per_run": {op: round(t / 1e3 / max(runs, 1), 3) for op, t in ranked}}
 
 
 def worker(args: argparse.Namespace) -> dict[str, Any]:

@@ -94,6 +94,7 @@ import numpy as np
 sys.path.insert(0, sys.argv[6])  # bench/
 from peak_rss import measure
 from jax2onnx.export.weights import SafetensorsSource, WeightSource
+from jax2onnx import Precision
 from jax2onnx_llm import export_causal_lm
 import jax, jax2onnx_lax, jax2onnx_nnx  # the packs load here, before the export's peak is measured
 
@@ -113,8 +114,10 @@ source = SafetensorsSource(sys.argv[2])
 if any(s.dtype != np.float32 for s in source.catalog().values()):
     source = Widened(source)
 external_data = {"auto": None, "inline": False}[sys.argv[7]]
+# a precision name, or a JSON object of jax2onnx.Precision's fields (bench/llamacpp_bench.py's variants)
+precision = Precision(**json.loads(sys.argv[5])) if sys.argv[5].startswith("{") else sys.argv[5]
 print(json.dumps(measure(lambda: export_causal_lm(model, sys.argv[3], max_length=int(sys.argv[4]), cache="shared",
-                                                 precision=sys.argv[5], weights=source, progress=True,
+                                                 precision=precision, weights=source, progress=True,
                                                  external_data=external_data))))
 """
 

@@ -15,16 +15,20 @@ from collections.abc import Callable
 from typing import Any
 
 
-def status(key: str) -> float:
-    """``VmRSS`` / ``VmHWM`` / ... of this process in MiB."""
+def status(key: str) -> float | None:
+    """``VmRSS`` / ``VmHWM`` / ... of this process in MiB; None where the kernel does not report it
+    (a sandbox such as gVisor has no ``VmHWM``)."""
     with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) / 1024 for line in f if line.startswith(key + ":"))
+        return next((int(line.split()[1]) / 1024 for line in f if line.startswith(key + ":")), None)
 
 
 def restart_peak() -> None:
-    """Reset ``VmHWM`` to the current resident set (writing 5 to ``clear_refs``)."""
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
+    """Reset ``VmHWM`` to the current resident set (writing 5 to ``clear_refs``), where allowed."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
 
 
 def measure(run: Callable[[], Any]) -> dict[str, float]:
@@ -35,6 +39,8 @@ def measure(run: Callable[[], Any]) -> dict[str, float]:
     run()
     wall, cpu = time.perf_counter() - t, time.process_time() - c
     peak = status("VmHWM")
+    if peak is None or peak_before is None or rss_before is None:  # no peak figures here: times only
+        return {"export_s": wall, "export_cpu_s": cpu, "rss_before_export_mib": rss_before}
     return {"export_s": wall, "export_cpu_s": cpu, "rss_before_export_mib": rss_before,
             "peak_rss_export_mib": peak, "peak_rss_increase_mib": peak - rss_before,
             "peak_rss_process_mib": max(peak_before, peak)}
