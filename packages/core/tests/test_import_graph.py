@@ -14,9 +14,10 @@ whose ``__init__`` imports its submodules while they import from it is a circle.
 An import statement that names the module's own package (or a package above it) is an edge to that
 package too, whatever it takes: ``from . import sibling`` and ``import pkg.sub`` (in ``pkg.sub.x``)
 consult the package module, which is only part-run while its ``__init__`` imports ``x``; so a module
-imports its siblings by their own names (``from .sibling import f``). Core's root package is spared
-this (``own_root=False``): its modules take the shared top-level modules as ``from .. import
-compat``, and ``jax2onnx/__init__`` gathers the public names of every stage.
+imports its siblings by their own names (``from .sibling import f``). Core's root package counts
+like any other: ``jax2onnx/__init__`` gathers the public names of every stage, so core's modules
+take the shared top-level modules by their own names too (``from ..compat import x64_enabled``,
+never ``from .. import compat``).
 
 The scan is written for any package (``import_graph(root, package)``): tests/test_layout_rules.py
 runs it over every pack's sources too.
@@ -59,11 +60,8 @@ def _with_packages(target: str, modules: dict[str, pathlib.Path]) -> set[str]:
     return found
 
 
-def imports_of(name: str, path: pathlib.Path, modules: dict[str, pathlib.Path], package: str = PACKAGE,
-               own_root: bool = True) -> set[str]:
-    """Every module of ``package`` that ``name`` imports, wherever the import statement stands
-    (``own_root``: whether a statement naming the root package, ``from . import x`` in a top-level
-    module, is an edge to it)."""
+def imports_of(name: str, path: pathlib.Path, modules: dict[str, pathlib.Path], package: str = PACKAGE) -> set[str]:
+    """Every module of ``package`` that ``name`` imports, wherever the import statement stands."""
     is_package = path.name == "__init__.py"
     here = name.split(".") if is_package else name.split(".")[:-1]
     targets: set[str] = set()
@@ -91,18 +89,16 @@ def imports_of(name: str, path: pathlib.Path, modules: dict[str, pathlib.Path], 
                 elif source in modules:  # a name defined in ``source`` (its ``__init__`` for a package)
                     names_from.add(source)
     own_packages = {".".join(name.split(".")[:end]) for end in range(1, name.count(".") + 1)}
-    named_back = own_named & (own_packages if own_root else own_packages - {package})
-    return ((targets - own_packages) | names_from | named_back) - {name}
+    return ((targets - own_packages) | names_from | (own_named & own_packages)) - {name}
 
 
-def import_graph(root: pathlib.Path = ROOT, package: str = PACKAGE, own_root: bool = True) -> dict[str, set[str]]:
+def import_graph(root: pathlib.Path = ROOT, package: str = PACKAGE) -> dict[str, set[str]]:
     modules = package_modules(root, package)
-    return {name: imports_of(name, path, modules, package, own_root) for name, path in modules.items()}
+    return {name: imports_of(name, path, modules, package) for name, path in modules.items()}
 
 
 def core_graph() -> dict[str, set[str]]:
-    """Core's import graph (its root package spared the own-package rule, as the docstring says)."""
-    return import_graph(ROOT, PACKAGE, own_root=False)
+    return import_graph(ROOT, PACKAGE)
 
 
 def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
@@ -185,7 +181,7 @@ def test_a_name_from_an_own_package_init_is_an_edge(tmp_path):
 def test_naming_the_own_package_is_an_edge(tmp_path):
     """``from . import sibling`` (or ``from .. import x``, ``import pkg.sub``) names the module's own
     package: while that package's ``__init__`` imports the module, a circle. The root package
-    counts unless spared (``own_root=False``, core's)."""
+    counts too; importing the module by its own name (``from .helpers import h``) is no such edge."""
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
     (pkg / "__init__.py").write_text("from .top import g\n")
@@ -200,9 +196,12 @@ def test_naming_the_own_package_is_an_edge(tmp_path):
     assert graph["pkg.sub.a"] == {"pkg.sub", "pkg.sub.b"}
     assert graph["pkg.sub.b"] == {"pkg.sub", "pkg", "pkg.helpers"}
     assert find_cycle(graph) == ["pkg", "pkg.top", "pkg"]
-    spared = import_graph(pkg, "pkg", own_root=False)
-    assert spared["pkg.top"] == {"pkg.helpers"} and spared["pkg.sub.b"] == {"pkg.sub", "pkg.helpers"}
-    assert find_cycle(spared) == ["pkg.sub", "pkg.sub.a", "pkg.sub"]
+    (pkg / "helpers.py").write_text("def h():\n    pass\n")
+    (pkg / "top.py").write_text("from .helpers import h\n\ndef g():\n    pass\n")
+    (pkg / "sub" / "b.py").write_text("from ..helpers import h\n")
+    by_name = import_graph(pkg, "pkg")
+    assert by_name["pkg.top"] == {"pkg.helpers"} and by_name["pkg.sub.b"] == {"pkg.helpers"}
+    assert find_cycle(by_name) == ["pkg.sub", "pkg.sub.a", "pkg.sub"]
 
 
 def test_folder_graph_collapses_onto_the_top_level():

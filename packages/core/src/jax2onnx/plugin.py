@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pluggy
 
-from . import compat
+from .compat import is_dim_expr
 
 #: Marks a pack's hook implementations (pluggy project ``jax2onnx``; the hooks are specified in
 #: ``jax2onnx.lower.hookspecs``). It lives here, with the rest of the pack author's API, so that
@@ -267,7 +267,7 @@ def is_array(x: Any) -> bool:
 def is_symbolic_dim(d: Any) -> bool:
     """A shape-polymorphic dimension (``B``, ``2*B``) as found in traced shapes and avals. Any other
     value (a float, an array, None) is not one, so a replacement may test its arguments with it."""
-    return compat.is_dim_expr(d)
+    return is_dim_expr(d)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ import jax
 import numpy as np
 import onnx_ir as ir
 
-from .. import compat
+from ..compat import sub_jaxprs, user_location
 from ..errors import InputSpecError
 from .options import ExportOptions, check_indices
 
@@ -182,9 +182,9 @@ def record_primitive_calls(closed: Any, path: str) -> None:
                 "params": params,
                 "inputs": [aval_text(v) for v in eqn.invars],
                 "outputs": [aval_text(v) for v in eqn.outvars],
-                "location": compat.user_location(eqn),
+                "location": user_location(eqn),
             })
-            for sub in compat.sub_jaxprs(eqn):
+            for sub in sub_jaxprs(eqn):
                 walk(sub, depth + 1)
 
     walk(closed, 0)

@@ -11,8 +11,8 @@ from typing import Any
 
 import onnx_ir as ir
 
-from .. import compat
 from .._version import __version__
+from ..compat import x64_enabled
 from ..errors import UnsupportedPrimitiveError
 from ..ir import complex_io, opsets
 from ..ir.builder import ModelBuilder, set_aval
@@ -36,7 +36,7 @@ def lower(export: Export, traced: Traced) -> ir.Model:
     interp = Interpreter(lowerings, installed, registry.pack_hint, options=options)
     mb = ModelBuilder(options.opset)
     # Lowerings may trace again (ctx.lower_function) and read the trace's marked calls.
-    with compat.x64_enabled(options.enable_double_precision), marks_active(resume=traced.marks):
+    with x64_enabled(options.enable_double_precision), marks_active(resume=traced.marks):
         n_plain = traced.n_plain
         graph_inputs = [mb.main.add_input(n, a) for n, a in zip(parsed.names[:n_plain], parsed.args[:n_plain])]
         if bound is not None:

@@ -30,8 +30,9 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from .. import progress
 from ..lower.registry import get_registry
+from ..progress import current as current_progress
+from ..progress import reporting
 from ..verification.report import ExportReport, ModelSummary, summarize
 from .lowering import lower
 from .optimize import optimize
@@ -83,21 +84,21 @@ class ExportProgram:
 
     def trace(self) -> ExportProgram:
         if self.traced is None:
-            progress.current().stage("trace")
+            current_progress().stage("trace")
             self.traced = trace(self._export, self.fn, self.inputs)
         return self
 
     def lower(self) -> ExportProgram:
         if self.model is None:
             self.trace()
-            progress.current().stage("lower")
+            current_progress().stage("lower")
             self.model = lower(self._export, self.traced)
         return self
 
     def optimize(self) -> ExportProgram:
         if not self._optimized:
             self.lower()
-            progress.current().stage("optimize")
+            current_progress().stage("optimize")
             optimize(self._export, self.model)
             self._optimized = True
         return self
@@ -108,12 +109,12 @@ class ExportProgram:
         if self.artifact is None:
             # the options' progress= reports the stages still to run (an outer reporter, a
             # front-end's around its whole export, stays the one that reports)
-            with progress.reporting(self.options.progress):
+            with reporting(self.options.progress):
                 self.optimize()
-                progress.current().stage("write")
+                current_progress().stage("write")
                 self.artifact = write(self._export, self.model)
                 if self.options.verify:
-                    progress.current().stage("verify")
+                    current_progress().stage("verify")
                     raise_if_failed(verify_export(self._export, self.traced, self.artifact), self.artifact, self.traced)
         return self
 

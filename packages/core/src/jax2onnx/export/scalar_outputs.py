@@ -20,14 +20,14 @@ import jax
 import numpy as np
 import onnx_ir as ir
 
-from .. import compat
+from ..compat import is_dim_expr
 from ..errors import UserFunctionError
 from ..ir.builder import Scope
 
 
 def is_int_scalar(leaf: Any) -> bool:
     """A Python int (not bool) or a symbolic dimension expression."""
-    return (isinstance(leaf, int) and not isinstance(leaf, bool)) or compat.is_dim_expr(leaf)
+    return (isinstance(leaf, int) and not isinstance(leaf, bool)) or is_dim_expr(leaf)
 
 
 @dataclasses.dataclass
@@ -59,7 +59,7 @@ class ScalarOutputs:
             d = self.scalars.get(i)
             if d is None:
                 merged.append(next(it))
-            elif compat.is_dim_expr(d):
+            elif is_dim_expr(d):
                 dim = scope.op.Squeeze(scope.dim(d), scope.const(np.array([0], np.int64)))  # int64
                 if dtype != np.int64:
                     dim = scope.op.Cast(dim, to=ir.DataType.INT32)

@@ -11,7 +11,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from .. import compat
+from ..compat import is_key_dtype, is_symbolic_dim, parse_dim_expr, symbolic_dims
 from ..errors import InputSpecError
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
@@ -85,7 +85,7 @@ def parse_inputs(fn: Callable[..., Any], inputs: Sequence[Any], input_params: Ma
     input_params = dict(input_params or {})
     sym_names = _collect_symbols(inputs)
     try:
-        symbols = compat.symbolic_dims(sym_names)
+        symbols = symbolic_dims(sym_names)
     except Exception as exc:  # noqa: BLE001
         raise InputSpecError(f"cannot create symbolic dims {sym_names}: {exc}") from exc
     # Symbols from ShapeDtypeStructs built with jax.export.symbolic_shape are accepted as they are.
@@ -117,10 +117,10 @@ def _parse_dim(d: Any, where: str, symbols: Mapping[str, Any]) -> Any:
         if _IDENT.match(text):
             return symbols[text]
         try:
-            return compat.parse_dim_expr(text, symbols)
+            return parse_dim_expr(text, symbols)
         except Exception as exc:  # noqa: BLE001
             raise InputSpecError(f"{where}: cannot parse symbolic dim {d!r} ({exc}); use names like 'B' or expressions like '2*B'") from exc
-    if compat.is_symbolic_dim(d) and hasattr(d, "_evaluate"):
+    if is_symbolic_dim(d) and hasattr(d, "_evaluate"):
         return d
     if d is None:
         raise InputSpecError(f"{where}: dim None is not allowed; name dynamic dims with a string such as 'B'")
@@ -130,7 +130,7 @@ def _parse_dim(d: Any, where: str, symbols: Mapping[str, Any]) -> Any:
 def _parse_one(spec: Any, where: str, symbols: Mapping[str, Any], double: bool) -> jax.ShapeDtypeStruct:
     if isinstance(spec, jax.ShapeDtypeStruct):
         shape = tuple(_parse_dim(d, where, symbols) for d in spec.shape)
-        if compat.is_key_dtype(spec.dtype):  # typed PRNG keys: the graph input holds their uint32 key data
+        if is_key_dtype(spec.dtype):  # typed PRNG keys: the graph input holds their uint32 key data
             return jax.ShapeDtypeStruct(shape, spec.dtype)
         dtype = _check_dtype(spec.dtype, where)
         return jax.ShapeDtypeStruct(shape, _promote(dtype, double))
@@ -138,7 +138,7 @@ def _parse_one(spec: Any, where: str, symbols: Mapping[str, Any], double: bool) 
         shape = tuple(_parse_dim(d, where, symbols) for d in spec)
         return jax.ShapeDtypeStruct(shape, _default_float(double))
     if hasattr(spec, "shape") and hasattr(spec, "dtype"):  # numpy or jax array: its shape and dtype
-        if compat.is_key_dtype(spec.dtype):  # a key array (jax.random.key(0)) as example input
+        if is_key_dtype(spec.dtype):  # a key array (jax.random.key(0)) as example input
             return jax.ShapeDtypeStruct(tuple(int(d) for d in spec.shape), spec.dtype)
         dtype = _check_dtype(spec.dtype, where)
         return jax.ShapeDtypeStruct(tuple(int(d) for d in spec.shape), _promote(dtype, double))

@@ -14,7 +14,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from .. import compat
+from ..compat import export_trace_context, make_jaxpr, x64_enabled
 from ..errors import Jax2OnnxError, UserFunctionError, explain_trace_error
 from ..lower import legacy_plugins
 from ..lower.scoped import scoped_overrides
@@ -52,7 +52,7 @@ def trace(export: Export, fn: Callable[..., Any], inputs: Sequence[Any]) -> Trac
     bound = weights.bind(fn, inputs)  # Weights specs: parameters read from a source at write time
     if bound is not None:
         fn, inputs = bound.fn, bound.inputs
-    with compat.x64_enabled(options.enable_double_precision):
+    with x64_enabled(options.enable_double_precision):
         parsed = parse_inputs(fn, inputs, options.input_params, options.enable_double_precision)
         api_compat.check_input_layouts(options, parsed.args)
         # Instance overrides go in before the pack adapters run: an NNX adapter splits the model, and
@@ -82,9 +82,9 @@ def _make_jaxpr(fn: Callable[..., Any], parsed: ParsedInputs) -> tuple[Any, Any,
         return scalars.take(out)
 
     specs = list(parsed.args) + list(parsed.params.values())
-    with compat.export_trace_context():
+    with export_trace_context():
         try:
-            closed, out_shape = compat.make_jaxpr(flat_fn, specs)
+            closed, out_shape = make_jaxpr(flat_fn, specs)
         except Jax2OnnxError:
             raise
         except Exception as exc:

@@ -9,7 +9,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from .. import compat
+from ..compat import is_literal, sub_jaxprs
 from ..verification.options import as_verify
 from ..verification.report import ExportReport, VerificationError
 from ..verification.report import verify as run_verify
@@ -93,12 +93,12 @@ def random_primitives(closed: Any, n_inputs: int | None = None) -> list[str]:
 
     def walk(jaxpr: Any, reached: set[Any]) -> None:
         for eqn in (jaxpr.jaxpr if hasattr(jaxpr, "jaxpr") else jaxpr).eqns:
-            operands = [not compat.is_literal(v) and v in reached for v in eqn.invars]
+            operands = [not is_literal(v) and v in reached for v in eqn.invars]
             if any(operands):
                 reached.update(eqn.outvars)
             elif eqn.primitive.name in _RANDOM_PRIMITIVES:
                 found.add(eqn.primitive.name)
-            for sub in compat.sub_jaxprs(eqn):
+            for sub in sub_jaxprs(eqn):
                 invars = (sub.jaxpr if hasattr(sub, "jaxpr") else sub).invars
                 if len(invars) == len(operands):  # a call: its parameters are the operands, in order
                     walk(sub, {v for v, fed in zip(invars, operands) if fed})
@@ -128,7 +128,7 @@ def pinned_matmul_precisions(closed: Any) -> list[str]:
                 names = [getattr(p, "name", str(p)) for p in (precision if isinstance(precision, tuple) else (precision,))]
                 if any(name not in _FLOAT32_PRECISIONS for name in names):
                     found.add(f"{eqn.primitive.name} {'/'.join(dict.fromkeys(names))}")
-            for sub in compat.sub_jaxprs(eqn):
+            for sub in sub_jaxprs(eqn):
                 walk(sub)
 
     walk(closed)

@@ -20,9 +20,9 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from .. import progress
 from ..errors import InputSpecError
 from ..ir.graphs import all_graphs
+from ..progress import current as current_progress
 from ..verification.compare import remember_saved
 from .options import Export
 from .saving import EXTERNAL_THRESHOLD_BYTES, save_model_file, save_with_external_data, streamed_bytes
@@ -123,7 +123,7 @@ def _save_single(model: ir.Model, path: str) -> None:
 def _counting(total: int) -> Iterator[Callable[[int, int, int], None]]:
     """A writer's ``on_tensor(index, count, nbytes)`` hook reporting to the export's progress
     reporter: ``writing(count, total)`` at the first tensor, ``wrote(nbytes)`` as each is done."""
-    reporter = progress.current()
+    reporter = current_progress()
     started = [0]  # the bytes of the tensor being written: counted once the next one starts
 
     def on_tensor(index: int, count: int, nbytes: int) -> None:

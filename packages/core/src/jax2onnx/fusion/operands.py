@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from .. import compat
+from ..compat import call_body, sub_jaxprs
 from ..ir.constants import constant_array
 
 # ---------------------------------------------------------------------------------------------
@@ -56,7 +56,7 @@ def one_output_like(ctx: Any, shape: Sequence[Any], dtype: Any = None) -> bool:
 def region_body(ctx: Any) -> Any:
     """The region's traced body (a closed jaxpr): the library's own equations."""
 
-    return compat.call_body(ctx.eqn)
+    return call_body(ctx.eqn)
 
 
 def find_eqns(closed: Any, name: str) -> list[Any]:
@@ -70,7 +70,7 @@ def find_eqns(closed: Any, name: str) -> list[Any]:
         for eqn in jaxpr.eqns:
             if eqn.primitive.name == name:
                 found.append(eqn)
-            stack.extend(compat.sub_jaxprs(eqn))
+            stack.extend(sub_jaxprs(eqn))
     return found
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import compat
+from ..compat import outside_vmap, tracer_trace, vmap_parent, vmap_parts, vmap_size
+from ..compat import vmapped as as_per_example
 from ..plugin import marked_call
 
 # ---------------------------------------------------------------------------------------------
@@ -73,7 +74,7 @@ def _vmap_of(xs: Sequence[Any], reads: Sequence[Any]) -> Any | None:
 
     trace = None
     for x in xs:
-        parts = compat.vmap_parts(x) if x is not None else None
+        parts = vmap_parts(x) if x is not None else None
         if parts is None:
             continue
         if trace is None:
@@ -82,9 +83,9 @@ def _vmap_of(xs: Sequence[Any], reads: Sequence[Any]) -> Any | None:
             return None
     if trace is None:
         return None
-    parent = compat.vmap_parent(trace)
-    for a in [*reads, *[x for x in xs if x is not None and compat.vmap_parts(x) is None]]:
-        owner = compat.tracer_trace(a)
+    parent = vmap_parent(trace)
+    for a in [*reads, *[x for x in xs if x is not None and vmap_parts(x) is None]]:
+        owner = tracer_trace(a)
         if owner is not None and owner is not parent:
             return None
     return trace
@@ -95,7 +96,7 @@ def _with_batch_axis(x: Any, size: Any) -> Any:
     import jax.numpy as jnp
 
 
-    parts = compat.vmap_parts(x)
+    parts = vmap_parts(x)
     value, axis = (x, None) if parts is None else parts[1:]
     if axis is None:
         return jnp.broadcast_to(value, (size, *jnp.shape(value)))
@@ -125,8 +126,8 @@ def call_in_vmaps(build: Callable[..., Any], xs: Sequence[Any], *, reads: Sequen
         traces: list[Any] = []
         batched = list(xs)
         while (trace := _vmap_of(batched, reads)) is not None:
-            size = compat.vmap_size(trace)
-            outside.enter_context(compat.outside_vmap(trace))
+            size = vmap_size(trace)
+            outside.enter_context(outside_vmap(trace))
             seen: dict[int, Any] = {}
             for i, x in enumerate(batched):
                 if x is not None and id(x) not in seen:
@@ -144,7 +145,7 @@ def call_in_vmaps(build: Callable[..., Any], xs: Sequence[Any], *, reads: Sequen
     if out is None:
         return build(list(xs), 0, lambda f: f)
     for trace in reversed(traces):  # the outermost vmap's axis is in front
-        out = compat.vmapped(trace, out, 0)
+        out = as_per_example(trace, out, 0)
     return out
 
 

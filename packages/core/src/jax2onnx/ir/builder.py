@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from .. import compat
+from ..compat import dim_symbols, evaluate_dim, host_copy, is_key_dtype, is_symbolic_dim, key_data_shape
 from ..errors import InputSpecError
 
 # Rules for opsets 13-16 (element types, Shape/Reshape attributes, LayerNormalization, scatter
@@ -41,7 +41,7 @@ def value_dtype(dtype: Any) -> ir.DataType:
     """Element type of the ONNX value holding a JAX value of ``dtype``. Complex numbers travel as
     real pairs (a trailing axis of 2, the layout of ONNX's DFT), so complex64 is FLOAT; a typed PRNG
     key travels as its uint32 key data."""
-    if compat.is_key_dtype(dtype):
+    if is_key_dtype(dtype):
         return ir.DataType.UINT32
     dt = np.dtype(dtype)
     if dt.kind == "c":
@@ -50,9 +50,9 @@ def value_dtype(dtype: Any) -> ir.DataType:
 
 
 def aval_type(aval: Any) -> tuple[ir.TensorType, ir.Shape]:
-    dims = [str(d) if compat.is_symbolic_dim(d) else int(d) for d in aval.shape]
-    if compat.is_key_dtype(aval.dtype):
-        dims.extend(compat.key_data_shape(aval.dtype))  # key<fry>[3] is uint32[3, 2]
+    dims = [str(d) if is_symbolic_dim(d) else int(d) for d in aval.shape]
+    if is_key_dtype(aval.dtype):
+        dims.extend(key_data_shape(aval.dtype))  # key<fry>[3] is uint32[3, 2]
     elif np.dtype(aval.dtype).kind == "c":
         dims.append(2)  # (real, imag)
     return ir.TensorType(value_dtype(aval.dtype)), ir.Shape(dims)
@@ -126,7 +126,7 @@ class ModelBuilder:
         shape = [int(d) for d in array.shape]
         vname = self.names.fresh(name or "const_" + "x".join(str(d) for d in shape))
         dtype = to_ir_dtype(array.dtype)
-        tensor = ir.LazyTensor(lambda: as_tensor(compat.host_copy(array), vname), dtype=dtype, shape=ir.Shape(shape),
+        tensor = ir.LazyTensor(lambda: as_tensor(host_copy(array), vname), dtype=dtype, shape=ir.Shape(shape),
                                name=vname)
         value = ir.Value(name=vname, type=ir.TensorType(dtype), shape=ir.Shape(shape), const_value=tensor)
         self.initializers[vname] = value
@@ -339,7 +339,7 @@ class Scope:
         (shapes, scales: what lowerings and folding read) are copied now."""
         if array.nbytes >= DEVICE_LAZY_BYTES and self.kind != "function" and not self._inside_function():
             return self.model.device_initializer(array)
-        return self.const(compat.host_copy(array))
+        return self.const(host_copy(array))
 
     def _inside_function(self) -> bool:
         s = self.parent
@@ -379,9 +379,9 @@ class Scope:
         affine = None
         for value, shape in self.dim_sources:
             for axis, d in enumerate(shape):
-                if not compat.is_symbolic_dim(d):
+                if not is_symbolic_dim(d):
                     continue
-                syms = compat.dim_symbols(d)
+                syms = dim_symbols(d)
                 if syms == {name} and str(d) == name:
                     return self.op.Shape(value, start=axis, end=axis + 1, _name=f"dim_{name}")
                 if name in syms and best is None and _is_linear_in(d, name):
@@ -391,8 +391,8 @@ class Scope:
         if best is None and affine is not None:
             value, axis, d, others = affine
             env = {o: DimValue(self, self._symbol_value(o)) for o in others}
-            offset = compat.evaluate_dim(d, dict(env, **{name: 0}))
-            slope = compat.evaluate_dim(d, dict(env, **{name: 1})) - offset
+            offset = evaluate_dim(d, dict(env, **{name: 0}))
+            slope = evaluate_dim(d, dict(env, **{name: 1})) - offset
             size = DimValue(self, self.op.Shape(value, start=axis, end=axis + 1))
             solved = (size - offset) // slope
             return solved.value if isinstance(solved, DimValue) else self.const(np.array([int(solved)], np.int64))
@@ -401,25 +401,25 @@ class Scope:
         value, axis, d, others = best
         env = {o: DimValue(self, self._symbol_value(o)) for o in others}
         env[name] = 1
-        divisor = compat.evaluate_dim(d, env)
+        divisor = evaluate_dim(d, env)
         size = DimValue(self, self.op.Shape(value, start=axis, end=axis + 1))
         return (size // divisor).value
 
     def dim(self, d: Any) -> ir.Value:
         """An int64 tensor of shape ``[1]`` holding dimension ``d`` (int or symbolic expression)."""
-        if not compat.is_symbolic_dim(d):
+        if not is_symbolic_dim(d):
             return self.const(np.array([int(d)], dtype=np.int64))
         if str(d) in self._dim_cache:
             return self._dim_cache[str(d)]
-        env = self.dim_env(compat.dim_symbols(d))
-        result = compat.evaluate_dim(d, env)
+        env = self.dim_env(dim_symbols(d))
+        result = evaluate_dim(d, env)
         out = result.value if isinstance(result, DimValue) else self.const(np.array([int(result)], np.int64))
         self._dim_cache[str(d)] = out
         return out
 
     def shape_tensor(self, shape: Sequence[Any]) -> ir.Value:
         """An int64 1-D tensor holding ``shape``; a Constant when every dim is static."""
-        if all(not compat.is_symbolic_dim(d) for d in shape):
+        if all(not is_symbolic_dim(d) for d in shape):
             return self.const(np.array([int(d) for d in shape], dtype=np.int64))
         parts = [self.dim(d) for d in shape]
         return parts[0] if len(parts) == 1 else self.op.Concat(*parts, axis=0)
@@ -427,12 +427,12 @@ class Scope:
 
 def _is_linear_in(d: Any, name: str) -> bool:
     """True when ``d(name=k) == k * d(name=1)`` for a few integer assignments of all symbols."""
-    syms = sorted(compat.dim_symbols(d))
+    syms = sorted(dim_symbols(d))
     for trial in (2, 3, 7):
         env = {s: trial + i for i, s in enumerate(syms)}
         one = dict(env, **{name: 1})
         try:
-            if compat.evaluate_dim(d, env) != env[name] * compat.evaluate_dim(d, one):
+            if evaluate_dim(d, env) != env[name] * evaluate_dim(d, one):
                 return False
         except Exception:  # noqa: BLE001
             return False
@@ -442,12 +442,12 @@ def _is_linear_in(d: Any, name: str) -> bool:
 def _is_affine_in(d: Any, name: str) -> bool:
     """True when ``d = a * name + b`` with a static ``a > 0`` and ``b`` free of ``name`` (checked at a
     few integer assignments of all symbols)."""
-    syms = sorted(compat.dim_symbols(d))
+    syms = sorted(dim_symbols(d))
     slopes = set()
     for trial in (2, 3, 7):
         env = {s: trial + i for i, s in enumerate(syms)}
         try:
-            at = [compat.evaluate_dim(d, dict(env, **{name: k})) for k in (0, 1, 5)]
+            at = [evaluate_dim(d, dict(env, **{name: k})) for k in (0, 1, 5)]
         except Exception:  # noqa: BLE001
             return False
         slope = at[1] - at[0]

@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import onnx_ir as ir
 
-from .. import compat
+from ..compat import is_symbolic_dim, make_jaxpr, user_location
 from ..ir.builder import OpBuilder, Scope, set_aval, to_ir_dtype
 from ..ir.legalize import has_rule
 from ..ir.opsets import op_available, op_since
@@ -75,13 +75,13 @@ class Emitter:
 
     def dim_scalar(self, d: Any, dtype: Any = np.int64) -> ir.Value:
         """Dimension ``d`` as a rank-0 tensor of ``dtype`` (a constant when static)."""
-        if not compat.is_symbolic_dim(d):
+        if not is_symbolic_dim(d):
             return self.const(np.asarray(int(d), dtype=dtype))
         return self.cast(self.op.Squeeze(self.dim(d), self.i64([0])), dtype)
 
     @staticmethod
     def is_static(shape: Sequence[Any]) -> bool:
-        return all(not compat.is_symbolic_dim(d) for d in shape)
+        return all(not is_symbolic_dim(d) for d in shape)
 
     @staticmethod
     def onnx_dtype(dtype: Any) -> ir.DataType:
@@ -130,7 +130,7 @@ class LoweringContext(Emitter):
 
     @property
     def location(self) -> str | None:
-        return compat.user_location(self.eqn)
+        return user_location(self.eqn)
 
     @property
     def opset(self) -> int:
@@ -185,7 +185,7 @@ class LoweringContext(Emitter):
         a function of other lax ops."""
         if specs is None:
             specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in self.avals_in]
-        closed, _ = compat.make_jaxpr(fn, list(specs))
+        closed, _ = make_jaxpr(fn, list(specs))
         return self.lower_jaxpr(closed, inputs)
 
     def subgraph(self, name: str) -> SubgraphBuilder:
@@ -210,7 +210,7 @@ class SubgraphBuilder(Emitter):
         if aval is None:
             v = self.scope.new_value(base)
             v.type = ir.TensorType(to_ir_dtype(dtype))
-            v.shape = ir.Shape([str(d) if compat.is_symbolic_dim(d) else int(d) for d in (shape or ())])
+            v.shape = ir.Shape([str(d) if is_symbolic_dim(d) else int(d) for d in (shape or ())])
             self.scope.inputs.append(v)
             return v
         return self.scope.add_input(base, aval)

@@ -9,7 +9,22 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from .. import compat
+from ..compat import (
+    CUSTOM_JVP_PRIMITIVES,
+    CUSTOM_VJP_PRIMITIVES,
+    INLINE_CALL_PRIMITIVES,
+    JIT_PRIMITIVES,
+    call_body,
+    host_copy,
+    is_device_resident,
+    is_dropvar,
+    is_key_dtype,
+    is_literal,
+    key_data,
+    key_data_shape,
+    sub_jaxprs,
+    user_location,
+)
 from ..dtypes import carrier
 from ..errors import Jax2OnnxError, LoweringError, UnsupportedPrimitiveError
 from ..ir.builder import OpUnavailableError, Scope, set_aval, value_dtype
@@ -53,7 +68,7 @@ class Interpreter:
         consts = closed.consts if hasattr(closed, "consts") else ()
         env: dict[Any, ir.Value] = {}
         for var, c in zip(jaxpr.constvars, consts):
-            if compat.is_device_resident(c) and np.dtype(c.dtype) == _np_dtype(var.aval) and np.dtype(c.dtype).kind != "c":
+            if is_device_resident(c) and np.dtype(c.dtype) == _np_dtype(var.aval) and np.dtype(c.dtype).kind != "c":
                 env[var] = scope.device_const(c)  # gathered when written, not held whole now
             else:
                 env[var] = scope.const(_to_numpy(c, var.aval))
@@ -63,7 +78,7 @@ class Interpreter:
             env[var] = v
 
         def read(a: Any) -> ir.Value:
-            if compat.is_literal(a):
+            if is_literal(a):
                 return scope.const(_to_numpy(a.val, a.aval))
             return env[a]
 
@@ -94,7 +109,7 @@ class Interpreter:
             ins = [read(a) for a in eqn.invars]
             outs = self.lower_eqn(scope, eqn, ins)
             for var, val in zip(eqn.outvars, outs):
-                if compat.is_dropvar(var):
+                if is_dropvar(var):
                     continue
                 env[var] = val
             i += 1
@@ -107,7 +122,7 @@ class Interpreter:
         except Jax2OnnxError:
             raise
         except Exception as exc:
-            where = compat.user_location(eqns[0])
+            where = user_location(eqns[0])
             raise LoweringError(
                 f"Lowering library call '{found[1].path}'{' at ' + where if where else ''} failed: "
                 f"{type(exc).__name__}: {exc}"
@@ -118,19 +133,19 @@ class Interpreter:
         name = eqn.primitive.name
         first_new = len(scope.nodes)
         try:
-            if name in compat.JIT_PRIMITIVES:
+            if name in JIT_PRIMITIVES:
                 outs = self._lower_jit(scope, eqn, ins)
-            elif name in compat.INLINE_CALL_PRIMITIVES or name in compat.CUSTOM_JVP_PRIMITIVES or name in compat.CUSTOM_VJP_PRIMITIVES:
+            elif name in INLINE_CALL_PRIMITIVES or name in CUSTOM_JVP_PRIMITIVES or name in CUSTOM_VJP_PRIMITIVES:
                 outs = self._inline(scope, eqn, ins)
             else:
                 lowering = self.lowerings.get(name)
                 if lowering is None:
-                    raise UnsupportedPrimitiveError(name, compat.user_location(eqn), self.pack_hint(name), self.installed_packs)
+                    raise UnsupportedPrimitiveError(name, user_location(eqn), self.pack_hint(name), self.installed_packs)
                 outs = self._call_with_facets(lowering, scope, eqn, ins)
         except Jax2OnnxError:
             raise
         except Exception as exc:
-            where = compat.user_location(eqn)
+            where = user_location(eqn)
             raise LoweringError(
                 f"Lowering JAX primitive '{name}'{' at ' + where if where else ''} failed: "
                 f"{type(exc).__name__}: {exc}"
@@ -150,7 +165,7 @@ class Interpreter:
                 and not _has_complex(eqn)  # fused ONNX ops are real-valued; complex pairs need the body
                 and not _has_keys(eqn)  # nor do they move PRNG keys
                 and shapes_match(call.in_shapes, in_shapes)
-                and body_matches(call, compat.call_body(eqn))
+                and body_matches(call, call_body(eqn))
             ):
                 try:
                     outs = self._call(lowering, LoweringContext(self, scope, eqn, marked=call), ins, allow_decline=True)
@@ -164,7 +179,7 @@ class Interpreter:
         return self._inline(scope, eqn, ins)
 
     def _inline(self, scope: Scope, eqn: Any, ins: list[ir.Value]) -> list[ir.Value]:
-        body = compat.call_body(eqn)
+        body = call_body(eqn)
         n = len(body.jaxpr.invars)
         # custom_vjp/custom_jvp may carry extra leading operands (e.g. residual counts); the body
         # consumes the trailing ones.
@@ -203,7 +218,7 @@ class Interpreter:
         ...) treats each key as one element: it is lowered once per uint32 word of the key data, on
         that word's plane, and the planes are stacked back on the trailing axis."""
         key_dtype = next(v.aval.dtype for v in (*eqn.invars, *eqn.outvars) if _is_key(v.aval))
-        data_shape = compat.key_data_shape(key_dtype)
+        data_shape = key_data_shape(key_dtype)
         if len(data_shape) != 1:
             raise LoweringError(f"keys whose data has shape {data_shape} (not a vector) cannot be moved by '{eqn.primitive.name}'")
         avals_in = [_key_word(v.aval) for v in eqn.invars]
@@ -240,7 +255,7 @@ class Interpreter:
                 continue
             want = value_dtype(aval.dtype)
             if v.type is not None and v.type.dtype != want:
-                where = compat.user_location(eqn)
+                where = user_location(eqn)
                 raise LoweringError(
                     f"lowering of '{eqn.primitive.name}'{' at ' + where if where else ''} produced "
                     f"{v.type.dtype.name} where JAX has {aval.dtype} (a bug in that lowering)"
@@ -257,10 +272,10 @@ def _last_uses(jaxpr: Any) -> dict[Any, int]:
     out: dict[Any, int] = {}
     for k, e in enumerate(jaxpr.eqns):
         for v in e.invars:
-            if not compat.is_literal(v):
+            if not is_literal(v):
                 out[v] = k
     for v in jaxpr.outvars:
-        if not compat.is_literal(v):
+        if not is_literal(v):
             out[v] = len(jaxpr.eqns)
     return out
 
@@ -272,7 +287,7 @@ def _same_call(a: Any, b: Any) -> bool:
 def _np_dtype(aval: Any) -> np.dtype | None:
     """The numpy dtype of ``aval``; None for tokens and typed PRNG keys."""
     dtype = getattr(aval, "dtype", None)
-    return None if dtype is None or compat.is_key_dtype(dtype) else np.dtype(dtype)
+    return None if dtype is None or is_key_dtype(dtype) else np.dtype(dtype)
 
 
 def _widen(aval: Any, widened: Mapping[np.dtype, np.dtype]) -> Any:
@@ -285,7 +300,7 @@ def _has_complex(eqn: Any) -> bool:
 
 
 def _is_key(aval: Any) -> bool:
-    return compat.is_key_dtype(getattr(aval, "dtype", None))
+    return is_key_dtype(getattr(aval, "dtype", None))
 
 
 def _has_keys(eqn: Any) -> bool:
@@ -294,7 +309,7 @@ def _has_keys(eqn: Any) -> bool:
 
 def _has_bodies(eqn: Any) -> bool:
     """Control flow (cond/while/scan) carries keys through its bodies as key data already."""
-    return bool(compat.sub_jaxprs(eqn))
+    return bool(sub_jaxprs(eqn))
 
 
 def _key_word(aval: Any) -> Any:
@@ -304,9 +319,9 @@ def _key_word(aval: Any) -> Any:
 
 def _to_numpy(value: Any, aval: Any) -> np.ndarray:
     dtype = getattr(aval, "dtype", None)
-    if compat.is_key_dtype(dtype):  # a closed-over key: its uint32 key data
-        return compat.key_data(value)
-    arr = compat.host_copy(value) if compat.is_device_resident(value) else np.asarray(value)
+    if is_key_dtype(dtype):  # a closed-over key: its uint32 key data
+        return key_data(value)
+    arr = host_copy(value) if is_device_resident(value) else np.asarray(value)
     if dtype is not None and arr.dtype != dtype:
         arr = arr.astype(dtype)
     if arr.dtype.kind == "c":  # complex constants as (real, imag) pairs, like every complex value

@@ -38,7 +38,17 @@ from typing import Any
 import jax
 import numpy as np
 
-from .. import compat
+from ..compat import (
+    JIT_PRIMITIVES,
+    ClosedJaxpr,
+    call_body,
+    is_key_dtype,
+    is_literal,
+    jit_src_info,
+    region_jaxpr,
+    sub_jaxprs,
+    traceback_frames,
+)
 from ..ir.builder import OpUnavailableError
 from ..plugin import LIBRARY_PREFIX, Lowering, MarkedCall
 from .context import LoweringContext
@@ -134,7 +144,7 @@ def resolve(path: str) -> _Resolved | None:
 
 def jit_key(eqn: Any) -> CodeKey | None:
     """The code key of a jit equation's function (from ``func_src_info``: ``"name at file:line"``)."""
-    info = compat.jit_src_info(eqn)
+    info = jit_src_info(eqn)
     if not info:
         return None
     name, sep, where = info.partition(" at ")
@@ -165,7 +175,7 @@ class LibrarySite:
         """The Python value of operand ``i`` when it is a literal (a constant the caller passed,
         e.g. ``elu``'s ``alpha``), else None."""
         v = self.operands[i]
-        return v.val if compat.is_literal(v) else None
+        return v.val if is_literal(v) else None
 
     def eqns(self, *names: str) -> list[Any]:
         """The body's equations (nested bodies included, in order) whose primitive is one of
@@ -176,7 +186,7 @@ class LibrarySite:
             for e in jaxpr.eqns:
                 if not names or e.primitive.name in names:
                     out.append(e)
-                for sub in compat.sub_jaxprs(e):
+                for sub in sub_jaxprs(e):
                     walk(sub.jaxpr)
 
         walk(self.body.jaxpr if hasattr(self.body, "jaxpr") else self.body)
@@ -228,9 +238,9 @@ def find_jit(closed: Any, key: CodeKey) -> Any | None:
     """The first jit equation (nested bodies included) whose function is ``key``."""
     jaxpr = closed.jaxpr if hasattr(closed, "jaxpr") else closed
     for e in jaxpr.eqns:
-        if e.primitive.name in compat.JIT_PRIMITIVES and jit_key(e) == key:
+        if e.primitive.name in JIT_PRIMITIVES and jit_key(e) == key:
             return e
-        for sub in compat.sub_jaxprs(e):
+        for sub in sub_jaxprs(e):
             found = find_jit(sub, key)
             if found is not None:
                 return found
@@ -254,11 +264,11 @@ def same_jit_call(retraced: Any, eqn: Any) -> bool:
     if len(retraced.invars) != len(eqn.invars) or len(retraced.outvars) != len(eqn.outvars):
         return False
     for a, b in zip(retraced.invars, eqn.invars):
-        if compat.is_literal(a) != compat.is_literal(b):
+        if is_literal(a) != is_literal(b):
             return False
-        if compat.is_literal(a) and (str(a) != str(b) or str(a.aval) != str(b.aval)):
+        if is_literal(a) and (str(a) != str(b) or str(a.aval) != str(b.aval)):
             return False
-    return same_text(compat.call_body(retraced), compat.call_body(eqn))
+    return same_text(call_body(retraced), call_body(eqn))
 
 
 class LibraryTable:
@@ -300,7 +310,7 @@ class LibraryTable:
         the same call emits."""
         if not self.by_frame:
             return None
-        frames = compat.traceback_frames(eqn)  # innermost first
+        frames = traceback_frames(eqn)  # innermost first
         for i in range(len(frames) - 1, -1, -1):
             file, fname, line, _ = frames[i]
             for resolved, lowering in self.by_frame.get((file, fname), ()):
@@ -320,7 +330,7 @@ def _guarded(avals: Sequence[Any]) -> bool:
     """Fused ops are real-valued and move no PRNG keys: such regions keep their equations."""
     for aval in avals:
         dtype = getattr(aval, "dtype", None)
-        if dtype is None or compat.is_key_dtype(dtype) or np.dtype(dtype).kind == "c":
+        if dtype is None or is_key_dtype(dtype) or np.dtype(dtype).kind == "c":
             return True
     return False
 
@@ -359,14 +369,14 @@ def lower_jit_call(interp: Any, table: LibraryTable, scope: Any, eqn: Any, ins: 
     resolved, lowering = entry
     if _guarded([v.aval for v in (*eqn.invars, *eqn.outvars)]):
         return None
-    body = compat.call_body(eqn)
+    body = call_body(eqn)
     site = LibrarySite(resolved.path, body, list(eqn.invars), [v.aval for v in eqn.invars],
                        [v.aval for v in eqn.outvars], jitted=True)
     parsed = parse_recognized(_recognize(lowering, site), len(eqn.invars))
     if parsed is None:
         return None
     params, order = parsed
-    picked = [i for i in order if not compat.is_literal(eqn.invars[i])]
+    picked = [i for i in order if not is_literal(eqn.invars[i])]
     arrays = [eqn.invars[i] for i in picked]
     # An elementwise function's call inside jax.vmap: JAX batches its body into other equations
     # than a fresh trace at the batched shape writes, so it is also tried as the vmapped function.
@@ -406,7 +416,7 @@ def region_inputs(eqns: Sequence[Any]) -> list[Any]:
     out: list[Any] = []
     for e in eqns:
         for v in e.invars:
-            if compat.is_literal(v) or v in defined or v in seen:
+            if is_literal(v) or v in defined or v in seen:
                 continue
             seen.add(v)
             out.append(v)
@@ -425,7 +435,7 @@ def lower_region(interp: Any, table: LibraryTable, scope: Any, found: tuple[Any,
     outputs = [v for e in eqns for v in e.outvars if v in live_after]
     if not outputs or _guarded([v.aval for v in (*inputs, *outputs)]):
         return None
-    body = compat.ClosedJaxpr(compat.region_jaxpr(inputs, outputs, list(eqns)), ())
+    body = ClosedJaxpr(region_jaxpr(inputs, outputs, list(eqns)), ())
     site = LibrarySite(resolved.path, body, inputs, [v.aval for v in inputs], [v.aval for v in outputs], jitted=False)
     parsed = parse_recognized(_recognize(lowering, site), len(inputs))
     if parsed is None:
@@ -442,13 +452,13 @@ def lower_region(interp: Any, table: LibraryTable, scope: Any, found: tuple[Any,
     position = {v: (k, m) for k, e in enumerate(retraced.jaxpr.eqns) for m, v in enumerate(e.outvars)}
     results = []
     for v in retraced.jaxpr.outvars:
-        if compat.is_literal(v) or v not in position:
+        if is_literal(v) or v not in position:
             return None
         k, m = position[v]
         results.append(eqns[k].outvars[m])
     if set(results) != set(outputs) or len(set(results)) != len(results):
         return None
-    if not same_text(compat.region_jaxpr(arrays, results, list(eqns)), retraced.jaxpr):
+    if not same_text(region_jaxpr(arrays, results, list(eqns)), retraced.jaxpr):
         return None
     stand_in = RegionEqn(_Primitive(lowering.name), arrays, results, getattr(eqns[0], "source_info", None))
     call = MarkedCall(resolved.path, params, tuple(tuple(a.aval.shape) for a in arrays), body)

@@ -11,7 +11,7 @@ from typing import Any
 
 import onnx_ir as ir
 
-from .. import compat
+from ..compat import JIT_PRIMITIVES, user_location
 
 #: ``node.meta`` key of the lowering that emitted a node (an :class:`Origin`, set by the interpreter).
 ORIGIN = "jax2onnx.origin"
@@ -27,7 +27,7 @@ class Origin:
     source_info: Any
 
     def __str__(self) -> str:
-        where = compat.user_location(types.SimpleNamespace(source_info=self.source_info))
+        where = user_location(types.SimpleNamespace(source_info=self.source_info))
         pack = f" from {self.pack}" if self.pack else ""
         return f"the lowering of '{self.primitive}'{pack}{' at ' + where if where else ''}"
 
@@ -39,7 +39,7 @@ def record_origin(nodes: Sequence[ir.Node], eqn: Any, pack: str) -> None:
     if not nodes:
         return
     name = eqn.primitive.name
-    if name in compat.JIT_PRIMITIVES and eqn.params.get("name"):  # a fused region: say which
+    if name in JIT_PRIMITIVES and eqn.params.get("name"):  # a fused region: say which
         name = f"{name} {eqn.params['name']}"
     origin = Origin(name, pack, getattr(eqn, "source_info", None))
     for node in nodes:

@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from .. import compat
+from ..compat import primitives_by_module
 
 _CATALOG = os.path.join(os.path.dirname(__file__), "pack_catalog.json")
 #: The entry-point group packs register under (the registry's ``ENTRY_POINT_GROUP``).
@@ -58,7 +58,7 @@ def pack_for(primitive: str) -> str | None:
     prefixes = tuple(p for pack in catalog() for p in pack.primitive_modules)
     if not prefixes:
         return None
-    modules = sorted(m for m, names in compat.primitives_by_module(prefixes).items() if primitive in names)
+    modules = sorted(m for m, names in primitives_by_module(prefixes).items() if primitive in names)
     for pack in catalog():
         if any(m.startswith(pack.primitive_modules) for m in modules if pack.primitive_modules):
             return pack.distribution

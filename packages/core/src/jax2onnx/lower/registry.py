@@ -17,8 +17,8 @@ from typing import Any
 
 import pluggy
 
-from .. import compat
 from .._version import __version__
+from ..compat import primitives_by_module
 from ..errors import PluginConflictError, add_library_modules
 from ..plugin import Lowering, ModulePatch, PackModules
 from . import builtin_plugin, hookspecs, pack_catalog, plugin_api
@@ -204,7 +204,7 @@ class PluginRegistry:
         if primitive.startswith("call:"):
             return None
         table = self.lowerings()
-        defined = compat.primitives_by_module()
+        defined = primitives_by_module()
         for module in sorted(m for m, names in defined.items() if primitive in names):
             packs = {table[n].pack for n in defined[module] if n in table and table[n].pack != _CONFLICT}
             if packs:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .. import compat
+from ..compat import CUSTOM_JVP_PRIMITIVES, CUSTOM_VJP_PRIMITIVES, INLINE_CALL_PRIMITIVES, JIT_PRIMITIVES, user_location
 from ..errors import Unsupported, UnsupportedPrimitiveError, _user_locations
 from ..plugin import MARK_PREFIX
 
@@ -31,10 +31,10 @@ def find_unsupported(
     ``pack_hint_of(name)`` the pack known to lower a primitive.
     """
     if location_of is None or pack_hint_of is None or not handled:
-        location_of = location_of or compat.user_location
+        location_of = location_of or user_location
         pack_hint_of = pack_hint_of or (lambda name: None)
         handled = handled or (
-            compat.JIT_PRIMITIVES | compat.INLINE_CALL_PRIMITIVES | compat.CUSTOM_JVP_PRIMITIVES | compat.CUSTOM_VJP_PRIMITIVES
+            JIT_PRIMITIVES | INLINE_CALL_PRIMITIVES | CUSTOM_JVP_PRIMITIVES | CUSTOM_VJP_PRIMITIVES
         )
     handled = frozenset(handled)
     found: dict[str, Unsupported] = {}

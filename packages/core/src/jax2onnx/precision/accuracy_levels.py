@@ -45,7 +45,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from .. import progress
+from ..progress import current as current_progress
 from .calibration import SegmentRunner, cpu_session, segment_depths
 from .options import PrecisionError
 from .quantized_ops import MS_DOMAIN
@@ -269,7 +269,7 @@ def choose_accuracy_levels(model: ir.Model, batches: Sequence[tuple[np.ndarray, 
         reference = _head_rows(model, batches, heads, checked) if heads else None  # every layer at level 1 still
     except PrecisionError as exc:  # a segment over protobuf's 2 GiB does not run from memory
         reference, choice.heads_skipped = None, str(exc).split(";")[0]
-    reporter = progress.current()
+    reporter = current_progress()
     reporter.steps("choosing accuracy levels", len(checked))
     passed = []
     for node in checked:

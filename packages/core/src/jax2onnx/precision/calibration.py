@@ -59,8 +59,8 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import onnx_ir as ir
 
-from .. import progress
 from ..errors import RUNTIME_INSTALL_HINT
+from ..progress import current as current_progress
 from .gptq import awq_clip_blocks, dequantized, gptq_blocks, output_error, rtn_blocks
 from .options import Precision, PrecisionError
 
@@ -437,7 +437,7 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
         groups.setdefault(d, ([], []))[1].append(s)
     callback = _LAYER_CALLBACK.get()
     order = sorted(groups)
-    reporter = progress.current()
+    reporter = current_progress()
     reporter.steps("calibrating layers", len(order))
     widest = max(s.K for s in [*sites, *stacks])
     warned = False

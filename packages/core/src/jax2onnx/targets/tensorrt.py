@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import compat
+from ..compat import sub_jaxprs, user_location
 from ..errors import TargetUnsupportedError
 from ..passes.rewrite.tensorrt import check_tensorrt, tensorrt_table
 from ..passes.rewrite.tensorrt_forms import TensorRtForms
@@ -29,7 +29,7 @@ def _check_trace(closed: Any) -> None:
         jaxpr, outer = stack.pop()
         for eqn in jaxpr.eqns:
             # inside a library's jit (jnp.fft.rfft) the user's line is the call's, outside
-            where = compat.user_location(eqn) or outer
+            where = user_location(eqn) or outer
             at = f" at {where}" if where else ""
             if eqn.primitive.name == "fft":
                 raise TargetUnsupportedError(f"target='tensorrt': {eqn.primitive.name}{at} lowers to DFT, which "
@@ -40,7 +40,7 @@ def _check_trace(closed: Any) -> None:
                     raise TargetUnsupportedError(
                         f"target='tensorrt': {eqn.primitive.name}{at} computes {dtype}, which {trt} has no kernels "
                         "for (its parser casts DOUBLE down); export without enable_double_precision")
-            stack.extend((sub.jaxpr, where) for sub in compat.sub_jaxprs(eqn))
+            stack.extend((sub.jaxpr, where) for sub in sub_jaxprs(eqn))
 
 
 def _check_graph(model: Any) -> list[str]:

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import onnx
 
-from .. import compat
+from ..compat import is_symbolic_dim, x64_enabled
 from ..errors import Jax2OnnxError
 from ..export.conversion import to_onnx
 from ..export.specs import parse_inputs
@@ -99,7 +99,7 @@ class VariantInputs:
 def _has_symbols(specs: Sequence[Any]) -> bool:
     for s in specs:
         shape = s if isinstance(s, (tuple, list)) else getattr(s, "shape", ())
-        if any(isinstance(d, str) or compat.is_symbolic_dim(d) for d in shape):
+        if any(isinstance(d, str) or is_symbolic_dim(d) for d in shape):
             return True
     return False
 
@@ -154,7 +154,7 @@ def run_variant(variant: Variant) -> CaseResult:
     Raises AssertionError describing the first failure.
     """
     case = variant.case
-    with compat.x64_enabled(variant.double):
+    with x64_enabled(variant.double):
         fn = case.build()
         inputs = variant_inputs(variant, fn)
         if variant.expects_unavailable:

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import onnx
 
-from .. import compat
+from ..compat import x64_enabled
 from ..errors import require_onnxruntime
 from ..ir import complex_io
 from .reference import (
@@ -250,7 +250,7 @@ def jax_expected(fn: Callable[..., Any], arrays: Sequence[np.ndarray], input_par
                  double: bool, jit: bool = True, reference: str = HIGHEST) -> tuple[list[np.ndarray], ReferenceInfo]:
     """JAX's outputs of ``fn`` on ``arrays`` as :func:`compare` compares them (flattened, each as
     the ONNX value it should equal), and where and at which precision they were computed."""
-    with compat.x64_enabled(double):
+    with x64_enabled(double):
         outputs = jax_reference(fn, arrays, input_params, jit=jit, reference=reference)
         info = reference_info(outputs, reference)
         return [as_onnx_value(jax_output_array(e)) for e in jax.tree_util.tree_leaves(outputs)], info

@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from .. import compat
+from ..compat import x64_enabled
 from ..errors import Jax2OnnxError, require_onnxruntime
 from ..ir import complex_io, proto_walk
 from ..passes.rewrite import REWRITES_KEY, TARGET_KEY, explain_rewrites
@@ -535,7 +535,7 @@ def verify(
     ran: list[tuple[list[np.ndarray], list[Any]]] = []  # (inputs, ONNX outputs) per trial, for the recheck
     info = None
     for arrays in trial_inputs(inputs, double=double, sizes=sizes, seed=seed):
-        with compat.x64_enabled(double):
+        with x64_enabled(double):
             outputs = jax_reference(fn, arrays, input_params, reference=reference)
             info = info or references.reference_info(outputs, reference)
             expected = [jax_output_array(e) for e in jax.tree_util.tree_leaves(outputs)]
@@ -563,7 +563,7 @@ def verify(
         kind, detail = recorded if recorded is not None else ("float32", "float32")
         section = precision_report.PrecisionSection(kind, detail, bytes_by_dtype(model), list(distances.values()))
     if check is not None and section is not None:
-        with compat.x64_enabled(double), references.precision_scope(reference):
+        with x64_enabled(double), references.precision_scope(reference):
             section.greedy = greedy_check.agreement(check, model, inputs,
                                                     greedy_check.jitted_reference(fn, input_params),
                                                     onnx_runner(runnable, input_params), seed=seed)
@@ -582,7 +582,7 @@ def _recheck_at_highest(fn: Callable[..., Any], ran: Sequence[tuple[list[np.ndar
 
     ok, errors, info = True, {}, None
     for arrays, got in ran:
-        with compat.x64_enabled(double):
+        with x64_enabled(double):
             outputs = jax_reference(fn, arrays, input_params, reference=references.HIGHEST)
             info = info or references.reference_info(outputs, references.HIGHEST)
             expected = [np.asarray(e) for e in jax.tree_util.tree_leaves(outputs)]

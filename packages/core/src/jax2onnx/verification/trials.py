@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import compat
+from ..compat import dim_from_text, dim_symbols, evaluate_dim
 
 #: Sizes given to each symbolic dim, one trial per entry: two different sizes catch a graph that
 #: hard-coded the size seen while tracing. Neither is 1, so broadcasting bugs cannot hide.
@@ -25,7 +25,7 @@ Generator = Callable[[np.random.Generator, tuple[int, ...], np.dtype], Any]
 
 
 def _as_dim(d: Any) -> Any:
-    return compat.dim_from_text(d.strip()) if isinstance(d, str) else d
+    return dim_from_text(d.strip()) if isinstance(d, str) else d
 
 
 def dim_value(d: Any, sizes: Mapping[str, int]) -> int:
@@ -36,10 +36,10 @@ def dim_value(d: Any, sizes: Mapping[str, int]) -> int:
         dim = _as_dim(d)
     except Exception as exc:  # noqa: BLE001 - JAX's parser names the problem
         raise ValueError(f"cannot evaluate the dim {d!r}: {exc}") from exc
-    missing = sorted(compat.dim_symbols(dim) - set(sizes))
+    missing = sorted(dim_symbols(dim) - set(sizes))
     if missing:
         raise ValueError(f"cannot evaluate the dim {d!r}: no size for {missing}")
-    return int(compat.evaluate_dim(dim, {name: int(sizes[name]) for name in compat.dim_symbols(dim)}))
+    return int(evaluate_dim(dim, {name: int(sizes[name]) for name in dim_symbols(dim)}))
 
 
 def concrete_shape(shape: Sequence[Any], sizes: Mapping[str, int]) -> tuple[int, ...]:
@@ -69,7 +69,7 @@ def symbols(specs: Sequence[Any]) -> list[str]:
             if isinstance(d, (int, np.integer)):
                 continue
             try:
-                used = compat.dim_symbols(_as_dim(d))
+                used = dim_symbols(_as_dim(d))
             except Exception as exc:  # noqa: BLE001
                 raise ValueError(f"cannot read the dim {d!r}: {exc}") from exc
             for name in sorted(used, key=str(d).find):

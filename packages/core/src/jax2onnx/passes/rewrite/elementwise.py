@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from ... import forms
+from ...forms import SQRT_HALF, erfc, gelu_exact, gelu_tanh, normal_cdf, sigmoid, silu
 from ...ir.constants import constant_tensor
 from ..rules import RuleFamily, record
 from .emit import Emitter, taken_names
@@ -70,12 +70,12 @@ class Known:
 
 
 KNOWN = (
-    Known("gelu_exact", lambda x: 0.5 * x * _erfc(-x * forms.SQRT_HALF), forms.gelu_exact),
-    Known("gelu_tanh", _gelu_tanh, forms.gelu_tanh),
-    Known("normal_cdf", lambda x: 0.5 * _erfc(-x * forms.SQRT_HALF), forms.normal_cdf),
-    Known("erfc", _erfc, forms.erfc),
-    Known("silu", lambda x: x * _sigmoid(x), forms.silu),
-    Known("sigmoid", _sigmoid, forms.sigmoid),
+    Known("gelu_exact", lambda x: 0.5 * x * _erfc(-x * SQRT_HALF), gelu_exact),
+    Known("gelu_tanh", _gelu_tanh, gelu_tanh),
+    Known("normal_cdf", lambda x: 0.5 * _erfc(-x * SQRT_HALF), normal_cdf),
+    Known("erfc", _erfc, erfc),
+    Known("silu", lambda x: x * _sigmoid(x), silu),
+    Known("sigmoid", _sigmoid, sigmoid),
 )
 
 _WIDE = np.array([0.0, 1e-30, 1e-6, 1e-3, 20.0, 50.0, 1e3, 1e6, 1e15, 1e30])
