@@ -43,12 +43,14 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 
+from ..ir.graphs import all_graphs
 from ..progress import current as current_progress
 from .calibration import SegmentRunner, cpu_session, segment_depths
 from .options import PrecisionError
-from .quantized_ops import MS_DOMAIN
+from .quantized_ops import MS_DOMAIN, is_embedding
 
 #: a layer whose worst row's relative error at level 4 (against level 1) exceeds this keeps level 1.
 #: Standard normal inputs to a 768 x 768 layer measured 0.005-0.007 at blocks 16-256; one input
@@ -92,8 +94,6 @@ def plan(model: ir.Model, p) -> Plan | None:
     """The check ``p`` asks for (int4 as MatMulNBits with ``accuracy_level="auto"``), or None."""
     if not (p.kind == "int4" and p.accuracy_level == "auto" and p.int4_kernel != "DequantizeLinear"):
         return None
-    from ..ir.graphs import all_graphs
-    from .quantized_ops import is_embedding
 
     lm = any(is_embedding(node, model.graph) for g in all_graphs(model) for node in g)
     if p.calibration:
@@ -241,7 +241,6 @@ def choose_accuracy_levels(model: ir.Model, batches: Sequence[tuple[np.ndarray, 
     """Level 4 on each main-graph ``MatMulNBits`` whose measured error allows it and, for an LM
     (``lm``), that leaves its head's argmax alone (see the module); every other ``MatMulNBits`` is
     set to level 1."""
-    from ..ir.graphs import all_graphs
 
     choice = LevelChoice(data)
     checked = []
@@ -398,7 +397,6 @@ def sample_rows(x: np.ndarray) -> np.ndarray:
 def level4_error(node: ir.Node, rows: np.ndarray) -> float:
     """The largest relative error of one row of ``node``'s output at level 4 against level 1,
     both run in onnxruntime on ``rows`` with ``node``'s own weights."""
-    import onnx
 
     inputs = ["rows"]
     initializers = []
