@@ -138,7 +138,9 @@ def _install_template(session: nox.Session) -> None:
 
 def _pytest(session: nox.Session, paths: list[str], *extra: str) -> None:
     workers = os.environ.get("JAX2ONNX_TEST_WORKERS", "auto" if (os.cpu_count() or 1) > 1 else "0")
-    session.run("python", "-m", "pytest", "-q", "-n", workers, "-p", "no:cacheprovider", *extra, *paths, *session.posargs)
+    # --durations: the slowest tests of each session in CI's log, where keeping .ci/run within its time starts
+    session.run("python", "-m", "pytest", "-q", "-n", workers, "-p", "no:cacheprovider", "--durations=15", *extra, *paths,
+                *session.posargs)
 
 
 @nox.session(python=PYTHON)
