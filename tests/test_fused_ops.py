@@ -89,6 +89,8 @@ FUSED = {
     "jax.numpy.max": (lambda x: jnp.max(x, axis=1, keepdims=True), [X], ["ReduceMax", *NAN_CHECKED], {}),
     "jax.numpy.min": (lambda x: jnp.min(x, axis=1, keepdims=True), [X], ["ReduceMin", *NAN_CHECKED], {}),
     "jax.numpy.mean": (lambda x: jnp.mean(x, axis=1), [X], ["ReduceMean"], {}),
+    # the plugin-pack template's library fusion (installed by `nox -s tests`, as a third-party pack)
+    "jax2onnx_mypack.example_library.mish": (lambda x: _template_mish()(x), [X], ["Mish"], {}),
     "jax.numpy.prod": (lambda x: jnp.prod(x, axis=1, keepdims=True), [X], ["ReduceProd"], {}),
     "jax.numpy.sum": (lambda x: jnp.sum(x, axis=1, keepdims=True), [X], ["ReduceSum"], {}),
     "jax.numpy.repeat": (lambda x: jnp.repeat(x, 2, axis=1), [X], ["Gather"], {}),
@@ -100,6 +102,12 @@ FUSED = {
                                   ["Cast", "Less", "Add", "Where", "Clip", "GatherElements"], {}),
     "jax.numpy.tile": (lambda x: jnp.tile(x, (2, 1)), [X], ["Tile"], {}),
 }
+
+
+def _template_mish():
+    from jax2onnx_mypack.example_library import mish
+
+    return mish
 
 
 def _registered() -> set[str]:

@@ -177,6 +177,7 @@ def test_int8_kernels_agree(built, kernels, floor):
         assert cast_feeding_cast(model) == []
         (outs[kernel],) = run_onnx(model, [x])
     ref = np.asarray(fn(x))
+    assert kernels and sorted(outs) == sorted(kernels)  # every kernel named was exported and run
     for got in outs.values():
         assert cosine(ref, got) >= MIN_COSINE[floor]
 
