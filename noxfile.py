@@ -83,10 +83,10 @@ TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.31", "hypothesis>=
 #: where legalize_opset13 rewrites the forms of 14-17.
 FLOOR_OPSET = 17
 OLDEST_OPSET = 13
-#: `tests` exports every testcase variant at the default opset, 17 and 13, as adjacent items that one
-#: xdist worker runs (loadgroup): JAX's side of the comparison, most of a variant's time, is
-#: computed once for the three (testing/pytest_plugin.py). `opsets`/`opsets_oldest` run one opset alone.
-EVERY_OPSET = (f"--jax2onnx-opset=default,{FLOOR_OPSET},{OLDEST_OPSET}", "--dist", "loadgroup")
+#: `tests` exports every testcase variant at the default opset, 17 and 13 in one test: JAX's side of
+#: the comparison, most of a variant's time, is computed once for the three (testing/runner.py's
+#: Variant.more_opsets). `opsets`/`opsets_oldest` run one opset alone.
+EVERY_OPSET = (f"--jax2onnx-opset=default,{FLOOR_OPSET},{OLDEST_OPSET}",)
 #: Every pack's testcase file (the variant tests the --jax2onnx-opset option re-targets).
 TESTCASE_FILES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "packages", "*", "tests", "test_testcases.py")))
 #: The components whose testcases the floor cell runs in CI: every pack, and the version-sensitive

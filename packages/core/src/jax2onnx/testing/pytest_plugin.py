@@ -8,12 +8,11 @@ A test module opts in by naming the packs it covers and using the ``jax2onnx_var
         run_variant(jax2onnx_variant)
 
 Options: ``--jax2onnx-report=PATH`` writes ``{test id: "passed"|"failed"|"skipped"}`` as JSON
-(the coverage tables read it; only variants at the default opset are recorded);
+(the coverage tables read it; a test over several opsets is recorded under its first's id);
 ``--jax2onnx-opset=N`` exports every variant at opset N instead of the default (ids get ``_opsetN``),
-and a comma list (``default,17,13``) runs every variant at each of them: the opsets of one variant
-are adjacent items in one xdist group (``-p xdist --dist loadgroup``), so the worker that runs them
-computes JAX's side of the comparison once (:mod:`jax2onnx.testing.runner`'s reference memo) instead
-of once per opset -- most of a testcase's time; ``-k`` selects by testcase name as usual.
+and a comma list (``default,17,13``) exports every variant at each of them in one test (id
+``<variant>+opset17+opset13``), whose JAX reference is computed once for all (most of a testcase's
+time; :attr:`jax2onnx.testing.Variant.more_opsets`); ``-k`` selects by testcase name as usual.
 
 Ini option ``jax2onnx_xla_flags``: XLA flags added to ``XLA_FLAGS`` before any conftest or test
 module is imported, so before JAX's first compilation (XLA reads the variable once, then). A
@@ -96,12 +95,12 @@ def _opsets_option(text: str) -> tuple[int | None, ...]:
 
 
 def collect_variants(packs: list[str] | None, opset: int | None | tuple[int | None, ...] = None) -> list[Any]:
-    """Every variant of the installed packs' testcases (``packs``: only these), at ``opset`` or at
-    each of a tuple of opsets; a variant's opsets are adjacent in the list."""
+    """Every variant of the installed packs' testcases (``packs``: only these), at ``opset``, or at
+    the first of a tuple of opsets and then the others (``Variant.more_opsets``)."""
     from jax2onnx.lower.registry import get_registry
     from jax2onnx.testing.runner import variants_of
 
-    opsets = opset if isinstance(opset, tuple) else (opset,)
+    first, *more = opset if isinstance(opset, tuple) else (opset,)
     out = []
     seen: set[str] = set()
     for pack, comp in get_registry().components():
@@ -109,12 +108,12 @@ def collect_variants(packs: list[str] | None, opset: int | None | tuple[int | No
             continue
         for case in comp.testcases:
             for base in variants_of(case, pack, comp.name):
-                for v in (dataclasses.replace(base, opset=o) for o in opsets):
-                    key = f"{comp.name}::{v.id}"
-                    if key in seen:
-                        continue
-                    seen.add(key)
-                    out.append(v)
+                v = dataclasses.replace(base, opset=first, more_opsets=tuple(more))
+                key = f"{comp.name}::{v.id}"
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.append(v)
     return out
 
 
@@ -141,15 +140,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     packs = getattr(metafunc.module, "JAX2ONNX_PACKS", None)
     opsets = metafunc.config.getoption("--jax2onnx-opset", default=None)
     variants = collect_variants(list(packs) if packs is not None else None, opsets)
-    several = isinstance(opsets, tuple) and len(opsets) > 1
 
-    def marks(v: Any) -> list[Any]:
-        out = [pytest.mark.skip(reason=v.case.skip_reason)] if v.case.skip_reason else []
-        if several:  # one worker for a variant's opsets: JAX's reference is computed once for them
-            out.append(pytest.mark.xdist_group(f"{v.component}::{v.case.name}"))
-        return out
+    def test_id(v: Any) -> str:
+        return f"{v.component}::{v.id}" + "".join(f"+opset{o or 'default'}" for o in v.more_opsets)
 
-    params = [pytest.param(v, id=f"{v.component}::{v.id}", marks=marks(v)) for v in variants]
+    params = [pytest.param(v, id=test_id(v), marks=[pytest.mark.skip(reason=v.case.skip_reason)] if v.case.skip_reason else [])
+              for v in variants]
     metafunc.parametrize("jax2onnx_variant", params)
 
 
@@ -163,8 +159,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
     variant = getattr(item, "callspec", None) and item.callspec.params.get("jax2onnx_variant")
     if variant is None:
         return
-    if variant.opset is not None and item.config.getoption("--jax2onnx-opset", default=None) != (variant.opset,):
-        return  # a run over several opsets reports the default one's outcomes (the coverage tables' keys)
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
         # Carried on the report, so under pytest-xdist it reaches the controller, which alone
         # writes the file (workers writing it concurrently would lose each other's results).

@@ -45,6 +45,9 @@ class Variant:
     pack: str = ""
     component: str = ""
     opset: int | None = None
+    #: opsets it is exported at too, after ``opset``, in the same test (``--jax2onnx-opset=default,17,13``):
+    #: JAX's side of the comparison, most of a variant's time, is computed once for all of them
+    more_opsets: tuple[int | None, ...] = ()
 
     @property
     def id(self) -> str:
@@ -149,10 +152,18 @@ def unavailable_ops(model: onnx.ModelProto, ops: Sequence[str]) -> list[str]:
 
 
 def run_variant(variant: Variant) -> CaseResult:
-    """Export, check with ``onnx.checker`` (full_check), run in onnxruntime, compare with JAX.
+    """Export, check with ``onnx.checker`` (full_check), run in onnxruntime, compare with JAX; then
+    the same at each of ``variant.more_opsets`` (the result returned is the first opset's).
 
-    Raises AssertionError describing the first failure.
+    Raises AssertionError describing the first failure (its variant id names the opset).
     """
+    result = _run_at_one_opset(dataclasses.replace(variant, more_opsets=()))
+    for opset in variant.more_opsets:
+        _run_at_one_opset(dataclasses.replace(variant, opset=opset, more_opsets=()))
+    return result
+
+
+def _run_at_one_opset(variant: Variant) -> CaseResult:
     case = variant.case
     with x64_enabled(variant.double):
         fn = case.build()
@@ -260,11 +271,11 @@ def compare_with_jax(variant: Variant, fn: Any, model: onnx.ModelProto, inputs: 
     return diffs
 
 
-#: JAX's outputs for the last few (variant without its opset, inputs): the same variant exported at
-#: several opsets (``--jax2onnx-opset=default,17,13``, adjacent items on one worker) is compared
-#: with one reference -- JAX's jit of the testcase was most of a variant's time. Keyed on the input
-#: and parameter bytes too, so a reference is reused only for the very arrays it was computed on;
-#: the testcase's function is rebuilt for every item, from the same seeds.
+#: JAX's outputs for the last few (variant without its opset, inputs): a variant exported at several
+#: opsets (``Variant.more_opsets``) is compared with one reference -- JAX's jit of the testcase was
+#: most of a variant's time. Keyed on the input and parameter bytes too, so a reference is reused
+#: only for the very arrays it was computed on; the testcase's function is rebuilt for every opset,
+#: from the same seeds.
 _REFERENCES: collections.OrderedDict[tuple[Any, ...], Any] = collections.OrderedDict()
 _REFERENCES_KEPT = 8
 
