@@ -104,6 +104,8 @@ for mode in modes:
         export(mode)
     except KeyboardInterrupt:
         print(json.dumps({f"{mode} interrupted": sorted(os.listdir(os.path.join(root, mode)))}), flush=True)
+    else:  # the signal arrived when the export was past its last check (seen once in ~10 runs on a loaded machine)
+        print(json.dumps({f"{mode} finished": sorted(os.listdir(os.path.join(root, mode)))}), flush=True)
     saving._STEP_HOOK = None
 
 both_writing = threading.Barrier(2, action=lambda: os.kill(os.getpid(), signal.SIGKILL))
@@ -129,8 +131,10 @@ def test_killed_and_interrupted_exports_leave_the_folder_whole_and_the_next_expo
     report = {k: v for line in run.stdout.splitlines() for k, v in json.loads(line).items()}
     for mode in ("inline", "streamed"):
         out = tmp_path / mode / "lm"
-        # Ctrl-C: the interrupted export removed its temp folder at once, out untouched
-        assert report[f"{mode} interrupted"] == ["lm"], (mode, report)
+        # Ctrl-C: the interrupted export removed its temp folder at once, out untouched; a real signal
+        # can also land once the export has finished (then it replaced out whole): nothing beside out
+        # either way (_interrupt_at's test below raises it at chosen points, deterministically)
+        assert report.get(f"{mode} interrupted", report.get(f"{mode} finished")) == ["lm"], (mode, report)
         # SIGKILL: out is still the first export, byte for byte; the killed export's temp folder is beside it
         assert _digests(out) == report[mode], mode
         check_folder(out)
