@@ -119,7 +119,8 @@ def test_streamed_weights_are_written_one_at_a_time_at_any_size(tmp_path, mini_r
     proto = onnx.load(str(out), load_external_data=False)
     external = {t.name for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
     assert external == set(flat)
-    assert allclose(lambda x: mlp(params, x), str(out), [rng.standard_normal((2, 32)).astype(np.float32)])
+    # atol 1e-4: onnxruntime 1.31's (the floor's) float32 kernels differ from JAX by up to 4e-5 here
+    assert allclose(lambda x: mlp(params, x), str(out), [rng.standard_normal((2, 32)).astype(np.float32)], atol=1e-4)
     # asked for one self-contained file, or no file to write beside: inline, as before
     inline = to_onnx(mlp, [Weights(abstract, flat), ("B", 32)], output_path=str(tmp_path / "one.onnx"),
                      external_data=False)

@@ -287,7 +287,7 @@ def test_an_orbax_checkpoint_missing_an_arrays_data_is_one_clear_error_and_no_fo
         export_causal_lm(_abstract(spec), out, max_length=32, weights=ckpt)
     assert sorted(os.listdir(tmp_path)) == ["ckpt"]
     shutil.rmtree(ckpt / "_METADATA") if (ckpt / "_METADATA").is_dir() else (ckpt / "_METADATA").unlink()
-    with pytest.raises(WeightsError, match=r"Orbax checkpoint .*ckpt.* lists no arrays.*save or copy it again"):
+    with pytest.raises(WeightsError, match=r"Orbax checkpoint .*ckpt.*(lists no arrays.*save or copy it again|_METADATA\) does not exist)"):
         export_causal_lm(_abstract(spec), out, max_length=32, weights=ckpt)
 
 
