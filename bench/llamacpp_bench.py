@@ -82,14 +82,15 @@ ROPE_THETA, RMS_EPS, EOS = 10000.0, 1e-6, 2  # the examples pack's LlamaConfig d
 # --- variants ----------------------------------------------------------------------------------
 
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
-    """``"int4:accuracy_level=4,lm_head=int8"`` -> (a file-safe tag, Precision's fields)."""
+    """``"int4:accuracy_level=4,lm_head=int8,symmetric=true"`` -> (a file-safe tag, Precision's fields)."""
     kind, _, rest = text.partition(":")
     fields: dict[str, Any] = {"kind": kind.strip()}
     for item in filter(None, (p.strip() for p in rest.split(","))):
         key, eq, value = item.partition("=")
         if not eq:
             raise SystemExit(f"--variants: {item!r} in {text!r} is not field=value (e.g. int4:accuracy_level=4)")
-        fields[key.strip()] = None if value == "none" else int(value) if value.lstrip("-").isdigit() else value
+        fields[key.strip()] = (None if value == "none" else {"true": True, "false": False}.get(value.lower(), value)
+                               if not value.lstrip("-").isdigit() else int(value))
     tag = "-".join([fields["kind"], *(f"{k}{v}" for k, v in fields.items() if k != "kind")]).replace("_", "")
     return tag, fields
 

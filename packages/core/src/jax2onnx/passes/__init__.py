@@ -17,6 +17,7 @@ from .manager import NO_DEAD_CODE, NONDETERMINISTIC_OPS, SHAPES, all_graphs
 from .max_pool_guard import MaxPoolGuardLayoutPass
 from .pipeline import PassPipeline
 from .rewrite import RewritePass
+from .reshape_cancel import ReshapeCancelPass
 from .roll_split import RollSplitPass
 from .squeeze_cancel import SqueezeCancelPass
 from .transpose_cancel import TransposeCancelPass
@@ -24,7 +25,7 @@ from .transpose_cancel import TransposeCancelPass
 
 def default_passes(target: Any = None) -> PassPipeline:
     """Folding first, on the lowered graph without its dead code (folding declares it needs none:
-    less to fold); then renames and duplicates go. The rewrite stage (the common rules and
+    less to fold); then renames, Reshapes that undo each other and duplicates go. The rewrite stage (the common rules and
     ``target``'s, a :class:`jax2onnx.targets.Target`; None: the common ones, :mod:`.rewrite`) runs on
     the folded, deduplicated graph. A max pool's NaN guard moves past the layout Transposes that
 stayed (:mod:`.max_pool_guard`). Rolls read one Split per value and axis after duplicates are
@@ -39,6 +40,7 @@ stayed (:mod:`.max_pool_guard`). Rolls read one Split per value and axis after d
             TransposeCancelPass(),
             MaxPoolGuardLayoutPass(),
             SqueezeCancelPass(),
+            ReshapeCancelPass(),
             CommonSubexpressionEliminationPass(),
             RewritePass(target),
             RollSplitPass(),
@@ -61,6 +63,7 @@ __all__ = [
     "KernelCoveragePass",
     "MaxPoolGuardLayoutPass",
     "NONDETERMINISTIC_OPS",
+    "ReshapeCancelPass",
     "RewritePass",
     "RollSplitPass",
     "SqueezeCancelPass",
