@@ -3,8 +3,9 @@
 
 Sources: a folder holding ``tokenizer.json``, a Hugging Face fast tokenizer (saved with
 ``save_pretrained``), or a tokenizer object a front-end writes (``Frontend.tokenizer``: a KerasHub
-``CausalLM``'s preprocessor carries one, converted in ``frontends/keras_hub/tokenizer.py``). Whatever the source, the written ``tokenizer.json`` is then put in the form
-onnxruntime-genai splits as the library does (``tokenizer_genai.py``).
+``CausalLM``'s preprocessor carries one, converted in ``frontends/keras_hub/tokenizer.py``).
+Whatever the source, the written ``tokenizer.json`` is then put in the form onnxruntime-genai
+splits as the library does (``tokenizer_genai.py``).
 """
 
 from __future__ import annotations
