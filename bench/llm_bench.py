@@ -64,7 +64,7 @@ def build(args: argparse.Namespace) -> tuple[Any, Any, int]:
 
         config = transformers.GPT2Config(**GPT2_SIZES[args.size], bos_token_id=0, eos_token_id=0)
         model = transformers.FlaxGPT2LMHeadModel(config, seed=0)
-        from jax2onnx_llm.families import decoder_spec
+        from jax2onnx_llm.frontends import decoder_spec
 
         return model, decoder_spec(model), config.vocab_size
     from flax import nnx

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace, work: str) -> dict[str, Any]:
     import numpy as np
     import onnxruntime_genai as og
     from jax2onnx_llm import export_causal_lm
-    from jax2onnx_llm.families import decoder_spec
+    from jax2onnx_llm.frontends import decoder_spec
     from jax2onnx_llm.reference import greedy_generate
 
     model = build(args.size)

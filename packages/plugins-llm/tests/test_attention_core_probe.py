@@ -1,5 +1,5 @@
 """The probe that decides whether a KerasHub-style attention core (``_compute_attention``) may
-become a fused op (``keras_core_attention._verified``): it must accept a core that computes what
+become a fused op (``frontends/keras_hub/core_attention._verified``): it must accept a core that computes what
 GroupQueryAttention / Attention compute, find the scale and a window the core applies itself, and
 refuse, with the reason, a core that computes anything else. Plain JAX stand-ins for the layers.
 And the export's per-layer report (``attention_report.py``) for each target, including a layer the
@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax2onnx_llm import keras_core_attention as core
+from jax2onnx_llm.frontends.keras_hub import core_attention as core
 
 HEADS, KV_HEADS, HEAD = 4, 2, 8
 

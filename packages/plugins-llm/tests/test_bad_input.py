@@ -31,7 +31,10 @@ def test_unsupported_family(tmp_path):
 
     with pytest.raises(UnsupportedModelError) as exc:
         export_causal_lm(NotAModel(), tmp_path / "m", max_length=32)
-    assert "DecoderSpec" in _one_line(exc) and "Hugging Face" in str(exc.value)
+    # every registered front-end is named with what it takes
+    for fragment in ("NotAModel", "DecoderSpec", "hf_flax: a Hugging Face", "keras_hub: a KerasHub CausalLM",
+                     "step_function: a jax2onnx_llm.DecoderSpec"):
+        assert fragment in _one_line(exc), fragment
     assert not (tmp_path / "m").exists()
 
 
@@ -47,11 +50,16 @@ def test_unsupported_transformers_class(tmp_path):
 
 
 def test_unsupported_keras_hub_class(tmp_path):
-    # the class name alone decides: a KerasHub model that is no supported causal LM is named, with the ones that are
-    masked_lm = type("BertMaskedLM", (), {"__module__": "keras_hub.src.models.bert"})()
+    # a KerasHub model that is no CausalLM: no front-end claims it, and the error says what the KerasHub one takes
+    from llm_test_helpers import keras_hub_under_jax
+
+    keras, keras_hub = keras_hub_under_jax()
+    backbone = keras_hub.models.BertBackbone(vocabulary_size=64, num_layers=1, num_heads=2, hidden_dim=8,
+                                             intermediate_dim=16, max_sequence_length=16)
+    masked_lm = keras_hub.models.BertMaskedLM(backbone=backbone, preprocessor=None)
     with pytest.raises(UnsupportedModelError) as exc:
         export_causal_lm(masked_lm, tmp_path / "m", max_length=32)
-    assert "KerasHub's BertMaskedLM" in _one_line(exc) and "GemmaCausalLM" in str(exc.value)
+    assert "BertMaskedLM" in _one_line(exc) and "keras_hub: a KerasHub CausalLM" in str(exc.value)
     assert not (tmp_path / "m").exists()
 
 

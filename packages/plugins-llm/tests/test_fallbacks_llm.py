@@ -176,7 +176,7 @@ def _keras_export_and_compare(tmp_path, model, cache: str, target: str):
 def assert_core_fused(folder, target: str, whole_layers: int, layers: int = 2) -> None:
     """Every layer's attention fused (the export's per-layer report and one tagged node each):
     ``whole_layers`` of them as the whole-layer region (with the pack's rotary op), the others as
-    the softmax core only (``keras_core_attention.py``), KerasHub's own rotation beside it."""
+    the softmax core only (``frontends/keras_hub/core_attention.py``), KerasHub's own rotation beside it."""
     assert_layer_fusions(folder, [GQA_OP if target == "onnxruntime" else ATTENTION_OP] * layers)
     rotary = (MS, "RotaryEmbedding") if target == "onnxruntime" else ("", "RotaryEmbedding")
     assert op_counts(folder).get(rotary, 0) == 2 * whole_layers, op_counts(folder)

@@ -1,4 +1,4 @@
-"""KerasHub's ALiBi attention layers (Bloom, Falcon) as one fused op (``keras_alibi_attention.py``):
+"""KerasHub's ALiBi attention layers (Bloom, Falcon) as one fused op (``frontends/keras_hub/alibi_attention.py``):
 the probe that decides whether a layer's whole call may become the fused op picks each family's
 bias convention (Bloom adds ALiBi after the scale, Falcon before it) and refuses, with the reason, a
 layer whose bias is something else; a declined layer (the probe's refusal, or no fused op at the
@@ -23,8 +23,8 @@ from llm_test_helpers import (
 keras, keras_hub = keras_hub_under_jax()
 
 from jax2onnx_llm import export_causal_lm  # noqa: E402
-from jax2onnx_llm import keras_alibi_attention as alibi  # noqa: E402
 from jax2onnx_llm.attention_report import NO_FUSED_OP  # noqa: E402
+from jax2onnx_llm.frontends.keras_hub import alibi_attention as alibi  # noqa: E402
 from test_keras_hub_families import keras_reference, make  # noqa: E402
 
 VOCAB = 128

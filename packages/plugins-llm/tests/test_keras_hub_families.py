@@ -1,5 +1,5 @@
 """Every decoder-only KerasHub CausalLM through KerasHub's cached-call protocol
-(``families/keras_hub_generic.py``): tiny random backbones built here (nothing downloaded),
+(``frontends/keras_hub/generic.py``): tiny random backbones built here (nothing downloaded),
 exported and generated in onnxruntime-genai, whose greedy tokens must equal KerasHub's own greedy
 ``generate`` for one prompt and a left-padded batch of three."""
 
@@ -92,7 +92,7 @@ def _builders():
 
 #: What each family's attention layers become, per target (every layer alike in these models):
 #: the fused op, or a piece of the reason the export's report gives for the library's own code.
-#: (Bloom and Falcon: their ALiBi in the fused op's per-head bias, keras_alibi_attention.py)
+#: (Bloom and Falcon: their ALiBi in the fused op's per-head bias, frontends/keras_hub/alibi_attention.py)
 SINKS = "attention sinks: opset-23 Attention has no sink input"
 FUSED = {family: {"onnxruntime": GQA_OP, "onnx": ATTENTION_OP} for family in _builders()}
 FUSED.update({

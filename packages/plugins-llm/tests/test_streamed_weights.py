@@ -81,7 +81,7 @@ def test_source_with_a_wrong_shape_is_one_clear_error(tmp_path):
 def test_hugging_face_model_without_arrays_streams_its_weights(tmp_path):
     """transformers' _do_init=False builds no arrays; its weights come from the file."""
     transformers = pytest.importorskip("transformers", reason="transformers provides the Flax Llama")
-    from jax2onnx_llm.families import decoder_spec
+    from jax2onnx_llm.frontends import decoder_spec
     from jax2onnx_llm.reference import greedy_generate
 
     config = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=32, intermediate_size=64,
@@ -139,7 +139,7 @@ def test_streamed_from_an_orbax_checkpoint_of_a_sharded_run(tmp_path):
 
     import jax.numpy as jnp
     ocp = pytest.importorskip("orbax.checkpoint", reason="orbax-checkpoint writes the checkpoint")
-    from jax2onnx_llm.families import decoder_spec
+    from jax2onnx_llm.frontends import decoder_spec
     from jax2onnx_llm.spec import KVCache, position_ids_from_mask
 
     ckpt = tmp_path / "ckpt"

@@ -1,8 +1,8 @@
 """Which attention layers of an export fused, and why the others did not.
 
 During an export a :func:`recording` is open (``export._write_model``); the KerasHub adapters
-register their decoder layers (:func:`register`), the regions that fuse (``keras_attention.py``,
-``keras_core_attention.py``, ``attend``) tag the fused node with its decoder layer's index
+register their decoder layers (:func:`register`), the regions that fuse (the front-ends'
+``attention.py``, ``core_attention.py``, ``attend``) tag the fused node with its decoder layer's index
 (:func:`tag`), and code that declines a layer says why (:func:`decline`).
 :class:`AttentionReportPass`, in the rewrite slot, reads the tags off the graph (so a region that was
 declined at lowering, or removed, is reported as it ended; fused nodes that know no layer, the

@@ -171,9 +171,8 @@ def _search(items: list[str], error: type[Exception], fields: dict[str, type]) -
 
 
 def _is_model(obj: Any) -> bool:
-    """A model object rather than a factory: models are callable too, so tell them by what they carry."""
-    from .spec import DecoderSpec
+    """A model object rather than a factory: models are callable too, so a model is what a registered
+    front-end claims."""
+    from .frontends.registry import claiming
 
-    module = type(obj).__module__ or ""
-    return (isinstance(obj, DecoderSpec) or hasattr(obj, "__jax2onnx_decoder__")
-            or module.startswith(("transformers.", "keras_hub.")))
+    return claiming(obj) is not None

@@ -1,7 +1,7 @@
 """``export_causal_lm``: a causal LM → an onnxruntime-genai model folder.
 
 The model (whatever its library) is first turned into a :class:`~jax2onnx_llm.spec.DecoderSpec`
-by its family adapter (``families/``); one export path then serves them all:
+by the front-end that claims it (``frontends/``); one export path then serves them all:
 
 1. a flat function ``(input_ids, attention_mask, *past) -> (logits, *present)`` around the spec's
    step, in onnxruntime-genai's names and layout, exported by core's stages (the ones ``to_onnx``
@@ -33,7 +33,7 @@ from jax2onnx.targets import MS_DOMAIN, get_target
 from .attention_report import AttentionReportPass, recording
 from .calibration import with_calibration_batches
 from .errors import CacheLayoutError, MaxLengthError, OptionError
-from .families import decoder_spec
+from .frontends import decoder_spec
 from .genai_config import FILE as GENAI_CONFIG_FILE
 from .genai_config import build as build_genai_config
 from .genai_config import check_search

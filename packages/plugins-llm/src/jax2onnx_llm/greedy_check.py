@@ -17,7 +17,7 @@ from typing import Any
 from jax2onnx.frontend import HIGHEST, MIN_AGREEMENT, NEW_TOKENS, GreedyAgreement, precision_scope
 
 from .errors import OptionError
-from .families import decoder_spec
+from .frontends import decoder_spec
 from .genai_run import folder_pad_token_id, greedy, left_pad, until_eos
 from .reference import greedy_generate
 

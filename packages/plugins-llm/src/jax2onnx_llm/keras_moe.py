@@ -3,7 +3,7 @@
 Mixtral, Qwen MoE, Qwen 3 MoE, GPT-OSS and Qwen 3.5 MoE compute every expert for every token (a
 batched ``einsum`` over the stacked ``[experts, in, out]`` weights) and weight the outputs by a routing
 that is zero outside each token's top-k. Inside an export, each block's call (the exported model's
-own instances, :class:`~.keras_attention.KerasHubPatch`) is a marked region whose body is that
+own instances, :class:`~.frontends.keras_hub.attention.KerasHubPatch`) is a marked region whose body is that
 call; where the target runs contrib ops, its lowering emits the router's MatMul and one ``MoE``,
 which runs only the k chosen experts per token. Elsewhere (``target="onnx"``, a configuration
 below) the body is the graph: the library's own code, in standard ONNX.
@@ -50,7 +50,7 @@ import onnx_ir as ir
 from jax2onnx.fusion import Operands, call_region
 from jax2onnx.plugin import Lowerings, exporting
 
-from .keras_attention import KerasHubPatch
+from .frontends.keras_hub.attention import KerasHubPatch
 from .region_patch import region_patch
 
 lowerings = Lowerings()

@@ -1,5 +1,5 @@
-"""The one wrapper the library attention patches share (``hf_attention.py``, ``keras_attention.py``):
-a call the export may fuse becomes a marked region, every other call is the library's own method.
+"""The one wrapper the library attention patches share (the front-ends' ``attention.py``
+modules): a call the export may fuse becomes a marked region, every other call is the library's own method.
 
 The two libraries differ only in which calls may fuse (Hugging Face: a cached decoding step with no
 attention weights asked for; KerasHub: any call inside an export) and in how the region is built;

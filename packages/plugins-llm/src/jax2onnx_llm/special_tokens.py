@@ -91,10 +91,11 @@ def tokenizer_ids(tokenizer: Any) -> dict[str, int]:
         return {}
     if isinstance(tokenizer, (str, os.PathLike)):
         return _folder_ids(pathlib.Path(tokenizer))
-    keras = type(tokenizer).__module__.startswith("keras_hub.")
     found = {}
     for field, (hf_attr, keras_attr) in _TOKENIZER_ATTRS.items():
-        value = getattr(tokenizer, keras_attr if keras else hf_attr, None)
+        # by the attribute the tokenizer has (neither library's tokenizers have the other's names)
+        value = getattr(tokenizer, hf_attr, None)
+        value = getattr(tokenizer, keras_attr, None) if value is None else value
         if value is not None:
             found[field] = int(value)
     return found

@@ -2,9 +2,10 @@
 ``tokenizer_config.json`` and ``special_tokens_map.json`` when present) from the model folder.
 
 Sources: a folder holding ``tokenizer.json``, a Hugging Face fast tokenizer (saved with
-``save_pretrained``), or a KerasHub tokenizer (a ``CausalLM``'s preprocessor carries one; converted in
-``tokenizers_keras_hub.py``). Whatever the source, the written ``tokenizer.json`` is then put in the form
-onnxruntime-genai splits as the library does (``tokenizer_genai.py``).
+``save_pretrained``), or a tokenizer object a front-end writes (``Frontend.tokenizer``: a KerasHub
+``CausalLM``'s preprocessor carries one, converted in ``frontends/keras_hub/tokenizer.py``).
+Whatever the source, the written ``tokenizer.json`` is then put in the form onnxruntime-genai
+splits as the library does (``tokenizer_genai.py``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import shutil
 from typing import Any
 
 from .errors import TokenizerError
+from .frontends.registry import tokenizer_source
 from .tokenizer_genai import for_genai
-from .tokenizers_keras_hub import REQUIRED, from_keras_hub
 
+REQUIRED = "tokenizer.json"
 COMPANIONS = ("tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model")
 
 
@@ -35,8 +37,9 @@ def resolve(tokenizer: Any) -> Any:
             )
         _check_files(folder)
         return folder
-    if type(tokenizer).__module__.startswith("keras_hub."):
-        return from_keras_hub(tokenizer)
+    converted = tokenizer_source(tokenizer)  # a library's own tokenizer object, written by its front-end
+    if converted is not None:
+        return converted
     if hasattr(tokenizer, "save_pretrained"):
         if getattr(tokenizer, "is_fast", True) is False:
             raise TokenizerError(

@@ -27,7 +27,7 @@ from jax2onnx import Weights
 from jax2onnx.frontend import as_source, leaf_name, source_problems
 
 from .errors import WeightsError
-from .families import decoder_spec
+from .frontends import decoder_spec
 from .spec import DecoderSpec
 
 

@@ -25,10 +25,10 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from ..errors import UnsupportedModelError
-from ..spec import DecoderSpec, KVCache
-from .keras_hub_generic import attention_cores, library_facts
-from .support import supported_family
+from ...errors import UnsupportedModelError
+from ...spec import DecoderSpec, KVCache
+from ..support import supported_family
+from .generic import attention_cores, library_facts
 
 FAMILIES = {"GPT2CausalLM": "decoder", "GemmaCausalLM": "gemma", "LlamaCausalLM": "llama"}
 
@@ -42,7 +42,7 @@ def decoder_spec(model: Any) -> DecoderSpec:
             f"KerasHub {name} runs on the {keras.backend.backend()!r} backend; set KERAS_BACKEND=jax before importing keras"
         )
     if name not in FAMILIES:  # every other CausalLM: KerasHub's cached-call protocol
-        from .keras_hub_generic import decoder_spec as generic_decoder_spec
+        from .generic import decoder_spec as generic_decoder_spec
 
         return generic_decoder_spec(model, name)
     name, family = supported_family(model, FAMILIES, "KerasHub's")
@@ -70,7 +70,7 @@ def decoder_spec(model: Any) -> DecoderSpec:
             x = backbone.embeddings_add((x, jnp.take(jnp.asarray(table), position_ids, axis=0).astype(x.dtype)))
         elif name == "GemmaCausalLM":
             x = x * jnp.sqrt(jnp.asarray(backbone.hidden_dim, x.dtype))
-        # what the whole-layer regions (keras_attention.py) decline: the softmax core fused
+        # what the whole-layer regions (attention.py) decline: the softmax core fused
         with attention_cores(backbone.transformer_layers, past, cache.max_length):
             for i, layer in enumerate(backbone.transformer_layers):
                 k, v = cache.keys[i].transpose(0, 2, 1, 3), cache.values[i].transpose(0, 2, 1, 3)

@@ -1,8 +1,8 @@
-"""KerasHub attention layers with a KV cache as one fused attention op (see ``hf_attention.py``
-for the pattern, which this module follows for Keras).
+"""KerasHub attention layers with a KV cache as one fused attention op (see the Hugging Face
+front-end's ``attention.py`` for the pattern, which this module follows for Keras).
 
 ``LlamaAttention``, ``CachedGemmaAttention`` and GPT-2's ``CachedMultiHeadAttention``: a call with
-``cache``/``cache_update_index`` (the KerasHub adapter, ``families/keras_hub.py``, makes every call
+``cache``/``cache_update_index`` (the KerasHub adapter, ``adapter.py``, makes every call
 so) runs as a marked region whose body is the layer's own ``call`` on the layer's variables (a
 ``keras.StatelessScope``); its lowering emits the ``EinsumDense`` projections as MatMuls, rotates
 q and k at ``cache_update_index + i`` as KerasHub does, and one GroupQueryAttention / opset-23
@@ -26,15 +26,15 @@ import onnx_ir as ir
 from jax2onnx.fusion import Operands, call_region, matmul_bias
 from jax2onnx.plugin import Lowerings, ModulePatch, exporting
 
-from .attention_report import layer_index, tag
-from .fused import emit_attention, fused_kind, library_cache
-from .keras_core_attention import library_core
-from .region_patch import region_patch
-from .spec import rope_frequencies
+from ...attention_report import layer_index, tag
+from ...fused import emit_attention, fused_kind, library_cache
+from ...region_patch import region_patch
+from ...spec import rope_frequencies
+from .core_attention import library_core
 
 lowerings = Lowerings()
 
-KERAS_ATTENTION_MARK = "jax2onnx_llm.keras_attention"
+KERAS_ATTENTION_MARK = "jax2onnx_llm.frontends.keras_hub.attention"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,7 +180,7 @@ def lower_keras_attention(ctx: Any, *ins: ir.Value) -> Any:
     ops = Operands(ctx, ins)
     p = ctx.marked.params
     style, heads, kv_heads, head_size = p["style"], p["num_heads"], p["kv_heads"], p["head_size"]
-    # the projections' names: those of all three layers here, or the ALiBi layers' (keras_alibi_attention.py)
+    # the projections' names: those of all three layers here, or the ALiBi layers' (alibi_attention.py)
     names = p.get("projections") or ("query", "key", "value", "attention_output")
     x = ops["x"]
     q, k, v = (_keras_dense(ctx, ops, x, n, style == "gemma") for n in names[:3])

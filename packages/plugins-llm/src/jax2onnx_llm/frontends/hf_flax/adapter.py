@@ -1,5 +1,5 @@
 """Hugging Face transformers Flax causal LMs (transformers 4.x): GPT-2, Llama, Mistral, Gemma, and
-GPT-Neo, GPT-J, OPT, Bloom, XGLM (``hf_flax_more.py``).
+GPT-Neo, GPT-J, OPT, Bloom, XGLM (``more_families.py``).
 
 The step runs the library's own Flax module (``model.module.apply``) with its own static cache:
 each attention layer keeps ``cached_key``/``cached_value`` ``(batch, length, kv_heads, head_size)``
@@ -22,11 +22,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ..errors import UnsupportedModelError
-from ..spec import DecoderSpec, KVCache, extend_to
-from .hf_flax_more import FAMILIES as MORE_FAMILIES
-from .hf_flax_more import takes_position_ids
-from .support import supported_family
+from ...errors import UnsupportedModelError
+from ...spec import DecoderSpec, KVCache, extend_to
+from ..support import supported_family
+from .more_families import FAMILIES as MORE_FAMILIES
+from .more_families import takes_position_ids
 
 #: class name -> genai_config.json model.type
 FAMILIES = {

@@ -1,7 +1,7 @@
 """KerasHub's ALiBi attention layers (Bloom's ``BloomAttention``, Falcon's ``FalconAttention``) as one fused op.
 
 These layers have no separable softmax core (no ``_compute_attention``): the ALiBi bias joins the
-scores inside their own ``call``. So the whole call becomes the region, as ``keras_attention.py``
+scores inside their own ``call``. So the whole call becomes the region, as ``attention.py``
 does for Llama and Gemma (whose lowering, ``lower_keras_attention``, this one shares): its body is
 the layer's own ``call`` on the layer's variables, so a declined region (another target, an opset
 below 23) computes exactly what KerasHub does; its lowering emits the ``EinsumDense`` projections
@@ -42,9 +42,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax2onnx.fusion import call_region
 
-from .attention_report import decline, layer_index
-from .keras_attention import KERAS_ATTENTION_MARK
-from .keras_core_attention import MAX_PROBE_KEYS, PROBE_KEYS, library_core
+from ...attention_report import decline, layer_index
+from .attention import KERAS_ATTENTION_MARK
+from .core_attention import MAX_PROBE_KEYS, PROBE_KEYS, library_core
 
 #: the projections the lowering reads, by their variables' names under the layer (q, k, v, output)
 PROJECTIONS = ("query_dense", "key_dense", "value_dense", "output_dense")

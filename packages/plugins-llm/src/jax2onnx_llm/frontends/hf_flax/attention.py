@@ -1,6 +1,6 @@
 """Hugging Face Flax attention layers with a KV cache as one fused attention op.
 
-The transformers adapter (``families/transformers_flax.py``) runs the library's own modules, so
+The transformers adapter (``adapter.py``) runs the library's own modules, so
 their attention is the library's code: projections, rotary, ``_concatenate_to_cache`` (a
 ``dynamic_update_slice`` into ``cached_key``/``cached_value`` at ``cache_index``), masks,
 softmax. Inside an export this module's patches run each cached self-attention call
@@ -40,10 +40,10 @@ import onnx_ir as ir
 from jax2onnx.fusion import Operands, call_region, linen_calls, matmul_bias, path_name
 from jax2onnx.plugin import Lowerings, ModulePatch, exporting
 
-from .fused import additive_bias, emit_attention, fused_kind, library_cache
-from .region_patch import region_patch
+from ...fused import additive_bias, emit_attention, fused_kind, library_cache
+from ...region_patch import region_patch
 
-HF_ATTENTION_MARK = "jax2onnx_llm.hf_attention"
+HF_ATTENTION_MARK = "jax2onnx_llm.frontends.hf_flax.attention"
 
 lowerings = Lowerings()
 

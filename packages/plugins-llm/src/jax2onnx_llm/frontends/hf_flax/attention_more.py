@@ -1,6 +1,6 @@
 """The attention layers of transformers' Flax GPT-Neo, GPT-J, OPT, Bloom and XGLM as one fused op.
 
-As ``hf_attention.py`` does for GPT-2/Llama/Mistral/Gemma (whose gate, ``_cached_self_attention``,
+As ``attention.py`` does for GPT-2/Llama/Mistral/Gemma (whose gate, ``_cached_self_attention``,
 and binding, ``jax2onnx_apply``, this module shares): inside an export, each cached
 self-attention call of these classes becomes a marked region whose body is the library's own
 ``__call__`` (on an unbound clone, the region's operands as its variables), the new cache written
@@ -40,11 +40,11 @@ import onnx_ir as ir
 from jax2onnx.fusion import Operands, matmul_bias
 from jax2onnx.plugin import Lowerings
 
-from .fused import _typed, additive_bias, fused_kind
-from .hf_attention import _cached_self_attention, attend_over_library_cache, cached_attention_region, hf_patch
-from .region_patch import region_patch
+from ...fused import _typed, additive_bias, fused_kind
+from ...region_patch import region_patch
+from .attention import _cached_self_attention, attend_over_library_cache, cached_attention_region, hf_patch
 
-HF_MORE_ATTENTION_MARK = "jax2onnx_llm.hf_attention_more"
+HF_MORE_ATTENTION_MARK = "jax2onnx_llm.frontends.hf_flax.attention_more"
 
 lowerings = Lowerings()
 

@@ -23,9 +23,8 @@ import tempfile
 import warnings
 from typing import Any
 
-from .errors import TokenizerError
-
-REQUIRED = "tokenizer.json"
+from ...errors import TokenizerError
+from ...tokenizers import REQUIRED
 
 
 def from_keras_hub(tokenizer: Any) -> Any:

@@ -35,11 +35,11 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from ..attention_report import decline, register
-from ..errors import UnsupportedModelError
-from ..keras_alibi_attention import alibi_attention, alibi_layers
-from ..keras_core_attention import core_attention, core_layers, no_core_reason
-from ..spec import DecoderSpec, KVCache
+from ...attention_report import decline, register
+from ...errors import UnsupportedModelError
+from ...spec import DecoderSpec, KVCache
+from .alibi_attention import alibi_attention, alibi_layers
+from .core_attention import core_attention, core_layers, no_core_reason
 
 
 class _CacheProbe(Exception):
@@ -123,14 +123,14 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
 @contextlib.contextmanager
 def attention_cores(decoders: list[Any], past: Any, context: int | None) -> Iterator[None]:
     """For this call, each decoder layer's softmax core (``_compute_attention``) as the export
-    target's fused op (``keras_core_attention.py``; ``context``: the export's ``max_length``), or,
-    in a layer without one, its ALiBi attention layer's whole call (``keras_alibi_attention.py``),
+    target's fused op (``core_attention.py``; ``context``: the export's ``max_length``), or,
+    in a layer without one, its ALiBi attention layer's whole call (``alibi_attention.py``),
     and the layers noted for the export's report."""
     register(decoders)
     with contextlib.ExitStack() as stack:
         for i, decoder in enumerate(decoders):
             cores = core_layers(decoder)
-            # no softmax core: an ALiBi layer's whole call (keras_alibi_attention.py)
+            # no softmax core: an ALiBi layer's whole call (alibi_attention.py)
             alibi = [] if cores else alibi_layers(decoder)
             if not cores and not alibi:
                 decline(i, no_core_reason(decoder))

@@ -34,7 +34,7 @@ and compares it with what the fused op computes, picking the scale and windows i
 (:func:`_verified`), so a layer whose core does something else (a bias the plan does not know) is
 declined, not exported wrong. It runs over the export's whole context (``max_length`` keys, at
 least 64, at most 16384), so a window it does not see changes no token the folder can generate. Inside a
-whole-layer region's body (``keras_attention.py``) the core stays library code.
+whole-layer region's body (``attention.py``) the core stays library code.
 """
 
 from __future__ import annotations
@@ -53,12 +53,12 @@ import numpy as np
 import onnx_ir as ir
 from jax2onnx.plugin import Lowerings, marked_call
 
-from .attention_report import decline, layer_index, tag
-from .fused import fused_kind
+from ...attention_report import decline, layer_index, tag
+from ...fused import fused_kind
 
 lowerings = Lowerings()
 
-KERAS_CORE_MARK = "jax2onnx_llm.keras_core_attention"
+KERAS_CORE_MARK = "jax2onnx_llm.frontends.keras_hub.core_attention"
 #: the probe's key length: at least this, and the export's context length up to MAX_PROBE_KEYS, so a
 #: window the core applies unannounced is seen wherever it could change a token of the folder
 PROBE_KEYS = 64
@@ -127,7 +127,7 @@ def _fused_mask(layer: Any, plan: CorePlan, mask: Any, index: Any) -> Any:
     return mask
 
 
-#: set while a whole-layer region's body runs (``keras_attention.py``): the core stays library code
+#: set while a whole-layer region's body runs (``attention.py``): the core stays library code
 _IN_LAYER_REGION: contextvars.ContextVar[bool] = contextvars.ContextVar("jax2onnx_llm_in_layer_region",
                                                                        default=False)
 
@@ -324,7 +324,7 @@ def lower_keras_core(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, mask: ir.V
                              softcap=float(p["softcap"] or 0.0))
         tag(y, p["layer"])
         return ctx.op.Transpose(y, perm=perm)
-    from .fused import group_query_attention
+    from ...fused import group_query_attention
 
     start = ctx.op.Unsqueeze(ctx.cast(index, np.int64), ctx.i64([0]))
     total = ctx.op.Add(start, ctx.op.Shape(q, start=1, end=2))

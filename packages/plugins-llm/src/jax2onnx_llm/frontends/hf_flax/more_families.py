@@ -1,6 +1,6 @@
 """The other transformers 4.x Flax causal LMs: GPT-Neo, GPT-J, OPT, Bloom, XGLM.
 
-They run through the same adapter as GPT-2 and Llama (``transformers_flax.py``): the library's own
+They run through the same adapter as GPT-2 and Llama (``adapter.py``): the library's own
 module with its own static cache (``cached_key``/``cached_value``/``cache_index`` per attention
 layer, written with ``dynamic_update_slice``), so every layer kind is the library's code —
 GPT-Neo's local/global attention (its unscaled scores), GPT-J's partial interleaved rotary beside a

@@ -1,0 +1,49 @@
+"""KerasHub ``CausalLM`` models under the JAX backend: GPT-2, Gemma and Llama by their own adapter
+(``adapter.py``), every other decoder-only ``CausalLM`` through KerasHub's cached-generation protocol
+(``generic.py``); their attention layers as the target's fused op (``attention.py``: whole layers;
+``core_attention.py``: a layer's softmax core; ``alibi_attention.py``: ALiBi layers), and their
+tokenizers as ``tokenizer.json`` (``tokenizer.py``)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ...spec import DecoderSpec
+from ..registry import Frontend
+
+
+def _library() -> Any:
+    """keras_hub when it is imported (a model or tokenizer of it can exist only then), else None."""
+    return sys.modules.get("keras_hub")
+
+
+def claims(model: Any) -> bool:
+    keras_hub = _library()
+    return keras_hub is not None and isinstance(model, keras_hub.models.CausalLM)
+
+
+def decoder_spec(model: Any) -> DecoderSpec:
+    from .adapter import decoder_spec as adapt
+
+    return adapt(model)
+
+
+def claims_tokenizer(tokenizer: Any) -> bool:
+    keras_hub = _library()
+    return keras_hub is not None and isinstance(tokenizer, keras_hub.tokenizers.Tokenizer)
+
+
+def tokenizer(tokenizer: Any) -> Any:
+    from .tokenizer import from_keras_hub
+
+    return from_keras_hub(tokenizer)
+
+
+frontend = Frontend(
+    name="keras_hub",
+    takes="a KerasHub CausalLM under the JAX backend (GPT2CausalLM, GemmaCausalLM, LlamaCausalLM, and every other "
+          "decoder-only CausalLM following KerasHub's cached-generation protocol)",
+    claims=claims, decoder_spec=decoder_spec, claims_tokenizer=claims_tokenizer, tokenizer=tokenizer,
+    lowerings=(f"{__name__}.attention", f"{__name__}.core_attention"),
+)
