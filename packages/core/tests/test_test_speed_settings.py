@@ -78,45 +78,54 @@ def test_the_runner_compares_with_onnxruntime_on_one_thread(mini_registry, monke
     assert threads == [1, 1, 1]  # static at one size, symbolic at two
 
 
-def test_the_opsets_of_a_variant_share_one_jax_reference(mini_registry, monkeypatch):
+def test_the_opsets_of_a_variant_share_one_trace_and_one_jax_reference(mini_registry, monkeypatch):
     """`--jax2onnx-opset=default,17,13` runs a variant three times; JAX's side, the most expensive
-    part of a variant, is computed once for the three, and again for other inputs."""
+    part of a variant, is computed once for the three, and so is the trace (each input set once)."""
     import dataclasses
 
+    from jax2onnx.export import program as program_module
     from jax2onnx.testing import runner
 
-    computed = []
+    computed, traced = [], []
     real = runner.jax_expected
+    real_trace = program_module.trace
 
     def counting(fn, arrays, *args, **kwargs):
         computed.append([a.shape for a in arrays])
         return real(fn, arrays, *args, **kwargs)
 
     monkeypatch.setattr(runner, "jax_expected", counting)
-    monkeypatch.setattr(runner, "_REFERENCES", type(runner._REFERENCES)())
+    monkeypatch.setattr(program_module, "trace", lambda *a: traced.append(1) or real_trace(*a))
     case = Testcase("cos_shared", lambda x: jax.numpy.cos(x), [("B", 3)], run_f64=False)
     (static, symbolic) = variants_of(case)
-    exported = []
-    real_export = runner._export
-    monkeypatch.setattr(runner, "_export", lambda v, *a: exported.append(v.opset) or real_export(v, *a))
+    checked = []
+    real_check = runner.export_and_check_structure
+    monkeypatch.setattr(runner, "export_and_check_structure",
+                        lambda v, *a: checked.append(runner.model_opset(real_check(v, *a))) or real_check(v, *a))
     result = runner.run_variant(dataclasses.replace(static, more_opsets=(17, 13)))
-    assert result.max_abs_diff[0] < 1e-6 and exported == [None, 17, 13]
-    assert len(computed) == 1
+    assert result.max_abs_diff[0] < 1e-6 and checked[1:] == [17, 13] and len(checked) == 3
+    assert len(computed) == 1 and len(traced) == 1
     runner.run_variant(dataclasses.replace(symbolic, more_opsets=(17, 13)))
-    assert len(computed) == 3  # the symbolic variant's two sizes, once each
+    assert len(computed) == 3 and len(traced) == 2  # the symbolic variant's two sizes, once each; one trace
 
 
-def test_a_reference_is_reused_only_for_the_same_input_bytes(mini_registry, monkeypatch):
+def test_a_program_shares_its_trace_only_where_tracing_is_the_same():
     import numpy as np
-    from jax2onnx.testing import runner
+    from jax2onnx import ExportProgram
 
-    monkeypatch.setattr(runner, "_REFERENCES", type(runner._REFERENCES)())
-    (variant, _) = variants_of(Testcase("exp_shared", lambda x: jax.numpy.exp(x), [("B", 3)], run_f64=False))
-    x = np.ones((3, 3), np.float32)
-    first = runner._reference(variant, jax.numpy.exp, [x], {})
-    assert runner._reference(variant, jax.numpy.exp, [x.copy()], {}) is first
-    other = runner._reference(variant, jax.numpy.exp, [x * 2], {})
-    assert other is not first and np.allclose(other[0][0], np.exp(2.0))
+    first = ExportProgram(lambda x: jax.numpy.sin(x) * 2, [(3,)], opset=23)
+    older = first.with_options(opset=17)
+    assert older.traced is first.traced and older.options.opset == 17
+    assert first.model_proto.opset_import[0].version == 23 and older.model_proto.opset_import[0].version == 17
+    x64 = first.with_options(enable_double_precision=True)
+    assert x64.traced is None  # a change tracing reads traces anew
+    with pytest.raises(Exception, match="opset"):
+        first.with_options(opset=5)  # checked as ever
+    import onnxruntime as ort
+    x = np.arange(3, dtype=np.float32)
+    got = ort.InferenceSession(older.model_proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {
+        older.model_proto.graph.input[0].name: x})[0]
+    np.testing.assert_allclose(got, np.sin(x) * 2, rtol=1e-6)
 
 
 def test_the_opset_option_takes_a_comma_list():

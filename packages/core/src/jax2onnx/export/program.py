@@ -61,6 +61,7 @@ class ExportProgram:
         if checked is not None and options:
             raise TypeError(f"ExportProgram: give checked= or to_onnx's keywords, not both (got {sorted(options)})")
         self.fn, self.inputs = fn, inputs
+        self._given = dict(options) if checked is None else None  # the keywords as given, for with_options
         self.options = checked if checked is not None else ExportOptions.check(inputs=inputs, **options)
         self._export = Export(self.options, get_registry())
         self.traced: Traced | None = None
@@ -81,6 +82,28 @@ class ExportProgram:
         self.options = dataclasses.replace(self.options, rewrite_passes=added)
         self._export = Export(self.options, self._export.registry)
         return self
+
+    #: the options tracing reads (with the function and the inputs); a change to any other one
+    #: leaves the trace as it was
+    TRACE_OPTIONS = frozenset({"input_params", "enable_double_precision", "record_primitive_calls_file"})
+
+    def with_options(self, **changes: Any) -> ExportProgram:
+        """The same function and inputs under this program's keywords with ``changes`` (checked as
+        ever), sharing this program's trace where ``changes`` touch no option tracing reads
+        (:attr:`TRACE_OPTIONS`): an export at several opsets or targets traces once (the trace
+        is read, never changed, by the stages after it).
+
+            first = ExportProgram(fn, specs, opset=23)
+            older = first.with_options(opset=17).model_proto
+        """
+        if self._given is None:
+            raise TypeError("with_options: this program was built from checked options (from_options); "
+                            "build it from to_onnx's keywords to derive others from it")
+        program = ExportProgram(self.fn, self.inputs, **{**self._given, **changes})
+        if not self.TRACE_OPTIONS & set(changes):
+            self.trace()
+            program.traced = self.traced
+        return program
 
     def trace(self) -> ExportProgram:
         if self.traced is None:

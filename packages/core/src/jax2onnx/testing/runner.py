@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -14,7 +12,7 @@ import onnx
 
 from ..compat import is_symbolic_dim, x64_enabled
 from ..errors import Jax2OnnxError
-from ..export.conversion import to_onnx
+from ..export.program import ExportProgram
 from ..export.specs import parse_inputs
 from ..ir.legalize import decomposed_ops
 from ..ir.opsets import op_since
@@ -153,35 +151,40 @@ def unavailable_ops(model: onnx.ModelProto, ops: Sequence[str]) -> list[str]:
 
 def run_variant(variant: Variant) -> CaseResult:
     """Export, check with ``onnx.checker`` (full_check), run in onnxruntime, compare with JAX; then
-    the same at each of ``variant.more_opsets`` (the result returned is the first opset's).
+    the same at each of ``variant.more_opsets`` (the result returned is the first opset's). The
+    opsets share the testcase's function, its inputs, the trace (``ExportProgram.with_options``)
+    and JAX's outputs: only what the opset changes runs again.
 
     Raises AssertionError describing the first failure (its variant id names the opset).
     """
-    result = _run_at_one_opset(dataclasses.replace(variant, more_opsets=()))
-    for opset in variant.more_opsets:
-        _run_at_one_opset(dataclasses.replace(variant, opset=opset, more_opsets=()))
-    return result
-
-
-def _run_at_one_opset(variant: Variant) -> CaseResult:
     case = variant.case
+    first = dataclasses.replace(variant, more_opsets=())
     with x64_enabled(variant.double):
         fn = case.build()
-        inputs = variant_inputs(variant, fn)
-        if variant.expects_unavailable:
-            return _check_unavailable(variant, fn, inputs)
-        model = export_and_check_structure(variant, fn, inputs)
-        diffs = compare_with_jax(variant, fn, model, inputs)
-        if case.check is not None:
-            case.check(model, variant)
-    return CaseResult(model, diffs, len(model.graph.node))
+        inputs = variant_inputs(first, fn)
+        traced: ExportProgram | None = None
+        references: dict[int, Any] = {}
+        result = None
+        for at in [first, *(dataclasses.replace(variant, opset=o, more_opsets=()) for o in variant.more_opsets)]:
+            if at.expects_unavailable:
+                outcome = _check_unavailable(at, fn, inputs)
+            else:
+                program = _program(at, fn, inputs, traced)
+                traced = traced or program
+                model = export_and_check_structure(at, fn, inputs, program)
+                diffs = compare_with_jax(at, fn, model, inputs, references)
+                if case.check is not None:
+                    case.check(model, at)
+                outcome = CaseResult(model, diffs, len(model.graph.node))
+            result = result or outcome
+    return result
 
 
 def _check_unavailable(variant: Variant, fn: Any, inputs: VariantInputs) -> CaseResult:
     """Below the testcase's ``min_opset`` the export must fail with an error naming the opset."""
 
     try:
-        _export(variant, fn, inputs)
+        _program(variant, fn, inputs).model_proto
     except Jax2OnnxError as exc:
         assert f"opset {variant.opset}" in str(exc) or f"opset={variant.opset}" in str(exc), (
             f"{variant.id}: the error for opset {variant.opset} < min_opset {variant.case.min_opset} does not name the opset: {exc}")
@@ -191,12 +194,17 @@ def _check_unavailable(variant: Variant, fn: Any, inputs: VariantInputs) -> Case
         "but the export succeeded: lower min_opset (or drop it) so the variant is checked against JAX")
 
 
-def _export(variant: Variant, fn: Any, inputs: VariantInputs) -> onnx.ModelProto:
+def _program(variant: Variant, fn: Any, inputs: VariantInputs, traced: ExportProgram | None = None) -> ExportProgram:
+    """The variant's export as ``to_onnx`` would run it (its keywords); from ``traced``'s trace
+    when given (the same function and inputs at another opset)."""
     case = variant.case
-    kwargs: dict[str, Any] = {} if variant.opset is None else {"opset": variant.opset}
-    return to_onnx(fn, inputs.specs, input_params=dict(case.input_params) or None,
-                   enable_double_precision=variant.double, model_name=case.name, target=case.target,
-                   **kwargs)
+    kwargs: dict[str, Any] = {"input_params": dict(case.input_params) or None,
+                              "enable_double_precision": variant.double, "model_name": case.name, "target": case.target}
+    if variant.opset is not None:
+        kwargs["opset"] = variant.opset
+    if traced is not None:
+        return traced.with_options(**{k: v for k, v in kwargs.items() if k not in ExportProgram.TRACE_OPTIONS})
+    return ExportProgram(fn, inputs.specs, **kwargs)
 
 
 def variant_inputs(variant: Variant, fn: Any) -> VariantInputs:
@@ -225,12 +233,13 @@ def variant_inputs(variant: Variant, fn: Any) -> VariantInputs:
     return VariantInputs(specs, runs, params)
 
 
-def export_and_check_structure(variant: Variant, fn: Any, inputs: VariantInputs) -> onnx.ModelProto:
-    """Export, run ``onnx.checker`` (full_check) and check the graph against the testcase's
-    expected/forbidden ops, node budget and (float64) output dtypes."""
+def export_and_check_structure(variant: Variant, fn: Any, inputs: VariantInputs,
+                               program: ExportProgram | None = None) -> onnx.ModelProto:
+    """Export (``program``, else the variant's own), run ``onnx.checker`` (full_check) and check the
+    graph against the testcase's expected/forbidden ops, node budget and (float64) output dtypes."""
 
     case = variant.case
-    model = _export(variant, fn, inputs)
+    model = (program or _program(variant, fn, inputs)).model_proto
     onnx.checker.check_model(model, full_check=True)
     if variant.opset is not None:
         stamped = model_opset(model)
@@ -255,13 +264,21 @@ def export_and_check_structure(variant: Variant, fn: Any, inputs: VariantInputs)
     return model
 
 
-def compare_with_jax(variant: Variant, fn: Any, model: onnx.ModelProto, inputs: VariantInputs) -> list[float]:
-    """Run every input set in onnxruntime and JAX; the largest absolute difference per output."""
+def compare_with_jax(variant: Variant, fn: Any, model: onnx.ModelProto, inputs: VariantInputs,
+                     references: dict[int, Any] | None = None) -> list[float]:
+    """Run every input set in onnxruntime and JAX; the largest absolute difference per output.
+    ``references``: JAX's outputs by input set, filled as they are computed and reused when
+    present (the opsets of one variant run on the same inputs: JAX's jit of the testcase was most
+    of a variant's time)."""
     case = variant.case
     rtol, atol = (case.rtol_f64, case.atol_f64) if variant.double else (case.rtol, case.atol)
+    references = {} if references is None else references
     diffs: list[float] = []
-    for vals in inputs.runs:
-        expected = _reference(variant, fn, vals, inputs.params)
+    for i, vals in enumerate(inputs.runs):
+        if i not in references:
+            references[i] = jax_expected(fn, [np.asarray(v) for v in vals], inputs.params or None,
+                                         double=variant.double, jit=case.reference_jit)
+        expected = references[i]
         # One onnxruntime thread: a testcase's model is tiny and run once, and the default pool
         # (one spinning thread per core) cost more CPU to start than the run itself.
         cmp = compare(fn, model, vals, inputs.params or None, rtol=rtol, atol=atol, enable_double_precision=variant.double,
@@ -271,32 +288,6 @@ def compare_with_jax(variant: Variant, fn: Any, model: onnx.ModelProto, inputs: 
     return diffs
 
 
-#: JAX's outputs for the last few (variant without its opset, inputs): a variant exported at several
-#: opsets (``Variant.more_opsets``) is compared with one reference -- JAX's jit of the testcase was
-#: most of a variant's time. Keyed on the input and parameter bytes too, so a reference is reused
-#: only for the very arrays it was computed on; the testcase's function is rebuilt for every opset,
-#: from the same seeds.
-_REFERENCES: collections.OrderedDict[tuple[Any, ...], Any] = collections.OrderedDict()
-_REFERENCES_KEPT = 8
-
-
-def _reference(variant: Variant, fn: Any, vals: Sequence[np.ndarray], params: dict[str, Any]) -> Any:
-    digest = hashlib.sha256()
-    for a in [*vals, *(np.asarray(params[k]) for k in sorted(params))]:
-        a = np.ascontiguousarray(a)
-        digest.update(f"{a.dtype.str}{a.shape}".encode())
-        digest.update(a.tobytes())
-    case = variant.case
-    key = (variant.pack, variant.component, case.name, variant.symbolic, variant.double, case.reference_jit,
-           tuple(sorted(params)), digest.hexdigest())
-    if key in _REFERENCES:
-        _REFERENCES.move_to_end(key)
-        return _REFERENCES[key]
-    expected = jax_expected(fn, [np.asarray(v) for v in vals], params or None, double=variant.double, jit=case.reference_jit)
-    _REFERENCES[key] = expected
-    while len(_REFERENCES) > _REFERENCES_KEPT:
-        _REFERENCES.popitem(last=False)
-    return expected
 
 
 def _param_value(v: Any, double: bool) -> Any:
