@@ -12,6 +12,7 @@ from .base import (
     Target,
     available_targets,
     default_target,
+    find_target,
     get_target,
     register_rewrite,
     register_target,
@@ -19,4 +20,4 @@ from .base import (
 )
 
 __all__ = ["CPU_PROVIDER", "DEFAULT_TARGET", "MS_DOMAIN", "STANDARD_DOMAINS", "Target", "available_targets",
-           "default_target", "get_target", "register_rewrite", "register_target", "target_names"]
+           "default_target", "find_target", "get_target", "register_rewrite", "register_target", "target_names"]

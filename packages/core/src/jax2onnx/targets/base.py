@@ -247,7 +247,12 @@ class Target:
                     if len(found) > 1 else "")
             raise TargetUnsupportedError(f"target={self.name!r}: {found[0]}{more}")
 
-    def inference_session(self, ort: Any, model: Any, options: Any) -> Any:
+    @property
+    def one_file(self) -> bool:
+        """Whether its export mode writes one self-contained file (never external data)."""
+        return self.export_mode == "web"
+
+    def inference_session(self, ort: Any, model: Any, options: Any = None) -> Any:
         """An ``onnxruntime.InferenceSession`` of ``model`` (bytes or a path) on this target's
         providers: the verification runner."""
         return ort.InferenceSession(model, options, providers=list(self.providers))
@@ -300,6 +305,15 @@ def default_target() -> Target:
     return get_target(DEFAULT_TARGET)
 
 
+def find_target(name: Any) -> Target | None:
+    """The registered target named ``name`` (or aliased so), or None: for a model's own record of
+    its target, which may name one a pack registers that is not installed here."""
+    try:
+        return get_target(name) if isinstance(name, str) else None
+    except InputSpecError:
+        return None
+
+
 def get_target(target: Any) -> Target:
     """``target=`` as users give it (a name, an alias or a :class:`Target`) → the registered target."""
     if isinstance(target, Target):
@@ -338,4 +352,4 @@ def _load() -> None:
 
 
 __all__ = ["BUILT_IN", "CPU_PROVIDER", "DEFAULT_TARGET", "MS_DOMAIN", "STANDARD_DOMAINS", "PackRewrite", "Target",
-           "available_targets", "default_target", "get_target", "register_rewrite", "register_target", "target_names"]
+           "available_targets", "default_target", "find_target", "get_target", "register_rewrite", "register_target", "target_names"]
