@@ -18,7 +18,6 @@ from __future__ import annotations
 from .passes.manager import NO_DEAD_CODE, SHAPES, is_op, only_reader, replace_value
 from .passes.pipeline import PassPipeline
 from .passes.rewrite import explain_rewrites, rewrites_applied
-from .targets.base import register_rewrite
 from .passes.rules import (
            REWRITES_KEY,
            RULE_KEY,
@@ -31,6 +30,7 @@ from .passes.rules import (
            node_label,
            value_label,
 )
+from .targets.base import register_rewrite
 
 __all__ = ["NO_DEAD_CODE", "REWRITES_KEY", "RULE_KEY", "SHAPES", "Miss", "PassPipeline", "Rule", "RuleFamily", "RuleMiss",
            "explain_rewrites", "is_op", "miss", "no_match", "node_label", "only_reader", "register_rewrite",

@@ -30,8 +30,8 @@ from ..errors import Jax2OnnxError, LoweringError, UnsupportedPrimitiveError
 from ..ir.builder import OpUnavailableError, Scope, set_aval, value_dtype
 from ..ir.runtime import Runtime
 from ..plugin import Kernels, Lowering, body_matches, parse_mark, shapes_match
-from . import library
 from ..targets.base import default_target
+from . import library
 from .context import LoweringContext
 from .origin import record_origin
 

@@ -31,8 +31,12 @@ object; no module outside ``jax2onnx/targets/`` names a target or an execution p
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import os
+import pkgutil
 import threading
 from collections.abc import Callable, Iterable
+from importlib.metadata import entry_points
 from typing import Any
 
 from ..errors import InputSpecError, TargetUnsupportedError
@@ -328,24 +332,24 @@ def get_target(target: Any) -> Target:
 
 
 _loaded = False
-#: the built-in targets' folders (``jax2onnx/targets/<folder>/``), in the order they are listed
+#: the first built-in targets' folders (``jax2onnx/targets/<folder>/``), in the order they are
+#: listed; any other folder here is a built-in target too, listed after them by name
 BUILT_IN = ("onnx", "onnxruntime", "tensorrt", "web")
 
 
 def _load() -> None:
-    """The built-in targets, then those packs declare in the ``jax2onnx.targets`` entry-point group
+    """The built-in targets (every folder of this package: its ``__init__`` registers the target;
+    :data:`BUILT_IN` first), then those packs declare in the ``jax2onnx.targets`` entry-point group
     (each names a module that registers its target when imported)."""
     global _loaded
     if _loaded:
         return
-    import importlib
-    from importlib.metadata import entry_points
-
     with _LOCK:
         if _loaded:
             return
-        for module in BUILT_IN:
-            importlib.import_module(f"{__package__}.{module}")
+        folders = [m.name for m in pkgutil.iter_modules([os.path.dirname(__file__)]) if m.ispkg]
+        for folder in sorted(folders, key=lambda f: (f not in BUILT_IN, BUILT_IN.index(f) if f in BUILT_IN else 0, f)):
+            importlib.import_module(f"{__package__}.{folder}")
         for ep in entry_points(group="jax2onnx.targets"):
             ep.load()
         _loaded = True

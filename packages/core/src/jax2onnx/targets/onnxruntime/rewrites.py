@@ -39,8 +39,8 @@ import onnx_ir as ir
 
 from ...ir.constants import constant_tensor
 from ...passes.manager import all_graphs, const_vector, is_op, only_reader, replace_value
-from ...passes.rules import Rule, RuleFamily, miss, no_match, value_label
 from ...passes.rewrite.emit import taken_names
+from ...passes.rules import Rule, RuleFamily, miss, no_match, value_label
 
 MS = "com.microsoft"
 
