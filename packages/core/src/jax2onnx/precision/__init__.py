@@ -14,6 +14,7 @@ precision's cosine floor instead of float32 tolerances, and reports bytes by dty
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import onnx_ir as ir
 
@@ -36,7 +37,7 @@ class PrecisionResult:
     detail: str
 
 
-def apply_precision(model: ir.Model, precision: Precision) -> PrecisionResult:
+def apply_precision(model: ir.Model, precision: Precision, runtime: Any = None) -> PrecisionResult:
     """Rewrite ``model`` in place for ``precision`` and record it in the metadata.
 
     The plan reads every value's dtype: run shape inference first (``to_onnx`` does), since a few
@@ -47,7 +48,7 @@ def apply_precision(model: ir.Model, precision: Precision) -> PrecisionResult:
     levels_on = None
     if precision.kind in ("float16", "bfloat16"):
 
-        detail = convert_low_float(model, precision.kind, precision.keep_io_types).describe()
+        detail = convert_low_float(model, precision.kind, precision.keep_io_types, runtime).describe()
     else:
         # accuracy_level="auto": the data each MatMulNBits is checked on, drawn before the tables are quantized
         levels_on = accuracy_levels.plan(model, precision)

@@ -8,24 +8,26 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InputSpecError
+from ..targets.base import available_targets
+from ..targets.precision_forms import kernel_names
 
 #: The precisions, in the order the guide lists them.
 KINDS = ("float32", "float16", "bfloat16", "int8", "int4")
 FLOAT_KINDS = ("float16", "bfloat16")
 QUANT_KINDS = ("int8", "int4")
 BLOCK_SIZES = (16, 32, 64, 128, 256)
-#: the int8 weight matmul forms: weight-only (onnxruntime's 8-bit ``MatMulNBits``, or standard
-#: ONNX's per-channel ``DequantizeLinear`` + ``MatMul``), then those that quantize the activations
-#: at run time, per tensor (``activations="dynamic"``)
-INT8_KERNELS = ("MatMulNBits", "DequantizeLinear", "DynamicQuantizeMatMul", "MatMulInteger")
-INT8_DYNAMIC_KERNELS = ("DynamicQuantizeMatMul", "MatMulInteger")
 #: what ``activations=`` takes: None (weight-only int8 matmuls) or "dynamic"
 ACTIVATIONS = (None, "dynamic")
-#: the int4 weight matmul forms: onnxruntime's contrib op, or standard ONNX (opset 21's blocked
-#: int4 ``DequantizeLinear`` + ``MatMul``, which onnxruntime fuses back into MatMulNBits)
-INT4_KERNELS = ("MatMulNBits", "DequantizeLinear")
 #: how int4 codes are chosen: round to nearest, or from calibration data (see .calibration)
 INT4_METHODS = ("rtn", "gptq", "awq")
+
+
+def kernels(kind: str, activations: Any = ...) -> tuple[str, ...]:
+    """The kernels ``Precision.<kind>_kernel`` takes: those of every target's precision forms
+    (:mod:`jax2onnx.targets.precision_forms`; ``activations="dynamic"``: the int8 forms that quantize
+    activations at run time), in the order the forms are defined."""
+    available_targets()  # a registered target's folder may define forms of its own
+    return kernel_names(kind, activations)
 
 
 class PrecisionError(InputSpecError):
@@ -207,10 +209,10 @@ def parse_precision(precision: Any, *, enable_double_precision: bool = False) ->
         raise PrecisionError(f"lm_head={p.lm_head!r}: use 'int4' (the default under int4) or 'int8' (the LM head int8)")
     if p.conv not in (None, "int8"):
         raise PrecisionError(f"conv={p.conv!r}: use 'int8' (int8 kernels, one scale per output channel) or None (float32)")
-    if p.int8_kernel is not None and p.int8_kernel not in INT8_KERNELS:
-        raise PrecisionError(f"int8_kernel={p.int8_kernel!r} is unknown; use one of {', '.join(map(repr, INT8_KERNELS))}")
-    if p.int4_kernel is not None and p.int4_kernel not in INT4_KERNELS:
-        raise PrecisionError(f"int4_kernel={p.int4_kernel!r} is unknown; use one of {', '.join(map(repr, INT4_KERNELS))}")
+    for kind in QUANT_KINDS:
+        named, known = getattr(p, f"{kind}_kernel"), kernels(kind)
+        if named is not None and named not in known:
+            raise PrecisionError(f"{kind}_kernel={named!r} is unknown; use one of {', '.join(map(repr, known))}")
     if p.int4_kernel == "DequantizeLinear" and p.embeddings == "int4":
         raise PrecisionError("embeddings='int4' gathers 4-bit rows with com.microsoft.GatherBlockQuantized; under "
                              "int4_kernel='DequantizeLinear' (standard ONNX) use embeddings='int8' or 'auto'")
@@ -234,11 +236,12 @@ def _checked_activations(p: Precision) -> Precision:
     if p.activations is not None and p.kind not in QUANT_KINDS:
         raise PrecisionError(f"activations={p.activations!r} quantizes the inputs of int8 weight matmuls; precision "
                              f"{p.kind!r} has none (use Precision('int8', activations=...) or drop activations)")
-    if p.int8_kernel in INT8_DYNAMIC_KERNELS:
+    dynamic = kernels("int8", "dynamic")
+    if p.int8_kernel in dynamic:
         return dataclasses.replace(p, activations="dynamic")
     if p.int8_kernel is not None and p.activations == "dynamic":
         raise PrecisionError(f"int8_kernel={p.int8_kernel!r} is weight-only and activations='dynamic' quantizes the "
-                             f"activations; name one of {', '.join(map(repr, INT8_DYNAMIC_KERNELS))} or drop int8_kernel "
+                             f"activations; name one of {', '.join(map(repr, dynamic))} or drop int8_kernel "
                              "(the target's dynamic form)")
     return p
 
