@@ -48,6 +48,10 @@ def apply_precision(model: ir.Model, precision: Precision) -> PrecisionResult:
     if precision.kind in ("float16", "bfloat16"):
 
         detail = convert_low_float(model, precision.kind, precision.keep_io_types).describe()
+    elif precision.kind == "qdq":  # the NPU form, owned by its target folder
+        from ..targets.qdq.transform import quantize_qdq
+
+        detail = quantize_qdq(model, precision).describe()
     else:
         # accuracy_level="auto": the data each MatMulNBits is checked on, drawn before the tables are quantized
         levels_on = accuracy_levels.plan(model, precision)

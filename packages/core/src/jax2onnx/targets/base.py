@@ -25,7 +25,7 @@ STANDARD_DOMAINS = frozenset({"", "ai.onnx"})
 #: onnxruntime's contrib ops.
 MS_DOMAIN = "com.microsoft"
 #: The precision kinds whose form differs per runtime (the float kinds take the same ops everywhere).
-QUANT_FORMS = ("int8", "int4")
+QUANT_FORMS = ("int8", "int4", "qdq")
 #: The domain each int8/int4 matmul form writes its ops in, and the opset its standard form needs.
 _KERNEL_DOMAINS = {"DynamicQuantizeMatMul": MS_DOMAIN, "MatMulInteger": "", "MatMulNBits": MS_DOMAIN,
                    "DequantizeLinear": ""}
@@ -153,6 +153,11 @@ class Target:
             found += self.check_graph(model)
         return found
 
+    def notes(self, model: Any) -> list[str]:
+        """What in the finished graph this target runs but less well than it could, one line each
+        (``jax2onnx check`` prints them; they fail nothing)."""
+        return []
+
     def check_model(self, model: Any) -> None:
         """Raise :class:`TargetUnsupportedError` on the first finding (the count of the others)."""
         found = self.findings(model)
@@ -224,7 +229,7 @@ def _load() -> None:
     with _LOCK:
         if _loaded:
             return
-        for module in ("standard", "onnxruntime", "tensorrt", "web"):
+        for module in ("standard", "onnxruntime", "tensorrt", "web", "qdq"):
             importlib.import_module(f"{__package__}.{module}")
         for ep in entry_points(group="jax2onnx.targets"):
             ep.load()
