@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 import onnx_ir as ir
 
-from .transform import COMPUTE_OPS, QUANTIZED_OPS, STANDARD
+from .transform import COMPUTE_OPS, QUANTIZED_OPS, STANDARD, fused_relu
 
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
 F32 = ir.DataType.FLOAT
@@ -29,7 +29,12 @@ def _from_dq(v: ir.Value | None) -> bool:
 
 
 def _to_q(v: ir.Value) -> bool:
-    return v.dtype != F32 or (bool(v.uses()) and all(user.op_type == "QuantizeLinear" for user, _ in v.uses()))
+    """Every reader quantizes ``v`` (or ``v`` goes to one ``Relu`` the NPU fuses, which does)."""
+    if v.dtype != F32:
+        return True
+    if fused_relu(v):
+        return _to_q(next(iter(v.uses()))[0].outputs[0])
+    return bool(v.uses()) and all(user.op_type == "QuantizeLinear" for user, _ in v.uses())
 
 
 def wrapped(node: ir.Node) -> bool:
@@ -70,11 +75,12 @@ def notes(model: ir.Model) -> list[str]:
         if node.op_type in _QDQ:
             continue
         if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
-            bodies.append(f"{node.op_type} {node.name!r}: its body is not rewritten (control flow stays float; "
-                          "NPU compilers take none: export the loop unrolled)")
+            bodies.append(f"{node.op_type} {node.name!r}: its body is not rewritten (control flow stays float, and "
+                          "NPU compilers take none: the traced function's lowering wrote it)")
             continue
         touches_float = any(v is not None and v.dtype == F32 for v in (*node.inputs, *node.outputs))
-        if touches_float and not wrapped(node) and node.op_type not in COMPUTE_OPS:
+        fused = node.op_type == "Relu" and fused_relu(node.inputs[0]) and _to_q(node.outputs[0])
+        if touches_float and not fused and not wrapped(node) and node.op_type not in COMPUTE_OPS:
             left.setdefault(node.op_type, []).append(node.name or "?")
     lines = []
     for op, names in sorted(left.items()):

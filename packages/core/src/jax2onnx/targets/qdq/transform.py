@@ -8,7 +8,8 @@ Intel's and AMD's read as integer kernels).
 2. **What is quantized.** Main-graph nodes of :data:`QUANTIZED_OPS`: the matmuls and convolutions
    (:data:`COMPUTE_OPS`); ``Add``/``Mul``/``Sub`` with an activation input (a residual, a bias on a
    3-D matmul, a scale); pooling; activations NPUs run as lookup tables (``Relu``, ``Sigmoid``,
-   ``Tanh``); and the ops that move data without changing values (:data:`SHARED_SCALE_OPS`:
+   ``Tanh``; a ``Relu`` right after a matmul, convolution or addition is fused with it: only its
+   output is quantized); and the ops that move data without changing values (:data:`SHARED_SCALE_OPS`:
    ``Reshape``, ``Transpose``, ``Concat``, ``MaxPool``, ...), whose inputs and output share one
    scale (a ``Concat``'s inputs all take the scale of its output) so that they stay exact on
    integers. Every float activation such a node reads or writes gets a
@@ -239,7 +240,7 @@ def quantize_qdq(model: ir.Model, p: Precision) -> QdqResult:
     for node in nodes:
         keys = []
         for slot, v in enumerate(node.inputs):
-            if not _is_float(v):
+            if not _is_float(v) or fused_relu(v):
                 continue
             array = _constant(v)
             if array is not None and (axis := _weight_axis(node, slot, array)) is not None:
@@ -259,7 +260,7 @@ def quantize_qdq(model: ir.Model, p: Precision) -> QdqResult:
             groups.find(key)
             keys.append(key)
         for out in node.outputs:
-            if _is_float(out):
+            if _is_float(out) and not fused_relu(out):
                 tensors[id(out)] = out
                 groups.find(id(out))
                 if node.op_type in SHARED_SCALE_OPS:
@@ -312,6 +313,16 @@ def quantize_qdq(model: ir.Model, p: Precision) -> QdqResult:
     for node in nodes:
         counts[node.op_type] = counts.get(node.op_type, 0) + 1
     return QdqResult(counts, len(spans), data, dims)
+
+
+def fused_relu(v: ir.Value) -> bool:
+    """``v`` is a matmul's, convolution's or addition's output read by one ``Relu`` only: NPU
+    compilers fuse the pair, so only the ``Relu``'s output is quantized (its negative half would
+    waste a bit of the range)."""
+    producer = v.producer()
+    uses = list(v.uses())
+    return (producer is not None and producer.op_type in COMPUTE_OPS | ARITHMETIC_OPS and not v.is_graph_output()
+            and len(uses) == 1 and uses[0][0].op_type == "Relu")
 
 
 def _is_constant_or_none(v: ir.Value | None) -> bool:
