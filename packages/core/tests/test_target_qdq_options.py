@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from jax2onnx import Precision, PrecisionError, to_onnx
 from jax2onnx.precision import parse_precision
+from jax2onnx.targets import get_target
 
 
 @pytest.mark.parametrize(("precision", "message"), [
@@ -23,8 +24,8 @@ from jax2onnx.precision import parse_precision
     (Precision("qdq", int8=["head"]), "int8= is not read"),
     (Precision("qdq", keep_io_types=False), "keep_io_types=False"),
     (Precision("qdq", calibration="text"), "calibration takes a list of input batches"),
-    (Precision("int8", weights="int8"), "weights= belongs to Precision\\('qdq'"),
-    (Precision("int4", dims={"B": 1}), "dims= belongs to Precision\\('qdq'"),
+    (Precision("int8", weights="int8"), "weights= is read by a target's own precision form \\('qdq'\\); precision 'int8' takes none"),
+    (Precision("int4", dims={"B": 1}), "dims= is read by.*precision 'int4' takes none \\(drop dims=\\)"),
 ])
 def test_bad_qdq_options_are_one_clear_line(mini_registry, precision, message):
     with pytest.raises(PrecisionError, match=message) as info:
@@ -35,6 +36,7 @@ def test_bad_qdq_options_are_one_clear_line(mini_registry, precision, message):
 def test_qdq_defaults_are_filled_once_and_frozen():
     import numpy as np
 
+    get_target("qdq")  # loading the target registers its precision form (to_onnx resolves the target first)
     p = parse_precision(Precision("qdq", dims={"T": 4, "B": 1}, calibration=[np.zeros((1, 3), np.float32)]))
     assert (p.activations, p.weights, p.dims) == ("uint16", "int8", (("B", 1), ("T", 4)))
     assert len(p.calibration) == 1 and p.calibration[0][0].shape == (1, 3)

@@ -20,7 +20,7 @@ import onnx_ir as ir
 from ..passes import CastCancelPass, PassPipeline
 from . import accuracy_levels
 from .low_float import convert_low_float
-from .options import KINDS, Precision, PrecisionError, parse_precision
+from .options import KINDS, Precision, PrecisionError, parse_precision, precision_form
 from .quantize import quantize_weight_matmuls
 
 #: metadata_props keys of an exported model
@@ -48,10 +48,8 @@ def apply_precision(model: ir.Model, precision: Precision) -> PrecisionResult:
     if precision.kind in ("float16", "bfloat16"):
 
         detail = convert_low_float(model, precision.kind, precision.keep_io_types).describe()
-    elif precision.kind == "qdq":  # the NPU form, owned by its target folder
-        from ..targets.qdq.transform import quantize_qdq
-
-        detail = quantize_qdq(model, precision).describe()
+    elif (form := precision_form(precision.kind)) is not None:  # a target's own form (targets/<name>/)
+        detail = form.apply(model, precision)
     else:
         # accuracy_level="auto": the data each MatMulNBits is checked on, drawn before the tables are quantized
         levels_on = accuracy_levels.plan(model, precision)

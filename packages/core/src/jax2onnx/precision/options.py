@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import InputSpecError
 
 #: The precisions, in the order the guide lists them.
-KINDS = ("float32", "float16", "bfloat16", "int8", "int4", "qdq")
+KINDS = ("float32", "float16", "bfloat16", "int8", "int4")
 FLOAT_KINDS = ("float16", "bfloat16")
 QUANT_KINDS = ("int8", "int4")
 BLOCK_SIZES = (16, 32, 64, 128, 256)
@@ -42,10 +42,10 @@ class Precision:
             stay float32), ``"int8"`` (weight-only: int8 weights with a scale per column or per
             block, float32 activations in the graph; ``activations="dynamic"`` quantizes them
             too), ``"int4"`` (weight-only ``com.microsoft.MatMulNBits``, block-wise RTN), ``"qdq"``
-            (``target="qdq"``, the NPU form: static QDQ, every compute op between
-            ``DequantizeLinear`` and ``QuantizeLinear`` with calibrated scales; its fields are
-            ``activations``, ``weights``, ``calibration``, ``block_size`` and ``dims``, checked by
-            :mod:`jax2onnx.targets.qdq.precision`).
+            (a target's own form, :class:`PrecisionForm`: ``target="qdq"``'s static QDQ, every
+            compute op between ``DequantizeLinear`` and ``QuantizeLinear`` with calibrated scales;
+            its fields are ``activations``, ``weights``, ``calibration``, ``block_size`` and
+            ``dims``, checked by :mod:`jax2onnx.targets.qdq.precision`).
         keep_io_types: graph inputs and outputs stay float32 (default); ``False``: the 16-bit type
             (float16/bfloat16 only).
         block_size: int4 quantization block along K (16..256, a power of two; 32 by default).
@@ -162,9 +162,8 @@ class Precision:
 
     def describe(self) -> str:
         """One line for the report and the model's metadata."""
-        if self.kind == "qdq":
-            block = f" (blocks of {self.block_size})" if self.weights == "int4" else ""
-            return f"qdq: {self.activations} activations, {self.weights} weights{block}, min/max scales"
+        if self.kind in _FORMS:
+            return _FORMS[self.kind].describe(self)
         if self.kind in QUANT_KINDS:
             parts = [self.kind]
             if self.kind == "int4":
@@ -193,27 +192,65 @@ class Precision:
         return self.kind
 
 
+@dataclasses.dataclass(frozen=True)
+class PrecisionForm:
+    """A precision kind a target adds from its own folder (``jax2onnx.targets.qdq``: ``"qdq"``),
+    registered with :func:`register_precision_form` when the target is loaded.
+
+    Args:
+        kind: the name ``Precision(kind)`` and ``precision=`` take.
+        check: ``check(p, enable_double_precision) -> p`` checked (every field once, defaults filled;
+            :class:`PrecisionError` naming the field and the fix).
+        apply: ``apply(model, p) -> detail``: the rewrite of the precision stage (``onnx_ir`` model,
+            in place), returning what it did in one line.
+        describe: ``describe(p) -> str``, the line of the report and the model's metadata.
+    """
+
+    kind: str
+    check: Callable[[Precision, bool], Precision]
+    apply: Callable[[Any, Precision], str]
+    describe: Callable[[Precision], str]
+
+
+_FORMS: dict[str, PrecisionForm] = {}
+
+
+def register_precision_form(form: PrecisionForm) -> PrecisionForm:
+    if form.kind in KINDS or form.kind in _FORMS:
+        raise ValueError(f"a precision named {form.kind!r} exists already")
+    _FORMS[form.kind] = form
+    return form
+
+
+def precision_form(kind: str) -> PrecisionForm | None:
+    """The registered form of ``kind`` (a target's own precision), or None for the built-in kinds."""
+    return _FORMS.get(kind)
+
+
+def precision_kinds() -> tuple[str, ...]:
+    """The built-in kinds, then those the loaded targets registered."""
+    return (*KINDS, *_FORMS)
+
+
 def parse_precision(precision: Any, *, enable_double_precision: bool = False) -> Precision:
     """``precision=`` as given to ``to_onnx`` → a checked :class:`Precision`."""
     if isinstance(precision, str):
-        if precision not in KINDS:
-            raise PrecisionError(f"precision={precision!r} is unknown; use one of {', '.join(map(repr, KINDS))}")
+        if precision not in precision_kinds():
+            raise PrecisionError(f"precision={precision!r} is unknown; use one of {', '.join(map(repr, precision_kinds()))}")
         p = Precision(precision)
     elif isinstance(precision, Precision):
         p = precision
     else:
-        raise PrecisionError(f"precision must be a name ({', '.join(map(repr, KINDS))}) or jax2onnx.Precision(...), "
+        raise PrecisionError(f"precision must be a name ({', '.join(map(repr, precision_kinds()))}) or jax2onnx.Precision(...), "
                              f"got {type(precision).__name__} {precision!r}")
-    if p.kind not in KINDS:
-        raise PrecisionError(f"Precision(kind={p.kind!r}) is unknown; use one of {', '.join(map(repr, KINDS))}")
-    if p.kind == "qdq":  # the NPU form's own fields: its target folder checks them
-        from ..targets.qdq.precision import checked_qdq
-
-        return checked_qdq(p, enable_double_precision=enable_double_precision)
+    if p.kind not in precision_kinds():
+        raise PrecisionError(f"Precision(kind={p.kind!r}) is unknown; use one of {', '.join(map(repr, precision_kinds()))}")
+    if p.kind in _FORMS:  # a target's own form checks its fields
+        return _FORMS[p.kind].check(p, enable_double_precision)
     for field in ("weights", "dims"):
         if getattr(p, field):
-            raise PrecisionError(f"{field}= belongs to Precision('qdq', ...) (target='qdq'); precision {p.kind!r} takes "
-                                 f"none (drop {field}=)")
+            raise PrecisionError(f"{field}= is read by a target's own precision form ({', '.join(map(repr, _FORMS))}); "
+                                 f"precision {p.kind!r} takes none (drop {field}=)")
     if not isinstance(p.keep_io_types, bool):
         raise PrecisionError(f"keep_io_types must be True or False, got {p.keep_io_types!r}")
     if not p.keep_io_types and p.kind not in FLOAT_KINDS:
@@ -319,4 +356,5 @@ def checked_batches(batches: Any) -> tuple[tuple[Any, ...], ...]:
     return tuple(checked)
 
 
-__all__ = ["ACTIVATIONS", "KINDS", "Precision", "PrecisionError", "checked_batches", "parse_precision"]
+__all__ = ["ACTIVATIONS", "KINDS", "Precision", "PrecisionError", "PrecisionForm", "checked_batches", "parse_precision",
+           "precision_form", "precision_kinds", "register_precision_form"]

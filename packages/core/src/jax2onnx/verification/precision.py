@@ -46,11 +46,11 @@ def recorded_precision(model: onnx.ModelProto) -> tuple[str, str] | None:
 
 def judged_as(model: onnx.ModelProto, kind: str) -> str:
     """The key of :data:`MIN_COSINE` and :data:`TOLERANCES` an export of ``kind`` is judged by:
-    ``"int8 dynamic"`` for int8 whose matmuls quantize their activations at run time."""
+    ``"int8 dynamic"`` for int8 whose matmuls quantize their activations at run time, ``"qdq
+    uint8"`` for the QDQ form with uint8 activations."""
     props = {p.key: p.value for p in model.metadata_props}
-    if kind == "qdq":
-        return f"qdq {props.get(META_ACTIVATIONS, 'uint16')}"
-    return "int8 dynamic" if kind == "int8" and props.get(META_ACTIVATIONS) == "dynamic" else kind
+    keyed = f"{kind} {props.get(META_ACTIVATIONS)}"  # "int8 dynamic", "qdq uint16": a floor of their own
+    return keyed if keyed in MIN_COSINE else kind
 
 
 def cosine(expected: np.ndarray, got: np.ndarray) -> float:

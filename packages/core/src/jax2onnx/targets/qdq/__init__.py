@@ -14,8 +14,11 @@ import dataclasses
 from typing import Any
 
 from ...errors import TargetUnsupportedError
+from ...precision.options import Precision, PrecisionForm, parse_precision, register_precision_form
 from ..base import Target, register_target
 from . import checks
+from .precision import checked_qdq, describe
+from .transform import quantize_qdq
 
 #: the lowest opset per form: per-channel QDQ from 13; uint16 activations and int4 weights are opset 21's
 _OPSET_FLOORS = {"uint16": 21, "int4": 21}
@@ -26,8 +29,6 @@ class QdqTarget(Target):
     """A target whose only precision is its own QDQ form."""
 
     def fit_precision(self, precision: Any, opset: int) -> Any:
-        from ...precision.options import Precision, parse_precision
-
         if precision.kind == "float32":
             precision = parse_precision(Precision("qdq"))
         elif precision.kind != "qdq":
@@ -45,6 +46,8 @@ class QdqTarget(Target):
         return checks.notes(model)
 
 
+register_precision_form(PrecisionForm(
+    kind="qdq", check=checked_qdq, apply=lambda model, p: quantize_qdq(model, p).describe(), describe=describe))
 QDQ = register_target(QdqTarget(
     name="qdq",
     summary="NPUs (QNN, Intel, AMD): static shapes, every compute op between DequantizeLinear and QuantizeLinear",

@@ -22,7 +22,12 @@ WEIGHTS = ("int8", "uint8", "int4")
 _READ = {"kind", "activations", "weights", "calibration", "block_size", "dims", "keep_io_types"}
 
 
-def checked_qdq(p: Precision, *, enable_double_precision: bool = False) -> Precision:
+def describe(p: Precision) -> str:
+    block = f" (blocks of {p.block_size})" if p.weights == "int4" else ""
+    return f"qdq: {p.activations} activations, {p.weights} weights{block}, min/max scales"
+
+
+def checked_qdq(p: Precision, enable_double_precision: bool = False) -> Precision:
     """``p`` (kind ``"qdq"``) checked, its defaults filled and its ``dims`` a sorted tuple of pairs."""
     if enable_double_precision:
         raise PrecisionError("precision='qdq' quantizes a float32 export; drop enable_double_precision=True")
@@ -68,4 +73,4 @@ def _checked_dims(dims: object) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(dims.items()))
 
 
-__all__ = ["ACTIVATIONS", "WEIGHTS", "checked_qdq"]
+__all__ = ["ACTIVATIONS", "WEIGHTS", "checked_qdq", "describe"]
