@@ -2,7 +2,7 @@
 
     python bench/ort_contrib_ops.py [--batch 8] [--tokens 64] [--width 64] [--heads 4] [--threads 1] [--runs 200]
 
-For each rewrite of ``target="onnxruntime"`` (jax2onnx.passes.rewrite.onnxruntime) and each
+For each rewrite of ``target="onnxruntime"`` (jax2onnx.targets.onnxruntime.rewrites) and each
 candidate it ruled out, a pair of small models (the standard form, the contrib form) at transformer-layer shapes, run interleaved in
 onnxruntime (CPU, ``--threads`` intra-op threads); prints the median latency of each and their
 ratio, and asserts nothing. The rewrite family enables a rule only where this measured a gain.

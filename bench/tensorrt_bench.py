@@ -51,7 +51,7 @@ DEFAULT_MODELS = "transformer_x4_d256,vit_tiny,bert_base_encoder,gpt2_small"
 def export(name: str, folder: str) -> dict:
     from jax2onnx import to_onnx
     from jax2onnx.passes.rewrite import rewrites_applied
-    from jax2onnx.passes.rewrite.tensorrt import check_tensorrt
+    from jax2onnx.targets.tensorrt.lint import check_tensorrt
 
     spec = models.MODELS[name]
     path = os.path.join(folder, f"{name}.tensorrt.onnx")

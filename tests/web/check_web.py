@@ -35,7 +35,7 @@ WEB_OLD_OPSET = 17
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: The node runner core ships (allclose_onnxruntime_web uses it); it finds onnxruntime-web in its cwd.
-RUNNER = os.path.join(os.path.dirname(jax2onnx.__file__), "verification", "web", "run_ort_web.mjs")
+RUNNER = os.path.join(os.path.dirname(jax2onnx.__file__), "targets", "web", "run_ort_web.mjs")
 RTOL, ATOL = 1e-4, 1e-5
 
 

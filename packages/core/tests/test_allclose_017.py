@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from jax2onnx import allclose, allclose_onnxruntime_web, to_onnx
 from jax2onnx.errors import InputSpecError
-from jax2onnx.export.allclose_compat import WEB_RUNNER, AllcloseResult, sample_inputs
+from jax2onnx.export.allclose_compat import AllcloseResult, sample_inputs
+from jax2onnx.targets.web.runner import WEB_RUNNER
 from jax2onnx.verification.compare import Comparison
 
 #: Read from the published 0.17.1 wheel (jax2onnx/user_interface.py): (name, kind, default).

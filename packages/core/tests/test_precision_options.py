@@ -62,19 +62,19 @@ def test_int8_activations_are_checked_once_and_frozen():
     assert parse_precision(Precision("int4", activations="dynamic")).activations == "dynamic"  # its int8 matmuls
 
 
-def test_the_targets_int8_forms_are_the_precisions_kernels():
-    """Every kernel Precision takes has a domain in the targets' table, and each target's int8 form
-    is weight-only while its "int8 dynamic" form quantizes the activations."""
-    from jax2onnx.precision.options import INT4_KERNELS, INT8_DYNAMIC_KERNELS, INT8_KERNELS
+def test_the_targets_precision_forms_are_the_precisions_kernels():
+    """Precision takes exactly the kernels of the targets' forms, and each target's default int8
+    form is weight-only while its dynamic form quantizes the activations."""
+    from jax2onnx.precision.options import kernels
     from jax2onnx.targets import available_targets
-    from jax2onnx.targets.base import _KERNEL_DOMAINS
 
-    assert set(INT8_KERNELS) | set(INT4_KERNELS) == set(_KERNEL_DOMAINS)
+    listed = {(f.kind, f.kernel) for t in available_targets() for f in t.precision_forms if f.kernel is not None}
+    assert {(k, name) for k in ("int8", "int4") for name in kernels(k)} == listed
+    assert set(kernels("int8", "dynamic")) == {"DynamicQuantizeMatMul", "MatMulInteger"}
     for target in available_targets():
-        forms = target.precision_forms
-        if "int8" in forms:
-            assert forms["int8"] in INT8_KERNELS and forms["int8"] not in INT8_DYNAMIC_KERNELS, target
-            assert forms["int8 dynamic"] in INT8_DYNAMIC_KERNELS, target
+        if target.forms_of("int8"):
+            assert target.precision_form("int8").activations is None, target
+            assert target.forms_of("int8", "dynamic")[0].kernel in kernels("int8", "dynamic"), target
 
 
 @pytest.mark.parametrize("precision", ["int8", "int4"])

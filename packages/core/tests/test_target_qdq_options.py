@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 from jax2onnx import Precision, PrecisionError, to_onnx
 from jax2onnx.precision import parse_precision
-from jax2onnx.targets import get_target
 
 
 @pytest.mark.parametrize(("precision", "message"), [
@@ -36,7 +35,6 @@ def test_bad_qdq_options_are_one_clear_line(mini_registry, precision, message):
 def test_qdq_defaults_are_filled_once_and_frozen():
     import numpy as np
 
-    get_target("qdq")  # loading the target registers its precision form (to_onnx resolves the target first)
     p = parse_precision(Precision("qdq", dims={"T": 4, "B": 1}, calibration=[np.zeros((1, 3), np.float32)]))
     assert (p.activations, p.weights, p.dims) == ("uint16", "int8", (("B", 1), ("T", 4)))
     assert len(p.calibration) == 1 and p.calibration[0][0].shape == (1, 3)

@@ -1,10 +1,10 @@
-"""Regenerate ``jax2onnx/ir/tensorrt_ops.json`` from onnx-tensorrt's operator table.
+"""Regenerate ``jax2onnx/targets/tensorrt/tensorrt_ops.json`` from onnx-tensorrt's operator table.
 
     python packages/core/tools/tensorrt_ops.py path/to/onnx-tensorrt/docs/operators.md COMMIT
 
 Keeps, per operator, whether TensorRT's ONNX parser supports it and the element types it lists,
 and the opset range the page states. The restrictions that matter to jax2onnx's graphs are checked
-by :mod:`jax2onnx.passes.rewrite.tensorrt` (written there, not copied from the page).
+by :mod:`jax2onnx.targets.tensorrt.lint` (written there, not copied from the page).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "src" / "jax2onnx" / "ir" / "tensorrt_ops.json"
+OUT = Path(__file__).resolve().parents[1] / "src" / "jax2onnx" / "targets" / "tensorrt" / "tensorrt_ops.json"
 
 
 def main(path: str, commit: str) -> None:

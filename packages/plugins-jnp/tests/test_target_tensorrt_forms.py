@@ -11,7 +11,7 @@ from jax2onnx import to_onnx, verify
 from jax2onnx.errors import TargetUnsupportedError
 from jax2onnx.ir.constants import constant_ints
 from jax2onnx.passes.rewrite import rewrites_applied
-from jax2onnx.passes.rewrite.tensorrt import check_tensorrt
+from jax2onnx.targets.tensorrt.lint import check_tensorrt
 from onnx import helper
 
 

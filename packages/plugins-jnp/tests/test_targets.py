@@ -9,7 +9,7 @@ import pytest
 from jax2onnx import to_onnx, verify
 from jax2onnx.cli.commands import main as cli
 from jax2onnx.errors import InputSpecError, Jax2OnnxError, TargetUnsupportedError
-from jax2onnx.passes.rewrite.tensorrt import check_tensorrt, tensorrt_table
+from jax2onnx.targets.tensorrt.lint import check_tensorrt, tensorrt_table
 from onnx import helper
 
 

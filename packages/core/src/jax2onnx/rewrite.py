@@ -7,8 +7,10 @@ replacement. A :class:`RuleFamily` lists rules and is an onnx_ir pass that decla
 (:data:`SHAPES`, :data:`NO_DEAD_CODE`), records its rule on every node it writes
 (``jax2onnx:rule``) and counts what fired (``jax2onnx:rewrites``). A front-end hands one to an
 export as a pass factory (``ExportOptions.rewrite_passes``); :func:`explain_rewrites` and
-``verify(..., explain=True)`` say why a rule did not fire. See ``docs/architecture.md``, "Where a
-rule goes".
+``verify(..., explain=True)`` say why a rule did not fire. A pack's family that writes a
+runtime's own op registers with :func:`register_rewrite` for every target that runs that op, and
+its front-end asks the export's target for it (``target.requested_rewrites([name])``): the pack
+never names a target. See ``docs/architecture.md``, "Where a rule goes".
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from .passes.rules import (
            node_label,
            value_label,
 )
+from .targets.base import register_rewrite
 
 __all__ = ["NO_DEAD_CODE", "REWRITES_KEY", "RULE_KEY", "SHAPES", "Miss", "PassPipeline", "Rule", "RuleFamily", "RuleMiss",
-           "explain_rewrites", "is_op", "miss", "no_match", "node_label", "only_reader", "replace_value",
-           "rewrites_applied", "value_label"]
+           "explain_rewrites", "is_op", "miss", "no_match", "node_label", "only_reader", "register_rewrite",
+           "replace_value", "rewrites_applied", "value_label"]

@@ -45,6 +45,8 @@ def _token_id(text: str) -> int:
 def register(sub: Any) -> None:
     from jax2onnx.frontend import PRECISION_KINDS as KINDS  # light: core's CLI has imported jax2onnx already
 
+    from .genai_targets import genai_targets
+
     p = sub.add_parser("llm", help="export a causal LM (Hugging Face Flax, KerasHub, NNX, DecoderSpec) as an "
                                    "onnxruntime-genai model folder")
     p.add_argument("factory", help="pkg.module:fn or path/to/file.py:fn, a zero-argument function returning the model "
@@ -52,8 +54,9 @@ def register(sub: Any) -> None:
     p.add_argument("--output", "-o", required=True, help="the model folder to write (replaced as a whole)")
     p.add_argument("--max-length", type=_positive_int, required=True, help="the most tokens a sequence may reach")
     p.add_argument("--cache", default="concat", choices=["concat", "shared"], help="KV-cache layout (default concat)")
-    p.add_argument("--target", default="onnxruntime", choices=["onnxruntime", "onnx"],
-                   help="onnxruntime: fused contrib ops; onnx: standard ONNX only")
+    p.add_argument("--target", default=None, choices=[t.name for t in genai_targets()],
+                   help="; ".join(f"{t.name}: {t.summary}" for t in genai_targets())
+                   + " (default: the one running onnxruntime-genai's fused attention)")
     p.add_argument("--precision", default="float32", choices=KINDS,
                    help="weights and compute as jax2onnx.to_onnx's precision= (default float32)")
     p.add_argument("--tokenizer", default=None,

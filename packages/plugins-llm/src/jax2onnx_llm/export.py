@@ -28,7 +28,8 @@ import jax
 import jax.numpy as jnp
 from jax2onnx import ExportProgram
 from jax2onnx import progress as progress_report
-from jax2onnx.targets import MS_DOMAIN, get_target
+from jax2onnx.rewrite import register_rewrite
+from jax2onnx.targets import MS_DOMAIN, find_target, get_target
 
 from .attention_report import AttentionReportPass, recording
 from .calibration import with_calibration_batches
@@ -37,6 +38,7 @@ from .families import decoder_spec
 from .genai_config import FILE as GENAI_CONFIG_FILE
 from .genai_config import build as build_genai_config
 from .genai_config import check_search
+from .genai_targets import GENAI, default_genai_target, genai_targets
 from .norm_fusion import NORM_OP, RmsNormFusionPass
 from .spec import CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
 from .special_tokens import resolve as resolve_special_tokens
@@ -45,8 +47,6 @@ from .tokenizers import resolve as resolve_tokenizer
 from .tokenizers import write as write_tokenizer
 from .weights import check_has_values, streamed_input
 
-#: The targets onnxruntime-genai runs a folder of: its own (fused contrib ops) and standard ONNX.
-TARGETS = ("onnxruntime", "onnx")
 MODEL_FILE = "model.onnx"
 
 # Symbolic dims of the graph's inputs, in onnxruntime-genai's naming.
@@ -60,7 +60,7 @@ def export_causal_lm(
     max_length: int,
     precision: str = "float32",
     cache: str = "concat",
-    target: str = "onnxruntime",
+    target: str | None = None,
     tokenizer: Any = None,
     opset: int = 23,
     external_data: bool | None = None,
@@ -92,7 +92,9 @@ def export_causal_lm(
             ``[batch, sequence]`` or texts (encoded with the tokenizer), run as prefills.
         cache: ``"concat"`` (past and present grow each step) or ``"shared"`` (one static
             ``max_length`` buffer for past and present, ``past_present_share_buffer``).
-        target: ``"onnxruntime"``: onnxruntime's fused LLM ops (``GroupQueryAttention``,
+        target: a target onnxruntime-genai runs (one declaring the ``"genai"`` capability); None
+            (default): the first that runs its fused attention, ``"onnxruntime"``.
+            ``"onnxruntime"``: onnxruntime's fused LLM ops (``GroupQueryAttention``,
             ``RotaryEmbedding``, ``SkipSimplifiedLayerNormalization``) for attention written with
             :func:`~jax2onnx_llm.attend` and the Hugging Face / KerasHub attention layers;
             ``"onnx"``: standard ONNX only (opset 23's ``Attention`` and ``RotaryEmbedding``).
@@ -136,7 +138,7 @@ def export_causal_lm(
 def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, cache: str, target: str, tokenizer: Any,
             opset: int, external_data: bool | None, search: dict[str, Any] | None, given: dict[str, Any], weights: Any,
             reporter: Any) -> pathlib.Path:
-    _check_options(max_length, precision, cache, target)
+    target = _check_options(max_length, precision, cache, target)
     check_search(search, max_length=max_length)  # before the export, not after it
     spec = decoder_spec(model)
     tokenizer = spec.tokenizer if tokenizer is None else tokenizer
@@ -163,13 +165,20 @@ def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, c
     return out
 
 
-def _check_options(max_length: Any, precision: Any, cache: Any, target: Any) -> None:
+def _check_options(max_length: Any, precision: Any, cache: Any, target: Any) -> str:
+    """Checks the options; returns the target's name (None: the default, see ``export_causal_lm``)."""
     if cache not in CACHE_LAYOUTS:
         raise OptionError(f"cache={cache!r}: use 'concat' (growing past/present) or 'shared' (one max_length buffer)")
-    if not isinstance(target, str) or get_target_or_none(target) not in [get_target(t) for t in TARGETS]:
-        raise OptionError(f"target={target!r}: use 'onnxruntime' (fused contrib ops) or 'onnx' (standard ONNX only)")
+    choices = genai_targets()
+    if target is None:
+        target = default_genai_target()
+    resolved = find_target(target)
+    if resolved is None or not resolved.can(GENAI):
+        names = " or ".join(f"{t.name!r} ({t.summary})" for t in choices)
+        raise OptionError(f"target={target!r}: onnxruntime-genai runs {names}; use one of them")
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
         raise MaxLengthError(f"max_length={max_length!r}: give the most tokens a sequence may reach, an int >= 2")
+    return target
 
 
 def _check_spec(spec: DecoderSpec, max_length: int, cache: str) -> None:
@@ -275,21 +284,18 @@ def export_keywords(spec: DecoderSpec, path: pathlib.Path, *, precision: Any, ta
     return dict(
         model_name="causal_lm", opset=opset, input_names=in_names, output_names=out_names,
         return_mode="file", output_path=path, external_data=external_data, precision=precision, target=target,
-        # the RMS norms as onnxruntime's norm ops, where the target runs them
-        rewrite_passes=(_norm_fusion,) if get_target(target).allows(NORM_OP, MS_DOMAIN) else (),
+        # the RMS norms as onnxruntime's norm ops, where the target holds the fusion (it runs the op)
+        rewrite_passes=get_target(target).requested_rewrites([RmsNormFusionPass.name]),
         external_data_file=f"{path.name}.data",
     )
 
 
-def get_target_or_none(name: str) -> Any:
-    try:
-        return get_target(name)
-    except ValueError:  # core's InputSpecError (a ValueError): not a registered target
-        return None
-
-
 def _norm_fusion(options: Any) -> RmsNormFusionPass:
     return RmsNormFusionPass()
+
+
+# the RMS norm fusion, held by every target that runs the op it writes (jax2onnx.rewrite)
+register_rewrite(RmsNormFusionPass.name, _norm_fusion, op=NORM_OP, domain=MS_DOMAIN)
 
 
 def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, precision: Any, cache: str, target: str,

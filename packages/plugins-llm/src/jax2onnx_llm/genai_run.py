@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 from jax2onnx.errors import MissingDependencyError
+from jax2onnx.targets import default_target
 
 
 def left_pad(prompts: list[list[int]], pad_token_id: int) -> tuple[np.ndarray, np.ndarray]:
@@ -57,7 +58,8 @@ def prefill_logits(folder: str | pathlib.Path, ids: np.ndarray) -> np.ndarray:
     an empty KV cache: the prefill logits, to compare with the library's forward pass."""
     import onnxruntime as ort
 
-    session = ort.InferenceSession(str(pathlib.Path(folder) / "model.onnx"), providers=["CPUExecutionProvider"])
+    # the verification runner of the folder's target (every target genai runs: onnxruntime's CPU provider)
+    session = default_target().inference_session(ort, str(pathlib.Path(folder) / "model.onnx"))
     feeds = {}
     for i in session.get_inputs():
         if i.name == "input_ids":

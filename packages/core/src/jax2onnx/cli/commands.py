@@ -243,8 +243,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         check_opset(args.opset)  # a bad --opset is a bad command line, said before importing anything
     except InputSpecError as exc:
         raise CliError(f"--opset {args.opset}: {exc}") from None
-    if args.target == "web" and args.external_data:
-        raise CliError("--target web writes one self-contained file: drop --external-data")
+    if args.target is not None and get_target(args.target).one_file and args.external_data:
+        raise CliError(f"--target {args.target} writes one self-contained file: drop --external-data")
     inputs = [parse_input_spec(s) for s in args.input]
     params = dict(_parse_param(p) for p in args.param)
     if args.input_name and len(args.input_name) != len(inputs):

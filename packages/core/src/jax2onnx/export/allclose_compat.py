@@ -14,17 +14,14 @@ reads as (a plain non-empty tuple would always be true).
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..errors import InputSpecError
+from ..targets.web.runner import dtype_problem, run_web, setup_problem
 from ..verification import trials
 from ..verification.compare import Comparison, as_onnx_value, compare, compare_outputs, run_onnx
 from . import api_compat
@@ -143,17 +140,6 @@ def allclose(
 # onnxruntime-web
 
 
-#: Where the node runner looks for the ``onnxruntime-web`` npm package when ``node_modules`` is not
-#: given: this environment variable, else the current folder (``npm install onnxruntime-web`` there).
-ORT_WEB_DIR_ENV = "JAX2ONNX_ORT_WEB_DIR"
-#: The Node.js script that runs a model in onnxruntime-web: core ships it beside the verification
-#: stage (tests/web/check_web.py runs it too).
-WEB_RUNNER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "verification", "web",
-                          "run_ort_web.mjs")
-#: numpy dtype -> onnxruntime-web tensor type the runner builds (its typed arrays).
-_WEB_DTYPES = {"float32", "float64", "int32", "int64", "uint8", "int8", "bool"}
-
-
 def allclose_onnxruntime_web(
     onnx_model_path: Any,
     inputs: Sequence[Any],
@@ -184,53 +170,24 @@ def allclose_onnxruntime_web(
     name = (runner if runner is not None else os.environ.get("JAX2ONNX_ONNXRUNTIME_WEB_RUNNER", "node")).strip().lower()
     if name != "node":
         return AllcloseResult(False, f"onnxruntime-web runner {name!r} is not available in this jax2onnx; use runner='node' (Node.js)")
-    exe = shutil.which(node_command)
-    if exe is None:
-        return AllcloseResult(False, f"Node.js command not found: {node_command!r}; install Node.js to run onnxruntime-web")
-    folder = os.fspath(node_modules) if node_modules is not None else os.environ.get(ORT_WEB_DIR_ENV, os.getcwd())
-    if not os.path.isdir(os.path.join(folder, "node_modules", "onnxruntime-web")):
-        return AllcloseResult(False, f"onnxruntime-web is not installed in {folder}: run `npm install onnxruntime-web` there, "
-                                     f"or pass node_modules=<folder> / set {ORT_WEB_DIR_ENV}")
+    problem = setup_problem(node_command, node_modules)
+    if problem is not None:
+        return AllcloseResult(False, problem)
     if not isinstance(onnx_model_path, (str, os.PathLike)):
         return AllcloseResult(False, "allclose_onnxruntime_web reads the model from a file: pass its path "
                                      "(to_onnx(..., export_mode='web', output_path='model.onnx'))")
     path = os.path.abspath(os.fspath(onnx_model_path))
     # complex arrays travel as (real, imag) pairs, to both runtimes (run_onnx converts its own)
     values = [as_onnx_value(v) for v in [*arrays, *params.values()]]
-    bad = sorted({str(v.dtype) for v in values} - _WEB_DTYPES)
-    if bad:
-        return AllcloseResult(False, f"onnxruntime-web validation does not support input dtype(s) {bad}")
+    problem = dtype_problem(values)
+    if problem is not None:
+        return AllcloseResult(False, problem)
     expected = [np.asarray(e) for e in run_onnx(path, arrays, params)]
-    with tempfile.TemporaryDirectory(prefix="jax2onnx-web-") as tmp:
-        feeds = []
-        for i, (graph_name, v) in enumerate(zip(_input_names(path), values)):
-            file = os.path.join(tmp, f"in{i}.bin")
-            np.ascontiguousarray(v).astype(np.uint8 if v.dtype == bool else v.dtype).tofile(file)
-            feeds.append({"name": graph_name, "dtype": str(v.dtype), "shape": list(v.shape), "file": file})
-        out = os.path.join(tmp, "out")
-        job = os.path.join(tmp, "job.json")
-        with open(job, "w", encoding="utf-8") as f:
-            json.dump([{"model": path, "inputs": feeds, "out": out}], f)
-        done = subprocess.run([exe, WEB_RUNNER, job], capture_output=True, text=True, check=False,
-                              env={**os.environ, ORT_WEB_DIR_ENV: os.path.abspath(folder)})
-        if done.returncode != 0:
-            details = (done.stderr or done.stdout).strip().splitlines()
-            return AllcloseResult(False, f"onnxruntime-web failed: {details[-1] if details else done.returncode}")
-        with open(os.path.join(out, "outputs.json"), encoding="utf-8") as f:
-            meta = json.load(f)
-        got = [np.fromfile(os.path.join(out, f"{i}.bin"), dtype=_np_dtype(m["dtype"])).reshape(m["shape"])
-               for i, m in enumerate(meta)]
+    try:  # the web target's verification runner (jax2onnx.targets.web.runner)
+        got = run_web(path, values, node_command=node_command, node_modules=node_modules)
+    except RuntimeError as exc:
+        return AllcloseResult(False, str(exc))
     result = compare_outputs(expected, got, rtol=rtol, atol=atol)
     return AllcloseResult(result.ok, f"onnxruntime-web vs onnxruntime CPU: {result}", result)
 
 
-def _input_names(path: str) -> list[str]:
-    import onnx
-
-    model = onnx.load(path, load_external_data=False)
-    init = {t.name for t in model.graph.initializer}
-    return [i.name for i in model.graph.input if i.name not in init]
-
-
-def _np_dtype(web_type: str) -> Any:
-    return np.bool_ if web_type == "bool" else np.dtype(web_type)

@@ -21,6 +21,7 @@ import onnx_ir as ir
 
 from ..errors import InputSpecError
 from ..precision import Precision
+from ..targets import DEFAULT_TARGET
 from ..verification.greedy import GreedyCheck
 from ..verification.options import Verify
 from .options import ExportOptions
@@ -48,7 +49,7 @@ def to_onnx(
     external_data: bool | None = None,
     verify: bool | GreedyCheck | Verify = False,
     precision: str | Precision = "float32",
-    target: Any = "onnx",
+    target: Any = DEFAULT_TARGET,
     progress: bool | None = None,
     max_pool_nan_guard: bool = True,
 ) -> onnx.ModelProto | ir.Model | str:

@@ -37,7 +37,7 @@ from ..errors import InputSpecError, require_onnxruntime
 from ..ir.opsets import MIN_OPSET, max_opset
 from ..lower.registry import PluginRegistry
 from ..precision import Precision, parse_precision
-from ..targets import Target, available_targets, get_target
+from ..targets import DEFAULT_TARGET, Target, available_targets, default_target, get_target
 from ..verification.greedy import GreedyCheck
 from ..verification.options import Verify, is_verify_option
 from .specs import check_output_path
@@ -86,7 +86,7 @@ class ExportOptions:
     #: float16/bfloat16/int8/int4: the precision stage (jax2onnx.precision) in optimize's rewrite slot
     precision: Precision = Precision()
     #: the runtime the graph is tuned for (:mod:`jax2onnx.targets`): every stage asks this object
-    target: Target = dataclasses.field(default_factory=lambda: get_target("onnx"))
+    target: Target = dataclasses.field(default_factory=default_target)
     #: None: a bar on a terminal for a long export; True: a bar, or plain lines when not a terminal;
     #: False: nothing (:mod:`jax2onnx.progress`)
     progress: bool | None = None
@@ -121,7 +121,7 @@ class ExportOptions:
         external_data: bool | None = None,
         verify: Any = False,
         precision: Any = "float32",
-        target: Any = "onnx",
+        target: Any = DEFAULT_TARGET,
         progress: Any = None,
         max_pool_nan_guard: Any = True,
         rewrite_passes: Any = (),
@@ -227,8 +227,8 @@ def _resolve_target(target: Any, export_mode: str, opset: int) -> tuple[Target, 
     """(target, export_mode, opset) after checking they agree: ``export_mode="web"`` is
     ``target="web"`` (the default target then becomes it), a target's own export mode is taken, and
     the opset is lowered to the target's ceiling (TensorRT's parser)."""
-    default = target in ("onnx", "generic")
     resolved = get_target(target)
+    default = isinstance(target, str) and resolved is default_target()
     if export_mode != "standard" and resolved.export_mode != export_mode:
         moded = [t for t in available_targets() if t.export_mode == export_mode]
         if not default or not moded:

@@ -15,7 +15,7 @@ from ..ir.legalize import has_rule
 from ..ir.opsets import op_available, op_since
 from ..ir.runtime import Runtime
 from ..plugin import MarkedCall
-from ..targets import get_target
+from ..targets import default_target
 
 
 class JaxprLowerer(Protocol):
@@ -149,11 +149,11 @@ class LoweringContext(Emitter):
         export). Ask it what the runtime takes (``ctx.target.allows("Inverse", "com.microsoft")``)
         instead of comparing its name."""
         target = getattr(self.options, "target", None)
-        return get_target("onnx") if target is None else target
+        return default_target() if target is None else target
 
     @property
     def runtime(self) -> Runtime:
-        """The onnxruntime the export targets (:mod:`jax2onnx.ir.runtime`)."""
+        """The export target's kernel table (``Target.runtime()``, a :mod:`jax2onnx.ir.runtime` table)."""
         return self.interp.runtime
 
     def has_op(self, op_type: str, **attributes: Any) -> bool:

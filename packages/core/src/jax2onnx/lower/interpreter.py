@@ -28,8 +28,9 @@ from ..compat import (
 from ..dtypes import carrier
 from ..errors import Jax2OnnxError, LoweringError, UnsupportedPrimitiveError
 from ..ir.builder import OpUnavailableError, Scope, set_aval, value_dtype
-from ..ir.runtime import Runtime, installed
+from ..ir.runtime import Runtime
 from ..plugin import Kernels, Lowering, body_matches, parse_mark, shapes_match
+from ..targets.base import default_target
 from . import library
 from .context import LoweringContext
 from .origin import record_origin
@@ -50,8 +51,9 @@ class Interpreter:
         self.installed_packs = installed_packs
         #: which pack a lowering of an unsupported primitive belongs in (the registry's ``pack_hint``)
         self.pack_hint = pack_hint
-        #: the onnxruntime the export targets: the ``dtypes="<Op>"`` facets and ``ctx.kernel_dtypes`` ask it
-        self.runtime = runtime or installed()
+        #: the export target's kernel table (``Target.runtime()``; default: the default target's):
+        #: the ``dtypes="<Op>"`` facets and ``ctx.kernel_dtypes`` ask it
+        self.runtime = runtime or default_target().runtime()
         #: the export's checked ``ExportOptions`` (None outside an export): ``ctx.options``
         self.options = options
         self._library: library.LibraryTable | None = None

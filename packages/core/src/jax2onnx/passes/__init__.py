@@ -42,7 +42,7 @@ stayed (:mod:`.max_pool_guard`). Rolls read one Split per value and axis after d
             CommonSubexpressionEliminationPass(),
             RewritePass(target),
             RollSplitPass(),
-            KernelCoveragePass(),
+            KernelCoveragePass(None if target is None else target.runtime()),
         ],
         dead_code=True,  # the lowered graph holds nodes nothing reads
         finish_dead_code=True,

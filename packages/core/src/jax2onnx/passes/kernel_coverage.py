@@ -39,10 +39,11 @@ _ORDER_FREE = frozenset({
 _WITH_REDUCTION = frozenset({"ScatterND", "ScatterElements"})
 
 
-def missing_kernels(opset: int | None = None) -> dict[str, frozenset]:
-    """(op or ``op:reduction``) -> the dtypes the installed onnxruntime has no kernel for at
-    ``opset`` (:meth:`jax2onnx.ir.runtime.Runtime.missing`)."""
-    return installed().missing(opset)
+def missing_kernels(opset: int | None = None, runtime: Runtime | None = None) -> dict[str, frozenset]:
+    """(op or ``op:reduction``) -> the dtypes ``runtime`` (the export target's kernel table,
+    ``Target.runtime()``; None: the installed onnxruntime's) has no kernel for at ``opset``
+    (:meth:`jax2onnx.ir.runtime.Runtime.missing`)."""
+    return (runtime or installed()).missing(opset)
 
 
 def table_key(node: ir.Node) -> str:

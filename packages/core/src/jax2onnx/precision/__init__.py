@@ -14,13 +14,15 @@ precision's cosine floor instead of float32 tolerances, and reports bytes by dty
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import onnx_ir as ir
 
 from ..passes import CastCancelPass, PassPipeline
 from . import accuracy_levels
 from .low_float import convert_low_float
-from .options import KINDS, Precision, PrecisionError, parse_precision, precision_form
+from .options import KINDS, Precision, PrecisionError, parse_precision, stage_forms
+from .ranges import tensor_ranges
 from .quantize import quantize_weight_matmuls
 
 #: metadata_props keys of an exported model
@@ -36,7 +38,7 @@ class PrecisionResult:
     detail: str
 
 
-def apply_precision(model: ir.Model, precision: Precision) -> PrecisionResult:
+def apply_precision(model: ir.Model, precision: Precision, runtime: Any = None) -> PrecisionResult:
     """Rewrite ``model`` in place for ``precision`` and record it in the metadata.
 
     The plan reads every value's dtype: run shape inference first (``to_onnx`` does), since a few
@@ -47,9 +49,9 @@ def apply_precision(model: ir.Model, precision: Precision) -> PrecisionResult:
     levels_on = None
     if precision.kind in ("float16", "bfloat16"):
 
-        detail = convert_low_float(model, precision.kind, precision.keep_io_types).describe()
-    elif (form := precision_form(precision.kind)) is not None:  # a target's own form (targets/<name>/)
-        detail = form.apply(model, precision)
+        detail = convert_low_float(model, precision.kind, precision.keep_io_types, runtime).describe()
+    elif precision.kind in (own := {form.kind: form for form in stage_forms()}):  # a target folder's own kind
+        detail = own[precision.kind].apply(model, precision, tensor_ranges)
     else:
         # accuracy_level="auto": the data each MatMulNBits is checked on, drawn before the tables are quantized
         levels_on = accuracy_levels.plan(model, precision)

@@ -61,6 +61,7 @@ import onnx_ir as ir
 
 from ..errors import RUNTIME_INSTALL_HINT
 from ..progress import current as current_progress
+from ..targets.base import default_target
 from .gptq import awq_clip_blocks, dequantized, gptq_blocks, output_error, rtn_blocks
 from .options import Precision, PrecisionError
 
@@ -123,8 +124,8 @@ class StackedSite:
 
 
 def cpu_session(proto):
-    """A CPU onnxruntime session of ``proto`` from memory (the calibration runner's and the accuracy
-    level check's)."""
+    """An onnxruntime session of ``proto`` from memory on the default target's verification
+    providers (onnxruntime's CPU): the calibration runner's and the accuracy level check's."""
     try:
         import onnxruntime as ort
     except ImportError as exc:
@@ -137,7 +138,7 @@ def cpu_session(proto):
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.enable_cpu_mem_arena = False  # one session per segment: an arena would outlive its use in the heap
-    return ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return default_target().inference_session(ort, proto.SerializeToString(), options)
 
 
 def _shown(shape: ir.Shape | None) -> str:

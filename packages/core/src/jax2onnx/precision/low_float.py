@@ -286,11 +286,11 @@ class _LowFloat:
     """One conversion: plan every graph reached from the main graph (bodies, functions), then
     retype values and insert the Casts."""
 
-    def __init__(self, model: ir.Model, kind: str, keep_io_types: bool):
+    def __init__(self, model: ir.Model, kind: str, keep_io_types: bool, runtime: Any = None):
         self.model, self.kind = model, kind
         self.low = LOW_TYPES[kind]
         self.opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 23))
-        self.missing = missing_kernels(self.opset)
+        self.missing = missing_kernels(self.opset, runtime)
         self.io_type = F32 if keep_io_types else self.low
         self.result = LowFloatResult(kind, kind)
         self.names = FreshNames(model)
@@ -611,10 +611,11 @@ def _elements(tensor: ir.TensorProtocol) -> int:
     return int(np.prod([int(d) for d in tensor.shape]))
 
 
-def convert_low_float(model: ir.Model, kind: str, keep_io_types: bool = True) -> LowFloatResult:
+def convert_low_float(model: ir.Model, kind: str, keep_io_types: bool = True, runtime: Any = None) -> LowFloatResult:
     """Rewrite ``model``'s float32 work into ``kind`` (``"float16"``/``"bfloat16"``) in place: the
-    main graph, the bodies of its If/Loop/Scan nodes and its functions."""
-    return _LowFloat(model, kind, keep_io_types).run()
+    main graph, the bodies of its If/Loop/Scan nodes and its functions. ``runtime``: the export
+    target's kernel table (``Target.runtime()``; None: the installed onnxruntime's)."""
+    return _LowFloat(model, kind, keep_io_types, runtime).run()
 
 
 __all__ = ["FLOAT32_OPS", "LOW_TYPES", "LowFloatResult", "STASH_TYPE_OPS", "convert_low_float"]

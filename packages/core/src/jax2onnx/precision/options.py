@@ -4,32 +4,32 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ..errors import InputSpecError
+from ..errors import PrecisionError
+from ..targets.base import available_targets
+from ..targets.precision_forms import PrecisionForm, kernel_names
 
 #: The precisions, in the order the guide lists them.
 KINDS = ("float32", "float16", "bfloat16", "int8", "int4")
 FLOAT_KINDS = ("float16", "bfloat16")
 QUANT_KINDS = ("int8", "int4")
 BLOCK_SIZES = (16, 32, 64, 128, 256)
-#: the int8 weight matmul forms: weight-only (onnxruntime's 8-bit ``MatMulNBits``, or standard
-#: ONNX's per-channel ``DequantizeLinear`` + ``MatMul``), then those that quantize the activations
-#: at run time, per tensor (``activations="dynamic"``)
-INT8_KERNELS = ("MatMulNBits", "DequantizeLinear", "DynamicQuantizeMatMul", "MatMulInteger")
-INT8_DYNAMIC_KERNELS = ("DynamicQuantizeMatMul", "MatMulInteger")
 #: what ``activations=`` takes: None (weight-only int8 matmuls) or "dynamic"
 ACTIVATIONS = (None, "dynamic")
-#: the int4 weight matmul forms: onnxruntime's contrib op, or standard ONNX (opset 21's blocked
-#: int4 ``DequantizeLinear`` + ``MatMul``, which onnxruntime fuses back into MatMulNBits)
-INT4_KERNELS = ("MatMulNBits", "DequantizeLinear")
 #: how int4 codes are chosen: round to nearest, or from calibration data (see .calibration)
 INT4_METHODS = ("rtn", "gptq", "awq")
 
 
-class PrecisionError(InputSpecError):
-    """A ``precision=`` option is unknown or does not fit the model (int4 without weight matmuls)."""
+def kernels(kind: str, activations: Any = ...) -> tuple[str, ...]:
+    """The kernels ``Precision.<kind>_kernel`` takes: those of every target's precision forms
+    (:mod:`jax2onnx.targets.precision_forms`; ``activations="dynamic"``: the int8 forms that quantize
+    activations at run time), in the order the forms are defined."""
+    available_targets()  # a registered target's folder may define forms of its own
+    return kernel_names(kind, activations)
+
+
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +42,8 @@ class Precision:
             stay float32), ``"int8"`` (weight-only: int8 weights with a scale per column or per
             block, float32 activations in the graph; ``activations="dynamic"`` quantizes them
             too), ``"int4"`` (weight-only ``com.microsoft.MatMulNBits``, block-wise RTN), ``"qdq"``
-            (a target's own form, :class:`PrecisionForm`: ``target="qdq"``'s static QDQ, every
+            (a target's own form, :class:`~jax2onnx.targets.precision_forms.PrecisionForm`:
+            ``target="qdq"``'s static QDQ, every
             compute op between ``DequantizeLinear`` and ``QuantizeLinear`` with calibrated scales;
             its fields are ``activations``, ``weights``, ``calibration``, ``block_size`` and
             ``dims``, checked by :mod:`jax2onnx.targets.qdq.precision`).
@@ -162,8 +163,9 @@ class Precision:
 
     def describe(self) -> str:
         """One line for the report and the model's metadata."""
-        if self.kind in _FORMS:
-            return _FORMS[self.kind].describe(self)
+        own = {form.kind: form for form in stage_forms()}
+        if self.kind in own:
+            return own[self.kind].describe(self)
         if self.kind in QUANT_KINDS:
             parts = [self.kind]
             if self.kind == "int4":
@@ -192,44 +194,16 @@ class Precision:
         return self.kind
 
 
-@dataclasses.dataclass(frozen=True)
-class PrecisionForm:
-    """A precision kind a target adds from its own folder (``jax2onnx.targets.qdq``: ``"qdq"``),
-    registered with :func:`register_precision_form` when the target is loaded.
-
-    Args:
-        kind: the name ``Precision(kind)`` and ``precision=`` take.
-        check: ``check(p, enable_double_precision) -> p`` checked (every field once, defaults filled;
-            :class:`PrecisionError` naming the field and the fix).
-        apply: ``apply(model, p) -> detail``: the rewrite of the precision stage (``onnx_ir`` model,
-            in place), returning what it did in one line.
-        describe: ``describe(p) -> str``, the line of the report and the model's metadata.
-    """
-
-    kind: str
-    check: Callable[[Precision, bool], Precision]
-    apply: Callable[[Any, Precision], str]
-    describe: Callable[[Precision], str]
-
-
-_FORMS: dict[str, PrecisionForm] = {}
-
-
-def register_precision_form(form: PrecisionForm) -> PrecisionForm:
-    if form.kind in KINDS or form.kind in _FORMS:
-        raise ValueError(f"a precision named {form.kind!r} exists already")
-    _FORMS[form.kind] = form
-    return form
-
-
-def precision_form(kind: str) -> PrecisionForm | None:
-    """The registered form of ``kind`` (a target's own precision), or None for the built-in kinds."""
-    return _FORMS.get(kind)
-
-
 def precision_kinds() -> tuple[str, ...]:
-    """The built-in kinds, then those the loaded targets registered."""
-    return (*KINDS, *_FORMS)
+    """The built-in kinds, then those the targets' folders add (a form with a stage of its own,
+    :meth:`jax2onnx.targets.precision_forms.PrecisionForm.apply`: ``"qdq"``)."""
+    available_targets()  # a registered target's folder may define forms of its own
+    return (*KINDS, *(form.kind for form in stage_forms()))
+
+
+def stage_forms() -> list[PrecisionForm]:
+    """The forms of the registered targets that are a precision stage of their own."""
+    return list(dict.fromkeys(f for t in available_targets() for f in t.precision_forms if f.own_stage))
 
 
 def parse_precision(precision: Any, *, enable_double_precision: bool = False) -> Precision:
@@ -245,11 +219,15 @@ def parse_precision(precision: Any, *, enable_double_precision: bool = False) ->
                              f"got {type(precision).__name__} {precision!r}")
     if p.kind not in precision_kinds():
         raise PrecisionError(f"Precision(kind={p.kind!r}) is unknown; use one of {', '.join(map(repr, precision_kinds()))}")
-    if p.kind in _FORMS:  # a target's own form checks its fields
-        return _FORMS[p.kind].check(p, enable_double_precision)
+    own = {form.kind: form for form in stage_forms()}
+    if p.kind in own:  # a target's own form checks its fields (the batches as every kind's)
+        batches = p.calibration
+        given = not (batches is None or (isinstance(batches, (list, tuple)) and not batches))
+        return own[p.kind].check(dataclasses.replace(p, calibration=checked_batches(batches) if given else ()),
+                                 enable_double_precision)
     for field in ("weights", "dims"):
         if getattr(p, field):
-            raise PrecisionError(f"{field}= is read by a target's own precision form ({', '.join(map(repr, _FORMS))}); "
+            raise PrecisionError(f"{field}= is read by a target's own precision form ({', '.join(map(repr, own))}); "
                                  f"precision {p.kind!r} takes none (drop {field}=)")
     if not isinstance(p.keep_io_types, bool):
         raise PrecisionError(f"keep_io_types must be True or False, got {p.keep_io_types!r}")
@@ -270,10 +248,10 @@ def parse_precision(precision: Any, *, enable_double_precision: bool = False) ->
         raise PrecisionError(f"lm_head={p.lm_head!r}: use 'int4' (the default under int4) or 'int8' (the LM head int8)")
     if p.conv not in (None, "int8"):
         raise PrecisionError(f"conv={p.conv!r}: use 'int8' (int8 kernels, one scale per output channel) or None (float32)")
-    if p.int8_kernel is not None and p.int8_kernel not in INT8_KERNELS:
-        raise PrecisionError(f"int8_kernel={p.int8_kernel!r} is unknown; use one of {', '.join(map(repr, INT8_KERNELS))}")
-    if p.int4_kernel is not None and p.int4_kernel not in INT4_KERNELS:
-        raise PrecisionError(f"int4_kernel={p.int4_kernel!r} is unknown; use one of {', '.join(map(repr, INT4_KERNELS))}")
+    for kind in QUANT_KINDS:
+        named, known = getattr(p, f"{kind}_kernel"), kernels(kind)
+        if named is not None and named not in known:
+            raise PrecisionError(f"{kind}_kernel={named!r} is unknown; use one of {', '.join(map(repr, known))}")
     if p.int4_kernel == "DequantizeLinear" and p.embeddings == "int4":
         raise PrecisionError("embeddings='int4' gathers 4-bit rows with com.microsoft.GatherBlockQuantized; under "
                              "int4_kernel='DequantizeLinear' (standard ONNX) use embeddings='int8' or 'auto'")
@@ -297,11 +275,12 @@ def _checked_activations(p: Precision) -> Precision:
     if p.activations is not None and p.kind not in QUANT_KINDS:
         raise PrecisionError(f"activations={p.activations!r} quantizes the inputs of int8 weight matmuls; precision "
                              f"{p.kind!r} has none (use Precision('int8', activations=...) or drop activations)")
-    if p.int8_kernel in INT8_DYNAMIC_KERNELS:
+    dynamic = kernels("int8", "dynamic")
+    if p.int8_kernel in dynamic:
         return dataclasses.replace(p, activations="dynamic")
     if p.int8_kernel is not None and p.activations == "dynamic":
         raise PrecisionError(f"int8_kernel={p.int8_kernel!r} is weight-only and activations='dynamic' quantizes the "
-                             f"activations; name one of {', '.join(map(repr, INT8_DYNAMIC_KERNELS))} or drop int8_kernel "
+                             f"activations; name one of {', '.join(map(repr, dynamic))} or drop int8_kernel "
                              "(the target's dynamic form)")
     return p
 
@@ -356,5 +335,5 @@ def checked_batches(batches: Any) -> tuple[tuple[Any, ...], ...]:
     return tuple(checked)
 
 
-__all__ = ["ACTIVATIONS", "KINDS", "Precision", "PrecisionError", "PrecisionForm", "checked_batches", "parse_precision",
-           "precision_form", "precision_kinds", "register_precision_form"]
+__all__ = ["ACTIVATIONS", "KINDS", "Precision", "PrecisionError", "checked_batches", "parse_precision", "precision_kinds",
+           "stage_forms"]

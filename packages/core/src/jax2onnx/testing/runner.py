@@ -265,7 +265,7 @@ def compare_with_jax(variant: Variant, fn: Any, model: onnx.ModelProto, inputs: 
         # One onnxruntime thread: a testcase's model is tiny and run once, and the default pool
         # (one spinning thread per core) cost more CPU to start than the run itself.
         cmp = compare(fn, model, vals, inputs.params or None, rtol=rtol, atol=atol, enable_double_precision=variant.double,
-                       jit=case.reference_jit, threads=1, expected=expected)
+                       jit=case.reference_jit, threads=1, expected=expected, target=case.target)
         assert cmp.ok, f"{variant.id} with input shapes {[v.shape for v in vals]}: {cmp}"
         diffs = [max(a, b) for a, b in zip(diffs, cmp.max_abs_diff)] if diffs else list(cmp.max_abs_diff)
     return diffs

@@ -15,6 +15,8 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..targets.base import DEFAULT_TARGET
+
 
 @dataclasses.dataclass
 class Testcase:
@@ -80,7 +82,7 @@ class Testcase:
     skip_reason: str | None = None
     reference_jit: bool = True
     min_opset: int | None = None
-    target: str = "onnx"
+    target: str = DEFAULT_TARGET
     since: str = ""
     description: str = ""
 

@@ -15,6 +15,8 @@ import onnx
 from ..compat import x64_enabled
 from ..errors import require_onnxruntime
 from ..ir import complex_io
+from ..passes.rewrite import TARGET_KEY
+from ..targets import Target, default_target, find_target, get_target
 from .reference import (
     ACCELERATOR_DEFAULT,
     HIGHEST,
@@ -83,8 +85,10 @@ def run_onnx(
     *,
     base_dir: str | os.PathLike[str] | None = None,
     threads: int | None = None,
+    target: Any = None,
 ) -> list[np.ndarray]:
-    """Run ``model`` (a proto, serialized bytes or a path) on the CPU provider.
+    """Run ``model`` (a proto, serialized bytes or a path) on its target's verification providers
+    (:func:`runner_target`; every built-in target's: onnxruntime's CPU provider).
 
     A proto whose weights are external data is loaded with its folder as the base: ``base_dir``,
     or the folder it was saved to when ``to_onnx`` returned it. ``threads``: onnxruntime's
@@ -97,7 +101,7 @@ def run_onnx(
     opts.log_severity_level = 3
     if threads is not None:
         opts.intra_op_num_threads = threads
-    sess = _session(ort, model, opts, base_dir)
+    sess = _session(ort, model, opts, base_dir, target)
     graph_inputs = sess.get_inputs()
     values = list(inputs) + [np.asarray(v) for v in (params or {}).values()]
     if len(values) != len(graph_inputs):
@@ -106,14 +110,15 @@ def run_onnx(
 
 
 def onnx_runner(
-    model: onnx.ModelProto | str | os.PathLike[str] | bytes, params: Mapping[str, Any] | None = None
+    model: onnx.ModelProto | str | os.PathLike[str] | bytes, params: Mapping[str, Any] | None = None,
+    target: Any = None,
 ) -> Callable[..., list[np.ndarray]]:
     """``run(*inputs) -> outputs`` over one onnxruntime session, for a caller that runs the model
     many times (greedy decoding): :func:`run_onnx` would start a session per call."""
     ort = require_onnxruntime("jax2onnx.verification.compare.onnx_runner")
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
-    sess = _session(ort, model, opts, None)
+    sess = _session(ort, model, opts, None, target)
     names = [gi.name for gi in sess.get_inputs()]
     extra = [np.asarray(v) for v in (params or {}).values()]
     complex_inputs = _complex_inputs(sess)
@@ -127,16 +132,30 @@ def onnx_runner(
     return run
 
 
-def _session(ort: Any, model: Any, opts: Any, base_dir: str | os.PathLike[str] | None) -> Any:
-    providers = ["CPUExecutionProvider"]
+def runner_target(model: Any, target: Any = None) -> Target:
+    """The target whose verification runner runs ``model``: ``target`` (a name or a Target) where
+    given, else the one a proto records (``jax2onnx:target``, where registered here), else the
+    default target."""
+    if target is not None:
+        return get_target(target)
+    if isinstance(model, onnx.ModelProto):
+        recorded = next((p.value for p in model.metadata_props if p.key == TARGET_KEY), None)
+        found = find_target(recorded)
+        if found is not None:
+            return found
+    return default_target()
+
+
+def _session(ort: Any, model: Any, opts: Any, base_dir: str | os.PathLike[str] | None, target: Any = None) -> Any:
+    runner = runner_target(model, target)
     if isinstance(model, (str, os.PathLike)):
         # From the path, onnxruntime finds external data beside the model and memory-maps it.
-        return ort.InferenceSession(os.fspath(model), opts, providers=providers)
+        return runner.inference_session(ort, os.fspath(model), opts)
     if not isinstance(model, onnx.ModelProto):
-        return ort.InferenceSession(model, opts, providers=providers)
+        return runner.inference_session(ort, model, opts)
 
     if not uses_external_data(model):
-        return ort.InferenceSession(model.SerializeToString(), opts, providers=providers)
+        return runner.inference_session(ort, model.SerializeToString(), opts)
     saved = saved_path(model)
     folder = os.fspath(base_dir) if base_dir is not None else os.path.dirname(saved) if saved else None
     if folder is None:
@@ -149,12 +168,12 @@ def _session(ort: Any, model: Any, opts: Any, base_dir: str | os.PathLike[str] |
         )
     opts.add_session_config_entry("session.model_external_initializers_file_folder_path", folder)
     try:
-        return ort.InferenceSession(model.SerializeToString(), opts, providers=providers)
+        return runner.inference_session(ort, model.SerializeToString(), opts)
     except Exception:
         if saved is None or base_dir is not None:
             raise
         # An onnxruntime without that session option: the saved file is the same model.
-        return ort.InferenceSession(saved, opts, providers=providers)
+        return runner.inference_session(ort, saved, opts)
 
 
 def as_onnx_value(value: Any) -> np.ndarray:
@@ -270,13 +289,14 @@ def compare(
     threads: int | None = None,
     reference: str = HIGHEST,
     expected: tuple[list[np.ndarray], ReferenceInfo] | None = None,
+    target: Any = None,
 ) -> Comparison:
     """Run ``fn`` in JAX and ``model`` in onnxruntime on the same concrete ``inputs`` and compare.
 
     ``model`` may be a ModelProto or a path (read by onnxruntime itself, so external data of any
     size is memory-mapped, not copied). A proto with external data needs its folder: ``base_dir``,
     or none for the proto ``to_onnx`` just returned. ``jit``: see :func:`jax_reference`;
-    ``threads``: see :func:`run_onnx`. Returns a :class:`Comparison` (truthy when all match).
+    ``threads``, ``target``: see :func:`run_onnx`. Returns a :class:`Comparison` (truthy when all match).
     :func:`jax2onnx.allclose` is this with the published 0.17's signature and ``(bool, str)`` result.
     Floating outputs match within ``rtol``/``atol`` (NaN matches NaN); integer and bool outputs
     match exactly. ``reference``: see :func:`jax_reference`; the result names where JAX ran and at
@@ -293,7 +313,7 @@ def compare(
         return jax_expected(fn, arrays, input_params, double=double, jit=jit, reference=kind)
 
     expected, info = expected if expected is not None else expected_at(reference)
-    got = run_onnx(model, arrays, input_params, base_dir=base_dir, threads=threads)
+    got = run_onnx(model, arrays, input_params, base_dir=base_dir, threads=threads, target=target)
     def tolerances(kind: str, outputs: Sequence[np.ndarray], platform: str) -> tuple[float, float]:
         """The caller's rtol/atol, else 1e-5 both or what the reference's kind and platform allow."""
         floats = [e for e in outputs if np.dtype(e.dtype).name in ("float32", "complex64")]

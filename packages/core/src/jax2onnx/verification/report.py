@@ -31,7 +31,7 @@ from ..compat import x64_enabled
 from ..errors import Jax2OnnxError, require_onnxruntime
 from ..ir import complex_io, proto_walk
 from ..passes.rewrite import REWRITES_KEY, TARGET_KEY, explain_rewrites
-from ..targets import get_target
+from ..targets import find_target, get_target
 from . import greedy as greedy_check
 from . import precision as precision_report
 from . import reference as references
@@ -530,6 +530,7 @@ def verify(
     judged = precision_report.judged_as(model, recorded[0]) if recorded is not None else None
     if judged is not None and rtol is None and atol is None:
         rtol, atol = precision_report.TOLERANCES[judged]
+    runner = find_target(summary.target)  # verification runs on the providers of the target it was made for
     distances: dict[str, Any] = {}
     trials: list[Trial] = []
     ran: list[tuple[list[np.ndarray], list[Any]]] = []  # (inputs, ONNX outputs) per trial, for the recheck
@@ -539,7 +540,7 @@ def verify(
             outputs = jax_reference(fn, arrays, input_params, reference=reference)
             info = info or references.reference_info(outputs, reference)
             expected = [jax_output_array(e) for e in jax.tree_util.tree_leaves(outputs)]
-        got = run_onnx(runnable, arrays, input_params)
+        got = run_onnx(runnable, arrays, input_params, target=runner)
         if reference == references.ACCELERATOR_DEFAULT:
             ran.append((arrays, got))
         in_names = [i.name for i in model.graph.input]
@@ -566,7 +567,7 @@ def verify(
         with x64_enabled(double), references.precision_scope(reference):
             section.greedy = greedy_check.agreement(check, model, inputs,
                                                     greedy_check.jitted_reference(fn, input_params),
-                                                    onnx_runner(runnable, input_params), seed=seed)
+                                                    onnx_runner(runnable, input_params, runner), seed=seed)
     report = ExportReport(trials, summary, section, reference=info)
     if not report.ok and ran and recorded is None:
         report.recheck = _recheck_at_highest(fn, ran, names, input_params, rtol, atol, double)

@@ -29,12 +29,9 @@ Families:
   additive or ``where`` mask, GQA repeats) → ``Attention`` (opset 23).
 - :mod:`.layout`: layout Transposes sunk through elementwise ops, then cancelled in pairs (the
   channels-last activations a value's two readers kept apart, e.g. squeeze-and-excitation).
-- :mod:`.onnxruntime` (target "onnxruntime"): contrib ops where measured at least as fast
-  (BiasGelu/FastGelu), residual sums kept from the slower SkipLayerNormalization fusion (the
-  measurements, and those that ruled out MultiHeadAttention, are in its docstring).
-- :mod:`.tensorrt_forms` (target "tensorrt"): exact rewrites into element types TensorRT's parser
-  lists (integer Clip → Max/Min).
-- :mod:`.tensorrt`: not a rewrite, the lint of what TensorRT's parser cannot take.
+
+A target's own families live in its folder (``jax2onnx/targets/<name>/rewrites.py``) and run after
+these (``Target.rewrites``).
 """
 
 from __future__ import annotations

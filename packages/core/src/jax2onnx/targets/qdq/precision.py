@@ -5,8 +5,9 @@
 further from float32). ``weights``: ``"int8"`` (default; symmetric per output channel, the form
 NPUs take per-channel scales in), ``"uint8"`` (asymmetric per output channel) or ``"int4"``
 (symmetric blocks of ``block_size`` along K: opset 21's blocked ``DequantizeLinear``).
-``calibration``: input batches, as for int4's (:func:`jax2onnx.precision.options.checked_batches`);
-none: the export's probe set (:mod:`.calibrate`). ``dims``: a size per symbolic input axis.
+``calibration``: input batches, as for int4's (checked by the precision stage before this form
+sees them); none: the export's probe set (:mod:`jax2onnx.precision.ranges`). ``dims``: a size per
+symbolic input axis.
 """
 
 from __future__ import annotations
@@ -14,25 +15,30 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from ...precision.options import BLOCK_SIZES, Precision, PrecisionError, checked_batches
+from typing import Any
 
+from ...errors import PrecisionError
+
+#: int4 weights' block sizes along K (as int4's MatMulNBits blocks)
+BLOCK_SIZES = (16, 32, 64, 128, 256)
 ACTIVATIONS = ("uint16", "uint8")
 WEIGHTS = ("int8", "uint8", "int4")
 #: the fields of Precision the QDQ form reads; any other set away from its default is refused
 _READ = {"kind", "activations", "weights", "calibration", "block_size", "dims", "keep_io_types"}
 
 
-def describe(p: Precision) -> str:
+def describe(p: Any) -> str:
     block = f" (blocks of {p.block_size})" if p.weights == "int4" else ""
     return f"qdq: {p.activations} activations, {p.weights} weights{block}, min/max scales"
 
 
-def checked_qdq(p: Precision, enable_double_precision: bool = False) -> Precision:
-    """``p`` (kind ``"qdq"``) checked, its defaults filled and its ``dims`` a sorted tuple of pairs."""
+def checked_qdq(p: Any, enable_double_precision: bool = False) -> Any:
+    """``p`` (a :class:`jax2onnx.Precision` of kind ``"qdq"``, its calibration batches checked)
+    checked, its defaults filled and its ``dims`` a sorted tuple of pairs."""
     if enable_double_precision:
         raise PrecisionError("precision='qdq' quantizes a float32 export; drop enable_double_precision=True")
-    defaults = Precision()
-    for field in dataclasses.fields(Precision):
+    defaults = type(p)()
+    for field in dataclasses.fields(p):
         if field.name not in _READ and getattr(p, field.name) != getattr(defaults, field.name):
             raise PrecisionError(f"{field.name}= is not read by Precision('qdq', ...) (it takes activations=, weights=, "
                                  f"calibration=, block_size= and dims=); drop {field.name}=")
@@ -50,11 +56,7 @@ def checked_qdq(p: Precision, enable_double_precision: bool = False) -> Precisio
     if p.block_size not in BLOCK_SIZES:
         raise PrecisionError(f"block_size={p.block_size!r}: use one of {', '.join(map(str, BLOCK_SIZES))} (int4 "
                              "weights' blocks along K)")
-    batches = p.calibration
-    calibration = () if batches is None or (isinstance(batches, (list, tuple)) and not batches) else (
-        checked_batches(batches))
-    return dataclasses.replace(p, activations=activations, weights=weights, calibration=calibration,
-                               dims=_checked_dims(p.dims))
+    return dataclasses.replace(p, activations=activations, weights=weights, dims=_checked_dims(p.dims))
 
 
 def _checked_dims(dims: object) -> tuple[tuple[str, int], ...]:

@@ -22,7 +22,10 @@ Intel's and AMD's read as integer kernels).
    blocks of ``block_size`` along K (blocked ``DequantizeLinear``, opset 21). A ``Gemm``/``Conv``
    bias is int32 with scale ``input scale x weight scale`` per channel, as integer kernels add it
    (under int4 the largest block scale of the channel).
-4. **Scales.** From the float32 graph's ranges on the calibration data (:mod:`.calibrate`).
+4. **Scales.** From the float32 graph's ranges on the calibration data or the probe set (the
+   precision stage's runner, :mod:`jax2onnx.precision.ranges`; min/max: 16-bit activations have
+   the levels to hold every value seen, and a clipped outlier is an error a percentile cannot
+   bound; min/max is onnxruntime's ``quantize_static`` default too).
 
 Nodes inside control-flow bodies and function bodies stay float (the target's check lists them).
 Graph inputs and outputs stay float32: the graph quantizes at its edges.
@@ -31,15 +34,15 @@ Graph inputs and outputs stay float32: the graph quantizes at its edges.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 from onnx_ir.passes.common import ShapeInferencePass
 
-from ...precision.options import Precision, PrecisionError
-from .calibrate import calibration_batches, tensor_ranges
+from ...errors import PrecisionError
 
 COMPUTE_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
 ARITHMETIC_OPS = frozenset({"Add", "Mul", "Sub"})
@@ -226,8 +229,12 @@ class _Writer:
         return out
 
 
-def quantize_qdq(model: ir.Model, p: Precision) -> QdqResult:
-    """Rewrite ``model`` in place into ``p``'s QDQ form (see the module doc)."""
+Ranges = Callable[[ir.Model, list[str], Any], tuple[dict[str, tuple[float, float]], str]]
+
+
+def quantize_qdq(model: ir.Model, p: Any, ranges_of: Ranges) -> QdqResult:
+    """Rewrite ``model`` in place into ``p``'s QDQ form (a checked ``Precision("qdq")``; see the
+    module doc); ``ranges_of(model, names, batches)`` calibrates (the precision stage's runner)."""
     graph = model.graph
     dims = static_shapes(model, dict(p.dims))
     qtype, np_qtype, qmax = ACTIVATION_TYPES[p.activations]
@@ -267,8 +274,7 @@ def quantize_qdq(model: ir.Model, p: Precision) -> QdqResult:
                     for key in keys:
                         groups.union(key, id(out))
 
-    batches, data = calibration_batches(model, p.calibration)
-    ranges = tensor_ranges(model, [v.name for v in tensors.values()], batches)
+    ranges, data = ranges_of(model, [v.name for v in tensors.values()], p.calibration)
     spans: dict[object, tuple[float, float]] = {}
     for key in groups.parent:
         if key in tensors:
@@ -354,7 +360,7 @@ def _wrap(writer: _Writer, graph: ir.Graph, v: ir.Value, scale: ir.Value, zp: ir
             graph.outputs[i] = dq
 
 
-def _write_weights(writer: _Writer, weights: list[tuple[ir.Node, int, int]], p: Precision) -> dict[int, np.ndarray]:
+def _write_weights(writer: _Writer, weights: list[tuple[ir.Node, int, int]], p: Any) -> dict[int, np.ndarray]:
     """Each weight as codes + ``DequantizeLinear``; returns each node's per-channel weight scale
     (what its int32 bias is scaled by)."""
     done: dict[tuple[int, int, bool], tuple[ir.Value, np.ndarray]] = {}

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ..rules import Rule, RuleFamily, miss, no_match
+from ...passes.rules import Rule, RuleFamily, miss, no_match
 
 _INTEGERS = frozenset({ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64,
                        ir.DataType.UINT8, ir.DataType.UINT16, ir.DataType.UINT32, ir.DataType.UINT64})

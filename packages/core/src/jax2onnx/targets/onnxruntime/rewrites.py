@@ -38,9 +38,9 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ...ir.constants import constant_tensor
-from ..manager import all_graphs, const_vector, is_op, only_reader, replace_value
-from ..rules import Rule, RuleFamily, miss, no_match, value_label
-from .emit import taken_names
+from ...passes.manager import all_graphs, const_vector, is_op, only_reader, replace_value
+from ...passes.rewrite.emit import taken_names
+from ...passes.rules import Rule, RuleFamily, miss, no_match, value_label
 
 MS = "com.microsoft"
 

@@ -1,19 +1,21 @@
 """``target="tensorrt"``: what TensorRT 10's ONNX parser takes (opset <= its ceiling, no float64,
 no DFT, static Loop trip counts...): the export fails with one line naming the op and TensorRT.
-The op table is data (``jax2onnx/ir/tensorrt_ops.json``); the lint is
-:mod:`jax2onnx.passes.rewrite.tensorrt`, the exact rewrites into types it lists
-:mod:`jax2onnx.passes.rewrite.tensorrt_forms`. No int8/int4 form: the dynamic-quantization ops are
-not in its table (TensorRT quantizes through its own calibration)."""
+The folder holds the backend: the op table as data (``tensorrt_ops.json``), the lint (:mod:`.lint`),
+the exact rewrites into types it lists (:mod:`.rewrites`). No int8/int4 form: the
+dynamic-quantization ops are not in its table (TensorRT quantizes through its own calibration);
+float16 and bfloat16 as everywhere. Kernel table and verification: the installed onnxruntime's CPU
+provider (the reference every export is checked on; TensorRT itself is not run here)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..compat import sub_jaxprs, user_location
-from ..errors import TargetUnsupportedError
-from ..passes.rewrite.tensorrt import check_tensorrt, tensorrt_table
-from ..passes.rewrite.tensorrt_forms import TensorRtForms
-from .base import Target, register_target
+from ...compat import sub_jaxprs, user_location
+from ...errors import TargetUnsupportedError
+from ..base import Target, register_target
+from ..precision_forms import FLOAT_FORMS
+from .lint import check_tensorrt, tensorrt_table
+from .rewrites import TensorRtForms
 
 
 def _opsets() -> tuple[int, int]:
@@ -52,6 +54,7 @@ TENSORRT = register_target(Target(
     summary=f"TensorRT {tensorrt_table()['tensorrt']}'s ONNX parser",
     opsets=_opsets,
     rewrites=(TensorRtForms,),
+    precision_forms=FLOAT_FORMS,
     check_trace=_check_trace,
     check_graph=_check_graph,
 ))

@@ -29,9 +29,9 @@ import onnx
 import onnx_ir as ir
 
 from ...ir.constants import constant_ints, constant_tensor
-from ..manager import all_graphs
+from ...passes.manager import all_graphs
 
-_TABLE = Path(__file__).resolve().parents[2] / "ir" / "tensorrt_ops.json"
+_TABLE = Path(__file__).resolve().parent / "tensorrt_ops.json"
 
 
 @functools.cache

@@ -1,0 +1,19 @@
+"""``target="web"``: onnxruntime-web (wasm) in a browser or Node: one self-contained file
+(``export_mode="web"``), the standard graph.
+
+Kernel table: onnxruntime-web's wasm backend is onnxruntime's CPU provider compiled to wasm, so it
+reads the installed onnxruntime's table (:mod:`jax2onnx.ir.runtime`). Verification: the CPU
+provider, and onnxruntime-web itself under Node.js through :mod:`.runner`
+(``allclose_onnxruntime_web``). Precision: the standard forms."""
+
+from __future__ import annotations
+
+from ..base import Target, register_target
+from ..precision_forms import STANDARD_FORMS
+
+WEB = register_target(Target(
+    name="web",
+    summary="onnxruntime-web: one self-contained file, standard ONNX",
+    export_mode="web",
+    precision_forms=STANDARD_FORMS,
+))

@@ -1,0 +1,139 @@
+"""A target is a whole backend, added as one object (docs/architecture.md, "Adding a target"): a
+target registered here, in this test alone, runs end to end through ``to_onnx`` and verification
+with nothing else edited: its rewrite family runs, its kernel table is the one the lowering and
+the passes read, its precision forms decide ``precision=``, its final check refuses what it
+cannot run, its verification runner runs the model, and ``jax2onnx check --target`` knows it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from jax2onnx import Precision, to_onnx
+from jax2onnx.errors import TargetUnsupportedError
+from jax2onnx.ir.runtime import installed
+from jax2onnx.passes.rules import Rule, RuleFamily, no_match
+from jax2onnx.precision.options import parse_precision
+from jax2onnx.rewrite import REWRITES_KEY
+from jax2onnx.targets import Target, available_targets, get_target, register_target, target_names
+from jax2onnx.targets import base as target_registry
+from jax2onnx.targets.precision_forms import Float16, Int8DequantizeLinear
+from jax2onnx.verification.compare import run_onnx
+
+NAME = "test-npu"
+CALLS: dict[str, int] = {"kernel_table": 0, "sessions": 0}
+
+
+def _neg_match(graph, node: ir.Node):
+    x = node.inputs[0]
+    if x is None or x.dtype != ir.DataType.FLOAT:
+        return no_match("not a float32 Neg")
+    return x
+
+
+def _neg_as_sub(graph, node: ir.Node, x: ir.Value) -> list[ir.Node]:
+    """``-x`` as ``0 - x``: the form this made-up runtime runs."""
+    zero = ir.Node("", "Constant", [], [ir.AttrTensor("value", ir.tensor(np.array(0.0, np.float32)))],
+                   name=f"{node.name}_zero")
+    sub = ir.Node("", "Sub", [zero.outputs[0], x], name=f"{node.name}_sub")
+    out = node.outputs[0]
+    sub.outputs[0].type, sub.outputs[0].shape = out.type, out.shape
+    graph.insert_before(node, [zero, sub])
+    name = out.name
+    for i, v in enumerate(graph.outputs):
+        if v is out:
+            graph.outputs[i] = sub.outputs[0]
+    ir.convenience.replace_all_uses_with(out, sub.outputs[0])
+    out.name = None
+    sub.outputs[0].name = name
+    return [zero, sub]
+
+
+class NegAsSub(RuleFamily):
+    name = "test_npu"
+
+    def rules(self) -> list[Rule]:
+        return [Rule("neg_as_sub", frozenset({"Neg"}), _neg_match, _neg_as_sub)]
+
+
+def _kernel_table():
+    CALLS["kernel_table"] += 1
+    return installed()
+
+
+def _no_sin(model) -> list[str]:
+    return [f"{node.op_type} ({NAME} has no sine unit)" for node in model.graph if node.op_type == "Sin"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CountingTarget(Target):
+    """A target whose verification runner counts the sessions it starts."""
+
+    def inference_session(self, ort, model, options=None):
+        CALLS["sessions"] += 1
+        return super().inference_session(ort, model, options)
+
+
+@pytest.fixture
+def npu(monkeypatch):
+    """The test target, registered for this test only (the registry is restored after it)."""
+    available_targets()  # the built-in ones first, as in any process
+    monkeypatch.setattr(target_registry, "_TARGETS", dict(target_registry._TARGETS))
+    monkeypatch.setattr(target_registry, "_ALIASES", dict(target_registry._ALIASES))
+    CALLS.update(kernel_table=0, sessions=0)
+    return register_target(CountingTarget(
+        name=NAME, summary="a made-up NPU: no sine unit, negation as subtraction",
+        rewrites=(NegAsSub,), precision_forms=(Float16(), Int8DequantizeLinear()),
+        check_graph=_no_sin, kernel_table=_kernel_table))
+
+
+def _fn(x):
+    return -(x * 2.0) + jnp.cos(x)
+
+
+def test_a_target_registered_in_a_test_runs_end_to_end(mini_registry, npu):
+    assert NAME in target_names() and get_target(NAME) is npu
+    model = to_onnx(_fn, [("B", 8)], target=NAME)
+    onnx.checker.check_model(model, full_check=True)
+    ops = [n.op_type for n in model.graph.node]
+    assert "Neg" not in ops and "Sub" in ops  # its rewrite family ran
+    meta = {p.key: p.value for p in model.metadata_props}
+    assert meta["jax2onnx:target"] == NAME and "neg_as_sub" in meta[REWRITES_KEY]
+    assert CALLS["kernel_table"] >= 2  # the lowering and the kernel-coverage pass read its table
+    x = np.linspace(-2, 2, 24, dtype=np.float32).reshape(3, 8)
+    (got,) = run_onnx(model, [x])  # the model records its target: that target's runner runs it
+    assert CALLS["sessions"] == 1
+    np.testing.assert_allclose(got, np.asarray(_fn(x)), rtol=1e-6, atol=1e-6)
+
+
+def test_its_precision_forms_and_checks_decide(mini_registry, npu):
+    w = np.linspace(-1, 1, 64 * 16, dtype=np.float32).reshape(64, 16)
+    half = to_onnx(lambda x: x @ w, [("B", 64)], target=NAME, precision="float16")
+    assert onnx.TensorProto.FLOAT16 in {i.data_type for i in half.graph.initializer}
+    assert npu.fit_precision(parse_precision("int8"), 23).int8_kernel == "DequantizeLinear"  # its one int8 form
+    with pytest.raises(TargetUnsupportedError, match=f"precision='int4' has no form target='{NAME}'"):
+        to_onnx(lambda x: x @ w, [("B", 64)], target=NAME, precision="int4")
+    with pytest.raises(TargetUnsupportedError, match=f"activations='dynamic' has no int8 form target='{NAME}'"):
+        to_onnx(lambda x: x @ w, [("B", 64)], target=NAME, precision=Precision("int8", activations="dynamic"))
+    with pytest.raises(TargetUnsupportedError, match="Sin .test-npu has no sine unit"):
+        to_onnx(jnp.sin, [("B", 8)], target=NAME)
+
+
+def test_the_cli_checks_a_model_against_it(mini_registry, npu, tmp_path, capsys):
+    from jax2onnx.cli import main
+
+    path = tmp_path / "sin.onnx"
+    to_onnx(jnp.sin, [("B", 8)], output_path=path)
+    assert main(["check", "--target", NAME, str(path)]) != 0
+    assert "has no sine unit" in capsys.readouterr().out
+
+
+def test_a_target_lists_only_forms_it_runs():
+    from jax2onnx.targets.precision_forms import Int4MatMulNBits
+
+    with pytest.raises(ValueError, match="Int4MatMulNBits, a com.microsoft op it does not run"):
+        register_target(Target(name="never-registered", summary="x", precision_forms=(Int4MatMulNBits(),)))
