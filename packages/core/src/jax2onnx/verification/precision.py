@@ -25,9 +25,10 @@ from ..precision import META_ACTIVATIONS, META_DETAIL, META_KIND
 #: about 0.978). int8 (weight-only) measured 0.99986 at worst (one weight applied three times in a loop;
 #: 0.99996 on a transformer block); ``"int8 dynamic"`` (``activations="dynamic"``, per-tensor) 0.9914 at
 #: worst (a 30-wide MLP; 0.9978 on a transformer block).
-#: ``"qdq <activations>"`` (target="qdq"): the tiny MLP and CNN of packages/core/tests/test_target_qdq.py measured
-#: 0.99995 (uint16, int8 weights), 0.9907 (int4 weights, K=16 in one block) and 0.98 (uint8 activations with int8
-#: weights: onnxruntime's fused u8s8 CPU kernel saturates on AVX2 without VNNI; 0.9998 with its graph optimizations off).
+#: ``"qdq <activations>"`` (target="qdq"): the tiny MLP and CNN of packages/plugins-nnx/tests/test_target_qdq.py
+#: measured 0.99995 at worst with 8-bit weights, 0.994 with int4 weights, and 0.983 with uint8 activations and int8
+#: weights where onnxruntime's fused u8s8 CPU kernel saturates (AVX2 without VNNI; 0.99992 with its graph
+#: optimizations off): bench/results/qdq_accuracy.md.
 MIN_COSINE = {"float16": 0.9999, "bfloat16": 0.999, "int8": 0.9998, "int8 dynamic": 0.99, "int4": 0.97,
               "qdq uint16": 0.98, "qdq uint8": 0.97}
 #: (rtol, atol) the element mismatch count uses for a reduced precision: shown, not judged.

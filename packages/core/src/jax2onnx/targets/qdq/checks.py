@@ -76,7 +76,8 @@ def notes(model: ir.Model) -> list[str]:
             continue
         if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
             bodies.append(f"{node.op_type} {node.name!r}: its body is not rewritten (control flow stays float, and "
-                          "NPU compilers take none: the traced function's lowering wrote it)")
+                          "NPU compilers take none; max pooling's NaN guard is an If: to_onnx(max_pool_nan_guard=False) "
+                          "leaves it out)")
             continue
         touches_float = any(v is not None and v.dtype == F32 for v in (*node.inputs, *node.outputs))
         fused = node.op_type == "Relu" and fused_relu(node.inputs[0]) and _to_q(node.outputs[0])
