@@ -15,7 +15,6 @@ choose some scales differently: the anchor shares AveragePool's input scale, we 
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -139,7 +138,13 @@ def test_structure(name, activations, weights):
 @pytest.mark.parametrize(("activations", "weights"), [("uint16", "int8"), ("uint8", "int8"), ("uint8", "uint8")])
 @pytest.mark.parametrize("name", list(MODELS))
 def test_accuracy_against_quantize_static(tmp_path, name, activations, weights):
-    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
 
     make, shape = MODELS[name]
     fn = make(nnx.Rngs(0))

@@ -22,8 +22,8 @@ from ..passes import CastCancelPass, PassPipeline
 from . import accuracy_levels
 from .low_float import convert_low_float
 from .options import KINDS, Precision, PrecisionError, parse_precision, stage_forms
-from .ranges import tensor_ranges
 from .quantize import quantize_weight_matmuls
+from .ranges import tensor_ranges
 
 #: metadata_props keys of an exported model
 META_KIND = "jax2onnx.precision"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-
 from typing import Any
 
 from ...errors import PrecisionError
