@@ -15,6 +15,7 @@ choose some scales differently: the anchor shares AveragePool's input scale, we 
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -226,3 +227,33 @@ def test_check_target_qdq_lists_float_compute_and_explains_ops_left_float(tmp_pa
     assert any("LogSoftmax x1 left float" in line for line in notes)  # the head's log-softmax: no QDQ form of its own
     assert not any(line.split(": note: ")[1].startswith(("Relu", "Conv", "Gemm")) for line in notes), notes
     assert float_ops >= {"LogSoftmax"}
+
+
+def test_data_movement_shares_scales_and_activations_are_quantized():
+    """Split, Pad, Slice and Concat read and write one scale (exact on integers); Gelu, Softmax and
+    Tanh get their own; both outputs stay close to JAX."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((16, 32)).astype(np.float32) / 4
+
+    def f(x):
+        h = x @ w
+        a, b = jnp.split(h, 2, axis=-1)
+        c = jnp.concatenate([jax.nn.gelu(a), jnp.pad(b, ((0, 0), (1, 0)))[:, :16]], axis=-1)
+        return jax.nn.softmax(c * 2.0, axis=-1), jnp.tanh(h[:, ::2])
+
+    model = to_onnx(f, [(4, 16)], target="qdq")
+    onnx.checker.check_model(model, full_check=True)
+    producers = {o: n for n in model.graph.node for o in n.output}
+    scale_of = {n.input[0]: n.input[1] for n in model.graph.node if n.op_type == "QuantizeLinear"}
+    moved = [n for n in model.graph.node if n.op_type in ("Split", "Pad", "Slice", "Concat")]
+    assert {n.op_type for n in moved} == {"Split", "Pad", "Slice", "Concat"}
+    for n in moved:
+        read = producers[n.input[0]].input[1]  # the DequantizeLinear feeding it: its scale
+        assert {scale_of[o] for o in n.output} == {read}, n.name
+    for op in ("Gelu", "Softmax", "Tanh"):
+        (node,) = [n for n in model.graph.node if n.op_type == op]
+        assert producers[node.input[0]].op_type == "DequantizeLinear" and node.output[0] in scale_of, op
+    x = rng.standard_normal((4, 16)).astype(np.float32)
+    session = _session(model)
+    for want, got in zip(f(x), session.run(None, {"x": x}), strict=True):
+        assert cosine(np.asarray(want), got) >= 0.9999

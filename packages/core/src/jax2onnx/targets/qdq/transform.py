@@ -7,11 +7,11 @@ Intel's and AMD's read as integer kernels).
    so a ``Reshape`` fed by ``Shape`` gets its static size).
 2. **What is quantized.** Main-graph nodes of :data:`QUANTIZED_OPS`: the matmuls and convolutions
    (:data:`COMPUTE_OPS`); ``Add``/``Mul``/``Sub`` with an activation input (a residual, a bias on a
-   3-D matmul, a scale); pooling; activations NPUs run as lookup tables (``Relu``, ``Sigmoid``,
-   ``Tanh``; a ``Relu`` right after a matmul, convolution or addition is fused with it: only its
+   3-D matmul, a scale); pooling and ``Resize``; activations NPUs run as lookup tables (``Relu``,
+   ``Sigmoid``, ``Tanh``, ``Gelu``, ``Softmax``, ...; a ``Relu`` right after a matmul, convolution or addition is fused with it: only its
    output is quantized); and the ops that move data without changing values (:data:`SHARED_SCALE_OPS`:
-   ``Reshape``, ``Transpose``, ``Concat``, ``MaxPool``, ...), whose inputs and output share one
-   scale (a ``Concat``'s inputs all take the scale of its output) so that they stay exact on
+   ``Reshape``, ``Transpose``, ``Concat``, ``Split``, ``Slice``, ``Pad``, ``MaxPool``, ...), whose
+   inputs and outputs share one scale (a ``Concat``'s inputs all take the scale of its output) so that they stay exact on
    integers. Every float activation such a node reads or writes gets a
    ``QuantizeLinear``/``DequantizeLinear`` pair (``activations``: uint16 or uint8, asymmetric, one
    scale and zero point per tensor; the range always holds 0, so zero padding is exact); a float
@@ -47,10 +47,11 @@ from ...errors import PrecisionError
 COMPUTE_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
 ARITHMETIC_OPS = frozenset({"Add", "Mul", "Sub"})
 #: ops whose output holds values of their input (or inputs): one scale for all, exact on integers
-SHARED_SCALE_OPS = frozenset({"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Concat", "MaxPool",
-                              "GlobalMaxPool", "Identity"})
-#: ops with an output range of their own: a calibrated scale each
-OWN_SCALE_OPS = frozenset({"AveragePool", "GlobalAveragePool", "Relu", "Sigmoid", "Tanh"})
+SHARED_SCALE_OPS = frozenset({"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice",
+                              "Pad", "MaxPool", "GlobalMaxPool", "Identity"})
+#: ops with an output range of their own: a calibrated scale each (NPUs run the activations as tables)
+OWN_SCALE_OPS = frozenset({"AveragePool", "GlobalAveragePool", "Resize", "Relu", "LeakyRelu", "Sigmoid", "Tanh",
+                           "HardSigmoid", "HardSwish", "Gelu", "Softmax"})
 QUANTIZED_OPS = COMPUTE_OPS | ARITHMETIC_OPS | SHARED_SCALE_OPS | OWN_SCALE_OPS
 #: activation type -> (ir dtype, numpy dtype, largest code)
 ACTIVATION_TYPES = {"uint16": (ir.DataType.UINT16, np.uint16, 65535), "uint8": (ir.DataType.UINT8, np.uint8, 255)}
