@@ -199,6 +199,22 @@ def test_symbolic_axes_need_a_size():
     assert cosine(np.asarray(fn(x)), _run(model, x)) >= MIN_COSINE["qdq uint16"]
 
 
+def test_shapes_computed_from_a_fixed_axis_fold_into_constants():
+    w = np.random.default_rng(0).standard_normal((12, 8)).astype(np.float32)
+
+    def f(x):  # the broadcast to x's symbolic batch is Shape -> Concat -> Expand in the float graph
+        return x @ w + jnp.broadcast_to(jnp.arange(8.0), (x.shape[0], 4, 8)) * jnp.ones((x.shape[0], 1, 1))
+
+    assert {"Shape", "Expand"} <= {n.op_type for n in to_onnx(f, [("B", 4, 12)]).graph.node}
+    model = to_onnx(f, [("B", 4, 12)], target="qdq", precision=Precision("qdq", dims={"B": 2}))
+    onnx.checker.check_model(model, full_check=True)
+    assert [n.op_type for n in model.graph.node if n.op_type not in ("QuantizeLinear", "DequantizeLinear")] == [
+        "MatMul", "Add"]
+    assert _symbolic(model) == [] and _unwrapped(model) == []
+    x = np.random.default_rng(1).standard_normal((2, 4, 12)).astype(np.float32)
+    assert cosine(np.asarray(f(x)), _run(model, x)) >= MIN_COSINE["qdq uint16"]
+
+
 def test_targets_and_precisions_refuse_each_other():
     fn = MLP(nnx.Rngs(0))
     with pytest.raises(TargetUnsupportedError, match="precision='qdq'.*target='qdq'"):

@@ -3,8 +3,9 @@ and ``QuantizeLinear`` with calibrated scales (the form NPU compilers such as Qu
 Intel's and AMD's read as integer kernels).
 
 1. **Static shapes.** Each symbolic input axis takes its size from ``Precision("qdq", dims=...)``;
-   one without a size is refused, naming it. Shapes are then inferred again (with data propagation,
-   so a ``Reshape`` fed by ``Shape`` gets its static size).
+   one without a size is refused, naming it. Shapes are then inferred again (with data propagation)
+   and what computed shapes from the symbols (``Shape`` -> ``Gather`` -> ``Concat`` -> ``Reshape``)
+   is folded into constants.
 2. **What is quantized.** Main-graph nodes of :data:`QUANTIZED_OPS`: the matmuls and convolutions
    (:data:`COMPUTE_OPS`); ``Add``/``Mul``/``Sub`` with an activation input (a residual, a bias on a
    3-D matmul, a scale); pooling and ``Resize``; activations NPUs run as lookup tables (``Relu``,
@@ -43,6 +44,8 @@ import onnx_ir as ir
 from onnx_ir.passes.common import ShapeInferencePass
 
 from ...errors import PrecisionError
+from ...passes.constant_folding import ConstantFoldingPass
+from ...passes.dead_code import DeadCodeEliminationPass
 
 COMPUTE_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
 ARITHMETIC_OPS = frozenset({"Add", "Mul", "Sub"})
@@ -100,6 +103,9 @@ def static_shapes(model: ir.Model, dims: dict[str, int]) -> dict[str, int]:
             for out in node.outputs:
                 out.shape = None
         ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)
+        # what computed shapes from the symbols (Shape -> Gather -> Concat -> Reshape) is constant now
+        ConstantFoldingPass()(model)
+        DeadCodeEliminationPass()(model)
     return used
 
 
