@@ -98,6 +98,10 @@ def static_shapes(model: ir.Model, dims: dict[str, int]) -> dict[str, int]:
             used[symbol] = dims[symbol]
             new.append(dims[symbol])
         v.shape = ir.Shape(new)
+    unknown = sorted(set(dims) - set(used))
+    if unknown:
+        raise PrecisionError(f"dims names {', '.join(map(repr, unknown))}, which no input axis is (the symbolic axes: "
+                             f"{', '.join(map(repr, sorted(used))) or 'none'}); drop it or name an input spec's symbol")
     if used:
         for node in model.graph:  # the symbolic intermediates are inferred again from the fixed inputs
             for out in node.outputs:
@@ -117,14 +121,14 @@ class _Groups:
 
     def find(self, key: object) -> object:
         self.parent.setdefault(key, key)
-        while self.parent[key] is not key:
+        while self.parent[key] != key:
             self.parent[key] = self.parent[self.parent[key]]
             key = self.parent[key]
         return key
 
     def union(self, a: object, b: object) -> None:
         ra, rb = self.find(a), self.find(b)
-        if ra is not rb:
+        if ra != rb:
             self.parent[ra] = rb
 
 
