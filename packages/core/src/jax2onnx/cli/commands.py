@@ -36,7 +36,7 @@ from ..export.options import ExportOptions, check_opset
 from ..lower import pack_catalog
 from ..lower.registry import get_registry
 from ..precision.options import KINDS as PRECISION_KINDS
-from ..targets import get_target, target_names
+from ..targets import find_target, get_target, target_names
 from ..verification.report import summarize, verify
 from .usage import CliError, check_writable
 
@@ -243,7 +243,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         check_opset(args.opset)  # a bad --opset is a bad command line, said before importing anything
     except InputSpecError as exc:
         raise CliError(f"--opset {args.opset}: {exc}") from None
-    if args.target is not None and get_target(args.target).one_file and args.external_data:
+    named = find_target(args.target)  # an unknown name is the export's to refuse, naming the choices
+    if named is not None and named.one_file and args.external_data:
         raise CliError(f"--target {args.target} writes one self-contained file: drop --external-data")
     inputs = [parse_input_spec(s) for s in args.input]
     params = dict(_parse_param(p) for p in args.param)
