@@ -1,5 +1,7 @@
 """target="qdq" (issue #45 item 3) against onnxruntime's own static quantizer, on the tiny MLP and
-CNN of packages/plugins-nnx/tests/test_target_qdq.py (the same classes, seeds and data).
+CNN of packages/plugins-nnx/tests/test_target_qdq.py (the same classes, seeds and data) and an NNX
+pre-LN transformer block (d=64, 4 heads, 16 tokens: LayerNormalization and the opset-23 Attention
+op stay float between the pairs).
 
 For each activation/weight type: our export with 8 calibration batches, and
 ``onnxruntime.quantization.quantize_static`` (QDQ, per channel, min/max, the same types and batches)
@@ -24,7 +26,17 @@ from jax2onnx.verification.precision import cosine
 from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "packages", "plugins-nnx", "tests"))
+from jax2onnx_nnx.testcases.models import PreLNTransformerLayer  # noqa: E402
 from test_target_qdq import MODELS  # noqa: E402  (the test's models, so the figures are the test's)
+
+
+def _block(rngs):
+    block = PreLNTransformerLayer(64, 4, 256, rngs=rngs)
+    block.eval()
+    return block
+
+
+MODELS = {**MODELS, "block64": (_block, (1, 16, 64))}
 
 TYPES = [("uint16", "int8"), ("uint8", "int8"), ("uint8", "uint8"), ("uint16", "uint8"), ("uint16", "int4"),
          ("uint8", "int4")]
