@@ -137,3 +137,21 @@ def test_a_target_lists_only_forms_it_runs():
 
     with pytest.raises(ValueError, match="Int4MatMulNBits, a com.microsoft op it does not run"):
         register_target(Target(name="never-registered", summary="x", precision_forms=(Int4MatMulNBits(),)))
+
+
+def test_a_pack_family_is_held_by_the_targets_running_its_op(monkeypatch, npu):
+    """``jax2onnx.rewrite.register_rewrite`` files a family by the op it writes; a front-end asks
+    the export's target for it and gets it only where the target runs that op."""
+    from jax2onnx.rewrite import register_rewrite
+
+    monkeypatch.setattr(target_registry, "_PACK_REWRITES", {})
+
+    def factory(options):
+        return NegAsSub(23)
+
+    register_rewrite("test_contrib_family", factory, op="FusedThing", domain="com.microsoft")
+    register_rewrite("test_contrib_family", lambda options: None, op="Other", domain="")  # the first stays
+    holders = [t.name for t in available_targets() if t.requested_rewrites(["test_contrib_family"])]
+    assert holders == [t.name for t in available_targets() if t.allows("FusedThing", "com.microsoft")]
+    assert holders and NAME not in holders
+    assert get_target(holders[0]).requested_rewrites(["missing", "test_contrib_family"]) == (factory,)
