@@ -21,6 +21,12 @@ class InputSpecError(Jax2OnnxError, ValueError):
     """An input spec (shape tuple, ShapeDtypeStruct, array) or ``input_params`` is malformed."""
 
 
+class PrecisionError(InputSpecError):
+    """A ``precision=`` option is unknown or does not fit the model (int4 without weight matmuls).
+    Defined here so that a target's own precision form (``jax2onnx.targets.<name>``) raises it
+    without importing the precision stage; ``jax2onnx.PrecisionError`` is this class."""
+
+
 class MissingDependencyError(Jax2OnnxError, ImportError):
     """An optional dependency (onnxruntime for verification, rich for tables) is not installed."""
 

@@ -404,9 +404,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
     import onnx_ir as ir
 
     target = get_target(args.target)
-    findings = target.findings(ir.serde.deserialize_model(model))
+    loaded = ir.serde.deserialize_model(model)
+    findings = target.findings(loaded)
     for finding in findings:
         print(f"{args.model}: {finding}")
+    for note in target.notes(loaded):
+        print(f"{args.model}: note: {note}")
     if not findings:
         print(f"{args.model}: nothing that target={target.name!r} ({target.summary}) cannot take")
     return 1 if findings else 0

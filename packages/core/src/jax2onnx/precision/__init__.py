@@ -21,8 +21,9 @@ import onnx_ir as ir
 from ..passes import CastCancelPass, PassPipeline
 from . import accuracy_levels
 from .low_float import convert_low_float
-from .options import KINDS, Precision, PrecisionError, parse_precision
+from .options import KINDS, Precision, PrecisionError, parse_precision, stage_forms
 from .quantize import quantize_weight_matmuls
+from .ranges import tensor_ranges
 
 #: metadata_props keys of an exported model
 META_KIND = "jax2onnx.precision"
@@ -49,6 +50,8 @@ def apply_precision(model: ir.Model, precision: Precision, runtime: Any = None) 
     if precision.kind in ("float16", "bfloat16"):
 
         detail = convert_low_float(model, precision.kind, precision.keep_io_types, runtime).describe()
+    elif precision.kind in (own := {form.kind: form for form in stage_forms()}):  # a target folder's own kind
+        detail = own[precision.kind].apply(model, precision, tensor_ranges)
     else:
         # accuracy_level="auto": the data each MatMulNBits is checked on, drawn before the tables are quantized
         levels_on = accuracy_levels.plan(model, precision)

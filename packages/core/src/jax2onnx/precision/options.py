@@ -7,9 +7,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import InputSpecError
+from ..errors import PrecisionError
 from ..targets.base import available_targets
-from ..targets.precision_forms import kernel_names
+from ..targets.precision_forms import PrecisionForm, kernel_names
 
 #: The precisions, in the order the guide lists them.
 KINDS = ("float32", "float16", "bfloat16", "int8", "int4")
@@ -30,8 +30,6 @@ def kernels(kind: str, activations: Any = ...) -> tuple[str, ...]:
     return kernel_names(kind, activations)
 
 
-class PrecisionError(InputSpecError):
-    """A ``precision=`` option is unknown or does not fit the model (int4 without weight matmuls)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +41,12 @@ class Precision:
             computed in the 16-bit type; normalization statistics, softmax, sum reductions, exp/log
             stay float32), ``"int8"`` (weight-only: int8 weights with a scale per column or per
             block, float32 activations in the graph; ``activations="dynamic"`` quantizes them
-            too), ``"int4"`` (weight-only ``com.microsoft.MatMulNBits``, block-wise RTN).
+            too), ``"int4"`` (weight-only ``com.microsoft.MatMulNBits``, block-wise RTN), ``"qdq"``
+            (a target's own form, :class:`~jax2onnx.targets.precision_forms.PrecisionForm`:
+            ``target="qdq"``'s static QDQ, every
+            compute op between ``DequantizeLinear`` and ``QuantizeLinear`` with calibrated scales;
+            its fields are ``activations``, ``weights``, ``calibration``, ``block_size`` and
+            ``dims``, checked by :mod:`jax2onnx.targets.qdq.precision`).
         keep_io_types: graph inputs and outputs stay float32 (default); ``False``: the 16-bit type
             (float16/bfloat16 only).
         block_size: int4 quantization block along K (16..256, a power of two; 32 by default).
@@ -110,7 +113,15 @@ class Precision:
             ``"gptq"`` (default with calibration: error-compensating rounding with the Hessian of
             each weight's inputs) or ``"awq"`` (activation-aware clipping of each block's range);
             see :mod:`jax2onnx.precision.calibration`.
-        activations: the int8 weight matmuls' activations (every matmul under int8; ``int8=``
+        weights: ``"qdq"`` only: how weights are stored: ``"int8"`` (default: symmetric, one scale per
+            output channel), ``"uint8"`` (asymmetric, a scale and zero point per output channel) or
+            ``"int4"`` (symmetric blocks of ``block_size`` along K, opset 21's blocked
+            ``DequantizeLinear``; convolution kernels stay int8 per channel).
+        dims: ``"qdq"`` only: a size for each symbolic axis of the inputs (``{"B": 1}``): the
+            graph is static-shaped, and a symbolic axis left without a size is refused.
+        activations: under ``"qdq"``: ``"uint16"`` (default) or ``"uint8"``, the type every
+            quantized activation takes (asymmetric, one calibrated scale and zero point per tensor).
+            Otherwise the int8 weight matmuls' activations (every matmul under int8; ``int8=``
             patterns and ``lm_head="int8"`` under int4): ``None`` (default) float32, weight-only;
             ``"dynamic"``: quantized to 8 bits at run time with one scale per tensor
             (``DynamicQuantizeMatMul`` / ``DynamicQuantizeLinear`` + ``MatMulInteger``), faster at
@@ -133,6 +144,9 @@ class Precision:
     calibration: Sequence[Any] = dataclasses.field(default=(), compare=False, repr=False)
     method: str | None = None
     activations: str | None = None
+    weights: str | None = None
+    #: (symbol, size) pairs, sorted; given as a mapping
+    dims: Any = ()
 
     def int4_method(self) -> str:
         """The int4 rounding: ``method`` or, unset, ``"gptq"`` with calibration data, else ``"rtn"``."""
@@ -149,6 +163,9 @@ class Precision:
 
     def describe(self) -> str:
         """One line for the report and the model's metadata."""
+        own = {form.kind: form for form in stage_forms()}
+        if self.kind in own:
+            return own[self.kind].describe(self)
         if self.kind in QUANT_KINDS:
             parts = [self.kind]
             if self.kind == "int4":
@@ -177,19 +194,41 @@ class Precision:
         return self.kind
 
 
+def precision_kinds() -> tuple[str, ...]:
+    """The built-in kinds, then those the targets' folders add (a form with a stage of its own,
+    :meth:`jax2onnx.targets.precision_forms.PrecisionForm.apply`: ``"qdq"``)."""
+    available_targets()  # a registered target's folder may define forms of its own
+    return (*KINDS, *(form.kind for form in stage_forms()))
+
+
+def stage_forms() -> list[PrecisionForm]:
+    """The forms of the registered targets that are a precision stage of their own."""
+    return list(dict.fromkeys(f for t in available_targets() for f in t.precision_forms if f.own_stage))
+
+
 def parse_precision(precision: Any, *, enable_double_precision: bool = False) -> Precision:
     """``precision=`` as given to ``to_onnx`` → a checked :class:`Precision`."""
     if isinstance(precision, str):
-        if precision not in KINDS:
-            raise PrecisionError(f"precision={precision!r} is unknown; use one of {', '.join(map(repr, KINDS))}")
+        if precision not in precision_kinds():
+            raise PrecisionError(f"precision={precision!r} is unknown; use one of {', '.join(map(repr, precision_kinds()))}")
         p = Precision(precision)
     elif isinstance(precision, Precision):
         p = precision
     else:
-        raise PrecisionError(f"precision must be a name ({', '.join(map(repr, KINDS))}) or jax2onnx.Precision(...), "
+        raise PrecisionError(f"precision must be a name ({', '.join(map(repr, precision_kinds()))}) or jax2onnx.Precision(...), "
                              f"got {type(precision).__name__} {precision!r}")
-    if p.kind not in KINDS:
-        raise PrecisionError(f"Precision(kind={p.kind!r}) is unknown; use one of {', '.join(map(repr, KINDS))}")
+    if p.kind not in precision_kinds():
+        raise PrecisionError(f"Precision(kind={p.kind!r}) is unknown; use one of {', '.join(map(repr, precision_kinds()))}")
+    own = {form.kind: form for form in stage_forms()}
+    if p.kind in own:  # a target's own form checks its fields (the batches as every kind's)
+        batches = p.calibration
+        given = not (batches is None or (isinstance(batches, (list, tuple)) and not batches))
+        return own[p.kind].check(dataclasses.replace(p, calibration=checked_batches(batches) if given else ()),
+                                 enable_double_precision)
+    for field in ("weights", "dims"):
+        if getattr(p, field):
+            raise PrecisionError(f"{field}= is read by a target's own precision form ({', '.join(map(repr, own))}); "
+                                 f"precision {p.kind!r} takes none (drop {field}=)")
     if not isinstance(p.keep_io_types, bool):
         raise PrecisionError(f"keep_io_types must be True or False, got {p.keep_io_types!r}")
     if not p.keep_io_types and p.kind not in FLOAT_KINDS:
@@ -248,8 +287,6 @@ def _checked_activations(p: Precision) -> Precision:
 
 def _checked_calibration(p: Precision) -> Precision:
     """``calibration``/``method`` checked, the batches stored as a tuple of tuples of float32 arrays."""
-    import numpy as np
-
     if p.method is not None and p.method not in INT4_METHODS:
         raise PrecisionError(f"method={p.method!r} is unknown; use one of {', '.join(map(repr, INT4_METHODS))}")
     batches = p.calibration
@@ -264,6 +301,14 @@ def _checked_calibration(p: Precision) -> Precision:
     if p.method == "rtn":
         raise PrecisionError("method='rtn' rounds to nearest and reads no calibration data; drop calibration= or use "
                              "method='gptq' or 'awq'")
+    return dataclasses.replace(p, calibration=checked_batches(batches))
+
+
+def checked_batches(batches: Any) -> tuple[tuple[Any, ...], ...]:
+    """``calibration=`` (a non-empty list of input batches) as a tuple of tuples of arrays, each batch
+    one array per input with a batch axis, every batch of the same arity and ranks."""
+    import numpy as np
+
     if isinstance(batches, (str, bytes)) or not isinstance(batches, (list, tuple)) or hasattr(batches, "shape"):
         raise PrecisionError(f"calibration takes a list of input batches (one array per input each), got "
                              f"{type(batches).__name__}; write [batch] for one batch")
@@ -287,7 +332,8 @@ def _checked_calibration(p: Precision) -> Precision:
                     raise PrecisionError(f"calibration batch {i}, input {j} has shape {a.shape}; batch 0's is "
                                          f"{first.shape}: every batch gives each input with the same rank")
         checked.append(arrays)
-    return dataclasses.replace(p, calibration=tuple(checked))
+    return tuple(checked)
 
 
-__all__ = ["ACTIVATIONS", "KINDS", "Precision", "PrecisionError", "parse_precision"]
+__all__ = ["ACTIVATIONS", "KINDS", "Precision", "PrecisionError", "checked_batches", "parse_precision", "precision_kinds",
+           "stage_forms"]

@@ -243,6 +243,11 @@ class Target:
             found += self.check_graph(model)
         return found
 
+    def notes(self, model: Any) -> list[str]:
+        """What in the finished graph this target runs less well than it could, one line each
+        (``jax2onnx check`` prints them; they fail nothing)."""
+        return []
+
     def check_model(self, model: Any) -> None:
         """Raise :class:`TargetUnsupportedError` on the first finding (the count of the others)."""
         found = self.findings(model)

@@ -36,6 +36,25 @@ class PrecisionForm:
     activations: ClassVar[str | None] = None
     #: a few words for errors and docs
     about: ClassVar[str] = ""
+    #: True for a form that is a precision kind of its own, rewriting the graph itself in the
+    #: precision stage (a target's own kind, such as static QDQ: ``check``, ``apply``, ``describe``)
+    own_stage: ClassVar[bool] = False
+
+    def check(self, precision: Any, enable_double_precision: bool) -> Any:
+        """``precision`` (of this form's kind, its calibration batches already checked) with every
+        other field checked once and the defaults filled; raises
+        :class:`jax2onnx.errors.PrecisionError` naming the field and the fix."""
+        return precision
+
+    def apply(self, model: Any, precision: Any, ranges: Any) -> str:
+        """Rewrite ``model`` (onnx_ir, shapes inferred) in place; returns what was done, one line.
+        ``ranges(model, names, batches) -> ({name: (min, max)}, data)``: the precision stage's
+        calibration runner (:func:`jax2onnx.precision.ranges.tensor_ranges`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no stage of its own")
+
+    def describe(self, precision: Any) -> str:
+        """One line for the report and the model's metadata."""
+        return str(precision.kind)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
