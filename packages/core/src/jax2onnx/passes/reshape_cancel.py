@@ -26,7 +26,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ..ir.constants import constant_ints
-from .manager import SHAPES, RewriteToFixedPoint, is_op
+from .manager import RewriteToFixedPoint, is_op
 
 
 def _same_dim(a: object, b: object) -> bool:
@@ -81,7 +81,9 @@ def _shape_range(node: ir.Node, rank: int) -> tuple[int, int]:
 
 
 class ReshapeCancelPass(RewriteToFixedPoint):
-    needs = frozenset({SHAPES})
+    # No shape inference of its own (a round trip of the whole model, on every export): the shapes
+    # the lowering gave its values (JAX's, symbols named) are what the rules compare; a value
+    # without one is left as it is.
     keeps_shapes = True  # every value it makes a reader read has the shape the old one had
 
     def rewrite_once(self, graph: ir.Graph | ir.Function) -> bool:
