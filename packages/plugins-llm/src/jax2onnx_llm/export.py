@@ -40,6 +40,7 @@ from .genai_config import build as build_genai_config
 from .genai_config import check_search
 from .genai_targets import GENAI, default_genai_target, genai_targets
 from .norm_fusion import NORM_OP, RmsNormFusionPass
+from .qdq import STATIC_LLM, write_static_folder
 from .spec import CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
 from .special_tokens import resolve as resolve_special_tokens
 from .staging import staging as staging_folder
@@ -151,6 +152,14 @@ def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, c
     streamed = streamed_input(spec, weights) if weights is not None else None  # checked up front too
     if streamed is None:
         check_has_values(spec)
+    if find_target(target).can(STATIC_LLM):  # static prefill + decode graphs (qdq/)
+        with staging_folder(out) as staging:
+            write_static_folder(spec, staging, max_length=max_length, precision=precision, target=target, opset=opset,
+                                tokenizer=tokenizer, search=search)
+            if tok_source is not None:
+                reporter.stage("tokenizer")
+                write_tokenizer(tok_source, staging)
+        return out
     # calibrated int4: token ids / text as prefill batches of the step's inputs, checked before the export
     precision = with_calibration_batches(precision, spec, tokenizer, cache, max_length)
     with staging_folder(out) as staging:

@@ -28,7 +28,9 @@ Intel's and AMD's read as integer kernels).
    the levels to hold every value seen, and a clipped outlier is an error a percentile cannot
    bound; min/max is onnxruntime's ``quantize_static`` default too).
 
-Nodes inside control-flow bodies and function bodies stay float (the target's check lists them).
+Nodes inside control-flow bodies and function bodies stay float (the target's check lists them), and
+so does a node a front-end marked with :data:`KEEP_FLOAT` in its ``metadata_props`` before the
+precision stage (its value says why: an LLM's head, which NPUs leave on the CPU in float).
 Graph inputs and outputs stay float32: the graph quantizes at its edges.
 """
 
@@ -60,6 +62,8 @@ QUANTIZED_OPS = COMPUTE_OPS | ARITHMETIC_OPS | SHARED_SCALE_OPS | OWN_SCALE_OPS
 ACTIVATION_TYPES = {"uint16": (ir.DataType.UINT16, np.uint16, 65535), "uint8": (ir.DataType.UINT8, np.uint8, 255)}
 F32 = ir.DataType.FLOAT
 STANDARD = ("", "ai.onnx")
+#: a node's metadata key (the value: why) that leaves it float: a front-end's choice, explained by the check
+KEEP_FLOAT = "jax2onnx.qdq.keep_float"
 
 
 @dataclasses.dataclass
@@ -250,7 +254,8 @@ def quantize_qdq(model: ir.Model, p: Any, ranges_of: Ranges) -> QdqResult:
     dims = static_shapes(model, dict(p.dims))
     qtype, np_qtype, qmax = ACTIVATION_TYPES[p.activations]
     groups = _Groups()
-    nodes = [n for n in graph if n.op_type in QUANTIZED_OPS and n.domain in STANDARD and _quantizable(n)]
+    nodes = [n for n in graph if n.op_type in QUANTIZED_OPS and n.domain in STANDARD and _quantizable(n)
+             and KEEP_FLOAT not in n.metadata_props]
     weights: list[tuple[ir.Node, int, int]] = []  # (node, slot, channel axis)
     biases: list[tuple[ir.Node, int, int]] = []
     constants: dict[tuple[int, int], np.ndarray] = {}  # (id(node), slot) -> a float constant stored as activation codes
@@ -408,4 +413,4 @@ def _drop_unused_initializers(graph: ir.Graph) -> None:
             del graph.initializers[name]
 
 
-__all__ = ["COMPUTE_OPS", "QUANTIZED_OPS", "SHARED_SCALE_OPS", "QdqResult", "quantize_qdq", "static_shapes"]
+__all__ = ["COMPUTE_OPS", "KEEP_FLOAT", "QUANTIZED_OPS", "SHARED_SCALE_OPS", "QdqResult", "quantize_qdq", "static_shapes"]

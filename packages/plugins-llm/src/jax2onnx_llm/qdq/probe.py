@@ -1,0 +1,69 @@
+"""Calibration data for the two static graphs: each graph's inputs as the JAX step generates from
+prompts (:func:`.loop.greedy` over :func:`.window.window_step`), so the activation ranges are the
+ones real prompts, padding and a filling cache produce.
+
+Prompts: ``Precision("qdq", calibration=[...])``'s token-id arrays ``[batch, sequence]`` (each row
+a prompt) or texts (encoded with the tokenizer); none: the probe set, :data:`PROBE_PROMPTS` prompts
+of random token ids (numpy seed 0), of lengths spread over ``1..P + 1`` so that the prefill graph
+sees padded and full windows. Each prompt then generates up to :data:`PROBE_TOKENS` tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+
+from ..calibration import _ids as calibration_ids
+from ..spec import DecoderSpec
+from .loop import greedy
+from .window import window_step
+
+PROBE_PROMPTS = 4
+PROBE_TOKENS = 8
+
+
+def probe_prompts(spec: DecoderSpec, window: int, max_length: int) -> list[list[int]]:
+    rng = np.random.default_rng(0)
+    longest = min(window + 1, max_length - PROBE_TOKENS)
+    lengths = np.unique(np.linspace(1, max(longest, 1), PROBE_PROMPTS).astype(int))
+    return [rng.integers(0, spec.vocab_size, int(n)).tolist() for n in lengths]
+
+
+def calibration_batches(spec: DecoderSpec, calibration: Any, tokenizer: Any, *, window: int,
+                        max_length: int) -> dict[int, list[tuple[np.ndarray, ...]]]:
+    """``{window: batches}`` for the prefill graph (``window``) and the decode graph (1)."""
+    if calibration:
+        prompts = [row.tolist() for i, item in enumerate(calibration)
+                   for row in calibration_ids(item, i, spec, tokenizer, max_length)]
+    else:
+        prompts = probe_prompts(spec, window, max_length)
+    step = jax.jit(window_step(spec))
+
+    def run(inputs: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.asarray(x) for x in step(*inputs)]
+
+    seen: dict[int, list[tuple[np.ndarray, ...]]] = {window: [], 1: []}
+
+    def record(graph: str, inputs: list[np.ndarray]) -> None:
+        seen[window if graph == "prefill" else 1].append(tuple(np.array(x) for x in inputs))
+
+    for prompt in prompts:
+        new = min(PROBE_TOKENS, max_length - len(prompt))
+        if new >= 1:
+            greedy(run, run, prompt, new, window=window, max_length=max_length, pad_token_id=spec.pad_token_id,
+                   num_layers=spec.num_layers, kv_shape=(spec.num_kv_heads, spec.head_size), record=record)
+    if not seen[1]:
+        seen[1] = [_decode_from(batch, window) for batch in seen[window]]
+    return seen
+
+
+def _decode_from(batch: tuple[np.ndarray, ...], window: int) -> tuple[np.ndarray, ...]:
+    """A decode input from a prefill one (a prompt that filled the context: no decode step ran)."""
+    ids, mask, *past = batch
+    pad = [np.zeros((*p.shape[:2], window - 1, p.shape[3]), p.dtype) for p in past]
+    return (ids[:, -1:], mask, *[np.concatenate([p, z], axis=2) for p, z in zip(past, pad)])
+
+
+__all__ = ["PROBE_PROMPTS", "PROBE_TOKENS", "calibration_batches", "probe_prompts"]

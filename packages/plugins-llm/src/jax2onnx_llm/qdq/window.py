@@ -1,0 +1,54 @@
+"""The static step an NPU runs: one window of ``W`` new tokens over a fixed-length cache.
+
+Both graphs of a static LLM are this function, at two window sizes (the prefill ``W = P`` and the
+decode ``W = 1``), in onnxruntime-genai's sliding-window layout for static models:
+
+- ``input_ids``: ``(1, W)`` int32, the window's tokens (a prompt shorter than ``P`` is padded on
+  the left with the pad id);
+- ``attention_mask``: ``(1, L)`` int32 over the ``L = max_length`` slots ``[past | window]``, 1 on
+  real tokens;
+- ``past_key_values.i.key/value``: ``(1, kv_heads, L - W, head_size)``, the cache so far, newest at
+  the end;
+- ``logits``: ``(1, W, vocab)``; ``present.i.key/value``: ``(1, kv_heads, W, head_size)``, only the
+  window's new keys and values (the runtime slides them onto the end of the cache).
+
+The attention reads ``past`` and the window concatenated (``L`` slots), masked by
+``attention_mask`` and causally inside the window; positions count the real tokens before each
+(``cumsum(mask) - 1``), so left padding anywhere changes nothing. Every shape is static.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from ..spec import DecoderSpec, KVCache, position_ids_from_mask
+
+
+def window_step(spec: DecoderSpec) -> Any:
+    """``(input_ids, attention_mask, *past) -> (logits, *present)`` with past/present interleaved per
+    layer as ``key, value`` (the module doc)."""
+
+    def run(input_ids: Any, attention_mask: Any, *past: Any) -> tuple[Any, ...]:
+        window = input_ids.shape[1]
+        mask = attention_mask.astype(jnp.int32)
+        kv = KVCache(past[0::2], past[1::2], mask, "concat")
+        position_ids = position_ids_from_mask(mask, window)
+        logits, kv = spec.step(spec.params, input_ids, mask, position_ids, kv)
+        present = [t[:, :, -window:] for pair in zip(kv.keys, kv.values) for t in pair]
+        return (logits.astype(spec.dtype), *present)
+
+    return run
+
+
+def window_specs(spec: DecoderSpec, window: int, max_length: int) -> list[Any]:
+    """The static input shapes of the ``window``-token graph."""
+    ids = jax.ShapeDtypeStruct((1, window), jnp.int32)
+    mask = jax.ShapeDtypeStruct((1, max_length), jnp.int32)
+    kv = jax.ShapeDtypeStruct((1, spec.num_kv_heads, max_length - window, spec.head_size), spec.dtype)
+    return [ids, mask, *([kv] * (2 * spec.num_layers))]
+
+
+__all__ = ["window_specs", "window_step"]
