@@ -40,11 +40,14 @@ def _llama():
 def _tokens(prefill, decode, spec, window):
     runs = []
     for path in (prefill, decode):
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        # optimizations off, as core's QDQ accuracy checks: with them on, onnxruntime's CPU may fuse the pairs
+        # into its own integer kernels, which saturate on AVX2 machines without VNNI (an NPU computes the graph)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         names = [i.name for i in session.get_inputs()]
         runs.append(lambda xs, s=session, n=names: s.run(None, dict(zip(n, xs))))
-    return greedy(*runs, PROMPT, NEW_TOKENS, window=window, max_length=MAX_LENGTH, pad_token_id=spec.pad_token_id,
-                  num_layers=spec.num_layers, kv_shape=(spec.num_kv_heads, spec.head_size))
+    return greedy(*runs, PROMPT, NEW_TOKENS, spec=spec, window=window, max_length=MAX_LENGTH)
 
 
 def _head(path) -> str:
@@ -72,7 +75,7 @@ def test_static_graphs_are_qdq_with_shared_weights_and_pass_the_check(exported):
     folder, spec = exported
     config = json.loads((folder / "genai_config.json").read_text())["model"]["decoder"]
     window = config["sliding_window"]["window_size"]
-    assert window == prefill_window(MAX_LENGTH) == MAX_LENGTH - 1
+    assert window == prefill_window(MAX_LENGTH) == MAX_LENGTH // 2
     stages = [next(iter(s.values())) for s in config["pipeline"]]
     assert [s["filename"] for s in stages] == ["prefill.onnx", "decode.onnx"]
     referenced: dict[str, set] = {}
@@ -81,10 +84,10 @@ def test_static_graphs_are_qdq_with_shared_weights_and_pass_the_check(exported):
         model = onnx.load(str(folder / name), load_external_data=False)
         shapes = {v.name: [d.dim_value if d.HasField("dim_value") else d.dim_param for d in v.type.tensor_type.shape.dim]
                   for v in [*model.graph.input, *model.graph.output]}
-        assert shapes["input_ids"] == [1, w] and shapes["present.0.key"] == [1, spec.num_kv_heads, w, spec.head_size]
+        assert shapes["input_ids"] == [1, w] and shapes["present.0.value"] == [1, spec.num_kv_heads, spec.head_size, w]
         assert all(isinstance(d, int) and d > 0 for dims in shapes.values() for d in dims), shapes
         producers = {o: n for n in model.graph.node for o in n.output}
-        matmuls = [n for n in model.graph.node if n.op_type in ("MatMul", "Gemm")]
+        matmuls = [n for n in model.graph.node if n.op_type in ("MatMul", "Gemm", "Einsum")]
         float_ones = [n for n in matmuls if any(producers.get(i) is None or producers[i].op_type != "DequantizeLinear"
                                                 for i in n.input)]
         # the LM head alone stays float, marked with the reason the check prints
@@ -135,4 +138,17 @@ def test_greedy_tokens_follow_jax_as_far_as_quantize_static_does(exported, tmp_p
     theirs = _tokens(anchor[window], anchor[1], spec, window)
     ours_match, anchor_match = _leading_match(ours, expected), _leading_match(theirs, expected)
     print(f"leading tokens equal to JAX's: ours {ours_match}/{NEW_TOKENS}, quantize_static {anchor_match}/{NEW_TOKENS}")
-    assert ours_match >= min(anchor_match, 8), (ours, theirs, expected)
+    assert ours_match >= max(anchor_match, 1), (ours, theirs, expected)
+
+
+def test_genai_runs_the_prefill_graph_through_its_pipeline(exported):
+    """onnxruntime-genai 0.18 loads the folder as its decoder pipeline and runs the prompt through the
+    prefill graph with its sliding window; the first token is JAX's. (Its next step hands the decode
+    graph a cache of the prefill graph's length: docs/guide/llm.md, "Static NPU graphs".)"""
+    og = pytest.importorskip("onnxruntime_genai")
+    folder, spec = exported
+    generator = og.Generator(model := og.Model(str(folder)), og.GeneratorParams(model))
+    generator.append_tokens([PROMPT])
+    generator.generate_next_token()
+    expected = greedy_generate(spec, np.array([PROMPT]), np.ones((1, len(PROMPT))), 1)[0].tolist()
+    assert generator.get_next_tokens().tolist() == expected

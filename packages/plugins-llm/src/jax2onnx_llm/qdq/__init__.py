@@ -2,7 +2,7 @@
 
 An NPU compiler (Qualcomm's QNN, Intel's, AMD's) takes static shapes only, so the decoder is written
 as two graphs of one step (:mod:`.window`): the **prefill** graph ``prefill.onnx`` (``P`` tokens at
-a time, ``P = prefill_length``, default :data:`PREFILL_LENGTH`, clipped to ``max_length - 1``) and
+a time, ``P`` = :data:`PREFILL_LENGTH`, clipped to ``max_length // 2``) and
 the **decode** graph ``decode.onnx`` (one token), over a fixed ``max_length`` cache. Both are the
 target's static QDQ form (``Precision("qdq", ...)``: every matmul between ``DequantizeLinear`` and
 ``QuantizeLinear``, calibrated), except the LM head, left float as NPU deployments leave it (its
@@ -27,7 +27,7 @@ from typing import Any
 from jax2onnx import ExportProgram, Precision
 from jax2onnx.targets.qdq.transform import KEEP_FLOAT
 
-from ..errors import OptionError
+from ..errors import MaxLengthError, OptionError
 from ..spec import DecoderSpec
 from .layout import CONFIG_FILE, DECODE_FILE, PREFILL_FILE, genai_config, write_shared
 from .probe import calibration_batches
@@ -35,15 +35,19 @@ from .window import window_specs, window_step
 
 #: what a target declares when its LLMs are static prefill and decode graphs (``Target.can``)
 STATIC_LLM = "static-llm"
-#: the prefill graph's window when the export names none (clipped to ``max_length - 1``)
+#: the prefill graph's window when the export names none (clipped to ``max_length // 2``)
 PREFILL_LENGTH = 64
 #: why the LM head stays float (the QDQ check's note)
 HEAD_REASON = "the LM head, which NPU deployments run in float (its logits pick the tokens)"
 
 
-def prefill_window(max_length: int, prefill_length: int | None = None) -> int:
-    """``P``: the prefill graph's tokens per run."""
-    return max(1, min(PREFILL_LENGTH if prefill_length is None else prefill_length, max_length - 1))
+def prefill_window(max_length: int) -> int:
+    """``P``: the prefill graph's tokens per run, :data:`PREFILL_LENGTH` clipped to ``max_length // 2``
+    (onnxruntime-genai's sliding window needs a context of at least two windows, and windows over one token)."""
+    if max_length < 4:
+        raise MaxLengthError(f"max_length={max_length}: target='qdq' writes a prefill window of at least 2 tokens and "
+                             "a context of at least two windows; pass max_length >= 4")
+    return min(PREFILL_LENGTH, max_length // 2)
 
 
 def checked_precision(precision: Any) -> Precision:

@@ -31,6 +31,8 @@ PREFILL_FILE = "prefill.onnx"
 DECODE_FILE = "decode.onnx"
 DATA_FILE = "model.onnx.data"
 CONFIG_FILE = "genai_config.json"
+#: genai's model type for a decoder run as a pipeline of graphs (whatever the family)
+PIPELINE_TYPE = "decoder-pipeline"
 #: tensors of at least this many bytes go to the shared data file
 EXTERNAL_BYTES = 1024
 _ALIGN = 64
@@ -101,7 +103,7 @@ def genai_config(spec: DecoderSpec, *, max_length: int, window: int, search: dic
             },
             "eos_token_id": spec.eos_token_id,
             "pad_token_id": spec.pad_token_id,
-            "type": spec.model_type,
+            "type": PIPELINE_TYPE,
             "vocab_size": spec.vocab_size,
         },
         "search": dict(sorted({**SEARCH_DEFAULTS, "max_length": max_length, "past_present_share_buffer": False,

@@ -14,30 +14,35 @@ from typing import Any
 
 import numpy as np
 
+from ..spec import DecoderSpec
+from .window import KEY_AXIS, VALUE_AXIS, cache_shape
+
 Run = Callable[[list[np.ndarray]], Sequence[np.ndarray]]
 
 
-def greedy(run_prefill: Run, run_decode: Run, prompt: Sequence[int], new_tokens: int, *, window: int,
-           max_length: int, pad_token_id: int, num_layers: int, kv_shape: tuple[int, int],
-           record: Callable[[str, list[np.ndarray]], None] | None = None) -> list[int]:
-    """``new_tokens`` greedy tokens after ``prompt``; ``kv_shape``: ``(kv_heads, head_size)``;
+def greedy(run_prefill: Run, run_decode: Run, prompt: Sequence[int], new_tokens: int, *, spec: DecoderSpec,
+           window: int, max_length: int, record: Callable[[str, list[np.ndarray]], None] | None = None) -> list[int]:
+    """``new_tokens`` greedy tokens after ``prompt`` (``spec``: its sizes and pad id);
     ``record(graph, inputs)``: called with each run's inputs (``"prefill"`` or ``"decode"``)."""
     prompt = [int(t) for t in prompt]
     if not prompt or len(prompt) + new_tokens > max_length:
         raise ValueError(f"a prompt of {len(prompt)} tokens and {new_tokens} new ones: give 1 to "
                          f"{max_length} tokens in all (max_length)")
-    cache = [np.zeros((1, *kv_shape[:1], max_length, kv_shape[1]), np.float32) for _ in range(2 * num_layers)]
+    pad_token_id = spec.pad_token_id
+    keys = [True, False] * spec.num_layers
+    axes = [KEY_AXIS if key else VALUE_AXIS for key in keys]
+    cache = [np.zeros(cache_shape(spec, max_length, key), np.float32) for key in keys]
     mask = np.zeros((1, max_length), np.int32)  # over the cache's slots, newest at the end
 
     def run(graph: str, ids: list[int], real: int) -> np.ndarray:
         nonlocal mask, cache
         w = len(ids)
         mask = np.concatenate([mask[:, w:], np.zeros((1, w - real), np.int32), np.ones((1, real), np.int32)], axis=1)
-        inputs = [np.array([ids], np.int32), mask, *[c[:, :, w:] for c in cache]]
+        inputs = [np.array([ids], np.int32), mask, *[np.delete(c, np.s_[:w], axis=a) for c, a in zip(cache, axes)]]
         if record is not None:
             record(graph, inputs)
         logits, *present = (run_prefill if graph == "prefill" else run_decode)(inputs)
-        cache = [np.concatenate([c[:, :, w:], np.asarray(p)], axis=2) for c, p in zip(cache, present)]
+        cache = [np.concatenate([past, np.asarray(p)], axis=a) for past, p, a in zip(inputs[2:], present, axes)]
         return np.asarray(logits)[0, -1]
 
     first = len(prompt) % window or window  # the first window holds the remainder, padded on the left

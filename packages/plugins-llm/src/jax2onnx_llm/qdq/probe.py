@@ -3,7 +3,8 @@ prompts (:func:`.loop.greedy` over :func:`.window.window_step`), so the activati
 ones real prompts, padding and a filling cache produce.
 
 Prompts: ``Precision("qdq", calibration=[...])``'s token-id arrays ``[batch, sequence]`` (each row
-a prompt) or texts (encoded with the tokenizer); none: the probe set, :data:`PROBE_PROMPTS` prompts
+a prompt, cut to ``max_length - 2`` tokens so that it generates at least two) or texts (encoded with
+the tokenizer); none: the probe set, :data:`PROBE_PROMPTS` prompts
 of random token ids (numpy seed 0), of lengths spread over ``1..P + 1`` so that the prefill graph
 sees padded and full windows. Each prompt then generates up to :data:`PROBE_TOKENS` tokens.
 """
@@ -35,7 +36,8 @@ def calibration_batches(spec: DecoderSpec, calibration: Any, tokenizer: Any, *, 
                         max_length: int) -> dict[int, list[tuple[np.ndarray, ...]]]:
     """``{window: batches}`` for the prefill graph (``window``) and the decode graph (1)."""
     if calibration:
-        prompts = [row.tolist() for i, item in enumerate(calibration)
+        # each prompt leaves room for two generated tokens, so that the decode graph sees it too
+        prompts = [row.tolist()[:max_length - 2] for i, item in enumerate(calibration)
                    for row in calibration_ids(item, i, spec, tokenizer, max_length)]
     else:
         prompts = probe_prompts(spec, window, max_length)
@@ -50,20 +52,9 @@ def calibration_batches(spec: DecoderSpec, calibration: Any, tokenizer: Any, *, 
         seen[window if graph == "prefill" else 1].append(tuple(np.array(x) for x in inputs))
 
     for prompt in prompts:
-        new = min(PROBE_TOKENS, max_length - len(prompt))
-        if new >= 1:
-            greedy(run, run, prompt, new, window=window, max_length=max_length, pad_token_id=spec.pad_token_id,
-                   num_layers=spec.num_layers, kv_shape=(spec.num_kv_heads, spec.head_size), record=record)
-    if not seen[1]:
-        seen[1] = [_decode_from(batch, window) for batch in seen[window]]
+        greedy(run, run, prompt, min(PROBE_TOKENS, max_length - len(prompt)), spec=spec, window=window,
+               max_length=max_length, record=record)
     return seen
-
-
-def _decode_from(batch: tuple[np.ndarray, ...], window: int) -> tuple[np.ndarray, ...]:
-    """A decode input from a prefill one (a prompt that filled the context: no decode step ran)."""
-    ids, mask, *past = batch
-    pad = [np.zeros((*p.shape[:2], window - 1, p.shape[3]), p.dtype) for p in past]
-    return (ids[:, -1:], mask, *[np.concatenate([p, z], axis=2) for p, z in zip(past, pad)])
 
 
 __all__ = ["PROBE_PROMPTS", "PROBE_TOKENS", "calibration_batches", "probe_prompts"]

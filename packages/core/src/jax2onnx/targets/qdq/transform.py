@@ -7,7 +7,7 @@ Intel's and AMD's read as integer kernels).
    and what computed shapes from the symbols (``Shape`` -> ``Gather`` -> ``Concat`` -> ``Reshape``)
    is folded into constants.
 2. **What is quantized.** Main-graph nodes of :data:`QUANTIZED_OPS`: the matmuls and convolutions
-   (:data:`COMPUTE_OPS`); ``Add``/``Mul``/``Sub`` with an activation input (a residual, a bias on a
+   (:data:`COMPUTE_OPS`, ``Einsum`` included: attention's batched matmuls); ``Add``/``Mul``/``Sub`` with an activation input (a residual, a bias on a
    3-D matmul, a scale); pooling and ``Resize``; activations NPUs run as lookup tables (``Relu``,
    ``Sigmoid``, ``Tanh``, ``Gelu``, ``Softmax``, ...; a ``Relu`` right after a matmul, convolution or addition is fused with it: only its
    output is quantized); and the ops that move data without changing values (:data:`SHARED_SCALE_OPS`:
@@ -23,7 +23,8 @@ Intel's and AMD's read as integer kernels).
    blocks of ``block_size`` along K (blocked ``DequantizeLinear``, opset 21). A ``Gemm``/``Conv``
    bias is int32 with scale ``input scale x weight scale`` per channel, as integer kernels add it
    (under int4 the largest block scale of the channel).
-4. **Scales.** From the float32 graph's ranges on the calibration data or the probe set (the
+4. **Scales.** A ``Softmax`` input's range reaches :data:`SOFTMAX_SPAN` below its maximum at most.
+   From the float32 graph's ranges on the calibration data or the probe set (the
    precision stage's runner, :mod:`jax2onnx.precision.ranges`; min/max: 16-bit activations have
    the levels to hold every value seen, and a clipped outlier is an error a percentile cannot
    bound; min/max is onnxruntime's ``quantize_static`` default too).
@@ -49,7 +50,7 @@ from ...errors import PrecisionError
 from ...passes.constant_folding import ConstantFoldingPass
 from ...passes.dead_code import DeadCodeEliminationPass
 
-COMPUTE_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
+COMPUTE_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum"})
 ARITHMETIC_OPS = frozenset({"Add", "Mul", "Sub"})
 #: ops whose output holds values of their input (or inputs): one scale for all, exact on integers
 SHARED_SCALE_OPS = frozenset({"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice",
@@ -58,6 +59,11 @@ SHARED_SCALE_OPS = frozenset({"Reshape", "Transpose", "Flatten", "Squeeze", "Uns
 OWN_SCALE_OPS = frozenset({"AveragePool", "GlobalAveragePool", "Resize", "Relu", "LeakyRelu", "Sigmoid", "Tanh",
                            "HardSigmoid", "HardSwish", "Gelu", "Softmax"})
 QUANTIZED_OPS = COMPUTE_OPS | ARITHMETIC_OPS | SHARED_SCALE_OPS | OWN_SCALE_OPS
+#: how far below its calibrated maximum a ``Softmax`` input's range reaches, per activation type: a
+#: value further down weighs less than exp(-span) of the largest (1e-28 / 4e-11), which the output's
+#: levels cannot hold anyway, so an additive mask's lowest-finite entries (-3.4e38) clip to the range's
+#: floor instead of stretching one scale over 1e38 (and zeroing every real score)
+SOFTMAX_SPAN = {"uint16": 64.0, "uint8": 24.0}
 #: activation type -> (ir dtype, numpy dtype, largest code)
 ACTIVATION_TYPES = {"uint16": (ir.DataType.UINT16, np.uint16, 65535), "uint8": (ir.DataType.UINT8, np.uint8, 255)}
 F32 = ir.DataType.FLOAT
@@ -297,6 +303,8 @@ def quantize_qdq(model: ir.Model, p: Any, ranges_of: Ranges) -> QdqResult:
             low, high = ranges.get(tensors[key].name, (0.0, 0.0))
         else:
             low, high = float(constants[key].min(initial=0.0)), float(constants[key].max(initial=0.0))
+        if key in tensors and any(user.op_type == "Softmax" for user, _ in tensors[key].uses()):
+            low = max(low, high - SOFTMAX_SPAN[p.activations])
         root = groups.find(key)
         old = spans.get(root, (low, high))
         spans[root] = (min(old[0], low), max(old[1], high))
