@@ -9,8 +9,6 @@ graphs exported in float32 (the anchor), calibrated on the same probe inputs.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import onnx
@@ -71,7 +69,9 @@ def exported(tmp_path_factory):
     return folder, decoder_spec(_llama())
 
 
-def test_static_graphs_are_qdq_with_shared_weights_and_pass_the_check(exported):
+def test_static_graphs_are_qdq_with_shared_weights_and_pass_the_check(exported, capsys):
+    from jax2onnx.cli import main
+
     folder, spec = exported
     config = json.loads((folder / "genai_config.json").read_text())["model"]["decoder"]
     window = config["sliding_window"]["window_size"]
@@ -95,10 +95,10 @@ def test_static_graphs_are_qdq_with_shared_weights_and_pass_the_check(exported):
         assert len(matmuls) > 4 * spec.num_layers
         referenced[name] = {tuple((e.key, e.value) for e in t.external_data) for t in model.graph.initializer
                             if t.data_location == onnx.TensorProto.EXTERNAL}
-        check = subprocess.run([sys.executable, "-m", "jax2onnx", "check", "--target", "qdq", str(folder / name)],
-                               capture_output=True, text=True)
-        assert check.returncode == 0, check.stdout + check.stderr
-        assert "left float by the export: the LM head" in check.stdout + check.stderr
+        status = main(["check", "--target", "qdq", str(folder / name)])
+        printed = "".join(capsys.readouterr())
+        assert status == 0, printed
+        assert "left float by the export: the LM head" in printed
     # one copy of the weights: every large tensor of the decode graph points at bytes the prefill graph
     # reads too (the prefill graph alone holds its window-sized constants), and the file holds each once
     assert referenced["decode.onnx"] and referenced["decode.onnx"] <= referenced["prefill.onnx"]
@@ -152,3 +152,18 @@ def test_genai_runs_the_prefill_graph_through_its_pipeline(exported):
     generator.generate_next_token()
     expected = greedy_generate(spec, np.array([PROMPT]), np.ones((1, len(PROMPT))), 1)[0].tolist()
     assert generator.get_next_tokens().tolist() == expected
+
+
+def test_the_window_loop_generates_what_jax_does_for_a_prompt_over_several_windows():
+    """The sliding-window scheme itself (the loop over the JAX step, in float): a 30-token prompt runs
+    as two prefill windows of 24 (the first padded on the left), then 16 decode steps, and generates
+    the reference's tokens (jax2onnx_llm.reference, one static buffer)."""
+    import jax
+
+    spec = decoder_spec(_llama())
+    step = jax.jit(window_step(spec))
+    run = lambda xs: [np.asarray(x) for x in step(*xs)]  # noqa: E731
+    prompt = [(7 * i + 3) % spec.vocab_size for i in range(30)]
+    got = greedy(run, run, prompt, 16, spec=spec, window=prefill_window(MAX_LENGTH), max_length=MAX_LENGTH)
+    expected = greedy_generate(spec, np.array([prompt]), np.ones((1, len(prompt))), 16)[0].tolist()
+    assert got == expected

@@ -10,12 +10,11 @@ keys and values slide onto the end of the fixed-length cache and its oldest slot
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
 from ..spec import DecoderSpec
-from .window import KEY_AXIS, VALUE_AXIS, cache_shape
+from .window import CACHE_AXIS, cache_shape
 
 Run = Callable[[list[np.ndarray]], Sequence[np.ndarray]]
 
@@ -29,20 +28,18 @@ def greedy(run_prefill: Run, run_decode: Run, prompt: Sequence[int], new_tokens:
         raise ValueError(f"a prompt of {len(prompt)} tokens and {new_tokens} new ones: give 1 to "
                          f"{max_length} tokens in all (max_length)")
     pad_token_id = spec.pad_token_id
-    keys = [True, False] * spec.num_layers
-    axes = [KEY_AXIS if key else VALUE_AXIS for key in keys]
-    cache = [np.zeros(cache_shape(spec, max_length, key), np.float32) for key in keys]
+    cache = [np.zeros(cache_shape(spec, max_length), np.float32) for _ in range(2 * spec.num_layers)]
     mask = np.zeros((1, max_length), np.int32)  # over the cache's slots, newest at the end
 
     def run(graph: str, ids: list[int], real: int) -> np.ndarray:
         nonlocal mask, cache
         w = len(ids)
         mask = np.concatenate([mask[:, w:], np.zeros((1, w - real), np.int32), np.ones((1, real), np.int32)], axis=1)
-        inputs = [np.array([ids], np.int32), mask, *[np.delete(c, np.s_[:w], axis=a) for c, a in zip(cache, axes)]]
+        inputs = [np.array([ids], np.int32), mask, *[c[..., w:] for c in cache]]
         if record is not None:
             record(graph, inputs)
         logits, *present = (run_prefill if graph == "prefill" else run_decode)(inputs)
-        cache = [np.concatenate([past, np.asarray(p)], axis=a) for past, p, a in zip(inputs[2:], present, axes)]
+        cache = [np.concatenate([past, np.asarray(p)], axis=CACHE_AXIS) for past, p in zip(inputs[2:], present)]
         return np.asarray(logits)[0, -1]
 
     first = len(prompt) % window or window  # the first window holds the remainder, padded on the left

@@ -7,12 +7,11 @@ decode ``W = 1``), in onnxruntime-genai's sliding-window layout for static model
   the left with the pad id);
 - ``attention_mask``: ``(1, L)`` int32 over the ``L = max_length`` slots ``[past | window]``, 1 on
   real tokens;
-- ``past_key_values.i.key``: ``(kv_heads, 1, head_size, L - W)`` and ``past_key_values.i.value``:
-  ``(kv_heads, 1, L - W, head_size)``, the cache so far, newest at the end (genai's windowed cache
-  layout: heads first, keys transposed, the form an NPU's attention matmuls read without a copy);
-- ``logits``: ``(1, W, vocab)``; ``present.i.key/value``: the window's new keys ``(kv_heads, 1,
-  head_size, W)`` and values ``(kv_heads, 1, W, head_size)`` only (the runtime slides them onto the
-  end of the cache).
+- ``past_key_values.i.key/value``: ``(1, kv_heads, head_size, L - W)``, the cache so far, newest at
+  the end (positions last: the shape onnxruntime-genai 0.18's windowed cache hands both, measured by
+  running it);
+- ``logits``: ``(1, W, vocab)``; ``present.i.key/value``: ``(1, kv_heads, head_size, W)``, the
+  window's new keys and values only (the runtime slides them onto the end of the cache).
 
 The attention reads ``past`` and the window concatenated (``L`` slots), masked by
 ``attention_mask`` and causally inside the window; positions count the real tokens before each
@@ -28,17 +27,16 @@ import jax.numpy as jnp
 
 from ..spec import DecoderSpec, KVCache, position_ids_from_mask
 
-#: the cache axis that runs over positions: keys (kv_heads, 1, head_size, T), values (kv_heads, 1, T, head_size)
-KEY_AXIS, VALUE_AXIS = 3, 3
+#: the cache axis that runs over positions (keys and values alike: (1, kv_heads, head_size, T))
+CACHE_AXIS = 3
 
 
-def cache_shape(spec: DecoderSpec, slots: int, key: bool) -> tuple[int, ...]:
-    """A key's (``key``) or value's cache shape over ``slots`` positions."""
-    kvh, d = spec.num_kv_heads, spec.head_size
-    return (1, kvh, d, slots)
+def cache_shape(spec: DecoderSpec, slots: int) -> tuple[int, ...]:
+    """A key's or value's cache shape over ``slots`` positions."""
+    return (1, spec.num_kv_heads, spec.head_size, slots)
 
 
-def _to_step(t: Any, key: bool) -> Any:  # the cache layout <-> the step's (1, kv_heads, T, head_size)
+def _to_step(t: Any) -> Any:  # the cache layout <-> the step's (1, kv_heads, T, head_size)
     return t.transpose(0, 1, 3, 2)
 
 
@@ -49,11 +47,10 @@ def window_step(spec: DecoderSpec) -> Any:
     def run(input_ids: Any, attention_mask: Any, *past: Any) -> tuple[Any, ...]:
         window = input_ids.shape[1]
         mask = attention_mask.astype(jnp.int32)
-        kv = KVCache([_to_step(k, True) for k in past[0::2]], [_to_step(v, False) for v in past[1::2]], mask, "concat")
+        kv = KVCache([_to_step(k) for k in past[0::2]], [_to_step(v) for v in past[1::2]], mask, "concat")
         position_ids = position_ids_from_mask(mask, window)
         logits, kv = spec.step(spec.params, input_ids, mask, position_ids, kv)
-        present = [_to_step(t[:, :, -window:], key) for pair in zip(kv.keys, kv.values)
-                   for key, t in zip((True, False), pair)]
+        present = [_to_step(t[:, :, -window:]) for pair in zip(kv.keys, kv.values) for t in pair]
         return (logits.astype(spec.dtype), *present)
 
     return run
@@ -63,8 +60,8 @@ def window_specs(spec: DecoderSpec, window: int, max_length: int) -> list[Any]:
     """The static input shapes of the ``window``-token graph."""
     ids = jax.ShapeDtypeStruct((1, window), jnp.int32)
     mask = jax.ShapeDtypeStruct((1, max_length), jnp.int32)
-    kv = [jax.ShapeDtypeStruct(cache_shape(spec, max_length - window, key), spec.dtype) for key in (True, False)]
-    return [ids, mask, *(kv * spec.num_layers)]
+    kv = jax.ShapeDtypeStruct(cache_shape(spec, max_length - window), spec.dtype)
+    return [ids, mask, *([kv] * (2 * spec.num_layers))]
 
 
-__all__ = ["KEY_AXIS", "VALUE_AXIS", "cache_shape", "window_specs", "window_step"]
+__all__ = ["CACHE_AXIS", "cache_shape", "window_specs", "window_step"]
