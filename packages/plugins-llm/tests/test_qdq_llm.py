@@ -93,6 +93,8 @@ def test_static_graphs_are_qdq_with_shared_weights_and_pass_the_check(exported, 
         # the LM head alone stays float, marked with the reason the check prints
         assert len(float_ones) == 1 and float_ones[0].metadata_props[0].key == "jax2onnx.qdq.keep_float", float_ones
         assert len(matmuls) > 4 * spec.num_layers
+        meta = {p.key: p.value for p in model.metadata_props}
+        assert "the probe set: 4 prompts of random token ids" in meta["jax2onnx_llm.calibration"], meta
         referenced[name] = {tuple((e.key, e.value) for e in t.external_data) for t in model.graph.initializer
                             if t.data_location == onnx.TensorProto.EXTERNAL}
         status = main(["check", "--target", "qdq", str(folder / name)])
@@ -116,7 +118,7 @@ def test_greedy_tokens_follow_jax_as_far_as_quantize_static_does(exported, tmp_p
     assert len(set(expected)) > 4, f"the tiny model repeats itself: {expected}"
 
     # the anchor: the same two graphs in float32, quantized by onnxruntime on the same probe inputs
-    batches = calibration_batches(spec, None, None, window=window, max_length=MAX_LENGTH)
+    batches, _ = calibration_batches(spec, None, None, window=window, max_length=MAX_LENGTH)
     inputs, outputs = io_names(spec.num_layers)
     anchor = {}
     for w in (window, 1):
@@ -167,3 +169,32 @@ def test_the_window_loop_generates_what_jax_does_for_a_prompt_over_several_windo
     got = greedy(run, run, prompt, 16, spec=spec, window=prefill_window(MAX_LENGTH), max_length=MAX_LENGTH)
     expected = greedy_generate(spec, np.array([prompt]), np.ones((1, len(prompt))), 16)[0].tolist()
     assert got == expected
+
+
+def test_given_calibration_prompts_become_each_graphs_inputs():
+    spec = decoder_spec(_llama())
+    window = prefill_window(MAX_LENGTH)
+    batches, what = calibration_batches(spec, [np.array([[1, 2, 3], [4, 5, 6]])], None, window=window,
+                                        max_length=MAX_LENGTH)
+    assert what.startswith("2 given prompt(s)")
+    # two prompts of 3 tokens: one prefill run each, then 7 decode runs each (8 tokens generated)
+    assert len(batches[window]) == 2 and len(batches[1]) == 14
+    for w, found in batches.items():
+        shapes = [x.shape for x in found[0]]
+        expected = [tuple(s.shape) for s in window_specs(spec, w, MAX_LENGTH)]
+        assert shapes == expected
+    ids, mask, *_ = batches[window][1]
+    assert ids[0, -3:].tolist() == [4, 5, 6] and mask[0].tolist() == [0] * (MAX_LENGTH - 3) + [1, 1, 1]
+
+
+@pytest.mark.parametrize(("kwargs", "error"), [
+    ({"precision": "int8"}, "precision='int8': target='qdq' writes its own static form; use Precision\\('qdq'"),
+    ({"max_length": 3}, "max_length=3: target='qdq' writes a prefill window of at least 2 tokens"),
+])
+def test_bad_options_are_refused_before_the_export(tmp_path, kwargs, error):
+    from jax2onnx_llm.errors import LlmExportError
+
+    with pytest.raises(LlmExportError, match=error):
+        export_causal_lm(_llama(), tmp_path / "m", **{"max_length": MAX_LENGTH, "target": "qdq", "tokenizer": False,
+                                                       **kwargs})
+    assert not (tmp_path / "m").exists()

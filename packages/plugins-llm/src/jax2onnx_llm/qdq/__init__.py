@@ -25,12 +25,13 @@ import pathlib
 from typing import Any
 
 from jax2onnx import ExportProgram, Precision
+from jax2onnx.targets import get_target
 from jax2onnx.targets.qdq.transform import KEEP_FLOAT
 
 from ..errors import MaxLengthError, OptionError
 from ..spec import DecoderSpec
 from .layout import CONFIG_FILE, DECODE_FILE, PREFILL_FILE, genai_config, write_shared
-from .probe import calibration_batches
+from .probe import METADATA_KEY, calibration_batches
 from .window import window_specs, window_step
 
 #: what a target declares when its LLMs are static prefill and decode graphs (``Target.can``)
@@ -41,39 +42,44 @@ PREFILL_LENGTH = 64
 HEAD_REASON = "the LM head, which NPU deployments run in float (its logits pick the tokens)"
 
 
-def prefill_window(max_length: int) -> int:
+def prefill_window(max_length: int, target: str = "this target") -> int:
     """``P``: the prefill graph's tokens per run, :data:`PREFILL_LENGTH` clipped to ``max_length // 2``
     (onnxruntime-genai's sliding window needs a context of at least two windows, and windows over one token)."""
     if max_length < 4:
-        raise MaxLengthError(f"max_length={max_length}: target='qdq' writes a prefill window of at least 2 tokens and "
+        raise MaxLengthError(f"max_length={max_length}: target={target!r} writes a prefill window of at least 2 tokens and "
                              "a context of at least two windows; pass max_length >= 4")
     return min(PREFILL_LENGTH, max_length // 2)
 
 
-def checked_precision(precision: Any) -> Precision:
-    """``precision=`` for a static export: float32 (the default: ``Precision("qdq")``) or a
-    ``Precision("qdq", ...)``."""
-    if precision in ("float32", None):
-        return Precision("qdq")
-    if isinstance(precision, str) and precision == "qdq":
-        return Precision("qdq")
-    if isinstance(precision, Precision) and precision.kind == "qdq":
-        return precision
-    raise OptionError(f"precision={precision!r}: target='qdq' writes its own static QDQ form; use "
-                      "Precision('qdq', activations=..., weights=..., calibration=...) or leave precision out")
+def checked_precision(precision: Any, target: str) -> Precision:
+    """``precision=`` for a static export: the target's own calibrated form (``Precision("qdq", ...)``
+    for ``"qdq"``), or float32 (the default), which becomes that form with its defaults. Its
+    calibration batches are filled in per graph (:mod:`.probe`)."""
+    kinds = [f.kind for f in get_target(target).precision_forms if f.own_stage]
+    if not kinds:
+        raise OptionError(f"target={target!r} declares static LLM graphs but no calibrated precision form of its own")
+    kind = kinds[0]
+    if precision is None or (isinstance(precision, str) and precision in ("float32", kind)):
+        return Precision(kind)
+    if isinstance(precision, Precision) and precision.kind in ("float32", kind):
+        return dataclasses.replace(precision, kind=kind)
+    raise OptionError(f"precision={precision!r}: target={target!r} writes its own static form; use "
+                      f"Precision({kind!r}, ...) (activations=, weights=, calibration=) or leave precision out")
 
 
 def write_static_folder(spec: DecoderSpec, folder: pathlib.Path, *, max_length: int, precision: Any, target: str,
                         opset: int, tokenizer: Any, search: dict[str, Any] | None) -> dict[str, Any]:
     """``prefill.onnx``, ``decode.onnx``, ``model.onnx.data`` and ``genai_config.json`` into ``folder``;
     returns the config."""
-    precision = checked_precision(precision)
-    window = prefill_window(max_length)
-    batches = calibration_batches(spec, precision.calibration, tokenizer, window=window, max_length=max_length)
+    precision = checked_precision(precision, target)
+    window = prefill_window(max_length, target)
+    batches, data = calibration_batches(spec, precision.calibration, tokenizer, window=window, max_length=max_length)
     protos = {}
     for name, w in ((PREFILL_FILE, window), (DECODE_FILE, 1)):
         calibrated = dataclasses.replace(precision, calibration=batches[w])
         protos[name] = _export_window(spec, w, max_length, calibrated, target, opset)
+        entry = protos[name].metadata_props.add()
+        entry.key, entry.value = METADATA_KEY, f"{len(batches[w])} batches from {data}"
     write_shared(protos, folder)
     config = genai_config(spec, max_length=max_length, window=window, search=search)
     (folder / CONFIG_FILE).write_text(json.dumps(config, indent=4) + "\n")
@@ -88,11 +94,11 @@ def _export_window(spec: DecoderSpec, window: int, max_length: int, precision: P
     program = ExportProgram(window_step(spec), window_specs(spec, window, max_length), model_name="causal_lm",
                             opset=opset, input_names=inputs, output_names=outputs, precision=precision, target=target)
     program.lower()
-    _mark_head(program.model)
+    _mark_head(program.model, target)
     return program.model_proto
 
 
-def _mark_head(model: Any) -> None:
+def _mark_head(model: Any, target: str) -> None:
     """The matmul computing the logits (first output), found through ops that only move data, keeps float."""
     value = model.graph.outputs[0]
     while (node := value.producer()) is not None:
@@ -102,8 +108,8 @@ def _mark_head(model: Any) -> None:
         if node.op_type not in ("Reshape", "Cast", "Identity", "Squeeze", "Unsqueeze", "Transpose", "Add"):
             break
         value = node.inputs[0]
-    raise OptionError("target='qdq' leaves the LM head float and found no matmul computing the logits (the "
-                      "step's first output); export this model with target='onnx'")
+    raise OptionError(f"target={target!r} leaves the LM head float and found no matmul computing the logits (the "
+                      "step's first output); export this model for a target running dynamic shapes")
 
 
 __all__ = ["PREFILL_LENGTH", "STATIC_LLM", "checked_precision", "prefill_window", "write_static_folder"]

@@ -23,6 +23,8 @@ from .window import window_step
 
 PROBE_PROMPTS = 4
 PROBE_TOKENS = 8
+#: each graph's metadata entry naming its calibration data
+METADATA_KEY = "jax2onnx_llm.calibration"
 
 
 def probe_prompts(spec: DecoderSpec, window: int, max_length: int) -> list[list[int]]:
@@ -33,14 +35,19 @@ def probe_prompts(spec: DecoderSpec, window: int, max_length: int) -> list[list[
 
 
 def calibration_batches(spec: DecoderSpec, calibration: Any, tokenizer: Any, *, window: int,
-                        max_length: int) -> dict[int, list[tuple[np.ndarray, ...]]]:
-    """``{window: batches}`` for the prefill graph (``window``) and the decode graph (1)."""
+                        max_length: int) -> tuple[dict[int, list[tuple[np.ndarray, ...]]], str]:
+    """``({window: batches}, what)``: the batches of the prefill graph (``window``) and the decode graph
+    (1), and what they came from (recorded in each graph's metadata, :data:`METADATA_KEY`)."""
     if calibration:
         # each prompt leaves room for two generated tokens, so that the decode graph sees it too
         prompts = [row.tolist()[:max_length - 2] for i, item in enumerate(calibration)
                    for row in calibration_ids(item, i, spec, tokenizer, max_length)]
     else:
         prompts = probe_prompts(spec, window, max_length)
+    what = (f"{len(prompts)} given prompt(s)" if calibration else
+            f"the probe set: {len(prompts)} prompts of random token ids (numpy seed 0), lengths "
+            f"{', '.join(str(len(p)) for p in prompts)}")
+    what += f", each generating up to {PROBE_TOKENS} tokens through the JAX step"
     step = jax.jit(window_step(spec))
 
     def run(inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -54,7 +61,7 @@ def calibration_batches(spec: DecoderSpec, calibration: Any, tokenizer: Any, *, 
     for prompt in prompts:
         greedy(run, run, prompt, min(PROBE_TOKENS, max_length - len(prompt)), spec=spec, window=window,
                max_length=max_length, record=record)
-    return seen
+    return seen, what
 
 
-__all__ = ["PROBE_PROMPTS", "PROBE_TOKENS", "calibration_batches", "probe_prompts"]
+__all__ = ["METADATA_KEY", "PROBE_PROMPTS", "PROBE_TOKENS", "calibration_batches", "probe_prompts"]
