@@ -15,9 +15,9 @@ import onnx
 import pytest
 from jax2onnx import ExportProgram
 from jax2onnx_llm import export_causal_lm
-from jax2onnx_llm.export import io_names
 from jax2onnx_llm.families import decoder_spec
 from jax2onnx_llm.qdq import prefill_window
+from jax2onnx_llm.qdq.layout import io_names
 from jax2onnx_llm.qdq.loop import greedy
 from jax2onnx_llm.qdq.probe import calibration_batches
 from jax2onnx_llm.qdq.window import window_specs, window_step

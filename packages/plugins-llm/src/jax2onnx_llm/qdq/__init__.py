@@ -30,7 +30,7 @@ from jax2onnx.targets.qdq.transform import KEEP_FLOAT
 
 from ..errors import MaxLengthError, OptionError
 from ..spec import DecoderSpec
-from .layout import CONFIG_FILE, DECODE_FILE, PREFILL_FILE, genai_config, write_shared
+from .layout import CONFIG_FILE, DECODE_FILE, PREFILL_FILE, genai_config, io_names, write_shared
 from .probe import METADATA_KEY, calibration_batches
 from .window import window_specs, window_step
 
@@ -88,8 +88,6 @@ def write_static_folder(spec: DecoderSpec, folder: pathlib.Path, *, max_length: 
 
 def _export_window(spec: DecoderSpec, window: int, max_length: int, precision: Precision, target: str,
                    opset: int) -> Any:
-    from ..export import io_names
-
     inputs, outputs = io_names(spec.num_layers)
     program = ExportProgram(window_step(spec), window_specs(spec, window, max_length), model_name="causal_lm",
                             opset=opset, input_names=inputs, output_names=outputs, precision=precision, target=target)

@@ -38,6 +38,14 @@ EXTERNAL_BYTES = 1024
 _ALIGN = 64
 
 
+def io_names(num_layers: int) -> tuple[list[str], list[str]]:
+    """The graphs' input and output names, in the config's patterns (past/present interleaved per
+    layer as key, value)."""
+    layers = [(i, kv) for i in range(num_layers) for kv in ("key", "value")]
+    return (["input_ids", "attention_mask", *(f"past_key_values.{i}.{kv}" for i, kv in layers)],
+            ["logits", *(f"present.{i}.{kv}" for i, kv in layers)])
+
+
 def write_shared(protos: dict[str, onnx.ModelProto], folder: pathlib.Path) -> dict[str, int]:
     """Each model into ``folder`` under its file name, its large tensors pointing into one
     ``model.onnx.data`` that stores each distinct tensor once; returns ``{"stored": n, "shared": m}``
@@ -77,9 +85,7 @@ def genai_config(spec: DecoderSpec, *, max_length: int, window: int, search: dic
     inputs = {"input_ids": "input_ids", "attention_mask": "attention_mask",
               "past_key_names": "past_key_values.%d.key", "past_value_names": "past_key_values.%d.value"}
     outputs = {"logits": "logits", "present_key_names": "present.%d.key", "present_value_names": "present.%d.value"}
-    names_in = ["input_ids", "attention_mask"] + [f"past_key_values.{i}.{kv}" for i in range(spec.num_layers)
-                                                  for kv in ("key", "value")]
-    names_out = ["logits"] + [f"present.{i}.{kv}" for i in range(spec.num_layers) for kv in ("key", "value")]
+    names_in, names_out = io_names(spec.num_layers)
     stage = {"inputs": names_in, "outputs": names_out}
     return {
         "model": {
@@ -111,4 +117,4 @@ def genai_config(spec: DecoderSpec, *, max_length: int, window: int, search: dic
     }
 
 
-__all__ = ["CONFIG_FILE", "DATA_FILE", "DECODE_FILE", "PREFILL_FILE", "genai_config", "write_shared"]
+__all__ = ["CONFIG_FILE", "DATA_FILE", "DECODE_FILE", "PREFILL_FILE", "genai_config", "io_names", "write_shared"]
