@@ -95,7 +95,8 @@ def export_causal_lm(
             ``max_length`` buffer for past and present, ``past_present_share_buffer``).
         target: a target onnxruntime-genai runs (one declaring the ``"genai"`` capability), or one
             whose LLMs are static graphs (``"static-llm"``: ``"qdq"``, the NPU form: prefill and decode
-            graphs, see :mod:`jax2onnx_llm.qdq`); None
+            graphs over a fixed cache, see :mod:`jax2onnx_llm.qdq`; ``cache=`` and
+            ``external_data=`` do not apply there: the weights always go to ``model.onnx.data``); None
             (default): the first that runs its fused attention, ``"onnxruntime"``.
             ``"onnxruntime"``: onnxruntime's fused LLM ops (``GroupQueryAttention``,
             ``RotaryEmbedding``, ``SkipSimplifiedLayerNormalization``) for attention written with
