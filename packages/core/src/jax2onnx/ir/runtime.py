@@ -3,7 +3,9 @@
 onnxruntime's CPU provider implements fewer (op, dtype) pairs than the ONNX spec allows, and the
 set changes between releases (``Pad`` on bfloat16 from 1.32, ``BitShift`` only on unsigned types).
 Lowerings (through the ``dtypes=`` facet naming an ONNX op, or :meth:`Runtime.dtypes`) and
-:class:`jax2onnx.passes.KernelCoveragePass` ask a :class:`Runtime`; none keeps its own list.
+:class:`jax2onnx.passes.KernelCoveragePass` ask the :class:`Runtime` the export's target serves
+(``Target.runtime()``, :mod:`jax2onnx.targets`; every built-in target serves :func:`installed`);
+none keeps its own list.
 
 A :class:`Runtime` reads the kernel table measured for an onnxruntime ``major.minor``
 (``ir/ort_kernels/<version>.json``, written by ``python -m jax2onnx.ir.kernel_probe``). For an
