@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from jax2onnx import ExportProgram
 from jax2onnx import progress as progress_report
 from jax2onnx.rewrite import register_rewrite
-from jax2onnx.targets import MS_DOMAIN, find_target, get_target
+from jax2onnx.targets import MS_DOMAIN, available_targets, find_target, get_target
 
 from .attention_report import AttentionReportPass, recording
 from .calibration import with_calibration_batches
@@ -40,6 +40,7 @@ from .genai_config import build as build_genai_config
 from .genai_config import check_search
 from .genai_targets import GENAI, default_genai_target, genai_targets
 from .norm_fusion import NORM_OP, RmsNormFusionPass
+from .qdq import STATIC_LLM, write_static_folder
 from .spec import CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
 from .special_tokens import resolve as resolve_special_tokens
 from .staging import staging as staging_folder
@@ -92,7 +93,10 @@ def export_causal_lm(
             ``[batch, sequence]`` or texts (encoded with the tokenizer), run as prefills.
         cache: ``"concat"`` (past and present grow each step) or ``"shared"`` (one static
             ``max_length`` buffer for past and present, ``past_present_share_buffer``).
-        target: a target onnxruntime-genai runs (one declaring the ``"genai"`` capability); None
+        target: a target onnxruntime-genai runs (one declaring the ``"genai"`` capability), or one
+            whose LLMs are static graphs (``"static-llm"``: ``"qdq"``, the NPU form: prefill and decode
+            graphs over a fixed cache, see :mod:`jax2onnx_llm.qdq`; ``cache=`` and
+            ``external_data=`` do not apply there: the weights always go to ``model.onnx.data``); None
             (default): the first that runs its fused attention, ``"onnxruntime"``.
             ``"onnxruntime"``: onnxruntime's fused LLM ops (``GroupQueryAttention``,
             ``RotaryEmbedding``, ``SkipSimplifiedLayerNormalization``) for attention written with
@@ -151,6 +155,14 @@ def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, c
     streamed = streamed_input(spec, weights) if weights is not None else None  # checked up front too
     if streamed is None:
         check_has_values(spec)
+    if find_target(target).can(STATIC_LLM):  # static prefill + decode graphs (qdq/)
+        with staging_folder(out) as staging:
+            write_static_folder(spec, staging, max_length=max_length, precision=precision, target=target, opset=opset,
+                                tokenizer=tokenizer, search=search)
+            if tok_source is not None:
+                reporter.stage("tokenizer")
+                write_tokenizer(tok_source, staging)
+        return out
     # calibrated int4: token ids / text as prefill batches of the step's inputs, checked before the export
     precision = with_calibration_batches(precision, spec, tokenizer, cache, max_length)
     with staging_folder(out) as staging:
@@ -173,9 +185,11 @@ def _check_options(max_length: Any, precision: Any, cache: Any, target: Any) -> 
     if target is None:
         target = default_genai_target()
     resolved = find_target(target)
-    if resolved is None or not resolved.can(GENAI):
+    if resolved is None or not (resolved.can(GENAI) or resolved.can(STATIC_LLM)):
         names = " or ".join(f"{t.name!r} ({t.summary})" for t in choices)
-        raise OptionError(f"target={target!r}: onnxruntime-genai runs {names}; use one of them")
+        static = " or ".join(repr(t.name) for t in available_targets() if t.can(STATIC_LLM))
+        raise OptionError(f"target={target!r}: onnxruntime-genai runs {names}; static NPU graphs: {static}; "
+                          "use one of them")
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
         raise MaxLengthError(f"max_length={max_length!r}: give the most tokens a sequence may reach, an int >= 2")
     return target

@@ -16,7 +16,8 @@ exporting different targets at once each get their own) and emits:
   ``past``, which ``Attention``'s concatenating ``present`` cannot express) the keys/values are
   scattered into the buffer first and ``Attention`` reads the whole buffer, the unused slots
   masked. Rotary: the opset-23 ``RotaryEmbedding``. onnxruntime 1.32 runs both on CPU;
-- any other target or opset: declined, the body's decomposed form.
+- any other target or opset, and a target writing static NPU graphs (``can("static-llm")``, ``"qdq"``):
+  declined, the body's decomposed form (its matmuls are what an NPU runs as integer kernels).
 
 GroupQueryAttention's inputs (:func:`group_query_attention`):
 
@@ -113,6 +114,8 @@ def _region(q: Any, k: Any, v: Any, past_k: Any, past_v: Any, bias: Any, positio
 def fused_kind(ctx: Any) -> str | None:
     """Which fused attention this export gets: ``"gqa"``, ``"attention"`` or None (decline)."""
     if ctx.options is None:  # lowered outside an export: the body
+        return None
+    if ctx.target.can("static-llm"):  # an NPU's static graphs: the body, whose matmuls the QDQ form quantizes
         return None
     if ctx.target.allows("GroupQueryAttention", "com.microsoft"):
         return "gqa"

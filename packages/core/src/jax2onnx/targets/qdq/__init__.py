@@ -73,6 +73,9 @@ QDQ = register_target(QdqTarget(
     summary="NPUs (QNN, Intel, AMD): static shapes, every compute op between DequantizeLinear and QuantizeLinear",
     precision_forms=(QdqForm(),),
     check_graph=checks.findings,
+    # static-llm: an LLM front-end writes static prefill and decode graphs sharing their weights (NPU
+    # compilers take static shapes only); not "genai": onnxruntime-genai 0.18 does not run them on CPU
+    capabilities=frozenset({"static-llm"}),
 ))
 
 __all__ = ["QDQ", "QdqForm", "QdqTarget"]

@@ -5,7 +5,8 @@ static shapes only), a compute op (:data:`.transform.COMPUTE_OPS`) whose inputs 
 dequantized or whose outputs are not all quantized again (an NPU would not run it as an integer
 kernel), a float weight such an op reads.
 
-*Notes* (printed, not failures): every other op left float, with why: an op outside
+*Notes* (printed, not failures): every other op left float, with why (a node the export marked
+:data:`.transform.KEEP_FLOAT` with the reason it gave): an op outside
 :data:`.transform.QUANTIZED_OPS` (normalization statistics, softmax, divisions, reductions ...)
 runs between ``DequantizeLinear`` and ``QuantizeLinear`` in float, which NPU compilers run on their
 float path or hand back to the CPU; one inside a control-flow or function body is not rewritten.
@@ -17,7 +18,7 @@ from collections.abc import Iterable
 
 import onnx_ir as ir
 
-from .transform import COMPUTE_OPS, QUANTIZED_OPS, STANDARD, fused_relu
+from .transform import COMPUTE_OPS, KEEP_FLOAT, QUANTIZED_OPS, STANDARD, fused_relu
 
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
 F32 = ir.DataType.FLOAT
@@ -59,7 +60,8 @@ def findings(model: ir.Model) -> list[str]:
     found = [f"static shapes: {what}; NPU compilers take static shapes only: export with "
              "Precision('qdq', dims={...}) or fixed input sizes" for what in _symbolic([*graph.inputs, *graph.outputs])]
     for node in graph:
-        if node.op_type in COMPUTE_OPS and node.domain in STANDARD and not wrapped(node):
+        if (node.op_type in COMPUTE_OPS and node.domain in STANDARD and not wrapped(node)
+                and KEEP_FLOAT not in node.metadata_props):
             floats = [v.name for v in node.inputs if not _from_dq(v)] + [v.name for v in node.outputs if not _to_q(v)]
             found.append(f"{node.op_type} {node.name!r} is not between DequantizeLinear and QuantizeLinear (float "
                          f"{', '.join(map(repr, floats))}): an NPU runs it in float or not at all; export with "
@@ -73,6 +75,9 @@ def notes(model: ir.Model) -> list[str]:
     bodies = []
     for node in model.graph:
         if node.op_type in _QDQ:
+            continue
+        if KEEP_FLOAT in node.metadata_props:
+            bodies.append(f"{node.op_type} {node.name!r} left float by the export: {node.metadata_props[KEEP_FLOAT]}")
             continue
         if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
             bodies.append(f"{node.op_type} {node.name!r}: its body is not rewritten (control flow stays float, and "

@@ -7,7 +7,7 @@ Intel's and AMD's read as integer kernels).
    and what computed shapes from the symbols (``Shape`` -> ``Gather`` -> ``Concat`` -> ``Reshape``)
    is folded into constants.
 2. **What is quantized.** Main-graph nodes of :data:`QUANTIZED_OPS`: the matmuls and convolutions
-   (:data:`COMPUTE_OPS`); ``Add``/``Mul``/``Sub`` with an activation input (a residual, a bias on a
+   (:data:`COMPUTE_OPS`, ``Einsum`` included: attention's batched matmuls); ``Add``/``Mul``/``Sub`` with an activation input (a residual, a bias on a
    3-D matmul, a scale); pooling and ``Resize``; activations NPUs run as lookup tables (``Relu``,
    ``Sigmoid``, ``Tanh``, ``Gelu``, ``Softmax``, ...; a ``Relu`` right after a matmul, convolution or addition is fused with it: only its
    output is quantized); and the ops that move data without changing values (:data:`SHARED_SCALE_OPS`:
@@ -23,12 +23,15 @@ Intel's and AMD's read as integer kernels).
    blocks of ``block_size`` along K (blocked ``DequantizeLinear``, opset 21). A ``Gemm``/``Conv``
    bias is int32 with scale ``input scale x weight scale`` per channel, as integer kernels add it
    (under int4 the largest block scale of the channel).
-4. **Scales.** From the float32 graph's ranges on the calibration data or the probe set (the
+4. **Scales.** A ``Softmax`` input's range reaches :data:`SOFTMAX_SPAN` below its maximum at most.
+   From the float32 graph's ranges on the calibration data or the probe set (the
    precision stage's runner, :mod:`jax2onnx.precision.ranges`; min/max: 16-bit activations have
    the levels to hold every value seen, and a clipped outlier is an error a percentile cannot
    bound; min/max is onnxruntime's ``quantize_static`` default too).
 
-Nodes inside control-flow bodies and function bodies stay float (the target's check lists them).
+Nodes inside control-flow bodies and function bodies stay float (the target's check lists them), and
+so does a node a front-end marked with :data:`KEEP_FLOAT` in its ``metadata_props`` before the
+precision stage (its value says why: an LLM's head, which NPUs leave on the CPU in float).
 Graph inputs and outputs stay float32: the graph quantizes at its edges.
 """
 
@@ -47,7 +50,7 @@ from ...errors import PrecisionError
 from ...passes.constant_folding import ConstantFoldingPass
 from ...passes.dead_code import DeadCodeEliminationPass
 
-COMPUTE_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
+COMPUTE_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum"})
 ARITHMETIC_OPS = frozenset({"Add", "Mul", "Sub"})
 #: ops whose output holds values of their input (or inputs): one scale for all, exact on integers
 SHARED_SCALE_OPS = frozenset({"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice",
@@ -56,10 +59,17 @@ SHARED_SCALE_OPS = frozenset({"Reshape", "Transpose", "Flatten", "Squeeze", "Uns
 OWN_SCALE_OPS = frozenset({"AveragePool", "GlobalAveragePool", "Resize", "Relu", "LeakyRelu", "Sigmoid", "Tanh",
                            "HardSigmoid", "HardSwish", "Gelu", "Softmax"})
 QUANTIZED_OPS = COMPUTE_OPS | ARITHMETIC_OPS | SHARED_SCALE_OPS | OWN_SCALE_OPS
+#: how far below its calibrated maximum a ``Softmax`` input's range reaches, per activation type: a
+#: value further down weighs less than exp(-span) of the largest (1e-28 / 4e-11), which the output's
+#: levels cannot hold anyway, so an additive mask's lowest-finite entries (-3.4e38) clip to the range's
+#: floor instead of stretching one scale over 1e38 (and zeroing every real score)
+SOFTMAX_SPAN = {"uint16": 64.0, "uint8": 24.0}
 #: activation type -> (ir dtype, numpy dtype, largest code)
 ACTIVATION_TYPES = {"uint16": (ir.DataType.UINT16, np.uint16, 65535), "uint8": (ir.DataType.UINT8, np.uint8, 255)}
 F32 = ir.DataType.FLOAT
 STANDARD = ("", "ai.onnx")
+#: a node's metadata key (the value: why) that leaves it float: a front-end's choice, explained by the check
+KEEP_FLOAT = "jax2onnx.qdq.keep_float"
 
 
 @dataclasses.dataclass
@@ -250,7 +260,8 @@ def quantize_qdq(model: ir.Model, p: Any, ranges_of: Ranges) -> QdqResult:
     dims = static_shapes(model, dict(p.dims))
     qtype, np_qtype, qmax = ACTIVATION_TYPES[p.activations]
     groups = _Groups()
-    nodes = [n for n in graph if n.op_type in QUANTIZED_OPS and n.domain in STANDARD and _quantizable(n)]
+    nodes = [n for n in graph if n.op_type in QUANTIZED_OPS and n.domain in STANDARD and _quantizable(n)
+             and KEEP_FLOAT not in n.metadata_props]
     weights: list[tuple[ir.Node, int, int]] = []  # (node, slot, channel axis)
     biases: list[tuple[ir.Node, int, int]] = []
     constants: dict[tuple[int, int], np.ndarray] = {}  # (id(node), slot) -> a float constant stored as activation codes
@@ -292,6 +303,8 @@ def quantize_qdq(model: ir.Model, p: Any, ranges_of: Ranges) -> QdqResult:
             low, high = ranges.get(tensors[key].name, (0.0, 0.0))
         else:
             low, high = float(constants[key].min(initial=0.0)), float(constants[key].max(initial=0.0))
+        if key in tensors and any(user.op_type == "Softmax" for user, _ in tensors[key].uses()):
+            low = max(low, high - SOFTMAX_SPAN[p.activations])
         root = groups.find(key)
         old = spans.get(root, (low, high))
         spans[root] = (min(old[0], low), max(old[1], high))
@@ -408,4 +421,4 @@ def _drop_unused_initializers(graph: ir.Graph) -> None:
             del graph.initializers[name]
 
 
-__all__ = ["COMPUTE_OPS", "QUANTIZED_OPS", "SHARED_SCALE_OPS", "QdqResult", "quantize_qdq", "static_shapes"]
+__all__ = ["COMPUTE_OPS", "KEEP_FLOAT", "QUANTIZED_OPS", "SHARED_SCALE_OPS", "QdqResult", "quantize_qdq", "static_shapes"]
