@@ -64,3 +64,30 @@ def test_a_broadcast_sum_is_left_and_explained():
     assert found.reason == "the Add 'residual' does not sum two (batch, sequence, hidden) values of its shape"
     assert not RmsNormFusionPass()(model).modified
     assert [n.op_type for n in model.graph] == ["Add", "RMSNormalization"]
+
+
+def test_a_biased_residual_gives_the_op_its_bias():
+    """``a + (b + bias)`` (a projection's bias added before the residual): one fused node with the
+    bias as its fourth input; the sum's other reader (the next residual) reads the op's sum output."""
+    rng = np.random.default_rng(1)
+    bias = numpy_helper.from_array(rng.standard_normal(HIDDEN).astype(np.float32), "bias")
+    scale = numpy_helper.from_array(np.linspace(0.5, 1.5, HIDDEN).astype(np.float32), "scale")
+    nodes = [helper.make_node("Add", ["b", "bias"], ["biased"], name="projection_bias"),
+             helper.make_node("Add", ["biased", "a"], ["s"], name="residual"),
+             helper.make_node("RMSNormalization", ["s", "scale"], ["n"], name="norm", epsilon=1e-5),
+             helper.make_node("Add", ["s", "n"], ["y"], name="next_residual")]
+    spec = [2, 3, HIDDEN]
+    graph = helper.make_graph(
+        nodes, "block", [helper.make_tensor_value_info(n, TensorProto.FLOAT, spec) for n in ("a", "b")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, spec)], initializer=[bias, scale],
+        value_info=[helper.make_tensor_value_info(n, TensorProto.FLOAT, spec) for n in ("biased", "s", "n")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    model = ir.from_proto(proto)
+    assert RmsNormFusionPass()(model).modified
+    assert [n.op_type for n in model.graph] == [NORM_OP, "Add"]
+    assert [v.name for v in next(iter(model.graph)).inputs] == ["a", "b", "scale", "bias"]
+    feeds = {n: rng.standard_normal(spec).astype(np.float32) for n in ("a", "b")}
+    onnx.checker.check_model(ir.to_proto(model), full_check=True)
+    (want,) = _run(proto, feeds)
+    (got,) = _run(ir.to_proto(model), feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
