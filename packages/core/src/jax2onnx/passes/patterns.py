@@ -44,6 +44,9 @@ class Match(dict):
         self.dims: dict[str, Any] = {}
         self.why: Miss | None = None
 
+    def __bool__(self) -> bool:  # a match that bound no name is still a match
+        return True
+
     def fit(self, value: ir.Value | None, spec: str) -> bool:
         """Whether ``value``'s shape fits ``spec`` (see the module doc), binding its new names."""
         names = spec.split()
@@ -85,8 +88,8 @@ class Pattern:
         if self._bind(value, m):
             return True
         m.restore(state)
-        if self.why is not None:
-            m.why = m.why or self.why
+        if self.why is not None and m.why is None:  # the innermost explained failure (a Miss is falsy)
+            m.why = self.why
         return False
 
     def _bind(self, value: ir.Value | None, m: Match) -> bool:
@@ -246,13 +249,15 @@ def match(pattern: Pattern, value: ir.Value | ir.Node | None, why: Miss | None =
     if isinstance(value, ir.Node):
         assert isinstance(pattern, Op), "a node matches an Op pattern only"
         found = pattern.bind_node(value, m)
-        if not found and pattern.why is not None:
-            m.why = m.why or pattern.why
+        if not found and pattern.why is not None and m.why is None:
+            m.why = pattern.why
     else:
         found = pattern.bind(value, m)
     if found:
         return m
-    return m.why or why or no_match("the nodes are not the rule's pattern")
+    if m.why is not None:
+        return m.why
+    return why if why is not None else no_match("the nodes are not the rule's pattern")
 
 
 __all__ = ["Const", "Match", "OneOf", "Op", "Opt", "Pattern", "Scalar", "Var", "match", "scalar"]
