@@ -98,6 +98,8 @@ def count_pytest(out_path: str, test_args: list[str]) -> int:
         n = sum(1 for key in results if key.rsplit("#", 1)[0] == test)
         ops = [(node.domain, node.op_type) for graph in all_graphs(model) for node in graph]
         results[f"{test}#{n}"] = {"main": len(model.graph), "total": len(ops), "ops": _op_counts(ops)}
+        if len(results) % 10 == 0:  # a long run can be compared before it ends
+            _write(out_path, results)
         return model
 
     program.optimize = counted
