@@ -85,7 +85,6 @@ def count_pytest(out_path: str, test_args: list[str]) -> int:
     """Run pytest on ``test_args`` in this process and record every model the export's optimize
     stage returns, as ``<test id>#<n>`` (the n-th export of that test). Returns pytest's status."""
     import pytest
-
     from jax2onnx.export import program
     from jax2onnx.passes.manager import all_graphs
 
