@@ -5,11 +5,15 @@
     python bench/node_counts.py --compare before.json after.json --markdown bench/results/node_counts.md
     python bench/node_counts.py --part 0/2 --out a.json & python bench/node_counts.py --part 1/2 --out b.json
     python bench/node_counts.py --merge a.json b.json --out after.json      # the same, in two processes
+    python bench/node_counts.py --pytest tests/test_rewrite_libraries.py --out suites.json  # the exports tests make
 
 One variant per testcase: the symbolic float32 one where the testcase has symbols (shape
 arithmetic is where duplicates and Identities appear), else the static one. Each entry holds the
-main graph's node count and the total over every graph and function body; a failed export is
-recorded as its error. Exports only (no onnxruntime, no JAX run): the testcase suite checks the
+main graph's node count, the total over every graph and function body and the count per op type
+(``domain:op`` outside the standard domain), so a fused op traded for another shows; a failed
+export is recorded as its error. ``--pytest`` runs test files in this process instead and records
+every model an export optimizes (the LLM, Hugging Face and KerasHub suites build their models in
+the tests), keyed by test id and export number. Exports only (no onnxruntime, no JAX run): the testcase suite checks the
 numbers; this checks the structure across all of them.
 """
 
@@ -59,13 +63,52 @@ def count(out_path: str, select: str | None, every: int = 1, part: tuple[int, in
                 with compat.x64_enabled(False):
                     fn = case.build()
                     model = runner._export(variant, fn, runner.variant_inputs(variant, fn))
-                results[key] = {"main": len(model.graph.node), "total": sum(1 for _ in nodes(model))}
+                results[key] = {"main": len(model.graph.node), "total": sum(1 for _ in nodes(model)),
+                                "ops": _op_counts((n.domain, n.op_type) for n in nodes(model))}
             except Exception as exc:  # noqa: BLE001 - recorded, compared like a count
                 results[key] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
             if len(results) % 25 == 0:  # a long run can be compared before it ends
                 _write(out_path, results)
     _write(out_path, results)
     print(f"{len(results)} testcases in {time.perf_counter() - start:.0f} s -> {out_path}")
+
+
+def _op_counts(ops) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for domain, op in ops:
+        key = op if domain in ("", "ai.onnx") else f"{domain}:{op}"
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def count_pytest(out_path: str, test_args: list[str]) -> int:
+    """Run pytest on ``test_args`` in this process and record every model the export's optimize
+    stage returns, as ``<test id>#<n>`` (the n-th export of that test). Returns pytest's status."""
+    import pytest
+    from jax2onnx.export import program
+    from jax2onnx.passes.manager import all_graphs
+
+    results: dict[str, object] = {}
+    optimize = program.optimize
+
+    def counted(export, model):
+        model = optimize(export, model)
+        test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" (", 1)[0]
+        n = sum(1 for key in results if key.rsplit("#", 1)[0] == test)
+        ops = [(node.domain, node.op_type) for graph in all_graphs(model) for node in graph]
+        results[f"{test}#{n}"] = {"main": len(model.graph), "total": len(ops), "ops": _op_counts(ops)}
+        if len(results) % 10 == 0:  # a long run can be compared before it ends
+            _write(out_path, results)
+        return model
+
+    program.optimize = counted
+    try:
+        status = pytest.main(["-q", "-p", "no:cacheprovider", "-n", "0", *test_args])
+    finally:
+        program.optimize = optimize
+    _write(out_path, results)
+    print(f"{len(results)} exports -> {out_path} (pytest status {int(status)})")
+    return int(status)
 
 
 def _write(path: str, results: dict[str, object]) -> None:
@@ -96,9 +139,9 @@ def compare(before_path: str, after_path: str, markdown: str | None = None) -> i
             for part in totals:
                 totals[part][0] += b[part]
                 totals[part][1] += a[part]
-            if (a["main"], a["total"]) == (b["main"], b["total"]):
+            if (a["main"], a["total"], a.get("ops")) == (b["main"], b["total"], b.get("ops")):
                 same += 1
-            elif a["total"] > b["total"] or a["main"] > b["main"]:
+            elif a["total"] >= b["total"] and a["main"] >= b["main"]:  # more, or other ops
                 worse.append((key, b, a))
             else:
                 better.append((key, b, a))
@@ -109,8 +152,8 @@ def compare(before_path: str, after_path: str, markdown: str | None = None) -> i
              f"- nodes over the testcases both sides export: main graphs {totals['main'][0]} -> {totals['main'][1]}, "
              f"every graph and function body {totals['total'][0]} -> {totals['total'][1]}",
              f"- identical: {same}; fewer: {len(better)} (-{sum(b['total'] - a['total'] for _, b, a in better)} nodes); "
-             f"more or changed outcome: {len(worse)}"]
-    for label, rows in (("More nodes (or a changed outcome)", worse), ("Fewer nodes", better)):
+             f"more, other ops or changed outcome: {len(worse)}"]
+    for label, rows in (("More nodes, other ops (or a changed outcome)", worse), ("Fewer nodes", better)):
         lines += ["", f"{label}: {len(rows)}", ""]
         lines += [f"- `{key}`: {b} -> {a}" for key, b, a in rows]
     errors = [(key, a) for key, a in new if "error" in a] + [(key, a) for key, a in gone if "error" in a]
@@ -132,11 +175,14 @@ def main() -> int:
     parser.add_argument("--every", type=int, default=1, help="only every N-th testcase (a quick sample)")
     parser.add_argument("--part", default="0/1", help="I/N: only the I-th of N interleaved shares (run N processes, then --merge)")
     parser.add_argument("--merge", nargs="+", metavar="PART", help="join the parts' files into --out")
+    parser.add_argument("--pytest", nargs="+", metavar="TEST", help="run these test files (pytest arguments) and count their exports")
     parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
     parser.add_argument("--markdown", help="with --compare: also write the comparison here")
     args = parser.parse_args()
     if args.compare:
         return compare(*args.compare, markdown=args.markdown)
+    if args.pytest:
+        return count_pytest(args.out or "node_counts.json", args.pytest)
     if args.merge:
         merged: dict[str, object] = {}
         for path in args.merge:

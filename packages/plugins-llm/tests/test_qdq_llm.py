@@ -15,7 +15,7 @@ import onnx
 import pytest
 from jax2onnx import ExportProgram
 from jax2onnx_llm import export_causal_lm
-from jax2onnx_llm.families import decoder_spec
+from jax2onnx_llm.frontends import decoder_spec
 from jax2onnx_llm.qdq import prefill_window
 from jax2onnx_llm.qdq.layout import io_names
 from jax2onnx_llm.qdq.loop import greedy

@@ -3,7 +3,9 @@
 A rule is a pattern, a condition and a replacement (:class:`Rule`): ``match(graph, node)`` returns
 what the replacement needs or a :class:`Miss` in words (:func:`no_match`: not the pattern;
 :func:`miss`: the pattern with a failed condition), ``replace(graph, node, found)`` writes the
-replacement. A :class:`RuleFamily` lists rules and is an onnx_ir pass that declares what it needs
+replacement; :mod:`jax2onnx.passes.patterns` writes the chain ``match`` reads as data (:class:`Op`,
+:class:`Var`, :class:`Const`, :class:`Scalar`, :class:`OneOf`, :func:`match`: commutative operands,
+bound dims, variants). A :class:`RuleFamily` lists rules and is an onnx_ir pass that declares what it needs
 (:data:`SHAPES`, :data:`NO_DEAD_CODE`), records its rule on every node it writes
 (``jax2onnx:rule``) and counts what fired (``jax2onnx:rewrites``). A front-end hands one to an
 export as a pass factory (``ExportOptions.rewrite_passes``); :func:`explain_rewrites` and
@@ -15,7 +17,9 @@ never names a target. See ``docs/architecture.md``, "Where a rule goes".
 
 from __future__ import annotations
 
+from .ir.constants import constant_tensor
 from .passes.manager import NO_DEAD_CODE, SHAPES, is_op, only_reader, replace_value
+from .passes.patterns import Const, Match, OneOf, Op, Opt, Pattern, Scalar, Var, match, scalar
 from .passes.pipeline import PassPipeline
 from .passes.rewrite import explain_rewrites, rewrites_applied
 from .passes.rules import (
@@ -32,6 +36,7 @@ from .passes.rules import (
 )
 from .targets.base import register_rewrite
 
-__all__ = ["NO_DEAD_CODE", "REWRITES_KEY", "RULE_KEY", "SHAPES", "Miss", "PassPipeline", "Rule", "RuleFamily", "RuleMiss",
-           "explain_rewrites", "is_op", "miss", "no_match", "node_label", "only_reader", "register_rewrite",
-           "replace_value", "rewrites_applied", "value_label"]
+__all__ = ["NO_DEAD_CODE", "REWRITES_KEY", "RULE_KEY", "SHAPES", "Const", "Match", "Miss", "OneOf", "Op", "Opt", "PassPipeline",
+           "Pattern", "Rule", "RuleFamily", "RuleMiss", "Scalar", "Var", "constant_tensor", "explain_rewrites", "is_op",
+           "match", "miss", "no_match", "node_label", "only_reader", "register_rewrite", "replace_value", "rewrites_applied",
+           "scalar", "value_label"]

@@ -5,7 +5,8 @@ The decoders' ``RMSNormalization`` nodes (opset 23; NNX ``RMSNorm`` lowers to on
 - ``SkipSimplifiedLayerNormalization(a, b, scale)`` when the norm reads a residual sum ``a + b`` of
   two same-shaped ``(batch, sequence, hidden)`` values: the op adds and normalizes in one kernel
   and hands the sum on through its fourth output, which replaces the ``Add`` for its other readers
-  (the residual stream of a pre-norm decoder);
+  (the residual stream of a pre-norm decoder); ``a + (b + bias)``, a projection's constant bias
+  vector added first, gives the op its ``bias`` input too;
 - a norm of anything else stays ``RMSNormalization``: onnxruntime runs the opset-23 op itself, and
   its ``SimplifiedLayerNormalization`` is registered in the default domain, where ``onnx.checker``
   (opset 23) rejects it.
@@ -24,7 +25,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import onnx_ir as ir
-from jax2onnx.rewrite import Rule, RuleFamily, miss, no_match, node_label, value_label
+from jax2onnx.rewrite import (
+    Op,
+    Rule,
+    RuleFamily,
+    Var,
+    constant_tensor,
+    match,
+    miss,
+    no_match,
+    node_label,
+    only_reader,
+    replace_value,
+    value_label,
+)
 
 MS = "com.microsoft"
 #: the op the fusion writes (a target that runs it gets the fusion)
@@ -53,9 +67,18 @@ class RmsNormFusionPass(RuleFamily):
         return fused
 
 
+#: the residual sum a norm reads: ``a + c`` (either order), or ``a + (c + bias)`` with ``bias`` a
+#: constant vector (a projection's bias, which the fused op adds too), either order at each Add
+_SUM = Op("Add", Var("a"), Var("c"), name="add", why=no_match("the normalised value is not a sum"))
+_BIASED = Op("Add", Var("a"), Op("Add", Var("c"), Var("bias", dims="h", test=lambda v, m: constant_tensor(v) is not None),
+                                 name="bias_add", commutative=True), name="add", commutative=True)
+
+
 def _match(graph: ir.Graph, node: ir.Node):
-    """Pattern: RMSNormalization(Add(a, b), scale). Conditions: over the last axis of a
-    (batch, sequence, hidden) sum of two values of its shape, the sum not a graph output."""
+    """Pattern: RMSNormalization(a + c [+ bias], scale). Conditions: over the last axis of a
+    (batch, sequence, hidden) sum of two values of its shape, the sum not a graph output; with a
+    bias, the bias sum read by the sum alone and the bias as long as the hidden axis (else the
+    bias sum is the skip input)."""
     if len(node.inputs) < 2:
         return no_match("an RMSNormalization without a scale")
     x = node.inputs[0]
@@ -63,54 +86,37 @@ def _match(graph: ir.Graph, node: ir.Node):
     axis = node.attributes.get_int("axis", -1)
     if rank is None or axis not in (-1, rank - 1) or rank not in (2, 3):
         return miss(f"the norm is not over the last axis of a rank-2 or rank-3 value {value_label(x)}")
-    add = x.producer()
-    if add is None or add.op_type != "Add" or add.domain not in ("", "ai.onnx") or len(add.inputs) != 2:
-        return no_match("the normalised value is not a sum")
-    if rank != 3 or not _same_shape(add.inputs[0], add.inputs[1], x):
-        return miss(f"the Add {node_label(add)} does not sum two (batch, sequence, hidden) values of its shape")
+    found = match(_BIASED, x)
+    if not (found and _same_shape(found, x) and only_reader(found["bias_add"].outputs[0], found["add"], graph)):
+        found = match(_SUM, x)
+    if not found:
+        return found
+    if not _same_shape(found, x):
+        return miss(f"the Add {node_label(found['add'])} does not sum two (batch, sequence, hidden) values of its shape")
     if x in graph.outputs:
         return miss(f"the sum {value_label(x)} is a graph output")
-    return add
+    return found
 
 
-def _fuse(graph: ir.Graph, node: ir.Node, add: ir.Node) -> None:
-    x, scale = node.inputs[0], node.inputs[1]
+def _same_shape(found, x: ir.Value) -> bool:
+    return all(found.fit(v, "b s h") for v in (x, found["a"], found["c"]))
+
+
+def _fuse(graph: ir.Graph, node: ir.Node, found) -> None:
+    x, scale, add = node.inputs[0], node.inputs[1], found["add"]
     epsilon = node.attributes.get_float("epsilon", 1e-5)
-    fused = ir.Node(MS, NORM_OP, [add.inputs[0], add.inputs[1], scale],
+    bias = [found["bias"]] if "bias" in found else []
+    fused = ir.Node(MS, NORM_OP, [found["a"], found["c"], scale, *bias],
                     attributes=[ir.AttrFloat32("epsilon", epsilon)], num_outputs=4,
                     name=f"{node.name}_skip_simplified")
     graph.insert_before(add, fused)
-    out, summed = fused.outputs[0], fused.outputs[3]
-    _take_over(node.outputs[0], out)
-    summed.name, summed.type, summed.shape = f"{x.name}_sum", x.type, x.shape
+    y, out, summed = node.outputs[0], fused.outputs[0], fused.outputs[3]
+    out.type, out.shape, summed.type, summed.shape = y.type, y.shape, x.type, x.shape
+    name, y.name, summed.name = y.name, None, f"{x.name}_sum"
+    replace_value(graph, y, out)  # the norm's readers and graph-output slot read the op's output
+    out.name = name
     graph.remove(node, safe=False)
-    _replace_uses(x, summed)
+    replace_value(graph, x, summed)  # the sum's other readers (the residual stream) read the op's
     graph.remove(add, safe=True)
-
-
-def _same_shape(a: ir.Value, b: ir.Value, x: ir.Value) -> bool:
-    shapes = [v.shape for v in (a, b, x)]
-    if any(s is None or len(s) != 3 for s in shapes):
-        return False
-    return all(str(d1) == str(d2) for d1, d2 in zip(shapes[0], shapes[1])) and \
-        all(str(d1) == str(d2) for d1, d2 in zip(shapes[0], shapes[2]))
-
-
-def _take_over(old: ir.Value, new: ir.Value) -> None:
-    """``new`` replaces ``old`` everywhere: name, type, shape, readers and graph-output slots."""
-    name = old.name
-    new.type, new.shape = old.type, old.shape
-    _replace_uses(old, new)
-    old.name = None
-    new.name = name
-
-
-def _replace_uses(old: ir.Value, new: ir.Value) -> None:
-    # the graph-output slots first (onnx_ir's replace_graph_outputs=, which onnx-ir 0.1.10 lacks):
-    # onnx_ir 1.x refuses to rewire the readers of a value that is still a graph output
-    graph = old.graph
-    if graph is not None:
-        for i, out in enumerate(graph.outputs):
-            if out is old:
-                graph.outputs[i] = new
-    ir.convenience.replace_all_uses_with(old, new)
+    if bias:
+        graph.remove(found["bias_add"], safe=True)

@@ -26,7 +26,9 @@ axes, a scale inside or after the factor), follow reader counts, and one family 
 recognises functions by evaluating a subgraph on probe points; written as onnxscript's fixed
 target graphs each spelling would be a pattern of its own, and its ``MatchResult`` reasons are
 not tied to our report or our per-node record. The rule type here is small and on onnx_ir alone
-(onnxscript would install with our pins; see docs/architecture.md, "Where a rule goes").
+(onnxscript would install with our pins; see docs/architecture.md, "Where a rule goes"); the chains
+a ``match`` reads are written as data with :mod:`.patterns` (commutative operands, bound dims,
+variants, and the same :class:`Miss` explanations).
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ import onnx_ir as ir
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
 from ..manager import is_op, only_reader, replace_value
+from ..patterns import Const, Match, OneOf, Op, Scalar, Var, match, scalar
 from ..rules import Miss, Rule, RuleFamily, miss, no_match, node_label, value_label
 from .emit import add_initializer
 
@@ -47,11 +48,32 @@ from .emit import add_initializer
 _MATMUL_EQUATION = "bhqd,bhdk->bhqk"
 
 
-def _scalar(v: ir.Value | None) -> float | None:
-    t = constant_tensor(v)
-    if t is None or int(np.prod([int(d) for d in t.shape])) != 1:
-        return None
-    return float(np.asarray(t.numpy()).reshape(-1)[0])
+#: one step of a scalar chain: ``v * k`` (either order) or ``v / d``
+_SCALED = OneOf(Op("Mul", Var("v"), Scalar("k"), commutative=True), Op("Div", Var("v"), Scalar("d", nonzero=True)))
+#: one step back from an operand: a Transpose (its perm), an Identity, or a scalar factor
+_OPERAND_STEP = OneOf(Op("Transpose", Var("v"), attrs={"perm": lambda p: p is not None and len(p) == 4}, name="t"),
+                      Op("Identity", Var("v")), _SCALED)
+#: (batch, seq, heads, size) split from a (batch, seq, heads·size) value
+_SPLIT_HEADS = Op("Reshape", Var("flat", test=lambda v, m: m.fit(v, "b s flat") and m.dims["flat"] == m.dims["h"] *
+                                  m.dims["d"]), Var(), dims="b s h d")
+
+
+def _scores_times_qk(v: ir.Value, m) -> bool:
+    """``v`` is scaled q·kᵀ read by the chain alone, of the scores' shape (a mask must not
+    broadcast the scores to a larger shape); binds ``qk`` (the product node and the scale)."""
+    m["qk"] = Attentions._scaled_product(m["graph"], v, m["masked"])
+    return m["qk"] is not None and v.shape is not None and v.shape == m["s"].shape
+
+
+#: scores plus (or minus) a float mask of at most rank 4, the scores either operand of an Add
+_FLOAT_MASK = Var("mask", dtype=ir.DataType.FLOAT, test=lambda v, m: v.shape is not None and len(v.shape) <= 4)
+_MASKED = OneOf(Op("Add", Var(test=_scores_times_qk), _FLOAT_MASK, commutative=True, name="masked"),
+                Op("Sub", Var(test=_scores_times_qk), _FLOAT_MASK, name="masked"))
+
+
+def _factor(m) -> float:
+    """The scale one :data:`_SCALED` step multiplies by."""
+    return m.get("k", 1.0) / m.get("d", 1.0)
 
 
 def _attr(node: ir.Node, name: str, default):
@@ -82,29 +104,21 @@ def _equation(node: ir.Node) -> tuple[str, str, str] | None:
     return ops[0], ops[1], out
 
 
-def _heads_size(shape: ir.Shape | None, perm: list[int]) -> tuple[object, object]:
-    if shape is None or len(shape) != 4:
-        return None, None
-    return shape[perm[1]], shape[perm[3]]
+_ONES = Const(test=lambda t, m: bool(np.all(t == 1)))
+#: the probabilities times a constant of ones (HF's layer_head_mask), keeping their shape
+_TIMES_ONES = OneOf(Op("Mul", Var("p", dims="b h q k"), _ONES, commutative=True, dims="b h q k"),
+                    Op("Einsum", Var("p"), _ONES, commutative=True, name="einsum"))
 
 
 def _times_ones(node: ir.Node, probs: ir.Value) -> bool:
     """``node`` multiplies ``probs`` by a constant of ones, keeping its shape."""
-    if not (is_op(node, "Mul") or is_op(node, "Einsum")) or len(node.inputs) != 2 or len(node.outputs) != 1:
-        return False
-    other = node.inputs[1] if node.inputs[0] is probs else node.inputs[0]
-    ones = constant_tensor(other)
-    if ones is None or other is probs or not np.all(np.asarray(ones.numpy()) == 1):
-        return False
-    if is_op(node, "Einsum"):
-        eq = _attr(node, "equation", "")
-        eq = (eq.decode() if isinstance(eq, bytes) else str(eq)).replace(" ", "")
-        lhs, _, out = eq.partition("->")
-        ops = lhs.split(",")
-        mine = ops[0] if node.inputs[0] is probs else ops[1]
-        theirs = ops[1] if node.inputs[0] is probs else ops[0]
-        return out == mine and set(theirs.replace("...", "")) <= set(mine.replace("...", ""))
-    return node.outputs[0].shape is not None and node.outputs[0].shape == probs.shape
+    found = match(_TIMES_ONES, node.outputs[0], p=probs) if len(node.outputs) == 1 else None
+    if not found or "einsum" not in found:
+        return bool(found)
+    eq = _attr(node, "equation", "")
+    lhs, _, out = (eq.decode() if isinstance(eq, bytes) else str(eq)).replace(" ", "").partition("->")
+    mine, theirs = lhs.split(",")[::1 if node.inputs[0] is probs else -1]
+    return out == mine and set(theirs.replace("...", "")) <= set(mine.replace("...", ""))
 
 
 def _row_constant(mask: ir.Value) -> bool:
@@ -171,24 +185,13 @@ class _Operand:
 
     def peel(self, repeats: bool) -> _Operand:
         while True:
+            step = match(_OPERAND_STEP, self.value)
             node = self.value.producer()
-            if is_op(node, "Transpose"):
-                p = _attr(node, "perm", None)
-                if p is None or len(p) != 4:
-                    return self
-                self.perm = [int(p[i]) for i in self.perm]
-                self.value = node.inputs[0]
-            elif is_op(node, "Identity"):
-                self.value = node.inputs[0]
-            elif is_op(node, "Mul") and _scalar(node.inputs[1]) is not None:
-                self.scale *= _scalar(node.inputs[1])
-                self.value = node.inputs[0]
-            elif is_op(node, "Mul") and _scalar(node.inputs[0]) is not None:
-                self.scale *= _scalar(node.inputs[0])
-                self.value = node.inputs[1]
-            elif is_op(node, "Div") and _scalar(node.inputs[1]) not in (None, 0.0):
-                self.scale /= _scalar(node.inputs[1])
-                self.value = node.inputs[0]
+            if step:
+                if "t" in step:
+                    self.perm = [int(step["t"].attributes["perm"].value[i]) for i in self.perm]
+                self.scale *= _factor(step)
+                self.value = step["v"]
             elif repeats and self.groups is None and is_op(node, "Gather") and self._repeat(node):
                 self.value = node.inputs[0]
             else:
@@ -223,18 +226,11 @@ class _Operand:
 
     def split_heads(self) -> ir.Value | None:
         """The (batch, seq, heads·size) value this operand is a Reshape of, when it is one."""
-        node = self.value.producer()
-        if self.perm != [0, 2, 1, 3] or not is_op(node, "Reshape"):
+        shape = self.value.shape
+        if self.perm != [0, 2, 1, 3] or shape is None or len(shape) != 4 or not all(isinstance(n, int) for n in shape[2:]):
             return None
-        flat, shape4 = node.inputs[0], self.value.shape
-        if flat is None or flat.shape is None or len(flat.shape) != 3 or shape4 is None or len(shape4) != 4:
-            return None
-        h, d = shape4[2], shape4[3]
-        if not (isinstance(h, int) and isinstance(d, int) and flat.shape[2] == h * d):
-            return None
-        if flat.shape[0] != shape4[0] or flat.shape[1] != shape4[1]:
-            return None
-        return flat
+        found = match(_SPLIT_HEADS, self.value)
+        return found["flat"] if found else None
 
 
 class Attentions(RuleFamily):
@@ -262,14 +258,10 @@ class Attentions(RuleFamily):
         while True:
             if v is None or not only_reader(v, reader, graph):
                 return None
-            node = v.producer()
-            if is_op(node, "Mul") and (_scalar(node.inputs[0]) is not None or _scalar(node.inputs[1]) is not None):
-                k = 1 if _scalar(node.inputs[1]) is not None else 0
-                scale *= _scalar(node.inputs[k])
-                v, reader = node.inputs[1 - k], node
-            elif is_op(node, "Div") and _scalar(node.inputs[1]) not in (None, 0.0):
-                scale /= _scalar(node.inputs[1])
-                v, reader = node.inputs[0], node
+            node, step = v.producer(), match(_SCALED, v)
+            if step:
+                scale *= _factor(step)
+                v, reader = step["v"], node
             elif node is not None and _equation(node) is not None:
                 return node, scale
             else:
@@ -288,26 +280,21 @@ class Attentions(RuleFamily):
             return miss(f"the scores {value_label(s)} are read outside the Softmax")
         node = s.producer()
         if is_op(node, "Add") or is_op(node, "Sub"):  # DistilBERT: scores - (1 - mask) * big
-            for i in ((0, 1) if node.op_type == "Add" else (0,)):
-                mask = node.inputs[1 - i]
-                found = self._scaled_product(graph, node.inputs[i], node)
-                if found is None or mask is None or mask.dtype != ir.DataType.FLOAT or mask.shape is None \
-                        or len(mask.shape) > 4:
-                    continue
-                if node.inputs[i].shape is None or s.shape != node.inputs[i].shape:
-                    continue  # the mask must not broadcast the scores to a larger shape
+            found = match(_MASKED, s, graph=graph, s=s)
+            if found:
+                mask = found["mask"]
                 if _row_constant(mask):
                     mask = None  # the same number added to a whole row: softmax does not see it (BEiT's 0 bias)
                 elif node.op_type == "Sub":
                     mask = (mask,)  # negated when the op is made
-                return (*found, mask, None)
+                return (*found["qk"], mask, None)
             return no_match(f"the {node.op_type} {node_label(node)} before the Softmax is not scaled q·kᵀ (read by "
                             "the chain alone) plus a float mask of at most rank 4 that keeps the scores' shape")
         if is_op(node, "Where"):
             cond, kept, fill = node.inputs
             if not isinstance(graph, ir.Graph):
                 return miss("a Where mask in a function body (it holds no initializer for the mask's zero)")
-            if _scalar(fill) is None or cond is None or cond.dtype != ir.DataType.BOOL:
+            if scalar(fill) is None or cond is None or cond.dtype != ir.DataType.BOOL:
                 return miss(f"the Where {node_label(node)} does not fill a bool mask with a constant scalar")
             found = self._scaled_product(graph, kept, node)
             if found is None or kept.shape is None or kept.shape != s.shape:
@@ -358,9 +345,8 @@ class Attentions(RuleFamily):
             return miss("k and v repeat their heads differently")
         if vop.scale != 1.0:
             return miss(f"v is scaled (by {vop.scale:g}): Attention scales the scores only")
-        heads, size = _heads_size(qop.value.shape, qop.perm)
-        kv_heads, k_size = _heads_size(kop.value.shape, kop.perm)
-        v_heads, _ = _heads_size(vop.value.shape, vop.perm)
+        (_, heads, queries, size), (_, kv_heads, _, k_size), (_, v_heads, _, _) = (
+            [o.value.shape[i] for i in o.perm] for o in (qop, kop, vop))
         if not isinstance(heads, int) or not isinstance(kv_heads, int):
             return miss("the head counts of q or k are not static")
         if kv_heads != v_heads or size != k_size:
@@ -375,7 +361,6 @@ class Attentions(RuleFamily):
             if p2 is None or len(p2) != 4:
                 break
             out_perm, y = [out_perm[int(i)] for i in p2], reader.outputs[0]
-        queries = qop.value.shape[qop.perm[2]]
         negate = isinstance(mask, tuple)
         if negate:
             (mask,) = mask
@@ -410,14 +395,12 @@ class Attentions(RuleFamily):
             mask = _mask_over_queries(graph, mask, queries, pv, stem, self._expanded)
         attrs = [ir.AttrFloat32("scale", float(scale))]
         flats = [o.split_heads() for o in (qop, kop, vop)]
-        merge = None
+        merge, dims = None, Match()
         if out_perm == [0, 2, 1, 3] and len(y.uses()) == 1 and y not in graph.outputs:
-            reader = y.uses()[0][0]
-            if is_op(reader, "Reshape") and reader.outputs[0].shape is not None and len(reader.outputs[0].shape) == 3 \
-                    and y.shape is not None and len(y.shape) == 4 and isinstance(y.shape[3], int):
-                merged = reader.outputs[0].shape
-                if merged[2] == heads * y.shape[3] and merged[0] == y.shape[0] and merged[1] == y.shape[1]:
-                    merge = reader
+            reader = y.uses()[0][0]  # a Reshape merging (batch, seq, heads, size) into (batch, seq, heads·size)
+            if is_op(reader, "Reshape") and dims.fit(y, "b s h d") and isinstance(dims.dims["d"], int) \
+                    and dims.fit(reader.outputs[0], "b s hd") and dims.dims["hd"] == heads * dims.dims["d"]:
+                merge = reader
         inputs_mask = [mask] if mask is not None else []
         if merge is not None and all(f is not None for f in flats):
             attrs += [ir.AttrInt64("q_num_heads", heads), ir.AttrInt64("kv_num_heads", kv_heads)]

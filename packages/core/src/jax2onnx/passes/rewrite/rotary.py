@@ -36,65 +36,91 @@ import onnx_ir as ir
 from ...ir.constants import constant_ints, constant_tensor
 from ...ir.opsets import op_available
 from ..manager import NONDETERMINISTIC_OPS, is_op, replace_value
+from ..patterns import Const, OneOf, Op, Pattern, Scalar, Var, match
 from ..rules import Rule, RuleFamily, miss, no_match, value_label
 from .emit import add_initializer
 from .evaluate import evaluate
 
 
-def _scalar(v: ir.Value | None) -> float | None:
-    t = constant_tensor(v)
-    if t is None or int(np.prod([int(d) for d in t.shape])) != 1:
-        return None
-    return float(np.asarray(t.numpy()).reshape(-1)[0])
+def _last(rank: int):
+    """An attribute test: the last axis of a rank-``rank`` value (the attribute present)."""
+    return lambda axis: axis is not None and int(axis) % rank == rank - 1
 
 
-def _half(v: ir.Value | None, x: ir.Value, size: int) -> str | None:
-    """"lo" or "hi" when ``v`` is the first or second half of x's last axis."""
-    node = v.producer() if v is not None else None
-    if is_op(node, "Split") and node.inputs[0] is x:
-        axis = node.attributes.get("axis")
-        axis = 0 if axis is None else int(axis.value)
+def _span(node: ir.Node, v: ir.Value, size: int) -> tuple[int, int, int] | None:
+    """(start, end, step) when ``v`` is ``node.inputs[0][..., start:end:step]`` of a rank-4 value
+    whose last axis is ``size`` long: a Slice on that axis, one output of a Split in two halves,
+    or a Gather of the constant indices ``first, first+2, ...`` (jnp's strided indexing)."""
+    if is_op(node, "Split"):
         sizes = constant_ints(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] is not None else None
-        if axis % 4 != 3 or len(node.outputs) != 2 or (sizes is not None and sizes != [size // 2] * 2):
+        if not _last(4)(_attr(node, "axis")) or len(node.outputs) != 2 or sizes not in (None, [size // 2] * 2):
             return None
-        return "lo" if v is node.outputs[0] else "hi"
-    if not is_op(node, "Slice") or node.inputs[0] is not x or len(node.inputs) < 3:
+        return (0, size // 2, 1) if v is node.outputs[0] else (size // 2, size, 1)
+    if is_op(node, "Gather"):
+        idx = constant_tensor(node.inputs[1])
+        if not _last(4)(_attr(node, "axis")) or idx is None:
+            return None
+        idx = np.asarray(idx.numpy()).reshape(-1)
+        first = next((f for f in (0, 1) if np.array_equal(idx, np.arange(f, size, 2))), None)
+        return None if first is None else (first, size, 2)
+    ints = [constant_ints(i) if i is not None else None for i in node.inputs[1:]] if is_op(node, "Slice") else []
+    if len(ints) < 3 or any(i is None or len(i) != 1 for i in ints[:3]) or ints[2][0] % 4 != 3:
         return None
-    starts, ends = constant_ints(node.inputs[1]), constant_ints(node.inputs[2])
-    axes = constant_ints(node.inputs[3]) if len(node.inputs) > 3 and node.inputs[3] is not None else [0, 1, 2, 3]
-    steps = constant_ints(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] is not None else None
-    if starts is None or ends is None or axes is None or len(axes) != 1 or axes[0] % 4 != 3:
+    steps = ints[3] if len(ints) > 3 and node.inputs[4] is not None else [1]
+    if steps is None or len(steps) != 1:
         return None
-    if steps is not None and steps != [1]:
-        return None
-    start, end = starts[0] % size if starts[0] < 0 else starts[0], min(ends[0] if ends[0] >= 0 else ends[0] + size, size)
-    if (start, end) == (0, size // 2):
-        return "lo"
-    if (start, end) == (size // 2, size):
-        return "hi"
-    return None
+    (start,), (end,) = ints[0], ints[1]
+    return start + size if start < 0 else start, min(end + size if end < 0 else end, size), steps[0]
 
 
-def _negated(v: ir.Value | None) -> ir.Value | None:
-    node = v.producer() if v is not None else None
-    if is_op(node, "Neg"):
-        return node.inputs[0]
-    if is_op(node, "Mul"):
-        for i in (0, 1):
-            if _scalar(node.inputs[1 - i]) == -1.0:
-                return node.inputs[i]
-    return None
+class _LastAxis(Pattern):
+    """``source[..., start:end:step]`` (:func:`_span`; only by the ``ops`` named), ``source`` the
+    value bound as ``source`` (bound here when it is not yet: a rank-4 value with a static last
+    axis, its length the dim ``size_dim``); ``want(start, end, step, size, match)`` says which fit."""
+
+    def __init__(self, want, source: str = "x", size_dim: str = "size",
+                 ops: tuple[str, ...] = ("Slice", "Split", "Gather")) -> None:
+        self.want, self.source, self.size_dim, self.ops = want, source, size_dim, ops
+
+    def _bind(self, value, m):
+        node = value.producer() if value is not None else None
+        if node is None or node.op_type not in self.ops or node.inputs[0] is None or \
+                m.setdefault(self.source, node.inputs[0]) is not node.inputs[0]:
+            return False
+        if not m.fit(node.inputs[0], f"_ _ _ {self.size_dim}") or not isinstance(m.dims[self.size_dim], int):
+            return False
+        span = _span(node, value, m.dims[self.size_dim])
+        return span is not None and bool(self.want(*span, m.dims[self.size_dim], m))
 
 
-def _rotated_half(v: ir.Value | None, x: ir.Value, size: int) -> bool:
-    """``v = concat(-x[..., h:], x[..., :h])`` over the last axis."""
-    node = v.producer() if v is not None else None
-    if not is_op(node, "Concat") or len(node.inputs) != 2:
-        return False
-    axis = node.attributes.get("axis")
-    if axis is None or int(axis.value) % 4 != 3:
-        return False
-    return _half(_negated(node.inputs[0]), x, size) == "hi" and _half(node.inputs[1], x, size) == "lo"
+def _negated(p: Pattern) -> Pattern:
+    return OneOf(Op("Neg", p), Op("Mul", p, Scalar(equals=-1.0), commutative=True))
+
+
+#: ``concat(-x[..., h:], x[..., :h])``: rotate_half (Llama, Mistral, Gemma, GPT-NeoX)
+_ROTATE_HALF = Op("Concat", _negated(_LastAxis(lambda a, b, step, n, _: (a, b, step) == (n // 2, n, 1))),
+                  _LastAxis(lambda a, b, step, n, _: (a, b, step) == (0, n // 2, 1)), attrs={"axis": _last(4)})
+#: ``u[..., None]``
+_UNSQUEEZED = lambda p: Op("Unsqueeze", p, Const(test=lambda t, m: t.reshape(-1).tolist() in ([4], [-1])))  # noqa: E731
+#: ``stack([-x[..., 1::2], x[..., ::2]], -1).reshape(x.shape)``: GPT-J's ``rotate_every_two`` and
+#: RoFormer's rotation, each pair (x0, x1) turned into (-x1, x0)
+_ROTATE_PAIRS = Op(
+    "Reshape", Op("Concat", _UNSQUEEZED(_negated(_LastAxis(lambda a, b, step, n, _: (a, step) == (1, 2) and b >= n))),
+                  _UNSQUEEZED(_LastAxis(lambda a, b, step, n, _: (a, step) == (0, 2) and b >= n)),
+                  attrs={"axis": _last(5)}),
+    Var(), dims="_ seq heads size")
+#: x (batch, seq, heads, size): the Reshape of a (batch, seq, heads·size) value, the op's 3-D layout
+_HEADS_OF_3D = Op("Reshape", Var("x3", test=lambda v, m: m.fit(v, "_ _ flat") and isinstance(m.dims["heads"], int)
+                                 and m.dims["flat"] == m.dims["heads"] * m.dims["size"]),
+                  Var(), name="reshape", dims="_ _ heads size")
+#: partial rotation (GPT-J, GPT-NeoX): the first ``rot`` features of a head of ``head``, and the rest
+_FIRST = _LastAxis(lambda a, b, step, n, m: (a, b, step) == (0, m.dims["rot"], 1) and b < n, "x4", "head", ("Slice",))
+_REST = _LastAxis(lambda a, b, step, n, m: (a, b, step) == (m.dims["rot"], n, 1), "x4", "head", ("Slice",))
+
+
+def _attr(node: ir.Node, name: str):
+    attr = node.attributes.get(name)
+    return None if attr is None else attr.value
 
 
 def _table_rows(v: ir.Value | None, size: int) -> tuple[np.ndarray, ir.Value] | None:
@@ -133,75 +159,6 @@ def _table_rows(v: ir.Value | None, size: int) -> tuple[np.ndarray, ir.Value] | 
     if t.shape[1] != size:
         return None
     return t, ids
-
-
-def _last_axis(node: ir.Node, rank: int) -> bool:
-    """Whether ``node``'s ``axes`` input (Slice) names only the last axis of a rank-``rank`` value."""
-    axes = constant_ints(node.inputs[3]) if len(node.inputs) > 3 and node.inputs[3] is not None else None
-    return axes is not None and len(axes) == 1 and axes[0] % rank == rank - 1
-
-
-def _feature_slice(v: ir.Value | None, size) -> tuple[ir.Value, int, int] | None:
-    """(source, start, end) when ``v`` is ``source[..., start:end]`` (step 1) of a rank-4 source."""
-    node = v.producer() if v is not None else None
-    if not is_op(node, "Slice") or len(node.inputs) < 4 or not _last_axis(node, 4) or not isinstance(size, int):
-        return None
-    steps = constant_ints(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] is not None else [1]
-    starts, ends = constant_ints(node.inputs[1]), constant_ints(node.inputs[2])
-    if starts is None or ends is None or steps != [1]:
-        return None
-    start = starts[0] + size if starts[0] < 0 else starts[0]
-    end = min(ends[0] + size if ends[0] < 0 else ends[0], size)
-    return node.inputs[0], start, end
-
-
-def _every_other(v: ir.Value | None, x: ir.Value, size: int) -> int | None:
-    """0 or 1 when ``v`` is ``x[..., 0::2]`` or ``x[..., 1::2]`` (a strided Slice, or a Gather of
-    the constant indices, what jnp's strided indexing lowers to)."""
-    node = v.producer() if v is not None else None
-    if node is None or node.inputs[0] is not x:
-        return None
-    if is_op(node, "Slice") and len(node.inputs) > 4 and _last_axis(node, 4):
-        starts, ends, steps = (constant_ints(node.inputs[i]) for i in (1, 2, 4))
-        if starts in ([0], [1]) and steps == [2] and ends is not None and ends[0] >= size:
-            return starts[0]
-        return None
-    if is_op(node, "Gather"):
-        axis = node.attributes.get("axis")
-        idx = constant_tensor(node.inputs[1])
-        if axis is None or int(axis.value) % 4 != 3 or idx is None:
-            return None
-        idx = np.asarray(idx.numpy()).reshape(-1)
-        for first in (0, 1):
-            if np.array_equal(idx, np.arange(first, size, 2)):
-                return first
-    return None
-
-
-def _unsqueezed_last(v: ir.Value | None) -> ir.Value | None:
-    """``u`` when ``v = u[..., None]`` (an Unsqueeze at the new last axis of a rank-4 ``u``)."""
-    node = v.producer() if v is not None else None
-    if not is_op(node, "Unsqueeze") or len(node.inputs) < 2 or constant_ints(node.inputs[1]) not in ([4], [-1]):
-        return None
-    return node.inputs[0]
-
-
-def _rotated_pairs(v: ir.Value | None, x: ir.Value, size: int) -> bool:
-    """``v = stack([-x[..., 1::2], x[..., ::2]], -1).reshape(x.shape)``: GPT-J's ``rotate_every_two``
-    and RoFormer's rotation, each pair (x0, x1) turned into (-x1, x0)."""
-    node = v.producer() if v is not None else None
-    if not is_op(node, "Reshape") or v.shape is None or x.shape is None or len(v.shape) != 4:
-        return False
-    if v.shape[3] != size or v.shape[1] != x.shape[1] or v.shape[2] != x.shape[2]:
-        return False
-    cat = node.inputs[0].producer() if node.inputs[0] is not None else None
-    if not is_op(cat, "Concat") or len(cat.inputs) != 2:
-        return False
-    axis = cat.attributes.get("axis")
-    if axis is None or int(axis.value) % 5 != 4:
-        return False
-    return _every_other(_negated(_unsqueezed_last(cat.inputs[0])), x, size) == 1 \
-        and _every_other(_unsqueezed_last(cat.inputs[1]), x, size) == 0
 
 
 def _factor(v: ir.Value | None) -> list[tuple[ir.Value, ir.Value, str | None]]:
@@ -323,14 +280,6 @@ def _cache(rows: np.ndarray, interleaved: bool) -> np.ndarray | None:
     return lo if np.array_equal(lo, hi) else None
 
 
-def _heads_of_3d(reshape: ir.Node, x4: ir.Value) -> bool:
-    """Whether ``x4`` (batch, seq, heads, size) is the Reshape of a (batch, seq, heads·size) value,
-    the 3-D layout the op takes with ``num_heads``."""
-    x3 = reshape.inputs[0]
-    return x3 is not None and x3.shape is not None and len(x3.shape) == 3 \
-        and x3.shape[2] == x4.shape[2] * x4.shape[3]
-
-
 class RotaryEmbeddings(RuleFamily):
     name = "rotary"
     #: both rotations (``rotate_half`` and the pairwise stack) end in a Concat
@@ -420,28 +369,22 @@ class RotaryEmbeddings(RuleFamily):
         """(Reshape of the 3-D value into heads, the value the op replaces, head size): ``x`` itself
         is the Reshape's output (the whole head rotates), or its first ``rotary_dim`` features whose
         rotation the Add's only reader concatenates with the rest (partial rotation, GPT-J/NeoX)."""
-        producer = x.producer()
-        if is_op(producer, "Reshape"):
-            return (producer, add.outputs[0], x.shape[3]) if _heads_of_3d(producer, x) else None
-        x4 = producer.inputs[0] if is_op(producer, "Slice") else None
-        if x4 is None or x4.shape is None or len(x4.shape) != 4 or not isinstance(x4.shape[3], int):
-            return None
-        head = x4.shape[3]
-        if _feature_slice(x, head) != (x4, 0, x.shape[3]) or x.shape[3] >= head:
-            return None
-        reshape = x4.producer()
+        found = match(_HEADS_OF_3D, x)
+        if found:
+            return found["reshape"], add.outputs[0], x.shape[3]
+        rot = {"rot": x.shape[3]}
+        first = match(_FIRST, x, dims=rot)
+        x4 = first["x4"] if first else None
+        reshape = match(_HEADS_OF_3D, x4) if x4 is not None else None
         out = add.outputs[0]
         users = list(out.uses())
-        if not is_op(reshape, "Reshape") or not _heads_of_3d(reshape, x4) or out in graph.outputs or len(users) != 1:
+        if not reshape or out in graph.outputs or len(users) != 1 or users[0][1] != 0:
             return None
-        cat, index = users[0]
-        axis = cat.attributes.get("axis") if is_op(cat, "Concat") else None
-        if axis is None or int(axis.value) % 4 != 3 or len(cat.inputs) != 2 or index != 0:
+        cat = users[0][0]
+        if not (is_op(cat, "Concat") and _last(4)(_attr(cat, "axis")) and len(cat.inputs) == 2
+                and match(_REST, cat.inputs[1], x4=x4, dims=rot)):
             return None
-        rest = _feature_slice(cat.inputs[1], head)
-        if rest is None or rest[0] is not x4 or rest[1:] != (x.shape[3], head):
-            return None
-        return reshape, cat.outputs[0], head
+        return reshape["reshape"], cat.outputs[0], x4.shape[3]
 
     def _int64_ids(self, graph: ir.Graph, ids: ir.Value, before: ir.Node, stem: str) -> ir.Value:
         if ids.dtype == ir.DataType.INT64:
@@ -494,10 +437,11 @@ class RotaryEmbeddings(RuleFamily):
             heads, size = x.shape[2], x.shape[3]
             if not (isinstance(heads, int) and isinstance(size, int)) or size % 2:
                 continue
+            dims = dict(zip(("batch", "seq", "heads", "size"), x.shape, strict=True))
             for rot, sin_v, sin_spec in _factor(b):
-                if _rotated_half(rot, x, size):
+                if match(_ROTATE_HALF, rot, x=x, dims=dims):
                     interleaved = False
-                elif _rotated_pairs(rot, x, size):
+                elif match(_ROTATE_PAIRS, rot, x=x, dims=dims):
                     interleaved = True
                 else:
                     continue
