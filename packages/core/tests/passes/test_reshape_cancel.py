@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import onnx_ir as ir
 from jax2onnx.passes import CommonSubexpressionEliminationPass, DeadCodeEliminationPass, ReshapeCancelPass
 from pass_checks import pass_keeps_outputs
@@ -138,3 +139,28 @@ def test_shape_reads_go_to_one_graph_input_and_merge():
     shapes = [n for n in model.graph if n.op_type == "Shape"]
     # outputs keep their own nodes (graph outputs are never merged away), each now reading x
     assert {n.inputs[0].name for n in shapes} == {"x"} and "Reshape" not in _ops(model)
+
+
+@pytest.mark.parametrize("opset", [13, 23])
+def test_below_opset_15_a_shape_read_moves_only_where_it_reads_every_dim(opset):
+    # Shape has no start/end before 15: Shape(Reshape(x, [0, 0, 2, 4]))[0:1] stays there, while a
+    # Shape of a whole value whose dims an input holds whole moves at any opset
+    def build():
+        x, m = _f("x", (B, S, 8)), _f("m", (B, S))
+        split = _ints([0, 0, 2, 4])
+        r = _node("Reshape", x, split, shape=(B, S, 2, 4))
+        ranged = _node("Shape", r.outputs[0], shape=(1,), **({"start": 0, "end": 1} if opset >= 15 else {}))
+        neg = _node("Neg", m, shape=(B, S))
+        whole = _node("Shape", neg.outputs[0], shape=(2,))
+        model = _model([x, m], [ranged.outputs[0], whole.outputs[0], r.outputs[0]], [r, ranged, neg, whole], [split])
+        model.graph.opset_imports[""] = opset
+        return model
+
+    feeds = {**X, "m": RNG.standard_normal((2, 3)).astype(np.float32)}
+    model, _ = _run(build, feeds)
+    reads = {n.outputs[0].name: (n.inputs[0].name, sorted(n.attributes)) for n in model.graph if n.op_type == "Shape"}
+    assert reads["out1"] == ("m", [])  # every dim of m: moved, no start/end needed
+    if opset >= 15:
+        assert reads["out0"] == ("x", ["end", "start"])
+    else:
+        assert reads["out0"][0] != "x" and reads["out0"][1] == []

@@ -13,7 +13,8 @@ Rules (shape constants must be constants; ``allowzero`` Reshapes are left alone)
   dim (both known: equal integers or the same symbol);
 - ``Reshape(x, s)`` whose result has ``x``'s shape (same rank; every entry ``0``, ``x``'s own
   size, or one ``-1`` with every other entry so) goes: its readers read ``x``;
-- ``Shape(Reshape(x, s), start, end)`` over entries of ``s`` that are all ``0`` reads ``x``'s dims;
+- ``Shape(Reshape(x, s), start, end)`` over entries of ``s`` that are all ``0`` reads ``x``'s dims
+  (below opset 15, which has no ``start``/``end``, only where that is all of ``x``'s dims);
 - in the main graph, ``Shape(v, start, end)`` over dims that are all named symbols reads a graph
   input holding the same symbols in the same order, so that one per model remains after
   duplicates merge (each layer asked its own value for the batch size).
@@ -80,11 +81,32 @@ def _shape_range(node: ir.Node, rank: int) -> tuple[int, int]:
     return clamp(attr("start", 0)), clamp(attr("end", rank))
 
 
+def _read_shape_of(node: ir.Node, source: ir.Value, start: int, end: int, rank: int, *, ranged: bool) -> bool:
+    """``node`` (a Shape) reads dims [start, end) of ``source`` (of ``rank``) instead; without
+    ``ranged`` (opset < 15) only when that is all of them."""
+    whole = start == 0 and end == rank
+    if not (ranged or whole):
+        return False
+    node.replace_input_with(0, source)
+    for name in ("start", "end"):
+        node.attributes.pop(name, None)
+    if not whole:
+        node.attributes["start"] = ir.AttrInt64("start", start)
+        node.attributes["end"] = ir.AttrInt64("end", end)
+    return True
+
+
 class ReshapeCancelPass(RewriteToFixedPoint):
     # No shape inference of its own (a round trip of the whole model, on every export): the shapes
     # the lowering gave its values (JAX's, symbols named) are what the rules compare; a value
     # without one is left as it is.
     keeps_shapes = True  # every value it makes a reader read has the shape the old one had
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        # Shape's start/end exist from opset 15: below it a Shape read is moved only where it
+        # reads the whole shape of its new input
+        self._ranged_shape = int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))) >= 15
+        return super().call(model)
 
     def rewrite_once(self, graph: ir.Graph | ir.Function) -> bool:
         sources = self._symbol_sources(graph) if isinstance(graph, ir.Graph) else {}
@@ -122,8 +144,7 @@ class ReshapeCancelPass(RewriteToFixedPoint):
         graph.remove(node, safe=True)
         return True
 
-    @staticmethod
-    def _shape_past_reshape(node: ir.Node) -> bool:
+    def _shape_past_reshape(self, node: ir.Node) -> bool:
         reshape = node.inputs[0].producer()
         target = None if reshape is None else _target(reshape)
         x = None if target is None else reshape.inputs[0]
@@ -133,10 +154,7 @@ class ReshapeCancelPass(RewriteToFixedPoint):
         start, end = _shape_range(node, len(target))
         if start >= end or end > len(under) or any(target[i] != 0 for i in range(start, end)):
             return False
-        node.replace_input_with(0, x)
-        node.attributes["start"] = ir.AttrInt64("start", start)
-        node.attributes["end"] = ir.AttrInt64("end", end)
-        return True
+        return _read_shape_of(node, x, start, end, len(under), ranged=self._ranged_shape)
 
     @staticmethod
     def _symbol_sources(graph: ir.Graph) -> dict[tuple[str, ...], tuple[ir.Value, int]]:
@@ -150,10 +168,13 @@ class ReshapeCancelPass(RewriteToFixedPoint):
                     if not all(isinstance(d, ir.SymbolicDim) and d.value for d in run):
                         break
                     found.setdefault(tuple(d.value for d in run), (v, i))
+        for v in graph.inputs:  # an input that is the run whole is read without start/end (any opset)
+            dims = _dims(v) or []
+            if dims and all(isinstance(d, ir.SymbolicDim) and d.value for d in dims):
+                found[tuple(d.value for d in dims)] = (v, 0)
         return found
 
-    @staticmethod
-    def _shape_from_input(node: ir.Node, sources: dict[tuple[str, ...], tuple[ir.Value, int]]) -> bool:
+    def _shape_from_input(self, node: ir.Node, sources: dict[tuple[str, ...], tuple[ir.Value, int]]) -> bool:
         v = node.inputs[0]
         dims = _dims(v)
         if dims is None or not sources:
@@ -165,7 +186,5 @@ class ReshapeCancelPass(RewriteToFixedPoint):
         source = sources.get(tuple(d.value for d in run))
         if source is None or source[0] is v:
             return False
-        node.replace_input_with(0, source[0])
-        node.attributes["start"] = ir.AttrInt64("start", source[1])
-        node.attributes["end"] = ir.AttrInt64("end", source[1] + len(run))
-        return True
+        return _read_shape_of(node, source[0], source[1], source[1] + len(run), len(_dims(source[0])),
+                              ranged=self._ranged_shape)
