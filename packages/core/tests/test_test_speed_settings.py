@@ -109,7 +109,7 @@ def test_the_opsets_of_a_variant_share_one_trace_and_one_jax_reference(mini_regi
     assert len(computed) == 3 and len(traced) == 2  # the symbolic variant's two sizes, once each; one trace
 
 
-def test_a_program_shares_its_trace_only_where_tracing_is_the_same():
+def test_a_program_shares_its_trace_only_where_tracing_is_the_same(mini_registry):
     import numpy as np
     from jax2onnx import ExportProgram
 
