@@ -1,6 +1,6 @@
 import numpy as np
-import pytest
 import onnx_ir as ir
+import pytest
 from jax2onnx.passes import CommonSubexpressionEliminationPass, DeadCodeEliminationPass, ReshapeCancelPass
 from pass_checks import pass_keeps_outputs
 

@@ -16,8 +16,8 @@ from .kernel_coverage import KernelCoveragePass
 from .manager import NO_DEAD_CODE, NONDETERMINISTIC_OPS, SHAPES, all_graphs
 from .max_pool_guard import MaxPoolGuardLayoutPass
 from .pipeline import PassPipeline
-from .rewrite import RewritePass
 from .reshape_cancel import ReshapeCancelPass
+from .rewrite import RewritePass
 from .roll_split import RollSplitPass
 from .squeeze_cancel import SqueezeCancelPass
 from .transpose_cancel import TransposeCancelPass

@@ -184,7 +184,7 @@ def _check_unavailable(variant: Variant, fn: Any, inputs: VariantInputs) -> Case
     """Below the testcase's ``min_opset`` the export must fail with an error naming the opset."""
 
     try:
-        _program(variant, fn, inputs).model_proto
+        _program(variant, fn, inputs).write()
     except Jax2OnnxError as exc:
         assert f"opset {variant.opset}" in str(exc) or f"opset={variant.opset}" in str(exc), (
             f"{variant.id}: the error for opset {variant.opset} < min_opset {variant.case.min_opset} does not name the opset: {exc}")
