@@ -47,6 +47,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import ShapeInferencePass
 
 from ...errors import PrecisionError
+from ...ir.graphs import FreshNames
 from ...passes.constant_folding import ConstantFoldingPass
 from ...passes.dead_code import DeadCodeEliminationPass
 
@@ -224,18 +225,9 @@ def int4_blocked(w: np.ndarray, axis: int, block_size: int) -> tuple[np.ndarray,
 class _Writer:
     """Adds initializers and Q/DQ nodes to the main graph under fresh names."""
 
-    def __init__(self, graph: ir.Graph) -> None:
-        self.graph = graph
-        self.names = {v.name for v in graph.inputs} | set(graph.initializers)
-        self.names |= {out.name for node in graph.all_nodes() for out in node.outputs}
-
-    def name(self, base: str) -> str:
-        name, i = base, 1
-        while name in self.names:
-            i += 1
-            name = f"{base}_{i}"
-        self.names.add(name)
-        return name
+    def __init__(self, model: ir.Model) -> None:
+        self.graph = model.graph
+        self.name = FreshNames(model)
 
     def const(self, base: str, array: np.ndarray) -> ir.Value:
         name = self.name(base)
@@ -310,7 +302,7 @@ def quantize_qdq(model: ir.Model, p: Any, ranges_of: Ranges) -> QdqResult:
         spans[root] = (min(old[0], low), max(old[1], high))
     params = {root: activation_params(low, high, qmax) for root, (low, high) in spans.items()}
 
-    writer = _Writer(graph)
+    writer = _Writer(model)
     scale_values: dict[object, tuple[ir.Value, ir.Value]] = {}
 
     def scale_of(key: object) -> tuple[ir.Value, ir.Value]:
