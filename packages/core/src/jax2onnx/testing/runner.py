@@ -162,21 +162,22 @@ def run_variant(variant: Variant) -> CaseResult:
     with x64_enabled(variant.double):
         fn = case.build()
         inputs = variant_inputs(first, fn)
-        traced: ExportProgram | None = None
+        first_program: ExportProgram | None = None  # its trace serves the other opsets
         references: dict[int, Any] = {}
         result = None
         for at in [first, *(dataclasses.replace(variant, opset=o, more_opsets=()) for o in variant.more_opsets)]:
             if at.expects_unavailable:
                 outcome = _check_unavailable(at, fn, inputs)
             else:
-                program = _program(at, fn, inputs, traced)
-                traced = traced or program
+                program = _program(at, fn, inputs, first_program)
+                first_program = first_program or program
                 model = export_and_check_structure(at, fn, inputs, program)
                 diffs = compare_with_jax(at, fn, model, inputs, references)
                 if case.check is not None:
                     case.check(model, at)
                 outcome = CaseResult(model, diffs, len(model.graph.node))
-            result = result or outcome
+            if result is None:
+                result = outcome
     return result
 
 
@@ -194,16 +195,16 @@ def _check_unavailable(variant: Variant, fn: Any, inputs: VariantInputs) -> Case
         "but the export succeeded: lower min_opset (or drop it) so the variant is checked against JAX")
 
 
-def _program(variant: Variant, fn: Any, inputs: VariantInputs, traced: ExportProgram | None = None) -> ExportProgram:
-    """The variant's export as ``to_onnx`` would run it (its keywords); from ``traced``'s trace
+def _program(variant: Variant, fn: Any, inputs: VariantInputs, first: ExportProgram | None = None) -> ExportProgram:
+    """The variant's export as ``to_onnx`` would run it (its keywords); from ``first``'s trace
     when given (the same function and inputs at another opset)."""
     case = variant.case
     kwargs: dict[str, Any] = {"input_params": dict(case.input_params) or None,
                               "enable_double_precision": variant.double, "model_name": case.name, "target": case.target}
     if variant.opset is not None:
         kwargs["opset"] = variant.opset
-    if traced is not None:
-        return traced.with_options(**{k: v for k, v in kwargs.items() if k not in ExportProgram.TRACE_OPTIONS})
+    if first is not None:
+        return first.with_options(**{k: v for k, v in kwargs.items() if k not in ExportProgram.TRACE_OPTIONS})
     return ExportProgram(fn, inputs.specs, **kwargs)
 
 
