@@ -106,10 +106,13 @@ class ReshapeCancelPass(RewriteToFixedPoint):
         # Shape's start/end exist from opset 15: below it a Shape read is moved only where it
         # reads the whole shape of its new input
         self._ranged_shape = int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))) >= 15
+        self._sources: dict[int, dict] = {}  # per graph: its inputs do not change during the pass
         return super().call(model)
 
     def rewrite_once(self, graph: ir.Graph | ir.Function) -> bool:
-        sources = self._symbol_sources(graph) if isinstance(graph, ir.Graph) else {}
+        if id(graph) not in self._sources:
+            self._sources[id(graph)] = self._symbol_sources(graph) if isinstance(graph, ir.Graph) else {}
+        sources = self._sources[id(graph)]
         for node in list(graph):
             if _target(node) is not None and (self._skip_middle(node) or self._drop_identity(graph, node)):
                 return True
