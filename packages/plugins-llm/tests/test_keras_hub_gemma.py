@@ -24,7 +24,7 @@ def gemma4():
     """Six layers, sliding and global alternating; the last two share the keys and values of the last
     layer of their kind. Sliding layers: head size 8, two KV heads, rope wavelength 1000 scaled by 2;
     global layers: head size 16, one KV head with keys as values, rope wavelength 50 on half of each
-    head. Per-layer inputs of 8, attention soft cap 5, final soft cap 3, the shared layers' MLP double
+    head. Per-layer inputs of 8, attention soft cap 5, final soft cap 1, the shared layers' MLP double
     wide, and a mixture of 4 experts (top 2) beside every MLP."""
     return M.Gemma4CausalLM(preprocessor=None, backbone=M.Gemma4Backbone(
         vocabulary_size=VOCAB, image_size=16, num_layers=6, num_query_heads=4, num_key_value_heads=2, hidden_dim=32,
@@ -32,21 +32,21 @@ def gemma4():
         layer_types=["sliding_attention", "full_attention"] * 3, sliding_window_size=4, num_kv_shared_layers=2,
         hidden_size_per_layer_input=8, local_rope_wavelength=1000.0, local_rope_scaling_factor=2.0,
         global_rope_wavelength=50.0, global_rope_partial_rotary_factor=0.5, attention_logit_soft_cap=5.0,
-        final_logit_soft_cap=3.0, use_double_wide_mlp=True, enable_moe_block=True, num_experts=4,
+        final_logit_soft_cap=1.0, use_double_wide_mlp=True, enable_moe_block=True, num_experts=4,
         expert_intermediate_dim=16, num_experts_per_token=2))
 
 
 def gemma3n():
     """Four layers, sliding (window 4, rope base 10000) and global (rope base 10^6, both scaled by 2)
     alternating, the last two KV-shared; AltUp over 2 streams (coefficients clipped at 5), LAuReL of
-    rank 4, per-layer inputs of 8, the first layer's activations sparse (95th percentile), final soft cap 3."""
+    rank 4, per-layer inputs of 8, the first layer's activations sparse (95th percentile), final soft cap 0.25 (its logits are small)."""
     return M.Gemma3nCausalLM(preprocessor=None, backbone=M.Gemma3nBackbone(
         text_vocab_size=VOCAB, text_hidden_size=32, num_hidden_layers=4, pad_token_id=0, num_attention_heads=4,
         num_key_value_heads=2, head_dim=8, intermediate_size=[64] * 4, hidden_activation="gelu_approximate",
         layer_types=["sliding_attention", "full_attention"] * 2, sliding_window=4, rope_theta=1_000_000.0,
         rope_local_base_freq=10_000.0, rope_scaling=2.0, max_position_embeddings=128, vocab_size_per_layer_input=VOCAB,
         hidden_size_per_layer_input=8, altup_num_inputs=2, altup_coef_clip=5.0, laurel_rank=4, num_kv_shared_layers=2,
-        final_logit_soft_cap=3.0, activation_sparsity_pattern=[0.95, 0.0, 0.0, 0.0]))
+        final_logit_soft_cap=0.25, activation_sparsity_pattern=[0.95, 0.0, 0.0, 0.0]))
 
 
 BUILDERS = {"gemma4": gemma4, "gemma3n": gemma3n}
