@@ -125,3 +125,17 @@ def test_shared_buffer_and_standard_onnx(exported, tmp_path):
     touched = {"call", "call_with_cache", "_compute_attention_mask", "_compute_attention"}
     assert not [o for o in [model, *model.backbone._flatten_layers()] if touched & set(vars(o))]
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
+
+
+def test_gemma4_per_layer_table_shorter_than_the_vocabulary_is_refused(tmp_path):
+    """KerasHub looks every token up in the per-layer input table: one shorter than the vocabulary has
+    no entry for the last tokens, so the export refuses it, naming the fix (and writes nothing)."""
+    from jax2onnx_llm.errors import UnsupportedModelError
+
+    keras.utils.set_random_seed(0)
+    model = M.Gemma4CausalLM(preprocessor=None, backbone=M.Gemma4Backbone(
+        vocabulary_size=VOCAB, image_size=16, num_layers=2, num_query_heads=2, num_key_value_heads=1, hidden_dim=16,
+        intermediate_dim=32, head_dim=8, hidden_size_per_layer_input=4, vocab_size_per_layer_input=VOCAB // 2))
+    with pytest.raises(UnsupportedModelError, match="vocab_size_per_layer_input"):
+        export_causal_lm(model, tmp_path / "refused", max_length=32, eos_token_id=1, pad_token_id=0)
+    assert not (tmp_path / "refused").exists()

@@ -12,11 +12,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from ....errors import UnsupportedModelError
 from ....spec import DecoderSpec
 from ..generic import decoder_spec as generic_decoder_spec
 from .kv_sharing import holders, only_holders
 
 
 def decoder_spec(model: Any, name: str) -> DecoderSpec:
+    backbone = model.backbone
+    table = getattr(backbone, "per_layer_token_embedding", None) if backbone.hidden_size_per_layer_input else None
+    if table is not None and int(table.input_dim) < int(backbone.vocabulary_size):
+        # KerasHub looks every token up in it unclamped: a token past its end has no per-layer input
+        # (JAX fills the lookup with NaN, onnxruntime refuses the gather)
+        raise UnsupportedModelError(
+            f"KerasHub {name}: its per-layer input table holds {table.input_dim} tokens, fewer than its vocabulary of "
+            f"{backbone.vocabulary_size}, and the library looks every token up in it; build the backbone with "
+            "vocab_size_per_layer_input equal to vocabulary_size (or None)"
+        )
     spec = generic_decoder_spec(model, name)
     return only_holders(spec, holders(list(model.backbone.transformer_layers)))
