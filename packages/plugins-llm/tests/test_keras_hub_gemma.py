@@ -12,7 +12,15 @@ import json
 import numpy as np
 import pytest
 from jax2onnx_llm import export_causal_lm
-from llm_test_helpers import GQA_OP, PROMPTS, assert_layer_fusions, assert_same_tokens, check_folder, keras_hub_under_jax
+from llm_test_helpers import (
+    ATTENTION_OP,
+    GQA_OP,
+    PROMPTS,
+    assert_layer_fusions,
+    assert_same_tokens,
+    check_folder,
+    keras_hub_under_jax,
+)
 
 keras, keras_hub = keras_hub_under_jax()
 
@@ -122,6 +130,7 @@ def test_shared_buffer_and_standard_onnx(exported, tmp_path):
                               eos_token_id=eos, pad_token_id=0)
     check_folder(folder)
     assert json.loads((folder / "genai_config.json").read_text())["search"]["past_present_share_buffer"]
+    assert_layer_fusions(folder, [ATTENTION_OP] * len(decoder_blocks(model)))
     touched = {"call", "call_with_cache", "_compute_attention_mask", "_compute_attention"}
     assert not [o for o in [model, *model.backbone._flatten_layers()] if touched & set(vars(o))]
     assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
