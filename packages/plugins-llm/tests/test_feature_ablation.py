@@ -1,6 +1,7 @@
 """Configs that change the tokens (issue #41, outcome 2): sliding windows shorter than prompt +
-generation, Gemma 2 / 3 attention and final logit soft caps, Llama 3.1's frequency-adjusted RoPE,
-Gemma 3's RoPE scaling factor, an untied LM head, partial rotary.
+generation, Gemma 2 / 3 / 3n / 4 attention and final logit soft caps, Llama 3.1's frequency-adjusted
+RoPE, Gemma 3 / 3n / 4 RoPE scaling factors, an untied LM head, partial rotary (GPT-NeoX, GPT-J,
+Gemma 4's global layers).
 
 Each feature is shown to matter in the export: the model is exported again with that one feature
 turned off in the export only (its attribute patched on the model's own layers or config while
@@ -71,28 +72,35 @@ def _gemma_attention(model):
 
 
 def _keras_logits(model, ids):
-    return np.asarray(model({"token_ids": ids, "padding_mask": np.ones_like(ids, bool)}))
+    inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids, bool)}
+    if "position_ids" in getattr(model, "input", {}):  # Gemma 4's forward pass takes its positions
+        inputs["position_ids"] = np.broadcast_to(np.arange(ids.shape[1], dtype=np.int32), ids.shape)
+    return np.asarray(model(inputs))
 
 
-def _gemma_case(tmp_path, model, ablations):
-    """The export with every feature: KerasHub's tokens (alone and in a padded batch) and prefill logits;
-    without the final soft cap, other logits; without each of ``ablations``, other tokens."""
+def _gemma_case(tmp_path, model, ablations, *, cap_at=None, exact: bool = True):
+    """The export with every feature: KerasHub's tokens (alone and in a padded batch; ``exact=False``
+    where a family test checks them) and prefill logits; without the final soft cap (``cap_at``: the
+    object and attribute holding it, default the backbone's token embedding's ``logit_soft_cap``),
+    other logits; without each of ``ablations``, other tokens."""
     from test_keras_hub_families import keras_reference
 
     reference = keras_reference(model)
     expected = reference(PROMPTS)
     eos = _unused_token([expected, reference(PROMPTS[:1])], 128)
     folder = _export(model, tmp_path / "all", eos, 0)
-    assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
+    if exact:
+        assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
     ids = np.asarray([PROMPTS[0]], np.int32)
     want = _keras_logits(model, ids)
-    cap = model.backbone.token_embedding.logit_soft_cap
+    holder, attribute = cap_at or (model.backbone.token_embedding, "logit_soft_cap")
+    cap = getattr(holder, attribute)
     assert np.abs(want).max() > 0.9 * cap, "the final soft cap binds no logit: raise the weights or lower the cap"
     np.testing.assert_allclose(prefill_logits(folder, ids), want, atol=2e-4)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(model.backbone.token_embedding, "logit_soft_cap", None)
+        m.setattr(holder, attribute, None)
         uncapped = _export(model, tmp_path / "without_final_cap", eos, 0)
-    assert np.abs(prefill_logits(uncapped, ids) - want).max() > 0.5
+    assert np.abs(prefill_logits(uncapped, ids) - want).max() > 0.5 * cap  # off by half the cap or more
     assert_each_ablation_changes_the_tokens(tmp_path, model, expected, eos, 0, ablations)
 
 
@@ -140,6 +148,54 @@ def test_keras_gemma3_rope_scaling_soft_caps_and_sliding_window(tmp_path):
         "the attention soft cap": _on_layers(_gemma_attention, "logit_soft_cap", None),
         "the sliding window": _on_layers(_gemma_attention, "use_sliding_window_attention", False),
     })
+
+
+def test_keras_gemma4_soft_caps_windows_and_rope_settings(tmp_path):
+    """Gemma 4 (text; test_keras_hub_gemma's model, whose tokens that test checks at both caches and
+    targets): attention soft cap 5, final soft cap 1, a window of 4 tokens on the sliding layers, their
+    RoPE scaled by 2, and the global layers rotating half of each head."""
+    from test_keras_hub_gemma import decoder_blocks, make
+
+    model = make("gemma4")
+    sliding = [b for b in decoder_blocks(model) if b.use_sliding_window_attention]
+    full = [b for b in decoder_blocks(model) if b.is_global_attention]
+    assert sliding and full
+
+    def no_window(m, model):
+        for block in sliding:  # the block windows the mask; its attention layer's flag goes with it
+            _on_layers(lambda _: [block, block.attention], "use_sliding_window_attention", False)(m, model)
+
+    def whole_head(m, model):
+        for block in full:
+            assert block.attention.rotary_dim < block.attention.head_dim
+            m.setattr(block.attention, "rotary_dim", block.attention.head_dim)
+
+    _gemma_case(tmp_path, model, {
+        "the attention soft cap": _on_layers(_gemma_attention, "logit_soft_cap", None),
+        "the sliding window": no_window,
+        "the sliding layers' RoPE scaling factor": _on_layers(
+            lambda model: [b.attention.rope_layer for b in sliding], "scaling_factor", 1.0),
+        "the global layers' partial rotary": whole_head,
+    }, exact=False)
+
+
+def test_keras_gemma3n_final_soft_cap_window_and_rope_scaling(tmp_path):
+    """Gemma 3n (text; test_keras_hub_gemma's model, whose tokens that test checks): final soft cap 0.25,
+    a window of 4 tokens on the sliding layers, RoPE scaled by 2 (Gemma 3n has no attention soft cap)."""
+    from test_keras_hub_gemma import decoder_blocks, make
+
+    model = make("gemma3n")
+    text = model.backbone.language_model
+
+    def attention(model):
+        return [b.attention for b in decoder_blocks(model)]
+
+    _gemma_case(tmp_path, model, {
+        "the sliding window": _on_layers(
+            lambda model: [a for a in attention(model) if a.sliding_window is not None], "sliding_window", None),
+        "the RoPE scaling factor": _on_layers(
+            lambda model: [a.rotary_embedding for a in attention(model)], "scaling_factor", 1.0),
+    }, cap_at=(text, "final_logit_soft_cap"), exact=False)
 
 
 def _keras_family_case(tmp_path, family: str, ablations) -> None:

@@ -1,6 +1,6 @@
 """KerasHub ``CausalLM`` models under the JAX backend: GPT-2, Gemma and Llama by their own adapter
 (``adapter.py``), every other decoder-only ``CausalLM`` through KerasHub's cached-generation protocol
-(``generic.py``); their attention layers as the target's fused op (``attention.py``: whole layers;
+(``generic.py``), Gemma 3n and Gemma 4 by ``gemma_family/``; their attention layers as the target's fused op (``attention.py``: whole layers;
 ``core_attention.py``: a layer's softmax core; ``alibi_attention.py``: ALiBi layers), and their
 tokenizers as ``tokenizer.json`` (``tokenizer.py``)."""
 
@@ -43,7 +43,8 @@ def tokenizer(tokenizer: Any) -> Any:
 frontend = Frontend(
     name="keras_hub",
     takes="a KerasHub CausalLM under the JAX backend (GPT2CausalLM, GemmaCausalLM, LlamaCausalLM, and every other "
-          "decoder-only CausalLM following KerasHub's cached-generation protocol)",
+          "decoder-only CausalLM following KerasHub's cached-generation protocol, Gemma3nCausalLM and Gemma4CausalLM "
+          "text included)",
     claims=claims, decoder_spec=decoder_spec, claims_tokenizer=claims_tokenizer, tokenizer=tokenizer,
     lowerings=(f"{__name__}.attention", f"{__name__}.core_attention"),
 )

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 from ...errors import UnsupportedModelError
 from ...spec import DecoderSpec, KVCache
 from ..support import supported_family
+from .gemma_family import FAMILIES as GEMMA_FAMILIES
 from .generic import attention_cores, library_facts
 
 FAMILIES = {"GPT2CausalLM": "decoder", "GemmaCausalLM": "gemma", "LlamaCausalLM": "llama"}
@@ -41,6 +42,8 @@ def decoder_spec(model: Any) -> DecoderSpec:
         raise UnsupportedModelError(
             f"KerasHub {name} runs on the {keras.backend.backend()!r} backend; set KERAS_BACKEND=jax before importing keras"
         )
+    if name in GEMMA_FAMILIES:  # Gemma 3n, Gemma 4: gemma_family/
+        return GEMMA_FAMILIES[name](model, name)
     if name not in FAMILIES:  # every other CausalLM: KerasHub's cached-call protocol
         from .generic import decoder_spec as generic_decoder_spec
 
