@@ -37,8 +37,8 @@ from ..export import BATCH, PAST, SEQUENCE, _check_options, _check_spec, io_name
 from ..genai_config import FILE as GENAI_CONFIG_FILE
 from ..genai_config import build as build_genai_config
 from ..genai_config import check_search
-from ..special_tokens import resolve as resolve_special_tokens
 from ..spec import DecoderSpec, KVCache, position_ids_from_mask
+from ..special_tokens import resolve as resolve_special_tokens
 from ..staging import staging as staging_folder
 from ..tokenizers import resolve as resolve_tokenizer
 from ..tokenizers import write as write_tokenizer

@@ -19,6 +19,12 @@ def prompt_ids(folder: str | pathlib.Path, text_ids: list[int]) -> list[int]:
     return [int(inputs["pad_token_id"])] * int(inputs["image_tokens"]) + [int(t) for t in text_ids]
 
 
+def blank_image(folder: str | pathlib.Path) -> np.ndarray:
+    """Zero pixels ``(1, size, size, 3)`` of the folder's image size (a smoke test's image)."""
+    size = int(json.loads((pathlib.Path(folder) / INPUTS_FILE).read_text())["image_size"])
+    return np.zeros((1, size, size, 3), np.float32)
+
+
 def generate(folder: str | pathlib.Path, text_ids: list[int], pixel_values: Any, max_new_tokens: int) -> list[int]:
     """The tokens onnxruntime-genai generates (greedy, at most ``max_new_tokens``, stopping at the end
     token) after the text ``text_ids`` with the image ``pixel_values`` ``(1, size, size, 3)``, the
