@@ -1,11 +1,14 @@
 """export_multimodal_lm: a tiny random-weight KerasHub PaliGemmaCausalLM (2-layer vision tower, 28x28
 images in 14x14 patches: 4 image tokens) as an onnxruntime-genai vision folder, generating in genai
-exactly KerasHub's greedy tokens for the same preprocessed pixels; one export for the module."""
+exactly KerasHub's greedy tokens for the same preprocessed pixels, and from a PNG file through genai's
+image processor; one export for the module."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import struct
+import zlib
 
 import numpy as np
 import onnx
@@ -15,8 +18,14 @@ from llm_test_helpers import keras_hub_under_jax, require_genai
 keras, keras_hub = keras_hub_under_jax()
 
 from jax2onnx_llm import OptionError, UnsupportedModelError  # noqa: E402
-from jax2onnx_llm.multimodal import export_multimodal_lm, generate  # noqa: E402
-from jax2onnx_llm.multimodal.export import DECODER_FILE, EMBEDDING_FILE, INPUTS_FILE, VISION_FILE  # noqa: E402
+from jax2onnx_llm.multimodal import export_multimodal_lm, generate, pixel_values_from_file  # noqa: E402
+from jax2onnx_llm.multimodal.export import (  # noqa: E402
+    DECODER_FILE,
+    EMBEDDING_FILE,
+    INPUTS_FILE,
+    PROCESSOR_FILE,
+    VISION_FILE,
+)
 
 VOCAB, NEW_TOKENS, SIZE = 64, 16, 28
 PROMPT = [2, 5, 6, 7, 9]
@@ -37,9 +46,44 @@ def _model():
     return model
 
 
+def _converter():
+    """KerasHub's PaliGemma preprocessing: resize, then x / 127.5 - 1."""
+    return keras_hub.layers.PaliGemmaImageConverter(image_size=(SIZE, SIZE), scale=1 / 127.5, offset=-1.0)
+
+
+def _rgb(seed: int) -> np.ndarray:
+    return np.random.RandomState(seed).randint(0, 256, (SIZE, SIZE, 3)).astype(np.uint8)
+
+
 def _images():
-    rng = np.random.RandomState(0)
-    return [rng.uniform(-1, 1, (1, SIZE, SIZE, 3)).astype(np.float32) for _ in range(2)]
+    """Two images' pixel values as the library preprocesses them (``(1, 28, 28, 3)`` each)."""
+    converter = _converter()
+    return [np.asarray(converter(_rgb(seed).astype(np.float32)))[None] for seed in (0, 1)]
+
+
+def _write_png(path, rgb: np.ndarray) -> None:
+    """An 8-bit RGB PNG of ``rgb`` (no imaging library needed)."""
+    height, width, _ = rgb.shape
+    rows = b"".join(b"\x00" + rgb[r].tobytes() for r in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def _tokenizer(folder):
+    """A tokenizer folder over the tiny vocabulary (genai's image processor loads the folder's tokenizer)."""
+    folder.mkdir()
+    vocab = {chr(ord("a") + i) if i < 26 else f"<t{i}>": i for i in range(VOCAB)}
+    (folder / "tokenizer.json").write_text(json.dumps({
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": None, "post_processor": None, "decoder": None,
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "vocab": vocab, "merges": []}}))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +100,9 @@ def exported(tmp_path_factory):
         expected[i] = [int(t) for t in np.asarray(out["token_ids"])[0, len(PROMPT):]]
     seen = {t for tokens in expected.values() for t in tokens}
     eos = next(t for t in range(1, VOCAB) if t not in seen)  # an end token the runs never reach
-    folder = export_multimodal_lm(model, tmp_path_factory.mktemp("mm") / "paligemma", max_length=32, tokenizer=False,
-                                  eos_token_id=eos, pad_token_id=0)
+    root = tmp_path_factory.mktemp("mm")
+    folder = export_multimodal_lm(model, root / "paligemma", max_length=32, tokenizer=_tokenizer(root / "tokenizer"),
+                                  eos_token_id=eos, pad_token_id=0, image_converter=_converter())
     return model, folder, expected
 
 
@@ -86,6 +131,18 @@ def test_genai_generates_the_library_tokens_for_each_image(exported):
     assert len(set(expected[0])) > 4, f"the tiny model repeats itself: {expected[0]}"
     for i, image in enumerate(_images()):
         assert generate(folder, PROMPT, image, NEW_TOKENS) == expected[i], f"image {i}"
+
+
+def test_an_image_file_gives_the_library_pixels_and_tokens(exported, tmp_path):
+    """genai's image processor, from the folder's processor_config.json, makes the converter's pixels
+    from a PNG of the tower's size, and generation from them gives the library's tokens."""
+    require_genai()
+    _, folder, expected = exported
+    assert (folder / PROCESSOR_FILE).exists()
+    _write_png(tmp_path / "image.png", _rgb(0))
+    pixels = pixel_values_from_file(folder, tmp_path / "image.png")
+    np.testing.assert_allclose(pixels, _images()[0], atol=1e-6)
+    assert generate(folder, PROMPT, pixels, NEW_TOKENS) == expected[0]
 
 
 def test_a_perturbed_vision_tower_generates_other_tokens(exported, tmp_path):
@@ -117,3 +174,8 @@ def test_bad_inputs_are_refused_with_the_fix(exported, tmp_path):
     assert not (tmp_path / "text").exists()
     with pytest.raises(OptionError, match=r"\(1, 28, 28, 3\)"):
         generate(folder, PROMPT, np.zeros((1, 3, SIZE, SIZE), np.float32), 4)
+    wrong = keras_hub.layers.PaliGemmaImageConverter(image_size=(56, 56), scale=1 / 127.5, offset=-1.0)
+    with pytest.raises(OptionError, match="image_converter resizes to"):
+        export_multimodal_lm(exported[0], tmp_path / "wrong", max_length=16, image_converter=wrong, tokenizer=False,
+                             eos_token_id=1)
+    assert not (tmp_path / "wrong").exists()

@@ -15,6 +15,9 @@ is the plain one above. Its image *processor* (``MultiModalProcessor``) writes G
 prompts are fed as ``og.NamedTensors`` (``input_ids``, ``pixel_values``, ``num_image_tokens``) through
 ``generator.set_inputs``, as :func:`jax2onnx_llm.multimodal.generate` does. ``multimodal.json``
 documents those inputs (layout, image size, tokens per image, the library's pixel preprocessing).
+With the library's image converter, ``processor_config.json`` holds its preprocessing as genai's
+image processor's transforms, so that processor makes ``pixel_values`` from an image file
+(:func:`jax2onnx_llm.multimodal.pixel_values_from_file`).
 
 Each graph is exported by core's stages (:class:`jax2onnx.ExportProgram`) with symbolic batch,
 sequence, past and image counts; the folder is staged and swapped in whole (``staging.py``).
@@ -47,6 +50,8 @@ from . import pali_gemma
 VISION_FILE, EMBEDDING_FILE, DECODER_FILE = "vision.onnx", "embedding.onnx", "decoder.onnx"
 #: what the folder's inputs are and how to feed them (read by :func:`generate`)
 INPUTS_FILE = "multimodal.json"
+#: genai's image processor's transforms (``model.vision.config_filename``'s default)
+PROCESSOR_FILE = "processor_config.json"
 PIXEL_VALUES, IMAGE_FEATURES, NUM_IMAGE_TOKENS = "pixel_values", "image_features", "num_image_tokens"
 IMAGES, IMAGE_ROWS = "num_images", "num_image_features"
 
@@ -68,6 +73,7 @@ def export_multimodal_lm(
     bos_token_id: int | None = None,
     eos_token_id: int | list[int] | None = None,
     pad_token_id: int | None = None,
+    image_converter: Any = None,
     progress: bool | None = None,
 ) -> pathlib.Path:
     """Export a vision-language model as an onnxruntime-genai multimodal folder and return its path.
@@ -82,6 +88,11 @@ def export_multimodal_lm(
             pad_token_id, progress: as for :func:`jax2onnx_llm.export_causal_lm` (``target``: the
             decoder runs the library's attention math on either; ``external_data`` applies to each
             graph).
+        image_converter: the library's image converter (a KerasHub ``ImageConverter``); ``None``: the
+            model's preprocessor's, if any. With one, the folder holds ``processor_config.json``, so
+            genai's image processor makes ``pixel_values`` from an image file
+            (:func:`jax2onnx_llm.multimodal.pixel_values_from_file`; the same pixels as the library's
+            for an image already at the tower's size, see the guide); without, pixels are fed.
 
     Returns:
         ``out_dir`` as a :class:`pathlib.Path`.
@@ -103,7 +114,8 @@ def export_multimodal_lm(
                                    ("pad_token_id", pad_token_id)) if v is not None}
         spec = resolve_special_tokens(spec, tokenizer, given)
         _check_spec(spec, max_length, cache)
-        facts = family.image_facts(model)
+        converter = family.image_converter(model) if image_converter is None else image_converter
+        facts = family.image_facts(model, converter)
         keywords = dict(opset=opset, target=target, external_data=external_data)
         out = pathlib.Path(out_dir)
         with staging_folder(out) as staging:
@@ -125,6 +137,9 @@ def export_multimodal_lm(
             config = genai_config(spec, max_length=max_length, cache=cache, search=search)
             (staging / GENAI_CONFIG_FILE).write_text(json.dumps(config, indent=4) + "\n")
             (staging / INPUTS_FILE).write_text(json.dumps(inputs_description(spec, facts), indent=4) + "\n")
+            if "preprocessing" in facts:
+                text = json.dumps(family.processor_config(facts), indent=4) + "\n"
+                (staging / PROCESSOR_FILE).write_text(text)
             if tok_source is not None:
                 reporter.stage("tokenizer")
                 write_tokenizer(tok_source, staging)
@@ -194,6 +209,7 @@ def inputs_description(spec: DecoderSpec, facts: dict[str, Any]) -> dict[str, An
                           "pixels (its image converter's output)",
             NUM_IMAGE_TOKENS: f"int64 [num_images], each {tokens}",
         },
-        "preprocessing": {k: v for k, v in facts.items() if k not in ("image_size", "image_tokens")},
+        # the library's pixel preprocessing (resize, then x * scale + offset), when the export had its converter
+        "preprocessing": facts.get("preprocessing"),
         "pad_token_id": spec.pad_token_id,
     }

@@ -26,7 +26,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from ..errors import UnsupportedModelError
+from ..errors import OptionError, UnsupportedModelError
 from ..spec import DecoderSpec, KVCache, extend_to
 
 IMAGE_SLOT_NOTE = ("the first image_tokens ids of a prompt are the image's slots (their ids are not read: "
@@ -128,23 +128,64 @@ def decoder_spec(model: Any) -> DecoderSpec:
     )
 
 
-def image_facts(model: Any) -> dict[str, Any]:
-    """What a caller needs to feed the folder: the image size, the image tokens per image, and the
-    library's preprocessing (its image converter's scale and offset), for ``multimodal.json``."""
+def image_converter(model: Any) -> Any:
+    """The image converter the model's preprocessor carries, or None."""
+    return getattr(getattr(model, "preprocessor", None), "image_converter", None)
+
+
+def image_facts(model: Any, converter: Any) -> dict[str, Any]:
+    """What a caller needs to feed the folder: the image size, the image tokens per image and, with
+    the library's image converter, its preprocessing (``resize``, then ``x * scale + offset``)."""
     backbone = model.backbone
-    converter = getattr(getattr(model, "preprocessor", None), "image_converter", None)
-    facts: dict[str, Any] = {"image_size": int(backbone.image_size),
-                             "image_tokens": int(backbone.image_sequence_length)}
-    if converter is not None:
-        facts["rescale"] = {"scale": _plain(getattr(converter, "scale", None)),
-                            "offset": _plain(getattr(converter, "offset", None))}
+    size = int(backbone.image_size)
+    facts: dict[str, Any] = {"image_size": size, "image_tokens": int(backbone.image_sequence_length)}
+    if converter is None:
+        return facts
+    if tuple(int(d) for d in (converter.image_size or ())) != (size, size):
+        raise OptionError(f"image_converter resizes to {converter.image_size}, the vision tower takes {size}x{size}; "
+                          "give the model's own converter (its preprocessor's image_converter)")
+    scale, offset = _per_channel(converter.scale, 1.0, "scale"), _per_channel(converter.offset, 0.0, "offset")
+    if converter.interpolation not in _INTERPOLATIONS:
+        raise OptionError(f"image_converter interpolation={converter.interpolation!r}: genai's image processor "
+                          f"resamples with {sorted(_INTERPOLATIONS)}; feed the pixels yourself (generate(pixel_values=))")
+    facts["preprocessing"] = {"resize": [size, size], "interpolation": converter.interpolation,
+                              "scale": scale, "offset": offset}
     return facts
 
 
-def _plain(value: Any) -> Any:
-    if value is None or isinstance(value, (int, float)):
-        return value
-    return [float(v) for v in value]
+#: KerasHub's interpolation names → onnxruntime-extensions' Resize (PIL's resampling)
+_INTERPOLATIONS = {"bilinear": "LINEAR", "nearest": "NEAREST", "bicubic": "CUBIC"}
+
+
+def processor_config(facts: dict[str, Any]) -> dict[str, Any]:
+    """``processor_config.json`` for genai's image processor (onnxruntime-extensions' transforms):
+    decode, resize to the tower's size, then ``x * scale + offset`` written as ``Normalize``'s
+    ``(x - mean) / std`` (``mean = -offset / scale``, ``std = 1 / scale``), height-width-channel as
+    the vision graph takes it. onnxruntime-extensions resamples as PIL does (antialiased), KerasHub
+    without antialiasing: the same pixels for an image already at the tower's size."""
+    pre = facts["preprocessing"]
+    size = facts["image_size"]
+    transforms = [
+        ("decode_image", "DecodeImage", {"color_space": "RGB"}),
+        ("resize", "Resize", {"interpolation": _INTERPOLATIONS[pre["interpolation"]], "width": size, "height": size,
+                              "keep_aspect_ratio": 0}),
+        ("to_float", "Rescale", {"rescale_factor": 1.0}),
+        ("scale_offset", "Normalize", {"mean": [-o / s for s, o in zip(pre["scale"], pre["offset"])],
+                                       "std": [1.0 / s for s in pre["scale"]]}),
+    ]
+    return {"processor": {"name": "paligemma_image_processing", "transforms": [
+        {"operation": {"name": name, "type": kind, "attrs": attrs}} for name, kind, attrs in transforms]}}
+
+
+def _per_channel(value: Any, default: float, name: str) -> list[float]:
+    """A converter's scale or offset (None, a number or one per channel) as three floats."""
+    if value is None:
+        return [default] * 3
+    values = [float(v) for v in value] if isinstance(value, (list, tuple)) else [float(value)] * 3
+    if len(values) != 3 or (name == "scale" and 0.0 in values):
+        raise OptionError(f"image_converter {name}={value!r}: give one number or one per RGB channel"
+                          + (", none of them 0 (it would erase the image)" if name == "scale" else ""))
+    return values
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import OptionError
 from ..genai_run import require_genai
-from .export import INPUTS_FILE, NUM_IMAGE_TOKENS, PIXEL_VALUES
+from .export import INPUTS_FILE, NUM_IMAGE_TOKENS, PIXEL_VALUES, PROCESSOR_FILE
 
 
 def prompt_ids(folder: str | pathlib.Path, text_ids: list[int]) -> list[int]:
@@ -50,3 +50,18 @@ def generate(folder: str | pathlib.Path, text_ids: list[int], pixel_values: Any,
     while not generator.is_done():
         generator.generate_next_token()
     return [int(t) for t in np.asarray(generator.get_sequence(0))[ids.shape[1]:]]
+
+
+def pixel_values_from_file(folder: str | pathlib.Path, image_path: str | pathlib.Path) -> np.ndarray:
+    """``pixel_values`` ``(1, size, size, 3)`` for an image file, made by genai's image processor from
+    the folder's ``processor_config.json`` (decode, resize, the library's scale and offset). genai's
+    processor also writes Gemma 3's prompt; only its pixels are taken (the prompt is :func:`prompt_ids`'s).
+    It loads the folder's tokenizer, so the folder needs one."""
+    og = require_genai()
+    folder = pathlib.Path(folder)
+    if not (folder / PROCESSOR_FILE).exists():
+        raise OptionError(f"{folder} has no {PROCESSOR_FILE} (it was exported without the library's image converter): "
+                          "pass export_multimodal_lm(image_converter=...), or feed the converter's pixels to generate()")
+    processor = og.Model(str(folder)).create_multimodal_processor()
+    inputs = processor("<start_of_image>", images=og.Images.open(str(image_path)))
+    return np.asarray(inputs[PIXEL_VALUES].as_numpy(), np.float32)
