@@ -172,6 +172,11 @@ def test_bad_inputs_are_refused_with_the_fix(exported, tmp_path):
     with pytest.raises(UnsupportedModelError, match="export_causal_lm"):
         export_multimodal_lm(text_only, tmp_path / "text", max_length=16)
     assert not (tmp_path / "text").exists()
+    from jax2onnx_llm import export_causal_lm
+
+    with pytest.raises(UnsupportedModelError, match="export_multimodal_lm"):
+        export_causal_lm(exported[0], tmp_path / "as_text", max_length=16, tokenizer=False, eos_token_id=1)
+    assert not (tmp_path / "as_text").exists()
     with pytest.raises(OptionError, match=r"\(1, 28, 28, 3\)"):
         generate(folder, PROMPT, np.zeros((1, 3, SIZE, SIZE), np.float32), 4)
     wrong = keras_hub.layers.PaliGemmaImageConverter(image_size=(56, 56), scale=1 / 127.5, offset=-1.0)

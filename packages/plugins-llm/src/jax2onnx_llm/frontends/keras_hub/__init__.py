@@ -24,8 +24,15 @@ def claims(model: Any) -> bool:
 
 
 def decoder_spec(model: Any) -> DecoderSpec:
+    from ...errors import UnsupportedModelError
+    from ...multimodal.pali_gemma import claims as vision_language
     from .adapter import decoder_spec as adapt
 
+    if vision_language(model):
+        raise UnsupportedModelError(
+            f"KerasHub {type(model).__name__} is a vision-language model: export it with "
+            "jax2onnx_llm.multimodal.export_multimodal_lm (vision, embedding and decoder graphs); export_causal_lm "
+            "writes text decoders")
     return adapt(model)
 
 
