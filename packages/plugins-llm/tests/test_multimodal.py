@@ -133,6 +133,18 @@ def test_genai_generates_the_library_tokens_for_each_image(exported):
         assert generate(folder, PROMPT, image, NEW_TOKENS) == expected[i], f"image {i}"
 
 
+def test_the_shared_cache_buffer_generates_the_same_tokens(exported, tmp_path):
+    """cache="shared": one max_length buffer for past and present (genai's past_present_share_buffer)."""
+    require_genai()
+    model, folder, expected = exported
+    eos = json.loads((folder / "genai_config.json").read_text())["model"]["eos_token_id"]
+    shared = export_multimodal_lm(model, tmp_path / "shared", max_length=32, cache="shared", tokenizer=False,
+                                  eos_token_id=eos, pad_token_id=0)
+    assert json.loads((shared / "genai_config.json").read_text())["search"]["past_present_share_buffer"] is True
+    assert not (shared / PROCESSOR_FILE).exists()  # no image converter given, none carried by the model
+    assert generate(shared, PROMPT, _images()[1], NEW_TOKENS) == expected[1]
+
+
 def test_an_image_file_gives_the_library_pixels_and_tokens(exported, tmp_path):
     """genai's image processor, from the folder's processor_config.json, makes the converter's pixels
     from a PNG of the tower's size, and generation from them gives the library's tokens."""
