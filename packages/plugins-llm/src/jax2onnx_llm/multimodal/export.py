@@ -37,6 +37,7 @@ from jax2onnx import progress as progress_report
 
 from ..errors import UnsupportedModelError
 from ..export import BATCH, PAST, SEQUENCE, _check_options, _check_spec, io_names
+from ..frontends import vision_language
 from ..genai_config import FILE as GENAI_CONFIG_FILE
 from ..genai_config import build as build_genai_config
 from ..genai_config import check_search
@@ -45,7 +46,6 @@ from ..special_tokens import resolve as resolve_special_tokens
 from ..staging import staging as staging_folder
 from ..tokenizers import resolve as resolve_tokenizer
 from ..tokenizers import write as write_tokenizer
-from . import pali_gemma
 
 VISION_FILE, EMBEDDING_FILE, DECODER_FILE = "vision.onnx", "embedding.onnx", "decoder.onnx"
 #: what the folder's inputs are and how to feed them (read by :func:`generate`)
@@ -54,10 +54,9 @@ INPUTS_FILE = "multimodal.json"
 PROCESSOR_FILE = "processor_config.json"
 PIXEL_VALUES, IMAGE_FEATURES, NUM_IMAGE_TOKENS = "pixel_values", "image_features", "num_image_tokens"
 IMAGES, IMAGE_ROWS = "num_images", "num_image_features"
-
-#: the vision-language models this export takes: (claims, module)
-_FAMILIES = ((pali_gemma.claims, pali_gemma),)
-
+#: the prompt layout (KerasHub PaliGemma's: the image's embeddings first)
+IMAGE_SLOT_NOTE = ("the first image_tokens ids of a prompt are the image's slots (their ids are not read: "
+                   "the embedding graph puts the image features there), the text follows")
 
 def export_multimodal_lm(
     model: Any,
@@ -99,10 +98,11 @@ def export_multimodal_lm(
     """
     with progress_report.reporting(progress) as reporter:
         reporter.stage("check")
-        family = next((module for claims, module in _FAMILIES if claims(model)), None)
+        family = vision_language(model)  # the front-end's parts of the model (frontends/<name>/)
         if family is None:
             raise UnsupportedModelError(
-                f"export_multimodal_lm takes a KerasHub PaliGemmaCausalLM (JAX backend), not {type(model).__name__}; "
+                f"export_multimodal_lm takes a vision-language model a front-end claims (KerasHub PaliGemmaCausalLM, JAX "
+                f"backend), not {type(model).__name__}; "
                 "export a text-only causal LM with export_causal_lm")
         family.check(model)
         target = _check_options(max_length, "float32", cache, target)
@@ -202,7 +202,7 @@ def inputs_description(spec: DecoderSpec, facts: dict[str, Any]) -> dict[str, An
         "family": spec.family,
         "image_size": size,
         "image_tokens": tokens,
-        "prompt": pali_gemma.IMAGE_SLOT_NOTE,
+        "prompt": IMAGE_SLOT_NOTE,
         "inputs": {
             "input_ids": "int32 [1, image_tokens + text tokens]",
             PIXEL_VALUES: f"float32 [num_images, {size}, {size}, 3] (height, width, RGB), the library's preprocessed "

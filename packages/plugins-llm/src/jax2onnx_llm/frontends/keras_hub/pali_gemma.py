@@ -1,5 +1,6 @@
 """KerasHub ``PaliGemmaCausalLM`` (JAX backend) as the three graphs of an onnxruntime-genai
-vision-language folder: vision, embedding, decoder.
+vision-language folder: vision, embedding, decoder (the parts ``jax2onnx_llm.multimodal`` exports,
+reached through the registry: this front-end's ``vision_language``).
 
 How KerasHub runs PaliGemma (``PaliGemmaCausalLM.call_with_cache`` / ``generate_step``):
 
@@ -11,7 +12,7 @@ How KerasHub runs PaliGemma (``PaliGemmaCausalLM.call_with_cache`` / ``generate_
 - rotary positions count from the first image embedding (``cache_update_index``).
 
 onnxruntime-genai's multimodal pipeline counts a sequence by its ``input_ids``, so the folder's
-prompts hold ``image_sequence_length`` slots (any id; :data:`IMAGE_SLOT_NOTE`) in front of the text:
+prompts hold ``image_sequence_length`` slots (any id) in front of the text:
 the embedding graph puts image feature ``i`` at slot ``i`` of the prefill and the token embeddings
 elsewhere, which is KerasHub's concatenation. The decoder graph reads ``inputs_embeds`` and builds
 the prefix mask itself: at the prefill (no past) every real token of the call is visible to every
@@ -26,18 +27,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from ..errors import OptionError, UnsupportedModelError
-from ..spec import DecoderSpec, KVCache, extend_to
-
-IMAGE_SLOT_NOTE = ("the first image_tokens ids of a prompt are the image's slots (their ids are not read: "
-                   "the embedding graph puts the image features there), the text follows")
-
-
-def claims(model: Any) -> bool:
-    import sys
-
-    keras_hub = sys.modules.get("keras_hub")
-    return keras_hub is not None and isinstance(model, keras_hub.models.PaliGemmaCausalLM)
+from ...errors import OptionError, UnsupportedModelError
+from ...spec import DecoderSpec, KVCache, extend_to
 
 
 def check(model: Any) -> None:
@@ -90,8 +81,8 @@ def embedding_fn(model: Any) -> Any:
 def decoder_spec(model: Any) -> DecoderSpec:
     """The language model as a :class:`DecoderSpec` whose step takes embeddings: its ``step`` is
     ``(params, inputs_embeds, attention_mask, position_ids, cache) -> (logits, cache)``."""
-    from ..frontends.keras_hub.attention import library_attention
-    from ..frontends.keras_hub.generic import library_facts
+    from .attention import library_attention
+    from .generic import library_facts
 
     backbone = model.backbone
     layers = list(backbone.transformer_layers)
