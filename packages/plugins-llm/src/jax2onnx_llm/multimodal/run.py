@@ -7,10 +7,20 @@ import pathlib
 from typing import Any
 
 import numpy as np
+from jax2onnx.errors import MissingDependencyError
 
 from ..errors import OptionError
-from ..genai_run import require_genai
 from .export import INPUTS_FILE, NUM_IMAGE_TOKENS, PIXEL_VALUES, PROCESSOR_FILE
+
+
+def require_genai() -> Any:
+    """``onnxruntime_genai``, or :class:`MissingDependencyError` saying what to install (``genai_run``'s
+    twin: ``genai_run.check_folders_run`` runs vision folders through this module, so it cannot import back)."""
+    try:
+        import onnxruntime_genai
+    except ImportError as exc:
+        raise MissingDependencyError("running an exported folder needs onnxruntime-genai: pip install onnxruntime-genai") from exc
+    return onnxruntime_genai
 
 
 def prompt_ids(folder: str | pathlib.Path, text_ids: list[int]) -> list[int]:
