@@ -91,7 +91,12 @@ def check_folders_run(root: str | pathlib.Path) -> list[pathlib.Path]:
     folders = sorted(p.parent for p in pathlib.Path(root).rglob("genai_config.json"))
     for folder in folders:
         vocab = json.loads((folder / "genai_config.json").read_text())["model"]["vocab_size"]
-        tokens = greedy(folder, [[1, 2, 3]], 4)[0]
+        if (folder / "multimodal.json").exists():  # a vision folder: a prompt with a blank image
+            from .multimodal.run import blank_image, generate
+
+            tokens = generate(folder, [1, 2, 3], blank_image(folder), 4)
+        else:
+            tokens = greedy(folder, [[1, 2, 3]], 4)[0]
         if len(tokens) > 4 or not all(0 <= t < vocab for t in tokens):
             raise AssertionError(f"{folder}: onnxruntime-genai generated {tokens} (4 ids below {vocab} expected)")
     return folders

@@ -44,6 +44,10 @@ class Frontend:
             ``save_pretrained(folder)`` writing ``tokenizer.json`` (what ``tokenizers.write`` saves).
         precedence: claims are asked from the highest; a model says itself what decoder it is
             (``__jax2onnx_decoder__``) before its library's class is asked.
+        vision_language: ``vision_language(model) ->`` the parts of a vision-language model that
+            :func:`jax2onnx_llm.multimodal.export_multimodal_lm` exports (a module or object with
+            ``check``, ``vision_fn``, ``embedding_fn``, ``decoder_spec``, ``image_converter``,
+            ``image_facts``, ``processor_config``), or None for a model that is none.
     """
 
     name: str
@@ -54,6 +58,7 @@ class Frontend:
     claims_tokenizer: Callable[[Any], bool] | None = None
     tokenizer: Callable[[Any], Any] | None = None
     precedence: int = 0
+    vision_language: Callable[[Any], Any] | None = None
 
 
 def builtin_frontends() -> list[Frontend]:
@@ -123,6 +128,15 @@ def decoder_spec(model: Any) -> DecoderSpec:
             f"the {frontend.name!r} front-end returned {type(spec).__name__} for {_named(model)}, not a DecoderSpec"
         )
     return spec
+
+
+def vision_language(model: Any) -> Any | None:
+    """The vision-language parts a registered front-end finds in ``model`` (``Frontend.vision_language``), or None."""
+    for frontend in registered():
+        parts = frontend.vision_language(model) if frontend.vision_language is not None else None
+        if parts is not None:
+            return parts
+    return None
 
 
 def tokenizer_source(tokenizer: Any) -> Any | None:

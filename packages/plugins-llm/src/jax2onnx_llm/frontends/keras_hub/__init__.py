@@ -23,9 +23,25 @@ def claims(model: Any) -> bool:
     return keras_hub is not None and isinstance(model, keras_hub.models.CausalLM)
 
 
+def vision_language(model: Any) -> Any:
+    """The model's vision-language parts (``pali_gemma.py``) for a KerasHub ``PaliGemmaCausalLM``, else None."""
+    keras_hub = _library()
+    if keras_hub is None or not isinstance(model, keras_hub.models.PaliGemmaCausalLM):
+        return None
+    from . import pali_gemma
+
+    return pali_gemma
+
+
 def decoder_spec(model: Any) -> DecoderSpec:
+    from ...errors import UnsupportedModelError
     from .adapter import decoder_spec as adapt
 
+    if vision_language(model) is not None:
+        raise UnsupportedModelError(
+            f"KerasHub {type(model).__name__} is a vision-language model: export it with "
+            "jax2onnx_llm.multimodal.export_multimodal_lm (vision, embedding and decoder graphs); export_causal_lm "
+            "writes text decoders")
     return adapt(model)
 
 
@@ -46,5 +62,5 @@ frontend = Frontend(
           "decoder-only CausalLM following KerasHub's cached-generation protocol, Gemma3nCausalLM and Gemma4CausalLM "
           "text included)",
     claims=claims, decoder_spec=decoder_spec, claims_tokenizer=claims_tokenizer, tokenizer=tokenizer,
-    lowerings=(f"{__name__}.attention", f"{__name__}.core_attention"),
+    lowerings=(f"{__name__}.attention", f"{__name__}.core_attention"), vision_language=vision_language,
 )

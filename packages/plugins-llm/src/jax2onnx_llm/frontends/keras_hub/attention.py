@@ -14,9 +14,11 @@ cap, sliding window, scaled RoPE, quantized or LoRA weights, training) run their
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
@@ -96,9 +98,25 @@ def _keras_plan(layer: Any, style: str) -> dict[str, Any] | None:
             "theta": theta}
 
 
+#: set inside :func:`library_attention`: the layers' calls stay the library's own code
+_DECLINED: contextvars.ContextVar[bool] = contextvars.ContextVar("keras_hub_attention_declined", default=False)
+
+
+@contextlib.contextmanager
+def library_attention() -> Iterator[None]:
+    """For the block, KerasHub attention layers are not fused: their masks go beyond what the fused
+    ops express (GroupQueryAttention is causal; PaliGemma's prompt attends both ways, ``multimodal/``)."""
+    token = _DECLINED.set(True)
+    try:
+        yield
+    finally:
+        _DECLINED.reset(token)
+
+
 def _exporting(layer: Any, named: dict[str, Any]) -> bool:
-    """Every call inside an export may fuse; :func:`_keras_region` declines what it does not cover."""
-    return exporting()
+    """Every call inside an export may fuse (outside :func:`library_attention`); :func:`_keras_region`
+    declines what it does not cover."""
+    return exporting() and not _DECLINED.get()
 
 
 def _keras_region(layer: Any, original: Callable[..., Any], named: dict[str, Any], style: str) -> Any:

@@ -1,0 +1,215 @@
+"""``export_multimodal_lm``: a vision-language model → an onnxruntime-genai multimodal folder.
+
+onnxruntime-genai 0.18 runs a vision-language model as three sessions (``MultiModalLanguageModel``):
+
+- ``vision.onnx``: ``pixel_values`` → ``image_features`` (run once, at the prompt, when the inputs
+  hold ``num_image_tokens``);
+- ``embedding.onnx``: ``input_ids`` + ``image_features`` → ``inputs_embeds`` (every step; after the
+  prompt genai hands an empty ``image_features``);
+- ``decoder.onnx``: ``inputs_embeds`` + ``attention_mask`` + past keys/values → ``logits`` + present;
+
+named in ``genai_config.json``'s ``model.vision`` / ``model.embedding`` / ``model.decoder``. PaliGemma
+has no model type of its own there; the folder uses Gemma 3 vision's (``"gemma3"``), whose pipeline
+is the plain one above. Its image *processor* (``MultiModalProcessor``) writes Gemma 3's prompt
+(``<start_of_image>`` expanded to 256 soft tokens), which is not PaliGemma's (image first, no marker):
+prompts are fed as ``og.NamedTensors`` (``input_ids``, ``pixel_values``, ``num_image_tokens``) through
+``generator.set_inputs``, as :func:`jax2onnx_llm.multimodal.generate` does. ``multimodal.json``
+documents those inputs (layout, image size, tokens per image, the library's pixel preprocessing).
+With the library's image converter, ``processor_config.json`` holds its preprocessing as genai's
+image processor's transforms, so that processor makes ``pixel_values`` from an image file
+(:func:`jax2onnx_llm.multimodal.pixel_values_from_file`).
+
+Each graph is exported by core's stages (:class:`jax2onnx.ExportProgram`) with symbolic batch,
+sequence, past and image counts; the folder is staged and swapped in whole (``staging.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax2onnx import ExportProgram
+from jax2onnx import progress as progress_report
+
+from ..errors import UnsupportedModelError
+from ..export import BATCH, PAST, SEQUENCE, _check_options, _check_spec, io_names
+from ..frontends import vision_language
+from ..genai_config import FILE as GENAI_CONFIG_FILE
+from ..genai_config import build as build_genai_config
+from ..genai_config import check_search
+from ..spec import DecoderSpec, KVCache, position_ids_from_mask
+from ..special_tokens import resolve as resolve_special_tokens
+from ..staging import staging as staging_folder
+from ..tokenizers import resolve as resolve_tokenizer
+from ..tokenizers import write as write_tokenizer
+
+VISION_FILE, EMBEDDING_FILE, DECODER_FILE = "vision.onnx", "embedding.onnx", "decoder.onnx"
+#: what the folder's inputs are and how to feed them (read by :func:`generate`)
+INPUTS_FILE = "multimodal.json"
+#: genai's image processor's transforms (``model.vision.config_filename``'s default)
+PROCESSOR_FILE = "processor_config.json"
+PIXEL_VALUES, IMAGE_FEATURES, NUM_IMAGE_TOKENS = "pixel_values", "image_features", "num_image_tokens"
+IMAGES, IMAGE_ROWS = "num_images", "num_image_features"
+#: the prompt layout (KerasHub PaliGemma's: the image's embeddings first)
+IMAGE_SLOT_NOTE = ("the first image_tokens ids of a prompt are the image's slots (their ids are not read: "
+                   "the embedding graph puts the image features there), the text follows")
+
+def export_multimodal_lm(
+    model: Any,
+    out_dir: str | os.PathLike[str],
+    *,
+    max_length: int,
+    cache: str = "concat",
+    target: str | None = None,
+    tokenizer: Any = None,
+    opset: int = 23,
+    external_data: bool | None = None,
+    search: dict[str, Any] | None = None,
+    bos_token_id: int | None = None,
+    eos_token_id: int | list[int] | None = None,
+    pad_token_id: int | None = None,
+    image_converter: Any = None,
+    progress: bool | None = None,
+) -> pathlib.Path:
+    """Export a vision-language model as an onnxruntime-genai multimodal folder and return its path.
+
+    Args:
+        model: a KerasHub ``PaliGemmaCausalLM`` under the JAX backend.
+        out_dir: the folder to write (``vision.onnx``, ``embedding.onnx``, ``decoder.onnx``,
+            ``genai_config.json``, ``multimodal.json``, tokenizer files); replaced as a whole, as by
+            :func:`jax2onnx_llm.export_causal_lm`.
+        max_length: the most positions (image tokens + prompt + generated) a sequence may reach.
+        cache, target, tokenizer, opset, external_data, search, bos_token_id, eos_token_id,
+            pad_token_id, progress: as for :func:`jax2onnx_llm.export_causal_lm` (``target``: the
+            decoder runs the library's attention math on either; ``external_data`` applies to each
+            graph).
+        image_converter: the library's image converter (a KerasHub ``ImageConverter``); ``None``: the
+            model's preprocessor's, if any. With one, the folder holds ``processor_config.json``, so
+            genai's image processor makes ``pixel_values`` from an image file
+            (:func:`jax2onnx_llm.multimodal.pixel_values_from_file`; the same pixels as the library's
+            for an image already at the tower's size, see the guide); without, pixels are fed.
+
+    Returns:
+        ``out_dir`` as a :class:`pathlib.Path`.
+    """
+    with progress_report.reporting(progress) as reporter:
+        reporter.stage("check")
+        family = vision_language(model)  # the front-end's parts of the model (frontends/<name>/)
+        if family is None:
+            raise UnsupportedModelError(
+                f"export_multimodal_lm takes a vision-language model a front-end claims (KerasHub PaliGemmaCausalLM, JAX "
+                f"backend), not {type(model).__name__}; "
+                "export a text-only causal LM with export_causal_lm")
+        family.check(model)
+        target = _check_options(max_length, "float32", cache, target)
+        check_search(search, max_length=max_length)
+        spec = family.decoder_spec(model)
+        tokenizer = spec.tokenizer if tokenizer is None else tokenizer
+        tok_source = resolve_tokenizer(tokenizer) if tokenizer is not None and tokenizer is not False else None
+        given = {k: v for k, v in (("bos_token_id", bos_token_id), ("eos_token_id", eos_token_id),
+                                   ("pad_token_id", pad_token_id)) if v is not None}
+        spec = resolve_special_tokens(spec, tokenizer, given)
+        _check_spec(spec, max_length, cache)
+        converter = family.image_converter(model) if image_converter is None else image_converter
+        facts = family.image_facts(model, converter)
+        keywords = dict(opset=opset, target=target, external_data=external_data)
+        out = pathlib.Path(out_dir)
+        with staging_folder(out) as staging:
+            reporter.stage(VISION_FILE)
+            size = facts["image_size"]
+            images = jax.export.symbolic_shape(IMAGES)[0]
+            _write(family.vision_fn(model), [jax.ShapeDtypeStruct((images, size, size, 3), jnp.float32)],
+                   staging / VISION_FILE, [PIXEL_VALUES], [IMAGE_FEATURES], **keywords)
+            reporter.stage(EMBEDDING_FILE)
+            batch, seq, rows = jax.export.symbolic_shape(f"{BATCH}, {SEQUENCE}, {IMAGE_ROWS}")
+            _write(family.embedding_fn(model), [jax.ShapeDtypeStruct((batch, seq), jnp.int32),
+                                                jax.ShapeDtypeStruct((rows, spec.hidden_size), jnp.float32)],
+                   staging / EMBEDDING_FILE, ["input_ids", IMAGE_FEATURES], ["inputs_embeds"], **keywords)
+            reporter.stage(DECODER_FILE)
+            in_names, out_names = io_names(spec.num_layers)
+            _write(decoder_step(spec, cache, max_length), decoder_inputs(spec, cache, max_length),
+                   staging / DECODER_FILE, ["inputs_embeds", *in_names[1:]], out_names, **keywords)
+            reporter.stage(GENAI_CONFIG_FILE)
+            config = genai_config(spec, max_length=max_length, cache=cache, search=search)
+            (staging / GENAI_CONFIG_FILE).write_text(json.dumps(config, indent=4) + "\n")
+            (staging / INPUTS_FILE).write_text(json.dumps(inputs_description(spec, facts), indent=4) + "\n")
+            if "preprocessing" in facts:
+                text = json.dumps(family.processor_config(facts), indent=4) + "\n"
+                (staging / PROCESSOR_FILE).write_text(text)
+            if tok_source is not None:
+                reporter.stage("tokenizer")
+                write_tokenizer(tok_source, staging)
+        return out
+
+
+def _write(fn: Any, inputs: list[Any], path: pathlib.Path, in_names: list[str], out_names: list[str], *,
+           opset: int, target: str, external_data: bool | None) -> None:
+    ExportProgram(fn, inputs, model_name=path.stem, opset=opset, target=target, input_names=in_names,
+                  output_names=out_names, return_mode="file", output_path=path, external_data=external_data,
+                  external_data_file=f"{path.name}.data").write()
+
+
+def decoder_step(spec: DecoderSpec, cache: str, max_length: int) -> Any:
+    """The decoder as onnxruntime-genai calls it: ``(inputs_embeds, attention_mask, *past) -> (logits,
+    *present)``, past/present interleaved per layer as ``key, value``. genai runs one prompt per
+    multimodal generator, so no padding is looked for beyond what the mask says."""
+
+    def run(inputs_embeds: Any, attention_mask: Any, *past: Any) -> tuple[Any, ...]:
+        seq = inputs_embeds.shape[1]
+        mask = attention_mask.astype(jnp.int32)
+        kv = KVCache(past[0::2], past[1::2], mask, cache, max_length=max_length)
+        logits, kv = spec.step(spec.params, inputs_embeds.astype(spec.dtype), mask, position_ids_from_mask(mask, seq), kv)
+        present = [t for pair in zip(kv.keys, kv.values) for t in pair]
+        return (logits.astype(spec.dtype), *present)
+
+    return run
+
+
+def decoder_inputs(spec: DecoderSpec, cache: str, max_length: int) -> list[Any]:
+    batch, seq, past = jax.export.symbolic_shape(
+        f"{BATCH}, {SEQUENCE}, {PAST}", constraints=(f"{PAST} + {SEQUENCE} <= {max_length}",))
+    kv_len: Any = past if cache == "concat" else max_length
+    kv = jax.ShapeDtypeStruct((batch, spec.num_kv_heads, kv_len, spec.head_size), spec.dtype)
+    return [jax.ShapeDtypeStruct((batch, seq, spec.hidden_size), spec.dtype),
+            jax.ShapeDtypeStruct((batch, past + seq), jnp.int32), *([kv] * (2 * spec.num_layers))]
+
+
+def genai_config(spec: DecoderSpec, *, max_length: int, cache: str, search: dict[str, Any] | None) -> dict[str, Any]:
+    """The decoder-only config (``genai_config.build``) with the decoder reading ``inputs_embeds``
+    and the vision and embedding sessions beside it, under Gemma 3 vision's model type."""
+    config = build_genai_config(spec, filename=DECODER_FILE, max_length=max_length, cache=cache, search=search)
+    model = config["model"]
+    decoder_inputs = model["decoder"]["inputs"]
+    del decoder_inputs["input_ids"]
+    model["decoder"]["inputs"] = {"inputs_embeds": "inputs_embeds", **decoder_inputs}
+    model["type"] = "gemma3"
+    model["embedding"] = {"filename": EMBEDDING_FILE,
+                          "inputs": {"input_ids": "input_ids", "image_features": IMAGE_FEATURES},
+                          "outputs": {"inputs_embeds": "inputs_embeds"}}
+    model["vision"] = {"filename": VISION_FILE, "inputs": {"pixel_values": PIXEL_VALUES},
+                       "outputs": {"image_features": IMAGE_FEATURES}}
+    return config
+
+
+def inputs_description(spec: DecoderSpec, facts: dict[str, Any]) -> dict[str, Any]:
+    """``multimodal.json``: the inputs a generator is given (``og.NamedTensors``), as :func:`generate` feeds them."""
+    size, tokens = facts["image_size"], facts["image_tokens"]
+    return {
+        "family": spec.family,
+        "image_size": size,
+        "image_tokens": tokens,
+        "prompt": IMAGE_SLOT_NOTE,
+        "inputs": {
+            "input_ids": "int32 [1, image_tokens + text tokens]",
+            PIXEL_VALUES: f"float32 [num_images, {size}, {size}, 3] (height, width, RGB), the library's preprocessed "
+                          "pixels (its image converter's output)",
+            NUM_IMAGE_TOKENS: f"int64 [num_images], each {tokens}",
+        },
+        # the library's pixel preprocessing (resize, then x * scale + offset), when the export had its converter
+        "preprocessing": facts.get("preprocessing"),
+        "pad_token_id": spec.pad_token_id,
+    }
