@@ -19,6 +19,7 @@ from typing import Any
 import onnx_ir as ir
 
 from ..passes import CastCancelPass, PassPipeline
+from ..targets.base import default_target
 from . import accuracy_levels
 from .low_float import convert_low_float
 from .options import KINDS, Precision, PrecisionError, parse_precision, stage_forms
@@ -38,8 +39,11 @@ class PrecisionResult:
     detail: str
 
 
-def apply_precision(model: ir.Model, precision: Precision, runtime: Any = None) -> PrecisionResult:
-    """Rewrite ``model`` in place for ``precision`` and record it in the metadata.
+def apply_precision(model: ir.Model, precision: Precision, target: Any = None) -> PrecisionResult:
+    """Rewrite ``model`` in place for ``precision`` (fitted to ``target``, a
+    :class:`jax2onnx.targets.Target`; None: the default target) and record it in the metadata. The
+    float16/bfloat16 plan reads the target's kernel table; the int8/int4 matmuls are written by the
+    forms the fitted precision names (:mod:`jax2onnx.targets.precision_forms`).
 
     The plan reads every value's dtype: run shape inference first (``to_onnx`` does), since a few
     outputs (an ``If``'s) are typed only by it."""
@@ -48,7 +52,7 @@ def apply_precision(model: ir.Model, precision: Precision, runtime: Any = None) 
 
     levels_on = None
     if precision.kind in ("float16", "bfloat16"):
-
+        runtime = (target or default_target()).runtime()
         detail = convert_low_float(model, precision.kind, precision.keep_io_types, runtime).describe()
     elif precision.kind in (own := {form.kind: form for form in stage_forms()}):  # a target folder's own kind
         detail = own[precision.kind].apply(model, precision, tensor_ranges)
