@@ -1,6 +1,6 @@
 """The int8 weight-matmul forms one by one in onnxruntime's CPU provider at 1 thread: why
 ``precision="int8"`` writes 8-bit ``MatMulNBits`` with ``accuracy_level=4`` under
-``target="onnxruntime"`` (jax2onnx.precision.quantized_ops.INT8_ACCURACY_LEVEL) and what the
+``target="onnxruntime"`` (jax2onnx.targets.precision_forms.INT8_ACCURACY_LEVEL) and what the
 weight-only default costs against the per-tensor dynamic form (``activations="dynamic"``).
 
     python bench/int8_matmul_forms.py                  # GPT-2-sized MLP weight [768, 3072]
@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "packages", "core", "src"
 
 
 def forms(K: int, N: int, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
-    from jax2onnx.precision.quantizers import int8_blocks, int8_per_column
+    from jax2onnx.targets.weight_layouts import int8_blocks, int8_per_column
     from onnx import TensorProto, helper, numpy_helper
 
     def model(nodes, inits):

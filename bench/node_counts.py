@@ -62,7 +62,7 @@ def count(out_path: str, select: str | None, every: int = 1, part: tuple[int, in
             try:
                 with compat.x64_enabled(False):
                     fn = case.build()
-                    model = runner._export(variant, fn, runner.variant_inputs(variant, fn))
+                    model = runner._program(variant, fn, runner.variant_inputs(variant, fn)).model_proto
                 results[key] = {"main": len(model.graph.node), "total": sum(1 for _ in nodes(model)),
                                 "ops": _op_counts((n.domain, n.op_type) for n in nodes(model))}
             except Exception as exc:  # noqa: BLE001 - recorded, compared like a count

@@ -250,3 +250,48 @@ def test_each_pack_declares_the_packs_it_imports():
                                 f"{os.path.relpath(pyproject, ROOT)} does not declare {dist}")
     assert checked >= 10, checked  # every pack imports core at least
     assert not problems, "\n".join(problems)
+
+
+#: the modules that hold onnxruntime's kernel facts: its measured tables and the loaders of the
+#: installed one's (``jax2onnx.ir.runtime``), and the probe measuring them
+KERNEL_TABLE_MODULES = ("jax2onnx.ir.runtime", "jax2onnx.ir.kernel_probe")
+#: where they may be imported: the targets (each serves its kernel table, ``Target.runtime()``) and ir/ itself
+KERNEL_TABLE_READERS = ("core/src/jax2onnx/targets/", "core/src/jax2onnx/ir/")
+
+
+def _absolute_imports(path: str) -> list[tuple[int, str]]:
+    """(line, dotted module) of every import in ``path``, relative ones resolved against its package
+    (``from ..ir import runtime`` in ``jax2onnx.lower.x`` → ``jax2onnx.ir.runtime``)."""
+    rel = os.path.relpath(path, os.path.join(ROOT, "packages")).replace(os.sep, "/")
+    parts = rel.split("/")[2:]  # <package>/src/<module path>
+    package = parts[:-1]  # a module's package (an __init__'s is its own folder too)
+    found = []
+    for node in ast.walk(ast.parse(_read(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found += [(node.lineno, module), *((node.lineno, f"{module}.{a.name}") for a in node.names)]
+    return found
+
+
+def test_only_targets_read_the_kernel_tables():
+    """What a runtime can run is the target's (docs/architecture.md, "Adding a target"): the
+    lowering, the passes, the precision stage and verification ask ``Target.runtime()`` and
+    ``Target.providers``; no module outside ``targets/`` (and ``ir/``, which defines them) imports the
+    kernel-table modules, so a target with a table of its own changes what every stage reads."""
+    sources = [*glob.glob(os.path.join(ROOT, "packages", "*", "src", "**", "*.py"), recursive=True),
+               *glob.glob(os.path.join(ROOT, "templates", "*", "src", "**", "*.py"), recursive=True)]
+    assert len(sources) > 100, len(sources)
+    readers = []
+    found = []
+    for path in sources:
+        rel = os.path.relpath(path, os.path.join(ROOT, "packages")).replace(os.sep, "/")
+        hits = [(line, m) for line, m in _absolute_imports(path) if m.startswith(KERNEL_TABLE_MODULES)]
+        if rel.startswith(KERNEL_TABLE_READERS):
+            readers += [rel for _ in hits]
+        else:
+            found += [f"{os.path.relpath(path, ROOT)}:{line}: {m}" for line, m in hits]
+    assert any(r.startswith("core/src/jax2onnx/targets/") for r in readers), readers  # the scan sees the targets' imports
+    assert not found, "ask the export's target (ctx.runtime, Target.runtime()) instead:\n" + "\n".join(found)

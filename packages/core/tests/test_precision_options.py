@@ -95,3 +95,39 @@ def test_streamed_float16_weight_beyond_range_is_an_error_naming_it(mini_registr
     with pytest.raises(PrecisionError, match="'w'.*beyond float16's range"):
         to_onnx(f, [Weights(spec, w), (2, 64)], output_path=tmp_path / "m.onnx", external_data=True, precision="float16")
     assert not (tmp_path / "m.onnx").exists()
+
+
+def test_the_precision_stage_finds_each_weight_form_by_the_kernel_it_names():
+    """One source of truth: every int8/int4 kernel ``Precision`` accepts is one form class that the
+    stage asks (``weight_form``), with its layout and its answers to the stage's questions."""
+    from jax2onnx.precision.options import kernels
+    from jax2onnx.targets.precision_forms import WeightMatmulForm, weight_form
+
+    for kind in ("int8", "int4"):
+        for kernel in kernels(kind):
+            form = weight_form(kind, kernel)
+            assert isinstance(form, WeightMatmulForm) and (form.kind, form.kernel) == (kind, kernel)
+            assert form.parts(64, 16, Precision(kind, block_size=32)), form  # a layout for a [64, 16] weight
+    standard_int4 = weight_form("int4", "DequantizeLinear")
+    assert not (standard_int4.sliceable or standard_int4.int4_embeddings or standard_int4.accuracy_levels)
+    assert weight_form("int4", "MatMulNBits").accuracy_levels
+    assert weight_form("int8", None, "dynamic").activations == "dynamic"  # a precision no target fitted
+    with pytest.raises(ValueError, match="no int8 form writes 'Gemm'"):
+        weight_form("int8", "Gemm")
+
+
+def test_a_weight_forms_parts_round_trip_through_its_quantizer():
+    """Each form's quantizer writes exactly the parts it declares (dtype and shape), so the stage
+    writes them without knowing the layout."""
+    from jax2onnx.precision.options import kernels
+    from jax2onnx.targets.precision_forms import weight_form
+
+    w = np.linspace(-1, 1, 96 * 24, dtype=np.float32).reshape(96, 24)
+    for kind in ("int8", "int4"):
+        p = Precision(kind, block_size=32, symmetric=False)
+        for kernel in kernels(kind):
+            form = weight_form(kind, kernel)
+            specs = form.parts(96, 24, p)
+            parts = form.quantizer(96, p)(w)[: len(specs)]
+            assert [(tuple(a.shape), str(a.dtype)) for a in parts] == \
+                [(shape, str(dtype.numpy())) for _, dtype, shape in specs], (kind, kernel)

@@ -110,6 +110,74 @@ def test_a_target_registered_in_a_test_runs_end_to_end(mini_registry, npu):
     np.testing.assert_allclose(got, np.asarray(_fn(x)), rtol=1e-6, atol=1e-6)
 
 
+class _Lacking:
+    """The installed kernel table less some (op, dtype) kernels: a runtime without them."""
+
+    def __init__(self, lacks: dict[str, tuple[str, ...]]) -> None:
+        self.base = installed()
+        self.lacks = {op: frozenset(np.dtype(d) for d in dtypes) for op, dtypes in lacks.items()}
+
+    def __getattr__(self, name):
+        return getattr(self.base, name)
+
+    def missing(self, opset=None):
+        table = dict(self.base.missing(opset))
+        for op, dtypes in self.lacks.items():
+            table[op] = table.get(op, frozenset()) | dtypes
+        return table
+
+    def dtypes(self, op, opset=None, exact=False):
+        return self.base.dtypes(op, opset, exact) - self.lacks.get(op, frozenset())
+
+    def supports(self, op, dtype, opset=None):
+        return np.dtype(dtype) not in self.lacks.get(op, ()) and self.base.supports(op, dtype, opset)
+
+
+def _lacking(name: str, lacks: dict[str, tuple[str, ...]]) -> Target:
+    """A target like the test's, whose kernel table lacks ``lacks`` (registered for the test alone:
+    the ``npu`` fixture restores the registry)."""
+    table = _Lacking(lacks)
+    return register_target(Target(name=name, summary=f"a runtime without {lacks}", precision_forms=(Float16(),),
+                                  kernel_table=lambda: table))
+
+
+def _casts_to(model: onnx.ModelProto) -> set[int]:
+    return {a.i for n in model.graph.node if n.op_type == "Cast" for a in n.attribute if a.name == "to"}
+
+
+def test_its_kernel_table_decides_the_lowering_and_the_kernel_casts(mini_registry, npu):
+    """A runtime without float32 Cos: the export computes Cos on a carrier its table has (float64)
+    and casts back; the default target's export has no Cast. Only the target's table says so."""
+    lacking = _lacking("no-f32-cos", {"Cos": ("float32",)})
+    plain = to_onnx(_fn, [("B", 8)])
+    carried = to_onnx(_fn, [("B", 8)], target=lacking.name)
+    onnx.checker.check_model(carried, full_check=True)
+    assert onnx.TensorProto.DOUBLE not in _casts_to(plain)
+    assert {onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT} <= _casts_to(carried)
+    x = np.linspace(-2, 2, 24, dtype=np.float32).reshape(3, 8)
+    (got,) = run_onnx(carried, [x])
+    np.testing.assert_allclose(got, np.asarray(_fn(x)), rtol=1e-6, atol=1e-6)
+
+
+def test_its_kernel_table_decides_the_float16_plan(mini_registry, npu):
+    """float16 under a runtime without a float16 Mul: the plan keeps Mul in float32 for want of a
+    kernel (the precision's detail says so); the table the installed onnxruntime serves decides
+    the default target's plan."""
+    w = np.linspace(-1, 1, 8, dtype=np.float32)
+    lacking = _lacking("no-f16-mul", {"Mul": ("float16",)})
+    model = to_onnx(lambda x: x * w, [("B", 8)], target=lacking.name, precision="float16")
+    detail = {p.key: p.value for p in model.metadata_props}["jax2onnx.precision.detail"]
+    assert "Mul (kernel)" in detail, detail
+    mul = next(n for n in model.graph.node if n.op_type == "Mul")
+    assert {i.name: i.data_type for i in model.graph.initializer}.get(mul.input[1]) != onnx.TensorProto.FLOAT16
+    plain = to_onnx(lambda x: x * w, [("B", 8)], precision="float16")
+    plain_detail = {p.key: p.value for p in plain.metadata_props}["jax2onnx.precision.detail"]
+    assert ("Mul (kernel)" in plain_detail) == (not installed().supports("Mul", np.float16, 23)), plain_detail
+    x = np.linspace(-2, 2, 24, dtype=np.float32).reshape(3, 8)
+    (got,) = run_onnx(model, [x])
+    np.testing.assert_allclose(got, x * w, rtol=1e-3, atol=1e-3)
+
+
 def test_its_precision_forms_and_checks_decide(mini_registry, npu):
     w = np.linspace(-1, 1, 64 * 16, dtype=np.float32).reshape(64, 16)
     half = to_onnx(lambda x: x @ w, [("B", 64)], target=NAME, precision="float16")

@@ -10,6 +10,7 @@ import pytest
 from jax2onnx import allclose, to_onnx
 from jax2onnx.ir import runtime
 from jax2onnx.passes import KernelCoveragePass
+from jax2onnx.targets import default_target
 
 BF16 = jnp.bfloat16
 
@@ -57,7 +58,7 @@ def test_graph_output_keeps_its_name():
     node = ir.Node("", "Max", [x, x], outputs=[y])
     graph = ir.Graph([x], [y], nodes=[node], opset_imports={"": 23})
     model = ir.Model(graph, ir_version=10)
-    assert KernelCoveragePass()(model).modified
+    assert KernelCoveragePass(default_target().runtime())(model).modified
     assert graph.outputs[0].name == "y" and graph.outputs[0].type.dtype == ir.DataType.INT16
     assert [n.op_type for n in graph] == ["Cast", "Cast", "Max", "Cast"]
 
@@ -95,10 +96,10 @@ def test_a_scatter_reduction_is_part_of_what_is_looked_up():
         return ir.Model(graph, ir_version=10), node
 
     model, node = scatter("max")
-    assert KernelCoveragePass()(model).modified
+    assert KernelCoveragePass(default_target().runtime())(model).modified
     assert [v.type.dtype for v in node.inputs] == [ir.DataType.UINT8, ir.DataType.INT64, ir.DataType.UINT8]
     model, node = scatter("none")
-    assert not KernelCoveragePass()(model).modified
+    assert not KernelCoveragePass(default_target().runtime())(model).modified
 
 
 def test_a_lowering_asks_for_its_reduction_kernels():

@@ -16,7 +16,7 @@ import pytest
 from jax2onnx import Precision, to_onnx
 from jax2onnx.precision import PrecisionError, parse_precision
 from jax2onnx.precision.gptq import dequantized, gptq_blocks, rtn_blocks
-from jax2onnx.precision.quantizers import int4_blocks, int4_dq_blocks, int4_packed
+from jax2onnx.targets.weight_layouts import int4_blocks, int4_dq_blocks, int4_dq_packed, int4_packed
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -189,10 +189,10 @@ def test_block_grid_and_layouts_are_onnxruntimes(symmetric):
     (K = 80: a partial last block)."""
     w = np.random.default_rng(1).normal(size=(80, 24)).astype(np.float32)
     chosen = rtn_blocks(w, 32, symmetric)
-    for ours, theirs in zip(int4_packed(*chosen, 32, symmetric, "MatMulNBits"), int4_blocks(w, 32, symmetric),
+    for ours, theirs in zip(int4_packed(*chosen, 32, symmetric), int4_blocks(w, 32, symmetric),
                             strict=False):
         np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=0)
-    for ours, theirs in zip(int4_packed(*chosen, 32, symmetric, "DequantizeLinear"), int4_dq_blocks(w, 32, symmetric),
+    for ours, theirs in zip(int4_dq_packed(*chosen), int4_dq_blocks(w, 32, symmetric),
                             strict=True):
         np.testing.assert_allclose(np.asarray(ours, np.float32), np.asarray(theirs, np.float32), rtol=1e-6, atol=0)
     assert np.abs(dequantized(*chosen, 32) - w).max() < 0.5

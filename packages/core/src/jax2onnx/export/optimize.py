@@ -28,8 +28,6 @@ graph-level rule (the IR version) is the ``IrVersionPass`` here.
 
 from __future__ import annotations
 
-from typing import Any
-
 import onnx_ir as ir
 from onnx_ir.passes.common import ShapeInferencePass
 
@@ -67,7 +65,7 @@ def pass_manager(export: Export) -> ir.passes.PassManager:
     # REWRITE SLOT (target=, precision=, a front-end's rewrite_passes)
     if options.precision.kind != "float32":
         # the plan reads every value's dtype, and an If's outputs are typed only by inference
-        passes += [IntermediateShapesPass(), PrecisionPass(options.precision, options.target.runtime())]
+        passes += [IntermediateShapesPass(), PrecisionPass(options.precision, options.target)]
     passes += [_built(factory, options) for factory in options.rewrite_passes]
     passes.append(api_compat.IoNamesPass(options))
     passes += [IntermediateShapesPass(), IrVersionPass(options.opset)]
@@ -90,13 +88,13 @@ def _built(factory: PassFactory, options: ExportOptions) -> ir.passes.PassBase:
 class PrecisionPass(ir.passes.InPlacePass):
     """``precision=float16/bfloat16/int8/int4``: :func:`jax2onnx.precision.apply_precision`."""
 
-    def __init__(self, precision: Precision, runtime: Any = None) -> None:
+    def __init__(self, precision: Precision, target: Target) -> None:
         super().__init__()
         self.precision = precision
-        self.runtime = runtime  # the target's kernel table (the float16/bfloat16 plan reads it)
+        self.target = target  # its kernel table: the float16/bfloat16 plan reads it
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        apply_precision(model, self.precision, self.runtime)
+        apply_precision(model, self.precision, self.target)
         return ir.passes.PassResult(model, True)
 
 

@@ -5,7 +5,8 @@ set changes between releases (``Pad`` on bfloat16 from 1.32, ``BitShift`` only o
 Lowerings (through the ``dtypes=`` facet naming an ONNX op, or :meth:`Runtime.dtypes`) and
 :class:`jax2onnx.passes.KernelCoveragePass` ask the :class:`Runtime` the export's target serves
 (``Target.runtime()``, :mod:`jax2onnx.targets`; every built-in target serves :func:`installed`);
-none keeps its own list.
+none keeps its own list, and only ``jax2onnx/targets/`` imports this module
+(``tests/test_layout_rules.py``), so a target with a table of its own changes what every stage reads.
 
 A :class:`Runtime` reads the kernel table measured for an onnxruntime ``major.minor``
 (``ir/ort_kernels/<version>.json``, written by ``python -m jax2onnx.ir.kernel_probe``). For an

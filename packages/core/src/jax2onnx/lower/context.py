@@ -13,9 +13,7 @@ from ..compat import is_symbolic_dim, make_jaxpr, user_location
 from ..ir.builder import OpBuilder, Scope, set_aval, to_ir_dtype
 from ..ir.legalize import has_rule
 from ..ir.opsets import op_available, op_since
-from ..ir.runtime import Runtime
 from ..plugin import MarkedCall
-from ..targets import default_target
 
 
 class JaxprLowerer(Protocol):
@@ -23,7 +21,8 @@ class JaxprLowerer(Protocol):
     Interpreter`): inlining a sub-jaxpr. A protocol, so that this module does not import the
     interpreter, which imports it."""
 
-    runtime: Runtime
+    target: Any  # the export's jax2onnx.targets.Target
+    runtime: Any  # its kernel table (Target.runtime())
     options: Any
 
     def lower_jaxpr(self, scope: Scope, closed: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]: ...
@@ -148,12 +147,11 @@ class LoweringContext(Emitter):
         """This export's :class:`jax2onnx.targets.Target` (the default, standard ONNX, outside an
         export). Ask it what the runtime takes (``ctx.target.allows("Inverse", "com.microsoft")``)
         instead of comparing its name."""
-        target = getattr(self.options, "target", None)
-        return default_target() if target is None else target
+        return self.interp.target
 
     @property
-    def runtime(self) -> Runtime:
-        """The export target's kernel table (``Target.runtime()``, a :mod:`jax2onnx.ir.runtime` table)."""
+    def runtime(self) -> Any:
+        """The export target's kernel table (``Target.runtime()``, a :class:`jax2onnx.ir.runtime.Runtime`)."""
         return self.interp.runtime
 
     def has_op(self, op_type: str, **attributes: Any) -> bool:

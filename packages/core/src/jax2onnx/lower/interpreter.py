@@ -28,7 +28,6 @@ from ..compat import (
 from ..dtypes import carrier
 from ..errors import Jax2OnnxError, LoweringError, UnsupportedPrimitiveError
 from ..ir.builder import OpUnavailableError, Scope, set_aval, value_dtype
-from ..ir.runtime import Runtime
 from ..plugin import Kernels, Lowering, body_matches, parse_mark, shapes_match
 from ..targets.base import default_target
 from . import library
@@ -44,18 +43,19 @@ class Interpreter:
         lowerings: Mapping[str, Lowering],
         installed_packs: list[str],
         pack_hint: Callable[[str], str | None] = lambda primitive: None,
-        runtime: Runtime | None = None,
         options: Any = None,
     ):
         self.lowerings = lowerings
         self.installed_packs = installed_packs
         #: which pack a lowering of an unsupported primitive belongs in (the registry's ``pack_hint``)
         self.pack_hint = pack_hint
-        #: the export target's kernel table (``Target.runtime()``; default: the default target's):
-        #: the ``dtypes="<Op>"`` facets and ``ctx.kernel_dtypes`` ask it
-        self.runtime = runtime or default_target().runtime()
         #: the export's checked ``ExportOptions`` (None outside an export): ``ctx.options``
         self.options = options
+        #: the export's target (``options.target``; outside an export the default target)
+        self.target = getattr(options, "target", None) or default_target()
+        #: its kernel table (``Target.runtime()``): the ``dtypes="<Op>"`` facets and
+        #: ``ctx.kernel_dtypes`` ask it
+        self.runtime = self.target.runtime()
         self._library: library.LibraryTable | None = None
 
     @property

@@ -23,16 +23,17 @@ from .squeeze_cancel import SqueezeCancelPass
 from .transpose_cancel import TransposeCancelPass
 
 
-def default_passes(target: Any = None) -> PassPipeline:
+def default_passes(target: Any) -> PassPipeline:
     """Folding first, on the lowered graph without its dead code (folding declares it needs none:
     less to fold); then renames, Reshapes that undo each other and duplicates go. The rewrite stage (the common rules and
-    ``target``'s, a :class:`jax2onnx.targets.Target`; None: the common ones, :mod:`.rewrite`) runs on
-    the folded, deduplicated graph. A max pool's NaN guard moves past the layout Transposes that
-stayed (:mod:`.max_pool_guard`). Rolls read one Split per value and axis after duplicates are
+    ``target``'s, a :class:`jax2onnx.targets.Target`, :mod:`.rewrite`) runs on the folded,
+    deduplicated graph. A max pool's NaN guard moves past the layout Transposes that stayed
+    (:mod:`.max_pool_guard`). Rolls read one Split per value and axis after duplicates are
     merged and what the others freed is gone (each distinct roll counts once; it needs no dead code).
-    Casts around (op, dtype) pairs onnxruntime lacks come last, so the other passes see the graph as
-    the lowerings wrote it; dead code goes at the end. Shape inference and dead-code removal run
-    where a pass declares it needs them (:mod:`.pipeline`), not in the passes."""
+    Casts around (op, dtype) pairs the target's kernel table lacks (``target.runtime()``) come last,
+    so the other passes see the graph as the lowerings wrote it; dead code goes at the end. Shape
+    inference and dead-code removal run where a pass declares it needs them (:mod:`.pipeline`), not
+    in the passes."""
     return PassPipeline(
         [
             ConstantFoldingPass(),
@@ -44,7 +45,7 @@ stayed (:mod:`.max_pool_guard`). Rolls read one Split per value and axis after d
             CommonSubexpressionEliminationPass(),
             RewritePass(target),
             RollSplitPass(),
-            KernelCoveragePass(None if target is None else target.runtime()),
+            KernelCoveragePass(target.runtime()),
         ],
         dead_code=True,  # the lowered graph holds nodes nothing reads
         finish_dead_code=True,

@@ -4,8 +4,10 @@ A valid ONNX model can still fail to load in onnxruntime ("Could not find an imp
 Where(16) node with name ..."): the spec allows ``Where`` on bfloat16 and uint64, ``MatMul`` on
 bfloat16, ``Max`` on int16, ``Pad`` on int16, ``Einsum`` on int8, but the CPU provider implements
 fewer types (and ``ScatterND`` refuses bool with reduction max/min only when it runs), and fewer in
-older releases. The missing pairs come from :mod:`jax2onnx.ir.runtime` (the installed onnxruntime's
-measured or probed kernel table); a scatter op with a reduction is its own entry (``ScatterND:max``).
+older releases. The missing pairs come from the export target's kernel table (``Target.runtime()``,
+a :class:`jax2onnx.ir.runtime.Runtime`: for the built-in targets the installed onnxruntime's measured
+or probed table); the pass is given it and reads no runtime of its own. A scatter op with a
+reduction is its own entry (``ScatterND:max``).
 
 Rules:
 - a node whose op is in the table and whose tensor type (the type its value inputs share) is
@@ -22,11 +24,12 @@ Rules:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx_ir as ir
 
 from ..dtypes import carrier
-from ..ir.runtime import Runtime, installed
 from .manager import all_graphs
 
 #: ops whose result does not depend on the order of the values, only on their bits modulo 2**64
@@ -39,11 +42,10 @@ _ORDER_FREE = frozenset({
 _WITH_REDUCTION = frozenset({"ScatterND", "ScatterElements"})
 
 
-def missing_kernels(opset: int | None = None, runtime: Runtime | None = None) -> dict[str, frozenset]:
+def missing_kernels(opset: int | None, runtime: Any) -> dict[str, frozenset]:
     """(op or ``op:reduction``) -> the dtypes ``runtime`` (the export target's kernel table,
-    ``Target.runtime()``; None: the installed onnxruntime's) has no kernel for at ``opset``
-    (:meth:`jax2onnx.ir.runtime.Runtime.missing`)."""
-    return (runtime or installed()).missing(opset)
+    ``Target.runtime()``) has no kernel for at ``opset`` (:meth:`jax2onnx.ir.runtime.Runtime.missing`)."""
+    return runtime.missing(opset)
 
 
 def table_key(node: ir.Node) -> str:
@@ -56,7 +58,7 @@ def table_key(node: ir.Node) -> str:
     return node.op_type
 
 
-def _value_inputs(node: ir.Node, key: str, runtime: Runtime) -> list[int]:
+def _value_inputs(node: ir.Node, key: str, runtime: Any) -> list[int]:
     """Indices of the inputs typed by the op's shared type parameter (Where's condition, Pad's
     pads, a scatter's indices are not)."""
     positions = runtime.typed_inputs(key)
@@ -77,7 +79,7 @@ def _may_have_no_rows(value: ir.Value) -> bool:
     return shape is None or (len(shape) >= 2 and any(not isinstance(d, int) or d == 0 for d in list(shape)[:-1]))
 
 
-def _matrix_times_vector(graph: ir.Graph, node: ir.Node, runtime: Runtime, fresh) -> bool:
+def _matrix_times_vector(graph: ir.Graph, node: ir.Node, runtime: Any, fresh) -> bool:
     """``MatMul(a, v)`` of a vector ``v`` as ``Squeeze(MatMul(a, Unsqueeze(v, -1)), -1)`` where
     the runtime fails that form for an ``a`` without rows (``MatMul:vector``, onnxruntime 1.31)."""
     a, v = node.inputs[0], node.inputs[1]
@@ -117,17 +119,16 @@ def _read_through(graph: ir.Graph, node: ir.Node, out: ir.Value, after: ir.Node,
 
 
 class KernelCoveragePass(ir.passes.InPlacePass):
-    """``runtime``: the onnxruntime the model is for (default: the installed one, see
-    :func:`jax2onnx.ir.runtime.installed`)."""
+    """``runtime``: the kernel table of the target the model is for (``Target.runtime()``)."""
 
     produces_dead_code = True
 
-    def __init__(self, runtime: Runtime | None = None) -> None:
+    def __init__(self, runtime: Any) -> None:
         super().__init__()
         self.runtime = runtime
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        runtime = self.runtime or installed()
+        runtime = self.runtime
         opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
         table = runtime.missing(opset)
         modified = False

@@ -19,7 +19,9 @@ from typing import Any
 import onnx_ir as ir
 
 from ..passes import CastCancelPass, PassPipeline
+from ..targets.base import default_target
 from . import accuracy_levels
+from .calibration import measuring_on
 from .low_float import convert_low_float
 from .options import KINDS, Precision, PrecisionError, parse_precision, stage_forms
 from .quantize import quantize_weight_matmuls
@@ -38,18 +40,31 @@ class PrecisionResult:
     detail: str
 
 
-def apply_precision(model: ir.Model, precision: Precision, runtime: Any = None) -> PrecisionResult:
-    """Rewrite ``model`` in place for ``precision`` and record it in the metadata.
+def apply_precision(model: ir.Model, precision: Precision, target: Any = None) -> PrecisionResult:
+    """Rewrite ``model`` in place for ``precision`` (fitted to ``target``, a
+    :class:`jax2onnx.targets.Target`; None: the default target) and record it in the metadata. The
+    float16/bfloat16 plan reads the target's kernel table; the int8/int4 matmuls are written by the
+    forms the fitted precision names (:mod:`jax2onnx.targets.precision_forms`).
 
     The plan reads every value's dtype: run shape inference first (``to_onnx`` does), since a few
     outputs (an ``If``'s) are typed only by it."""
     if precision.kind == "float32":
         return PrecisionResult(precision, "float32")
+    target = target or default_target()
+    with measuring_on(target):  # calibration, accuracy levels and QDQ ranges run on the target's providers
+        detail = _rewrite(model, precision, target)
+    model.metadata_props[META_KIND] = precision.kind
+    model.metadata_props[META_DETAIL] = f"{precision.describe()}: {detail}"
+    if precision.activations is not None:
+        model.metadata_props[META_ACTIVATIONS] = precision.activations
+    return PrecisionResult(precision, detail)
 
+
+def _rewrite(model: ir.Model, precision: Precision, target: Any) -> str:
+    """The rewrite of ``model`` for ``precision`` on ``target``; returns what was done, one line."""
     levels_on = None
     if precision.kind in ("float16", "bfloat16"):
-
-        detail = convert_low_float(model, precision.kind, precision.keep_io_types, runtime).describe()
+        detail = convert_low_float(model, precision.kind, precision.keep_io_types, target.runtime()).describe()
     elif precision.kind in (own := {form.kind: form for form in stage_forms()}):  # a target folder's own kind
         detail = own[precision.kind].apply(model, precision, tensor_ranges)
     else:
@@ -60,11 +75,7 @@ def apply_precision(model: ir.Model, precision: Precision, runtime: Any = None) 
     PassPipeline([CastCancelPass()], dead_code=True, finish_dead_code=True)(model)
     if levels_on is not None:
         detail = f"{detail}; {levels_on.choose(model).describe()}"
-    model.metadata_props[META_KIND] = precision.kind
-    model.metadata_props[META_DETAIL] = f"{precision.describe()}: {detail}"
-    if precision.activations is not None:
-        model.metadata_props[META_ACTIVATIONS] = precision.activations
-    return PrecisionResult(precision, detail)
+    return detail
 
 
 __all__ = ["KINDS", "META_ACTIVATIONS", "META_DETAIL", "META_KIND", "Precision", "PrecisionError", "PrecisionResult", "apply_precision",

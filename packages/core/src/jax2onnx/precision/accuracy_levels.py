@@ -48,9 +48,10 @@ import onnx_ir as ir
 
 from ..ir.graphs import all_graphs
 from ..progress import current as current_progress
+from ..targets.precision_forms import MS_DOMAIN, weight_form
 from .calibration import SegmentRunner, cpu_session, segment_depths
 from .options import PrecisionError
-from .quantized_ops import MS_DOMAIN, is_embedding
+from .quantized_ops import is_embedding
 
 #: a layer whose worst row's relative error at level 4 (against level 1) exceeds this keeps level 1.
 #: Standard normal inputs to a 768 x 768 layer measured 0.005-0.007 at blocks 16-256; one input
@@ -92,7 +93,7 @@ class Plan:
 
 def plan(model: ir.Model, p) -> Plan | None:
     """The check ``p`` asks for (int4 as MatMulNBits with ``accuracy_level="auto"``), or None."""
-    if not (p.kind == "int4" and p.accuracy_level == "auto" and p.int4_kernel != "DequantizeLinear"):
+    if not (p.kind == "int4" and p.accuracy_level == "auto" and weight_form("int4", p.int4_kernel).accuracy_levels):
         return None
 
     lm = any(is_embedding(node, model.graph) for g in all_graphs(model) for node in g)
@@ -225,7 +226,7 @@ def weight_name(node: ir.Node) -> str:
 
 def _is_nbits(node: ir.Node) -> bool:
     """A 4-bit MatMulNBits: the 8-bit ones (int8 weights, an int8 LM head) keep the level the int8
-    form fixes (quantized_ops.INT8_ACCURACY_LEVEL: at 1 their kernel widens the weight every call)."""
+    form fixes (jax2onnx.targets.precision_forms.INT8_ACCURACY_LEVEL: at 1 their kernel widens the weight every call)."""
     if node.op_type != "MatMulNBits" or node.domain != MS_DOMAIN:
         return False
     bits = node.attributes.get("bits")

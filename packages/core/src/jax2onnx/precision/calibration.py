@@ -55,6 +55,7 @@ import contextvars
 import dataclasses
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir
@@ -88,6 +89,21 @@ def reporting_layers(callback: LayerCallback) -> Iterator[None]:
         yield
     finally:
         _LAYER_CALLBACK.reset(token)
+
+
+#: the export's target while the precision stage runs (:func:`measuring_on`): its sessions run there
+_TARGET: contextvars.ContextVar[Any] = contextvars.ContextVar("precision_target", default=None)
+
+
+@contextlib.contextmanager
+def measuring_on(target: Any) -> Iterator[None]:
+    """Within the block, the precision stage's sessions (calibration, accuracy levels, QDQ ranges)
+    run on ``target``'s verification providers (``Target.inference_session``)."""
+    token = _TARGET.set(target)
+    try:
+        yield
+    finally:
+        _TARGET.reset(token)
 
 
 @dataclasses.dataclass
@@ -124,8 +140,9 @@ class StackedSite:
 
 
 def cpu_session(proto):
-    """An onnxruntime session of ``proto`` from memory on the default target's verification
-    providers (onnxruntime's CPU): the calibration runner's and the accuracy level check's."""
+    """An onnxruntime session of ``proto`` from memory on the export target's verification providers
+    (:func:`measuring_on`; outside the stage the default target's): the calibration runner's, the
+    accuracy level check's and the QDQ ranges'."""
     try:
         import onnxruntime as ort
     except ImportError as exc:
@@ -138,7 +155,7 @@ def cpu_session(proto):
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.enable_cpu_mem_arena = False  # one session per segment: an arena would outlive its use in the heap
-    return default_target().inference_session(ort, proto.SerializeToString(), options)
+    return (_TARGET.get() or default_target()).inference_session(ort, proto.SerializeToString(), options)
 
 
 def _shown(shape: ir.Shape | None) -> str:
@@ -545,4 +562,4 @@ def calibrate(model: ir.Model, p: Precision, sites: list[MatmulSite], stacks: li
 
 
 __all__ = ["HOLDOUT_EVERY", "Calibrated", "Choice", "MatmulSite", "SegmentRunner", "StackedSite", "calibrate",
-           "checked_feed", "cpu_session", "reporting_layers", "segment_depths"]
+           "checked_feed", "cpu_session", "measuring_on", "reporting_layers", "segment_depths"]

@@ -12,7 +12,7 @@ quantized in its own blocks, as the two forms onnxruntime runs.
 - a ``MatMul`` or ``Einsum`` reading a stacked float32 weight ``[E, K, N]`` (a library computing
   every expert with one batched einsum, on the standard path) reads it through one blocked ``DequantizeLinear``
   (opset 21: uint4 codes, scales and zero points ``[E, ceil(K/block), N]``, blocks along K), the
-  same codes as the 2-D standard form (:func:`.quantizers.int4_dq_blocks`) per expert.
+  same codes as the 2-D standard form (:func:`jax2onnx.targets.weight_layouts.int4_dq_blocks`) per expert.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from ..targets.precision_forms import MS_DOMAIN
+from ..targets.weight_layouts import int4_blocks, int4_dq_blocks
 from .options import Precision
-from .quantized_ops import MS_DOMAIN
-from .quantizers import int4_blocks, int4_dq_blocks
 from .weight_sites import F32, Site, Weight, as_weight, attribute_value, part_values
 
 #: QMoE's input slots (onnxruntime's contrib schema): the weights, scales, biases and zero points

@@ -286,7 +286,7 @@ class _LowFloat:
     """One conversion: plan every graph reached from the main graph (bodies, functions), then
     retype values and insert the Casts."""
 
-    def __init__(self, model: ir.Model, kind: str, keep_io_types: bool, runtime: Any = None):
+    def __init__(self, model: ir.Model, kind: str, keep_io_types: bool, runtime: Any):
         self.model, self.kind = model, kind
         self.low = LOW_TYPES[kind]
         self.opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 23))
@@ -611,10 +611,10 @@ def _elements(tensor: ir.TensorProtocol) -> int:
     return int(np.prod([int(d) for d in tensor.shape]))
 
 
-def convert_low_float(model: ir.Model, kind: str, keep_io_types: bool = True, runtime: Any = None) -> LowFloatResult:
+def convert_low_float(model: ir.Model, kind: str, keep_io_types: bool, runtime: Any) -> LowFloatResult:
     """Rewrite ``model``'s float32 work into ``kind`` (``"float16"``/``"bfloat16"``) in place: the
     main graph, the bodies of its If/Loop/Scan nodes and its functions. ``runtime``: the export
-    target's kernel table (``Target.runtime()``; None: the installed onnxruntime's)."""
+    target's kernel table (``Target.runtime()``), where the plan reads which ops have low-float kernels."""
     return _LowFloat(model, kind, keep_io_types, runtime).run()
 
 

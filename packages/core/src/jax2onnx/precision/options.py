@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import PrecisionError
 from ..targets.base import available_targets
-from ..targets.precision_forms import PrecisionForm, kernel_names
+from ..targets.precision_forms import PrecisionForm, kernel_names, weight_form
 
 #: The precisions, in the order the guide lists them.
 KINDS = ("float32", "float16", "bfloat16", "int8", "int4")
@@ -157,8 +157,8 @@ class Precision:
         resolved by the precision (int4 tables under int4, int8 under int8, None otherwise)."""
         if self.kind not in QUANT_KINDS:
             return None
-        if self.embeddings == "auto":
-            return "int8" if self.int4_kernel == "DequantizeLinear" else self.kind
+        if self.embeddings == "auto":  # int4 tables where the int4 form has them
+            return "int4" if self.kind == "int4" and weight_form("int4", self.int4_kernel).int4_embeddings else "int8"
         return self.embeddings
 
     def describe(self) -> str:
@@ -173,7 +173,7 @@ class Precision:
                 if self.calibration:
                     method += f" calibrated on {len(self.calibration)} batch(es)"
                 parts.append(f"block {self.block_size} {'symmetric' if self.symmetric else 'asymmetric'} {method}")
-                if self.accuracy_level is not None and self.int4_kernel != "DequantizeLinear":  # MatMulNBits' attribute
+                if self.accuracy_level is not None and weight_form("int4", self.int4_kernel).accuracy_levels:
                     parts.append(f"accuracy_level {self.accuracy_level}")
             else:
                 form = "dynamic activations" if self.activations == "dynamic" else "weight-only"
@@ -252,9 +252,10 @@ def parse_precision(precision: Any, *, enable_double_precision: bool = False) ->
         named, known = getattr(p, f"{kind}_kernel"), kernels(kind)
         if named is not None and named not in known:
             raise PrecisionError(f"{kind}_kernel={named!r} is unknown; use one of {', '.join(map(repr, known))}")
-    if p.int4_kernel == "DequantizeLinear" and p.embeddings == "int4":
-        raise PrecisionError("embeddings='int4' gathers 4-bit rows with com.microsoft.GatherBlockQuantized; under "
-                             "int4_kernel='DequantizeLinear' (standard ONNX) use embeddings='int8' or 'auto'")
+    if p.embeddings == "int4" and p.int4_kernel is not None and not weight_form("int4", p.int4_kernel).int4_embeddings:
+        raise PrecisionError(f"embeddings='int4' gathers 4-bit rows with com.microsoft.GatherBlockQuantized; under "
+                             f"int4_kernel={p.int4_kernel!r} ({weight_form('int4', p.int4_kernel).about}) use "
+                             "embeddings='int8' or 'auto'")
     if isinstance(p.accuracy_level, bool) or p.accuracy_level not in (None, "auto", 0, 1, 2, 3, 4):
         raise PrecisionError(f"accuracy_level={p.accuracy_level!r}: MatMulNBits takes 0 to 4, 'auto' (4 where a check "
                              "of each layer's error allows it, else 1) or None (leave it out)")

@@ -1,33 +1,25 @@
-"""The nodes that replace a weight's float32 work: the int4 ``MatMulNBits``, the weight-only int8
-matmuls (8-bit ``com.microsoft.MatMulNBits`` or ``DequantizeLinear`` + ``MatMul``) and the dynamic
-ones (``com.microsoft.DynamicQuantizeMatMul`` or ``DynamicQuantizeLinear`` + ``MatMulInteger``),
+"""The nodes that replace a weight's float32 work: the int8/int4 weight matmuls, written by the
+fitted precision form (:class:`jax2onnx.targets.precision_forms.WeightMatmulForm`: 8-bit or 4-bit
+``com.microsoft.MatMulNBits``, ``DequantizeLinear`` + ``MatMul``, the dynamic
+``com.microsoft.DynamicQuantizeMatMul`` or ``DynamicQuantizeLinear`` + ``MatMulInteger``),
 int8/int4 embedding gathers, and int8 storage widened by one ``DequantizeLinear`` (convolution
 kernels, large addends)."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
 
+from ..targets.precision_forms import MS_DOMAIN, WeightMatmulForm, weight_form
+from ..targets.weight_layouts import int4_blocks, int8_per_axis, int8_per_column
 from .options import Precision, PrecisionError
-from .quantizers import int4_blocks, int4_dq_blocks, int4_packed, int8_blocks, int8_per_axis, int8_per_column
 from .weight_sites import F32, Site, Weight, WeightMatmul, as_weight, attribute_value, part_values
 
-MS_DOMAIN = "com.microsoft"
 #: a constant added to activations is quantized (``conv="int8"``) from this many elements: below
 #: it (biases, LayerNorm parameters) the bytes saved are noise
 ADDEND_ELEMENTS = 16384
-#: 8-bit MatMulNBits' block along K: a float32 scale per 128 codes keeps an int8 model near 0.26x
-#: float32's bytes (blocks of 32 would make it 0.28x); a narrower weight is one block
-INT8_BLOCK_SIZE = 128
-#: 8-bit MatMulNBits' accuracy_level: 4, the one onnxruntime (1.32) gives the standard form it fuses
-#: (DequantizeLinear + MatMul) and the only fast one on its CPU: the activations are rounded to int8
-#: inside the kernel per block of K (1 computes in float32 but dequantizes the weight on every call,
-#: 16-32x slower than float32 for one token; bench/results/precision.md)
-INT8_ACCURACY_LEVEL = 4
 
 
 def use_ms_domain(owner: ir.Graph | ir.Function) -> None:
@@ -56,159 +48,30 @@ def replace_matmul(site: Site, m: WeightMatmul, nodes: list[ir.Node], out: ir.Va
     ir.convenience.replace_nodes_and_values(site.owner, m.node, [m.node], nodes, [old], [out])
 
 
-def int4_specs(K: int, N: int, p: Precision) -> list[tuple[str, ir.DataType, tuple[int, ...]]]:
-    blocks = -(-K // p.block_size)
-    specs = [("q4", ir.DataType.UINT8, (N, blocks, p.block_size // 2)), ("scales", F32, (N, blocks))]
-    if not p.symmetric:
-        specs.append(("zero_points", ir.DataType.UINT8, (N, -(-blocks // 2))))
-    return specs
-
-
-def matmul_nbits(a: ir.Value, parts: list[ir.Value], bias: ir.Value | None, K: int, N: int, p: Precision,
-                  name: str) -> ir.Node:
-    inputs: list[ir.Value | None] = [a, *parts]
-    if bias is not None:
-        inputs += [None] * (5 - len(inputs)) + [bias]
-    attrs = [ir.AttrInt64("K", K), ir.AttrInt64("N", N), ir.AttrInt64("bits", 4), ir.AttrInt64("block_size", p.block_size)]
-    if p.accuracy_level is not None:  # "auto": 1 until .accuracy_levels measures each node
-        attrs.append(ir.AttrInt64("accuracy_level", 1 if p.accuracy_level == "auto" else p.accuracy_level))
-    return ir.Node(MS_DOMAIN, "MatMulNBits", inputs, attrs, outputs=[ir.Value(name=name)], name=name)
-
-
 def to_int4(site: Site, m: WeightMatmul, p: Precision, k: int,
             chosen: Callable[[np.ndarray], tuple[np.ndarray, ...]] | None = None) -> None:
-    """``chosen``: a calibrated method's codes, scales and zero points of the ``[K, N]`` weight
-    (:mod:`.calibration`), written in the same layout; None: onnxruntime's round-to-nearest."""
-    K, N = weight_kn(m)
-    if chosen is not None:
-        packed = functools.partial(int4_packed, block_size=p.block_size, symmetric=p.symmetric, kernel=p.int4_kernel)
-        calibrated = oriented(m, lambda w: packed(*chosen(w)))
-    if p.int4_kernel == "DequantizeLinear":
-        _to_int4_dequantized(site, m, p, k, K, N, calibrated if chosen is not None else None)
-        return
-    specs = int4_specs(K, N, p)
-    fn = calibrated if chosen is not None else oriented(
-        m, functools.partial(int4_blocks, block_size=p.block_size, symmetric=p.symmetric))
-    parts = part_values(site, m.weight, lambda w: fn(w)[: len(specs)], specs)
-    node = matmul_nbits(m.a, parts, m.bias, K, N, p, site.names(f"matmul_q4_{k}"))
-    replace_matmul(site, m, [node], node.outputs[0])
-
-
-def outside_bodies(site: Site, widen: ir.Node) -> list[ir.Node]:
-    """``widen`` (the ``DequantizeLinear`` of a weight's parts) placed where onnxruntime can run it:
-    a control-flow body reading main-graph initializers gets their float32 weight from the main
-    graph (onnxruntime 1.32 fuses a body's DequantizeLinear + MatMul into MatMulNBits and then fails
-    the session on the outer-scope weight: "Missing required weight"); returns the nodes to place
-    before the MatMul (none when moved)."""
-    main = site.main
-    if site.owner is main or isinstance(site.owner, ir.Function):
-        return [widen]
-    if not all(v is None or main.initializers.get(v.name) is v for v in widen.inputs):
-        return [widen]  # a body's own constants (or slices of them): fused in place
-    main.insert_before(next(iter(main)), widen)
-    return []
-
-
-def _to_int4_dequantized(site: Site, m: WeightMatmul, p: Precision, k: int, K: int, N: int,
-                         calibrated: Callable[[np.ndarray], tuple[np.ndarray, ...]] | None) -> None:
-    """Standard ONNX int4: uint4 codes ``[K, N]`` widened by one blocked ``DequantizeLinear`` (opset
-    21, blocks of ``block_size`` along K), then the ``MatMul`` (+ bias). onnxruntime fuses the pair into
-    its MatMulNBits kernel when the session starts (the weight is a constant)."""
-    blocks = -(-K // p.block_size)
-    specs = [("q4", ir.DataType.UINT4, (K, N)), ("scales", F32, (blocks, N)), ("zero_points", ir.DataType.UINT4, (blocks, N))]
-    fn = calibrated or oriented(m, functools.partial(int4_dq_blocks, block_size=p.block_size, symmetric=p.symmetric))
-    codes, scales, zero_points = part_values(site, m.weight, fn, specs)
-    name = site.names(f"matmul_q4_{k}")
-    weight = ir.Value(name=f"{name}_w", type=ir.TensorType(F32), shape=ir.Shape([K, N]))
-    widen = ir.Node("", "DequantizeLinear", [codes, scales, zero_points],
-                    [ir.AttrInt64("axis", 0), ir.AttrInt64("block_size", p.block_size)], outputs=[weight],
-                    name=f"{name}_dq")
-    nodes = [*outside_bodies(site, widen), ir.Node("", "MatMul", [m.a, weight], outputs=[ir.Value(name=name)], name=name)]
-    if m.bias is not None:
-        nodes.append(ir.Node("", "Add", [nodes[-1].outputs[0], m.bias], outputs=[ir.Value(name=f"{name}_b")],
-                             name=f"{name}_bias"))
-    replace_matmul(site, m, nodes, nodes[-1].outputs[0])
-
-
-def int8_block_size(K: int) -> int:
-    """8-bit MatMulNBits' block for a ``K``-long contraction: :data:`INT8_BLOCK_SIZE`, or for a
-    narrower weight ``K`` rounded up to a power of two (16 at least, MatMulNBits' smallest)."""
-    return min(INT8_BLOCK_SIZE, max(16, 1 << (K - 1).bit_length()))
-
-
-def int8_specs(K: int, N: int, p: Precision) -> list[tuple[str, ir.DataType, tuple[int, ...]]]:
-    """The parts of an int8 ``[K, N]`` weight in ``p.int8_kernel``'s layout: 8-bit MatMulNBits'
-    blocks (uint8 ``[N, blocks, block]``, scales ``[N, blocks]``) or int8 codes ``[K, N]`` with a
-    scale per column."""
-    if p.int8_kernel == "MatMulNBits":
-        block = int8_block_size(K)
-        blocks = -(-K // block)
-        return [("q8", ir.DataType.UINT8, (N, blocks, block)), ("scales", F32, (N, blocks))]
-    return [("q8", ir.DataType.INT8, (K, N)), ("scales", F32, (N,))]
-
-
-def int8_quantizer(K: int, p: Precision) -> Callable[[np.ndarray], tuple[np.ndarray, ...]]:
-    """The quantizer of a ``[K, N]`` weight into :func:`int8_specs`' parts."""
-    if p.int8_kernel == "MatMulNBits":
-        return functools.partial(int8_blocks, block_size=int8_block_size(K))
-    return int8_per_column
-
-
-def int8_matmul(site: Site, a: ir.Value, parts: list[ir.Value], bias: ir.Value | None, K: int, N: int,
-                p: Precision, k: int) -> list[ir.Node]:
-    """The int8 matmul of ``a`` and the weight ``parts`` (:func:`int8_specs`) (+ ``bias``) in
-    ``p.int8_kernel``'s form: the nodes, the last writes it."""
-    name = site.names(f"matmul_q8_{k}")
-    if p.int8_kernel == "MatMulNBits":
-        inputs: list[ir.Value | None] = [a, *parts]
-        if bias is not None:
-            inputs += [None] * (5 - len(inputs)) + [bias]
-        attrs = [ir.AttrInt64("K", K), ir.AttrInt64("N", N), ir.AttrInt64("bits", 8),
-                 ir.AttrInt64("block_size", int8_block_size(K)), ir.AttrInt64("accuracy_level", INT8_ACCURACY_LEVEL)]
-        return [ir.Node(MS_DOMAIN, "MatMulNBits", inputs, attrs, outputs=[ir.Value(name=name)], name=name)]
-    codes, scales = parts
-    if p.int8_kernel != "DequantizeLinear":
-        return _dynamic_int8(site, a, codes, scales, bias, p, k)
-    weight = ir.Value(name=f"{name}_w", type=ir.TensorType(F32), shape=ir.Shape([K, N]))
-    widen = ir.Node("", "DequantizeLinear", [codes, scales], [ir.AttrInt64("axis", 1)], outputs=[weight], name=f"{name}_dq")
-    nodes = [*outside_bodies(site, widen), ir.Node("", "MatMul", [a, weight], outputs=[ir.Value(name=name)], name=name)]
-    if bias is not None:
-        nodes.append(ir.Node("", "Add", [nodes[-1].outputs[0], bias], outputs=[ir.Value(name=f"{name}_b")],
-                             name=f"{name}_bias"))
-    return nodes
-
-
-def _dynamic_int8(site: Site, a: ir.Value, codes: ir.Value, scales: ir.Value, bias: ir.Value | None, p: Precision,
-                  k: int) -> list[ir.Node]:
-    """The int8 matmul of ``a``, quantized per tensor at run time, and ``codes * scales`` (+ ``bias``)."""
-    if p.int8_kernel == "DynamicQuantizeMatMul":
-        inputs: list[ir.Value | None] = [a, codes, scales]
-        if bias is not None:
-            inputs += [None, bias]
-        name = site.names(f"matmul_q8_{k}")
-        return [ir.Node(MS_DOMAIN, "DynamicQuantizeMatMul", inputs, outputs=[ir.Value(name=name)], name=name)]
-
-    def v(name: str, dtype: ir.DataType | None = None) -> ir.Value:
-        return ir.Value(name=site.names(f"{name}_{k}"), type=ir.TensorType(dtype) if dtype is not None else None)
-
-    quant = ir.Node("", "DynamicQuantizeLinear", [a], outputs=[v("a_q8", ir.DataType.UINT8), v("a_scale", F32),
-                                                                v("a_zero_point", ir.DataType.UINT8)], name=f"a_q8_{k}")
-    q, a_scale, a_zp = quant.outputs
-    mm = ir.Node("", "MatMulInteger", [q, codes, a_zp], outputs=[v("matmul_i32", ir.DataType.INT32)], name=f"matmul_i32_{k}")
-    to_float = ir.Node("", "Cast", [mm.outputs[0]], [ir.AttrInt64("to", int(F32))], outputs=[v("matmul_f32", F32)],
-                       name=f"matmul_f32_{k}")
-    scale = ir.Node("", "Mul", [a_scale, scales], outputs=[v("matmul_scale", F32)], name=f"matmul_scale_{k}")
-    out = ir.Node("", "Mul", [to_float.outputs[0], scale.outputs[0]], outputs=[v("matmul_q8", F32)], name=f"matmul_q8_{k}")
-    nodes = [quant, mm, to_float, scale, out]
-    if bias is not None:
-        nodes.append(ir.Node("", "Add", [out.outputs[0], bias], outputs=[v("matmul_q8_bias", F32)], name=f"matmul_q8_bias_{k}"))
-    return nodes
+    """``m`` as the int4 form's matmul (:func:`jax2onnx.targets.precision_forms.weight_form`).
+    ``chosen``: a calibrated method's codes, scales and zero points of the ``[K, N]`` weight
+    (:mod:`.calibration`), written in the form's layout; None: round-to-nearest."""
+    _to_form(site, m, p, k, weight_form("int4", p.int4_kernel), chosen)
 
 
 def to_int8(site: Site, m: WeightMatmul, p: Precision, k: int) -> None:
+    """``m`` as the int8 form's matmul (weight-only or dynamic, as fitted)."""
+    _to_form(site, m, p, k, weight_form("int8", p.int8_kernel, p.activations))
+
+
+def _to_form(site: Site, m: WeightMatmul, p: Precision, k: int, form: WeightMatmulForm,
+             chosen: Callable[[np.ndarray], tuple[np.ndarray, ...]] | None = None) -> None:
     K, N = weight_kn(m)
-    parts = part_values(site, m.weight, oriented(m, int8_quantizer(K, p)), int8_specs(K, N, p))
-    nodes = int8_matmul(site, m.a, parts, m.bias, K, N, p, k)
+    specs = form.parts(K, N, p)
+    if chosen is not None:
+        pack = form.packer(p)
+        fn = oriented(m, lambda w: pack(*chosen(w)))
+    else:
+        fn = oriented(m, form.quantizer(K, p))
+    parts = part_values(site, m.weight, lambda w: fn(w)[: len(specs)], specs)
+    nodes = form.matmul(site, m.a, parts, m.bias, K, N, p, k)
     replace_matmul(site, m, nodes, nodes[-1].outputs[0])
 
 

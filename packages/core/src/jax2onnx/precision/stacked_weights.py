@@ -5,24 +5,13 @@ way the float32 weight was, so no float32 copy stays."""
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import onnx_ir as ir
 
 from ..ir.constants import constant_ints
+from ..targets.precision_forms import WeightMatmulForm, weight_form
 from .options import Precision
-from .quantized_ops import (
-    int4_specs,
-    int8_matmul,
-    int8_quantizer,
-    int8_specs,
-    matmul_nbits,
-    replace_matmul,
-    use_ms_domain,
-    weight_kn,
-)
-from .quantizers import int4_blocks, int4_packed
+from .quantized_ops import replace_matmul, use_ms_domain, weight_kn
 from .weight_sites import (
     F32,
     Site,
@@ -59,12 +48,20 @@ def scanned_matmuls(site: Site, p: Precision) -> list[tuple[int, int, Weight, We
     return found
 
 
+def stacked_form(stacked: Weight, p: Precision) -> WeightMatmulForm:
+    """The form a stacked weight is stored in: the int4 form, or the int8 one under int8, for int8
+    patterns, and where the int4 form's codes are not sliceable (4-bit tensors onnxruntime's
+    Scan/Gather cannot slice)."""
+    if p.kind == "int4" and not any(matches_any(n, p.int8) for n in stacked.sources):
+        int4 = weight_form("int4", p.int4_kernel)
+        if int4.sliceable:
+            return int4
+    return weight_form("int8", p.int8_kernel, p.activations)
+
+
 def stacked_bits(stacked: Weight, p: Precision) -> int:
-    """4, or 8 where the stacked weight is stored int8: the standard int4 form's 4-bit codes
-    cannot be sliced by onnxruntime's Scan/Gather, and int8 patterns."""
-    if p.kind == "int8" or p.int4_kernel == "DequantizeLinear" or any(matches_any(n, p.int8) for n in stacked.sources):
-        return 8
-    return 4
+    """4, or 8 where the stacked weight is stored int8 (:func:`stacked_form`)."""
+    return 4 if stacked_form(stacked, p).kind == "int4" else 8
 
 
 def quantize_scanned_weights(site: Site, p: Precision, counter: list[int],
@@ -85,7 +82,7 @@ def quantize_scanned_weights(site: Site, p: Precision, counter: list[int],
         user = m.node
         L = stacked.shape[0]
         counter[0] += 1
-        bits, specs, parts = _stacked_parts(site, stacked, m, p, (calibrated or {}).get(slot))
+        form, specs, parts = _stacked_parts(site, stacked, m, p, (calibrated or {}).get(slot))
         slices = []
         for q, (suffix, dtype, shape) in enumerate(specs):
             if q == 0:  # the codes take the float32 weight's slot; its slice is retyped
@@ -101,8 +98,8 @@ def quantize_scanned_weights(site: Site, p: Precision, counter: list[int],
             directions.append(directions[j])
             slices.append(new)
         n_scan += len(specs) - 1
-        _layer_matmul(Site(user, body, site.main, site.names), m, slices, bits, p, counter[0])
-        done.append(f"{stacked.name} (int{bits}, {L} layers)")
+        _layer_matmul(Site(user, body, site.main, site.names), m, slices, form, p, counter[0])
+        done.append(f"{stacked.name} ({form.kind}, {L} layers)")
     if done:  # a new Scan node (onnx_ir before 0.1.13 cannot add inputs to a node), same body
         attrs = {**scan.attributes, "num_scan_inputs": ir.AttrInt64("num_scan_inputs", n_scan),
                  "scan_input_axes": ir.AttrInt64s("scan_input_axes", axes),
@@ -117,22 +114,18 @@ def quantize_scanned_weights(site: Site, p: Precision, counter: list[int],
 
 def _stacked_parts(site: Site, stacked: Weight, m: WeightMatmul, p: Precision,
                    calibrated: list[tuple[np.ndarray, ...]] | None = None
-                   ) -> tuple[int, list[tuple[str, ir.DataType, tuple[int, ...]]], list[ir.Value]]:
+                   ) -> tuple[WeightMatmulForm, list[tuple[str, ir.DataType, tuple[int, ...]]], list[ir.Value]]:
     """The quantized parts of a stacked ``[L, K, N]`` weight, each layer quantized on its own (or
     written from its ``calibrated`` blocks) and the parts stacked on axis 0: (bits, one layer's
     part specs, the stacked part values)."""
     K, N = weight_kn(m)
-    bits = stacked_bits(stacked, p)
-    if bits == 4:
-        specs = int4_specs(K, N, p)
-        one = functools.partial(int4_blocks, block_size=p.block_size, symmetric=p.symmetric)
-    else:
-        specs = int8_specs(K, N, p)
-        one = int8_quantizer(K, p)
+    form = stacked_form(stacked, p)
+    specs = form.parts(K, N, p)
+    one = form.quantizer(K, p)
 
     def layer_parts(w: np.ndarray, layer: int) -> tuple[np.ndarray, ...]:
-        if bits == 4 and calibrated is not None:
-            return int4_packed(*calibrated[layer], block_size=p.block_size, symmetric=p.symmetric, kernel=p.int4_kernel)
+        if form.kind == "int4" and calibrated is not None:  # chosen int4 blocks (an int8 weight has none)
+            return form.packer(p)(*calibrated[layer])
         return one(np.ascontiguousarray(w[layer].T if m.transposed else w[layer]))
 
     def per_layer(w: np.ndarray, n: int = len(specs)) -> tuple[np.ndarray, ...]:
@@ -140,16 +133,14 @@ def _stacked_parts(site: Site, stacked: Weight, m: WeightMatmul, p: Precision,
         return tuple(np.stack([parts[q] for parts in layers]) for q in range(n))
 
     stacked_specs = [(suffix, dtype, (stacked.shape[0], *shape)) for suffix, dtype, shape in specs]
-    return bits, specs, part_values(site, stacked, per_layer, stacked_specs)
+    return form, specs, part_values(site, stacked, per_layer, stacked_specs)
 
 
-def _layer_matmul(body_site: Site, m: WeightMatmul, slices: list[ir.Value], bits: int, p: Precision, k: int) -> None:
+def _layer_matmul(body_site: Site, m: WeightMatmul, slices: list[ir.Value], form: WeightMatmulForm, p: Precision,
+                  k: int) -> None:
     """``m`` (in a body) replaced by the quantized matmul of one layer's parts ``slices``."""
     K, N = weight_kn(m)
-    if bits == 4:
-        nodes = [matmul_nbits(m.a, slices, m.bias, K, N, p, body_site.names(f"matmul_q4_{k}"))]
-    else:
-        nodes = int8_matmul(body_site, m.a, slices, m.bias, K, N, p, k)
+    nodes = form.matmul(body_site, m.a, slices, m.bias, K, N, p, k)
     replace_matmul(body_site, m, nodes, nodes[-1].outputs[0])
     use_ms_domain(body_site.owner)
 
@@ -211,7 +202,7 @@ def quantize_selected_weight(site: Site, m: WeightMatmul, chain: list[ir.Node], 
     """The stacked weight ``m`` reads one layer of becomes stacked codes and scales (and zero
     points), each selected in the body the way the weight was (the same index values), and the
     matmul reads the selected parts. ``calibrated``: each layer's chosen int4 blocks."""
-    bits, specs, parts = _stacked_parts(site, m.weight, m, p, calibrated)
+    form, specs, parts = _stacked_parts(site, m.weight, m, p, calibrated)
     slices = []
     for part, (suffix, dtype, shape) in zip(parts, specs):
         name = site.names(f"{m.node.inputs[1].name}_{suffix}")
@@ -227,6 +218,6 @@ def quantize_selected_weight(site: Site, m: WeightMatmul, chain: list[ir.Node], 
         for node in nodes:
             site.owner.insert_before(site.node, node)
         slices.append(out)
-    _layer_matmul(site, m, slices, bits, p, k)
-    return f"{m.weight.name} (int{bits}, {m.weight.shape[0]} layers)"
+    _layer_matmul(site, m, slices, form, p, k)
+    return f"{m.weight.name} ({form.kind}, {m.weight.shape[0]} layers)"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax2onnx.ir import runtime
+from jax2onnx.targets import default_target
 from jax2onnx.testing import Component, Testcase
 
 from ..activations import ACTIVATIONS, Activation
@@ -30,8 +30,8 @@ def _flax_nnx_gelu():
 
 
 def _cases(name: str, spec: Activation, since: str, extra: list[Testcase] = ()) -> Component:
-    # float64 keeps the op where the installed onnxruntime runs it exactly in double (jax2onnx.ir.runtime)
-    exact_f64 = np.dtype(np.float64) in runtime.installed().dtypes(spec.op)
+    # float64 keeps the op where the installed onnxruntime runs it exactly in double (the default target's kernel table)
+    exact_f64 = np.dtype(np.float64) in default_target().runtime().dtypes(spec.op)
     ops = {"expected_ops": [spec.op]} if exact_f64 else fused_in_float32(spec.op)
     cases = [
         Testcase(name, _nn(name), [("B", 5)], **ops, input_generator=positive_and_negative),

@@ -10,6 +10,7 @@ write one through :func:`jax2onnx.rewrite.register_rewrite`."""
 
 from __future__ import annotations
 
+from ...ir.runtime import installed
 from ..base import STANDARD_DOMAINS, Target, register_target
 from ..precision_forms import MS_DOMAIN, STANDARD_FORMS, Int4MatMulNBits, Int8DynamicQuantizeMatMul, Int8MatMulNBits
 from .rewrites import OnnxRuntimeContribOps
@@ -20,5 +21,6 @@ ONNXRUNTIME = register_target(Target(
     domains=STANDARD_DOMAINS | {MS_DOMAIN},
     rewrites=(OnnxRuntimeContribOps,),
     precision_forms=(Int8MatMulNBits(), Int8DynamicQuantizeMatMul(), Int4MatMulNBits(), *STANDARD_FORMS),
+    kernel_table=installed,  # the installed onnxruntime's CPU kernels, measured (ir/ort_kernels) or probed
     capabilities=frozenset({"genai"}),
 ))

@@ -8,6 +8,7 @@ provider, and onnxruntime-web itself under Node.js through :mod:`.runner`
 
 from __future__ import annotations
 
+from ...ir.runtime import installed
 from ..base import Target, register_target
 from ..precision_forms import STANDARD_FORMS
 
@@ -16,4 +17,6 @@ WEB = register_target(Target(
     summary="onnxruntime-web: one self-contained file, standard ONNX",
     export_mode="web",
     precision_forms=STANDARD_FORMS,
+    # onnxruntime-web's wasm backend is the CPU provider compiled to wasm: the matching onnxruntime's table
+    kernel_table=installed,
 ))

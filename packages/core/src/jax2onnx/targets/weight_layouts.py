@@ -1,5 +1,6 @@
-"""The quantizers, one tensor each: symmetric int8 codes with a scale per column or per axis entry,
-symmetric int8 blocks in 8-bit MatMulNBits' layout, and int4 blocks in MatMulNBits' layout.
+"""The weight layouts the precision forms write (:mod:`.precision_forms`), one tensor each:
+symmetric int8 codes with a scale per column or per axis entry, symmetric int8 blocks in 8-bit
+MatMulNBits' layout, and int4 blocks in MatMulNBits' and in blocked ``DequantizeLinear``'s layout.
 
 The int8 scales are a few lines of numpy: onnxruntime's public helper quantizes per tensor, and its
 per-channel path lives inside its whole-model quantizer, which would hold the model in memory. The
@@ -15,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RUNTIME_INSTALL_HINT
-from .options import PrecisionError
+from ..errors import RUNTIME_INSTALL_HINT, PrecisionError
 
 
 def int8_per_column(w: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -86,22 +86,16 @@ def int4_dq_blocks(w: np.ndarray, block_size: int, symmetric: bool) -> tuple[np.
             np.ascontiguousarray(zp.T).astype(ml_dtypes.uint4))
 
 
-def int4_packed(codes: np.ndarray, scales: np.ndarray, zero_points: np.ndarray, block_size: int, symmetric: bool,
-                kernel: str) -> tuple[np.ndarray, ...]:
+def int4_packed(codes: np.ndarray, scales: np.ndarray, zero_points: np.ndarray, block_size: int,
+                symmetric: bool) -> tuple[np.ndarray, ...]:
     """Chosen int4 blocks of a ``[K, N]`` weight (codes 0..15 ``[K, N]``, scales and zero points
-    ``[blocks, N]``; a calibrated method's) in ``kernel``'s layout: MatMulNBits' (as
-    :func:`int4_blocks`; no zero points when symmetric) or blocked ``DequantizeLinear``'s (as
-    :func:`int4_dq_blocks`)."""
-    import ml_dtypes
-
+    ``[blocks, N]``; a calibrated method's) in MatMulNBits' layout (as :func:`int4_blocks`; no zero
+    points when symmetric)."""
     K, N = codes.shape
     blocks = scales.shape[0]
     codes = np.asarray(codes, dtype=np.uint8)
     zero_points = np.asarray(zero_points, dtype=np.uint8)
     scales = np.ascontiguousarray(scales, dtype=np.float32)
-    if kernel == "DequantizeLinear":
-        return (np.ascontiguousarray(codes).astype(ml_dtypes.uint4), scales,
-                np.ascontiguousarray(zero_points).astype(ml_dtypes.uint4))
     padded = np.zeros((blocks * block_size, N), dtype=np.uint8)
     padded[:K] = codes
     pairs = padded.T.reshape(N, blocks, block_size // 2, 2)
@@ -114,6 +108,16 @@ def int4_packed(codes: np.ndarray, scales: np.ndarray, zero_points: np.ndarray, 
     return parts
 
 
+def int4_dq_packed(codes: np.ndarray, scales: np.ndarray, zero_points: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The same chosen blocks (as :func:`int4_packed` takes them) in blocked ``DequantizeLinear``'s
+    layout (as :func:`int4_dq_blocks`)."""
+    import ml_dtypes
+
+    return (np.ascontiguousarray(np.asarray(codes, dtype=np.uint8)).astype(ml_dtypes.uint4),
+            np.ascontiguousarray(scales, dtype=np.float32),
+            np.ascontiguousarray(np.asarray(zero_points, dtype=np.uint8)).astype(ml_dtypes.uint4))
+
+
 def int8_per_axis(w: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric int8 codes and one float32 scale per entry of ``axis``."""
     w = np.asarray(w, dtype=np.float32)
@@ -123,4 +127,4 @@ def int8_per_axis(w: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(codes), scales
 
 
-__all__ = ["int4_blocks", "int4_dq_blocks", "int4_packed", "int8_blocks", "int8_per_axis", "int8_per_column"]
+__all__ = ["int4_blocks", "int4_dq_blocks", "int4_dq_packed", "int4_packed", "int8_blocks", "int8_per_axis", "int8_per_column"]
