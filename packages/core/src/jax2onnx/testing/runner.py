@@ -18,7 +18,7 @@ from ..ir.legalize import decomposed_ops
 from ..ir.opsets import op_since
 from ..ir.proto_walk import nodes
 from ..verification import trials
-from ..verification.compare import compare, jax_expected
+from ..verification.compare import compare, jax_expected, onnx_runner
 from .testcase import Testcase
 
 DEFAULT_STATIC_SIZE = 3
@@ -274,16 +274,19 @@ def compare_with_jax(variant: Variant, fn: Any, model: onnx.ModelProto, inputs: 
     case = variant.case
     rtol, atol = (case.rtol_f64, case.atol_f64) if variant.double else (case.rtol, case.atol)
     references = {} if references is None else references
+    # One session for every input set (a symbolic variant runs two): starting it is most of what
+    # onnxruntime spends on a testcase, seconds for the large ones (jax.random's samplers).
+    # One onnxruntime thread: a testcase's model is tiny and run once per set, and the default
+    # pool (one spinning thread per core) cost more CPU to start than the run itself.
+    run = onnx_runner(model, inputs.params or None, case.target, threads=1)
     diffs: list[float] = []
     for i, vals in enumerate(inputs.runs):
         if i not in references:
             references[i] = jax_expected(fn, [np.asarray(v) for v in vals], inputs.params or None,
                                          double=variant.double, jit=case.reference_jit)
         expected = references[i]
-        # One onnxruntime thread: a testcase's model is tiny and run once, and the default pool
-        # (one spinning thread per core) cost more CPU to start than the run itself.
         cmp = compare(fn, model, vals, inputs.params or None, rtol=rtol, atol=atol, enable_double_precision=variant.double,
-                       jit=case.reference_jit, threads=1, expected=expected, target=case.target)
+                       jit=case.reference_jit, expected=expected, target=case.target, runner=run)
         assert cmp.ok, f"{variant.id} with input shapes {[v.shape for v in vals]}: {cmp}"
         diffs = [max(a, b) for a, b in zip(diffs, cmp.max_abs_diff)] if diffs else list(cmp.max_abs_diff)
     return diffs

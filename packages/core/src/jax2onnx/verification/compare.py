@@ -111,13 +111,16 @@ def run_onnx(
 
 def onnx_runner(
     model: onnx.ModelProto | str | os.PathLike[str] | bytes, params: Mapping[str, Any] | None = None,
-    target: Any = None,
+    target: Any = None, *, threads: int | None = None,
 ) -> Callable[..., list[np.ndarray]]:
     """``run(*inputs) -> outputs`` over one onnxruntime session, for a caller that runs the model
-    many times (greedy decoding): :func:`run_onnx` would start a session per call."""
+    many times (greedy decoding, one model compared on several input sets): :func:`run_onnx` would
+    start a session per call. ``threads``: as for :func:`run_onnx`."""
     ort = require_onnxruntime("jax2onnx.verification.compare.onnx_runner")
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
+    if threads is not None:
+        opts.intra_op_num_threads = threads
     sess = _session(ort, model, opts, None, target)
     names = [gi.name for gi in sess.get_inputs()]
     extra = [np.asarray(v) for v in (params or {}).values()]
@@ -290,6 +293,7 @@ def compare(
     reference: str = HIGHEST,
     expected: tuple[list[np.ndarray], ReferenceInfo] | None = None,
     target: Any = None,
+    runner: Callable[..., list[np.ndarray]] | None = None,
 ) -> Comparison:
     """Run ``fn`` in JAX and ``model`` in onnxruntime on the same concrete ``inputs`` and compare.
 
@@ -303,7 +307,9 @@ def compare(
     which precision, and a mismatch against ``"accelerator-default"`` is computed once more at
     highest precision to tell a precision effect from a lowering (``Comparison.recheck``).
     ``expected``: JAX's side as :func:`jax_expected` computed it for these inputs, reused (the test
-    runner compares one function's exports at several opsets with one reference).
+    runner compares one function's exports at several opsets with one reference). ``runner``:
+    ``model``'s :func:`onnx_runner` (built with these ``input_params``), reused by a caller that
+    compares one model on several input sets, instead of a session started for this call.
     """
     reference = check_reference(reference)
     arrays = [np.asarray(x) for x in inputs]
@@ -313,7 +319,8 @@ def compare(
         return jax_expected(fn, arrays, input_params, double=double, jit=jit, reference=kind)
 
     expected, info = expected if expected is not None else expected_at(reference)
-    got = run_onnx(model, arrays, input_params, base_dir=base_dir, threads=threads, target=target)
+    got = (runner(*arrays) if runner is not None
+           else run_onnx(model, arrays, input_params, base_dir=base_dir, threads=threads, target=target))
     def tolerances(kind: str, outputs: Sequence[np.ndarray], platform: str) -> tuple[float, float]:
         """The caller's rtol/atol, else 1e-5 both or what the reference's kind and platform allow."""
         floats = [e for e in outputs if np.dtype(e.dtype).name in ("float32", "complex64")]
