@@ -47,6 +47,8 @@ from .staging import staging as staging_folder
 from .tokenizers import resolve as resolve_tokenizer
 from .tokenizers import write as write_tokenizer
 from .weights import check_has_values, streamed_input
+from .web import REPORT_FILE as WEB_REPORT_FILE
+from .web import TRANSFORMERS_JS, web_dtypes, write_web_folder
 
 MODEL_FILE = "model.onnx"
 
@@ -143,6 +145,8 @@ def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, c
             opset: int, external_data: bool | None, search: dict[str, Any] | None, given: dict[str, Any], weights: Any,
             reporter: Any) -> pathlib.Path:
     target = _check_options(max_length, precision, cache, target)
+    web = find_target(target).can(TRANSFORMERS_JS)
+    dtypes = _check_web_options(precision, cache, search, weights) if web else None
     check_search(search, max_length=max_length)  # before the export, not after it
     spec = decoder_spec(model)
     tokenizer = spec.tokenizer if tokenizer is None else tokenizer
@@ -155,6 +159,11 @@ def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, c
     streamed = streamed_input(spec, weights) if weights is not None else None  # checked up front too
     if streamed is None:
         check_has_values(spec)
+    if web:  # the folder transformers.js loads, one file per dtype (web/)
+        with staging_folder(out, marker=WEB_REPORT_FILE) as staging:
+            write_web_folder(spec, staging, dtypes=dtypes, max_length=max_length, target=target, opset=opset,
+                             tok_source=tok_source, reporter=reporter)
+        return out
     if find_target(target).can(STATIC_LLM):  # static prefill + decode graphs (qdq/)
         with staging_folder(out) as staging:
             write_static_folder(spec, staging, max_length=max_length, precision=precision, target=target, opset=opset,
@@ -185,14 +194,29 @@ def _check_options(max_length: Any, precision: Any, cache: Any, target: Any) -> 
     if target is None:
         target = default_genai_target()
     resolved = find_target(target)
-    if resolved is None or not (resolved.can(GENAI) or resolved.can(STATIC_LLM)):
+    if resolved is None or not any(resolved.can(c) for c in (GENAI, STATIC_LLM, TRANSFORMERS_JS)):
         names = " or ".join(f"{t.name!r} ({t.summary})" for t in choices)
         static = " or ".join(repr(t.name) for t in available_targets() if t.can(STATIC_LLM))
+        browser = " or ".join(repr(t.name) for t in available_targets() if t.can(TRANSFORMERS_JS))
         raise OptionError(f"target={target!r}: onnxruntime-genai runs {names}; static NPU graphs: {static}; "
-                          "use one of them")
+                          f"transformers.js in the browser: {browser}; use one of them")
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
         raise MaxLengthError(f"max_length={max_length!r}: give the most tokens a sequence may reach, an int >= 2")
     return target
+
+
+def _check_web_options(precision: Any, cache: str, search: Any, weights: Any) -> list[Any]:
+    """A browser folder's options: its dtypes (``precision=``, one or several), the growing cache."""
+    if cache != "concat":
+        raise OptionError(f"cache={cache!r}: transformers.js feeds a growing cache; pass cache='concat' for a browser "
+                          "folder")
+    if search is not None:
+        raise OptionError("search= sets genai_config.json, which a browser folder does not have; drop it (its "
+                          "generation_config.json holds the special tokens; transformers.js takes the rest per call)")
+    if weights is not None:
+        raise OptionError("weights= (streamed weights) is not supported for a browser folder; load the weights into "
+                          "the model and drop weights=")
+    return web_dtypes(precision)
 
 
 def _check_spec(spec: DecoderSpec, max_length: int, cache: str) -> None:

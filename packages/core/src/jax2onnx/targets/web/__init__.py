@@ -16,4 +16,6 @@ WEB = register_target(Target(
     summary="onnxruntime-web: one self-contained file, standard ONNX",
     export_mode="web",
     precision_forms=STANDARD_FORMS,
+    # the LLM pack writes a folder transformers.js loads (onnxruntime-web underneath) for it
+    capabilities=frozenset({"transformers.js"}),
 ))
