@@ -33,7 +33,7 @@ from .hf_config import (
     build_config,
     build_generation_config,
 )
-from .limits import FILE_LIMIT, binding_report, check_memory
+from .limits import binding_report, check_memory
 
 ONNX_FOLDER = "onnx"
 #: written last: marks the folder as a browser export (``staging`` replaces only such a folder)
@@ -41,7 +41,7 @@ REPORT_FILE = "jax2onnx_web.json"
 
 
 def write_web_folder(spec: DecoderSpec, folder: pathlib.Path, *, dtypes: list[WebDtype], max_length: int,
-                     target: str, opset: int, tok_source: Any, reporter: Any, chunk_limit: int = FILE_LIMIT) -> None:
+                     target: str, opset: int, tok_source: Any, reporter: Any) -> None:
     """Every file of the layout into ``folder`` (a staging folder)."""
     sizes = check_memory(spec, dtypes)  # before minutes of export
     (folder / ONNX_FOLDER).mkdir()
@@ -51,7 +51,7 @@ def write_web_folder(spec: DecoderSpec, folder: pathlib.Path, *, dtypes: list[We
         reporter.stage(f"{ONNX_FOLDER}/{dtype.filename}")
         model = export_model(spec, dtype, max_length=max_length, target=target, opset=opset)
         report = binding_report(model, max_length)
-        count = model_write.save(model, folder / ONNX_FOLDER / dtype.filename, chunk_limit)
+        count = model_write.save(model, folder / ONNX_FOLDER / dtype.filename)
         if count:
             chunks[dtype.filename] = count
         files[dtype.filename] = {"dtype": dtype.transformers_js, "precision": dtype.name, "external_data_chunks": count,
