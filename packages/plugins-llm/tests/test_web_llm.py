@@ -193,3 +193,32 @@ def test_bad_options_are_refused_before_anything_is_written(tmp_path, options, m
     with pytest.raises(OptionError, match=message):
         export_causal_lm(model, tmp_path / "out", max_length=64, target="web", **options)
     assert not (tmp_path / "out").exists()
+
+
+def test_the_graph_runs_in_onnxruntime_web_wasm(nnx_llama):
+    """model.onnx and model_q4.onnx in onnxruntime-web's wasm backend (what a browser without WebGPU
+    runs) under Node: a prefill and one decode step, as onnxruntime's CPU provider computes them."""
+    import onnxruntime as ort
+    from jax2onnx.targets.web.runner import run_web, setup_problem
+
+    problem = setup_problem(node_modules=NODE_DIR)
+    if problem is not None:
+        pytest.skip(problem)
+    folder = nnx_llama[0]
+    ids = np.array([[5, 6, 7, 8, 9]], np.int64)
+    prefill = [ids, np.ones_like(ids), np.arange(5, dtype=np.int64)[None]] + [np.zeros((1, 2, 0, 16), np.float32)] * 4
+    for name in ("model.onnx", "model_q4.onnx"):
+        path = str(folder / "onnx" / name)
+        options = ort.SessionOptions()
+        # onnxruntime fuses the int4 DequantizeLinear + MatMul into MatMulNBits, by default at accuracy
+        # level 4 (int8 activations); level 1 computes in float32 from the int4 weights, which the wasm build matches
+        options.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "1")
+        cpu = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        names = [i.name for i in cpu.get_inputs()]
+        want = cpu.run(None, dict(zip(names, prefill)))
+        token = np.array([[int(np.argmax(want[0][0, -1]))]], np.int64)
+        step = [token, np.ones((1, 6), np.int64), np.array([[5]], np.int64), *want[1:]]
+        for feeds, expected in ((prefill, want), (step, cpu.run(None, dict(zip(names, step))))):
+            got = run_web(path, feeds, node_modules=NODE_DIR)
+            for g, w in zip(got, expected, strict=True):
+                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=name)

@@ -80,6 +80,9 @@ def _one(value: Any) -> WebDtype:
         if base is None or base.float16_after:
             raise OptionError(f"precision={value!r}: a browser folder takes Precision kinds "
                               f"{[k for k in DTYPES if k != 'q4f16']}; use one of them")
+        if getattr(value, "calibration", None) is not None:
+            raise OptionError("precision=Precision(..., calibration=...): calibrated int4 is not wired for a browser "
+                              "folder yet; drop calibration= (round-to-nearest int4)")
         return dataclasses.replace(base, precision=value)
     if isinstance(value, str) and value in DTYPES:
         return DTYPES[value]

@@ -23,11 +23,17 @@ TRANSFORMERS_JS_KEY = "transformers.js_config"
 #: the spec's ``model_type`` (the front-ends' family names) -> the Hugging Face ``model_type``
 #: transformers.js 4 decodes with its plain decoder (``getNormalizedConfig`` in its configs.js)
 HF_MODEL_TYPES = {
-    "gpt2": "gpt2", "decoder": "gpt2",  # KerasHub GPT-2's spec is the generic "decoder"
-    "llama": "llama", "llama3": "llama", "mistral": "mistral", "qwen": "qwen2", "qwen2": "qwen2",
+    "gpt2": "gpt2", "llama": "llama", "llama3": "llama", "mistral": "mistral", "qwen": "qwen2", "qwen2": "qwen2",
     "qwen3": "qwen3", "gemma": "gemma", "gemma2": "gemma2", "gemma3": "gemma3_text", "phi3": "phi3",
     "gpt_neo": "gpt_neo", "gptj": "gptj", "opt": "opt", "bloom": "bloom",
 }
+#: a front-end's generic spec (KerasHub's cached-call protocol: ``model_type="decoder"``) names the
+#: library class in ``family``; its start, lower-cased -> the Hugging Face ``model_type`` (longest first)
+CLASS_PREFIXES = (
+    ("qwen3", "qwen3"), ("qwen", "qwen2"), ("gemma3", "gemma3_text"), ("gemma2", "gemma2"), ("gemma", "gemma"),
+    ("llama", "llama"), ("mistral", "mistral"), ("phi3", "phi3"), ("gpt2", "gpt2"), ("gptneox", "gpt_neox"),
+    ("bloom", "bloom"), ("opt", "opt"), ("falcon", "falcon"),
+)
 #: the plain decoder an unknown family is written as
 FALLBACK_MODEL_TYPE = "llama"
 #: architectures that read their sizes under GPT-2's names (``n_layer``, ``n_head``, ``n_embd``)
@@ -35,8 +41,12 @@ GPT2_NAMES = {"gpt2", "gptj", "bloom"}
 
 
 def hf_model_type(spec: DecoderSpec) -> str:
-    """The Hugging Face ``model_type`` the folder declares for ``spec`` (see the module doc)."""
-    return HF_MODEL_TYPES.get(spec.model_type, FALLBACK_MODEL_TYPE)
+    """The Hugging Face ``model_type`` the folder declares for ``spec`` (see the module doc): the
+    family's own, else the one its library class is named after, else ``llama``."""
+    if spec.model_type in HF_MODEL_TYPES:
+        return HF_MODEL_TYPES[spec.model_type]
+    class_name = spec.family.split()[-1].lower() if spec.family else ""
+    return next((hf for prefix, hf in CLASS_PREFIXES if class_name.startswith(prefix)), FALLBACK_MODEL_TYPE)
 
 
 def build_config(spec: DecoderSpec, *, max_length: int, transformers_js: dict[str, Any]) -> dict[str, Any]:
