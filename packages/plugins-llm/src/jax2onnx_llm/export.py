@@ -61,7 +61,7 @@ def export_causal_lm(
     out_dir: str | os.PathLike[str],
     *,
     max_length: int,
-    precision: str = "float32",
+    precision: Any = "float32",
     cache: str = "concat",
     target: str | None = None,
     tokenizer: Any = None,
@@ -84,7 +84,8 @@ def export_causal_lm(
             as a JAX function).
         out_dir: the folder to write (``model.onnx``, its external data when large,
             ``genai_config.json``, tokenizer files). Replaced as a whole; an existing folder must
-            be empty or an earlier export (holding ``genai_config.json``).
+            be empty or an earlier export (holding ``genai_config.json``; a browser folder:
+            ``jax2onnx_web.json``).
         max_length: the most tokens (prompt + generated) a sequence may reach: the context length
             and, with ``cache="shared"``, the cache buffer's length.
         precision: passed to ``jax2onnx.to_onnx``: ``"float32"``, ``"float16"``, ``"bfloat16"``,
@@ -92,7 +93,9 @@ def export_causal_lm(
             ``jax2onnx.Precision`` (say ``Precision("int4", lm_head="int8", embeddings="int8")`` for
             an int8 head and tables); the graph's inputs and outputs (logits, KV cache) stay float32.
             Calibrated int4: ``Precision("int4", calibration=[...])`` with token-id arrays
-            ``[batch, sequence]`` or texts (encoded with the tokenizer), run as prefills.
+            ``[batch, sequence]`` or texts (encoded with the tokenizer), run as prefills. For a browser
+            folder (``target="web"``): one value or a tuple of ``"float32"``, ``"float16"``, ``"int8"``,
+            ``"int4"``, ``"q4f16"`` (or ``Precision`` objects), one file each (:mod:`jax2onnx_llm.web.dtypes`).
         cache: ``"concat"`` (past and present grow each step) or ``"shared"`` (one static
             ``max_length`` buffer for past and present, ``past_present_share_buffer``).
         target: a target onnxruntime-genai runs (one declaring the ``"genai"`` capability), or one
@@ -104,7 +107,10 @@ def export_causal_lm(
             ``RotaryEmbedding``, ``SkipSimplifiedLayerNormalization``) for attention written with
             :func:`~jax2onnx_llm.attend` and the Hugging Face / KerasHub attention layers;
             ``"onnx"``: standard ONNX only (opset 23's ``Attention`` and ``RotaryEmbedding``).
-            Both generate the same tokens.
+            Both generate the same tokens. A target declaring ``"transformers.js"`` (``"web"``) writes
+            the folder transformers.js loads in the browser instead (:mod:`jax2onnx_llm.web`:
+            ``config.json``, ``generation_config.json``, the tokenizer, ``onnx/model*.onnx`` per dtype;
+            ``cache="concat"`` only; docs/guide/web.md).
         tokenizer: a Hugging Face fast tokenizer, a KerasHub tokenizer, or a folder holding
             ``tokenizer.json`` (and its companions) to copy; written so that onnxruntime-genai's
             ``Tokenizer`` loads it. ``None``: the tokenizer the model carries (a KerasHub

@@ -39,6 +39,8 @@ class WebDtype:
     #: bytes a float32 weight takes in this dtype (int4: half a byte plus a float32 scale and a
     #: 4-bit zero point per block of 32), for the size check before the export
     bytes_per_weight: float = 4.0
+    #: the same for the embedding table's weights, where the dtype stores them otherwise (None: as the others)
+    bytes_per_table_weight: float | None = None
 
     @property
     def filename(self) -> str:
@@ -53,7 +55,7 @@ DTYPES = {
     # the embedding table float16 rather than int8 per row: core's float16 plan does not yet widen an
     # int8 table's dequantizing Mul to float16 (its scale stays float32)
     "q4f16": WebDtype("q4f16", "q4f16", "_q4f16", Precision("int4", embeddings=None), float16_after=True,
-                      bytes_per_weight=0.5 + 2.5 / 32),
+                      bytes_per_weight=0.5 + 2.5 / 32, bytes_per_table_weight=2.0),
 }
 
 
