@@ -20,6 +20,7 @@ from jax2onnx_llm import DecoderSpec, export_causal_lm
 from jax2onnx_llm.errors import OptionError
 from jax2onnx_llm.genai_run import left_pad, until_eos
 from jax2onnx_llm.web import REPORT_FILE, limits, web_dtypes
+from jax2onnx_llm.web import layout as web_layout
 from jax2onnx_llm.web import write as web_write
 from llm_test_helpers import NEW_TOKENS, PROMPTS
 
@@ -48,18 +49,19 @@ def node_generate(folder, dtypes, prompts, pad, text=None) -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def assert_library_tokens(folder, reference, pad, eos, dtypes=("float32",)) -> dict:
+def assert_library_tokens(folder, reference, pad, eos, dtypes=("float32",), text=None) -> dict:
     """transformers.js' float32 tokens equal ``reference``'s for the left-padded batch of PROMPTS;
-    returns every dtype's tokens."""
+    returns every dtype's tokens (and ``text`` encoded by the folder's tokenizer, as "encoded")."""
     require_transformers_js()
-    got = node_generate(folder, dtypes, PROMPTS, pad)["tokens"]
+    result = node_generate(folder, dtypes, PROMPTS, pad, text)
+    got = result["tokens"]
     expected = np.asarray(reference(PROMPTS))
     for row in range(len(PROMPTS)):
         want = until_eos(expected[row], eos)
         assert until_eos(got["fp32"][row], eos) == want, f"row {row}: transformers.js {got['fp32'][row]} vs {want}"
         assert len(want) == NEW_TOKENS, f"row {row} ends after {len(want)} tokens: pick another eos id"
     assert len(set(until_eos(expected[0], eos))) > 4, f"the tiny model repeats itself: {expected[0]}"
-    return got
+    return {**got, "encoded": result.get("encoded")}
 
 
 # -- the models (tiny, random), one export each for the module ------------------------------------
@@ -132,9 +134,8 @@ def test_hf_flax_llama_and_its_tokenizer(tmp_path):
     tokenizer = fast_tokenizer(128, EOS)
     folder = export_causal_lm(model, tmp_path / "hf_llama", max_length=64, target="web", tokenizer=tokenizer)
     assert json.loads((folder / "config.json").read_text())["model_type"] == "llama"
-    assert_library_tokens(folder, hf_reference(model), PAD, EOS)
     text = "w5 w17 w99 w3"
-    encoded = node_generate(folder, ("float32",), PROMPTS[:1], PAD, text=text)["encoded"]
+    encoded = assert_library_tokens(folder, hf_reference(model), PAD, EOS, text=text)["encoded"]
     assert encoded == tokenizer.encode(text, add_special_tokens=False)
 
 
@@ -156,7 +157,7 @@ def test_weights_over_a_file_go_to_chunks_transformers_js_loads(tmp_path, monkey
     from jax2onnx_examples.llama import Llama, LlamaConfig
 
     limit = 80_000
-    monkeypatch.setattr(limits, "FILE_LIMIT", limit)
+    monkeypatch.setattr(web_layout, "FILE_LIMIT", limit)
     monkeypatch.setattr(web_write, "GRAPH_MARGIN", 0)
     model = Llama(LlamaConfig(), rngs=nnx.Rngs(0))
     folder = export_causal_lm(model, tmp_path / "chunked", max_length=64, target="web", tokenizer=False)
@@ -196,8 +197,9 @@ def test_bad_options_are_refused_before_anything_is_written(tmp_path, options, m
 
 
 def test_the_graph_runs_in_onnxruntime_web_wasm(nnx_llama):
-    """model.onnx and model_q4.onnx in onnxruntime-web's wasm backend (what a browser without WebGPU
-    runs) under Node: a prefill and one decode step, as onnxruntime's CPU provider computes them."""
+    """model.onnx (a decode step after a prefill) and model_q4.onnx (a prefill) in onnxruntime-web's
+    wasm backend (what a browser without WebGPU runs) under Node, as onnxruntime's CPU provider
+    computes them."""
     import onnxruntime as ort
     from jax2onnx.targets.web.runner import run_web, setup_problem
 
@@ -207,18 +209,37 @@ def test_the_graph_runs_in_onnxruntime_web_wasm(nnx_llama):
     folder = nnx_llama[0]
     ids = np.array([[5, 6, 7, 8, 9]], np.int64)
     prefill = [ids, np.ones_like(ids), np.arange(5, dtype=np.int64)[None]] + [np.zeros((1, 2, 0, 16), np.float32)] * 4
-    for name in ("model.onnx", "model_q4.onnx"):
-        path = str(folder / "onnx" / name)
-        options = ort.SessionOptions()
-        # onnxruntime fuses the int4 DequantizeLinear + MatMul into MatMulNBits, by default at accuracy
-        # level 4 (int8 activations); level 1 computes in float32 from the int4 weights, which the wasm build matches
-        options.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "1")
-        cpu = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        names = [i.name for i in cpu.get_inputs()]
-        want = cpu.run(None, dict(zip(names, prefill)))
-        token = np.array([[int(np.argmax(want[0][0, -1]))]], np.int64)
-        step = [token, np.ones((1, 6), np.int64), np.array([[5]], np.int64), *want[1:]]
-        for feeds, expected in ((prefill, want), (step, cpu.run(None, dict(zip(names, step))))):
-            got = run_web(path, feeds, node_modules=NODE_DIR)
-            for g, w in zip(got, expected, strict=True):
-                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=name)
+    options = ort.SessionOptions()
+    # onnxruntime fuses the int4 DequantizeLinear + MatMul into MatMulNBits, by default at accuracy
+    # level 4 (int8 activations); level 1 computes in float32 from the int4 weights, which the wasm build matches
+    options.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "1")
+    sessions = {name: ort.InferenceSession(str(folder / "onnx" / name), options, providers=["CPUExecutionProvider"])
+                for name in ("model.onnx", "model_q4.onnx")}
+    names = [i.name for i in sessions["model.onnx"].get_inputs()]
+    first = sessions["model.onnx"].run(None, dict(zip(names, prefill)))
+    token = np.array([[int(np.argmax(first[0][0, -1]))]], np.int64)
+    step = [token, np.ones((1, 6), np.int64), np.array([[5]], np.int64), *first[1:]]
+    for name, feeds in (("model.onnx", step), ("model_q4.onnx", prefill)):
+        expected = sessions[name].run(None, dict(zip(names, feeds)))
+        got = run_web(str(folder / "onnx" / name), feeds, node_modules=NODE_DIR)
+        assert len(got) == len(expected) == 5, f"{name}: logits and 4 cache outputs expected"
+        for g, w in zip(got, expected, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+def test_a_refused_export_leaves_nothing_and_a_foreign_folder_is_kept(tmp_path, monkeypatch):
+    from flax import nnx
+    from jax2onnx_examples.llama import Llama, LlamaConfig
+
+    model = Llama(LlamaConfig(), rngs=nnx.Rngs(0))
+    monkeypatch.setattr(limits, "WASM_MEMORY", 1000)  # the tiny model "exceeds" the browser's memory
+    with pytest.raises(OptionError, match="over the 4 GiB"):
+        export_causal_lm(model, tmp_path / "out", max_length=64, target="web", tokenizer=False)
+    assert list(tmp_path.iterdir()) == [], "the refused export left files behind"
+    monkeypatch.undo()
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep")
+    with pytest.raises(OptionError, match=f"no {REPORT_FILE}"):
+        export_causal_lm(model, foreign, max_length=64, target="web", tokenizer=False)
+    assert [p.name for p in foreign.iterdir()] == ["notes.txt"]

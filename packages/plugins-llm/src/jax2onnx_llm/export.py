@@ -46,9 +46,9 @@ from .special_tokens import resolve as resolve_special_tokens
 from .staging import staging as staging_folder
 from .tokenizers import resolve as resolve_tokenizer
 from .tokenizers import write as write_tokenizer
-from .weights import check_has_values, streamed_input
 from .web import REPORT_FILE as WEB_REPORT_FILE
 from .web import TRANSFORMERS_JS, web_dtypes, write_web_folder
+from .weights import check_has_values, streamed_input
 
 MODEL_FILE = "model.onnx"
 

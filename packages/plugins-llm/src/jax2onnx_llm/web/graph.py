@@ -8,6 +8,8 @@ transformers.js passes a real padding mask and the positions it computes from it
 onnxruntime-genai graph needs (``export.flat_step``). JAX traces the ids as int32 (64-bit
 integers are off by default); :class:`Int64IdsPass` makes the three graph inputs int64 with one
 ``Cast`` each, in the export's rewrite slot (so validation and the target's final check see it).
+``q4f16``'s float16 compute after the int4 form is core's plan in the same slot
+(``jax2onnx.rewrite.low_float_pass``).
 """
 
 from __future__ import annotations
@@ -80,18 +82,3 @@ class Int64IdsPass(ir.passes.InPlacePass):
             else:
                 graph.insert_before(first, casts)
         return ir.passes.PassResult(model, modified=bool(casts))
-
-
-class Float16ComputePass(ir.passes.InPlacePass):
-    """``q4f16``: after the int4 form, the graph's float work in float16 (core's float16 plan, I/O kept
-    float32), as transformers.js' ``q4f16`` files compute."""
-
-    def __init__(self, runtime: Any) -> None:
-        super().__init__()
-        self.runtime = runtime
-
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        from jax2onnx.precision.low_float import convert_low_float
-
-        convert_low_float(model, "float16", True, self.runtime)
-        return ir.passes.PassResult(model, modified=True)

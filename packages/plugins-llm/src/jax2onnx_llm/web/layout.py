@@ -19,21 +19,22 @@ import warnings
 from typing import Any
 
 from jax2onnx import ExportProgram
+from jax2onnx.rewrite import low_float_pass
 from jax2onnx.targets import get_target
 
 from ..norm_fusion import RmsNormFusionPass
 from ..spec import DecoderSpec
 from ..tokenizers import write as write_tokenizer
-from . import write as model_write
 from .dtypes import WebDtype
-from .graph import Float16ComputePass, Int64IdsPass, io_names, web_input_specs, web_step
+from .graph import Int64IdsPass, io_names, web_input_specs, web_step
 from .hf_config import (
     CONFIG_FILE,
     GENERATION_CONFIG_FILE,
     build_config,
     build_generation_config,
 )
-from .limits import binding_report, check_memory
+from .limits import FILE_LIMIT, binding_report, check_memory
+from .write import save as save_model
 
 ONNX_FOLDER = "onnx"
 #: written last: marks the folder as a browser export (``staging`` replaces only such a folder)
@@ -51,7 +52,7 @@ def write_web_folder(spec: DecoderSpec, folder: pathlib.Path, *, dtypes: list[We
         reporter.stage(f"{ONNX_FOLDER}/{dtype.filename}")
         model = export_model(spec, dtype, max_length=max_length, target=target, opset=opset)
         report = binding_report(model, max_length)
-        count = model_write.save(model, folder / ONNX_FOLDER / dtype.filename)
+        count = save_model(model, folder / ONNX_FOLDER / dtype.filename, FILE_LIMIT)  # read here: tests lower it
         if count:
             chunks[dtype.filename] = count
         files[dtype.filename] = {"dtype": dtype.transformers_js, "precision": dtype.name, "external_data_chunks": count,
@@ -78,7 +79,7 @@ def export_model(spec: DecoderSpec, dtype: WebDtype, *, max_length: int, target:
     in_names, out_names = io_names(spec.num_layers)
     passes = [*resolved.requested_rewrites([RmsNormFusionPass.name])]
     if dtype.float16_after:
-        passes.append(lambda options: Float16ComputePass(resolved.runtime()))
+        passes.append(lambda options: low_float_pass("float16", True, resolved.runtime()))
     passes.append(lambda options: Int64IdsPass())
     program = ExportProgram(web_step(spec, max_length), web_input_specs(spec, max_length), model_name="causal_lm",
                             opset=opset, input_names=in_names, output_names=out_names, return_mode="ir",

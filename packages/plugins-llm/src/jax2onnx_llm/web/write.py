@@ -11,7 +11,7 @@ import pathlib
 import onnx_ir as ir
 
 from ..errors import OptionError
-from . import limits
+from .limits import FILE_LIMIT
 
 #: what the graph itself (nodes, names, small constants) is allowed beside the weights in one file
 GRAPH_MARGIN = 64 * 2**20
@@ -23,10 +23,9 @@ def chunk_name(filename: str, index: int) -> str:
     return f"{filename}_data" + (f"_{index}" if index else "")
 
 
-def save(model: ir.Model, path: pathlib.Path, limit: int | None = None) -> int:
+def save(model: ir.Model, path: pathlib.Path, limit: int = FILE_LIMIT) -> int:
     """Write ``model`` at ``path``; returns the number of external-data chunks (0: one file).
-    ``limit``: the most bytes a file may take (default ``limits.FILE_LIMIT``, 2 GB)."""
-    limit = limits.FILE_LIMIT if limit is None else limit
+    ``limit``: the most bytes a file may take (2 GB)."""
     weights = [v for v in model.graph.initializers.values() if v.const_value is not None]
     total = sum(v.const_value.nbytes for v in weights)
     if total + GRAPH_MARGIN <= limit:
