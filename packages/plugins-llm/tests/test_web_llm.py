@@ -1,7 +1,7 @@
 """``export_causal_lm(..., target="web")``: the folder transformers.js loads. In Node
 (``@huggingface/transformers`` from tests/web, onnxruntime-node on CPU) the float32 file generates
-exactly the library's greedy tokens for the examples pack's NNX Llama, a KerasHub GPT-2 and a
-Hugging Face Flax Llama (tiny random weights, a left-padded batch); the other dtypes load and
+exactly the library's greedy tokens for the examples pack's NNX Llama, KerasHub GPT-2 and Gemma 3
+and a Hugging Face Flax Llama (tiny random weights, a left-padded batch); the other dtypes load and
 generate, their agreement with float32 reported. The layout, the graph's conventions, the external
 data chunks and the browser limits are checked in Python."""
 
@@ -147,6 +147,18 @@ def test_keras_hub_gpt2(tmp_path):
                               pad_token_id=0)
     config = json.loads((folder / "config.json").read_text())
     assert config["model_type"] == "gpt2" and config["n_layer"] == 2 and config["n_head"] == 4
+    assert_library_tokens(folder, keras_reference(model), 0, 127)
+
+
+def test_keras_hub_gemma3_as_gemma3_text(tmp_path):
+    """A KerasHub family through the generic CausalLM protocol: config.json names the architecture its class
+    is named after (transformers.js' text-only Gemma 3), and the float32 file generates KerasHub's tokens."""
+    from test_keras_hub_families import keras_reference, make
+
+    model = make("gemma3")
+    folder = export_causal_lm(model, tmp_path / "gemma3", max_length=64, target="web", bos_token_id=1,
+                              eos_token_id=127, pad_token_id=0)
+    assert json.loads((folder / "config.json").read_text())["model_type"] == "gemma3_text"
     assert_library_tokens(folder, keras_reference(model), 0, 127)
 
 
