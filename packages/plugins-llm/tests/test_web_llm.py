@@ -255,3 +255,21 @@ def test_a_refused_export_leaves_nothing_and_a_foreign_folder_is_kept(tmp_path, 
     with pytest.raises(OptionError, match=f"no {REPORT_FILE}"):
         export_causal_lm(model, foreign, max_length=64, target="web", tokenizer=False)
     assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
+
+
+@pytest.mark.parametrize("model_type, family, expected", [
+    ("llama", "NNX Llama", "llama"),
+    ("gemma", "transformers FlaxGemmaForCausalLM", "gemma"),
+    ("decoder", "transformers FlaxGPT2LMHeadModel", "gpt2"),
+    ("decoder", "transformers FlaxGPTNeoForCausalLM", "gpt_neo"),
+    ("decoder", "KerasHub GPTNeoXCausalLM", "gpt_neox"),
+    ("decoder", "KerasHub Qwen3CausalLM", "qwen3"),
+    ("decoder", "KerasHub Gemma3CausalLM", "gemma3_text"),
+    ("decoder", "transformers FlaxXGLMForCausalLM", "llama"),  # none in transformers.js: its plain decoder
+])
+def test_the_architecture_config_json_names(model_type, family, expected):
+    from jax2onnx_llm.web.hf_config import hf_model_type
+
+    spec = DecoderSpec(step=None, params={}, num_layers=1, num_heads=1, num_kv_heads=1, head_size=8, hidden_size=8,
+                       vocab_size=8, model_type=model_type, family=family)
+    assert hf_model_type(spec) == expected

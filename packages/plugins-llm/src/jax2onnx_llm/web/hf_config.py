@@ -32,8 +32,10 @@ HF_MODEL_TYPES = {
 CLASS_PREFIXES = (
     ("qwen3", "qwen3"), ("qwen", "qwen2"), ("gemma3", "gemma3_text"), ("gemma2", "gemma2"), ("gemma", "gemma"),
     ("llama", "llama"), ("mistral", "mistral"), ("phi3", "phi3"), ("gpt2", "gpt2"), ("gptneox", "gpt_neox"),
-    ("bloom", "bloom"), ("opt", "opt"), ("falcon", "falcon"),
+    ("gptneo", "gpt_neo"), ("gptj", "gptj"), ("bloom", "bloom"), ("opt", "opt"), ("falcon", "falcon"),
 )
+#: a library's class-name prefix that says nothing of the architecture (transformers' ``Flax``)
+LIBRARY_PREFIXES = ("flax",)
 #: the plain decoder an unknown family is written as
 FALLBACK_MODEL_TYPE = "llama"
 #: architectures that read their sizes under GPT-2's names (``n_layer``, ``n_head``, ``n_embd``)
@@ -42,10 +44,12 @@ GPT2_NAMES = {"gpt2", "gptj", "bloom"}
 
 def hf_model_type(spec: DecoderSpec) -> str:
     """The Hugging Face ``model_type`` the folder declares for ``spec`` (see the module doc): the
-    family's own, else the one its library class is named after, else ``llama``."""
+    family's own, else the one its library class is named after (``FlaxGPT2LMHeadModel``, KerasHub's
+    ``Qwen3CausalLM``), else ``llama``."""
     if spec.model_type in HF_MODEL_TYPES:
         return HF_MODEL_TYPES[spec.model_type]
     class_name = spec.family.split()[-1].lower() if spec.family else ""
+    class_name = next((class_name[len(p):] for p in LIBRARY_PREFIXES if class_name.startswith(p)), class_name)
     return next((hf for prefix, hf in CLASS_PREFIXES if class_name.startswith(prefix)), FALLBACK_MODEL_TYPE)
 
 
