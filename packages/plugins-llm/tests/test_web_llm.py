@@ -273,3 +273,21 @@ def test_the_architecture_config_json_names(model_type, family, expected):
     spec = DecoderSpec(step=None, params={}, num_layers=1, num_heads=1, num_kv_heads=1, head_size=8, hidden_size=8,
                        vocab_size=8, model_type=model_type, family=family)
     assert hf_model_type(spec) == expected
+
+
+@pytest.mark.parametrize("kind", ["llama3", "gemma"])
+def test_a_keras_hub_tokenizer_encodes_alike_in_transformers_js(tmp_path, kind):
+    """The tokenizer files a browser folder gets from a KerasHub tokenizer (byte-pair with a literal split,
+    SentencePiece) encode text in transformers.js as KerasHub does."""
+    from jax2onnx_llm.tokenizers import resolve
+    from jax2onnx_llm.web.layout import write_tokenizer_files
+    from test_tokenizer_strings import keras_tokenizer
+
+    require_transformers_js()
+    tokenizer = keras_tokenizer(kind, tmp_path)
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    write_tokenizer_files(resolve(tokenizer), folder, max_positions=128)
+    texts = ["the quick brown fox", "a  b   c", "Grüße aus Köln, café naïve 日本語", "hello\n\nworld\t!", "0123456789 x"]
+    got = node_generate(folder, (), [[1]], 0, text=json.dumps(texts))["encoded"]
+    assert got == [[int(t) for t in tokenizer.tokenize(text)] for text in texts]

@@ -68,8 +68,7 @@ def write_web_folder(spec: DecoderSpec, folder: pathlib.Path, *, dtypes: list[We
     _write_json(folder / GENERATION_CONFIG_FILE, build_generation_config(spec))
     if tok_source is not None:
         reporter.stage("tokenizer")
-        write_tokenizer(tok_source, folder)
-        _complete_tokenizer_config(folder, spec)
+        write_tokenizer_files(tok_source, folder, max_positions=spec.max_positions)
     _write_json(folder / REPORT_FILE, {"max_length": max_length, "target": target, "files": files})
 
 
@@ -87,14 +86,15 @@ def export_model(spec: DecoderSpec, dtype: WebDtype, *, max_length: int, target:
     return program.optimize().model
 
 
-def _complete_tokenizer_config(folder: pathlib.Path, spec: DecoderSpec) -> None:
-    """transformers.js' ``AutoTokenizer`` needs ``tokenizer_config.json``; a tokenizer written without one
-    (a KerasHub one converted) gets the fast tokenizer's minimal one."""
+def write_tokenizer_files(source: Any, folder: pathlib.Path, *, max_positions: int | None) -> None:
+    """The pack's tokenizer files (``tokenizers.write``), plus the ``tokenizer_config.json`` transformers.js'
+    ``AutoTokenizer`` needs where the source has none (a converted KerasHub tokenizer): the fast
+    tokenizer's minimal one."""
+    write_tokenizer(source, folder)
     path = folder / "tokenizer_config.json"
-    if path.is_file():
-        return
-    _write_json(path, {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
-                       "model_max_length": spec.max_positions or 2**31 - 1})
+    if not path.is_file():
+        _write_json(path, {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
+                           "model_max_length": max_positions or 2**31 - 1})
 
 
 def _write_json(path: pathlib.Path, data: Any) -> None:
