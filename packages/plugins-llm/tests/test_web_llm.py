@@ -112,6 +112,17 @@ def test_folder_layout_and_graph_conventions(nnx_llama):
     report = json.loads((folder / REPORT_FILE).read_text())["files"]
     assert report["model.onnx"]["largest_initializer"]["bytes"] == 128 * 64 * 4  # the embedding / head table
     assert report["model.onnx"]["over_webgpu_default_binding"] == []
+    logits = report["model.onnx"]["largest_activation"]  # (1, 64, 128) float32 at a 64-token prefill
+    assert logits["bytes"] == 64 * 128 * 4 and logits["shape"] == [1, 64, 128]
+
+
+def test_the_webgpu_binding_report_flags_what_exceeds_it(nnx_llama, monkeypatch):
+    import onnx_ir as ir
+
+    model = ir.load(str(nnx_llama[0] / "onnx" / "model.onnx"))
+    assert limits.binding_report(model, 64)["over_webgpu_default_binding"] == []
+    monkeypatch.setattr(limits, "WEBGPU_DEFAULT_BINDING", 16 * 1024)  # below the 32 KiB table
+    assert limits.binding_report(model, 64)["over_webgpu_default_binding"][0] == "initializer"
 
 
 def test_nnx_llama_generates_the_library_tokens_in_every_dtype(nnx_llama):
@@ -164,7 +175,8 @@ def test_keras_hub_gemma3_as_gemma3_text(tmp_path):
 
 def test_weights_over_a_file_go_to_chunks_transformers_js_loads(tmp_path, monkeypatch, nnx_llama):
     """With the per-file limit lowered, the weights are split into model.onnx_data, model.onnx_data_1,
-    ... (none over the limit), declared in config.json, and generate the same tokens."""
+    ... (none over the limit), declared in config.json, and generate the same tokens; with WebGPU's binding
+    size lowered, the export warns."""
     from flax import nnx
     from jax2onnx_examples.llama import Llama, LlamaConfig
 
@@ -172,7 +184,9 @@ def test_weights_over_a_file_go_to_chunks_transformers_js_loads(tmp_path, monkey
     monkeypatch.setattr(web_layout, "FILE_LIMIT", limit)
     monkeypatch.setattr(web_write, "GRAPH_MARGIN", 0)
     model = Llama(LlamaConfig(), rngs=nnx.Rngs(0))
-    folder = export_causal_lm(model, tmp_path / "chunked", max_length=64, target="web", tokenizer=False)
+    monkeypatch.setattr(limits, "WEBGPU_DEFAULT_BINDING", 16 * 1024)  # the 32 KiB table exceeds it: a warning
+    with pytest.warns(UserWarning, match="onnx/model.onnx: the largest initializer .* exceed WebGPU's default binding"):
+        folder = export_causal_lm(model, tmp_path / "chunked", max_length=64, target="web", tokenizer=False)
     chunks = sorted(p.name for p in (folder / "onnx").iterdir() if "_data" in p.name)
     count = json.loads((folder / "config.json").read_text())["transformers.js_config"]["use_external_data_format"]
     assert count == {"model.onnx": len(chunks)} and len(chunks) > 1

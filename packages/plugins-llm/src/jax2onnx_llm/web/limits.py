@@ -72,7 +72,7 @@ def binding_report(model: ir.Model, max_length: int) -> dict[str, Any]:
             if value.shape is None or value.dtype is None:
                 continue
             shape = [_dim_size(d, symbols, max_length) for d in value.shape]
-            nbytes = math.prod(shape) * value.dtype.itemsize
+            nbytes = math.ceil(math.prod(shape) * value.dtype.itemsize)  # itemsize 0.5 for 4-bit types
             if nbytes > act_size:
                 act_name, act_shape, act_size = value.name, shape, nbytes
     return {
