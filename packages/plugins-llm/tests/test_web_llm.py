@@ -211,6 +211,7 @@ def test_too_large_for_wasm_memory_is_refused_naming_a_dtype_that_fits():
     (dict(precision=("int4", "int4")), "both write onnx/model_q4.onnx"),
     (dict(cache="shared"), "growing cache"),
     (dict(search={"do_sample": True}), "drop it"),
+    (dict(external_data=True), "drop external_data="),
 ])
 def test_bad_options_are_refused_before_anything_is_written(tmp_path, options, message):
     from flax import nnx

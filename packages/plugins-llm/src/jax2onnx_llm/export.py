@@ -152,7 +152,7 @@ def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, c
             reporter: Any) -> pathlib.Path:
     target = _check_options(max_length, precision, cache, target)
     web = find_target(target).can(TRANSFORMERS_JS)
-    dtypes = _check_web_options(precision, cache, search, weights) if web else None
+    dtypes = _check_web_options(precision, cache, search, weights, external_data) if web else None
     check_search(search, max_length=max_length)  # before the export, not after it
     spec = decoder_spec(model)
     tokenizer = spec.tokenizer if tokenizer is None else tokenizer
@@ -211,8 +211,11 @@ def _check_options(max_length: Any, precision: Any, cache: Any, target: Any) -> 
     return target
 
 
-def _check_web_options(precision: Any, cache: str, search: Any, weights: Any) -> list[Any]:
+def _check_web_options(precision: Any, cache: str, search: Any, weights: Any, external_data: Any) -> list[Any]:
     """A browser folder's options: its dtypes (``precision=``, one or several), the growing cache."""
+    if external_data is not None:
+        raise OptionError("external_data=: a browser folder puts a file's weights in transformers.js' data chunks "
+                          "itself, once the file would pass 2 GB; drop external_data=")
     if cache != "concat":
         raise OptionError(f"cache={cache!r}: transformers.js feeds a growing cache; pass cache='concat' for a browser "
                           "folder")
