@@ -27,35 +27,37 @@ from .passes.patterns import Const, Match, OneOf, Op, Opt, Pattern, Scalar, Var,
 from .passes.pipeline import PassPipeline
 from .passes.rewrite import explain_rewrites, rewrites_applied
 from .passes.rules import (
-    REWRITES_KEY,
-    RULE_KEY,
-    Miss,
-    Rule,
-    RuleFamily,
-    RuleMiss,
-    miss,
-    no_match,
-    node_label,
-    value_label,
+           REWRITES_KEY,
+           RULE_KEY,
+           Miss,
+           Rule,
+           RuleFamily,
+           RuleMiss,
+           miss,
+           no_match,
+           node_label,
+           value_label,
 )
 from .precision.low_float import convert_low_float
 from .targets.base import register_rewrite
 
 
-def low_float_pass(kind: str = "float16", keep_io_types: bool = True, runtime: Any = None) -> Any:
+class LowFloatPass(ir.passes.InPlacePass):
     """``precision=``'s float16/bfloat16 plan as an onnx_ir pass for a front-end's rewrite slot, which
     runs after the precision stage: a graph already in another precision (int4 weight matmuls) then
     computes its float work in ``kind`` (the LLM pack's browser ``q4f16`` files). ``runtime``: the
     export target's kernel table (``target.runtime()``)."""
-    class LowFloatPass(ir.passes.InPlacePass):
-        def call(self, model: ir.Model) -> ir.passes.PassResult:
-            convert_low_float(model, kind, keep_io_types, runtime)
-            return ir.passes.PassResult(model, modified=True)
 
-    return LowFloatPass()
+    def __init__(self, kind: str = "float16", keep_io_types: bool = True, runtime: Any = None) -> None:
+        super().__init__()
+        self.kind, self.keep_io_types, self.runtime = kind, keep_io_types, runtime
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        convert_low_float(model, self.kind, self.keep_io_types, self.runtime)
+        return ir.passes.PassResult(model, modified=True)
 
 
-__all__ = ["NO_DEAD_CODE", "REWRITES_KEY", "RULE_KEY", "SHAPES", "Const", "Match", "Miss", "OneOf", "Op", "Opt", "PassPipeline",
+__all__ = ["NO_DEAD_CODE", "REWRITES_KEY", "RULE_KEY", "SHAPES", "Const", "LowFloatPass", "Match", "Miss", "OneOf", "Op", "Opt", "PassPipeline",
            "Pattern", "Rule", "RuleFamily", "RuleMiss", "Scalar", "Var", "constant_tensor", "explain_rewrites", "is_op",
-           "low_float_pass", "match", "miss", "no_match", "node_label", "only_reader", "register_rewrite", "replace_value", "rewrites_applied",
+           "match", "miss", "no_match", "node_label", "only_reader", "register_rewrite", "replace_value", "rewrites_applied",
            "scalar", "value_label"]

@@ -9,7 +9,7 @@ onnxruntime-genai graph needs (``export.flat_step``). JAX traces the ids as int3
 integers are off by default); :class:`Int64IdsPass` makes the three graph inputs int64 with one
 ``Cast`` each, in the export's rewrite slot (so validation and the target's final check see it).
 ``q4f16``'s float16 compute after the int4 form is core's plan in the same slot
-(``jax2onnx.rewrite.low_float_pass``).
+(``jax2onnx.rewrite.LowFloatPass``).
 """
 
 from __future__ import annotations

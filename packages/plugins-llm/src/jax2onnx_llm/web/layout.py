@@ -19,7 +19,7 @@ import warnings
 from typing import Any
 
 from jax2onnx import ExportProgram
-from jax2onnx.rewrite import low_float_pass
+from jax2onnx.rewrite import LowFloatPass
 from jax2onnx.targets import get_target
 
 from ..norm_fusion import RmsNormFusionPass
@@ -78,7 +78,7 @@ def export_model(spec: DecoderSpec, dtype: WebDtype, *, max_length: int, target:
     in_names, out_names = io_names(spec.num_layers)
     passes = [*resolved.requested_rewrites([RmsNormFusionPass.name])]
     if dtype.float16_after:
-        passes.append(lambda options: low_float_pass("float16", True, resolved.runtime()))
+        passes.append(lambda options: LowFloatPass("float16", True, resolved.runtime()))
     passes.append(lambda options: Int64IdsPass())
     program = ExportProgram(web_step(spec, max_length), web_input_specs(spec, max_length), model_name="causal_lm",
                             opset=opset, input_names=in_names, output_names=out_names, return_mode="ir",
