@@ -314,7 +314,7 @@ def web(session: nox.Session) -> None:
     compared with JAX (tests/web; the npm package pinned by tests/web/package-lock.json)."""
     session.install(CORE, *PACKS["nnx"])
     web_dir = os.path.join(ROOT, "tests", "web")
-    session.run("npm", "ci", "--no-audit", "--no-fund", "--prefix", web_dir, external=True)
+    session.run("npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--prefix", web_dir, external=True)
     session.run("python", os.path.join(web_dir, "check_web.py"))
 
 

@@ -17,6 +17,10 @@ never names a target. See ``docs/architecture.md``, "Where a rule goes".
 
 from __future__ import annotations
 
+from typing import Any
+
+import onnx_ir as ir
+
 from .ir.constants import constant_tensor
 from .passes.manager import NO_DEAD_CODE, SHAPES, is_op, only_reader, replace_value
 from .passes.patterns import Const, Match, OneOf, Op, Opt, Pattern, Scalar, Var, match, scalar
@@ -34,9 +38,26 @@ from .passes.rules import (
            node_label,
            value_label,
 )
+from .precision.low_float import convert_low_float
 from .targets.base import register_rewrite
 
-__all__ = ["NO_DEAD_CODE", "REWRITES_KEY", "RULE_KEY", "SHAPES", "Const", "Match", "Miss", "OneOf", "Op", "Opt", "PassPipeline",
+
+class LowFloatPass(ir.passes.InPlacePass):
+    """``precision=``'s float16/bfloat16 plan as an onnx_ir pass for a front-end's rewrite slot, which
+    runs after the precision stage: a graph already in another precision (int4 weight matmuls) then
+    computes its float work in ``kind`` (the LLM pack's browser ``q4f16`` files). ``runtime``: the
+    export target's kernel table (``target.runtime()``)."""
+
+    def __init__(self, kind: str = "float16", keep_io_types: bool = True, runtime: Any = None) -> None:
+        super().__init__()
+        self.kind, self.keep_io_types, self.runtime = kind, keep_io_types, runtime
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        convert_low_float(model, self.kind, self.keep_io_types, self.runtime)
+        return ir.passes.PassResult(model, modified=True)
+
+
+__all__ = ["NO_DEAD_CODE", "REWRITES_KEY", "RULE_KEY", "SHAPES", "Const", "LowFloatPass", "Match", "Miss", "OneOf", "Op", "Opt", "PassPipeline",
            "Pattern", "Rule", "RuleFamily", "RuleMiss", "Scalar", "Var", "constant_tensor", "explain_rewrites", "is_op",
            "match", "miss", "no_match", "node_label", "only_reader", "register_rewrite", "replace_value", "rewrites_applied",
            "scalar", "value_label"]

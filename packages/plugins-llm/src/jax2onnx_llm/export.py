@@ -46,6 +46,8 @@ from .special_tokens import resolve as resolve_special_tokens
 from .staging import staging as staging_folder
 from .tokenizers import resolve as resolve_tokenizer
 from .tokenizers import write as write_tokenizer
+from .web import REPORT_FILE as WEB_REPORT_FILE
+from .web import TRANSFORMERS_JS, web_dtypes, write_web_folder
 from .weights import check_has_values, streamed_input
 
 MODEL_FILE = "model.onnx"
@@ -59,7 +61,7 @@ def export_causal_lm(
     out_dir: str | os.PathLike[str],
     *,
     max_length: int,
-    precision: str = "float32",
+    precision: Any = "float32",
     cache: str = "concat",
     target: str | None = None,
     tokenizer: Any = None,
@@ -82,7 +84,8 @@ def export_causal_lm(
             as a JAX function).
         out_dir: the folder to write (``model.onnx``, its external data when large,
             ``genai_config.json``, tokenizer files). Replaced as a whole; an existing folder must
-            be empty or an earlier export (holding ``genai_config.json``).
+            be empty or an earlier export (holding ``genai_config.json``; a browser folder:
+            ``jax2onnx_web.json``).
         max_length: the most tokens (prompt + generated) a sequence may reach: the context length
             and, with ``cache="shared"``, the cache buffer's length.
         precision: passed to ``jax2onnx.to_onnx``: ``"float32"``, ``"float16"``, ``"bfloat16"``,
@@ -90,7 +93,9 @@ def export_causal_lm(
             ``jax2onnx.Precision`` (say ``Precision("int4", lm_head="int8", embeddings="int8")`` for
             an int8 head and tables); the graph's inputs and outputs (logits, KV cache) stay float32.
             Calibrated int4: ``Precision("int4", calibration=[...])`` with token-id arrays
-            ``[batch, sequence]`` or texts (encoded with the tokenizer), run as prefills.
+            ``[batch, sequence]`` or texts (encoded with the tokenizer), run as prefills. For a browser
+            folder (``target="web"``): one value or a tuple of ``"float32"``, ``"float16"``, ``"int8"``,
+            ``"int4"``, ``"q4f16"`` (or ``Precision`` objects), one file each (:mod:`jax2onnx_llm.web.dtypes`).
         cache: ``"concat"`` (past and present grow each step) or ``"shared"`` (one static
             ``max_length`` buffer for past and present, ``past_present_share_buffer``).
         target: a target onnxruntime-genai runs (one declaring the ``"genai"`` capability), or one
@@ -102,7 +107,10 @@ def export_causal_lm(
             ``RotaryEmbedding``, ``SkipSimplifiedLayerNormalization``) for attention written with
             :func:`~jax2onnx_llm.attend` and the Hugging Face / KerasHub attention layers;
             ``"onnx"``: standard ONNX only (opset 23's ``Attention`` and ``RotaryEmbedding``).
-            Both generate the same tokens.
+            Both generate the same tokens. A target declaring ``"transformers.js"`` (``"web"``) writes
+            the folder transformers.js loads in the browser instead (:mod:`jax2onnx_llm.web`:
+            ``config.json``, ``generation_config.json``, the tokenizer, ``onnx/model*.onnx`` per dtype;
+            ``cache="concat"`` only; docs/guide/web.md).
         tokenizer: a Hugging Face fast tokenizer, a KerasHub tokenizer, or a folder holding
             ``tokenizer.json`` (and its companions) to copy; written so that onnxruntime-genai's
             ``Tokenizer`` loads it. ``None``: the tokenizer the model carries (a KerasHub
@@ -143,6 +151,8 @@ def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, c
             opset: int, external_data: bool | None, search: dict[str, Any] | None, given: dict[str, Any], weights: Any,
             reporter: Any) -> pathlib.Path:
     target = _check_options(max_length, precision, cache, target)
+    web = find_target(target).can(TRANSFORMERS_JS)
+    dtypes = _check_web_options(precision, cache, search, weights, external_data) if web else None
     check_search(search, max_length=max_length)  # before the export, not after it
     spec = decoder_spec(model)
     tokenizer = spec.tokenizer if tokenizer is None else tokenizer
@@ -155,6 +165,11 @@ def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, c
     streamed = streamed_input(spec, weights) if weights is not None else None  # checked up front too
     if streamed is None:
         check_has_values(spec)
+    if web:  # the folder transformers.js loads, one file per dtype (web/)
+        with staging_folder(out, marker=WEB_REPORT_FILE) as staging:
+            write_web_folder(spec, staging, dtypes=dtypes, max_length=max_length, target=target, opset=opset,
+                             tok_source=tok_source, reporter=reporter)
+        return out
     if find_target(target).can(STATIC_LLM):  # static prefill + decode graphs (qdq/)
         with staging_folder(out) as staging:
             write_static_folder(spec, staging, max_length=max_length, precision=precision, target=target, opset=opset,
@@ -185,14 +200,32 @@ def _check_options(max_length: Any, precision: Any, cache: Any, target: Any) -> 
     if target is None:
         target = default_genai_target()
     resolved = find_target(target)
-    if resolved is None or not (resolved.can(GENAI) or resolved.can(STATIC_LLM)):
+    if resolved is None or not any(resolved.can(c) for c in (GENAI, STATIC_LLM, TRANSFORMERS_JS)):
         names = " or ".join(f"{t.name!r} ({t.summary})" for t in choices)
         static = " or ".join(repr(t.name) for t in available_targets() if t.can(STATIC_LLM))
+        browser = " or ".join(repr(t.name) for t in available_targets() if t.can(TRANSFORMERS_JS))
         raise OptionError(f"target={target!r}: onnxruntime-genai runs {names}; static NPU graphs: {static}; "
-                          "use one of them")
+                          f"transformers.js in the browser: {browser}; use one of them")
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
         raise MaxLengthError(f"max_length={max_length!r}: give the most tokens a sequence may reach, an int >= 2")
     return target
+
+
+def _check_web_options(precision: Any, cache: str, search: Any, weights: Any, external_data: Any) -> list[Any]:
+    """A browser folder's options: its dtypes (``precision=``, one or several), the growing cache."""
+    if external_data is not None:
+        raise OptionError("external_data=: a browser folder puts a file's weights in transformers.js' data chunks "
+                          "itself, once the file would pass 2 GB; drop external_data=")
+    if cache != "concat":
+        raise OptionError(f"cache={cache!r}: transformers.js feeds a growing cache; pass cache='concat' for a browser "
+                          "folder")
+    if search is not None:
+        raise OptionError("search= sets genai_config.json, which a browser folder does not have; drop it (its "
+                          "generation_config.json holds the special tokens; transformers.js takes the rest per call)")
+    if weights is not None:
+        raise OptionError("weights= (streamed weights) is not supported for a browser folder; load the weights into "
+                          "the model and drop weights=")
+    return web_dtypes(precision)
 
 
 def _check_spec(spec: DecoderSpec, max_length: int, cache: str) -> None:

@@ -28,17 +28,18 @@ TEMP, ASIDE = "jax2onnx-tmp-", "jax2onnx-old-"
 
 
 @contextlib.contextmanager
-def staging(out: pathlib.Path) -> Iterator[pathlib.Path]:
-    """A temp folder beside ``out`` that replaces it when the body succeeds and vanishes when not."""
+def staging(out: pathlib.Path, marker: str = GENAI_CONFIG_FILE) -> Iterator[pathlib.Path]:
+    """A temp folder beside ``out`` that replaces it when the body succeeds and vanishes when not;
+    an existing ``out`` is replaced only when it holds ``marker`` (an earlier export's file)."""
     if out.exists() and not out.is_dir():
         raise OptionError(f"out_dir {str(out)!r} is a file; give a folder path")
     out.parent.mkdir(parents=True, exist_ok=True)
     with claim_temp_token() as token:
         with folder_lock(out.parent):
             clean_stale(out)
-        if out.is_dir() and any(out.iterdir()) and not (out / GENAI_CONFIG_FILE).exists():
+        if out.is_dir() and any(out.iterdir()) and not (out / marker).exists():
             raise OptionError(
-                f"out_dir {str(out)!r} holds files but no {GENAI_CONFIG_FILE}: it is not an earlier export, so it is "
+                f"out_dir {str(out)!r} holds files but no {marker}: it is not an earlier export, so it is "
                 "not replaced; give an empty or new folder"
             )
         temp = out.parent / f".{out.name}.{TEMP}{token}"

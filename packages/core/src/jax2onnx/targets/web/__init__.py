@@ -19,4 +19,6 @@ WEB = register_target(Target(
     precision_forms=STANDARD_FORMS,
     # onnxruntime-web's wasm backend is the CPU provider compiled to wasm: the matching onnxruntime's table
     kernel_table=installed,
+    # the LLM pack writes a folder transformers.js loads (onnxruntime-web underneath) for it
+    capabilities=frozenset({"transformers.js"}),
 ))
