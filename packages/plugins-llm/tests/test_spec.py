@@ -60,19 +60,33 @@ def tiny_jax_decoder(seed: int = 0) -> DecoderSpec:
 
 
 def uncached_greedy(spec: DecoderSpec, prompts, n: int) -> np.ndarray:
-    """Greedy by recomputing the whole sequence each token (no cache): independent of the cache logic."""
+    """Greedy by recomputing the whole sequence each token (no cache): independent of the cache logic.
+    The sequence sits in one buffer of its final length (prompt + ``n``), the slots not generated
+    yet masked out: a causal model's logits at a position do not read later ones, so one compiled
+    forward pass serves every token (eagerly, each new length compiled every op again: 30 s)."""
     from jax2onnx_llm.spec import KVCache, position_ids_from_mask
 
     ids, mask = left_pad(prompts, spec.pad_token_id)
+    batch, prompt = ids.shape
+    total = prompt + n
+    buffer = np.full((batch, total), spec.pad_token_id, np.int32)
+    buffer[:, :prompt] = ids
+    full_mask = np.zeros((batch, total), np.int32)
+    full_mask[:, :prompt] = mask
+
+    @jax.jit
+    def forward(ids, mask):
+        empty = [jnp.zeros((batch, spec.num_kv_heads, 0, spec.head_size))] * spec.num_layers
+        logits, _ = spec.step(spec.params, ids, mask, position_ids_from_mask(mask, total), KVCache(empty, empty, mask, "concat"))
+        return logits
+
     out = []
-    for _ in range(n):
-        empty = [jnp.zeros((ids.shape[0], spec.num_kv_heads, 0, spec.head_size))] * spec.num_layers
-        kv = KVCache(empty, empty, jnp.asarray(mask), "concat")
-        logits, _ = spec.step(spec.params, jnp.asarray(ids), mask, position_ids_from_mask(jnp.asarray(mask), ids.shape[1]), kv)
-        nxt = np.asarray(jnp.argmax(logits[:, -1], axis=-1)).astype(np.int32)
+    for t in range(n):
+        logits = forward(jnp.asarray(buffer), jnp.asarray(full_mask))
+        nxt = np.asarray(jnp.argmax(logits[:, prompt + t - 1], axis=-1)).astype(np.int32)
         out.append(nxt)
-        ids = np.concatenate([ids, nxt[:, None]], axis=1)
-        mask = np.concatenate([mask, np.ones_like(mask[:, :1])], axis=1)
+        buffer[:, prompt + t] = nxt
+        full_mask[:, prompt + t] = 1
     return np.stack(out, axis=1)
 
 
