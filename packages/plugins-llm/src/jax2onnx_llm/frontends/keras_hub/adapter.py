@@ -41,6 +41,10 @@ def decoder_spec(model: Any) -> DecoderSpec:
         raise UnsupportedModelError(
             f"KerasHub {name} runs on the {keras.backend.backend()!r} backend; set KERAS_BACKEND=jax before importing keras"
         )
+    from . import recurrent
+
+    if recurrent.claims(model):  # layers with state beyond keys and values (recurrent/)
+        return recurrent.decoder_spec(model, name)
     if name not in FAMILIES:  # every other CausalLM: KerasHub's cached-call protocol
         from .generic import decoder_spec as generic_decoder_spec
 
