@@ -189,3 +189,98 @@ def test_static_target_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(OptionError, match="carry recurrent state") as e:
         export_causal_lm(model, tmp_path / "q", max_length=32, eos_token_id=EOS, target="qdq")
     assert "\n" not in str(e.value) and not (tmp_path / "q").exists()
+
+
+# --- RWKV-7: every layer recurrent, the step the library's own call_with_cache ---
+
+RWKV = dict(hidden_size=32, head_size=8, num_layers=2, vocabulary_size=VOCAB, intermediate_dim=64, gate_lora=8,
+            mv_lora=8, aaa_lora=8, decay_lora=8)
+
+
+def _make_rwkv7():
+    keras.utils.set_random_seed(0)
+    model = M.RWKV7CausalLM(M.RWKV7Backbone(**RWKV))
+    for v in model.backbone.weights:
+        if "kernel" in v.path:
+            v.assign(v.numpy() * 3.0)
+    return model
+
+
+def rwkv7_reference(model):
+    """The library's greedy tokens, each prompt alone, one token at a time through its ``call_with_cache``
+    in its single-token (RNN) form from the empty state its ``_build_cache`` starts from."""
+    backbone = model.backbone
+    heads = backbone.hidden_size // backbone.head_size
+    empty = [jnp.zeros((1, backbone.num_layers, heads, backbone.head_size, backbone.head_size)),
+             jnp.zeros((1, backbone.num_layers, 2, 1, backbone.hidden_size))]
+
+    @jax.jit
+    def one_token(token, cache):
+        logits, _, cache = model.call_with_cache(token, cache, rnn_mode=True)
+        return logits[0, -1], cache
+
+    def reference(prompts):
+        rows = []
+        for prompt in prompts:
+            cache, tokens = empty, list(prompt)
+            for index in range(len(prompt) + NEW_TOKENS - 1):
+                logits, cache = one_token(jnp.asarray([[tokens[index]]], jnp.int32), cache)
+                if index >= len(prompt) - 1:
+                    tokens.append(int(jnp.argmax(logits)))
+            rows.append(tokens[len(prompt):])
+        return np.asarray(rows)
+
+    return reference
+
+
+def test_rwkv7_block_in_onnxruntime_is_the_library_block(tmp_path):
+    """One RWKV-7 block exported alone (symbolic batch and sequence: the library's multi-token loop) and
+    run in onnxruntime: the library's block fed the same tokens one at a time (its RNN form), outputs,
+    state and both token-shift inputs."""
+    import onnxruntime as ort
+    from jax2onnx import to_onnx
+
+    block = _make_rwkv7().backbone.rwkv_layers[1]
+
+    def run(x, state, shifts, rnn_mode=False):
+        out, _, state, tmix, cmix = block.generate_call(
+            x, v_first=x, padding_mask=jnp.ones(x.shape[:2], bool), cache_state=state, cache_tmix_x=shifts[:, :1],
+            cache_cmix_x=shifts[:, 1:], rnn_mode=rnn_mode)
+        return out, state, jnp.concatenate([tmix, cmix], axis=1)
+
+    path = tmp_path / "rwkv7_block.onnx"
+    to_onnx(run, [("B", "S", 32), ("B", 4, 8, 8), ("B", 2, 32)], return_mode="file", output_path=str(path))
+    onnx.checker.check_model(str(path), full_check=True)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(2, 5, 32)).astype(np.float32)
+    state = (0.3 * rng.normal(size=(2, 4, 8, 8))).astype(np.float32)
+    shifts = rng.normal(size=(2, 2, 32)).astype(np.float32)
+    got = session.run(None, dict(zip([i.name for i in session.get_inputs()], (x, state, shifts))))
+    outs, s, sh = [], state, shifts
+    for t in range(x.shape[1]):
+        out, s, sh = run(x[:, t : t + 1], s, sh, rnn_mode=True)
+        outs.append(np.asarray(out))
+    for want, have in zip((np.concatenate(outs, axis=1), s, sh), got):
+        np.testing.assert_allclose(have, np.asarray(want), rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def rwkv7_exported(tmp_path_factory):
+    model = _make_rwkv7()
+    folder = tmp_path_factory.mktemp("rwkv7") / "model"
+    export_causal_lm(model, folder, max_length=64, eos_token_id=EOS)
+    return model, folder
+
+
+def test_rwkv7_generates_the_library_tokens(rwkv7_exported):
+    """onnxruntime-genai carries each layer's state and token shifts (no key/value cache at all) and
+    generates the library's greedy tokens, alone and in a left-padded batch of three."""
+    model, folder = rwkv7_exported
+    onnx.checker.check_model(str(folder / "model.onnx"), full_check=True)
+    graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
+    assert not [i.name for i in graph.input if "key" in i.name or "value" in i.name]
+    decoder = json.loads((folder / "genai_config.json").read_text())["model"]["decoder"]
+    assert "past_key_names" not in decoder["inputs"] and decoder["inputs"]["past_recurrent_names"] == "past.%d.recurrent"
+    require_genai()
+    assert_same_tokens(folder, rwkv7_reference(model), pad_token_id=0, eos=EOS)

@@ -31,10 +31,10 @@ from jax2onnx import progress as progress_report
 from jax2onnx.rewrite import register_rewrite
 from jax2onnx.targets import MS_DOMAIN, available_targets, find_target, get_target
 
+from . import stateful
 from .attention_report import AttentionReportPass, recording
 from .calibration import with_calibration_batches
 from .errors import CacheLayoutError, MaxLengthError, OptionError
-from . import stateful
 from .frontends import decoder_spec
 from .genai_config import FILE as GENAI_CONFIG_FILE
 from .genai_config import build as build_genai_config
