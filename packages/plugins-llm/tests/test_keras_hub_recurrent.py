@@ -82,6 +82,28 @@ def library_reference(model):
     return reference
 
 
+def assert_padding_changes_nothing(folder, pad_token_id: int) -> None:
+    """The folder's graph in plain onnxruntime: a prefill of a prompt after two pad tokens ends in the
+    logits and states of the prompt alone (a finer check than tokens, which small state changes may
+    leave as they are)."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
+
+    def prefill(ids):
+        feeds = {"input_ids": np.asarray([ids], np.int32), "attention_mask": np.ones((1, len(ids)), np.int32)}
+        for i in session.get_inputs()[2:]:  # empty caches, zero states
+            feeds[i.name] = np.zeros([1, *[d if isinstance(d, int) else 0 for d in i.shape[1:]]], np.float32)
+        names = [o.name for o in session.get_outputs()]
+        return {n: v for n, v in zip(names, session.run(None, feeds)) if n == "logits" or ".key" not in n and ".value" not in n}
+
+    alone, padded = prefill(PROMPTS[1]), prefill([pad_token_id] * 2 + PROMPTS[1])
+    np.testing.assert_allclose(padded["logits"][:, 2:], alone["logits"], rtol=1e-5, atol=1e-5)
+    for name in alone:
+        if name != "logits":
+            np.testing.assert_allclose(padded[name], alone[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 def _library_layer(model):
     return next(layer for layer in model.backbone.transformer_layers if layer.layer_type == "linear_attention")
 
@@ -179,6 +201,7 @@ def test_hybrid_folder_declares_its_states(exported):
 def test_hybrid_generates_the_library_tokens(exported):
     """onnxruntime-genai's greedy tokens are the library's, alone and in a left-padded batch of three."""
     model, folder = exported
+    assert_padding_changes_nothing(folder, 0)
     require_genai()
     assert_same_tokens(folder, library_reference(model), pad_token_id=0, eos=EOS)
 
@@ -195,6 +218,7 @@ def test_static_target_is_refused_before_anything_is_written(tmp_path):
 
 RWKV = dict(hidden_size=32, head_size=8, num_layers=2, vocabulary_size=VOCAB, intermediate_dim=64, gate_lora=8,
             mv_lora=8, aaa_lora=8, decay_lora=8)
+RWKV_PAD = 3  # no prompt begins with it
 
 
 def _make_rwkv7():
@@ -269,18 +293,21 @@ def test_rwkv7_block_in_onnxruntime_is_the_library_block(tmp_path):
 def rwkv7_exported(tmp_path_factory):
     model = _make_rwkv7()
     folder = tmp_path_factory.mktemp("rwkv7") / "model"
-    export_causal_lm(model, folder, max_length=64, eos_token_id=EOS)
+    # a pad id other than 0: the library masks token 0 wherever it is, the graph must find this padding itself
+    export_causal_lm(model, folder, max_length=64, eos_token_id=EOS, pad_token_id=RWKV_PAD)
     return model, folder
 
 
 def test_rwkv7_generates_the_library_tokens(rwkv7_exported):
     """onnxruntime-genai carries each layer's state and token shifts (no key/value cache at all) and
-    generates the library's greedy tokens, alone and in a left-padded batch of three."""
+    generates the library's greedy tokens, alone and in a batch of three left-padded with the folder's
+    pad id (not 0, which the library itself masks)."""
     model, folder = rwkv7_exported
     onnx.checker.check_model(str(folder / "model.onnx"), full_check=True)
     graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
     assert not [i.name for i in graph.input if "key" in i.name or "value" in i.name]
     decoder = json.loads((folder / "genai_config.json").read_text())["model"]["decoder"]
     assert "past_key_names" not in decoder["inputs"] and decoder["inputs"]["past_recurrent_names"] == "past.%d.recurrent"
+    assert_padding_changes_nothing(folder, RWKV_PAD)
     require_genai()
-    assert_same_tokens(folder, rwkv7_reference(model), pad_token_id=0, eos=EOS)
+    assert_same_tokens(folder, rwkv7_reference(model), pad_token_id=RWKV_PAD, eos=EOS)

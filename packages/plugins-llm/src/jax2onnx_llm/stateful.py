@@ -121,7 +121,9 @@ def flat_step(spec: StatefulDecoderSpec, max_length: int) -> Any:
             seen_real = jnp.any(~past_pad & (mask[:, : total - seq] > 0), axis=1, keepdims=True)
         else:
             past_pad = jnp.zeros((input_ids.shape[0], total - seq), bool)
-            seen_real = jnp.broadcast_to(jnp.asarray(total - seq > 0), (input_ids.shape[0], 1))
+            # the past's length as a value: a symbolic dim is assumed >= 1, so `past > 0` on dims is always True
+            past_length = jnp.asarray(total - seq, jnp.int32)
+            seen_real = jnp.broadcast_to(past_length > 0, (input_ids.shape[0], 1))
         leading_pad = (jnp.cumsum(~is_pad, axis=1) == 0) & ~seen_real
         pad_slots = jnp.concatenate([past_pad, leading_pad], axis=1)
         mask = jnp.where(pad_slots, 0, mask)

@@ -94,4 +94,4 @@ def gated_delta_net(layer: Any, hidden: Any, conv_state: Any, recurrent_state: A
     out = jnp.reshape(out.astype(hidden.dtype), (-1, dim_v))
     out = layer.norm(out) * jax.nn.silu(jnp.reshape(z, (-1, dim_v)))
     out = layer.out_proj(jnp.reshape(out, (batch, seq, heads_v * dim_v)))
-    return out, conv_state.astype(conv_state.dtype), recurrent_state
+    return out, conv_state, recurrent_state
