@@ -31,6 +31,7 @@ from jax2onnx import progress as progress_report
 from jax2onnx.rewrite import register_rewrite
 from jax2onnx.targets import MS_DOMAIN, available_targets, find_target, get_target
 
+from . import stateful
 from .attention_report import AttentionReportPass, recording
 from .calibration import with_calibration_batches
 from .errors import CacheLayoutError, MaxLengthError, OptionError
@@ -44,6 +45,7 @@ from .qdq import STATIC_LLM, write_static_folder
 from .spec import CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
 from .special_tokens import resolve as resolve_special_tokens
 from .staging import staging as staging_folder
+from .stateful import StatefulDecoderSpec
 from .tokenizers import resolve as resolve_tokenizer
 from .tokenizers import write as write_tokenizer
 from .web import REPORT_FILE as WEB_REPORT_FILE
@@ -162,6 +164,8 @@ def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, c
     # one pad id for the graph's padding detection and genai_config.json (special_tokens.py)
     spec = resolve_special_tokens(spec, tokenizer, given)
     _check_spec(spec, max_length, cache)
+    if isinstance(spec, StatefulDecoderSpec):
+        _check_stateful(spec, target, weights, precision)
     streamed = streamed_input(spec, weights) if weights is not None else None  # checked up front too
     if streamed is None:
         check_has_values(spec)
@@ -226,6 +230,23 @@ def _check_web_options(precision: Any, cache: str, search: Any, weights: Any, ex
         raise OptionError("weights= (streamed weights) is not supported for a browser folder; load the weights into "
                           "the model and drop weights=")
     return web_dtypes(precision)
+
+
+def _check_stateful(spec: StatefulDecoderSpec, target: str, weights: Any, precision: Any) -> None:
+    """What a decoder with conv / recurrent state does not (yet) export with, refused before the export."""
+    if find_target(target).can(STATIC_LLM):
+        raise OptionError(f"target={target!r}: the static NPU graphs hold attention caches only; this {spec.family} "
+                          "model's layers carry recurrent state: pass target='onnxruntime' or 'onnx'")
+    if find_target(target).can(TRANSFORMERS_JS):
+        raise OptionError(f"target={target!r}: the browser folder feeds attention caches only (optimum's "
+                          f"past_key_values); this {spec.family} model's layers carry recurrent state: pass "
+                          "target='onnxruntime' or 'onnx' for an onnxruntime-genai folder")
+    if weights is not None:
+        raise OptionError(f"weights=: streamed weights are not supported for the {spec.family} model's stateful "
+                          "layers; export the model with its weights loaded (weights=None)")
+    if getattr(precision, "calibration", None):
+        raise OptionError(f"calibrated precision is not supported for the {spec.family} model's stateful layers; "
+                          "pass the precision without calibration=")
 
 
 def _check_spec(spec: DecoderSpec, max_length: int, cache: str) -> None:
@@ -327,7 +348,7 @@ def export_keywords(spec: DecoderSpec, path: pathlib.Path, *, precision: Any, ta
     fusion as a rewrite-slot pass (where the target runs onnxruntime's norm ops), and the weights file
     named ``model.onnx.data``, which onnxruntime-genai folders conventionally hold (the staging
     folder's rename keeps it paired)."""
-    in_names, out_names = io_names(spec.num_layers)
+    in_names, out_names = stateful.io_names(spec) if isinstance(spec, StatefulDecoderSpec) else io_names(spec.num_layers)
     return dict(
         model_name="causal_lm", opset=opset, input_names=in_names, output_names=out_names,
         return_mode="file", output_path=path, external_data=external_data, precision=precision, target=target,
@@ -351,6 +372,8 @@ def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, prec
     ``streamed``: a ``Weights`` spec; the parameters become lazy initializers read at write time."""
     inputs = input_specs(spec, cache, max_length)
     fn = flat_step(spec, cache, max_length)
+    if isinstance(spec, StatefulDecoderSpec):  # attention caches and conv / recurrent states (stateful.py)
+        inputs, fn = stateful.input_specs(spec, max_length), stateful.flat_step(spec, max_length)
     if streamed is not None:
         inputs, fn = [streamed, *inputs], streamed_step(spec, cache, max_length)
     keywords = export_keywords(spec, path, precision=precision, target=target, opset=opset,

@@ -101,4 +101,9 @@ def build(spec: DecoderSpec, *, filename: str, max_length: int, cache: str,
         "search": dict(sorted({**SEARCH_DEFAULTS, "max_length": max_length, "past_present_share_buffer": cache == "shared",
                                **check_search(search, max_length=max_length)}.items())),
     }
+    from .stateful import StatefulDecoderSpec, genai_decoder_names
+
+    if isinstance(spec, StatefulDecoderSpec):  # conv / recurrent state inputs beside (or instead of) the KV cache
+        decoder = config["model"]["decoder"]
+        decoder["inputs"], decoder["outputs"] = genai_decoder_names(spec)
     return config
