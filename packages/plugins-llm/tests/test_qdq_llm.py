@@ -1,8 +1,7 @@
 """export_causal_lm(..., target="qdq"): the tiny NNX Llama as static prefill and decode QDQ graphs.
 
-onnxruntime-genai 0.18 does not run the folder on CPU (see docs/guide/llm.md), so the pack's own
-loop (jax2onnx_llm.qdq.loop, genai's sliding-window scheme) drives the graphs on onnxruntime's CPU
-provider. Accuracy is measured side by side with onnxruntime's quantize_static applied to the same
+The pack's own loop (jax2onnx_llm.qdq.loop, genai's sliding-window scheme) drives the graphs on
+onnxruntime's CPU provider, and onnxruntime-genai 0.18 generates the same tokens from the folder. Accuracy is measured side by side with onnxruntime's quantize_static applied to the same
 graphs exported in float32 (the anchor), calibrated on the same probe inputs.
 """
 
@@ -35,13 +34,16 @@ def _llama():
     return Llama(LlamaConfig(), rngs=nnx.Rngs(0))
 
 
+#: the sessions' optimization level, as core's QDQ accuracy checks: with optimizations on, onnxruntime's CPU may
+#: fuse the pairs into its own integer kernels, which saturate on AVX2 machines without VNNI (an NPU computes the graph)
+LEVEL = "ORT_DISABLE_ALL"
+
+
 def _tokens(prefill, decode, spec, window):
     runs = []
     for path in (prefill, decode):
-        # optimizations off, as core's QDQ accuracy checks: with them on, onnxruntime's CPU may fuse the pairs
-        # into its own integer kernels, which saturate on AVX2 machines without VNNI (an NPU computes the graph)
         options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, LEVEL)
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         names = [i.name for i in session.get_inputs()]
         runs.append(lambda xs, s=session, n=names: s.run(None, dict(zip(n, xs))))
@@ -84,7 +86,7 @@ def test_static_graphs_are_qdq_with_shared_weights_and_pass_the_check(exported, 
         model = onnx.load(str(folder / name), load_external_data=False)
         shapes = {v.name: [d.dim_value if d.HasField("dim_value") else d.dim_param for d in v.type.tensor_type.shape.dim]
                   for v in [*model.graph.input, *model.graph.output]}
-        assert shapes["input_ids"] == [1, w] and shapes["present.0.value"] == [1, spec.num_kv_heads, spec.head_size, w]
+        assert shapes["input_ids"] == [1, w] and shapes["present.0.value"] == [1, spec.num_kv_heads, MAX_LENGTH, spec.head_size]
         assert all(isinstance(d, int) and d > 0 for dims in shapes.values() for d in dims), shapes
         producers = {o: n for n in model.graph.node for o in n.output}
         matmuls = [n for n in model.graph.node if n.op_type in ("MatMul", "Gemm", "Einsum")]
@@ -143,17 +145,31 @@ def test_greedy_tokens_follow_jax_as_far_as_quantize_static_does(exported, tmp_p
     assert ours_match >= max(anchor_match, 1), (ours, theirs, expected)
 
 
-def test_genai_runs_the_prefill_graph_through_its_pipeline(exported):
-    """onnxruntime-genai 0.18 loads the folder as its decoder pipeline and runs the prompt through the
-    prefill graph with its sliding window; the first token is JAX's. (Its next step hands the decode
-    graph a cache of the prefill graph's length: docs/guide/llm.md, "Static NPU graphs".)"""
+def test_genai_generates_the_tokens_of_the_packs_loop(exported, tmp_path):
+    """onnxruntime-genai 0.18 runs the folder as its decoder pipeline (the prompt padded on the left to
+    one prefill window, then the decode graph over its shared past/present buffer) and generates what
+    the pack's loop generates from the same graphs, with the same session options."""
+    import shutil
+
     og = pytest.importorskip("onnxruntime_genai")
     folder, spec = exported
-    generator = og.Generator(model := og.Model(str(folder)), og.GeneratorParams(model))
+    window = prefill_window(MAX_LENGTH)
+    copy = tmp_path / "m"
+    shutil.copytree(folder, copy)
+    config = json.loads((copy / "genai_config.json").read_text())
+    config["model"]["decoder"]["session_options"]["graph_optimization_level"] = LEVEL
+    (copy / "genai_config.json").write_text(json.dumps(config))
+    model = og.Model(str(copy))
+    generator = og.Generator(model, og.GeneratorParams(model))
     generator.append_tokens([PROMPT])
-    generator.generate_next_token()
-    expected = greedy_generate(spec, np.array([PROMPT]), np.ones((1, len(PROMPT))), 1)[0].tolist()
-    assert generator.get_next_tokens().tolist() == expected
+    while not generator.is_done():
+        generator.generate_next_token()
+    sequence = [int(t) for t in generator.get_sequence(0)]
+    # genai keeps the padded window in the sequence and counts it in max_length: 24 tokens are left
+    assert sequence[:window] == [spec.pad_token_id] * (window - len(PROMPT)) + PROMPT
+    generated = sequence[window:]
+    assert len(generated) == MAX_LENGTH - window
+    assert generated == _tokens(folder / "prefill.onnx", folder / "decode.onnx", spec, window)[:len(generated)]
 
 
 def test_the_window_loop_generates_what_jax_does_for_a_prompt_over_several_windows():

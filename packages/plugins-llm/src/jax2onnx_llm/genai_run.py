@@ -12,9 +12,10 @@ from jax2onnx.errors import MissingDependencyError
 from jax2onnx.targets import default_target
 
 
-def left_pad(prompts: list[list[int]], pad_token_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(ids, attention_mask)``: the prompts right-aligned in one ``(batch, longest)`` array."""
-    longest = max(len(p) for p in prompts)
+def left_pad(prompts: list[list[int]], pad_token_id: int, multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, attention_mask)``: the prompts right-aligned in one ``(batch, longest)`` array, its
+    width rounded up to a ``multiple`` (a sliding-window folder's window: genai runs whole windows)."""
+    longest = -(-max(len(p) for p in prompts) // multiple) * multiple
     ids = np.full((len(prompts), longest), pad_token_id, np.int32)
     mask = np.zeros((len(prompts), longest), np.int32)
     for row, p in enumerate(prompts):
@@ -43,7 +44,10 @@ def greedy(folder: str | pathlib.Path, prompts: list[list[int]], max_new_tokens:
     The batch is left-padded with ``pad_token_id`` (default: the folder's own, as genai's users pad)."""
     og = require_genai()
     model = og.Model(str(folder))
-    ids, _ = left_pad(prompts, folder_pad_token_id(folder) if pad_token_id is None else pad_token_id)
+    # a folder whose prompts run in windows (target="qdq") pads them to whole windows, as genai does
+    window = json.loads((pathlib.Path(folder) / "genai_config.json").read_text())["model"]["decoder"].get("sliding_window")
+    multiple = window["window_size"] if window and window.get("slide_inputs", True) else 1
+    ids, _ = left_pad(prompts, folder_pad_token_id(folder) if pad_token_id is None else pad_token_id, multiple)
     params = og.GeneratorParams(model)
     params.set_search_options(do_sample=False, max_length=ids.shape[1] + max_new_tokens, batch_size=len(prompts))
     generator = og.Generator(model, params)

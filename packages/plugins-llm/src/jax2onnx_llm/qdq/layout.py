@@ -9,9 +9,19 @@ itself) stay inside the graphs.
 
 **Config.** onnxruntime-genai's decoder *pipeline* (the layout of its QNN/NPU models): the prefill
 graph as the stage run on the prompt (``run_on_token_gen: false``), the decode graph as the stage
-run per generated token (``run_on_prompt: false``), and ``sliding_window``: the prompt is fed
-``window_size`` tokens at a time, padded on the left with ``pad_value``, and each stage's new keys
-and values slide onto the end of the ``context_length`` cache (:mod:`.window`, :mod:`.loop`).
+run per generated token (``run_on_prompt: false``), and ``sliding_window`` with ``slide_inputs``:
+genai pads the prompt to whole windows of ``window_size`` tokens and runs them one by one, its
+``attention_mask`` one ``(1, context_length)`` row with the real tokens at the end. Read from genai's
+source (``generators.cpp``, ``position_inputs.cpp``, ``kv_cache.cpp``) and checked by running 0.18:
+
+- ``alignment: "right"`` puts the prompt at the *end* of its padded windows (pad ids before it),
+  the form genai's windowed mask assumes; ``"left"`` pads after the prompt;
+- ``slide_key_value_cache: false``: the graphs slide their cache themselves (:mod:`.window`), so
+  genai keeps its plain cache, which binds one ``(1, kv_heads, context_length, head_size)`` buffer
+  as past and present (the sequence axis is a fixed number). genai's own sliding cache is built
+  only where the device asks for it (QNN) and takes uint8 caches only;
+- genai counts the padded prompt in ``max_length``: a prompt of ``n`` tokens leaves
+  ``context_length - P * ceil(n / P)`` new ones.
 """
 
 from __future__ import annotations
@@ -100,8 +110,8 @@ def genai_config(spec: DecoderSpec, *, max_length: int, window: int, search: dic
                 "num_attention_heads": spec.num_heads,
                 "num_hidden_layers": spec.num_layers,
                 "num_key_value_heads": spec.num_kv_heads,
-                "sliding_window": {"window_size": window, "pad_value": spec.pad_token_id, "alignment": "left",
-                                   "slide_key_value_cache": True, "slide_inputs": True},
+                "sliding_window": {"window_size": window, "pad_value": spec.pad_token_id, "alignment": "right",
+                                   "slide_key_value_cache": False, "slide_inputs": True},
                 "pipeline": [
                     {"context": {"filename": PREFILL_FILE, **stage, "run_on_token_gen": False}},
                     {"iterator": {"filename": DECODE_FILE, **stage, "run_on_prompt": False}},
@@ -112,7 +122,7 @@ def genai_config(spec: DecoderSpec, *, max_length: int, window: int, search: dic
             "type": PIPELINE_TYPE,
             "vocab_size": spec.vocab_size,
         },
-        "search": dict(sorted({**SEARCH_DEFAULTS, "max_length": max_length, "past_present_share_buffer": False,
+        "search": dict(sorted({**SEARCH_DEFAULTS, "max_length": max_length, "past_present_share_buffer": True,
                                **check_search(search, max_length=max_length)}.items())),
     }
 

@@ -1,7 +1,8 @@
 """Greedy generation over the two static graphs, as onnxruntime-genai's sliding-window pipeline
 drives them: the prompt in windows of ``P`` tokens through the prefill graph (the first one padded
-on the left), then one token per step through the decode graph; after each run the window's new
-keys and values slide onto the end of the fixed-length cache and its oldest slots fall off.
+on the left), then one token per step through the decode graph. Each run's present (the cache slid
+by the window, :mod:`.window`) is the next run's past, as onnxruntime-genai's shared past/present
+buffer makes it.
 
 ``run_prefill``/``run_decode`` take the graph's inputs as a list of arrays and return its outputs
 (an onnxruntime session's, or the JAX step's for the reference and the calibration probe).
@@ -14,7 +15,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..spec import DecoderSpec
-from .window import CACHE_AXIS, cache_shape
+from .window import cache_shape
 
 Run = Callable[[list[np.ndarray]], Sequence[np.ndarray]]
 
@@ -35,11 +36,11 @@ def greedy(run_prefill: Run, run_decode: Run, prompt: Sequence[int], new_tokens:
         nonlocal mask, cache
         w = len(ids)
         mask = np.concatenate([mask[:, w:], np.zeros((1, w - real), np.int32), np.ones((1, real), np.int32)], axis=1)
-        inputs = [np.array([ids], np.int32), mask, *[c[..., w:] for c in cache]]
+        inputs = [np.array([ids], np.int32), mask, *cache]
         if record is not None:
             record(graph, inputs)
         logits, *present = (run_prefill if graph == "prefill" else run_decode)(inputs)
-        cache = [np.concatenate([past, np.asarray(p)], axis=CACHE_AXIS) for past, p in zip(inputs[2:], present)]
+        cache = [np.asarray(p) for p in present]
         return np.asarray(logits)[0, -1]
 
     first = len(prompt) % window or window  # the first window holds the remainder, padded on the left

@@ -5,15 +5,20 @@ decode ``W = 1``), in onnxruntime-genai's sliding-window layout for static model
 
 - ``input_ids``: ``(1, W)`` int32, the window's tokens (a prompt shorter than ``P`` is padded on
   the left with the pad id);
-- ``attention_mask``: ``(1, L)`` int32 over the ``L = max_length`` slots ``[past | window]``, 1 on
-  real tokens;
-- ``past_key_values.i.key/value``: ``(1, kv_heads, head_size, L - W)``, the cache so far, newest at
-  the end (positions last: the shape onnxruntime-genai 0.18's windowed cache hands both, measured by
-  running it);
-- ``logits``: ``(1, W, vocab)``; ``present.i.key/value``: ``(1, kv_heads, head_size, W)``, the
-  window's new keys and values only (the runtime slides them onto the end of the cache).
+- ``attention_mask``: ``(1, L)`` int32 over the ``L = max_length`` slots of the slid cache
+  (``past[W:]``, then the window), 1 on real tokens;
+- ``past_key_values.i.key/value``: ``(1, kv_heads, L, head_size)``, the cache, newest at the end;
+- ``logits``: ``(1, W, vocab)``; ``present.i.key/value``: ``(1, kv_heads, L, head_size)``, the cache
+  slid by ``W``: its oldest ``W`` slots dropped, the window's new keys and values appended.
 
-The attention reads ``past`` and the window concatenated (``L`` slots), masked by
+The graph slides its cache itself, so past and present have one static shape and a runtime binds
+one buffer as both (onnxruntime-genai 0.18 does: a past whose sequence axis is a fixed number is
+its shared past/present buffer). onnxruntime-genai's own sliding cache (``slide_key_value_cache``)
+is not used: 0.18 builds it only where the device asks for it (its QNN models), and only over uint8
+caches in a transposed key layout; on the CPU provider it feeds each graph's present back as the
+next past, so a graph writing only the window's slots breaks at the first decode step.
+
+The attention reads the slid cache (``L`` slots: ``past[W:]`` and the window), masked by
 ``attention_mask`` and causally inside the window; positions count the real tokens before each
 (``cumsum(mask) - 1``), so left padding anywhere changes nothing. Every shape is static.
 """
@@ -27,17 +32,10 @@ import jax.numpy as jnp
 
 from ..spec import DecoderSpec, KVCache, position_ids_from_mask
 
-#: the cache axis that runs over positions (keys and values alike: (1, kv_heads, head_size, T))
-CACHE_AXIS = 3
-
 
 def cache_shape(spec: DecoderSpec, slots: int) -> tuple[int, ...]:
     """A key's or value's cache shape over ``slots`` positions."""
-    return (1, spec.num_kv_heads, spec.head_size, slots)
-
-
-def _to_step(t: Any) -> Any:  # the cache layout <-> the step's (1, kv_heads, T, head_size)
-    return t.transpose(0, 1, 3, 2)
+    return (1, spec.num_kv_heads, slots, spec.head_size)
 
 
 def window_step(spec: DecoderSpec) -> Any:
@@ -47,10 +45,12 @@ def window_step(spec: DecoderSpec) -> Any:
     def run(input_ids: Any, attention_mask: Any, *past: Any) -> tuple[Any, ...]:
         window = input_ids.shape[1]
         mask = attention_mask.astype(jnp.int32)
-        kv = KVCache([_to_step(k) for k in past[0::2]], [_to_step(v) for v in past[1::2]], mask, "concat")
+        # the slots that stay after the slide; the step appends the window's keys and values to them
+        kept = [t[:, :, window:] for t in past]
+        kv = KVCache(kept[0::2], kept[1::2], mask, "concat")
         position_ids = position_ids_from_mask(mask, window)
         logits, kv = spec.step(spec.params, input_ids, mask, position_ids, kv)
-        present = [_to_step(t[:, :, -window:]) for pair in zip(kv.keys, kv.values) for t in pair]
+        present = [t for pair in zip(kv.keys, kv.values) for t in pair]
         return (logits.astype(spec.dtype), *present)
 
     return run
@@ -60,8 +60,8 @@ def window_specs(spec: DecoderSpec, window: int, max_length: int) -> list[Any]:
     """The static input shapes of the ``window``-token graph."""
     ids = jax.ShapeDtypeStruct((1, window), jnp.int32)
     mask = jax.ShapeDtypeStruct((1, max_length), jnp.int32)
-    kv = jax.ShapeDtypeStruct(cache_shape(spec, max_length - window), spec.dtype)
+    kv = jax.ShapeDtypeStruct(cache_shape(spec, max_length), spec.dtype)
     return [ids, mask, *([kv] * (2 * spec.num_layers))]
 
 
-__all__ = ["CACHE_AXIS", "cache_shape", "window_specs", "window_step"]
+__all__ = ["cache_shape", "window_specs", "window_step"]
