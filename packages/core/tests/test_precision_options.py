@@ -123,6 +123,7 @@ def test_a_weight_forms_parts_round_trip_through_its_quantizer():
     from jax2onnx.targets.precision_forms import weight_form
 
     w = np.linspace(-1, 1, 96 * 24, dtype=np.float32).reshape(96, 24)
+    checked = []
     for kind in ("int8", "int4"):
         p = Precision(kind, block_size=32, symmetric=False)
         for kernel in kernels(kind):
@@ -131,3 +132,5 @@ def test_a_weight_forms_parts_round_trip_through_its_quantizer():
             parts = form.quantizer(96, p)(w)[: len(specs)]
             assert [(tuple(a.shape), str(a.dtype)) for a in parts] == \
                 [(shape, str(dtype.numpy())) for _, dtype, shape in specs], (kind, kernel)
+            checked.append((kind, kernel))
+    assert {kind for kind, _ in checked} == {"int8", "int4"}, checked  # both kinds have forms to check

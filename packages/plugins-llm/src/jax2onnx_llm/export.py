@@ -234,13 +234,14 @@ def _check_web_options(precision: Any, cache: str, search: Any, weights: Any, ex
 
 def _check_stateful(spec: StatefulDecoderSpec, target: str, weights: Any, precision: Any) -> None:
     """What a decoder with conv / recurrent state does not (yet) export with, refused before the export."""
+    genai = " or ".join(repr(t.name) for t in genai_targets())
     if find_target(target).can(STATIC_LLM):
         raise OptionError(f"target={target!r}: the static NPU graphs hold attention caches only; this {spec.family} "
-                          "model's layers carry recurrent state: pass target='onnxruntime' or 'onnx'")
+                          f"model's layers carry recurrent state: pass target={genai} (onnxruntime-genai folders)")
     if find_target(target).can(TRANSFORMERS_JS):
         raise OptionError(f"target={target!r}: the browser folder feeds attention caches only (optimum's "
                           f"past_key_values); this {spec.family} model's layers carry recurrent state: pass "
-                          "target='onnxruntime' or 'onnx' for an onnxruntime-genai folder")
+                          f"target={genai} for an onnxruntime-genai folder")
     if weights is not None:
         raise OptionError(f"weights=: streamed weights are not supported for the {spec.family} model's stateful "
                           "layers; export the model with its weights loaded (weights=None)")
