@@ -185,6 +185,12 @@ def speech_description(facts: dict[str, Any], tokens: dict[str, Any]) -> dict[st
     }
 
 
+def silence(folder: str | pathlib.Path) -> np.ndarray:
+    """Features ``(1, frames, mels)`` of the log-mel floor (a smoke test's clip)."""
+    described = json.loads((pathlib.Path(folder) / SPEECH_FILE).read_text())
+    return np.full((1, int(described["frames"]), int(described["num_mels"])), -1.5, np.float32)
+
+
 def transcribe(folder: str | pathlib.Path, features: Any, max_new_tokens: int, prompt: list[int] | None = None) -> list[list[int]]:
     """The tokens onnxruntime-genai generates for each clip (greedy, at most ``max_new_tokens``, each
     row up to its end token) from the library's log-mel ``features`` ``(batch, frames, mels)`` after
