@@ -16,7 +16,6 @@ from llm_test_helpers import keras_hub_under_jax, require_genai
 keras, keras_hub = keras_hub_under_jax()
 
 import jax  # noqa: E402
-
 from jax2onnx_llm import OptionError, UnsupportedModelError  # noqa: E402
 from jax2onnx_llm.multimodal import export_speech_to_text, transcribe  # noqa: E402
 from jax2onnx_llm.multimodal.whisper import DECODER_FILE, ENCODER_FILE, SPEECH_FILE  # noqa: E402
@@ -57,11 +56,15 @@ def _features():
     return np.concatenate([np.asarray(converter(c[None])) for c in (clip(1.5, 440.0), clip(4.0, 1800.0))])
 
 
-def _library_greedy(backbone, features: np.ndarray, prompt: list[int]) -> list[list[int]]:
-    """KerasHub's greedy tokens: the backbone's forward pass (encoder and decoder) over the growing token
-    list, the next token the argmax of the last position's tied-embedding logits. Tokens after the
-    current one are placeholders the causal decoder cannot see, so one compiled shape serves every step."""
-    length = len(prompt) + NEW_TOKENS
+#: decoder tokens each reference run covers (prompt + generated): one compiled shape for both prompts
+LENGTH = 3 + NEW_TOKENS
+
+
+def _library_greedy(backbone, features: np.ndarray, prompts: list[list[int]]) -> list[list[list[int]]]:
+    """KerasHub's greedy tokens after each prompt: the backbone's forward pass (encoder and decoder)
+    over the growing token list, the next token the argmax of the last position's tied-embedding
+    logits, up to ``LENGTH`` tokens. Tokens after the current one are placeholders the causal decoder
+    cannot see, so one compiled shape serves every step."""
     trainable = [v.value for v in backbone.trainable_variables]
     fixed = [v.value for v in backbone.non_trainable_variables]
 
@@ -71,23 +74,32 @@ def _library_greedy(backbone, features: np.ndarray, prompt: list[int]) -> list[l
                                                          "decoder_padding_mask": jax.numpy.ones_like(ids)})[0]
         return jax.numpy.take(backbone.token_embedding(out["decoder_sequence_output"], reverse=True), last, axis=1)
 
-    ids = np.zeros((features.shape[0], length), np.int32)
-    ids[:, : len(prompt)] = prompt
-    for i in range(len(prompt), length):
-        ids[:, i] = np.asarray(logits_at(features, ids, i - 1)).argmax(-1)
-    return ids[:, len(prompt):].tolist()
+    runs = []
+    for prompt in prompts:
+        ids = np.zeros((features.shape[0], LENGTH), np.int32)
+        ids[:, : len(prompt)] = prompt
+        for i in range(len(prompt), LENGTH):
+            ids[:, i] = np.asarray(logits_at(features, ids, i - 1)).argmax(-1)
+        runs.append(ids[:, len(prompt):].tolist())
+    return runs
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    """(backbone, tokenizer, folder, features, the library's greedy tokens per clip)."""
+    """(backbone, tokenizer, folder, features, the library's greedy tokens per clip after the
+    no-timestamp prompt, and after the timestamp prompt)."""
     tokenizer = _tokenizer()
     backbone = _backbone(tokenizer.vocabulary_size())
     features = _features()
-    prompt = [tokenizer.bos_token_id, tokenizer.transcribe_token_id, tokenizer.no_timestamps_token_id]
-    expected = _library_greedy(backbone, features, prompt)
+    expected, timestamped = _library_greedy(backbone, features, [_prompt(tokenizer, True), _prompt(tokenizer, False)])
     folder = export_speech_to_text(backbone, tmp_path_factory.mktemp("whisper") / "whisper", tokenizer=tokenizer)
-    return backbone, tokenizer, folder, features, expected
+    return backbone, tokenizer, folder, features, expected, timestamped
+
+
+def _prompt(tokenizer, no_timestamps: bool) -> list[int]:
+    """Whisper's English transcription prompt: start of transcript, transcribe, [no timestamps]."""
+    ids = [tokenizer.bos_token_id, tokenizer.transcribe_token_id]
+    return ids + [tokenizer.no_timestamps_token_id] if no_timestamps else ids
 
 
 def _until_end(tokens: list[int], end: int) -> list[int]:
@@ -95,7 +107,7 @@ def _until_end(tokens: list[int], end: int) -> list[int]:
 
 
 def test_folder_holds_two_checked_graphs_genai_names(exported):
-    _, tokenizer, folder, _, _ = exported
+    _, tokenizer, folder, *_ = exported
     config = json.loads((folder / "genai_config.json").read_text())["model"]
     assert config["type"] == "whisper" and config["eos_token_id"] == tokenizer.eos_token_id
     for section, filename in (("encoder", ENCODER_FILE), ("decoder", DECODER_FILE)):
@@ -106,15 +118,14 @@ def test_folder_holds_two_checked_graphs_genai_names(exported):
         wanted = {v % 1 if "%d" in v else v for part in ("inputs", "outputs") for v in config[section][part].values()}
         assert wanted <= names, (section, wanted - names)
     described = json.loads((folder / SPEECH_FILE).read_text())
-    assert described["tokens"]["prompt"] == [tokenizer.bos_token_id, tokenizer.transcribe_token_id,
-                                             tokenizer.no_timestamps_token_id]
+    assert described["tokens"]["prompt"] == _prompt(tokenizer, True)
     assert (folder / "tokenizer.json").exists()
 
 
 def test_genai_transcribes_two_clips_to_the_library_tokens(exported):
     """One batch of two clips of different lengths (each padded to 30 s by the library's converter)."""
     require_genai()
-    _, tokenizer, folder, features, expected = exported
+    _, tokenizer, folder, features, expected, _ = exported
     assert expected[0] != expected[1], "the clip does not change the library's tokens: the test would prove little"
     assert len(set(expected[0])) > 2, f"the tiny model repeats itself: {expected[0]}"
     want = [_until_end(row, tokenizer.eos_token_id) for row in expected]  # genai stops a row at the end token
@@ -122,11 +133,20 @@ def test_genai_transcribes_two_clips_to_the_library_tokens(exported):
     assert transcribe(folder, features[1:], NEW_TOKENS) == want[1:]  # alone, the second clip gives the same
 
 
+def test_the_timestamp_prompt_gives_the_library_tokens(exported):
+    """Without <|notimestamps|> (the prompt when timestamps are predicted) genai follows the library too."""
+    require_genai()
+    _, tokenizer, folder, features, expected, timestamped = exported
+    assert timestamped != expected, "the prompt does not change the library's tokens: the test would prove little"
+    want = [_until_end(row, tokenizer.eos_token_id) for row in timestamped]
+    assert transcribe(folder, features, NEW_TOKENS + 1, prompt=_prompt(tokenizer, False)) == want
+
+
 def test_a_perturbed_encoder_transcribes_other_tokens(exported, tmp_path):
     """The comparison above can fail: the encoder's first convolution perturbed (in the export only)
     changes genai's tokens away from the library's."""
     require_genai()
-    _, tokenizer, folder, features, expected = exported
+    _, tokenizer, folder, features, expected, _ = exported
     broken = tmp_path / "broken"
     shutil.copytree(folder, broken)
     encoder = onnx.load(str(broken / ENCODER_FILE))
@@ -140,7 +160,7 @@ def test_a_perturbed_encoder_transcribes_other_tokens(exported, tmp_path):
 
 
 def test_bad_inputs_are_refused_with_the_fix(exported, tmp_path):
-    backbone, tokenizer, folder, features, _ = exported
+    backbone, tokenizer, folder, features, *_ = exported
     with pytest.raises(UnsupportedModelError, match="export_causal_lm"):
         export_speech_to_text(object(), tmp_path / "none", tokenizer=tokenizer)
     with pytest.raises(OptionError, match="WhisperTokenizer"):
