@@ -119,6 +119,7 @@ def test_folder_holds_two_checked_graphs_genai_names(exported):
         assert wanted <= names, (section, wanted - names)
     described = json.loads((folder / SPEECH_FILE).read_text())
     assert described["tokens"]["prompt"] == _prompt(tokenizer, True)
+    assert described["tokens"]["prompt_with_timestamps"] == _prompt(tokenizer, False)
     assert (folder / "tokenizer.json").exists()
 
 

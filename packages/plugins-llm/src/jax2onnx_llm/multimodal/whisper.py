@@ -126,7 +126,8 @@ def _tokens(parts: Any, tokenizer: Any) -> dict[str, Any]:
     return {"start": int(tokenizer.bos_token_id), "end": int(tokenizer.eos_token_id),
             "pad": int(tokenizer.pad_token_id), "no_timestamps": int(tokenizer.no_timestamps_token_id),
             "transcribe": int(tokenizer.transcribe_token_id), "translate": int(tokenizer.translate_token_id),
-            "prompt": parts.prompt(tokenizer), "languages": dict(tokenizer.language_tokens or {})}
+            "prompt": parts.prompt(tokenizer), "prompt_with_timestamps": parts.prompt(tokenizer, timestamps=True),
+            "languages": dict(tokenizer.language_tokens or {})}
 
 
 def _per_layer(templates: tuple[str, str], layers: int) -> list[str]:

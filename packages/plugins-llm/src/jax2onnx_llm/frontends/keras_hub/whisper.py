@@ -25,7 +25,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from ...errors import UnsupportedModelError
+from ...errors import OptionError, UnsupportedModelError
 
 #: the frames genai's Whisper encoder takes (30 s of 10 ms hops), fixed by genai
 FRAMES = 3000
@@ -135,8 +135,6 @@ def _attend(attention: Any, h: Any, key: Any, value: Any, mask: Any) -> Any:
 def prompt(tokenizer: Any, *, language: str | None = None, task: str = "transcribe", timestamps: bool = False) -> list[int]:
     """The decoder prompt Whisper's tokenizer defines: start of transcript, the language (multilingual
     tokenizers), the task, and ``<|notimestamps|>`` unless timestamps are predicted."""
-    from ...errors import OptionError
-
     ids = [int(tokenizer.bos_token_id)]
     if language is not None:
         languages = tokenizer.language_tokens or {}
