@@ -152,7 +152,7 @@ def export_causal_lm(
 def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, cache: str, target: str, tokenizer: Any,
             opset: int, external_data: bool | None, search: dict[str, Any] | None, given: dict[str, Any], weights: Any,
             reporter: Any) -> pathlib.Path:
-    target = _check_options(max_length, precision, cache, target)
+    target = check_options(max_length, precision, cache, target)
     web = find_target(target).can(TRANSFORMERS_JS)
     dtypes = _check_web_options(precision, cache, search, weights, external_data) if web else None
     check_search(search, max_length=max_length)  # before the export, not after it
@@ -163,7 +163,7 @@ def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, c
     tok_source = resolve_tokenizer(tokenizer) if tokenizer is not None and tokenizer is not False else None
     # one pad id for the graph's padding detection and genai_config.json (special_tokens.py)
     spec = resolve_special_tokens(spec, tokenizer, given)
-    _check_spec(spec, max_length, cache)
+    check_spec(spec, max_length, cache)
     if isinstance(spec, StatefulDecoderSpec):
         _check_stateful(spec, target, weights, precision)
     streamed = streamed_input(spec, weights) if weights is not None else None  # checked up front too
@@ -196,8 +196,9 @@ def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, c
     return out
 
 
-def _check_options(max_length: Any, precision: Any, cache: Any, target: Any) -> str:
-    """Checks the options; returns the target's name (None: the default, see ``export_causal_lm``)."""
+def check_options(max_length: Any, precision: Any, cache: Any, target: Any) -> str:
+    """Checks the options; returns the target's name (None: the default, see ``export_causal_lm``); the
+    multimodal exports check theirs with it too."""
     if cache not in CACHE_LAYOUTS:
         raise OptionError(f"cache={cache!r}: use 'concat' (growing past/present) or 'shared' (one max_length buffer)")
     choices = genai_targets()
@@ -250,7 +251,7 @@ def _check_stateful(spec: StatefulDecoderSpec, target: str, weights: Any, precis
                           "pass the precision without calibration=")
 
 
-def _check_spec(spec: DecoderSpec, max_length: int, cache: str) -> None:
+def check_spec(spec: DecoderSpec, max_length: int, cache: str) -> None:
     if cache not in spec.cache_layouts:
         raise CacheLayoutError(
             f"cache={cache!r}: this {spec.family} model can only run with cache={spec.cache_layouts[0]!r}; pass that"

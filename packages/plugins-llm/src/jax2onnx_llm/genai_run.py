@@ -99,6 +99,10 @@ def check_folders_run(root: str | pathlib.Path) -> list[pathlib.Path]:
             from .multimodal.run import blank_image, generate
 
             tokens = generate(folder, [1, 2, 3], blank_image(folder), 4)
+        elif (folder / "speech.json").exists():  # a speech folder: its prompt over silence
+            from .multimodal.whisper import silence, transcribe
+
+            tokens = transcribe(folder, silence(folder), 4)[0]
         else:
             tokens = greedy(folder, [[1, 2, 3]], 4)[0]
         if len(tokens) > 4 or not all(0 <= t < vocab for t in tokens):

@@ -6,6 +6,6 @@ in the ``jax2onnx_llm.frontends`` entry-point group. :func:`decoder_spec` asks t
 model (``registry.py``); no front-end imports another's folder.
 """
 
-from .registry import ENTRY_POINT_GROUP, Frontend, decoder_spec, registered, vision_language
+from .registry import ENTRY_POINT_GROUP, Frontend, decoder_spec, registered, speech_to_text, vision_language
 
-__all__ = ["ENTRY_POINT_GROUP", "Frontend", "decoder_spec", "registered", "vision_language"]
+__all__ = ["ENTRY_POINT_GROUP", "Frontend", "decoder_spec", "registered", "speech_to_text", "vision_language"]

@@ -48,6 +48,9 @@ class Frontend:
             :func:`jax2onnx_llm.multimodal.export_multimodal_lm` exports (a module or object with
             ``check``, ``vision_fn``, ``embedding_fn``, ``decoder_spec``, ``image_converter``,
             ``image_facts``, ``processor_config``), or None for a model that is none.
+        speech_to_text: ``speech_to_text(model) ->`` the parts of an encoder-decoder speech model that
+            :func:`jax2onnx_llm.multimodal.export_speech_to_text` exports (a module or object with
+            ``check``, ``facts``, ``encoder_fn``, ``decoder_fn``, ``prompt``), or None for a model that is none.
     """
 
     name: str
@@ -59,6 +62,7 @@ class Frontend:
     tokenizer: Callable[[Any], Any] | None = None
     precedence: int = 0
     vision_language: Callable[[Any], Any] | None = None
+    speech_to_text: Callable[[Any], Any] | None = None
 
 
 def builtin_frontends() -> list[Frontend]:
@@ -134,6 +138,15 @@ def vision_language(model: Any) -> Any | None:
     """The vision-language parts a registered front-end finds in ``model`` (``Frontend.vision_language``), or None."""
     for frontend in registered():
         parts = frontend.vision_language(model) if frontend.vision_language is not None else None
+        if parts is not None:
+            return parts
+    return None
+
+
+def speech_to_text(model: Any) -> Any | None:
+    """The speech-to-text parts a registered front-end finds in ``model`` (``Frontend.speech_to_text``), or None."""
+    for frontend in registered():
+        parts = frontend.speech_to_text(model) if frontend.speech_to_text is not None else None
         if parts is not None:
             return parts
     return None

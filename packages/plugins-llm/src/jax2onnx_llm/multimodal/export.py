@@ -36,7 +36,7 @@ from jax2onnx import ExportProgram
 from jax2onnx import progress as progress_report
 
 from ..errors import UnsupportedModelError
-from ..export import BATCH, PAST, SEQUENCE, _check_options, _check_spec, io_names
+from ..export import BATCH, PAST, SEQUENCE, check_options, check_spec, io_names
 from ..frontends import vision_language
 from ..genai_config import FILE as GENAI_CONFIG_FILE
 from ..genai_config import build as build_genai_config
@@ -105,7 +105,7 @@ def export_multimodal_lm(
                 f"backend), not {type(model).__name__}; "
                 "export a text-only causal LM with export_causal_lm")
         family.check(model)
-        target = _check_options(max_length, "float32", cache, target)
+        target = check_options(max_length, "float32", cache, target)
         check_search(search, max_length=max_length)
         spec = family.decoder_spec(model)
         tokenizer = spec.tokenizer if tokenizer is None else tokenizer
@@ -113,7 +113,7 @@ def export_multimodal_lm(
         given = {k: v for k, v in (("bos_token_id", bos_token_id), ("eos_token_id", eos_token_id),
                                    ("pad_token_id", pad_token_id)) if v is not None}
         spec = resolve_special_tokens(spec, tokenizer, given)
-        _check_spec(spec, max_length, cache)
+        check_spec(spec, max_length, cache)
         converter = family.image_converter(model) if image_converter is None else image_converter
         facts = family.image_facts(model, converter)
         keywords = dict(opset=opset, target=target, external_data=external_data)
@@ -122,16 +122,16 @@ def export_multimodal_lm(
             reporter.stage(VISION_FILE)
             size = facts["image_size"]
             images = jax.export.symbolic_shape(IMAGES)[0]
-            _write(family.vision_fn(model), [jax.ShapeDtypeStruct((images, size, size, 3), jnp.float32)],
+            write_graph(family.vision_fn(model), [jax.ShapeDtypeStruct((images, size, size, 3), jnp.float32)],
                    staging / VISION_FILE, [PIXEL_VALUES], [IMAGE_FEATURES], **keywords)
             reporter.stage(EMBEDDING_FILE)
             batch, seq, rows = jax.export.symbolic_shape(f"{BATCH}, {SEQUENCE}, {IMAGE_ROWS}")
-            _write(family.embedding_fn(model), [jax.ShapeDtypeStruct((batch, seq), jnp.int32),
+            write_graph(family.embedding_fn(model), [jax.ShapeDtypeStruct((batch, seq), jnp.int32),
                                                 jax.ShapeDtypeStruct((rows, spec.hidden_size), jnp.float32)],
                    staging / EMBEDDING_FILE, ["input_ids", IMAGE_FEATURES], ["inputs_embeds"], **keywords)
             reporter.stage(DECODER_FILE)
             in_names, out_names = io_names(spec.num_layers)
-            _write(decoder_step(spec, cache, max_length), decoder_inputs(spec, cache, max_length),
+            write_graph(decoder_step(spec, cache, max_length), decoder_inputs(spec, cache, max_length),
                    staging / DECODER_FILE, ["inputs_embeds", *in_names[1:]], out_names, **keywords)
             reporter.stage(GENAI_CONFIG_FILE)
             config = genai_config(spec, max_length=max_length, cache=cache, search=search)
@@ -146,8 +146,9 @@ def export_multimodal_lm(
         return out
 
 
-def _write(fn: Any, inputs: list[Any], path: pathlib.Path, in_names: list[str], out_names: list[str], *,
-           opset: int, target: str, external_data: bool | None) -> None:
+def write_graph(fn: Any, inputs: list[Any], path: pathlib.Path, in_names: list[str], out_names: list[str], *,
+                opset: int, target: str, external_data: bool | None) -> None:
+    """One graph of a multimodal folder, by core's stages, weights beside it in ``<file>.data`` when large."""
     ExportProgram(fn, inputs, model_name=path.stem, opset=opset, target=target, input_names=in_names,
                   output_names=out_names, return_mode="file", output_path=path, external_data=external_data,
                   external_data_file=f"{path.name}.data").write()

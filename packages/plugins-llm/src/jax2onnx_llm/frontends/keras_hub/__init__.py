@@ -33,6 +33,16 @@ def vision_language(model: Any) -> Any:
     return pali_gemma
 
 
+def speech_to_text(model: Any) -> Any:
+    """The model's speech-to-text parts (``whisper.py``) for a KerasHub ``WhisperBackbone``, else None."""
+    keras_hub = _library()
+    if keras_hub is None or not isinstance(model, keras_hub.models.WhisperBackbone):
+        return None
+    from . import whisper
+
+    return whisper
+
+
 def decoder_spec(model: Any) -> DecoderSpec:
     from ...errors import UnsupportedModelError
     from .adapter import decoder_spec as adapt
@@ -63,4 +73,5 @@ frontend = Frontend(
           "text included)",
     claims=claims, decoder_spec=decoder_spec, claims_tokenizer=claims_tokenizer, tokenizer=tokenizer,
     lowerings=(f"{__name__}.attention", f"{__name__}.core_attention"), vision_language=vision_language,
+    speech_to_text=speech_to_text,
 )
