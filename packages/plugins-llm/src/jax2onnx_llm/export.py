@@ -31,7 +31,6 @@ from jax2onnx import progress as progress_report
 from jax2onnx.rewrite import register_rewrite
 from jax2onnx.targets import MS_DOMAIN, available_targets, find_target, get_target
 
-from . import stateful
 from .attention_report import AttentionReportPass, recording
 from .calibration import with_calibration_batches
 from .errors import CacheLayoutError, MaxLengthError, OptionError
@@ -42,10 +41,13 @@ from .genai_config import check_search
 from .genai_targets import GENAI, default_genai_target, genai_targets
 from .norm_fusion import NORM_OP, RmsNormFusionPass
 from .qdq import STATIC_LLM, write_static_folder
-from .spec import CACHE_LAYOUTS, DecoderSpec, KVCache, extend_to, position_ids_from_mask
+from .spec import BATCH, CACHE_LAYOUTS, PAST, SEQUENCE, DecoderSpec, KVCache, extend_to, position_ids_from_mask
 from .special_tokens import resolve as resolve_special_tokens
 from .staging import staging as staging_folder
 from .stateful import StatefulDecoderSpec
+from .stateful import flat_step as stateful_flat_step
+from .stateful import input_specs as stateful_input_specs
+from .stateful import io_names as stateful_io_names
 from .tokenizers import resolve as resolve_tokenizer
 from .tokenizers import write as write_tokenizer
 from .web import REPORT_FILE as WEB_REPORT_FILE
@@ -54,8 +56,6 @@ from .weights import check_has_values, streamed_input
 
 MODEL_FILE = "model.onnx"
 
-# Symbolic dims of the graph's inputs, in onnxruntime-genai's naming.
-BATCH, SEQUENCE, PAST = "batch_size", "sequence_length", "past_sequence_length"
 
 
 def export_causal_lm(
@@ -350,7 +350,7 @@ def export_keywords(spec: DecoderSpec, path: pathlib.Path, *, precision: Any, ta
     fusion as a rewrite-slot pass (where the target runs onnxruntime's norm ops), and the weights file
     named ``model.onnx.data``, which onnxruntime-genai folders conventionally hold (the staging
     folder's rename keeps it paired)."""
-    in_names, out_names = stateful.io_names(spec) if isinstance(spec, StatefulDecoderSpec) else io_names(spec.num_layers)
+    in_names, out_names = stateful_io_names(spec) if isinstance(spec, StatefulDecoderSpec) else io_names(spec.num_layers)
     return dict(
         model_name="causal_lm", opset=opset, input_names=in_names, output_names=out_names,
         return_mode="file", output_path=path, external_data=external_data, precision=precision, target=target,
@@ -375,7 +375,7 @@ def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, prec
     inputs = input_specs(spec, cache, max_length)
     fn = flat_step(spec, cache, max_length)
     if isinstance(spec, StatefulDecoderSpec):  # attention caches and conv / recurrent states (stateful.py)
-        inputs, fn = stateful.input_specs(spec, max_length), stateful.flat_step(spec, max_length)
+        inputs, fn = stateful_input_specs(spec, max_length), stateful_flat_step(spec, max_length)
     if streamed is not None:
         inputs, fn = [streamed, *inputs], streamed_step(spec, cache, max_length)
     keywords = export_keywords(spec, path, precision=precision, target=target, opset=opset,

@@ -39,6 +39,8 @@ import jax
 import jax.numpy as jnp
 
 CACHE_LAYOUTS = ("concat", "shared")
+#: Symbolic dims of a decoder graph's inputs, in onnxruntime-genai's naming.
+BATCH, SEQUENCE, PAST = "batch_size", "sequence_length", "past_sequence_length"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from .errors import OptionError
-from .spec import DecoderSpec, KVCache, position_ids_from_mask
+from .spec import BATCH, PAST, SEQUENCE, DecoderSpec, KVCache, position_ids_from_mask
 
 ATTENTION, STATE = "attention", "state"
 #: the two state tensors of a stateful layer, in onnxruntime-genai's naming
@@ -75,8 +75,6 @@ def io_names(spec: StatefulDecoderSpec) -> tuple[list[str], list[str]]:
 def input_specs(spec: StatefulDecoderSpec, max_length: int) -> list[Any]:
     """Symbolic batch, sequence and past lengths (``past + sequence <= max_length``); the states'
     other dims fixed, as onnxruntime-genai allocates them from the graph's declared shapes."""
-    from .export import BATCH, PAST, SEQUENCE
-
     batch, seq, past = jax.export.symbolic_shape(
         f"{BATCH}, {SEQUENCE}, {PAST}", constraints=(f"{PAST} + {SEQUENCE} <= {max_length}",))
     specs = [jax.ShapeDtypeStruct((batch, seq), jnp.int32), jax.ShapeDtypeStruct((batch, past + seq), jnp.int32)]

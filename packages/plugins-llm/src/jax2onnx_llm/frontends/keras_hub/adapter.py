@@ -44,10 +44,11 @@ def decoder_spec(model: Any) -> DecoderSpec:
         )
     if name in GEMMA_FAMILIES:  # Gemma 3n, Gemma 4: gemma_family/
         return GEMMA_FAMILIES[name](model, name)
-    from . import recurrent
+    from .recurrent import claims as recurrent_claims
+    from .recurrent import decoder_spec as recurrent_decoder_spec
 
-    if recurrent.claims(model):  # layers with state beyond keys and values (recurrent/)
-        return recurrent.decoder_spec(model, name)
+    if recurrent_claims(model):  # layers with state beyond keys and values (recurrent/)
+        return recurrent_decoder_spec(model, name)
     if name not in FAMILIES:  # every other CausalLM: KerasHub's cached-call protocol
         from .generic import decoder_spec as generic_decoder_spec
 
