@@ -1,0 +1,115 @@
+"""An encoder exported with ``to_onnx(..., target="web")`` written as a transformers.js folder
+(``jax2onnx.targets.web.write_pipeline_folder``): a tiny random Hugging Face Flax BERT, its WordPiece
+tokenizer built here, run by transformers.js' ``pipeline("feature-extraction", folder)`` in Node
+(onnxruntime-node on CPU) and compared with the Flax model on the same ids."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import subprocess
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnx
+import pytest
+from jax2onnx import to_onnx
+from jax2onnx.errors import InputSpecError
+from jax2onnx.targets.web.folder import REPORT_FILE, write_pipeline_folder
+
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+NODE_DIR = pathlib.Path(__file__).parent / "web"
+RUNNER = NODE_DIR / "transformers_pipeline.mjs"
+WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "a", "red", "##s", "##ed"]
+TEXTS = ["the cat sat on the mat", "a red dog ran far", "cats"]
+
+
+def bert_tokenizer():
+    """A WordPiece tokenizer as BERT's (lower-casing, [CLS] ... [SEP]) over a dozen words, no download."""
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
+    from tokenizers.models import WordPiece
+
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])}
+    tok = Tokenizer(WordPiece(vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    return transformers.BertTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                          cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+
+
+@pytest.fixture(scope="module")
+def bert():
+    config = transformers.BertConfig(vocab_size=32, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=64)
+    model = transformers.FlaxBertModel(config, seed=0)
+
+    def encode(input_ids, attention_mask, token_type_ids):
+        return model(input_ids, attention_mask, token_type_ids).last_hidden_state
+
+    ids = jax.ShapeDtypeStruct(jax.export.symbolic_shape("batch_size, sequence_length"), jnp.int32)
+    proto = to_onnx(encode, [ids] * 3, input_names=["input_ids", "attention_mask", "token_type_ids"],
+                    output_names=["last_hidden_state"], target="web")
+    return config, encode, proto
+
+
+def test_bert_feature_extraction_in_transformers_js(bert, tmp_path):
+    if shutil.which("node") is None:
+        pytest.skip("Node.js is not installed: transformers.js cannot run the folder")
+    if not (NODE_DIR / "node_modules" / "@huggingface" / "transformers").is_dir():
+        pytest.skip("@huggingface/transformers is not installed: npm ci --ignore-scripts --prefix tests/web")
+    config, encode, proto = bert
+    tokenizer = bert_tokenizer()
+    folder = write_pipeline_folder(proto, tmp_path / "tiny-bert", model_type="bert", tokenizer=tokenizer,
+                                   config=config.to_dict())
+    model_file = folder / "onnx" / "model.onnx"
+    onnx.checker.check_model(str(model_file), full_check=True)
+    graph = onnx.load(str(model_file)).graph
+    assert {i.name: i.type.tensor_type.elem_type for i in graph.input} == dict.fromkeys(
+        ["input_ids", "attention_mask", "token_type_ids"], onnx.TensorProto.INT64)
+    assert json.loads((folder / "config.json").read_text())["model_type"] == "bert"
+
+    run = subprocess.run(["node", str(RUNNER), str(folder), "feature-extraction", json.dumps(TEXTS)],
+                         cwd=NODE_DIR, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert len(result["ids"]) == len(result["outputs"]) == len(TEXTS)
+    for text, ids, features in zip(TEXTS, result["ids"], result["outputs"]):
+        assert ids == tokenizer(text)["input_ids"], text  # transformers.js reads the tokenizer as transformers does
+        row = jnp.asarray([ids], jnp.int32)
+        want = np.asarray(encode(row, jnp.ones_like(row), jnp.zeros_like(row)))[0]
+        np.testing.assert_allclose(np.asarray(features, np.float32), want, rtol=1e-4, atol=1e-4, err_msg=text)
+
+
+def test_graph_under_other_names_is_refused(bert, tmp_path):
+    _, _, proto = bert
+    renamed = onnx.ModelProto()
+    renamed.CopyFrom(proto)
+    renamed.graph.output[0].name = "hidden"  # a dangling name is enough: the check reads only the names
+    with pytest.raises(InputSpecError, match=r"last_hidden_state.*output_names"):
+        write_pipeline_folder(renamed, tmp_path / "out", model_type="bert", tokenizer=bert_tokenizer())
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(InputSpecError, match="pass tokenizer="):
+        write_pipeline_folder(proto, tmp_path / "out", model_type="bert")
+    with pytest.raises(InputSpecError, match="one of"):
+        write_pipeline_folder(proto, tmp_path / "out", model_type="vit_mae", tokenizer=bert_tokenizer())
+
+
+def test_folder_replaces_only_an_earlier_export(bert, tmp_path):
+    _, _, proto = bert
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep")
+    with pytest.raises(InputSpecError, match="not an earlier export"):
+        write_pipeline_folder(proto, foreign, model_type="bert", tokenizer=bert_tokenizer())
+    assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
+    out = write_pipeline_folder(proto, tmp_path / "bert", model_type="bert", tokenizer=bert_tokenizer())
+    (out / "stale.txt").write_text("from before")
+    write_pipeline_folder(proto, out, model_type="bert", tokenizer=bert_tokenizer())
+    assert (out / REPORT_FILE).is_file() and not (out / "stale.txt").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp folder left
