@@ -86,6 +86,56 @@ def test_bert_feature_extraction_in_transformers_js(bert, tmp_path):
         np.testing.assert_allclose(np.asarray(features, np.float32), want, rtol=1e-4, atol=1e-4, err_msg=text)
 
 
+ENCODER_FILE = """
+import jax.numpy as jnp
+import numpy as np
+
+TABLE = np.linspace(-1.0, 1.0, 32 * 8, dtype=np.float32).reshape(32, 8)
+
+def encode(input_ids, attention_mask):
+    return jnp.tanh(jnp.asarray(TABLE)[input_ids] * attention_mask[..., None].astype(jnp.float32))
+"""
+
+
+def test_convert_cli_writes_the_folder(tmp_path, capsys):
+    """``jax2onnx convert ... --target web --web-folder bert --tokenizer DIR``: the same folder from the command line
+    (a graph without token_type_ids, which transformers.js then does not feed); its features are the function's."""
+    import importlib.util
+
+    from jax2onnx.cli import main
+
+    (tmp_path / "enc.py").write_text(ENCODER_FILE)
+    tokenizer = bert_tokenizer()
+    tokenizer.save_pretrained(str(tmp_path / "tok"))
+    out = tmp_path / "enc-web"
+    argv = ["convert", f"{tmp_path / 'enc.py'}:encode", "-i", "batch_size,sequence_length:int32",
+            "-i", "batch_size,sequence_length:int32", "--input-name", "input_ids", "--input-name", "attention_mask",
+            "--output-name", "last_hidden_state", "--target", "web", "--web-folder", "bert", "--tokenizer",
+            str(tmp_path / "tok"), "-o", str(out), "-q"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert f"wrote {out / 'onnx' / 'model.onnx'}" in capsys.readouterr().out
+    assert {"config.json", "tokenizer.json", "tokenizer_config.json", REPORT_FILE} <= {p.name for p in out.iterdir()}
+    onnx.checker.check_model(str(out / "onnx" / "model.onnx"), full_check=True)
+    without_target = [a for a in argv if a not in ("--target", "web")]
+    assert main([*without_target[:-3], "-o", str(tmp_path / "other"), "-q"]) == 2  # refused, nothing written
+    assert "add --target web" in capsys.readouterr().err and not (tmp_path / "other").exists()
+
+    if shutil.which("node") is None or not (NODE_DIR / "node_modules" / "@huggingface" / "transformers").is_dir():
+        pytest.skip("Node.js or @huggingface/transformers is missing: the folder was checked, not run")
+    run = subprocess.run(["node", str(RUNNER), str(out), "feature-extraction", json.dumps(TEXTS[:2])],
+                         cwd=NODE_DIR, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    spec = importlib.util.spec_from_file_location("enc", tmp_path / "enc.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert len(result["outputs"]) == 2
+    for ids, features in zip(result["ids"], result["outputs"]):
+        row = np.asarray([ids], np.int32)
+        want = np.asarray(module.encode(row, np.ones_like(row)))[0]
+        np.testing.assert_allclose(np.asarray(features, np.float32), want, rtol=1e-5, atol=1e-6)
+
+
 def test_graph_under_other_names_is_refused(bert, tmp_path):
     _, _, proto = bert
     renamed = onnx.ModelProto()

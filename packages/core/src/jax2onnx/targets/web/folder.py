@@ -32,6 +32,8 @@ CONFIG_FILE = "config.json"
 ONNX_FOLDER = "onnx"
 #: the marker of a folder jax2onnx wrote for the browser
 REPORT_FILE = "jax2onnx_web.json"
+#: a tokenizer folder's files transformers.js reads (copied when present; tokenizer.json required)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 #: the key transformers.js reads its own options from (default dtype, external data chunks)
 TRANSFORMERS_JS_KEY = "transformers.js_config"
 
@@ -65,7 +67,7 @@ def write_pipeline_folder(model: onnx.ModelProto | ir.Model, folder: str | os.Pa
     ``model_type`` (see :data:`ARCHITECTURES`; ``"bert"``: ``pipeline("feature-extraction", folder)``).
 
     ``tokenizer``: a ``transformers`` fast tokenizer, a ``tokenizers.Tokenizer``, or the path of a
-    ``tokenizer.json``. ``config``: more ``config.json`` entries (say a Hugging Face config's
+    ``tokenizer.json`` or of a folder holding one. ``config``: more ``config.json`` entries (say a Hugging Face config's
     ``to_dict()``; ``model_type`` and ``transformers.js_config`` are the writer's). The folder is built
     beside ``folder`` and swapped in whole: a failed write leaves ``folder`` as it was; an existing
     ``folder`` is replaced only when it is an earlier such export. Returns the folder's path."""
@@ -151,9 +153,13 @@ def write_tokenizer(tokenizer: Any, folder: pathlib.Path, *, max_positions: int 
         (folder / "tokenizer.json").write_text(tokenizer.to_str(), encoding="utf-8")
     elif isinstance(tokenizer, (str, os.PathLike)) and pathlib.Path(tokenizer).is_file():
         shutil.copyfile(tokenizer, folder / "tokenizer.json")
+    elif isinstance(tokenizer, (str, os.PathLike)) and (pathlib.Path(tokenizer) / "tokenizer.json").is_file():
+        for name in TOKENIZER_FILES:
+            if (pathlib.Path(tokenizer) / name).is_file():
+                shutil.copyfile(pathlib.Path(tokenizer) / name, folder / name)
     else:
-        raise InputSpecError(f"tokenizer={tokenizer!r}: give a transformers fast tokenizer, a tokenizers.Tokenizer "
-                          "or the path of a tokenizer.json")
+        raise InputSpecError(f"tokenizer={tokenizer!r}: give a transformers fast tokenizer, a tokenizers.Tokenizer, "
+                             "the path of a tokenizer.json or of a folder holding one")
     write_default_tokenizer_config(folder, max_positions=max_positions)
 
 
