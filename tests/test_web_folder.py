@@ -119,6 +119,8 @@ def test_convert_cli_writes_the_folder(tmp_path, capsys):
     without_target = [a for a in argv if a not in ("--target", "web")]
     assert main([*without_target[:-3], "-o", str(tmp_path / "other"), "-q"]) == 2  # refused, nothing written
     assert "add --target web" in capsys.readouterr().err and not (tmp_path / "other").exists()
+    as_vit = [*argv[:argv.index("--web-folder") + 1], "vit", *argv[argv.index("--web-folder") + 2:]]
+    assert main(as_vit) == 2 and "add --preprocessor preprocessor_config.json" in capsys.readouterr().err
 
     if shutil.which("node") is None or not (NODE_DIR / "node_modules" / "@huggingface" / "transformers").is_dir():
         pytest.skip("Node.js or @huggingface/transformers is missing: the folder was checked, not run")
@@ -163,3 +165,55 @@ def test_folder_replaces_only_an_earlier_export(bert, tmp_path):
     write_pipeline_folder(proto, out, model_type="bert", tokenizer=bert_tokenizer())
     assert (out / REPORT_FILE).is_file() and not (out / "stale.txt").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp folder left
+
+
+def test_vit_image_classification_in_transformers_js(tmp_path):
+    """A tiny random Hugging Face Flax ViT classifier as ``model_type="vit"``: transformers.js'
+    ``pipeline("image-classification", folder)`` on PNG files gives the softmax of the Flax model's logits
+    on the pixels transformers' ``ViTImageProcessor`` makes of the same files."""
+    if shutil.which("node") is None:
+        pytest.skip("Node.js is not installed: transformers.js cannot run the folder")
+    if not (NODE_DIR / "node_modules" / "@huggingface" / "transformers").is_dir():
+        pytest.skip("@huggingface/transformers is not installed: npm ci --ignore-scripts --prefix tests/web")
+    from PIL import Image
+
+    config = transformers.ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=32, num_hidden_layers=2,
+                                    num_attention_heads=4, intermediate_size=64, num_labels=5,
+                                    initializer_range=0.5,  # logits that move with the pixels (0.02: all ~0.2)
+                                    id2label={i: f"class_{i}" for i in range(5)},
+                                    label2id={f"class_{i}": i for i in range(5)})
+    model = transformers.FlaxViTForImageClassification(config, seed=0)
+
+    def classify(pixel_values):
+        return model(pixel_values).logits
+
+    pixels = jax.ShapeDtypeStruct(jax.export.symbolic_shape("batch_size, 3, 32, 32"), jnp.float32)
+    proto = to_onnx(classify, [pixels], input_names=["pixel_values"], output_names=["logits"], target="web")
+    processor = transformers.ViTImageProcessor(size={"height": 32, "width": 32}, image_mean=[0.5, 0.4, 0.3],
+                                               image_std=[0.2, 0.25, 0.3])
+    with pytest.raises(InputSpecError, match="pass preprocessor="):
+        write_pipeline_folder(proto, tmp_path / "vit", model_type="vit", config=config.to_dict())
+    folder = write_pipeline_folder(proto, tmp_path / "vit", model_type="vit", config=config.to_dict(),
+                                   preprocessor=processor)
+    onnx.checker.check_model(str(folder / "onnx" / "model.onnx"), full_check=True)
+
+    rng = np.random.default_rng(0)
+    images = []
+    for i in range(2):
+        path = tmp_path / f"image_{i}.png"
+        Image.fromarray(rng.integers(0, 256, size=(32, 32, 3), dtype=np.uint8)).save(path)
+        images.append(str(path))
+    run = subprocess.run(["node", str(RUNNER), str(folder), "image-classification", json.dumps(images)],
+                         cwd=NODE_DIR, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    outputs = json.loads(run.stdout.strip().splitlines()[-1])["outputs"]
+    assert len(outputs) == len(images)
+    wants = []
+    for path, labels in zip(images, outputs):
+        pixel_values = processor(Image.open(path), return_tensors="np")["pixel_values"]
+        want = np.asarray(jax.nn.softmax(classify(jnp.asarray(pixel_values)), axis=-1))[0]
+        wants.append(want)
+        got = {d["label"]: d["score"] for d in labels}
+        assert sorted(got) == [f"class_{i}" for i in range(5)]
+        np.testing.assert_allclose([got[f"class_{i}"] for i in range(5)], want, rtol=1e-4, atol=1e-5, err_msg=path)
+    assert np.abs(wants[0] - wants[1]).max() > 0.005, f"the two images score alike, so the check is weak: {wants}"

@@ -284,7 +284,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     with progress.stage("converting (trace, lower, optimize, write)"):
         model = to_onnx(fn, inputs, **options)
         if folder:
-            written = write_pipeline_folder(model, output, model_type=args.web_folder, tokenizer=args.tokenizer)
+            written = write_pipeline_folder(model, output, model_type=args.web_folder, tokenizer=args.tokenizer,
+                                            preprocessor=args.preprocessor)
             output = str(written / ONNX_FOLDER / "model.onnx")
 
     summary = summarize(output)
@@ -312,8 +313,9 @@ def _check_web_folder(args: argparse.Namespace) -> bool:
     """--web-folder's companions, checked before converting: the web target, a tokenizer that exists,
     no --verify (the folder's graph reads int64 ids where the function takes int32)."""
     if args.web_folder is None:
-        if args.tokenizer is not None:
-            raise CliError("--tokenizer goes with --web-folder (the transformers.js folder it is copied into)")
+        for flag, value in (("--tokenizer", args.tokenizer), ("--preprocessor", args.preprocessor)):
+            if value is not None:
+                raise CliError(f"{flag} goes with --web-folder (the transformers.js folder it is copied into)")
         return False
     named = find_target(args.target)
     if named is None or not named.can("transformers.js"):
@@ -322,8 +324,18 @@ def _check_web_folder(args: argparse.Namespace) -> bool:
         raise CliError("--web-folder: --verify compares the single .onnx file; run it without --web-folder to verify")
     if args.tokenizer is not None and not os.path.exists(args.tokenizer):
         raise CliError(f"--tokenizer {args.tokenizer}: no such file or folder; give a tokenizer.json or its folder")
-    if WEB_ARCHITECTURES[args.web_folder].needs_tokenizer and args.tokenizer is None:
+    arch = WEB_ARCHITECTURES[args.web_folder]
+    if arch.needs_tokenizer and args.tokenizer is None:
         raise CliError(f"--web-folder {args.web_folder}: its pipeline encodes text; add --tokenizer tokenizer.json")
+    if arch.needs_preprocessor != (args.preprocessor is not None):
+        raise CliError(f"--web-folder {args.web_folder}: " + ("its pipeline reads images; add --preprocessor "
+                       "preprocessor_config.json" if arch.needs_preprocessor else "it reads no image; drop --preprocessor"))
+    if args.preprocessor is not None:
+        try:
+            with open(args.preprocessor, encoding="utf-8") as f:
+                args.preprocessor = json.load(f)
+        except (OSError, ValueError) as exc:
+            raise CliError(f"--preprocessor {args.preprocessor}: not a readable JSON file ({exc})") from None
     return True
 
 
@@ -483,9 +495,12 @@ def build_parser() -> argparse.ArgumentParser:
                            "what it cannot take), web (one self-contained file)")
     conv.add_argument("--web-folder", default=None, metavar="MODEL_TYPE", choices=sorted(WEB_ARCHITECTURES),
                       help="with --target web: write OUTPUT as the folder a transformers.js pipeline loads for this Hugging "
-                           "Face architecture (bert: feature-extraction; the graph's input/output names must be its own)")
+                           "Face architecture (bert: feature-extraction, vit: image-classification; the graph's input/output "
+                           "names must be its own)")
     conv.add_argument("--tokenizer", default=None, metavar="PATH",
                       help="--web-folder: the tokenizer.json (or a folder holding it and tokenizer_config.json) to copy in")
+    conv.add_argument("--preprocessor", default=None, metavar="PATH",
+                      help="--web-folder vit: the preprocessor_config.json (how an image becomes pixel_values) to copy in")
     conv.add_argument("--factory", action="store_true", help="call CALLABLE() to build the model first")
     conv.add_argument("--verify", action="store_true",
                       help="compare with JAX in onnxruntime (two sizes per symbolic dim) and print the report")

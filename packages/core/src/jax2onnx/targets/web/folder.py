@@ -3,7 +3,7 @@ folder)`` loads for an encoder exported with ``to_onnx(..., target="web")``::
 
     config.json               model_type (the Hugging Face architecture whose I/O the graph has), sizes
     tokenizer.json            + tokenizer_config.json, for a text model
-    preprocessor_config.json  for an image model
+    preprocessor_config.json  for an image model (how an image becomes pixel_values)
     onnx/model.onnx           the graph, int64 ids (transformers.js feeds int64)
     jax2onnx_web.json         marks the folder as a jax2onnx export (only such a folder is replaced)
 
@@ -29,6 +29,7 @@ import onnx_ir as ir
 from ...errors import InputSpecError
 
 CONFIG_FILE = "config.json"
+PREPROCESSOR_FILE = "preprocessor_config.json"
 ONNX_FOLDER = "onnx"
 #: the marker of a folder jax2onnx wrote for the browser
 REPORT_FILE = "jax2onnx_web.json"
@@ -52,23 +53,32 @@ class Architecture:
     #: inputs transformers.js feeds as int64 (a graph traced with int32 reads them through a Cast)
     int64_inputs: tuple[str, ...] = ()
     needs_tokenizer: bool = False
+    #: an image model: its ``preprocessor_config.json`` (resize, rescale, normalize) makes ``pixel_values``
+    needs_preprocessor: bool = False
 
 
 ARCHITECTURES = {
     "bert": Architecture("bert", "BertModel", "feature-extraction", required=("input_ids", "attention_mask"),
                          optional=("token_type_ids",), outputs=("last_hidden_state",),
                          int64_inputs=("input_ids", "attention_mask", "token_type_ids"), needs_tokenizer=True),
+    # pixel_values: float32 (batch, channels, height, width), as the image processor makes them
+    "vit": Architecture("vit", "ViTForImageClassification", "image-classification", required=("pixel_values",),
+                        optional=(), outputs=("logits",), needs_preprocessor=True),
 }
 
 
 def write_pipeline_folder(model: onnx.ModelProto | ir.Model, folder: str | os.PathLike[str], *, model_type: str,
-                          tokenizer: Any = None, config: Mapping[str, Any] | None = None) -> pathlib.Path:
+                          tokenizer: Any = None, config: Mapping[str, Any] | None = None,
+                          preprocessor: Any = None) -> pathlib.Path:
     """Write ``model`` (what ``to_onnx(..., target="web")`` returned) as the transformers.js folder of
-    ``model_type`` (see :data:`ARCHITECTURES`; ``"bert"``: ``pipeline("feature-extraction", folder)``).
+    ``model_type`` (see :data:`ARCHITECTURES`; ``"bert"``: ``pipeline("feature-extraction", folder)``,
+    ``"vit"``: ``pipeline("image-classification", folder)``).
 
     ``tokenizer``: a ``transformers`` fast tokenizer, a ``tokenizers.Tokenizer``, or the path of a
     ``tokenizer.json`` or of a folder holding one. ``config``: more ``config.json`` entries (say a Hugging Face config's
-    ``to_dict()``; ``model_type`` and ``transformers.js_config`` are the writer's). The folder is built
+    ``to_dict()``; ``model_type`` and ``transformers.js_config`` are the writer's; ``id2label`` names an image
+    classifier's labels). ``preprocessor``: an image model's ``preprocessor_config.json``, a dict or a
+    ``transformers`` image processor (``to_dict()``). The folder is built
     beside ``folder`` and swapped in whole: a failed write leaves ``folder`` as it was; an existing
     ``folder`` is replaced only when it is an earlier such export. Returns the folder's path."""
     arch = ARCHITECTURES.get(model_type)
@@ -78,6 +88,15 @@ def write_pipeline_folder(model: onnx.ModelProto | ir.Model, folder: str | os.Pa
     if arch.needs_tokenizer and tokenizer is None:
         raise InputSpecError(f"a {model_type!r} folder needs its tokenizer (transformers.js' {arch.pipeline} pipeline "
                           "encodes text with it): pass tokenizer=")
+    if arch.needs_preprocessor and preprocessor is None:
+        raise InputSpecError(f"a {model_type!r} folder needs its image preprocessing (transformers.js' {arch.pipeline} "
+                             "pipeline makes pixel_values with it): pass preprocessor= (a dict or an image processor)")
+    if preprocessor is not None and not arch.needs_preprocessor:
+        raise InputSpecError(f"a {model_type!r} model reads no image: drop preprocessor=")
+    if preprocessor is not None and not isinstance(preprocessor, Mapping):
+        if not hasattr(preprocessor, "to_dict"):
+            raise InputSpecError(f"preprocessor={preprocessor!r}: give a dict or a transformers image processor")
+        preprocessor = preprocessor.to_dict()
     ir_model = ir.serde.deserialize_model(model) if isinstance(model, onnx.ModelProto) else model
     if not isinstance(ir_model, ir.Model):
         raise InputSpecError(f"model must be an onnx.ModelProto or onnx_ir.Model (to_onnx's return), got "
@@ -92,6 +111,8 @@ def write_pipeline_folder(model: onnx.ModelProto | ir.Model, folder: str | os.Pa
         write_json(staging / CONFIG_FILE, {**dict(config or {}), "model_type": arch.model_type,
                                            "architectures": [arch.class_name],
                                            TRANSFORMERS_JS_KEY: {"dtype": "fp32"}})
+        if preprocessor is not None:
+            write_json(staging / PREPROCESSOR_FILE, dict(preprocessor))
         if tokenizer is not None:
             write_tokenizer(tokenizer, staging, max_positions=(config or {}).get("max_position_embeddings"))
         write_json(staging / REPORT_FILE, {"model_type": arch.model_type, "pipeline": arch.pipeline,
