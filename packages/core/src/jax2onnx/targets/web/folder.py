@@ -84,10 +84,10 @@ def write_pipeline_folder(model: onnx.ModelProto | ir.Model, folder: str | os.Pa
     arch = ARCHITECTURES.get(model_type)
     if arch is None:
         raise InputSpecError(f"model_type={model_type!r} has no transformers.js pipeline folder here; "
-                          f"give one of {sorted(ARCHITECTURES)}")
+                             f"give one of {sorted(ARCHITECTURES)}")
     if arch.needs_tokenizer and tokenizer is None:
         raise InputSpecError(f"a {model_type!r} folder needs its tokenizer (transformers.js' {arch.pipeline} pipeline "
-                          "encodes text with it): pass tokenizer=")
+                             "encodes text with it): pass tokenizer=")
     if arch.needs_preprocessor and preprocessor is None:
         raise InputSpecError(f"a {model_type!r} folder needs its image preprocessing (transformers.js' {arch.pipeline} "
                              "pipeline makes pixel_values with it): pass preprocessor= (a dict or an image processor)")
@@ -97,12 +97,13 @@ def write_pipeline_folder(model: onnx.ModelProto | ir.Model, folder: str | os.Pa
         if not hasattr(preprocessor, "to_dict"):
             raise InputSpecError(f"preprocessor={preprocessor!r}: give a dict or a transformers image processor")
         preprocessor = preprocessor.to_dict()
-    ir_model = ir.serde.deserialize_model(model) if isinstance(model, onnx.ModelProto) else model
-    if not isinstance(ir_model, ir.Model):
+    if isinstance(model, ir.Model):
+        model = ir.to_proto(model)  # worked on as a copy: the caller's model stays as it was
+    if not isinstance(model, onnx.ModelProto):
         raise InputSpecError(f"model must be an onnx.ModelProto or onnx_ir.Model (to_onnx's return), got "
-                          f"{type(model).__name__}")
+                             f"{type(model).__name__}")
+    ir_model = ir.serde.deserialize_model(model)
     check_io(ir_model, arch)
-    ir_model = ir.from_proto(ir.to_proto(ir_model))  # a copy: the caller's model stays as it was
     Int64InputsPass(arch.int64_inputs)(ir_model)
     out = pathlib.Path(folder)
     with staged_folder(out) as staging:
@@ -168,7 +169,7 @@ def write_tokenizer(tokenizer: Any, folder: pathlib.Path, *, max_positions: int 
     if hasattr(tokenizer, "save_pretrained"):
         if not getattr(tokenizer, "is_fast", False):
             raise InputSpecError(f"{type(tokenizer).__name__} is a slow tokenizer, which writes no tokenizer.json "
-                              "(what transformers.js reads); pass its fast counterpart (use_fast=True)")
+                                 "(what transformers.js reads); pass its fast counterpart (use_fast=True)")
         tokenizer.save_pretrained(str(folder))
     elif hasattr(tokenizer, "to_str"):
         (folder / "tokenizer.json").write_text(tokenizer.to_str(), encoding="utf-8")
@@ -211,7 +212,7 @@ class staged_folder:
             raise InputSpecError(f"folder {str(out)!r} is a file; give a folder path")
         if out.is_dir() and any(out.iterdir()) and not (out / REPORT_FILE).exists():
             raise InputSpecError(f"folder {str(out)!r} holds files but no {REPORT_FILE}: it is not an earlier export, "
-                              "so it is not replaced; give an empty or new folder")
+                                 "so it is not replaced; give an empty or new folder")
         out.parent.mkdir(parents=True, exist_ok=True)
         self.temp = pathlib.Path(tempfile.mkdtemp(prefix=f".{out.name}.jax2onnx-tmp-", dir=out.parent))
         return self.temp
