@@ -74,6 +74,11 @@ BAD_INPUT = [
     (["--bos-token-id", "96"], "bos_token_id (96, from the bos_token_id= argument) must be in range [0, 96)"),
     (["--eos-token-id", "3,200"], "eos_token_id (200, from the eos_token_id= argument) must be in range [0, 96)"),
     (["--max-length", "1"], "max_length=1: give the most tokens a sequence may reach, an int >= 2"),
+    (["--precision", "float32,int3"], "argument --precision: invalid choice: 'int3'"),
+    (["--target", "web", "--generate", "5"], "a --target web folder is run by transformers.js: drop --generate"),
+    # a browser folder's options, refused by export_causal_lm before anything is written
+    (["--target", "web", "--cache", "shared"], "growing cache"),
+    (["--precision", "float32,int4"], "give one"),
 ]
 
 
@@ -214,3 +219,17 @@ def test_a_single_file_folder_reports_its_stages_tensors_and_bytes(tmp_path, mon
     count = int(writing.split()[2])
     assert count >= 10, writing  # the embedding, the head and each layer's matrices
     assert any(line.startswith(f"jax2onnx:   {count}/{count} tensors, ") for line in lines), lines
+
+
+def test_llm_verb_writes_a_browser_folder(tmp_path, capsys):
+    """--target web with several comma-separated precisions: the transformers.js folder, one file per dtype."""
+    factory = tmp_path / "factory.py"
+    factory.write_text(FACTORY.format(tests=os.path.dirname(__file__)))
+    out = tmp_path / "web"
+    code = main(["llm", f"{factory}:make", "-o", str(out), "--max-length", "32", "--target", "web",
+                 "--precision", "float32,q4f16", "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.splitlines() == [f"wrote {out}"]
+    assert sorted(p.name for p in (out / "onnx").iterdir()) == ["model.onnx", "model_q4f16.onnx"]
+    config = json.loads((out / "config.json").read_text())
+    assert config["transformers.js_config"]["dtype"] == "fp32" and not (out / "genai_config.json").exists()

@@ -110,7 +110,8 @@ def test_folder_layout_and_graph_conventions(nnx_llama):
     fp16 = onnx.load(str(folder / "onnx" / "model_fp16.onnx")).graph
     assert any(i.data_type == onnx.TensorProto.FLOAT16 for i in fp16.initializer)
     q4f16 = {i.data_type for i in onnx.load(str(folder / "onnx" / "model_q4f16.onnx")).graph.initializer}
-    assert {onnx.TensorProto.UINT4, onnx.TensorProto.FLOAT16} <= q4f16, "q4f16: int4 weights and float16 expected"
+    assert {onnx.TensorProto.UINT4, onnx.TensorProto.INT8, onnx.TensorProto.FLOAT16} <= q4f16, \
+        "q4f16: int4 weights, the int8 embedding table and float16 expected"
     report = json.loads((folder / REPORT_FILE).read_text())["files"]
     assert report["model.onnx"]["largest_initializer"]["bytes"] == 128 * 64 * 4  # the embedding / head table
     assert report["model.onnx"]["over_webgpu_default_binding"] == []

@@ -4,6 +4,7 @@ through the ``jax2onnx.cli`` entry-point group; nothing heavy is imported until 
     jax2onnx llm my_pkg.models:make_model -o out/tiny --max-length 128 --cache shared
     jax2onnx llm my_pkg.models:make_model -o out/tiny --max-length 128 --generate 5,6,7 --new-tokens 16
     jax2onnx llm my_pkg.models:make_abstract -o out/big --max-length 2048 --weights big.safetensors --precision int4
+    jax2onnx llm my_pkg.models:make_model -o out/web --max-length 128 --target web --precision float32,q4f16
 
 Every keyword of ``export_causal_lm`` that takes a value has its option here (tests/test_cli.py
 compares the two), and a value it refuses is a bad command line (exit status 2).
@@ -42,23 +43,39 @@ def _token_id(text: str) -> int:
     return int(text)
 
 
-def register(sub: Any) -> None:
-    from jax2onnx.frontend import PRECISION_KINDS as KINDS  # light: core's CLI has imported jax2onnx already
+def _precisions(kinds: list[str]) -> Any:
+    """--precision: one kind, or several comma-separated for a browser folder (one file each)."""
 
-    from .genai_targets import genai_targets
+    def parse(text: str) -> str | tuple[str, ...]:
+        parts = [t.strip() for t in text.split(",")]
+        wrong = [t for t in parts if t not in kinds]
+        if wrong:
+            raise argparse.ArgumentTypeError(f"invalid choice: {wrong[0]!r} (choose from {', '.join(kinds)}; "
+                                             "several comma-separated for --target web)")
+        return parts[0] if len(parts) == 1 else tuple(parts)
+
+    return parse
+
+
+def register(sub: Any) -> None:
+    from jax2onnx.frontend import PRECISION_KINDS  # light: core's CLI has imported jax2onnx already
+
+    from .genai_targets import genai_targets, web_targets
 
     p = sub.add_parser("llm", help="export a causal LM (Hugging Face Flax, KerasHub, NNX, DecoderSpec) as an "
-                                   "onnxruntime-genai model folder")
+                                   "onnxruntime-genai model folder, or with --target web the folder transformers.js loads")
     p.add_argument("factory", help="pkg.module:fn or path/to/file.py:fn, a zero-argument function returning the model "
                                    "(or the model object itself)")
     p.add_argument("--output", "-o", required=True, help="the model folder to write (replaced as a whole)")
     p.add_argument("--max-length", type=_positive_int, required=True, help="the most tokens a sequence may reach")
     p.add_argument("--cache", default="concat", choices=["concat", "shared"], help="KV-cache layout (default concat)")
-    p.add_argument("--target", default=None, choices=[t.name for t in genai_targets()],
-                   help="; ".join(f"{t.name}: {t.summary}" for t in genai_targets())
-                   + " (default: the one running onnxruntime-genai's fused attention)")
-    p.add_argument("--precision", default="float32", choices=KINDS,
-                   help="weights and compute as jax2onnx.to_onnx's precision= (default float32)")
+    targets = [*genai_targets(), *web_targets()]
+    p.add_argument("--target", default=None, choices=[t.name for t in targets],
+                   help="; ".join(f"{t.name}: {t.summary}" for t in targets)
+                   + " (default: the one running onnxruntime-genai's fused attention; web: a transformers.js folder)")
+    p.add_argument("--precision", default="float32", type=_precisions([*PRECISION_KINDS, "q4f16"]),
+                   help="weights and compute as jax2onnx.to_onnx's precision= (default float32); for --target web "
+                        "also q4f16, and several comma-separated (float32,int4), one file each")
     p.add_argument("--tokenizer", default=None,
                    help="a folder holding tokenizer.json (or that file) to copy into the model folder")
     p.add_argument("--bos-token-id", type=_token_id, default=None, help="the start token, where the model names none")
@@ -94,6 +111,7 @@ def _run(args: argparse.Namespace) -> int:
     from .errors import CacheLayoutError, MaxLengthError, TokenizerError
     from .export import export_causal_lm
     from .genai_config import SEARCH_FIELDS, check_search
+    from .genai_targets import web_targets
 
     # everything the command line says is checked before the export, so a mistake writes nothing
     prompt = _prompt(args.generate, CliError) if args.generate is not None else None
@@ -112,6 +130,13 @@ def _run(args: argparse.Namespace) -> int:
         check_search(search, max_length=args.max_length)
     except InputSpecError as exc:
         raise CliError(f"--search: {exc}") from None
+    web = args.target is not None and any(t.name == args.target for t in web_targets())
+    if isinstance(args.precision, tuple) and not web:
+        raise CliError(f"--precision {','.join(args.precision)}: several precisions (a file each) are for --target web; "
+                       "give one")
+    if prompt is not None and web:
+        raise CliError("--generate runs the folder in onnxruntime-genai; a --target web folder is run by "
+                       "transformers.js: drop --generate")
     if prompt is not None:
         from .genai_run import require_genai
 
@@ -129,7 +154,7 @@ def _run(args: argparse.Namespace) -> int:
         # run, weights or a tokenizer that do not fit it) is a bad command line, not a failed conversion
         raise CliError(str(exc)) from exc
     print(f"wrote {folder}")
-    for line in describe(attention_fusions(folder)):
+    for line in [] if web else describe(attention_fusions(folder)):
         print(f"  attention {line}")
     if prompt is not None:
         import json

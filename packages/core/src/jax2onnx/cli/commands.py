@@ -37,6 +37,8 @@ from ..lower import pack_catalog
 from ..lower.registry import get_registry
 from ..precision.options import KINDS as PRECISION_KINDS
 from ..targets import find_target, get_target, target_names
+from ..targets.web.folder import ARCHITECTURES as WEB_ARCHITECTURES
+from ..targets.web.folder import ONNX_FOLDER, write_pipeline_folder
 from ..verification.report import summarize, verify
 from .usage import CliError, check_writable
 
@@ -253,13 +255,14 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if args.report and not args.verify:
         # the report is the verification's; written without it, it would look like a check that passed
         raise CliError(f"--report {args.report}: the report is what --verify finds; add --verify")
-    output = args.output or f"{args.callable.rpartition(':')[2].split('.')[-1]}.onnx"
-    check_writable(output)
+    folder = _check_web_folder(args)
+    output = args.output or args.callable.rpartition(':')[2].split('.')[-1] + ("" if folder else ".onnx")
+    check_writable(output, folder=folder)
     if args.report:  # said now, not after minutes of converting and verifying
         check_writable(args.report, flag="--report")
     options: dict[str, Any] = dict(
         input_params=params or None, model_name=args.model_name or "jax_model", opset=args.opset,
-        enable_double_precision=args.double, output_path=output, input_names=args.input_name or None,
+        enable_double_precision=args.double, output_path=None if folder else output, input_names=args.input_name or None,
         output_names=args.output_name or None, external_data=True if args.external_data else None,
         precision=args.precision, **({"target": args.target} if args.target is not None else {}),
         progress=False if args.quiet else None,  # the bar on a terminal, for a long conversion
@@ -279,7 +282,11 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             _check_not_a_factory(fn, args.callable, len(inputs))
 
     with progress.stage("converting (trace, lower, optimize, write)"):
-        to_onnx(fn, inputs, **options)
+        model = to_onnx(fn, inputs, **options)
+        if folder:
+            written = write_pipeline_folder(model, output, model_type=args.web_folder, tokenizer=args.tokenizer,
+                                            preprocessor=args.preprocessor)
+            output = str(written / ONNX_FOLDER / "model.onnx")
 
     summary = summarize(output)
     ops = ", ".join(f"{op} {n}" for op, n in list(summary.op_histogram.items())[:8])
@@ -300,6 +307,36 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             else:
                 json.dump(report.to_dict(), f, indent=2)
     return 0 if report else 1
+
+
+def _check_web_folder(args: argparse.Namespace) -> bool:
+    """--web-folder's companions, checked before converting: the web target, a tokenizer that exists,
+    no --verify (the folder's graph reads int64 ids where the function takes int32)."""
+    if args.web_folder is None:
+        for flag, value in (("--tokenizer", args.tokenizer), ("--preprocessor", args.preprocessor)):
+            if value is not None:
+                raise CliError(f"{flag} goes with --web-folder (the transformers.js folder it is copied into)")
+        return False
+    named = find_target(args.target)
+    if named is None or not named.can("transformers.js"):
+        raise CliError(f"--web-folder {args.web_folder}: the folder is for transformers.js; add --target web")
+    if args.verify:
+        raise CliError("--web-folder: --verify compares the single .onnx file; run it without --web-folder to verify")
+    if args.tokenizer is not None and not os.path.exists(args.tokenizer):
+        raise CliError(f"--tokenizer {args.tokenizer}: no such file or folder; give a tokenizer.json or its folder")
+    arch = WEB_ARCHITECTURES[args.web_folder]
+    if arch.needs_tokenizer and args.tokenizer is None:
+        raise CliError(f"--web-folder {args.web_folder}: its pipeline encodes text; add --tokenizer tokenizer.json")
+    if arch.needs_preprocessor != (args.preprocessor is not None):
+        raise CliError(f"--web-folder {args.web_folder}: " + ("its pipeline reads images; add --preprocessor "
+                       "preprocessor_config.json" if arch.needs_preprocessor else "it reads no image; drop --preprocessor"))
+    if args.preprocessor is not None:
+        try:
+            with open(args.preprocessor, encoding="utf-8") as f:
+                args.preprocessor = json.load(f)
+        except (OSError, ValueError) as exc:
+            raise CliError(f"--preprocessor {args.preprocessor}: not a readable JSON file ({exc})") from None
+    return True
 
 
 def _check_not_a_factory(fn: Any, ref: str, n_inputs: int) -> None:
@@ -442,7 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--input", "-i", action="append", required=True,
                       help="one input: a shape with optional dtype, e.g. B,30 or B,T:int32 or :float32 (scalar); repeat per input")
     conv.add_argument("--param", "-p", action="append", default=[], help="runtime input param NAME=DEFAULT (true/false, int, float)")
-    conv.add_argument("--output", "-o", help="the .onnx file (default: CALLABLE.onnx)")
+    conv.add_argument("--output", "-o", help="the .onnx file (default: CALLABLE.onnx), with --web-folder the folder")
     conv.add_argument("--input-name", action="append", default=[], help="graph input name, one per --input, in order")
     conv.add_argument("--output-name", action="append", default=[], help="graph output name, one per output, in order")
     conv.add_argument("--model-name", help="the ONNX graph name (default: jax_model)")
@@ -456,6 +493,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the runtime the graph is tuned for, as to_onnx(target=) (default: its default, standard "
                            "ONNX): onnxruntime (also its contrib ops), tensorrt (what TensorRT 10 parses; fails naming "
                            "what it cannot take), web (one self-contained file)")
+    conv.add_argument("--web-folder", default=None, metavar="MODEL_TYPE", choices=sorted(WEB_ARCHITECTURES),
+                      help="with --target web: write OUTPUT as the folder a transformers.js pipeline loads for this Hugging "
+                           "Face architecture (bert: feature-extraction, vit: image-classification; the graph's input/output "
+                           "names must be its own)")
+    conv.add_argument("--tokenizer", default=None, metavar="PATH",
+                      help="--web-folder: the tokenizer.json (or a folder holding it and tokenizer_config.json) to copy in")
+    conv.add_argument("--preprocessor", default=None, metavar="PATH",
+                      help="--web-folder vit: the preprocessor_config.json (how an image becomes pixel_values) to copy in")
     conv.add_argument("--factory", action="store_true", help="call CALLABLE() to build the model first")
     conv.add_argument("--verify", action="store_true",
                       help="compare with JAX in onnxruntime (two sizes per symbolic dim) and print the report")

@@ -62,6 +62,7 @@ import onnx_ir as ir
 
 from ..ir.graphs import FreshNames, all_graphs
 from ..passes.kernel_coverage import missing_kernels, table_key
+from ..passes.pipeline import infer_shapes
 from .options import PrecisionError
 
 F32 = ir.DataType.FLOAT
@@ -614,7 +615,14 @@ def _elements(tensor: ir.TensorProtocol) -> int:
 def convert_low_float(model: ir.Model, kind: str, keep_io_types: bool, runtime: Any) -> LowFloatResult:
     """Rewrite ``model``'s float32 work into ``kind`` (``"float16"``/``"bfloat16"``) in place: the
     main graph, the bodies of its If/Loop/Scan nodes and its functions. ``runtime``: the export
-    target's kernel table (``Target.runtime()``), where the plan reads which ops have low-float kernels."""
+    target's kernel table (``Target.runtime()``), where the plan reads which ops have low-float kernels.
+
+    The plan reads every value's dtype; values a pass made without one (the precision stage's
+    dequantizing ``Gather``/``Cast``/``Mul`` of an int8 table, before the export's shape inference)
+    would be invisible to it, and a weight they read converted while they stayed float32, so they
+    are typed first by onnx's inference."""
+    if any(v.dtype is None for g in all_graphs(model) for node in g for v in node.outputs if v is not None):
+        infer_shapes(model)
     return _LowFloat(model, kind, keep_io_types, runtime).run()
 
 

@@ -5,10 +5,8 @@ conventions, ``dtypes.py`` for the files per precision, ``limits.py`` for the br
 
 from __future__ import annotations
 
+from ..genai_targets import TRANSFORMERS_JS
 from .dtypes import DTYPES, WebDtype, web_dtypes
 from .layout import REPORT_FILE, write_web_folder
-
-#: What a target declares (``Target.can``) when its models run in the browser through transformers.js.
-TRANSFORMERS_JS = "transformers.js"
 
 __all__ = ["DTYPES", "REPORT_FILE", "TRANSFORMERS_JS", "WebDtype", "web_dtypes", "write_web_folder"]

@@ -9,8 +9,8 @@ name transformers.js loads for that dtype (``from_pretrained(..., {dtype})``).
 ``float16``    ``fp16``              ``model_fp16.onnx``    ``Precision("float16")`` (I/O float32)
 ``int8``       ``q8``                ``model_quantized``    ``Precision("int8")``: weight-only int8
 ``int4``       ``q4``                ``model_q4.onnx``      ``Precision("int4")``: 4-bit blocks
-``q4f16``      ``q4f16``             ``model_q4f16.onnx``   ``int4`` (embedding tables left float), then
-                                                            its float work in float16
+``q4f16``      ``q4f16``             ``model_q4f16.onnx``   ``int4`` (int8 embedding tables), then its
+                                                            float work in float16
 =============  ====================  =====================  ==============================================
 
 A :class:`jax2onnx.Precision` of one of the first four kinds is taken too (its options kept).
@@ -51,11 +51,12 @@ DTYPES = {
     "float32": WebDtype("float32", "fp32", "", "float32", bytes_per_weight=4.0),
     "float16": WebDtype("float16", "fp16", "_fp16", "float16", bytes_per_weight=2.0),
     "int8": WebDtype("int8", "q8", "_quantized", "int8", bytes_per_weight=1.0),
-    "int4": WebDtype("int4", "q4", "_q4", "int4", bytes_per_weight=0.5 + 4.5 / 32),
-    # the embedding table float16 rather than int8 per row: core's float16 plan does not yet widen an
-    # int8 table's dequantizing Mul to float16 (its scale stays float32)
-    "q4f16": WebDtype("q4f16", "q4f16", "_q4f16", Precision("int4", embeddings=None), float16_after=True,
-                      bytes_per_weight=0.5 + 2.5 / 32, bytes_per_table_weight=2.0),
+    # the web target's standard forms store an int4 precision's embedding table as int8 rows (4-bit
+    # rows need com.microsoft.GatherBlockQuantized), a float32 scale per row
+    "int4": WebDtype("int4", "q4", "_q4", "int4", bytes_per_weight=0.5 + 4.5 / 32, bytes_per_table_weight=1.0),
+    # int4, its int8 table too, then core's float16 plan: the table's dequantizing Mul in float16
+    "q4f16": WebDtype("q4f16", "q4f16", "_q4f16", "int4", float16_after=True,
+                      bytes_per_weight=0.5 + 2.5 / 32, bytes_per_table_weight=1.0),
 }
 
 

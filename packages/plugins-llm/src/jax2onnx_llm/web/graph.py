@@ -19,6 +19,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import onnx_ir as ir
+from jax2onnx.targets.web.folder import Int64InputsPass
 
 from ..spec import DecoderSpec, KVCache
 
@@ -60,25 +61,7 @@ def web_input_specs(spec: DecoderSpec, max_length: int) -> list[Any]:
     return [ids, mask, ids, *([kv] * (2 * spec.num_layers))]
 
 
-class Int64IdsPass(ir.passes.InPlacePass):
-    """The graph's first three inputs (ids, mask, positions: traced int32) as int64, each read through
-    one ``Cast`` to int32 (transformers.js and optimum feed int64)."""
-
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        graph = model.graph
-        casts = []
-        for value in list(graph.inputs)[: len(ID_INPUTS)]:
-            if value.dtype != ir.DataType.INT32:
-                continue
-            narrow = ir.Value(name=f"{value.name}_int32", shape=value.shape, type=ir.TensorType(ir.DataType.INT32))
-            value.replace_all_uses_with(narrow)
-            casts.append(ir.Node("", "Cast", [value], attributes=[ir.AttrInt64("to", ir.DataType.INT32)],
-                                 outputs=[narrow]))
-            value.dtype = ir.DataType.INT64
-        if casts:
-            first = next(iter(graph), None)
-            if first is None:
-                graph.extend(casts)
-            else:
-                graph.insert_before(first, casts)
-        return ir.passes.PassResult(model, modified=bool(casts))
+def Int64IdsPass() -> ir.passes.InPlacePass:
+    """The graph's ids, mask and positions (traced int32) as int64, each read through one ``Cast``
+    (core's pass for transformers.js folders)."""
+    return Int64InputsPass(ID_INPUTS)

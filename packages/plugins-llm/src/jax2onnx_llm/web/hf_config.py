@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from jax2onnx.targets.web.folder import TRANSFORMERS_JS_KEY
+
 from ..spec import DecoderSpec
 
-CONFIG_FILE = "config.json"
 GENERATION_CONFIG_FILE = "generation_config.json"
-#: The key transformers.js reads its own options from (external data chunks, default dtype).
-TRANSFORMERS_JS_KEY = "transformers.js_config"
 
 #: the spec's ``model_type`` (the front-ends' family names) -> the Hugging Face ``model_type``
 #: transformers.js 4 decodes with its plain decoder (``getNormalizedConfig`` in its configs.js)

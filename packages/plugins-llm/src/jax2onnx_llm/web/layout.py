@@ -13,7 +13,6 @@ precision forms) of the graph in graph.py; the folder is staged and swapped in w
 
 from __future__ import annotations
 
-import json
 import pathlib
 import warnings
 from typing import Any
@@ -21,24 +20,22 @@ from typing import Any
 from jax2onnx import ExportProgram
 from jax2onnx.rewrite import LowFloatPass
 from jax2onnx.targets import get_target
+from jax2onnx.targets.web.folder import (
+    CONFIG_FILE,
+    ONNX_FOLDER,
+    REPORT_FILE,
+    write_default_tokenizer_config,
+    write_json,
+)
 
 from ..norm_fusion import RmsNormFusionPass
 from ..spec import DecoderSpec
 from ..tokenizers import write as write_tokenizer
 from .dtypes import WebDtype
 from .graph import Int64IdsPass, io_names, web_input_specs, web_step
-from .hf_config import (
-    CONFIG_FILE,
-    GENERATION_CONFIG_FILE,
-    build_config,
-    build_generation_config,
-)
+from .hf_config import GENERATION_CONFIG_FILE, build_config, build_generation_config
 from .limits import FILE_LIMIT, binding_report, check_memory
 from .write import save as save_model
-
-ONNX_FOLDER = "onnx"
-#: written last: marks the folder as a browser export (``staging`` replaces only such a folder)
-REPORT_FILE = "jax2onnx_web.json"
 
 
 def write_web_folder(spec: DecoderSpec, folder: pathlib.Path, *, dtypes: list[WebDtype], max_length: int,
@@ -64,12 +61,12 @@ def write_web_folder(spec: DecoderSpec, folder: pathlib.Path, *, dtypes: list[We
     transformers_js: dict[str, Any] = {"dtype": dtypes[0].transformers_js}
     if chunks:
         transformers_js["use_external_data_format"] = chunks
-    _write_json(folder / CONFIG_FILE, build_config(spec, max_length=max_length, transformers_js=transformers_js))
-    _write_json(folder / GENERATION_CONFIG_FILE, build_generation_config(spec))
+    write_json(folder / CONFIG_FILE, build_config(spec, max_length=max_length, transformers_js=transformers_js))
+    write_json(folder / GENERATION_CONFIG_FILE, build_generation_config(spec))
     if tok_source is not None:
         reporter.stage("tokenizer")
         write_tokenizer_files(tok_source, folder, max_positions=spec.max_positions)
-    _write_json(folder / REPORT_FILE, {"max_length": max_length, "target": target, "files": files})
+    write_json(folder / REPORT_FILE, {"max_length": max_length, "target": target, "files": files})
 
 
 def export_model(spec: DecoderSpec, dtype: WebDtype, *, max_length: int, target: str, opset: int) -> Any:
@@ -87,15 +84,8 @@ def export_model(spec: DecoderSpec, dtype: WebDtype, *, max_length: int, target:
 
 
 def write_tokenizer_files(source: Any, folder: pathlib.Path, *, max_positions: int | None) -> None:
-    """The pack's tokenizer files (``tokenizers.write``), plus the ``tokenizer_config.json`` transformers.js'
-    ``AutoTokenizer`` needs where the source has none (a converted KerasHub tokenizer): the fast
-    tokenizer's minimal one."""
+    """The pack's tokenizer files (``tokenizers.write``: every source the pack reads), plus the minimal
+    ``tokenizer_config.json`` transformers.js' ``AutoTokenizer`` needs where the source has none (a
+    converted KerasHub tokenizer), as core's folder writer adds it."""
     write_tokenizer(source, folder)
-    path = folder / "tokenizer_config.json"
-    if not path.is_file():
-        _write_json(path, {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
-                           "model_max_length": max_positions or 2**31 - 1})
-
-
-def _write_json(path: pathlib.Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    write_default_tokenizer_config(folder, max_positions=max_positions)

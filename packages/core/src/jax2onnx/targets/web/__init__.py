@@ -4,13 +4,15 @@
 Kernel table: onnxruntime-web's wasm backend is onnxruntime's CPU provider compiled to wasm, so it
 reads the installed onnxruntime's table (:mod:`jax2onnx.ir.runtime`). Verification: the CPU
 provider, and onnxruntime-web itself under Node.js through :mod:`.runner`
-(``allclose_onnxruntime_web``). Precision: the standard forms."""
+(``allclose_onnxruntime_web``). Precision: the standard forms. An encoder's model as the folder a
+transformers.js pipeline loads: :func:`.folder.write_pipeline_folder`."""
 
 from __future__ import annotations
 
 from ...ir.runtime import installed
 from ..base import Target, register_target
 from ..precision_forms import STANDARD_FORMS
+from .folder import ARCHITECTURES, write_pipeline_folder
 
 WEB = register_target(Target(
     name="web",
@@ -22,3 +24,5 @@ WEB = register_target(Target(
     # the LLM pack writes a folder transformers.js loads (onnxruntime-web underneath) for it
     capabilities=frozenset({"transformers.js"}),
 ))
+
+__all__ = ["ARCHITECTURES", "WEB", "write_pipeline_folder"]
