@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.metadata
+import inspect
 import pkgutil
 from collections.abc import Callable
 from pathlib import Path
@@ -106,8 +107,10 @@ def claiming(model: Any, frontends: list[Frontend] | None = None) -> Frontend | 
     return None
 
 
-def decoder_spec(model: Any) -> DecoderSpec:
-    """``model`` as a :class:`DecoderSpec`, by the front-end that claims it."""
+def decoder_spec(model: Any, params: Any = None) -> DecoderSpec:
+    """``model`` as a :class:`DecoderSpec`, by the front-end that claims it. ``params``: the weights of a
+    model that holds none (a Linen module), passed on as ``decoder_spec(model, params)`` to a front-end
+    whose ``decoder_spec`` takes them."""
     frontends = registered()
     frontend = claiming(model, frontends)
     if frontend is None:
@@ -117,7 +120,13 @@ def decoder_spec(model: Any) -> DecoderSpec:
             f"decoder in a jax2onnx_llm.DecoderSpec (or register a front-end in the {ENTRY_POINT_GROUP!r} entry-point "
             "group)"
         )
-    spec = frontend.decoder_spec(model)
+    if params is None:
+        spec = frontend.decoder_spec(model)
+    elif "params" in inspect.signature(frontend.decoder_spec).parameters:
+        spec = frontend.decoder_spec(model, params=params)
+    else:
+        raise UnsupportedModelError(f"{_named(model)} ({frontend.name} front-end) carries its own weights: drop "
+                                    "params=")
     if not isinstance(spec, DecoderSpec):
         raise UnsupportedModelError(
             f"the {frontend.name!r} front-end returned {type(spec).__name__} for {_named(model)}, not a DecoderSpec"

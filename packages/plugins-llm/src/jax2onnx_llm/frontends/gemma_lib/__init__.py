@@ -1,0 +1,32 @@
+"""Google's ``gemma`` library (google-deepmind/gemma, PyPI ``gemma``): its Flax Linen Gemma 2 / Gemma 3
+text transformers (``gm.nn.Gemma2_*``, ``gm.nn.Gemma3_*``, or ``gm.nn.Transformer`` with a config),
+exported with their ``params`` (``export_causal_lm(model, folder, params=params, ...)``). The adapter
+(``adapter.py``) runs the library's own modules; ``attention.py`` lowers their attention core to the
+target's fused op."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...spec import DecoderSpec
+from ..registry import Frontend
+
+
+def claims(model: Any) -> bool:
+    from .adapter import transformer_class
+
+    base = transformer_class()
+    return base is not None and isinstance(model, base)
+
+
+def decoder_spec(model: Any, params: Any = None) -> DecoderSpec:
+    from .adapter import decoder_spec as adapt
+
+    return adapt(model, params)
+
+
+frontend = Frontend(
+    name="gemma_lib",
+    takes="a gemma library Linen transformer (gm.nn.Gemma2_*, gm.nn.Gemma3_* text) with params=",
+    claims=claims, decoder_spec=decoder_spec, lowerings=(f"{__name__}.attention",),
+)
