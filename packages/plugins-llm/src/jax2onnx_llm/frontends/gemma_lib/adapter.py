@@ -25,6 +25,9 @@ from .attention import attend_gemma
 
 #: the gemma library's special tokens (its Gemma 2/3 tokenizers: pad 0, eos 1, bos 2)
 PAD, EOS, BOS = 0, 1, 2
+#: ``<end_of_turn>`` per tokenizer version (``model.INFO.tokenizer_version``): the library's sampler
+#: stops at it as at ``EOS``
+END_OF_TURN = {2: 107, 3: 106, "3n": 106}
 
 
 def transformer_class() -> type | None:
@@ -58,10 +61,17 @@ def decoder_spec(model: Any, params: Any = None) -> DecoderSpec:
     return DecoderSpec(
         step=_step(model), params=floats, num_layers=config.num_layers, num_heads=config.num_heads,
         num_kv_heads=config.num_kv_heads, head_size=config.head_dim, hidden_size=config.embed_dim,
-        vocab_size=config.num_embed, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD,
+        vocab_size=config.num_embed, bos_token_id=BOS, eos_token_id=_end_tokens(model), pad_token_id=PAD,
         model_type="gemma2" if config.attn_logits_soft_cap else "gemma3_text", family=f"gemma library {name}",
         prompts_start_with_bos=True,
     )
+
+
+def _end_tokens(model: Any) -> int | list[int]:
+    """Where the library's sampler stops: ``EOS`` and the model's tokenizer's ``<end_of_turn>`` (a model
+    naming no tokenizer version, ``gm.nn.Transformer(config=...)``: ``EOS``; pass ``eos_token_id=``)."""
+    version = getattr(getattr(model, "INFO", None), "tokenizer_version", None)
+    return [EOS, END_OF_TURN[version]] if version in END_OF_TURN else EOS
 
 
 def _step(model: Any) -> Any:
