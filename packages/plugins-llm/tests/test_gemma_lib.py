@@ -49,18 +49,17 @@ def tiny_config(**changes):
 
 
 def tiny_gemma():
+    """The library's transformer with random params of the shapes its init gives (traced, not run: its
+    jitted init would cost more than the whole export). Every weight random, the norms' too (the
+    library's init leaves them at scale 1); a small embedding table, so that the tied head does not
+    just echo the last token."""
     model = gm.nn.Transformer(config=tiny_config(), dtype=jnp.float32)
-    params = model.init(jax.random.PRNGKey(0), jnp.ones((1, 8), jnp.int32))["params"]  # as the library passes them
-
-    # the init's norms are zeros (scale 1): random ones, so every norm matters; a smaller embedding
-    # table, so the tied head does not just echo the last token
-    def noisy(path, a, key):
-        scale = 0.03 if "embedder" in jax.tree_util.keystr(path) else 1.0
-        return scale * (a + 0.5 * jax.random.normal(key, a.shape, a.dtype))
-
-    leaves, tree = jax.tree_util.tree_flatten_with_path(params)
+    shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), jnp.ones((1, 8), jnp.int32)))["params"]
+    leaves, tree = jax.tree_util.tree_flatten_with_path(shapes)
     keys = jax.random.split(jax.random.PRNGKey(2), len(leaves))
-    return model, jax.tree_util.tree_unflatten(tree, [noisy(p, a, k) for (p, a), k in zip(leaves, keys)])
+    params = [(0.02 if "embedder" in jax.tree_util.keystr(path) else 0.5) * jax.random.normal(key, a.shape, a.dtype)
+              for (path, a), key in zip(leaves, keys)]
+    return model, jax.tree_util.tree_unflatten(tree, params)  # {"layer_0": ..., "embedder": ...}, as the library passes them
 
 
 def tiny_tokenizer(folder):
@@ -145,6 +144,19 @@ def test_every_layer_fuses_to_group_query_attention(exported):
     assert [entry["fused"] for entry in attention_fusions(folder)] == ["com.microsoft.GroupQueryAttention"] * LAYERS
 
 
+def test_standard_onnx_shared_cache_gives_the_library_tokens(exported, tmp_path):
+    """``target="onnx"``: every layer the opset-23 ``Attention`` (soft cap and window included), the
+    static shared cache scattered into; the same library tokens."""
+    from llm_test_helpers import assert_fused_attention
+
+    model, params, _, _ = exported
+    folder = export_causal_lm(model, tmp_path / "onnx", params=params, max_length=96, target="onnx", cache="shared",
+                              tokenizer=False, eos_token_id=[EOS, END_OF_TURN])
+    check_folder(folder)
+    assert_fused_attention(folder, "onnx", LAYERS, rotary=None, cache="shared")
+    assert_same_tokens(folder, lambda prompts: library_greedy(model, params, prompts), PAD, [EOS, END_OF_TURN])
+
+
 @pytest.mark.parametrize("dropped", [{"sliding_window_size": 1000}, {"attn_logits_soft_cap": None},
                                      {"global_scale_factor": 1.0}, {"use_qk_norm": False}])
 def test_each_option_changes_the_library_tokens(exported, dropped):
@@ -152,9 +164,9 @@ def test_each_option_changes_the_library_tokens(exported, dropped):
     (so the export, which generates its tokens, computes each)."""
     model, params, _, _ = exported
     variant = gm.nn.Transformer(config=tiny_config(**dropped), dtype=jnp.float32)
-    kept = params if "use_qk_norm" not in dropped else jax.tree_util.tree_map(lambda a: a, {
-        k: ({**v, "attn": {n: w for n, w in v["attn"].items() if not n.endswith("_norm")}} if k.startswith("layer_")
-            else v) for k, v in params.items()})
+    kept = params if "use_qk_norm" not in dropped else {  # without the query/key norms' weights
+        k: {**v, "attn": {n: w for n, w in v["attn"].items() if not n.endswith("_norm")}} if k.startswith("layer_")
+        else v for k, v in params.items()}
     assert library_greedy(variant, kept, PROMPTS[:1]) != library_greedy(model, params, PROMPTS[:1])
 
 

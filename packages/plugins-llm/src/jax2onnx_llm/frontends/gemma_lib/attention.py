@@ -7,8 +7,8 @@ reference computation (a declined region is exact) and whose lowering emits:
 
 - ``target="onnxruntime"``: ``com.microsoft.GroupQueryAttention`` with ``softcap`` (the library's
   ``attn_logits_soft_cap``) and the window in its ``attention_bias``;
-- ``target="onnx"``: the opset-23 ``Attention`` when the layer has no soft cap (that op's ``softcap``
-  is not what onnxruntime's CPU kernel applies before the mask: declined with that reason otherwise).
+- ``target="onnx"``: the opset-23 ``Attention``, its ``softcap`` likewise (both cap the scores before
+  the mask is added, as the library does).
 
 The scale is the library's ``query_pre_attn_scalar`` (it multiplies the queries; the ops multiply the
 scores, which is the same product). The sliding window is the library's ``create_sliding_mask``
@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import onnx_ir as ir
 from jax2onnx.plugin import Lowerings, exporting, marked_call
 
-from ...attention_report import decline, tag
+from ...attention_report import tag
 from ...fused import additive_bias, fused_kind, group_query_attention, onnx_attention
 from ...spec import KVCache
 
@@ -98,9 +98,6 @@ def lower_gemma_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_
     layer, softcap = params.get("layer", -1), float(params["softcap"])
     if kind is None:
         return None
-    if kind == "attention" and softcap:
-        decline(layer, "an attention soft cap (the opset-23 Attention's softcap is not applied as the library does)")
-        return None
     q_aval, k_aval, pk_aval = ctx.avals_in[0], ctx.avals_in[1], ctx.avals_in[3]
     _, _, heads, head = q_aval.shape
     total = ctx.op.Shape(bias, start=3, end=4)
@@ -109,7 +106,8 @@ def lower_gemma_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_
     if kind == "gqa":
         outs = group_query_attention(ctx, q, k, v, past_k, past_v, bias, total, softcap=softcap, **common)
     else:
-        outs = onnx_attention(ctx, q, k, v, past_k, past_v, bias, total, layout=params["layout"], **common)
+        outs = onnx_attention(ctx, q, k, v, past_k, past_v, bias, total, layout=params["layout"], softcap=softcap,
+                              **common)
     tag(outs[0], layer)
     return outs
 
