@@ -174,3 +174,8 @@ def test_params_are_required():
     model, _ = tiny_gemma()
     with pytest.raises(UnsupportedModelError, match="params=params"):
         export_causal_lm(model, "unused", max_length=16, tokenizer=False)
+
+
+def test_gemma3n_is_refused_by_name():
+    with pytest.raises(UnsupportedModelError, match="Gemma3n_E2B .*not exported yet"):
+        export_causal_lm(gm.nn.Gemma3n_E2B(), "unused", max_length=16, params={}, tokenizer=False)

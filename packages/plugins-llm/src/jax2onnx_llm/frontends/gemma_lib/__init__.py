@@ -15,7 +15,7 @@ from ..registry import Frontend
 def claims(model: Any) -> bool:
     from .adapter import transformer_class
 
-    base = transformer_class()
+    base = transformer_class()  # Gemma 3n's too (refused by the adapter, naming it)
     return base is not None and isinstance(model, base)
 
 

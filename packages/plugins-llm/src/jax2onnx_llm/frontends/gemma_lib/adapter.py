@@ -14,6 +14,7 @@ blocks, a LoRA or quantized wrapper) is refused, not exported wrong.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -36,15 +37,27 @@ def transformer_class() -> type | None:
     return getattr(module, "Transformer", None)
 
 
+def gemma3n_class() -> type | None:
+    """The library's Gemma 3n transformer class (a ``Transformer`` too, refused by name), when imported."""
+    module = sys.modules.get("gemma.gm.nn.gemma3n._transformer")
+    return getattr(module, "Gemma3nTransformer", None)
+
+
 def decoder_spec(model: Any, params: Any = None) -> DecoderSpec:
     from gemma.gm.nn import _modules
 
     name = type(model).__name__
+    gemma3n = gemma3n_class()
+    if gemma3n is not None and isinstance(model, gemma3n):
+        raise UnsupportedModelError(
+            f"the gemma library's {name} (Gemma 3n: AltUp, LAuReL, per-layer inputs, KV sharing) is not exported yet; "
+            "this front-end takes its Gemma 2 / Gemma 3 text transformers (KerasHub's Gemma3nCausalLM exports)")
     if params is None:
         raise UnsupportedModelError(
             f"the gemma library's {name} is a Linen module and holds no weights: pass them, "
             "export_causal_lm(model, folder, params=params, ...)")
-    params = params.get("params", params) if isinstance(params, dict) else params
+    if isinstance(params, Mapping) and set(params) == {"params"}:  # model.init's {"params": ...}
+        params = params["params"]
     config = model.config
     if config.vision_encoder is not None:
         raise UnsupportedModelError(f"{name} has a vision encoder: build it with text_only=True (this front-end "
