@@ -24,10 +24,17 @@ gm = pytest.importorskip("gemma.gm", reason="the gemma library (pip install gemm
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_same_tokens, check_folder, op_counts, require_genai  # noqa: E402
-
 from jax2onnx_llm import UnsupportedModelError, export_causal_lm  # noqa: E402
 from jax2onnx_llm.attention_report import attention_fusions  # noqa: E402
+from llm_test_helpers import (  # noqa: E402
+    NEW_TOKENS,
+    PROMPTS,
+    assert_fused_attention,
+    assert_same_tokens,
+    check_folder,
+    op_counts,
+    require_genai,
+)
 
 LAYERS = 3
 PAD, EOS, END_OF_TURN = 0, 1, 107  # the library's Gemma 2 tokenizer's
@@ -62,19 +69,20 @@ def tiny_gemma():
     return model, jax.tree_util.tree_unflatten(tree, params)  # {"layer_0": ..., "embedder": ...}, as the library passes them
 
 
-def tiny_tokenizer(folder):
+def tiny_tokenizer(folder, **unlike_gemma):
     """A SentencePiece model trained here with Gemma's settings (BPE, byte fallback, no dummy prefix,
-    no whitespace folding, pad/eos/bos/unk 0-3), as the library's Gemma 2 tokenizer."""
+    no whitespace folding, pad/eos/bos/unk 0-3; ``unlike_gemma`` overrides them), as the library's
+    Gemma 2 tokenizer."""
     import sentencepiece as spm
 
     text = ["The quick brown fox jumps over the lazy dog.", "Hello world! How are you today?",
             "JAX to ONNX exports Gemma models.", "Numbers 12345 and symbols #@! are here.",
             "A small tiny model speaks in short sentences about cats and dogs."] * 20
     proto = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(text), model_writer=proto, vocab_size=VOCAB, model_type="bpe", pad_id=PAD, eos_id=EOS,
-        bos_id=2, unk_id=3, normalization_rule_name="identity", add_dummy_prefix=False, remove_extra_whitespaces=False,
-        split_digits=True, byte_fallback=True, character_coverage=1.0, minloglevel=2)
+    gemma = dict(vocab_size=VOCAB, model_type="bpe", pad_id=PAD, eos_id=EOS, bos_id=2, unk_id=3,
+                 normalization_rule_name="identity", add_dummy_prefix=False, remove_extra_whitespaces=False,
+                 split_digits=True, byte_fallback=True, character_coverage=1.0, minloglevel=2)
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(text), model_writer=proto, **{**gemma, **unlike_gemma})
     path = folder / "tokenizer.model"
     path.write_bytes(proto.getvalue())
     return gm.text.Gemma2Tokenizer(path=str(path))
@@ -137,6 +145,18 @@ def test_the_library_sampler_on_texts_and_genai_agree(exported):
     assert min(len(set(row)) for row in expected) > 3, f"the tiny model repeats itself: {expected}"
 
 
+def test_the_step_outside_an_export_gives_the_library_tokens(exported):
+    """The adapter's step run as JAX (the pack's jitted greedy loop, its cache of explicit length: the
+    attention's plain path, not the region) generates the library's tokens, left-padded too."""
+    from jax2onnx_llm.frontends import decoder_spec
+    from jax2onnx_llm.genai_run import left_pad
+    from jax2onnx_llm.reference import greedy_generate
+
+    model, params, _, _ = exported
+    got = np.asarray(greedy_generate(decoder_spec(model, params=params), *left_pad(PROMPTS, PAD), NEW_TOKENS))
+    assert got.tolist() == library_greedy(model, params, PROMPTS)
+
+
 def test_every_layer_fuses_to_group_query_attention(exported):
     *_, folder = exported
     ops = op_counts(folder)
@@ -147,8 +167,6 @@ def test_every_layer_fuses_to_group_query_attention(exported):
 def test_standard_onnx_shared_cache_gives_the_library_tokens(exported, tmp_path):
     """``target="onnx"``: every layer the opset-23 ``Attention`` (soft cap and window included), the
     static shared cache scattered into; the same library tokens."""
-    from llm_test_helpers import assert_fused_attention
-
     model, params, _, _ = exported
     folder = export_causal_lm(model, tmp_path / "onnx", params=params, max_length=96, target="onnx", cache="shared",
                               tokenizer=False, eos_token_id=[EOS, END_OF_TURN])
@@ -179,3 +197,13 @@ def test_params_are_required():
 def test_gemma3n_is_refused_by_name():
     with pytest.raises(UnsupportedModelError, match="Gemma3n_E2B .*not exported yet"):
         export_causal_lm(gm.nn.Gemma3n_E2B(), "unused", max_length=16, params={}, tokenizer=False)
+
+
+def test_a_tokenizer_normalizing_otherwise_than_gemma_is_refused(exported, tmp_path):
+    from jax2onnx_llm import TokenizerError
+
+    model, params, _, _ = exported
+    prefixed = tiny_tokenizer(tmp_path, add_dummy_prefix=True)
+    with pytest.raises(TokenizerError, match=r"unlike Gemma's \(add_dummy_prefix=True\)"):
+        export_causal_lm(model, tmp_path / "m", params=params, max_length=16, tokenizer=prefixed)
+    assert not (tmp_path / "m").exists()

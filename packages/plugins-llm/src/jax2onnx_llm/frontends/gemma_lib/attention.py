@@ -78,7 +78,7 @@ def _core(q: Any, keys: Any, values: Any, bias: Any, scale: float, softcap: floa
 def _region(q: Any, k: Any, v: Any, past_k: Any, past_v: Any, bias: Any, *, layout: str, scale: float,
             softcap: float, layer: int = -1) -> Any:
     """The region's body: write the cache, attend with the bias as given (its rows differ under a window)."""
-    seq, total = q.shape[1], bias.shape[3]
+    total = bias.shape[3]
     local = KVCache([past_k], [past_v], jnp.zeros((bias.shape[0], total), jnp.int32), layout)
     keys, values = local.update(0, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3))
     if layout == "shared":  # the bias covers past + seq slots, the buffer more: the rest masked
@@ -86,7 +86,6 @@ def _region(q: Any, k: Any, v: Any, past_k: Any, past_v: Any, bias: Any, *, layo
         slots = jnp.arange(capacity, dtype=jnp.int32)
         bias = jnp.take(bias, jnp.minimum(slots, total - 1), axis=3)
         bias = jnp.where(slots < total, bias, jnp.finfo(bias.dtype).min)
-    del seq
     return _core(q, keys, values, bias, scale, softcap or None), local.keys[0], local.values[0]
 
 
