@@ -26,6 +26,9 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from jax2onnx_llm import UnsupportedModelError, export_causal_lm  # noqa: E402
 from jax2onnx_llm.attention_report import attention_fusions  # noqa: E402
+from jax2onnx_llm.frontends import decoder_spec  # noqa: E402
+from jax2onnx_llm.genai_run import left_pad  # noqa: E402
+from jax2onnx_llm.reference import greedy_generate  # noqa: E402
 from llm_test_helpers import (  # noqa: E402
     NEW_TOKENS,
     PROMPTS,
@@ -55,12 +58,12 @@ def tiny_config(**changes):
     return dataclasses.replace(config, **changes)
 
 
-def tiny_gemma():
+def tiny_gemma(**changes):
     """The library's transformer with random params of the shapes its init gives (traced, not run: its
     jitted init would cost more than the whole export). Every weight random, the norms' too (the
     library's init leaves them at scale 1); a small embedding table, so that the tied head does not
     just echo the last token."""
-    model = gm.nn.Transformer(config=tiny_config(), dtype=jnp.float32)
+    model = gm.nn.Transformer(config=tiny_config(**changes), dtype=jnp.float32)
     shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), jnp.ones((1, 8), jnp.int32)))["params"]
     leaves, tree = jax.tree_util.tree_flatten_with_path(shapes)
     keys = jax.random.split(jax.random.PRNGKey(2), len(leaves))
@@ -148,11 +151,24 @@ def test_the_library_sampler_on_texts_and_genai_agree(exported):
 def test_the_step_outside_an_export_gives_the_library_tokens(exported):
     """The adapter's step run as JAX (the pack's jitted greedy loop, its cache of explicit length: the
     attention's plain path, not the region) generates the library's tokens, left-padded too."""
-    from jax2onnx_llm.frontends import decoder_spec
-    from jax2onnx_llm.genai_run import left_pad
-    from jax2onnx_llm.reference import greedy_generate
-
     model, params, _, _ = exported
+    got = np.asarray(greedy_generate(decoder_spec(model, params=params), *left_pad(PROMPTS, PAD), NEW_TOKENS))
+    assert got.tolist() == library_greedy(model, params, PROMPTS)
+
+
+@pytest.mark.parametrize("changes", [
+    {"num_kv_heads": 4},  # multi-head attention: the library's fused qkv_einsum
+    {"transpose_gating_einsum": True, "use_post_attn_norm": False, "use_post_ffw_norm": False, "use_qk_norm": False},
+    {"query_pre_attn_norm": "BY_EMBED_DIM_DIV_NUM_HEADS", "final_logit_softcap": None},
+], ids=["mha", "gemma1_layout", "scalar"])
+def test_the_other_config_forms_step_as_the_library(changes):
+    """The config forms the exported model does not have, through the adapter's step as plain JAX
+    (the attention region is the same; these change only what the library's own modules compute)."""
+    from gemma.gm.nn import _config
+
+    if "query_pre_attn_norm" in changes:
+        changes = {**changes, "query_pre_attn_norm": _config.QueryPreAttentionNormalisation[changes["query_pre_attn_norm"]]}
+    model, params = tiny_gemma(**changes)
     got = np.asarray(greedy_generate(decoder_spec(model, params=params), *left_pad(PROMPTS, PAD), NEW_TOKENS))
     assert got.tolist() == library_greedy(model, params, PROMPTS)
 
