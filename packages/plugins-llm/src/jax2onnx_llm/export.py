@@ -78,7 +78,8 @@ def export_causal_lm(
     Args:
         model: a Hugging Face transformers Flax causal LM (GPT-2, Llama, Mistral, Gemma, GPT-Neo,
             GPT-J, OPT, Bloom, XGLM), a KerasHub
-            ``CausalLM`` under the JAX backend, an object with ``__jax2onnx_decoder__()`` (the
+            ``CausalLM`` under the JAX backend, a ``gemma`` library Gemma 2 / 3 transformer (with
+            ``params=``), an object with ``__jax2onnx_decoder__()`` (the
             examples pack's NNX Llama), or a :class:`~jax2onnx_llm.DecoderSpec` (any decoder written
             as a JAX function).
         out_dir: the folder to write (``model.onnx``, its external data when large,

@@ -36,7 +36,8 @@ class Frontend:
         claims: ``claims(model) -> bool``: whether the model is this front-end's (by its library's
             classes or protocol; it must not import a library the model cannot come from).
         decoder_spec: ``decoder_spec(model) -> DecoderSpec``; may refuse a claimed model with an
-            :class:`~jax2onnx_llm.UnsupportedModelError` naming what it supports.
+            :class:`~jax2onnx_llm.UnsupportedModelError` naming what it supports. A front-end whose
+            models hold no weights (Linen modules) takes them as ``decoder_spec(model, params=...)``.
         lowerings: modules (dotted names) holding the front-end's attention / state lowerings and
             patches (``lowerings``, ``patches``), which the pack's plugin registers with core. A
             front-end from another distribution registers its own with core's ``jax2onnx`` group.
