@@ -58,8 +58,14 @@ def _entry_points(monkeypatch, *attributes: str) -> None:
 
 
 def test_the_builtin_frontends_are_the_folders():
-    assert FOLDERS == ["hf_flax", "keras_hub", "step_function"]
+    assert FOLDERS == ["gemma_lib", "hf_flax", "keras_hub", "step_function"]
     assert [f.name for f in registered()] == FOLDERS  # with no third-party front-end installed
+
+
+def test_params_for_a_model_that_carries_its_weights_are_refused(tmp_path):
+    with pytest.raises(UnsupportedModelError, match=r"step_function front-end\) carries its own weights: drop params="):
+        export_causal_lm(tiny_jax_decoder(), tmp_path / "m", max_length=16, params={"w": 1})
+    assert not (tmp_path / "m").exists()
 
 
 def test_a_third_party_frontend_from_its_entry_point(monkeypatch, tmp_path):
@@ -191,4 +197,4 @@ def test_every_frontend_registers_its_lowerings_with_the_pack():
         for module in frontend.lowerings:
             assert module.removeprefix("jax2onnx_llm.") in plugin.module_names, module
             assert (PACK / pathlib.Path(*module.split(".")[1:])).with_suffix(".py").is_file(), module
-    assert len([m for m in plugin.module_names if m.startswith("frontends.")]) == 4  # HF 2, KerasHub 2
+    assert len([m for m in plugin.module_names if m.startswith("frontends.")]) == 5  # HF 2, KerasHub 2, gemma 1

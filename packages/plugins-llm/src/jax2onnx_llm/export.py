@@ -75,13 +75,15 @@ def export_causal_lm(
     pad_token_id: int | None = None,
     weights: Any = None,
     progress: bool | None = None,
+    params: Any = None,
 ) -> pathlib.Path:
     """Export a causal LM as an onnxruntime-genai model folder and return its path.
 
     Args:
         model: a Hugging Face transformers Flax causal LM (GPT-2, Llama, Mistral, Gemma, GPT-Neo,
             GPT-J, OPT, Bloom, XGLM), a KerasHub
-            ``CausalLM`` under the JAX backend, an object with ``__jax2onnx_decoder__()`` (the
+            ``CausalLM`` under the JAX backend, a ``gemma`` library Gemma 2 / 3 transformer (with
+            ``params=``), an object with ``__jax2onnx_decoder__()`` (the
             examples pack's NNX Llama), or a :class:`~jax2onnx_llm.DecoderSpec` (any decoder written
             as a JAX function).
         out_dir: the folder to write (``model.onnx``, its external data when large,
@@ -137,6 +139,9 @@ def export_causal_lm(
             exports. Names: :func:`jax2onnx_llm.weights.weight_names` (``save_safetensors``
             writes a model's weights under them).
 
+        params: the weights of a model that holds none itself (the ``gemma`` library's Linen
+            transformers), handed to the front-end that claims the model.
+
     Returns:
         ``out_dir`` as a :class:`pathlib.Path`.
     """
@@ -146,17 +151,17 @@ def export_causal_lm(
                        target=target, tokenizer=tokenizer, opset=opset, external_data=external_data, search=search,
                        given={k: v for k, v in (("bos_token_id", bos_token_id), ("eos_token_id", eos_token_id),
                                                 ("pad_token_id", pad_token_id)) if v is not None},
-                       weights=weights, reporter=reporter)
+                       weights=weights, reporter=reporter, params=params)
 
 
 def _export(model: Any, out: pathlib.Path, *, max_length: int, precision: Any, cache: str, target: str, tokenizer: Any,
             opset: int, external_data: bool | None, search: dict[str, Any] | None, given: dict[str, Any], weights: Any,
-            reporter: Any) -> pathlib.Path:
+            reporter: Any, params: Any = None) -> pathlib.Path:
     target = check_options(max_length, precision, cache, target)
     web = find_target(target).can(TRANSFORMERS_JS)
     dtypes = _check_web_options(precision, cache, search, weights, external_data) if web else None
     check_search(search, max_length=max_length)  # before the export, not after it
-    spec = decoder_spec(model)
+    spec = decoder_spec(model, params=params)
     tokenizer = spec.tokenizer if tokenizer is None else tokenizer
     # resolved (checked, its files parsed, converted) before minutes of export, and before its
     # special tokens are read from it; False: no tokenizer files at all

@@ -232,8 +232,10 @@ def group_query_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_
 
 def onnx_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_k: ir.Value, past_v: ir.Value,
                    bias: ir.Value, total: ir.Value, *, num_heads: int, kv_heads: int, head_size: int, scale: float,
-                   layout: str, rotary: Rotary | None, dtypes: tuple[Any, Any]) -> tuple[ir.Value, ...]:
-    """The opset-23 ``Attention`` (4-D q/k/v: ``(batch, heads, seq, head_size)``)."""
+                   layout: str, rotary: Rotary | None, dtypes: tuple[Any, Any],
+                   softcap: float = 0.0) -> tuple[ir.Value, ...]:
+    """The opset-23 ``Attention`` (4-D q/k/v: ``(batch, heads, seq, head_size)``); ``softcap``: its
+    ``softcap`` attribute, ``softcap * tanh(scores / softcap)`` before the bias (0: none)."""
     q_dtype, cache_dtype = dtypes
     perm = [0, 2, 1, 3]
     q4, k4, v4 = ctx.op.Transpose(q, perm=perm), ctx.op.Transpose(k, perm=perm), ctx.op.Transpose(v, perm=perm)
@@ -244,8 +246,10 @@ def onnx_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_k: ir.V
         q4 = _typed(ctx.op.RotaryEmbedding(q4, cos, sin, pos, interleaved=0), q_dtype)
         k4 = _typed(ctx.op.RotaryEmbedding(k4, cos, sin, pos, interleaved=0), q_dtype)
     k4, v4 = ctx.cast(k4, cache_dtype), ctx.cast(v4, cache_dtype)
+    capped = {"softcap": float(softcap)} if softcap else {}
     if layout == "concat":
-        y, present_k, present_v = ctx.op.Attention(q4, k4, v4, bias, past_k, past_v, scale=float(scale), _outputs=3)
+        y, present_k, present_v = ctx.op.Attention(q4, k4, v4, bias, past_k, past_v, scale=float(scale), _outputs=3,
+                                                   **capped)
     else:
         # The shared buffer: write this step's keys/values at past.. (a scatter along the length
         # axis; Attention's own present would append after the whole buffer), then attend over
@@ -261,7 +265,7 @@ def onnx_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_k: ir.V
         pads = ctx.op.Concat(ctx.i64([0, 0, 0, 0, 0, 0, 0]), ctx.op.Sub(capacity, ctx.op.Shape(bias, start=3, end=4)),
                              axis=0)
         lowest = ctx.const(np.asarray(np.finfo(np.dtype(q_dtype)).min, dtype=q_dtype))
-        y = ctx.op.Attention(q4, present_k, present_v, ctx.op.Pad(bias, pads, lowest), scale=float(scale))
+        y = ctx.op.Attention(q4, present_k, present_v, ctx.op.Pad(bias, pads, lowest), scale=float(scale), **capped)
     _typed(y, q_dtype), _typed(present_k, cache_dtype), _typed(present_v, cache_dtype)
     return ctx.op.Transpose(y, perm=perm), present_k, present_v
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.metadata
+import inspect
 import pkgutil
 from collections.abc import Callable
 from pathlib import Path
@@ -35,7 +36,8 @@ class Frontend:
         claims: ``claims(model) -> bool``: whether the model is this front-end's (by its library's
             classes or protocol; it must not import a library the model cannot come from).
         decoder_spec: ``decoder_spec(model) -> DecoderSpec``; may refuse a claimed model with an
-            :class:`~jax2onnx_llm.UnsupportedModelError` naming what it supports.
+            :class:`~jax2onnx_llm.UnsupportedModelError` naming what it supports. A front-end whose
+            models hold no weights (Linen modules) takes them as ``decoder_spec(model, params=...)``.
         lowerings: modules (dotted names) holding the front-end's attention / state lowerings and
             patches (``lowerings``, ``patches``), which the pack's plugin registers with core. A
             front-end from another distribution registers its own with core's ``jax2onnx`` group.
@@ -115,8 +117,10 @@ def claiming(model: Any, frontends: list[Frontend] | None = None) -> Frontend | 
     return None
 
 
-def decoder_spec(model: Any) -> DecoderSpec:
-    """``model`` as a :class:`DecoderSpec`, by the front-end that claims it."""
+def decoder_spec(model: Any, params: Any = None) -> DecoderSpec:
+    """``model`` as a :class:`DecoderSpec`, by the front-end that claims it. ``params``: the weights of a
+    model that holds none (a Linen module), passed on as ``decoder_spec(model, params)`` to a front-end
+    whose ``decoder_spec`` takes them."""
     frontends = registered()
     frontend = claiming(model, frontends)
     if frontend is None:
@@ -126,7 +130,13 @@ def decoder_spec(model: Any) -> DecoderSpec:
             f"decoder in a jax2onnx_llm.DecoderSpec (or register a front-end in the {ENTRY_POINT_GROUP!r} entry-point "
             "group)"
         )
-    spec = frontend.decoder_spec(model)
+    if params is None:
+        spec = frontend.decoder_spec(model)
+    elif "params" in inspect.signature(frontend.decoder_spec).parameters:
+        spec = frontend.decoder_spec(model, params=params)
+    else:
+        raise UnsupportedModelError(f"{_named(model)} ({frontend.name} front-end) carries its own weights: drop "
+                                    "params=")
     if not isinstance(spec, DecoderSpec):
         raise UnsupportedModelError(
             f"the {frontend.name!r} front-end returned {type(spec).__name__} for {_named(model)}, not a DecoderSpec"
