@@ -17,6 +17,9 @@ from test_spec import tiny_jax_decoder
 
 def make():
     return tiny_jax_decoder()
+
+def params():
+    return {{"w": [1.0, 2.0]}}
 """
 
 
@@ -193,12 +196,13 @@ def test_every_option_reaches_export_causal_lm(tmp_path, monkeypatch):
             "--target", "onnx", "--precision", "int8", "--tokenizer", str(tmp_path / "tok"), "--bos-token-id", "1",
             "--eos-token-id", "2,3", "--pad-token-id", "0", "--weights", str(tmp_path / "w.safetensors"),
             "--opset", "21", "--no-external-data", "--search", "do_sample=true", "--search", "top_k=7",
-            "--search", "temperature=0.5", "--search", "max_length=30", "--progress"]
+            "--search", "temperature=0.5", "--search", "max_length=30", "--params", f"{factory}:params", "--progress"]
     assert main(argv) == 5  # Stop: an unexpected error, as any would be
     assert seen == dict(out_dir=str(tmp_path / "m"), max_length=40, cache="shared", target="onnx", precision="int8",
                         tokenizer=str(tmp_path / "tok"), bos_token_id=1, eos_token_id=[2, 3], pad_token_id=0,
                         weights=str(tmp_path / "w.safetensors"), opset=21, external_data=False,
-                        search={"do_sample": True, "top_k": 7, "temperature": 0.5, "max_length": 30}, progress=True)
+                        search={"do_sample": True, "top_k": 7, "temperature": 0.5, "max_length": 30},
+                        params={"w": [1.0, 2.0]}, progress=True)
 
 
 def test_a_single_file_folder_reports_its_stages_tensors_and_bytes(tmp_path, monkeypatch):

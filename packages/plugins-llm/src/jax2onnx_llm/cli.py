@@ -85,6 +85,9 @@ def register(sub: Any) -> None:
     p.add_argument("--weights", default=None, metavar="PATH",
                    help="read the weights from a .safetensors file or an Orbax checkpoint folder while writing, one at "
                         "a time (the factory then only gives their structure, e.g. built under nnx.eval_shape)")
+    p.add_argument("--params", default=None, metavar="pkg.module:fn",
+                   help="for a model that holds no weights itself (the gemma library's Linen transformers): a "
+                        "zero-argument function returning its parameters (e.g. loading a checkpoint), as the factory")
     p.add_argument("--opset", type=int, default=23, help="the default-domain opset (default 23)")
     p.add_argument("--external-data", action=argparse.BooleanOptionalAction, default=None,
                    help="weights in model.onnx.data beside the model (default: when they exceed 2 GB)")
@@ -143,12 +146,16 @@ def _run(args: argparse.Namespace) -> int:
         require_genai()  # --generate needs onnxruntime-genai: said before minutes of exporting
     target = load_target(args.factory)
     model = target() if isinstance(target, type) or (callable(target) and not _is_model(target)) else target
+    params = None
+    if args.params is not None:
+        source = load_target(args.params)
+        params = source() if callable(source) else source
     try:
         folder = export_causal_lm(
             model, args.output, max_length=args.max_length, precision=args.precision, cache=args.cache,
             target=args.target, tokenizer=args.tokenizer, opset=args.opset, external_data=args.external_data,
             search=search, bos_token_id=args.bos_token_id, eos_token_id=args.eos_token_id,
-            pad_token_id=args.pad_token_id, weights=args.weights, progress=args.progress)
+            pad_token_id=args.pad_token_id, weights=args.weights, params=params, progress=args.progress)
     except (InputSpecError, MaxLengthError, CacheLayoutError, TokenizerError) as exc:
         # a value the export refuses (out of the model's vocabulary or positions, a layout it cannot
         # run, weights or a tokenizer that do not fit it) is a bad command line, not a failed conversion
