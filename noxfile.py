@@ -52,6 +52,13 @@ PACKS = {
     "llm": ["./packages/plugins-lax", "./packages/plugins-jnp", "./packages/plugins-nnx", "./packages/examples",
             "./packages/plugins-llm", "onnxruntime-genai>=0.18", "transformers>=4.57,<5", "keras-hub>=0.32"],
 }
+#: Google's `gemma` library (the LLM pack's gemma_lib front-end; its tests skip without it), installed
+#: without its dependencies: they would downgrade protobuf (through kauldron) and add 132 packages
+#: (tensorflow-datasets, grain, ...) that the model code never imports. These are what `gemma.gm`'s
+#: transformers, sampler and tokenizer import beyond the "llm" pack's environment (TensorFlow comes
+#: with keras-hub's tensorflow-text, jaxtyping with the eqx pack).
+GEMMA_LIB = ["gemma==3.3.0", "kauldron==1.4.2", "clu", "lark", "typeguard", "einops", "immutabledict", "chex", "toolz",
+             "ml-collections"]
 TEST_DIRS = {
     "core": ["packages/core/tests"],
     "lax": ["packages/plugins-lax/tests"],
@@ -161,6 +168,7 @@ def tests_llm(session: nox.Session) -> None:
     """The LLM pack's tests in the default session's environment (every pack installed): each family's
     tiny model exported and generated in onnxruntime-genai against the library's own tokens."""
     session.install(*TEST_TOOLS, *ALL_PACKAGES)
+    session.install("--no-deps", *GEMMA_LIB)
     session.env["KERAS_BACKEND"] = "jax"
     _pytest(session, TEST_DIRS["llm"])
 
