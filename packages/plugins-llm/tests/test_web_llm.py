@@ -1,7 +1,7 @@
 """``export_causal_lm(..., target="web")``: the folder transformers.js loads. In Node
 (``@huggingface/transformers`` from tests/web, onnxruntime-node on CPU) the float32 file generates
-exactly the library's greedy tokens for the examples pack's NNX Llama, KerasHub GPT-2 and Gemma 3
-and a Hugging Face Flax Llama (tiny random weights, a left-padded batch); the other dtypes load and
+exactly the library's greedy tokens for the examples pack's NNX Llama, KerasHub GPT-2, Llama 3, Qwen 3
+and Gemma 3 and a Hugging Face Flax Llama (tiny random weights, a left-padded batch); the other dtypes load and
 generate, their agreement with float32 reported. The layout, the graph's conventions, the external
 data chunks and the browser limits are checked in Python."""
 
@@ -164,15 +164,17 @@ def test_keras_hub_gpt2(tmp_path):
     assert_library_tokens(folder, keras_reference(model), 0, 127)
 
 
-def test_keras_hub_gemma3_as_gemma3_text(tmp_path):
-    """A KerasHub family through the generic CausalLM protocol: config.json names the architecture its class
-    is named after (transformers.js' text-only Gemma 3), and the float32 file generates KerasHub's tokens."""
+@pytest.mark.parametrize("family, model_type", [("gemma3", "gemma3_text"), ("llama3", "llama"), ("qwen3", "qwen3")])
+def test_keras_hub_families_through_the_generic_protocol(tmp_path, family, model_type):
+    """KerasHub families through the generic CausalLM protocol: config.json names the architecture the
+    class is named after (transformers.js' text-only Gemma 3, Llama, Qwen 3), and the float32 file
+    generates KerasHub's tokens."""
     from test_keras_hub_families import keras_reference, make
 
-    model = make("gemma3")
-    folder = export_causal_lm(model, tmp_path / "gemma3", max_length=64, target="web", bos_token_id=1,
+    model = make(family)
+    folder = export_causal_lm(model, tmp_path / family, max_length=64, target="web", bos_token_id=1,
                               eos_token_id=127, pad_token_id=0)
-    assert json.loads((folder / "config.json").read_text())["model_type"] == "gemma3_text"
+    assert json.loads((folder / "config.json").read_text())["model_type"] == model_type
     assert_library_tokens(folder, keras_reference(model), 0, 127)
 
 
