@@ -67,7 +67,7 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
 
     tables = [layer for layer in backbone._flatten_layers(include_self=False, recursive=True)
               if isinstance(layer, PositionEmbedding)]
-    rotaries = _row_rotaries(backbone)
+    rotaries = row_rotaries(backbone)
     heads = next((int(getattr(backbone, a)) for a in ("num_query_heads", "num_heads", "num_attention_heads")
                   if isinstance(getattr(backbone, a, None), int)), kv_heads)
     num_layers = len(decoders)
@@ -97,7 +97,7 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
                 stack.enter_context(_positions(table, position_ids))
             first_real = jnp.argmax(attention_mask > 0, axis=1).astype(jnp.int32)  # each row's left padding
             for rotary in rotaries:
-                stack.enter_context(_row_rotary(rotary, first_real))
+                stack.enter_context(row_rotary(rotary, first_real))
             logits, _, library_cache = model.call_with_cache(input_ids, library_cache, past)
         if unused_state:
             library_cache = library_cache[0]
@@ -135,10 +135,10 @@ def attention_cores(decoders: list[Any], past: Any, context: int | None) -> Iter
             if not cores and not alibi:
                 decline(i, no_core_reason(decoder))
             for core in cores:
-                stack.enter_context(_override(core, "_compute_attention", core_attention(
+                stack.enter_context(override_attribute(core, "_compute_attention", core_attention(
                     core, core._compute_attention, past, context)))
             for layer in alibi:
-                stack.enter_context(_override(layer, "call", alibi_attention(
+                stack.enter_context(override_attribute(layer, "call", alibi_attention(
                     layer, layer.call, context)))
         yield
 
@@ -174,7 +174,7 @@ def _cache_layout(model: Any, name: str, decoders: list[Any]) -> tuple[str, int,
         raise _CacheProbe(cache)
 
     cache = None
-    with _override(model, "call_with_cache", stand_in):
+    with override_attribute(model, "call_with_cache", stand_in):
         try:
             model._build_cache(ids, **arguments)
         except _CacheProbe as probe:
@@ -208,7 +208,7 @@ def _cache_layout(model: Any, name: str, decoders: list[Any]) -> tuple[str, int,
 def _mask_hook(layer: Any, name: str) -> Any:
     """How this decoder layer takes the padding mask: a context manager factory ``(layer, mask)``."""
     if "decoder_attention_mask" in inspect.signature(layer.call).parameters:
-        return _decoder_attention_mask
+        return decoder_attention_mask_for
     if callable(getattr(layer, "_compute_attention_mask", None)):
         return _and_computed_mask
     raise UnsupportedModelError(
@@ -218,7 +218,7 @@ def _mask_hook(layer: Any, name: str) -> Any:
 
 
 @contextlib.contextmanager
-def _override(obj: Any, name: str, value: Any) -> Iterator[None]:
+def override_attribute(obj: Any, name: str, value: Any) -> Iterator[None]:
     """``obj.name = value`` for the block (an instance attribute over the class's method), then
     exactly what was there before: the export leaves the model as it found it."""
     missing = object()
@@ -233,11 +233,11 @@ def _override(obj: Any, name: str, value: Any) -> Iterator[None]:
             setattr(obj, name, before)
 
 
-def _decoder_attention_mask(layer: Any, mask: Any) -> Any:
+def decoder_attention_mask_for(layer: Any, mask: Any) -> Any:
     """The layer's call with ``decoder_attention_mask=mask`` (the layer ANDs it with its causal
     and sliding-window mask)."""
     call = layer.call
-    return _override(layer, "call", lambda *args, **kwargs: call(*args, **{**kwargs, "decoder_attention_mask": mask}))
+    return override_attribute(layer, "call", lambda *args, **kwargs: call(*args, **{**kwargs, "decoder_attention_mask": mask}))
 
 
 def _and_computed_mask(layer: Any, mask: Any) -> Any:
@@ -248,10 +248,10 @@ def _and_computed_mask(layer: Any, mask: Any) -> Any:
         own = compute(*args, **kwargs)
         return jnp.logical_and(jnp.asarray(own).astype(bool), mask).astype(jnp.asarray(own).dtype)
 
-    return _override(layer, "_compute_attention_mask", masked)
+    return override_attribute(layer, "_compute_attention_mask", masked)
 
 
-def _row_rotaries(backbone: Any) -> list[Any]:
+def row_rotaries(backbone: Any) -> list[Any]:
     """The backbone's rotary layers that take per-row positions (KerasHub's ``RotaryEmbedding`` and the
     subclasses that keep its cos/sin code; Phi-3's long-rope computes them for one row of positions)."""
     from keras_hub.layers import RotaryEmbedding
@@ -261,7 +261,7 @@ def _row_rotaries(backbone: Any) -> list[Any]:
             if isinstance(layer, RotaryEmbedding) and type(layer)._compute_cos_sin_embedding is base]
 
 
-def _row_rotary(layer: Any, first_real: Any) -> Any:
+def row_rotary(layer: Any, first_real: Any) -> Any:
     """A rotary layer rotating each row as that row alone would be: a position ``p`` the library uses
     (``start_index + i``, a slot of the cache buffer) at or after the row's first real token is taken
     as ``p - first_real``. Most families rotate queries and keys at their own slots, where only the
@@ -277,11 +277,11 @@ def _row_rotary(layer: Any, first_real: Any) -> Any:
         first = first_real[:, None]
         return call(inputs, positions=jnp.where(slots >= first, slots - first, slots))
 
-    return _override(layer, "call", shifted)
+    return override_attribute(layer, "call", shifted)
 
 
 def _positions(table: Any, position_ids: Any) -> Any:
     """A learned position table read at each row's own positions (KerasHub's ``positions=``), not
     at ``cache_update_index + i``, which a left-padded row does not start from."""
     call = table.call
-    return _override(table, "call", lambda inputs, start_index=0, positions=None: call(inputs, positions=position_ids))
+    return override_attribute(table, "call", lambda inputs, start_index=0, positions=None: call(inputs, positions=position_ids))

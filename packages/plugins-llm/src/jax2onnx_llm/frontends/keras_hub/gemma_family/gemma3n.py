@@ -28,7 +28,7 @@ from ....attention_report import decline, register
 from ....errors import UnsupportedModelError
 from ....spec import DecoderSpec, KVCache
 from ..core_attention import core_attention
-from ..generic import _override, _row_rotaries, _row_rotary, library_facts
+from ..generic import library_facts, override_attribute, row_rotaries, row_rotary
 from .kv_sharing import holders, only_holders
 
 
@@ -42,7 +42,7 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
             "no call_with_cache (the Gemma 3n layout this adapter reads); wrap the decoder in a jax2onnx_llm.DecoderSpec"
         )
     kv_heads, head_size = int(text.num_key_value_heads), int(text.head_dim)
-    rotaries = _row_rotaries(backbone)
+    rotaries = row_rotaries(backbone)
     num_layers = len(decoders)
 
     def step(params: Any, input_ids: Any, attention_mask: Any, position_ids: Any, cache: KVCache) -> Any:
@@ -59,11 +59,11 @@ def decoder_spec(model: Any, name: str) -> DecoderSpec:
         library_cache = jnp.stack(per_layer, axis=1)
         with contextlib.ExitStack() as stack:
             for layer in decoders:
-                stack.enter_context(_override(layer, "_compute_attention_mask", lambda *a, **k: visible))
+                stack.enter_context(override_attribute(layer, "_compute_attention_mask", lambda *a, **k: visible))
             stack.enter_context(_heads_first_cores(decoders, past, cache.max_length))
             first_real = jnp.argmax(attention_mask > 0, axis=1).astype(jnp.int32)  # each row's left padding
             for rotary in rotaries:
-                stack.enter_context(_row_rotary(rotary, first_real))
+                stack.enter_context(row_rotary(rotary, first_real))
             logits, _, library_cache = model.call_with_cache(input_ids, library_cache, past)
         for i in range(num_layers):
             cache.keys[i], cache.values[i] = library_cache[:, i, 0], library_cache[:, i, 1]
@@ -90,7 +90,7 @@ def _heads_first_cores(decoders: list[Any], past: Any, context: int | None) -> I
             if not callable(getattr(attention, "_compute_attention", None)):
                 decline(i, "no separable attention core (_compute_attention) in the layer")
                 continue
-            stack.enter_context(_override(attention, "_compute_attention", _fused_heads_first(
+            stack.enter_context(override_attribute(attention, "_compute_attention", _fused_heads_first(
                 attention, attention._compute_attention, past, context)))
         yield
 

@@ -18,7 +18,14 @@ from typing import Any
 import jax.numpy as jnp
 
 from ....stateful import ATTENTION, STATE, StatefulDecoderSpec
-from ..generic import _decoder_attention_mask, _override, _row_rotaries, _row_rotary, attention_cores, library_facts
+from ..generic import (
+    attention_cores,
+    decoder_attention_mask_for,
+    library_facts,
+    override_attribute,
+    row_rotaries,
+    row_rotary,
+)
 from .gated_delta import gated_delta_net
 
 
@@ -31,7 +38,7 @@ def decoder_spec(model: Any, name: str) -> StatefulDecoderSpec:
     conv_dim = 2 * key_dim + backbone.linear_num_value_heads * backbone.linear_value_head_dim
     state_shape = ((conv_dim, backbone.linear_conv_kernel_dim - 1),
                    (backbone.linear_num_value_heads, backbone.linear_key_head_dim, backbone.linear_value_head_dim))
-    rotaries = _row_rotaries(backbone)
+    rotaries = row_rotaries(backbone)
 
     def step(params: Any, input_ids: Any, attention_mask: Any, position_ids: Any, cache: Any, states: list[Any],
              pad: Any) -> Any:
@@ -44,14 +51,14 @@ def decoder_spec(model: Any, name: str) -> StatefulDecoderSpec:
             stack.enter_context(attention_cores(decoders, past, cache.max_length))
             first_real = jnp.argmax(attention_mask > 0, axis=1).astype(jnp.int32)
             for rotary in rotaries:
-                stack.enter_context(_row_rotary(rotary, first_real))
+                stack.enter_context(row_rotary(rotary, first_real))
             for layer, kind in zip(decoders, kinds):
                 if kind == ATTENTION:
                     k = cache.keys[kv_at].transpose(0, 2, 1, 3)
                     v = cache.values[kv_at].transpose(0, 2, 1, 3)
                     room = jnp.zeros((batch, seq, kv_heads, head_size), k.dtype)
                     layer_cache = jnp.stack([jnp.concatenate([k, room], 1), jnp.concatenate([v, room], 1)], axis=1)
-                    with _decoder_attention_mask(layer, visible):
+                    with decoder_attention_mask_for(layer, visible):
                         x, layer_cache, _, _ = layer.call_and_update_cache(
                             x, kv_cache=layer_cache, conv_cache=None, recurrent_cache=None, cache_update_index=past)
                     cache.keys[kv_at] = layer_cache[:, 0].transpose(0, 2, 1, 3)
@@ -89,5 +96,5 @@ def _linear_attention(layer: Any, pad: Any) -> Iterator[None]:
         out, conv, recurrent = gated_delta_net(layer, hidden_states, cache[0], cache[1], pad)
         return out, (conv, recurrent)
 
-    with _override(layer, "call", call):
+    with override_attribute(layer, "call", call):
         yield
