@@ -84,7 +84,8 @@ ALL_TESTS = [d for dirs in TEST_DIRS.values() for d in dirs] + ["tests"]
 DEFAULT_TESTS = [d for d in ALL_TESTS if d not in TEST_DIRS["llm"]]
 #: onnxruntime is an optional extra of core (jax2onnx-core[runtime]); every test session verifies with it.
 #: sympy: onnxruntime.transformers' optimizer (the target="onnxruntime" tests) imports it; onnxruntime 1.31 does not install it.
-TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.31", "hypothesis>=6.100", "sympy"]
+#: pillow: transformers' ViTImageProcessor (the transformers.js image-classification folder test) reads images with it.
+TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "onnxruntime>=1.31", "hypothesis>=6.100", "sympy", "pillow"]
 #: `opsets` runs every testcase at 17, the oldest opset with LayerNormalization (every fused
 #: normalization native); `opsets_oldest` at the oldest to_onnx accepts (jax2onnx.ir.opsets.MIN_OPSET),
 #: where legalize_opset13 rewrites the forms of 14-17.
