@@ -50,6 +50,20 @@ def _make(family: str):
     return model
 
 
+def greedy_one_token_at_a_time(one_token, empty, prompts) -> np.ndarray:
+    """``(batch, NEW_TOKENS)`` greedy tokens, each prompt alone from the ``empty`` cache, fed one token
+    at a time through ``one_token(token, cache, index) -> (last logits, cache)``."""
+    rows = []
+    for prompt in prompts:
+        cache, tokens = empty, list(prompt)
+        for index in range(len(prompt) + NEW_TOKENS - 1):
+            logits, cache = one_token(jnp.asarray([[tokens[index]]], jnp.int32), cache, index)
+            if index >= len(prompt) - 1:
+                tokens.append(int(jnp.argmax(logits)))
+        rows.append(tokens[len(prompt):])
+    return np.asarray(rows)
+
+
 def library_reference(model):
     """``reference(prompts) -> (batch, NEW_TOKENS)``: the library's greedy tokens, each prompt alone, fed
     one token at a time through its ``call_with_cache`` (jitted once; the cache buffer fits every prompt)."""
@@ -69,15 +83,7 @@ def library_reference(model):
         return logits[0, -1], cache
 
     def reference(prompts):
-        rows = []
-        for prompt in prompts:
-            cache, tokens = empty, list(prompt)
-            for index in range(len(prompt) + NEW_TOKENS - 1):
-                logits, cache = one_token(jnp.asarray([[tokens[index]]], jnp.int32), cache, index)
-                if index >= len(prompt) - 1:
-                    tokens.append(int(jnp.argmax(logits)))
-            rows.append(tokens[len(prompt):])
-        return np.asarray(rows)
+        return greedy_one_token_at_a_time(one_token, empty, prompts)
 
     return reference
 
@@ -241,20 +247,12 @@ def rwkv7_reference(model):
              jnp.zeros((1, backbone.num_layers, 2, 1, backbone.hidden_size))]
 
     @jax.jit
-    def one_token(token, cache):
+    def one_token(token, cache, index):  # the RNN form reads no position
         logits, _, cache = model.call_with_cache(token, cache, rnn_mode=True)
         return logits[0, -1], cache
 
     def reference(prompts):
-        rows = []
-        for prompt in prompts:
-            cache, tokens = empty, list(prompt)
-            for index in range(len(prompt) + NEW_TOKENS - 1):
-                logits, cache = one_token(jnp.asarray([[tokens[index]]], jnp.int32), cache)
-                if index >= len(prompt) - 1:
-                    tokens.append(int(jnp.argmax(logits)))
-            rows.append(tokens[len(prompt):])
-        return np.asarray(rows)
+        return greedy_one_token_at_a_time(one_token, empty, prompts)
 
     return reference
 
