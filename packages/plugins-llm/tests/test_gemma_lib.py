@@ -19,8 +19,25 @@ import io
 import numpy as np
 import pytest
 
+linen = pytest.importorskip("flax.linen")
+_FLAX_PARAM = linen.Module.param
 gm = pytest.importorskip("gemma.gm", reason="the gemma library (pip install gemma, see docs/guide/llm.md) is not "
                                            "installed")
+# Importing gemma.gm replaces flax.linen.Module.param for the whole process (its utils/_dtype_params.py)
+# with one that passes a dtype positionally to every init function: a Hugging Face Flax model built
+# afterwards in the same process fails ("takes 2 positional arguments but 3 were given"). The test
+# worker runs other modules' tests too, so flax's own param is put back at once and the library's
+# only while this module's tests run.
+_GEMMA_PARAM = linen.Module.param
+linen.Module.param = _FLAX_PARAM
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _gemma_param_in_this_module_only():
+    linen.Module.param = _GEMMA_PARAM
+    yield
+    linen.Module.param = _FLAX_PARAM
+
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
