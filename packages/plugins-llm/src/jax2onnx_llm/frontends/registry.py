@@ -144,22 +144,24 @@ def decoder_spec(model: Any, params: Any = None) -> DecoderSpec:
     return spec
 
 
-def vision_language(model: Any) -> Any | None:
-    """The vision-language parts a registered front-end finds in ``model`` (``Frontend.vision_language``), or None."""
+def _first_found(hook: str, model: Any) -> Any | None:
+    """What the first registered front-end whose ``hook`` finds parts in ``model`` returns, or None."""
     for frontend in registered():
-        parts = frontend.vision_language(model) if frontend.vision_language is not None else None
+        find = getattr(frontend, hook)
+        parts = find(model) if find is not None else None
         if parts is not None:
             return parts
     return None
+
+
+def vision_language(model: Any) -> Any | None:
+    """The vision-language parts a registered front-end finds in ``model`` (``Frontend.vision_language``), or None."""
+    return _first_found("vision_language", model)
 
 
 def speech_to_text(model: Any) -> Any | None:
     """The speech-to-text parts a registered front-end finds in ``model`` (``Frontend.speech_to_text``), or None."""
-    for frontend in registered():
-        parts = frontend.speech_to_text(model) if frontend.speech_to_text is not None else None
-        if parts is not None:
-            return parts
-    return None
+    return _first_found("speech_to_text", model)
 
 
 def tokenizer_source(tokenizer: Any) -> Any | None:
