@@ -56,6 +56,10 @@ def test_guide_page_runs(page, tmp_path, monkeypatch):
             code_blocks.append((line, code))
     if any("jax2onnx_mypack" in code for _, code in code_blocks) and importlib.util.find_spec("jax2onnx_mypack") is None:
         pytest.skip("the template pack (templates/plugin-pack) is not installed here; nox -s tests installs it")
+    imports_keras_hub = re.compile(r"^\s*(import|from) keras_hub\b", re.M)
+    if any(imports_keras_hub.search(code) for _, code in code_blocks) and importlib.util.find_spec("keras_hub") is None:
+        # the floor cell installs no KerasHub (nox -s tests and tests_llm do)
+        pytest.skip("the page exports a KerasHub model and keras-hub is not installed here; nox -s tests installs it")
     if any(code.startswith(TPU_ONLY) for _, code in code_blocks):
         import jax
 

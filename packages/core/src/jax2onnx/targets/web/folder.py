@@ -150,7 +150,7 @@ class Int64InputsPass(ir.passes.InPlacePass):
             if value.name not in self.names or value.dtype != ir.DataType.INT32:
                 continue
             narrow = ir.Value(name=f"{value.name}_int32", shape=value.shape, type=ir.TensorType(ir.DataType.INT32))
-            value.replace_all_uses_with(narrow)
+            ir.convenience.replace_all_uses_with(value, narrow)
             casts.append(ir.Node("", "Cast", [value], attributes=[ir.AttrInt64("to", ir.DataType.INT32)],
                                  outputs=[narrow]))
             value.dtype = ir.DataType.INT64
