@@ -33,7 +33,7 @@ def lower(export: Export, traced: Traced) -> ir.Model:
     # 0.17-style plugins registered through jax2onnx.plugins.plugin_system join (and win over) the packs'
     lowerings = api_compat.select_lowerings(legacy_plugins.lowerings_with_legacy(registry.lowerings()), options)
     installed = [p.name for p in registry.packs if p.error is None]
-    interp = Interpreter(lowerings, installed, registry.pack_hint, options=options)
+    interp = Interpreter(lowerings, installed, registry.pack_hint, options=options, library_memo=traced.library_memo)
     mb = ModelBuilder(options.opset)
     # Lowerings may trace again (ctx.lower_function) and read the trace's marked calls.
     with x64_enabled(options.enable_double_precision), marks_active(resume=traced.marks):

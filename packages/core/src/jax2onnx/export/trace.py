@@ -17,6 +17,7 @@ import numpy as np
 from ..compat import export_trace_context, make_jaxpr, x64_enabled
 from ..errors import Jax2OnnxError, UserFunctionError, explain_trace_error
 from ..lower import legacy_plugins
+from ..lower.library import LibraryMemo
 from ..lower.scoped import scoped_overrides
 from ..plugin import marks_active
 from . import api_compat, weights
@@ -38,6 +39,9 @@ class Traced:
     inputs: tuple[Any, ...]  #: the user's input specs, as given
     #: the Python ints / symbolic dims among the function's outputs, int32 (int64 in x64) scalar outputs at assembly
     scalars: ScalarOutputs = dataclasses.field(default_factory=ScalarOutputs)
+    #: what lowering decided about the trace's library calls: the one mutable part, a cache that
+    #: every export of this trace (other opsets, targets) reads instead of deciding again
+    library_memo: LibraryMemo = dataclasses.field(default_factory=LibraryMemo, compare=False, repr=False)
 
     @property
     def n_plain(self) -> int:

@@ -44,6 +44,7 @@ class Interpreter:
         installed_packs: list[str],
         pack_hint: Callable[[str], str | None] = lambda primitive: None,
         options: Any = None,
+        library_memo: library.LibraryMemo | None = None,
     ):
         self.lowerings = lowerings
         self.installed_packs = installed_packs
@@ -57,12 +58,14 @@ class Interpreter:
         #: ``ctx.kernel_dtypes`` ask it
         self.runtime = self.target.runtime()
         self._library: library.LibraryTable | None = None
+        #: the library-call decisions of the trace being lowered (``Traced.library_memo``)
+        self._library_memo = library_memo
 
     @property
     def library(self) -> library.LibraryTable:
         """The packs' library-function lowerings, resolved on first use (:mod:`.library`)."""
         if self._library is None:
-            self._library = library.LibraryTable(self.lowerings)
+            self._library = library.LibraryTable(self.lowerings, self._library_memo)
         return self._library
 
     def lower_jaxpr(self, scope: Scope, closed: Any, inputs: Sequence[ir.Value]) -> list[ir.Value]:

@@ -271,11 +271,32 @@ def same_jit_call(retraced: Any, eqn: Any) -> bool:
     return same_text(call_body(retraced), call_body(eqn))
 
 
+class LibraryMemo:
+    """What recognizing and verifying a library call decided, kept for the trace's lifetime: an
+    export of the same trace at another opset or target (``ExportProgram.with_options``) reads the
+    decisions instead of re-running them (re-tracing the library function and comparing printed
+    jaxprs was a quarter of lowering a testcase at three opsets). Nothing here depends on the opset:
+    a decision is keyed on the equations and lowering it was made for, which are kept alive here, so
+    an id is never that of a newer object."""
+
+    def __init__(self) -> None:
+        self._entries: dict[Any, tuple[tuple[Any, ...], Any]] = {}
+
+    def remember(self, key: Any, owners: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per ``key`` and the very objects ``owners`` (compared by identity)."""
+        full = (key, tuple(id(o) for o in owners))
+        entry = self._entries.get(full)
+        if entry is None or any(a is not b for a, b in zip(entry[0], owners)):
+            entry = (owners, compute())
+            self._entries[full] = entry
+        return entry[1]
+
+
 class LibraryTable:
     """The library lowerings of one dispatch table, resolved: jitted ones by code key, plain ones
     by (file, name) for matching traceback frames."""
 
-    def __init__(self, lowerings: Mapping[str, Lowering]):
+    def __init__(self, lowerings: Mapping[str, Lowering], memo: LibraryMemo | None = None):
         self.by_key: dict[CodeKey, tuple[_Resolved, Lowering]] = {}
         #: (file, function name) -> [(resolved, lowering)] of the plain (non-jitted) functions
         self.by_frame: dict[tuple[str, str], list[tuple[_Resolved, Lowering]]] = {}
@@ -291,16 +312,15 @@ class LibraryTable:
                 file, _, fname = resolved.key
                 for frame_name in {fname, resolved.qualname}:
                     self.by_frame.setdefault((file, frame_name), []).append((resolved, lowering))
-        #: verified retraces of this export: (path, params, avals) -> retraced ClosedJaxpr or None
-        self.retraced: dict[str, Any] = {}
+        #: the decisions of the trace this table lowers (shared by its exports at other opsets)
+        self.memo = memo if memo is not None else LibraryMemo()
 
     def retrace_cached(self, resolved: _Resolved, lowering: Lowering, avals: Sequence[Any],
                        params: Mapping[str, Any], vmaps: int = 0) -> Any | None:
         shapes = [(str(a.shape), str(a.dtype), getattr(a, "weak_type", False)) for a in avals]
         cache_key = f"{resolved.path}|{params!r}|{shapes}|{vmaps}"
-        if cache_key not in self.retraced:
-            self.retraced[cache_key] = retrace(resolved, lowering, avals, params, vmaps)
-        return self.retraced[cache_key]
+        return self.memo.remember(("retrace", cache_key), (lowering,),
+                                  lambda: retrace(resolved, lowering, avals, params, vmaps))
 
     # -- plain functions: regions of consecutive equations -----------------------------------------
     def frame_call(self, eqn: Any, excluded: frozenset[Any]) -> tuple[Any, _Resolved, Lowering] | None:
@@ -367,6 +387,17 @@ def lower_jit_call(interp: Any, table: LibraryTable, scope: Any, eqn: Any, ins: 
     if entry is None:
         return None
     resolved, lowering = entry
+    verified = table.memo.remember(("jit", key), (lowering, eqn), lambda: _verified_jit_call(table, resolved, lowering, eqn))
+    if verified is None:
+        return None
+    picked, call = verified
+    return _run(interp, lowering, scope, eqn, call, [eqn.invars[i] for i in picked], [ins[i] for i in picked])
+
+
+def _verified_jit_call(table: LibraryTable, resolved: _Resolved, lowering: Lowering, eqn: Any
+                       ) -> tuple[list[int], MarkedCall] | None:
+    """The operands the lowering takes and its marked call, when the recognizer names the call and
+    re-tracing the library function with its parameters gives ``eqn``'s body; else None."""
     if _guarded([v.aval for v in (*eqn.invars, *eqn.outvars)]):
         return None
     body = call_body(eqn)
@@ -388,8 +419,7 @@ def lower_jit_call(interp: Any, table: LibraryTable, scope: Any, eqn: Any, ins: 
             break
     else:
         return None
-    call = MarkedCall(resolved.path, params, tuple(tuple(a.aval.shape) for a in arrays), body)
-    return _run(interp, lowering, scope, eqn, call, arrays, [ins[i] for i in picked])
+    return picked, MarkedCall(resolved.path, params, tuple(tuple(a.aval.shape) for a in arrays), body)
 
 
 @dataclasses.dataclass
@@ -431,8 +461,23 @@ def lower_region(interp: Any, table: LibraryTable, scope: Any, found: tuple[Any,
     (the region's stand-in equation, its results), or None to lower the equations one by one.
     ``live_after``: the variables read after the run (its results are those it defines)."""
     _identity, resolved, lowering = found
-    inputs = region_inputs(eqns)
     outputs = [v for e in eqns for v in e.outvars if v in live_after]
+    verified = table.memo.remember(("region", resolved.path, len(eqns)), (lowering, *eqns, *outputs),
+                                   lambda: _verified_region(table, resolved, lowering, eqns, outputs))
+    if verified is None:
+        return None
+    arrays, results, call = verified
+    stand_in = RegionEqn(_Primitive(lowering.name), arrays, results, getattr(eqns[0], "source_info", None))
+    outs = _run(interp, lowering, scope, stand_in, call, arrays, [read(a) for a in arrays])
+    return None if outs is None else (stand_in, outs)
+
+
+def _verified_region(table: LibraryTable, resolved: _Resolved, lowering: Lowering, eqns: Sequence[Any],
+                     outputs: list[Any]) -> tuple[list[Any], list[Any], MarkedCall] | None:
+    """The region's operands in the function's argument order, its results and the marked call,
+    when the recognizer names the call and re-tracing the function gives exactly ``eqns`` with
+    ``outputs`` (its variables read after it); else None."""
+    inputs = region_inputs(eqns)
     if not outputs or _guarded([v.aval for v in (*inputs, *outputs)]):
         return None
     body = ClosedJaxpr(region_jaxpr(inputs, outputs, list(eqns)), ())
@@ -460,10 +505,7 @@ def lower_region(interp: Any, table: LibraryTable, scope: Any, found: tuple[Any,
         return None
     if not same_text(region_jaxpr(arrays, results, list(eqns)), retraced.jaxpr):
         return None
-    stand_in = RegionEqn(_Primitive(lowering.name), arrays, results, getattr(eqns[0], "source_info", None))
-    call = MarkedCall(resolved.path, params, tuple(tuple(a.aval.shape) for a in arrays), body)
-    outs = _run(interp, lowering, scope, stand_in, call, arrays, [read(a) for a in arrays])
-    return None if outs is None else (stand_in, outs)
+    return arrays, results, MarkedCall(resolved.path, params, tuple(tuple(a.aval.shape) for a in arrays), body)
 
 
 __all__ = ["LibrarySite", "LibraryTable", "RegionEqn", "lower_jit_call", "lower_region", "resolve"]

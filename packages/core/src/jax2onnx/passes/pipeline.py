@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import onnx_ir as ir
-from onnx_ir.passes.common import ShapeInferencePass
 
+from ..ir.shapes import infer_intermediate_shapes
 from .dead_code import DeadCodeEliminationPass
 from .manager import NO_DEAD_CODE, SHAPES
 
@@ -32,7 +32,7 @@ def infer_shapes(model: ir.Model) -> None:
     """onnx's shape inference on the intermediates, lenient: without shapes the rules only find
     fewer matches, never a reason to fail an export."""
     try:
-        ShapeInferencePass(check_type=False, strict_mode=False, data_prop=False)(model)
+        infer_intermediate_shapes(model)
     except Exception:  # noqa: BLE001 - see the docstring
         pass
 

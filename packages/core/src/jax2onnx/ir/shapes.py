@@ -1,0 +1,110 @@
+"""onnx's shape inference on an ``onnx_ir`` model, and the weightless copy the C++ checks read.
+
+Both run on a serialized copy of the model (onnx's inference and checker are C++ on a proto). The
+copy leaves out the bytes of every initializer over 1 KB and of every lazy (``Weights``) or external
+one: those are typed graph inputs in the copy, so a model's weights are never copied nor read.
+
+:func:`infer_intermediate_shapes` writes what inference found back onto the model's values by
+walking the inferred proto beside the model, node by node: the copy was serialized from the model,
+so the i-th node of a graph is the i-th node of its copy and a subgraph is its node's attribute of
+the same name. onnx_ir's ``ShapeInferencePass`` deserializes the whole inferred model into a second
+IR model to compare names; that copy was half of the passes' time on a small export (a testcase at
+three opsets ran it six times).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+
+#: Initializers up to this size keep their values in the weightless copy (shape inference reads small
+#: shape/axes constants); larger ones, lazy ones (``Weights``) and external ones become typed inputs.
+SMALL_INITIALIZER_BYTES = 1024
+
+
+def weightless_proto(model: ir.Model) -> onnx.ModelProto:
+    """The model as a proto without weight bytes: every initializer but small in-memory ones is
+    turned into a typed graph input for the duration of the serialization, so nothing large is
+    copied and a lazy weight is never read. The model is restored exactly (initializer order too)."""
+    graph = model.graph
+    inputs = list(graph.inputs)
+    initializers = list(graph.initializers.items())
+    kept = [(n, v) for n, v in initializers if _small_in_memory(v.const_value)]
+    detached = [v for _, v in initializers if not _small_in_memory(v.const_value)]
+    try:
+        graph.initializers.clear()
+        for name, v in kept:
+            graph.initializers[name] = v
+        graph.inputs.extend(v for v in detached if v not in inputs)
+        return ir.serde.serialize_model(model)
+    finally:
+        graph.inputs.clear()
+        graph.inputs.extend(inputs)
+        graph.initializers.clear()
+        for name, v in initializers:
+            graph.initializers[name] = v
+
+
+def infer_intermediate_shapes(model: ir.Model) -> bool:
+    """Types and shapes of the intermediates from onnx's inference (lenient: no type check, no
+    strict mode, no data propagation); whether a value changed. Raises what inference raises."""
+    inferred = onnx.shape_inference.infer_shapes(weightless_proto(model), check_type=False, strict_mode=False,
+                                                 data_prop=False)
+    return _merge(model.graph, inferred.graph)
+
+
+def _merge(graph: ir.Graph, proto: onnx.GraphProto) -> bool:
+    infos = {vi.name: vi.type for vi in (*proto.input, *proto.value_info, *proto.output)}
+    modified = False
+    for value in graph.inputs:
+        modified = _apply(value, infos.get(value.name)) or modified
+    for node, node_proto in zip(graph, proto.node):
+        for value in node.outputs:
+            modified = _apply(value, infos.get(value.name)) or modified
+        for attr in node.attributes.values():
+            if attr.type not in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
+                continue
+            attr_proto = next((a for a in node_proto.attribute if a.name == attr.name), None)
+            if attr_proto is None:
+                continue
+            if attr.type == ir.AttributeType.GRAPH:
+                modified = _merge(attr.value, attr_proto.g) or modified
+            else:
+                for body, body_proto in zip(attr.value, attr_proto.graphs):
+                    modified = _merge(body, body_proto) or modified
+    return modified
+
+
+def _apply(value: ir.Value, type_proto: onnx.TypeProto | None) -> bool:
+    """What inference says of ``value``, where it says something (as onnx_ir's pass merges it: the
+    inferred shape and element type replace the value's when they differ)."""
+    if type_proto is None:
+        return False
+    modified = False
+    shape = ir.serde.deserialize_type_proto_for_shape(type_proto)
+    if shape is not None and value.shape != shape:
+        value.shape = shape
+        modified = True
+    inferred = ir.serde.deserialize_type_proto_for_type(type_proto)
+    if inferred is not None:
+        if value.type is None:
+            value.type = inferred
+            modified = True
+        elif value.dtype != inferred.dtype and inferred.dtype is not None:
+            value.dtype = inferred.dtype
+            modified = True
+    return modified
+
+
+#: tensors whose bytes are in memory (a graph read from a file holds proto-backed ones); lazy
+#: (``Weights``) and external ones are never read for a copy
+_IN_MEMORY = (ir.Tensor, ir.serde.TensorProtoTensor)
+
+
+def _small_in_memory(tensor: Any) -> bool:
+    return type(tensor) in _IN_MEMORY and tensor.nbytes <= SMALL_INITIALIZER_BYTES
+
+
+__all__ = ["SMALL_INITIALIZER_BYTES", "infer_intermediate_shapes", "weightless_proto"]
