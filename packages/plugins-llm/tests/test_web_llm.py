@@ -272,9 +272,9 @@ def test_the_graph_runs_in_onnxruntime_web_wasm(nnx_llama):
     step = [token, np.ones((1, 6), np.int64), np.array([[5]], np.int64), *first[1:]]
     jobs = [("model.onnx", step), ("model_q4.onnx", prefill), ("model_q4f16.onnx", prefill)]
     web = run_web_many([(str(folder / "onnx" / name), feeds) for name, feeds in jobs], node_modules=NODE_DIR)
+    assert [len(outputs) for outputs in web] == [5, 5, 5], "logits and 4 cache outputs expected of each file"
     for (name, feeds), got in zip(jobs, web, strict=True):
         expected = sessions[name].run(None, dict(zip(names, feeds)))
-        assert len(got) == len(expected) == 5, f"{name}: logits and 4 cache outputs expected"
         for g, w in zip(got, expected, strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=name)
 
