@@ -3,8 +3,8 @@
 A :class:`Target` is a whole backend. It declares
 
 - what its runtime runs: the op domains, and single ops of a domain it does not run whole
-  (``ops``: onnxruntime-web's contrib kernels), both asked through ``allows(op, domain)``; the opsets its parser reads
-  (``resolve_opset``), and its kernel table (``runtime()``: a :class:`jax2onnx.ir.runtime.Runtime`,
+  (``ops``: onnxruntime-web's contrib kernels), both asked through ``allows(op, domain)``; the
+  opsets its parser reads (``resolve_opset``), and its kernel table (``runtime()``: a :class:`jax2onnx.ir.runtime.Runtime`,
   the (op, dtype, opset) kernels the lowerings' ``dtypes=`` facets, ``ctx.kernel_dtypes``, the
   kernel-coverage pass and ``precision=``'s float16/bfloat16 plan read);
 - its precision forms (``precision_forms``): small strategy objects
@@ -104,7 +104,7 @@ class Target:
         check_trace: refusals read off the traced program before lowering (``fn(closed_jaxpr)``,
             raising :class:`TargetUnsupportedError` at the user's line).
         check_graph: the final check of the finished graph (``fn(model) -> list of findings``,
-            one line each); the domains are checked for every target.
+            one line each); every node's op is checked against ``allows`` for every target.
         kernel_table: ``() -> Runtime``, its (op, dtype, opset) kernels (default: the installed
             onnxruntime's CPU kernels, measured or probed: :mod:`jax2onnx.ir.runtime`).
         providers: the onnxruntime execution providers verification runs its models on, in order.
@@ -208,8 +208,8 @@ class Target:
                 domain = next((f.domain for f in known_forms(kind) if f.kernel == named), "")
                 takers = [t.name for t in available_targets() if any(f.kernel == named for f in t.forms_of(kind))]
                 what = (f"writes {domain} ops, which target={self.name!r} does not run" if not self.allows(named, domain)
-                        else f"is no {kind} form target={self.name!r} lists (it runs {domain}::{named}, but not in "
-                             f"this form)")
+                        else f"names an {kind} form target={self.name!r} does not list (it runs {domain}::{named} "
+                             f"in other forms only)")
                 raise TargetUnsupportedError(
                     f"{field}={named!r} {what}; drop {field}= (this target's form is {forms[0].kernel!r}) or export "
                     f"with target={' or '.join(map(repr, takers)) or 'None'}")
