@@ -203,7 +203,8 @@ def test_the_cli_checks_a_model_against_it(mini_registry, npu, tmp_path, capsys)
 def test_a_target_lists_only_forms_it_runs():
     from jax2onnx.targets.precision_forms import Int4MatMulNBits
 
-    with pytest.raises(ValueError, match="Int4MatMulNBits, a com.microsoft op it does not run"):
+    with pytest.raises(ValueError, match=r"Int4MatMulNBits, which writes com.microsoft::MatMulNBits, an op it does not "
+                                         r"run: add \('com.microsoft', 'MatMulNBits'\) to its ops"):
         register_target(Target(name="never-registered", summary="x", precision_forms=(Int4MatMulNBits(),)))
 
 
@@ -223,3 +224,45 @@ def test_a_pack_family_is_held_by_the_targets_running_its_op(monkeypatch, npu):
     assert holders == [t.name for t in available_targets() if t.allows("FusedThing", "com.microsoft")]
     assert holders and NAME not in holders
     assert get_target(holders[0]).requested_rewrites(["missing", "test_contrib_family"]) == (factory,)
+
+
+def test_a_target_allowing_one_contrib_op_refuses_the_rest_of_its_domain(mini_registry, npu):
+    """``ops`` allows single (domain, op) pairs of a domain the target does not run whole (the web
+    target's MatMulNBits): its int4 form of that op may be listed, and any other op of the domain is
+    refused by the final check, naming the ops it does run; the 4-bit table gather it lacks is not
+    chosen for ``embeddings="auto"`` (int8 rows), and refused where asked for."""
+    from jax2onnx.targets.precision_forms import Int4MatMulNBits
+
+    one = register_target(Target(name="test-one-contrib-op", summary="the standard ops and the 4-bit matmul",
+                                 ops=frozenset({("com.microsoft", "MatMulNBits")}),
+                                 precision_forms=(Int8DequantizeLinear(), Int4MatMulNBits())))
+    assert one.allows("MatMulNBits", "com.microsoft") and not one.allows("GatherBlockQuantized", "com.microsoft")
+    assert one.fit_precision(parse_precision("int4"), 23).int4_kernel == "MatMulNBits"  # its form of that op
+    assert one.fit_precision(parse_precision("int4"), 23).embeddings == "int8"
+    with pytest.raises(TargetUnsupportedError, match="embeddings='int4' gathers 4-bit rows with "
+                                                     "com.microsoft::GatherBlockQuantized, which target="):
+        to_onnx(lambda a: a * 2.0, [("B", 64)], target=one.name, precision=Precision("int4", embeddings="int4"))
+    with pytest.raises(TargetUnsupportedError, match="int8_kernel='MatMulNBits' names an? int8 form target="
+                                                     "'test-one-contrib-op' does not list .it runs com.microsoft::"
+                                                     "MatMulNBits in other forms only"):
+        to_onnx(lambda a: a * 2.0, [("B", 64)], target=one.name, precision=Precision("int8", int8_kernel="MatMulNBits"))
+    gather = onnx.helper.make_node("GatherBlockQuantized", ["q", "ids", "s"], ["y"], domain="com.microsoft",
+                                   block_size=32, bits=4)
+    graph = onnx.helper.make_graph(
+        [gather], "g", [onnx.helper.make_tensor_value_info("ids", onnx.TensorProto.INT64, [2])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 64])],
+        [onnx.numpy_helper.from_array(np.zeros((8, 32), np.uint8), "q"),
+         onnx.numpy_helper.from_array(np.ones((8, 2), np.float32), "s")])
+    other = ir.serde.deserialize_model(onnx.helper.make_model(graph, opset_imports=[
+        onnx.helper.make_opsetid("", 21), onnx.helper.make_opsetid("com.microsoft", 1)]))
+    assert one.findings(other) == ["com.microsoft::GatherBlockQuantized (target='test-one-contrib-op' runs only "
+                                   "MatMulNBits of domain 'com.microsoft', not the whole domain)"]
+    with pytest.raises(TargetUnsupportedError, match="runs only MatMulNBits of domain 'com.microsoft'"):
+        one.check_model(other)
+    assert get_target("onnxruntime").findings(other) == []  # the whole domain there
+
+
+def test_a_target_pair_of_ops_is_checked_when_registered():
+    for ops in ({("com.microsoft", "MatMulNBits")}, frozenset({"MatMulNBits"}), frozenset({("com.microsoft", "")})):
+        with pytest.raises(ValueError, match="ops takes a frozenset of \\(domain, op\\) pairs"):
+            register_target(Target(name="never-registered", summary="x", ops=ops))

@@ -103,15 +103,28 @@ def test_folder_layout_and_graph_conventions(nnx_llama):
         assert past == ["batch_size", 2, "past_sequence_length", 16]
         assert {o.name for o in graph.output} == {"logits", *(f"present.{i}.{kv}" for i in range(2)
                                                                 for kv in ("key", "value"))}
-        domains = {n.domain for n in graph.node}
-        assert domains <= {"", "ai.onnx"}, f"{name}: ops outside the web target's standard domain: {domains}"
-    q4 = onnx.load(str(folder / "onnx" / "model_q4.onnx")).graph
-    assert any(i.data_type == onnx.TensorProto.UINT4 for i in q4.initializer), "int4 weights expected in model_q4"
+        contrib = {n.op_type for n in graph.node if n.domain not in ("", "ai.onnx")}
+        want = {"MatMulNBits", "GatherBlockQuantized"} if "q4" in name else set()
+        assert {n.domain for n in graph.node} <= {"", "ai.onnx", "com.microsoft"} and contrib == want, \
+            f"{name}: ops outside the web target's: {contrib}"
+    fp32 = onnx.load(str(folder / "onnx" / "model.onnx")).graph
+    weights = {i.name for i in fp32.initializer}
+    weight_matmuls = sum(n.op_type == "MatMul" and n.input[1] in weights for n in fp32.node)
+    for name, scales in (("model_q4.onnx", onnx.TensorProto.FLOAT), ("model_q4f16.onnx", onnx.TensorProto.FLOAT16)):
+        graph = onnx.load(str(folder / "onnx" / name)).graph
+        # the int4 file holds onnxruntime's 4-bit matmul, one per weight matmul of the decoder (LM head
+        # included), and gathers the embedding table from its 4-bit blocks (no float32 MatMul left)
+        ops = [n.op_type for n in graph.node]
+        assert ops.count("MatMulNBits") == weight_matmuls > 0 and ops.count("GatherBlockQuantized") == 1, name
+        assert "MatMul" not in ops and "DequantizeLinear" not in ops, name
+        dtypes = {i.name: i.data_type for i in graph.initializer}
+        assert {dtypes[n.input[2]] for n in graph.node if n.op_type == "MatMulNBits"} == {scales}, name
+    q4f16 = onnx.load(str(folder / "onnx" / "model_q4f16.onnx"))
+    typed = {v.name: v.type.tensor_type.elem_type for v in q4f16.graph.value_info}
+    reads = {typed.get(n.input[0]) for n in q4f16.graph.node if n.op_type == "MatMulNBits"}
+    assert reads == {onnx.TensorProto.FLOAT16}, "q4f16: MatMulNBits reads float16 activations"
     fp16 = onnx.load(str(folder / "onnx" / "model_fp16.onnx")).graph
     assert any(i.data_type == onnx.TensorProto.FLOAT16 for i in fp16.initializer)
-    q4f16 = {i.data_type for i in onnx.load(str(folder / "onnx" / "model_q4f16.onnx")).graph.initializer}
-    assert {onnx.TensorProto.UINT4, onnx.TensorProto.INT8, onnx.TensorProto.FLOAT16} <= q4f16, \
-        "q4f16: int4 weights, the int8 embedding table and float16 expected"
     report = json.loads((folder / REPORT_FILE).read_text())["files"]
     assert report["model.onnx"]["largest_initializer"]["bytes"] == 128 * 64 * 4  # the embedding / head table
     assert report["model.onnx"]["over_webgpu_default_binding"] == []
@@ -228,12 +241,22 @@ def test_bad_options_are_refused_before_anything_is_written(tmp_path, options, m
     assert not (tmp_path / "out").exists()
 
 
+def test_a_precision_object_writes_its_kinds_file():
+    from jax2onnx import Precision
+
+    (dtype,) = web_dtypes(Precision("int4", lm_head="int8"))
+    assert dtype.filename == "model_q4.onnx" and dtype.precision.lm_head == "int8"
+    with pytest.raises(OptionError, match="calibrated int4 is not wired for a browser folder"):
+        web_dtypes(Precision("int4", calibration=[np.zeros((1, 4), np.int32)]))
+
+
 def test_the_graph_runs_in_onnxruntime_web_wasm(nnx_llama):
-    """model.onnx (a decode step after a prefill) and model_q4.onnx (a prefill) in onnxruntime-web's
+    """model.onnx (a decode step after a prefill), model_q4.onnx and model_q4f16.onnx (a prefill:
+    com.microsoft MatMulNBits and GatherBlockQuantized, in float32 and float16) in onnxruntime-web's
     wasm backend (what a browser without WebGPU runs) under Node, as onnxruntime's CPU provider
     computes them."""
     import onnxruntime as ort
-    from jax2onnx.targets.web.runner import run_web, setup_problem
+    from jax2onnx.targets.web.runner import run_web_many, setup_problem
 
     problem = setup_problem(node_modules=NODE_DIR)
     if problem is not None:
@@ -241,20 +264,17 @@ def test_the_graph_runs_in_onnxruntime_web_wasm(nnx_llama):
     folder = nnx_llama[0]
     ids = np.array([[5, 6, 7, 8, 9]], np.int64)
     prefill = [ids, np.ones_like(ids), np.arange(5, dtype=np.int64)[None]] + [np.zeros((1, 2, 0, 16), np.float32)] * 4
-    options = ort.SessionOptions()
-    # onnxruntime fuses the int4 DequantizeLinear + MatMul into MatMulNBits, by default at accuracy
-    # level 4 (int8 activations); level 1 computes in float32 from the int4 weights, which the wasm build matches
-    options.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "1")
-    sessions = {name: ort.InferenceSession(str(folder / "onnx" / name), options, providers=["CPUExecutionProvider"])
-                for name in ("model.onnx", "model_q4.onnx")}
+    sessions = {name: ort.InferenceSession(str(folder / "onnx" / name), providers=["CPUExecutionProvider"])
+                for name in ("model.onnx", "model_q4.onnx", "model_q4f16.onnx")}
     names = [i.name for i in sessions["model.onnx"].get_inputs()]
     first = sessions["model.onnx"].run(None, dict(zip(names, prefill)))
     token = np.array([[int(np.argmax(first[0][0, -1]))]], np.int64)
     step = [token, np.ones((1, 6), np.int64), np.array([[5]], np.int64), *first[1:]]
-    for name, feeds in (("model.onnx", step), ("model_q4.onnx", prefill)):
+    jobs = [("model.onnx", step), ("model_q4.onnx", prefill), ("model_q4f16.onnx", prefill)]
+    web = run_web_many([(str(folder / "onnx" / name), feeds) for name, feeds in jobs], node_modules=NODE_DIR)
+    assert [len(outputs) for outputs in web] == [5, 5, 5], "logits and 4 cache outputs expected of each file"
+    for (name, feeds), got in zip(jobs, web, strict=True):
         expected = sessions[name].run(None, dict(zip(names, feeds)))
-        got = run_web(str(folder / "onnx" / name), feeds, node_modules=NODE_DIR)
-        assert len(got) == len(expected) == 5, f"{name}: logits and 4 cache outputs expected"
         for g, w in zip(got, expected, strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=name)
 

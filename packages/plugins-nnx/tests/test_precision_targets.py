@@ -7,6 +7,8 @@ form the target does not run is refused before tracing, naming the fix.
   the ``MatMul``: the same blocks as onnxruntime's ``MatMulNBits``, so both forms compute the same
   numbers; embedding tables and stacked layer weights are int8 under it.
 - ``target="onnxruntime"``: the com.microsoft forms (test_precision.py covers them in depth).
+- ``target="web"``: the standard forms, but int4 as ``MatMulNBits`` (and int4 tables as
+  ``GatherBlockQuantized``), the two contrib ops it allows.
 - ``target="tensorrt"``: no dynamic int8/int4 form; refused before the function is traced.
 """
 
@@ -108,6 +110,22 @@ def test_int4_embeddings_are_int8_rows_under_the_standard_form():
     assert np.abs(ours - reference).max() < 0.1 * np.abs(reference).max()
 
 
+def test_web_int4_is_matmulnbits_and_gathered_4_bit_tables_and_nothing_else_of_the_contrib_domain():
+    """target="web" runs two com.microsoft ops (onnxruntime-web's wasm build has their kernels):
+    int4 matmuls are MatMulNBits, an int4 table GatherBlockQuantized; the standard form stays
+    available by name."""
+    ids = np.array([[1, 7, 49]], dtype=np.int32)
+    model = to_onnx(_lm, [jax.ShapeDtypeStruct((1, 3), jnp.int32)], precision="int4", target="web")
+    onnx.checker.check_model(model, full_check=True)
+    assert sorted(f"{n.domain}::{n.op_type}" for n in model.graph.node if n.domain) == [
+        "com.microsoft::GatherBlockQuantized", "com.microsoft::MatMulNBits"]
+    reference = np.asarray(_lm(ids))
+    assert np.abs(_run(model, ids) - reference).max() < 0.1 * np.abs(reference).max()
+    standard = to_onnx(_lm, [jax.ShapeDtypeStruct((1, 3), jnp.int32)], target="web",
+                       precision=Precision("int4", int4_kernel="DequantizeLinear"))
+    assert _domains(standard) == {""}
+
+
 def test_a_form_the_target_does_not_run_is_refused_before_tracing():
     traced = []
 
@@ -122,7 +140,9 @@ def test_a_form_the_target_does_not_run_is_refused_before_tracing():
     with pytest.raises(TargetUnsupportedError, match="int8_kernel='MatMulNBits' writes com.microsoft ops"):
         to_onnx(fn, [("B", 128)], precision=Precision("int8", int8_kernel="MatMulNBits"))
     with pytest.raises(TargetUnsupportedError, match="int4_kernel='MatMulNBits' writes com.microsoft ops"):
-        to_onnx(fn, [("B", 128)], precision=Precision("int4", int4_kernel="MatMulNBits"), target="web")
+        to_onnx(fn, [("B", 128)], precision=Precision("int4", int4_kernel="MatMulNBits"))
+    with pytest.raises(TargetUnsupportedError, match="int8_kernel='DynamicQuantizeMatMul' writes com.microsoft ops"):
+        to_onnx(fn, [("B", 128)], precision=Precision("int8", int8_kernel="DynamicQuantizeMatMul"), target="web")
     with pytest.raises(TargetUnsupportedError, match="from opset 21; got opset=20"):
         to_onnx(fn, [("B", 128)], precision="int4", opset=20)
     with pytest.raises(PrecisionError, match="embeddings='int4' gathers 4-bit rows"):

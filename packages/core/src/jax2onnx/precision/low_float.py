@@ -7,7 +7,9 @@ The pass plans a dtype for every float32 value of the main graph before it chang
   ``stash_type``), when onnxruntime's CPU provider has no kernel for the op in the low type (the
   kernel table of :mod:`jax2onnx.passes.kernel_coverage`), when the op's schema does not allow the
   low type, when an output's type is set by an attribute (``ConstantOfShape``, ``RandomNormal``)
-  or for a custom-domain node. Normalizations with a
+  or for a custom-domain node (but the float16 forms of the quantized ops the precision forms write:
+  ``MatMulNBits`` reads float16 activations and scales, so a q4f16 model's matmuls need no Cast).
+  Normalizations with a
   ``stash_type`` (LayerNormalization, RMSNormalization, GroupNormalization) run in the low type with
   ``stash_type=1``: their statistics are float32 inside the op; ``Attention`` gets
   ``softmax_precision=1`` (float32 softmax);
@@ -63,6 +65,7 @@ import onnx_ir as ir
 from ..ir.graphs import FreshNames, all_graphs
 from ..passes.kernel_coverage import missing_kernels, table_key
 from ..passes.pipeline import infer_shapes
+from ..targets.precision_forms import float_slots
 from .options import PrecisionError
 
 F32 = ir.DataType.FLOAT
@@ -158,7 +161,7 @@ def _plan_node(node: ir.Node, kind: str, opset: int, missing: dict[str, frozense
     if not ins and not outs:
         return None
     if node.domain not in ("", "ai.onnx"):
-        return _Plan("f32", why="custom")
+        return _contrib_plan(node, kind, ins, outs, missing)
     if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
         return _Plan("f32", why="control flow")  # not If/Loop/Scan: its body is left as traced
     if node.op_type in FLOAT32_OPS:
@@ -189,6 +192,20 @@ def _plan_node(node: ir.Node, kind: str, opset: int, missing: dict[str, frozense
     if not in_slots:
         return _Plan("f32", why="schema")
     return _Plan("low", frozenset(in_slots), frozenset(out_slots))
+
+
+def _contrib_plan(node: ir.Node, kind: str, ins: list[int], outs: list[int],
+                  missing: dict[str, frozenset[np.dtype]]) -> _Plan:
+    """A custom-domain node computes in float32, unless it is one of the precision forms' ops that
+    compute in their activations' type (a q4f16 model's MatMulNBits: float16 activations and
+    scales, :func:`jax2onnx.targets.precision_forms.float_slots`) and every float32 slot it has is
+    one of those."""
+    slots = float_slots(node.domain, node.op_type, kind)
+    if slots is None or not ins or not (set(ins) <= slots[0] and set(outs) <= slots[1]):
+        return _Plan("f32", why="custom")
+    if _NUMPY[kind] in missing.get(table_key(node), frozenset()):
+        return _Plan("f32", why="kernel")
+    return _Plan("low", frozenset(ins), frozenset(outs))
 
 
 def _convert_tensor(tensor: ir.TensorProtocol, kind: str, name: str) -> ir.TensorProtocol:

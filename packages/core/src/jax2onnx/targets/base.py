@@ -2,8 +2,9 @@
 
 A :class:`Target` is a whole backend. It declares
 
-- what its runtime runs: the op domains (``allows(op, domain)``), the opsets its parser reads
-  (``resolve_opset``), and its kernel table (``runtime()``: a :class:`jax2onnx.ir.runtime.Runtime`,
+- what its runtime runs: the op domains, and single ops of a domain it does not run whole
+  (``ops``: onnxruntime-web's contrib kernels), both asked through ``allows(op, domain)``; the
+  opsets its parser reads (``resolve_opset``), and its kernel table (``runtime()``: a :class:`jax2onnx.ir.runtime.Runtime`,
   the (op, dtype, opset) kernels the lowerings' ``dtypes=`` facets, ``ctx.kernel_dtypes``, the
   kernel-coverage pass and ``precision=``'s float16/bfloat16 plan read);
 - its precision forms (``precision_forms``): small strategy objects
@@ -86,7 +87,10 @@ class Target:
         name: what users pass (``target="onnx"``).
         summary: one line for ``--help``, the docs and errors.
         aliases: older names that resolve to this target (``"generic"`` for ``"onnx"``).
-        domains: op domains its graphs may hold (the standard one always).
+        domains: op domains its graphs may hold, every op of them (the standard one always).
+        ops: single ``(domain, op)`` pairs its graphs may hold from a domain not in ``domains``
+            (a runtime that has a few of a domain's ops: onnxruntime-web's wasm build runs
+            com.microsoft's MatMulNBits, not the whole domain); ``allows`` reads both.
         opsets: the (lowest, highest) default-domain opset its parser reads, or None for every
             opset ``to_onnx`` writes; an export above the highest is lowered to it.
         export_mode: the ``export_mode`` it implies (``"web"``: one self-contained file), or None.
@@ -100,7 +104,7 @@ class Target:
         check_trace: refusals read off the traced program before lowering (``fn(closed_jaxpr)``,
             raising :class:`TargetUnsupportedError` at the user's line).
         check_graph: the final check of the finished graph (``fn(model) -> list of findings``,
-            one line each); the domains are checked for every target.
+            one line each); every node's op is checked against ``allows`` for every target.
         kernel_table: ``() -> Runtime``, its (op, dtype, opset) kernels (default: the installed
             onnxruntime's CPU kernels, measured or probed: :mod:`jax2onnx.ir.runtime`).
         providers: the onnxruntime execution providers verification runs its models on, in order.
@@ -112,6 +116,7 @@ class Target:
     summary: str
     aliases: tuple[str, ...] = ()
     domains: frozenset[str] = STANDARD_DOMAINS
+    ops: frozenset[tuple[str, str]] = frozenset()
     opsets: tuple[int, int] | Callable[[], tuple[int, int]] | None = None
     export_mode: str | None = None
     rewrites: tuple[Callable[[int], Any], ...] = ()
@@ -128,9 +133,17 @@ class Target:
     # -- what the runtime runs ------------------------------------------------------------------
 
     def allows(self, op: str, domain: str = "") -> bool:
-        """Whether graphs for this target may hold ``domain::op`` (the opset decides the rest:
-        ``ctx.has_op``)."""
-        return domain in self.domains
+        """Whether graphs for this target may hold ``domain::op``: its domain is one the target runs
+        whole, or the pair is one of its ``ops`` (the opset decides the rest: ``ctx.has_op``)."""
+        return domain in self.domains or (domain, op) in self.ops
+
+    def refusal(self, op: str, domain: str = "") -> str:
+        """Why ``domain::op`` is not allowed, in words (for an op ``allows`` refuses)."""
+        some = sorted(name for d, name in self.ops if d == domain)
+        if some:
+            return (f"{domain}::{op} (target={self.name!r} runs only {', '.join(some)} of domain {domain!r}, "
+                    "not the whole domain)")
+        return f"{domain}::{op} (domain {domain!r} is not one target={self.name!r} runs)"
 
     def can(self, capability: str) -> bool:
         """Whether the target declares ``capability`` (see ``capabilities``)."""
@@ -194,10 +207,12 @@ class Target:
             if form is None:
                 domain = next((f.domain for f in known_forms(kind) if f.kernel == named), "")
                 takers = [t.name for t in available_targets() if any(f.kernel == named for f in t.forms_of(kind))]
+                what = (f"writes {domain} ops, which target={self.name!r} does not run" if not self.allows(named, domain)
+                        else f"names an {kind} form target={self.name!r} does not list (it runs {domain}::{named} "
+                             f"in other forms only)")
                 raise TargetUnsupportedError(
-                    f"{field}={named!r} writes {domain} ops, which target={self.name!r} does not run; drop {field}= "
-                    f"(this target's form is {forms[0].kernel!r}) or export with target="
-                    f"{' or '.join(map(repr, takers)) or 'None'}")
+                    f"{field}={named!r} {what}; drop {field}= (this target's form is {forms[0].kernel!r}) or export "
+                    f"with target={' or '.join(map(repr, takers)) or 'None'}")
             if opset < form.min_opset:
                 others = [t.name for t in available_targets() if any(f.min_opset <= opset for f in t.forms_of(kind))]
                 raise TargetUnsupportedError(
@@ -205,6 +220,14 @@ class Target:
                     f"from opset {form.min_opset}; got opset={opset}: raise the opset or export with target="
                     f"{' or '.join(map(repr, others)) or 'None'}")
             chosen[field] = form.kernel
+            if kind == "int4" and form.embedding_op is not None and not self.allows(*form.embedding_op[::-1]):
+                domain, op = form.embedding_op
+                if precision.embeddings == "int4":
+                    raise TargetUnsupportedError(
+                        f"embeddings='int4' gathers 4-bit rows with {domain}::{op}, which target={self.name!r} does "
+                        "not run; use embeddings='int8' (or 'auto': int8 tables on this target)")
+                if precision.embeddings == "auto":
+                    chosen["embeddings"] = "int8"
         return dataclasses.replace(precision, **chosen)
 
     # -- rewrites ---------------------------------------------------------------------------------
@@ -236,8 +259,7 @@ class Target:
         found = [f"opset: the model is opset {opset}; target={self.name!r} reads opsets {bounds[0]}-{bounds[1]}: "
                  f"export with opset={min(max(opset, bounds[0]), bounds[1])}"
                  ] if bounds is not None and opset is not None and not bounds[0] <= opset <= bounds[1] else []
-        found += [f"{node.domain}::{node.op_type} (domain {node.domain!r} is not one target={self.name!r} runs)"
-                 for node in _all_nodes(model)
+        found += [self.refusal(node.op_type, node.domain) for node in _all_nodes(model)
                  if (node.domain, node.op_type) not in local and not self.allows(node.op_type, node.domain)]
         if self.check_graph is not None:
             found += self.check_graph(model)
@@ -280,12 +302,18 @@ _ALIASES: dict[str, str] = {}
 
 
 def register_target(target: Target) -> Target:
-    """Add ``target`` to the registry (its name and aliases must be new, its precision forms in
-    domains it runs); returns it."""
+    """Add ``target`` to the registry (its name and aliases must be new, its ``ops`` (domain, op)
+    pairs, its precision forms of ops it runs); returns it."""
+    bad = [pair for pair in target.ops if not (isinstance(pair, tuple) and len(pair) == 2
+                                                and all(isinstance(x, str) and x for x in pair))]
+    if not isinstance(target.ops, frozenset) or bad:
+        raise ValueError(f"target {target.name!r}: ops takes a frozenset of (domain, op) pairs of names, such as "
+                         f"frozenset({{('com.microsoft', 'MatMulNBits')}}); got {sorted(map(repr, bad or [target.ops]))}")
     for form in target.precision_forms:
         if form.kernel is not None and not target.allows(form.kernel, form.domain):
-            raise ValueError(f"target {target.name!r} lists {form!r}, a {form.domain} op it does not run: "
-                             f"add {form.domain!r} to its domains or drop the form")
+            raise ValueError(f"target {target.name!r} lists {form!r}, which writes {form.domain}::{form.kernel}, an op "
+                             f"it does not run: add ({form.domain!r}, {form.kernel!r}) to its ops (or {form.domain!r} "
+                             "to its domains), or drop the form")
     with _LOCK:
         for name in (target.name, *target.aliases):
             if name in _TARGETS or name in _ALIASES:

@@ -120,8 +120,15 @@ class WeightMatmulForm(PrecisionForm):
     #: its codes are bytes that onnxruntime's Scan and Gather slice; False for 4-bit tensors (a stacked
     #: weight is then stored int8, and an embedding table is not gathered 4-bit)
     sliceable: ClassVar[bool] = True
-    #: an int4 embedding table may be stored in its blocks (``com.microsoft.GatherBlockQuantized``)
-    int4_embeddings: ClassVar[bool] = False
+    #: the (domain, op) that gathers an int4 embedding table stored in its blocks; None: tables are
+    #: int8 rows under this form (``Target.fit_precision`` makes them int8 on a target not running it)
+    embedding_op: ClassVar[tuple[str, str] | None] = None
+
+    @property
+    def int4_embeddings(self) -> bool:
+        """Whether an int4 embedding table may be stored in its blocks (``embedding_op``)."""
+        return self.embedding_op is not None
+
     def parts(self, K: int, N: int, p: Any) -> list[tuple[str, ir.DataType, tuple[int, ...]]]:
         """The stored parts of a ``[K, N]`` weight: (suffix, dtype, shape) each (here: int8 codes
         ``[K, N]`` with a float32 scale per column, the standard int8 forms' layout)."""
@@ -266,7 +273,7 @@ class Int4MatMulNBits(WeightMatmulForm):
     kind, kernel, domain = "int4", "MatMulNBits", MS_DOMAIN
     about = "onnxruntime's 4-bit MatMulNBits"
     accuracy_levels = True
-    int4_embeddings = True
+    embedding_op = (MS_DOMAIN, "GatherBlockQuantized")
 
     def parts(self, K: int, N: int, p: Any) -> list[tuple[str, ir.DataType, tuple[int, ...]]]:
         blocks = -(-K // p.block_size)
@@ -318,6 +325,23 @@ class Int4DequantizeLinear(WeightMatmulForm):
         return _widened_matmul(site, a, widen, bias, name)
 
 
+#: the contrib ops the forms write that compute in their activations' type: (input slots, output
+#: slots) in that type, per low-float kind onnxruntime's CPU and wasm kernels take (float16 both:
+#: MatMulNBits' A, scales and bias; GatherBlockQuantized's scales and rows; no bfloat16 kernels)
+_FLOAT_SLOTS = {
+    (MS_DOMAIN, "MatMulNBits"): (frozenset({0, 2, 5}), frozenset({0}), ("float16",)),
+    (MS_DOMAIN, "GatherBlockQuantized"): (frozenset({2}), frozenset({0}), ("float16",)),
+}
+
+
+def float_slots(domain: str, op: str, kind: str) -> tuple[frozenset[int], frozenset[int]] | None:
+    """The input and output slots of ``domain::op`` that may take the low float ``kind``, where it
+    is an op of the forms that computes in its activations' type (the float16 plan reads it); None:
+    the op computes in float32."""
+    found = _FLOAT_SLOTS.get((domain, op))
+    return None if found is None or kind not in found[2] else found[:2]
+
+
 def weight_form(kind: str, kernel: str | None, activations: str | None = None) -> WeightMatmulForm:
     """The form of ``kind``'s weight matmuls a :class:`jax2onnx.Precision` names (its fitted
     ``<kind>_kernel``, ``Target.fit_precision``). ``kernel`` None (a Precision no target fitted,
@@ -338,5 +362,5 @@ STANDARD_FORMS = (*FLOAT_FORMS, Int8DequantizeLinear(), Int8MatMulInteger(), Int
 
 __all__ = ["FLOAT_FORMS", "MS_DOMAIN", "STANDARD_FORMS", "BFloat16", "Float16", "Int4DequantizeLinear",
            "Int4MatMulNBits", "Int8DequantizeLinear", "Int8DynamicQuantizeMatMul", "Int8MatMulInteger",
-           "Int8MatMulNBits", "PrecisionForm", "WeightMatmulForm", "kernel_names", "known_forms", "outside_bodies",
-           "weight_form"]
+           "Int8MatMulNBits", "PrecisionForm", "WeightMatmulForm", "float_slots", "kernel_names", "known_forms",
+           "outside_bodies", "weight_form"]

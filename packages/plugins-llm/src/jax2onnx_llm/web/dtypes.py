@@ -8,9 +8,10 @@ name transformers.js loads for that dtype (``from_pretrained(..., {dtype})``).
 ``float32``    ``fp32``              ``model.onnx``         as traced
 ``float16``    ``fp16``              ``model_fp16.onnx``    ``Precision("float16")`` (I/O float32)
 ``int8``       ``q8``                ``model_quantized``    ``Precision("int8")``: weight-only int8
-``int4``       ``q4``                ``model_q4.onnx``      ``Precision("int4")``: 4-bit blocks
-``q4f16``      ``q4f16``             ``model_q4f16.onnx``   ``int4`` (int8 embedding tables), then its
-                                                            float work in float16
+``int4``       ``q4``                ``model_q4.onnx``      ``Precision("int4")``: ``MatMulNBits``,
+                                                            tables ``GatherBlockQuantized``
+``q4f16``      ``q4f16``             ``model_q4f16.onnx``   ``int4``, then its float work in float16
+                                                            (MatMulNBits' activations and scales too)
 =============  ====================  =====================  ==============================================
 
 A :class:`jax2onnx.Precision` of one of the first four kinds is taken too (its options kept).
@@ -39,8 +40,6 @@ class WebDtype:
     #: bytes a float32 weight takes in this dtype (int4: half a byte plus a float32 scale and a
     #: 4-bit zero point per block of 32), for the size check before the export
     bytes_per_weight: float = 4.0
-    #: the same for the embedding table's weights, where the dtype stores them otherwise (None: as the others)
-    bytes_per_table_weight: float | None = None
 
     @property
     def filename(self) -> str:
@@ -51,12 +50,11 @@ DTYPES = {
     "float32": WebDtype("float32", "fp32", "", "float32", bytes_per_weight=4.0),
     "float16": WebDtype("float16", "fp16", "_fp16", "float16", bytes_per_weight=2.0),
     "int8": WebDtype("int8", "q8", "_quantized", "int8", bytes_per_weight=1.0),
-    # the web target's standard forms store an int4 precision's embedding table as int8 rows (4-bit
-    # rows need com.microsoft.GatherBlockQuantized), a float32 scale per row
-    "int4": WebDtype("int4", "q4", "_q4", "int4", bytes_per_weight=0.5 + 4.5 / 32, bytes_per_table_weight=1.0),
-    # int4, its int8 table too, then core's float16 plan: the table's dequantizing Mul in float16
-    "q4f16": WebDtype("q4f16", "q4f16", "_q4f16", "int4", float16_after=True,
-                      bytes_per_weight=0.5 + 2.5 / 32, bytes_per_table_weight=1.0),
+    # the web target's int4 form: MatMulNBits, the embedding table in the same 4-bit blocks
+    # (GatherBlockQuantized), a float32 scale and a 4-bit zero point per block of 32
+    "int4": WebDtype("int4", "q4", "_q4", "int4", bytes_per_weight=0.5 + 4.5 / 32),
+    # int4, then core's float16 plan: MatMulNBits and the table gather read float16 scales
+    "q4f16": WebDtype("q4f16", "q4f16", "_q4f16", "int4", float16_after=True, bytes_per_weight=0.5 + 2.5 / 32),
 }
 
 
@@ -83,7 +81,8 @@ def _one(value: Any) -> WebDtype:
         if base is None or base.float16_after:
             raise OptionError(f"precision={value!r}: a browser folder takes Precision kinds "
                               f"{[k for k in DTYPES if k != 'q4f16']}; use one of them")
-        if getattr(value, "calibration", None) is not None:
+        batches = value.calibration  # () unless given; None and [] mean none too (parse_precision)
+        if batches is not None and not (isinstance(batches, (list, tuple)) and not batches):
             raise OptionError("precision=Precision(..., calibration=...): calibrated int4 is not wired for a browser "
                               "folder yet; drop calibration= (round-to-nearest int4)")
         return dataclasses.replace(base, precision=value)

@@ -38,21 +38,20 @@ def weight_count(spec: DecoderSpec) -> int:
     return sum(math.prod(np.shape(x)) for x in leaves if np.issubdtype(getattr(x, "dtype", np.int32), np.floating))
 
 
-def estimated_bytes(weights: int, table: int, dtype: WebDtype) -> float:
-    """The bytes ``weights`` float weights take in ``dtype``, ``table`` of them an embedding table's."""
-    table = min(table, weights)
-    per_table = dtype.bytes_per_weight if dtype.bytes_per_table_weight is None else dtype.bytes_per_table_weight
-    return (weights - table) * dtype.bytes_per_weight + table * per_table
+def estimated_bytes(weights: int, dtype: WebDtype) -> float:
+    """The bytes ``weights`` float weights take in ``dtype`` (an int4 embedding table in the
+    matmuls' blocks too: ``GatherBlockQuantized``)."""
+    return weights * dtype.bytes_per_weight
 
 
 def check_memory(spec: DecoderSpec, dtypes: list[WebDtype]) -> dict[str, float]:
     """Each dtype's estimated weight bytes; refuses one over wasm's 4 GB, naming those that fit."""
-    count, table = weight_count(spec), spec.vocab_size * spec.hidden_size
-    sizes = {d.name: estimated_bytes(count, table, d) for d in dtypes}
+    count = weight_count(spec)
+    sizes = {d.name: estimated_bytes(count, d) for d in dtypes}
     over = [name for name, size in sizes.items() if size > WASM_MEMORY]
     if over:
-        fits = [d.name for d in sorted(DTYPES.values(), key=lambda d: -estimated_bytes(count, table, d))
-                if estimated_bytes(count, table, d) <= WASM_MEMORY]
+        fits = [d.name for d in sorted(DTYPES.values(), key=lambda d: -estimated_bytes(count, d))
+                if estimated_bytes(count, d) <= WASM_MEMORY]
         name = over[0]
         fix = (f"use precision={fits[0]!r}" + (f" (or one of {fits[1:]})" if fits[1:] else "")) if fits else \
             "no dtype fits: the model is too large for a browser"

@@ -54,29 +54,41 @@ def run_web(path: str, values: Sequence[np.ndarray], *, node_command: str = "nod
     """The outputs of the model file ``path`` run in onnxruntime-web on ``values`` (its graph
     inputs, in order, as ONNX takes them); raises :class:`WebRunnerUnavailable` naming what is
     missing, or RuntimeError with the runner's last line when onnxruntime-web failed."""
-    problem = setup_problem(node_command, node_modules) or dtype_problem(values)
+    return run_web_many([(path, values)], node_command=node_command, node_modules=node_modules)[0]
+
+
+def run_web_many(jobs: Sequence[tuple[str, Sequence[np.ndarray]]], *, node_command: str = "node",
+                 node_modules: str | os.PathLike[str] | None = None) -> list[list[np.ndarray]]:
+    """:func:`run_web` for several ``(path, values)`` in one Node.js process (onnxruntime-web's wasm
+    is loaded once): each model's outputs, in the order given."""
+    problem = setup_problem(node_command, node_modules) or dtype_problem([v for _, vs in jobs for v in vs])
     if problem is not None:
         raise WebRunnerUnavailable(problem)
     exe, folder = shutil.which(node_command), node_modules_folder(node_modules)
     with tempfile.TemporaryDirectory(prefix="jax2onnx-web-") as tmp:
-        feeds = []
-        for i, (graph_name, v) in enumerate(zip(_input_names(path), values)):
-            file = os.path.join(tmp, f"in{i}.bin")
-            np.ascontiguousarray(v).astype(np.uint8 if v.dtype == bool else v.dtype).tofile(file)
-            feeds.append({"name": graph_name, "dtype": str(v.dtype), "shape": list(v.shape), "file": file})
-        out = os.path.join(tmp, "out")
+        listed = []
+        for k, (path, values) in enumerate(jobs):
+            feeds = []
+            for i, (graph_name, v) in enumerate(zip(_input_names(path), values)):
+                file = os.path.join(tmp, f"in{k}_{i}.bin")
+                np.ascontiguousarray(v).astype(np.uint8 if v.dtype == bool else v.dtype).tofile(file)
+                feeds.append({"name": graph_name, "dtype": str(v.dtype), "shape": list(v.shape), "file": file})
+            listed.append({"model": path, "inputs": feeds, "out": os.path.join(tmp, f"out{k}")})
         job = os.path.join(tmp, "job.json")
         with open(job, "w", encoding="utf-8") as f:
-            json.dump([{"model": path, "inputs": feeds, "out": out}], f)
+            json.dump(listed, f)
         done = subprocess.run([exe, WEB_RUNNER, job], capture_output=True, text=True, check=False,
                               env={**os.environ, ORT_WEB_DIR_ENV: os.path.abspath(folder)})
         if done.returncode != 0:
             details = (done.stderr or done.stdout).strip().splitlines()
             raise RuntimeError(f"onnxruntime-web failed: {details[-1] if details else done.returncode}")
-        with open(os.path.join(out, "outputs.json"), encoding="utf-8") as f:
-            meta = json.load(f)
-        return [np.fromfile(os.path.join(out, f"{i}.bin"), dtype=_np_dtype(m["dtype"])).reshape(m["shape"])
-                for i, m in enumerate(meta)]
+        results = []
+        for entry in listed:
+            with open(os.path.join(entry["out"], "outputs.json"), encoding="utf-8") as f:
+                meta = json.load(f)
+            results.append([np.fromfile(os.path.join(entry["out"], f"{i}.bin"), dtype=_np_dtype(m["dtype"]))
+                            .reshape(m["shape"]) for i, m in enumerate(meta)])
+        return results
 
 
 def _input_names(path: str) -> list[str]:
@@ -92,4 +104,4 @@ def _np_dtype(web_type: str) -> np.dtype:
 
 
 __all__ = ["ORT_WEB_DIR_ENV", "WEB_DTYPES", "WEB_RUNNER", "WebRunnerUnavailable", "dtype_problem", "node_modules_folder",
-           "run_web", "setup_problem"]
+           "run_web", "run_web_many", "setup_problem"]
