@@ -35,10 +35,13 @@ MARK = "jax2onnx_llm.gemma_lib.attention"
 
 
 def attend_gemma(cache: KVCache, layer: int, q: Any, k: Any, v: Any, *, scale: float, softcap: float | None,
-                 window: int | None) -> Any:
+                 window: int | None, tag_as: int | None = None) -> Any:
     """``(batch, seq, heads, head)`` rotated q over the cache after writing this step's k/v
-    ``(batch, seq, kv_heads, head)``; returns ``(batch, seq, heads, head)``."""
+    ``(batch, seq, kv_heads, head)`` into ``cache``'s ``layer``; returns ``(batch, seq, heads, head)``.
+    ``tag_as``: the decoder layer the export's attention report names (``layer`` unless a KV-shared
+    layer attends over another layer's cache, Gemma 3n: ``gemma3n.py``)."""
     seq = q.shape[1]
+    tag_as = layer if tag_as is None else tag_as
     if not exporting() or cache.length is not None:  # a jitted loop with an explicit length: the plain math
         keys, values = cache.update(layer, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3))
         valid = cache.key_valid(seq) & _inside(cache.past_length(seq), seq, keys.shape[2], window)
@@ -48,7 +51,7 @@ def attend_gemma(cache: KVCache, layer: int, q: Any, k: Any, v: Any, *, scale: f
     bias = jnp.where(_inside(cache.past_length(seq), seq, cache.total_length, window), bias, jnp.finfo(q.dtype).min)
     out, new_k, new_v = marked_call(MARK, _region, q, k, v, cache.keys[layer], cache.values[layer], bias,
                                     layout=cache.layout, scale=float(scale), softcap=float(softcap or 0.0),
-                                    layer=layer)
+                                    layer=tag_as)
     cache.keys[layer], cache.values[layer] = new_k, new_v
     return out
 
