@@ -29,7 +29,7 @@ from gemma_lib_helpers import (
 )
 from jax2onnx_llm import export_causal_lm
 from jax2onnx_llm.attention_report import attention_fusions
-from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_same_tokens, check_folder, require_genai
+from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_same_tokens, check_folder, op_counts, require_genai
 
 END_OF_TURN = 106  # the library's Gemma 3n tokenizer's
 LAYERS, HOLDERS = 3, 2  # layer 2 shares layer 0's cache: the folder carries two layers' keys and values
@@ -62,16 +62,36 @@ def exported(tmp_path_factory):
     return model, params, tokenizer, folder
 
 
-def test_gemma3n_greedy_tokens_in_genai(exported):
-    """genai's tokens, alone and left-padded, are the library forward pass's (right-padded, its rows
+@pytest.fixture(scope="module")
+def library_tokens(exported):
+    """The library forward pass's greedy tokens for the shared prompts (right-padded, its rows
     independent: the batch's first row is the first prompt's generation alone, so one batch serves)."""
-    model, params, _, folder = exported
+    model, params, _, _ = exported
+    expected = library_greedy(model, params, PROMPTS)
+    return lambda prompts: expected[: len(prompts)]
+
+
+def test_gemma3n_greedy_tokens_in_genai(exported, library_tokens):
+    """genai's tokens, alone and left-padded, are the library's; every layer's attention is fused, the
+    KV-shared one's too, and the folder carries the cache of the layers computing keys and values."""
+    *_, folder = exported
     require_genai()
     config = check_folder(folder)
     assert config["model"]["decoder"]["num_hidden_layers"] == HOLDERS
     assert [entry["fused"] for entry in attention_fusions(folder)] == ["com.microsoft.GroupQueryAttention"] * LAYERS
-    expected = library_greedy(model, params, PROMPTS)
-    assert_same_tokens(folder, lambda prompts: expected[: len(prompts)], PAD, [EOS, END_OF_TURN])
+    assert_same_tokens(folder, library_tokens, PAD, [EOS, END_OF_TURN])
+
+
+def test_standard_onnx_growing_cache_gives_the_library_tokens(exported, library_tokens, tmp_path):
+    """``target="onnx"`` with the growing cache: every layer the opset-23 ``Attention``, the KV-shared
+    layer's over its source's past and step keys concatenated (no past input: its present would be
+    pruned, which onnxruntime refuses); the same library tokens."""
+    model, params, _, _ = exported
+    folder = export_causal_lm(model, tmp_path / "onnx", params=params, max_length=96, target="onnx", cache="concat",
+                              tokenizer=False)
+    check_folder(folder)
+    assert op_counts(folder).get(("", "Attention"), 0) == LAYERS
+    assert_same_tokens(folder, library_tokens, PAD, [EOS, END_OF_TURN])
 
 
 def test_the_library_sampler_and_genai_agree(exported):

@@ -121,7 +121,7 @@ def _attend(attn: Any, h: Any, positions: Any, layer: int, source: int, cache: K
     if shared:
         k, v = computed[source]
         view = KVCache(past.keys, past.values, past.attention_mask, past.layout, past.length, past.max_length)
-        return attend_gemma(view, source, q, k, v, tag_as=layer, **options)  # the view's write is dropped
+        return attend_gemma(view, source, q, k, v, reader=layer, **options)  # the view's write is dropped
     if attn.use_qk_norm:
         k = attn.key_norm(k)
     if attn.use_value_norm:
