@@ -21,6 +21,13 @@ def claims(model: Any) -> bool:
 
 
 def decoder_spec(model: Any, params: Any = None) -> DecoderSpec:
+    from .adapter import gemma3n_class
+
+    gemma3n = gemma3n_class()
+    if gemma3n is not None and isinstance(model, gemma3n):
+        from .gemma3n import decoder_spec as gemma3n_spec
+
+        return gemma3n_spec(model, params)
     from .adapter import decoder_spec as adapt
 
     return adapt(model, params)

@@ -39,7 +39,7 @@ def transformer_class() -> type | None:
 
 
 def gemma3n_class() -> type | None:
-    """The library's Gemma 3n transformer class (a ``Transformer`` too: ``gemma3n.py`` steps it), when imported."""
+    """The library's Gemma 3n transformer class (a ``Transformer`` too, stepped by ``gemma3n.py``), when imported."""
     module = sys.modules.get("gemma.gm.nn.gemma3n._transformer")
     return getattr(module, "Gemma3nTransformer", None)
 
@@ -62,11 +62,6 @@ def decoder_spec(model: Any, params: Any = None) -> DecoderSpec:
     from gemma.gm.nn import _modules
 
     params = float_params(model, params)
-    gemma3n = gemma3n_class()
-    if gemma3n is not None and isinstance(model, gemma3n):
-        from .gemma3n import decoder_spec as gemma3n_spec
-
-        return gemma3n_spec(model, params)
     config = model.config
     module = model.bind({"params": params})
     for i, block in enumerate(module.blocks):

@@ -27,15 +27,15 @@ import jax.numpy as jnp
 from ...errors import UnsupportedModelError
 from ...spec import DecoderSpec, KVCache
 from ..support import only_holders
-from .adapter import BOS, PAD, end_tokens
+from .adapter import BOS, PAD, end_tokens, float_params
 from .attention import attend_gemma
 
 
-def decoder_spec(model: Any, params: Any) -> DecoderSpec:
-    """``params``: float32, unwrapped (``adapter.float_params``)."""
+def decoder_spec(model: Any, params: Any = None) -> DecoderSpec:
     from gemma.gm.nn.gemma3n import _config, _modules
 
     name, config = type(model).__name__, model.config
+    params = float_params(model, params)
     module = model.bind({"params": params})
     for i, block in enumerate(module.blocks):
         if type(block) is not _modules.Block or type(block.attn) is not _modules.Attention:
