@@ -56,7 +56,8 @@ PACKS = {
 #: without its dependencies: they would downgrade protobuf (through kauldron) and add 132 packages
 #: (tensorflow-datasets, grain, ...) that the model code never imports. These are what `gemma.gm`'s
 #: transformers, sampler and tokenizer import beyond the "llm" pack's environment (TensorFlow comes
-#: with keras-hub's tensorflow-text, jaxtyping with the eqx pack).
+#: with keras-hub's tensorflow-text, jaxtyping with the eqx pack). gemma 4.x (Gemma 4) requires Python
+#: >= 3.12 (its code and its new dependency `dialog` use the `type` statement): not on PYTHON's 3.11.
 GEMMA_LIB = ["gemma==3.3.0", "kauldron==1.4.2", "clu", "lark", "typeguard", "einops", "immutabledict", "chex", "toolz",
              "ml-collections"]
 TEST_DIRS = {

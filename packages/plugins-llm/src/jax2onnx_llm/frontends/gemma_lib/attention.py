@@ -35,9 +35,11 @@ MARK = "jax2onnx_llm.gemma_lib.attention"
 
 
 def attend_gemma(cache: KVCache, layer: int, q: Any, k: Any, v: Any, *, scale: float, softcap: float | None,
-                 window: int | None) -> Any:
+                 window: int | None, reader: int | None = None) -> Any:
     """``(batch, seq, heads, head)`` rotated q over the cache after writing this step's k/v
-    ``(batch, seq, kv_heads, head)``; returns ``(batch, seq, heads, head)``."""
+    ``(batch, seq, kv_heads, head)`` into ``cache``'s ``layer``; returns ``(batch, seq, heads, head)``.
+    ``reader``: a KV-shared layer attending over ``layer``'s past and step keys (Gemma 3n:
+    ``gemma3n.py``), which the attention report names and whose cache write nobody reads."""
     seq = q.shape[1]
     if not exporting() or cache.length is not None:  # a jitted loop with an explicit length: the plain math
         keys, values = cache.update(layer, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3))
@@ -48,7 +50,7 @@ def attend_gemma(cache: KVCache, layer: int, q: Any, k: Any, v: Any, *, scale: f
     bias = jnp.where(_inside(cache.past_length(seq), seq, cache.total_length, window), bias, jnp.finfo(q.dtype).min)
     out, new_k, new_v = marked_call(MARK, _region, q, k, v, cache.keys[layer], cache.values[layer], bias,
                                     layout=cache.layout, scale=float(scale), softcap=float(softcap or 0.0),
-                                    layer=layer)
+                                    layer=layer if reader is None else reader, reads_only=reader is not None)
     cache.keys[layer], cache.values[layer] = new_k, new_v
     return out
 
@@ -76,7 +78,7 @@ def _core(q: Any, keys: Any, values: Any, bias: Any, scale: float, softcap: floa
 
 
 def _region(q: Any, k: Any, v: Any, past_k: Any, past_v: Any, bias: Any, *, layout: str, scale: float,
-            softcap: float, layer: int = -1) -> Any:
+            softcap: float, layer: int = -1, reads_only: bool = False) -> Any:
     """The region's body: write the cache, attend with the bias as given (its rows differ under a window)."""
     total = bias.shape[3]
     local = KVCache([past_k], [past_v], jnp.zeros((bias.shape[0], total), jnp.int32), layout)
@@ -104,9 +106,23 @@ def lower_gemma_attention(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_
                   scale=float(params["scale"]), rotary=None, dtypes=(q_aval.dtype, pk_aval.dtype))
     if kind == "gqa":
         outs = group_query_attention(ctx, q, k, v, past_k, past_v, bias, total, softcap=softcap, **common)
+    elif params.get("reads_only") and params["layout"] == "concat":
+        outs = _attention_reading_only(ctx, q, k, v, past_k, past_v, bias, scale=common["scale"], softcap=softcap)
     else:
         outs = onnx_attention(ctx, q, k, v, past_k, past_v, bias, total, layout=params["layout"], softcap=softcap,
                               **common)
     tag(outs[0], layer)
     return outs
 
+
+def _attention_reading_only(ctx: Any, q: ir.Value, k: ir.Value, v: ir.Value, past_k: ir.Value, past_v: ir.Value,
+                            bias: ir.Value, *, scale: float, softcap: float) -> tuple[ir.Value, ...]:
+    """A KV-shared layer over the growing cache (``target="onnx"``): the opset-23 ``Attention`` over the
+    past and step keys concatenated, with no past input. Its ``present`` would be unread, and
+    onnxruntime refuses an ``Attention`` given a past whose ``present`` outputs were pruned."""
+    perm = [0, 2, 1, 3]
+    keys = ctx.op.Concat(past_k, ctx.op.Transpose(k, perm=perm), axis=2)
+    values = ctx.op.Concat(past_v, ctx.op.Transpose(v, perm=perm), axis=2)
+    y = ctx.op.Attention(ctx.op.Transpose(q, perm=perm), keys, values, bias, scale=float(scale),
+                         **({"softcap": float(softcap)} if softcap else {}))
+    return ctx.op.Transpose(y, perm=perm), keys, values

@@ -2,7 +2,8 @@
 not cover alone: Gemma 3n (AltUp, LAuReL, per-layer inputs, KV sharing, a heads-first cache:
 ``gemma3n.py``) and Gemma 4 (KV-shared layers carrying a cache slot nobody reads: ``gemma4.py``).
 What both share, the folder's cache holding only the layers that compute keys and values, is
-``kv_sharing.py``."""
+``kv_sharing.py`` (which layers) and ``frontends.support.only_holders`` (the cache without the others,
+shared with the gemma library's Gemma 3n)."""
 
 from __future__ import annotations
 

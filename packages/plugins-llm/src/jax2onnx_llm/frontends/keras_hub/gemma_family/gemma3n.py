@@ -27,9 +27,10 @@ import jax.numpy as jnp
 from ....attention_report import decline, register
 from ....errors import UnsupportedModelError
 from ....spec import DecoderSpec, KVCache
+from ...support import only_holders
 from ..core_attention import core_attention
 from ..generic import library_facts, override_attribute, row_rotaries, row_rotary
-from .kv_sharing import holders, only_holders
+from .kv_sharing import holders
 
 
 def decoder_spec(model: Any, name: str) -> DecoderSpec:

@@ -14,8 +14,9 @@ from typing import Any
 
 from ....errors import UnsupportedModelError
 from ....spec import DecoderSpec
+from ...support import only_holders
 from ..generic import decoder_spec as generic_decoder_spec
-from .kv_sharing import holders, only_holders
+from .kv_sharing import holders
 
 
 def decoder_spec(model: Any, name: str) -> DecoderSpec:
