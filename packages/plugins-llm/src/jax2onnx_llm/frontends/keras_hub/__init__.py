@@ -24,13 +24,20 @@ def claims(model: Any) -> bool:
 
 
 def vision_language(model: Any) -> Any:
-    """The model's vision-language parts (``pali_gemma.py``) for a KerasHub ``PaliGemmaCausalLM``, else None."""
+    """The model's vision-language parts for a KerasHub ``PaliGemmaCausalLM`` (``pali_gemma.py``) or a
+    ``Gemma3CausalLM`` whose backbone has a vision encoder (``gemma3_vision.py``), else None."""
     keras_hub = _library()
-    if keras_hub is None or not isinstance(model, keras_hub.models.PaliGemmaCausalLM):
+    if keras_hub is None:
         return None
-    from . import pali_gemma
+    if isinstance(model, keras_hub.models.PaliGemmaCausalLM):
+        from . import pali_gemma
 
-    return pali_gemma
+        return pali_gemma
+    if isinstance(model, keras_hub.models.Gemma3CausalLM) and getattr(model.backbone, "vision_encoder", None) is not None:
+        from . import gemma3_vision
+
+        return gemma3_vision
+    return None
 
 
 def speech_to_text(model: Any) -> Any:
