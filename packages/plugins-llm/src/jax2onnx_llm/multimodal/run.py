@@ -39,6 +39,15 @@ def blank_image(folder: str | pathlib.Path) -> np.ndarray:
     return np.zeros((1, size, size, 3), np.float32)
 
 
+def smoke_prompt(folder: str | pathlib.Path) -> list[int]:
+    """A prompt of a few ids for one image (:func:`blank_image`'s): the text of a PaliGemma folder, the
+    image's placeholders between two ids in a Gemma 3 folder."""
+    inputs = json.loads((pathlib.Path(folder) / INPUTS_FILE).read_text())
+    if inputs.get("layout", PREFIX_LAYOUT) == PREFIX_LAYOUT:
+        return [1, 2, 3]
+    return [1, *[int(inputs["image_token_id"])] * int(inputs["image_tokens"]), 2]
+
+
 def generate(folder: str | pathlib.Path, text_ids: list[int] | list[list[int]], pixel_values: Any,
              max_new_tokens: int) -> Any:
     """The tokens onnxruntime-genai generates (greedy, at most ``max_new_tokens``, stopping at the end
