@@ -26,7 +26,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from ...errors import OptionError
-from ...spec import DecoderSpec, KVCache, extend_to
+from ...spec import DecoderSpec, KVCache
 from . import pali_gemma
 
 #: the decoder graph reads ``input_ids`` too (``jax2onnx_llm.multimodal`` adds it to its inputs and config)
