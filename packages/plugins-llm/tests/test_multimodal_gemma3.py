@@ -14,11 +14,12 @@ import numpy as np
 import onnx
 import pytest
 from llm_test_helpers import keras_hub_under_jax, require_genai
+from test_multimodal import _rgb, _tokenizer, _write_png
 
 keras, keras_hub = keras_hub_under_jax()
 
 from jax2onnx_llm import OptionError, UnsupportedModelError  # noqa: E402
-from jax2onnx_llm.multimodal import export_multimodal_lm, generate  # noqa: E402
+from jax2onnx_llm.multimodal import export_multimodal_lm, generate, pixel_values_from_file  # noqa: E402
 from jax2onnx_llm.multimodal.export import DECODER_FILE, INPUTS_FILE, SUBMODELS, VISION_FILE  # noqa: E402
 from jax2onnx_llm.multimodal.report import folder_report  # noqa: E402
 
@@ -49,9 +50,15 @@ def _prompt(tokens: int) -> list[int]:
     return [2, 5, START_IMAGE, *[IMAGE] * tokens, END_IMAGE, 7, 9]
 
 
+def _converter():
+    """KerasHub's Gemma 3 preprocessing: resize, then x / 127.5 - 1."""
+    return keras_hub.layers.Gemma3ImageConverter(image_size=(SIZE, SIZE), scale=1 / 127.5, offset=-1.0)
+
+
 def _images() -> np.ndarray:
-    """Two images' preprocessed pixels (the converter's output range, [-1, 1]), ``(2, 28, 28, 3)``."""
-    return np.stack([np.random.RandomState(seed).uniform(-1, 1, (SIZE, SIZE, 3)) for seed in (0, 1)]).astype(np.float32)
+    """Two images' pixels as the library preprocesses them, ``(2, 28, 28, 3)``."""
+    converter = _converter()
+    return np.stack([np.asarray(converter(_rgb(seed).astype(np.float32))) for seed in (0, 1)])
 
 
 def _library_tokens(model, prompt: list[int], images: np.ndarray) -> list[list[int]]:
@@ -77,9 +84,11 @@ def exported(tmp_path_factory):
     seen = {t for row in expected for t in row}
     eos = next(t for t in range(1, VOCAB) if t not in seen)  # an end token the runs never reach
     root = tmp_path_factory.mktemp("gemma3")
-    keywords = dict(max_length=40, tokenizer=False, eos_token_id=eos, pad_token_id=0, image_token_id=IMAGE)
-    folder = export_multimodal_lm(model, root / "float32", **keywords)
-    mixed = export_multimodal_lm(model, root / "mixed", precision=MIXED, **keywords)
+    keywords = dict(max_length=40, eos_token_id=eos, pad_token_id=0, image_token_id=IMAGE)
+    # with a tokenizer and the library's image converter: genai's image processor makes pixels from a file
+    folder = export_multimodal_lm(model, root / "float32", tokenizer=_tokenizer(root / "tokenizer"),
+                                  image_converter=_converter(), **keywords)
+    mixed = export_multimodal_lm(model, root / "mixed", precision=MIXED, tokenizer=False, **keywords)
     return model, prompt, folder, mixed, expected
 
 
@@ -108,6 +117,17 @@ def test_genai_generates_the_library_tokens_one_prompt_and_a_batch_of_two(export
     for i in range(2):
         assert generate(folder, prompt, images[i : i + 1], NEW_TOKENS) == expected[i], f"image {i}"
     assert generate(folder, [prompt, prompt], images, NEW_TOKENS) == expected
+
+
+def test_an_image_file_gives_the_library_pixels_and_tokens(exported, tmp_path):
+    """genai's image processor, from the folder's processor_config.json, makes the converter's pixels
+    from a PNG of the tower's size (the prompt stays the library's: placeholders, not genai's)."""
+    require_genai()
+    _, prompt, folder, _, expected = exported
+    _write_png(tmp_path / "image.png", _rgb(0))
+    pixels = pixel_values_from_file(folder, tmp_path / "image.png")
+    np.testing.assert_allclose(pixels, _images()[:1], atol=1e-6)
+    assert generate(folder, prompt, pixels, NEW_TOKENS) == expected[0]
 
 
 def test_a_perturbed_vision_tower_generates_other_tokens(exported, tmp_path):

@@ -60,8 +60,8 @@ IMAGES, IMAGE_ROWS = "num_images", "num_image_features"
 #: the prompt layout (KerasHub PaliGemma's: the image's embeddings first)
 IMAGE_SLOT_NOTE = ("the first image_tokens ids of a prompt are the image's slots (their ids are not read: "
                    "the embedding graph puts the image features there), the text follows")
-#: the prompt layouts: the image first (PaliGemma), or placeholders where the images go (Gemma 3)
-PREFIX_LAYOUT, PLACEHOLDER_LAYOUT = "prefix", "placeholders"
+#: the prompt layout of a family whose image comes first (PaliGemma); Gemma 3's is "placeholders" (gemma3_vision.py)
+PREFIX_LAYOUT = "prefix"
 PLACEHOLDER_NOTE = ("each image is {tokens} image_token_id placeholders in the prompt, as the library's preprocessor "
                     "writes them (Gemma 3: <start_of_image>, the placeholders, <end_of_image>); the embedding graph puts "
                     "the images' features at the placeholders in order, row after row")
