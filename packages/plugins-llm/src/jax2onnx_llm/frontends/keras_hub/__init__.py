@@ -44,11 +44,12 @@ def vision_language(model: Any) -> Any:
 
 #: why a Gemma 4 with its vision encoder is refused (docs/guide/multimodal.md says the same)
 GEMMA4_VISION = (
-    "KerasHub Gemma4CausalLM with a vision encoder is not exported by export_multimodal_lm yet: its prompt step "
-    "differs from Gemma 3's (image embeddings rescaled before the interleave, per-layer inputs looked up from the token "
-    "ids with the image positions zeroed and projected from the merged embeddings, KV-shared layers), which needs an "
-    "embedding graph with a per_layer_inputs output for genai's gemma4 type; export its text decoder with "
-    "export_causal_lm (the vision encoder is then left out), or a Gemma3CausalLM with its vision encoder")
+    "KerasHub Gemma4CausalLM with a vision encoder is not exported by export_multimodal_lm yet: its tower takes "
+    "patchified images of varying resolution (pixel_values per patch with pixel_position_ids, padding patches) and its "
+    "prompt step differs from Gemma 3's (image embeddings rescaled before the interleave, per-layer inputs looked up "
+    "from the token ids with the image positions zeroed and projected from the merged embeddings, KV-shared layers); "
+    "export its text decoder with export_causal_lm (the vision encoder is then left out), or a Gemma3CausalLM with "
+    "its vision encoder")
 
 
 class Refused:
