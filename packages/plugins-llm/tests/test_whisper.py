@@ -160,6 +160,25 @@ def test_a_perturbed_encoder_transcribes_other_tokens(exported, tmp_path):
     assert transcribe(broken, features, NEW_TOKENS) != want
 
 
+def test_float16_encoder_and_int4_decoder_load_transcribe_and_shrink(exported, tmp_path):
+    """precision= per graph: speech.json's report names each graph's precision, size and fused ops,
+    both graphs are smaller than float32's, and genai transcribes the batch (the tokens' agreement with
+    float32 is measured, not asserted: int4 rounds the decoder's weights)."""
+    require_genai()
+    backbone, tokenizer, folder, features, *_ = exported
+    mixed = export_speech_to_text(backbone, tmp_path / "mixed", tokenizer=tokenizer,
+                                  precision={"encoder": "float16", "decoder": "int4"})
+    full, report = (json.loads((f / SPEECH_FILE).read_text())["models"] for f in (folder, mixed))
+    assert {name: entry["precision"] for name, entry in report.items()} == {"encoder": "float16", "decoder": "int4"}
+    for name in ("encoder", "decoder"):
+        onnx.checker.check_model(str(mixed / report[name]["file"]), full_check=True)
+        assert report[name]["bytes"] < full[name]["bytes"], name
+    assert report["decoder"]["fused_ops"].get("com.microsoft.MatMulNBits", 0) > 0
+    rows = transcribe(mixed, features, NEW_TOKENS)
+    assert len(rows) == 2 and all(0 < len(row) <= NEW_TOKENS for row in rows)
+    assert all(0 <= t < tokenizer.vocabulary_size() for row in rows for t in row)
+
+
 def test_bad_inputs_are_refused_with_the_fix(exported, tmp_path):
     backbone, tokenizer, folder, features, *_ = exported
     with pytest.raises(UnsupportedModelError, match="export_causal_lm"):
@@ -173,6 +192,8 @@ def test_bad_inputs_are_refused_with_the_fix(exported, tmp_path):
                                              max_decoder_sequence_length=8)
     with pytest.raises(UnsupportedModelError, match="max_encoder_sequence_length=3000"):
         export_speech_to_text(short, tmp_path / "short", tokenizer=tokenizer)
-    assert not any((tmp_path / name).exists() for name in ("none", "no_tokenizer", "long", "short"))
+    with pytest.raises(OptionError, match="text_decoder"):
+        export_speech_to_text(backbone, tmp_path / "graph", tokenizer=tokenizer, precision={"text_decoder": "int4"})
+    assert not any((tmp_path / name).exists() for name in ("none", "no_tokenizer", "long", "short", "graph"))
     with pytest.raises(OptionError, match=r"\(batch, 3000, 80\)"):
         transcribe(folder, features[:, :100], 4)

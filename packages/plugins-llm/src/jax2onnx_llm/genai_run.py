@@ -96,9 +96,9 @@ def check_folders_run(root: str | pathlib.Path) -> list[pathlib.Path]:
     for folder in folders:
         vocab = json.loads((folder / "genai_config.json").read_text())["model"]["vocab_size"]
         if (folder / "multimodal.json").exists():  # a vision folder: a prompt with a blank image
-            from .multimodal.run import blank_image, generate
+            from .multimodal.run import blank_image, generate, smoke_prompt
 
-            tokens = generate(folder, [1, 2, 3], blank_image(folder), 4)
+            tokens = generate(folder, smoke_prompt(folder), blank_image(folder), 4)
         elif (folder / "speech.json").exists():  # a speech folder: its prompt over silence
             from .multimodal.whisper import silence, transcribe
 

@@ -34,18 +34,21 @@ import jax
 import jax.numpy as jnp
 from jax2onnx import ExportProgram
 from jax2onnx import progress as progress_report
+from jax2onnx.targets import get_target
 
-from ..errors import UnsupportedModelError
+from ..errors import OptionError, UnsupportedModelError
 from ..export import BATCH, PAST, SEQUENCE, check_options, check_spec, io_names
 from ..frontends import vision_language
 from ..genai_config import FILE as GENAI_CONFIG_FILE
 from ..genai_config import build as build_genai_config
 from ..genai_config import check_search
+from ..norm_fusion import RmsNormFusionPass
 from ..spec import DecoderSpec, KVCache, position_ids_from_mask
 from ..special_tokens import resolve as resolve_special_tokens
 from ..staging import staging as staging_folder
 from ..tokenizers import resolve as resolve_tokenizer
 from ..tokenizers import write as write_tokenizer
+from .report import REPORT_KEY, check_precisions, submodel_report
 
 VISION_FILE, EMBEDDING_FILE, DECODER_FILE = "vision.onnx", "embedding.onnx", "decoder.onnx"
 #: what the folder's inputs are and how to feed them (read by :func:`generate`)
@@ -57,12 +60,20 @@ IMAGES, IMAGE_ROWS = "num_images", "num_image_features"
 #: the prompt layout (KerasHub PaliGemma's: the image's embeddings first)
 IMAGE_SLOT_NOTE = ("the first image_tokens ids of a prompt are the image's slots (their ids are not read: "
                    "the embedding graph puts the image features there), the text follows")
+#: the prompt layout of a family whose image comes first (PaliGemma); Gemma 3's is "placeholders" (gemma3_vision.py)
+PREFIX_LAYOUT = "prefix"
+PLACEHOLDER_NOTE = ("each image is {tokens} image_token_id placeholders in the prompt, as the library's preprocessor "
+                    "writes them (Gemma 3: <start_of_image>, the placeholders, <end_of_image>); the embedding graph puts "
+                    "the images' features at the placeholders in order, row after row")
+#: the folder's graphs by genai_config.json's section (precision=, the report)
+SUBMODELS = {"vision": VISION_FILE, "embedding": EMBEDDING_FILE, "decoder": DECODER_FILE}
 
 def export_multimodal_lm(
     model: Any,
     out_dir: str | os.PathLike[str],
     *,
     max_length: int,
+    precision: Any = "float32",
     cache: str = "concat",
     target: str | None = None,
     tokenizer: Any = None,
@@ -73,16 +84,22 @@ def export_multimodal_lm(
     eos_token_id: int | list[int] | None = None,
     pad_token_id: int | None = None,
     image_converter: Any = None,
+    image_token_id: int | None = None,
     progress: bool | None = None,
 ) -> pathlib.Path:
     """Export a vision-language model as an onnxruntime-genai multimodal folder and return its path.
 
     Args:
-        model: a KerasHub ``PaliGemmaCausalLM`` under the JAX backend.
+        model: a KerasHub ``PaliGemmaCausalLM``, or a ``Gemma3CausalLM`` whose backbone has a
+            ``vision_encoder``, under the JAX backend.
         out_dir: the folder to write (``vision.onnx``, ``embedding.onnx``, ``decoder.onnx``,
             ``genai_config.json``, ``multimodal.json``, tokenizer files); replaced as a whole, as by
             :func:`jax2onnx_llm.export_causal_lm`.
         max_length: the most positions (image tokens + prompt + generated) a sequence may reach.
+        precision: one precision for all three graphs (as :func:`jax2onnx_llm.export_causal_lm`'s:
+            ``"float32"``, ``"float16"``, ``"int4"``, a ``jax2onnx.Precision``, ...), or one per graph,
+            ``{"vision": "float16", "embedding": "float16", "decoder": "int4"}`` (a graph not named
+            stays float32). Inputs and outputs stay float32, so the graphs chain as they do in float32.
         cache, target, tokenizer, opset, external_data, search, bos_token_id, eos_token_id,
             pad_token_id, progress: as for :func:`jax2onnx_llm.export_causal_lm` (``target``: the
             decoder runs the library's attention math on either; ``external_data`` applies to each
@@ -92,6 +109,8 @@ def export_multimodal_lm(
             genai's image processor makes ``pixel_values`` from an image file
             (:func:`jax2onnx_llm.multimodal.pixel_values_from_file`; the same pixels as the library's
             for an image already at the tower's size, see the guide); without, pixels are fed.
+        image_token_id: the image placeholder's id (Gemma 3: the tokenizer's ``<img>``), where the
+            model carries no preprocessor naming it; PaliGemma has none (its image comes first).
 
     Returns:
         ``out_dir`` as a :class:`pathlib.Path`.
@@ -101,13 +120,15 @@ def export_multimodal_lm(
         family = vision_language(model)  # the front-end's parts of the model (frontends/<name>/)
         if family is None:
             raise UnsupportedModelError(
-                f"export_multimodal_lm takes a vision-language model a front-end claims (KerasHub PaliGemmaCausalLM, JAX "
-                f"backend), not {type(model).__name__}; "
+                f"export_multimodal_lm takes a vision-language model a front-end claims (KerasHub PaliGemmaCausalLM, "
+                f"Gemma3CausalLM with a vision_encoder; JAX backend), not {type(model).__name__}; "
                 "export a text-only causal LM with export_causal_lm")
         family.check(model)
         target = check_options(max_length, "float32", cache, target)
+        precisions = check_precisions(precision, SUBMODELS)
         check_search(search, max_length=max_length)
-        spec = family.decoder_spec(model)
+        options = family_options(family, model, image_token_id)
+        spec = family.decoder_spec(model, **options)
         tokenizer = spec.tokenizer if tokenizer is None else tokenizer
         tok_source = resolve_tokenizer(tokenizer) if tokenizer is not None and tokenizer is not False else None
         given = {k: v for k, v in (("bos_token_id", bos_token_id), ("eos_token_id", eos_token_id),
@@ -115,28 +136,35 @@ def export_multimodal_lm(
         spec = resolve_special_tokens(spec, tokenizer, given)
         check_spec(spec, max_length, cache)
         converter = family.image_converter(model) if image_converter is None else image_converter
-        facts = family.image_facts(model, converter)
+        facts = {**family.image_facts(model, converter), **options}
         keywords = dict(opset=opset, target=target, external_data=external_data)
+        reads_ids = bool(getattr(family, "DECODER_READS_INPUT_IDS", False))
         out = pathlib.Path(out_dir)
         with staging_folder(out) as staging:
             reporter.stage(VISION_FILE)
             size = facts["image_size"]
             images = jax.export.symbolic_shape(IMAGES)[0]
             write_graph(family.vision_fn(model), [jax.ShapeDtypeStruct((images, size, size, 3), jnp.float32)],
-                   staging / VISION_FILE, [PIXEL_VALUES], [IMAGE_FEATURES], **keywords)
+                   staging / VISION_FILE, [PIXEL_VALUES], [IMAGE_FEATURES], precision=precisions["vision"], **keywords)
             reporter.stage(EMBEDDING_FILE)
             batch, seq, rows = jax.export.symbolic_shape(f"{BATCH}, {SEQUENCE}, {IMAGE_ROWS}")
-            write_graph(family.embedding_fn(model), [jax.ShapeDtypeStruct((batch, seq), jnp.int32),
+            write_graph(family.embedding_fn(model, **options), [jax.ShapeDtypeStruct((batch, seq), jnp.int32),
                                                 jax.ShapeDtypeStruct((rows, spec.hidden_size), jnp.float32)],
-                   staging / EMBEDDING_FILE, ["input_ids", IMAGE_FEATURES], ["inputs_embeds"], **keywords)
+                   staging / EMBEDDING_FILE, ["input_ids", IMAGE_FEATURES], ["inputs_embeds"],
+                   precision=precisions["embedding"], **keywords)
             reporter.stage(DECODER_FILE)
             in_names, out_names = io_names(spec.num_layers)
-            write_graph(decoder_step(spec, cache, max_length), decoder_inputs(spec, cache, max_length),
-                   staging / DECODER_FILE, ["inputs_embeds", *in_names[1:]], out_names, **keywords)
+            ids = ["input_ids"] if reads_ids else []
+            write_graph(decoder_step(spec, cache, max_length, reads_ids), decoder_inputs(spec, cache, max_length, reads_ids),
+                   staging / DECODER_FILE, ["inputs_embeds", *ids, *in_names[1:]], out_names,
+                   precision=precisions["decoder"], **keywords)
             reporter.stage(GENAI_CONFIG_FILE)
-            config = genai_config(spec, max_length=max_length, cache=cache, search=search)
+            config = genai_config(spec, max_length=max_length, cache=cache, search=search, reads_ids=reads_ids)
             (staging / GENAI_CONFIG_FILE).write_text(json.dumps(config, indent=4) + "\n")
-            (staging / INPUTS_FILE).write_text(json.dumps(inputs_description(spec, facts), indent=4) + "\n")
+            description = inputs_description(spec, facts, getattr(family, "PROMPT_LAYOUT", PREFIX_LAYOUT))
+            description[REPORT_KEY] = {name: submodel_report(staging / filename, precisions[name])
+                                       for name, filename in SUBMODELS.items()}
+            (staging / INPUTS_FILE).write_text(json.dumps(description, indent=4) + "\n")
             if "preprocessing" in facts:
                 text = json.dumps(family.processor_config(facts), indent=4) + "\n"
                 (staging / PROCESSOR_FILE).write_text(text)
@@ -147,45 +175,66 @@ def export_multimodal_lm(
 
 
 def write_graph(fn: Any, inputs: list[Any], path: pathlib.Path, in_names: list[str], out_names: list[str], *,
-                opset: int, target: str, external_data: bool | None) -> None:
+                opset: int, target: str, external_data: bool | None, precision: Any = "float32") -> None:
     """One graph of a multimodal folder, by core's stages, weights beside it in ``<file>.data`` when large."""
     ExportProgram(fn, inputs, model_name=path.stem, opset=opset, target=target, input_names=in_names,
                   output_names=out_names, return_mode="file", output_path=path, external_data=external_data,
-                  external_data_file=f"{path.name}.data").write()
+                  external_data_file=f"{path.name}.data", precision=precision,
+                  # the RMS norms as onnxruntime's norm ops where the target runs them (as export_causal_lm's)
+                  rewrite_passes=get_target(target).requested_rewrites([RmsNormFusionPass.name])).write()
 
 
-def decoder_step(spec: DecoderSpec, cache: str, max_length: int) -> Any:
-    """The decoder as onnxruntime-genai calls it: ``(inputs_embeds, attention_mask, *past) -> (logits,
-    *present)``, past/present interleaved per layer as ``key, value``. genai runs one prompt per
+def family_options(family: Any, model: Any, image_token_id: int | None) -> dict[str, Any]:
+    """What the family's graphs take beyond the model: the image placeholder id of a prompt that
+    holds placeholders (Gemma 3); a family whose image comes first (PaliGemma) takes none."""
+    if getattr(family, "PROMPT_LAYOUT", PREFIX_LAYOUT) == PREFIX_LAYOUT:
+        if image_token_id is not None:
+            raise OptionError(f"image_token_id={image_token_id}: this model's prompt has no image placeholders (its "
+                              "image's embeddings come first); drop image_token_id=")
+        return {}
+    return {"image_token_id": family.placeholder_id(model, image_token_id)}
+
+
+def decoder_step(spec: DecoderSpec, cache: str, max_length: int, reads_ids: bool = False) -> Any:
+    """The decoder as onnxruntime-genai calls it: ``(inputs_embeds, [input_ids,] attention_mask, *past) ->
+    (logits, *present)``, past/present interleaved per layer as ``key, value``; ``input_ids`` (for a
+    family that reads them: ``reads_ids``) goes to the step as ``input_ids=``. genai runs one prompt per
     multimodal generator, so no padding is looked for beyond what the mask says."""
 
-    def run(inputs_embeds: Any, attention_mask: Any, *past: Any) -> tuple[Any, ...]:
+    def run(inputs_embeds: Any, *rest: Any) -> tuple[Any, ...]:
+        ids = {"input_ids": rest[0]} if reads_ids else {}
+        attention_mask, *past = rest[1:] if reads_ids else rest
         seq = inputs_embeds.shape[1]
         mask = attention_mask.astype(jnp.int32)
         kv = KVCache(past[0::2], past[1::2], mask, cache, max_length=max_length)
-        logits, kv = spec.step(spec.params, inputs_embeds.astype(spec.dtype), mask, position_ids_from_mask(mask, seq), kv)
+        logits, kv = spec.step(spec.params, inputs_embeds.astype(spec.dtype), mask, position_ids_from_mask(mask, seq), kv,
+                               **ids)
         present = [t for pair in zip(kv.keys, kv.values) for t in pair]
         return (logits.astype(spec.dtype), *present)
 
     return run
 
 
-def decoder_inputs(spec: DecoderSpec, cache: str, max_length: int) -> list[Any]:
+def decoder_inputs(spec: DecoderSpec, cache: str, max_length: int, reads_ids: bool = False) -> list[Any]:
     batch, seq, past = jax.export.symbolic_shape(
         f"{BATCH}, {SEQUENCE}, {PAST}", constraints=(f"{PAST} + {SEQUENCE} <= {max_length}",))
     kv_len: Any = past if cache == "concat" else max_length
     kv = jax.ShapeDtypeStruct((batch, spec.num_kv_heads, kv_len, spec.head_size), spec.dtype)
-    return [jax.ShapeDtypeStruct((batch, seq, spec.hidden_size), spec.dtype),
+    ids = [jax.ShapeDtypeStruct((batch, seq), jnp.int32)] if reads_ids else []
+    return [jax.ShapeDtypeStruct((batch, seq, spec.hidden_size), spec.dtype), *ids,
             jax.ShapeDtypeStruct((batch, past + seq), jnp.int32), *([kv] * (2 * spec.num_layers))]
 
 
-def genai_config(spec: DecoderSpec, *, max_length: int, cache: str, search: dict[str, Any] | None) -> dict[str, Any]:
+def genai_config(spec: DecoderSpec, *, max_length: int, cache: str, search: dict[str, Any] | None,
+                 reads_ids: bool = False) -> dict[str, Any]:
     """The decoder-only config (``genai_config.build``) with the decoder reading ``inputs_embeds``
-    and the vision and embedding sessions beside it, under Gemma 3 vision's model type."""
+    (and ``input_ids`` where ``reads_ids``: genai 0.18 feeds them to a decoder declaring them) and the
+    vision and embedding sessions beside it, under Gemma 3 vision's model type."""
     config = build_genai_config(spec, filename=DECODER_FILE, max_length=max_length, cache=cache, search=search)
     model = config["model"]
     decoder_inputs = model["decoder"]["inputs"]
-    del decoder_inputs["input_ids"]
+    if not reads_ids:
+        del decoder_inputs["input_ids"]
     model["decoder"]["inputs"] = {"inputs_embeds": "inputs_embeds", **decoder_inputs}
     model["type"] = "gemma3"
     model["embedding"] = {"filename": EMBEDDING_FILE,
@@ -196,16 +245,20 @@ def genai_config(spec: DecoderSpec, *, max_length: int, cache: str, search: dict
     return config
 
 
-def inputs_description(spec: DecoderSpec, facts: dict[str, Any]) -> dict[str, Any]:
+def inputs_description(spec: DecoderSpec, facts: dict[str, Any], layout: str = PREFIX_LAYOUT) -> dict[str, Any]:
     """``multimodal.json``: the inputs a generator is given (``og.NamedTensors``), as :func:`generate` feeds them."""
     size, tokens = facts["image_size"], facts["image_tokens"]
+    placeholders = layout != PREFIX_LAYOUT
     return {
         "family": spec.family,
         "image_size": size,
         "image_tokens": tokens,
-        "prompt": IMAGE_SLOT_NOTE,
+        "layout": layout,
+        **({"image_token_id": facts["image_token_id"]} if placeholders else {}),
+        "prompt": PLACEHOLDER_NOTE.format(tokens=tokens) if placeholders else IMAGE_SLOT_NOTE,
         "inputs": {
-            "input_ids": "int32 [1, image_tokens + text tokens]",
+            "input_ids": (f"int32 [batch, text tokens with {tokens} image_token_id per image]" if placeholders
+                          else "int32 [1, image_tokens + text tokens]"),
             PIXEL_VALUES: f"float32 [num_images, {size}, {size}, 3] (height, width, RGB), the library's preprocessed "
                           "pixels (its image converter's output)",
             NUM_IMAGE_TOKENS: f"int64 [num_images], each {tokens}",

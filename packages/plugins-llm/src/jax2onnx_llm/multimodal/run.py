@@ -10,7 +10,7 @@ import numpy as np
 from jax2onnx.errors import MissingDependencyError
 
 from ..errors import OptionError
-from .export import INPUTS_FILE, NUM_IMAGE_TOKENS, PIXEL_VALUES, PROCESSOR_FILE
+from .export import INPUTS_FILE, NUM_IMAGE_TOKENS, PIXEL_VALUES, PREFIX_LAYOUT, PROCESSOR_FILE
 
 
 def require_genai() -> Any:
@@ -24,8 +24,12 @@ def require_genai() -> Any:
 
 
 def prompt_ids(folder: str | pathlib.Path, text_ids: list[int]) -> list[int]:
-    """The folder's prompt for ``text_ids``: the image's slots (the pad id, not read) and then the text."""
+    """The folder's prompt for ``text_ids``: for a model whose image comes first (PaliGemma) the
+    image's slots (the pad id, not read) and then the text; for one whose prompt holds the image
+    placeholders (Gemma 3) ``text_ids`` as they are."""
     inputs = json.loads((pathlib.Path(folder) / INPUTS_FILE).read_text())
+    if inputs.get("layout", PREFIX_LAYOUT) != PREFIX_LAYOUT:
+        return [int(t) for t in text_ids]
     return [int(inputs["pad_token_id"])] * int(inputs["image_tokens"]) + [int(t) for t in text_ids]
 
 
@@ -35,31 +39,68 @@ def blank_image(folder: str | pathlib.Path) -> np.ndarray:
     return np.zeros((1, size, size, 3), np.float32)
 
 
-def generate(folder: str | pathlib.Path, text_ids: list[int], pixel_values: Any, max_new_tokens: int) -> list[int]:
+def smoke_prompt(folder: str | pathlib.Path) -> list[int]:
+    """A prompt of a few ids for one image (:func:`blank_image`'s): the text of a PaliGemma folder, the
+    image's placeholders between two ids in a Gemma 3 folder."""
+    inputs = json.loads((pathlib.Path(folder) / INPUTS_FILE).read_text())
+    if inputs.get("layout", PREFIX_LAYOUT) == PREFIX_LAYOUT:
+        return [1, 2, 3]
+    return [1, *[int(inputs["image_token_id"])] * int(inputs["image_tokens"]), 2]
+
+
+def generate(folder: str | pathlib.Path, text_ids: list[int] | list[list[int]], pixel_values: Any,
+             max_new_tokens: int) -> Any:
     """The tokens onnxruntime-genai generates (greedy, at most ``max_new_tokens``, stopping at the end
-    token) after the text ``text_ids`` with the image ``pixel_values`` ``(1, size, size, 3)``, the
-    library's preprocessed pixels, fed as ``og.NamedTensors`` through ``generator.set_inputs``."""
+    token) after the prompt ``text_ids`` with the images ``pixel_values`` ``(images, size, size, 3)``,
+    the library's preprocessed pixels, fed as ``og.NamedTensors`` through ``generator.set_inputs``.
+
+    ``text_ids``: one prompt (a list of ids; returns a list) or a batch of prompts of one length (a
+    list of lists; returns one list per prompt). PaliGemma: one image per prompt, the prompt its
+    text. Gemma 3: the prompt as the library's preprocessor writes it, ``image_tokens`` placeholders
+    per image; the images in the order their placeholders come, row after row."""
     og = require_genai()
     folder = pathlib.Path(folder)
     inputs = json.loads((folder / INPUTS_FILE).read_text())
+    single = not text_ids or not isinstance(text_ids[0], (list, tuple, np.ndarray))
+    rows = [prompt_ids(folder, row) for row in ([text_ids] if single else text_ids)]
+    if len({len(row) for row in rows}) != 1:
+        raise OptionError(f"prompts of lengths {sorted({len(row) for row in rows})}: a batch here is prompts of one "
+                          "length (genai's multimodal pipeline is given no padding); generate them one at a time")
+    ids = np.asarray(rows, np.int32)
+    tokens = int(inputs["image_tokens"])
+    if inputs.get("layout", PREFIX_LAYOUT) == PREFIX_LAYOUT:
+        images = len(rows)
+    else:
+        placeholders = int((ids == int(inputs["image_token_id"])).sum())
+        if placeholders % tokens:
+            raise OptionError(f"the prompts hold {placeholders} image placeholders (id {inputs['image_token_id']}), not "
+                              f"a multiple of the {tokens} each image takes: write each image as the library's "
+                              "preprocessor does")
+        images = placeholders // tokens
     pixels = np.ascontiguousarray(pixel_values, np.float32)
     size = int(inputs["image_size"])
-    if pixels.ndim != 4 or pixels.shape[0] != 1 or pixels.shape[1:] != (size, size, 3):
-        raise OptionError(f"pixel_values of shape {pixels.shape}: give one image as (1, {size}, {size}, 3), the "
-                          "library's preprocessed pixels")
-    ids = np.asarray([prompt_ids(folder, text_ids)], np.int32)
+    if pixels.ndim != 4 or pixels.shape[0] != images or pixels.shape[1:] != (size, size, 3):
+        raise OptionError(f"pixel_values of shape {pixels.shape}: give the prompts' {images} image(s) as "
+                          f"({images}, {size}, {size}, 3), the library's preprocessed pixels")
     model = og.Model(str(folder))
     params = og.GeneratorParams(model)
-    params.set_search_options(do_sample=False, max_length=ids.shape[1] + max_new_tokens)
+    params.set_search_options(do_sample=False, max_length=ids.shape[1] + max_new_tokens, batch_size=len(rows))
     generator = og.Generator(model, params)
     named = og.NamedTensors()
     named["input_ids"] = ids
     named[PIXEL_VALUES] = pixels
-    named[NUM_IMAGE_TOKENS] = np.asarray([inputs["image_tokens"]], np.int64)
+    named[NUM_IMAGE_TOKENS] = np.full([images], tokens, np.int64)
     generator.set_inputs(named)
     while not generator.is_done():
         generator.generate_next_token()
-    return [int(t) for t in np.asarray(generator.get_sequence(0))[ids.shape[1]:]]
+    ends = json.loads((folder / "genai_config.json").read_text())["model"]["eos_token_id"]
+    ends = set(ends if isinstance(ends, list) else [ends])
+    out = []
+    for b in range(len(rows)):  # a row that ended while another went on: up to its end token
+        row = [int(t) for t in np.asarray(generator.get_sequence(b))[ids.shape[1]:]]
+        stop = next((i for i, t in enumerate(row) if t in ends), None)
+        out.append(row if stop is None else row[: stop + 1])
+    return out[0] if single else out
 
 
 def pixel_values_from_file(folder: str | pathlib.Path, image_path: str | pathlib.Path) -> np.ndarray:

@@ -37,6 +37,7 @@ from ..staging import staging as staging_folder
 from ..tokenizers import resolve as resolve_tokenizer
 from ..tokenizers import write as write_tokenizer
 from .export import write_graph
+from .report import REPORT_KEY, check_precisions, submodel_report
 
 ENCODER_FILE, DECODER_FILE = "encoder.onnx", "decoder.onnx"
 #: what the folder's inputs are and how to feed them (read by :func:`transcribe`)
@@ -44,6 +45,8 @@ SPEECH_FILE = "speech.json"
 AUDIO_FEATURES, ENCODER_STATES = "audio_features", "encoder_hidden_states"
 SELF_PAST, SELF_PRESENT = ("past_key_self_%d", "past_value_self_%d"), ("present_key_self_%d", "present_value_self_%d")
 CROSS_PAST, CROSS_PRESENT = ("past_key_cross_%d", "past_value_cross_%d"), ("present_key_cross_%d", "present_value_cross_%d")
+#: the folder's graphs by genai_config.json's section (precision=, the report)
+SUBMODELS = {"encoder": ENCODER_FILE, "decoder": DECODER_FILE}
 
 
 def export_speech_to_text(
@@ -52,6 +55,7 @@ def export_speech_to_text(
     *,
     tokenizer: Any,
     max_length: int | None = None,
+    precision: Any = "float32",
     opset: int = 23,
     external_data: bool | None = None,
     search: dict[str, Any] | None = None,
@@ -68,6 +72,9 @@ def export_speech_to_text(
             config and ``speech.json``, its vocabulary into ``tokenizer.json``.
         max_length: the most decoder tokens (prompt + generated); default the backbone's
             ``max_decoder_sequence_length``, which is also the most it encodes.
+        precision: one precision for both graphs, or one per graph, ``{"encoder": "float16",
+            "decoder": "int4"}`` (a graph not named stays float32); inputs, outputs and caches stay
+            float32. ``speech.json``'s ``models`` reports each graph's precision, bytes and fused ops.
         opset, external_data, search, progress: as for :func:`jax2onnx_llm.export_causal_lm`.
 
     Returns:
@@ -85,6 +92,7 @@ def export_speech_to_text(
         limit = facts["max_decoder_length"]
         max_length = limit if max_length is None else max_length
         target = check_options(max_length, "float32", "concat", None)
+        precisions = check_precisions(precision, SUBMODELS)
         if max_length > limit:
             raise OptionError(f"max_length={max_length} is beyond the {limit} decoder positions this Whisper encodes; "
                               f"pass max_length <= {limit}")
@@ -99,7 +107,8 @@ def export_speech_to_text(
             batch = jax.export.symbolic_shape(BATCH)[0]
             features = jax.ShapeDtypeStruct((batch, facts["num_mels"], facts["frames"]), jnp.float32)
             write_graph(parts.encoder_fn(model), [features], staging / ENCODER_FILE, [AUDIO_FEATURES],
-                        [ENCODER_STATES, *_per_layer(CROSS_PRESENT, layers)], **keywords)
+                        [ENCODER_STATES, *_per_layer(CROSS_PRESENT, layers)], precision=precisions["encoder"],
+                        **keywords)
             reporter.stage(DECODER_FILE)
             batch, seq, past = jax.export.symbolic_shape(
                 f"{BATCH}, {SEQUENCE}, {PAST}", constraints=(f"{PAST} + {SEQUENCE} <= {max_length}",))
@@ -108,11 +117,14 @@ def export_speech_to_text(
             inputs = [jax.ShapeDtypeStruct((batch, seq), jnp.int32), *[own] * (2 * layers), *[cross] * (2 * layers)]
             write_graph(parts.decoder_fn(model), inputs, staging / DECODER_FILE,
                         ["input_ids", *_per_layer(SELF_PAST, layers), *_per_layer(CROSS_PAST, layers)],
-                        ["logits", *_per_layer(SELF_PRESENT, layers)], **keywords)
+                        ["logits", *_per_layer(SELF_PRESENT, layers)], precision=precisions["decoder"], **keywords)
             reporter.stage(GENAI_CONFIG_FILE)
             config = genai_config(facts, tokens, max_length=max_length, search=search)
             (staging / GENAI_CONFIG_FILE).write_text(json.dumps(config, indent=4) + "\n")
-            (staging / SPEECH_FILE).write_text(json.dumps(speech_description(facts, tokens), indent=4) + "\n")
+            description = speech_description(facts, tokens)
+            description[REPORT_KEY] = {name: submodel_report(staging / filename, precisions[name])
+                                       for name, filename in SUBMODELS.items()}
+            (staging / SPEECH_FILE).write_text(json.dumps(description, indent=4) + "\n")
             reporter.stage("tokenizer")
             write_tokenizer(tok_source, staging)
         return out

@@ -104,7 +104,7 @@ def decoder_spec(model: Any) -> DecoderSpec:
                 room = jnp.zeros((batch, seq, kv_heads, head_size), k.dtype)
                 k, v = jnp.concatenate([k, room], axis=1), jnp.concatenate([v, room], axis=1)
             # the library's attention math: the fused ops' causal masking cannot express the prefix
-            with _mask(layer, visible), library_attention():
+            with mask_override(layer, visible), library_attention():
                 x, layer_cache = layer(x, cache=jnp.stack([k, v], axis=1), cache_update_index=past)
             cache.keys[i] = layer_cache[:, 0].transpose(0, 2, 1, 3)
             cache.values[i] = layer_cache[:, 1].transpose(0, 2, 1, 3)
@@ -128,8 +128,12 @@ def image_facts(model: Any, converter: Any) -> dict[str, Any]:
     """What a caller needs to feed the folder: the image size, the image tokens per image and, with
     the library's image converter, its preprocessing (``resize``, then ``x * scale + offset``)."""
     backbone = model.backbone
-    size = int(backbone.image_size)
-    facts: dict[str, Any] = {"image_size": size, "image_tokens": int(backbone.image_sequence_length)}
+    return image_facts_for(int(backbone.image_size), int(backbone.image_sequence_length), converter)
+
+
+def image_facts_for(size: int, tokens: int, converter: Any) -> dict[str, Any]:
+    """:func:`image_facts` of a tower taking ``size`` x ``size`` images into ``tokens`` features each."""
+    facts: dict[str, Any] = {"image_size": size, "image_tokens": tokens}
     if converter is None:
         return facts
     if tuple(int(d) for d in (converter.image_size or ())) != (size, size):
@@ -180,7 +184,7 @@ def _per_channel(value: Any, default: float, name: str) -> list[float]:
 
 
 @contextlib.contextmanager
-def _mask(layer: Any, mask: Any) -> Iterator[None]:
+def mask_override(layer: Any, mask: Any) -> Iterator[None]:
     """For this call the block attends with ``mask`` (batch, seq, capacity) instead of the one it
     computes (an instance attribute over the class's method, removed after)."""
     layer._compute_attention_mask = lambda *args, **kwargs: mask
