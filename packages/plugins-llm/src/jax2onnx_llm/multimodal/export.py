@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 from jax2onnx import ExportProgram
 from jax2onnx import progress as progress_report
+from jax2onnx.targets import find_target
 
 from ..errors import UnsupportedModelError
 from ..export import BATCH, PAST, SEQUENCE, check_options, check_spec, io_names
@@ -41,11 +42,13 @@ from ..frontends import vision_language
 from ..genai_config import FILE as GENAI_CONFIG_FILE
 from ..genai_config import build as build_genai_config
 from ..genai_config import check_search
+from ..genai_targets import TRANSFORMERS_JS
 from ..spec import DecoderSpec, KVCache, position_ids_from_mask
 from ..special_tokens import resolve as resolve_special_tokens
 from ..staging import staging as staging_folder
 from ..tokenizers import resolve as resolve_tokenizer
 from ..tokenizers import write as write_tokenizer
+from .web import check_web_options, write_web_vision_language
 
 VISION_FILE, EMBEDDING_FILE, DECODER_FILE = "vision.onnx", "embedding.onnx", "decoder.onnx"
 #: what the folder's inputs are and how to feed them (read by :func:`generate`)
@@ -85,8 +88,9 @@ def export_multimodal_lm(
         max_length: the most positions (image tokens + prompt + generated) a sequence may reach.
         cache, target, tokenizer, opset, external_data, search, bos_token_id, eos_token_id,
             pad_token_id, progress: as for :func:`jax2onnx_llm.export_causal_lm` (``target``: the
-            decoder runs the library's attention math on either; ``external_data`` applies to each
-            graph).
+            decoder runs the library's attention math on either genai target; ``"web"`` writes the
+            folder transformers.js loads instead, :mod:`jax2onnx_llm.multimodal.web`; ``external_data``
+            applies to each graph).
         image_converter: the library's image converter (a KerasHub ``ImageConverter``); ``None``: the
             model's preprocessor's, if any. With one, the folder holds ``processor_config.json``, so
             genai's image processor makes ``pixel_values`` from an image file
@@ -106,6 +110,9 @@ def export_multimodal_lm(
                 "export a text-only causal LM with export_causal_lm")
         family.check(model)
         target = check_options(max_length, "float32", cache, target)
+        web = find_target(target).can(TRANSFORMERS_JS)  # transformers.js' folder instead (web.py)
+        if web:
+            check_web_options(cache, search, external_data)
         check_search(search, max_length=max_length)
         spec = family.decoder_spec(model)
         tokenizer = spec.tokenizer if tokenizer is None else tokenizer
@@ -116,6 +123,9 @@ def export_multimodal_lm(
         check_spec(spec, max_length, cache)
         converter = family.image_converter(model) if image_converter is None else image_converter
         facts = family.image_facts(model, converter)
+        if web:
+            return write_web_vision_language(model, family, spec, facts, pathlib.Path(out_dir), max_length=max_length,
+                                             target=target, opset=opset, tok_source=tok_source, reporter=reporter)
         keywords = dict(opset=opset, target=target, external_data=external_data)
         out = pathlib.Path(out_dir)
         with staging_folder(out) as staging:

@@ -70,11 +70,23 @@ def encoder_fn(model: Any) -> Any:
         for layer in model.encoder_transformer_layers:
             x = layer(x)
         x = model.encoder_layer_norm(x)
+        return (x, *cross(x))
+
+    cross = cross_fn(model)
+    return run
+
+
+def cross_fn(model: Any) -> Any:
+    """``encoder_hidden_states (batch, length, hidden) -> cross``: each decoder layer's cross-attention
+    keys and values of the encoder's output, ``key, value`` per layer ``(batch, heads, length, head_size)``."""
+
+    def run(encoder_hidden_states: Any) -> list[Any]:
         cross = []
         for layer in model.decoder_transformer_layers:
             attention = layer._cross_attention_layer
-            cross += [_heads_first(attention._key_dense(x)), _heads_first(attention._value_dense(x))]
-        return (x, *cross)
+            cross += [_heads_first(attention._key_dense(encoder_hidden_states)),
+                      _heads_first(attention._value_dense(encoder_hidden_states))]
+        return cross
 
     return run
 
