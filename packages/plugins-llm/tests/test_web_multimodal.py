@@ -20,7 +20,7 @@ from test_web_llm import NODE_DIR, require_transformers_js
 
 keras, keras_hub = keras_hub_under_jax()
 
-from jax2onnx_llm import OptionError  # noqa: E402
+from jax2onnx_llm import OptionError, UnsupportedModelError  # noqa: E402
 from jax2onnx_llm.multimodal import export_multimodal_lm, export_speech_to_text  # noqa: E402
 from jax2onnx_llm.web import REPORT_FILE  # noqa: E402
 from test_multimodal import PROMPT, VOCAB, _converter, _images, _rgb, _write_png  # noqa: E402
@@ -218,7 +218,9 @@ def test_a_perturbed_vision_encoder_generates_other_tokens(paligemma, tmp_path):
     assert got["tokens"] != [expected[0]]
 
 
-def test_web_options_a_browser_folder_does_not_take_are_refused(paligemma, whisper, tmp_path):
+def test_web_options_a_browser_folder_does_not_take_are_refused(paligemma, whisper, tmp_path, monkeypatch):
+    from jax2onnx_llm.frontends.keras_hub import pali_gemma
+
     model = paligemma[0]
     with pytest.raises(OptionError, match="cache='concat'"):
         export_multimodal_lm(model, tmp_path / "shared", max_length=32, target="web", cache="shared", tokenizer=False,
@@ -228,4 +230,8 @@ def test_web_options_a_browser_folder_does_not_take_are_refused(paligemma, whisp
                              tokenizer=False, eos_token_id=1)
     with pytest.raises(OptionError, match="external_data="):
         export_speech_to_text(whisper[4], tmp_path / "whisper", tokenizer=whisper[0], target="web", external_data=True)
-    assert not any((tmp_path / name).exists() for name in ("shared", "search", "whisper"))
+    # a vision-language model whose front-end names no transformers.js architecture (a later family)
+    monkeypatch.delattr(pali_gemma, "TRANSFORMERS_JS_MODEL_TYPE")
+    with pytest.raises(UnsupportedModelError, match="genai target"):
+        export_multimodal_lm(model, tmp_path / "other", max_length=32, target="web", tokenizer=False, eos_token_id=1)
+    assert not any((tmp_path / name).exists() for name in ("shared", "search", "whisper", "other"))

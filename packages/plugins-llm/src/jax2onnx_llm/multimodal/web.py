@@ -47,7 +47,7 @@ import jax.numpy as jnp
 from jax2onnx import ExportProgram
 from jax2onnx.targets.web.folder import CONFIG_FILE, ONNX_FOLDER, PREPROCESSOR_FILE, Int64InputsPass, write_json
 
-from ..errors import OptionError
+from ..errors import OptionError, UnsupportedModelError
 from ..spec import BATCH, PAST, SEQUENCE, DecoderSpec
 from ..staging import staging as staging_folder
 from ..web import REPORT_FILE
@@ -79,6 +79,15 @@ def check_web_options(cache: str, search: Any, external_data: Any) -> None:
                           "itself, once the file would pass 2 GB; drop external_data=")
 
 
+def check_architecture(parts: Any, wanted: str, model: Any) -> None:
+    """The front-end's parts are those of ``wanted`` (its ``TRANSFORMERS_JS_MODEL_TYPE``): the folder's
+    config, file names and I/O are that architecture's in transformers.js."""
+    if getattr(parts, "TRANSFORMERS_JS_MODEL_TYPE", None) != wanted:
+        raise UnsupportedModelError(
+            f"target='web' writes transformers.js' {wanted!r} folder, and {type(model).__name__} is no {wanted} model "
+            "(its front-end names no transformers.js architecture); export it with a genai target (target=None)")
+
+
 def write_graph(fn: Any, inputs: list[Any], folder: pathlib.Path, name: str, in_names: list[str],
                 out_names: list[str], *, int64_inputs: tuple[str, ...], target: str, opset: int) -> dict[str, Any]:
     """One sub-model as ``onnx/<name>.onnx`` (transformers.js' file name for float32), by core's stages
@@ -108,6 +117,7 @@ def write_web_vision_language(model: Any, family: Any, spec: DecoderSpec, facts:
     """The transformers.js folder of a vision-language model (the parts ``family`` finds in ``model``)."""
     from .export import decoder_inputs, decoder_step
 
+    check_architecture(family, "paligemma", model)
     size, tokens, hidden = facts["image_size"], facts["image_tokens"], spec.hidden_size
     image_token = spec.vocab_size  # one past the vocabulary: see the module doc
     keywords = dict(target=target, opset=opset)
@@ -239,6 +249,7 @@ def write_web_speech_to_text(model: Any, parts: Any, facts: dict[str, Any], toke
                              out: pathlib.Path, *, max_length: int, target: str, opset: int, tok_source: Any,
                              reporter: Any) -> pathlib.Path:
     """The transformers.js folder of a Whisper model (the parts ``parts`` finds in ``model``)."""
+    check_architecture(parts, "whisper", model)
     layers, heads, head_size, hidden = facts["num_layers"], facts["num_heads"], facts["head_size"], facts["hidden_size"]
     keywords = dict(target=target, opset=opset)
     with staging_folder(out, marker=REPORT_FILE) as staging:

@@ -27,6 +27,10 @@ import jax.numpy as jnp
 
 from ...errors import OptionError, UnsupportedModelError
 
+#: the Hugging Face architecture transformers.js runs this model's graphs as (``jax2onnx_llm.multimodal.web``
+#: writes its folder only for a front-end that names one)
+TRANSFORMERS_JS_MODEL_TYPE = "whisper"
+
 #: the frames genai's Whisper encoder takes (30 s of 10 ms hops), fixed by genai
 FRAMES = 3000
 
