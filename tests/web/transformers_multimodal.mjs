@@ -5,12 +5,12 @@
 // request: {"kind": "whisper" | "paligemma", "folder", "max_new_tokens",
 //           "inputs": path of raw little-endian float32 (whisper: log-mel features, paligemma: pixel values),
 //           "dims": their shape, "prompt": [[token ids of each row]], "image": optional PNG path (paligemma)}
-// prints {"tokens": [[new tokens of each row]], "pixel_values": {dims, data} of the image by the folder's
-// image processor (when "image" is given)}.
+// prints {"tokens": [[new tokens of each row]], and when "image" is given: "pixel_values": {dims, data} of
+// the image by the folder's image processor, "image_token_ids": "<image><image>" by the folder's tokenizer}.
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  AutoImageProcessor, PaliGemmaForConditionalGeneration, RawImage, Tensor, WhisperForConditionalGeneration, env,
+  AutoImageProcessor, AutoTokenizer, PaliGemmaForConditionalGeneration, RawImage, Tensor, WhisperForConditionalGeneration, env,
 } from '@huggingface/transformers';
 
 const request = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
@@ -44,6 +44,9 @@ if (request.kind === 'whisper') {
     const processor = await AutoImageProcessor.from_pretrained(name);
     const { pixel_values } = await processor(await RawImage.read(request.image));
     result.pixel_values = { dims: pixel_values.dims, data: Array.from(pixel_values.data) };
+    // the folder's image token, as its PaliGemmaProcessor writes it before a prompt
+    const tokenizer = await AutoTokenizer.from_pretrained(name);
+    result.image_token_ids = tokenizer.encode('<image><image>', { add_special_tokens: false });
   }
 } else {
   throw new Error(`unknown kind ${request.kind}`);

@@ -23,8 +23,8 @@ keras, keras_hub = keras_hub_under_jax()
 from jax2onnx_llm import OptionError, UnsupportedModelError  # noqa: E402
 from jax2onnx_llm.multimodal import export_multimodal_lm, export_speech_to_text  # noqa: E402
 from jax2onnx_llm.web import REPORT_FILE  # noqa: E402
-from test_multimodal import PROMPT, VOCAB, _converter, _images, _rgb, _write_png  # noqa: E402
 from test_multimodal import NEW_TOKENS as IMAGE_NEW_TOKENS  # noqa: E402
+from test_multimodal import PROMPT, VOCAB, _converter, _images, _rgb, _write_png  # noqa: E402
 from test_multimodal import _model as paligemma_model  # noqa: E402
 from test_multimodal import _tokenizer as letters_tokenizer  # noqa: E402
 from test_whisper import NEW_TOKENS, _backbone, _features, _library_greedy, _prompt, _tokenizer, _until_end  # noqa: E402
@@ -187,7 +187,7 @@ def test_paligemma_folder_is_transformers_js_layout(paligemma):
 
 def test_paligemma_generates_the_library_tokens_in_transformers_js(paligemma, tmp_path):
     """Each image's library pixels, and the pixels the folder's image processor makes from a PNG of the
-    first (the converter's, to float rounding)."""
+    first (the converter's, to float rounding); its tokenizer encodes ``<image>`` as the image token."""
     _, folder, expected = paligemma
     assert expected[0] != expected[1], "the image does not change KerasHub's tokens: the test would prove little"
     image = tmp_path / "image.png"
@@ -199,6 +199,7 @@ def test_paligemma_generates_the_library_tokens_in_transformers_js(paligemma, tm
         if i == 0:
             made = np.asarray(got["pixel_values"]["data"], np.float32).reshape(got["pixel_values"]["dims"])
             np.testing.assert_allclose(made, _channels_first(pixels), atol=1e-6)
+            assert got["image_token_ids"] == [VOCAB, VOCAB], "the folder's tokenizer does not encode <image>"
 
 
 def test_a_perturbed_vision_encoder_generates_other_tokens(paligemma, tmp_path):
@@ -230,6 +231,8 @@ def test_web_options_a_browser_folder_does_not_take_are_refused(paligemma, whisp
                              tokenizer=False, eos_token_id=1)
     with pytest.raises(OptionError, match="external_data="):
         export_speech_to_text(whisper[4], tmp_path / "whisper", tokenizer=whisper[0], target="web", external_data=True)
+    with pytest.raises(OptionError, match="target='web'"):
+        export_speech_to_text(whisper[4], tmp_path / "whisper", tokenizer=whisper[0], target="qdq")
     # a vision-language model whose front-end names no transformers.js architecture (a later family)
     monkeypatch.delattr(pali_gemma, "TRANSFORMERS_JS_MODEL_TYPE")
     with pytest.raises(UnsupportedModelError, match="genai target"):
