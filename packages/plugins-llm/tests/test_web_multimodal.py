@@ -125,6 +125,32 @@ def test_a_perturbed_whisper_encoder_transcribes_other_tokens(whisper, tmp_path)
     assert [_until_end(row, end) for row in got["tokens"]] != [_until_end(row, end) for row in expected]
 
 
+def test_the_merged_whisper_decoder_runs_in_onnxruntime_web_wasm(whisper):
+    """The merged decoder's first step (its ``If`` projecting the cross cache from ``encoder_hidden_states``;
+    loading the graph resolves both branches' kernels) in onnxruntime-web's wasm backend (a browser without
+    WebGPU) under Node, as onnxruntime's CPU provider computes it. One run: each starts the wasm runtime
+    afresh (seconds); the cache steps run in onnxruntime-node through transformers.js above."""
+    import onnxruntime as ort
+    from jax2onnx.targets.web.runner import run_web, setup_problem
+
+    problem = setup_problem(node_modules=NODE_DIR)
+    if problem is not None:
+        pytest.skip(problem)
+    tokenizer, folder, *_ = whisper
+    path = folder / "onnx" / "decoder_model_merged.onnx"
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    states = np.random.RandomState(0).normal(0, 1, (1, 1500, 64)).astype(np.float32)
+    empty = np.zeros((1, 4, 0, 16), np.float32)
+    first = [np.asarray([_prompt(tokenizer, True)], np.int64), states, *[empty] * 8, np.asarray([False])]
+    expected = session.run(None, dict(zip(names, first)))
+    got = run_web(str(path), first, node_modules=NODE_DIR)
+    assert [g.shape for g in got] == [w.shape for w in expected]
+    assert got[3].shape == (1, 4, 1500, 16)  # present.0.encoder.value: the projected cross cache
+    for g, w in zip(got, expected, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
 # -- PaliGemma --------------------------------------------------------------------------------------
 
 
