@@ -51,7 +51,7 @@ from ..errors import OptionError, UnsupportedModelError
 from ..spec import BATCH, PAST, SEQUENCE, DecoderSpec
 from ..staging import staging as staging_folder
 from ..web import REPORT_FILE
-from ..web.hf_config import GENERATION_CONFIG_FILE
+from ..web.hf_config import GENERATION_CONFIG_FILE, build_generation_config
 from ..web.layout import write_tokenizer_files
 from ..web.limits import FILE_LIMIT
 from ..web.write import save as save_model
@@ -146,9 +146,7 @@ def write_web_vision_language(model: Any, family: Any, spec: DecoderSpec, facts:
             DECODER_MERGED, in_names, out_names, int64_inputs=("attention_mask",), **keywords)
         write_json(staging / CONFIG_FILE, _paligemma_config(spec, facts, image_token, max_length,
                                                             transformers_js_config(files)))
-        tokens_config = {k: v for k, v in (("bos_token_id", spec.bos_token_id), ("eos_token_id", spec.eos_token_id),
-                                           ("pad_token_id", spec.pad_token_id)) if v is not None}
-        write_json(staging / GENERATION_CONFIG_FILE, {**tokens_config, "do_sample": False})
+        write_json(staging / GENERATION_CONFIG_FILE, build_generation_config(spec))
         if "preprocessing" in facts:
             write_json(staging / PREPROCESSOR_FILE, _image_processor(facts))
         if tok_source is not None:
@@ -187,8 +185,7 @@ def _paligemma_config(spec: DecoderSpec, facts: dict[str, Any], image_token: int
                       transformers_js: dict[str, Any]) -> dict[str, Any]:
     """``config.json``: transformers.js reads the decoder's sizes from ``text_config`` (under Gemma's
     names: its layer count names the cache inputs it feeds) and the image token id."""
-    special = {k: v for k, v in (("bos_token_id", spec.bos_token_id), ("eos_token_id", spec.eos_token_id),
-                                 ("pad_token_id", spec.pad_token_id)) if v is not None}
+    special = {k: v for k, v in build_generation_config(spec).items() if k.endswith("_token_id")}
     return {
         "architectures": ["PaliGemmaForConditionalGeneration"],
         "model_type": "paligemma",
