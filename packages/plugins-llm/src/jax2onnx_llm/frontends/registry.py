@@ -52,7 +52,8 @@ class Frontend:
             ``image_facts``, ``processor_config``), or None for a model that is none.
         speech_to_text: ``speech_to_text(model) ->`` the parts of an encoder-decoder speech model that
             :func:`jax2onnx_llm.multimodal.export_speech_to_text` exports (a module or object with
-            ``check``, ``facts``, ``encoder_fn``, ``decoder_fn``, ``prompt``), or None for a model that is none.
+            ``check``, ``facts``, ``encoder_fn``, ``decoder_fn``, ``cross_fn`` (the decoder's cross-attention
+            keys and values of the encoder's output), ``prompt``), or None for a model that is none.
     """
 
     name: str

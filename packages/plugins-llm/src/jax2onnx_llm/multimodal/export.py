@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 from jax2onnx import ExportProgram
 from jax2onnx import progress as progress_report
-from jax2onnx.targets import get_target
+from jax2onnx.targets import find_target, get_target
 
 from ..errors import OptionError, UnsupportedModelError
 from ..export import BATCH, PAST, SEQUENCE, check_options, check_spec, io_names
@@ -42,6 +42,7 @@ from ..frontends import vision_language
 from ..genai_config import FILE as GENAI_CONFIG_FILE
 from ..genai_config import build as build_genai_config
 from ..genai_config import check_search
+from ..genai_targets import TRANSFORMERS_JS
 from ..norm_fusion import RmsNormFusionPass
 from ..spec import DecoderSpec, KVCache, position_ids_from_mask
 from ..special_tokens import resolve as resolve_special_tokens
@@ -49,6 +50,7 @@ from ..staging import staging as staging_folder
 from ..tokenizers import resolve as resolve_tokenizer
 from ..tokenizers import write as write_tokenizer
 from .report import REPORT_KEY, check_precisions, submodel_report
+from .web import check_web_options, refuse_web_precision, write_web_vision_language
 
 VISION_FILE, EMBEDDING_FILE, DECODER_FILE = "vision.onnx", "embedding.onnx", "decoder.onnx"
 #: what the folder's inputs are and how to feed them (read by :func:`generate`)
@@ -102,8 +104,9 @@ def export_multimodal_lm(
             stays float32). Inputs and outputs stay float32, so the graphs chain as they do in float32.
         cache, target, tokenizer, opset, external_data, search, bos_token_id, eos_token_id,
             pad_token_id, progress: as for :func:`jax2onnx_llm.export_causal_lm` (``target``: the
-            decoder runs the library's attention math on either; ``external_data`` applies to each
-            graph).
+            decoder runs the library's attention math on either genai target; ``"web"`` writes the
+            folder transformers.js loads instead, :mod:`jax2onnx_llm.multimodal.web`; ``external_data``
+            applies to each graph).
         image_converter: the library's image converter (a KerasHub ``ImageConverter``); ``None``: the
             model's preprocessor's, if any. With one, the folder holds ``processor_config.json``, so
             genai's image processor makes ``pixel_values`` from an image file
@@ -126,6 +129,10 @@ def export_multimodal_lm(
         family.check(model)
         target = check_options(max_length, "float32", cache, target)
         precisions = check_precisions(precision, SUBMODELS)
+        web = find_target(target).can(TRANSFORMERS_JS)  # transformers.js' folder instead (web.py)
+        if web:
+            check_web_options(cache, search, external_data)
+            refuse_web_precision(precisions)
         check_search(search, max_length=max_length)
         options = family_options(family, model, image_token_id)
         spec = family.decoder_spec(model, **options)
@@ -137,6 +144,9 @@ def export_multimodal_lm(
         check_spec(spec, max_length, cache)
         converter = family.image_converter(model) if image_converter is None else image_converter
         facts = {**family.image_facts(model, converter), **options}
+        if web:
+            return write_web_vision_language(model, family, spec, facts, pathlib.Path(out_dir), max_length=max_length,
+                                             target=target, opset=opset, tok_source=tok_source, reporter=reporter)
         keywords = dict(opset=opset, target=target, external_data=external_data)
         reads_ids = bool(getattr(family, "DECODER_READS_INPUT_IDS", False))
         out = pathlib.Path(out_dir)

@@ -27,17 +27,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax2onnx import progress as progress_report
+from jax2onnx.targets import find_target
 
 from ..errors import OptionError, UnsupportedModelError
 from ..export import BATCH, PAST, SEQUENCE, check_options
 from ..frontends import speech_to_text
 from ..genai_config import FILE as GENAI_CONFIG_FILE
 from ..genai_config import SEARCH_DEFAULTS, check_search
+from ..genai_targets import GENAI, TRANSFORMERS_JS, genai_targets
 from ..staging import staging as staging_folder
 from ..tokenizers import resolve as resolve_tokenizer
 from ..tokenizers import write as write_tokenizer
 from .export import write_graph
 from .report import REPORT_KEY, check_precisions, submodel_report
+from .web import check_web_options, refuse_web_precision, write_web_speech_to_text
 
 ENCODER_FILE, DECODER_FILE = "encoder.onnx", "decoder.onnx"
 #: what the folder's inputs are and how to feed them (read by :func:`transcribe`)
@@ -56,6 +59,7 @@ def export_speech_to_text(
     tokenizer: Any,
     max_length: int | None = None,
     precision: Any = "float32",
+    target: str | None = None,
     opset: int = 23,
     external_data: bool | None = None,
     search: dict[str, Any] | None = None,
@@ -75,6 +79,9 @@ def export_speech_to_text(
         precision: one precision for both graphs, or one per graph, ``{"encoder": "float16",
             "decoder": "int4"}`` (a graph not named stays float32); inputs, outputs and caches stay
             float32. ``speech.json``'s ``models`` reports each graph's precision, bytes and fused ops.
+        target: as for :func:`jax2onnx_llm.export_causal_lm`: a genai target (default) writes the genai
+            folder, ``"web"`` the folder transformers.js loads (``encoder_model.onnx``,
+            ``decoder_model_merged.onnx``: :mod:`jax2onnx_llm.multimodal.web`).
         opset, external_data, search, progress: as for :func:`jax2onnx_llm.export_causal_lm`.
 
     Returns:
@@ -91,14 +98,24 @@ def export_speech_to_text(
         facts = parts.facts(model)
         limit = facts["max_decoder_length"]
         max_length = limit if max_length is None else max_length
-        target = check_options(max_length, "float32", "concat", None)
+        target = check_options(max_length, "float32", "concat", target)
         precisions = check_precisions(precision, SUBMODELS)
+        web = find_target(target).can(TRANSFORMERS_JS)  # transformers.js' folder instead (web.py)
+        if web:
+            check_web_options("concat", search, external_data)
+            refuse_web_precision(precisions)
+        elif not find_target(target).can(GENAI):
+            raise OptionError(f"target={target!r}: a speech folder is written for onnxruntime-genai (target=None or "
+                              f"{[t.name for t in genai_targets()]}) or transformers.js (target='web')")
         if max_length > limit:
             raise OptionError(f"max_length={max_length} is beyond the {limit} decoder positions this Whisper encodes; "
                               f"pass max_length <= {limit}")
         check_search(search, max_length=max_length)
         tokens = _tokens(parts, tokenizer)
         tok_source = resolve_tokenizer(tokenizer)
+        if web:
+            return write_web_speech_to_text(model, parts, facts, tokens, pathlib.Path(out_dir), max_length=max_length,
+                                            target=target, opset=opset, tok_source=tok_source, reporter=reporter)
         keywords = dict(opset=opset, target=target, external_data=external_data)
         out = pathlib.Path(out_dir)
         layers, heads, size = facts["num_layers"], facts["num_heads"], facts["head_size"]

@@ -30,6 +30,10 @@ import jax.numpy as jnp
 from ...errors import OptionError, UnsupportedModelError
 from ...spec import DecoderSpec, KVCache, extend_to
 
+#: the Hugging Face architecture transformers.js runs this model's graphs as (``jax2onnx_llm.multimodal.web``
+#: writes its folder only for a front-end that names one)
+TRANSFORMERS_JS_MODEL_TYPE = "paligemma"
+
 
 def check(model: Any) -> None:
     import keras

@@ -27,6 +27,10 @@ import jax.numpy as jnp
 
 from ...errors import OptionError, UnsupportedModelError
 
+#: the Hugging Face architecture transformers.js runs this model's graphs as (``jax2onnx_llm.multimodal.web``
+#: writes its folder only for a front-end that names one)
+TRANSFORMERS_JS_MODEL_TYPE = "whisper"
+
 #: the frames genai's Whisper encoder takes (30 s of 10 ms hops), fixed by genai
 FRAMES = 3000
 
@@ -70,11 +74,23 @@ def encoder_fn(model: Any) -> Any:
         for layer in model.encoder_transformer_layers:
             x = layer(x)
         x = model.encoder_layer_norm(x)
+        return (x, *cross(x))
+
+    cross = cross_fn(model)
+    return run
+
+
+def cross_fn(model: Any) -> Any:
+    """``encoder_hidden_states (batch, length, hidden) -> cross``: each decoder layer's cross-attention
+    keys and values of the encoder's output, ``key, value`` per layer ``(batch, heads, length, head_size)``."""
+
+    def run(encoder_hidden_states: Any) -> list[Any]:
         cross = []
         for layer in model.decoder_transformer_layers:
             attention = layer._cross_attention_layer
-            cross += [_heads_first(attention._key_dense(x)), _heads_first(attention._value_dense(x))]
-        return (x, *cross)
+            cross += [_heads_first(attention._key_dense(encoder_hidden_states)),
+                      _heads_first(attention._value_dense(encoder_hidden_states))]
+        return cross
 
     return run
 
