@@ -16,7 +16,9 @@ CLI's extension point (``jax2onnx.cli``), never a stage's internals (``jax2onnx.
   (:func:`folder_lock`), and the clear error of a full disk (:func:`disk_full_error`);
 - the JAX reference's precision (:data:`HIGHEST`, :func:`precision_scope`) and an LM's greedy-token
   check (:class:`GreedyAgreement`, :data:`MIN_AGREEMENT`, :data:`NEW_TOKENS`);
-- :data:`PRECISION_KINDS` (the names ``precision=`` takes), :func:`check_opset` (an ``opset=`` in the
+- :data:`PRECISION_KINDS` (the names ``precision=`` takes), :func:`parse_precision` (a ``precision=``
+  value checked as ``to_onnx`` checks it, before a front-end's long work), :func:`summarize` (a written
+  model's ops, sizes and parameters, as the report's first section), :func:`check_opset` (an ``opset=`` in the
   range the installed ``onnx`` exports, checked before a front-end's long work) and
   :data:`FUNCTION_DOMAIN` (the domain of ``@onnx_function`` bodies).
 """
@@ -29,9 +31,11 @@ from .export.saving import claim_temp_token, disk_full_error, folder_lock, is_ab
 from .export.weights import as_source, leaf_name, source_problems
 from .lower.functions import FUNCTION_DOMAIN
 from .precision.options import KINDS as PRECISION_KINDS
+from .precision.options import parse_precision
 from .verification.compare import compare, run_onnx
 from .verification.greedy import MIN_AGREEMENT, NEW_TOKENS, GreedyAgreement
 from .verification.reference import HIGHEST, precision_scope
+from .verification.report import summarize
 
 __all__ = [
     "FUNCTION_DOMAIN",
@@ -50,8 +54,10 @@ __all__ = [
     "folder_lock",
     "is_abandoned",
     "leaf_name",
+    "parse_precision",
     "precision_scope",
     "remove_entry",
     "run_onnx",
     "source_problems",
+    "summarize",
 ]

@@ -37,18 +37,19 @@ from jax2onnx import progress as progress_report
 from jax2onnx.targets import find_target, get_target
 
 from ..errors import OptionError, UnsupportedModelError
-from ..export import BATCH, PAST, SEQUENCE, check_options, check_spec, io_names
+from ..export import BATCH, SEQUENCE, check_options, check_spec, io_names
 from ..frontends import vision_language
 from ..genai_config import FILE as GENAI_CONFIG_FILE
 from ..genai_config import build as build_genai_config
 from ..genai_config import check_search
 from ..genai_targets import TRANSFORMERS_JS
 from ..norm_fusion import RmsNormFusionPass
-from ..spec import DecoderSpec, KVCache, position_ids_from_mask
+from ..spec import DecoderSpec
 from ..special_tokens import resolve as resolve_special_tokens
 from ..staging import staging as staging_folder
 from ..tokenizers import resolve as resolve_tokenizer
 from ..tokenizers import write as write_tokenizer
+from .decoder import decoder_inputs, decoder_step
 from .report import REPORT_KEY, check_precisions, submodel_report
 from .web import check_web_options, refuse_web_precision, write_web_vision_language
 
@@ -203,36 +204,6 @@ def family_options(family: Any, model: Any, image_token_id: int | None) -> dict[
                               "image's embeddings come first); drop image_token_id=")
         return {}
     return {"image_token_id": family.placeholder_id(model, image_token_id)}
-
-
-def decoder_step(spec: DecoderSpec, cache: str, max_length: int, reads_ids: bool = False) -> Any:
-    """The decoder as onnxruntime-genai calls it: ``(inputs_embeds, [input_ids,] attention_mask, *past) ->
-    (logits, *present)``, past/present interleaved per layer as ``key, value``; ``input_ids`` (for a
-    family that reads them: ``reads_ids``) goes to the step as ``input_ids=``. genai runs one prompt per
-    multimodal generator, so no padding is looked for beyond what the mask says."""
-
-    def run(inputs_embeds: Any, *rest: Any) -> tuple[Any, ...]:
-        ids = {"input_ids": rest[0]} if reads_ids else {}
-        attention_mask, *past = rest[1:] if reads_ids else rest
-        seq = inputs_embeds.shape[1]
-        mask = attention_mask.astype(jnp.int32)
-        kv = KVCache(past[0::2], past[1::2], mask, cache, max_length=max_length)
-        logits, kv = spec.step(spec.params, inputs_embeds.astype(spec.dtype), mask, position_ids_from_mask(mask, seq), kv,
-                               **ids)
-        present = [t for pair in zip(kv.keys, kv.values) for t in pair]
-        return (logits.astype(spec.dtype), *present)
-
-    return run
-
-
-def decoder_inputs(spec: DecoderSpec, cache: str, max_length: int, reads_ids: bool = False) -> list[Any]:
-    batch, seq, past = jax.export.symbolic_shape(
-        f"{BATCH}, {SEQUENCE}, {PAST}", constraints=(f"{PAST} + {SEQUENCE} <= {max_length}",))
-    kv_len: Any = past if cache == "concat" else max_length
-    kv = jax.ShapeDtypeStruct((batch, spec.num_kv_heads, kv_len, spec.head_size), spec.dtype)
-    ids = [jax.ShapeDtypeStruct((batch, seq), jnp.int32)] if reads_ids else []
-    return [jax.ShapeDtypeStruct((batch, seq, spec.hidden_size), spec.dtype), *ids,
-            jax.ShapeDtypeStruct((batch, past + seq), jnp.int32), *([kv] * (2 * spec.num_layers))]
 
 
 def genai_config(spec: DecoderSpec, *, max_length: int, cache: str, search: dict[str, Any] | None,

@@ -10,8 +10,8 @@ import pathlib
 from collections.abc import Mapping
 from typing import Any
 
-from jax2onnx.precision.options import PrecisionError, parse_precision
-from jax2onnx.verification.report import summarize
+from jax2onnx import PrecisionError
+from jax2onnx.frontend import parse_precision, summarize
 
 from ..errors import OptionError
 
@@ -25,7 +25,7 @@ FUSED_STANDARD_OPS = frozenset({"Attention", "RotaryEmbedding", "RMSNormalizatio
 
 def check_precisions(precision: Any, graphs: Mapping[str, str]) -> dict[str, Any]:
     """``precision=`` as one precision per graph (``graphs``: the folder's sections), each checked
-    by core (:func:`jax2onnx.precision.options.parse_precision`) before any export runs."""
+    by core (:func:`jax2onnx.frontend.parse_precision`) before any export runs."""
     if isinstance(precision, Mapping):
         unknown = sorted(set(precision) - set(graphs))
         if unknown:

@@ -56,6 +56,7 @@ from ..web.hf_config import GENERATION_CONFIG_FILE, build_generation_config
 from ..web.layout import write_tokenizer_files
 from ..web.limits import FILE_LIMIT
 from ..web.write import save as save_model
+from .decoder import decoder_inputs, decoder_step
 
 VISION_ENCODER, EMBED_TOKENS, DECODER_MERGED = "vision_encoder", "embed_tokens", "decoder_model_merged"
 ENCODER_MODEL = "encoder_model"
@@ -85,7 +86,8 @@ def refuse_web_precision(precisions: Mapping[str, Any]) -> None:
     lower = {graph: getattr(p, "kind", p) for graph, p in precisions.items() if getattr(p, "kind", p) != "float32"}
     if lower:
         raise OptionError(f"precision={lower}: a browser folder of this model is written in float32 only; drop "
-                          "precision= for target='web', or write a genai folder (target=None) for int4/float16 graphs")
+                          "precision= for a transformers.js target, or write a genai folder (target=None) for "
+                          "int4/float16 graphs")
 
 
 def check_architecture(parts: Any, wanted: str, model: Any) -> None:
@@ -93,7 +95,7 @@ def check_architecture(parts: Any, wanted: str, model: Any) -> None:
     config, file names and I/O are that architecture's in transformers.js."""
     if getattr(parts, "TRANSFORMERS_JS_MODEL_TYPE", None) != wanted:
         raise UnsupportedModelError(
-            f"target='web' writes transformers.js' {wanted!r} folder, and {type(model).__name__} is no {wanted} model "
+            f"a transformers.js target writes its {wanted!r} folder, and {type(model).__name__} is no {wanted} model "
             "(its front-end names no transformers.js architecture); export it with a genai target (target=None)")
 
 
@@ -104,7 +106,7 @@ def write_graph(fn: Any, inputs: list[Any], folder: pathlib.Path, name: str, in_
     Returns its entry in the report (and the external-data chunks it needed, transformers.js' count)."""
     program = ExportProgram(fn, inputs, model_name=name, opset=opset, input_names=in_names, output_names=out_names,
                             return_mode="ir", target=target,
-                            rewrite_passes=[lambda options: Int64InputsPass(int64_inputs)])
+                            rewrite_passes=[lambda options: Int64InputsPass(int64_inputs, options.input_names)])
     model = program.optimize().model
     filename = f"{name}.onnx"
     chunks = save_model(model, folder / ONNX_FOLDER / filename, FILE_LIMIT)
@@ -124,8 +126,6 @@ def transformers_js_config(files: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def write_web_vision_language(model: Any, family: Any, spec: DecoderSpec, facts: dict[str, Any], out: pathlib.Path, *,
                               max_length: int, target: str, opset: int, tok_source: Any, reporter: Any) -> pathlib.Path:
     """The transformers.js folder of a vision-language model (the parts ``family`` finds in ``model``)."""
-    from .export import decoder_inputs, decoder_step
-
     check_architecture(family, "paligemma", model)
     size, tokens, hidden = facts["image_size"], facts["image_tokens"], spec.hidden_size
     image_token = spec.vocab_size  # one past the vocabulary: see the module doc

@@ -34,7 +34,7 @@ from ..export import BATCH, PAST, SEQUENCE, check_options
 from ..frontends import speech_to_text
 from ..genai_config import FILE as GENAI_CONFIG_FILE
 from ..genai_config import SEARCH_DEFAULTS, check_search
-from ..genai_targets import GENAI, TRANSFORMERS_JS, genai_targets
+from ..genai_targets import GENAI, TRANSFORMERS_JS, genai_targets, web_targets
 from ..staging import staging as staging_folder
 from ..tokenizers import resolve as resolve_tokenizer
 from ..tokenizers import write as write_tokenizer
@@ -106,7 +106,7 @@ def export_speech_to_text(
             refuse_web_precision(precisions)
         elif not find_target(target).can(GENAI):
             raise OptionError(f"target={target!r}: a speech folder is written for onnxruntime-genai (target=None or "
-                              f"{[t.name for t in genai_targets()]}) or transformers.js (target='web')")
+                              f"{[t.name for t in genai_targets()]}) or transformers.js ({[t.name for t in web_targets()]})")
         if max_length > limit:
             raise OptionError(f"max_length={max_length} is beyond the {limit} decoder positions this Whisper encodes; "
                               f"pass max_length <= {limit}")

@@ -137,19 +137,25 @@ def check_io(model: ir.Model, arch: Architecture) -> None:
 
 class Int64InputsPass(ir.passes.InPlacePass):
     """The named graph inputs traced as int32 (JAX's default integer) made int64, each read through one
-    ``Cast`` to int32: transformers.js (and optimum's exports) feed ids and masks as int64."""
+    ``Cast`` to int32: transformers.js (and optimum's exports) feed ids and masks as int64.
 
-    def __init__(self, names: Sequence[str]) -> None:
+    ``input_names``: the export's ``input_names=`` when the pass runs before they are given (a
+    rewrite pass does): an input is then found by its position among them, not by the name the
+    trace gave it (a ``*args`` parameter traces as ``input_1``)."""
+
+    def __init__(self, names: Sequence[str], input_names: Sequence[str] | None = None) -> None:
         super().__init__()
         self.names = tuple(names)
+        self.input_names = tuple(input_names) if input_names else None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
         casts = []
-        for value in graph.inputs:
-            if value.name not in self.names or value.dtype != ir.DataType.INT32:
+        for position, value in enumerate(graph.inputs):
+            name = self.input_names[position] if self.input_names and position < len(self.input_names) else value.name
+            if name not in self.names or value.dtype != ir.DataType.INT32:
                 continue
-            narrow = ir.Value(name=f"{value.name}_int32", shape=value.shape, type=ir.TensorType(ir.DataType.INT32))
+            narrow = ir.Value(name=f"{name}_int32", shape=value.shape, type=ir.TensorType(ir.DataType.INT32))
             ir.convenience.replace_all_uses_with(value, narrow)
             casts.append(ir.Node("", "Cast", [value], attributes=[ir.AttrInt64("to", ir.DataType.INT32)],
                                  outputs=[narrow]))

@@ -27,16 +27,15 @@ import jax.numpy as jnp
 
 from ...errors import OptionError
 from ...spec import DecoderSpec, KVCache
-from . import pali_gemma
+from .pali_gemma import check as check  # the family's checks, converter and processor config are PaliGemma's
+from .pali_gemma import image_converter as image_converter
+from .pali_gemma import image_facts_for, mask_override
+from .pali_gemma import processor_config as processor_config
 
 #: the decoder graph reads ``input_ids`` too (``jax2onnx_llm.multimodal`` adds it to its inputs and config)
 DECODER_READS_INPUT_IDS = True
 #: the prompt holds the library's image placeholders, where the image features go (``multimodal.json``)
 PROMPT_LAYOUT = "placeholders"
-
-check = pali_gemma.check
-image_converter = pali_gemma.image_converter
-processor_config = pali_gemma.processor_config
 
 
 def vision_fn(model: Any) -> Any:
@@ -100,7 +99,7 @@ def decoder_spec(model: Any, image_token_id: int | None = None) -> DecoderSpec:
                 room = jnp.zeros((batch, seq, kv_heads, head_size), k.dtype)
                 k, v = jnp.concatenate([k, room], axis=1), jnp.concatenate([v, room], axis=1)
             # the library's attention math: the fused ops' causal masking cannot express the image spans
-            with pali_gemma.mask_override(layer, visible), library_attention():
+            with mask_override(layer, visible), library_attention():
                 x, (k, v) = layer(x, cache=(k, v), cache_update_index=past)
             cache.keys[i], cache.values[i] = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
         x = backbone.layer_norm(x)
@@ -147,5 +146,5 @@ def image_facts(model: Any, converter: Any) -> dict[str, Any]:
     """As PaliGemma's (``pali_gemma.image_facts``): the image size, the tokens per image, the
     converter's preprocessing."""
     encoder = model.backbone.vision_encoder
-    return pali_gemma.image_facts_for(int(encoder.image_size), int(encoder.num_vision_tokens_per_image), converter)
+    return image_facts_for(int(encoder.image_size), int(encoder.num_vision_tokens_per_image), converter)
 
