@@ -27,10 +27,18 @@ SMALL_INITIALIZER_BYTES = 1024
 def weightless_proto(model: ir.Model) -> onnx.ModelProto:
     """The model as a proto without weight bytes: every initializer but small in-memory ones is
     turned into a typed graph input for the duration of the serialization, so nothing large is
-    copied and a lazy weight is never read. The model is restored exactly (initializer order too)."""
+    copied and a lazy weight is never read. The model is restored exactly (initializer order too),
+    except that an initializer added without its type and shape (a pass's new constant) gets them
+    from its tensor."""
     graph = model.graph
     inputs = list(graph.inputs)
     initializers = list(graph.initializers.items())
+    for _, value in initializers:  # a detached one is a graph input in the copy, which needs its type
+        tensor = value.const_value
+        if tensor is not None and value.type is None:
+            value.dtype = tensor.dtype
+        if tensor is not None and value.shape is None:
+            value.shape = ir.Shape(tensor.shape)
     kept = [(n, v) for n, v in initializers if _small_in_memory(v.const_value)]
     detached = [v for _, v in initializers if not _small_in_memory(v.const_value)]
     try:
