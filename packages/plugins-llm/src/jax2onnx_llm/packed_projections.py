@@ -18,7 +18,8 @@ its graphs. Two rules (:class:`PackedProjectionsPass`, the rewrite slot after ``
 
 Each column of the packed product is the same sum over ``K`` as before (and a ``MatMulNBits``
 column keeps its own blocks, scales and zero points), so the graph computes the same function.
-A streamed export's weights stay lazy: the packed initializer is concatenated when written.
+A streamed export's weights stay lazy: the packed initializer is concatenated when written, and
+named by the weights it holds, ``+`` between them (``wq+wk+wv``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from jax2onnx.rewrite import (
 MS = "com.microsoft"
 #: the fused attention whose packed-QKV form the rule writes (a target that runs it gets the pass)
 GQA_OP = "GroupQueryAttention"
+#: between the names of the weights a packed initializer holds (``wq+wk+wv``)
+JOINER = "+"
 #: MatMulNBits attributes that must agree for two products to share one op
 _NBITS_ATTRS = ("K", "bits", "block_size", "accuracy_level")
 
@@ -116,7 +119,10 @@ def _packed_matmul(graph: ir.Graph, nodes: list[ir.Node], before: ir.Node) -> ir
     for slot in range(1, len(first.inputs)):
         # a dense weight is (K, N); MatMulNBits' weight, scales and zero points are rows of N
         axis = 1 if first.op_type == "MatMul" else 0
-        packed = _lazy_concat([n.inputs[slot] for n in nodes], axis, _unique(graph, f"{stem}_packed_{slot}"))
+        parts = [n.inputs[slot] for n in nodes]
+        # named by its parts (JOINER between), so a reader still finds each weight (the precision
+        # report names them)
+        packed = _lazy_concat(parts, axis, _unique(graph, JOINER.join(str(p.name) for p in parts)))
         graph.register_initializer(packed)
         consts.append(packed)
     width = sum(_columns(n) for n in nodes)
