@@ -9,9 +9,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from onnx import TensorProto, helper
-
 from jax2onnx_llm.packed_projections import PackedProjectionsPass
+from onnx import TensorProto, helper
 
 HIDDEN, HEADS, KV_HEADS, HEAD, FFN, CACHE = 32, 4, 2, 8, 48, 16
 

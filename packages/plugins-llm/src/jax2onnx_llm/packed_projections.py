@@ -73,7 +73,8 @@ def _projection(value: ir.Value | None, x: ir.Value | None = None):
 
 
 def _key(node: ir.Node) -> tuple:
-    """What two weight matmuls must share to be packed: op, weight dtype and rank, attributes."""
+    """What two weight matmuls must share to be packed: the op, its inputs' count and types, and
+    MatMulNBits' K, bits, block size and accuracy level."""
     if node.op_type == "MatMul":
         w = node.inputs[1]
         return ("MatMul", w.dtype, node.inputs[0].dtype)
@@ -168,6 +169,8 @@ def _match_qkv(graph: ir.Graph, node: ir.Node):
     bits, block size, accuracy level); widths ``heads * head_size`` and ``kv_heads * head_size``."""
     if len(node.inputs) < 3 or node.inputs[1] is None or node.inputs[2] is None:
         return no_match("the attention's query is packed already")
+    if node.inputs[1] is node.inputs[2]:  # keys used as values (Gemma 4's global layers)
+        return miss("the key and value inputs are one value: packing would read its weight twice")
     q = _projection(node.inputs[0])
     if not q:
         return q
@@ -177,7 +180,7 @@ def _match_qkv(graph: ir.Graph, node: ir.Node):
         if not f:
             return f
     matmuls = [f["matmul"] for f in found]
-    for value, m in zip(node.inputs[:3], matmuls, strict=True):
+    for value in node.inputs[:3]:
         if not only_reader(value, node, graph):
             return miss(f"the projection {value_label(value)} has readers besides the attention")
     why = _fit_together(matmuls)
@@ -203,20 +206,21 @@ def _pack_qkv(graph: ir.Graph, node: ir.Node, found) -> list[ir.Node]:
 # -- packed_siblings ---------------------------------------------------------------------------
 
 def _siblings(graph: ir.Graph, node: ir.Node) -> list[ir.Node]:
-    """The weight matmuls that read ``node``'s input, ``node`` among them, in graph order."""
-    x = node.inputs[0]
+    """The weight matmuls of ``node``'s kind (:func:`_key`) that read its input, ``node`` among
+    them, in graph order (a router's float MatMul beside 4-bit expert projections stays out)."""
+    x, kind = node.inputs[0], _key(node)
     readers = {user for user, slot in x.uses() if slot == 0}
-    return [n for n in graph if n in readers and _projection(n.outputs[0], x)]
+    return [n for n in graph if n in readers and _projection(n.outputs[0], x) and _key(n) == kind]
 
 
 def _match_siblings(graph: ir.Graph, node: ir.Node):
-    """Pattern: two or more weight matmuls of one rank-3 activation. Conditions: they fit one op;
-    none is a graph output; ``node`` is the first of them (the group fires once)."""
+    """Pattern: two or more weight matmuls of one kind reading one rank-3 activation. Conditions:
+    static widths; none is a graph output; ``node`` is the first of them (the group fires once)."""
     if not _projection(node.outputs[0]):
         return no_match(f"{node_label(node)} is not a weight matmul of a rank-3 activation")
     group = _siblings(graph, node)
     if len(group) < 2:
-        return no_match("no other weight matmul reads the same activation")
+        return no_match("no other weight matmul of its kind reads the same activation")
     if group[0] is not node:
         return no_match("not the group's first matmul")
     if any(n.outputs[0] in graph.outputs for n in group):
