@@ -93,17 +93,19 @@ def assert_fused_attention(folder, target: str, layers: int, *, rotary: str | No
             assert all(len(n.input) == 4 for n in attention) and ops.get(("", "ScatterElements"), 0) == 2 * layers
 
 
-def assert_packed_projections(folder, layers: int, mlp_matmuls: int = 2) -> None:
-    """The projections' packing fired (``packed_projections.py``, ``target="onnxruntime"``): every
-    GroupQueryAttention takes its packed query alone (key and value omitted) from one weight
-    matmul of ``(heads + 2 kv_heads) * head_size`` columns, and a gated MLP's gate and up are one
-    matmul, so a layer runs ``2 + mlp_matmuls`` weight matmuls (q/k/v, out, gate/up, down)."""
+def assert_packed_projections(folder, layers: int, mlp_matmuls: int = 2, packed_query: bool = True) -> None:
+    """The projections' packing fired (``packed_projections.py``, ``target="onnxruntime"``): a
+    layer's q/k/v are one weight matmul and a gated MLP's gate and up another, so a layer runs
+    ``2 + mlp_matmuls`` weight matmuls (q/k/v, out, gate/up, down). ``packed_query``: every
+    GroupQueryAttention takes that matmul (``(heads + 2 kv_heads) * head_size`` columns) as its
+    packed query, key and value omitted (else q and k are rotated in the graph between, and a
+    Split hands them out)."""
     graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
     producer = {out: n for n in graph.node for out in n.output}
     matmuls = [n for n in graph.node if n.op_type in ("MatMul", "MatMulNBits")]
     attention = [n for n in graph.node if n.op_type == "GroupQueryAttention"]
     assert len(attention) == layers
-    for node in attention:
+    for node in attention if packed_query else ():
         attrs = {a.name: a.i for a in node.attribute}
         assert list(node.input[1:3]) == ["", ""], f"{node.name}: key/value not packed into the query"
         qkv = producer[node.input[0]]

@@ -302,8 +302,9 @@ def flat_step(spec: DecoderSpec, cache: str, max_length: int | None = None) -> A
         total = attention_mask.shape[1]
         mask = attention_mask.astype(jnp.int32)
         first_key = past[0]
-        # (batch, past): padding slots so far (a gather: the shared buffer's length is static, past is not)
-        past_pad = jnp.isnan(jnp.take(first_key[:, 0, :, 0], jnp.arange(total - seq), axis=1))
+        # (batch, past): padding slots so far (a gather: the shared buffer's length is static, past is
+        # not; its indices 0..past-1 are in bounds, which spares the graph jnp.take's index checks)
+        past_pad = jnp.isnan(first_key[:, 0, :, 0].at[:, jnp.arange(total - seq)].get(mode="promise_in_bounds"))
         seen_real = jnp.any(~past_pad & (mask[:, : total - seq] > 0), axis=1, keepdims=True)
         is_pad = input_ids == pad_id
         leading_pad = (jnp.cumsum(~is_pad, axis=1) == 0) & ~seen_real
