@@ -1,12 +1,11 @@
 """``target="onnxruntime"``: a layer's projections of one input as one weight matmul.
 
 A decode step multiplies one token's activations by every weight once, so a decoder layer is a
-handful of matrix-vector products; each is a kernel call with its own thread-pool dispatch, and
-onnxruntime splits a product's output columns among its threads, so a narrow product (a
-grouped-query key projection: ``kv_heads * head_size`` columns) keeps few threads busy. Packing the
-products that read the same activations into one matmul (their weights side by side along the
-output axis) reads the same bytes in one call, as onnxruntime-genai's own model builder writes
-its graphs. Two rules (:class:`PackedProjectionsPass`, the rewrite slot after ``precision=``):
+handful of matrix-vector products, each a kernel call with its own thread-pool dispatch, the
+narrowest (a grouped-query key projection: ``kv_heads * head_size`` columns) too small to share
+among many threads. Packing the products that read the same activations into one matmul (their
+weights side by side along the output axis) reads the same bytes in fewer, wider calls, as
+onnxruntime-genai's own model builder writes its graphs (measured: docs/guide/precision.md). Two rules (:class:`PackedProjectionsPass`, the rewrite slot after ``precision=``):
 
 - ``packed_qkv``: a ``GroupQueryAttention`` whose query, key and value are each a weight matmul of
   one activation (``MatMul`` with a constant ``(K, N)`` weight, or ``MatMulNBits`` with the same
