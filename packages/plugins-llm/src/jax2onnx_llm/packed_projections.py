@@ -88,17 +88,21 @@ def _columns(node: ir.Node) -> int | None:
     return node.attributes.get_int("N", -1)
 
 
-def _lazy_concat(parts: list[ir.Value], axis: int, name: str) -> ir.Value:
-    """An initializer holding ``parts``' constants concatenated along ``axis``, computed when the
-    file is written (a streamed export's weights stay lazy)."""
+def _concat(parts: list[ir.Value], axis: int, name: str) -> ir.Value:
+    """An initializer holding ``parts``' constants concatenated along ``axis``; computed when the
+    file is written where a part is lazy (a streamed export's weights stay lazy, and the writer
+    still streams them), else now (a lazy tensor would make the writer stream a small model)."""
     tensors = [constant_tensor(p) for p in parts]
     dims = [int(d) for d in tensors[0].shape]
     dims[axis] = sum(int(t.shape[axis]) for t in tensors)
 
     def concat() -> ir.Tensor:
-        return ir.Tensor(np.concatenate([np.asarray(t.numpy()) for t in tensors], axis=axis))
+        return ir.Tensor(np.concatenate([np.asarray(t.numpy()) for t in tensors], axis=axis), name=name)
 
-    tensor = ir.LazyTensor(concat, dtype=tensors[0].dtype, shape=ir.Shape(dims), name=name)
+    if any(isinstance(t, ir.LazyTensor) for t in tensors):
+        tensor: ir.TensorProtocol = ir.LazyTensor(concat, dtype=tensors[0].dtype, shape=ir.Shape(dims), name=name)
+    else:
+        tensor = concat()
     return ir.Value(name=name, shape=ir.Shape(dims), type=ir.TensorType(tensors[0].dtype), const_value=tensor)
 
 
@@ -122,7 +126,7 @@ def _packed_matmul(graph: ir.Graph, nodes: list[ir.Node], before: ir.Node) -> ir
         parts = [n.inputs[slot] for n in nodes]
         # named by its parts (JOINER between), so a reader still finds each weight (the precision
         # report names them)
-        packed = _lazy_concat(parts, axis, _unique(graph, JOINER.join(str(p.name) for p in parts)))
+        packed = _concat(parts, axis, _unique(graph, JOINER.join(str(p.name) for p in parts)))
         graph.register_initializer(packed)
         consts.append(packed)
     width = sum(_columns(n) for n in nodes)
