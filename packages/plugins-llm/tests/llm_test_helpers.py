@@ -93,6 +93,31 @@ def assert_fused_attention(folder, target: str, layers: int, *, rotary: str | No
             assert all(len(n.input) == 4 for n in attention) and ops.get(("", "ScatterElements"), 0) == 2 * layers
 
 
+def assert_packed_projections(folder, layers: int, mlp_matmuls: int = 2, packed_query: bool = True) -> None:
+    """The projections' packing fired (``packed_projections.py``, ``target="onnxruntime"``): a
+    layer's q/k/v are one weight matmul and a gated MLP's gate and up another, so a layer runs
+    ``2 + mlp_matmuls`` weight matmuls (q/k/v, out, gate/up, down). ``packed_query``: every
+    GroupQueryAttention takes that matmul (``(heads + 2 kv_heads) * head_size`` columns) as its
+    packed query, key and value omitted (else q and k are rotated in the graph between, and a
+    Split hands them out)."""
+    graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
+    producer = {out: n for n in graph.node for out in n.output}
+    matmuls = [n for n in graph.node if n.op_type in ("MatMul", "MatMulNBits")]
+    attention = [n for n in graph.node if n.op_type == "GroupQueryAttention"]
+    assert len(attention) == layers
+    for node in attention if packed_query else ():
+        attrs = {a.name: a.i for a in node.attribute}
+        assert list(node.input[1:3]) == ["", ""], f"{node.name}: key/value not packed into the query"
+        qkv = producer[node.input[0]]
+        assert qkv.op_type in ("MatMul", "MatMulNBits"), qkv.op_type
+        if qkv.op_type == "MatMulNBits":  # as wide as q, k and v: (heads + 2 kv_heads) * the out-projection's K / heads
+            out_proj = next(n for n in matmuls if n.input[0] == node.output[0])
+            head_size = {a.name: a.i for a in out_proj.attribute}["K"] // attrs["num_heads"]
+            width = {a.name: a.i for a in qkv.attribute}["N"]
+            assert width == (attrs["num_heads"] + 2 * attrs["kv_num_heads"]) * head_size, (width, head_size, attrs)
+    assert len(matmuls) == layers * (2 + mlp_matmuls) + 1, [n.name for n in matmuls]  # + the LM head
+
+
 #: KerasHub's mixture-of-experts families (keras_moe.py): their sparse blocks' op per layer
 MOE_FAMILIES = ("mixtral", "qwen_moe", "qwen3_moe", "gpt_oss", "qwen3_5_moe")
 

@@ -129,7 +129,9 @@ def test_float16_and_int4(tmp_path, family):
     int4 = export_causal_lm(model, tmp_path / "int4", max_length=64, precision="int4", target="onnxruntime")
     check_folder(int4)
     counts = op_counts(int4)
-    assert counts.get(("com.microsoft", "MatMulNBits"), 0) >= 2 * 4, counts  # q/k/v/out or fused qkv, MLP, per layer
+    # per layer: the input projections (q/k/v, and GPT-J's parallel MLP input, packed into one op of
+    # their shared activation: packed_projections.py), the attention output, the MLP's output
+    assert counts.get(("com.microsoft", "MatMulNBits"), 0) >= 2 * 3, counts
     assert ("", "MatMul") not in counts, counts
     got = greedy(int4, PROMPTS, NEW_TOKENS)
     assert [len(row) for row in got] == [NEW_TOKENS] * len(PROMPTS)

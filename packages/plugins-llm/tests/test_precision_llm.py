@@ -18,7 +18,7 @@ from jax2onnx import Precision
 from jax2onnx.verification.precision import cosine
 from jax2onnx_llm import export_causal_lm
 from jax2onnx_llm.genai_run import greedy, prefill_logits
-from llm_test_helpers import NEW_TOKENS, PROMPTS, check_folder, require_genai
+from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_packed_projections, check_folder, require_genai
 from test_spec import tiny_jax_decoder
 
 #: core's floors (jax2onnx.verification.precision.MIN_COSINE) hold for float16/bfloat16; int8 and
@@ -104,8 +104,10 @@ def _hf_llama():
 def _levels(folder) -> tuple[list[tuple[str, int]], str]:
     """((weight, accuracy_level) of each MatMulNBits, the precision's detail) of a folder's model."""
     model = onnx.load(str(folder / "model.onnx"), load_external_data=False)
-    levels = [(re.sub(r"_q4(_\d+)?$", "", n.input[1]), {a.name: a.i for a in n.attribute}["accuracy_level"])
-              for n in model.graph.node if n.op_type == "MatMulNBits"]
+    # a packed MatMulNBits (a layer's q/k/v, gate/up: packed_projections.py) holds its weights'
+    # names with "+" between them, each at the op's level
+    levels = [(re.sub(r"_q4(_\d+)?$", "", name), {a.name: a.i for a in n.attribute}["accuracy_level"])
+              for n in model.graph.node if n.op_type == "MatMulNBits" for name in n.input[1].split("+")]
     return levels, {p.key: p.value for p in model.metadata_props}["jax2onnx.precision.detail"]
 
 
@@ -134,6 +136,10 @@ def test_auto_accuracy_level_keeps_level_1s_greedy_tokens(family, tmp_path):
         folder = export_causal_lm(model, tmp_path / name.replace(" ", ""), max_length=80, precision=precision,
                                   pad_token_id=0, eos_token_id=127)
         check_folder(folder)
+        if name != "auto":  # one level everywhere: each layer's q/k/v and gate/up are one MatMulNBits
+            # (the NNX Llama's feeding GQA's packed query; the others rotate q and k in the graph:
+            # head size 8, or KerasHub's own rotary)
+            assert_packed_projections(folder, layers=2, packed_query=family == "nnx-llama")
         tokens[name] = greedy(folder, PROMPTS, AUTO_TOKENS)
         levels[name] = _levels(folder)
     assert all(len(row) == AUTO_TOKENS for row in tokens["level 1"])
@@ -168,8 +174,9 @@ def test_lm_head_option_runs_in_genai_with_auto_levels(lm_head, tmp_path):
     model = onnx.load(str(folder / "model.onnx"), load_external_data=False)
     bits = sorted({a.name: a.i for a in n.attribute}["bits"] for n in model.graph.node if n.op_type == "MatMulNBits")
     assert bits.count(8) == (lm_head == "int8")  # the int8 head: an 8-bit MatMulNBits at its own fixed level
-    levels = [(name, level) for (name, level), b in zip(levels, [
-        {a.name: a.i for a in n.attribute}["bits"] for n in model.graph.node if n.op_type == "MatMulNBits"]) if b == 4]
+    four_bit = {re.sub(r"_q4(_\d+)?$", "", name) for n in model.graph.node if n.op_type == "MatMulNBits" and
+                {a.name: a.i for a in n.attribute}["bits"] == 4 for name in n.input[1].split("+")}
+    levels = [(name, level) for name, level in levels if name in four_bit]
     assert len(levels) == (15 if lm_head == "int4" else 14) and "accuracy_level auto on the probe set" in detail
     assert sorted(name for name, level in levels if level == 1) == _listed_at_level_1(detail)
     got = greedy(folder, PROMPTS, NEW_TOKENS)

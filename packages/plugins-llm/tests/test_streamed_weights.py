@@ -28,11 +28,18 @@ def test_streamed_from_safetensors_generates_the_same_tokens(tmp_path):
     # every weight is in model.onnx.data, read from the file (the abstract model has no values);
     # external data at this small size too: streamed weights are written one at a time (issue #32)
     proto = onnx.load(str(folder / "model.onnx"), load_external_data=False)
-    external = {t.name for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
+    external = _external_weights(proto)
     matrices = {name for name, leaf in weight_names(abstract).items() if len(leaf.shape) == 2}
     assert len(matrices) == 7 * CFG.num_layers + 2 and matrices <= external  # (norm scales: fused, renamed)
     assert_same_tokens(folder, lambda prompts: model.generate(*_padded(prompts), 32), CFG.pad_token_id,
                        CFG.eos_token_id)
+
+
+def _external_weights(proto) -> set[str]:
+    """The weights in the external data file; a packed initializer (a layer's q/k/v or gate/up as
+    one matmul, packed_projections.py) holds several, named with "+" between them."""
+    return {name for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
+            for name in t.name.split("+")}
 
 
 def test_streamed_export_logs_its_progress_when_asked_and_is_quiet_otherwise(tmp_path, capsys):
@@ -160,7 +167,7 @@ def test_streamed_from_an_orbax_checkpoint_of_a_sharded_run(tmp_path):
     folder = export_causal_lm(abstract, tmp_path / "out", max_length=48, weights=ckpt, external_data=True)
     check_folder(folder)
     proto = onnx.load(str(folder / "model.onnx"), load_external_data=False)
-    external = {t.name for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
+    external = _external_weights(proto)
     matrices = {name for name, leaf in weight_names(abstract).items() if len(leaf.shape) == 2}
     assert matrices <= external
 

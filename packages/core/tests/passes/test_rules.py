@@ -281,3 +281,25 @@ def test_a_node_changed_in_place_records_its_rule_too():
     flags = np.array([False, False, True, False, True])
     (got,), (want,) = run_model(model, {"flags": flags}), run_model(ir.from_proto(proto), {"flags": flags})
     assert got == want == 2
+
+
+def test_a_rule_anchored_in_another_domain_tries_only_that_domains_nodes():
+    """``Rule(..., domain=)``: a pack's rule starts from a runtime's own op ("com.example" here),
+    and a standard-domain node of the same op type is not its candidate (nor the reverse)."""
+    nodes = [N("Relu", ["x"], ["a"], name="standard"), N("Relu", ["a"], ["y"], name="custom", domain="com.example")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = ir.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23),
+                                                                  helper.make_opsetid("com.example", 1)]))
+    tried: dict[str, list[str]] = {"com.example": [], "": []}
+
+    class Family(RuleFamily):
+        name = "domains"
+
+        def rules(self):
+            return [Rule(f"seen_{d or 'std'}", frozenset({"Relu"}),
+                         lambda g, node, d=d: tried[d].append(node.name) or no_match("only looking"),
+                         lambda g, node, found: None, domain=d) for d in tried]
+
+    Family().run(model, {})
+    assert tried == {"com.example": ["custom"], "": ["standard"]}

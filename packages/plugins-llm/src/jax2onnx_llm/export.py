@@ -40,6 +40,7 @@ from .genai_config import build as build_genai_config
 from .genai_config import check_search
 from .genai_targets import GENAI, default_genai_target, genai_targets
 from .norm_fusion import NORM_OP, RmsNormFusionPass
+from .packed_projections import GQA_OP, PackedProjectionsPass
 from .qdq import STATIC_LLM, write_static_folder
 from .spec import BATCH, CACHE_LAYOUTS, PAST, SEQUENCE, DecoderSpec, KVCache, extend_to, position_ids_from_mask
 from .special_tokens import resolve as resolve_special_tokens
@@ -301,8 +302,9 @@ def flat_step(spec: DecoderSpec, cache: str, max_length: int | None = None) -> A
         total = attention_mask.shape[1]
         mask = attention_mask.astype(jnp.int32)
         first_key = past[0]
-        # (batch, past): padding slots so far (a gather: the shared buffer's length is static, past is not)
-        past_pad = jnp.isnan(jnp.take(first_key[:, 0, :, 0], jnp.arange(total - seq), axis=1))
+        # (batch, past): padding slots so far (a gather: the shared buffer's length is static, past is
+        # not; its indices 0..past-1 are in bounds, which spares the graph jnp.take's index checks)
+        past_pad = jnp.isnan(first_key[:, 0, :, 0].at[:, jnp.arange(total - seq)].get(mode="promise_in_bounds"))
         seen_real = jnp.any(~past_pad & (mask[:, : total - seq] > 0), axis=1, keepdims=True)
         is_pad = input_ids == pad_id
         leading_pad = (jnp.cumsum(~is_pad, axis=1) == 0) & ~seen_real
@@ -352,15 +354,17 @@ def export_keywords(spec: DecoderSpec, path: pathlib.Path, *, precision: Any, ta
                     external_data: bool | None) -> dict[str, Any]:
     """The core export's options for the model file at ``path`` (``to_onnx``'s keywords, checked by the
     :class:`jax2onnx.ExportProgram` like any ``to_onnx`` call's). Two front-end options: the RMS norm
-    fusion as a rewrite-slot pass (where the target runs onnxruntime's norm ops), and the weights file
+    fusion and the projections' packing as rewrite-slot passes (where the target runs onnxruntime's
+    norm ops and fused attention), and the weights file
     named ``model.onnx.data``, which onnxruntime-genai folders conventionally hold (the staging
     folder's rename keeps it paired)."""
     in_names, out_names = stateful_io_names(spec) if isinstance(spec, StatefulDecoderSpec) else io_names(spec.num_layers)
     return dict(
         model_name="causal_lm", opset=opset, input_names=in_names, output_names=out_names,
         return_mode="file", output_path=path, external_data=external_data, precision=precision, target=target,
-        # the RMS norms as onnxruntime's norm ops, where the target holds the fusion (it runs the op)
-        rewrite_passes=get_target(target).requested_rewrites([RmsNormFusionPass.name]),
+        # the RMS norms as onnxruntime's norm ops and the packed projections, where the target holds
+        # the rewrites (it runs the ops they write)
+        rewrite_passes=get_target(target).requested_rewrites([RmsNormFusionPass.name, PackedProjectionsPass.name]),
         external_data_file=f"{path.name}.data",
     )
 
@@ -371,6 +375,9 @@ def _norm_fusion(options: Any) -> RmsNormFusionPass:
 
 # the RMS norm fusion, held by every target that runs the op it writes (jax2onnx.rewrite)
 register_rewrite(RmsNormFusionPass.name, _norm_fusion, op=NORM_OP, domain=MS_DOMAIN)
+# a layer's projections of one input as one matmul, where the target runs the fused attention whose
+# packed-QKV form it writes (packed_projections.py)
+register_rewrite(PackedProjectionsPass.name, lambda options: PackedProjectionsPass(), op=GQA_OP, domain=MS_DOMAIN)
 
 
 def _write_model(spec: DecoderSpec, path: pathlib.Path, *, max_length: int, precision: Any, cache: str, target: str,

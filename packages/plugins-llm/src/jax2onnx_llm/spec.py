@@ -233,5 +233,6 @@ def extend_to(flags: Any, capacity: int) -> Any:
     ``T <= capacity`` (a gather: a concatenation would need ``capacity - T >= 0`` proven)."""
     length = flags.shape[1]
     idx = jnp.arange(capacity, dtype=jnp.int32)
-    gathered = jnp.take(flags, jnp.minimum(idx, length - 1), axis=1)
+    # indices in 0..length-1: in bounds, so the gather needs none of jnp.take's index checks
+    gathered = flags.at[:, jnp.minimum(idx, length - 1)].get(mode="promise_in_bounds")
     return gathered & (idx < length)[None, :]

@@ -99,16 +99,19 @@ class Rule:
 
     Args:
         name: the rule's name in the counts and the node record (``matmul_bias_gemm``).
-        anchors: the op types (standard domain) the pattern starts from; only those nodes are tried.
+        anchors: the op types the pattern starts from (in ``domain``); only those nodes are tried.
         match: ``match(graph, node)`` → what ``replace`` needs, or a :class:`Miss`; changes nothing.
         replace: ``replace(graph, node, found)`` writes the replacement; it may return nodes it
             changed in place (the nodes it inserts are found and recorded without that).
+        domain: the anchors' domain (``""``: the standard one; a pack's rule may start from a
+            runtime's own op, ``"com.microsoft"``).
     """
 
     name: str
     anchors: frozenset[str]
     match: Callable[[Any, ir.Node], Any]
     replace: Callable[[Any, ir.Node, Any], Iterable[ir.Node] | None]
+    domain: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +145,8 @@ def record(nodes: Iterable[ir.Node], label: str) -> None:
 
 
 def _is_candidate(node: ir.Node, rule: Rule) -> bool:
-    return node.op_type in rule.anchors and node.domain in ("", "ai.onnx")
+    standard = ("", "ai.onnx")
+    return node.op_type in rule.anchors and node.domain in (standard if rule.domain in standard else (rule.domain,))
 
 
 class RuleFamily(ir.passes.InPlacePass):
