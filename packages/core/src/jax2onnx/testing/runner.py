@@ -149,14 +149,6 @@ def unavailable_ops(model: onnx.ModelProto, ops: Sequence[str]) -> list[str]:
     return [o for o in ops if (op_since(o) or 0) > opset or o in decomposed]
 
 
-#: XLA's options for JAX's side of a testcase: LLVM's optimizations off. A testcase's inputs are a
-#: few elements, so compiling was the bulk of its reference (0.15 s -> 0.075 s CPU per compile,
-#: measured on a small jitted function), while the program XLA runs is the same HLO: LLVM without
-#: fast-math keeps IEEE results; what may differ is whether a multiply-add is fused, one rounding,
-#: far inside every testcase's tolerance.
-REFERENCE_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
-
-
 def run_variant(variant: Variant) -> CaseResult:
     """Export, check with ``onnx.checker`` (full_check), run in onnxruntime, compare with JAX; then
     the same at each of ``variant.more_opsets`` (the result returned is the first opset's). The
@@ -291,8 +283,7 @@ def compare_with_jax(variant: Variant, fn: Any, model: onnx.ModelProto, inputs: 
     for i, vals in enumerate(inputs.runs):
         if i not in references:
             references[i] = jax_expected(fn, [np.asarray(v) for v in vals], inputs.params or None,
-                                         double=variant.double, jit=case.reference_jit,
-                                         compiler_options=REFERENCE_COMPILER_OPTIONS)
+                                         double=variant.double, jit=case.reference_jit)
         expected = references[i]
         cmp = compare(fn, model, vals, inputs.params or None, rtol=rtol, atol=atol, enable_double_precision=variant.double,
                        jit=case.reference_jit, expected=expected, target=case.target, runner=run)

@@ -246,7 +246,7 @@ def jax_output_array(leaf: Any) -> np.ndarray:
 
 
 def jax_reference(fn: Callable[..., Any], arrays: Sequence[Any], params: Mapping[str, Any] | None = None, *,
-                  jit: bool = True, reference: str = HIGHEST, compiler_options: Mapping[str, Any] | None = None) -> Any:
+                  jit: bool = True, reference: str = HIGHEST) -> Any:
     """``fn(*arrays, **params)`` as JAX computes it, jitted: one XLA compilation instead of one per
     op, which is most of the time a comparison takes. A function that cannot be jitted (Python
     control flow on a runtime flag, a module that updates its own state) runs eagerly instead, and
@@ -255,9 +255,7 @@ def jax_reference(fn: Callable[..., Any], arrays: Sequence[Any], params: Mapping
 
     ``reference``: ``"highest"`` runs it at highest matmul precision (float32 matmuls in float32 on
     a TPU or GPU too), ``"accelerator-default"`` as the device computes by default
-    (:mod:`jax2onnx.verification.reference`). It runs where its inputs and parameters live.
-    ``compiler_options``: XLA's, for the jitted call (the testcase runner lowers LLVM's optimization
-    level: see :data:`jax2onnx.testing.runner.REFERENCE_COMPILER_OPTIONS`)."""
+    (:mod:`jax2onnx.verification.reference`). It runs where its inputs and parameters live."""
     params = dict(params or {})
     with precision_scope(reference):
         if not jit:
@@ -265,21 +263,17 @@ def jax_reference(fn: Callable[..., Any], arrays: Sequence[Any], params: Mapping
         # The params are closed over, as concrete values: a function branching on one in Python
         # (``if deterministic:``) still compiles once instead of running op by op.
         try:
-            jitted = jax.jit(lambda *xs: fn(*xs, **params))
-            if compiler_options:
-                return jitted.lower(*arrays).compile(compiler_options=dict(compiler_options))(*arrays)
-            return jitted(*arrays)
+            return jax.jit(lambda *xs: fn(*xs, **params))(*arrays)
         except Exception:  # noqa: BLE001 - any trace-time refusal means: not jittable as written
             return fn(*arrays, **params)
 
 
 def jax_expected(fn: Callable[..., Any], arrays: Sequence[np.ndarray], input_params: Mapping[str, Any] | None = None, *,
-                 double: bool, jit: bool = True, reference: str = HIGHEST,
-                 compiler_options: Mapping[str, Any] | None = None) -> tuple[list[np.ndarray], ReferenceInfo]:
+                 double: bool, jit: bool = True, reference: str = HIGHEST) -> tuple[list[np.ndarray], ReferenceInfo]:
     """JAX's outputs of ``fn`` on ``arrays`` as :func:`compare` compares them (flattened, each as
     the ONNX value it should equal), and where and at which precision they were computed."""
     with x64_enabled(double):
-        outputs = jax_reference(fn, arrays, input_params, jit=jit, reference=reference, compiler_options=compiler_options)
+        outputs = jax_reference(fn, arrays, input_params, jit=jit, reference=reference)
         info = reference_info(outputs, reference)
         return [as_onnx_value(jax_output_array(e)) for e in jax.tree_util.tree_leaves(outputs)], info
 
