@@ -53,6 +53,7 @@ from .tokenizers import resolve as resolve_tokenizer
 from .tokenizers import write as write_tokenizer
 from .web import REPORT_FILE as WEB_REPORT_FILE
 from .web import TRANSFORMERS_JS, web_dtypes, write_web_folder
+from .web.dtypes import check_web_options
 from .weights import check_has_values, streamed_input
 
 MODEL_FILE = "model.onnx"
@@ -224,15 +225,7 @@ def check_options(max_length: Any, precision: Any, cache: Any, target: Any) -> s
 
 def _check_web_options(precision: Any, cache: str, search: Any, weights: Any, external_data: Any) -> list[Any]:
     """A browser folder's options: its dtypes (``precision=``, one or several), the growing cache."""
-    if external_data is not None:
-        raise OptionError("external_data=: a browser folder puts a file's weights in transformers.js' data chunks "
-                          "itself, once the file would pass 2 GB; drop external_data=")
-    if cache != "concat":
-        raise OptionError(f"cache={cache!r}: transformers.js feeds a growing cache; pass cache='concat' for a browser "
-                          "folder")
-    if search is not None:
-        raise OptionError("search= sets genai_config.json, which a browser folder does not have; drop it (its "
-                          "generation_config.json holds the special tokens; transformers.js takes the rest per call)")
+    check_web_options(cache, search, external_data)
     if weights is not None:
         raise OptionError("weights= (streamed weights) is not supported for a browser folder; load the weights into "
                           "the model and drop weights=")

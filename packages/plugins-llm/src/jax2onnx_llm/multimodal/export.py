@@ -49,9 +49,10 @@ from ..special_tokens import resolve as resolve_special_tokens
 from ..staging import staging as staging_folder
 from ..tokenizers import resolve as resolve_tokenizer
 from ..tokenizers import write as write_tokenizer
+from ..web.dtypes import check_web_options
 from .decoder import decoder_inputs, decoder_step
 from .report import REPORT_KEY, check_precisions, submodel_report
-from .web import check_web_options, refuse_web_precision, write_web_vision_language
+from .web import refuse_web_precision, write_web_vision_language
 
 VISION_FILE, EMBEDDING_FILE, DECODER_FILE = "vision.onnx", "embedding.onnx", "decoder.onnx"
 #: what the folder's inputs are and how to feed them (read by :func:`generate`)

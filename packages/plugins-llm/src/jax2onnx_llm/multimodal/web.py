@@ -68,19 +68,6 @@ RESAMPLE = {"nearest": 0, "bilinear": 2, "bicubic": 3}
 DTYPE = "fp32"
 
 
-def check_web_options(cache: str, search: Any, external_data: Any) -> None:
-    """What a transformers.js folder does not take, refused before the export."""
-    if cache != "concat":
-        raise OptionError(f"cache={cache!r}: transformers.js feeds a growing cache; pass cache='concat' for a browser "
-                          "folder")
-    if search is not None:
-        raise OptionError("search= sets genai_config.json, which a browser folder does not have; drop it "
-                          "(transformers.js takes its search options per generate call)")
-    if external_data is not None:
-        raise OptionError("external_data=: a browser folder puts a file's weights in transformers.js' data chunks "
-                          "itself, once the file would pass 2 GB; drop external_data=")
-
-
 def refuse_web_precision(precisions: Mapping[str, Any]) -> None:
     """A browser folder's graphs are written in float32 (one file per graph, no dtype suffixes yet)."""
     lower = {graph: getattr(p, "kind", p) for graph, p in precisions.items() if getattr(p, "kind", p) != "float32"}

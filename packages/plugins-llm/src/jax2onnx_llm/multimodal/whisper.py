@@ -38,9 +38,10 @@ from ..genai_targets import GENAI, TRANSFORMERS_JS, genai_targets, web_targets
 from ..staging import staging as staging_folder
 from ..tokenizers import resolve as resolve_tokenizer
 from ..tokenizers import write as write_tokenizer
+from ..web.dtypes import check_web_options
 from .export import write_graph
 from .report import REPORT_KEY, check_precisions, submodel_report
-from .web import check_web_options, refuse_web_precision, write_web_speech_to_text
+from .web import refuse_web_precision, write_web_speech_to_text
 
 ENCODER_FILE, DECODER_FILE = "encoder.onnx", "decoder.onnx"
 #: what the folder's inputs are and how to feed them (read by :func:`transcribe`)

@@ -58,6 +58,20 @@ DTYPES = {
 }
 
 
+def check_web_options(cache: str, search: Any, external_data: Any) -> None:
+    """What a transformers.js folder (a text decoder's or a multimodal model's) does not take,
+    refused before the export."""
+    if external_data is not None:
+        raise OptionError("external_data=: a browser folder puts a file's weights in transformers.js' data chunks "
+                          "itself, once the file would pass 2 GB; drop external_data=")
+    if cache != "concat":
+        raise OptionError(f"cache={cache!r}: transformers.js feeds a growing cache; pass cache='concat' for a browser "
+                          "folder")
+    if search is not None:
+        raise OptionError("search= sets genai_config.json, which a browser folder does not have; drop it (its "
+                          "generation_config.json holds the special tokens; transformers.js takes the rest per call)")
+
+
 def web_dtypes(precision: Any) -> list[WebDtype]:
     """``precision=`` (one value or a tuple/list of them) as the files to write, in the order given;
     refuses an unknown value or two values writing the same file."""

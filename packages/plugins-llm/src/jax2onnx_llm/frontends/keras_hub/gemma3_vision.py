@@ -29,7 +29,7 @@ from ...errors import OptionError
 from ...spec import DecoderSpec, KVCache
 from .pali_gemma import check as check  # the family's checks, converter and processor config are PaliGemma's
 from .pali_gemma import image_converter as image_converter
-from .pali_gemma import image_facts_for, mask_override
+from .pali_gemma import image_facts_for, library_layer_cache, mask_override
 from .pali_gemma import processor_config as processor_config
 
 #: the decoder graph reads ``input_ids`` too (``jax2onnx_llm.multimodal`` adds it to its inputs and config)
@@ -88,16 +88,13 @@ def decoder_spec(model: Any, image_token_id: int | None = None) -> DecoderSpec:
 
     def step(params: Any, inputs_embeds: Any, attention_mask: Any, position_ids: Any, cache: KVCache, *,
              input_ids: Any) -> Any:
-        batch, seq = inputs_embeds.shape[:2]
+        seq = inputs_embeds.shape[1]
         past = jnp.asarray(cache.past_length(seq), jnp.int32)
         visible = cache.key_valid(seq)[:, 0]  # (batch, seq, capacity): padding and causality
         visible = visible | image_spans(input_ids == image_token_id, past, visible.shape[-1])
         x = inputs_embeds
         for i, layer in enumerate(layers):
-            k, v = cache.keys[i].transpose(0, 2, 1, 3), cache.values[i].transpose(0, 2, 1, 3)
-            if cache.layout == "concat":
-                room = jnp.zeros((batch, seq, kv_heads, head_size), k.dtype)
-                k, v = jnp.concatenate([k, room], axis=1), jnp.concatenate([v, room], axis=1)
+            k, v = library_layer_cache(cache, i, seq, kv_heads, head_size)
             # the library's attention math: the fused ops' causal masking cannot express the image spans
             with mask_override(layer, visible), library_attention():
                 x, (k, v) = layer(x, cache=(k, v), cache_update_index=past)

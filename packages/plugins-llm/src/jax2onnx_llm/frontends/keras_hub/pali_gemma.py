@@ -93,7 +93,7 @@ def decoder_spec(model: Any) -> DecoderSpec:
     kv_heads, head_size = int(backbone.num_key_value_heads), int(backbone.head_dim)
 
     def step(params: Any, inputs_embeds: Any, attention_mask: Any, position_ids: Any, cache: KVCache) -> Any:
-        batch, seq = inputs_embeds.shape[:2]
+        seq = inputs_embeds.shape[1]
         past = jnp.asarray(cache.past_length(seq), jnp.int32)
         visible = cache.key_valid(seq)[:, 0]  # (batch, seq, capacity): padding and causality
         real = attention_mask.astype(bool)
@@ -103,10 +103,7 @@ def decoder_spec(model: Any) -> DecoderSpec:
         visible = visible | ((past == 0) & real[:, None, :])
         x = inputs_embeds
         for i, layer in enumerate(layers):
-            k, v = cache.keys[i].transpose(0, 2, 1, 3), cache.values[i].transpose(0, 2, 1, 3)
-            if cache.layout == "concat":
-                room = jnp.zeros((batch, seq, kv_heads, head_size), k.dtype)
-                k, v = jnp.concatenate([k, room], axis=1), jnp.concatenate([v, room], axis=1)
+            k, v = library_layer_cache(cache, i, seq, kv_heads, head_size)
             # the library's attention math: the fused ops' causal masking cannot express the prefix
             with mask_override(layer, visible), library_attention():
                 x, layer_cache = layer(x, cache=jnp.stack([k, v], axis=1), cache_update_index=past)
@@ -185,6 +182,17 @@ def _per_channel(value: Any, default: float, name: str) -> list[float]:
         raise OptionError(f"image_converter {name}={value!r}: give one number or one per RGB channel"
                           + (", none of them 0 (it would erase the image)" if name == "scale" else ""))
     return values
+
+
+def library_layer_cache(cache: KVCache, i: int, seq: int, kv_heads: int, head_size: int) -> tuple[Any, Any]:
+    """Layer ``i``'s keys and values as KerasHub's layers hold them, ``(batch, positions, kv_heads,
+    head_size)``; under the growing cache with room for the step's ``seq`` new positions, which the
+    layer writes at ``cache_update_index``."""
+    k, v = cache.keys[i].transpose(0, 2, 1, 3), cache.values[i].transpose(0, 2, 1, 3)
+    if cache.layout == "concat":
+        room = jnp.zeros((k.shape[0], seq, kv_heads, head_size), k.dtype)
+        k, v = jnp.concatenate([k, room], axis=1), jnp.concatenate([v, room], axis=1)
+    return k, v
 
 
 @contextlib.contextmanager
