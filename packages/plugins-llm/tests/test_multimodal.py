@@ -86,10 +86,9 @@ def _tokenizer(folder):
     return folder
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """(model, folder, {image index: KerasHub's greedy tokens}) for the two images."""
-    model = _model()
+def library_tokens(model) -> tuple[dict[int, list[int]], int]:
+    """KerasHub's greedy tokens after PROMPT for each of the two images ({image index: tokens}), and an
+    end token those runs never reach."""
     generate_function = model.make_generate_function()
     expected = {}
     for i, image in enumerate(_images()):
@@ -99,7 +98,14 @@ def exported(tmp_path_factory):
         out = generate_function({"token_ids": ids, "padding_mask": mask, "images": image}, stop_token_ids=None)
         expected[i] = [int(t) for t in np.asarray(out["token_ids"])[0, len(PROMPT):]]
     seen = {t for tokens in expected.values() for t in tokens}
-    eos = next(t for t in range(1, VOCAB) if t not in seen)  # an end token the runs never reach
+    return expected, next(t for t in range(1, VOCAB) if t not in seen)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """(model, folder, {image index: KerasHub's greedy tokens}) for the two images."""
+    model = _model()
+    expected, eos = library_tokens(model)
     root = tmp_path_factory.mktemp("mm")
     folder = export_multimodal_lm(model, root / "paligemma", max_length=32, tokenizer=_tokenizer(root / "tokenizer"),
                                   eos_token_id=eos, pad_token_id=0, image_converter=_converter())

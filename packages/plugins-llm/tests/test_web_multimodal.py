@@ -24,7 +24,7 @@ from jax2onnx_llm import OptionError, UnsupportedModelError  # noqa: E402
 from jax2onnx_llm.multimodal import export_multimodal_lm, export_speech_to_text  # noqa: E402
 from jax2onnx_llm.web import REPORT_FILE  # noqa: E402
 from test_multimodal import NEW_TOKENS as IMAGE_NEW_TOKENS  # noqa: E402
-from test_multimodal import PROMPT, VOCAB, _converter, _images, _rgb, _write_png  # noqa: E402
+from test_multimodal import PROMPT, VOCAB, _converter, _images, _rgb, _write_png, library_tokens  # noqa: E402
 from test_multimodal import _model as paligemma_model  # noqa: E402
 from test_multimodal import _tokenizer as letters_tokenizer  # noqa: E402
 from test_whisper import NEW_TOKENS, _backbone, _features, _library_greedy, _prompt, _tokenizer, _until_end  # noqa: E402
@@ -158,16 +158,7 @@ def test_the_merged_whisper_decoder_runs_in_onnxruntime_web_wasm(whisper):
 def paligemma(tmp_path_factory):
     """(folder, {image index: KerasHub's greedy tokens}) for test_multimodal's two images."""
     model = paligemma_model()
-    generate_function = model.make_generate_function()
-    expected = {}
-    for i, image in enumerate(_images()):
-        ids = np.zeros((1, len(PROMPT) + IMAGE_NEW_TOKENS), np.int32)
-        mask = np.zeros(ids.shape, bool)
-        ids[0, : len(PROMPT)], mask[0, : len(PROMPT)] = PROMPT, True
-        out = generate_function({"token_ids": ids, "padding_mask": mask, "images": image}, stop_token_ids=None)
-        expected[i] = [int(t) for t in np.asarray(out["token_ids"])[0, len(PROMPT):]]
-    seen = {t for tokens in expected.values() for t in tokens}
-    eos = next(t for t in range(1, VOCAB) if t not in seen)  # an end token the runs never reach
+    expected, eos = library_tokens(model)  # test_multimodal's: KerasHub's tokens for its two images
     root = tmp_path_factory.mktemp("web")
     folder = export_multimodal_lm(model, root / "paligemma", max_length=32, target="web", eos_token_id=eos,
                                   pad_token_id=0, tokenizer=letters_tokenizer(root / "tokenizer"),
