@@ -85,3 +85,14 @@ def library_greedy(model, params, prompts):
         tokens[np.arange(len(prompts)), lengths] = nxt
         lengths += 1
     return [tokens[row, len(p): len(p) + NEW_TOKENS].tolist() for row, p in enumerate(prompts)]
+
+
+def sampler_tokens(model, params, tokenizer, texts, ends):
+    """The library's ``gm.text.Sampler`` (greedy, its own cache) on ``texts``: each row's tokens up to
+    the first of ``ends``."""
+    from jax2onnx_llm.genai_run import until_eos
+
+    sampler = gm.text.Sampler(model=model, params=params, tokenizer=tokenizer, cache_length=96,
+                              max_out_length=NEW_TOKENS, pad_length=None)
+    state = sampler.sample(texts, max_new_tokens=NEW_TOKENS, return_state=True).state
+    return [until_eos(row, ends) for row in np.asarray(state.predicted_tokens)]

@@ -26,6 +26,7 @@ from gemma_lib_helpers import (
     gm,
     library_greedy,
     random_params,
+    sampler_tokens,
     tiny_tokenizer,
 )
 from jax2onnx_llm import UnsupportedModelError, export_causal_lm
@@ -98,10 +99,7 @@ def test_the_library_sampler_on_texts_and_genai_agree(exported):
         assert [int(i) for i in encoder.encode(text)] == [int(i) for i in tokenizer.encode(text)], text
     ids = [[2, *(int(i) for i in encoder.encode(text))] for text in TEXTS]
     assert ids == [[int(i) for i in tokenizer.encode(text, add_bos=True)] for text in TEXTS]
-    sampler = gm.text.Sampler(model=model, params=params, tokenizer=tokenizer, cache_length=96,
-                              max_out_length=NEW_TOKENS, pad_length=None)
-    state = sampler.sample(TEXTS, max_new_tokens=NEW_TOKENS, return_state=True).state
-    expected = [until_eos(row, [EOS, END_OF_TURN]) for row in np.asarray(state.predicted_tokens)]
+    expected = sampler_tokens(model, params, tokenizer, TEXTS, [EOS, END_OF_TURN])
     got = greedy(folder, ids, NEW_TOKENS)
     assert [until_eos(row, [EOS, END_OF_TURN]) for row in got] == expected
     assert min(len(set(row)) for row in expected) > 3, f"the tiny model repeats itself: {expected}"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 
 import jax.numpy as jnp
-import numpy as np
 import pytest
 from gemma_lib_helpers import (
     EOS,
@@ -25,6 +24,7 @@ from gemma_lib_helpers import (
     gm,
     library_greedy,
     random_params,
+    sampler_tokens,
     tiny_tokenizer,
 )
 from jax2onnx_llm import export_causal_lm
@@ -105,9 +105,6 @@ def test_the_library_sampler_and_genai_agree(exported):
     encoder = og.Tokenizer(og.Model(str(folder)))
     ids = [[2, *(int(i) for i in encoder.encode(text))] for text in TEXTS]
     assert ids == [[int(i) for i in tokenizer.encode(text, add_bos=True)] for text in TEXTS]
-    sampler = gm.text.Sampler(model=model, params=params, tokenizer=tokenizer, cache_length=96,
-                              max_out_length=NEW_TOKENS, pad_length=None)
-    state = sampler.sample(TEXTS, max_new_tokens=NEW_TOKENS, return_state=True).state
-    expected = [until_eos(row, [EOS, END_OF_TURN]) for row in np.asarray(state.predicted_tokens)]
+    expected = sampler_tokens(model, params, tokenizer, TEXTS, [EOS, END_OF_TURN])
     assert min(len(set(row)) for row in expected) > 3, f"the tiny model repeats itself: {expected}"
     assert [until_eos(row, [EOS, END_OF_TURN]) for row in greedy(folder, ids, NEW_TOKENS)] == expected
