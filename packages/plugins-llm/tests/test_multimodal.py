@@ -86,6 +86,19 @@ def _tokenizer(folder):
     return folder
 
 
+def with_perturbed_vision(folder, broken):
+    """A copy of ``folder`` whose vision graph's patch convolution kernel (its largest 4-D initializer)
+    has noise added: the export's vision tower only, changed."""
+    shutil.copytree(folder, broken)
+    vision = onnx.load(str(broken / VISION_FILE))
+    kernel = max((t for t in vision.graph.initializer if len(t.dims) == 4), key=lambda t: np.prod(t.dims))
+    values = onnx.numpy_helper.to_array(kernel)
+    kernel.CopyFrom(onnx.numpy_helper.from_array(values + np.random.RandomState(1).normal(0, 1, values.shape)
+                                                 .astype(values.dtype), kernel.name))
+    onnx.save(vision, str(broken / VISION_FILE))
+    return broken
+
+
 def library_tokens(model) -> tuple[dict[int, list[int]], int]:
     """KerasHub's greedy tokens after PROMPT for each of the two images ({image index: tokens}), and an
     end token those runs never reach."""
@@ -168,15 +181,7 @@ def test_a_perturbed_vision_tower_generates_other_tokens(exported, tmp_path):
     only, KerasHub's model untouched) changes genai's tokens away from the library's."""
     require_genai()
     _, folder, expected = exported
-    broken = tmp_path / "broken"
-    shutil.copytree(folder, broken)
-    vision = onnx.load(str(broken / VISION_FILE))
-    # the largest 4-D initializer: the patch convolution's kernel
-    kernel = max((t for t in vision.graph.initializer if len(t.dims) == 4), key=lambda t: np.prod(t.dims))
-    values = onnx.numpy_helper.to_array(kernel)
-    kernel.CopyFrom(onnx.numpy_helper.from_array(values + np.random.RandomState(1).normal(0, 1, values.shape)
-                                                 .astype(values.dtype), kernel.name))
-    onnx.save(vision, str(broken / VISION_FILE))
+    broken = with_perturbed_vision(folder, tmp_path / "broken")
     image = _images()[0]
     assert generate(folder, PROMPT, image, NEW_TOKENS) == expected[0]
     assert generate(broken, PROMPT, image, NEW_TOKENS) != expected[0]

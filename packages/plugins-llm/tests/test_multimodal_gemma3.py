@@ -8,19 +8,18 @@ smaller. One float32 and one mixed-precision export for the module."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import onnx
 import pytest
 from llm_test_helpers import keras_hub_under_jax, require_genai
-from test_multimodal import _rgb, _tokenizer, _write_png
+from test_multimodal import _rgb, _tokenizer, _write_png, with_perturbed_vision
 
 keras, keras_hub = keras_hub_under_jax()
 
 from jax2onnx_llm import OptionError, UnsupportedModelError  # noqa: E402
 from jax2onnx_llm.multimodal import export_multimodal_lm, generate, pixel_values_from_file  # noqa: E402
-from jax2onnx_llm.multimodal.export import DECODER_FILE, INPUTS_FILE, SUBMODELS, VISION_FILE  # noqa: E402
+from jax2onnx_llm.multimodal.export import DECODER_FILE, INPUTS_FILE, SUBMODELS  # noqa: E402
 from jax2onnx_llm.multimodal.report import folder_report  # noqa: E402
 
 VOCAB, NEW_TOKENS, SIZE = 64, 12, 28
@@ -135,15 +134,7 @@ def test_a_perturbed_vision_tower_generates_other_tokens(exported, tmp_path):
     only, KerasHub's model untouched) changes genai's tokens away from the library's."""
     require_genai()
     _, prompt, folder, _, expected = exported
-    broken = tmp_path / "broken"
-    shutil.copytree(folder, broken)
-    vision = onnx.load(str(broken / VISION_FILE))
-    # the largest 4-D initializer: the patch convolution's kernel
-    kernel = max((t for t in vision.graph.initializer if len(t.dims) == 4), key=lambda t: np.prod(t.dims))
-    values = onnx.numpy_helper.to_array(kernel)
-    kernel.CopyFrom(onnx.numpy_helper.from_array(values + np.random.RandomState(1).normal(0, 1, values.shape)
-                                                 .astype(values.dtype), kernel.name))
-    onnx.save(vision, str(broken / VISION_FILE))
+    broken = with_perturbed_vision(folder, tmp_path / "broken")
     assert generate(broken, prompt, _images()[:1], NEW_TOKENS) != expected[0]
 
 
