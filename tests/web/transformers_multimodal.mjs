@@ -2,15 +2,16 @@
 // folder export_speech_to_text / export_multimodal_lm(target="web") wrote, for the LLM pack's tests
 // (packages/plugins-llm/tests/test_web_multimodal.py):
 //   node transformers_multimodal.mjs <request.json>
-// request: {"kind": "whisper" | "paligemma", "folder", "max_new_tokens",
-//           "inputs": path of raw little-endian float32 (whisper: log-mel features, paligemma: pixel values),
+// request: {"kind": "whisper" | "moonshine" | "paligemma", "folder", "max_new_tokens",
+//           "inputs": path of raw little-endian float32 (whisper: log-mel features, moonshine: 16 kHz audio,
+//           paligemma: pixel values),
 //           "dims": their shape, "prompt": [[token ids of each row]], "image": optional PNG path (paligemma)}
 // prints {"tokens": [[new tokens of each row]], and when "image" is given: "pixel_values": {dims, data} of
 // the image by the folder's image processor, "image_token_ids": "<image><image>" by the folder's tokenizer}.
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  AutoImageProcessor, AutoTokenizer, PaliGemmaForConditionalGeneration, RawImage, Tensor, WhisperForConditionalGeneration, env,
+  AutoImageProcessor, AutoTokenizer, MoonshineForConditionalGeneration, PaliGemmaForConditionalGeneration, RawImage, Tensor, WhisperForConditionalGeneration, env,
 } from '@huggingface/transformers';
 
 const request = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
@@ -32,6 +33,13 @@ if (request.kind === 'whisper') {
   // the library's features go in as the encoder's input_features; the prompt rows as decoder_input_ids
   // (a nested array: Whisper's generate takes a Tensor of one row only)
   const out = await model.generate({ inputs: floats, decoder_input_ids: prompt, ...options });
+  result.tokens = out.tolist().map((row) => row.slice(prompt[0].length).map(Number));
+  await model.dispose();
+} else if (request.kind === 'moonshine') {
+  const model = await MoonshineForConditionalGeneration.from_pretrained(name, { dtype: 'fp32', device: 'cpu' });
+  // raw audio, zero-padded (the graphs read the padding from it); generate starts each row from the
+  // folder's decoder_start_token_id (the prompt is only its length here)
+  const out = await model.generate({ input_values: floats, ...options });
   result.tokens = out.tolist().map((row) => row.slice(prompt[0].length).map(Number));
   await model.dispose();
 } else if (request.kind === 'paligemma') {

@@ -53,7 +53,10 @@ class Frontend:
         speech_to_text: ``speech_to_text(model) ->`` the parts of an encoder-decoder speech model that
             :func:`jax2onnx_llm.multimodal.export_speech_to_text` exports (a module or object with
             ``check``, ``facts``, ``encoder_fn``, ``decoder_fn``, ``cross_fn`` (the decoder's cross-attention
-            keys and values of the encoder's output), ``prompt``), or None for a model that is none.
+            keys and values of the encoder's output), ``tokens`` (the start, end and prompt ids from the
+            model's tokenizer), ``TRANSFORMERS_JS_MODEL_TYPE`` (the transformers.js folder it is written as)
+            and, for a model onnxruntime-genai has no model type for, ``GENAI_LAYOUT_MISSING`` (why, and the
+            fix)), or None for a model that is none.
     """
 
     name: str

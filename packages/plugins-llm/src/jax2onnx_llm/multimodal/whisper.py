@@ -40,6 +40,7 @@ from ..tokenizers import resolve as resolve_tokenizer
 from ..tokenizers import write as write_tokenizer
 from ..web.dtypes import check_web_options
 from .export import write_graph
+from .moonshine_web import write_web_moonshine
 from .report import REPORT_KEY, check_precisions, submodel_report
 from .web import refuse_web_precision, write_web_speech_to_text
 
@@ -51,6 +52,8 @@ SELF_PAST, SELF_PRESENT = ("past_key_self_%d", "past_value_self_%d"), ("present_
 CROSS_PAST, CROSS_PRESENT = ("past_key_cross_%d", "past_value_cross_%d"), ("present_key_cross_%d", "present_value_cross_%d")
 #: the folder's graphs by genai_config.json's section (precision=, the report)
 SUBMODELS = {"encoder": ENCODER_FILE, "decoder": DECODER_FILE}
+#: the transformers.js folder's writer by the architecture the front-end's parts name (``TRANSFORMERS_JS_MODEL_TYPE``)
+WEB_WRITERS = {"whisper": write_web_speech_to_text, "moonshine": write_web_moonshine}
 
 
 def export_speech_to_text(
@@ -66,15 +69,18 @@ def export_speech_to_text(
     search: dict[str, Any] | None = None,
     progress: bool | None = None,
 ) -> pathlib.Path:
-    """Export a Whisper model as an onnxruntime-genai ``whisper`` folder and return its path.
+    """Export a speech-to-text model as an onnxruntime-genai ``whisper`` folder (or, with ``target="web"``,
+    a transformers.js folder) and return its path.
 
     Args:
         model: a KerasHub ``WhisperBackbone`` under the JAX backend (``max_encoder_sequence_length=3000``,
-            the frames genai's Whisper takes).
+            the frames genai's Whisper takes), or a KerasHub ``MoonshineAudioToText`` / ``MoonshineBackbone``
+            (raw audio in; ``target="web"`` only: genai has no model type that runs it, see
+            :mod:`jax2onnx_llm.multimodal.moonshine_web`).
         out_dir: the folder to write (``encoder.onnx``, ``decoder.onnx``, ``genai_config.json``,
             ``speech.json``, tokenizer files); replaced as a whole, as by :func:`jax2onnx_llm.export_causal_lm`.
-        tokenizer: the model's ``WhisperTokenizer``: its start, end and prompt tokens go into the
-            config and ``speech.json``, its vocabulary into ``tokenizer.json``.
+        tokenizer: the model's ``WhisperTokenizer`` (``MoonshineTokenizer``): its start, end and prompt
+            tokens go into the config and ``speech.json``, its vocabulary into ``tokenizer.json``.
         max_length: the most decoder tokens (prompt + generated); default the backbone's
             ``max_decoder_sequence_length``, which is also the most it encodes.
         precision: one precision for both graphs, or one per graph, ``{"encoder": "float16",
@@ -93,8 +99,9 @@ def export_speech_to_text(
         parts = speech_to_text(model)  # the front-end's parts of the model (frontends/<name>/)
         if parts is None:
             raise UnsupportedModelError(
-                f"export_speech_to_text takes a speech-to-text model a front-end claims (KerasHub WhisperBackbone, JAX "
-                f"backend), not {type(model).__name__}; export a causal LM with export_causal_lm")
+                f"export_speech_to_text takes a speech-to-text model a front-end claims (KerasHub WhisperBackbone, "
+                f"MoonshineAudioToText or MoonshineBackbone; JAX backend), not {type(model).__name__}; export a causal LM "
+                "with export_causal_lm")
         parts.check(model)
         facts = parts.facts(model)
         limit = facts["max_decoder_length"]
@@ -108,15 +115,18 @@ def export_speech_to_text(
         elif not find_target(target).can(GENAI):
             raise OptionError(f"target={target!r}: a speech folder is written for onnxruntime-genai (target=None or "
                               f"{[t.name for t in genai_targets()]}) or transformers.js ({[t.name for t in web_targets()]})")
+        elif getattr(parts, "GENAI_LAYOUT_MISSING", None):  # a model genai has no model type for (Moonshine)
+            raise UnsupportedModelError(parts.GENAI_LAYOUT_MISSING)
         if max_length > limit:
-            raise OptionError(f"max_length={max_length} is beyond the {limit} decoder positions this Whisper encodes; "
+            raise OptionError(f"max_length={max_length} is beyond the {limit} decoder positions this model encodes; "
                               f"pass max_length <= {limit}")
         check_search(search, max_length=max_length)
-        tokens = _tokens(parts, tokenizer)
+        tokens = parts.tokens(tokenizer)
         tok_source = resolve_tokenizer(tokenizer)
         if web:
-            return write_web_speech_to_text(model, parts, facts, tokens, pathlib.Path(out_dir), max_length=max_length,
-                                            target=target, opset=opset, tok_source=tok_source, reporter=reporter)
+            writer = WEB_WRITERS.get(getattr(parts, "TRANSFORMERS_JS_MODEL_TYPE", None), write_web_speech_to_text)
+            return writer(model, parts, facts, tokens, pathlib.Path(out_dir), max_length=max_length, target=target,
+                          opset=opset, tok_source=tok_source, reporter=reporter)
         keywords = dict(opset=opset, target=target, external_data=external_data)
         out = pathlib.Path(out_dir)
         layers, heads, size = facts["num_layers"], facts["num_heads"], facts["head_size"]
@@ -146,18 +156,6 @@ def export_speech_to_text(
             reporter.stage("tokenizer")
             write_tokenizer(tok_source, staging)
         return out
-
-
-def _tokens(parts: Any, tokenizer: Any) -> dict[str, Any]:
-    """The start, end and prompt ids the folder is configured with, from the library's tokenizer."""
-    if tokenizer is None or not hasattr(tokenizer, "no_timestamps_token_id"):
-        raise OptionError(f"tokenizer={type(tokenizer).__name__}: give the model's WhisperTokenizer (its start, end "
-                          "and prompt tokens configure the folder)")
-    return {"start": int(tokenizer.bos_token_id), "end": int(tokenizer.eos_token_id),
-            "pad": int(tokenizer.pad_token_id), "no_timestamps": int(tokenizer.no_timestamps_token_id),
-            "transcribe": int(tokenizer.transcribe_token_id), "translate": int(tokenizer.translate_token_id),
-            "prompt": parts.prompt(tokenizer), "prompt_with_timestamps": parts.prompt(tokenizer, timestamps=True),
-            "languages": dict(tokenizer.language_tokens or {})}
 
 
 def _per_layer(templates: tuple[str, str], layers: int) -> list[str]:

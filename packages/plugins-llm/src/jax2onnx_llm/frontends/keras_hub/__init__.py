@@ -65,13 +65,20 @@ class Refused:
 
 
 def speech_to_text(model: Any) -> Any:
-    """The model's speech-to-text parts (``whisper.py``) for a KerasHub ``WhisperBackbone``, else None."""
+    """The model's speech-to-text parts for a KerasHub ``WhisperBackbone`` (``whisper.py``) or a
+    ``MoonshineAudioToText`` / ``MoonshineBackbone`` (``moonshine.py``), else None."""
     keras_hub = _library()
-    if keras_hub is None or not isinstance(model, keras_hub.models.WhisperBackbone):
+    if keras_hub is None:
         return None
-    from . import whisper
+    if isinstance(model, keras_hub.models.WhisperBackbone):
+        from . import whisper
 
-    return whisper
+        return whisper
+    if isinstance(model, (keras_hub.models.MoonshineAudioToText, keras_hub.models.MoonshineBackbone)):
+        from . import moonshine
+
+        return moonshine
+    return None
 
 
 def decoder_spec(model: Any) -> DecoderSpec:
@@ -83,6 +90,11 @@ def decoder_spec(model: Any) -> DecoderSpec:
             f"KerasHub {type(model).__name__} is a vision-language model: export it with "
             "jax2onnx_llm.multimodal.export_multimodal_lm (vision, embedding and decoder graphs); export_causal_lm "
             "writes text decoders")
+    if speech_to_text(model) is not None:
+        raise UnsupportedModelError(
+            f"KerasHub {type(model).__name__} is a speech-to-text model: export it with "
+            "jax2onnx_llm.multimodal.export_speech_to_text (encoder and decoder graphs); export_causal_lm writes text "
+            "decoders")
     return adapt(model)
 
 

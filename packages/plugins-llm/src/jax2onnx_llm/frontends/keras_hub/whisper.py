@@ -148,6 +148,18 @@ def _attend(attention: Any, h: Any, key: Any, value: Any, mask: Any) -> Any:
     return attention._output_dense(jnp.einsum("bhqk,bhkd->bqhd", weights, value))
 
 
+def tokens(tokenizer: Any) -> dict[str, Any]:
+    """The start, end and prompt ids the folder is configured with, from the library's tokenizer."""
+    if tokenizer is None or not hasattr(tokenizer, "no_timestamps_token_id"):
+        raise OptionError(f"tokenizer={type(tokenizer).__name__}: give the model's WhisperTokenizer (its start, end "
+                          "and prompt tokens configure the folder)")
+    return {"start": int(tokenizer.bos_token_id), "end": int(tokenizer.eos_token_id),
+            "pad": int(tokenizer.pad_token_id), "no_timestamps": int(tokenizer.no_timestamps_token_id),
+            "transcribe": int(tokenizer.transcribe_token_id), "translate": int(tokenizer.translate_token_id),
+            "prompt": prompt(tokenizer), "prompt_with_timestamps": prompt(tokenizer, timestamps=True),
+            "languages": dict(tokenizer.language_tokens or {})}
+
+
 def prompt(tokenizer: Any, *, language: str | None = None, task: str = "transcribe", timestamps: bool = False) -> list[int]:
     """The decoder prompt Whisper's tokenizer defines: start of transcript, the language (multilingual
     tokenizers), the task, and ``<|notimestamps|>`` unless timestamps are predicted."""
