@@ -119,7 +119,7 @@ def test_transformers_js_transcribes_two_clips_to_the_library_tokens(exported, t
 
 def test_genai_and_bad_inputs_are_refused_with_the_fix(exported, tmp_path):
     audio_to_text, tok, *_ = exported
-    with pytest.raises(UnsupportedModelError, match=r'streaming.*target="web"'):
+    with pytest.raises(UnsupportedModelError, match=r"streaming.*batch 1.*transformers.js instead \(target= one of \['web'"):
         export_speech_to_text(audio_to_text, tmp_path / "genai", tokenizer=tok)
     with pytest.raises(UnsupportedModelError, match="export_speech_to_text"):
         export_causal_lm(audio_to_text, tmp_path / "causal", max_length=16)

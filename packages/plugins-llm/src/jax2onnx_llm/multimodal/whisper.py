@@ -116,7 +116,8 @@ def export_speech_to_text(
             raise OptionError(f"target={target!r}: a speech folder is written for onnxruntime-genai (target=None or "
                               f"{[t.name for t in genai_targets()]}) or transformers.js ({[t.name for t in web_targets()]})")
         elif getattr(parts, "GENAI_LAYOUT_MISSING", None):  # a model genai has no model type for (Moonshine)
-            raise UnsupportedModelError(parts.GENAI_LAYOUT_MISSING)
+            raise UnsupportedModelError(f"{parts.GENAI_LAYOUT_MISSING}. Export it for transformers.js instead (target= "
+                                        f"one of {[t.name for t in web_targets()]})")
         if max_length > limit:
             raise OptionError(f"max_length={max_length} is beyond the {limit} decoder positions this model encodes; "
                               f"pass max_length <= {limit}")

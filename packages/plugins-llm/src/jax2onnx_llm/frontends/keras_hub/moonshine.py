@@ -33,15 +33,14 @@ from .whisper import _heads_first
 #: the Hugging Face architecture transformers.js runs this model's graphs as
 TRANSFORMERS_JS_MODEL_TYPE = "moonshine"
 
-#: why no onnxruntime-genai folder is written (docs/guide/multimodal.md says the same)
+#: why no onnxruntime-genai folder is written (docs/guide/multimodal.md says the same; the export adds the fix)
 GENAI_LAYOUT_MISSING = (
     "onnxruntime-genai 0.18 has no model type that runs KerasHub's Moonshine: its Moonshine pipeline "
     "(\"streaming_enc_dec_asr\": frontend/encoder/adapter/cross_kv/decoder_kv graphs) is Moonshine streaming, which "
     "feeds audio in chunks through a causal front end with carried convolution buffers, re-encodes windows of "
     "left context plus lookahead and adds an adapter's positions; KerasHub's Moonshine normalizes its first "
     "convolution's output over the whole clip (GroupNorm) and attends over all frames at once, so no chunked "
-    "pipeline computes it, and genai's state is one clip at a time (batch 1). Export it with target=\"web\" "
-    "(transformers.js' Moonshine folder), or a WhisperBackbone for a genai folder")
+    "pipeline computes it, and genai's state is one clip at a time (batch 1)")
 
 
 def _library() -> Any:
