@@ -74,7 +74,9 @@ def speech_to_text(model: Any) -> Any:
         from . import whisper
 
         return whisper
-    if isinstance(model, (keras_hub.models.MoonshineAudioToText, keras_hub.models.MoonshineBackbone)):
+    moonshine_classes = tuple(c for c in (getattr(keras_hub.models, "MoonshineAudioToText", None),
+                                          getattr(keras_hub.models, "MoonshineBackbone", None)) if c is not None)
+    if moonshine_classes and isinstance(model, moonshine_classes):  # a keras-hub before Moonshine has neither
         from . import moonshine
 
         return moonshine
