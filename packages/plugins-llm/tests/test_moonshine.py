@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import shutil
 
 import numpy as np
 import onnx
@@ -115,6 +116,23 @@ def test_transformers_js_transcribes_two_clips_to_the_library_tokens(exported, t
     got = node_generate(tmp_path, "moonshine", folder, audio, [[tok.start_token_id]] * 2, NEW_TOKENS)
     end = tok.end_token_id
     assert [_until_end(row, end) for row in got["tokens"]] == [_until_end(row, end) for row in expected]
+
+
+def test_a_perturbed_encoder_stem_transcribes_other_tokens(exported, tmp_path):
+    """The comparison above can fail: the first convolution's kernel (127 taps) perturbed in the export only."""
+    _, tok, folder, audio, expected, _ = exported
+    broken = tmp_path / "broken"
+    shutil.copytree(folder, broken)
+    path = broken / "onnx" / "encoder_model.onnx"
+    encoder = onnx.load(str(path))
+    kernel = next(t for t in encoder.graph.initializer if 127 in t.dims)
+    values = onnx.numpy_helper.to_array(kernel)
+    noise = np.random.RandomState(1).normal(0, 1, values.shape).astype(values.dtype)
+    kernel.CopyFrom(onnx.numpy_helper.from_array(values + noise, kernel.name))
+    onnx.save(encoder, str(path))
+    got = node_generate(tmp_path, "moonshine", broken, audio, [[tok.start_token_id]] * 2, NEW_TOKENS)
+    end = tok.end_token_id
+    assert [_until_end(row, end) for row in got["tokens"]] != [_until_end(row, end) for row in expected]
 
 
 def test_genai_and_bad_inputs_are_refused_with_the_fix(exported, tmp_path):
