@@ -359,10 +359,20 @@ def test_web_options_a_browser_folder_does_not_take_are_refused(paligemma, whisp
                              tokenizer=False, eos_token_id=1)
     with pytest.raises(OptionError, match="external_data="):
         export_speech_to_text(whisper[4], tmp_path / "whisper", tokenizer=whisper[0], target="web", external_data=True)
+    # precision= per sub-model under the genai sections' names, each value one of the browser dtypes, each file once
+    with pytest.raises(OptionError, match=r"precision= names \['vision_encoder'\]"):
+        export_multimodal_lm(model, tmp_path / "names", max_length=32, target="web", tokenizer=False, eos_token_id=1,
+                             precision={"vision_encoder": "float16"})
+    with pytest.raises(OptionError, match="q4f16"):
+        export_speech_to_text(whisper[4], tmp_path / "whisper", tokenizer=whisper[0], target="web",
+                              precision={"decoder": "bfloat16"})
+    with pytest.raises(OptionError, match="give each dtype once"):
+        export_speech_to_text(whisper[4], tmp_path / "whisper", tokenizer=whisper[0], target="web",
+                              precision=("int4", "int4"))
     with pytest.raises(OptionError, match=r"target='qdq'.*transformers.js \(\['web'\]\)"):
         export_speech_to_text(whisper[4], tmp_path / "whisper", tokenizer=whisper[0], target="qdq")
     # a vision-language model whose front-end names no transformers.js architecture (a later family)
     monkeypatch.delattr(pali_gemma, "TRANSFORMERS_JS_MODEL_TYPE")
     with pytest.raises(UnsupportedModelError, match="genai target"):
         export_multimodal_lm(model, tmp_path / "other", max_length=32, target="web", tokenizer=False, eos_token_id=1)
-    assert not any((tmp_path / name).exists() for name in ("shared", "search", "whisper", "other"))
+    assert not any((tmp_path / name).exists() for name in ("shared", "search", "whisper", "other", "names"))
