@@ -3,7 +3,8 @@ with its vision encoder: the folder transformers.js 4's ``Gemma3ForConditionalGe
 Node (one process for every run) a batch of two prompts, one image each, generates exactly KerasHub's
 greedy tokens from the library's pixels, also with the ``_fp16`` vision encoder; with the ``_q4``
 decoder it generates onnxruntime's greedy tokens over the same files; a perturbed vision tower (in
-the export only) generates others. One export (float32 files plus the float16 / int4 twins)."""
+the export only) generates others; the decoder reads the image flag. One export (float32 files plus
+the float16 / int4 twins)."""
 
 from __future__ import annotations
 
@@ -103,3 +104,30 @@ def test_a_perturbed_vision_tower_generates_other_tokens(runs):
     """The comparison above can fail: the vision graph's patch embedding perturbed in the export only."""
     _, _, expected, _, (*_, broken) = runs
     assert broken["tokens"] != expected
+
+
+def test_the_decoder_reads_the_image_flag(runs):
+    """KerasHub's two-way attention among an image's placeholders reaches the decoder only through the
+    flag channel. The tiny model's greedy tokens do not tell it from causal attention, so the prompt's
+    logits do: with the flag cleared in the image rows they move (by about 1 here; with it they are
+    KerasHub's backbone's to 1e-5, measured once, not in the suite: its eager call takes seconds)."""
+    import onnxruntime as ort
+
+    folder, prompt, *_ = runs
+    sessions = {name: ort.InferenceSession(str(folder / "onnx" / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+                for name in ("vision_encoder", "embed_tokens", "decoder_model_merged")}
+    features = sessions["vision_encoder"].run(None, {"pixel_values": np.transpose(_images(), (0, 3, 1, 2))})[0]
+    assert np.all(features[..., -1] == 1.0)  # the flag the vision encoder writes
+    ids = np.asarray([prompt, prompt], np.int64)
+    decoder = sessions["decoder_model_merged"]
+    empty = {i.name: np.zeros((2, 1, 0, 8), np.float32) for i in decoder.get_inputs() if i.name.startswith("past")}
+
+    def prompt_logits(flag: float) -> np.ndarray:
+        embeds = sessions["embed_tokens"].run(None, {"input_ids": ids})[0]
+        assert np.all(embeds[..., -1] == 0.0)  # text rows: no flag
+        rows = features.reshape(-1, features.shape[-1]).copy()
+        rows[:, -1] = flag
+        embeds[ids == IMAGE] = rows
+        return decoder.run(None, {"inputs_embeds": embeds, "attention_mask": np.ones(ids.shape, np.int64), **empty})[0]
+
+    assert np.abs(prompt_logits(1.0) - prompt_logits(0.0)).max() > 0.1
