@@ -7,6 +7,7 @@ smaller. One float32 and one mixed-precision export for the module."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -74,12 +75,19 @@ def _library_tokens(model, prompt: list[int], images: np.ndarray) -> list[list[i
     return [[int(t) for t in row[len(prompt):]] for row in np.asarray(out["token_ids"])]
 
 
+@functools.cache
+def model_and_library_tokens():
+    """(model, prompt, KerasHub's tokens per image), built once per process: KerasHub's generate costs
+    seconds to compile, and test_web_multimodal_gemma3 reads the same (an export leaves the model as it was)."""
+    model = _model()
+    prompt = _prompt(model.backbone.vision_encoder.num_vision_tokens_per_image)
+    return model, prompt, _library_tokens(model, prompt, _images())
+
+
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """(model, prompt, float32 folder, mixed-precision folder, KerasHub's tokens per image)."""
-    model = _model()
-    prompt = _prompt(model.backbone.vision_encoder.num_vision_tokens_per_image)
-    expected = _library_tokens(model, prompt, _images())
+    model, prompt, expected = model_and_library_tokens()
     seen = {t for row in expected for t in row}
     eos = next(t for t in range(1, VOCAB) if t not in seen)  # an end token the runs never reach
     root = tmp_path_factory.mktemp("gemma3")

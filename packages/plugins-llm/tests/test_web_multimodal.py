@@ -22,6 +22,7 @@ keras, keras_hub = keras_hub_under_jax()
 
 from jax2onnx_llm import OptionError, UnsupportedModelError  # noqa: E402
 from jax2onnx_llm.multimodal import export_multimodal_lm, export_speech_to_text  # noqa: E402
+from jax2onnx_llm.multimodal.report import folder_report  # noqa: E402
 from jax2onnx_llm.web import REPORT_FILE  # noqa: E402
 from test_multimodal import NEW_TOKENS as IMAGE_NEW_TOKENS  # noqa: E402
 from test_multimodal import PROMPT, VOCAB, _converter, _images, _rgb, _write_png, library_tokens  # noqa: E402
@@ -30,21 +31,66 @@ from test_multimodal import _tokenizer as letters_tokenizer  # noqa: E402
 from test_whisper import NEW_TOKENS, _backbone, _features, _library_greedy, _prompt, _tokenizer, _until_end  # noqa: E402
 
 RUNNER = NODE_DIR / "transformers_multimodal.mjs"
+#: one folder per model holds float32 files and the float16 encoder / int4 decoder beside them
+WHISPER_DTYPES = {"encoder": ("float32", "float16"), "decoder": ("float32", "int4")}
+VISION_DTYPES = {"vision": ("float32", "float16"), "decoder": ("float32", "int4")}
+
+
+def node_request(tmp_path, kind: str, folder, inputs: np.ndarray, prompt: list[list[int]], max_new_tokens: int,
+                 image=None, dtype="fp32") -> dict:
+    """One request for ``transformers_multimodal.mjs`` (``inputs``: features or pixels, passed as raw float32;
+    ``dtype``: one for every session or one per session)."""
+    data = tmp_path / f"{kind}_{len(list(tmp_path.glob('*.bin')))}.bin"
+    np.ascontiguousarray(inputs, "<f4").tofile(data)
+    return {"kind": kind, "folder": str(folder), "inputs": str(data), "dims": list(inputs.shape), "prompt": prompt,
+            "max_new_tokens": max_new_tokens, "image": None if image is None else str(image), "dtype": dtype}
+
+
+def node_runs(tmp_path, requests: list[dict]) -> list[dict]:
+    """What ``transformers_multimodal.mjs`` returns for each request, all run in one Node process."""
+    require_transformers_js()
+    (tmp_path / "request.json").write_text(json.dumps({"runs": requests}))
+    run = subprocess.run(["node", str(RUNNER), str(tmp_path / "request.json")], cwd=NODE_DIR, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, f"transformers.js failed:\n{run.stderr[-3000:]}"
+    return json.loads(run.stdout.strip().splitlines()[-1])["runs"]
 
 
 def node_generate(tmp_path, kind: str, folder, inputs: np.ndarray, prompt: list[list[int]], max_new_tokens: int,
                   image=None) -> dict:
-    """What ``transformers_multimodal.mjs`` returns for ``inputs`` (features or pixels, passed as raw float32)."""
-    require_transformers_js()
-    data = tmp_path / f"{kind}_inputs.bin"
-    np.ascontiguousarray(inputs, "<f4").tofile(data)
-    request = {"kind": kind, "folder": str(folder), "inputs": str(data), "dims": list(inputs.shape), "prompt": prompt,
-               "max_new_tokens": max_new_tokens, "image": None if image is None else str(image)}
-    (tmp_path / "request.json").write_text(json.dumps(request))
-    run = subprocess.run(["node", str(RUNNER), str(tmp_path / "request.json")], cwd=NODE_DIR, capture_output=True,
-                         text=True, timeout=300)
-    assert run.returncode == 0, f"transformers.js failed:\n{run.stderr[-3000:]}"
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    """What ``transformers_multimodal.mjs`` returns for ``inputs`` with the float32 files."""
+    return node_runs(tmp_path, [node_request(tmp_path, kind, folder, inputs, prompt, max_new_tokens, image)])[0]
+
+
+def ort_vision_language_greedy(folder, files: dict[str, str], pixels: np.ndarray, rows: list[list[int]],
+                               max_new_tokens: int) -> list[list[int]]:
+    """transformers.js' vision-language loop (LLaVA's: embed the ids, write the vision encoder's features
+    over the image token's rows in order, greedy steps over a growing cache) in onnxruntime (Python) on
+    the folder's files named per session (``{"decoder_model_merged": "decoder_model_merged_q4"}``; the
+    float32 file where none is named): the tokens a dtype's files give, to compare transformers.js' with."""
+    import onnxruntime as ort
+
+    image_token = json.loads((folder / "config.json").read_text())["image_token_index"]
+    sessions = {name: ort.InferenceSession(str(folder / "onnx" / f"{files.get(name, name)}.onnx"),
+                                           providers=["CPUExecutionProvider"])
+                for name in ("vision_encoder", "embed_tokens", "decoder_model_merged")}
+    features = sessions["vision_encoder"].run(None, {"pixel_values": pixels})[0]
+    ids = np.asarray(rows, np.int64)
+    embeds = sessions["embed_tokens"].run(None, {"input_ids": ids})[0]
+    embeds[ids == image_token] = features.reshape(-1, features.shape[-1])  # row after row, as transformers.js
+    decoder = sessions["decoder_model_merged"]
+    past = {i.name: np.zeros([len(rows) if d == "batch_size" else 0 if isinstance(d, str) else d for d in i.shape],
+                             np.float16 if "float16" in i.type else np.float32)
+            for i in decoder.get_inputs() if i.name.startswith("past_key_values")}
+    length, tokens = ids.shape[1], []
+    for _ in range(max_new_tokens):
+        logits, *present = decoder.run(None, {"inputs_embeds": embeds, "attention_mask": np.ones((len(rows), length),
+                                                                                                 np.int64), **past})
+        tokens.append(logits[:, -1].argmax(-1))
+        past = dict(zip(past, present))  # present.N.key/value in past_key_values.N's order
+        embeds = sessions["embed_tokens"].run(None, {"input_ids": tokens[-1][:, None].astype(np.int64)})[0]
+        length += 1
+    return np.stack(tokens, 1).tolist()
 
 
 def graph_io(path) -> tuple[dict, list[str]]:
@@ -54,6 +100,28 @@ def graph_io(path) -> tuple[dict, list[str]]:
     inputs = {i.name: (i.type.tensor_type.elem_type, [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim])
               for i in graph.input}
     return inputs, [o.name for o in graph.output]
+
+
+def ort_whisper_greedy(folder, files: dict[str, str], features: np.ndarray, rows: list[list[int]],
+                       max_new_tokens: int) -> list[list[int]]:
+    """transformers.js' Whisper loop in onnxruntime (Python) on the files named per session (as
+    :func:`ort_vision_language_greedy`): the encoder once, then the merged decoder, its first step
+    projecting the cross cache (``use_cache_branch`` false, empty caches), later ones reading it back."""
+    import onnxruntime as ort
+
+    encoder, decoder = (ort.InferenceSession(str(folder / "onnx" / f"{files.get(name, name)}.onnx"),
+                                             providers=["CPUExecutionProvider"])
+                        for name in ("encoder_model", "decoder_model_merged"))
+    states = encoder.run(None, {"input_features": features})[0]
+    past = {i.name: np.zeros([len(rows) if d == "batch_size" else 0 if isinstance(d, str) else d for d in i.shape],
+                             np.float32) for i in decoder.get_inputs() if i.name.startswith("past_key_values")}
+    ids, tokens = np.asarray(rows, np.int64), []
+    for step in range(max_new_tokens):
+        logits, *present = decoder.run(None, {"input_ids": ids, "encoder_hidden_states": states, **past,
+                                              "use_cache_branch": np.asarray([step > 0])})
+        tokens.append(logits[:, -1].argmax(-1))
+        past, ids = dict(zip(past, present)), tokens[-1][:, None].astype(np.int64)
+    return np.stack(tokens, 1).tolist()
 
 
 # -- Whisper ----------------------------------------------------------------------------------------
@@ -67,13 +135,14 @@ def whisper(tmp_path_factory):
     features = _features()
     (expected,) = _library_greedy(backbone, features, [_prompt(tokenizer, True)])
     folder = export_speech_to_text(backbone, tmp_path_factory.mktemp("web") / "whisper", tokenizer=tokenizer,
-                                   target="web")
+                                   target="web", precision=WHISPER_DTYPES)
     return tokenizer, folder, features, expected, backbone
 
 
 def test_whisper_folder_is_optimums_layout(whisper):
     tokenizer, folder, *_ = whisper
-    assert sorted(p.name for p in (folder / "onnx").iterdir()) == ["decoder_model_merged.onnx", "encoder_model.onnx"]
+    assert sorted(p.name for p in (folder / "onnx").iterdir()) == [
+        "decoder_model_merged.onnx", "decoder_model_merged_q4.onnx", "encoder_model.onnx", "encoder_model_fp16.onnx"]
     config = json.loads((folder / "config.json").read_text())
     assert (config["model_type"], config["decoder_layers"], config["decoder_attention_heads"]) == ("whisper", 2, 4)
     generation = json.loads((folder / "generation_config.json").read_text())
@@ -125,6 +194,28 @@ def test_a_perturbed_whisper_encoder_transcribes_other_tokens(whisper, tmp_path)
     assert [_until_end(row, end) for row in got["tokens"]] != [_until_end(row, end) for row in expected]
 
 
+def test_whisper_float16_encoder_and_int4_decoder_in_transformers_js(whisper, tmp_path):
+    """precision= per sub-model: transformers.js picks the ``_fp16`` encoder and ``_q4`` decoder by its
+    per-session dtype map. With the float16 encoder it transcribes exactly the library's tokens (the
+    rounding moves no argmax of this model); the int4 decoder's rounding turns near-ties of the tiny
+    random model, so its tokens are checked against onnxruntime's greedy loop over the same files
+    (exact: the same kernels); the report names each file's precision, size and fused ops."""
+    tokenizer, folder, features, expected, _ = whisper
+    report = folder_report(folder, REPORT_FILE)
+    assert report["encoder_model_fp16"]["precision"] == "float16" and report["decoder_model_merged_q4"]["dtype"] == "q4"
+    assert report["encoder_model_fp16"]["bytes"] < report["encoder_model"]["bytes"]
+    assert report["decoder_model_merged_q4"]["bytes"] < report["decoder_model_merged"]["bytes"]
+    assert report["decoder_model_merged_q4"]["fused_ops"]["com.microsoft.MatMulNBits"] > 0
+    mels, prompt, end = np.swapaxes(features, 1, 2), _prompt(tokenizer, True), tokenizer.eos_token_id
+    mixed = {"encoder_model": "fp16", "decoder_model_merged": "q4"}
+    half, quarter = node_runs(tmp_path, [
+        node_request(tmp_path, "whisper", folder, mels, [prompt, prompt], NEW_TOKENS, dtype={"encoder_model": "fp16"}),
+        node_request(tmp_path, "whisper", folder, mels, [prompt, prompt], NEW_TOKENS, dtype=mixed)])
+    assert [_until_end(row, end) for row in half["tokens"]] == [_until_end(row, end) for row in expected]
+    want = ort_whisper_greedy(folder, {k: f"{k}_{v}" for k, v in mixed.items()}, mels, [prompt, prompt], NEW_TOKENS)
+    assert [_until_end(row, end) for row in quarter["tokens"]] == [_until_end(row, end) for row in want]
+
+
 def test_the_merged_whisper_decoder_runs_in_onnxruntime_web_wasm(whisper):
     """The merged decoder's first step (its ``If`` projecting the cross cache from ``encoder_hidden_states``;
     loading the graph resolves both branches' kernels) in onnxruntime-web's wasm backend (a browser without
@@ -162,7 +253,7 @@ def paligemma(tmp_path_factory):
     root = tmp_path_factory.mktemp("web")
     folder = export_multimodal_lm(model, root / "paligemma", max_length=32, target="web", eos_token_id=eos,
                                   pad_token_id=0, tokenizer=letters_tokenizer(root / "tokenizer"),
-                                  image_converter=_converter())
+                                  image_converter=_converter(), precision=VISION_DTYPES)
     return model, folder, expected
 
 
@@ -179,7 +270,8 @@ def _channels_first(pixels: np.ndarray) -> np.ndarray:
 
 def test_paligemma_folder_is_transformers_js_layout(paligemma):
     _, folder, _ = paligemma
-    names = ["decoder_model_merged.onnx", "embed_tokens.onnx", "vision_encoder.onnx"]
+    names = ["decoder_model_merged.onnx", "decoder_model_merged_q4.onnx", "embed_tokens.onnx", "vision_encoder.onnx",
+             "vision_encoder_fp16.onnx"]
     assert sorted(p.name for p in (folder / "onnx").iterdir()) == names
     config = json.loads((folder / "config.json").read_text())
     assert config["model_type"] == "paligemma" and config["image_token_index"] == VOCAB
@@ -236,6 +328,25 @@ def test_a_perturbed_vision_encoder_generates_other_tokens(paligemma, tmp_path):
     assert got["tokens"] != [expected[0]]
 
 
+def test_paligemma_float16_vision_and_int4_decoder_in_transformers_js(paligemma, tmp_path):
+    """As Whisper's: the ``_fp16`` vision encoder generates the library's tokens, the ``_q4`` decoder
+    onnxruntime's greedy tokens over the same files; the report's sizes and fused ops."""
+    _, folder, expected = paligemma
+    report = folder_report(folder, REPORT_FILE)
+    assert report["vision_encoder_fp16"]["bytes"] < report["vision_encoder"]["bytes"]
+    assert report["decoder_model_merged_q4"]["fused_ops"]["com.microsoft.MatMulNBits"] > 0
+    pixels, prompt = _channels_first(_images()[0]), [_image_prompt(folder)]
+    mixed = {"vision_encoder": "fp16", "decoder_model_merged": "q4"}
+    half, quarter = node_runs(tmp_path, [
+        node_request(tmp_path, "paligemma", folder, pixels, prompt, IMAGE_NEW_TOKENS, dtype={"vision_encoder": "fp16"}),
+        node_request(tmp_path, "paligemma", folder, pixels, prompt, IMAGE_NEW_TOKENS, dtype=mixed)])
+    assert half["tokens"] == [expected[0]]
+    end = json.loads((folder / "generation_config.json").read_text())["eos_token_id"]
+    want = ort_vision_language_greedy(folder, {k: f"{k}_{v}" for k, v in mixed.items()}, pixels, prompt,
+                                      IMAGE_NEW_TOKENS)
+    assert [_until_end(row, end) for row in quarter["tokens"]] == [_until_end(row, end) for row in want]
+
+
 def test_web_options_a_browser_folder_does_not_take_are_refused(paligemma, whisper, tmp_path, monkeypatch):
     from jax2onnx_llm.frontends.keras_hub import pali_gemma
 
@@ -248,10 +359,20 @@ def test_web_options_a_browser_folder_does_not_take_are_refused(paligemma, whisp
                              tokenizer=False, eos_token_id=1)
     with pytest.raises(OptionError, match="external_data="):
         export_speech_to_text(whisper[4], tmp_path / "whisper", tokenizer=whisper[0], target="web", external_data=True)
+    # precision= per sub-model under the genai sections' names, each value one of the browser dtypes, each file once
+    with pytest.raises(OptionError, match=r"precision= names \['vision_encoder'\]"):
+        export_multimodal_lm(model, tmp_path / "names", max_length=32, target="web", tokenizer=False, eos_token_id=1,
+                             precision={"vision_encoder": "float16"})
+    with pytest.raises(OptionError, match="q4f16"):
+        export_speech_to_text(whisper[4], tmp_path / "whisper", tokenizer=whisper[0], target="web",
+                              precision={"decoder": "bfloat16"})
+    with pytest.raises(OptionError, match="give each dtype once"):
+        export_speech_to_text(whisper[4], tmp_path / "whisper", tokenizer=whisper[0], target="web",
+                              precision=("int4", "int4"))
     with pytest.raises(OptionError, match=r"target='qdq'.*transformers.js \(\['web'\]\)"):
         export_speech_to_text(whisper[4], tmp_path / "whisper", tokenizer=whisper[0], target="qdq")
     # a vision-language model whose front-end names no transformers.js architecture (a later family)
     monkeypatch.delattr(pali_gemma, "TRANSFORMERS_JS_MODEL_TYPE")
     with pytest.raises(UnsupportedModelError, match="genai target"):
         export_multimodal_lm(model, tmp_path / "other", max_length=32, target="web", tokenizer=False, eos_token_id=1)
-    assert not any((tmp_path / name).exists() for name in ("shared", "search", "whisper", "other"))
+    assert not any((tmp_path / name).exists() for name in ("shared", "search", "whisper", "other", "names"))

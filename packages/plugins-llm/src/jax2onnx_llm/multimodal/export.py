@@ -52,7 +52,8 @@ from ..tokenizers import write as write_tokenizer
 from ..web.dtypes import check_web_options
 from .decoder import decoder_inputs, decoder_step
 from .report import REPORT_KEY, check_precisions, submodel_report
-from .web import refuse_web_precision, write_web_vision_language
+from .web import write_web_vision_language
+from .web_dtypes import web_precisions
 
 VISION_FILE, EMBEDDING_FILE, DECODER_FILE = "vision.onnx", "embedding.onnx", "decoder.onnx"
 #: what the folder's inputs are and how to feed them (read by :func:`generate`)
@@ -104,6 +105,8 @@ def export_multimodal_lm(
             ``"float32"``, ``"float16"``, ``"int4"``, a ``jax2onnx.Precision``, ...), or one per graph,
             ``{"vision": "float16", "embedding": "float16", "decoder": "int4"}`` (a graph not named
             stays float32). Inputs and outputs stay float32, so the graphs chain as they do in float32.
+            For a transformers.js folder each value may also be ``"q4f16"`` or a tuple of dtypes, one
+            file each (``decoder_model_merged_q4.onnx``, ...: :mod:`jax2onnx_llm.multimodal.web_dtypes`).
         cache, target, tokenizer, opset, external_data, search, bos_token_id, eos_token_id,
             pad_token_id, progress: as for :func:`jax2onnx_llm.export_causal_lm` (``target``: the
             decoder runs the library's attention math on either genai target; ``"web"`` writes the
@@ -130,11 +133,12 @@ def export_multimodal_lm(
                 "export a text-only causal LM with export_causal_lm")
         family.check(model)
         target = check_options(max_length, "float32", cache, target)
-        precisions = check_precisions(precision, SUBMODELS)
         web = find_target(target).can(TRANSFORMERS_JS)  # transformers.js' folder instead (web.py)
-        if web:
+        if web:  # dtypes per sub-model, one file each (web_dtypes.py)
             check_web_options(cache, search, external_data)
-            refuse_web_precision(precisions)
+            dtypes = web_precisions(precision, SUBMODELS)
+        else:
+            precisions = check_precisions(precision, SUBMODELS)
         check_search(search, max_length=max_length)
         options = family_options(family, model, image_token_id)
         spec = family.decoder_spec(model, **options)
@@ -148,7 +152,8 @@ def export_multimodal_lm(
         facts = {**family.image_facts(model, converter), **options}
         if web:
             return write_web_vision_language(model, family, spec, facts, pathlib.Path(out_dir), max_length=max_length,
-                                             target=target, opset=opset, tok_source=tok_source, reporter=reporter)
+                                             precisions=dtypes, target=target, opset=opset, tok_source=tok_source,
+                                             reporter=reporter)
         keywords = dict(opset=opset, target=target, external_data=external_data)
         reads_ids = bool(getattr(family, "DECODER_READS_INPUT_IDS", False))
         out = pathlib.Path(out_dir)

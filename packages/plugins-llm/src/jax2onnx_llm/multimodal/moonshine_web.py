@@ -39,15 +39,9 @@ from ..staging import staging as staging_folder
 from ..web import REPORT_FILE
 from ..web.hf_config import GENERATION_CONFIG_FILE
 from ..web.layout import write_tokenizer_files
-from .web import (
-    DECODER_MERGED,
-    ENCODER_LENGTH,
-    ENCODER_MODEL,
-    _merged_whisper_decoder,
-    check_architecture,
-    transformers_js_config,
-    write_graph,
-)
+from .report import REPORT_KEY
+from .web import DECODER_MERGED, ENCODER_LENGTH, ENCODER_MODEL, _merged_whisper_decoder, check_architecture
+from .web_dtypes import transformers_js_config, write_graph
 
 #: the audio's length in samples (the encoder's input and the decoder's mask: one symbol)
 SAMPLES = "num_samples"
@@ -57,9 +51,11 @@ MIN_SAMPLES = f"{SAMPLES} >= 895"
 
 
 def write_web_moonshine(model: Any, parts: Any, facts: dict[str, Any], tokens: dict[str, Any], out: pathlib.Path, *,
-                        max_length: int, target: str, opset: int, tok_source: Any, reporter: Any) -> pathlib.Path:
-    """The transformers.js folder of a Moonshine model (the parts ``parts`` finds in ``model``)."""
-    check_architecture(parts, "moonshine", model)
+                        precisions: dict[str, Any], max_length: int, target: str, opset: int, tok_source: Any,
+                        reporter: Any) -> pathlib.Path:
+    """The transformers.js folder of a Moonshine model (the parts ``parts`` finds in ``model``); ``precisions``:
+    the dtypes per genai section (``web_dtypes.web_precisions``)."""
+    check_architecture(parts, ("moonshine",), model)
     layers, heads, head_size, hidden = facts["num_layers"], facts["num_heads"], facts["head_size"], facts["hidden_size"]
     keywords = dict(target=target, opset=opset)
     with staging_folder(out, marker=REPORT_FILE) as staging:
@@ -68,9 +64,10 @@ def write_web_moonshine(model: Any, parts: Any, facts: dict[str, Any], tokens: d
         reporter.stage(f"{ONNX_FOLDER}/{ENCODER_MODEL}.onnx")
         batch, samples = jax.export.symbolic_shape(f"{BATCH}, {SAMPLES}", constraints=(MIN_SAMPLES,))
         encoder = parts.encoder_fn(model)
-        files[ENCODER_MODEL] = write_graph(
+        files.update(write_graph(
             lambda values: encoder(values)[0], [jax.ShapeDtypeStruct((batch, samples), jnp.float32)], staging,
-            ENCODER_MODEL, ["input_values"], ["last_hidden_state"], int64_inputs=(), **keywords)
+            ENCODER_MODEL, ["input_values"], ["last_hidden_state"], dtypes=precisions["encoder"], int64_inputs=(),
+            **keywords))
         reporter.stage(f"{ONNX_FOLDER}/{DECODER_MERGED}.onnx")
         batch, samples, seq, past, length = jax.export.symbolic_shape(
             f"{BATCH}, {SAMPLES}, {SEQUENCE}, {PAST}, {ENCODER_LENGTH}",
@@ -85,15 +82,16 @@ def write_web_moonshine(model: Any, parts: Any, facts: dict[str, Any], tokens: d
         inputs = [jax.ShapeDtypeStruct((batch, seq), jnp.int32), jax.ShapeDtypeStruct((batch, samples), jnp.float32),
                   jax.ShapeDtypeStruct((batch, length, hidden), jnp.float32), *[own, own, cross, cross] * layers,
                   jax.ShapeDtypeStruct((1,), jnp.bool_)]
-        files[DECODER_MERGED] = write_graph(
+        files.update(write_graph(
             _merged_decoder(parts.decoder_fn(model), parts.cross_fn(model), layers), inputs, staging, DECODER_MERGED,
-            [*in_names, "use_cache_branch"], out_names, int64_inputs=("input_ids",), **keywords)
+            [*in_names, "use_cache_branch"], out_names, dtypes=precisions["decoder"], int64_inputs=("input_ids",),
+            **keywords))
         write_json(staging / CONFIG_FILE, _config(facts, tokens, max_length, transformers_js_config(files)))
         write_json(staging / GENERATION_CONFIG_FILE, _generation_config(tokens, max_length))
         write_json(staging / PREPROCESSOR_FILE, _feature_extractor(facts))
         reporter.stage("tokenizer")
         write_tokenizer_files(tok_source, staging, max_positions=max_length)
-        write_json(staging / REPORT_FILE, {"max_length": max_length, "target": target, "files": files})
+        write_json(staging / REPORT_FILE, {"max_length": max_length, "target": target, REPORT_KEY: files})
     return out
 
 

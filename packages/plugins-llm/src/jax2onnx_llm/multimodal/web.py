@@ -33,30 +33,36 @@ projecting 1500 positions again. Both lengths of the cross cache carry one symbo
 ``encoder_hidden_states``' length: transformers.js starts the caches from the input metadata, an
 unknown length as 0.
 
-Float32 only (one file per sub-model): the other dtypes of the causal-LM folder are not wired here yet.
+**Gemma 3** (KerasHub ``Gemma3CausalLM`` with a vision encoder): transformers.js' ``Gemma3ForConditionalGeneration``
+runs PaliGemma's three sessions; the differences (a real image token, the image flag that carries
+KerasHub's two-way image attention to the decoder) are in :mod:`.web_gemma3`.
+
+**Dtypes**: ``precision=`` as the genai folder's (one, or one per sub-model under its section names),
+each value one dtype or several, one file each under transformers.js' suffix (``_fp16``, ``_q4``,
+``_q4f16``, ``_quantized``): :mod:`.web_dtypes`. The report (``jax2onnx_web.json``'s ``models``,
+read by ``report.folder_report``) lists every file's dtype, bytes and fused ops.
 """
 
 from __future__ import annotations
 
 import json
 import pathlib
-from collections.abc import Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax2onnx import ExportProgram
-from jax2onnx.targets.web.folder import CONFIG_FILE, ONNX_FOLDER, PREPROCESSOR_FILE, Int64InputsPass, write_json
+from jax2onnx.targets.web.folder import CONFIG_FILE, ONNX_FOLDER, PREPROCESSOR_FILE, write_json
 
-from ..errors import OptionError, UnsupportedModelError
+from ..errors import UnsupportedModelError
 from ..spec import BATCH, PAST, SEQUENCE, DecoderSpec
 from ..staging import staging as staging_folder
 from ..web import REPORT_FILE
 from ..web.hf_config import GENERATION_CONFIG_FILE, build_generation_config
 from ..web.layout import write_tokenizer_files
-from ..web.limits import FILE_LIMIT
-from ..web.write import save as save_model
 from .decoder import decoder_inputs, decoder_step
+from .report import REPORT_KEY
+from .web_dtypes import transformers_js_config, write_graph
+from .web_gemma3 import IMAGE_FLAG, flagged, flagged_decoder, flagged_decoder_inputs, gemma3_config
 
 VISION_ENCODER, EMBED_TOKENS, DECODER_MERGED = "vision_encoder", "embed_tokens", "decoder_model_merged"
 ENCODER_MODEL = "encoder_model"
@@ -64,93 +70,72 @@ ENCODER_MODEL = "encoder_model"
 ENCODER_LENGTH = "encoder_sequence_length"
 #: KerasHub's interpolation names -> Hugging Face's ``resample`` codes (PIL's), which transformers.js reads
 RESAMPLE = {"nearest": 0, "bilinear": 2, "bicubic": 3}
-#: the one dtype written (transformers.js' name)
-DTYPE = "fp32"
-
-
-def refuse_web_precision(precisions: Mapping[str, Any]) -> None:
-    """A browser folder's graphs are written in float32 (one file per graph, no dtype suffixes yet)."""
-    lower = {graph: getattr(p, "kind", p) for graph, p in precisions.items() if getattr(p, "kind", p) != "float32"}
-    if lower:
-        raise OptionError(f"precision={lower}: a browser folder of this model is written in float32 only; drop "
-                          "precision= for a transformers.js target, or write a genai folder (target=None) for "
-                          "int4/float16 graphs")
-
-
-def check_architecture(parts: Any, wanted: str, model: Any) -> None:
-    """The front-end's parts are those of ``wanted`` (its ``TRANSFORMERS_JS_MODEL_TYPE``): the folder's
-    config, file names and I/O are that architecture's in transformers.js."""
-    if getattr(parts, "TRANSFORMERS_JS_MODEL_TYPE", None) != wanted:
+def check_architecture(parts: Any, wanted: tuple[str, ...], model: Any) -> str:
+    """The front-end's parts are those of one of ``wanted`` (its ``TRANSFORMERS_JS_MODEL_TYPE``): the
+    folder's config, file names and I/O are that architecture's in transformers.js. Returns it."""
+    kind = getattr(parts, "TRANSFORMERS_JS_MODEL_TYPE", None)
+    if kind not in wanted:
         raise UnsupportedModelError(
-            f"a transformers.js target writes its {wanted!r} folder, and {type(model).__name__} is no {wanted} model "
-            "(its front-end names no transformers.js architecture); export it with a genai target (target=None)")
+            f"a transformers.js target writes the folders of {list(wanted)}, and {type(model).__name__} is none of "
+            "them (its front-end names no such transformers.js architecture); export it with a genai target "
+            "(target=None)")
+    return kind
 
 
-def write_graph(fn: Any, inputs: list[Any], folder: pathlib.Path, name: str, in_names: list[str],
-                out_names: list[str], *, int64_inputs: tuple[str, ...], target: str, opset: int) -> dict[str, Any]:
-    """One sub-model as ``onnx/<name>.onnx`` (transformers.js' file name for float32), by core's stages
-    for ``target``; ``int64_inputs`` (traced int32) are made int64, as transformers.js feeds them.
-    Returns its entry in the report (and the external-data chunks it needed, transformers.js' count)."""
-    program = ExportProgram(fn, inputs, model_name=name, opset=opset, input_names=in_names, output_names=out_names,
-                            return_mode="ir", target=target,
-                            rewrite_passes=[lambda options: Int64InputsPass(int64_inputs, options.input_names)])
-    model = program.optimize().model
-    filename = f"{name}.onnx"
-    chunks = save_model(model, folder / ONNX_FOLDER / filename, FILE_LIMIT)
-    return {"file": f"{ONNX_FOLDER}/{filename}", "dtype": DTYPE, "external_data_chunks": chunks}
-
-
-def transformers_js_config(files: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """``config.json``'s ``transformers.js_config``: the dtype and the files whose weights are chunked."""
-    chunked = {f"{name}.onnx": entry["external_data_chunks"] for name, entry in files.items()
-               if entry["external_data_chunks"]}
-    return {"dtype": DTYPE, **({"use_external_data_format": chunked} if chunked else {})}
-
-
-# -- vision-language (PaliGemma) ------------------------------------------------------------------
+# -- vision-language (PaliGemma, Gemma 3) -------------------------------------------------------
 
 
 def write_web_vision_language(model: Any, family: Any, spec: DecoderSpec, facts: dict[str, Any], out: pathlib.Path, *,
-                              max_length: int, target: str, opset: int, tok_source: Any, reporter: Any) -> pathlib.Path:
-    """The transformers.js folder of a vision-language model (the parts ``family`` finds in ``model``)."""
-    check_architecture(family, "paligemma", model)
+                              precisions: dict[str, Any], max_length: int, target: str, opset: int, tok_source: Any,
+                              reporter: Any) -> pathlib.Path:
+    """The transformers.js folder of a vision-language model (the parts ``family`` finds in ``model``);
+    ``precisions``: the dtypes per genai section (``web_dtypes.web_precisions``)."""
+    kind = check_architecture(family, ("paligemma", "gemma3"), model)
     size, tokens, hidden = facts["image_size"], facts["image_tokens"], spec.hidden_size
-    image_token = spec.vocab_size  # one past the vocabulary: see the module doc
+    vision = _channels_first_vision(family.vision_fn(model), tokens)
+    if kind == "gemma3":  # the image flag: web_gemma3.py
+        image_token = facts["image_token_id"]
+        embedding = family.embedding_fn(model, image_token_id=image_token)
+        vision, embed = flagged(vision, IMAGE_FLAG), flagged(_text_embeddings(embedding, spec.vocab_size, hidden), 0.0)
+        decoder = flagged_decoder(spec, max_length, image_token)
+        decoder_specs = flagged_decoder_inputs(spec, max_length)
+    else:
+        image_token = spec.vocab_size  # one past the vocabulary: see the module doc
+        embed = _text_embeddings(family.embedding_fn(model), spec.vocab_size, hidden)
+        decoder, decoder_specs = decoder_step(spec, "concat", max_length), decoder_inputs(spec, "concat", max_length)
     keywords = dict(target=target, opset=opset)
     with staging_folder(out, marker=REPORT_FILE) as staging:
         (staging / ONNX_FOLDER).mkdir()
         files = {}
         reporter.stage(f"{ONNX_FOLDER}/{VISION_ENCODER}.onnx")
         images = jax.export.symbolic_shape("num_images")[0]
-        files[VISION_ENCODER] = write_graph(
-            _channels_first_vision(family.vision_fn(model), tokens), [jax.ShapeDtypeStruct((images, 3, size, size),
-                                                                                           jnp.float32)],
-            staging, VISION_ENCODER, ["pixel_values"], ["image_features"], int64_inputs=(), **keywords)
+        files.update(write_graph(vision, [jax.ShapeDtypeStruct((images, 3, size, size), jnp.float32)], staging,
+                                 VISION_ENCODER, ["pixel_values"], ["image_features"], dtypes=precisions["vision"],
+                                 int64_inputs=(), **keywords))
         reporter.stage(f"{ONNX_FOLDER}/{EMBED_TOKENS}.onnx")
         batch, seq = jax.export.symbolic_shape(f"{BATCH}, {SEQUENCE}")
-        files[EMBED_TOKENS] = write_graph(
-            _text_embeddings(family.embedding_fn(model), spec.vocab_size, hidden),
-            [jax.ShapeDtypeStruct((batch, seq), jnp.int32)], staging, EMBED_TOKENS, ["input_ids"], ["inputs_embeds"],
-            int64_inputs=("input_ids",), **keywords)
+        files.update(write_graph(embed, [jax.ShapeDtypeStruct((batch, seq), jnp.int32)], staging, EMBED_TOKENS,
+                                 ["input_ids"], ["inputs_embeds"], dtypes=precisions["embedding"],
+                                 int64_inputs=("input_ids",), **keywords))
         reporter.stage(f"{ONNX_FOLDER}/{DECODER_MERGED}.onnx")
         in_names, out_names = ["inputs_embeds", "attention_mask"], ["logits"]
         for i in range(spec.num_layers):
             in_names += [f"past_key_values.{i}.key", f"past_key_values.{i}.value"]
             out_names += [f"present.{i}.key", f"present.{i}.value"]
-        files[DECODER_MERGED] = write_graph(
-            decoder_step(spec, "concat", max_length), decoder_inputs(spec, "concat", max_length), staging,
-            DECODER_MERGED, in_names, out_names, int64_inputs=("attention_mask",), **keywords)
-        write_json(staging / CONFIG_FILE, _paligemma_config(spec, facts, image_token, max_length,
-                                                            transformers_js_config(files)))
+        files.update(write_graph(decoder, decoder_specs, staging, DECODER_MERGED, in_names, out_names,
+                                 dtypes=precisions["decoder"], int64_inputs=("attention_mask",), **keywords))
+        build = gemma3_config if kind == "gemma3" else _paligemma_config
+        write_json(staging / CONFIG_FILE, build(spec, facts, image_token, max_length, transformers_js_config(files)))
         write_json(staging / GENERATION_CONFIG_FILE, build_generation_config(spec))
         if "preprocessing" in facts:
-            write_json(staging / PREPROCESSOR_FILE, _image_processor(facts))
+            write_json(staging / PREPROCESSOR_FILE, _image_processor(facts, kind))
         if tok_source is not None:
             reporter.stage("tokenizer")
             write_tokenizer_files(tok_source, staging, max_positions=max_length)
-            _add_image_token(staging / "tokenizer.json", image_token)
+            if kind == "paligemma":
+                _add_image_token(staging / "tokenizer.json", image_token)
         write_json(staging / REPORT_FILE, {"max_length": max_length, "target": target, "image_token_index": image_token,
-                                           "image_tokens": tokens, "files": files})
+                                           "image_tokens": tokens, REPORT_KEY: files})
     return out
 
 
@@ -199,15 +184,15 @@ def _paligemma_config(spec: DecoderSpec, facts: dict[str, Any], image_token: int
     }
 
 
-def _image_processor(facts: dict[str, Any]) -> dict[str, Any]:
+def _image_processor(facts: dict[str, Any], kind: str = "paligemma") -> dict[str, Any]:
     """``preprocessor_config.json`` for transformers.js' image processor: resize to the tower's size,
     then the library's ``x * scale + offset`` written as ``(x / 255 - mean) / std``; ``image_seq_length``
-    is what its ``PaliGemmaProcessor`` expands ``<image>`` to."""
+    is what its ``PaliGemmaProcessor`` expands ``<image>`` to (its ``Gemma3Processor``: the image token)."""
     pre, size = facts["preprocessing"], facts["image_size"]
     std = [1.0 / (255.0 * s) for s in pre["scale"]]
     return {
-        "image_processor_type": "SiglipImageProcessor",
-        "processor_class": "PaliGemmaProcessor",
+        "image_processor_type": "Gemma3ImageProcessor" if kind == "gemma3" else "SiglipImageProcessor",
+        "processor_class": "Gemma3Processor" if kind == "gemma3" else "PaliGemmaProcessor",
         "do_convert_rgb": True,
         "do_resize": True,
         "size": {"height": size, "width": size},
@@ -239,10 +224,11 @@ def _add_image_token(path: pathlib.Path, image_token: int) -> None:
 
 
 def write_web_speech_to_text(model: Any, parts: Any, facts: dict[str, Any], tokens: dict[str, Any],
-                             out: pathlib.Path, *, max_length: int, target: str, opset: int, tok_source: Any,
-                             reporter: Any) -> pathlib.Path:
-    """The transformers.js folder of a Whisper model (the parts ``parts`` finds in ``model``)."""
-    check_architecture(parts, "whisper", model)
+                             out: pathlib.Path, *, precisions: dict[str, Any], max_length: int, target: str, opset: int,
+                             tok_source: Any, reporter: Any) -> pathlib.Path:
+    """The transformers.js folder of a Whisper model (the parts ``parts`` finds in ``model``); ``precisions``:
+    the dtypes per genai section (``web_dtypes.web_precisions``)."""
+    check_architecture(parts, ("whisper",), model)
     layers, heads, head_size, hidden = facts["num_layers"], facts["num_heads"], facts["head_size"], facts["hidden_size"]
     keywords = dict(target=target, opset=opset)
     with staging_folder(out, marker=REPORT_FILE) as staging:
@@ -251,10 +237,11 @@ def write_web_speech_to_text(model: Any, parts: Any, facts: dict[str, Any], toke
         reporter.stage(f"{ONNX_FOLDER}/{ENCODER_MODEL}.onnx")
         batch = jax.export.symbolic_shape(BATCH)[0]
         encoder = parts.encoder_fn(model)
-        files[ENCODER_MODEL] = write_graph(
+        files.update(write_graph(
             lambda features: encoder(features)[0], [jax.ShapeDtypeStruct((batch, facts["num_mels"], facts["frames"]),
                                                                          jnp.float32)],
-            staging, ENCODER_MODEL, ["input_features"], ["last_hidden_state"], int64_inputs=(), **keywords)
+            staging, ENCODER_MODEL, ["input_features"], ["last_hidden_state"], dtypes=precisions["encoder"],
+            int64_inputs=(), **keywords))
         reporter.stage(f"{ONNX_FOLDER}/{DECODER_MERGED}.onnx")
         batch, seq, past, length = jax.export.symbolic_shape(
             f"{BATCH}, {SEQUENCE}, {PAST}, {ENCODER_LENGTH}", constraints=(f"{PAST} + {SEQUENCE} <= {max_length}",))
@@ -268,15 +255,16 @@ def write_web_speech_to_text(model: Any, parts: Any, facts: dict[str, Any], toke
         inputs = [jax.ShapeDtypeStruct((batch, seq), jnp.int32), jax.ShapeDtypeStruct((batch, length, hidden),
                                                                                      jnp.float32),
                   *[own, own, cross, cross] * layers, jax.ShapeDtypeStruct((1,), jnp.bool_)]
-        files[DECODER_MERGED] = write_graph(
+        files.update(write_graph(
             _merged_whisper_decoder(parts.decoder_fn(model), parts.cross_fn(model), layers), inputs, staging,
-            DECODER_MERGED, [*in_names, "use_cache_branch"], out_names, int64_inputs=("input_ids",), **keywords)
+            DECODER_MERGED, [*in_names, "use_cache_branch"], out_names, dtypes=precisions["decoder"],
+            int64_inputs=("input_ids",), **keywords))
         write_json(staging / CONFIG_FILE, _whisper_config(facts, tokens, max_length, transformers_js_config(files)))
         write_json(staging / GENERATION_CONFIG_FILE, _whisper_generation_config(tokens, max_length))
         write_json(staging / PREPROCESSOR_FILE, _feature_extractor(facts))
         reporter.stage("tokenizer")
         write_tokenizer_files(tok_source, staging, max_positions=max_length)
-        write_json(staging / REPORT_FILE, {"max_length": max_length, "target": target, "files": files})
+        write_json(staging / REPORT_FILE, {"max_length": max_length, "target": target, REPORT_KEY: files})
     return out
 
 

@@ -42,7 +42,8 @@ from ..web.dtypes import check_web_options
 from .export import write_graph
 from .moonshine_web import write_web_moonshine
 from .report import REPORT_KEY, check_precisions, submodel_report
-from .web import refuse_web_precision, write_web_speech_to_text
+from .web import write_web_speech_to_text
+from .web_dtypes import web_precisions
 
 ENCODER_FILE, DECODER_FILE = "encoder.onnx", "decoder.onnx"
 #: what the folder's inputs are and how to feed them (read by :func:`transcribe`)
@@ -86,6 +87,8 @@ def export_speech_to_text(
         precision: one precision for both graphs, or one per graph, ``{"encoder": "float16",
             "decoder": "int4"}`` (a graph not named stays float32); inputs, outputs and caches stay
             float32. ``speech.json``'s ``models`` reports each graph's precision, bytes and fused ops.
+            For a transformers.js folder each value may also be ``"q4f16"`` or a tuple of dtypes, one
+            file each (:mod:`jax2onnx_llm.multimodal.web_dtypes`; the report in ``jax2onnx_web.json``).
         target: as for :func:`jax2onnx_llm.export_causal_lm`: a genai target (default) writes the genai
             folder, ``"web"`` the folder transformers.js loads (``encoder_model.onnx``,
             ``decoder_model_merged.onnx``: :mod:`jax2onnx_llm.multimodal.web`).
@@ -107,17 +110,18 @@ def export_speech_to_text(
         limit = facts["max_decoder_length"]
         max_length = limit if max_length is None else max_length
         target = check_options(max_length, "float32", "concat", target)
-        precisions = check_precisions(precision, SUBMODELS)
         web = find_target(target).can(TRANSFORMERS_JS)  # transformers.js' folder instead (web.py)
-        if web:
+        if web:  # dtypes per sub-model, one file each (web_dtypes.py)
             check_web_options("concat", search, external_data)
-            refuse_web_precision(precisions)
+            dtypes = web_precisions(precision, SUBMODELS)
         elif not find_target(target).can(GENAI):
             raise OptionError(f"target={target!r}: a speech folder is written for onnxruntime-genai (target=None or "
                               f"{[t.name for t in genai_targets()]}) or transformers.js ({[t.name for t in web_targets()]})")
         elif getattr(parts, "GENAI_LAYOUT_MISSING", None):  # a model genai has no model type for (Moonshine)
             raise UnsupportedModelError(f"{parts.GENAI_LAYOUT_MISSING}. Export it for transformers.js instead (target= "
                                         f"one of {[t.name for t in web_targets()]})")
+        else:
+            precisions = check_precisions(precision, SUBMODELS)
         if max_length > limit:
             raise OptionError(f"max_length={max_length} is beyond the {limit} decoder positions this model encodes; "
                               f"pass max_length <= {limit}")
@@ -126,8 +130,8 @@ def export_speech_to_text(
         tok_source = resolve_tokenizer(tokenizer)
         if web:
             writer = WEB_WRITERS.get(getattr(parts, "TRANSFORMERS_JS_MODEL_TYPE", None), write_web_speech_to_text)
-            return writer(model, parts, facts, tokens, pathlib.Path(out_dir), max_length=max_length, target=target,
-                          opset=opset, tok_source=tok_source, reporter=reporter)
+            return writer(model, parts, facts, tokens, pathlib.Path(out_dir), precisions=dtypes, max_length=max_length,
+                          target=target, opset=opset, tok_source=tok_source, reporter=reporter)
         keywords = dict(opset=opset, target=target, external_data=external_data)
         out = pathlib.Path(out_dir)
         layers, heads, size = facts["num_layers"], facts["num_heads"], facts["head_size"]

@@ -36,6 +36,8 @@ from .pali_gemma import processor_config as processor_config
 DECODER_READS_INPUT_IDS = True
 #: the prompt holds the library's image placeholders, where the image features go (``multimodal.json``)
 PROMPT_LAYOUT = "placeholders"
+#: the Hugging Face architecture transformers.js runs the browser folder as (``multimodal/web_gemma3.py``)
+TRANSFORMERS_JS_MODEL_TYPE = "gemma3"
 
 
 def vision_fn(model: Any) -> Any:
