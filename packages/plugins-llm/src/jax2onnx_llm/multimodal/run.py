@@ -12,6 +12,9 @@ from jax2onnx.errors import MissingDependencyError
 from ..errors import OptionError
 from .export import INPUTS_FILE, NUM_IMAGE_TOKENS, PIXEL_VALUES, PREFIX_LAYOUT, PROCESSOR_FILE
 
+#: the patch positions a Gemma 4 folder's vision graph reads beside its pixels
+PIXEL_POSITION_IDS = "pixel_position_ids"
+
 
 def require_genai() -> Any:
     """``onnxruntime_genai``, or :class:`MissingDependencyError` saying what to install (``genai_run``'s
@@ -49,7 +52,7 @@ def smoke_prompt(folder: str | pathlib.Path) -> list[int]:
 
 
 def generate(folder: str | pathlib.Path, text_ids: list[int] | list[list[int]], pixel_values: Any,
-             max_new_tokens: int) -> Any:
+             max_new_tokens: int, pixel_position_ids: Any = None) -> Any:
     """The tokens onnxruntime-genai generates (greedy, at most ``max_new_tokens``, stopping at the end
     token) after the prompt ``text_ids`` with the images ``pixel_values`` ``(images, size, size, 3)``,
     the library's preprocessed pixels, fed as ``og.NamedTensors`` through ``generator.set_inputs``.
@@ -57,7 +60,9 @@ def generate(folder: str | pathlib.Path, text_ids: list[int] | list[list[int]], 
     ``text_ids``: one prompt (a list of ids; returns a list) or a batch of prompts of one length (a
     list of lists; returns one list per prompt). PaliGemma: one image per prompt, the prompt its
     text. Gemma 3: the prompt as the library's preprocessor writes it, ``image_tokens`` placeholders
-    per image; the images in the order their placeholders come, row after row."""
+    per image; the images in the order their placeholders come, row after row. Gemma 4: ``pixel_values``
+    and ``pixel_position_ids`` as the library's image converter makes them (``(images, patches, pixels)``
+    and ``(images, patches, 2)``, padding patches included), ``image_tokens`` placeholders per image."""
     og = require_genai()
     folder = pathlib.Path(folder)
     inputs = json.loads((folder / INPUTS_FILE).read_text())
@@ -78,10 +83,15 @@ def generate(folder: str | pathlib.Path, text_ids: list[int] | list[list[int]], 
                               "preprocessor does")
         images = placeholders // tokens
     pixels = np.ascontiguousarray(pixel_values, np.float32)
-    size = int(inputs["image_size"])
-    if pixels.ndim != 4 or pixels.shape[0] != images or pixels.shape[1:] != (size, size, 3):
-        raise OptionError(f"pixel_values of shape {pixels.shape}: give the prompts' {images} image(s) as "
-                          f"({images}, {size}, {size}, 3), the library's preprocessed pixels")
+    patched = PIXEL_POSITION_IDS in inputs["inputs"]  # Gemma 4: patches and their positions
+    wanted = ((images, int(inputs["patches"]), int(inputs["patch_pixels"])) if patched
+              else (images, int(inputs["image_size"]), int(inputs["image_size"]), 3))
+    if pixels.shape != wanted:
+        raise OptionError(f"pixel_values of shape {pixels.shape}: give the prompts' {images} image(s) as {wanted}, the "
+                          "library's preprocessed pixels")
+    if patched and np.shape(pixel_position_ids) != (*wanted[:2], 2):
+        raise OptionError(f"pixel_position_ids of shape {np.shape(pixel_position_ids)}: give the image converter's "
+                          f"pixel_position_ids, {(*wanted[:2], 2)}")
     model = og.Model(str(folder))
     params = og.GeneratorParams(model)
     params.set_search_options(do_sample=False, max_length=ids.shape[1] + max_new_tokens, batch_size=len(rows))
@@ -89,6 +99,8 @@ def generate(folder: str | pathlib.Path, text_ids: list[int] | list[list[int]], 
     named = og.NamedTensors()
     named["input_ids"] = ids
     named[PIXEL_VALUES] = pixels
+    if patched:
+        named[PIXEL_POSITION_IDS] = np.ascontiguousarray(pixel_position_ids, np.int32)
     named[NUM_IMAGE_TOKENS] = np.full([images], tokens, np.int64)
     generator.set_inputs(named)
     while not generator.is_done():
