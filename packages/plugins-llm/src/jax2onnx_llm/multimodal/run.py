@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import pathlib
 from typing import Any
 
@@ -36,10 +37,20 @@ def prompt_ids(folder: str | pathlib.Path, text_ids: list[int]) -> list[int]:
     return [int(inputs["pad_token_id"])] * int(inputs["image_tokens"]) + [int(t) for t in text_ids]
 
 
-def blank_image(folder: str | pathlib.Path) -> np.ndarray:
-    """Zero pixels ``(1, size, size, 3)`` of the folder's image size (a smoke test's image)."""
-    size = int(json.loads((pathlib.Path(folder) / INPUTS_FILE).read_text())["image_size"])
-    return np.zeros((1, size, size, 3), np.float32)
+def blank_image(folder: str | pathlib.Path) -> dict[str, np.ndarray]:
+    """One blank image as :func:`generate`'s keywords (a smoke test's image): zero pixels ``(1, size,
+    size, 3)`` of the folder's image size, or, for a Gemma 4 folder, zero patches of the smallest image
+    its converter makes (one pooled token's patches, the rest padding) with their positions."""
+    inputs = json.loads((pathlib.Path(folder) / INPUTS_FILE).read_text())
+    if PIXEL_POSITION_IDS not in inputs["inputs"]:
+        size = int(inputs["image_size"])
+        return {"pixel_values": np.zeros((1, size, size, 3), np.float32)}
+    patches = int(inputs["patches"])
+    pool = math.isqrt(patches // int(inputs["image_tokens"]))  # the pooling kernel's side
+    positions = np.full((1, patches, 2), -1, np.int32)
+    positions[0, : pool * pool] = [(x, y) for y in range(pool) for x in range(pool)]
+    return {"pixel_values": np.zeros((1, patches, int(inputs["patch_pixels"])), np.float32),
+            PIXEL_POSITION_IDS: positions}
 
 
 def smoke_prompt(folder: str | pathlib.Path) -> list[int]:
@@ -52,7 +63,7 @@ def smoke_prompt(folder: str | pathlib.Path) -> list[int]:
 
 
 def generate(folder: str | pathlib.Path, text_ids: list[int] | list[list[int]], pixel_values: Any,
-             max_new_tokens: int, pixel_position_ids: Any = None) -> Any:
+             max_new_tokens: int, *, pixel_position_ids: Any = None) -> Any:
     """The tokens onnxruntime-genai generates (greedy, at most ``max_new_tokens``, stopping at the end
     token) after the prompt ``text_ids`` with the images ``pixel_values`` ``(images, size, size, 3)``,
     the library's preprocessed pixels, fed as ``og.NamedTensors`` through ``generator.set_inputs``.
