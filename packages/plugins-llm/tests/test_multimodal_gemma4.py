@@ -1,9 +1,13 @@
 """export_multimodal_lm on a tiny random-weight KerasHub Gemma4CausalLM with its vision encoder (one-layer
 tower, 4-pixel patches pooled 2x2, at most 4 soft tokens per image; 4 text layers, sliding and global,
 the last two KV-shared, per-layer inputs of 8) as an onnxruntime-genai ``gemma4`` folder: genai
-generates exactly KerasHub's greedy tokens for the converter's pixels of two 16x24 images (each
-resized to 8x16: half its patches, and so half its soft tokens, padding), one prompt and a batch of
-two; a perturbed vision graph does not. One float32 export for the module."""
+generates exactly KerasHub's greedy tokens for the converter's pixels of a 16x24 and a 24x16 image
+(resized to 8x16 and 16x8: half their patches, and so half their soft tokens, padding), one prompt
+and a batch of two; a perturbed vision graph does not. One float32 export for the module.
+
+genai 0.18 runs the vision graph once per image, so each image is pooled on its own patch grid: the
+tokens are KerasHub's for each image in a batch of its own. (KerasHub's batch of these two images
+pools both on the wider one's grid, a batch-wide maximum, and gives the 24x16 image other tokens.)"""
 
 from __future__ import annotations
 
@@ -55,9 +59,10 @@ def _converter():
 
 
 def _pixels() -> tuple[np.ndarray, np.ndarray]:
-    """Two 16x24 images as the converter makes them: pixel_values (2, 16, 48), pixel_position_ids (2, 16, 2)."""
+    """A 16x24 and a 24x16 image as the converter makes them: pixel_values (2, 16, 48), pixel_position_ids
+    (2, 16, 2)."""
     converter, rng = _converter(), np.random.default_rng(0)
-    out = [converter(rng.integers(0, 256, (1, 16, 24, 3)).astype(np.float32)) for _ in range(2)]
+    out = [converter(rng.integers(0, 256, (1, *size, 3)).astype(np.float32)) for size in ((16, 24), (24, 16))]
     return (np.concatenate([np.asarray(o["pixel_values"]) for o in out]),
             np.concatenate([np.asarray(o["pixel_position_ids"]) for o in out]).astype(np.int32))
 
@@ -66,8 +71,8 @@ PROMPT = [2, 5, START_IMAGE, *[IMAGE] * TOKENS, END_IMAGE, 7, 9]  # as the prepr
 
 
 def _library_tokens(model, pixels, positions) -> list[list[int]]:
-    """KerasHub's greedy tokens for PROMPT with each image, the two as one batch (its generate function on
-    what its preprocessor makes: ids, padding and vision masks, placeholder indices, patches)."""
+    """KerasHub's greedy tokens for PROMPT with each of two images, as one batch (its generate function
+    on what its preprocessor makes: ids, padding and vision masks, placeholder indices, patches)."""
     ids = np.zeros((2, len(PROMPT) + NEW_TOKENS), np.int32)
     ids[:, : len(PROMPT)] = PROMPT
     vision = ids == IMAGE
@@ -83,7 +88,8 @@ def exported(tmp_path_factory):
     """(model, folder, pixels, positions, KerasHub's tokens per image)."""
     model = _model()
     pixels, positions = _pixels()
-    expected = _library_tokens(model, pixels, positions)
+    # each image in a batch of its own (genai runs the vision graph image by image, see the module doc)
+    expected = [_library_tokens(model, pixels[[i, i]], positions[[i, i]])[0] for i in range(2)]
     eos = next(t for t in range(1, VOCAB) if t not in {t for row in expected for t in row})  # never reached
     folder = export_multimodal_lm(model, tmp_path_factory.mktemp("gemma4") / "float32", max_length=40, tokenizer=False,
                                   eos_token_id=eos, pad_token_id=0, image_token_id=IMAGE, image_converter=_converter())
