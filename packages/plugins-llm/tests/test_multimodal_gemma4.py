@@ -156,4 +156,8 @@ def test_bad_inputs_are_refused_with_the_fix(exported, tmp_path):
     with pytest.raises(UnsupportedModelError, match="transformers.js"):
         export_multimodal_lm(model, tmp_path / "web", max_length=16, tokenizer=False, eos_token_id=1,
                              image_token_id=IMAGE, target="web")
-    assert not (tmp_path / "as_text").exists() and not (tmp_path / "web").exists()
+    with pytest.raises(OptionError, match="pixel patches"):  # a converter cutting other patches than the tower's
+        export_multimodal_lm(model, tmp_path / "converter", max_length=16, tokenizer=False, eos_token_id=1,
+                             image_token_id=IMAGE, image_converter=keras_hub.layers.Gemma4ImageConverter(
+                                 patch_size=2, max_soft_tokens=TOKENS, pooling_kernel_size=2))
+    assert not any((tmp_path / name).exists() for name in ("as_text", "web", "converter"))
