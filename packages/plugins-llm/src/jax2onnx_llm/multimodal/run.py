@@ -100,6 +100,9 @@ def generate(folder: str | pathlib.Path, text_ids: list[int] | list[list[int]], 
     if pixels.shape != wanted:
         raise OptionError(f"pixel_values of shape {pixels.shape}: give the prompts' {images} image(s) as {wanted}, the "
                           "library's preprocessed pixels")
+    if not patched and pixel_position_ids is not None:
+        raise OptionError("pixel_position_ids given, but this folder's vision graph reads whole images (only a Gemma 4 "
+                          "folder takes patch positions); drop pixel_position_ids=")
     if patched and np.shape(pixel_position_ids) != (*wanted[:2], 2):
         raise OptionError(f"pixel_position_ids of shape {np.shape(pixel_position_ids)}: give the image converter's "
                           f"pixel_position_ids, {(*wanted[:2], 2)}")
