@@ -182,4 +182,6 @@ def test_bad_inputs_are_refused_with_the_fix(exported, tmp_path):
         generate(folder, [prompt, prompt], _images()[:1], 4)
     with pytest.raises(OptionError, match="not a multiple"):
         generate(folder, prompt[:-4], _images()[:1], 4)
+    with pytest.raises(OptionError, match="drop pixel_position_ids"):  # Gemma 4's patch positions, here unread
+        generate(folder, prompt, _images()[:1], 4, pixel_position_ids=np.zeros((1, 16, 2), np.int32))
     assert DECODER_FILE in {entry["file"] for entry in folder_report(folder, INPUTS_FILE).values()}

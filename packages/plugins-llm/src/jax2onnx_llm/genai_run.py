@@ -98,7 +98,8 @@ def check_folders_run(root: str | pathlib.Path) -> list[pathlib.Path]:
         if (folder / "multimodal.json").exists():  # a vision folder: a prompt with a blank image
             from .multimodal.run import blank_image, generate, smoke_prompt
 
-            tokens = generate(folder, smoke_prompt(folder), blank_image(folder), 4)
+            image = blank_image(folder)
+            tokens = generate(folder, smoke_prompt(folder), image.pop("pixel_values"), 4, **image)
         elif (folder / "speech.json").exists():  # a speech folder: its prompt over silence
             from .multimodal.whisper import silence, transcribe
 

@@ -61,6 +61,8 @@ INPUTS_FILE = "multimodal.json"
 #: genai's image processor's transforms (``model.vision.config_filename``'s default)
 PROCESSOR_FILE = "processor_config.json"
 PIXEL_VALUES, IMAGE_FEATURES, NUM_IMAGE_TOKENS = "pixel_values", "image_features", "num_image_tokens"
+#: the embedding graph's per-layer inputs, read by the decoder graph (genai's gemma4 type)
+PER_LAYER_INPUTS = "per_layer_inputs"
 IMAGES, IMAGE_ROWS = "num_images", "num_image_features"
 #: the prompt layout (KerasHub PaliGemma's: the image's embeddings first)
 IMAGE_SLOT_NOTE = ("the first image_tokens ids of a prompt are the image's slots (their ids are not read: "
@@ -95,8 +97,8 @@ def export_multimodal_lm(
     """Export a vision-language model as an onnxruntime-genai multimodal folder and return its path.
 
     Args:
-        model: a KerasHub ``PaliGemmaCausalLM``, or a ``Gemma3CausalLM`` whose backbone has a
-            ``vision_encoder``, under the JAX backend.
+        model: a KerasHub ``PaliGemmaCausalLM``, or a ``Gemma3CausalLM`` or ``Gemma4CausalLM`` whose
+            backbone has a ``vision_encoder``, under the JAX backend.
         out_dir: the folder to write (``vision.onnx``, ``embedding.onnx``, ``decoder.onnx``,
             ``genai_config.json``, ``multimodal.json``, tokenizer files); replaced as a whole, as by
             :func:`jax2onnx_llm.export_causal_lm`.
@@ -156,29 +158,39 @@ def export_multimodal_lm(
                                              reporter=reporter)
         keywords = dict(opset=opset, target=target, external_data=external_data)
         reads_ids = bool(getattr(family, "DECODER_READS_INPUT_IDS", False))
+        # per-layer inputs (Gemma 4): an embedding graph output the decoder graph reads, this wide
+        per_layer = int(family.per_layer_width(model)) if hasattr(family, "per_layer_width") else 0
         out = pathlib.Path(out_dir)
         with staging_folder(out) as staging:
             reporter.stage(VISION_FILE)
-            size = facts["image_size"]
             images = jax.export.symbolic_shape(IMAGES)[0]
-            write_graph(family.vision_fn(model), [jax.ShapeDtypeStruct((images, size, size, 3), jnp.float32)],
-                   staging / VISION_FILE, [PIXEL_VALUES], [IMAGE_FEATURES], precision=precisions["vision"], **keywords)
+            vision = vision_inputs(family, facts, images)
+            write_graph(family.vision_fn(model), [s for _, s in vision], staging / VISION_FILE, [n for n, _ in vision],
+                        [IMAGE_FEATURES], precision=precisions["vision"], **keywords)
             reporter.stage(EMBEDDING_FILE)
             batch, seq, rows = jax.export.symbolic_shape(f"{BATCH}, {SEQUENCE}, {IMAGE_ROWS}")
             write_graph(family.embedding_fn(model, **options), [jax.ShapeDtypeStruct((batch, seq), jnp.int32),
                                                 jax.ShapeDtypeStruct((rows, spec.hidden_size), jnp.float32)],
-                   staging / EMBEDDING_FILE, ["input_ids", IMAGE_FEATURES], ["inputs_embeds"],
+                   staging / EMBEDDING_FILE, ["input_ids", IMAGE_FEATURES],
+                   ["inputs_embeds", *([PER_LAYER_INPUTS] if per_layer else [])],
                    precision=precisions["embedding"], **keywords)
             reporter.stage(DECODER_FILE)
             in_names, out_names = io_names(spec.num_layers)
             ids = ["input_ids"] if reads_ids else []
-            write_graph(decoder_step(spec, cache, max_length, reads_ids), decoder_inputs(spec, cache, max_length, reads_ids),
-                   staging / DECODER_FILE, ["inputs_embeds", *ids, *in_names[1:]], out_names,
+            extra = [PER_LAYER_INPUTS] if per_layer else []
+            write_graph(decoder_step(spec, cache, max_length, reads_ids, per_layer),
+                        decoder_inputs(spec, cache, max_length, reads_ids, per_layer),
+                   staging / DECODER_FILE, ["inputs_embeds", *extra, *ids, *in_names[1:]], out_names,
                    precision=precisions["decoder"], **keywords)
             reporter.stage(GENAI_CONFIG_FILE)
             config = genai_config(spec, max_length=max_length, cache=cache, search=search, reads_ids=reads_ids)
+            if hasattr(family, "GENAI_MODEL_TYPE"):  # a pipeline of its own in genai (Gemma 4's gemma4)
+                with_family_io(config, family.GENAI_MODEL_TYPE, [n for n, _ in vision], per_layer)
             (staging / GENAI_CONFIG_FILE).write_text(json.dumps(config, indent=4) + "\n")
             description = inputs_description(spec, facts, getattr(family, "PROMPT_LAYOUT", PREFIX_LAYOUT))
+            if hasattr(family, "pixel_inputs_note"):  # pixels fed another way than (images, size, size, 3)
+                description["inputs"].update(family.pixel_inputs_note(facts))
+                description.update({key: facts[key] for key in ("patches", "patch_pixels")})
             description[REPORT_KEY] = {name: submodel_report(staging / filename, precisions[name])
                                        for name, filename in SUBMODELS.items()}
             (staging / INPUTS_FILE).write_text(json.dumps(description, indent=4) + "\n")
@@ -199,6 +211,30 @@ def write_graph(fn: Any, inputs: list[Any], path: pathlib.Path, in_names: list[s
                   external_data_file=f"{path.name}.data", precision=precision,
                   # the RMS norms as onnxruntime's norm ops where the target runs them (as export_causal_lm's)
                   rewrite_passes=get_target(target).requested_rewrites([RmsNormFusionPass.name])).write()
+
+
+def vision_inputs(family: Any, facts: dict[str, Any], images: Any) -> list[tuple[str, Any]]:
+    """The vision graph's inputs (name, spec): the family's (Gemma 4: patches and their positions), else
+    ``pixel_values`` ``(images, size, size, 3)``."""
+    if hasattr(family, "vision_inputs"):
+        return family.vision_inputs(facts, images)
+    size = facts["image_size"]
+    return [(PIXEL_VALUES, jax.ShapeDtypeStruct((images, size, size, 3), jnp.float32))]
+
+
+def with_family_io(config: dict[str, Any], model_type: str, vision_names: list[str], per_layer: int) -> None:
+    """``config`` under genai's ``model_type`` with the vision graph's inputs and, where the model has
+    them, the per-layer inputs passed from the embedding graph to the decoder graph."""
+    model = config["model"]
+    model["type"] = model_type
+    model["vision"]["inputs"] = {name: name for name in vision_names}
+    # genai's multimodal types with audio (gemma4) default the audio processor's config file and refuse a
+    # folder naming it without an audio graph: no audio here
+    model["speech"] = {"config_filename": ""}
+    if per_layer:
+        model["embedding"]["outputs"][PER_LAYER_INPUTS] = PER_LAYER_INPUTS
+        model["decoder"]["inputs"] = {"inputs_embeds": "inputs_embeds", PER_LAYER_INPUTS: PER_LAYER_INPUTS,
+                                      **{k: v for k, v in model["decoder"]["inputs"].items() if k != "inputs_embeds"}}
 
 
 def family_options(family: Any, model: Any, image_token_id: int | None) -> dict[str, Any]:
@@ -234,7 +270,7 @@ def genai_config(spec: DecoderSpec, *, max_length: int, cache: str, search: dict
 
 def inputs_description(spec: DecoderSpec, facts: dict[str, Any], layout: str = PREFIX_LAYOUT) -> dict[str, Any]:
     """``multimodal.json``: the inputs a generator is given (``og.NamedTensors``), as :func:`generate` feeds them."""
-    size, tokens = facts["image_size"], facts["image_tokens"]
+    size, tokens = facts.get("image_size"), facts["image_tokens"]
     placeholders = layout != PREFIX_LAYOUT
     return {
         "family": spec.family,

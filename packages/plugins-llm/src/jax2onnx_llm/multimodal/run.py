@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import pathlib
 from typing import Any
 
@@ -11,6 +12,9 @@ from jax2onnx.errors import MissingDependencyError
 
 from ..errors import OptionError
 from .export import INPUTS_FILE, NUM_IMAGE_TOKENS, PIXEL_VALUES, PREFIX_LAYOUT, PROCESSOR_FILE
+
+#: the patch positions a Gemma 4 folder's vision graph reads beside its pixels
+PIXEL_POSITION_IDS = "pixel_position_ids"
 
 
 def require_genai() -> Any:
@@ -33,10 +37,20 @@ def prompt_ids(folder: str | pathlib.Path, text_ids: list[int]) -> list[int]:
     return [int(inputs["pad_token_id"])] * int(inputs["image_tokens"]) + [int(t) for t in text_ids]
 
 
-def blank_image(folder: str | pathlib.Path) -> np.ndarray:
-    """Zero pixels ``(1, size, size, 3)`` of the folder's image size (a smoke test's image)."""
-    size = int(json.loads((pathlib.Path(folder) / INPUTS_FILE).read_text())["image_size"])
-    return np.zeros((1, size, size, 3), np.float32)
+def blank_image(folder: str | pathlib.Path) -> dict[str, np.ndarray]:
+    """One blank image as :func:`generate`'s keywords (a smoke test's image): zero pixels ``(1, size,
+    size, 3)`` of the folder's image size, or, for a Gemma 4 folder, zero patches of the smallest image
+    its converter makes (one pooled token's patches, the rest padding) with their positions."""
+    inputs = json.loads((pathlib.Path(folder) / INPUTS_FILE).read_text())
+    if PIXEL_POSITION_IDS not in inputs["inputs"]:
+        size = int(inputs["image_size"])
+        return {"pixel_values": np.zeros((1, size, size, 3), np.float32)}
+    patches = int(inputs["patches"])
+    pool = math.isqrt(patches // int(inputs["image_tokens"]))  # the pooling kernel's side
+    positions = np.full((1, patches, 2), -1, np.int32)
+    positions[0, : pool * pool] = [(x, y) for y in range(pool) for x in range(pool)]
+    return {"pixel_values": np.zeros((1, patches, int(inputs["patch_pixels"])), np.float32),
+            PIXEL_POSITION_IDS: positions}
 
 
 def smoke_prompt(folder: str | pathlib.Path) -> list[int]:
@@ -49,7 +63,7 @@ def smoke_prompt(folder: str | pathlib.Path) -> list[int]:
 
 
 def generate(folder: str | pathlib.Path, text_ids: list[int] | list[list[int]], pixel_values: Any,
-             max_new_tokens: int) -> Any:
+             max_new_tokens: int, *, pixel_position_ids: Any = None) -> Any:
     """The tokens onnxruntime-genai generates (greedy, at most ``max_new_tokens``, stopping at the end
     token) after the prompt ``text_ids`` with the images ``pixel_values`` ``(images, size, size, 3)``,
     the library's preprocessed pixels, fed as ``og.NamedTensors`` through ``generator.set_inputs``.
@@ -57,7 +71,9 @@ def generate(folder: str | pathlib.Path, text_ids: list[int] | list[list[int]], 
     ``text_ids``: one prompt (a list of ids; returns a list) or a batch of prompts of one length (a
     list of lists; returns one list per prompt). PaliGemma: one image per prompt, the prompt its
     text. Gemma 3: the prompt as the library's preprocessor writes it, ``image_tokens`` placeholders
-    per image; the images in the order their placeholders come, row after row."""
+    per image; the images in the order their placeholders come, row after row. Gemma 4: ``pixel_values``
+    and ``pixel_position_ids`` as the library's image converter makes them (``(images, patches, pixels)``
+    and ``(images, patches, 2)``, padding patches included), ``image_tokens`` placeholders per image."""
     og = require_genai()
     folder = pathlib.Path(folder)
     inputs = json.loads((folder / INPUTS_FILE).read_text())
@@ -78,10 +94,18 @@ def generate(folder: str | pathlib.Path, text_ids: list[int] | list[list[int]], 
                               "preprocessor does")
         images = placeholders // tokens
     pixels = np.ascontiguousarray(pixel_values, np.float32)
-    size = int(inputs["image_size"])
-    if pixels.ndim != 4 or pixels.shape[0] != images or pixels.shape[1:] != (size, size, 3):
-        raise OptionError(f"pixel_values of shape {pixels.shape}: give the prompts' {images} image(s) as "
-                          f"({images}, {size}, {size}, 3), the library's preprocessed pixels")
+    patched = PIXEL_POSITION_IDS in inputs["inputs"]  # Gemma 4: patches and their positions
+    wanted = ((images, int(inputs["patches"]), int(inputs["patch_pixels"])) if patched
+              else (images, int(inputs["image_size"]), int(inputs["image_size"]), 3))
+    if pixels.shape != wanted:
+        raise OptionError(f"pixel_values of shape {pixels.shape}: give the prompts' {images} image(s) as {wanted}, the "
+                          "library's preprocessed pixels")
+    if not patched and pixel_position_ids is not None:
+        raise OptionError("pixel_position_ids given, but this folder's vision graph reads whole images (only a Gemma 4 "
+                          "folder takes patch positions); drop pixel_position_ids=")
+    if patched and np.shape(pixel_position_ids) != (*wanted[:2], 2):
+        raise OptionError(f"pixel_position_ids of shape {np.shape(pixel_position_ids)}: give the image converter's "
+                          f"pixel_position_ids, {(*wanted[:2], 2)}")
     model = og.Model(str(folder))
     params = og.GeneratorParams(model)
     params.set_search_options(do_sample=False, max_length=ids.shape[1] + max_new_tokens, batch_size=len(rows))
@@ -89,6 +113,8 @@ def generate(folder: str | pathlib.Path, text_ids: list[int] | list[list[int]], 
     named = og.NamedTensors()
     named["input_ids"] = ids
     named[PIXEL_VALUES] = pixels
+    if patched:
+        named[PIXEL_POSITION_IDS] = np.ascontiguousarray(pixel_position_ids, np.int32)
     named[NUM_IMAGE_TOKENS] = np.full([images], tokens, np.int64)
     generator.set_inputs(named)
     while not generator.is_done():

@@ -24,8 +24,9 @@ def claims(model: Any) -> bool:
 
 
 def vision_language(model: Any) -> Any:
-    """The model's vision-language parts for a KerasHub ``PaliGemmaCausalLM`` (``pali_gemma.py``) or a
-    ``Gemma3CausalLM`` whose backbone has a vision encoder (``gemma3_vision.py``), else None."""
+    """The model's vision-language parts for a KerasHub ``PaliGemmaCausalLM`` (``pali_gemma.py``), or a
+    ``Gemma3CausalLM`` (``gemma3_vision.py``) or ``Gemma4CausalLM`` (``gemma4_vision.py``) whose backbone
+    has a vision encoder, else None."""
     keras_hub = _library()
     if keras_hub is None:
         return None
@@ -38,30 +39,10 @@ def vision_language(model: Any) -> Any:
 
         return gemma3_vision
     if isinstance(model, keras_hub.models.Gemma4CausalLM) and getattr(model.backbone, "vision_encoder", None) is not None:
-        return Refused(GEMMA4_VISION)
+        from . import gemma4_vision
+
+        return gemma4_vision
     return None
-
-
-#: why a Gemma 4 with its vision encoder is refused (docs/guide/multimodal.md says the same)
-GEMMA4_VISION = (
-    "KerasHub Gemma4CausalLM with a vision encoder is not exported by export_multimodal_lm yet: its tower takes "
-    "patchified images of varying resolution (pixel_values per patch with pixel_position_ids, padding patches) and its "
-    "prompt step differs from Gemma 3's (image embeddings rescaled before the interleave, per-layer inputs looked up "
-    "from the token ids with the image positions zeroed and projected from the merged embeddings, KV-shared layers); "
-    "export its text decoder with export_causal_lm (the vision encoder is then left out), or a Gemma3CausalLM with "
-    "its vision encoder")
-
-
-class Refused:
-    """The vision-language parts of a model this front-end knows but does not export: ``check`` says why."""
-
-    def __init__(self, reason: str):
-        self.reason = reason
-
-    def check(self, model: Any) -> None:
-        from ...errors import UnsupportedModelError
-
-        raise UnsupportedModelError(self.reason)
 
 
 def speech_to_text(model: Any) -> Any:
@@ -87,7 +68,7 @@ def decoder_spec(model: Any) -> DecoderSpec:
     from ...errors import UnsupportedModelError
     from .adapter import decoder_spec as adapt
 
-    if vision_language(model) is not None and not isinstance(vision_language(model), Refused):
+    if vision_language(model) is not None:
         raise UnsupportedModelError(
             f"KerasHub {type(model).__name__} is a vision-language model: export it with "
             "jax2onnx_llm.multimodal.export_multimodal_lm (vision, embedding and decoder graphs); export_causal_lm "
