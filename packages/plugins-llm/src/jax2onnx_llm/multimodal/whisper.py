@@ -76,7 +76,8 @@ def export_speech_to_text(
     Args:
         model: a KerasHub ``WhisperBackbone`` under the JAX backend (``max_encoder_sequence_length=3000``,
             the frames genai's Whisper takes), or a KerasHub ``MoonshineAudioToText`` / ``MoonshineBackbone``
-            (raw audio in; ``target="web"`` only: genai has no model type that runs it, see
+            (raw audio in; for genai as a ``whisper`` folder whose ``audio_features`` are the audio in rows
+            of 3000 samples: :mod:`jax2onnx_llm.multimodal.moonshine_genai`; for transformers.js:
             :mod:`jax2onnx_llm.multimodal.moonshine_web`).
         out_dir: the folder to write (``encoder.onnx``, ``decoder.onnx``, ``genai_config.json``,
             ``speech.json``, tokenizer files); replaced as a whole, as by :func:`jax2onnx_llm.export_causal_lm`.
@@ -230,8 +231,11 @@ def speech_description(facts: dict[str, Any], tokens: dict[str, Any]) -> dict[st
 
 
 def silence(folder: str | pathlib.Path) -> np.ndarray:
-    """Features ``(1, frames, mels)`` of the log-mel floor (a smoke test's clip)."""
+    """Features ``(1, frames, mels)`` of the log-mel floor (a smoke test's clip); for a raw-audio folder
+    (Moonshine) one row of a quiet constant ``(1, 3000)`` (not 0.0: that is the padding value)."""
     described = json.loads((pathlib.Path(folder) / SPEECH_FILE).read_text())
+    if described.get("input") == "audio":
+        return np.full((1, int(described["row_samples"])), 1e-3, np.float32)
     return np.full((1, int(described["frames"]), int(described["num_mels"])), -1.5, np.float32)
 
 
