@@ -53,6 +53,14 @@ def encoder_frames(samples: int) -> int:
 MAX_ROWS = max(r for r in range(1, CROSS_FRAMES) if encoder_frames(r * ROW_SAMPLES) <= CROSS_FRAMES)
 
 
+def graphs(model: Any, parts: Any, facts: dict[str, Any], tokens: dict[str, Any]) -> tuple[Any, ...]:
+    """(encoder, its input specs, decoder, the cross caches' (heads, frames), ``speech.json``) of the
+    genai folder (``export_speech_to_text``'s genai target)."""
+    heads, layers = facts["num_heads"], facts["num_layers"]
+    return (encoder_fn(model, parts), encoder_inputs(), decoder_fn(model, parts, heads, layers),
+            (heads + 1, CROSS_FRAMES), {"family": facts["family"], **description(facts), "tokens": tokens})
+
+
 def encoder_inputs() -> list[Any]:
     batch, rows = jax.export.symbolic_shape(f"{BATCH}, {ROWS}", constraints=(f"{ROWS} <= {MAX_ROWS}",))
     return [jax.ShapeDtypeStruct((batch, rows, ROW_SAMPLES), jnp.float32)]

@@ -39,8 +39,9 @@ from ..staging import staging as staging_folder
 from ..tokenizers import resolve as resolve_tokenizer
 from ..tokenizers import write as write_tokenizer
 from ..web.dtypes import check_web_options
-from . import moonshine_genai
 from .export import write_graph
+from .moonshine_genai import audio_features as moonshine_audio_features
+from .moonshine_genai import graphs as moonshine_graphs
 from .moonshine_web import write_web_moonshine
 from .report import REPORT_KEY, check_precisions, submodel_report
 from .web import refuse_web_precision, write_web_speech_to_text
@@ -160,12 +161,9 @@ def _genai_graphs(model: Any, parts: Any, facts: dict[str, Any], tokens: dict[st
     """(encoder, its input specs, decoder, the cross caches' (heads, frames), ``speech.json``) of the genai
     folder: Whisper's as the front-end gives them; Moonshine's (raw audio) fitted to genai's Whisper
     state by :mod:`.moonshine_genai`."""
-    batch = jax.export.symbolic_shape(BATCH)[0]
     if getattr(parts, "TRANSFORMERS_JS_MODEL_TYPE", None) == "moonshine":
-        heads, layers = facts["num_heads"], facts["num_layers"]
-        return (moonshine_genai.encoder_fn(model, parts), moonshine_genai.encoder_inputs(),
-                moonshine_genai.decoder_fn(model, parts, heads, layers), (heads + 1, moonshine_genai.CROSS_FRAMES),
-                {"family": facts["family"], **moonshine_genai.description(facts), "tokens": tokens})
+        return moonshine_graphs(model, parts, facts, tokens)
+    batch = jax.export.symbolic_shape(BATCH)[0]
     features = jax.ShapeDtypeStruct((batch, facts["num_mels"], facts["frames"]), jnp.float32)
     return (parts.encoder_fn(model), [features], parts.decoder_fn(model), (facts["num_heads"], facts["encoder_length"]),
             speech_description(facts, tokens))
@@ -251,7 +249,7 @@ def transcribe(folder: str | pathlib.Path, features: Any, max_new_tokens: int, p
     folder = pathlib.Path(folder)
     described = json.loads((folder / SPEECH_FILE).read_text())
     if described.get("input") == "audio":  # Moonshine: raw audio in rows of 3000 samples
-        features = moonshine_genai.audio_features(described, features)
+        features = moonshine_audio_features(described, features)
     else:
         mels, frames = int(described["num_mels"]), int(described["frames"])
         features = np.asarray(features, np.float32)
