@@ -19,9 +19,9 @@ type (``WhisperState``) runs any encoder/decoder pair that keeps to what it chec
 - the decoder is given only ``input_ids`` and the caches (no mask), so the padding goes along in the
   cross caches: they hold one head more than the attention has (``num_attention_heads`` = heads + 1
   in ``genai_config.json``); that head's first channel of each layer's keys is 1.0 on a clip's frames
-  and 0.0 on its padding (the library's encoder padding mask: the samples equal to the padding value,
-  through the convolutions' length arithmetic, and the frames added up to 1500). The decoder splits
-  it off and masks the cross-attention with it.
+  and 0.0 on its padding's and on the frames added to reach 1500 (the library's encoder padding
+  mask: the samples equal to the padding value, through the convolutions' length arithmetic). The
+  decoder reads it from the first layer's keys, drops the extra head and masks the cross-attention.
 """
 
 from __future__ import annotations
