@@ -2,8 +2,9 @@
 ``MoonshineAudioToText`` written for transformers.js (``target="web"``) transcribes, in Node, a batch
 of two clips of different lengths (zero-padded) to exactly the tokens KerasHub's own greedy
 ``generate`` gives for that batch with the padding mask its preprocessor makes (the samples equal to
-0.0), which differ from those without a mask (so the graphs mask the padding). onnxruntime-genai has
-no model type for it: a genai target is refused with the reason. One export for the module; the tokenizer is a SentencePiece model trained here."""
+0.0), which differ from those without a mask (so the graphs mask the padding). The onnxruntime-genai
+folder (genai's ``whisper`` state fed the audio in rows of 3000 samples) transcribes the same batch to
+the same tokens. One export per layout for the module; the tokenizer is a SentencePiece model trained here."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ import shutil
 import numpy as np
 import onnx
 import pytest
-from llm_test_helpers import keras_hub_under_jax
+from llm_test_helpers import keras_hub_under_jax, require_genai
 
 keras, keras_hub = keras_hub_under_jax()
 
 from jax2onnx_llm import OptionError, UnsupportedModelError, export_causal_lm  # noqa: E402
-from jax2onnx_llm.multimodal import export_speech_to_text  # noqa: E402
+from jax2onnx_llm.multimodal import export_speech_to_text, transcribe  # noqa: E402
+from jax2onnx_llm.multimodal.whisper import DECODER_FILE, ENCODER_FILE  # noqa: E402
 from jax2onnx_llm.web import REPORT_FILE  # noqa: E402
 from test_tokenizer_strings import sentencepiece_model  # noqa: E402
 from test_web_multimodal import graph_io, node_generate  # noqa: E402
@@ -135,12 +137,56 @@ def test_a_perturbed_encoder_stem_transcribes_other_tokens(exported, tmp_path):
     assert [_until_end(row, end) for row in got["tokens"]] != [_until_end(row, end) for row in expected]
 
 
-def test_genai_and_bad_inputs_are_refused_with_the_fix(exported, tmp_path):
+@pytest.fixture(scope="module")
+def genai_folder(exported, tmp_path_factory):
+    """The onnxruntime-genai folder of the module's model (genai's ``whisper`` model type)."""
     audio_to_text, tok, *_ = exported
-    with pytest.raises(UnsupportedModelError, match=r"streaming.*batch 1.*transformers.js instead \(target= one of \['web'"):
-        export_speech_to_text(audio_to_text, tmp_path / "genai", tokenizer=tok)
+    return export_speech_to_text(audio_to_text, tmp_path_factory.mktemp("genai") / "moonshine", tokenizer=tok,
+                                 max_length=64)
+
+
+def test_genai_transcribes_two_clips_to_the_library_tokens(exported, genai_folder):
+    """The batch of two clips (12000 samples: four rows of 3000, the shorter clip zero-padded) gives genai
+    the library's masked tokens, which differ from the unmasked ones, so the padding mask reaches the
+    decoder through the cross caches' extra head."""
+    require_genai()
+    _, tok, _, audio, expected, unmasked = exported
+    model = json.loads((genai_folder / "genai_config.json").read_text())["model"]
+    assert (model["type"], model["decoder"]["num_attention_heads"], model["decoder"]["num_key_value_heads"]) == (
+        "whisper", 3, 2)  # cross caches: 2 heads + the mask's
+    inputs, outputs = graph_io(genai_folder / ENCODER_FILE)  # (after onnx's full check)
+    assert inputs == {"audio_features": (onnx.TensorProto.FLOAT, ["batch_size", "audio_rows", 3000])}
+    assert outputs == ["encoder_hidden_states", *(f"present_{kv}_cross_{i}" for i in range(2) for kv in ("key", "value"))]
+    inputs, _ = graph_io(genai_folder / DECODER_FILE)
+    assert inputs["past_key_cross_1"][1] == ["batch_size", 3, 1500, 16]
+    assert inputs["past_key_self_1"][1] == ["batch_size", 2, "past_sequence_length", 16]
+    assert unmasked != expected, "the padding mask does not change the library's tokens: the test would prove little"
+    end = tok.end_token_id
+    assert transcribe(genai_folder, audio, NEW_TOKENS) == [_until_end(row, end) for row in expected]
+
+
+def test_a_perturbed_genai_encoder_transcribes_other_tokens(exported, genai_folder, tmp_path):
+    """The comparison above can fail: the first convolution's kernel perturbed in the genai export only."""
+    require_genai()
+    _, tok, _, audio, expected, _ = exported
+    broken = tmp_path / "broken"
+    shutil.copytree(genai_folder, broken)
+    encoder = onnx.load(str(broken / ENCODER_FILE))
+    kernel = next(t for t in encoder.graph.initializer if 127 in t.dims)
+    values = onnx.numpy_helper.to_array(kernel)
+    noise = np.random.RandomState(1).normal(0, 1, values.shape).astype(values.dtype)
+    kernel.CopyFrom(onnx.numpy_helper.from_array(values + noise, kernel.name))
+    onnx.save(encoder, str(broken / ENCODER_FILE))
+    end = tok.end_token_id
+    assert transcribe(broken, audio, NEW_TOKENS) != [_until_end(row, end) for row in expected]
+
+
+def test_bad_inputs_are_refused_with_the_fix(exported, genai_folder, tmp_path):
+    audio_to_text, tok, _, audio, *_ = exported
+    with pytest.raises(OptionError, match="pad_to_multiple_of=3000"):
+        transcribe(genai_folder, audio[:, :8000], NEW_TOKENS)
     with pytest.raises(UnsupportedModelError, match="export_speech_to_text"):
         export_causal_lm(audio_to_text, tmp_path / "causal", max_length=16)
     with pytest.raises(OptionError, match="MoonshineTokenizer"):
         export_speech_to_text(audio_to_text, tmp_path / "no_tokenizer", tokenizer=None, target="web")
-    assert not any((tmp_path / name).exists() for name in ("genai", "causal", "no_tokenizer"))
+    assert not any((tmp_path / name).exists() for name in ("causal", "no_tokenizer"))

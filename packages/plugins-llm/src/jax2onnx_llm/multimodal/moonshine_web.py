@@ -22,7 +22,7 @@ unless built with ``do_normalize=True``), fed as it is. The decoder is Whisper's
 (``_merged_whisper_decoder``: the cross keys and values projected once, on the first step) around
 the front-end's step. Float32 only, as the Whisper folder.
 
-onnxruntime-genai has no layout for this model (the front-end's ``GENAI_LAYOUT_MISSING`` says why).
+The onnxruntime-genai folder of this model is :mod:`jax2onnx_llm.multimodal.moonshine_genai`'s.
 """
 
 from __future__ import annotations

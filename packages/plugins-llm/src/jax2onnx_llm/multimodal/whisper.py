@@ -40,6 +40,8 @@ from ..tokenizers import resolve as resolve_tokenizer
 from ..tokenizers import write as write_tokenizer
 from ..web.dtypes import check_web_options
 from .export import write_graph
+from .moonshine_genai import audio_features as moonshine_audio_features
+from .moonshine_genai import graphs as moonshine_graphs
 from .moonshine_web import write_web_moonshine
 from .report import REPORT_KEY, check_precisions, submodel_report
 from .web import write_web_speech_to_text
@@ -76,7 +78,8 @@ def export_speech_to_text(
     Args:
         model: a KerasHub ``WhisperBackbone`` under the JAX backend (``max_encoder_sequence_length=3000``,
             the frames genai's Whisper takes), or a KerasHub ``MoonshineAudioToText`` / ``MoonshineBackbone``
-            (raw audio in; ``target="web"`` only: genai has no model type that runs it, see
+            (raw audio in; for genai as a ``whisper`` folder whose ``audio_features`` are the audio in rows
+            of 3000 samples: :mod:`jax2onnx_llm.multimodal.moonshine_genai`; for transformers.js:
             :mod:`jax2onnx_llm.multimodal.moonshine_web`).
         out_dir: the folder to write (``encoder.onnx``, ``decoder.onnx``, ``genai_config.json``,
             ``speech.json``, tokenizer files); replaced as a whole, as by :func:`jax2onnx_llm.export_causal_lm`.
@@ -117,9 +120,6 @@ def export_speech_to_text(
         elif not find_target(target).can(GENAI):
             raise OptionError(f"target={target!r}: a speech folder is written for onnxruntime-genai (target=None or "
                               f"{[t.name for t in genai_targets()]}) or transformers.js ({[t.name for t in web_targets()]})")
-        elif getattr(parts, "GENAI_LAYOUT_MISSING", None):  # a model genai has no model type for (Moonshine)
-            raise UnsupportedModelError(f"{parts.GENAI_LAYOUT_MISSING}. Export it for transformers.js instead (target= "
-                                        f"one of {[t.name for t in web_targets()]})")
         else:
             precisions = check_precisions(precision, SUBMODELS)
         if max_length > limit:
@@ -135,26 +135,24 @@ def export_speech_to_text(
         keywords = dict(opset=opset, target=target, external_data=external_data)
         out = pathlib.Path(out_dir)
         layers, heads, size = facts["num_layers"], facts["num_heads"], facts["head_size"]
+        encoder, features, decoder, (cross_heads, frames), description = _genai_graphs(model, parts, facts, tokens)
         with staging_folder(out) as staging:
             reporter.stage(ENCODER_FILE)
-            batch = jax.export.symbolic_shape(BATCH)[0]
-            features = jax.ShapeDtypeStruct((batch, facts["num_mels"], facts["frames"]), jnp.float32)
-            write_graph(parts.encoder_fn(model), [features], staging / ENCODER_FILE, [AUDIO_FEATURES],
+            write_graph(encoder, features, staging / ENCODER_FILE, [AUDIO_FEATURES],
                         [ENCODER_STATES, *_per_layer(CROSS_PRESENT, layers)], precision=precisions["encoder"],
                         **keywords)
             reporter.stage(DECODER_FILE)
             batch, seq, past = jax.export.symbolic_shape(
                 f"{BATCH}, {SEQUENCE}, {PAST}", constraints=(f"{PAST} + {SEQUENCE} <= {max_length}",))
             own = jax.ShapeDtypeStruct((batch, heads, past, size), jnp.float32)
-            cross = jax.ShapeDtypeStruct((batch, heads, facts["encoder_length"], size), jnp.float32)
+            cross = jax.ShapeDtypeStruct((batch, cross_heads, frames, size), jnp.float32)
             inputs = [jax.ShapeDtypeStruct((batch, seq), jnp.int32), *[own] * (2 * layers), *[cross] * (2 * layers)]
-            write_graph(parts.decoder_fn(model), inputs, staging / DECODER_FILE,
+            write_graph(decoder, inputs, staging / DECODER_FILE,
                         ["input_ids", *_per_layer(SELF_PAST, layers), *_per_layer(CROSS_PAST, layers)],
                         ["logits", *_per_layer(SELF_PRESENT, layers)], precision=precisions["decoder"], **keywords)
             reporter.stage(GENAI_CONFIG_FILE)
-            config = genai_config(facts, tokens, max_length=max_length, search=search)
+            config = genai_config(facts, tokens, max_length=max_length, search=search, cross_heads=cross_heads)
             (staging / GENAI_CONFIG_FILE).write_text(json.dumps(config, indent=4) + "\n")
-            description = speech_description(facts, tokens)
             description[REPORT_KEY] = {name: submodel_report(staging / filename, precisions[name])
                                        for name, filename in SUBMODELS.items()}
             (staging / SPEECH_FILE).write_text(json.dumps(description, indent=4) + "\n")
@@ -163,13 +161,27 @@ def export_speech_to_text(
         return out
 
 
+def _genai_graphs(model: Any, parts: Any, facts: dict[str, Any], tokens: dict[str, Any]) -> tuple[Any, ...]:
+    """(encoder, its input specs, decoder, the cross caches' (heads, frames), ``speech.json``) of the genai
+    folder: Whisper's as the front-end gives them; Moonshine's (raw audio) fitted to genai's Whisper
+    state by :mod:`.moonshine_genai`."""
+    if getattr(parts, "TRANSFORMERS_JS_MODEL_TYPE", None) == "moonshine":
+        return moonshine_graphs(model, parts, facts, tokens)
+    batch = jax.export.symbolic_shape(BATCH)[0]
+    features = jax.ShapeDtypeStruct((batch, facts["num_mels"], facts["frames"]), jnp.float32)
+    return (parts.encoder_fn(model), [features], parts.decoder_fn(model), (facts["num_heads"], facts["encoder_length"]),
+            speech_description(facts, tokens))
+
+
 def _per_layer(templates: tuple[str, str], layers: int) -> list[str]:
     return [t % i for i in range(layers) for t in templates]
 
 
 def genai_config(facts: dict[str, Any], tokens: dict[str, Any], *, max_length: int,
-                 search: dict[str, Any] | None) -> dict[str, Any]:
-    """``genai_config.json`` for genai's ``whisper`` model: the encoder (with cross caches) and the decoder."""
+                 search: dict[str, Any] | None, cross_heads: int | None = None) -> dict[str, Any]:
+    """``genai_config.json`` for genai's ``whisper`` model: the encoder (with cross caches) and the decoder.
+    genai sizes the cross caches by the decoder's ``num_attention_heads`` and the self caches by its
+    ``num_key_value_heads``: ``cross_heads`` (default the heads) is the former."""
     sizes = {"head_size": facts["head_size"], "hidden_size": facts["hidden_size"],
              "num_attention_heads": facts["num_heads"], "num_hidden_layers": facts["num_layers"]}
     session = {"log_id": "onnxruntime-genai", "provider_options": []}
@@ -190,7 +202,8 @@ def genai_config(facts: dict[str, Any], tokens: dict[str, Any], *, max_length: i
                             "cross_present_value_names": CROSS_PRESENT[1]},
             },
             "decoder": {
-                "session_options": session, "filename": DECODER_FILE, **sizes,
+                "session_options": session, "filename": DECODER_FILE,
+                **sizes, "num_attention_heads": cross_heads or facts["num_heads"],
                 "num_key_value_heads": facts["num_heads"],
                 "inputs": {"input_ids": "input_ids", "past_key_names": SELF_PAST[0], "past_value_names": SELF_PAST[1],
                            "cross_past_key_names": CROSS_PAST[0], "cross_past_value_names": CROSS_PAST[1]},
@@ -220,25 +233,34 @@ def speech_description(facts: dict[str, Any], tokens: dict[str, Any]) -> dict[st
 
 
 def silence(folder: str | pathlib.Path) -> np.ndarray:
-    """Features ``(1, frames, mels)`` of the log-mel floor (a smoke test's clip)."""
+    """Features ``(1, frames, mels)`` of the log-mel floor (a smoke test's clip); for a raw-audio folder
+    (Moonshine) one row of a quiet constant ``(1, 3000)`` (not 0.0: that is the padding value)."""
     described = json.loads((pathlib.Path(folder) / SPEECH_FILE).read_text())
+    if described.get("input") == "audio":
+        return np.full((1, int(described["row_samples"])), 1e-3, np.float32)
     return np.full((1, int(described["frames"]), int(described["num_mels"])), -1.5, np.float32)
 
 
 def transcribe(folder: str | pathlib.Path, features: Any, max_new_tokens: int, prompt: list[int] | None = None) -> list[list[int]]:
     """The tokens onnxruntime-genai generates for each clip (greedy, at most ``max_new_tokens``, each
     row up to its end token) from the library's log-mel ``features`` ``(batch, frames, mels)`` after
-    ``prompt`` (default the folder's: start of transcript, transcribe, no timestamps)."""
+    ``prompt`` (default the folder's: start of transcript, transcribe, no timestamps). A Moonshine
+    folder takes the library's audio ``(batch, samples)`` instead, samples a multiple of 3000
+    (:func:`jax2onnx_llm.multimodal.moonshine_genai.audio_features`), and its start token as the prompt."""
     from .run import require_genai
 
     og = require_genai()
     folder = pathlib.Path(folder)
     described = json.loads((folder / SPEECH_FILE).read_text())
-    mels, frames = int(described["num_mels"]), int(described["frames"])
-    features = np.asarray(features, np.float32)
-    if features.ndim != 3 or features.shape[1:] != (frames, mels):
-        raise OptionError(f"features of shape {features.shape}: give the library's log-mel features as (batch, {frames}, "
-                          f"{mels}) (its audio converter pads or trims every clip to {frames} frames)")
+    if described.get("input") == "audio":  # Moonshine: raw audio in rows of 3000 samples
+        features = moonshine_audio_features(described, features)
+    else:
+        mels, frames = int(described["num_mels"]), int(described["frames"])
+        features = np.asarray(features, np.float32)
+        if features.ndim != 3 or features.shape[1:] != (frames, mels):
+            raise OptionError(f"features of shape {features.shape}: give the library's log-mel features as (batch, "
+                              f"{frames}, {mels}) (its audio converter pads or trims every clip to {frames} frames)")
+        features = np.ascontiguousarray(np.swapaxes(features, 1, 2))  # genai's Whisper takes mels first
     prompt = list(described["tokens"]["prompt"]) if prompt is None else [int(t) for t in prompt]
     batch = features.shape[0]
     model = og.Model(str(folder))
@@ -246,7 +268,7 @@ def transcribe(folder: str | pathlib.Path, features: Any, max_new_tokens: int, p
     params.set_search_options(do_sample=False, max_length=len(prompt) + max_new_tokens, batch_size=batch)
     generator = og.Generator(model, params)
     inputs = og.NamedTensors()
-    inputs[AUDIO_FEATURES] = np.ascontiguousarray(np.swapaxes(features, 1, 2))
+    inputs[AUDIO_FEATURES] = features
     generator.set_inputs(inputs)
     generator.append_tokens(np.asarray([prompt] * batch, np.int32))
     while not generator.is_done():

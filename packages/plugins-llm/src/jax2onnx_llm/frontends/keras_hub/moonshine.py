@@ -33,16 +33,6 @@ from .whisper import _heads_first
 #: the Hugging Face architecture transformers.js runs this model's graphs as
 TRANSFORMERS_JS_MODEL_TYPE = "moonshine"
 
-#: why no onnxruntime-genai folder is written (docs/guide/multimodal.md says the same; the export adds the fix)
-GENAI_LAYOUT_MISSING = (
-    "onnxruntime-genai 0.18 has no model type that runs KerasHub's Moonshine: its Moonshine pipeline "
-    "(\"streaming_enc_dec_asr\": frontend/encoder/adapter/cross_kv/decoder_kv graphs) is Moonshine streaming, which "
-    "feeds audio in chunks through a causal front end with carried convolution buffers, re-encodes windows of "
-    "left context plus lookahead and adds an adapter's positions; KerasHub's Moonshine normalizes its first "
-    "convolution's output over the whole clip (GroupNorm) and attends over all frames at once, so no chunked "
-    "pipeline computes it, and genai's state is one clip at a time (batch 1)")
-
-
 def _library() -> Any:
     import keras_hub
 
@@ -114,6 +104,12 @@ def _frames_mask(input_values: Any, pad: float, frames: Any) -> Any:
     return jnp.arange(frames)[None, :] < _output_lengths(input_values != pad)[:, None]
 
 
+def frames_mask(model: Any, input_values: Any, frames: Any) -> Any:
+    """``(batch, frames)`` bool of ``input_values`` ``(batch, samples)``: True on each clip's encoder frames,
+    False on those of its padding (the samples equal to the model's padding value)."""
+    return _frames_mask(input_values, padding_value(model), frames)
+
+
 def encoder_fn(model: Any) -> Any:
     """``input_values (batch, samples) -> (encoder_hidden_states,)``: the backbone's convolution stem
     and encoder layers, called as ``call_encoder`` calls them, with the padding mask the preprocessor
@@ -156,18 +152,30 @@ def decoder_fn(model: Any) -> Any:
     head_size)``; the self caches grow by ``seq`` (the present is past + new), and the audio's padding
     (as the encoder reads it) masks the padded frames out of the cross-attention, as the library's
     encoder padding mask does."""
+    step, pad = decoder_step_fn(model), padding_value(model)
+
+    def run(input_ids: Any, input_values: Any, *caches: Any) -> tuple[Any, ...]:
+        frames = caches[-1].shape[2]
+        return step(input_ids, _frames_mask(input_values, pad, frames), *caches)
+
+    return run
+
+
+def decoder_step_fn(model: Any) -> Any:
+    """``(input_ids, frames_mask (batch, frames) bool, *past_self, *past_cross) -> (logits, *present_self)``:
+    :func:`decoder_fn` with the cross-attention's frame mask given (True on each clip's frames)."""
     from keras_hub.src.models.moonshine.moonshine_multi_head_attention import _apply_rotary_pos_emb
 
-    backbone, pad = backbone_of(model), padding_value(model)
+    backbone = backbone_of(model)
     blocks = list(backbone.decoder_blocks)
     count = len(blocks)
 
-    def run(input_ids: Any, input_values: Any, *caches: Any) -> tuple[Any, ...]:
+    def run(input_ids: Any, frames_mask: Any, *caches: Any) -> tuple[Any, ...]:
         past_self, past_cross = caches[: 2 * count], caches[2 * count:]
-        seq, past, frames = input_ids.shape[1], past_self[0].shape[2], past_cross[0].shape[2]
+        seq, past = input_ids.shape[1], past_self[0].shape[2]
         rotary = backbone.decoder_rotary_embedding(jnp.arange(seq, dtype=jnp.int32) + past)
         causal = (jnp.arange(past + seq)[None, :] <= (jnp.arange(seq) + past)[:, None])[None, None]
-        frames_mask = _frames_mask(input_values, pad, frames)[:, None, None, :]
+        frames_mask = frames_mask[:, None, None, :]
         x = backbone.token_embedding(input_ids)
         present = []
         for i, block in enumerate(blocks):
