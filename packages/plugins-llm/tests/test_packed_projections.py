@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from jax2onnx_llm.packed_projections import HEAD_BLOCK_COLUMNS, PackedProjectionsPass
+from jax2onnx_llm.packed_projections import PackedProjectionsPass
 from onnx import TensorProto, helper
 
 HIDDEN, HEADS, KV_HEADS, HEAD, FFN, CACHE = 32, 4, 2, 8, 48, 16
@@ -99,38 +99,3 @@ def test_a_group_that_cannot_share_one_op_is_left_with_its_reason():
     reasons = [str(m) for m in pass_.explain(ir_model)]
     assert any("packed_qkv" in r and "readers besides the attention" in r for r in reasons), reasons
     assert any("packed_siblings" in r and "graph output" in r for r in reasons), reasons
-
-
-def _head_graph(columns: int, dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:
-    """A final norm's output times an LM head weight ``(HIDDEN, columns)``: the logits."""
-    weight = np.random.default_rng(2).standard_normal((HIDDEN, columns)).astype(helper.tensor_dtype_to_np_dtype(dtype))
-    nodes = [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("MatMul", ["h", "head"], ["logits"])]
-    graph = helper.make_graph(
-        nodes, "head", [helper.make_tensor_value_info("x", dtype, ["batch", "seq", HIDDEN])],
-        [helper.make_tensor_value_info("logits", dtype, ["batch", "seq", columns])],
-        [helper.make_tensor("head", dtype, [HIDDEN, columns], weight.ravel())])
-    return onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))
-
-
-def test_a_wide_float32_head_becomes_column_blocks_with_the_same_logits():
-    """9000 columns: three blocks of 3000 (balanced, each at most HEAD_BLOCK_COLUMNS), one Concat
-    writing the graph output under its name; onnxruntime's logits equal to the bit (each column
-    is the same sum); the blocks are not packed back by the siblings rule."""
-    model = _head_graph(9000)
-    split, pass_, ir_model = _packed(model)
-    onnx.checker.check_model(split, full_check=True)
-    ops = [n.op_type for n in split.graph.node]
-    assert ops == ["Relu", "MatMul", "MatMul", "MatMul", "Concat"], ops
-    assert [o.name for o in split.graph.output] == ["logits"] and split.graph.node[-1].output[0] == "logits"
-    assert sorted(i.name for i in split.graph.initializer) == ["head_cols_0_3000", "head_cols_3000_6000",
-                                                               "head_cols_6000_9000"]
-    feeds = {"x": np.random.default_rng(3).standard_normal((2, 3, HIDDEN)).astype(np.float32)}
-    np.testing.assert_array_equal(_run(split, feeds)[0], _run(model, feeds)[0])
-    reasons = [str(m) for m in pass_.explain(ir_model)]
-    assert any("packed_siblings" in r and "column blocks" in r for r in reasons), reasons
-
-
-def test_a_narrow_or_half_precision_head_stays_one_matmul():
-    for model in (_head_graph(HEAD_BLOCK_COLUMNS), _head_graph(9000, TensorProto.FLOAT16)):
-        split, _, _ = _packed(model)
-        assert [n.op_type for n in split.graph.node] == ["Relu", "MatMul"]

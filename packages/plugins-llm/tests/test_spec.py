@@ -141,33 +141,6 @@ def test_nnx_llama_reference_model(tmp_path, cache, target):
     assert_same_tokens(folder, reference, pad_token_id=0, eos=2)
 
 
-def test_a_vocabulary_wide_head_runs_as_column_blocks_with_the_same_tokens(tmp_path):
-    """target="onnxruntime" splits a float32 LM head wider than HEAD_BLOCK_COLUMNS into column-block
-    MatMuls and a Concat writing the logits (packed_projections.py, head_blocks): 9000 columns are
-    three blocks of 3000; genai's greedy tokens, batch 1 and the left-padded batch, are the model's."""
-    nnx = pytest.importorskip("flax.nnx")
-    from jax2onnx_examples.llama import Llama, LlamaConfig
-    from jax2onnx_llm.packed_projections import HEAD_BLOCK_COLUMNS
-
-    vocab = 9000
-    assert vocab > 2 * HEAD_BLOCK_COLUMNS
-    model = Llama(LlamaConfig(vocab_size=vocab), rngs=nnx.Rngs(0))
-    folder = export_causal_lm(model, tmp_path / "llama", max_length=64, cache="shared", target="onnxruntime")
-    check_folder(folder)
-    graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
-    head = next(n for n in graph.node if n.output[0] == "logits")
-    producer = {out: n for n in graph.node for out in n.output}
-    blocks = [producer[name] for name in head.input]
-    assert head.op_type == "Concat" and [b.op_type for b in blocks] == ["MatMul"] * 3, head
-    widths = {i.name: i.dims[1] for i in graph.initializer if i.name in {b.input[1] for b in blocks}}
-    assert sorted(widths.values()) == [3000] * 3, widths
-
-    def reference(prompts):
-        return model.generate(*left_pad(prompts, 0), NEW_TOKENS)
-
-    assert_same_tokens(folder, reference, pad_token_id=0, eos=2)
-
-
 def test_float16_precision_is_forwarded_to_core(tmp_path):
     """precision= goes to jax2onnx.to_onnx: float16 weights and compute, float32 inputs/outputs (so
     genai's cache stays float32), the fused ops kept, and still the model's own tokens."""
