@@ -13,19 +13,12 @@ onnxruntime-genai's own model builder writes its graphs (measured: docs/guide/pr
   query (``(batch, sequence, (heads + 2 kv_heads) head_size)``, key and value inputs omitted: the
   op's packed-QKV form, which splits it itself);
 - ``packed_siblings``: weight matmuls of one rank-3 activation that fit together (the MLP's gate and
-  up projections) become one matmul and a ``Split`` along the output axis;
-- ``head_blocks``, the other way: a float32 weight matmul writing a graph output (the LM head, the
-  logits) wider than :data:`HEAD_BLOCK_COLUMNS` becomes matmuls of column blocks at most that wide
-  and a ``Concat``. onnxruntime's CPU ``MatMul`` of one token by a vocabulary-wide weight
-  (``768 x 32000``) reads it at about half the bandwidth its matmuls of at most a few thousand
-  columns reach (per-op profile of a decode step, docs/guide/precision.md): the head was the step's
-  slowest op per byte.
+  up projections) become one matmul and a ``Split`` along the output axis.
 
 Each column of the packed product is the same sum over ``K`` as before (and a ``MatMulNBits``
 column keeps its own blocks, scales and zero points), so the graph computes the same function.
 A streamed export's weights stay lazy: the packed initializer is concatenated when written, and
-named by the weights it holds, ``+`` between them (``wq+wk+wv``); a head's blocks are cut when
-written, each named by the weight and its columns (``head_cols_0_4000``).
+named by the weights it holds, ``+`` between them (``wq+wk+wv``).
 """
 
 from __future__ import annotations
@@ -35,7 +28,6 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 from jax2onnx.rewrite import (
-    RULE_KEY,
     Op,
     Rule,
     RuleFamily,
@@ -54,10 +46,6 @@ MS = "com.microsoft"
 GQA_OP = "GroupQueryAttention"
 #: between the names of the weights a packed initializer holds (``wq+wk+wv``)
 JOINER = "+"
-#: the widest column block of a float32 LM head (``head_blocks``): onnxruntime's CPU matmul of one
-#: token reads a weight of this many columns at the bandwidth of the layers' projections
-#: (the packed gate/up of the 125 M NNX Llama is 4096 wide), a vocabulary-wide one at about half
-HEAD_BLOCK_COLUMNS = 4096
 #: MatMulNBits attributes that must agree for two products to share one op
 _NBITS_ATTRS = ("K", "bits", "block_size", "accuracy_level")
 
@@ -240,8 +228,6 @@ def _match_siblings(graph: ir.Graph, node: ir.Node):
         return no_match("not the group's first matmul")
     if any(n.outputs[0] in graph.outputs for n in group):
         return miss("a projection is a graph output")
-    if any(n.metadata_props.get(RULE_KEY, "").endswith(f"/{_HEAD_BLOCKS}") for n in group):
-        return miss("they are an LM head's column blocks (head_blocks), which stay apart")
     why = _fit_together(group)
     if why is not None:
         return miss(f"the projections of {value_label(node.inputs[0])} cannot share one op: {why}")
@@ -266,76 +252,6 @@ def _pack_siblings(graph: ir.Graph, node: ir.Node, found) -> None:
     _remove(graph, matmuls)
 
 
-# -- head_blocks -------------------------------------------------------------------------------
-
-_HEAD_BLOCKS = "head_blocks"
-
-
-def _match_head_blocks(graph: ir.Graph, node: ir.Node):
-    """Pattern: a ``MatMul`` of a rank-3 activation by a constant ``(K, N)`` weight. Conditions: its
-    output is a graph output (the logits), the weight float32, ``N`` static and above
-    :data:`HEAD_BLOCK_COLUMNS`."""
-    if not match(_DENSE, node.outputs[0]):
-        return no_match(f"{node_label(node)} is not a weight matmul of a rank-3 activation")
-    if node.outputs[0] not in graph.outputs:
-        return no_match(f"{node_label(node)} does not write a graph output (the head writes the logits)")
-    if node.inputs[1].dtype != ir.DataType.FLOAT:
-        return miss(f"the weight {value_label(node.inputs[1])} is {node.inputs[1].dtype}, not float32 (its kernels "
-                    "were not measured)")
-    width = _columns(node)
-    if width is None:
-        return miss("the output width is not static")
-    if width <= HEAD_BLOCK_COLUMNS:
-        return no_match(f"{width} columns: at most {HEAD_BLOCK_COLUMNS}, one block")
-    return {"width": width}
-
-
-def _column_block(graph: ir.Graph, weight: ir.Value, start: int, stop: int) -> ir.Value:
-    """An initializer holding columns ``start:stop`` of the constant ``weight``; cut when the file is
-    written where ``weight`` is lazy (a streamed export), else now."""
-    tensor = constant_tensor(weight)
-    name = _unique(graph, f"{weight.name}_cols_{start}_{stop}")
-    dims = [int(tensor.shape[0]), stop - start]
-
-    def block() -> ir.Tensor:
-        return ir.Tensor(np.ascontiguousarray(np.asarray(tensor.numpy())[:, start:stop]), name=name)
-
-    if isinstance(tensor, ir.LazyTensor):
-        data: ir.TensorProtocol = ir.LazyTensor(block, dtype=tensor.dtype, shape=ir.Shape(dims), name=name)
-    else:
-        data = block()
-    value = ir.Value(name=name, shape=ir.Shape(dims), type=ir.TensorType(tensor.dtype), const_value=data)
-    graph.register_initializer(value)
-    return value
-
-
-def _head_blocks(graph: ir.Graph, node: ir.Node, found) -> list[ir.Node]:
-    width, old = found["width"], node.outputs[0]
-    count = -(-width // HEAD_BLOCK_COLUMNS)
-    bounds = [width * i // count for i in range(count + 1)]  # balanced blocks (32000: 8 of 4000)
-    stem = node.name or old.name or "head"
-    parts, written = [], []
-    for i, (start, stop) in enumerate(zip(bounds, bounds[1:])):
-        block = ir.Node("", "MatMul", [node.inputs[0], _column_block(graph, node.inputs[1], start, stop)],
-                        name=f"{stem}_block{i}")
-        graph.insert_before(node, block)
-        out = block.outputs[0]
-        out.name, out.type = _unique(graph, f"{old.name}_cols_{start}_{stop}"), old.type
-        if old.shape is not None:
-            out.shape = ir.Shape([*old.shape[:-1], stop - start])
-        parts.append(out)
-        written.append(block)
-    concat = ir.Node("", "Concat", parts, attributes=[ir.AttrInt64("axis", -1)], name=_unique(graph, f"{stem}_concat"))
-    graph.insert_before(node, concat)
-    new = concat.outputs[0]
-    new.type, new.shape = old.type, old.shape
-    name, old.name = old.name, None
-    graph.outputs[list(graph.outputs).index(old)] = new  # the logits keep their name and place
-    new.name = name
-    _remove(graph, [node])
-    return [*written, concat]
-
-
 class PackedProjectionsPass(RuleFamily):
     """The packing (module doc) as a rule family for the optimize stage's rewrite slot; each rule
     records itself on the nodes it writes and explains a group it leaves alone."""
@@ -352,6 +268,4 @@ class PackedProjectionsPass(RuleFamily):
             Rule("packed_qkv", frozenset({GQA_OP}), _match_qkv, _pack_qkv, domain=MS),
             Rule("packed_siblings", frozenset({"MatMul"}), _match_siblings, _pack_siblings),
             Rule("packed_siblings_nbits", frozenset({"MatMulNBits"}), _match_siblings, _pack_siblings, domain=MS),
-            # after the packing, whose siblings rule would otherwise read the blocks as a group
-            Rule(_HEAD_BLOCKS, frozenset({"MatMul"}), _match_head_blocks, _head_blocks),
         ]
