@@ -134,11 +134,28 @@ def test_nnx_llama_reference_model(tmp_path, cache, target):
         assert ops.count("SkipSimplifiedLayerNormalization") == 4
     else:
         assert "RMSNormalization" in ops and "SkipSimplifiedLayerNormalization" not in ops
+    assert_marker_reads_flags(folder)
 
     def reference(prompts):
         return model.generate(*left_pad(prompts, 0), NEW_TOKENS)
 
     assert_same_tokens(folder, reference, pad_token_id=0, eos=2)
+
+
+def assert_marker_reads_flags(folder) -> None:
+    """The padding marker (export.flat_step) reads layer 0's past keys once for the slot flags (a
+    Slice, or a Gather of one element per slot) and zeroes the marked slots with one Where on those
+    flags: no elementwise NaN test (Equal, IsNaN) over the whole buffer, and no other layer's past
+    touched before its attention."""
+    graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
+    readers = [n for n in graph.node if "past_key_values.0.key" in n.input]
+    assert sorted(n.op_type for n in readers if n.op_type not in ("Slice", "Gather", "Shape")) == ["Where"], readers
+    where = next(n for n in readers if n.op_type == "Where")
+    producer = {out: n for n in graph.node for out in n.output}
+    condition = producer[where.input[0]]
+    assert "past_key_values.0.key" not in condition.input, f"the Where's condition reads the whole buffer: {condition}"
+    later = [n.op_type for n in graph.node if "past_key_values.1.key" in n.input]
+    assert later and set(later) <= {"GroupQueryAttention", "Attention", "ScatterElements", "Slice", "Shape"}, later
 
 
 def test_float16_precision_is_forwarded_to_core(tmp_path):

@@ -304,15 +304,20 @@ def flat_step(spec: DecoderSpec, cache: str, max_length: int | None = None) -> A
         pad_slots = jnp.concatenate([past_pad, leading_pad], axis=1)  # (batch, total)
         mask = jnp.where(pad_slots, 0, mask)
         # Only layer 0's keys carry the marker: the other layers' past goes to the step untouched
-        # (no copy per token, and a fused attention writes the shared buffer in place).
-        clean = [jnp.where(jnp.isnan(past[0]), jnp.zeros((), past[0].dtype), past[0]), *past[1:]]
+        # (no copy per token, and a fused attention writes the shared buffer in place). A marked
+        # slot is NaN throughout, so the slot flags above say where to zero it: a broadcast
+        # (batch, 1, slots, 1) condition, not an elementwise NaN test of the whole buffer (which
+        # cost two more passes over it per step). The shared buffer outlasts this step's tokens:
+        # its flags cover the first `total` slots, and zeroing this step's own slots (written by
+        # the step before attention reads them) changes nothing.
+        slots = extend_to(pad_slots, past[0].shape[2]) if cache == "shared" else pad_slots
+        marker = slots[:, None, :, None]
+        past_marker = marker if cache == "shared" else past_pad[:, None, :, None]
+        clean = [jnp.where(past_marker, jnp.zeros((), past[0].dtype), past[0]), *past[1:]]
         position_ids = position_ids_from_mask(mask, seq)
         kv = KVCache(clean[0::2], clean[1::2], mask, cache, max_length=max_length)
         logits, kv = spec.step(spec.params, input_ids, mask, position_ids, kv)
         keys = list(kv.keys)
-        if cache == "shared":  # the buffer outlasts this step's tokens: mark only the first `total` slots
-            pad_slots = extend_to(pad_slots, keys[0].shape[2])
-        marker = pad_slots[:, None, :, None]
         keys[0] = jnp.where(marker, jnp.asarray(jnp.nan, keys[0].dtype), keys[0])
         present = [t for pair in zip(keys, kv.values) for t in pair]
         return (logits.astype(spec.dtype), *present)

@@ -126,7 +126,7 @@ def flat_step(spec: StatefulDecoderSpec, max_length: int) -> Any:
         pad_slots = jnp.concatenate([past_pad, leading_pad], axis=1)
         mask = jnp.where(pad_slots, 0, mask)
         if attention:
-            keys[0] = jnp.where(jnp.isnan(keys[0]), jnp.zeros((), keys[0].dtype), keys[0])
+            keys[0] = jnp.where(past_pad[:, None, :, None], jnp.zeros((), keys[0].dtype), keys[0])  # marked slots
         position_ids = position_ids_from_mask(mask, seq)
         kv = KVCache(keys, values, mask, "concat", max_length=max_length)
         logits, kv, states = spec.step(spec.params, input_ids, mask, position_ids, kv, list(states), leading_pad)
