@@ -251,24 +251,10 @@ def _hf_case(tmp_path, model, ablations, *, exact: bool = False) -> None:
     from test_transformers_flax import PAD, hf_reference
 
     eos = _unused_token([hf_reference(model)(PROMPTS)], 128)  # (its EOS ends no row early: padded with PAD)
-    reference = hf_reference_until(model, eos)
+    reference = hf_reference(model, eos)  # transformers' tokens with eos as the end token
     if exact:
         assert_same_tokens(_export(model, tmp_path / "all", eos, PAD), reference, pad_token_id=PAD, eos=eos)
     assert_each_ablation_changes_the_tokens(tmp_path, model, reference(PROMPTS), eos, PAD, ablations)
-
-
-def hf_reference_until(model, eos):
-    """transformers' greedy tokens with ``eos`` as the end token."""
-    from jax2onnx_llm.genai_run import left_pad
-    from test_transformers_flax import PAD
-
-    def reference(prompts):
-        ids, mask = left_pad(prompts, PAD)
-        out = model.generate(ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, do_sample=False,
-                             pad_token_id=PAD, eos_token_id=eos)
-        return np.asarray(out.sequences)[:, ids.shape[1]:]
-
-    return reference
 
 
 def _config(attribute: str, value):
