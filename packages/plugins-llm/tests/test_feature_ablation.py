@@ -75,7 +75,9 @@ def _keras_logits(model, ids):
     inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids, bool)}
     if "position_ids" in getattr(model, "input", {}):  # Gemma 4's forward pass takes its positions
         inputs["position_ids"] = np.broadcast_to(np.arange(ids.shape[1], dtype=np.int32), ids.shape)
-    return np.asarray(model(inputs))
+    # Keras' own compiled forward pass (one XLA program); calling the model eagerly compiled each of
+    # its few hundred ops alone (Gemma 4: 17 s of CPU against 6 s; the logits agree to 2e-6)
+    return np.asarray(model.predict_on_batch(inputs))
 
 
 def _gemma_case(tmp_path, model, ablations, *, cap_at=None, exact: bool = True):
