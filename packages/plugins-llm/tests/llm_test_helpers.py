@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import tempfile
 
 import numpy as np
 import onnx
@@ -12,6 +14,72 @@ import pytest
 NEW_TOKENS = 32
 # Three prompts of different lengths: the batch is left-padded to the longest.
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14], [20, 21, 22, 23, 24]]
+
+
+def remembered(reference, *identity):
+    """``reference(prompts) -> tokens`` (a library's greedy generation, the expensive side of a
+    token test: its generate loop compiled anew for every model object), answered once per session
+    for each ``identity`` (what the tokens depend on besides the prompts: the model's fingerprint,
+    the end token) and prompts. Tests that rebuild the same tiny model (same class, config and
+    weights, e.g. per cache or target) compare with the same tokens, computed once. Shared by the
+    xdist workers through the folder ``REFERENCE_DIR`` names (conftest.py), else within the process."""
+    def cached(prompts):
+        key = hashlib.sha256(repr((identity, [[int(t) for t in p] for p in prompts], NEW_TOKENS)).encode()).hexdigest()
+        if key not in _TOKENS:
+            folder = os.environ.get(REFERENCE_DIR)
+            path = os.path.join(folder, key + ".npy") if folder else None
+            if path and os.path.exists(path):
+                _TOKENS[key] = np.load(path)
+            else:
+                _TOKENS[key] = np.asarray(reference(prompts))
+                if path:  # written whole under another name first: a worker reads a complete file or none
+                    fd, partial = tempfile.mkstemp(dir=folder, suffix=".partial")
+                    with os.fdopen(fd, "wb") as f:
+                        np.save(f, _TOKENS[key])
+                    os.replace(partial, path)
+        return _TOKENS[key].copy()
+
+    return cached
+
+
+REFERENCE_DIR = "JAX2ONNX_LLM_TEST_REFERENCE_DIR"
+_TOKENS: dict[str, np.ndarray] = {}
+
+
+def keras_fingerprint(model) -> str:
+    """What a KerasHub CausalLM's greedy tokens depend on: its classes, configs, every layer's dtype
+    policy (``quantize`` changes them) and every variable's values, in order. Not the names: Keras
+    numbers them per model built (``llama_backbone_3``), the same model built again has others."""
+    def unnamed(config):
+        if isinstance(config, dict):
+            return {k: unnamed(v) for k, v in config.items() if k != "name"}
+        return [unnamed(v) for v in config] if isinstance(config, (list, tuple)) else config
+
+    digest = hashlib.sha256()
+    for obj in (model, model.backbone):
+        digest.update(type(obj).__qualname__.encode())
+        digest.update(json.dumps(unnamed(obj.get_config()), sort_keys=True, default=repr).encode())
+    layers = model._flatten_layers()
+    digest.update(repr([(type(layer).__qualname__, str(layer.dtype_policy)) for layer in layers]).encode())
+    digest.update(repr(type(getattr(model, "sampler", None))).encode())
+    for v in model.weights:
+        value = np.asarray(v.numpy())
+        digest.update(f"{value.dtype} {value.shape}".encode())
+        digest.update(np.ascontiguousarray(value).tobytes())
+    return digest.hexdigest()
+
+
+def flax_fingerprint(model) -> str:
+    """What a transformers Flax model's greedy tokens depend on: its class, config, dtype and parameters."""
+    import jax
+
+    digest = hashlib.sha256()
+    digest.update(f"{type(model).__qualname__} {model.dtype} {model.config.to_json_string()}".encode())
+    for path, value in jax.tree_util.tree_flatten_with_path(model.params)[0]:
+        value = np.asarray(value)
+        digest.update(f"{jax.tree_util.keystr(path)} {value.dtype} {value.shape}".encode())
+        digest.update(np.ascontiguousarray(value).tobytes())
+    return digest.hexdigest()
 
 
 def require_genai():

@@ -18,7 +18,6 @@ from llm_test_helpers import (
     ATTENTION_OP,
     GQA_OP,
     MS,
-    NEW_TOKENS,
     PROMPTS,
     assert_fused_attention,
     assert_layer_fusions,
@@ -58,21 +57,13 @@ def assert_fused_layers(folder, target: str, fused: int) -> None:
 def _hf_export_and_compare(tmp_path, model, cache: str, target: str):
     """Export with an end token these prompts never generate (so all NEW_TOKENS are compared),
     then genai's tokens == ``generate``'s."""
-    from jax2onnx_llm.genai_run import left_pad
-
     hf = _hf()
-
-    def reference(prompts, eos=None):
-        ids, mask = left_pad(prompts, hf.PAD)
-        out = model.generate(ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, do_sample=False,
-                             pad_token_id=hf.PAD, eos_token_id=eos)
-        return np.asarray(out.sequences)[:, ids.shape[1]:]
-
+    reference = hf.hf_reference(model, eos=None)
     seen = set(reference(PROMPTS).ravel()) | set(reference(PROMPTS[:1]).ravel())
     eos = next(t for t in range(127, 0, -1) if t not in seen)
     folder = export_causal_lm(model, tmp_path / "m", max_length=64, cache=cache, target=target, eos_token_id=eos)
     check_folder(folder)
-    return folder, lambda prompts: reference(prompts, eos), eos
+    return folder, hf.hf_reference(model, eos), eos
 
 
 def _hf():

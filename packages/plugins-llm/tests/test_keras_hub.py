@@ -15,7 +15,9 @@ from llm_test_helpers import (
     assert_layer_fusions,
     assert_same_tokens,
     check_folder,
+    keras_fingerprint,
     keras_hub_under_jax,
+    remembered,
 )
 
 keras, keras_hub = keras_hub_under_jax()
@@ -58,7 +60,8 @@ def keras_reference(model):
         out = np.asarray(model.generate({"token_ids": ids, "padding_mask": mask}, stop_token_ids=None)["token_ids"])
         return np.stack([out[row, len(p) : len(p) + NEW_TOKENS] for row, p in enumerate(prompts)])
 
-    return reference
+    # the tokens of each model (same classes, configs and weights: one per family) computed once a session
+    return remembered(reference, "keras_generate", keras_fingerprint(model))
 
 
 @pytest.mark.parametrize("target", ["onnxruntime", "onnx"])

@@ -20,8 +20,10 @@ from llm_test_helpers import (
     assert_moe_fused,
     assert_same_tokens,
     check_folder,
+    keras_fingerprint,
     keras_hub_under_jax,
     op_counts,
+    remembered,
 )
 
 keras, keras_hub = keras_hub_under_jax()
@@ -130,7 +132,8 @@ def keras_reference(model):
         out = np.asarray(generate({"token_ids": ids, "padding_mask": mask}, stop_token_ids=None)["token_ids"])
         return np.stack([out[row, len(p) : len(p) + NEW_TOKENS] for row, p in enumerate(prompts)])
 
-    return reference
+    # the tokens of each model (same classes, configs and weights) computed once a session
+    return remembered(reference, "keras_reference", keras_fingerprint(model))
 
 
 @pytest.mark.parametrize("cache", ["concat", "shared"])

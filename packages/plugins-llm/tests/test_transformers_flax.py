@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 from jax2onnx_llm import export_causal_lm
 from jax2onnx_llm.genai_run import left_pad
-from llm_test_helpers import NEW_TOKENS, assert_fused_attention, assert_same_tokens, check_folder
+from llm_test_helpers import (
+    NEW_TOKENS,
+    assert_fused_attention,
+    assert_same_tokens,
+    check_folder,
+    flax_fingerprint,
+    remembered,
+)
 
 tf = pytest.importorskip("transformers", reason="transformers (4.x, with its Flax classes) provides the models")
 pytest.importorskip("flax", reason="transformers' Flax models need flax")
@@ -52,14 +59,16 @@ def make_wide_llama():
     return _scaled(tf.FlaxLlamaForCausalLM(config, seed=0), {"kernel": 1.5})
 
 
-def hf_reference(model):
+def hf_reference(model, eos: int | None = EOS):
+    """transformers' greedy tokens, ``eos`` ending a row (PAD after it); those of each model (same
+    class, config and parameters) computed once a session."""
     def reference(prompts):
         ids, mask = left_pad(prompts, PAD)
         out = model.generate(ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, do_sample=False,
-                             pad_token_id=PAD, eos_token_id=EOS)
+                             pad_token_id=PAD, eos_token_id=eos)
         return np.asarray(out.sequences)[:, ids.shape[1]:]
 
-    return reference
+    return remembered(reference, "hf_reference", flax_fingerprint(model), PAD, eos)
 
 
 FAMILIES = ["gpt2", "llama", "mistral", "gemma"]
