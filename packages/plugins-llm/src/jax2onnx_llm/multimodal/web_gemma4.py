@@ -26,6 +26,7 @@ with audio tokens fails in transformers.js' merge (tokens and features do not ma
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 from typing import Any
 
@@ -36,6 +37,7 @@ from jax2onnx.targets.web.folder import CONFIG_FILE, ONNX_FOLDER, write_json
 from ..spec import BATCH, SEQUENCE, DecoderSpec
 from ..staging import staging as staging_folder
 from ..web import REPORT_FILE
+from ..web.dtypes import web_dtypes
 from ..web.hf_config import GENERATION_CONFIG_FILE, build_generation_config
 from ..web.layout import write_tokenizer_files
 from .decoder import decoder_inputs, decoder_step
@@ -98,11 +100,13 @@ def write_web_gemma4(model: Any, family: Any, spec: DecoderSpec, facts: dict[str
 
 def _every_dtype(precisions: dict[str, Any]) -> list[Any]:
     """Every dtype a section is written in, once: the audio session has a file under each suffix a
-    page may ask all sessions for."""
+    page may ask all sessions for. The graph holds no weight to quantize or narrow, so each file is
+    the float32 graph under that dtype's name (a quantizing precision refuses a graph without matmuls)."""
+    float32 = web_dtypes("float32")[0]
     seen: dict[str, Any] = {}
     for dtypes in precisions.values():
         for dtype in dtypes:
-            seen.setdefault(dtype.name, dtype)
+            seen.setdefault(dtype.name, dataclasses.replace(dtype, precision=float32.precision, float16_after=False))
     return list(seen.values())
 
 
