@@ -2,18 +2,19 @@
 // folder export_speech_to_text / export_multimodal_lm(target="web") wrote, for the LLM pack's tests
 // (packages/plugins-llm/tests/test_web_multimodal.py):
 //   node transformers_multimodal.mjs <request.json>
-// request: {"kind": "whisper" | "moonshine" | "paligemma" | "gemma3", "folder", "max_new_tokens", "dtype" (default
+// request: {"kind": "whisper" | "moonshine" | "paligemma" | "gemma3" | "gemma4", "folder", "max_new_tokens", "dtype" (default
 //           "fp32", or one per session: {"vision_encoder": "fp16", "decoder_model_merged": "q4"}),
 //           "inputs": path of raw little-endian float32 (whisper: log-mel features, moonshine: 16 kHz audio,
 //           paligemma and gemma3: pixel values),
-//           "dims": their shape, "prompt": [[token ids of each row]], "image": optional PNG path (paligemma)}
+//           "dims": their shape, "prompt": [[token ids of each row]], "image": optional PNG path (paligemma),
+//           "positions": {"dims", "data"} (gemma4: the patches' (x, y), handed to generate as image_position_ids)}
 // prints {"tokens": [[new tokens of each row]], and when "image" is given: "pixel_values": {dims, data} of
 // the image by the folder's image processor, "image_token_ids": "<image><image>" by the folder's tokenizer};
 // or {"runs": [request, ...]} -> {"runs": [result, ...]}, all in one process.
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  AutoImageProcessor, AutoTokenizer, Gemma3ForConditionalGeneration, MoonshineForConditionalGeneration, PaliGemmaForConditionalGeneration, RawImage, Tensor, WhisperForConditionalGeneration, env,
+  AutoImageProcessor, AutoTokenizer, Gemma3ForConditionalGeneration, Gemma4ForConditionalGeneration, MoonshineForConditionalGeneration, PaliGemmaForConditionalGeneration, RawImage, Tensor, WhisperForConditionalGeneration, env,
 } from '@huggingface/transformers';
 
 const request = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
@@ -21,7 +22,9 @@ env.allowRemoteModels = false;
 env.allowLocalModels = true;
 
 // "gemma3" is transformers.js' Gemma3ForConditionalGeneration, which runs PaliGemma's LLaVA pipeline
-const VISION_LANGUAGE = { paligemma: PaliGemmaForConditionalGeneration, gemma3: Gemma3ForConditionalGeneration };
+const VISION_LANGUAGE = {
+  paligemma: PaliGemmaForConditionalGeneration, gemma3: Gemma3ForConditionalGeneration, gemma4: Gemma4ForConditionalGeneration,
+};
 
 async function run(request) {
   env.localModelPath = path.dirname(path.resolve(request.folder));
@@ -53,7 +56,14 @@ async function run(request) {
   } else if (request.kind in VISION_LANGUAGE) {
     const model = await VISION_LANGUAGE[request.kind].from_pretrained(name, { dtype, device: 'cpu' });
     const mask = new Tensor('int64', new BigInt64Array(ids.size).fill(1n), ids.dims);
-    const out = await model.generate({ input_ids: ids, attention_mask: mask, pixel_values: floats, ...options });
+    // Gemma 4's patches come with their (x, y), which its vision encoder takes as pixel_position_ids
+    const positions = request.positions
+      ? { image_position_ids: new Tensor('int64', BigInt64Array.from(request.positions.data.map(BigInt)),
+        request.positions.dims) }
+      : {};
+    const out = await model.generate({
+      input_ids: ids, attention_mask: mask, pixel_values: floats, ...positions, ...options,
+    });
     result.tokens = out.tolist().map((row) => row.slice(prompt[0].length).map(Number));
     await model.dispose();
     if (request.image) {

@@ -37,6 +37,9 @@ unknown length as 0.
 runs PaliGemma's three sessions; the differences (a real image token, the image flag that carries
 KerasHub's two-way image attention to the decoder) are in :mod:`.web_gemma3`.
 
+**Gemma 4** (KerasHub ``Gemma4CausalLM`` with a vision encoder): transformers.js' ``Gemma4ForConditionalGeneration``,
+whose sessions also carry the per-layer inputs and the patches' positions: :mod:`.web_gemma4`.
+
 **Dtypes**: ``precision=`` as the genai folder's (one, or one per sub-model under its section names),
 each value one dtype or several, one file each under transformers.js' suffix (``_fp16``, ``_q4``,
 ``_q4f16``, ``_quantized``): :mod:`.web_dtypes`. The report (``jax2onnx_web.json``'s ``models``,
@@ -63,6 +66,7 @@ from .decoder import decoder_inputs, decoder_step
 from .report import REPORT_KEY
 from .web_dtypes import transformers_js_config, write_graph
 from .web_gemma3 import IMAGE_FLAG, flagged, flagged_decoder, flagged_decoder_inputs, gemma3_config
+from .web_gemma4 import write_web_gemma4
 
 VISION_ENCODER, EMBED_TOKENS, DECODER_MERGED = "vision_encoder", "embed_tokens", "decoder_model_merged"
 ENCODER_MODEL = "encoder_model"
@@ -90,7 +94,10 @@ def write_web_vision_language(model: Any, family: Any, spec: DecoderSpec, facts:
                               reporter: Any) -> pathlib.Path:
     """The transformers.js folder of a vision-language model (the parts ``family`` finds in ``model``);
     ``precisions``: the dtypes per genai section (``web_dtypes.web_precisions``)."""
-    kind = check_architecture(family, ("paligemma", "gemma3"), model)
+    kind = check_architecture(family, ("paligemma", "gemma3", "gemma4"), model)
+    if kind == "gemma4":  # its own cut of the graphs (per-layer inputs): web_gemma4.py
+        return write_web_gemma4(model, family, spec, facts, out, precisions=precisions, max_length=max_length,
+                                target=target, opset=opset, tok_source=tok_source, reporter=reporter)
     size, tokens, hidden = facts["image_size"], facts["image_tokens"], spec.hidden_size
     vision = _channels_first_vision(family.vision_fn(model), tokens)
     if kind == "gemma3":  # the image flag: web_gemma3.py

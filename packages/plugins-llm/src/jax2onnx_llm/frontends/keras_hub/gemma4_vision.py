@@ -46,6 +46,8 @@ PROMPT_LAYOUT = "placeholders"
 #: genai_config.json's model type: genai's Gemma 4 pipeline (per-layer inputs from the embedding graph)
 GENAI_MODEL_TYPE = "gemma4"
 PIXEL_POSITION_IDS = "pixel_position_ids"
+#: transformers.js' ``Gemma4ForConditionalGeneration`` folder (``multimodal/web_gemma4.py``)
+TRANSFORMERS_JS_MODEL_TYPE = "gemma4"
 
 
 def image_converter(model: Any) -> Any:
@@ -118,7 +120,6 @@ def embedding_fn(model: Any, image_token_id: int | None = None) -> Any:
     backbone = model.backbone
     hidden = int(backbone.hidden_dim)
     width = int(backbone.hidden_size_per_layer_input or 0)
-    layers = len(backbone.transformer_layers)
     image_token_id = placeholder_id(model, image_token_id)
 
     def run(input_ids: Any, image_features: Any) -> Any:
@@ -137,16 +138,33 @@ def embedding_fn(model: Any, image_token_id: int | None = None) -> Any:
         x = x * jnp.sqrt(jnp.asarray(hidden, jnp.float32)).astype(x.dtype)
         if not width:
             return x
-        ids = jnp.where(is_image, 0, input_ids)  # an image's slots take no token's per-layer input
-        looked_up = backbone.per_layer_token_embedding(ids).astype(x.dtype)
-        looked_up = looked_up * jnp.asarray(float(width) ** 0.5, x.dtype)
-        projected = backbone.per_layer_model_projection(x) * jnp.asarray(float(hidden) ** -0.5, x.dtype)
-        per_layer = [(backbone.per_layer_projection_norm(projected[:, :, i * width:(i + 1) * width])
-                      + looked_up[:, :, i * width:(i + 1) * width]) * jnp.asarray(2.0 ** -0.5, x.dtype)
-                     for i in range(layers)]
-        return x, jnp.concatenate(per_layer, axis=-1)
+        return x, per_layer_inputs(model, x, per_layer_tokens(model, input_ids, is_image, x.dtype))
 
     return run
+
+
+def per_layer_tokens(model: Any, input_ids: Any, is_image: Any, dtype: Any) -> Any:
+    """The token part of every layer's per-layer input ``(batch, seq, layers * width)``: the per-layer
+    token table looked up at the ids, an image's slots (``is_image``) as id 0, times ``sqrt(width)``."""
+    backbone = model.backbone
+    width = int(backbone.hidden_size_per_layer_input)
+    ids = jnp.where(is_image, 0, input_ids)  # an image's slots take no token's per-layer input
+    looked_up = backbone.per_layer_token_embedding(ids).astype(dtype)
+    return looked_up * jnp.asarray(float(width) ** 0.5, dtype)
+
+
+def per_layer_inputs(model: Any, inputs_embeds: Any, tokens: Any) -> Any:
+    """Every layer's per-layer input from the merged (scaled) embeddings and :func:`per_layer_tokens`:
+    the normed projection of the embeddings (times ``hidden ** -0.5``) plus the token part, times
+    ``2 ** -0.5``, as ``call_with_cache`` computes them."""
+    backbone = model.backbone
+    width, hidden = int(backbone.hidden_size_per_layer_input), int(backbone.hidden_dim)
+    x = inputs_embeds
+    projected = backbone.per_layer_model_projection(x) * jnp.asarray(float(hidden) ** -0.5, x.dtype)
+    per_layer = [(backbone.per_layer_projection_norm(projected[:, :, i * width:(i + 1) * width])
+                  + tokens[:, :, i * width:(i + 1) * width]) * jnp.asarray(2.0 ** -0.5, x.dtype)
+                 for i in range(len(backbone.transformer_layers))]
+    return jnp.concatenate(per_layer, axis=-1)
 
 
 def decoder_spec(model: Any, image_token_id: int | None = None) -> DecoderSpec:
