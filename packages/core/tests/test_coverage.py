@@ -126,15 +126,19 @@ def test_variant(jax2onnx_variant):
 '''
 
 
-def _run_pytest_with_report(tmp_path, *extra):
+def _run_pytest_with_report(tmp_path, *extra, output: list[str] | None = None):
+    """The report of a pytest run over the fake pack's tests; its stdout appended to ``output``."""
     import subprocess
     import sys
 
     (tmp_path / "conftest.py").write_text(_CONFTEST, encoding="utf-8")
     (tmp_path / "test_fake.py").write_text(_TESTS, encoding="utf-8")
     report = tmp_path / "report.json"
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra,
-                    f"--jax2onnx-report={report}", str(tmp_path)], cwd=tmp_path, capture_output=True, check=False)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra,
+                           f"--jax2onnx-report={report}", str(tmp_path)], cwd=tmp_path, capture_output=True,
+                          text=True, check=False)
+    if output is not None:
+        output.append(done.stdout)
     return json.loads(report.read_text(encoding="utf-8"))
 
 
@@ -167,14 +171,13 @@ def test_a_run_over_several_opsets_reports_the_default_opsets_outcomes(tmp_path)
     import importlib.util
 
     extra = ["-n", "2"] if importlib.util.find_spec("xdist") else []
-    results = _run_pytest_with_report(tmp_path, *extra, "--jax2onnx-opset=default,17,13")
+    # -rA: one summary line per test run ("PASSED <id>", "FAILED <id> - ..."), read below for the
+    # ids (a second pytest process only to list them cost as much as this run)
+    output: list[str] = []
+    results = _run_pytest_with_report(tmp_path, *extra, "-rA", "--jax2onnx-opset=default,17,13", output=output)
     results.pop(ENVIRONMENT_KEY)
     assert {k: v["outcome"] for k, v in results.items()} == _expected_outcomes()
-    import subprocess
-    import sys
+    import re
 
-    listed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
-                             "--jax2onnx-opset=default,17,13", str(tmp_path)], cwd=tmp_path, capture_output=True,
-                            text=True, check=False).stdout
-    ids = [line.split("[", 1)[1].rstrip("]") for line in listed.splitlines() if "test_variant[" in line]
+    ids = re.findall(r"^(?:PASSED|FAILED) \S*test_variant\[([^\]]+)\]", output[0], flags=re.M)
     assert sorted(ids) == sorted(f"{key}+opset17+opset13" for key in _expected_outcomes()), ids  # one test per variant
