@@ -102,6 +102,17 @@ def check_folder(folder) -> dict:
     return config
 
 
+def check_multimodal_graphs(folder, config: dict, submodels: dict[str, str]) -> None:
+    """Each sub-model of a multimodal folder passes the full ONNX check and holds every input and output
+    its genai config section names (the per-layer ``%d`` patterns aside)."""
+    for section, filename in submodels.items():
+        onnx.checker.check_model(str(folder / filename), full_check=True)
+        graph = onnx.load(str(folder / filename)).graph
+        names = {v.name for v in graph.input} | {v.name for v in graph.output}
+        wanted = {v for v in (*config[section]["inputs"].values(), *config[section]["outputs"].values()) if "%d" not in v}
+        assert wanted <= names, (section, wanted - names)
+
+
 def assert_same_tokens(folder, reference, pad_token_id: int | None, eos) -> None:
     """``reference(prompts) -> (batch, NEW_TOKENS)`` greedy tokens of the library; genai must match,
     for the first prompt alone and for the batch of three, left-padded (as genai's users pad) with

@@ -18,7 +18,7 @@ import shutil
 import numpy as np
 import onnx
 import pytest
-from llm_test_helpers import keras_hub_under_jax, require_genai
+from llm_test_helpers import check_multimodal_graphs, keras_hub_under_jax, require_genai
 
 keras, keras_hub = keras_hub_under_jax()
 
@@ -112,12 +112,7 @@ def test_folder_is_genai_gemma4_with_per_layer_inputs_and_checked_graphs(exporte
     assert config["embedding"]["outputs"]["per_layer_inputs"] == config["decoder"]["inputs"]["per_layer_inputs"]
     assert set(config["vision"]["inputs"]) == {"pixel_values", "pixel_position_ids"}
     assert config["decoder"]["num_hidden_layers"] == 2  # the two KV-shared layers hold no cache
-    for section, filename in SUBMODELS.items():
-        onnx.checker.check_model(str(folder / filename), full_check=True)
-        graph = onnx.load(str(folder / filename)).graph
-        names = {v.name for v in graph.input} | {v.name for v in graph.output}
-        wanted = {v for v in (*config[section]["inputs"].values(), *config[section]["outputs"].values()) if "%d" not in v}
-        assert wanted <= names, (section, wanted - names)
+    check_multimodal_graphs(folder, config, SUBMODELS)
     embedding = onnx.load(str(folder / "embedding.onnx")).graph
     width = next(o for o in embedding.output if o.name == "per_layer_inputs").type.tensor_type.shape.dim[-1].dim_value
     assert width == LAYERS * PER_LAYER

@@ -40,7 +40,14 @@ from ..web import REPORT_FILE
 from ..web.hf_config import GENERATION_CONFIG_FILE
 from ..web.layout import write_tokenizer_files
 from .report import REPORT_KEY
-from .web import DECODER_MERGED, ENCODER_LENGTH, ENCODER_MODEL, _merged_whisper_decoder, check_architecture
+from .web import (
+    DECODER_MERGED,
+    ENCODER_LENGTH,
+    ENCODER_MODEL,
+    _merged_whisper_decoder,
+    check_architecture,
+    speech_config_tail,
+)
 from .web_dtypes import transformers_js_config, write_graph
 
 #: the audio's length in samples (the encoder's input and the decoder's mask: one symbol)
@@ -123,12 +130,7 @@ def _config(facts: dict[str, Any], tokens: dict[str, Any], max_length: int,
         "encoder_num_key_value_heads": facts["encoder_heads"], "decoder_num_key_value_heads": facts["num_heads"],
         "head_dim": facts["head_size"],
         "max_position_embeddings": facts["max_decoder_length"],
-        "vocab_size": facts["vocab_size"],
-        "bos_token_id": tokens["start"], "decoder_start_token_id": tokens["start"],
-        "eos_token_id": tokens["end"], "pad_token_id": tokens["pad"],
-        "max_length": max_length,
-        "use_cache": True,
-        "transformers.js_config": transformers_js,
+        **speech_config_tail(facts, tokens, max_length, transformers_js),
     }
 
 

@@ -311,13 +311,18 @@ def _whisper_config(facts: dict[str, Any], tokens: dict[str, Any], max_length: i
         "num_mel_bins": facts["num_mels"],
         "max_source_positions": facts["encoder_length"],
         "max_target_positions": facts["max_decoder_length"],
-        "vocab_size": facts["vocab_size"],
-        "bos_token_id": tokens["start"], "decoder_start_token_id": tokens["start"],
-        "eos_token_id": tokens["end"], "pad_token_id": tokens["pad"],
-        "max_length": max_length,
-        "use_cache": True,
-        "transformers.js_config": transformers_js,
+        **speech_config_tail(facts, tokens, max_length, transformers_js),
     }
+
+
+def speech_config_tail(facts: dict[str, Any], tokens: dict[str, Any], max_length: int,
+                       transformers_js: dict[str, Any]) -> dict[str, Any]:
+    """What every speech ``config.json`` ends with: the vocabulary, the tokenizer's start, end and pad
+    ids, the length and transformers.js' dtype map."""
+    return {"vocab_size": facts["vocab_size"],
+            "bos_token_id": tokens["start"], "decoder_start_token_id": tokens["start"],
+            "eos_token_id": tokens["end"], "pad_token_id": tokens["pad"],
+            "max_length": max_length, "use_cache": True, "transformers.js_config": transformers_js}
 
 
 def _whisper_generation_config(tokens: dict[str, Any], max_length: int) -> dict[str, Any]:

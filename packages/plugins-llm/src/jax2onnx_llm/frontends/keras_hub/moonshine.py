@@ -28,7 +28,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from ...errors import OptionError, UnsupportedModelError
-from .whisper import _heads_first
+from .whisper import _heads_first, cross_keys_values
 
 #: the Hugging Face architecture transformers.js runs this model's graphs as
 TRANSFORMERS_JS_MODEL_TYPE = "moonshine"
@@ -133,17 +133,7 @@ def encoder_fn(model: Any) -> Any:
 def cross_fn(model: Any) -> Any:
     """``encoder_hidden_states (batch, length, hidden) -> cross``: each decoder layer's cross-attention
     keys and values of the encoder's output, ``key, value`` per layer ``(batch, heads, length, head_size)``."""
-    backbone = backbone_of(model)
-
-    def run(encoder_hidden_states: Any) -> list[Any]:
-        cross = []
-        for block in backbone.decoder_blocks:
-            attention = block.cross_attention
-            cross += [_heads_first(attention._key_dense(encoder_hidden_states)),
-                      _heads_first(attention._value_dense(encoder_hidden_states))]
-        return cross
-
-    return run
+    return cross_keys_values([block.cross_attention for block in backbone_of(model).decoder_blocks])
 
 
 def decoder_fn(model: Any) -> Any:

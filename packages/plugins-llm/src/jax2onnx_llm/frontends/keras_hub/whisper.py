@@ -83,11 +83,16 @@ def encoder_fn(model: Any) -> Any:
 def cross_fn(model: Any) -> Any:
     """``encoder_hidden_states (batch, length, hidden) -> cross``: each decoder layer's cross-attention
     keys and values of the encoder's output, ``key, value`` per layer ``(batch, heads, length, head_size)``."""
+    return cross_keys_values([layer._cross_attention_layer for layer in model.decoder_transformer_layers])
+
+
+def cross_keys_values(attentions: list[Any]) -> Any:
+    """``encoder_hidden_states -> [key, value per layer]`` by each cross-attention layer's own key and value
+    projections (KerasHub's Whisper and Moonshine name them alike), heads first."""
 
     def run(encoder_hidden_states: Any) -> list[Any]:
         cross = []
-        for layer in model.decoder_transformer_layers:
-            attention = layer._cross_attention_layer
+        for attention in attentions:
             cross += [_heads_first(attention._key_dense(encoder_hidden_states)),
                       _heads_first(attention._value_dense(encoder_hidden_states))]
         return cross
