@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import tempfile
+import uuid
 
 import numpy as np
 import onnx
@@ -60,13 +61,30 @@ def keras_fingerprint(model) -> str:
         digest.update(type(obj).__qualname__.encode())
         digest.update(json.dumps(unnamed(obj.get_config()), sort_keys=True, default=repr).encode())
     layers = model._flatten_layers()
-    digest.update(repr([(type(layer).__qualname__, str(layer.dtype_policy)) for layer in layers]).encode())
+    digest.update(repr([(type(layer).__qualname__, str(layer.dtype_policy), _instance_state(layer))
+                        for layer in layers]).encode())
     digest.update(repr(type(getattr(model, "sampler", None))).encode())
     for v in model.weights:
         value = np.asarray(v.numpy())
         digest.update(f"{value.dtype} {value.shape}".encode())
         digest.update(np.ascontiguousarray(value).tobytes())
     return digest.hexdigest()
+
+
+def _instance_state(layer) -> list:
+    """What a test may set on one layer object that changes its computation but not its config or
+    weights: public scalar attributes (``rotary_dim``, ``logit_soft_cap``, ...; not the per-build
+    ``name``/``path``) and methods replaced on the instance (``layer.call = ...``), which make the
+    fingerprint unique to that object: such a model's tokens are never shared."""
+    state = []
+    for key, value in sorted(vars(layer).items()):
+        replaced = callable(value) and callable(getattr(type(layer), key, None)) and not hasattr(value, "weights")
+        if replaced and not (getattr(value, "__module__", None) or "").startswith("keras"):  # (Keras wraps build, quantize)
+            state.append((key, f"replaced on the instance {id(layer)}:{uuid.uuid4()}"))
+        elif not key.startswith("_") and key not in ("name", "path") and (
+                value is None or isinstance(value, (bool, int, float, str))):
+            state.append((key, value))
+    return state
 
 
 def flax_fingerprint(model) -> str:

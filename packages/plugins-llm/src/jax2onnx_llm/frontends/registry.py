@@ -54,7 +54,7 @@ class Frontend:
             :func:`jax2onnx_llm.multimodal.export_speech_to_text` exports (a module or object with
             ``check``, ``facts``, ``encoder_fn``, ``decoder_fn``, ``cross_fn`` (the decoder's cross-attention
             keys and values of the encoder's output), ``tokens`` (the start, end and prompt ids from the
-            model's tokenizer) and ``TRANSFORMERS_JS_MODEL_TYPE`` (the transformers.js folder it is written
+            model's tokenizer) and the model-type constant of the browser folder it is written
             as; ``"moonshine"``, a raw-audio model, also adds ``frames_mask`` and ``decoder_step_fn`` for the
             genai folder: :mod:`jax2onnx_llm.multimodal.moonshine_genai`), or None for a model that is none.
     """
