@@ -32,20 +32,19 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax2onnx.targets.web.folder import CONFIG_FILE, ONNX_FOLDER, PREPROCESSOR_FILE, write_json
+from jax2onnx.targets.web.folder import ONNX_FOLDER
 
 from ..spec import BATCH, PAST, SEQUENCE
 from ..staging import staging as staging_folder
 from ..web import REPORT_FILE
-from ..web.hf_config import GENERATION_CONFIG_FILE
-from ..web.layout import write_tokenizer_files
-from .report import REPORT_KEY
 from .web import (
     DECODER_MERGED,
     ENCODER_LENGTH,
     ENCODER_MODEL,
     _merged_whisper_decoder,
     check_architecture,
+    finish_speech_folder,
+    merged_cache_names,
     speech_config_tail,
 )
 from .web_dtypes import transformers_js_config, write_graph
@@ -81,11 +80,8 @@ def write_web_moonshine(model: Any, parts: Any, facts: dict[str, Any], tokens: d
             constraints=(f"{PAST} + {SEQUENCE} <= {max_length}", MIN_SAMPLES))
         own = jax.ShapeDtypeStruct((batch, heads, past, head_size), jnp.float32)
         cross = jax.ShapeDtypeStruct((batch, heads, length, head_size), jnp.float32)
-        in_names, out_names = ["input_ids", "input_values", "encoder_hidden_states"], ["logits"]
-        for i in range(layers):
-            names = [f"{i}.decoder.key", f"{i}.decoder.value", f"{i}.encoder.key", f"{i}.encoder.value"]
-            in_names += [f"past_key_values.{n}" for n in names]
-            out_names += [f"present.{n}" for n in names]
+        past, present = merged_cache_names(layers)
+        in_names, out_names = ["input_ids", "input_values", "encoder_hidden_states", *past], ["logits", *present]
         inputs = [jax.ShapeDtypeStruct((batch, seq), jnp.int32), jax.ShapeDtypeStruct((batch, samples), jnp.float32),
                   jax.ShapeDtypeStruct((batch, length, hidden), jnp.float32), *[own, own, cross, cross] * layers,
                   jax.ShapeDtypeStruct((1,), jnp.bool_)]
@@ -93,12 +89,9 @@ def write_web_moonshine(model: Any, parts: Any, facts: dict[str, Any], tokens: d
             _merged_decoder(parts.decoder_fn(model), parts.cross_fn(model), layers), inputs, staging, DECODER_MERGED,
             [*in_names, "use_cache_branch"], out_names, dtypes=precisions["decoder"], int64_inputs=("input_ids",),
             **keywords))
-        write_json(staging / CONFIG_FILE, _config(facts, tokens, max_length, transformers_js_config(files)))
-        write_json(staging / GENERATION_CONFIG_FILE, _generation_config(tokens, max_length))
-        write_json(staging / PREPROCESSOR_FILE, _feature_extractor(facts))
-        reporter.stage("tokenizer")
-        write_tokenizer_files(tok_source, staging, max_positions=max_length)
-        write_json(staging / REPORT_FILE, {"max_length": max_length, "target": target, REPORT_KEY: files})
+        finish_speech_folder(staging, files, _config(facts, tokens, max_length, transformers_js_config(files)),
+                             _generation_config(tokens, max_length), _feature_extractor(facts),
+                             tok_source=tok_source, max_length=max_length, target=target, reporter=reporter)
     return out
 
 

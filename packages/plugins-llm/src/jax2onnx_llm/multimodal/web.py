@@ -254,11 +254,8 @@ def write_web_speech_to_text(model: Any, parts: Any, facts: dict[str, Any], toke
             f"{BATCH}, {SEQUENCE}, {PAST}, {ENCODER_LENGTH}", constraints=(f"{PAST} + {SEQUENCE} <= {max_length}",))
         own = jax.ShapeDtypeStruct((batch, heads, past, head_size), jnp.float32)
         cross = jax.ShapeDtypeStruct((batch, heads, length, head_size), jnp.float32)
-        in_names, out_names = ["input_ids", "encoder_hidden_states"], ["logits"]
-        for i in range(layers):
-            names = [f"{i}.decoder.key", f"{i}.decoder.value", f"{i}.encoder.key", f"{i}.encoder.value"]
-            in_names += [f"past_key_values.{n}" for n in names]
-            out_names += [f"present.{n}" for n in names]
+        past, present = merged_cache_names(layers)
+        in_names, out_names = ["input_ids", "encoder_hidden_states", *past], ["logits", *present]
         inputs = [jax.ShapeDtypeStruct((batch, seq), jnp.int32), jax.ShapeDtypeStruct((batch, length, hidden),
                                                                                      jnp.float32),
                   *[own, own, cross, cross] * layers, jax.ShapeDtypeStruct((1,), jnp.bool_)]
@@ -266,13 +263,31 @@ def write_web_speech_to_text(model: Any, parts: Any, facts: dict[str, Any], toke
             _merged_whisper_decoder(parts.decoder_fn(model), parts.cross_fn(model), layers), inputs, staging,
             DECODER_MERGED, [*in_names, "use_cache_branch"], out_names, dtypes=precisions["decoder"],
             int64_inputs=("input_ids",), **keywords))
-        write_json(staging / CONFIG_FILE, _whisper_config(facts, tokens, max_length, transformers_js_config(files)))
-        write_json(staging / GENERATION_CONFIG_FILE, _whisper_generation_config(tokens, max_length))
-        write_json(staging / PREPROCESSOR_FILE, _feature_extractor(facts))
-        reporter.stage("tokenizer")
-        write_tokenizer_files(tok_source, staging, max_positions=max_length)
-        write_json(staging / REPORT_FILE, {"max_length": max_length, "target": target, REPORT_KEY: files})
+        finish_speech_folder(staging, files, _whisper_config(facts, tokens, max_length, transformers_js_config(files)),
+                             _whisper_generation_config(tokens, max_length), _feature_extractor(facts),
+                             tok_source=tok_source, max_length=max_length, target=target, reporter=reporter)
     return out
+
+
+def merged_cache_names(layers: int) -> tuple[list[str], list[str]]:
+    """optimum's merged decoder's cache inputs and outputs, per layer ``decoder.key, decoder.value,
+    encoder.key, encoder.value`` (the names transformers.js feeds and reads)."""
+    names = [f"{i}.{part}" for i in range(layers) for part in ("decoder.key", "decoder.value", "encoder.key",
+                                                                  "encoder.value")]
+    return [f"past_key_values.{n}" for n in names], [f"present.{n}" for n in names]
+
+
+def finish_speech_folder(staging: pathlib.Path, files: dict[str, Any], config: dict[str, Any],
+                         generation_config: dict[str, Any], feature_extractor: dict[str, Any], *, tok_source: Any,
+                         max_length: int, target: str, reporter: Any) -> None:
+    """What a speech folder holds beside its graphs: ``config.json``, ``generation_config.json``, the
+    feature extractor's ``preprocessor_config.json``, the tokenizer files and the report of ``files``."""
+    write_json(staging / CONFIG_FILE, config)
+    write_json(staging / GENERATION_CONFIG_FILE, generation_config)
+    write_json(staging / PREPROCESSOR_FILE, feature_extractor)
+    reporter.stage("tokenizer")
+    write_tokenizer_files(tok_source, staging, max_positions=max_length)
+    write_json(staging / REPORT_FILE, {"max_length": max_length, "target": target, REPORT_KEY: files})
 
 
 def _merged_whisper_decoder(decoder: Any, cross_fn: Any, layers: int) -> Any:
