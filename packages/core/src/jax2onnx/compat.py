@@ -271,6 +271,13 @@ def x64_enabled(enabled: bool) -> contextlib.AbstractContextManager[Any]:
     return scoped(bool(enabled))
 
 
+def trace_flags() -> tuple[bool, bool]:
+    """The config values a trace of JAX's own implementations reads that an export does not fix
+    through its options: ``jax_enable_x64`` as it is in this thread (scoped or global) and
+    ``jax_threefry_partitionable`` (which counters ``jax.random`` hashes)."""
+    return bool(jax.config.jax_enable_x64), bool(jax.config.jax_threefry_partitionable)
+
+
 #: A value of a trace-context setting no user sets, marking the export's traces (see below).
 _EXPORT_TRACE_MARK = r"(?!)jax2onnx-export-trace"
 

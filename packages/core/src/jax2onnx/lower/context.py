@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import onnx_ir as ir
 
-from ..compat import is_symbolic_dim, make_jaxpr, user_location
+from ..compat import is_symbolic_dim, user_location
 from ..ir.builder import OpBuilder, Scope, set_aval, to_ir_dtype
 from ..ir.legalize import has_rule
 from ..ir.opsets import op_available, op_since
@@ -183,8 +183,7 @@ class LoweringContext(Emitter):
         a function of other lax ops."""
         if specs is None:
             specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in self.avals_in]
-        closed, _ = make_jaxpr(fn, list(specs))
-        return self.lower_jaxpr(closed, inputs)
+        return self.lower_jaxpr(self.interp.trace_function(self.eqn, fn, specs), inputs)
 
     def subgraph(self, name: str) -> SubgraphBuilder:
         """Start a control-flow body; outer values may be referenced inside it directly."""

@@ -22,7 +22,9 @@ from ..compat import (
     is_literal,
     key_data,
     key_data_shape,
+    make_jaxpr,
     sub_jaxprs,
+    trace_flags,
     user_location,
 )
 from ..dtypes import carrier
@@ -60,6 +62,25 @@ class Interpreter:
         self._library: library.LibraryTable | None = None
         #: the library-call decisions of the trace being lowered (``Traced.library_memo``)
         self._library_memo = library_memo
+
+    def trace_function(self, eqn: Any, fn: Callable[..., Any], specs: Sequence[Any]) -> Any:
+        """``fn`` traced on ``specs`` (a ClosedJaxpr) for lowering ``eqn`` as a JAX function. An
+        export of the same trace at another opset or target lowers the same equation again and
+        traces the same function: the jaxpr is remembered with the trace's library decisions
+        (re-tracing ``eig``'s or a sampler's JAX implementation was a third of exporting such a
+        testcase at three opsets). Only a plain Python function is remembered, keyed on its code,
+        the specs and the flags tracing reads (``compat.trace_flags``), with the equation and every value its closure and defaults hold
+        compared by identity (a lowering closing over its context or the opset traces anew)."""
+        code = getattr(fn, "__code__", None)
+        if self._library_memo is None or eqn is None or code is None:
+            return make_jaxpr(fn, list(specs))[0]
+        try:
+            held = tuple(c.cell_contents for c in fn.__closure__ or ())
+        except ValueError:  # a closure cell not filled yet: nothing stable to key on
+            return make_jaxpr(fn, list(specs))[0]
+        held += tuple(fn.__defaults__ or ()) + tuple((fn.__kwdefaults__ or {}).items())
+        key = ("trace_function", code, tuple((tuple(s.shape), str(s.dtype)) for s in specs), trace_flags())
+        return self._library_memo.remember(key, (eqn, *held), lambda: make_jaxpr(fn, list(specs))[0])
 
     @property
     def library(self) -> library.LibraryTable:
