@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from jax2onnx import hookimpl
 from jax2onnx import testing as jt  # not `Testcase` by name: pytest would try to collect it
 from jax2onnx.cli import main as cli_main
@@ -147,37 +148,44 @@ def _expected_outcomes():
             "fake.op::good_dynamic_f64": "passed", "fake.op::bad": "failed", "fake.op::bad_f64": "failed"}
 
 
-def test_pytest_plugin_report_feeds_the_tables(tmp_path):
-    """Every variant's outcome reaches the report, also under pytest-xdist (where workers run the
-    tests and only the controller may write the file)."""
+@pytest.fixture(scope="module")
+def plugin_run(tmp_path_factory):
+    """One pytest run of the fake pack's tests, as `nox -s tests` runs them: under pytest-xdist (where
+    workers run the tests and only the controller may write the report) and over several opsets.
+    The tests below read different facts off it; each fresh run costs three Pythons importing jax.
+    -rA: one summary line per test run ("PASSED <id>", "FAILED <id> - ..."), read for the test ids."""
     import importlib.util
 
+    folder = tmp_path_factory.mktemp("plugin_run")
     extra = ["-n", "2"] if importlib.util.find_spec("xdist") else []
-    results = _run_pytest_with_report(tmp_path, *extra)
+    output: list[str] = []
+    results = _run_pytest_with_report(folder, *extra, "-rA", "--jax2onnx-opset=default,17,13", output=output)
+    return folder / "report.json", results, output[0]
+
+
+def test_pytest_plugin_report_feeds_the_tables(plugin_run):
+    """Every variant's outcome reaches the report, also under pytest-xdist (where workers run the
+    tests and only the controller may write the file)."""
+    report, results, _ = plugin_run
+    results = dict(results)
     environment = results.pop(ENVIRONMENT_KEY)
     assert {k: v["outcome"] for k, v in results.items()} == _expected_outcomes()
     # the versions the outcomes were produced with travel in the report and head the tables
     import jax
 
     assert environment["jax"] == jax.__version__ and "onnx" in environment and "python" in environment
-    report = tmp_path / "report.json"
     legend = next(line for line in render(str(report), registry=_registry()).splitlines() if "Produced with" in line)
     assert f"jax {jax.__version__}" in legend and f"python {environment['python']}" in legend, legend
 
 
-def test_a_run_over_several_opsets_reports_the_default_opsets_outcomes(tmp_path):
+def test_a_run_over_several_opsets_reports_the_default_opsets_outcomes(plugin_run):
     """`--jax2onnx-opset=default,17,13` (what `nox -s tests` runs) keeps the report's keys those of
     the default opset, the ones the coverage tables read; one test per variant runs the three."""
-    import importlib.util
-
-    extra = ["-n", "2"] if importlib.util.find_spec("xdist") else []
-    # -rA: one summary line per test run ("PASSED <id>", "FAILED <id> - ..."), read below for the
-    # ids (a second pytest process only to list them cost as much as this run)
-    output: list[str] = []
-    results = _run_pytest_with_report(tmp_path, *extra, "-rA", "--jax2onnx-opset=default,17,13", output=output)
+    _, results, output = plugin_run
+    results = dict(results)
     results.pop(ENVIRONMENT_KEY)
     assert {k: v["outcome"] for k, v in results.items()} == _expected_outcomes()
     import re
 
-    ids = re.findall(r"^(?:PASSED|FAILED) \S*test_variant\[([^\]]+)\]", output[0], flags=re.M)
+    ids = re.findall(r"^(?:PASSED|FAILED) \S*test_variant\[([^\]]+)\]", output, flags=re.M)
     assert sorted(ids) == sorted(f"{key}+opset17+opset13" for key in _expected_outcomes()), ids  # one test per variant

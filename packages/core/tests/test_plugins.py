@@ -108,13 +108,35 @@ def test_broken_pack_warns_and_others_still_work(tmp_path, monkeypatch):
     assert broken.error and "ImportError" in broken.error
 
 
-def test_plugin_import_is_lazy():
-    """Importing jax2onnx must not import any pack; the registry loads on first use."""
-    code = "import sys, jax2onnx; print(any(m.startswith('jax2onnx_') for m in sys.modules))"
+#: One fresh interpreter serves the two import tests below (each fresh one that imports jax2onnx
+#: costs seconds of CPU): it prints whether a pack was imported right after ``import jax2onnx``,
+#: whether sympy was after ``import onnx_ir`` too, then uses sympy (absent: "no sympy").
+_FRESH_IMPORTS = (
+    "import sys, jax2onnx\n"
+    "print(any(m.startswith('jax2onnx_') for m in sys.modules))\n"
+    "import onnx_ir\n"
+    "print('sympy.core' in sys.modules)\n"
+    "try:\n"
+    "    import sympy\n"
+    "except ImportError:\n"
+    "    print('no sympy')\n"
+    "else:\n"
+    "    dim = onnx_ir.SymbolicDim('B')\n"
+    "    print(sympy.Symbol('x') + 1, dim + 1 if hasattr(dim, '__add__') else 'B + 1')\n"
+)
+
+
+@pytest.fixture(scope="module")
+def fresh_imports() -> list[str]:
     import subprocess
 
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    out = subprocess.run([sys.executable, "-c", _FRESH_IMPORTS], capture_output=True, text=True, check=True)
+    return out.stdout.strip().splitlines()
+
+
+def test_plugin_import_is_lazy(fresh_imports):
+    """Importing jax2onnx must not import any pack; the registry loads on first use."""
+    assert fresh_imports[0] == "False"
 
 
 def test_mini_pack_converts(mini_registry):
@@ -123,23 +145,13 @@ def test_mini_pack_converts(mini_registry):
     np.testing.assert_equal(len(model.graph.input), 1)
 
 
-def test_sympy_stays_off_the_import_path_but_still_works():
+def test_sympy_stays_off_the_import_path_but_still_works(fresh_imports):
     """onnx_ir pulls in sympy (1-2 s) for features we don't use; it must load only when used."""
-    import subprocess
-
     # Newer onnx_ir depends on sympy; at the floor (onnx_ir 0.1.10) it may be absent, and then
     # there is nothing for jax2onnx to keep off the import path.
     pytest.importorskip("sympy", reason="sympy is not installed (onnx_ir 0.1.10 does not require it)")
     # onnx_ir 0.1.10 (core's floor) has no symbolic-dim arithmetic (the sympy user) and no
     # _symbolic_shapes module: there only sympy itself is checked.
-    code = (
-        "import sys, jax2onnx, onnx_ir\n"
-        "print('sympy.core' in sys.modules)\n"
-        "import sympy\n"
-        "dim = onnx_ir.SymbolicDim('B')\n"
-        "print(sympy.Symbol('x') + 1, dim + 1 if hasattr(dim, '__add__') else 'B + 1')\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    first, second = out.stdout.strip().splitlines()
+    first, second = fresh_imports[1:]
     assert first == "False"
     assert second == "x + 1 B + 1"
