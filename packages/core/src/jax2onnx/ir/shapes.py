@@ -19,6 +19,8 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from .graphs import attribute_values
+
 #: Initializers up to this size keep their values in the weightless copy (shape inference reads small
 #: shape/axes constants); larger ones, lazy ones (``Weights``) and external ones become typed inputs.
 SMALL_INITIALIZER_BYTES = 1024
@@ -58,9 +60,16 @@ def weightless_proto(model: ir.Model) -> onnx.ModelProto:
 def infer_intermediate_shapes(model: ir.Model) -> bool:
     """Types and shapes of the intermediates from onnx's inference (lenient: no type check, no
     strict mode, no data propagation); whether a value changed. Raises what inference raises."""
+    return infer_and_merge(model)[0]
+
+
+def infer_and_merge(model: ir.Model) -> tuple[bool, onnx.ModelProto]:
+    """:func:`infer_intermediate_shapes`, also returning the inferred weightless proto: once merged,
+    it is the model's weightless proto (:func:`weightless_proto`) with the inferred types as
+    value_info, so the export's validation checks it instead of serializing the model once more."""
     inferred = onnx.shape_inference.infer_shapes(weightless_proto(model), check_type=False, strict_mode=False,
                                                  data_prop=False)
-    return _merge(model.graph, inferred.graph)
+    return _merge(model.graph, inferred.graph), inferred
 
 
 def _merge(graph: ir.Graph, proto: onnx.GraphProto) -> bool:
@@ -71,7 +80,7 @@ def _merge(graph: ir.Graph, proto: onnx.GraphProto) -> bool:
     for node, node_proto in zip(graph, proto.node):
         for value in node.outputs:
             modified = _apply(value, infos.get(value.name)) or modified
-        for attr in node.attributes.values():
+        for attr in attribute_values(node):
             if attr.type not in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
                 continue
             attr_proto = next((a for a in node_proto.attribute if a.name == attr.name), None)
@@ -115,4 +124,4 @@ def _small_in_memory(tensor: Any) -> bool:
     return type(tensor) in _IN_MEMORY and tensor.nbytes <= SMALL_INITIALIZER_BYTES
 
 
-__all__ = ["SMALL_INITIALIZER_BYTES", "infer_intermediate_shapes", "weightless_proto"]
+__all__ = ["SMALL_INITIALIZER_BYTES", "infer_and_merge", "infer_intermediate_shapes", "weightless_proto"]
