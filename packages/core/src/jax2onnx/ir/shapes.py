@@ -72,14 +72,15 @@ def infer_and_merge(model: ir.Model) -> tuple[bool, onnx.ModelProto]:
     return _merge(model.graph, inferred.graph), inferred
 
 
-def _merge(graph: ir.Graph, proto: onnx.GraphProto) -> bool:
+def _merge(graph: ir.Graph, proto: onnx.GraphProto, seen: dict[bytes, tuple[Any, Any]] | None = None) -> bool:
     infos = {vi.name: vi.type for vi in (*proto.input, *proto.value_info, *proto.output)}
+    seen = {} if seen is None else seen
     modified = False
     for value in graph.inputs:
-        modified = _apply(value, infos.get(value.name)) or modified
+        modified = _apply(value, infos.get(value.name), seen) or modified
     for node, node_proto in zip(graph, proto.node):
         for value in node.outputs:
-            modified = _apply(value, infos.get(value.name)) or modified
+            modified = _apply(value, infos.get(value.name), seen) or modified
         for attr in attribute_values(node):
             if attr.type not in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
                 continue
@@ -87,27 +88,35 @@ def _merge(graph: ir.Graph, proto: onnx.GraphProto) -> bool:
             if attr_proto is None:
                 continue
             if attr.type == ir.AttributeType.GRAPH:
-                modified = _merge(attr.value, attr_proto.g) or modified
+                modified = _merge(attr.value, attr_proto.g, seen) or modified
             else:
                 for body, body_proto in zip(attr.value, attr_proto.graphs):
-                    modified = _merge(body, body_proto) or modified
+                    modified = _merge(body, body_proto, seen) or modified
     return modified
 
 
-def _apply(value: ir.Value, type_proto: onnx.TypeProto | None) -> bool:
+def _apply(value: ir.Value, type_proto: onnx.TypeProto | None, seen: dict[bytes, tuple[Any, Any]]) -> bool:
     """What inference says of ``value``, where it says something (as onnx_ir's pass merges it: the
-    inferred shape and element type replace the value's when they differ)."""
+    inferred shape and element type replace the value's when they differ).
+
+    ``seen``: the shape and type read from each distinct type proto, for comparing: a graph has few
+    distinct types and reading one was most of the merge. A value that takes them gets objects of its
+    own (onnx_ir's shapes and types are mutable)."""
     if type_proto is None:
         return False
+    key = type_proto.SerializeToString()
+    read = seen.get(key)
+    if read is None:
+        read = seen[key] = (ir.serde.deserialize_type_proto_for_shape(type_proto),
+                            ir.serde.deserialize_type_proto_for_type(type_proto))
+    shape, inferred = read
     modified = False
-    shape = ir.serde.deserialize_type_proto_for_shape(type_proto)
     if shape is not None and value.shape != shape:
-        value.shape = shape
+        value.shape = ir.serde.deserialize_type_proto_for_shape(type_proto)
         modified = True
-    inferred = ir.serde.deserialize_type_proto_for_type(type_proto)
     if inferred is not None:
         if value.type is None:
-            value.type = inferred
+            value.type = ir.serde.deserialize_type_proto_for_type(type_proto)
             modified = True
         elif value.dtype != inferred.dtype and inferred.dtype is not None:
             value.dtype = inferred.dtype
