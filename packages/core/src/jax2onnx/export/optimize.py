@@ -28,11 +28,12 @@ graph-level rule (the IR version) is the ``IrVersionPass`` here.
 
 from __future__ import annotations
 
+import onnx
 import onnx_ir as ir
 
 from ..errors import InputSpecError, Jax2OnnxError
 from ..ir import opsets
-from ..ir.shapes import infer_intermediate_shapes
+from ..ir.shapes import infer_and_merge
 from ..passes import default_passes
 from ..precision import Precision, apply_precision
 from ..targets import Target
@@ -68,9 +69,10 @@ def pass_manager(export: Export) -> ir.passes.PassManager:
         passes += [IntermediateShapesPass(), PrecisionPass(options.precision, options.target)]
     passes += [_built(factory, options) for factory in options.rewrite_passes]
     passes.append(api_compat.IoNamesPass(options))
-    passes += [IntermediateShapesPass(), IrVersionPass(options.opset)]
-    # VALIDATION SLOT
-    passes.append(ValidationPass())
+    final_shapes = IntermediateShapesPass(keep_proto=True)
+    passes += [final_shapes, IrVersionPass(options.opset)]
+    # VALIDATION SLOT (the checker reads the proto the shapes were inferred on: the model as it is)
+    passes.append(ValidationPass(final_shapes.take_proto))
     passes.append(TargetCheckPass(options.target))
     return ir.passes.PassManager(passes)
 
@@ -120,14 +122,36 @@ class IntermediateShapesPass(ir.passes.InPlacePass):
     No data propagation: onnx's propagates values through every op and held ~1.4 GB extra for one
     float32 erf_inv over a static 10**5 vector (a 10**6 random.normal export was killed), while
     the shapes it adds on our graphs are the ones the builder already knows.
+
+    ``keep_proto``: keep the inferred weightless proto for :meth:`take_proto` (the validation after
+    it checks that proto instead of serializing the model again: one serialization of the whole
+    graph less per export, a tenth of a large graph's passes).
     """
 
+    def __init__(self, keep_proto: bool = False) -> None:
+        super().__init__()
+        self.keep_proto = keep_proto
+        self._kept: tuple[ir.Model, onnx.ModelProto] | None = None
+
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self._kept = None
         try:
-            modified = infer_intermediate_shapes(model)
+            modified, inferred = infer_and_merge(model)
         except Exception:  # noqa: BLE001 - shapes are a courtesy, never a reason to fail an export
             return ir.passes.PassResult(model, False)
+        if self.keep_proto:
+            self._kept = (model, inferred)
         return ir.passes.PassResult(model, modified)
+
+    def take_proto(self, model: ir.Model) -> onnx.ModelProto | None:
+        """The weightless proto of ``model`` as this pass left it, once; only the IR version may have
+        changed since (``IrVersionPass`` runs between them), and is taken from the model. None when
+        inference failed or ran on another model."""
+        kept, self._kept = self._kept, None
+        if kept is None or kept[0] is not model:
+            return None
+        kept[1].ir_version = model.ir_version
+        return kept[1]
 
 
 class IrVersionPass(ir.passes.InPlacePass):

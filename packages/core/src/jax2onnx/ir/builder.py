@@ -58,6 +58,13 @@ def aval_type(aval: Any) -> tuple[ir.TensorType, ir.Shape]:
     return ir.TensorType(value_dtype(aval.dtype)), ir.Shape(dims)
 
 
+@functools.lru_cache(maxsize=4096)
+def _name_base(base: str) -> str:
+    """``base`` with every character ONNX tools choke on made ``_``; cached: two names are made per
+    emitted node, from a few bases ("node_Mul", "mul"), and the regex was a tenth of emitting one."""
+    return re.sub(r"[^A-Za-z0-9_.]", "_", base) or "v"
+
+
 class NameGenerator:
     """Readable, model-wide unique names (ONNX names must be unique across graph and subgraphs)."""
 
@@ -65,7 +72,7 @@ class NameGenerator:
         self._used: dict[str, int] = {}
 
     def fresh(self, base: str) -> str:
-        base = re.sub(r"[^A-Za-z0-9_.]", "_", base) or "v"
+        base = _name_base(base)
         n = self._used.get(base)
         if n is None:
             self._used[base] = 1
@@ -570,37 +577,62 @@ def op_schema(op_type: str, domain: str, opset: int) -> Any | None:
         return None
 
 
-def _formal(params: Sequence[Any], i: int) -> Any | None:
-    """The formal parameter that actual position ``i`` fills (the last one when it is variadic)."""
-    if i < len(params):
-        return params[i]
-    if params and params[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic:
-        return params[-1]
-    return None
+class _SchemaTypes:
+    """What the dtype binding reads of one schema, read once: onnx's ``OpSchema`` builds new Python
+    lists of its formal parameters and type constraints at every attribute access, and every
+    emitted node asked for them (the largest testcases emit tens of thousands of nodes)."""
+
+    def __init__(self, schema: Any) -> None:
+        names = {c.type_param_str for c in schema.type_constraints}
+        variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
+        inputs, outputs = schema.inputs, schema.outputs
+        #: per input position, the type parameter name when all values it covers share one dtype
+        self.input_params = [f.type_str if f.is_homogeneous and f.type_str in names else None for f in inputs]
+        self.inputs_variadic = bool(inputs) and inputs[-1].option == variadic
+        #: per output position, the (homogeneous) formal's type string, else None
+        self.output_types = [f.type_str if f.is_homogeneous else None for f in outputs]
+        self.outputs_variadic = bool(outputs) and outputs[-1].option == variadic
+        #: parameters allowing one type: bound by the schema itself
+        self.fixed = [(c.type_param_str, dt) for c in schema.type_constraints if len(c.allowed_type_strs) == 1
+                      and (dt := _parse_type_str(c.allowed_type_strs[0])) is not None]
+
+    def input_param(self, i: int) -> str | None:
+        """The type parameter of actual input position ``i`` (the last formal's when it is variadic)."""
+        if i < len(self.input_params):
+            return self.input_params[i]
+        return self.input_params[-1] if self.inputs_variadic else None
+
+    def output_type(self, j: int) -> str | None:
+        if j < len(self.output_types):
+            return self.output_types[j]
+        return self.output_types[-1] if self.outputs_variadic else None
 
 
-def _type_param(schema: Any, formal: Any) -> str | None:
-    """The type parameter name of ``formal`` when all values it covers share one dtype."""
-    if formal is None or not formal.is_homogeneous:
-        return None
-    names = {c.type_param_str for c in schema.type_constraints}
-    return formal.type_str if formal.type_str in names else None
+#: id(schema) -> (schema, its types): op_schema's cache keeps every schema alive, and holding it
+#: here too keeps the id from being reused
+_SCHEMA_TYPES: dict[int, tuple[Any, _SchemaTypes]] = {}
+
+
+def _schema_types(schema: Any) -> _SchemaTypes:
+    cached = _SCHEMA_TYPES.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        cached = _SCHEMA_TYPES[id(schema)] = (schema, _SchemaTypes(schema))
+    return cached[1]
 
 
 def _bind_type_params(schema: Any, inputs: Sequence[Any]) -> dict[str, ir.DataType]:
     bound: dict[str, ir.DataType] = {}
     if schema is None:
         return bound
+    types = _schema_types(schema)
     for i, x in enumerate(inputs):
         if isinstance(x, ir.Value) and x.type is not None:
-            param = _type_param(schema, _formal(schema.inputs, i))
+            param = types.input_param(i)
             if param is not None:
                 bound.setdefault(param, x.type.dtype)
-    for c in schema.type_constraints:  # a parameter allowing one type is bound by the schema itself
-        if c.type_param_str not in bound and len(c.allowed_type_strs) == 1:
-            dt = _parse_type_str(c.allowed_type_strs[0])
-            if dt is not None:
-                bound[c.type_param_str] = dt
+    for param, dt in types.fixed:  # a parameter allowing one type is bound by the schema itself
+        if param not in bound:
+            bound[param] = dt
     return bound
 
 
@@ -611,7 +643,7 @@ def _literal(op_type: str, schema: Any, i: int, x: Any, bound: Mapping[str, ir.D
     Python number takes the bound dtype and must be exactly representable in it."""
     if isinstance(x, (np.ndarray, np.generic)):
         return np.asarray(x)
-    param = _type_param(schema, _formal(schema.inputs, i)) if schema is not None else None
+    param = _schema_types(schema).input_param(i) if schema is not None else None
     dt = bound.get(param) if param is not None else None
     if dt is None:
         return np.asarray(x)
@@ -625,6 +657,7 @@ def _literal(op_type: str, schema: Any, i: int, x: Any, bound: Mapping[str, ir.D
     return arr
 
 
+@functools.cache
 def _parse_type_str(type_str: str) -> ir.DataType | None:
     m = re.fullmatch(r"tensor\((\w+)\)", type_str)
     if m is None:
@@ -652,11 +685,12 @@ def _infer_output_types(op_type: str, schema: Any, bound: Mapping[str, ir.DataTy
         return
     if schema is None:
         return
+    types = _schema_types(schema)
     for j, out in enumerate(outs):
-        formal = _formal(schema.outputs, j)
-        if formal is None or not formal.is_homogeneous:
+        type_str = types.output_type(j)
+        if type_str is None:
             continue
-        dt = bound.get(formal.type_str) or _parse_type_str(formal.type_str)
+        dt = bound.get(type_str) or _parse_type_str(type_str)
         if dt is not None:
             out.type = ir.TensorType(dt)
 

@@ -2,22 +2,44 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import onnx_ir as ir
 
+_GRAPH = ir.AttributeType.GRAPH
+_GRAPHS = ir.AttributeType.GRAPHS
+
+
+def attribute_values(node: ir.Node) -> Iterable[ir.Attr]:
+    """``node.attributes.values()`` without the generic mapping protocol: onnx_ir's ``Attributes``
+    is a ``UserDict``, whose ``values()`` walks a view over ``__iter__`` and ``__getitem__`` per
+    attribute; its ``data`` dict iterates natively (older onnx_ir held a plain dict, used as is).
+    The passes walk every node's attributes for subgraphs many times per export."""
+    attrs = node.attributes
+    return getattr(attrs, "data", attrs).values()
+
+
+def attribute_items(node: ir.Node) -> Iterable[tuple[str, ir.Attr]]:
+    """``node.attributes.items()``, as :func:`attribute_values`."""
+    attrs = node.attributes
+    return getattr(attrs, "data", attrs).items()
+
 
 def all_graphs(model: ir.Model) -> Iterator[ir.Graph | ir.Function]:
-    """The main graph, every subgraph (If/Loop/Scan bodies) and every function body."""
+    """The main graph, every subgraph (If/Loop/Scan bodies) and every function body.
+
+    A graph's subgraphs are looked up after the caller has handled the graph (a pass that rewrote
+    it is walked into as it now is)."""
     stack: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
     while stack:
         g = stack.pop()
         yield g
         for node in g:
-            for attr in node.attributes.values():
-                if attr.type == ir.AttributeType.GRAPH:
+            for attr in attribute_values(node):
+                kind = attr.type
+                if kind == _GRAPH:
                     stack.append(attr.value)
-                elif attr.type == ir.AttributeType.GRAPHS:
+                elif kind == _GRAPHS:
                     stack.extend(attr.value)
 
 

@@ -19,6 +19,8 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from .graphs import attribute_values
+
 #: Initializers up to this size keep their values in the weightless copy (shape inference reads small
 #: shape/axes constants); larger ones, lazy ones (``Weights``) and external ones become typed inputs.
 SMALL_INITIALIZER_BYTES = 1024
@@ -58,47 +60,63 @@ def weightless_proto(model: ir.Model) -> onnx.ModelProto:
 def infer_intermediate_shapes(model: ir.Model) -> bool:
     """Types and shapes of the intermediates from onnx's inference (lenient: no type check, no
     strict mode, no data propagation); whether a value changed. Raises what inference raises."""
+    return infer_and_merge(model)[0]
+
+
+def infer_and_merge(model: ir.Model) -> tuple[bool, onnx.ModelProto]:
+    """:func:`infer_intermediate_shapes`, also returning the inferred weightless proto: once merged,
+    it is the model's weightless proto (:func:`weightless_proto`) with the inferred types as
+    value_info, so the export's validation checks it instead of serializing the model once more."""
     inferred = onnx.shape_inference.infer_shapes(weightless_proto(model), check_type=False, strict_mode=False,
                                                  data_prop=False)
-    return _merge(model.graph, inferred.graph)
+    return _merge(model.graph, inferred.graph), inferred
 
 
-def _merge(graph: ir.Graph, proto: onnx.GraphProto) -> bool:
+def _merge(graph: ir.Graph, proto: onnx.GraphProto, seen: dict[bytes, tuple[Any, Any]] | None = None) -> bool:
     infos = {vi.name: vi.type for vi in (*proto.input, *proto.value_info, *proto.output)}
+    seen = {} if seen is None else seen
     modified = False
     for value in graph.inputs:
-        modified = _apply(value, infos.get(value.name)) or modified
+        modified = _apply(value, infos.get(value.name), seen) or modified
     for node, node_proto in zip(graph, proto.node):
         for value in node.outputs:
-            modified = _apply(value, infos.get(value.name)) or modified
-        for attr in node.attributes.values():
+            modified = _apply(value, infos.get(value.name), seen) or modified
+        for attr in attribute_values(node):
             if attr.type not in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
                 continue
             attr_proto = next((a for a in node_proto.attribute if a.name == attr.name), None)
             if attr_proto is None:
                 continue
             if attr.type == ir.AttributeType.GRAPH:
-                modified = _merge(attr.value, attr_proto.g) or modified
+                modified = _merge(attr.value, attr_proto.g, seen) or modified
             else:
                 for body, body_proto in zip(attr.value, attr_proto.graphs):
-                    modified = _merge(body, body_proto) or modified
+                    modified = _merge(body, body_proto, seen) or modified
     return modified
 
 
-def _apply(value: ir.Value, type_proto: onnx.TypeProto | None) -> bool:
+def _apply(value: ir.Value, type_proto: onnx.TypeProto | None, seen: dict[bytes, tuple[Any, Any]]) -> bool:
     """What inference says of ``value``, where it says something (as onnx_ir's pass merges it: the
-    inferred shape and element type replace the value's when they differ)."""
+    inferred shape and element type replace the value's when they differ).
+
+    ``seen``: the shape and type read from each distinct type proto, for comparing: a graph has few
+    distinct types and reading one was most of the merge. A value that takes them gets objects of its
+    own (onnx_ir's shapes and types are mutable)."""
     if type_proto is None:
         return False
+    key = type_proto.SerializeToString()
+    read = seen.get(key)
+    if read is None:
+        read = seen[key] = (ir.serde.deserialize_type_proto_for_shape(type_proto),
+                            ir.serde.deserialize_type_proto_for_type(type_proto))
+    shape, inferred = read
     modified = False
-    shape = ir.serde.deserialize_type_proto_for_shape(type_proto)
     if shape is not None and value.shape != shape:
-        value.shape = shape
+        value.shape = ir.serde.deserialize_type_proto_for_shape(type_proto)
         modified = True
-    inferred = ir.serde.deserialize_type_proto_for_type(type_proto)
     if inferred is not None:
         if value.type is None:
-            value.type = inferred
+            value.type = ir.serde.deserialize_type_proto_for_type(type_proto)
             modified = True
         elif value.dtype != inferred.dtype and inferred.dtype is not None:
             value.dtype = inferred.dtype
@@ -115,4 +133,4 @@ def _small_in_memory(tensor: Any) -> bool:
     return type(tensor) in _IN_MEMORY and tensor.nbytes <= SMALL_INITIALIZER_BYTES
 
 
-__all__ = ["SMALL_INITIALIZER_BYTES", "infer_intermediate_shapes", "weightless_proto"]
+__all__ = ["SMALL_INITIALIZER_BYTES", "infer_and_merge", "infer_intermediate_shapes", "weightless_proto"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from ..ir.graphs import attribute_items
 from .manager import NONDETERMINISTIC_OPS, all_graphs
 
 
@@ -45,8 +46,8 @@ class CommonSubexpressionEliminationPass(ir.passes.InPlacePass):
                     continue
                 attrs = []
                 mergeable = True
-                for name in sorted(node.attributes):
-                    k = _attr_key(node.attributes[name])
+                for name, attr in sorted(attribute_items(node)):
+                    k = _attr_key(attr)
                     if k is None:
                         mergeable = False
                         break

@@ -23,6 +23,7 @@ import onnx
 import onnx_ir as ir
 
 from ..ir.constants import constant_array
+from ..ir.graphs import attribute_values
 from .manager import NO_DEAD_CODE, NONDETERMINISTIC_OPS
 
 _LAYOUT_OPS = {"Transpose", "Reshape", "Cast", "Squeeze", "Unsqueeze", "Identity", "Flatten", "Neg"}
@@ -50,6 +51,20 @@ def _static_shape(v: ir.Value) -> list[int] | None:
     return dims
 
 
+def _constant_inputs(node: ir.Node) -> list[np.ndarray | None] | None:
+    """Every input's value (None for an omitted one) when all given inputs are constants, else None;
+    stops at the first input that is not: most nodes of a graph have one, and reading the
+    others' tensors first was most of this pass's time. A lazy weight is not loaded to fold it."""
+    if not node.inputs:
+        return None
+    arrays = []
+    for v in node.inputs:
+        arr = constant_array(v, lazy=False)
+        if arr is None and v is not None:
+            return None
+        arrays.append(arr)
+    return arrays
+
 class ConstantFoldingPass(ir.passes.InPlacePass):
     needs = frozenset({NO_DEAD_CODE})  # less to fold
     produces_dead_code = True  # a folded node's inputs' producers are left to dead-code removal
@@ -66,12 +81,12 @@ class ConstantFoldingPass(ir.passes.InPlacePass):
         for node in list(graph):
             if node.domain not in ("", "ai.onnx") or node.op_type in NONDETERMINISTIC_OPS or node.op_type == "Constant":
                 continue
-            if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
+            if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in attribute_values(node)):
                 continue
             results = self._fold_shape(node) if node.op_type in ("Shape", "Size") else None
             if results is None:
-                arrays = [constant_array(v, lazy=False) for v in node.inputs]  # a lazy weight is not loaded to fold it
-                if any(a is None and v is not None for a, v in zip(arrays, node.inputs)) or not node.inputs:
+                arrays = _constant_inputs(node)
+                if arrays is None:
                     continue
                 results = _evaluate(node, arrays, opset)
                 if results is None or not _types_match(node, results):

@@ -22,11 +22,24 @@ the model holds.
 
 from __future__ import annotations
 
+import functools
+
 import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedFunctionsPass, RemoveUnusedNodesPass, RemoveUnusedOpsetsPass
 
 from .manager import all_graphs
+
+
+@functools.cache
+def _min_inputs(op_type: str, opset: int) -> int | None:
+    """The schema's minimum input count (None: no such op), cached: the pass runs after every
+    dead-code removal over every node, and looking a schema up in onnx is a C++ call that builds
+    a new schema object each time."""
+    try:
+        return onnx.defs.get_schema(op_type, opset, "").min_input
+    except onnx.defs.SchemaError:
+        return None
 
 
 class RestoreRequiredInputs(ir.passes.InPlacePass):
@@ -42,11 +55,8 @@ class RestoreRequiredInputs(ir.passes.InPlacePass):
             for node in graph:
                 if node.domain not in ("", "ai.onnx"):
                     continue
-                try:
-                    need = onnx.defs.get_schema(node.op_type, opset, "").min_input
-                except onnx.defs.SchemaError:
-                    continue
-                if len(node.inputs) < need:
+                need = _min_inputs(node.op_type, opset)
+                if need is not None and len(node.inputs) < need:
                     node.resize_inputs(need)
                     changed = True
         return ir.passes.PassResult(model, changed)

@@ -25,7 +25,7 @@ weights; 0.17 s of 3.9 s for 8802 nodes.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import onnx
 import onnx_ir as ir
@@ -45,9 +45,11 @@ _NODE_NAME = [
 ]
 
 
-def validate_model(model: ir.Model) -> None:
+def validate_model(model: ir.Model, proto: onnx.ModelProto | None = None) -> None:
     """Raise :class:`InvalidModelError` unless ``model`` passes the checker (full check), strict
-    shape inference and has no unused initializers. The model is left unchanged."""
+    shape inference and has no unused initializers. The model is left unchanged. ``proto``: the
+    model's weightless proto (:func:`~jax2onnx.ir.shapes.weightless_proto`) when the caller has
+    it already (the export's last shape inference made one); else it is serialized here."""
     unused = list(_unused_initializers(model))
     if unused:
         names = ", ".join(repr(v.name) for v in unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
@@ -57,16 +59,21 @@ def validate_model(model: ir.Model) -> None:
         )
 
     try:
-        onnx.checker.check_model(weightless_proto(model), full_check=True)
+        onnx.checker.check_model(weightless_proto(model) if proto is None else proto, full_check=True)
     except Exception as exc:  # onnx raises ValidationError, InferenceError or C++ errors (length_error ...)
         raise InvalidModelError(_explain(model, exc)) from exc
 
 
 class ValidationPass(ir.passes.InPlacePass):
-    """:func:`validate_model` as the export's last pass (it changes nothing)."""
+    """:func:`validate_model` as the export's last pass (it changes nothing). ``proto_of``: gives
+    the model's weightless proto where an earlier pass of the same run made one (else None)."""
+
+    def __init__(self, proto_of: Callable[[ir.Model], onnx.ModelProto | None] | None = None) -> None:
+        super().__init__()
+        self.proto_of = proto_of
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        validate_model(model)
+        validate_model(model, self.proto_of(model) if self.proto_of is not None else None)
         return ir.passes.PassResult(model, False)
 
 
