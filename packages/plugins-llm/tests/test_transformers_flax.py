@@ -21,6 +21,7 @@ tf = pytest.importorskip("transformers", reason="transformers (4.x, with its Fla
 pytest.importorskip("flax", reason="transformers' Flax models need flax")
 
 PAD, BOS, EOS = 0, 1, 127
+NO_END = 1 << 20  # an end token past every test vocabulary (hf_reference): no row ends
 SIZES = dict(num_hidden_layers=2, hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
              vocab_size=128, max_position_embeddings=128, initializer_range=0.3,
              bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)
