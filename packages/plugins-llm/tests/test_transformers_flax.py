@@ -109,9 +109,9 @@ def test_a_half_precision_model_exports_in_its_own_dtype(tmp_path, dtype):
     from jax2onnx_llm.genai_run import greedy, until_eos
     from llm_test_helpers import PROMPTS
 
-    model = make("llama")
-    model = tf.FlaxLlamaForCausalLM(model.config, seed=0, dtype=getattr(jnp, dtype), _do_init=True)
-    model.params = make("llama").params
+    weights = make("llama")  # its config and (float32) parameters, in a model computing in half precision
+    model = tf.FlaxLlamaForCausalLM(weights.config, seed=0, dtype=getattr(jnp, dtype), _do_init=True)
+    model.params = weights.params
     folder = export_causal_lm(model, tmp_path / dtype, max_length=64)
     check_folder(folder)
     got = [until_eos(row, EOS) for row in greedy(folder, PROMPTS, NEW_TOKENS)]
