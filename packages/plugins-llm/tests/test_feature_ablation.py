@@ -250,13 +250,10 @@ def _hf_case(tmp_path, model, ablations, *, exact: bool = False) -> None:
     """A Hugging Face model: without each of ``ablations`` (patching its config, which the library's
     modules read on every call) the export generates other tokens. ``exact``: the export with every
     feature is checked here too (else a family test exports this config exactly)."""
-    from test_transformers_flax import NO_END, PAD, hf_reference
+    from test_transformers_flax import PAD, hf_reference
 
-    # transformers' tokens with an end token past the vocabulary (no row ends); a token they never hold
-    # (for each batch compared) is an end token no row reaches, so they are its tokens with that end
-    # token too: one generate per batch, not one to pick the end token and another with it
-    reference = hf_reference(model, NO_END)
-    eos = _unused_token([reference(prompts) for prompts in ([PROMPTS, PROMPTS[:1]] if exact else [PROMPTS])], 128)
+    eos = _unused_token([hf_reference(model)(PROMPTS)], 128)  # (its EOS ends no row early: padded with PAD)
+    reference = hf_reference(model, eos)  # transformers' tokens with eos as the end token
     if exact:
         assert_same_tokens(_export(model, tmp_path / "all", eos, PAD), reference, pad_token_id=PAD, eos=eos)
     assert_each_ablation_changes_the_tokens(tmp_path, model, reference(PROMPTS), eos, PAD, ablations)

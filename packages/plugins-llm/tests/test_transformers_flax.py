@@ -21,7 +21,6 @@ tf = pytest.importorskip("transformers", reason="transformers (4.x, with its Fla
 pytest.importorskip("flax", reason="transformers' Flax models need flax")
 
 PAD, BOS, EOS = 0, 1, 127
-NO_END = 1 << 20  # an end token past every test vocabulary (hf_reference): no row ends
 SIZES = dict(num_hidden_layers=2, hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
              vocab_size=128, max_position_embeddings=128, initializer_range=0.3,
              bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)
@@ -109,9 +108,9 @@ def test_a_half_precision_model_exports_in_its_own_dtype(tmp_path, dtype):
     from jax2onnx_llm.genai_run import greedy, until_eos
     from llm_test_helpers import PROMPTS
 
-    weights = make("llama")  # its config and (float32) parameters, in a model computing in half precision
-    model = tf.FlaxLlamaForCausalLM(weights.config, seed=0, dtype=getattr(jnp, dtype), _do_init=True)
-    model.params = weights.params
+    model = make("llama")
+    model = tf.FlaxLlamaForCausalLM(model.config, seed=0, dtype=getattr(jnp, dtype), _do_init=True)
+    model.params = make("llama").params
     folder = export_causal_lm(model, tmp_path / dtype, max_length=64)
     check_folder(folder)
     got = [until_eos(row, EOS) for row in greedy(folder, PROMPTS, NEW_TOKENS)]
