@@ -39,6 +39,7 @@ from llm_test_helpers import (
     PROMPTS,
     assert_fused_attention,
     assert_same_tokens,
+    built_once,
     check_folder,
     op_counts,
     require_genai,
@@ -72,9 +73,12 @@ def tiny_gemma(**changes):
 def exported(tmp_path_factory):
     model, params = tiny_gemma()
     tokenizer = tiny_tokenizer(tmp_path_factory.mktemp("spm"))
-    folder = export_causal_lm(model, tmp_path_factory.mktemp("gemma_lib") / "m", params=params, max_length=96,
-                              tokenizer=tokenizer, eos_token_id=[EOS, END_OF_TURN])
-    return model, params, tokenizer, folder
+
+    def build(root):  # once per session, not per xdist worker
+        export_causal_lm(model, root / "m", params=params, max_length=96, tokenizer=tokenizer,
+                         eos_token_id=[EOS, END_OF_TURN])
+
+    return model, params, tokenizer, built_once("test_gemma_lib", build)[0] / "m"
 
 
 def test_gemma_library_greedy_tokens_in_genai(exported):

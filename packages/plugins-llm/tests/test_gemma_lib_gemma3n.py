@@ -29,7 +29,7 @@ from gemma_lib_helpers import (
 )
 from jax2onnx_llm import export_causal_lm
 from jax2onnx_llm.attention_report import attention_fusions
-from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_same_tokens, check_folder, op_counts, require_genai
+from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_same_tokens, built_once, check_folder, op_counts, require_genai
 
 END_OF_TURN = 106  # the library's Gemma 3n tokenizer's
 LAYERS, HOLDERS = 3, 2  # layer 2 shares layer 0's cache: the folder carries two layers' keys and values
@@ -57,9 +57,11 @@ def tiny_gemma3n():
 def exported(tmp_path_factory):
     model, params = tiny_gemma3n()
     tokenizer = tiny_tokenizer(tmp_path_factory.mktemp("spm"), gm.text.Gemma3nTokenizer)
-    folder = export_causal_lm(model, tmp_path_factory.mktemp("gemma3n_lib") / "m", params=params, max_length=96,
-                              tokenizer=tokenizer)
-    return model, params, tokenizer, folder
+
+    def build(root):  # once per session, not per xdist worker
+        export_causal_lm(model, root / "m", params=params, max_length=96, tokenizer=tokenizer)
+
+    return model, params, tokenizer, built_once("test_gemma_lib_gemma3n", build)[0] / "m"
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +69,7 @@ def library_tokens(exported):
     """The library forward pass's greedy tokens for the shared prompts (right-padded, its rows
     independent: the batch's first row is the first prompt's generation alone, so one batch serves)."""
     model, params, _, _ = exported
-    expected = library_greedy(model, params, PROMPTS)
+    expected = built_once("gemma3n-library-tokens", lambda _: library_greedy(model, params, PROMPTS))[1]
     return lambda prompts: expected[: len(prompts)]
 
 

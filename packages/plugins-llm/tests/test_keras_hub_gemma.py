@@ -18,6 +18,7 @@ from llm_test_helpers import (
     PROMPTS,
     assert_layer_fusions,
     assert_same_tokens,
+    built_once,
     check_folder,
     keras_hub_under_jax,
 )
@@ -76,8 +77,8 @@ def decoder_blocks(model):
 
 
 @pytest.fixture(scope="module", params=list(BUILDERS))
-def exported(request, tmp_path_factory):
-    """``(family, model, reference, eos, folder)``: the model exported once (growing cache)."""
+def exported(request):
+    """``(family, model, reference, eos, folder)``: the model exported once per session (growing cache)."""
     from test_keras_hub_families import keras_reference
 
     family = request.param
@@ -85,9 +86,11 @@ def exported(request, tmp_path_factory):
     reference = keras_reference(model)
     seen = {int(t) for p in (PROMPTS, PROMPTS[:1]) for t in np.asarray(reference(p)).ravel()}
     eos = next(t for t in range(1, VOCAB) if t not in seen)
-    folder = export_causal_lm(model, tmp_path_factory.mktemp(family) / family, max_length=64, eos_token_id=eos,
-                              pad_token_id=0)
-    return family, model, reference, eos, folder
+
+    def build(root):
+        export_causal_lm(model, root / family, max_length=64, eos_token_id=eos, pad_token_id=0)
+
+    return family, model, reference, eos, built_once(f"test_keras_hub_gemma-{family}", build)[0] / family
 
 
 def test_the_config_has_every_option(exported):

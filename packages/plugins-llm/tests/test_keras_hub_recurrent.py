@@ -22,7 +22,7 @@ import onnx
 import pytest
 from jax2onnx_llm import export_causal_lm
 from jax2onnx_llm.errors import OptionError
-from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_same_tokens, keras_hub_under_jax, require_genai
+from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_same_tokens, built_once, keras_hub_under_jax, require_genai
 
 keras, keras_hub = keras_hub_under_jax()
 M = keras_hub.models
@@ -179,11 +179,13 @@ def test_gated_delta_net_in_onnxruntime_is_the_library_layer(tmp_path):
 
 
 @pytest.fixture(scope="module", params=["qwen3_5", "qwen3_5_moe"])
-def exported(request, tmp_path_factory):
+def exported(request):
     model = _make(request.param)
-    folder = tmp_path_factory.mktemp(request.param) / "model"
-    export_causal_lm(model, folder, max_length=64, eos_token_id=EOS)
-    return model, folder
+
+    def build(root):  # once per session, not per xdist worker
+        export_causal_lm(model, root / "model", max_length=64, eos_token_id=EOS)
+
+    return model, built_once(f"test_keras_hub_recurrent-{request.param}", build)[0] / "model"
 
 
 def test_hybrid_folder_declares_its_states(exported):
@@ -290,12 +292,14 @@ def test_rwkv7_block_in_onnxruntime_is_the_library_block(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def rwkv7_exported(tmp_path_factory):
+def rwkv7_exported():
     model = _make_rwkv7()
-    folder = tmp_path_factory.mktemp("rwkv7") / "model"
-    # a pad id other than 0: the library masks token 0 wherever it is, the graph must find this padding itself
-    export_causal_lm(model, folder, max_length=64, eos_token_id=EOS, pad_token_id=RWKV_PAD)
-    return model, folder
+
+    def build(root):  # once per session, not per xdist worker
+        # a pad id other than 0: the library masks token 0 wherever it is, the graph must find this padding itself
+        export_causal_lm(model, root / "model", max_length=64, eos_token_id=EOS, pad_token_id=RWKV_PAD)
+
+    return model, built_once("test_keras_hub_recurrent-rwkv7", build)[0] / "model"
 
 
 def test_rwkv7_generates_the_library_tokens(rwkv7_exported):

@@ -15,7 +15,7 @@ import shutil
 import numpy as np
 import onnx
 import pytest
-from llm_test_helpers import keras_hub_under_jax, require_genai
+from llm_test_helpers import built_once, keras_hub_under_jax, require_genai
 
 keras, keras_hub = keras_hub_under_jax()
 
@@ -81,11 +81,15 @@ def exported(tmp_path_factory):
     tok = tokenizer(tmp_path_factory.mktemp("spm"))
     audio_to_text = model(tok.vocabulary_size())
     audio, mask = clips()
-    expected = library_tokens(audio_to_text, audio, mask, tok.start_token_id)
-    unmasked = library_tokens(audio_to_text, audio, np.ones_like(mask), tok.start_token_id)  # the same compiled step
-    folder = export_speech_to_text(audio_to_text, tmp_path_factory.mktemp("web") / "moonshine", tokenizer=tok,
-                                   target="web", max_length=64)
-    return audio_to_text, tok, folder, audio, expected, unmasked
+
+    def build(root):  # once per session, not per xdist worker
+        expected = library_tokens(audio_to_text, audio, mask, tok.start_token_id)
+        unmasked = library_tokens(audio_to_text, audio, np.ones_like(mask), tok.start_token_id)  # the same compiled step
+        export_speech_to_text(audio_to_text, root / "moonshine", tokenizer=tok, target="web", max_length=64)
+        return expected, unmasked
+
+    root, (expected, unmasked) = built_once("test_moonshine-web", build)
+    return audio_to_text, tok, root / "moonshine", audio, expected, unmasked
 
 
 def test_folder_is_transformers_js_moonshine_layout(exported):
@@ -138,11 +142,14 @@ def test_a_perturbed_encoder_stem_transcribes_other_tokens(exported, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def genai_folder(exported, tmp_path_factory):
-    """The onnxruntime-genai folder of the module's model (genai's ``whisper`` model type)."""
+def genai_folder(exported):
+    """The onnxruntime-genai folder of the module's model (genai's ``whisper`` model type), made once per session."""
     audio_to_text, tok, *_ = exported
-    return export_speech_to_text(audio_to_text, tmp_path_factory.mktemp("genai") / "moonshine", tokenizer=tok,
-                                 max_length=64)
+
+    def build(root):
+        export_speech_to_text(audio_to_text, root / "moonshine", tokenizer=tok, max_length=64)
+
+    return built_once("test_moonshine-genai", build)[0] / "moonshine"
 
 
 def test_genai_transcribes_two_clips_to_the_library_tokens(exported, genai_folder):

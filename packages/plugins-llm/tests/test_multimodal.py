@@ -13,7 +13,7 @@ import zlib
 import numpy as np
 import onnx
 import pytest
-from llm_test_helpers import keras_hub_under_jax, require_genai
+from llm_test_helpers import built_once, keras_hub_under_jax, require_genai
 
 keras, keras_hub = keras_hub_under_jax()
 
@@ -114,19 +114,30 @@ def library_tokens(model) -> tuple[dict[int, list[int]], int]:
     return expected, next(t for t in range(1, VOCAB) if t not in seen)
 
 
+def session_library_tokens(model) -> tuple[dict[int, list[int]], int]:
+    """:func:`library_tokens` of ``_model()``, computed once per session (test_web_multimodal's too)."""
+    return built_once("paligemma-library-tokens", lambda _: library_tokens(model))[1]
+
+
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """(model, folder, {image index: KerasHub's greedy tokens}) for the two images."""
+def exported():
+    """(model, folder, {image index: KerasHub's greedy tokens} for the two images, whether the export
+    left the model it exported as it found it), the folder made once per session."""
     model = _model()
-    expected, eos = library_tokens(model)
-    root = tmp_path_factory.mktemp("mm")
-    folder = export_multimodal_lm(model, root / "paligemma", max_length=32, tokenizer=_tokenizer(root / "tokenizer"),
-                                  eos_token_id=eos, pad_token_id=0, image_converter=_converter())
-    return model, folder, expected
+    expected, eos = session_library_tokens(model)
+
+    def build(root):
+        export_multimodal_lm(model, root / "paligemma", max_length=32, tokenizer=_tokenizer(root / "tokenizer"),
+                             eos_token_id=eos, pad_token_id=0, image_converter=_converter())
+        # its mask overrides were for the trace only (checked here: only this process's model was exported)
+        return all("_compute_attention_mask" not in vars(layer) for layer in model.backbone.transformer_layers)
+
+    root, left_as_found = built_once("test_multimodal", build)
+    return model, root / "paligemma", expected, left_as_found
 
 
 def test_folder_holds_three_checked_graphs_genai_names(exported):
-    model, folder, _ = exported
+    _, folder, _, left_as_found = exported
     config = json.loads((folder / "genai_config.json").read_text())["model"]
     assert config["type"] == "gemma3"
     for section, filename in (("vision", VISION_FILE), ("embedding", EMBEDDING_FILE), ("decoder", DECODER_FILE)):
@@ -139,13 +150,12 @@ def test_folder_holds_three_checked_graphs_genai_names(exported):
         assert wanted <= names, (section, wanted - names)
     inputs = json.loads((folder / INPUTS_FILE).read_text())
     assert (inputs["image_size"], inputs["image_tokens"]) == (SIZE, 4)
-    # the export left the model as it found it (its mask overrides were for the trace only)
-    assert all("_compute_attention_mask" not in vars(layer) for layer in model.backbone.transformer_layers)
+    assert left_as_found, "the export left its mask overrides on the model (they are for the trace only)"
 
 
 def test_genai_generates_the_library_tokens_for_each_image(exported):
     require_genai()
-    _, folder, expected = exported
+    _, folder, expected, _ = exported
     assert expected[0] != expected[1], "the image does not change KerasHub's tokens: the test would prove little"
     assert len(set(expected[0])) > 4, f"the tiny model repeats itself: {expected[0]}"
     for i, image in enumerate(_images()):
@@ -155,7 +165,7 @@ def test_genai_generates_the_library_tokens_for_each_image(exported):
 def test_the_shared_cache_buffer_generates_the_same_tokens(exported, tmp_path):
     """cache="shared": one max_length buffer for past and present (genai's past_present_share_buffer)."""
     require_genai()
-    model, folder, expected = exported
+    model, folder, expected, _ = exported
     eos = json.loads((folder / "genai_config.json").read_text())["model"]["eos_token_id"]
     shared = export_multimodal_lm(model, tmp_path / "shared", max_length=32, cache="shared", tokenizer=False,
                                   eos_token_id=eos, pad_token_id=0)
@@ -168,7 +178,7 @@ def test_an_image_file_gives_the_library_pixels_and_tokens(exported, tmp_path):
     """genai's image processor, from the folder's processor_config.json, makes the converter's pixels
     from a PNG of the tower's size, and generation from them gives the library's tokens."""
     require_genai()
-    _, folder, expected = exported
+    _, folder, expected, _ = exported
     assert (folder / PROCESSOR_FILE).exists()
     _write_png(tmp_path / "image.png", _rgb(0))
     pixels = pixel_values_from_file(folder, tmp_path / "image.png")
@@ -180,7 +190,7 @@ def test_a_perturbed_vision_tower_generates_other_tokens(exported, tmp_path):
     """The comparison above can fail: the vision graph's patch embedding perturbed (in the export
     only, KerasHub's model untouched) changes genai's tokens away from the library's."""
     require_genai()
-    _, folder, expected = exported
+    _, folder, expected, _ = exported
     broken = with_perturbed_vision(folder, tmp_path / "broken")
     image = _images()[0]
     assert generate(folder, PROMPT, image, NEW_TOKENS) == expected[0]
@@ -188,7 +198,7 @@ def test_a_perturbed_vision_tower_generates_other_tokens(exported, tmp_path):
 
 
 def test_bad_inputs_are_refused_with_the_fix(exported, tmp_path):
-    _, folder, _ = exported
+    _, folder, _, _ = exported
     text_only = keras_hub.models.GemmaCausalLM(preprocessor=None, backbone=keras_hub.models.GemmaBackbone(
         vocabulary_size=VOCAB, num_layers=1, num_query_heads=2, num_key_value_heads=1, hidden_dim=16,
         intermediate_dim=32, head_dim=8))

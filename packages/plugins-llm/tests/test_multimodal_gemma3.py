@@ -13,7 +13,7 @@ import json
 import numpy as np
 import onnx
 import pytest
-from llm_test_helpers import check_multimodal_graphs, keras_hub_under_jax, require_genai
+from llm_test_helpers import built_once, check_multimodal_graphs, keras_hub_under_jax, require_genai
 from test_multimodal import _rgb, _tokenizer, _write_png, with_perturbed_vision
 
 keras, keras_hub = keras_hub_under_jax()
@@ -75,32 +75,40 @@ def _library_tokens(model, prompt: list[int], images: np.ndarray) -> list[list[i
     return [[int(t) for t in row[len(prompt):]] for row in np.asarray(out["token_ids"])]
 
 
-@functools.cache
-def model_and_library_tokens():
-    """(model, prompt, KerasHub's tokens per image), built once per process: KerasHub's generate costs
-    seconds to compile, and test_web_multimodal_gemma3 reads the same (an export leaves the model as it was)."""
-    model = _model()
-    prompt = _prompt(model.backbone.vision_encoder.num_vision_tokens_per_image)
-    return model, prompt, _library_tokens(model, prompt, _images())
+tiny_model = functools.cache(_model)  # one per process: test_web_multimodal_gemma3 exports the same model
+
+
+def prompt_and_library_tokens():
+    """(prompt, KerasHub's tokens per image), once per session: KerasHub's generate costs seconds to
+    compile, and test_web_multimodal_gemma3 reads the same (an export leaves the model as it was)."""
+    def build(_):
+        model = tiny_model()
+        prompt = _prompt(model.backbone.vision_encoder.num_vision_tokens_per_image)
+        return prompt, _library_tokens(model, prompt, _images())
+
+    return built_once("gemma3-library-tokens", build)[1]
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """(model, prompt, float32 folder, mixed-precision folder, KerasHub's tokens per image)."""
-    model, prompt, expected = model_and_library_tokens()
-    seen = {t for row in expected for t in row}
-    eos = next(t for t in range(1, VOCAB) if t not in seen)  # an end token the runs never reach
-    root = tmp_path_factory.mktemp("gemma3")
-    keywords = dict(max_length=40, eos_token_id=eos, pad_token_id=0, image_token_id=IMAGE)
-    # with a tokenizer and the library's image converter: genai's image processor makes pixels from a file
-    folder = export_multimodal_lm(model, root / "float32", tokenizer=_tokenizer(root / "tokenizer"),
-                                  image_converter=_converter(), **keywords)
-    mixed = export_multimodal_lm(model, root / "mixed", precision=MIXED, tokenizer=False, **keywords)
-    return model, prompt, folder, mixed, expected
+def exported():
+    """(prompt, float32 folder, mixed-precision folder, KerasHub's tokens per image), made once per session."""
+    prompt, expected = prompt_and_library_tokens()
+
+    def build(root):
+        seen = {t for row in expected for t in row}
+        eos = next(t for t in range(1, VOCAB) if t not in seen)  # an end token the runs never reach
+        keywords = dict(max_length=40, eos_token_id=eos, pad_token_id=0, image_token_id=IMAGE)
+        # with a tokenizer and the library's image converter: genai's image processor makes pixels from a file
+        export_multimodal_lm(tiny_model(), root / "float32", tokenizer=_tokenizer(root / "tokenizer"),
+                             image_converter=_converter(), **keywords)
+        export_multimodal_lm(tiny_model(), root / "mixed", precision=MIXED, tokenizer=False, **keywords)
+
+    root, _ = built_once("test_multimodal_gemma3", build)
+    return prompt, root / "float32", root / "mixed", expected
 
 
 def test_folder_holds_three_checked_graphs_and_the_decoder_reads_input_ids(exported):
-    _, _, folder, _, _ = exported
+    _, folder, _, _ = exported
     config = json.loads((folder / "genai_config.json").read_text())["model"]
     assert config["type"] == "gemma3"
     assert config["decoder"]["inputs"]["input_ids"] == "input_ids"  # the image spans' two-way attention
@@ -112,7 +120,7 @@ def test_folder_holds_three_checked_graphs_and_the_decoder_reads_input_ids(expor
 
 def test_genai_generates_the_library_tokens_one_prompt_and_a_batch_of_two(exported):
     require_genai()
-    _, prompt, folder, _, expected = exported
+    prompt, folder, _, expected = exported
     assert expected[0] != expected[1], "the image does not change KerasHub's tokens: the test would prove little"
     assert len(set(expected[0])) > 4, f"the tiny model repeats itself: {expected[0]}"
     images = _images()
@@ -125,7 +133,7 @@ def test_an_image_file_gives_the_library_pixels_and_tokens(exported, tmp_path):
     """genai's image processor, from the folder's processor_config.json, makes the converter's pixels
     from a PNG of the tower's size (the prompt stays the library's: placeholders, not genai's)."""
     require_genai()
-    _, prompt, folder, _, expected = exported
+    prompt, folder, _, expected = exported
     _write_png(tmp_path / "image.png", _rgb(0))
     pixels = pixel_values_from_file(folder, tmp_path / "image.png")
     np.testing.assert_allclose(pixels, _images()[:1], atol=1e-6)
@@ -136,7 +144,7 @@ def test_a_perturbed_vision_tower_generates_other_tokens(exported, tmp_path):
     """The comparison above can fail: the vision graph's patch embedding perturbed (in the export
     only, KerasHub's model untouched) changes genai's tokens away from the library's."""
     require_genai()
-    _, prompt, folder, _, expected = exported
+    prompt, folder, _, expected = exported
     broken = with_perturbed_vision(folder, tmp_path / "broken")
     assert generate(broken, prompt, _images()[:1], NEW_TOKENS) != expected[0]
 
@@ -146,7 +154,7 @@ def test_float16_towers_and_int4_decoder_load_generate_and_shrink(exported):
     is smaller than its float32 twin; genai runs the folder (its tokens' agreement with float32 is
     measured, not asserted: int4 rounds the weights)."""
     require_genai()
-    _, prompt, folder, mixed, expected = exported
+    prompt, folder, mixed, expected = exported
     full, report = folder_report(folder, INPUTS_FILE), folder_report(mixed, INPUTS_FILE)
     assert {name: entry["precision"] for name, entry in report.items()} == MIXED
     for name, filename in SUBMODELS.items():
@@ -162,7 +170,8 @@ def test_float16_towers_and_int4_decoder_load_generate_and_shrink(exported):
 
 
 def test_bad_inputs_are_refused_with_the_fix(exported, tmp_path):
-    model, prompt, folder, _, _ = exported
+    prompt, folder, _, _ = exported
+    model = tiny_model()
     with pytest.raises(OptionError, match="image_token_id="):
         export_multimodal_lm(model, tmp_path / "no_id", max_length=40, tokenizer=False, eos_token_id=1)
     with pytest.raises(OptionError, match="projector"):

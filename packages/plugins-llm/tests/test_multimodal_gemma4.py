@@ -18,7 +18,7 @@ import shutil
 import numpy as np
 import onnx
 import pytest
-from llm_test_helpers import check_multimodal_graphs, keras_hub_under_jax, require_genai
+from llm_test_helpers import built_once, check_multimodal_graphs, keras_hub_under_jax, require_genai
 
 keras, keras_hub = keras_hub_under_jax()
 
@@ -84,29 +84,38 @@ def _library_tokens(model, pixels, positions) -> list[list[int]]:
     return [[int(t) for t in row[len(PROMPT):]] for row in np.asarray(out["token_ids"])]
 
 
-@functools.cache
-def model_and_library_tokens():
-    """(model, pixels, positions, KerasHub's tokens per image, an eos id they never reach), once per
-    process (test_web_multimodal_gemma4 exports the same model)."""
-    model = _model()
-    pixels, positions = _pixels()
-    # each image in a batch of its own (genai runs the vision graph image by image, see the module doc)
-    expected = [_library_tokens(model, pixels[[i, i]], positions[[i, i]])[0] for i in range(2)]
-    eos = next(t for t in range(1, VOCAB) if t not in {t for row in expected for t in row})  # never reached
-    return model, pixels, positions, expected, eos
+tiny_model = functools.cache(_model)  # one per process: test_web_multimodal_gemma4 exports the same model
+
+
+def pixels_and_library_tokens():
+    """(pixels, positions, KerasHub's tokens per image, an eos id they never reach), once per session
+    (test_web_multimodal_gemma4 compares with the same tokens)."""
+    def build(_):
+        model = tiny_model()
+        pixels, positions = _pixels()
+        # each image in a batch of its own (genai runs the vision graph image by image, see the module doc)
+        expected = [_library_tokens(model, pixels[[i, i]], positions[[i, i]])[0] for i in range(2)]
+        eos = next(t for t in range(1, VOCAB) if t not in {t for row in expected for t in row})  # never reached
+        return pixels, positions, expected, eos
+
+    return built_once("gemma4-library-tokens", build)[1]
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """(model, folder, pixels, positions, KerasHub's tokens per image)."""
-    model, pixels, positions, expected, eos = model_and_library_tokens()
-    folder = export_multimodal_lm(model, tmp_path_factory.mktemp("gemma4") / "float32", max_length=40, tokenizer=False,
-                                  eos_token_id=eos, pad_token_id=0, image_token_id=IMAGE, image_converter=_converter())
-    return model, folder, pixels, positions, expected
+def exported():
+    """(folder, pixels, positions, KerasHub's tokens per image), built once per session."""
+    def build(root):
+        pixels, positions, expected, eos = pixels_and_library_tokens()
+        export_multimodal_lm(tiny_model(), root / "float32", max_length=40, tokenizer=False, eos_token_id=eos,
+                             pad_token_id=0, image_token_id=IMAGE, image_converter=_converter())
+        return pixels, positions, expected
+
+    root, (pixels, positions, expected) = built_once("test_multimodal_gemma4", build)
+    return root / "float32", pixels, positions, expected
 
 
 def test_folder_is_genai_gemma4_with_per_layer_inputs_and_checked_graphs(exported):
-    model, folder, pixels, positions, _ = exported
+    folder, pixels, positions, _ = exported
     config = json.loads((folder / "genai_config.json").read_text())["model"]
     assert config["type"] == "gemma4"
     assert config["embedding"]["outputs"]["per_layer_inputs"] == config["decoder"]["inputs"]["per_layer_inputs"]
@@ -123,7 +132,7 @@ def test_folder_is_genai_gemma4_with_per_layer_inputs_and_checked_graphs(exporte
 
 def test_genai_generates_the_library_tokens_one_prompt_and_a_batch_of_two(exported):
     require_genai()
-    _, folder, pixels, positions, expected = exported
+    folder, pixels, positions, expected = exported
     assert expected[0] != expected[1], "the image does not change KerasHub's tokens: the test would prove little"
     assert len(set(expected[0])) > 4, f"the tiny model repeats itself: {expected[0]}"
     for i in range(2):
@@ -135,7 +144,7 @@ def test_a_perturbed_vision_tower_generates_other_tokens(exported, tmp_path):
     """The comparison above can fail: the vision graph's patch projection perturbed (in the export only)
     changes genai's tokens away from the library's."""
     require_genai()
-    _, folder, pixels, positions, expected = exported
+    folder, pixels, positions, expected = exported
     broken = tmp_path / "broken"
     shutil.copytree(folder, broken)
     vision = onnx.load(str(broken / VISION_FILE))
@@ -148,7 +157,8 @@ def test_a_perturbed_vision_tower_generates_other_tokens(exported, tmp_path):
 
 
 def test_bad_inputs_are_refused_with_the_fix(exported, tmp_path):
-    model, folder, pixels, positions, _ = exported
+    folder, pixels, positions, _ = exported
+    model = tiny_model()
     with pytest.raises(OptionError, match="pixel_position_ids"):
         generate(folder, PROMPT, pixels[:1], 4)
     with pytest.raises(OptionError, match=r"\(2, 16, 48\)"):  # two prompts' images, one given

@@ -18,7 +18,7 @@ from jax2onnx import Precision
 from jax2onnx.verification.precision import cosine
 from jax2onnx_llm import export_causal_lm
 from jax2onnx_llm.genai_run import greedy, prefill_logits
-from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_packed_projections, check_folder, require_genai
+from llm_test_helpers import NEW_TOKENS, PROMPTS, assert_packed_projections, built_once, check_folder, require_genai
 from test_spec import tiny_jax_decoder
 
 #: core's floors (jax2onnx.verification.precision.MIN_COSINE) hold for float16/bfloat16; int8 and
@@ -32,12 +32,15 @@ CASES = [(kind, "onnx") for kind in MIN_COSINE] + [("int8", "onnxruntime")]
 
 
 @pytest.fixture(scope="module")
-def float32_run(tmp_path_factory):
+def float32_run():
     require_genai()
-    folder = export_causal_lm(tiny_jax_decoder(), tmp_path_factory.mktemp("f32") / "m", max_length=64, target="onnx")
-    tokens = np.asarray(greedy(folder, PROMPTS[:1], NEW_TOKENS, pad_token_id=0))[0]
-    ids = np.array([PROMPTS[0] + list(tokens)], np.int32)
-    return folder, ids
+
+    def build(root):  # once per session, not per xdist worker
+        folder = export_causal_lm(tiny_jax_decoder(), root / "m", max_length=64, target="onnx")
+        return np.asarray(greedy(folder, PROMPTS[:1], NEW_TOKENS, pad_token_id=0))[0]
+
+    root, tokens = built_once("test_precision_llm-float32", build)
+    return root / "m", np.array([PROMPTS[0] + list(tokens)], np.int32)
 
 
 @pytest.mark.parametrize(("name", "target"), CASES)

@@ -21,6 +21,7 @@ from jax2onnx_llm.qdq.loop import greedy
 from jax2onnx_llm.qdq.probe import calibration_batches
 from jax2onnx_llm.qdq.window import window_specs, window_step
 from jax2onnx_llm.reference import greedy_generate
+from llm_test_helpers import built_once
 
 ort = pytest.importorskip("onnxruntime")
 PROMPT = [5, 6, 7, 8, 9, 10, 11]
@@ -65,10 +66,11 @@ def _leading_match(a, b) -> int:
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    folder = export_causal_lm(_llama(), tmp_path_factory.mktemp("qdq") / "m", max_length=MAX_LENGTH, target="qdq",
-                              tokenizer=False)
-    return folder, decoder_spec(_llama())
+def exported():
+    def build(root):  # once per session, not per xdist worker
+        export_causal_lm(_llama(), root / "m", max_length=MAX_LENGTH, target="qdq", tokenizer=False)
+
+    return built_once("test_qdq_llm", build)[0] / "m", decoder_spec(_llama())
 
 
 def test_static_graphs_are_qdq_with_shared_weights_and_pass_the_check(exported, capsys):

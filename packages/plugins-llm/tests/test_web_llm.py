@@ -22,7 +22,7 @@ from jax2onnx_llm.genai_run import left_pad, until_eos
 from jax2onnx_llm.web import REPORT_FILE, limits, web_dtypes
 from jax2onnx_llm.web import layout as web_layout
 from jax2onnx_llm.web import write as web_write
-from llm_test_helpers import NEW_TOKENS, PROMPTS
+from llm_test_helpers import NEW_TOKENS, PROMPTS, built_once
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 NODE_DIR = REPO / "tests" / "web"
@@ -68,13 +68,16 @@ def assert_library_tokens(folder, reference, pad, eos, dtypes=("float32",), text
 
 
 @pytest.fixture(scope="module")
-def nnx_llama(tmp_path_factory):
+def nnx_llama():
     from flax import nnx
     from jax2onnx_examples.llama import Llama, LlamaConfig
 
     model = Llama(LlamaConfig(), rngs=nnx.Rngs(0))
-    folder = export_causal_lm(model, tmp_path_factory.mktemp("web") / "nnx_llama", max_length=64, target="web",
-                              precision=ALL, tokenizer=False)
+
+    def build(root):  # once per session, not per xdist worker
+        export_causal_lm(model, root / "nnx_llama", max_length=64, target="web", precision=ALL, tokenizer=False)
+
+    folder = built_once("test_web_llm-nnx_llama", build)[0] / "nnx_llama"
     spec = model.__jax2onnx_decoder__()
 
     def reference(prompts):

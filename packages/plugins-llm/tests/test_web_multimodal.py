@@ -15,7 +15,7 @@ import subprocess
 import numpy as np
 import onnx
 import pytest
-from llm_test_helpers import keras_hub_under_jax
+from llm_test_helpers import built_once, keras_hub_under_jax
 from test_web_llm import NODE_DIR, require_transformers_js
 
 keras, keras_hub = keras_hub_under_jax()
@@ -25,7 +25,7 @@ from jax2onnx_llm.multimodal import export_multimodal_lm, export_speech_to_text 
 from jax2onnx_llm.multimodal.report import folder_report  # noqa: E402
 from jax2onnx_llm.web import REPORT_FILE  # noqa: E402
 from test_multimodal import NEW_TOKENS as IMAGE_NEW_TOKENS  # noqa: E402
-from test_multimodal import PROMPT, VOCAB, _converter, _images, _rgb, _write_png, library_tokens  # noqa: E402
+from test_multimodal import PROMPT, VOCAB, _converter, _images, _rgb, _write_png, session_library_tokens  # noqa: E402
 from test_multimodal import _model as paligemma_model  # noqa: E402
 from test_multimodal import _tokenizer as letters_tokenizer  # noqa: E402
 from test_whisper import NEW_TOKENS, _backbone, _features, _library_greedy, _prompt, _tokenizer, _until_end  # noqa: E402
@@ -128,15 +128,18 @@ def ort_whisper_greedy(folder, files: dict[str, str], features: np.ndarray, rows
 
 
 @pytest.fixture(scope="module")
-def whisper(tmp_path_factory):
+def whisper():
     """(tokenizer, folder, features (2, 3000, 80), the library's greedy tokens per clip, backbone)."""
     tokenizer = _tokenizer()
     backbone = _backbone(tokenizer.vocabulary_size())
-    features = _features()
-    (expected,) = _library_greedy(backbone, features, [_prompt(tokenizer, True)])
-    folder = export_speech_to_text(backbone, tmp_path_factory.mktemp("web") / "whisper", tokenizer=tokenizer,
-                                   target="web", precision=WHISPER_DTYPES)
-    return tokenizer, folder, features, expected, backbone
+
+    def build(root):  # once per session, not per xdist worker
+        features = _features()
+        export_speech_to_text(backbone, root / "whisper", tokenizer=tokenizer, target="web", precision=WHISPER_DTYPES)
+        return features, _library_greedy(backbone, features, [_prompt(tokenizer, True)])[0]
+
+    root, (features, expected) = built_once("test_web_multimodal-whisper", build)
+    return tokenizer, root / "whisper", features, expected, backbone
 
 
 def test_whisper_folder_is_optimums_layout(whisper):
@@ -246,15 +249,19 @@ def test_the_merged_whisper_decoder_runs_in_onnxruntime_web_wasm(whisper):
 
 
 @pytest.fixture(scope="module")
-def paligemma(tmp_path_factory):
+def paligemma():
     """(folder, {image index: KerasHub's greedy tokens}) for test_multimodal's two images."""
     model = paligemma_model()
-    expected, eos = library_tokens(model)  # test_multimodal's: KerasHub's tokens for its two images
-    root = tmp_path_factory.mktemp("web")
-    folder = export_multimodal_lm(model, root / "paligemma", max_length=32, target="web", eos_token_id=eos,
-                                  pad_token_id=0, tokenizer=letters_tokenizer(root / "tokenizer"),
-                                  image_converter=_converter(), precision=VISION_DTYPES)
-    return model, folder, expected
+
+    def build(root):  # once per session, not per xdist worker
+        expected, eos = session_library_tokens(model)  # test_multimodal's: KerasHub's tokens for its two images
+        export_multimodal_lm(model, root / "paligemma", max_length=32, target="web", eos_token_id=eos, pad_token_id=0,
+                             tokenizer=letters_tokenizer(root / "tokenizer"), image_converter=_converter(),
+                             precision=VISION_DTYPES)
+        return expected
+
+    root, expected = built_once("test_web_multimodal-paligemma", build)
+    return model, root / "paligemma", expected
 
 
 def _image_prompt(folder) -> list[int]:

@@ -14,7 +14,7 @@ import shutil
 import numpy as np
 import onnx
 import pytest
-from llm_test_helpers import keras_hub_under_jax
+from llm_test_helpers import built_once, keras_hub_under_jax
 from test_web_multimodal import graph_io, node_request, node_runs, ort_vision_language_greedy
 
 keras, keras_hub = keras_hub_under_jax()
@@ -22,7 +22,16 @@ keras, keras_hub = keras_hub_under_jax()
 from jax2onnx_llm.multimodal import export_multimodal_lm  # noqa: E402
 from jax2onnx_llm.multimodal.report import folder_report  # noqa: E402
 from jax2onnx_llm.web import REPORT_FILE  # noqa: E402
-from test_multimodal_gemma3 import IMAGE, NEW_TOKENS, SIZE, VOCAB, _converter, _images, model_and_library_tokens  # noqa: E402
+from test_multimodal_gemma3 import (  # noqa: E402
+    IMAGE,
+    NEW_TOKENS,
+    SIZE,
+    VOCAB,
+    _converter,
+    _images,
+    prompt_and_library_tokens,
+    tiny_model,
+)
 from test_whisper import _until_end  # noqa: E402
 
 DTYPES = {"vision": ("float32", "float16"), "decoder": ("float32", "int4")}
@@ -31,29 +40,32 @@ HIDDEN = 32  # the tiny model's width; the folder's rows are one wider (the imag
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs():
     """(folder, prompt, KerasHub's tokens per image, eos, transformers.js' results: float32, float16
-    vision, float16 vision + int4 decoder, float32 with a perturbed vision tower)."""
-    model, prompt, expected = model_and_library_tokens()  # test_multimodal_gemma3's, computed once per process
+    vision, float16 vision + int4 decoder, float32 with a perturbed vision tower), made once per session."""
+    prompt, expected = prompt_and_library_tokens()  # test_multimodal_gemma3's, computed once per session
     eos = next(t for t in range(1, VOCAB) if t not in {t for row in expected for t in row})
-    root = tmp_path_factory.mktemp("web_gemma3")
-    folder = export_multimodal_lm(model, root / "gemma3", max_length=40, target="web", tokenizer=False,
-                                  eos_token_id=eos, pad_token_id=0, image_token_id=IMAGE, image_converter=_converter(),
-                                  precision=DTYPES)
-    broken = root / "broken"
-    shutil.copytree(folder, broken)
-    path = broken / "onnx" / "vision_encoder.onnx"
-    vision = onnx.load(str(path))
-    kernel = max((t for t in vision.graph.initializer if len(t.dims) == 4), key=lambda t: np.prod(t.dims))
-    values = onnx.numpy_helper.to_array(kernel)  # the patch embedding
-    kernel.CopyFrom(onnx.numpy_helper.from_array(values + np.random.RandomState(1).normal(0, 1, values.shape).astype(
-        values.dtype), kernel.name))
-    onnx.save(vision, str(path))
-    pixels, rows = np.transpose(_images(), (0, 3, 1, 2)), [prompt, prompt]
-    results = node_runs(root, [node_request(root, "gemma3", where, pixels, rows, NEW_TOKENS, dtype=dtype)
-                               for where, dtype in ((folder, "fp32"), (folder, {"vision_encoder": "fp16"}),
-                                                    (folder, MIXED), (broken, "fp32"))])
-    return folder, prompt, expected, eos, results
+
+    def build(root):
+        folder = export_multimodal_lm(tiny_model(), root / "gemma3", max_length=40, target="web", tokenizer=False,
+                                      eos_token_id=eos, pad_token_id=0, image_token_id=IMAGE,
+                                      image_converter=_converter(), precision=DTYPES)
+        broken = root / "broken"
+        shutil.copytree(folder, broken)
+        path = broken / "onnx" / "vision_encoder.onnx"
+        vision = onnx.load(str(path))
+        kernel = max((t for t in vision.graph.initializer if len(t.dims) == 4), key=lambda t: np.prod(t.dims))
+        values = onnx.numpy_helper.to_array(kernel)  # the patch embedding
+        kernel.CopyFrom(onnx.numpy_helper.from_array(values + np.random.RandomState(1).normal(0, 1, values.shape)
+                                                     .astype(values.dtype), kernel.name))
+        onnx.save(vision, str(path))
+        pixels, rows = np.transpose(_images(), (0, 3, 1, 2)), [prompt, prompt]
+        return node_runs(root, [node_request(root, "gemma3", where, pixels, rows, NEW_TOKENS, dtype=dtype)
+                                for where, dtype in ((folder, "fp32"), (folder, {"vision_encoder": "fp16"}),
+                                                     (folder, MIXED), (broken, "fp32"))])
+
+    root, results = built_once("test_web_multimodal_gemma3", build)
+    return root / "gemma3", prompt, expected, eos, results
 
 
 def test_folder_is_transformers_js_gemma3_layout(runs):

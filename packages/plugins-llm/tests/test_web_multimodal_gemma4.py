@@ -12,7 +12,7 @@ import shutil
 import numpy as np
 import onnx
 import pytest
-from llm_test_helpers import keras_hub_under_jax
+from llm_test_helpers import built_once, keras_hub_under_jax
 from test_web_multimodal import node_request, node_runs
 
 keras, keras_hub = keras_hub_under_jax()
@@ -25,7 +25,8 @@ from test_multimodal_gemma4 import (  # noqa: E402
     PER_LAYER,
     PROMPT,
     _converter,
-    model_and_library_tokens,
+    pixels_and_library_tokens,
+    tiny_model,
 )
 
 SESSIONS = ("audio_encoder", "decoder_model_merged", "embed_tokens", "vision_encoder")
@@ -37,25 +38,29 @@ def _request(root, folder, pixels, positions, i):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs():
     """(folder, pixels, positions, KerasHub's tokens per image, transformers.js' results: each image
-    with the export, the first with a perturbed vision tower)."""
-    model, pixels, positions, expected, eos = model_and_library_tokens()
-    root = tmp_path_factory.mktemp("web_gemma4")
-    folder = export_multimodal_lm(model, root / "gemma4", max_length=40, target="web", tokenizer=False,
-                                  eos_token_id=eos, pad_token_id=0, image_token_id=IMAGE, image_converter=_converter())
-    broken = root / "broken"
-    shutil.copytree(folder, broken)
-    path = broken / "onnx" / "vision_encoder.onnx"
-    vision = onnx.load(str(path))
-    kernel = next(t for t in vision.graph.initializer if tuple(t.dims) == (pixels.shape[-1], 16))  # pixels -> tower
-    values = onnx.numpy_helper.to_array(kernel)
-    kernel.CopyFrom(onnx.numpy_helper.from_array(
-        values + np.random.RandomState(1).normal(0, 1, values.shape).astype(values.dtype), kernel.name))
-    onnx.save(vision, str(path))
-    results = node_runs(root, [_request(root, folder, pixels, positions, 0), _request(root, folder, pixels, positions, 1),
-                               _request(root, broken, pixels, positions, 0)])
-    return folder, pixels, positions, expected, results
+    with the export, the first with a perturbed vision tower), made once per session."""
+    pixels, positions, expected, eos = pixels_and_library_tokens()
+
+    def build(root):
+        folder = export_multimodal_lm(tiny_model(), root / "gemma4", max_length=40, target="web", tokenizer=False,
+                                      eos_token_id=eos, pad_token_id=0, image_token_id=IMAGE,
+                                      image_converter=_converter())
+        broken = root / "broken"
+        shutil.copytree(folder, broken)
+        path = broken / "onnx" / "vision_encoder.onnx"
+        vision = onnx.load(str(path))
+        kernel = next(t for t in vision.graph.initializer if tuple(t.dims) == (pixels.shape[-1], 16))  # pixels -> tower
+        values = onnx.numpy_helper.to_array(kernel)
+        kernel.CopyFrom(onnx.numpy_helper.from_array(
+            values + np.random.RandomState(1).normal(0, 1, values.shape).astype(values.dtype), kernel.name))
+        onnx.save(vision, str(path))
+        return node_runs(root, [_request(root, folder, pixels, positions, 0),
+                                _request(root, folder, pixels, positions, 1), _request(root, broken, pixels, positions, 0)])
+
+    root, results = built_once("test_web_multimodal_gemma4", build)
+    return root / "gemma4", pixels, positions, expected, results
 
 
 def test_folder_is_transformers_js_gemma4_layout(runs):

@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import onnx
 import pytest
-from llm_test_helpers import keras_hub_under_jax, require_genai
+from llm_test_helpers import built_once, keras_hub_under_jax, require_genai
 
 keras, keras_hub = keras_hub_under_jax()
 
@@ -85,15 +85,20 @@ def _library_greedy(backbone, features: np.ndarray, prompts: list[list[int]]) ->
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def exported():
     """(backbone, tokenizer, folder, features, the library's greedy tokens per clip after the
     no-timestamp prompt, and after the timestamp prompt)."""
     tokenizer = _tokenizer()
     backbone = _backbone(tokenizer.vocabulary_size())
-    features = _features()
-    expected, timestamped = _library_greedy(backbone, features, [_prompt(tokenizer, True), _prompt(tokenizer, False)])
-    folder = export_speech_to_text(backbone, tmp_path_factory.mktemp("whisper") / "whisper", tokenizer=tokenizer)
-    return backbone, tokenizer, folder, features, expected, timestamped
+
+    def build(root):  # once per session, not per xdist worker
+        features = _features()
+        prompts = [_prompt(tokenizer, True), _prompt(tokenizer, False)]
+        export_speech_to_text(backbone, root / "whisper", tokenizer=tokenizer)
+        return features, _library_greedy(backbone, features, prompts)
+
+    root, (features, (expected, timestamped)) = built_once("test_whisper", build)
+    return backbone, tokenizer, root / "whisper", features, expected, timestamped
 
 
 def _prompt(tokenizer, no_timestamps: bool) -> list[int]:
