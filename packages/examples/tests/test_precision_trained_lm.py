@@ -13,6 +13,7 @@ import pytest
 import trained_lm as lm
 from flax import nnx
 from jax2onnx import GreedyCheck, Precision, to_onnx, verify
+from jax2onnx.testing import built_once, xdist_session_folder
 from jax2onnx.verification.greedy import GreedyCheckError
 from jax2onnx.verification.precision import MIN_COSINE, cosine
 from jax2onnx.verification.report import _tensor_nbytes
@@ -21,36 +22,20 @@ from jax2onnx.verification.report import _tensor_nbytes
 def _train_once_per_session(tmp_path_factory) -> tuple[lm.TinyLM, float]:
     """``lm.train()``, run once per pytest session: under pytest-xdist this module's tests spread
     over the workers, and each would train the same model (most of the module fixture's CPU). The
-    first worker saves the trained parameters in the session's shared temporary folder (keyed by the
-    training code and the library versions), the others load them under a file lock."""
+    first worker's trained parameters are kept in the session's shared folder (keyed by the training
+    code and the library versions) and the others load them (``jax2onnx.testing.built_once``)."""
     import hashlib
     import importlib.metadata
-    import os
 
-    try:
-        import fcntl
-    except ImportError:  # no flock (Windows): each worker trains
-        return lm.train()
-    if "PYTEST_XDIST_WORKER" not in os.environ:  # one process: the module fixture trains once anyway
-        return lm.train()
+    def train(_root):
+        model, loss = lm.train()
+        return [np.asarray(leaf) for leaf in jax.tree.leaves(nnx.split(model, nnx.Param, ...)[1])], float(loss)
+
     versions = [importlib.metadata.version(d) for d in ("jax", "jaxlib", "flax", "optax", "numpy")]
     with open(lm.__file__, "rb") as source:
         key = hashlib.sha256(source.read() + repr(versions).encode()).hexdigest()[:16]
-    folder = tmp_path_factory.getbasetemp().parent  # the session's folder, shared by its workers
-    cached = folder / f"trained_lm-{key}.npz"
+    _, (leaves, loss) = built_once(f"trained_lm-{key}", train, xdist_session_folder(tmp_path_factory))
     graphdef, params, rest = nnx.split(lm.TinyLM(nnx.Rngs(0)), nnx.Param, ...)
-    with open(folder / f"trained_lm-{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not cached.exists():
-            model, loss = lm.train()
-            leaves = jax.tree.leaves(nnx.split(model, nnx.Param, ...)[1])
-            with open(str(cached) + ".part", "wb") as out:
-                np.savez(out, loss=np.float64(loss), *[np.asarray(leaf) for leaf in leaves])
-            os.replace(str(cached) + ".part", cached)
-            return model, loss
-    with np.load(cached) as saved:
-        leaves = [saved[f"arr_{i}"] for i in range(len(saved.files) - 1)]
-        loss = float(saved["loss"])
     params = jax.tree.unflatten(jax.tree.structure(params), [jax.numpy.asarray(leaf) for leaf in leaves])
     return nnx.merge(graphdef, params, rest), loss
 

@@ -5,19 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import tempfile
 import uuid
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-
-try:
-    import fcntl
-except ImportError:  # Windows: built_once builds in each process
-    fcntl = None
+from jax2onnx import testing
 
 NEW_TOKENS = 32
 # Three prompts of different lengths: the batch is left-padded to the longest.
@@ -57,27 +51,9 @@ _TOKENS: dict[str, np.ndarray] = {}
 def built_once(name: str, build):
     """``build(root) -> value``: a module fixture's export written under the empty folder ``root`` and
     what its tests compare it with (the library's tokens, inputs: picklable), made once per session for
-    ``name`` and answered as ``(root, value)``. xdist spreads a module's tests over its workers, so a
-    module-scoped fixture is set up on each: the first worker here builds (into a scratch folder under
-    ``REFERENCE_DIR``, renamed whole when done) while a file lock holds the others, which then read its
-    folder and value back. An export is deterministic, so either worker's is the other's. Tests must
-    not write into ``root`` (a test that breaks an export copies it first)."""
-    folder = os.environ.get(REFERENCE_DIR)
-    if not folder or fcntl is None:  # no session folder (or no flock): each process builds its own
-        root = Path(tempfile.mkdtemp(prefix=f"jax2onnx-{name}-"))
-        return root, build(root)
-    root = Path(folder) / f"built-{name}"
-    with open(f"{root}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also when build raises
-        if not root.exists():
-            scratch = Path(tempfile.mkdtemp(dir=folder, suffix=".partial"))
-            (scratch / "out").mkdir()
-            value = build(scratch / "out")
-            with open(scratch / "value.pickle", "wb") as f:
-                pickle.dump(value, f)
-            os.replace(scratch, root)
-    with open(root / "value.pickle", "rb") as f:
-        return root / "out", pickle.load(f)
+    ``name`` in the session folder ``REFERENCE_DIR`` names and answered as ``(root, value)``
+    (``jax2onnx.testing.built_once``: the other xdist workers wait for and read the first's)."""
+    return testing.built_once(name, build, os.environ.get(REFERENCE_DIR))
 
 
 def keras_fingerprint(model) -> str:
