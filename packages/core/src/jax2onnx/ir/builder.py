@@ -608,16 +608,11 @@ class _SchemaTypes:
         return self.output_types[-1] if self.outputs_variadic else None
 
 
-#: id(schema) -> (schema, its types): op_schema's cache keeps every schema alive, and holding it
-#: here too keeps the id from being reused
-_SCHEMA_TYPES: dict[int, tuple[Any, _SchemaTypes]] = {}
-
-
+@functools.cache
 def _schema_types(schema: Any) -> _SchemaTypes:
-    cached = _SCHEMA_TYPES.get(id(schema))
-    if cached is None or cached[0] is not schema:
-        cached = _SCHEMA_TYPES[id(schema)] = (schema, _SchemaTypes(schema))
-    return cached[1]
+    """One schema's types, read once (``OpSchema`` hashes and compares by identity, and the cache
+    holds the schema, as ``op_schema``'s does)."""
+    return _SchemaTypes(schema)
 
 
 def _bind_type_params(schema: Any, inputs: Sequence[Any]) -> dict[str, ir.DataType]:

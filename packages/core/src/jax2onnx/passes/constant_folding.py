@@ -65,6 +65,7 @@ def _constant_inputs(node: ir.Node) -> list[np.ndarray | None] | None:
         arrays.append(arr)
     return arrays
 
+
 class ConstantFoldingPass(ir.passes.InPlacePass):
     needs = frozenset({NO_DEAD_CODE})  # less to fold
     produces_dead_code = True  # a folded node's inputs' producers are left to dead-code removal
