@@ -12,6 +12,7 @@ The testcase imports on export have their own test (tests/test_no_testcases_on_e
 from __future__ import annotations
 
 import ast
+import functools
 import glob
 import importlib.util
 import os
@@ -26,6 +27,13 @@ CORE_SRC = os.path.join(ROOT, "packages", "core", "src", "jax2onnx")
 def _read(path: str) -> str:
     with open(path, encoding="utf-8") as f:
         return f.read()
+
+
+@functools.cache
+def _nodes(path: str) -> tuple[ast.AST, ...]:
+    """Every AST node of a source file, parsed and walked once per session: the rules below read
+    the same few hundred files, and parsing and walking them was most of each rule's time."""
+    return tuple(ast.walk(ast.parse(_read(path))))
 
 
 def _packs() -> dict[str, str]:
@@ -77,7 +85,7 @@ def test_no_builtin_eval_in_the_packages():
     ``exec`` is core's fallback loader running core's own shipped ``__init__.py``.)"""
     found = []
     for path in glob.glob(os.path.join(ROOT, "packages", "*", "**", "*.py"), recursive=True):
-        for node in ast.walk(ast.parse(_read(path))):
+        for node in _nodes(path):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "eval":
                 found.append(f"{os.path.relpath(path, ROOT)}:{node.lineno}")
     assert not found, found
@@ -95,7 +103,7 @@ def test_no_lowering_compares_the_opset_with_a_number():
     for path in glob.glob(os.path.join(ROOT, "packages", "*", "src", "**", "*.py"), recursive=True):
         if path.replace(os.sep, "/").endswith(_OPSET_FORM_FILES):
             continue
-        for node in ast.walk(ast.parse(_read(path))):
+        for node in _nodes(path):
             if not isinstance(node, ast.Compare):
                 continue
             operands = [node.left, *node.comparators]
@@ -123,7 +131,7 @@ CLI_MODULES = tuple(sorted(os.path.splitext(os.path.basename(p))[0]
 def _imported_modules(path: str) -> list[tuple[int, str]]:
     """(line, module) of every import in ``path``, wherever the statement stands."""
     found = []
-    for node in ast.walk(ast.parse(_read(path))):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
@@ -203,7 +211,7 @@ def _imported_top_names(folder: str) -> dict[str, list[str]]:
     """Top-level ``jax2onnx*`` package -> the files (relative to ``folder``) importing it, anywhere in them."""
     found: dict[str, list[str]] = {}
     for path in sorted(glob.glob(os.path.join(folder, "**", "*.py"), recursive=True)):
-        for node in ast.walk(ast.parse(_read(path))):
+        for node in _nodes(path):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and not node.level:
@@ -266,7 +274,7 @@ def _absolute_imports(path: str) -> list[tuple[int, str]]:
     parts = rel.split("/")[2:]  # <package>/src/<module path>
     package = parts[:-1]  # a module's package (an __init__'s is its own folder too)
     found = []
-    for node in ast.walk(ast.parse(_read(path))):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             found += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
