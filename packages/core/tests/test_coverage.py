@@ -152,15 +152,20 @@ def _expected_outcomes():
 def plugin_run(tmp_path_factory):
     """One pytest run of the fake pack's tests, as `nox -s tests` runs them: under pytest-xdist (where
     workers run the tests and only the controller may write the report) and over several opsets.
-    The tests below read different facts off it; each fresh run costs three Pythons importing jax.
+    The tests below read different facts off it; each fresh run costs three Pythons importing jax,
+    so it is made once per session (``built_once``: under xdist this module's tests may land on
+    different workers, and the first to ask runs it for all).
     -rA: one summary line per test run ("PASSED <id>", "FAILED <id> - ..."), read for the test ids."""
     import importlib.util
 
-    folder = tmp_path_factory.mktemp("plugin_run")
-    extra = ["-n", "2"] if importlib.util.find_spec("xdist") else []
-    output: list[str] = []
-    results = _run_pytest_with_report(folder, *extra, "-rA", "--jax2onnx-opset=default,17,13", output=output)
-    return folder / "report.json", results, output[0]
+    def run(folder):
+        extra = ["-n", "2"] if importlib.util.find_spec("xdist") else []
+        output: list[str] = []
+        results = _run_pytest_with_report(folder, *extra, "-rA", "--jax2onnx-opset=default,17,13", output=output)
+        return results, output[0]
+
+    folder, (results, output) = jt.built_once("coverage-plugin-run", run, jt.xdist_session_folder(tmp_path_factory))
+    return folder / "report.json", results, output
 
 
 def test_pytest_plugin_report_feeds_the_tables(plugin_run):

@@ -21,17 +21,24 @@ pytest.importorskip("jax2onnx_lax", reason="the MLP needs dot_general, tanh and 
 def runs(tmp_path_factory) -> dict:
     """Both cases in one fresh interpreter (each fresh one importing jax costs seconds of CPU): the
     streamed export first (on Linux, where its peak RSS is read), so its measurement starts from a
-    process that has exported nothing yet, then the sharded MLP. One JSON line per case."""
-    script = (STREAMED_RSS if sys.platform == "linux" else "") + SHARDED_MLP
-    env = {**os.environ, "XLA_FLAGS": os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu",
-           "WORK": str(tmp_path_factory.mktemp("sharded_params"))}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    out: dict = {}
-    for line in done.stdout.splitlines():
-        if line.startswith("{"):
-            out.update(json.loads(line))
-    return out
+    process that has exported nothing yet, then the sharded MLP. One JSON line per case. Run once
+    per session (``built_once``): under pytest-xdist the two tests may land on different workers,
+    and the first to ask runs the interpreter for both."""
+    from jax2onnx.testing import built_once, xdist_session_folder
+
+    def run(work) -> dict:
+        script = (STREAMED_RSS if sys.platform == "linux" else "") + SHARDED_MLP
+        env = {**os.environ, "XLA_FLAGS": os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8",
+               "JAX_PLATFORMS": "cpu", "WORK": str(work)}
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+        assert done.returncode == 0, done.stderr[-4000:]
+        out: dict = {}
+        for line in done.stdout.splitlines():
+            if line.startswith("{"):
+                out.update(json.loads(line))
+        return out
+
+    return built_once("sharded-params-runs", run, xdist_session_folder(tmp_path_factory))[1]
 
 
 SHARDED_MLP = r"""

@@ -5,6 +5,8 @@ tables of the options; the quantized weights shrink."""
 
 from __future__ import annotations
 
+import pathlib
+
 import jax
 import numpy as np
 import onnx
@@ -48,6 +50,33 @@ def trained(tmp_path_factory):
     return model, loss, reference
 
 
+@pytest.fixture(scope="module")
+def exported(trained, tmp_path_factory):
+    """``exported(precision)``: ``to_onnx(model, [lm.SPEC], target="onnxruntime", precision=precision)``
+    of the trained model, each precision exported once per session (the int4, int8 and int8-head
+    exports are read by several tests; under pytest-xdist the first worker to ask exports, the
+    others load its file). Each call returns a fresh ModelProto, so a test may change what it gets."""
+    import hashlib
+
+    model = trained[0]
+    folder = xdist_session_folder(tmp_path_factory)
+    paths: dict[str, pathlib.Path] = {}
+
+    def export(precision) -> onnx.ModelProto:
+        # the key is the precision's repr, which leaves calibration data out: calibrated exports are the tests' own
+        assert not getattr(precision, "calibration", ()), "exported() takes precisions without calibration data"
+        key = hashlib.sha256(repr(precision).encode()).hexdigest()[:16]
+        if key not in paths:
+            def build(root):
+                onnx.save(to_onnx(model, [lm.SPEC], target="onnxruntime", precision=precision), root / "model.onnx")
+
+            root, _ = built_once(f"trained_lm-export-{key}", build, folder)
+            paths[key] = root / "model.onnx"
+        return onnx.load(paths[key])
+
+    return export
+
+
 def weight_bytes(model: onnx.ModelProto) -> int:
     return sum(_tensor_nbytes(t) for t in model.graph.initializer)
 
@@ -70,9 +99,9 @@ INT8_HEAD_INT4 = Precision("int4", embeddings="int8", lm_head="int8")
 
 @pytest.mark.parametrize("precision", ["int4", "int8", "float16", "bfloat16", INT8_HEAD_INT4],
                          ids=lambda p: p if isinstance(p, str) else "int4-int8-head")
-def test_greedy_tokens_agree_with_float32(trained, precision):
+def test_greedy_tokens_agree_with_float32(trained, exported, precision):
     model, _, reference = trained
-    onnx_model = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=precision)
+    onnx_model = exported(precision)
     onnx.checker.check_model(onnx_model, full_check=True)
     session = _session(onnx_model)
     name = session.get_inputs()[0].name
@@ -83,7 +112,7 @@ def test_greedy_tokens_agree_with_float32(trained, precision):
     assert cosine(np.asarray(model(ids)), session.run(None, {name: ids})[0]) >= MIN_COSINE[kind]
 
 
-def test_gptq_halves_int4s_perplexity_gap(trained):
+def test_gptq_halves_int4s_perplexity_gap(trained, exported):
     """Calibrated int4 (GPTQ on 32 sequences of the language) keeps the perplexity on held-out
     sequences at most half as far from float32's as round-to-nearest int4, in the same graph."""
     model, _, reference = trained
@@ -94,8 +123,11 @@ def test_gptq_halves_int4s_perplexity_gap(trained):
     ppl_f32 = lm.perplexity(lambda ids: np.asarray(fn(ids)), held_out)
     gaps, ops = {}, {}
     for method in ("rtn", "gptq"):
-        precision = Precision("int4", method=method, calibration=calibration if method == "gptq" else ())
-        onnx_model = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=precision)
+        if method == "rtn":  # plain "int4" rounds to nearest (without calibration data)
+            onnx_model = exported("int4")
+        else:
+            onnx_model = to_onnx(model, [lm.SPEC], target="onnxruntime",
+                                 precision=Precision("int4", method=method, calibration=calibration))
         session = _session(onnx_model)
         name = session.get_inputs()[0].name
         gaps[method] = lm.perplexity(lambda ids, s=session, n=name: s.run(None, {n: ids})[0], held_out) - ppl_f32
@@ -145,9 +177,8 @@ def _nbits(onnx_model: onnx.ModelProto) -> list[int]:
     return [next(a.i for a in n.attribute if a.name == "bits") for n in onnx_model.graph.node if n.op_type == "MatMulNBits"]
 
 
-def test_int4_default_quantizes_the_head_and_embeddings_int4(trained):
-    model, _, _ = trained
-    onnx_model = to_onnx(model, [lm.SPEC], target="onnxruntime", precision="int4")
+def test_int4_default_quantizes_the_head_and_embeddings_int4(exported):
+    onnx_model = exported("int4")
     ops = [n.op_type for n in onnx_model.graph.node]
     # q|k|v, out, fc1, fc2 of two blocks and the head (it writes the logits): all int4
     assert _nbits(onnx_model).count(4) >= 9 and 8 not in _nbits(onnx_model)
@@ -163,28 +194,26 @@ def test_int4_default_quantizes_the_head_and_embeddings_int4(trained):
     assert "int4 embeddings" in {p.key: p.value for p in onnx_model.metadata_props}["jax2onnx.precision.detail"]
 
 
-def test_int8_options_keep_the_head_and_tables_int8(trained):
-    model, _, _ = trained
-    onnx_model = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=INT8_HEAD_INT4)
+def test_int8_options_keep_the_head_and_tables_int8(exported):
+    onnx_model = exported(INT8_HEAD_INT4)
     ops = [n.op_type for n in onnx_model.graph.node]
     assert _nbits(onnx_model).count(4) >= 8 and _nbits(onnx_model).count(8) == 1  # the head
     assert ops.count("GatherBlockQuantized") == 0 and _int8_tables(onnx_model) == 1
-    head_only = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=Precision("int4", lm_head="int8"))
+    head_only = exported(Precision("int4", lm_head="int8"))
     ops = [n.op_type for n in head_only.graph.node]
     assert _nbits(head_only).count(8) == 1 and ops.count("GatherBlockQuantized") == 1
-    tables_only = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=Precision("int4", embeddings="int8"))
+    tables_only = exported(Precision("int4", embeddings="int8"))
     assert 8 not in _nbits(tables_only) and _int8_tables(tables_only) == 1
     # int8 precision: tables int8 as ever ("auto" is the precision's own width)
-    int8 = to_onnx(model, [lm.SPEC], target="onnxruntime", precision="int8")
+    int8 = exported("int8")
     assert _int8_tables(int8) == 1 and not any(n.op_type == "GatherBlockQuantized" for n in int8.graph.node)
-    floats = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=Precision("int4", embeddings=None))
+    floats = exported(Precision("int4", embeddings=None))
     assert _int8_tables(floats) == 0 and not any(n.op_type == "GatherBlockQuantized" for n in floats.graph.node)
 
 
-def test_int4_default_is_smaller_than_the_int8_head_option(trained):
-    model, _, _ = trained
-    default = to_onnx(model, [lm.SPEC], target="onnxruntime", precision="int4")
-    int8_head = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=INT8_HEAD_INT4)
+def test_int4_default_is_smaller_than_the_int8_head_option(exported):
+    default = exported("int4")
+    int8_head = exported(INT8_HEAD_INT4)
     assert weight_bytes(default) < weight_bytes(int8_head)
 
 
@@ -196,9 +225,9 @@ PROMPTS = [list(lm.counting(s, k, lm.PROMPT)) for s, k in lm.PROMPTS]
 
 
 @pytest.mark.parametrize("precision", ["int4", "int8"])
-def test_report_shows_greedy_agreement(trained, precision):
+def test_report_shows_greedy_agreement(trained, exported, precision):
     model, _, reference = trained
-    onnx_model = to_onnx(model, [lm.SPEC], target="onnxruntime", precision=precision)
+    onnx_model = exported(precision)
     report = verify(model, onnx_model, [lm.SPEC], greedy=GreedyCheck(prompts=PROMPTS))
     greedy = report.precision.greedy
     assert greedy.tokens == len(lm.PROMPTS) * lm.NEW_TOKENS
@@ -225,9 +254,9 @@ def _shifted_logits(onnx_model: onnx.ModelProto) -> onnx.ModelProto:
     return broken
 
 
-def test_report_fails_when_greedy_tokens_differ(trained):
+def test_report_fails_when_greedy_tokens_differ(trained, exported):
     model, _, _ = trained
-    broken = _shifted_logits(to_onnx(model, [lm.SPEC], target="onnxruntime", precision="int8"))
+    broken = _shifted_logits(exported("int8"))
     report = verify(model, broken, [lm.SPEC], greedy=GreedyCheck(prompts=PROMPTS))
     greedy = report.precision.greedy
     assert greedy.agreement < 0.2 and not greedy.ok

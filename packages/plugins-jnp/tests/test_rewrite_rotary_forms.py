@@ -5,6 +5,8 @@ Concat). Each becomes one ``RotaryEmbedding`` with ``interleaved`` / ``rotary_em
 matches JAX in onnxruntime at the default tolerances and passes the full checker; look-alikes
 (another sign, another pairing, a table that is not repeated per pair, the pass-through first) stay."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -158,6 +160,7 @@ def test_before_opset_23_the_rotation_stays():
 # ------------------------------------------------------------------------ Hugging Face Flax models
 
 
+@functools.cache  # one model per class: both batch parametrizations export the same weights
 def _hf(config, model_cls, **kwargs):
     transformers = pytest.importorskip("transformers")
     cfg = getattr(transformers, config)(**kwargs)

@@ -40,20 +40,31 @@ def _mlp_and_data():
 
 
 @pytest.fixture(scope="module")
-def exports():
-    mlp, calibration, held_out = _mlp_and_data()
-    reference = np.asarray(mlp(held_out))
-    spec = [jax.ShapeDtypeStruct(("B", D), jnp.float32)]
-    out = {}
-    for target in ("onnx", "onnxruntime"):
-        for method in ("rtn", "gptq", "awq"):
+def exports(tmp_path_factory):
+    """``{(target, method): (model, held-out relative error)}``, made once per session
+    (``built_once``: under pytest-xdist this module's tests may land on different workers, and the
+    first to ask exports for all; the others load its files)."""
+    from jax2onnx.testing import built_once, xdist_session_folder
+
+    keys = [(target, method) for target in ("onnx", "onnxruntime") for method in ("rtn", "gptq", "awq")]
+
+    def build(root):
+        mlp, calibration, held_out = _mlp_and_data()
+        reference = np.asarray(mlp(held_out))
+        spec = [jax.ShapeDtypeStruct(("B", D), jnp.float32)]
+        errors = {}
+        for target, method in keys:
             precision = Precision("int4", method=method, calibration=calibration if method != "rtn" else ())
             model = to_onnx(mlp, spec, precision=precision, target=target)
             onnx.checker.check_model(model, full_check=True)
             session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
             y = session.run(None, {session.get_inputs()[0].name: held_out})[0]
-            out[target, method] = (model, float(np.linalg.norm(y - reference) / np.linalg.norm(reference)))
-    return out
+            errors[target, method] = float(np.linalg.norm(y - reference) / np.linalg.norm(reference))
+            onnx.save(model, root / f"{target}-{method}.onnx")
+        return errors
+
+    root, errors = built_once("precision-calibration-exports", build, xdist_session_folder(tmp_path_factory))
+    return {key: (onnx.load(root / f"{key[0]}-{key[1]}.onnx"), errors[key]) for key in keys}
 
 
 @pytest.mark.parametrize("target", ["onnx", "onnxruntime"])
