@@ -250,10 +250,10 @@ def _hf_case(tmp_path, model, ablations, *, exact: bool = False) -> None:
     """A Hugging Face model: without each of ``ablations`` (patching its config, which the library's
     modules read on every call) the export generates other tokens. ``exact``: the export with every
     feature is checked here too (else a family test exports this config exactly)."""
-    from test_transformers_flax import PAD, hf_reference
+    from test_transformers_flax import PAD, hf_reference_with_unused_eos
 
-    eos = _unused_token([hf_reference(model)(PROMPTS)], 128)  # (its EOS ends no row early: padded with PAD)
-    reference = hf_reference(model, eos)  # transformers' tokens with eos as the end token
+    # transformers' tokens with an end token they never reach (its EOS ends no row early: padded with PAD)
+    reference, eos = hf_reference_with_unused_eos(model, [PROMPTS])
     if exact:
         assert_same_tokens(_export(model, tmp_path / "all", eos, PAD), reference, pad_token_id=PAD, eos=eos)
     assert_each_ablation_changes_the_tokens(tmp_path, model, reference(PROMPTS), eos, PAD, ablations)
