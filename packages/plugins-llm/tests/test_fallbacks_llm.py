@@ -57,13 +57,10 @@ def assert_fused_layers(folder, target: str, fused: int) -> None:
 def _hf_export_and_compare(tmp_path, model, cache: str, target: str):
     """Export with an end token these prompts never generate (so all NEW_TOKENS are compared),
     then genai's tokens == ``generate``'s."""
-    hf = _hf()
-    reference = hf.hf_reference(model, eos=None)
-    seen = set(reference(PROMPTS).ravel()) | set(reference(PROMPTS[:1]).ravel())
-    eos = next(t for t in range(127, 0, -1) if t not in seen)
+    reference, eos = _hf().hf_reference_with_unused_eos(model, (PROMPTS, PROMPTS[:1]), candidates=range(127, 0, -1))
     folder = export_causal_lm(model, tmp_path / "m", max_length=64, cache=cache, target=target, eos_token_id=eos)
     check_folder(folder)
-    return folder, hf.hf_reference(model, eos), eos
+    return folder, reference, eos
 
 
 def _hf():

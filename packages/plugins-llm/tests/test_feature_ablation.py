@@ -80,17 +80,24 @@ def _keras_logits(model, ids):
     return np.asarray(model.predict_on_batch(inputs))
 
 
-def _gemma_case(tmp_path, model, ablations, *, cap_at=None, exact: bool = True):
+def _gemma_case(tmp_path, model, ablations, *, cap_at=None, exact: bool = True, family: str | None = None):
     """The export with every feature: KerasHub's tokens (alone and in a padded batch; ``exact=False``
     where a family test checks them) and prefill logits; without the final soft cap (``cap_at``: the
     object and attribute holding it, default the backbone's token embedding's ``logit_soft_cap``),
-    other logits; without each of ``ablations``, other tokens."""
+    other logits; without each of ``ablations``, other tokens. ``family``: the model is
+    test_keras_hub_gemma's, whose export (the same options) is made once for both modules."""
     from test_keras_hub_families import keras_reference
 
     reference = keras_reference(model)
     expected = reference(PROMPTS)
     eos = _unused_token([expected, reference(PROMPTS[:1])], 128)
-    folder = _export(model, tmp_path / "all", eos, 0)
+    if family is None:
+        folder = _export(model, tmp_path / "all", eos, 0)
+    else:
+        from test_keras_hub_gemma import exported_once
+
+        folder = exported_once(family, model, eos)
+        check_folder(folder)
     if exact:
         assert_same_tokens(folder, reference, pad_token_id=0, eos=eos)
     ids = np.asarray([PROMPTS[0]], np.int32)
@@ -178,7 +185,7 @@ def test_keras_gemma4_soft_caps_windows_and_rope_settings(tmp_path):
         "the sliding layers' RoPE scaling factor": _on_layers(
             lambda model: [b.attention.rope_layer for b in sliding], "scaling_factor", 1.0),
         "the global layers' partial rotary": whole_head,
-    }, exact=False)
+    }, exact=False, family="gemma4")
 
 
 def test_keras_gemma3n_final_soft_cap_window_and_rope_scaling(tmp_path):
@@ -197,7 +204,7 @@ def test_keras_gemma3n_final_soft_cap_window_and_rope_scaling(tmp_path):
             lambda model: [a for a in attention(model) if a.sliding_window is not None], "sliding_window", None),
         "the RoPE scaling factor": _on_layers(
             lambda model: [a.rotary_embedding for a in attention(model)], "scaling_factor", 1.0),
-    }, cap_at=(text, "final_logit_soft_cap"), exact=False)
+    }, cap_at=(text, "final_logit_soft_cap"), exact=False, family="gemma3n")
 
 
 def _keras_family_case(tmp_path, family: str, ablations) -> None:
@@ -250,10 +257,10 @@ def _hf_case(tmp_path, model, ablations, *, exact: bool = False) -> None:
     """A Hugging Face model: without each of ``ablations`` (patching its config, which the library's
     modules read on every call) the export generates other tokens. ``exact``: the export with every
     feature is checked here too (else a family test exports this config exactly)."""
-    from test_transformers_flax import PAD, hf_reference
+    from test_transformers_flax import PAD, hf_reference_with_unused_eos
 
-    eos = _unused_token([hf_reference(model)(PROMPTS)], 128)  # (its EOS ends no row early: padded with PAD)
-    reference = hf_reference(model, eos)  # transformers' tokens with eos as the end token
+    # transformers' tokens with an end token they never reach (its EOS ends no row early: padded with PAD)
+    reference, eos = hf_reference_with_unused_eos(model, [PROMPTS])
     if exact:
         assert_same_tokens(_export(model, tmp_path / "all", eos, PAD), reference, pad_token_id=PAD, eos=eos)
     assert_each_ablation_changes_the_tokens(tmp_path, model, reference(PROMPTS), eos, PAD, ablations)

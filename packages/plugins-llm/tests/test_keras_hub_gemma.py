@@ -30,15 +30,15 @@ VOCAB = 128
 
 
 def gemma4():
-    """Six layers, sliding and global alternating; the last two share the keys and values of the last
-    layer of their kind. Sliding layers: head size 8, two KV heads, rope wavelength 1000 scaled by 2;
+    """Four layers (the fewest with sliding and global layers both KV-shared), sliding and global
+    alternating; the last two share the keys and values of the last layer of their kind. Sliding layers: head size 8, two KV heads, rope wavelength 1000 scaled by 2;
     global layers: head size 16, one KV head with keys as values, rope wavelength 50 on half of each
     head. Per-layer inputs of 8, attention soft cap 5, final soft cap 1, the shared layers' MLP double
     wide, and a mixture of 4 experts (top 2) beside every MLP."""
     return M.Gemma4CausalLM(preprocessor=None, backbone=M.Gemma4Backbone(
-        vocabulary_size=VOCAB, image_size=16, num_layers=6, num_query_heads=4, num_key_value_heads=2, hidden_dim=32,
+        vocabulary_size=VOCAB, image_size=16, num_layers=4, num_query_heads=4, num_key_value_heads=2, hidden_dim=32,
         intermediate_dim=64, head_dim=8, global_head_dim=16, num_global_key_value_heads=1,
-        layer_types=["sliding_attention", "full_attention"] * 3, sliding_window_size=4, num_kv_shared_layers=2,
+        layer_types=["sliding_attention", "full_attention"] * 2, sliding_window_size=4, num_kv_shared_layers=2,
         hidden_size_per_layer_input=8, local_rope_wavelength=1000.0, local_rope_scaling_factor=2.0,
         global_rope_wavelength=50.0, global_rope_partial_rotary_factor=0.5, attention_logit_soft_cap=5.0,
         final_logit_soft_cap=1.0, use_double_wide_mlp=True, enable_moe_block=True, num_experts=4,
@@ -87,10 +87,16 @@ def exported(request):
     seen = {int(t) for p in (PROMPTS, PROMPTS[:1]) for t in np.asarray(reference(p)).ravel()}
     eos = next(t for t in range(1, VOCAB) if t not in seen)
 
-    def build(root):
-        export_causal_lm(model, root / family, max_length=64, eos_token_id=eos, pad_token_id=0)
+    return family, model, reference, eos, exported_once(family, model, eos)
 
-    return family, model, reference, eos, built_once(f"test_keras_hub_gemma-{family}", build)[0] / family
+
+def exported_once(family: str, model, eos: int):
+    """``model`` (``make(family)``) exported with the growing cache and end token ``eos``: once a
+    session for this module and test_feature_ablation.py (which checks it with each feature dropped)."""
+    def build(root):
+        export_causal_lm(model, root / family, max_length=64, cache="concat", eos_token_id=eos, pad_token_id=0)
+
+    return built_once(f"test_keras_hub_gemma-{family}-{eos}", build)[0] / family
 
 
 def test_the_config_has_every_option(exported):

@@ -21,6 +21,7 @@ from llm_test_helpers import (
     PROMPTS,
     assert_moe_fused,
     assert_same_tokens,
+    built_once,
     check_folder,
     keras_hub_under_jax,
     op_counts,
@@ -45,11 +46,24 @@ CASES = [("mixtral", "onnxruntime", "int4"), ("qwen3_moe", "onnx", "int4"), ("mi
          ("qwen3_5_moe", "onnxruntime", "int4"), ("qwen3_5_moe", "onnx", "int4")]
 
 
+def _float32(family: str, target: str):
+    """``(folder, ids, logits)``: the family's float32 export for ``target``, the first prompt with its
+    greedy continuation there, and its logits over them; once a session (Mixtral's two precisions)."""
+    def build(root):
+        folder = export_causal_lm(make(family), root / "f32", max_length=64, cache="concat", target=target,
+                                  eos_token_id=1, pad_token_id=0)
+        tokens = np.asarray(greedy(folder, PROMPTS[:1], NEW_TOKENS, pad_token_id=0))[0]
+        ids = np.array([PROMPTS[0] + list(tokens)], np.int32)
+        return ids, prefill_logits(folder, ids)
+
+    root, (ids, logits) = built_once(f"test_keras_hub_moe-{family}-{target}", build)
+    return root / "f32", ids, logits
+
+
 @pytest.mark.parametrize(("family", "target", "precision"), CASES)
 def test_low_precision_quantizes_the_experts(tmp_path, family, target, precision):
     require_genai()
-    f32 = export_causal_lm(make(family), tmp_path / "f32", max_length=64, cache="concat", target=target,
-                           eos_token_id=1, pad_token_id=0)
+    f32, ids, f32_logits = _float32(family, target)
     folder = export_causal_lm(make(family), tmp_path / precision, max_length=64, cache="concat", target=target,
                               precision=precision, eos_token_id=1, pad_token_id=0)
     check_folder(folder)
@@ -79,9 +93,7 @@ def test_low_precision_quantizes_the_experts(tmp_path, family, target, precision
     assert (folder / "model.onnx").stat().st_size < (f32 / "model.onnx").stat().st_size
     got = np.asarray(greedy(folder, PROMPTS, NEW_TOKENS, pad_token_id=0))  # a padded batch runs
     assert got.shape == (len(PROMPTS), NEW_TOKENS)
-    tokens = np.asarray(greedy(f32, PROMPTS[:1], NEW_TOKENS, pad_token_id=0))[0]
-    ids = np.array([PROMPTS[0] + list(tokens)], np.int32)
-    figure = cosine(prefill_logits(f32, ids), prefill_logits(folder, ids))
+    figure = cosine(f32_logits, prefill_logits(folder, ids))
     print(f"{family} {precision} ({target}): logits cosine {figure:.4f} to float32")
     assert figure >= MIN_COSINE[family, precision]
 

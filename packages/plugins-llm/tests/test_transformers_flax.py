@@ -71,6 +71,26 @@ def hf_reference(model, eos: int | None = EOS):
     return remembered(reference, "hf_reference", flax_fingerprint(model), PAD, eos)
 
 
+def hf_reference_with_unused_eos(model, prompt_sets, probe_eos: int | None = EOS, candidates=range(1, 128)):
+    """``(reference, eos)``: transformers' greedy tokens with an end token ``eos`` (the first of
+    ``candidates``) that none of its rows for ``prompt_sets`` generates with ``probe_eos``, so every
+    new token is compared. Greedy tokens run on unchanged until an end token: where a row of the
+    probe's tokens holds no end token (neither ``probe_eos``, the model's own, which transformers
+    uses for None, nor ``eos``), no row stopped and they are ``eos``'s tokens too, so transformers
+    generates (its loop compiled anew for each end token) once per prompts, not twice; else
+    ``reference`` asks transformers with ``eos``."""
+    probe = hf_reference(model, probe_eos)
+    seen = {int(t) for prompts in prompt_sets for t in np.asarray(probe(prompts)).ravel()}
+    eos = next(t for t in candidates if t not in seen)
+    ends = {probe_eos, model.config.eos_token_id, model.generation_config.eos_token_id, eos} - {None}
+
+    def reference(prompts):
+        tokens = probe(prompts)
+        return hf_reference(model, eos)(prompts) if ends & {int(t) for t in tokens.ravel()} else tokens
+
+    return reference, eos
+
+
 FAMILIES = ["gpt2", "llama", "mistral", "gemma"]
 
 
