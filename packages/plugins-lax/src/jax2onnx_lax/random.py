@@ -183,7 +183,8 @@ def lower_threefry2x32(ctx, k0, k1, x0, x1):
     The five groups of four rounds are one ``Scan`` over the groups (the group's rotations and
     injection counter are its sequences, the key schedule rotates in its state): 30 nodes for the
     hash instead of 120 unrolled, which every jax.random draw pays, several times over in the
-    samplers' rejection loops; onnxruntime runs it as fast on large draws."""
+    samplers' rejection loops. onnxruntime runs it faster on large draws (10**6 bits: 94 -> 69 ms)
+    and ~0.02 ms slower on small ones (the Scan's per-iteration cost); sessions start faster."""
     op = ctx.op
     word, key = ctx.avals_out[0], ctx.avals_in[0]
     out = tuple(word.shape)
