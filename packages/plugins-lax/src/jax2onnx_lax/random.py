@@ -157,35 +157,66 @@ def lower_rng_uniform(ctx, *args):
 #: Threefry-2x32's rotation schedule (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3",
 #: SC 2011): two alternating groups of four rounds, 20 rounds in all.
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+_GROUPS = 5
 #: The key-schedule parity constant of Threefish.
 _PARITY = 0x1BD11BDA
 
 
-def _rotate_left(op, v, r: int):
+def _group_rotations() -> list[np.ndarray]:
+    """Per round of a group, the rotation of each group as the multiplier ``2**r`` and the right
+    shift ``32 - r`` (``uint32[5]`` each, the Scan's sequences; see :func:`_rotate_left`)."""
+    rot = np.array([_ROTATIONS[g % 2] for g in range(_GROUPS)], np.uint32)
+    return [(np.uint32(1) << rot[:, j]) for j in range(4)] + [np.uint32(32) - rot[:, j] for j in range(4)]
+
+
+def _rotate_left(op, v, multiplier, shift):
     """``(v << r) | (v >> (32 - r))`` on uint32. The two parts share no bit, so ``|`` is ``+``, and
     ``v << r`` is ``v * 2**r`` (uint32 Mul wraps): onnxruntime's Add/Mul run several times faster than
     its BitwiseOr/BitShift kernels, which makes the whole hash about a third faster."""
-    return op.Add(op.Mul(v, 1 << r), op.BitShift(v, 32 - r, direction="RIGHT"))
+    return op.Add(op.Mul(v, multiplier), op.BitShift(v, shift, direction="RIGHT"))
 
 
 @lowerings.register("threefry2x32")
 def lower_threefry2x32(ctx, k0, k1, x0, x1):
-    """The Threefry-2x32 block cipher, 20 rounds, on uint32 words (operands broadcast)."""
+    """The Threefry-2x32 block cipher, 20 rounds, on uint32 words (operands broadcast).
+
+    The five groups of four rounds are one ``Scan`` over the groups (the group's rotations and
+    injection counter are its sequences, the key schedule rotates in its state): 30 nodes for the
+    hash instead of 120 unrolled, which every jax.random draw pays, several times over in the
+    samplers' rejection loops. onnxruntime runs it faster on large draws (10**6 bits: 94 -> 69 ms)
+    and ~0.02 ms slower on small ones (the Scan's per-iteration cost); sessions start faster."""
     op = ctx.op
-    schedule = [k0, k1, op.BitwiseXor(op.BitwiseXor(k0, k1), _PARITY)]
-    a, b = op.Add(x0, schedule[0]), op.Add(x1, schedule[1])
-    for group in range(5):
-        for r in _ROTATIONS[group % 2]:
-            a = op.Add(a, b)
-            b = op.BitwiseXor(_rotate_left(op, b, r), a)
-        # Key injection after every four rounds, with the injection counter on the second word.
-        a = op.Add(a, schedule[(group + 1) % 3])
-        b = op.Add(op.Add(b, schedule[(group + 2) % 3]), group + 1)
-    out = ctx.avals_out[0].shape
-    if tuple(ctx.avals_in[2].shape) != tuple(out) or tuple(ctx.avals_in[3].shape) != tuple(out):
-        full = ctx.shape_tensor(out)  # counts smaller than the keys: the result has the keys' shape
-        a, b = op.Expand(a, full), op.Expand(b, full)
-    return a, b
+    word, key = ctx.avals_out[0], ctx.avals_in[0]
+    out = tuple(word.shape)
+    k_shapes, x_shapes = [tuple(a.shape) for a in ctx.avals_in[:2]], [tuple(a.shape) for a in ctx.avals_in[2:]]
+    # The Scan's state keeps its shapes: the words start at the result's shape (counts smaller than
+    # the keys are broadcast up front), the key schedule at the keys' (the result's if they differ).
+    if x_shapes != [out, out]:
+        full = ctx.shape_tensor(out)
+        x0, x1 = (v if s == out else op.Expand(v, full) for v, s in zip((x0, x1), x_shapes, strict=True))
+    if k_shapes[0] != k_shapes[1]:
+        full = ctx.shape_tensor(out)
+        k0, k1, key = op.Expand(k0, full), op.Expand(k1, full), word
+    k2 = op.BitwiseXor(op.BitwiseXor(k0, k1), _PARITY)
+    body = ctx.subgraph("threefry_groups")
+    a, b = body.add_input("a", word), body.add_input("b", word)
+    # The key schedule words injected after this group, and the one after the next (rotated by one each group).
+    inject_a, inject_b, later = (body.add_input("schedule", key) for _ in range(3))
+    multipliers = [body.add_input("rot_mul", dtype=np.uint32, shape=()) for _ in range(4)]
+    shifts = [body.add_input("rot_shift", dtype=np.uint32, shape=()) for _ in range(4)]
+    counter = body.add_input("group_counter", dtype=np.uint32, shape=())
+    bop = body.op
+    for multiplier, shift in zip(multipliers, shifts, strict=True):
+        a = bop.Add(a, b)
+        b = bop.BitwiseXor(_rotate_left(bop, b, multiplier, shift), a)
+    # Key injection after every four rounds, with the injection counter on the second word.
+    a = bop.Add(a, inject_a)
+    b = bop.Add(bop.Add(b, inject_b), counter)
+    graph = body.finish([a, b, inject_b, later, inject_a], [word, word, key, key, key])
+    sequences = [ctx.const(c) for c in _group_rotations()] + [ctx.const(np.arange(1, _GROUPS + 1, dtype=np.uint32))]
+    results = ctx.op.Scan(op.Add(x0, k0), op.Add(x1, k1), k1, k2, k0, *sequences, body=graph,
+                          num_scan_inputs=len(sequences), _outputs=5)
+    return results[0], results[1]
 
 
 @lowerings.register("iota_2x32_shape")

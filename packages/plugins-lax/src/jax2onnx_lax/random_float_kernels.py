@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import numpy as np
 from jax2onnx.dtypes import F32, F64
 
@@ -96,10 +97,15 @@ _GILES64_TAIL = (-2.7109920616438573243e-11, -2.5556418169965252055e-10, 1.50765
 
 
 class F32InF64:
-    """float32 numbers in float64 tensors; every op rounds its result once to float32."""
+    """float32 numbers in float64 tensors; every op rounds its result once to float32. ``shape``:
+    the elementwise shape the kernel runs on (its Horner loops carry a tensor of it)."""
 
-    def __init__(self, ctx):
-        self.ctx, self.op, self.m = ctx, ctx.op, Math(ctx, F64)
+    def __init__(self, ctx, shape=()):
+        self.ctx, self.op, self.m, self.shape = ctx, ctx.op, Math(ctx, F64), tuple(shape)
+
+    def within(self, body):
+        """The same arithmetic emitted into a loop body."""
+        return type(self)(body, self.shape)
 
     def k(self, v: float):
         """A float32 constant (the float32 nearest ``v``, as XLA rounds its literals)."""
@@ -135,8 +141,11 @@ class F32InF64:
 class F64Plain:
     """The same interface on float64 with ordinary float64 ops (no FMA: see the module doc)."""
 
-    def __init__(self, ctx):
-        self.ctx, self.op, self.m = ctx, ctx.op, Math(ctx, F64)
+    def __init__(self, ctx, shape=()):
+        self.ctx, self.op, self.m, self.shape = ctx, ctx.op, Math(ctx, F64), tuple(shape)
+
+    def within(self, body):
+        return type(self)(body, self.shape)
 
     def k(self, v: float):
         return self.m.k(float(v))
@@ -157,12 +166,26 @@ class F64Plain:
         return self.op.Add(self.op.Mul(a, b), c)
 
 
+def _horner_loop(f, p, t, tables, choose=None):
+    """``p = p * t + c`` (one FMA) for each coefficient ``c`` of ``tables`` in turn, as one ``Scan``
+    whose sequences are the tables: the same ops in the same order as unrolled, in a few nodes.
+    Several tables: ``choose(*coefficients)`` picks an element's coefficient (the erf_inv branch).
+    ``p`` has the kernel's full shape (the Scan's state keeps it)."""
+    body = f.ctx.subgraph("horner")
+    state = body.add_input("p", jax.ShapeDtypeStruct(f.shape, np.float64))
+    coeffs = [body.add_input("coefficient", dtype=np.float64, shape=()) for _ in tables]
+    inner = f.within(body)
+    c = choose(inner, *coeffs) if choose is not None else coeffs[0]
+    graph = body.finish([inner.fma(state, t, c)], [jax.ShapeDtypeStruct(f.shape, np.float64)])
+    sequences = [f.ctx.const(np.array([float(np.float32(v)) if isinstance(f, F32InF64) else float(v) for v in tab]))
+                 for tab in tables]
+    return f.ctx.op.Scan(p, *sequences, body=graph, num_scan_inputs=len(tables), _outputs=1)
+
+
 def _horner(f, coeffs, t):
-    """XLA's EvaluatePolynomial: p = c0, then p = p * t + c (one FMA each)."""
-    p = f.k(coeffs[0])
-    for c in coeffs[1:]:
-        p = f.fma(p, t, f.k(c))
-    return p
+    """XLA's EvaluatePolynomial: p = c0, then p = p * t + c (one FMA each); the first step unrolled
+    (it broadcasts the constant to ``t``'s shape), the rest a loop."""
+    return _horner_loop(f, f.fma(f.k(coeffs[0]), t, f.k(coeffs[1])), t, [coeffs[2:]])
 
 
 def log_f32(f: F32InF64, x):
@@ -234,20 +257,20 @@ def erf_inv(f, x, *, double: bool):
         lt = op.Less(w, f.k(5.0))
         t = op.Where(lt, f.add(w, f.k(-2.5)), f.add(f.sqrt(w), f.k(-3.0)))
         p = op.Where(lt, f.k(_GILES32_CENTRAL[0]), f.k(_GILES32_TAIL[0]))
-        for a, b in zip(_GILES32_CENTRAL[1:], _GILES32_TAIL[1:]):
-            p = f.fma(p, t, op.Where(lt, f.k(a), f.k(b)))
+        p = _horner_loop(f, p, t, [_GILES32_CENTRAL[1:], _GILES32_TAIL[1:]],
+                         choose=lambda inner, a, b: inner.op.Where(lt, a, b))
     r = f.mul(p, x)
     return op.Where(op.Equal(op.Abs(x), f.k(1.0)), op.Mul(x, f.k(np.inf)), r)
 
 
 def on_float32(ctx, kernel, x):
     """``kernel`` (:func:`erf_inv` or :func:`log1p`) on a float32 tensor, flushed like XLA's CPU."""
-    f = F32InF64(ctx)
+    f = F32InF64(ctx, ctx.avals_in[0].shape)
     return ctx.cast(f.flush(kernel(f, f.flush(ctx.cast(x, F64)), double=False)), F32)
 
 
 def on_float64(ctx, kernel, x):
-    return kernel(F64Plain(ctx), x, double=True)
+    return kernel(F64Plain(ctx, ctx.avals_in[0].shape), x, double=True)
 
 
 def ulp_tolerance(f32: float, f64: float, *, atol: float = 2.0**-126, atol_f64: float = 2.0**-1022) -> dict[str, float]:
