@@ -108,16 +108,11 @@ def _rotation_pair(rng, shape, dtype):
 
 _TOL = dict(rtol=1e-3, atol=1e-4, rtol_f64=1e-8, atol_f64=1e-9)
 
-#: A batched case's symbolic variant (two batch sizes) covers its static one: the algorithm is the
-#: same vmapped function either way, and each eig/schur export costs seconds at three opsets; the
-#: unbatched cases check static shapes.
-_BATCHED = dict(run_static=False, **_TOL)
-
 
 components = [
     Component("lax.linalg.eig", onnx=["Loop", "If"], since="v0.8.0", testcases=[
         Testcase("eigvals_order", _eigvals, [(5, 5)], **_TOL),
-        Testcase("eigvals_sorted_batched", _eigvals_sorted, [("B", 4, 4)], **_BATCHED),
+        Testcase("eigvals_sorted_batched", _eigvals_sorted, [("B", 4, 4)], **_TOL),
         Testcase("eig_vectors", _eig_right, [(6, 6)], **_TOL),
         Testcase("eig_left_vectors", _eig_left, [(5, 5)], **_TOL),
         Testcase("eig_left_right", _eig_both, [(2, 4, 4)], **_TOL),
@@ -129,7 +124,7 @@ components = [
     ]),
     Component("lax.linalg.schur", onnx=["Loop", "If"], since="v0.8.0", testcases=[
         Testcase("schur", _schur_parts, [(6, 6)], **_TOL),
-        Testcase("schur_batched", _schur_parts, [("B", 4, 4)], input_generator=_first_lower_triangular, **_BATCHED),
+        Testcase("schur_batched", _schur_parts, [("B", 4, 4)], input_generator=_first_lower_triangular, **_TOL),
         Testcase("schur_scipy_real", _schur_scipy, [(5, 5)], **_TOL),
         Testcase("schur_no_vectors", _schur_no_vectors, [(5, 5)], **_TOL),
         Testcase("schur_1x1", _schur_parts, [(1, 1)], **_TOL),
