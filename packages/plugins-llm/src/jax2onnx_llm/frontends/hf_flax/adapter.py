@@ -114,8 +114,28 @@ def _layer_of(path: tuple[Any, ...]) -> int:
 
 
 def _cache_template(model: Any) -> Any:
-    """The structure of the model's cache collection (shapes only: nothing is allocated)."""
-    return jax.eval_shape(lambda: model.init_cache(1, 2))
+    """The structure of the model's cache collection (shapes only: nothing is allocated).
+
+    Remembered per model class, module class, config and dtype, which are all it depends on:
+    ``init_cache`` traces the whole model once more (its ``init``), about half as long as the
+    export's own trace of the step, and exporting one model again (another target, cache layout or
+    opset) or a model of the same config asks for the same structure."""
+    try:
+        key = (type(model), type(model.module), model.config.to_json_string(), str(getattr(model, "dtype", None)))
+    except (TypeError, ValueError):  # a config value JSON cannot write: not remembered
+        return jax.eval_shape(lambda: model.init_cache(1, 2))
+    template = _CACHE_TEMPLATES.get(key)
+    if template is None:
+        template = jax.eval_shape(lambda: model.init_cache(1, 2))
+        if len(_CACHE_TEMPLATES) >= _CACHE_TEMPLATES_KEPT:
+            _CACHE_TEMPLATES.pop(next(iter(_CACHE_TEMPLATES)))
+        _CACHE_TEMPLATES[key] = template
+    return template
+
+
+#: cache structures (pytrees of ``jax.ShapeDtypeStruct``: immutable, safe to share), oldest first
+_CACHE_TEMPLATES: dict[tuple[Any, ...], Any] = {}
+_CACHE_TEMPLATES_KEPT = 32
 
 
 def _fill(template: Any, layers_kv: list[tuple[Any, Any]], index: Any) -> Any:
