@@ -82,7 +82,8 @@ def test_the_runner_compares_with_onnxruntime_on_one_thread(mini_registry, monke
 
 def test_the_opsets_of_a_variant_share_one_trace_and_one_jax_reference(mini_registry, monkeypatch):
     """`--jax2onnx-opset=default,17,13` runs a variant three times; JAX's side, the most expensive
-    part of a variant, is computed once for the three, and so is the trace (each input set once)."""
+    part of a variant, is computed once for the three, and so is the trace (each input set once,
+    shared by the static and the symbolic variant too)."""
     import dataclasses
 
     from jax2onnx.export import program as program_module
@@ -108,7 +109,9 @@ def test_the_opsets_of_a_variant_share_one_trace_and_one_jax_reference(mini_regi
     assert result.max_abs_diff[0] < 1e-6 and checked[1:] == [17, 13] and len(checked) == 3
     assert len(computed) == 1 and len(traced) == 1
     runner.run_variant(dataclasses.replace(symbolic, more_opsets=(17, 13)))
-    assert len(computed) == 3 and len(traced) == 2  # the symbolic variant's two sizes, once each; one trace
+    # one trace; of the symbolic variant's two sizes only the one the static variant lacks: its
+    # inputs at the static size are the static variant's (runner.DEFAULT_STATIC_SIZE)
+    assert computed == [[(runner.DEFAULT_STATIC_SIZE, 3)], [(2, 3)]] and len(traced) == 2
 
 
 def test_a_program_shares_its_trace_only_where_tracing_is_the_same(mini_registry):

@@ -64,6 +64,35 @@ def with_xla_flags(current: str, flags: list[str]) -> str:
     return " ".join([*current.split(), *added])
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # The folder the session's processes share JAX's outputs through (jax2onnx.testing.references),
+    # made by the controller before it starts the xdist workers, which inherit the variable.
+    if hasattr(config, "workerinput"):
+        return
+    from jax2onnx.testing.references import FOLDER_VARIABLE
+
+    if not os.environ.get(FOLDER_VARIABLE):
+        import tempfile
+
+        os.environ[FOLDER_VARIABLE] = _MADE["references"] = tempfile.mkdtemp(prefix="jax2onnx-references-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = _MADE.pop("references", None)
+    if folder is not None:
+        import shutil
+
+        from jax2onnx.testing.references import FOLDER_VARIABLE
+
+        shutil.rmtree(folder, ignore_errors=True)
+        if os.environ.get(FOLDER_VARIABLE) == folder:
+            del os.environ[FOLDER_VARIABLE]
+
+
+#: what this process made for the session (removed at its end)
+_MADE: dict[str, str] = {}
+
+
 def pytest_report_header(config: pytest.Config) -> str | None:
     if config.getini("jax2onnx_xla_flags"):
         return f"jax2onnx: XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}"

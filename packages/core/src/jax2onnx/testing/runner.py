@@ -19,9 +19,13 @@ from ..ir.opsets import op_since
 from ..ir.proto_walk import nodes
 from ..verification import trials
 from ..verification.compare import compare, jax_expected, onnx_runner
+from .references import reference_key, shared_reference
 from .testcase import Testcase
 
-DEFAULT_STATIC_SIZE = 3
+#: A static variant's size for every symbol (``Testcase.static_sizes`` aside): one of DYNAMIC_SIZES,
+#: so its inputs are the symbolic variant's trial at that size and JAX's outputs on them are computed
+#: once for both (:mod:`.references`).
+DEFAULT_STATIC_SIZE = 5
 #: Every symbolic variant is run at two sizes per symbol, so a graph that baked a size in fails:
 #: the sizes ``jax2onnx.verify`` tries (one engine, :mod:`jax2onnx.verification.trials`).
 DYNAMIC_SIZES = trials.TRIAL_SIZES
@@ -227,10 +231,16 @@ def variant_inputs(variant: Variant, fn: Any) -> VariantInputs:
     else:
         sizes = {s: case.static_sizes.get(s, DEFAULT_STATIC_SIZE) for s in names}
         specs = _with_static_sizes(case.input_shapes, sizes)
-        size_sets = [sizes]
+        # the symbolic variant's draws, of which this variant takes the trial at its sizes: the same
+        # arrays, so the two share JAX's outputs on them
+        size_sets = trials.size_assignments(names, DYNAMIC_SIZES)
+        if sizes not in size_sets:
+            size_sets = [sizes]
     dtypes = [np.dtype(a.dtype) for a in parse_inputs(fn, specs, case.input_params or None, double).args]
     runs = trials.trial_arrays(case.input_shapes, dtypes, size_sets, seed=0,
                                generator=case.input_generator or trials.default_generator)
+    if not variant.symbolic:
+        runs = [runs[size_sets.index(sizes)]]
     return VariantInputs(specs, runs, params)
 
 
@@ -270,7 +280,8 @@ def compare_with_jax(variant: Variant, fn: Any, model: onnx.ModelProto, inputs: 
     """Run every input set in onnxruntime and JAX; the largest absolute difference per output.
     ``references``: JAX's outputs by input set, filled as they are computed and reused when
     present (the opsets of one variant run on the same inputs: JAX's jit of the testcase was most
-    of a variant's time)."""
+    of a variant's time), or found in :mod:`.references` where another variant of the testcase
+    compared on the same inputs (the static variant and the symbolic one)."""
     case = variant.case
     rtol, atol = (case.rtol_f64, case.atol_f64) if variant.double else (case.rtol, case.atol)
     references = {} if references is None else references
@@ -282,8 +293,10 @@ def compare_with_jax(variant: Variant, fn: Any, model: onnx.ModelProto, inputs: 
     diffs: list[float] = []
     for i, vals in enumerate(inputs.runs):
         if i not in references:
-            references[i] = jax_expected(fn, [np.asarray(v) for v in vals], inputs.params or None,
-                                         double=variant.double, jit=case.reference_jit)
+            arrays = [np.asarray(v) for v in vals]
+            references[i] = shared_reference(
+                reference_key(variant, arrays, inputs.params),
+                lambda: jax_expected(fn, arrays, inputs.params or None, double=variant.double, jit=case.reference_jit))
         expected = references[i]
         cmp = compare(fn, model, vals, inputs.params or None, rtol=rtol, atol=atol, enable_double_precision=variant.double,
                        jit=case.reference_jit, expected=expected, target=case.target, runner=run)
