@@ -56,3 +56,14 @@ def test_another_process_reads_the_output_from_the_session_folder(tmp_path, monk
     assert computed == [1] and again[1] == "info"
     np.testing.assert_array_equal(again[0][0], first[0][0])
     assert [p.name for p in tmp_path.iterdir()] == ["k" * 64 + ".pickle"]  # whole, no partial left
+
+
+def test_two_testcases_of_one_name_never_share_outputs():
+    """A test may build two testcases of one name around different functions (no pack, no
+    component): each compares with its own function's outputs."""
+    from jax2onnx.testing import run_variant
+
+    (sin,) = variants_of(Testcase("same_name", lambda x: jax.numpy.sin(x), [(2, 3)], run_f64=False))
+    (cos,) = variants_of(Testcase("same_name", lambda x: jax.numpy.cos(x), [(2, 3)], run_f64=False))
+    assert run_variant(sin).max_abs_diff[0] < 1e-6
+    assert run_variant(cos).max_abs_diff[0] < 1e-6  # against sin's outputs it would be off by ~1

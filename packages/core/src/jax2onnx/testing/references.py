@@ -41,7 +41,7 @@ KEPT = 16
 #: outputs larger than this (bytes) are not written to the folder (a sampler's 10**5 draws)
 MAX_SHARED_BYTES = 1 << 20
 
-_recent: collections.OrderedDict[str, Any] = collections.OrderedDict()
+_recent: collections.OrderedDict[tuple[str, int], tuple[Any, Any]] = collections.OrderedDict()
 
 
 def reference_key(variant: Any, arrays: Sequence[Any], params: Mapping[str, Any] | None) -> str:
@@ -58,14 +58,22 @@ def reference_key(variant: Any, arrays: Sequence[Any], params: Mapping[str, Any]
     return digest.hexdigest()
 
 
-def shared_reference(key: str, compute: Callable[[], Any]) -> Any:
+def shared_reference(key: str, compute: Callable[[], Any], variant: Any = None) -> Any:
     """``compute()``'s value for ``key``: this process's, another worker's from the session folder,
-    else computed now (and kept, and written there)."""
-    if key in _recent:
-        _recent.move_to_end(key)
-        return _recent[key]
+    else computed now (and kept, and written there).
+
+    ``variant``: whose outputs they are. In this process they serve only variants of the same
+    testcase object (a test may build two testcases of one name around different functions); the
+    folder serves only a pack's registered testcases (pack and component named: one testcase per
+    name there)."""
+    case = getattr(variant, "case", None)
+    mine = (key, id(case))
+    if mine in _recent:
+        _recent.move_to_end(mine)
+        return _recent[mine][1]
     folder = os.environ.get(FOLDER_VARIABLE)
-    path = os.path.join(folder, key + ".pickle") if folder else None
+    registered = variant is None or (variant.pack and variant.component)
+    path = os.path.join(folder, key + ".pickle") if folder and registered else None
     value = None
     if path is not None and os.path.exists(path):
         try:
@@ -77,7 +85,7 @@ def shared_reference(key: str, compute: Callable[[], Any]) -> Any:
         value = compute()
         if path is not None and _nbytes(value) <= MAX_SHARED_BYTES:
             _write(path, folder, value)
-    _recent[key] = value
+    _recent[mine] = (case, value)  # the case held: its id is not reused while the entry lives
     while len(_recent) > KEPT:
         _recent.popitem(last=False)
     return value

@@ -296,7 +296,8 @@ def compare_with_jax(variant: Variant, fn: Any, model: onnx.ModelProto, inputs: 
             arrays = [np.asarray(v) for v in vals]
             references[i] = shared_reference(
                 reference_key(variant, arrays, inputs.params),
-                lambda: jax_expected(fn, arrays, inputs.params or None, double=variant.double, jit=case.reference_jit))
+                lambda: jax_expected(fn, arrays, inputs.params or None, double=variant.double, jit=case.reference_jit),
+                variant)
         expected = references[i]
         cmp = compare(fn, model, vals, inputs.params or None, rtol=rtol, atol=atol, enable_double_precision=variant.double,
                        jit=case.reference_jit, expected=expected, target=case.target, runner=run)
