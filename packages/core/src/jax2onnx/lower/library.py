@@ -47,6 +47,7 @@ from ..compat import (
     jit_src_info,
     region_jaxpr,
     sub_jaxprs,
+    traceback_codes,
     traceback_frames,
 )
 from ..ir.builder import OpUnavailableError
@@ -312,6 +313,8 @@ class LibraryTable:
                 file, _, fname = resolved.key
                 for frame_name in {fname, resolved.qualname}:
                     self.by_frame.setdefault((file, frame_name), []).append((resolved, lowering))
+        #: the files of ``by_frame``: a frame elsewhere matches nothing (checked on code objects)
+        self._frame_files = {file for file, _ in self.by_frame}
         #: the decisions of the trace this table lowers (shared by its exports at other opsets)
         self.memo = memo if memo is not None else LibraryMemo()
 
@@ -323,6 +326,14 @@ class LibraryTable:
                                   lambda: retrace(resolved, lowering, avals, params, vmaps))
 
     # -- plain functions: regions of consecutive equations -----------------------------------------
+    def _may_match(self, code: Any) -> bool:
+        """Whether a frame of ``code`` may be a key of ``by_frame``: its function name is the
+        code's qualified name or plain name, depending on JAX's version, so both are tried."""
+        if code.co_filename not in self._frame_files:
+            return False
+        return ((code.co_filename, code.co_name) in self.by_frame
+                or (code.co_filename, getattr(code, "co_qualname", code.co_name)) in self.by_frame)
+
     def frame_call(self, eqn: Any, excluded: frozenset[Any]) -> tuple[Any, _Resolved, Lowering] | None:
         """The outermost call of a registered plain function in ``eqn``'s traceback that is not in
         ``excluded``: (call identity, resolved, lowering). The identity is the frames above the
@@ -330,6 +341,9 @@ class LibraryTable:
         the same call emits."""
         if not self.by_frame:
             return None
+        codes = traceback_codes(eqn)
+        if codes is not None and not any(self._may_match(code) for code in codes):
+            return None  # most equations: no registered function on the stack, no frame built
         frames = traceback_frames(eqn)  # innermost first
         for i in range(len(frames) - 1, -1, -1):
             file, fname, line, _ = frames[i]
