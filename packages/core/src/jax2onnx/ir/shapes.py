@@ -111,7 +111,8 @@ def _apply(value: ir.Value, type_proto: onnx.TypeProto | None, seen: dict[bytes,
                             ir.serde.deserialize_type_proto_for_type(type_proto))
     shape, inferred = read
     modified = False
-    if shape is not None and value.shape != shape:
+    # ``is None`` first: comparing a Shape with None goes through a slow protocol isinstance
+    if shape is not None and (value.shape is None or value.shape != shape):
         # a frozen shape (onnx_ir's deserializer freezes them) cannot change: every value may hold it
         value.shape = shape if getattr(shape, "frozen", False) else ir.serde.deserialize_type_proto_for_shape(type_proto)
         modified = True
