@@ -3,6 +3,7 @@ exported model: run on two revisions to see a speed-up and that no graph changed
 
     python bench/export_cpu.py "jax.random.samplers,rng_bit" --out after.json
     python bench/export_cpu.py linalg --limit 40
+    python bench/export_cpu.py "MLP,CNN,Transformer" --packs jax2onnx-examples
 
 Each selected variant is exported at opsets default, 17 and 13 as the testcase suite does
 (``--jax2onnx-opset=default,17,13``: one trace, then lower, optimize and write per opset); no
@@ -28,10 +29,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("select", help="comma-separated substrings of 'component::variant id'")
     parser.add_argument("--limit", type=int, default=None, help="only the first N selected variants")
+    parser.add_argument("--packs", default="jax2onnx-lax",
+                        help="comma-separated packs whose testcases are selected from (default: jax2onnx-lax)")
     parser.add_argument("--out", default=None, help="write {variant id at opset: sha256 of the model} here")
     args = parser.parse_args()
     wanted = args.select.split(",")
-    work = [v for v in collect_variants(["jax2onnx-lax"], (None, 17, 13))
+    work = [v for v in collect_variants(args.packs.split(","), (None, 17, 13))
             if not v.case.skip_reason and any(w in f"{v.component}::{v.id}" for w in wanted)][: args.limit]
     seconds: collections.Counter[str] = collections.Counter()
     hashes: dict[str, str] = {}

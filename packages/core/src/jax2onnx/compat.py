@@ -154,6 +154,19 @@ def traceback_frames(eqn: Any) -> list[tuple[str, str, int, int]]:
     return [(f.file_name, f.function_name, f.line_num, int(i)) for f, i in zip(frames, lastis)]
 
 
+def traceback_codes(eqn: Any) -> list[Any] | None:
+    """The code object of each frame of ``eqn``'s traceback, innermost first, without building the
+    frames (:func:`traceback_frames` resolves a line per frame: most of its cost); ``[]`` with no
+    traceback, None where JAX's traceback has no ``raw_frames``. A frame's file is its code's
+    ``co_filename`` and its function its ``co_qualname`` or ``co_name`` (by JAX version)."""
+    info = getattr(eqn, "source_info", None)
+    tb = getattr(info, "traceback", None)
+    if tb is None:
+        return []
+    raw = tb.raw_frames() if hasattr(tb, "raw_frames") else None
+    return list(raw[0]) if isinstance(raw, tuple) and len(raw) == 2 else None
+
+
 def region_jaxpr(invars: list[Any], outvars: list[Any], eqns: list[JaxprEqn]) -> Jaxpr:
     """A jaxpr made of some of another jaxpr's equations (to compare with a fresh trace by text)."""
     return Jaxpr([], invars, outvars, eqns)

@@ -30,11 +30,23 @@ from .legalize import Rewritten, legalize
 # dtypes
 
 
+#: ``to_ir_dtype``'s answers by what it was given (an ``np.dtype``, a scalar type, a name): it runs
+#: for every value and constant an export makes, and ``np.dtype(...).name`` was most of its cost.
+_IR_DTYPES: dict[Any, ir.DataType] = {}
+
+
 def to_ir_dtype(dtype: Any) -> ir.DataType:
+    try:
+        return _IR_DTYPES[dtype]
+    except (KeyError, TypeError):  # not seen yet, or unhashable (converted without the cache)
+        pass
     dt = np.dtype(dtype)
-    if dt.name == "bfloat16":
-        return ir.DataType.BFLOAT16
-    return ir.DataType.from_numpy(dt)
+    out = ir.DataType.BFLOAT16 if dt.name == "bfloat16" else ir.DataType.from_numpy(dt)
+    try:
+        _IR_DTYPES[dtype] = out
+    except TypeError:
+        pass
+    return out
 
 
 def value_dtype(dtype: Any) -> ir.DataType:

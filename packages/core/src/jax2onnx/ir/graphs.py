@@ -35,7 +35,13 @@ def all_graphs(model: ir.Model) -> Iterator[ir.Graph | ir.Function]:
         g = stack.pop()
         yield g
         for node in g:
-            for attr in attribute_values(node):
+            # attribute_values inlined, and attribute-less nodes (most) skipped: the passes walk
+            # every graph of the model some thirty times per export
+            attrs = node.attributes
+            attrs = getattr(attrs, "data", attrs)
+            if not attrs:
+                continue
+            for attr in attrs.values():
                 kind = attr.type
                 if kind == _GRAPH:
                     stack.append(attr.value)

@@ -100,8 +100,8 @@ def _apply(value: ir.Value, type_proto: onnx.TypeProto | None, seen: dict[bytes,
     inferred shape and element type replace the value's when they differ).
 
     ``seen``: the shape and type read from each distinct type proto, for comparing: a graph has few
-    distinct types and reading one was most of the merge. A value that takes them gets objects of its
-    own (onnx_ir's shapes and types are mutable)."""
+    distinct types and reading one was most of the merge. A value that takes them gets a type of its
+    own (onnx_ir's types are mutable), and a shape of its own unless the shape read is frozen."""
     if type_proto is None:
         return False
     key = type_proto.SerializeToString()
@@ -111,8 +111,10 @@ def _apply(value: ir.Value, type_proto: onnx.TypeProto | None, seen: dict[bytes,
                             ir.serde.deserialize_type_proto_for_type(type_proto))
     shape, inferred = read
     modified = False
-    if shape is not None and value.shape != shape:
-        value.shape = ir.serde.deserialize_type_proto_for_shape(type_proto)
+    # ``is None`` first: comparing a Shape with None goes through a slow protocol isinstance
+    if shape is not None and (value.shape is None or value.shape != shape):
+        # a frozen shape (onnx_ir's deserializer freezes them) cannot change: every value may hold it
+        value.shape = shape if getattr(shape, "frozen", False) else ir.serde.deserialize_type_proto_for_shape(type_proto)
         modified = True
     if inferred is not None:
         if value.type is None:

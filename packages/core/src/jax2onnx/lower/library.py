@@ -47,6 +47,7 @@ from ..compat import (
     jit_src_info,
     region_jaxpr,
     sub_jaxprs,
+    traceback_codes,
     traceback_frames,
 )
 from ..ir.builder import OpUnavailableError
@@ -312,6 +313,8 @@ class LibraryTable:
                 file, _, fname = resolved.key
                 for frame_name in {fname, resolved.qualname}:
                     self.by_frame.setdefault((file, frame_name), []).append((resolved, lowering))
+        #: the files of ``by_frame``: a frame elsewhere matches nothing (checked on code objects)
+        self._frame_files = {file for file, _ in self.by_frame}
         #: the decisions of the trace this table lowers (shared by its exports at other opsets)
         self.memo = memo if memo is not None else LibraryMemo()
 
@@ -323,6 +326,28 @@ class LibraryTable:
                                   lambda: retrace(resolved, lowering, avals, params, vmaps))
 
     # -- plain functions: regions of consecutive equations -----------------------------------------
+    def _may_match(self, code: Any) -> bool:
+        """Whether a frame of ``code`` (one in a file of ``by_frame``) may be a key of ``by_frame``:
+        its function name is the code's qualified name or plain name, depending on JAX's version,
+        so both are tried."""
+        return ((code.co_filename, code.co_name) in self.by_frame
+                or (code.co_filename, getattr(code, "co_qualname", code.co_name)) in self.by_frame)
+
+    def _frames(self, eqn: Any) -> list[tuple[str, str, int, int]]:
+        """``eqn``'s traceback frames (innermost first), or ``[]`` when no frame can match: read
+        from the code objects first, as most equations have no registered function on the stack;
+        building the frames resolves a line per frame and was most of the lowering of a large
+        graph. The frames are remembered with the trace's decisions: the exports at other
+        opsets and the region scan ask again for the same equation."""
+        codes = traceback_codes(eqn)
+        if codes is not None:
+            files = self._frame_files
+            if files.isdisjoint([code.co_filename for code in codes]):
+                return []
+            if not any(self._may_match(code) for code in codes if code.co_filename in files):
+                return []
+        return self.memo.remember("traceback_frames", (eqn,), lambda: traceback_frames(eqn))
+
     def frame_call(self, eqn: Any, excluded: frozenset[Any]) -> tuple[Any, _Resolved, Lowering] | None:
         """The outermost call of a registered plain function in ``eqn``'s traceback that is not in
         ``excluded``: (call identity, resolved, lowering). The identity is the frames above the
@@ -330,7 +355,7 @@ class LibraryTable:
         the same call emits."""
         if not self.by_frame:
             return None
-        frames = traceback_frames(eqn)  # innermost first
+        frames = self._frames(eqn)  # innermost first
         for i in range(len(frames) - 1, -1, -1):
             file, fname, line, _ = frames[i]
             for resolved, lowering in self.by_frame.get((file, fname), ()):

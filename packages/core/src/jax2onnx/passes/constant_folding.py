@@ -18,6 +18,9 @@ The folded value keeps the node output's name, so graph outputs and value names 
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import numpy as np
 import onnx
 import onnx_ir as ir
@@ -132,25 +135,36 @@ class ConstantFoldingPass(ir.passes.InPlacePass):
 
 def _evaluate(node: ir.Node, arrays: list[np.ndarray | None], opset: int) -> list[np.ndarray] | None:
     """Run one node with onnx's reference evaluator (exact ONNX semantics, no hand-written copies)."""
-    from onnx.reference import ReferenceEvaluator
-
     in_names = [f"i{k}" if a is not None else "" for k, a in enumerate(arrays)]
-    out_names = [f"o{k}" for k in range(len(node.outputs))]
-    attrs = [ir.serde.serialize_attribute(a) for a in node.attributes.values()]
-    proto_node = onnx.helper.make_node(node.op_type, in_names, out_names, domain=node.domain)
-    proto_node.attribute.extend(attrs)
     feeds = {n: a for n, a in zip(in_names, arrays) if a is not None}
     try:
-        graph = onnx.helper.make_graph(
-            [proto_node], "fold",
-            [onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in feeds.items()],
-            [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in out_names],
-        )
-        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
-        results = ReferenceEvaluator(model).run(None, feeds)
+        inputs = tuple((n, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in feeds.items())
+        attrs = tuple(ir.serde.serialize_attribute(a).SerializeToString() for a in node.attributes.values())
+        evaluator = _evaluator(node.op_type, node.domain, attrs, tuple(in_names), inputs, len(node.outputs), opset)
+        results = evaluator.run(None, feeds)
     except Exception:  # noqa: BLE001 - anything the reference cannot do simply stays in the graph
         return None
     return [np.asarray(r) for r in results]
+
+
+@functools.lru_cache(maxsize=512)
+def _evaluator(op_type: str, domain: str, attrs: tuple[bytes, ...], in_names: tuple[str, ...],
+               inputs: tuple[tuple[str, int, tuple[int, ...]], ...], n_outputs: int, opset: int) -> Any:
+    """The reference evaluator of a one-node model, by everything the model is made of: building
+    one was most of a fold's time (a node run is a tenth of it), and a graph folds many nodes alike
+    (a Reshape per weight). Stateless between runs for the deterministic ops that fold."""
+    from onnx.reference import ReferenceEvaluator
+
+    out_names = [f"o{k}" for k in range(n_outputs)]
+    proto_node = onnx.helper.make_node(op_type, list(in_names), out_names, domain=domain)
+    proto_node.attribute.extend(onnx.AttributeProto.FromString(a) for a in attrs)
+    graph = onnx.helper.make_graph(
+        [proto_node], "fold",
+        [onnx.helper.make_tensor_value_info(n, dtype, shape) for n, dtype, shape in inputs],
+        [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in out_names],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+    return ReferenceEvaluator(model)
 
 
 def _types_match(node: ir.Node, results: list[np.ndarray]) -> bool:
