@@ -32,7 +32,7 @@ keras, _ = keras_hub_under_jax()
 
 from jax2onnx_llm import export_causal_lm  # noqa: E402
 from jax2onnx_llm.genai_run import greedy, prefill_logits  # noqa: E402
-from test_keras_hub_families import make  # noqa: E402
+from test_keras_hub_families import exported_once, make  # noqa: E402
 
 #: floors under the figures measured on these tiny random models (2 layers, 32 wide, 4 experts of
 #: 16-64 wide), where every weight matmul is int4 too (attention, router, the 32-wide embedding rows
@@ -48,16 +48,18 @@ CASES = [("mixtral", "onnxruntime", "int4"), ("qwen3_moe", "onnx", "int4"), ("mi
 
 def _float32(family: str, target: str):
     """``(folder, ids, logits)``: the family's float32 export for ``target``, the first prompt with its
-    greedy continuation there, and its logits over them; once a session (Mixtral's two precisions)."""
+    greedy continuation there, and its logits over them; once a session (Mixtral's two precisions).
+    On target onnxruntime the export is test_keras_hub_families' (the same options), made once for both."""
     def build(root):
-        folder = export_causal_lm(make(family), root / "f32", max_length=64, cache="concat", target=target,
-                                  eos_token_id=1, pad_token_id=0)
+        shared = exported_once(family, make(family), "concat", 1) if target == "onnxruntime" else None
+        folder = shared or export_causal_lm(make(family), root / "f32", max_length=64, cache="concat", target=target,
+                                            eos_token_id=1, pad_token_id=0)
         tokens = np.asarray(greedy(folder, PROMPTS[:1], NEW_TOKENS, pad_token_id=0))[0]
         ids = np.array([PROMPTS[0] + list(tokens)], np.int32)
-        return ids, prefill_logits(folder, ids)
+        return shared, ids, prefill_logits(folder, ids)
 
-    root, (ids, logits) = built_once(f"test_keras_hub_moe-{family}-{target}", build)
-    return root / "f32", ids, logits
+    root, (shared, ids, logits) = built_once(f"test_keras_hub_moe-{family}-{target}", build)
+    return shared or root / "f32", ids, logits
 
 
 @pytest.mark.parametrize(("family", "target", "precision"), CASES)
