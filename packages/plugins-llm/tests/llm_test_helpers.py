@@ -146,20 +146,21 @@ def assert_same_tokens(folder, reference, pad_token_id: int | None, eos) -> None
     the folder's own ``genai_config.json`` pad id, which must be ``pad_token_id`` when given. Each
     row of the batch also generates what its prompt does alone. The sequences must vary (a model
     repeating one token would prove little)."""
-    from jax2onnx_llm.genai_run import folder_pad_token_id, greedy, until_eos
+    from jax2onnx_llm.genai_run import LoadedFolder, folder_pad_token_id, greedy, until_eos
 
     require_genai()
     if pad_token_id is not None:
         assert folder_pad_token_id(folder) == pad_token_id, "genai_config.json names another pad id"
+    loaded = LoadedFolder(folder)  # one genai model for the four generations
     for prompts in (PROMPTS[:1], PROMPTS):
         expected = np.asarray(reference(prompts))
-        got = greedy(folder, prompts, NEW_TOKENS)
+        got = greedy(loaded, prompts, NEW_TOKENS)
         for row, p in enumerate(prompts):
             want = until_eos(expected[row], eos)
             assert until_eos(got[row], eos) == want, f"prompt {row} of {len(prompts)}: genai {got[row]} vs {want}"
             assert len(want) == NEW_TOKENS, f"prompt {row} ends after {len(want)} tokens: pick another eos id"
         assert len(set(until_eos(expected[0], eos))) > 4, f"the tiny model repeats itself: {expected[0]}"
-    alone = [greedy(folder, [p], NEW_TOKENS)[0] for p in PROMPTS[1:]]
+    alone = [greedy(loaded, [p], NEW_TOKENS)[0] for p in PROMPTS[1:]]
     assert alone == got[1:], f"padding changed a row's tokens: alone {alone}, in the batch {got[1:]}"
 
 

@@ -38,19 +38,33 @@ def require_genai() -> Any:
     return onnxruntime_genai
 
 
-def greedy(folder: str | pathlib.Path, prompts: list[list[int]], max_new_tokens: int, *,
+class LoadedFolder:
+    """A folder's model loaded into onnxruntime-genai once, for several generations (loading it is
+    most of what a short generation on a small model costs): pass it to :func:`greedy` in place of
+    the folder."""
+
+    def __init__(self, folder: str | pathlib.Path) -> None:
+        og = require_genai()
+        self.folder = pathlib.Path(folder)
+        self.model = og.Model(str(folder))
+        # a folder whose prompts run in windows (target="qdq") pads them to whole windows, as genai does
+        decoder = json.loads((self.folder / "genai_config.json").read_text())["model"]["decoder"]
+        window = decoder.get("sliding_window")
+        self.multiple = window["window_size"] if window and window.get("slide_inputs", True) else 1
+
+
+def greedy(folder: str | pathlib.Path | LoadedFolder, prompts: list[list[int]], max_new_tokens: int, *,
            pad_token_id: int | None = None) -> list[list[int]]:
     """The tokens onnxruntime-genai generates after each prompt (greedy; at most ``max_new_tokens``).
-    The batch is left-padded with ``pad_token_id`` (default: the folder's own, as genai's users pad)."""
+    The batch is left-padded with ``pad_token_id`` (default: the folder's own, as genai's users pad).
+    ``folder``: the folder, or a :class:`LoadedFolder` of it (loaded once for several calls)."""
     og = require_genai()
-    model = og.Model(str(folder))
-    # a folder whose prompts run in windows (target="qdq") pads them to whole windows, as genai does
-    window = json.loads((pathlib.Path(folder) / "genai_config.json").read_text())["model"]["decoder"].get("sliding_window")
-    multiple = window["window_size"] if window and window.get("slide_inputs", True) else 1
-    ids, _ = left_pad(prompts, folder_pad_token_id(folder) if pad_token_id is None else pad_token_id, multiple)
-    params = og.GeneratorParams(model)
+    loaded = folder if isinstance(folder, LoadedFolder) else LoadedFolder(folder)
+    pad = folder_pad_token_id(loaded.folder) if pad_token_id is None else pad_token_id
+    ids, _ = left_pad(prompts, pad, loaded.multiple)
+    params = og.GeneratorParams(loaded.model)
     params.set_search_options(do_sample=False, max_length=ids.shape[1] + max_new_tokens, batch_size=len(prompts))
-    generator = og.Generator(model, params)
+    generator = og.Generator(loaded.model, params)
     generator.append_tokens(ids)
     while not generator.is_done():
         generator.generate_next_token()
