@@ -55,8 +55,6 @@ _KEXSH = 10
 
 
 
-import collections
-_STATS = collections.Counter()
 def _where(cond, x, y):
     """``jnp.where(cond, x, y)`` as one ``select_n`` equation. ``jnp.where`` is a jitted library
     function: each of this module's ~300 calls became a jit equation that the export recognizes,
@@ -83,7 +81,6 @@ def _broadcast(v, shape):
         return v
     if not isinstance(v, jax.core.Tracer):  # a constant: broadcast here, no Expand in the graph
         return np.broadcast_to(np.asarray(v), shape)
-    import collections, traceback; _STATS[traceback.extract_stack()[-3].lineno] += 1
     return lax.broadcast_in_dim(v, shape, tuple(range(len(shape) - np.ndim(v), len(shape))))
 
 
@@ -129,13 +126,12 @@ def _lapy2(x, y):
 
 
 def _swap(a, i, j):
-    """Rows and columns ``i`` and ``j`` of ``a`` exchanged (a permutation similarity)."""
-    n = a.shape[0]
-    idx = np.arange(n, dtype=np.int32)
-    ri, rj = _pick(a, i, 0), _pick(a, j, 0)
-    a = _where((idx == i)[:, None], rj[None, :], _where((idx == j)[:, None], ri[None, :], a))
-    ci, cj = _pick(a, i, 1), _pick(a, j, 1)
-    return _where((idx == i)[None, :], cj[:, None], _where((idx == j)[None, :], ci[:, None], a))
+    """Rows and columns ``i`` and ``j`` of ``a`` exchanged (a permutation similarity), as
+    ``P^T a P`` with the transposition's permutation matrix: two MatMuls, exact."""
+    idx = np.arange(a.shape[0], dtype=np.int32)
+    target = idx + (idx == i) * (j - i) + (idx == j) * (i - j)  # column c of P is e_target[c]
+    p = (idx[:, None] == target[None, :]).astype(a.dtype)
+    return p.T @ a @ p
 
 
 # ---------------------------------------------------------------------------------------------
@@ -436,25 +432,26 @@ def _lahqr(h, z):
         h, z, wr, wi, i, _, _, ok = state
         # one eigenvalue (low == i) or a 2x2 block (low == i - 1) standardised by dlanv2
         two = low == i - 1
-        a, b = _entry(h, i - 1, i - 1), _entry(h, i - 1, i)
-        c, d = _entry(h, i, i - 1), _entry(h, i, i)
+        # rows / columns i-1 and i are read and written through a [2, n] one-hot selector
+        sel = (idx[None, :] == (i - 1 + np.arange(2, dtype=np.int32))[:, None]).astype(dtype)
+        block = sel @ h @ sel.T
+        a, b, c, d = block[0, 0], block[0, 1], block[1, 0], block[1, 1]
         na, nb, nc, nd, rt1r, rt1i, rt2r, rt2i, cs, sn = _lanv2(a, b, c, d)
         cs = _where(two, cs, 1)
         sn = _where(two, sn, 0)
-        r1, r2 = _pick(h, i - 1, 0), _pick(h, i, 0)
-        right = (idx > i)[None, :]
-        h = _where((idx == i - 1)[:, None] & right & two, (cs * r1 + sn * r2)[None, :], h)
-        h = _where((idx == i)[:, None] & right & two, (cs * r2 - sn * r1)[None, :], h)
-        c1, c2 = _pick(h, i - 1, 1), _pick(h, i, 1)
-        above = (idx < i - 1)[:, None]
-        h = _where(above & (idx == i - 1)[None, :] & two, (cs * c1 + sn * c2)[:, None], h)
-        h = _where(above & (idx == i)[None, :] & two, (cs * c2 - sn * c1)[:, None], h)
-        h = _put(_put(_put(_put(h, i - 1, i - 1, na, two), i - 1, i, nb, two), i, i - 1, nc, two), i, i, nd, two)
-        z1, z2 = _pick(z, i - 1, 1), _pick(z, i, 1)
-        z = _where((idx == i - 1)[None, :] & two, (cs * z1 + sn * z2)[:, None], z)
-        z = _where((idx == i)[None, :] & two, (cs * z2 - sn * z1)[:, None], z)
-        wr = _vec_put(_vec_put(wr, i - 1, rt1r, two), i, _where(two, rt2r, d))
-        wi = _vec_put(_vec_put(wi, i - 1, rt1i, two), i, _where(two, rt2i, zero))
+        rot = jnp.stack([jnp.stack([cs, sn]), jnp.stack([-sn, cs])])  # [[cs, sn], [-sn, cs]]
+        both = (idx == i - 1) | (idx == i)
+        # the rotation on rows i-1, i right of the block, on columns i-1, i above it, and on Z's
+        # columns; the block itself becomes dlanv2's standard form
+        h = _where(both[:, None] & (idx > i)[None, :] & two, sel.T @ (rot @ (sel @ h)), h)
+        h = _where((idx < i - 1)[:, None] & both[None, :] & two, ((h @ sel.T) @ rot.T) @ sel, h)
+        new_block = jnp.stack([jnp.stack([na, nb]), jnp.stack([nc, nd])])
+        h = _where(both[:, None] & both[None, :] & two, sel.T @ new_block @ sel, h)
+        z = _where(both[None, :] & two, ((z @ sel.T) @ rot.T) @ sel, z)
+        # wr[i-1], wi[i-1] only for a 2x2 block
+        written = (idx == i) | ((idx == i - 1) & two)
+        wr = _where(written, jnp.stack([rt1r, _where(two, rt2r, d)]) @ sel, wr)
+        wi = _where(written, jnp.stack([rt1i, _where(two, rt2i, zero)]) @ sel, wi)
         return h, z, wr, wi, low - 1, jnp.zeros_like(low), jnp.zeros_like(low), ok
 
     def sweep(state, low):
