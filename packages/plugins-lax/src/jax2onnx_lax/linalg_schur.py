@@ -117,6 +117,21 @@ def _sign(a, b):
     return _where(b >= 0, jnp.abs(a), -jnp.abs(a))
 
 
+def _roll(v, shift):
+    """``_roll(v, shift)`` of a vector as a MatMul with the constant permutation matrix: one
+    equation (exact for finite entries), where ``jnp.roll`` is a library call to recognise."""
+    n = v.shape[0]
+    if v.dtype == jnp.bool_:
+        return _roll(v.astype(np.float32), shift) != 0
+    return v @ np.roll(np.eye(n, dtype=v.dtype), shift, axis=1)
+
+
+def _unit_sign(b):
+    """Fortran ``SIGN(1, b)``."""
+    one = np.ones((), b.dtype)
+    return _where(b >= 0, one, -one)
+
+
 def _lapy2(x, y):
     """``dlapy2``: ``sqrt(x^2 + y^2)`` without overflow."""
     xa, ya = jnp.abs(x), jnp.abs(y)
@@ -309,7 +324,7 @@ def _lanv2(a, b, c, d):
     temp = a - d
     p = 0.5 * temp
     bcmax = jnp.maximum(jnp.abs(b), jnp.abs(c))
-    bcmis = jnp.minimum(jnp.abs(b), jnp.abs(c)) * _sign(one, b) * _sign(one, c)
+    bcmis = jnp.minimum(jnp.abs(b), jnp.abs(c)) * _unit_sign(b) * _unit_sign(c)
     scale = nz(jnp.maximum(jnp.abs(p), bcmax))
     z = (p / scale) * p + (bcmax / scale) * bcmis
     real_ev = z >= 4.0 * eps
@@ -325,7 +340,7 @@ def _lanv2(a, b, c, d):
     sigma = b + c
     tau2 = nz(_lapy2(sigma, temp))
     ccs = jnp.sqrt(0.5 * (1 + jnp.abs(sigma) / tau2))
-    csn = -(p / (tau2 * ccs)) * _sign(one, sigma)
+    csn = -(p / (tau2 * ccs)) * _unit_sign(sigma)
     aa = a * ccs + b * csn
     bb = -a * csn + b * ccs
     cc = c * ccs + d * csn
@@ -337,7 +352,7 @@ def _lanv2(a, b, c, d):
     t2 = 0.5 * (a2 + d2)
     a2 = d2 = t2
     # c2 != 0 and b2 != 0 with equal signs: real eigenvalues after all, split the block
-    split = (c2 != 0) & (b2 != 0) & (_sign(one, b2) == _sign(one, c2))
+    split = (c2 != 0) & (b2 != 0) & ((b2 >= 0) == (c2 >= 0))
     sab, sac = jnp.sqrt(jnp.abs(b2)), jnp.sqrt(jnp.abs(c2))
     pp = _sign(sab * sac, c2)
     tau3 = 1 / jnp.sqrt(nz(jnp.abs(b2 + c2)))
@@ -410,10 +425,10 @@ def _lahqr(h, z):
         """dlahqr's deflation search: the largest k in (low, i] with h[k, k-1] negligible, else low."""
         sub = diag(h, -1)             # h[k, k-1]
         d0 = diag(h, 0)               # h[k, k]
-        dm1 = jnp.roll(d0, 1)         # h[k-1, k-1]
-        sup = jnp.roll(diag(h, 1), 1)  # h[k-1, k]
-        sub_m1 = jnp.roll(sub, 1)     # h[k-1, k-2]
-        sub_p1 = jnp.roll(sub, -1)    # h[k+1, k]
+        dm1 = _roll(d0, 1)         # h[k-1, k-1]
+        sup = _roll(diag(h, 1), 1)  # h[k-1, k]
+        sub_m1 = _roll(sub, 1)     # h[k-1, k-2]
+        sub_p1 = _roll(sub, -1)    # h[k+1, k]
         hk = jnp.abs(sub)
         tst = jnp.abs(dm1) + jnp.abs(d0)
         extra = _where(idx - 2 >= 0, jnp.abs(sub_m1), 0) + _where(idx + 1 <= n - 1, jnp.abs(sub_p1), 0)
@@ -461,15 +476,21 @@ def _lahqr(h, z):
         # shift from the trailing 2x2 block
         exc_bottom = (kdefl % (2 * _KEXSH)) == 0
         exc_top = ~exc_bottom & ((kdefl % _KEXSH) == 0)
-        s_b = jnp.abs(_entry(h, i, i - 1)) + jnp.abs(_entry(h, i - 1, i - 2))
-        s_t = jnp.abs(_entry(h, low + 1, low)) + jnp.abs(_entry(h, low + 2, low + 1))
+        d0 = diag(h, 0)
+        sub = diag(h, -1)
+        sup = diag(h, 1)
+        e_i, e_im1, e_low = _onehot(i, n, dtype), _onehot(i - 1, n, dtype), _onehot(low, n, dtype)
+        h_ii, h_im1im1 = d0 @ e_i, d0 @ e_im1
+        h_iim1, h_im1i = sub @ e_i, sup @ e_im1
+        s_b = jnp.abs(h_iim1) + jnp.abs(sub @ e_im1)
+        s_t = jnp.abs(sub @ _onehot(low + 1, n, dtype)) + jnp.abs(sub @ _onehot(low + 2, n, dtype))
         s_e = _where(exc_bottom, s_b, s_t)
-        e11 = 0.75 * s_e + _where(exc_bottom, _entry(h, i, i), _entry(h, low, low))
+        e11 = 0.75 * s_e + _where(exc_bottom, h_ii, d0 @ e_low)
         exc = exc_bottom | exc_top
-        h11 = _where(exc, e11, _entry(h, i - 1, i - 1))
-        h12 = _where(exc, -0.4375 * s_e, _entry(h, i - 1, i))
-        h21 = _where(exc, s_e, _entry(h, i, i - 1))
-        h22 = _where(exc, e11, _entry(h, i, i))
+        h11 = _where(exc, e11, h_im1im1)
+        h12 = _where(exc, -0.4375 * s_e, h_im1i)
+        h21 = _where(exc, s_e, h_iim1)
+        h22 = _where(exc, e11, h_ii)
         s = jnp.abs(h11) + jnp.abs(h12) + jnp.abs(h21) + jnp.abs(h22)
         s_safe = _where(s == 0, 1, s)
         h11, h12, h21, h22 = h11 / s_safe, h12 / s_safe, h21 / s_safe, h22 / s_safe
@@ -486,12 +507,9 @@ def _lahqr(h, z):
 
         # where to start the bulge: the largest m in [low, i-2] whose h[m, m-1] the first reflector
         # would leave negligible (vectorised over m; m = low if none)
-        d0 = diag(h, 0)
-        sub = diag(h, -1)
-        sup = diag(h, 1)
-        hmm, hm1m = d0, jnp.roll(sub, -1)            # h[m, m], h[m+1, m]
-        hmm1, hm1m1 = sup, jnp.roll(d0, -1)           # h[m, m+1], h[m+1, m+1]
-        hm2m1 = jnp.roll(sub, -2)                     # h[m+2, m+1]
+        hmm, hm1m = d0, _roll(sub, -1)            # h[m, m], h[m+1, m]
+        hmm1, hm1m1 = sup, _roll(d0, -1)           # h[m, m+1], h[m+1, m+1]
+        hm2m1 = _roll(sub, -2)                     # h[m+2, m+1]
         h21s = hm1m
         sv = jnp.abs(hmm - rt2r) + jnp.abs(rt2i) + jnp.abs(h21s)
         sv = _where(sv == 0, 1, sv)
@@ -503,7 +521,7 @@ def _lahqr(h, z):
         sv = _where(sv == 0, 1, sv)
         v1, v2, v3 = v1 / sv, v2 / sv, v3 / sv
         h00 = jnp.abs(sub) * (jnp.abs(v2) + jnp.abs(v3))
-        h01 = ulp * jnp.abs(v1) * (jnp.abs(jnp.roll(d0, 1)) + jnp.abs(d0) + jnp.abs(hm1m1))
+        h01 = ulp * jnp.abs(v1) * (jnp.abs(_roll(d0, 1)) + jnp.abs(d0) + jnp.abs(hm1m1))
         cand = (h00 <= h01) & (idx > low) & (idx <= i - 2)
         m = jnp.max(_where(cand, idx, low)).astype(low.dtype)
         v_first = (_vec_pick(v1, m), _vec_pick(v2, m), _vec_pick(v3, m))
@@ -607,10 +625,10 @@ def _trevc(t, wr, wi):
     sub = _diag_pad(t, -1)  # t[k, k-1]
     sup = _diag_pad(t, 1)   # t[k, k+1]
     bottom = (idx >= 1) & (sub != 0)
-    top = jnp.roll(bottom, -1) & (idx < n - 1)
+    top = _roll(bottom, -1) & (idx < n - 1)
     lo = _where(bottom, idx - 1, idx)
-    b = _where(top, sup, jnp.roll(sup, 1))    # t[lo, lo+1] of the column's 2x2 block
-    c = _where(top, jnp.roll(sub, -1), sub)   # t[lo+1, lo]
+    b = _where(top, sup, _roll(sup, 1))    # t[lo, lo+1] of the column's 2x2 block
+    c = _where(top, _roll(sub, -1), sub)   # t[lo+1, lo]
     pair = top | bottom
     s = _where(wi < 0, -1.0, 1.0).astype(dtype)
     wabs = jnp.abs(wi)
