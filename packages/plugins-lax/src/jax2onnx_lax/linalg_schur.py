@@ -3,7 +3,8 @@ in lax ops and lowered through its jaxpr.
 
 ONNX has no eigen-solver, and the non-symmetric problem needs data-dependent iteration (deflation,
 shifts). Rather than hand-building ONNX Loops, this module writes LAPACK's algorithm as a plain JAX
-function of one matrix (``lax.while_loop``/``fori_loop``, masks instead of dynamic shapes), vmaps it
+function of one matrix (``lax.while_loop``/``fori_loop``; rows, columns and entries at a traced
+index read and written through one-hot MatMuls and masks instead of dynamic shapes), vmaps it
 over the batch and lowers its jaxpr with ``ctx.lower_jaxpr`` (the pack's control-flow, gather and
 ``hessenberg``/``householder_product`` lowerings do the rest). Steps, as ``dgees``/``dgeev`` do them:
 
@@ -28,9 +29,11 @@ complex eigenvector's overall sign then differ, both equally valid). The testcas
 quantities that do not depend on that choice.
 
 Cost: every step is sequential, so the graph is a few nested Loops whose bodies onnxruntime runs
-per iteration: an 8x8 float32 ``jnp.linalg.eig`` exports ~1.6k nodes (1.1k for eigenvalues only)
-and runs in ~11 ms in onnxruntime on one CPU core (JAX-jit: ~0.02 ms), two thirds of it in the
-bulge-chase Loop body.
+per iteration: an 8x8 float32 ``jnp.linalg.eig`` exports ~1.35k nodes (~970 for eigenvalues only),
+two thirds of its run time in the bulge-chase Loop body. The port is written in lax primitives
+(:mod:`._lapack_ops`: ``where`` rather than ``jnp.where``, MatMuls with constant permutations rather than ``jnp.roll``):
+those library functions are jit calls the export recognises and verifies one by one, which was a
+third of lowering an eig.
 
 Not reproduced: LAPACK's guards against overflow/underflow (rescaling a matrix with entries near
 the float range, ``dtrevc``'s scale factors), and for n >= 75 ``dhseqr`` switches to ``dlaqr0``
@@ -46,61 +49,13 @@ import numpy as np
 from jax import lax
 from jax2onnx.plugin import Lowerings
 
+from . import _lapack_ops as lp
 from . import _matrix as mx
 
 lowerings = Lowerings()
 
 #: dlahqr's exceptional-shift period (iterations without a deflation).
 _KEXSH = 10
-
-
-def _pick(a, i, axis):
-    """``a[i]`` along ``axis`` (0 rows, 1 columns) for a traced ``i``, by a mask: exact, and an
-    out-of-range ``i`` picks zeros (the bulge chase relies on that at the matrix edge)."""
-    n = a.shape[axis]
-    mask = jnp.arange(n) == i
-    mask = mask[:, None] if axis == 0 else mask[None, :]
-    return jnp.sum(jnp.where(mask, a, jnp.zeros((), a.dtype)), axis=axis)
-
-
-def _entry(a, i, j):
-    n0, n1 = a.shape
-    mask = (jnp.arange(n0) == i)[:, None] & (jnp.arange(n1) == j)[None, :]
-    return jnp.sum(jnp.where(mask, a, jnp.zeros((), a.dtype)))
-
-
-def _put(a, i, j, value, when=True):
-    """``a`` with entry ``(i, j)`` replaced by ``value`` where ``when``."""
-    n0, n1 = a.shape
-    mask = (jnp.arange(n0) == i)[:, None] & (jnp.arange(n1) == j)[None, :] & when
-    return jnp.where(mask, value, a)
-
-
-def _vec_put(v, i, value, when=True):
-    return jnp.where((jnp.arange(v.shape[0]) == i) & when, value, v)
-
-
-def _sign(a, b):
-    """Fortran ``SIGN(a, b)``: ``|a|`` with the sign of ``b`` (``b = 0`` counts as positive)."""
-    return jnp.where(b >= 0, jnp.abs(a), -jnp.abs(a))
-
-
-def _lapy2(x, y):
-    """``dlapy2``: ``sqrt(x^2 + y^2)`` without overflow."""
-    xa, ya = jnp.abs(x), jnp.abs(y)
-    w, z = jnp.maximum(xa, ya), jnp.minimum(xa, ya)
-    safe = jnp.where(w == 0, jnp.ones_like(w), w)
-    return jnp.where(z == 0, w, w * jnp.sqrt(1 + (z / safe) ** 2))
-
-
-def _swap(a, i, j):
-    """Rows and columns ``i`` and ``j`` of ``a`` exchanged (a permutation similarity)."""
-    n = a.shape[0]
-    idx = jnp.arange(n)
-    ri, rj = _pick(a, i, 0), _pick(a, j, 0)
-    a = jnp.where((idx == i)[:, None], rj[None, :], jnp.where((idx == j)[:, None], ri[None, :], a))
-    ci, cj = _pick(a, i, 1), _pick(a, j, 1)
-    return jnp.where((idx == i)[None, :], cj[:, None], jnp.where((idx == j)[None, :], ci[:, None], a))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -112,8 +67,8 @@ def _balance(a, scale_too):
     ``A' = D^-1 P^T A P D``, ``P[perm[r], r] = 1``, ``D = diag(d)`` (powers of 2)."""
     n = a.shape[0]
     dtype = a.dtype
-    idx = jnp.arange(n)
-    perm = jnp.arange(n)
+    idx = np.arange(n, dtype=np.int32)
+    perm = np.arange(n, dtype=np.int32)
 
     # rows isolating an eigenvalue (zero off the diagonal within columns 0..low) go to the bottom;
     # the scan runs from row low upwards and repeats while a pass moved something
@@ -123,18 +78,18 @@ def _balance(a, scale_too):
     def row_body(s):
         a, perm, low, i, moved, done = s
         pass_end = i < 0
-        row = _pick(a, i, 0)
+        row = lp.pick(a, i, 0)
         can = ~pass_end & ~jnp.any((row != 0) & (idx != i) & (idx <= low))
-        a = jnp.where(can, _swap(a, i, low), a)
-        pi, pl = _vec_pick(perm, i), _vec_pick(perm, low)
-        perm = jnp.where(can, jnp.where(idx == i, pl, jnp.where(idx == low, pi, perm)), perm)
+        a = lp.where(can, lp.swap(a, i, low), a)
+        pi, pl = lp.vec_pick(perm, i), lp.vec_pick(perm, low)
+        perm = lp.where(can, lp.where(idx == i, pl, lp.where(idx == low, pi, perm)), perm)
         all_done = can & (low == 0)
-        low = jnp.where(can & (low > 0), low - 1, low)
+        low = lp.where(can & (low > 0), low - 1, low)
         moved = moved | can
         # end of a pass: another pass from row low if this one moved a row, else finished
         done = all_done | (pass_end & ~moved)
-        i = jnp.where(pass_end, low, i - 1)
-        moved = jnp.where(pass_end, False, moved)
+        i = lp.where(pass_end, low, i - 1)
+        moved = lp.where(pass_end, False, moved)
         return a, perm, low, i, moved, done
 
     a, perm, low, _, _, _ = lax.while_loop(
@@ -147,16 +102,16 @@ def _balance(a, scale_too):
     def col_body(s):
         a, perm, k, j, moved, done = s
         pass_end = j > low
-        col = _pick(a, j, 1)
+        col = lp.pick(a, j, 1)
         can = ~pass_end & ~jnp.any((col != 0) & (idx != j) & (idx >= k) & (idx <= low))
-        a = jnp.where(can, _swap(a, j, k), a)
-        pj, pk = _vec_pick(perm, j), _vec_pick(perm, k)
-        perm = jnp.where(can, jnp.where(idx == j, pk, jnp.where(idx == k, pj, perm)), perm)
-        k = jnp.where(can, k + 1, k)
+        a = lp.where(can, lp.swap(a, j, k), a)
+        pj, pk = lp.vec_pick(perm, j), lp.vec_pick(perm, k)
+        perm = lp.where(can, lp.where(idx == j, pk, lp.where(idx == k, pj, perm)), perm)
+        k = lp.where(can, k + 1, k)
         moved = moved | can
         done = pass_end & ~moved
-        j = jnp.where(pass_end, k, j + 1)
-        moved = jnp.where(pass_end, False, moved)
+        j = lp.where(pass_end, k, j + 1)
+        moved = lp.where(pass_end, False, moved)
         return a, perm, k, j, moved, done
 
     a, perm, k, _, _, _ = lax.while_loop(
@@ -174,14 +129,14 @@ def _balance(a, scale_too):
 
     def scale_one(i, s):
         a, d, moved = s
-        col, row = _pick(a, i, 1), _pick(a, i, 0)
-        c = jnp.sqrt(jnp.sum(jnp.where(inside, col * col, 0)))
-        r = jnp.sqrt(jnp.sum(jnp.where(inside, row * row, 0)))
-        ca = jnp.max(jnp.where(idx <= low, jnp.abs(col), 0))
-        ra = jnp.max(jnp.where(idx >= k, jnp.abs(row), 0))
+        col, row = lp.pick(a, i, 1), lp.pick(a, i, 0)
+        c = jnp.sqrt(jnp.sum(lp.where(inside, col * col, 0)))
+        r = jnp.sqrt(jnp.sum(lp.where(inside, row * row, 0)))
+        ca = jnp.max(lp.where(idx <= low, jnp.abs(col), 0))
+        ra = jnp.max(lp.where(idx >= k, jnp.abs(row), 0))
         skip = (c == 0) | (r == 0)
         s0 = c + r
-        one = jnp.ones((), dtype)
+        one = np.ones((), dtype)
 
         def up_cond(v):
             f, c, ca, r, g, ra = v
@@ -203,15 +158,15 @@ def _balance(a, scale_too):
             return f / 2, c / 2, ca / 2, r * 2, g / 2, ra * 2
 
         f, c, ca, r, g, ra = lax.while_loop(down_cond, down, (f, c, ca, r, g, ra))
-        di = _vec_pick(d, i)
+        di = lp.vec_pick(d, i)
         skip = skip | ((c + r) >= 0.95 * s0)
         skip = skip | ((f < 1) & (di < 1) & (f * di <= sfmin1))
         skip = skip | ((f > 1) & (di > 1) & (di >= sfmax1 / f))
-        f = jnp.where(skip, one, f)
+        f = lp.where(skip, one, f)
         # row i / f, then column i * f (the diagonal entry ends up unchanged, as in LAPACK)
-        a = jnp.where((idx == i)[:, None], a * (1 / f), a)
-        a = jnp.where((idx == i)[None, :], a * f, a)
-        d = _vec_put(d, i, di * f)
+        a = lp.where((idx == i)[:, None], a * (1 / f), a)
+        a = lp.where((idx == i)[None, :], a * f, a)
+        d = lp.vec_put(d, i, di * f)
         return a, d, moved | ~skip
 
     def sweep_cond(s):
@@ -223,16 +178,6 @@ def _balance(a, scale_too):
 
     a, d, _ = lax.while_loop(sweep_cond, sweep, (a, d, jnp.bool_(n > 1)))
     return a, perm, d, k, low
-
-
-def _vec_pick(v, i):
-    return jnp.sum(jnp.where(jnp.arange(v.shape[0]) == i, v, jnp.zeros((), v.dtype)))
-
-
-def _perm_matrix(perm, dtype):
-    """``P`` with ``P[perm[r], r] = 1``: ``A = P A' P^T`` undoes ``A' = P^T A P``."""
-    n = perm.shape[0]
-    return (jnp.arange(n)[:, None] == perm[None, :]).astype(dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,10 +209,10 @@ def _lanv2(a, b, c, d):
     b * c < 0). The extreme-range rescaling loop of the complex branch is left out."""
     dtype = a.dtype
     eps = float(np.finfo(dtype).eps)
-    zero, one = jnp.zeros((), dtype), jnp.ones((), dtype)
+    zero, one = np.zeros((), dtype), np.ones((), dtype)
 
     def nz(x):
-        return jnp.where(x == 0, one, x)
+        return lp.where(x == 0, one, x)
 
     # case 1: c == 0 -> nothing; case 2: b == 0 -> swap rows and columns
     case1 = c == 0
@@ -278,23 +223,23 @@ def _lanv2(a, b, c, d):
     temp = a - d
     p = 0.5 * temp
     bcmax = jnp.maximum(jnp.abs(b), jnp.abs(c))
-    bcmis = jnp.minimum(jnp.abs(b), jnp.abs(c)) * _sign(one, b) * _sign(one, c)
+    bcmis = jnp.minimum(jnp.abs(b), jnp.abs(c)) * lp.unit_sign(b) * lp.unit_sign(c)
     scale = nz(jnp.maximum(jnp.abs(p), bcmax))
     z = (p / scale) * p + (bcmax / scale) * bcmis
     real_ev = z >= 4.0 * eps
     # real eigenvalues
-    zr = p + _sign(jnp.sqrt(scale) * jnp.sqrt(jnp.maximum(z, 0)), p)
+    zr = p + lp.sign(jnp.sqrt(scale) * jnp.sqrt(jnp.maximum(z, 0)), p)
     zr_safe = nz(zr)
     ra = d + zr
     rd = d - (bcmax / zr_safe) * bcmis
-    tau = nz(_lapy2(c, zr))
+    tau = nz(lp.lapy2(c, zr))
     rcs, rsn = zr / tau, c / tau
     rb, rc = b - c, zero
     # complex or (almost) equal real eigenvalues: make the diagonal entries equal
     sigma = b + c
-    tau2 = nz(_lapy2(sigma, temp))
+    tau2 = nz(lp.lapy2(sigma, temp))
     ccs = jnp.sqrt(0.5 * (1 + jnp.abs(sigma) / tau2))
-    csn = -(p / (tau2 * ccs)) * _sign(one, sigma)
+    csn = -(p / (tau2 * ccs)) * lp.unit_sign(sigma)
     aa = a * ccs + b * csn
     bb = -a * csn + b * ccs
     cc = c * ccs + d * csn
@@ -306,36 +251,36 @@ def _lanv2(a, b, c, d):
     t2 = 0.5 * (a2 + d2)
     a2 = d2 = t2
     # c2 != 0 and b2 != 0 with equal signs: real eigenvalues after all, split the block
-    split = (c2 != 0) & (b2 != 0) & (_sign(one, b2) == _sign(one, c2))
+    split = (c2 != 0) & (b2 != 0) & ((b2 >= 0) == (c2 >= 0))
     sab, sac = jnp.sqrt(jnp.abs(b2)), jnp.sqrt(jnp.abs(c2))
-    pp = _sign(sab * sac, c2)
+    pp = lp.sign(sab * sac, c2)
     tau3 = 1 / jnp.sqrt(nz(jnp.abs(b2 + c2)))
     cs1, sn1 = sab * tau3, sac * tau3
     s_a, s_d, s_b = t2 + pp, t2 - pp, b2 - c2
     s_cs, s_sn = ccs * cs1 - csn * sn1, ccs * sn1 + csn * cs1
     # b2 == 0 (c2 != 0): swap
     swap = (c2 != 0) & (b2 == 0)
-    ca_ = jnp.where(split, s_a, a2)
-    cd_ = jnp.where(split, s_d, d2)
-    cb_ = jnp.where(split, s_b, jnp.where(swap, -c2, b2))
-    cc_ = jnp.where(split | swap, zero, c2)
-    ccs_ = jnp.where(split, s_cs, jnp.where(swap, -csn, ccs))
-    csn_ = jnp.where(split, s_sn, jnp.where(swap, ccs, csn))
+    ca_ = lp.where(split, s_a, a2)
+    cd_ = lp.where(split, s_d, d2)
+    cb_ = lp.where(split, s_b, lp.where(swap, -c2, b2))
+    cc_ = lp.where(split | swap, zero, c2)
+    ccs_ = lp.where(split, s_cs, lp.where(swap, -csn, ccs))
+    csn_ = lp.where(split, s_sn, lp.where(swap, ccs, csn))
 
-    g_a = jnp.where(real_ev, ra, ca_)
-    g_b = jnp.where(real_ev, rb, cb_)
-    g_c = jnp.where(real_ev, rc, cc_)
-    g_d = jnp.where(real_ev, rd, cd_)
-    g_cs = jnp.where(real_ev, rcs, ccs_)
-    g_sn = jnp.where(real_ev, rsn, csn_)
+    g_a = lp.where(real_ev, ra, ca_)
+    g_b = lp.where(real_ev, rb, cb_)
+    g_c = lp.where(real_ev, rc, cc_)
+    g_d = lp.where(real_ev, rd, cd_)
+    g_cs = lp.where(real_ev, rcs, ccs_)
+    g_sn = lp.where(real_ev, rsn, csn_)
 
-    out_a = jnp.where(case1 | case3, a, jnp.where(case2, d, g_a))
-    out_d = jnp.where(case1 | case3, d, jnp.where(case2, a, g_d))
-    out_b = jnp.where(case1 | case3, b, jnp.where(case2, -c, g_b))
-    out_c = jnp.where(case1 | case3, c, jnp.where(case2, zero, g_c))
-    out_cs = jnp.where(case2, zero, jnp.where(general, g_cs, one))
-    out_sn = jnp.where(case2, one, jnp.where(general, g_sn, zero))
-    rt1i = jnp.where(out_c == 0, zero, jnp.sqrt(jnp.abs(out_b)) * jnp.sqrt(jnp.abs(out_c)))
+    out_a = lp.where(case1 | case3, a, lp.where(case2, d, g_a))
+    out_d = lp.where(case1 | case3, d, lp.where(case2, a, g_d))
+    out_b = lp.where(case1 | case3, b, lp.where(case2, -c, g_b))
+    out_c = lp.where(case1 | case3, c, lp.where(case2, zero, g_c))
+    out_cs = lp.where(case2, zero, lp.where(general, g_cs, one))
+    out_sn = lp.where(case2, one, lp.where(general, g_sn, zero))
+    rt1i = lp.where(out_c == 0, zero, jnp.sqrt(jnp.abs(out_b)) * jnp.sqrt(jnp.abs(out_c)))
     return out_a, out_b, out_c, out_d, out_a, rt1i, out_d, -rt1i, out_cs, out_sn
 
 
@@ -346,14 +291,14 @@ def _lanv2(a, b, c, d):
 def _larfg3(alpha, x2, x3):
     """``dlarfg`` for a vector ``(alpha, x2, x3)``: ``(beta, tau, v2, v3)`` with
     ``(I - tau [1 v2 v3]^T [1 v2 v3]) (alpha x2 x3)^T = (beta 0 0)^T``."""
-    xnorm = _lapy2(x2, x3)
+    xnorm = lp.lapy2(x2, x3)
     zero_x = xnorm == 0
-    beta = -_sign(_lapy2(alpha, xnorm), alpha)
-    beta_safe = jnp.where(zero_x, jnp.ones_like(beta), beta)
-    tau = jnp.where(zero_x, jnp.zeros_like(beta), (beta_safe - alpha) / beta_safe)
-    den = jnp.where(zero_x, jnp.ones_like(alpha), alpha - beta_safe)
+    beta = -lp.sign(lp.lapy2(alpha, xnorm), alpha)
+    beta_safe = lp.where(zero_x, 1, beta)
+    tau = lp.where(zero_x, 0, (beta_safe - alpha) / beta_safe)
+    den = lp.where(zero_x, 1, alpha - beta_safe)
     scal = 1 / den
-    return jnp.where(zero_x, alpha, beta), tau, jnp.where(zero_x, x2, x2 * scal), jnp.where(zero_x, x3, x3 * scal)
+    return lp.where(zero_x, alpha, beta), tau, lp.where(zero_x, x2, x2 * scal), lp.where(zero_x, x3, x3 * scal)
 
 
 def _lahqr(h, z):
@@ -365,61 +310,62 @@ def _lahqr(h, z):
     ulp = float(finfo.eps)
     smlnum = float(finfo.tiny) * (n / ulp)
     itmax = 30 * max(10, n)
-    idx = jnp.arange(n)
-    zero = jnp.zeros((), dtype)
+    idx = np.arange(n, dtype=np.int32)
+    zero = np.zeros((), dtype)
     wr0 = jnp.zeros((n,), dtype)
     if n == 1:
         return h, z, jnp.diagonal(h), wr0, jnp.bool_(True)
 
     def diag(a, off):
         """``a[k, k + off]`` for k = 0..n-1 (zero where out of range)."""
-        return _diag_pad(a, off)
+        return lp.diag_pad(a, off)
 
     def search_split(h, low, i):
         """dlahqr's deflation search: the largest k in (low, i] with h[k, k-1] negligible, else low."""
         sub = diag(h, -1)             # h[k, k-1]
         d0 = diag(h, 0)               # h[k, k]
-        dm1 = jnp.roll(d0, 1)         # h[k-1, k-1]
-        sup = jnp.roll(diag(h, 1), 1)  # h[k-1, k]
-        sub_m1 = jnp.roll(sub, 1)     # h[k-1, k-2]
-        sub_p1 = jnp.roll(sub, -1)    # h[k+1, k]
+        dm1 = lp.roll(d0, 1)         # h[k-1, k-1]
+        sup = lp.roll(diag(h, 1), 1)  # h[k-1, k]
+        sub_m1 = lp.roll(sub, 1)     # h[k-1, k-2]
+        sub_p1 = lp.roll(sub, -1)    # h[k+1, k]
         hk = jnp.abs(sub)
         tst = jnp.abs(dm1) + jnp.abs(d0)
-        extra = jnp.where(idx - 2 >= 0, jnp.abs(sub_m1), 0) + jnp.where(idx + 1 <= n - 1, jnp.abs(sub_p1), 0)
-        tst = jnp.where(tst == 0, tst + extra, tst)
+        extra = lp.where(idx - 2 >= 0, jnp.abs(sub_m1), 0) + lp.where(idx + 1 <= n - 1, jnp.abs(sub_p1), 0)
+        tst = lp.where(tst == 0, tst + extra, tst)
         ab = jnp.maximum(hk, jnp.abs(sup))
         ba = jnp.minimum(hk, jnp.abs(sup))
         aa = jnp.maximum(jnp.abs(d0), jnp.abs(dm1 - d0))
         bb = jnp.minimum(jnp.abs(d0), jnp.abs(dm1 - d0))
         s = aa + ab
-        s = jnp.where(s == 0, jnp.ones_like(s), s)
+        s = lp.where(s == 0, 1, s)
         small = (hk <= smlnum) | ((hk <= ulp * tst) & (ba * (ab / s) <= jnp.maximum(smlnum, ulp * (bb * (aa / s)))))
         cand = small & (idx > low) & (idx <= i) & (idx >= 1)
-        return jnp.max(jnp.where(cand, idx, low)).astype(low.dtype)
+        return jnp.max(lp.where(cand, idx, low)).astype(low.dtype)
 
     def deflate(state, low):
         h, z, wr, wi, i, _, _, ok = state
         # one eigenvalue (low == i) or a 2x2 block (low == i - 1) standardised by dlanv2
         two = low == i - 1
-        a, b = _entry(h, i - 1, i - 1), _entry(h, i - 1, i)
-        c, d = _entry(h, i, i - 1), _entry(h, i, i)
+        # rows / columns i-1 and i are read and written through a [2, n] one-hot selector
+        sel = (idx[None, :] == (i - 1 + np.arange(2, dtype=np.int32))[:, None]).astype(dtype)
+        block = sel @ h @ sel.T
+        a, b, c, d = block[0, 0], block[0, 1], block[1, 0], block[1, 1]
         na, nb, nc, nd, rt1r, rt1i, rt2r, rt2i, cs, sn = _lanv2(a, b, c, d)
-        cs = jnp.where(two, cs, 1)
-        sn = jnp.where(two, sn, 0)
-        r1, r2 = _pick(h, i - 1, 0), _pick(h, i, 0)
-        right = (idx > i)[None, :]
-        h = jnp.where((idx == i - 1)[:, None] & right & two, (cs * r1 + sn * r2)[None, :], h)
-        h = jnp.where((idx == i)[:, None] & right & two, (cs * r2 - sn * r1)[None, :], h)
-        c1, c2 = _pick(h, i - 1, 1), _pick(h, i, 1)
-        above = (idx < i - 1)[:, None]
-        h = jnp.where(above & (idx == i - 1)[None, :] & two, (cs * c1 + sn * c2)[:, None], h)
-        h = jnp.where(above & (idx == i)[None, :] & two, (cs * c2 - sn * c1)[:, None], h)
-        h = _put(_put(_put(_put(h, i - 1, i - 1, na, two), i - 1, i, nb, two), i, i - 1, nc, two), i, i, nd, two)
-        z1, z2 = _pick(z, i - 1, 1), _pick(z, i, 1)
-        z = jnp.where((idx == i - 1)[None, :] & two, (cs * z1 + sn * z2)[:, None], z)
-        z = jnp.where((idx == i)[None, :] & two, (cs * z2 - sn * z1)[:, None], z)
-        wr = _vec_put(_vec_put(wr, i - 1, rt1r, two), i, jnp.where(two, rt2r, d))
-        wi = _vec_put(_vec_put(wi, i - 1, rt1i, two), i, jnp.where(two, rt2i, zero))
+        cs = lp.where(two, cs, 1)
+        sn = lp.where(two, sn, 0)
+        rot = jnp.stack([jnp.stack([cs, sn]), jnp.stack([-sn, cs])])  # [[cs, sn], [-sn, cs]]
+        both = (idx == i - 1) | (idx == i)
+        # the rotation on rows i-1, i right of the block, on columns i-1, i above it, and on Z's
+        # columns; the block itself becomes dlanv2's standard form
+        h = lp.where(both[:, None] & (idx > i)[None, :] & two, sel.T @ (rot @ (sel @ h)), h)
+        h = lp.where((idx < i - 1)[:, None] & both[None, :] & two, ((h @ sel.T) @ rot.T) @ sel, h)
+        new_block = jnp.stack([jnp.stack([na, nb]), jnp.stack([nc, nd])])
+        h = lp.where(both[:, None] & both[None, :] & two, sel.T @ new_block @ sel, h)
+        z = lp.where(both[None, :] & two, ((z @ sel.T) @ rot.T) @ sel, z)
+        # wr[i-1], wi[i-1] only for a 2x2 block
+        written = (idx == i) | ((idx == i - 1) & two)
+        wr = lp.where(written, jnp.stack([rt1r, lp.where(two, rt2r, d)]) @ sel, wr)
+        wi = lp.where(written, jnp.stack([rt1i, lp.where(two, rt2i, zero)]) @ sel, wi)
         return h, z, wr, wi, low - 1, jnp.zeros_like(low), jnp.zeros_like(low), ok
 
     def sweep(state, low):
@@ -429,85 +375,86 @@ def _lahqr(h, z):
         # shift from the trailing 2x2 block
         exc_bottom = (kdefl % (2 * _KEXSH)) == 0
         exc_top = ~exc_bottom & ((kdefl % _KEXSH) == 0)
-        s_b = jnp.abs(_entry(h, i, i - 1)) + jnp.abs(_entry(h, i - 1, i - 2))
-        s_t = jnp.abs(_entry(h, low + 1, low)) + jnp.abs(_entry(h, low + 2, low + 1))
-        s_e = jnp.where(exc_bottom, s_b, s_t)
-        e11 = 0.75 * s_e + jnp.where(exc_bottom, _entry(h, i, i), _entry(h, low, low))
+        d0 = diag(h, 0)
+        sub = diag(h, -1)
+        sup = diag(h, 1)
+        e_i, e_im1, e_low = lp.onehot(i, n, dtype), lp.onehot(i - 1, n, dtype), lp.onehot(low, n, dtype)
+        h_ii, h_im1im1 = d0 @ e_i, d0 @ e_im1
+        h_iim1, h_im1i = sub @ e_i, sup @ e_im1
+        s_b = jnp.abs(h_iim1) + jnp.abs(sub @ e_im1)
+        s_t = jnp.abs(sub @ lp.onehot(low + 1, n, dtype)) + jnp.abs(sub @ lp.onehot(low + 2, n, dtype))
+        s_e = lp.where(exc_bottom, s_b, s_t)
+        e11 = 0.75 * s_e + lp.where(exc_bottom, h_ii, d0 @ e_low)
         exc = exc_bottom | exc_top
-        h11 = jnp.where(exc, e11, _entry(h, i - 1, i - 1))
-        h12 = jnp.where(exc, -0.4375 * s_e, _entry(h, i - 1, i))
-        h21 = jnp.where(exc, s_e, _entry(h, i, i - 1))
-        h22 = jnp.where(exc, e11, _entry(h, i, i))
+        h11 = lp.where(exc, e11, h_im1im1)
+        h12 = lp.where(exc, -0.4375 * s_e, h_im1i)
+        h21 = lp.where(exc, s_e, h_iim1)
+        h22 = lp.where(exc, e11, h_ii)
         s = jnp.abs(h11) + jnp.abs(h12) + jnp.abs(h21) + jnp.abs(h22)
-        s_safe = jnp.where(s == 0, jnp.ones_like(s), s)
+        s_safe = lp.where(s == 0, 1, s)
         h11, h12, h21, h22 = h11 / s_safe, h12 / s_safe, h21 / s_safe, h22 / s_safe
         tr = (h11 + h22) / 2
         det = (h11 - tr) * (h22 - tr) - h12 * h21
         rtdisc = jnp.sqrt(jnp.abs(det))
         cplx = det >= 0
         r1, r2 = tr + rtdisc, tr - rtdisc
-        real_shift = jnp.where(jnp.abs(r1 - h22) <= jnp.abs(r2 - h22), r1, r2) * s
-        rt1r = jnp.where(cplx, tr * s, real_shift)
-        rt1i = jnp.where(cplx, rtdisc * s, zero)
+        real_shift = lp.where(jnp.abs(r1 - h22) <= jnp.abs(r2 - h22), r1, r2) * s
+        rt1r = lp.where(cplx, tr * s, real_shift)
+        rt1i = lp.where(cplx, rtdisc * s, zero)
         rt2r, rt2i = rt1r, -rt1i
-        rt1r, rt2r, rt1i, rt2i = (jnp.where(s == 0, zero, x) for x in (rt1r, rt2r, rt1i, rt2i))
+        rt1r, rt2r, rt1i, rt2i = (lp.where(s == 0, zero, x) for x in (rt1r, rt2r, rt1i, rt2i))
 
         # where to start the bulge: the largest m in [low, i-2] whose h[m, m-1] the first reflector
         # would leave negligible (vectorised over m; m = low if none)
-        d0 = diag(h, 0)
-        sub = diag(h, -1)
-        sup = diag(h, 1)
-        hmm, hm1m = d0, jnp.roll(sub, -1)            # h[m, m], h[m+1, m]
-        hmm1, hm1m1 = sup, jnp.roll(d0, -1)           # h[m, m+1], h[m+1, m+1]
-        hm2m1 = jnp.roll(sub, -2)                     # h[m+2, m+1]
+        hmm, hm1m = d0, lp.roll(sub, -1)            # h[m, m], h[m+1, m]
+        hmm1, hm1m1 = sup, lp.roll(d0, -1)           # h[m, m+1], h[m+1, m+1]
+        hm2m1 = lp.roll(sub, -2)                     # h[m+2, m+1]
         h21s = hm1m
         sv = jnp.abs(hmm - rt2r) + jnp.abs(rt2i) + jnp.abs(h21s)
-        sv = jnp.where(sv == 0, jnp.ones_like(sv), sv)
+        sv = lp.where(sv == 0, 1, sv)
         h21s = hm1m / sv
         v1 = h21s * hmm1 + (hmm - rt1r) * ((hmm - rt2r) / sv) - rt1i * (rt2i / sv)
         v2 = h21s * (hmm + hm1m1 - rt1r - rt2r)
         v3 = h21s * hm2m1
         sv = jnp.abs(v1) + jnp.abs(v2) + jnp.abs(v3)
-        sv = jnp.where(sv == 0, jnp.ones_like(sv), sv)
+        sv = lp.where(sv == 0, 1, sv)
         v1, v2, v3 = v1 / sv, v2 / sv, v3 / sv
         h00 = jnp.abs(sub) * (jnp.abs(v2) + jnp.abs(v3))
-        h01 = ulp * jnp.abs(v1) * (jnp.abs(jnp.roll(d0, 1)) + jnp.abs(d0) + jnp.abs(hm1m1))
+        h01 = ulp * jnp.abs(v1) * (jnp.abs(lp.roll(d0, 1)) + jnp.abs(d0) + jnp.abs(hm1m1))
         cand = (h00 <= h01) & (idx > low) & (idx <= i - 2)
-        m = jnp.max(jnp.where(cand, idx, low)).astype(low.dtype)
-        v_first = (_vec_pick(v1, m), _vec_pick(v2, m), _vec_pick(v3, m))
+        m = jnp.max(lp.where(cand, idx, low)).astype(low.dtype)
+        v_first = (lp.vec_pick(v1, m), lp.vec_pick(v2, m), lp.vec_pick(v3, m))
 
         def chase(k, hz):
             """One reflector of the double-shift step at rows k..k+2 (k..k+1 at the bottom). The
-            three rows / columns are picked at once by a [3, n] selector (out-of-range rows pick
-            zeros), which keeps the Loop body short."""
+            three rows / columns are picked at once by MatMuls with a [3, n] one-hot selector
+            (out-of-range rows pick zeros), which keeps the Loop body short."""
             h, z = hz
             three = k < i - 1  # nr = 3, else nr = 2 (k = i - 1)
             later = k > m
-            sel = idx[None, :] == (k + jnp.arange(3, dtype=k.dtype))[:, None]  # [3, n]
-            rows3 = jnp.sum(jnp.where(sel[:, :, None], h[None, :, :], zero), axis=1)  # h[k:k+3, :]
-            prev = jnp.sum(jnp.where(idx[None, :] == k - 1, rows3, zero), axis=1)  # h[k:k+3, k-1]
-            a1 = jnp.where(later, prev[0], v_first[0])
-            a2 = jnp.where(later, prev[1], v_first[1])
-            a3 = jnp.where(three, jnp.where(later, prev[2], v_first[2]), zero)
+            sel = (idx[None, :] == (k + np.arange(3, dtype=np.int32))[:, None]).astype(dtype)  # [3, n]
+            rows3 = sel @ h  # h[k:k+3, :]
+            prev = rows3 @ lp.onehot(k - 1, n, dtype)  # h[k:k+3, k-1]
+            a1 = lp.where(later, prev[0], v_first[0])
+            a2 = lp.where(later, prev[1], v_first[1])
+            a3 = lp.where(three, lp.where(later, prev[2], v_first[2]), zero)
             beta, t1, w2, w3 = _larfg3(a1, a2, a3)
-            w3 = jnp.where(three, w3, zero)
+            w3 = lp.where(three, w3, zero)
             # column k-1: the chased bulge becomes (beta, 0, 0); the first reflector of a step that
             # starts below l scales h[k, k-1] by (1 - t1) (LAPACK's underflow-safe negation)
-            first_row = jnp.where(later, beta, prev[0] * (1 - t1))
+            first_row = lp.where(later, beta, prev[0] * (1 - t1))
             write = ((idx == k) & (later | (m > low))) | ((idx == k + 1) & later) | ((idx == k + 2) & later & three)
-            h = jnp.where(write[:, None] & (idx == k - 1)[None, :], jnp.where(idx == k, first_row, zero)[:, None], h)
-            t2, t3 = t1 * w2, t1 * w3
-            u = jnp.where(idx == k, t1, jnp.where(idx == k + 1, t2, jnp.where((idx == k + 2) & three, t3, zero)))
+            h = lp.where(write[:, None] & (idx == k - 1)[None, :], (sel[0] * first_row)[:, None], h)
+            # the reflector (1, w2, w3) (w3 = 0 for two rows) at rows k..k+2, and tau times it
+            v = jnp.stack([jnp.ones_like(w2), w2, w3])
+            u = (t1 * v) @ sel
             # from the left on rows k..k+2, columns k..n-1
-            ssum = jnp.where(idx >= k, rows3[0] + w2 * rows3[1] + w3 * rows3[2], zero)
+            ssum = lp.where(idx >= k, v @ rows3, zero)
             h = h - u[:, None] * ssum[None, :]
             # from the right on columns k..k+2, rows 0..min(k+3, i)
-            cols3 = jnp.sum(jnp.where(sel[None, :, :], h[:, None, :], zero), axis=-1)  # h[:, k:k+3]
-            ssum = jnp.where(idx <= jnp.minimum(k + 3, i), cols3[:, 0] + w2 * cols3[:, 1] + w3 * cols3[:, 2], zero)
+            ssum = lp.where(idx <= jnp.minimum(k + 3, i), h @ (v @ sel), zero)
             h = h - ssum[:, None] * u[None, :]
-            zc3 = jnp.sum(jnp.where(sel[None, :, :], z[:, None, :], zero), axis=-1)
-            zsum = zc3[:, 0] + w2 * zc3[:, 1] + w3 * zc3[:, 2]
-            z = z - zsum[:, None] * u[None, :]
+            z = z - (z @ (v @ sel))[:, None] * u[None, :]
             return h, z
 
         h, z = lax.fori_loop(m, i, chase, (h, z))
@@ -516,13 +463,13 @@ def _lahqr(h, z):
     def body(s):
         h, z, wr, wi, i, its, kdefl, ok, lprev = s
         low = search_split(h, lprev, i)
-        h = _put(h, low, low - 1, zero, low > 0)
+        h = lp.put(h, low, low - 1, zero, low > 0)
         st = (h, z, wr, wi, i, its, kdefl, ok)
         h, z, wr, wi, i2, its2, kdefl2, ok2 = lax.cond(low >= i - 1, deflate, sweep, st, low)
         ok2 = ok2 & (its2 <= itmax)
         # the active block's lower end low persists between iterations on the same i (LAPACK's
         # search only looks above it); a deflation starts the next block's search from the top
-        return h, z, wr, wi, i2, its2, kdefl2, ok2, jnp.where(i2 == i, low, jnp.zeros_like(low))
+        return h, z, wr, wi, i2, its2, kdefl2, ok2, lp.where(i2 == i, low, 0)
 
     def cond(s):
         return (s[4] >= 0) & s[7]
@@ -531,14 +478,6 @@ def _lahqr(h, z):
     init = (h, z, wr0, wr0, jnp.int32(n - 1), int0, int0, jnp.bool_(True), int0)
     h, z, wr, wi, _, _, _, ok, _ = lax.while_loop(cond, body, init)
     return jnp.triu(h, -1), z, wr, wi, ok
-
-
-def _diag_pad(a, off):
-    """``a[k, k + off]`` for k = 0..n-1, zero where ``k + off`` is out of range."""
-    n = a.shape[0]
-    r = jnp.arange(n)
-    mask = (r[None, :] - r[:, None]) == off
-    return jnp.sum(jnp.where(mask, a, jnp.zeros((), a.dtype)), axis=1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -552,12 +491,12 @@ def _cmul(ar, ai, br, bi):
 def _cdiv(ar, ai, br, bi):
     """``(ar + i ai) / (br + i bi)`` by Smith's algorithm (no overflow of ``|b|^2``)."""
     big_r = jnp.abs(br) >= jnp.abs(bi)
-    safe_br = jnp.where(br == 0, jnp.ones_like(br), br)
-    safe_bi = jnp.where(bi == 0, jnp.ones_like(bi), bi)
-    e = jnp.where(big_r, bi / safe_br, br / safe_bi)
-    f = jnp.where(big_r, br + bi * e, bi + br * e)
-    re = jnp.where(big_r, ar + ai * e, ar * e + ai) / f
-    im = jnp.where(big_r, ai - ar * e, ai * e - ar) / f
+    safe_br = lp.where(br == 0, 1, br)
+    safe_bi = lp.where(bi == 0, 1, bi)
+    e = lp.where(big_r, bi / safe_br, br / safe_bi)
+    f = lp.where(big_r, br + bi * e, bi + br * e)
+    re = lp.where(big_r, ar + ai * e, ar * e + ai) / f
+    im = lp.where(big_r, ai - ar * e, ai * e - ar) / f
     return re, im
 
 
@@ -572,44 +511,44 @@ def _trevc(t, wr, wi):
     finfo = np.finfo(dtype)
     ulp = float(finfo.eps)
     smlnum = float(finfo.tiny) * (n / ulp)
-    idx = jnp.arange(n)
-    zero = jnp.zeros((), dtype)
-    sub = _diag_pad(t, -1)  # t[k, k-1]
-    sup = _diag_pad(t, 1)   # t[k, k+1]
+    idx = np.arange(n, dtype=np.int32)
+    zero = np.zeros((), dtype)
+    sub = lp.diag_pad(t, -1)  # t[k, k-1]
+    sup = lp.diag_pad(t, 1)   # t[k, k+1]
     bottom = (idx >= 1) & (sub != 0)
-    top = jnp.roll(bottom, -1) & (idx < n - 1)
-    lo = jnp.where(bottom, idx - 1, idx)
-    b = jnp.where(top, sup, jnp.roll(sup, 1))    # t[lo, lo+1] of the column's 2x2 block
-    c = jnp.where(top, jnp.roll(sub, -1), sub)   # t[lo+1, lo]
+    top = lp.roll(bottom, -1) & (idx < n - 1)
+    lo = lp.where(bottom, idx - 1, idx)
+    b = lp.where(top, sup, lp.roll(sup, 1))    # t[lo, lo+1] of the column's 2x2 block
+    c = lp.where(top, lp.roll(sub, -1), sub)   # t[lo+1, lo]
     pair = top | bottom
-    s = jnp.where(wi < 0, -1.0, 1.0).astype(dtype)
+    s = lp.where(wi < 0, -1.0, 1.0).astype(dtype)
     wabs = jnp.abs(wi)
     first = jnp.abs(b) >= jnp.abs(c)
-    b_safe = jnp.where(b == 0, jnp.ones_like(b), b)
-    c_safe = jnp.where(c == 0, jnp.ones_like(c), c)
-    lo_re = jnp.where(first, 1.0, -wabs / c_safe)
-    hi_im = s * jnp.where(first, wabs / b_safe, 1.0)
+    b_safe = lp.where(b == 0, 1, b)
+    c_safe = lp.where(c == 0, 1, c)
+    lo_re = lp.where(first, 1.0, -wabs / c_safe)
+    hi_im = s * lp.where(first, wabs / b_safe, 1.0)
     rows = idx[:, None]
     # row r, column e: the column's own block holds its initial values
-    x_re = jnp.where(rows == idx[None, :], 1.0, 0.0).astype(dtype)
-    x_re = jnp.where(pair[None, :], jnp.where(rows == lo[None, :], lo_re[None, :], 0.0), x_re).astype(dtype)
-    x_im = jnp.where(pair[None, :] & (rows == lo[None, :] + 1), hi_im[None, :], 0.0).astype(dtype)
+    x_re = lp.where(rows == idx[None, :], 1.0, 0.0).astype(dtype)
+    x_re = lp.where(pair[None, :], lp.where(rows == lo[None, :], lo_re[None, :], 0.0), x_re).astype(dtype)
+    x_im = lp.where(pair[None, :] & (rows == lo[None, :] + 1), hi_im[None, :], 0.0).astype(dtype)
     smin = jnp.maximum(ulp * (jnp.abs(wr) + jnp.abs(wi)), smlnum)
 
     def step(r, x):
         x_re, x_im = x
         j = n - 1 - r
-        row_j, row_jm = _pick(t, j, 0), _pick(t, j - 1, 0)
+        row_j, row_jm = lp.pick(t, j, 0), lp.pick(t, j - 1, 0)
         rhs_re, rhs_im = -(row_j @ x_re), -(row_j @ x_im)
         rhs2_re, rhs2_im = -(row_jm @ x_re), -(row_jm @ x_im)
-        tjj, tmm = _entry(t, j, j), _entry(t, j - 1, j - 1)
-        tjm, tmj = _entry(t, j, j - 1), _entry(t, j - 1, j)
-        is_bottom = _vec_pick(bottom.astype(dtype), j) != 0
-        is_top = _vec_pick(top.astype(dtype), j) != 0
+        tjj, tmm = lp.entry(t, j, j), lp.entry(t, j - 1, j - 1)
+        tjm, tmj = lp.entry(t, j, j - 1), lp.entry(t, j - 1, j)
+        is_bottom = lp.vec_pick(bottom.astype(dtype), j) != 0
+        is_top = lp.vec_pick(top.astype(dtype), j) != 0
         # 1x1 block: (t[j, j] - lambda) x_j = rhs
         d_re, d_im = tjj - wr, -wi
         tiny = (jnp.abs(d_re) + jnp.abs(d_im)) < smin
-        d_re, d_im = jnp.where(tiny, smin, d_re), jnp.where(tiny, zero, d_im)
+        d_re, d_im = lp.where(tiny, smin, d_re), lp.where(tiny, zero, d_im)
         one_re, one_im = _cdiv(rhs_re, rhs_im, d_re, d_im)
         # 2x2 block (rows j-1, j) by Cramer's rule
         m11_re, m11_im = tmm - wr, -wi
@@ -617,7 +556,7 @@ def _trevc(t, wr, wi):
         p_re, p_im = _cmul(m11_re, m11_im, m22_re, m22_im)
         det_re, det_im = p_re - tmj * tjm, p_im
         tiny = (jnp.abs(det_re) + jnp.abs(det_im)) < smin * smin
-        det_re, det_im = jnp.where(tiny, smin * smin, det_re), jnp.where(tiny, zero, det_im)
+        det_re, det_im = lp.where(tiny, smin * smin, det_re), lp.where(tiny, zero, det_im)
         n1_re, n1_im = _cmul(rhs2_re, rhs2_im, m22_re, m22_im)
         n1_re, n1_im = n1_re - tmj * rhs_re, n1_im - tmj * rhs_im
         n2_re, n2_im = _cmul(m11_re, m11_im, rhs_re, rhs_im)
@@ -627,10 +566,10 @@ def _trevc(t, wr, wi):
         solve = (j < lo) & ~is_top  # columns whose own block lies below row j
         at_j = (idx == j)[:, None] & solve[None, :]
         at_jm = (idx == j - 1)[:, None] & (solve & is_bottom)[None, :]
-        new_j_re = jnp.where(is_bottom, x2_re, one_re)
-        new_j_im = jnp.where(is_bottom, x2_im, one_im)
-        x_re = jnp.where(at_j, new_j_re[None, :], jnp.where(at_jm, x1_re[None, :], x_re))
-        x_im = jnp.where(at_j, new_j_im[None, :], jnp.where(at_jm, x1_im[None, :], x_im))
+        new_j_re = lp.where(is_bottom, x2_re, one_re)
+        new_j_im = lp.where(is_bottom, x2_im, one_im)
+        x_re = lp.where(at_j, new_j_re[None, :], lp.where(at_jm, x1_re[None, :], x_re))
+        x_im = lp.where(at_j, new_j_im[None, :], lp.where(at_jm, x1_im[None, :], x_im))
         return x_re, x_im
 
     return lax.fori_loop(0, n, step, (x_re, x_im))
@@ -640,23 +579,23 @@ def _normalise(v_re, v_im, wi):
     """``dgeev``'s normalisation: unit 2-norm, and a complex vector rotated so its largest-magnitude
     component is real (keeping the sign of that component's real part)."""
     nrm = jnp.sqrt(jnp.sum(v_re * v_re, axis=0) + jnp.sum(v_im * v_im, axis=0))
-    nrm = jnp.where(nrm == 0, jnp.ones_like(nrm), nrm)
+    nrm = lp.where(nrm == 0, 1, nrm)
     v_re, v_im = v_re / nrm, v_im / nrm
     mag = v_re * v_re + v_im * v_im
     k = jnp.argmax(mag, axis=0)
-    rows = jnp.arange(v_re.shape[0])[:, None] == k[None, :]
-    f = jnp.sum(jnp.where(rows, v_re, 0), axis=0)
-    g = jnp.sum(jnp.where(rows, v_im, 0), axis=0)
-    dd = _lapy2(f, g)
-    r = _sign(dd, f)
-    r_safe = jnp.where(r == 0, jnp.ones_like(r), r)
-    cs = jnp.where(g == 0, jnp.ones_like(f), jnp.abs(f) / jnp.where(dd == 0, jnp.ones_like(dd), dd))
-    sn = jnp.where(g == 0, jnp.zeros_like(f), g / r_safe)
+    rows = np.arange(v_re.shape[0], dtype=np.int32)[:, None] == k[None, :]
+    f = jnp.sum(lp.where(rows, v_re, 0), axis=0)
+    g = jnp.sum(lp.where(rows, v_im, 0), axis=0)
+    dd = lp.lapy2(f, g)
+    r = lp.sign(dd, f)
+    r_safe = lp.where(r == 0, 1, r)
+    cs = lp.where(g == 0, 1, jnp.abs(f) / lp.where(dd == 0, 1, dd))
+    sn = lp.where(g == 0, 0, g / r_safe)
     cplx = wi != 0
-    cs, sn = jnp.where(cplx, cs, 1), jnp.where(cplx, sn, 0)
+    cs, sn = lp.where(cplx, cs, 1), lp.where(cplx, sn, 0)
     new_re = cs * v_re + sn * v_im
-    new_im = jnp.where(rows & cplx[None, :], 0, cs * v_im - sn * v_re)
-    return new_re, jnp.where(cplx[None, :], new_im, 0)
+    new_im = lp.where(rows & cplx[None, :], 0, cs * v_im - sn * v_re)
+    return new_re, lp.where(cplx[None, :], new_im, 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -669,12 +608,12 @@ def _schur_one(a, want_z):
     a_bal, perm, _, _, _ = _balance(a, scale_too=False)
     h, q = _hessenberg(a_bal, want_z)
     t, z, _, _, ok = _lahqr(h, q)
-    nan = jnp.asarray(np.nan, a.dtype)
-    t = jnp.where(ok, t, nan)
+    nan = np.asarray(np.nan, a.dtype)
+    t = lp.where(ok, t, nan)
     if not want_z:
         return t, None
-    z = _perm_matrix(perm, a.dtype) @ z if n > 1 else z
-    return t, jnp.where(ok, z, nan)
+    z = lp.perm_matrix(perm, a.dtype) @ z if n > 1 else z
+    return t, lp.where(ok, z, nan)
 
 
 def _eig_one(a, left, right):
@@ -684,9 +623,9 @@ def _eig_one(a, left, right):
     vectors = left or right
     h, q = _hessenberg(a_bal, vectors)
     t, z, wr, wi, ok = _lahqr(h, q)
-    nan = jnp.asarray(np.nan, dtype)
-    outs = [jnp.where(ok, wr, nan), jnp.where(ok, wi, nan)]
-    p = _perm_matrix(perm, dtype)
+    nan = np.asarray(np.nan, dtype)
+    outs = [lp.where(ok, wr, nan), lp.where(ok, wi, nan)]
+    p = lp.perm_matrix(perm, dtype)
     if left:
         # u^H T = lambda u^H  <=>  T^T conj(u) = lambda conj(u): the right-vector solver on T^T with
         # the index order reversed (upper quasi-triangular again), then conjugated; dtrevc's own
@@ -694,18 +633,18 @@ def _eig_one(a, left, right):
         w_re, w_im = _trevc(t.T[::-1, ::-1], wr[::-1], wi[::-1])
         w_re, w_im = w_re[::-1, ::-1], w_im[::-1, ::-1]
         s = jnp.sign(wi)
-        y_re = jnp.where(wi != 0, s * w_im, w_re)
-        y_im = jnp.where(wi != 0, s * w_re, 0)
+        y_re = lp.where(wi != 0, s * w_im, w_re)
+        y_im = lp.where(wi != 0, s * w_re, 0)
         u_re, u_im = z @ y_re, z @ y_im
         u_re, u_im = p @ (u_re / d[:, None]), p @ (u_im / d[:, None])
         u_re, u_im = _normalise(u_re, u_im, wi)
-        outs += [jnp.where(ok, u_re, nan), jnp.where(ok, u_im, nan)]
+        outs += [lp.where(ok, u_re, nan), lp.where(ok, u_im, nan)]
     if right:
         x_re, x_im = _trevc(t, wr, wi)
         v_re, v_im = z @ x_re, z @ x_im
         v_re, v_im = p @ (v_re * d[:, None]), p @ (v_im * d[:, None])
         v_re, v_im = _normalise(v_re, v_im, wi)
-        outs += [jnp.where(ok, v_re, nan), jnp.where(ok, v_im, nan)]
+        outs += [lp.where(ok, v_re, nan), lp.where(ok, v_im, nan)]
     return outs
 
 
