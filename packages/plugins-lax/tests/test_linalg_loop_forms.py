@@ -3,7 +3,8 @@
 The testcases use small matrices, so they exercise the unrolled straight-line forms (and Jacobi
 rounds unrolled inside the sweep); here the caps are lowered to 0 and a representative set of those
 testcases runs again through the Loop forms (exported, checked, compared with JAX in onnxruntime),
-float32 and float64."""
+float32 and float64. JAX's outputs are the testcase suite's (the settings change the export only):
+the runner finds them by testcase and inputs (jax2onnx.testing.references)."""
 
 import pytest
 from jax2onnx.testing.pytest_plugin import selected_variants
@@ -26,11 +27,10 @@ _CASES = {
 
 
 @pytest.mark.parametrize("variant", selected_variants("jax2onnx-lax", _CASES))
-def test_loop_form(variant, monkeypatch, share_jax_outputs):
+def test_loop_form(variant, monkeypatch):
     monkeypatch.setattr(linalg_factor, "UNROLL_MAX", 0)
     monkeypatch.setattr(linalg_solve, "UNROLL_MAX", 0)
     monkeypatch.setattr(linalg_eig, "_UNROLL_ROUNDS", 0)
-    share_jax_outputs(variant)  # the eigh/svd ones are test_jacobi_rows_form's variants too
     result = run_variant(variant)
     assert any(n.op_type == "Loop" for n in result.model.graph.node), "the Loop form was not exported"
     if variant.component in ("lax.linalg.eigh", "lax.linalg.svd"):  # the rounds' own Loop inside the sweeps'
@@ -46,12 +46,11 @@ _JACOBI_CASES = {
 
 @pytest.mark.parametrize("variant", selected_variants("jax2onnx-lax", _JACOBI_CASES))
 @pytest.mark.parametrize("unroll", [0, 15])
-def test_jacobi_rows_form(variant, unroll, monkeypatch, share_jax_outputs):
+def test_jacobi_rows_form(variant, unroll, monkeypatch):
     """The row-by-row Jacobi rounds that matrices above ``_DENSE_MAX`` get, forced on the small
     testcases: its rounds as an inner Loop (``unroll`` 0) and unrolled in the sweep."""
     monkeypatch.setattr(linalg_eig, "_DENSE_MAX", 0)
     monkeypatch.setattr(_jacobi_rows, "UNROLL_ROUNDS", unroll)
-    share_jax_outputs(variant)  # the other unroll's test computed JAX's side
     result = run_variant(variant)
     sweeps = next(n for n in result.model.graph.node if n.op_type == "Loop")
     body = sweeps.attribute[0].g.node
