@@ -58,7 +58,7 @@ def test_another_process_reads_the_output_from_the_session_folder(tmp_path, monk
     assert [p.name for p in tmp_path.iterdir()] == ["k" * 64 + ".pickle"]  # whole, no partial left
 
 
-def test_two_testcases_of_one_name_never_share_outputs():
+def test_two_testcases_of_one_name_never_share_outputs(mini_registry):
     """A test may build two testcases of one name around different functions (no pack, no
     component): each compares with its own function's outputs."""
     from jax2onnx.testing import run_variant
