@@ -48,9 +48,10 @@ class LoadedFolder:
         self.folder = pathlib.Path(folder)
         self.model = og.Model(str(folder))
         # a folder whose prompts run in windows (target="qdq") pads them to whole windows, as genai does
-        decoder = json.loads((self.folder / "genai_config.json").read_text())["model"]["decoder"]
-        window = decoder.get("sliding_window")
+        config = json.loads((self.folder / "genai_config.json").read_text())["model"]
+        window = config["decoder"].get("sliding_window")
         self.multiple = window["window_size"] if window and window.get("slide_inputs", True) else 1
+        self.pad_token_id = int(config["pad_token_id"])  # folder_pad_token_id's, read with the rest
 
 
 def greedy(folder: str | pathlib.Path | LoadedFolder, prompts: list[list[int]], max_new_tokens: int, *,
@@ -60,8 +61,7 @@ def greedy(folder: str | pathlib.Path | LoadedFolder, prompts: list[list[int]], 
     ``folder``: the folder, or a :class:`LoadedFolder` of it (loaded once for several calls)."""
     og = require_genai()
     loaded = folder if isinstance(folder, LoadedFolder) else LoadedFolder(folder)
-    pad = folder_pad_token_id(loaded.folder) if pad_token_id is None else pad_token_id
-    ids, _ = left_pad(prompts, pad, loaded.multiple)
+    ids, _ = left_pad(prompts, loaded.pad_token_id if pad_token_id is None else pad_token_id, loaded.multiple)
     params = og.GeneratorParams(loaded.model)
     params.set_search_options(do_sample=False, max_length=ids.shape[1] + max_new_tokens, batch_size=len(prompts))
     generator = og.Generator(loaded.model, params)

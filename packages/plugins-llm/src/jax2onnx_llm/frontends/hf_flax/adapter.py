@@ -123,10 +123,12 @@ def _cache_template(model: Any) -> Any:
     try:
         key = (type(model), type(model.module), model.config.to_json_string(), str(getattr(model, "dtype", None)))
     except (TypeError, ValueError):  # a config value JSON cannot write: not remembered
-        return jax.eval_shape(lambda: model.init_cache(1, 2))
+        key = None
     template = _CACHE_TEMPLATES.get(key)
     if template is None:
         template = jax.eval_shape(lambda: model.init_cache(1, 2))
+        if key is None:
+            return template
         if len(_CACHE_TEMPLATES) >= _CACHE_TEMPLATES_KEPT:
             _CACHE_TEMPLATES.pop(next(iter(_CACHE_TEMPLATES)))
         _CACHE_TEMPLATES[key] = template
