@@ -139,7 +139,8 @@ def _install_template(session: nox.Session) -> None:
     keep an older build of the same version."""
     out = os.path.join(session.create_tmp(), "template-wheel")
     shutil.rmtree(out, ignore_errors=True)
-    session.run(*UV, "build", "--wheel", "--quiet", "--out-dir", out, TEMPLATE, external=True)
+    # run_install: the wheel is part of the environment (`--install-only` builds and installs it too)
+    session.run_install(*UV, "build", "--wheel", "--quiet", "--out-dir", out, TEMPLATE, external=True)
     (wheel,) = glob.glob(os.path.join(out, "*.whl"))
     reinstall = ["--reinstall-package", TEMPLATE_DIST] if session.venv_backend == "uv" else ["--force-reinstall"]
     session.install("--no-deps", *reinstall, wheel)
