@@ -146,12 +146,12 @@ def assert_same_tokens(folder, reference, pad_token_id: int | None, eos) -> None
     the folder's own ``genai_config.json`` pad id, which must be ``pad_token_id`` when given. Each
     row of the batch also generates what its prompt does alone. The sequences must vary (a model
     repeating one token would prove little)."""
-    from jax2onnx_llm.genai_run import LoadedFolder, folder_pad_token_id, greedy, until_eos
+    from jax2onnx_llm.genai_run import LoadedFolder, greedy, until_eos
 
     require_genai()
+    loaded = LoadedFolder(folder)  # one genai model for the four generations (and the folder's pad id)
     if pad_token_id is not None:
-        assert folder_pad_token_id(folder) == pad_token_id, "genai_config.json names another pad id"
-    loaded = LoadedFolder(folder)  # one genai model for the four generations
+        assert loaded.pad_token_id == pad_token_id, "genai_config.json names another pad id"
     for prompts in (PROMPTS[:1], PROMPTS):
         expected = np.asarray(reference(prompts))
         got = greedy(loaded, prompts, NEW_TOKENS)
