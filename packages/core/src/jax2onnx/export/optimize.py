@@ -13,6 +13,8 @@ The order, and where new passes plug in:
    then a front-end's own rewrites (``ExportOptions.rewrite_passes``, each built here from the
    options: the LLM front-end's residual-add + RMS norm fusion), after precision so they see the
    final dtypes, and before the names and the validation so their output is named and checked;
+   then the max pools' NaN guards become one check of the model's inputs where a bound allows
+   (:mod:`jax2onnx.passes.nan_guard_hoist`: the graph twice under one ``If``), on the final ops;
 4. the requested I/O names (``input_names``/``output_names``), after every pass that may replace
    an output value;
 5. finishing: shapes of intermediates (a courtesy, never a reason to fail), and the oldest IR
@@ -34,7 +36,7 @@ import onnx_ir as ir
 from ..errors import InputSpecError, Jax2OnnxError
 from ..ir import opsets
 from ..ir.shapes import infer_and_merge
-from ..passes import default_passes
+from ..passes import NanGuardHoistPass, default_passes
 from ..precision import Precision, apply_precision
 from ..targets import Target
 from ..verification.validate import ValidationPass
@@ -68,6 +70,8 @@ def pass_manager(export: Export) -> ir.passes.PassManager:
         # the plan reads every value's dtype, and an If's outputs are typed only by inference
         passes += [IntermediateShapesPass(), PrecisionPass(options.precision, options.target)]
     passes += [_built(factory, options) for factory in options.rewrite_passes]
+    if options.optimize:
+        passes.append(NanGuardHoistPass())  # on the final ops and dtypes, before the names
     passes.append(api_compat.IoNamesPass(options))
     final_shapes = IntermediateShapesPass(keep_proto=True)
     passes += [final_shapes, IrVersionPass(options.opset)]

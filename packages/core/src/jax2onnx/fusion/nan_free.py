@@ -47,6 +47,9 @@ _KEEP_NAN_FREE = frozenset({
 })
 
 _MAX_DEPTH = 64
+#: node metadata that names a NaN guard's ``If`` (value: what it guards, ``"max_pool"``), for the
+#: passes that move it or make it one check of the model's inputs (:mod:`jax2onnx.passes.nan_guard_hoist`)
+NAN_GUARD_KEY = "jax2onnx:nan_guard"
 #: the most elements of a constant scanned for NaN (64 MiB of float32)
 _MAX_SCANNED = 1 << 24
 
@@ -209,7 +212,7 @@ def _bound_of(value: ir.Value, memo: dict[int, float | None], depth: int) -> flo
         b = of(node.inputs[0])
         return None if b is None else b + 1.0
     if op in _UNIT:
-        return 1.0 if is_nan_free(node.inputs[0]) else None
+        return 1.0 if of(node.inputs[0]) is not None or is_nan_free(node.inputs[0]) else None
     if op == "Softmax":
         return 1.0 if of(node.inputs[0]) is not None else None
     if op in ("Add", "Sub", "Mul", "Sum"):
@@ -266,4 +269,11 @@ def _batch_norm_bound(node: ir.Node, of: Any) -> float | None:
     return float(np.max(scale * (x + mean) / np.sqrt(var + eps) + shift, initial=0.0))
 
 
-__all__ = ["is_nan_free"]
+def bound_given(value: ir.Value, limits: dict[ir.Value, float]) -> float | None:
+    """A finite bound on ``|value|`` that holds whenever each value in ``limits`` (graph inputs) is
+    at most its limit in magnitude, else None: what lets one check of a model's inputs stand for
+    the NaN checks of values computed from them (:mod:`jax2onnx.passes.nan_guard_hoist`)."""
+    return _bound(value, {id(v): float(limit) for v, limit in limits.items()}, 0)
+
+
+__all__ = ["NAN_GUARD_KEY", "bound_given", "is_nan_free"]

@@ -10,7 +10,7 @@ import onnx_ir as ir
 
 from ..dtypes import is_float
 from .conv import channels_first
-from .nan_free import is_nan_free
+from .nan_free import NAN_GUARD_KEY, is_nan_free
 from .operands import static_ints
 
 # ---------------------------------------------------------------------------------------------
@@ -180,7 +180,9 @@ def max_pool(ctx: Any, x: ir.Value, dtype: Any, **attrs: Any) -> ir.Value:
     picked = exact.op.Where(exact.op.Greater(mask, exact.const(0, dtype)), exact.const(np.nan, dtype), y)
     plain = ctx.subgraph("max_pool")
     any_nan = ctx.op.IsNaN(ctx.op.ReduceSum(x, keepdims=0))
-    return ctx.op.If(any_nan, then_branch=exact.finish([picked]), else_branch=plain.finish([y]))
+    guarded = ctx.op.If(any_nan, then_branch=exact.finish([picked]), else_branch=plain.finish([y]))
+    guarded.producer().metadata_props[NAN_GUARD_KEY] = "max_pool"  # what the hoist looks for
+    return guarded
 
 
 def lower_max_pool_channels_last(ctx: Any, x: ir.Value) -> ir.Value | None:

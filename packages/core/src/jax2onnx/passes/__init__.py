@@ -15,6 +15,7 @@ from .identity_elimination import IdentityEliminationPass
 from .kernel_coverage import KernelCoveragePass
 from .manager import NO_DEAD_CODE, NONDETERMINISTIC_OPS, SHAPES, all_graphs
 from .max_pool_guard import MaxPoolGuardLayoutPass
+from .nan_guard_hoist import NanGuardHoistPass
 from .pipeline import PassPipeline
 from .reshape_cancel import ReshapeCancelPass
 from .rewrite import RewritePass
@@ -63,6 +64,7 @@ __all__ = [
     "IdentityEliminationPass",
     "KernelCoveragePass",
     "MaxPoolGuardLayoutPass",
+    "NanGuardHoistPass",
     "NONDETERMINISTIC_OPS",
     "ReshapeCancelPass",
     "RewritePass",

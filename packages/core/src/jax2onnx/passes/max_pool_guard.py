@@ -115,6 +115,7 @@ class MaxPoolGuardLayoutPass(RewriteToFixedPoint):
         plain = ir.Graph([], [keep.outputs[0]], nodes=[keep], name="max_pool_channels_last", opset_imports=opsets)
         guard = ir.Node("", "If", [check.outputs[0]], attributes=[ir.AttrGraph("then_branch", exact),
                                                                    ir.AttrGraph("else_branch", plain)], num_outputs=1)
+        guard.metadata_props.update(node.metadata_props)  # the stamp that names it a guard
         out = t_out.outputs[0]
         guard.outputs[0].type, guard.outputs[0].shape = out.type, out.shape
         back.outputs[0].type = keep.outputs[0].type = out.type
