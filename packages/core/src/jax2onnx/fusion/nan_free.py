@@ -225,6 +225,8 @@ def _bound_of(value: ir.Value, memo: dict[int, float | None], depth: int) -> flo
         if num is None or divisor is None or not np.isfinite(divisor).all() or (divisor == 0).any():
             return None
         return num / float(np.min(np.abs(divisor)))
+    if op == "If" and guarded_input(node) is not None:
+        return of(guarded_input(node))  # a max pool's NaN guard: the pool of a bounded input
     if op in ("Conv", "MatMul", "Gemm"):
         return _linear_bound(node, of)
     if op == "BatchNormalization" and len(node.outputs) == 1:
@@ -269,6 +271,17 @@ def _batch_norm_bound(node: ir.Node, of: Any) -> float | None:
     return float(np.max(scale * (x + mean) / np.sqrt(var + eps) + shift, initial=0.0))
 
 
+def guarded_input(node: ir.Node) -> ir.Value | None:
+    """``x`` of a max pool's NaN guard ``If(IsNaN(ReduceSum(x)))`` (stamped by its lowering)."""
+    if node.op_type != "If" or node.metadata_props.get(NAN_GUARD_KEY) != "max_pool" or not node.inputs:
+        return None
+    isnan = node.inputs[0].producer() if node.inputs[0] is not None else None
+    total = isnan.inputs[0].producer() if isnan is not None and isnan.op_type == "IsNaN" else None
+    if total is None or total.op_type != "ReduceSum" or len(total.inputs) != 1:
+        return None
+    return total.inputs[0]
+
+
 def bound_given(value: ir.Value, limits: dict[ir.Value, float]) -> float | None:
     """A finite bound on ``|value|`` that holds whenever each value in ``limits`` (graph inputs) is
     at most its limit in magnitude, else None: what lets one check of a model's inputs stand for
@@ -276,4 +289,4 @@ def bound_given(value: ir.Value, limits: dict[ir.Value, float]) -> float | None:
     return _bound(value, {id(v): float(limit) for v, limit in limits.items()}, 0)
 
 
-__all__ = ["NAN_GUARD_KEY", "bound_given", "is_nan_free"]
+__all__ = ["NAN_GUARD_KEY", "bound_given", "guarded_input", "is_nan_free"]

@@ -37,24 +37,13 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ..fusion.nan_free import NAN_GUARD_KEY, bound_given
+from ..fusion.nan_free import NAN_GUARD_KEY, bound_given, guarded_input
 from ..ir.graphs import FreshNames
 from .manager import is_op
 
 #: the input bounds tried, largest first (powers of two: exact in float32)
 LIMITS = (2.0**64, 2.0**48)
 _SOURCE_DTYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE)
-
-
-def checked_value(node: ir.Node) -> ir.Value | None:
-    """``x`` of a max pool's guard ``If(IsNaN(ReduceSum(x)))`` (stamped by its lowering)."""
-    if not is_op(node, "If") or node.metadata_props.get(NAN_GUARD_KEY) != "max_pool" or node.inputs[0] is None:
-        return None
-    isnan = node.inputs[0].producer()
-    total = isnan.inputs[0].producer() if is_op(isnan, "IsNaN") else None
-    if not is_op(total, "ReduceSum") or len(total.inputs) != 1:
-        return None
-    return total.inputs[0]
 
 
 def _plain_result(guard: ir.Node) -> ir.Value | None:
@@ -187,7 +176,7 @@ class NanGuardHoistPass(ir.passes.InPlacePass):
         checked: list[ir.Value] = []
         limit = max(LIMITS)
         for node in graph:
-            x = checked_value(node)
+            x = guarded_input(node)
             y = _plain_result(node) if x is not None else None
             found = _ancestor_inputs(x, inputs) if y is not None else []
             proved = next((t for t in LIMITS if found and bound_given(x, dict.fromkeys(found, t)) is not None), None)
@@ -278,4 +267,4 @@ def _remove_unread(graph: ir.Graph) -> None:
             graph.remove(node, safe=False)
 
 
-__all__ = ["LIMITS", "NanGuardHoistPass", "checked_value"]
+__all__ = ["LIMITS", "NanGuardHoistPass"]
