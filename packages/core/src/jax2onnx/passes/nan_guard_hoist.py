@@ -39,6 +39,7 @@ import onnx_ir as ir
 
 from ..fusion.nan_free import NAN_GUARD_KEY, bound_given, guarded_input
 from ..ir.graphs import FreshNames
+from .dead_code import DeadCodeEliminationPass
 from .manager import is_op
 
 #: the input bounds tried, largest first (powers of two: exact in float32)
@@ -95,30 +96,6 @@ def _smaller(sources: list[ir.Value], checked: list[ir.Value]) -> bool:
     pools' own guards, beside them, cost no more)."""
     a, b = _elements(sources), _elements(checked)
     return a is not None and b is not None and a[1] == b[1] and a[0] < b[0]
-
-
-def _outer_reads(graph: ir.Graph) -> list[ir.Value]:
-    """The values a subgraph's nodes (and theirs) read that it does not define."""
-    defined = {id(v) for v in graph.inputs} | {id(v) for v in graph.initializers.values()}
-    reads: list[ir.Value] = []
-    for node in graph:
-        defined.update(id(o) for o in node.outputs)
-    for node in graph:
-        for v in node.inputs:
-            if v is not None and id(v) not in defined:
-                reads.append(v)
-        for attr in node.attributes.values():
-            for sub in _subgraphs(attr):
-                reads += [v for v in _outer_reads(sub) if id(v) not in defined]
-    return reads
-
-
-def _subgraphs(attr: ir.Attr) -> list[ir.Graph]:
-    if attr.type == ir.AttributeType.GRAPH:
-        return [attr.value]
-    if attr.type == ir.AttributeType.GRAPHS:
-        return list(attr.value)
-    return []
 
 
 class _Cloner:
@@ -201,11 +178,9 @@ class NanGuardHoistPass(ir.passes.InPlacePass):
                          opset_imports=opsets)
         # the main graph runs the bare pools
         graph.outputs.clear()
-        guards = [node for node in graph if id(node) in plain_results]
-        bypassed = {id(node.outputs[0]): plain_results[id(node)] for node in guards}
-        for node in list(graph):
-            if id(node) in plain_results:
-                ir.convenience.replace_all_uses_with(node.outputs[0], plain_results[id(node)])
+        bypassed = {id(node.outputs[0]): plain_results[id(node)] for node in graph if id(node) in plain_results}
+        for guard_output, y in [(v, bypassed[id(v)]) for node in graph for v in node.outputs if id(v) in bypassed]:
+            ir.convenience.replace_all_uses_with(guard_output, y)  # the guard goes with the dead code
         outputs = [bypassed.get(id(v), v) for v in outputs]
         passed = ir.Graph([], [], nodes=[], name="nan_checked_input_plain", opset_imports=opsets)
         for v in outputs:
@@ -219,12 +194,11 @@ class NanGuardHoistPass(ir.passes.InPlacePass):
                           attributes=[ir.AttrGraph("then_branch", exact), ir.AttrGraph("else_branch", passed)])
         hoisted.metadata_props[NAN_GUARD_KEY] = "model_inputs"
         for name, old, new in zip(names, outputs, hoisted.outputs):
-            for taken in {id(old): old, **{id(g.outputs[0]): g.outputs[0] for g in guards if g.outputs[0].name == name}}.values():
-                taken.name = fresh(f"{name}_unchecked")
+            old.name = fresh(f"{name}_unchecked")  # a bypassed guard keeps it until dead code goes
             new.name, new.type, new.shape = name, old.type, old.shape
         graph.extend([*check, hoisted])
         graph.outputs.extend(hoisted.outputs)
-        _remove_unread(graph)  # the bypassed guards and their sums
+        DeadCodeEliminationPass()(model)  # the bypassed guards and their sums
         return ir.passes.PassResult(model, True)
 
     @staticmethod
@@ -249,22 +223,6 @@ class NanGuardHoistPass(ir.passes.InPlacePass):
         made[-1].outputs[0].type = ir.TensorType(ir.DataType.BOOL)
         made[-1].outputs[0].shape = ir.Shape([])
         return made
-
-
-def _remove_unread(graph: ir.Graph) -> None:
-    """The main graph's nodes whose outputs nothing reads (subgraphs' outer reads counted)."""
-    read: set[int] = {id(v) for v in graph.outputs}
-    for node in graph:
-        read.update(id(v) for v in node.inputs if v is not None)
-        for attr in node.attributes.values():
-            for sub in _subgraphs(attr):
-                read.update(id(v) for v in _outer_reads(sub))
-    for node in reversed(list(graph)):
-        if not any(id(o) in read for o in node.outputs):
-            for v in node.inputs:
-                if v is not None and not any(user is not node for user, _ in v.uses()):
-                    read.discard(id(v))
-            graph.remove(node, safe=False)
 
 
 __all__ = ["LIMITS", "NanGuardHoistPass"]
