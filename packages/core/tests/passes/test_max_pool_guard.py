@@ -1,5 +1,6 @@
 import numpy as np
 import onnx_ir as ir
+from jax2onnx.fusion.nan_free import NAN_GUARD_KEY
 from jax2onnx.passes import MaxPoolGuardLayoutPass
 from pass_checks import pass_keeps_outputs
 
@@ -34,6 +35,7 @@ def _guarded_pool(t):
     total = _node("ReduceSum", [t], ir.AttrInt64("keepdims", 0))
     check = _node("IsNaN", [total.outputs[0]])
     guard = _node("If", [check.outputs[0]], ir.AttrGraph("then_branch", exact), ir.AttrGraph("else_branch", plain))
+    guard.metadata_props[NAN_GUARD_KEY] = "max_pool"  # as the lowering stamps it
     for i, n in enumerate([pool, nan_mask, mask, pooled, zero, nan, hit, picked, keep, total, check, guard]):
         n.outputs[0].name = f"v{i}"
     return [pool, total, check, guard]

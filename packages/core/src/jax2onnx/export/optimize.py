@@ -14,7 +14,8 @@ The order, and where new passes plug in:
    options: the LLM front-end's residual-add + RMS norm fusion), after precision so they see the
    final dtypes, and before the names and the validation so their output is named and checked;
    then the max pools' NaN guards become one check of the model's inputs where a bound allows
-   (:mod:`jax2onnx.passes.nan_guard_hoist`: the graph twice under one ``If``), on the final ops;
+   (:mod:`jax2onnx.passes.nan_guard_hoist`: the pools run bare, a guarded copy of the graph under
+   one ``If`` at the outputs), on the final ops;
 4. the requested I/O names (``input_names``/``output_names``), after every pass that may replace
    an output value;
 5. finishing: shapes of intermediates (a courtesy, never a reason to fail), and the oldest IR

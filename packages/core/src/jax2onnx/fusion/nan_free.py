@@ -225,8 +225,9 @@ def _bound_of(value: ir.Value, memo: dict[int, float | None], depth: int) -> flo
         if num is None or divisor is None or not np.isfinite(divisor).all() or (divisor == 0).any():
             return None
         return num / float(np.min(np.abs(divisor)))
-    if op == "If" and guarded_input(node) is not None:
-        return of(guarded_input(node))  # a max pool's NaN guard: the pool of a bounded input
+    if op == "If":
+        pooled = guarded_input(node)  # a max pool's NaN guard: the pool of a bounded input
+        return None if pooled is None else of(pooled)
     if op in ("Conv", "MatMul", "Gemm"):
         return _linear_bound(node, of)
     if op == "BatchNormalization" and len(node.outputs) == 1:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from ..fusion.nan_free import guarded_input
 from ..ir.constants import rank
 from .manager import RewriteToFixedPoint, is_op, replace_value
 from .transpose_cancel import _compose, _is_identity, _is_transpose, _perm
@@ -52,34 +53,31 @@ class MaxPoolGuardLayoutPass(RewriteToFixedPoint):
         return False
 
     @staticmethod
-    def _guard(node: ir.Node) -> tuple[ir.Node, ir.Node, ir.Node] | None:
-        """(ReduceSum, the pool, the branch's Where) when ``node`` is :func:`max_pool`'s guard."""
-        isnan = node.inputs[0].producer() if node.inputs and node.inputs[0] is not None else None
-        total = isnan.inputs[0].producer() if is_op(isnan, "IsNaN") else None
-        if not is_op(total, "ReduceSum") or len(total.inputs) != 1:
+    def _guarded_pool(node: ir.Node) -> ir.Node | None:
+        """The pool of ``node`` when it is :func:`max_pool`'s guard (its stamp and check:
+        :func:`~jax2onnx.fusion.nan_free.guarded_input`), its plain branch passing the pool of the
+        checked value on and its exact branch picking from that pool."""
+        t = guarded_input(node)
+        if t is None:
             return None
-        then_attr, else_attr = node.attributes.get("then_branch"), node.attributes.get("else_branch")
-        if then_attr is None or else_attr is None:
-            return None
-        plain, exact = else_attr.value, then_attr.value
+        plain, exact = node.attributes["else_branch"].value, node.attributes["then_branch"].value
         if len(plain) != 1 or len(plain.outputs) != 1 or len(exact.outputs) != 1:
             return None
         ident = plain.outputs[0].producer()
         pool = ident.inputs[0].producer() if is_op(ident, "Identity") else None
         where = exact.outputs[0].producer()
-        if not is_op(pool, "MaxPool") or len(pool.outputs) != 1 or pool.inputs[0] is not total.inputs[0]:
+        if not is_op(pool, "MaxPool") or len(pool.outputs) != 1 or pool.inputs[0] is not t:
             return None
         if not is_op(where, "Where") or where.inputs[2] is not pool.outputs[0]:
             return None
-        return total, pool, where
+        return pool
 
     def _move(self, graph: ir.Graph | ir.Function, node: ir.Node) -> bool:
-        found = self._guard(node)
+        pool = self._guarded_pool(node)
         z = node.outputs[0]
         readers = [user for user, _ in z.uses()]
-        if found is None or z in graph.outputs or len(readers) != 1 or not _is_transpose(readers[0]):
+        if pool is None or z in graph.outputs or len(readers) != 1 or not _is_transpose(readers[0]):
             return False
-        _, pool, _ = found
         t_out, t = readers[0], pool.inputs[0]
         t_in = t.producer()
         if t_out.graph is not graph or pool.graph is not graph or not _is_transpose(t_in) or t_in.inputs[0] is None:
